@@ -1,0 +1,188 @@
+/** The proxy-agent's options. Flag names shared with the Go proxy-agent mean the same thing. */
+import type { OptionSpec } from "./options.js";
+
+export interface AgentOptions {
+  proxyServerHost: string;
+  proxyServerPort: number;
+  caCert: string;
+  agentCert: string;
+  agentKey: string;
+  agentId: string;
+  agentIdentifiers: string;
+  clusterName: string;
+  apiserverAddress: string;
+  healthServerHost: string;
+  healthServerPort: number;
+  adminBindAddress: string;
+  adminServerPort: number;
+  syncInterval: number;
+  syncIntervalCap: number;
+  keepaliveTime: number;
+  keepaliveTimeout: number;
+  dialTimeout: number;
+  drainGracePeriod: number;
+  logLevel: string;
+}
+
+export const agentOptionSpecs: readonly OptionSpec[] = [
+  {
+    key: "proxyServerHost",
+    flag: "proxy-server-host",
+    kind: "string",
+    default: "127.0.0.1",
+    goCompatible: true,
+    description: "Host of the proxy server's agent port (also the TLS server name)",
+  },
+  {
+    key: "proxyServerPort",
+    flag: "proxy-server-port",
+    kind: "port",
+    default: 8091,
+    goCompatible: true,
+    description: "Agent port of the proxy server",
+  },
+  {
+    key: "caCert",
+    flag: "ca-cert",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "CA that the server certificate must chain to (PEM, required)",
+  },
+  {
+    key: "agentCert",
+    flag: "agent-cert",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Client certificate presented to the server (PEM)",
+  },
+  {
+    key: "agentKey",
+    flag: "agent-key",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Private key of --agent-cert (PEM)",
+  },
+  {
+    key: "agentId",
+    flag: "agent-id",
+    kind: "string",
+    default: "",
+    env: "PROXY_AGENT_ID",
+    goCompatible: true,
+    description: "Unique ID of this agent (default: a random UUID)",
+  },
+  {
+    key: "agentIdentifiers",
+    flag: "agent-identifiers",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description:
+      "What this agent serves, as a query string: host=a&host=b&ipv4=1.2.3.4&ipv6=fd00::1&cidr=10.0.0.0/8&default-route=true",
+  },
+  {
+    key: "clusterName",
+    flag: "cluster-name",
+    kind: "string",
+    default: "",
+    description:
+      "Name of the cluster this agent serves: adds host=<name> to the identifiers and sends dials to <name>:<port> to --apiserver-address",
+  },
+  {
+    key: "apiserverAddress",
+    flag: "apiserver-address",
+    kind: "string",
+    default: "kubernetes.default.svc:443",
+    description:
+      "Where a dial to <cluster-name>:<port> goes. With a port, exactly this address; without one, the requested port is kept",
+  },
+  {
+    key: "healthServerHost",
+    flag: "health-server-host",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description: "Address the health port binds to (empty: all)",
+  },
+  {
+    key: "healthServerPort",
+    flag: "health-server-port",
+    kind: "port",
+    default: 8093,
+    goCompatible: true,
+    description: "Port serving /healthz, /readyz and /metrics (0 disables)",
+  },
+  {
+    key: "adminBindAddress",
+    flag: "admin-bind-address",
+    kind: "string",
+    default: "127.0.0.1",
+    goCompatible: true,
+    description: "Address the admin port binds to",
+  },
+  {
+    key: "adminServerPort",
+    flag: "admin-server-port",
+    kind: "port",
+    default: 8094,
+    goCompatible: true,
+    description: "Port serving /metrics for operators (0 disables)",
+  },
+  {
+    key: "syncInterval",
+    flag: "sync-interval",
+    kind: "duration",
+    default: 1_000,
+    goCompatible: true,
+    description: "How often to check that the agent holds a connection to every server, and the first reconnect delay",
+  },
+  {
+    key: "syncIntervalCap",
+    flag: "sync-interval-cap",
+    kind: "duration",
+    default: 10_000,
+    goCompatible: true,
+    description: "Longest reconnect delay (jittered exponential backoff up to here)",
+  },
+  {
+    key: "keepaliveTime",
+    flag: "keepalive-time",
+    kind: "duration",
+    default: 30_000,
+    goCompatible: true,
+    description: "Interval of keepalive pings to each server (Go servers refuse pings more often than every 30s)",
+  },
+  {
+    key: "keepaliveTimeout",
+    flag: "keepalive-timeout",
+    kind: "duration",
+    default: 10_000,
+    description: "A server that does not answer a keepalive ping within this time is treated as dead",
+  },
+  {
+    key: "dialTimeout",
+    flag: "dial-timeout",
+    kind: "duration",
+    default: 5_000,
+    description: "Timeout of dials to endpoints inside the cluster",
+  },
+  {
+    key: "drainGracePeriod",
+    flag: "drain-grace-period",
+    kind: "duration",
+    default: 30_000,
+    description:
+      "After the first SIGTERM (which sends DRAIN), exit once idle or after this long; a second signal exits at once",
+  },
+  {
+    key: "logLevel",
+    flag: "log-level",
+    kind: "string",
+    default: "info",
+    choices: ["debug", "info", "warn", "error", "silent"],
+    description: "Log level",
+  },
+];

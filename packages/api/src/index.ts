@@ -1,0 +1,6 @@
+/**
+ * @cluster-proxy/api: component option schemas (flags, defaults, validation, docs).
+ */
+export * from "./options.js";
+export * from "./server-options.js";
+export * from "./agent-options.js";

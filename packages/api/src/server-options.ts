@@ -1,0 +1,257 @@
+/** The proxy-server's options. Flag names shared with the Go proxy-server mean the same thing. */
+import type { OptionSpec } from "./options.js";
+
+export const PROXY_STRATEGIES = ["destHost", "default", "defaultRoute"] as const;
+export type ProxyStrategy = (typeof PROXY_STRATEGIES)[number];
+
+export interface ServerOptions {
+  mode: "grpc" | "http-connect" | "both";
+  serverPort: number;
+  serverBindAddress: string;
+  httpConnectPort: number;
+  udsName: string;
+  httpConnectUdsName: string;
+  deleteExistingUdsFile: boolean;
+  agentPort: number;
+  agentBindAddress: string;
+  healthPort: number;
+  healthBindAddress: string;
+  adminPort: number;
+  adminBindAddress: string;
+  serverCert: string;
+  serverKey: string;
+  serverCaCert: string;
+  clusterCert: string;
+  clusterKey: string;
+  clusterCaCert: string;
+  proxyStrategies: string[];
+  serverCount: number;
+  serverId: string;
+  keepaliveTime: number;
+  frontendKeepaliveTime: number;
+  backendDialTimeout: number;
+  gracefulShutdownTimeout: number;
+  logLevel: string;
+}
+
+export const serverOptionSpecs: readonly OptionSpec[] = [
+  {
+    key: "mode",
+    flag: "mode",
+    kind: "string",
+    default: "both",
+    choices: ["grpc", "http-connect", "both"],
+    goCompatible: true,
+    description:
+      "Front doors to serve on --server-port: grpc (ProxyService), http-connect, or both (gRPC on --server-port and HTTP CONNECT on --http-connect-port)",
+  },
+  {
+    key: "serverPort",
+    flag: "server-port",
+    kind: "port",
+    default: 8090,
+    goCompatible: true,
+    description: "Port of the client front door (mTLS). 0 with --uds-name serves only the Unix socket",
+  },
+  {
+    key: "serverBindAddress",
+    flag: "server-bind-address",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description: "Address the client front door binds to (empty: all)",
+  },
+  {
+    key: "httpConnectPort",
+    flag: "http-connect-port",
+    kind: "port",
+    default: 8093,
+    description:
+      "Port of the HTTP CONNECT front door in --mode=both (mTLS; plain HTTP only when bound to loopback with --http-connect-plain-loopback)",
+  },
+  {
+    key: "udsName",
+    flag: "uds-name",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Unix socket for the client front door (plain, no TLS; protect it with file permissions)",
+  },
+  {
+    key: "httpConnectUdsName",
+    flag: "http-connect-uds-name",
+    kind: "path",
+    default: "",
+    description: "Unix socket for the HTTP CONNECT front door in --mode=both (plain)",
+  },
+  {
+    key: "deleteExistingUdsFile",
+    flag: "delete-existing-uds-file",
+    kind: "boolean",
+    default: true,
+    goCompatible: true,
+    description: "Remove a stale socket file before listening",
+  },
+  {
+    key: "agentPort",
+    flag: "agent-port",
+    kind: "port",
+    default: 8091,
+    goCompatible: true,
+    description: "Port agents connect to (mTLS)",
+  },
+  {
+    key: "agentBindAddress",
+    flag: "agent-bind-address",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description: "Address the agent port binds to (empty: all)",
+  },
+  {
+    key: "healthPort",
+    flag: "health-port",
+    kind: "port",
+    default: 8092,
+    goCompatible: true,
+    description: "Port serving /healthz, /readyz and /metrics (0 disables)",
+  },
+  {
+    key: "healthBindAddress",
+    flag: "health-bind-address",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description: "Address the health port binds to (empty: all)",
+  },
+  {
+    key: "adminPort",
+    flag: "admin-port",
+    kind: "port",
+    default: 8095,
+    goCompatible: true,
+    description: "Port serving /metrics for operators (0 disables)",
+  },
+  {
+    key: "adminBindAddress",
+    flag: "admin-bind-address",
+    kind: "string",
+    default: "127.0.0.1",
+    goCompatible: true,
+    description: "Address the admin port binds to",
+  },
+  {
+    key: "serverCert",
+    flag: "server-cert",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Certificate of the client front door (PEM)",
+  },
+  {
+    key: "serverKey",
+    flag: "server-key",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Private key of --server-cert (PEM)",
+  },
+  {
+    key: "serverCaCert",
+    flag: "server-ca-cert",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "CA that client certificates must chain to (required for the TCP front doors)",
+  },
+  {
+    key: "clusterCert",
+    flag: "cluster-cert",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Certificate of the agent port (PEM, required)",
+  },
+  {
+    key: "clusterKey",
+    flag: "cluster-key",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "Private key of --cluster-cert (PEM, required)",
+  },
+  {
+    key: "clusterCaCert",
+    flag: "cluster-ca-cert",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description: "CA that agent certificates must chain to (required: agents without a valid certificate are refused)",
+  },
+  {
+    key: "proxyStrategies",
+    flag: "proxy-strategies",
+    kind: "list",
+    default: ["destHost", "default"],
+    goCompatible: true,
+    description: "Comma list of routing strategies tried in order: destHost, default, defaultRoute",
+  },
+  {
+    key: "serverCount",
+    flag: "server-count",
+    kind: "int",
+    default: 1,
+    goCompatible: true,
+    description: "Number of server replicas behind the agents' address (sent to agents as servercount)",
+  },
+  {
+    key: "serverId",
+    flag: "server-id",
+    kind: "string",
+    default: "",
+    env: "PROXY_SERVER_ID",
+    goCompatible: true,
+    description: "Unique ID of this server (default: a random UUID)",
+  },
+  {
+    key: "keepaliveTime",
+    flag: "keepalive-time",
+    kind: "duration",
+    default: 30_000,
+    goCompatible: true,
+    description:
+      "Interval of keepalive pings to agents; a ping unanswered for 10s closes the agent's tunnel (0 disables)",
+  },
+  {
+    key: "frontendKeepaliveTime",
+    flag: "frontend-keepalive-time",
+    kind: "duration",
+    default: 60_000,
+    goCompatible: true,
+    description: "Interval of keepalive pings to clients (0 disables)",
+  },
+  {
+    key: "backendDialTimeout",
+    flag: "backend-dial-timeout",
+    kind: "duration",
+    default: 30_000,
+    goCompatible: true,
+    description: "Fail a dial the agent has not answered in this time (0 waits forever)",
+  },
+  {
+    key: "gracefulShutdownTimeout",
+    flag: "graceful-shutdown-timeout",
+    kind: "duration",
+    default: 5_000,
+    goCompatible: true,
+    description: "On SIGTERM, stop accepting and wait this long for open connections before closing",
+  },
+  {
+    key: "logLevel",
+    flag: "log-level",
+    kind: "string",
+    default: "info",
+    choices: ["debug", "info", "warn", "error", "silent"],
+    description: "Log level",
+  },
+];

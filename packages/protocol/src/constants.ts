@@ -1,0 +1,31 @@
+/** Names and limits that konnectivity peers match on. Changing any of them breaks interop. */
+
+/** Full gRPC method path of the client front door (no protobuf package). */
+export const PROXY_METHOD = "/ProxyService/Proxy";
+/** Full gRPC method path agents call to open their long-lived tunnel. */
+export const AGENT_CONNECT_METHOD = "/AgentService/Connect";
+
+/** gRPC metadata keys (lower case, as on the wire). */
+export const Metadata = {
+  agentID: "agentid",
+  agentIdentifiers: "agentidentifiers",
+  authorization: "authorization",
+  serverID: "serverid",
+  serverCount: "servercount",
+} as const;
+
+/** Go peers refuse gRPC messages above 4 MiB (grpc-go default max receive size). */
+export const GO_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/**
+ * Largest DATA payload we put in one packet. Well under the Go limit, big enough that per-message
+ * costs do not dominate (32-64 KiB measured best).
+ */
+export const MAX_DATA_CHUNK = 64 * 1024;
+
+/** Error texts peers (and users' scripts) match on. */
+export const DialErrors = {
+  noAgent: "No agent available",
+  unknownConnectID: "Unknown connectID",
+  unrecognizedConnectID: "unrecognized connectID",
+  backendDialTimeout: "timed out waiting for backend dial",
+} as const;

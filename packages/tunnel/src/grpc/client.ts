@@ -1,0 +1,99 @@
+/**
+ * A minimal gRPC client for bidi streams of raw frames over one node:http2 session.
+ * A channel keeps one session; each `openStream` is one HTTP/2 stream (no handshake per call).
+ */
+import * as http2 from "node:http2";
+import { GrpcStream } from "./stream.js";
+import { GrpcStatus, decodeGrpcMessage, type StreamStatus } from "./status.js";
+
+const { NGHTTP2_CANCEL } = http2.constants;
+
+function statusFrom(headers: http2.IncomingHttpHeaders): StreamStatus | undefined {
+  const code = headers["grpc-status"];
+  if (code === undefined) return undefined;
+  return { code: Number(code), details: decodeGrpcMessage(String(headers["grpc-message"] ?? "")) };
+}
+
+/** A client-side stream. "headers" fires with the server's response metadata. */
+export class ClientCall extends GrpcStream {
+  private status: StreamStatus | undefined;
+  /** Response headers, once received. */
+  responseHeaders: http2.IncomingHttpHeaders | undefined;
+
+  constructor(stream: http2.ClientHttp2Stream, maxMessageBytes: number) {
+    super(stream, maxMessageBytes);
+    stream.on("response", (headers) => {
+      this.responseHeaders = headers;
+      const httpStatus = Number(headers[":status"]);
+      this.status = statusFrom(headers);
+      if (httpStatus !== 200 && !this.status) {
+        this.status = { code: GrpcStatus.UNKNOWN, details: `unexpected HTTP status ${httpStatus}` };
+      }
+      this.emit("headers", headers);
+    });
+    stream.on("trailers", (headers: http2.IncomingHttpHeaders) => {
+      this.status = statusFrom(headers) ?? this.status;
+    });
+    stream.on("close", () => {
+      if (this.status) this.settle(this.status);
+      else if (stream.rstCode === NGHTTP2_CANCEL) this.settle({ code: GrpcStatus.CANCELLED, details: "cancelled" });
+      else
+        this.settle({
+          code: GrpcStatus.UNAVAILABLE,
+          details: stream.rstCode ? `stream reset (HTTP/2 code ${stream.rstCode})` : "connection closed",
+        });
+    });
+  }
+
+  /** Resolve with the response headers, or reject if the call ends first. */
+  waitForHeaders(): Promise<http2.IncomingHttpHeaders> {
+    if (this.responseHeaders) return Promise.resolve(this.responseHeaders);
+    return new Promise((resolve, reject) => {
+      const onHeaders = (h: http2.IncomingHttpHeaders): void => {
+        this.off("close", onClose);
+        resolve(h);
+      };
+      const onClose = (s: StreamStatus): void => {
+        this.off("headers", onHeaders);
+        reject(new Error(s.details || `stream closed with status ${s.code}`));
+      };
+      this.once("headers", onHeaders);
+      this.once("close", onClose);
+    });
+  }
+
+  /** Half-close: we send no more messages. */
+  end(): void {
+    if (!this.http2Stream.writableEnded) this.http2Stream.end();
+  }
+
+  abort(status: StreamStatus): void {
+    this.status ??= status;
+    if (!this.http2Stream.destroyed) this.http2Stream.close(NGHTTP2_CANCEL);
+  }
+}
+
+export interface OpenStreamOptions {
+  metadata?: Record<string, string>;
+  maxMessageBytes?: number;
+}
+
+/** Open a gRPC bidi call on an established session. */
+export function openCall(
+  session: http2.ClientHttp2Session,
+  method: string,
+  options: OpenStreamOptions = {},
+): ClientCall {
+  const stream = session.request(
+    {
+      ":method": "POST",
+      ":path": method,
+      "content-type": "application/grpc",
+      te: "trailers",
+      "user-agent": "cluster-proxy/0.1",
+      ...options.metadata,
+    },
+    { endStream: false },
+  );
+  return new ClientCall(stream, options.maxMessageBytes ?? 4 * 1024 * 1024);
+}

@@ -1,0 +1,116 @@
+/**
+ * A minimal gRPC server for bidi streams of raw frames on a node:http2 server. Only what the
+ * konnectivity services need: path routing, metadata, immediate response headers, trailers.
+ */
+import * as http2 from "node:http2";
+import type { TLSSocket } from "node:tls";
+import { GrpcStream } from "./stream.js";
+import { GrpcStatus, encodeGrpcMessage, type StreamStatus } from "./status.js";
+
+const { HTTP2_HEADER_STATUS, HTTP2_HEADER_CONTENT_TYPE, HTTP2_HEADER_PATH, HTTP2_HEADER_METHOD } = http2.constants;
+
+/** A server-side stream: request metadata in, response metadata, frames and a final status out. */
+export class ServerCall extends GrpcStream {
+  private headersSent = false;
+
+  constructor(
+    stream: http2.ServerHttp2Stream,
+    readonly metadata: http2.IncomingHttpHeaders,
+    maxMessageBytes: number,
+  ) {
+    super(stream, maxMessageBytes);
+    stream.on("close", () =>
+      this.settle({ code: GrpcStatus.CANCELLED, details: `stream closed by peer (code ${stream.rstCode})` }),
+    );
+  }
+
+  /** All values of a metadata key (lower-case). */
+  metadataValues(key: string): string[] {
+    const v = this.metadata[key];
+    if (v === undefined) return [];
+    // node joins repeated custom headers with ", "
+    return Array.isArray(v) ? v : String(v).split(", ");
+  }
+
+  /** The TLS socket of the call's connection, if any (for the peer certificate). */
+  get tlsSocket(): TLSSocket | undefined {
+    const socket = this.http2Stream.session?.socket as TLSSocket | undefined;
+    return socket && "getPeerCertificate" in socket ? socket : undefined;
+  }
+
+  /** Send response headers now (flushes before any message, as Go agents expect). */
+  sendHeaders(metadata: Record<string, string> = {}): void {
+    if (this.headersSent || this.closed) return;
+    this.headersSent = true;
+    (this.http2Stream as http2.ServerHttp2Stream).respond(
+      { [HTTP2_HEADER_STATUS]: 200, [HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...metadata },
+      { waitForTrailers: true },
+    );
+  }
+
+  override send(frame: Buffer): boolean {
+    if (!this.headersSent) this.sendHeaders();
+    return super.send(frame);
+  }
+
+  /** End the call with a status (trailers; a trailers-only response if nothing was sent). */
+  finish(status: StreamStatus): void {
+    if (this.closed) return;
+    const stream = this.http2Stream as http2.ServerHttp2Stream;
+    const trailers = { "grpc-status": String(status.code), "grpc-message": encodeGrpcMessage(status.details) };
+    this.settle(status);
+    if (stream.destroyed) return;
+    if (!this.headersSent) {
+      this.headersSent = true;
+      stream.respond(
+        { [HTTP2_HEADER_STATUS]: 200, [HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...trailers },
+        { endStream: true },
+      );
+      return;
+    }
+    stream.once("wantTrailers", () => stream.sendTrailers(trailers));
+    stream.end();
+  }
+
+  abort(status: StreamStatus): void {
+    this.finish(status);
+  }
+}
+
+export type GrpcHandler = (call: ServerCall) => void;
+
+export interface GrpcRouterOptions {
+  /** Largest message accepted (default 4 MiB, like grpc-go). */
+  maxMessageBytes?: number;
+}
+
+/**
+ * Route gRPC calls arriving on `server` to `handlers` by method path. Requests that are not
+ * gRPC get HTTP 415; unknown methods get UNIMPLEMENTED.
+ */
+export function serveGrpc(
+  server: http2.Http2Server | http2.Http2SecureServer,
+  handlers: Record<string, GrpcHandler>,
+  options: GrpcRouterOptions = {},
+): void {
+  const maxMessageBytes = options.maxMessageBytes ?? 4 * 1024 * 1024;
+  server.on("stream", (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => {
+    stream.on("error", () => {
+      /* peer resets are normal; calls report them through "close" */
+    });
+    const contentType = String(headers[HTTP2_HEADER_CONTENT_TYPE] ?? "");
+    if (headers[HTTP2_HEADER_METHOD] !== "POST" || !contentType.startsWith("application/grpc")) {
+      stream.respond({ [HTTP2_HEADER_STATUS]: 415, "content-type": "text/plain" });
+      stream.end("this port only serves gRPC\n");
+      return;
+    }
+    const path = String(headers[HTTP2_HEADER_PATH] ?? "");
+    const handler = Object.hasOwn(handlers, path) ? handlers[path] : undefined;
+    const call = new ServerCall(stream, headers, maxMessageBytes);
+    if (!handler) {
+      call.finish({ code: GrpcStatus.UNIMPLEMENTED, details: `unknown method ${path}` });
+      return;
+    }
+    handler(call);
+  });
+}

@@ -1,0 +1,9 @@
+/**
+ * @cluster-proxy/tunnel: the engine shared by server, agent and client: gRPC framing on
+ * node:http2, packet I/O, backoff, the error catalog and the logger interface.
+ */
+export * from "./grpc/index.js";
+export * from "./logger.js";
+export * from "./backoff.js";
+export * from "./errors.js";
+export * from "./packet-io.js";

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs the test suites with node's test runner. The runner itself runs inside a fresh network
+# namespace with only loopback (no default route), so a test that addresses anything but
+# loopback or a namespace it created fails with "network unreachable" instead of leaving the
+# machine. Usage: scripts/test.sh [unit|integration|all]   (default: all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+which=${1:-all}
+
+files=()
+if [[ $which == unit || $which == all ]]; then
+  while IFS= read -r f; do files+=("$f"); done < <(find packages -path '*/node_modules' -prune -o -path '*/dist' -prune -o -name '*.test.ts' -print | sort)
+fi
+if [[ $which == integration || $which == all ]]; then
+  while IFS= read -r f; do files+=("$f"); done < <(find test -name '*.test.ts' -not -path '*/node_modules/*' 2>/dev/null | sort)
+fi
+if [[ ${#files[@]} -eq 0 ]]; then
+  echo "no test files found" >&2
+  exit 1
+fi
+
+runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "${files[@]}")
+
+if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && [[ ${CP_TEST_NO_NETNS:-} != 1 ]]; then
+  ns="cp-test-$$"
+  ip netns add "$ns"
+  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+  ip -n "$ns" link set lo up
+  echo "test runner: network namespace $ns (loopback only)"
+  ip netns exec "$ns" "${runner[@]}"
+else
+  echo "test runner: not root or no iproute2; running in the current network namespace (set up a namespace by hand to isolate)" >&2
+  "${runner[@]}"
+fi
