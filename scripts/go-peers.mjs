@@ -14,16 +14,7 @@
 
 import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  readdirSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -147,7 +138,9 @@ function cacheKey(goVersionLine) {
     add(`${label}/go.mod`, readFileSync(join(dir, "go.mod")));
     add(`${label}/go.sum`, readFileSync(join(dir, "go.sum")));
   }
-  for (const f of readdirSync(clientDir).filter((n) => n.endsWith(".go")).sort()) {
+  for (const f of readdirSync(clientDir)
+    .filter((n) => n.endsWith(".go"))
+    .sort()) {
     add(`client/${f}`, readFileSync(join(clientDir, f)));
   }
   return h.digest("hex").slice(0, 16);
@@ -187,16 +180,23 @@ function prune(keepKey) {
   for (const { p } of keys.slice(2)) rmSync(p, { recursive: true, force: true });
 }
 
-function goBuild(target, outFile) {
+let currentChild = null;
+
+function goBuild(target, outFile, goTmp) {
   const args = ["build", "-mod=readonly", "-trimpath", "-buildvcs=false", "-o", outFile, target.pkg];
   return new Promise((resolve, reject) => {
-    const child = spawn("go", args, { cwd: target.dir, env: goEnv, stdio: ["ignore", "inherit", "pipe"] });
+    // GOTMPDIR inside our temp dir: a killed `go build` leaves its work dir
+    // behind, and this way the cleanup below removes it too.
+    const env = { ...goEnv, GOTMPDIR: goTmp };
+    const child = spawn("go", args, { cwd: target.dir, env, stdio: ["ignore", "inherit", "pipe"] });
+    currentChild = child;
     let stderr = "";
     child.stderr.on("data", (d) => {
       stderr += d;
     });
     child.on("error", reject);
     child.on("close", (code, signal) => {
+      currentChild = null;
       if (code === 0) resolve();
       else {
         const where = relative(repoRoot, target.dir);
@@ -239,10 +239,22 @@ async function main() {
   const tmpDir = join(cacheRoot, `.tmp-${key}-${process.pid}`);
   rmSync(tmpDir, { recursive: true, force: true });
   mkdirSync(join(tmpDir, "bin"), { recursive: true });
+  const goTmp = join(tmpDir, "gotmp");
+  mkdirSync(goTmp);
   let cleanup = () => rmSync(tmpDir, { recursive: true, force: true });
   const onSignal = (sig) => {
-    cleanup();
-    process.kill(process.pid, sig);
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      cleanup();
+      process.kill(process.pid, sig); // handler was `once`: default action now
+    };
+    if (!currentChild) return finish();
+    // Let `go build` exit before removing the dir it writes into.
+    currentChild.once("close", finish);
+    currentChild.kill("SIGTERM");
+    setTimeout(finish, 5000).unref();
   };
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
@@ -254,10 +266,11 @@ async function main() {
     for (const [i, t] of TARGETS.entries()) {
       const t1 = Date.now();
       log(`building ${t.name} (${i + 1}/${TARGETS.length})...`);
-      await goBuild(t, join(tmpDir, "bin", t.name));
+      await goBuild(t, join(tmpDir, "bin", t.name), goTmp);
       timings[t.name] = (Date.now() - t1) / 1000;
       log(`built ${t.name} in ${timings[t.name].toFixed(1)}s (total ${((Date.now() - t0) / 1000).toFixed(1)}s)`);
     }
+    rmSync(goTmp, { recursive: true, force: true });
     writeFileSync(
       join(tmpDir, "manifest.json"),
       JSON.stringify(

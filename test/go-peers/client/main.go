@@ -204,8 +204,19 @@ func (o *options) doHTTP(target string, dialOpts []grpc.DialOption, out io.Write
 	if err != nil {
 		return fmt.Errorf("creating tunnel: %w", err)
 	}
+	// Let the tunnel finish (CLOSE_REQ/CLOSE_RSP) before ctx is cancelled, or the
+	// library logs a spurious "stream read failure ... context canceled" on stderr.
+	var dialed atomic.Bool
+	defer func() {
+		if dialed.Load() {
+			waitTunnel(ctx, tunnel)
+		}
+	}()
 	transport := &http.Transport{
-		DialContext:       tunnel.DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialed.Store(true)
+			return tunnel.DialContext(ctx, network, addr)
+		},
 		DisableKeepAlives: true,
 		// A single-use tunnel can be dialed exactly once; never retry or pool.
 		MaxConnsPerHost: 1,
@@ -232,6 +243,18 @@ func (o *options) doHTTP(target string, dialOpts []grpc.DialOption, out io.Write
 		return fmt.Errorf("unexpected HTTP status %s", resp.Status)
 	}
 	return nil
+}
+
+// waitTunnel waits (bounded) until the single-use tunnel has shut down. It is
+// done once the connection got CLOSE_RSP, the dial failed, or the stream broke.
+func waitTunnel(ctx context.Context, tunnel konnectivity.Tunnel) {
+	t := time.NewTimer(konnectivity.CloseTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-tunnel.Done():
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // runMany performs o.count requests, o.concurrency at a time, each on its own tunnel.
@@ -310,6 +333,7 @@ func (o *options) doTCP(target string, dialOpts []grpc.DialOption) error {
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", o.address, err)
 	}
+	defer waitTunnel(ctx, tunnel)
 
 	type result struct {
 		dir string

@@ -34,6 +34,13 @@ export class ClientCall extends GrpcStream {
     stream.on("trailers", (headers: http2.IncomingHttpHeaders) => {
       this.status = statusFrom(headers) ?? this.status;
     });
+    // The server's status is final once every message before it was read: settle then, and
+    // reset our side if we were still sending (a server may finish while we have not).
+    stream.on("end", () => {
+      if (!this.status) return;
+      this.settle(this.status);
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+    });
     stream.on("close", () => {
       if (this.status) this.settle(this.status);
       else if (stream.rstCode === NGHTTP2_CANCEL) this.settle({ code: GrpcStatus.CANCELLED, details: "cancelled" });

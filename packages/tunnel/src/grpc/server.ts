@@ -68,6 +68,8 @@ export class ServerCall extends GrpcStream {
       );
       return;
     }
+    // The client resets its side once it has the status (grpc-go and our client do); an RST
+    // from here right after the trailers could overtake them.
     stream.once("wantTrailers", () => stream.sendTrailers(trailers));
     stream.end();
   }

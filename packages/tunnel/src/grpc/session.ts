@@ -44,6 +44,8 @@ export interface ConnectTarget {
   tls?: tls.ConnectionOptions;
   /** Give up connecting after this long (ms). */
   timeoutMs?: number;
+  /** Abort the attempt (the half-open session is destroyed and the promise rejects). */
+  signal?: AbortSignal;
 }
 
 /** Raised when a tunnel connection cannot be established. */
@@ -73,7 +75,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
         ...TUNNEL_HTTP2_OPTIONS,
         ...target.tls,
         ALPNProtocols: ["h2"],
-        servername: net.isIP(host) ? undefined : host,
+        servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
       } as http2.SecureClientSessionOptions);
     }
     const timer = setTimeout(() => {
@@ -82,12 +84,17 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     }, target.timeoutMs ?? 10_000);
     const onError = (err: Error): void => {
       clearTimeout(timer);
+      target.signal?.removeEventListener("abort", onAbort);
       session.destroy();
       reject(new ConnectError(`cannot connect to ${where}: ${err.message}`, { cause: err }));
     };
+    const onAbort = (): void => onError(new Error("connect aborted"));
+    target.signal?.addEventListener("abort", onAbort, { once: true });
+    if (target.signal?.aborted) onAbort();
     session.once("error", onError);
     session.once("connect", () => {
       clearTimeout(timer);
+      target.signal?.removeEventListener("abort", onAbort);
       session.off("error", onError);
       session.on("error", () => {
         /* surfaced through "close" of the session and its streams */

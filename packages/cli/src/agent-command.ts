@@ -1,0 +1,73 @@
+/**
+ * `cluster-proxy agent`: run the proxy-agent until SIGTERM/SIGINT. The first signal sends
+ * DRAIN to every server and waits (up to --drain-grace-period) for open connections to finish;
+ * a second signal closes at once.
+ */
+import type { Command } from "commander";
+import { ConfigError, agentOptionSpecs, type AgentOptions } from "@cluster-proxy/api";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import { createLogger } from "./log-output.js";
+import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { portConflictMessage } from "./port-conflicts.js";
+import { runUntilSignalled } from "./shutdown-signals.js";
+
+const EXAMPLE = `
+Example (certificates from \`cluster-proxy certs --dir certs --cluster east\`):
+  cluster-proxy agent --cluster-name east \\
+    --proxy-server-host hub.example.com --proxy-server-port 8091 \\
+    --ca-cert certs/ca.crt --agent-cert certs/agent-east.crt --agent-key certs/agent-east.key \\
+    --apiserver-address kubernetes.default.svc:443
+
+Dials to east:<port> then reach --apiserver-address, and <host>.east:<port> reaches <host>:<port>
+inside the cluster. Flags marked Go-compatible mean what they mean for the Go proxy-agent.
+`;
+
+/** Register `agent` on `program`. */
+export function registerAgentCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
+  const command = program
+    .command("agent")
+    .summary("run the proxy-agent (managed-cluster side)")
+    .description(
+      "Run the proxy-agent: keeps outbound mTLS tunnels to every proxy-server behind --proxy-server-host and dials endpoints in this cluster for them.",
+    )
+    .addHelpText("after", EXAMPLE);
+  addOptionSpecs(command, agentOptionSpecs);
+  command.action(async () => {
+    const options = resolveCommandOptions<AgentOptions>(command, agentOptionSpecs, ctx.env);
+    const logger = await createLogger(options.logLevel, "proxy-agent", ctx.logFd);
+    const { ProxyAgent } = await import("@cluster-proxy/agent");
+    const agent = new ProxyAgent(options, { logger });
+    try {
+      await agent.start();
+    } catch (err) {
+      await agent.close().catch(() => undefined);
+      const conflict = portConflictMessage(err, agentOptionSpecs, options);
+      if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+      if (err instanceof ConfigError) throw err;
+      throw new CommandFailure(`agent failed to start: ${(err as Error).message}`, 1, { cause: err });
+    }
+    logger.info({ cluster: options.clusterName }, "proxy-agent started");
+    const code = await runUntilSignalled(ctx.signals, {
+      graceful: async (signal) => {
+        logger.info(
+          { signal, gracePeriodMs: options.drainGracePeriod },
+          "draining: sent DRAIN, waiting for open connections (a second signal exits at once)",
+        );
+        agent.drain();
+        const idle = await agent.waitIdle(options.drainGracePeriod);
+        if (!idle)
+          logger.warn({ gracePeriodMs: options.drainGracePeriod }, "grace period over, closing open connections");
+        await agent.close();
+        logger.info({}, "proxy-agent stopped");
+        return 0;
+      },
+      forced: async (signal) => {
+        logger.warn({ signal }, "second signal: closing now");
+        await agent.close();
+        return 1;
+      },
+      onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
+    });
+    setExitCode(code);
+  });
+}

@@ -1,0 +1,45 @@
+/**
+ * What a command needs from its process: output streams, environment and signals. Tests pass
+ * their own to run commands in-process.
+ */
+import type { SignalSource } from "./shutdown-signals.js";
+
+/** The process-facing side of a command run. */
+export interface CliContext {
+  /** Human-facing output (help, progress, instructions). */
+  stdout(text: string): void;
+  /** Error lines (logs go to fd 2 through pino, not here). */
+  stderr(text: string): void;
+  /** Environment the option schemas read. */
+  env: NodeJS.ProcessEnv;
+  /** Where SIGTERM/SIGINT come from. */
+  signals: SignalSource;
+  /** Use ANSI colors in human-facing output. */
+  colors: boolean;
+  /** File descriptor pino writes JSON logs to (default 2). */
+  logFd?: number;
+}
+
+/** The context of the real process. */
+export function processContext(): CliContext {
+  return {
+    stdout: (text) => void process.stdout.write(text),
+    stderr: (text) => void process.stderr.write(text),
+    env: process.env,
+    signals: process,
+    colors: process.stdout.isTTY && !("NO_COLOR" in process.env),
+  };
+}
+
+/** A failure the command has already explained; `exitCode` is what the process should return. */
+export class CommandFailure extends Error {
+  readonly code = "CP_ERR_COMMAND";
+  constructor(
+    message: string,
+    readonly exitCode: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = "CommandFailure";
+  }
+}

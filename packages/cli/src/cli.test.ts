@@ -1,0 +1,323 @@
+import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { X509Certificate } from "node:crypto";
+import { EventEmitter } from "node:events";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { Command } from "commander";
+import {
+  ConfigError,
+  agentOptionSpecs,
+  serverOptionSpecs,
+  type AgentOptions,
+  type ServerOptions,
+} from "@cluster-proxy/api";
+import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
+import type { CliContext } from "./cli-context.js";
+import { FLAGS_BEGIN, FLAGS_END, flagReferenceMarkdown, replaceFlagReference } from "./flag-reference.js";
+import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { portConflictMessage, portInUse } from "./port-conflicts.js";
+import { runCli } from "./program.js";
+import { runUntilSignalled } from "./shutdown-signals.js";
+import { certsOptionSpecs } from "./certs-command.js";
+import { upOptionSpecs } from "./up-command.js";
+
+interface Captured extends CliContext {
+  out: string[];
+  err: string[];
+}
+
+function capture(env: NodeJS.ProcessEnv = {}): Captured {
+  const out: string[] = [];
+  const err: string[] = [];
+  return {
+    out,
+    err,
+    stdout: (t) => void out.push(t),
+    stderr: (t) => void err.push(t),
+    env,
+    signals: new EventEmitter(),
+    colors: false,
+    logFd: 2,
+  };
+}
+
+async function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
+  const ctx = capture(env);
+  const code = await runCli(args, ctx);
+  return { code, out: ctx.out.join(""), err: ctx.err.join("") };
+}
+
+function parse<T>(specs: typeof serverOptionSpecs, args: string[], env: NodeJS.ProcessEnv = {}): T {
+  const command = new Command("t").exitOverride();
+  addOptionSpecs(command, specs);
+  command.parse(args, { from: "user" });
+  return resolveCommandOptions<T>(command, specs, env);
+}
+
+describe("flag wiring from the option schemas", () => {
+  test("defaults come from the schema; flags and env override them", () => {
+    const server = parse<ServerOptions>(serverOptionSpecs, []);
+    assert.equal(server.serverPort, 8090);
+    assert.deepEqual(server.proxyStrategies, ["destHost", "default"]);
+    assert.equal(server.deleteExistingUdsFile, true);
+    const agent = parse<AgentOptions>(agentOptionSpecs, ["--agent-id", "from-flag"], { PROXY_AGENT_ID: "from-env" });
+    assert.equal(agent.agentId, "from-flag");
+    assert.equal(parse<AgentOptions>(agentOptionSpecs, [], { PROXY_AGENT_ID: "from-env" }).agentId, "from-env");
+  });
+
+  test("durations, ports, lists and booleans are parsed the Go way", () => {
+    const agent = parse<AgentOptions>(agentOptionSpecs, [
+      "--sync-interval",
+      "1m30s",
+      "--keepalive-time=500ms",
+      "--drain-grace-period",
+      "2",
+      "--proxy-server-port=9000",
+    ]);
+    assert.equal(agent.syncInterval, 90_000);
+    assert.equal(agent.keepaliveTime, 500);
+    assert.equal(agent.drainGracePeriod, 2_000);
+    assert.equal(agent.proxyServerPort, 9000);
+    const server = parse<ServerOptions>(serverOptionSpecs, [
+      "--proxy-strategies",
+      "destHost",
+      "--proxy-strategies=defaultRoute,default",
+      "--delete-existing-uds-file=false",
+      "--http-connect-plain",
+    ]);
+    assert.deepEqual(server.proxyStrategies, ["destHost", "defaultRoute", "default"]);
+    assert.equal(server.deleteExistingUdsFile, false);
+    assert.equal(server.httpConnectPlain, true);
+  });
+
+  test("bad values throw a ConfigError naming the flag", () => {
+    assert.throws(
+      () => parse(serverOptionSpecs, ["--server-port", "70000"]),
+      (err: Error) => err instanceof ConfigError && err.message.startsWith("--server-port:"),
+    );
+    assert.throws(() => parse(agentOptionSpecs, ["--sync-interval", "soon"]), /^ConfigError: --sync-interval:/);
+    assert.throws(() => parse(serverOptionSpecs, ["--mode", "udp"]), /--mode: "udp" is not one of/);
+  });
+});
+
+describe("cluster-proxy command line", () => {
+  test("a bad port exits 2 with one line naming --server-port", async () => {
+    const r = await run(["server", "--server-port", "70000"]);
+    assert.equal(r.code, 2);
+    assert.equal(r.out, "");
+    assert.equal(r.err, "cluster-proxy server: --server-port: 70000 is not a port number (0-65535)\n");
+  });
+
+  test("an unknown flag exits 2 naming the flag", async () => {
+    const r = await run(["agent", "--sync-intervall", "1s"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /^cluster-proxy agent: --sync-intervall: unknown flag/);
+    assert.match(r.err, /did you mean --sync-interval\?/);
+    assert.equal(r.err.split("\n").length, 2, "one line");
+    const top = await run(["--bogus"]);
+    assert.equal(top.code, 2);
+    assert.match(top.err, /^cluster-proxy: --bogus: unknown flag/);
+  });
+
+  test("a flag without its value, a bad duration and an unknown command exit 2", async () => {
+    assert.deepEqual(await run(["server", "--agent-port"]), {
+      code: 2,
+      out: "",
+      err: "cluster-proxy server: --agent-port: needs a value\n",
+    });
+    const d = await run(["agent", "--keepalive-time", "10 minutes"]);
+    assert.equal(d.code, 2);
+    assert.match(d.err, /--keepalive-time: "10 minutes" is not a duration/);
+    const u = await run(["serve"]);
+    assert.equal(u.code, 2);
+    assert.match(u.err, /unknown command 'serve'/);
+  });
+
+  test("--help explains every command with an example; --version prints the version", async () => {
+    const top = await run(["--help"]);
+    assert.equal(top.code, 0);
+    for (const word of ["up", "server", "agent", "certs", "Examples:", "curl -p -x"])
+      assert.ok(top.out.includes(word), word);
+    for (const [cmd, flag] of [
+      ["server", "--server-port <port>"],
+      ["agent", "--proxy-server-host <string>"],
+      ["certs", "--hub-host <list>"],
+      ["up", "--port-base <port>"],
+    ] as const) {
+      const r = await run([cmd, "--help"]);
+      assert.equal(r.code, 0, cmd);
+      assert.ok(r.out.includes("Example"), `${cmd} help has an example`);
+      assert.ok(r.out.includes(flag), `${cmd} help lists ${flag}`);
+    }
+    const server = await run(["server", "--help"]);
+    assert.match(server.out, /--server-port <port> +Port of the client front door .*\[default 8090; Go-compatible\]/);
+    assert.match(server.out, /--server-id <string> .*env PROXY_SERVER_ID/);
+    const version = await run(["--version"]);
+    assert.equal(version.code, 0);
+    assert.match(version.out, /^\d+\.\d+\.\d+\n$/);
+  });
+});
+
+describe("cluster-proxy certs", () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "cp-cli-certs-"));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  test("writes the CA, server, client and per-cluster agent certificates", async () => {
+    const target = join(dir, "certs");
+    const r = await run([
+      "certs",
+      "--dir",
+      target,
+      "--cluster",
+      "east,west",
+      "--cluster",
+      "7south",
+      "--hub-host",
+      "hub.test",
+    ]);
+    assert.equal(r.code, 0, r.err);
+    for (const name of ["ca", "server", "client", "agent-east", "agent-west", "agent-7south"]) {
+      assert.ok(r.out.includes(join(target, `${name}.crt`)), `${name}.crt listed`);
+      assert.equal((await stat(join(target, `${name}.key`))).mode & 0o777, 0o600);
+    }
+    const server = new X509Certificate(await readFile(join(target, "server.crt")));
+    assert.equal(server.checkHost("hub.test"), "hub.test");
+    assert.equal(server.checkHost("localhost"), undefined, "--hub-host replaces the default hosts");
+    assert.deepEqual(clusterNamesFromCertificate(await readFile(join(target, "agent-7south.crt"))), ["7south"]);
+
+    const again = await run(["certs", "--dir", target]);
+    assert.equal(again.code, 1);
+    assert.match(again.err, /ca\.crt already exists.*--force/);
+    const forced = await run(["certs", "--dir", target, "--force"]);
+    assert.equal(forced.code, 0, forced.err);
+  });
+
+  test("bad input names the flag", async () => {
+    const noDir = await run(["certs"]);
+    assert.equal(noDir.code, 2);
+    assert.match(noDir.err, /^cluster-proxy certs: --dir: required/);
+    const badCluster = await run(["certs", "--dir", join(dir, "x"), "--cluster", "East_1"]);
+    assert.equal(badCluster.code, 2);
+    assert.match(badCluster.err, /^cluster-proxy certs: --cluster: cluster name "East_1" is invalid/);
+    const badAlg = await run(["certs", "--dir", join(dir, "x"), "--key-algorithm", "DSA"]);
+    assert.equal(badAlg.code, 2);
+    assert.match(badAlg.err, /--key-algorithm: "DSA" is not one of ECDSA-P256, RSA-2048/);
+  });
+});
+
+describe("two-stage shutdown", () => {
+  test("first signal runs the graceful stage", async () => {
+    const source = new EventEmitter();
+    const done = runUntilSignalled(source, {
+      graceful: (sig) => Promise.resolve(sig === "SIGTERM" ? 0 : 9),
+      forced: () => Promise.resolve(1),
+    });
+    source.emit("SIGTERM");
+    assert.equal(await done, 0);
+    assert.equal(source.listenerCount("SIGTERM") + source.listenerCount("SIGINT"), 0);
+  });
+
+  test("a second signal during the graceful stage forces the exit", async () => {
+    const source = new EventEmitter();
+    let gracefulStarted!: () => void;
+    const started = new Promise<void>((r) => (gracefulStarted = r));
+    const done = runUntilSignalled(source, {
+      graceful: () => {
+        gracefulStarted();
+        return new Promise<number>(() => undefined); // never finishes
+      },
+      forced: (sig) => Promise.resolve(sig === "SIGINT" ? 1 : 9),
+    });
+    source.emit("SIGINT");
+    await started;
+    source.emit("SIGINT");
+    assert.equal(await done, 1);
+  });
+
+  test("a failing stage exits 1 and is reported; abort starts the graceful stage", async () => {
+    const source = new EventEmitter();
+    const errors: unknown[] = [];
+    const abort = new AbortController();
+    const done = runUntilSignalled(
+      source,
+      {
+        graceful: () => Promise.reject(new Error("boom")),
+        forced: () => Promise.resolve(0),
+        onError: (err) => errors.push(err),
+      },
+      abort.signal,
+    );
+    abort.abort();
+    assert.equal(await done, 1);
+    assert.equal((errors[0] as Error).message, "boom");
+  });
+});
+
+describe("port conflicts", () => {
+  test("are recognised from errno errors and from messages that carry them", () => {
+    const errno = Object.assign(new Error("listen EADDRINUSE: address already in use 127.0.0.1:8090"), {
+      code: "EADDRINUSE",
+      port: 8090,
+      address: "127.0.0.1",
+    });
+    assert.deepEqual(portInUse(errno), { port: 8090, address: "127.0.0.1" });
+    const wrapped = new ConfigError(
+      "--server-port: cannot listen on 127.0.0.1:8090: listen EADDRINUSE: address already in use 127.0.0.1:8090",
+    );
+    assert.deepEqual(portInUse(wrapped), { port: 8090, address: "127.0.0.1" });
+    assert.equal(portInUse(new Error("connection refused 127.0.0.1:8090")), undefined);
+    assert.equal(
+      portConflictMessage(wrapped, serverOptionSpecs, { serverPort: 8090, agentPort: 8091 }),
+      "port 8090 (--server-port) on 127.0.0.1 is already in use: free it or choose another with --server-port",
+    );
+  });
+});
+
+describe("flag reference for the README", () => {
+  test("covers every flag of every command and replaces only the marked section", () => {
+    const md = flagReferenceMarkdown();
+    for (const spec of [...serverOptionSpecs, ...agentOptionSpecs, ...certsOptionSpecs, ...upOptionSpecs])
+      assert.ok(md.includes(`\`--${spec.flag}\``), spec.flag);
+    const readme = `# t\n\nintro\n\n${FLAGS_BEGIN}\nOLD-CONTENT\n${FLAGS_END}\n\nafter\n`;
+    const updated = replaceFlagReference(readme);
+    assert.ok(updated.startsWith(`# t\n\nintro\n\n${FLAGS_BEGIN}\n`));
+    assert.ok(updated.endsWith(`${FLAGS_END}\n\nafter\n`));
+    assert.ok(!updated.includes("OLD-CONTENT"));
+    assert.equal(replaceFlagReference(updated), updated);
+    assert.throws(() => replaceFlagReference("# no markers\n"), /flags:begin/);
+  });
+
+  test("scripts/gen-flag-docs.ts --check fails on a stale README and passes once written", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cp-flag-docs-"));
+    try {
+      const readme = join(dir, "README.md");
+      await writeFile(readme, `# t\n${FLAGS_BEGIN}\n${FLAGS_END}\n`);
+      const script = fileURLToPath(new URL("../../../scripts/gen-flag-docs.ts", import.meta.url));
+      const runScript = (...args: string[]) =>
+        new Promise<{ code: number; stderr: string }>((resolve) => {
+          execFile(
+            process.execPath,
+            ["--conditions=source", "--import", "tsx", script, "--readme", readme, ...args],
+            (err, _stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stderr }),
+          );
+        });
+      const stale = await runScript("--check");
+      assert.equal(stale.code, 1);
+      assert.match(stale.stderr, /out of date/);
+      assert.equal((await runScript()).code, 0);
+      assert.equal((await runScript("--check")).code, 0);
+      assert.ok((await readFile(readme, "utf8")).includes("`--server-port`"));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,13 @@
+/**
+ * @cluster-proxy/cli: the `cluster-proxy` command (server, agent, certs, up), exposed for
+ * in-process use by tests and scripts.
+ */
+export { runCli, buildProgram, cliVersion, EXIT_USAGE } from "./program.js";
+export { processContext, CommandFailure, type CliContext } from "./cli-context.js";
+export { addOptionSpecs, commanderOption, optionHelpText, resolveCommandOptions } from "./option-flags.js";
+export { runUntilSignalled, SHUTDOWN_SIGNALS, type SignalSource, type ShutdownStages } from "./shutdown-signals.js";
+export { certsOptionSpecs, type CertsOptions } from "./certs-command.js";
+export { upOptionSpecs, upPorts, runUp, type UpOptions } from "./up-command.js";
+export { flagReferenceMarkdown, replaceFlagReference, FLAGS_BEGIN, FLAGS_END } from "./flag-reference.js";
+export { startSampleService, type SampleService } from "./sample-service.js";
+export { portInUse, portConflictMessage, type PortInUse } from "./port-conflicts.js";

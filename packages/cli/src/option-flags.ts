@@ -1,0 +1,70 @@
+/**
+ * Commander wiring generated from the option schemas of @cluster-proxy/api: one commander
+ * option per {@link OptionSpec}, and the parsed flags turned back into a config object by
+ * `resolveOptions` (which owns defaults, environment variables and validation).
+ *
+ * Commander itself applies no defaults, reads no environment and validates nothing here, so a
+ * value has exactly one source of truth and every error is the schema's, naming the flag.
+ */
+import { Option, type Command } from "commander";
+import { describeDefault, resolveOptions, type OptionSpec } from "@cluster-proxy/api";
+
+const VALUE_NAMES: Record<OptionSpec["kind"], string> = {
+  string: "string",
+  int: "int",
+  port: "port",
+  duration: "duration",
+  boolean: "bool",
+  list: "list",
+  path: "path",
+};
+
+/** The help text of one option: its description plus default, choices, env and Go marker. */
+export function optionHelpText(spec: OptionSpec): string {
+  const extra: string[] = [];
+  if (spec.choices) extra.push(`one of ${spec.choices.join(", ")}`);
+  const def = describeDefault(spec);
+  if (def !== "") extra.push(`default ${def}`);
+  if (spec.env) extra.push(`env ${spec.env}`);
+  if (spec.goCompatible) extra.push("Go-compatible");
+  return extra.length > 0 ? `${spec.description} [${extra.join("; ")}]` : spec.description;
+}
+
+/** Accumulate a repeated list flag (`--x a --x b,c` is `a,b,c`); other kinds keep the last value. */
+function collectList(value: string, previous: unknown): string {
+  return typeof previous === "string" && previous !== "" ? `${previous},${value}` : value;
+}
+
+/** A commander option for `spec`. Booleans take an optional value (`--x`, `--x=false`). */
+export function commanderOption(spec: OptionSpec): Option {
+  const flags =
+    spec.kind === "boolean" ? `--${spec.flag} [${VALUE_NAMES.boolean}]` : `--${spec.flag} <${VALUE_NAMES[spec.kind]}>`;
+  const option = new Option(flags, optionHelpText(spec));
+  if (spec.kind === "list") option.argParser(collectList);
+  return option;
+}
+
+/** Add one commander option per spec to `command`. */
+export function addOptionSpecs(command: Command, specs: readonly OptionSpec[]): Command {
+  for (const spec of specs) command.addOption(commanderOption(spec));
+  return command;
+}
+
+/**
+ * Turn the options commander parsed for `command` into a config object of `specs`
+ * (defaults and environment applied, values validated). Throws the schema's ConfigError, which
+ * names the flag.
+ */
+export function resolveCommandOptions<T>(
+  command: Command,
+  specs: readonly OptionSpec[],
+  env: NodeJS.ProcessEnv = process.env,
+): T {
+  const parsed = command.opts<Record<string, unknown>>();
+  const raw: Record<string, string | boolean | undefined> = {};
+  for (const spec of specs) {
+    const value = parsed[commanderOption(spec).attributeName()];
+    if (typeof value === "string" || typeof value === "boolean") raw[spec.flag] = value;
+  }
+  return resolveOptions<T>(specs, raw, env);
+}

@@ -1,0 +1,51 @@
+/**
+ * The sample HTTP service `cluster-proxy up` runs "inside" each demo cluster: it answers every
+ * request with `hello from <cluster>` and what it saw of the request, so a user can tell which
+ * cluster a request reached and how it arrived.
+ */
+import { once } from "node:events";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** A running sample service. */
+export interface SampleService {
+  cluster: string;
+  /** Loopback port it listens on. */
+  port: number;
+  close(): Promise<void>;
+}
+
+/** The body the sample service of `cluster` answers `req` with. */
+export function sampleResponseBody(cluster: string, req: http.IncomingMessage): string {
+  return [
+    `hello from ${cluster}`,
+    `method: ${req.method ?? ""}`,
+    `path: ${req.url ?? ""}`,
+    `host: ${req.headers.host ?? ""}`,
+    `user-agent: ${req.headers["user-agent"] ?? ""}`,
+    `seen from: ${req.socket.remoteAddress ?? ""}:${req.socket.remotePort ?? ""}`,
+    "",
+  ].join("\n");
+}
+
+/** Start the sample service of `cluster` on an ephemeral port of 127.0.0.1. */
+export async function startSampleService(cluster: string): Promise<SampleService> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    const body = sampleResponseBody(cluster, req);
+    res.writeHead(200, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body) });
+    res.end(body);
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  return {
+    cluster,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

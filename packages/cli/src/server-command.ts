@@ -1,0 +1,63 @@
+/**
+ * `cluster-proxy server`: run the proxy-server until SIGTERM/SIGINT.
+ */
+import type { Command } from "commander";
+import { ConfigError, serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import { createLogger } from "./log-output.js";
+import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { portConflictMessage } from "./port-conflicts.js";
+import { runUntilSignalled } from "./shutdown-signals.js";
+
+const EXAMPLE = `
+Example (certificates from \`cluster-proxy certs --dir certs\`):
+  cluster-proxy server \\
+    --server-cert certs/server.crt --server-key certs/server.key --server-ca-cert certs/ca.crt \\
+    --cluster-cert certs/server.crt --cluster-key certs/server.key --cluster-ca-cert certs/ca.crt
+
+Flags marked Go-compatible mean what they mean for the Go konnectivity proxy-server, so this
+binary can replace it in an existing deployment. SIGTERM or SIGINT stops accepting and closes
+within --graceful-shutdown-timeout; a second signal exits at once.
+`;
+
+/** Register `server` on `program`. */
+export function registerServerCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
+  const command = program
+    .command("server")
+    .summary("run the proxy-server (hub side)")
+    .description(
+      "Run the proxy-server: agents connect to --agent-port (mTLS); clients dial <cluster>:<port> through the gRPC ProxyService on --server-port and HTTP CONNECT on --http-connect-port.",
+    )
+    .addHelpText("after", EXAMPLE);
+  addOptionSpecs(command, serverOptionSpecs);
+  command.action(async () => {
+    const options = resolveCommandOptions<ServerOptions>(command, serverOptionSpecs, ctx.env);
+    const logger = await createLogger(options.logLevel, "proxy-server", ctx.logFd);
+    const { ProxyServer } = await import("@cluster-proxy/server");
+    const server = new ProxyServer(options, { logger });
+    try {
+      await server.start();
+    } catch (err) {
+      await server.close().catch(() => undefined);
+      const conflict = portConflictMessage(err, serverOptionSpecs, options);
+      if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+      if (err instanceof ConfigError) throw err;
+      throw new CommandFailure(`server failed to start: ${(err as Error).message}`, 1, { cause: err });
+    }
+    logger.info({ serverId: server.serverId, addresses: server.addresses() }, "proxy-server started");
+    const code = await runUntilSignalled(ctx.signals, {
+      graceful: async (signal) => {
+        logger.info({ signal }, "shutting down (a second signal exits at once)");
+        await server.close();
+        logger.info({}, "proxy-server stopped");
+        return 0;
+      },
+      forced: (signal) => {
+        logger.warn({ signal }, "second signal: exiting without waiting");
+        return Promise.resolve(1);
+      },
+      onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
+    });
+    setExitCode(code);
+  });
+}

@@ -1,0 +1,77 @@
+/**
+ * A mutual-TLS listener that forwards each authenticated connection, byte for byte, to a
+ * loopback TCP address. `cluster-proxy up` uses it to offer the HTTP CONNECT door over mTLS
+ * next to the plain loopback one (a single ProxyServer serves one TCP CONNECT port): the client
+ * certificate is verified here, against the same CA the server trusts, before any byte reaches
+ * the server.
+ */
+import { once } from "node:events";
+import net from "node:net";
+import tls from "node:tls";
+
+/** Options of {@link startTlsFrontDoor}. */
+export interface TlsFrontDoorOptions {
+  /** Address and port to listen on. */
+  host: string;
+  port: number;
+  /** Serving certificate and key (PEM), and the CA client certificates must chain to. */
+  cert: string | Buffer;
+  key: string | Buffer;
+  ca: string | Buffer;
+  /** Where authenticated connections are forwarded to. */
+  target: { host: string; port: number };
+}
+
+/** A running front door. */
+export interface TlsFrontDoor {
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Listen with mutual TLS and forward every accepted connection to `target`. */
+export async function startTlsFrontDoor(options: TlsFrontDoorOptions): Promise<TlsFrontDoor> {
+  const open = new Set<net.Socket>();
+  const server = tls.createServer(
+    {
+      cert: options.cert,
+      key: options.key,
+      ca: options.ca,
+      requestCert: true,
+      rejectUnauthorized: true,
+      allowHalfOpen: true,
+      ALPNProtocols: ["http/1.1"],
+    },
+    (client) => {
+      const upstream = net.connect({ ...options.target, allowHalfOpen: true });
+      open.add(client).add(upstream);
+      const teardown = (): void => {
+        client.destroy();
+        upstream.destroy();
+      };
+      client.on("error", teardown).on("close", () => open.delete(client));
+      upstream.on("error", teardown).on("close", () => open.delete(upstream));
+      client.pipe(upstream);
+      upstream.pipe(client);
+      // When both directions have ended, release both sockets.
+      let ended = 0;
+      const onEnd = (): void => {
+        if (++ended === 2) teardown();
+      };
+      client.once("end", onEnd);
+      upstream.once("end", onEnd);
+    },
+  );
+  // A client without a valid certificate fails the handshake; nothing to do but drop it.
+  server.on("tlsClientError", () => undefined);
+  server.listen(options.port, options.host);
+  await once(server, "listening"); // rejects with the listen error (e.g. EADDRINUSE)
+  const address = server.address() as net.AddressInfo;
+  return {
+    port: address.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        for (const socket of open) socket.destroy();
+      }),
+  };
+}

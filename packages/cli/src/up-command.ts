@@ -1,0 +1,408 @@
+/**
+ * `cluster-proxy up`: a complete local hub in one process, no Kubernetes needed.
+ *
+ * It makes (or reuses) certificates in the state directory, starts a ProxyServer, and for each
+ * demo cluster a sample HTTP service on a loopback port plus a ProxyAgent whose cluster's
+ * "apiserver" is that service, so `<cluster>:80` reaches it through the hub. Once every cluster
+ * answers through the tunnel it prints how to reach them (curl through HTTP CONNECT, plain and
+ * mTLS, and an SDK snippet), then runs until SIGINT/SIGTERM.
+ *
+ * Ports, from --port-base B (default 8080), all on 127.0.0.1:
+ *
+ * | Port | What |
+ * | --- | --- |
+ * | B | HTTP CONNECT, plain (loopback only) |
+ * | B+10 | gRPC ProxyService front door (mTLS) |
+ * | B+11 | agent port (mTLS) |
+ * | B+12 | health (`/healthz`, `/readyz`, `/metrics`) |
+ * | B+13 | HTTP CONNECT over mTLS |
+ * | B+15 | admin (`/metrics`) |
+ */
+import { readFile } from "node:fs/promises";
+import { isAbsolute, join, relative, resolve } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
+import type { Command } from "commander";
+import pc from "picocolors";
+import {
+  ConfigError,
+  agentOptionSpecs,
+  resolveOptions,
+  serverOptionSpecs,
+  type AgentOptions,
+  type OptionSpec,
+  type ServerOptions,
+} from "@cluster-proxy/api";
+import type { Logger } from "@cluster-proxy/tunnel";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import { probeThroughConnect } from "./cluster-probe.js";
+import { createLogger } from "./log-output.js";
+import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { portInUse } from "./port-conflicts.js";
+import { startSampleService, type SampleService } from "./sample-service.js";
+import { runUntilSignalled } from "./shutdown-signals.js";
+import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
+
+/** Options of `cluster-proxy up`. */
+export interface UpOptions {
+  stateDir: string;
+  clusters: string[];
+  portBase: number;
+  connectTimeout: number;
+  exitAfterReady: boolean;
+  logLevel: string;
+}
+
+/** Flags of `cluster-proxy up`. */
+export const upOptionSpecs: readonly OptionSpec[] = [
+  {
+    key: "stateDir",
+    flag: "state-dir",
+    kind: "path",
+    default: "./.cluster-proxy",
+    description: "Directory for the certificates (created; reused on the next run)",
+  },
+  {
+    key: "clusters",
+    flag: "clusters",
+    kind: "list",
+    default: ["east", "west"],
+    description: "Demo clusters to start, each with an agent and a sample HTTP service; repeatable or comma-separated",
+  },
+  {
+    key: "portBase",
+    flag: "port-base",
+    kind: "port",
+    default: 8080,
+    description:
+      "First port: HTTP CONNECT plain on B, gRPC on B+10, agents on B+11, health on B+12, HTTP CONNECT mTLS on B+13, admin on B+15",
+  },
+  {
+    key: "connectTimeout",
+    flag: "connect-timeout",
+    kind: "duration",
+    default: 30_000,
+    description: "How long to wait for every demo cluster to answer through the hub",
+  },
+  {
+    key: "exitAfterReady",
+    flag: "exit-after-ready",
+    kind: "boolean",
+    default: false,
+    description: "Print the instructions, then shut down and exit 0 (for tests and smoke checks)",
+  },
+  {
+    key: "logLevel",
+    flag: "log-level",
+    kind: "string",
+    default: "warn",
+    choices: ["debug", "info", "warn", "error", "silent"],
+    description: "Level of the JSON logs written to stderr",
+  },
+];
+
+/** The ports `up` uses for a port base, with what each one is. */
+export function upPorts(base: number) {
+  return {
+    connectPlain: { port: base, what: "HTTP CONNECT (plain)", offset: 0 },
+    grpc: { port: base + 10, what: "gRPC front door", offset: 10 },
+    agent: { port: base + 11, what: "agent port", offset: 11 },
+    health: { port: base + 12, what: "health port", offset: 12 },
+    connectTls: { port: base + 13, what: "HTTP CONNECT (mTLS)", offset: 13 },
+    admin: { port: base + 15, what: "admin port", offset: 15 },
+  };
+}
+
+const EXAMPLE = `
+Example:
+  cluster-proxy up                      # clusters east and west, CONNECT on 127.0.0.1:8080
+  curl -p -x http://127.0.0.1:8080 http://east:80/
+  cluster-proxy up --clusters prod,7staging --port-base 18080 --state-dir /tmp/cp
+
+Everything runs in this process on 127.0.0.1; stop it with Ctrl-C. Certificates are kept in
+--state-dir and reused next time.
+`;
+
+/** Show `path` relative to the working directory when it is below it. */
+function displayPath(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel !== "" && !rel.startsWith("..") && !isAbsolute(rel) ? rel : path;
+}
+
+/** Everything `up` started, closed in reverse order. */
+class Stack {
+  private readonly closers: { what: string; close: () => Promise<void> }[] = [];
+  constructor(private readonly log: Logger) {}
+  push(what: string, close: () => Promise<void>): void {
+    this.closers.push({ what, close });
+  }
+  async closeAll(): Promise<void> {
+    for (const c of this.closers.splice(0).reverse()) {
+      try {
+        await c.close();
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message, what: c.what }, "close failed");
+      }
+    }
+  }
+}
+
+interface ReadyHub {
+  paths: { ca: string; clientCert: string; clientKey: string };
+  ports: ReturnType<typeof upPorts>;
+  services: SampleService[];
+}
+
+/** The instructions printed once every cluster answers. */
+export function readyText(hub: ReadyHub, colors: boolean): string {
+  const c = pc.createColors(colors);
+  const { ports, paths } = hub;
+  const ca = displayPath(paths.ca);
+  const cert = displayPath(paths.clientCert);
+  const key = displayPath(paths.clientKey);
+  const first = hub.services[0]?.cluster ?? "east";
+  const lines = ["", c.bold(c.green("cluster-proxy hub is up.")) + " Reach each demo cluster through it:", ""];
+  for (const s of hub.services) {
+    lines.push(`${c.bold(s.cluster)}  (its sample service is 127.0.0.1:${s.port}, reached as ${s.cluster}:80)`);
+    lines.push(`  curl -p -x http://127.0.0.1:${ports.connectPlain.port} http://${s.cluster}:80/`);
+    lines.push(
+      `  curl -p -x https://127.0.0.1:${ports.connectTls.port} --proxy-cacert ${ca} --proxy-cert ${cert} --proxy-key ${key} http://${s.cluster}:80/`,
+    );
+    lines.push("");
+  }
+  lines.push(`From TypeScript/JavaScript (${c.bold("@cluster-proxy/client")}, gRPC front door with mTLS):`);
+  lines.push("");
+  lines.push(
+    c.cyan(
+      [
+        `  import { dial, loadProxyTls } from "@cluster-proxy/client";`,
+        `  const tls = loadProxyTls({ caFile: "${ca}", certFile: "${cert}", keyFile: "${key}" });`,
+        `  const socket = await dial("${first}:80", { proxy: { host: "127.0.0.1", port: ${ports.grpc.port}, ...tls } });`,
+        `  socket.write("GET / HTTP/1.1\\r\\nHost: ${first}\\r\\nConnection: close\\r\\n\\r\\n");`,
+        `  socket.pipe(process.stdout);`,
+      ].join("\n"),
+    ),
+  );
+  lines.push("");
+  lines.push(
+    `Also: any host:port in a cluster as <host>.<cluster>:<port>; health at http://127.0.0.1:${ports.health.port}/readyz, metrics at /metrics.`,
+  );
+  return lines.join("\n") + "\n";
+}
+
+async function waitUntilReachable(
+  connectPort: number,
+  cluster: string,
+  deadline: number,
+  abort: AbortSignal,
+): Promise<void> {
+  let wait = 25;
+  let last = "";
+  while (!abort.aborted) {
+    const left = deadline - Date.now();
+    if (left <= 0) break;
+    const result = await probeThroughConnect(
+      { host: "127.0.0.1", port: connectPort },
+      `${cluster}:80`,
+      `hello from ${cluster}`,
+      Math.min(left, 5_000),
+    );
+    if (result.ok) return;
+    last = result.reason;
+    await delay(Math.min(wait, Math.max(0, deadline - Date.now())), undefined, { signal: abort }).catch(
+      () => undefined,
+    );
+    wait = Math.min(wait * 2, 500);
+  }
+  throw new CommandFailure(
+    `cluster ${cluster} did not answer through the hub in time${last ? ` (last answer: ${last})` : ""}; see the logs on stderr (--log-level info)`,
+    1,
+  );
+}
+
+function portConflict(err: unknown, ports: ReturnType<typeof upPorts>, base: number): string | undefined {
+  const inUse = portInUse(err);
+  if (!inUse) return undefined;
+  const role = Object.values(ports).find((p) => p.port === inUse.port);
+  const what = role ? ` (${role.what}, --port-base ${base} + ${role.offset})` : "";
+  return `port ${inUse.port}${what} on 127.0.0.1 is already in use (another cluster-proxy up?): stop what holds it or choose other ports with --port-base, e.g. --port-base ${base + 10_000 <= 65_500 ? base + 10_000 : 18080}`;
+}
+
+/** Register `up` on `program`. */
+export function registerUpCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
+  const command = program
+    .command("up")
+    .summary("start a local hub with demo clusters (no Kubernetes needed)")
+    .description(
+      "Start a local hub in one process: a proxy-server, and for each demo cluster a sample HTTP service and a proxy-agent. Prints how to reach every cluster (curl and SDK), then runs until Ctrl-C.",
+    )
+    .addHelpText("after", EXAMPLE);
+  addOptionSpecs(command, upOptionSpecs);
+  command.action(async () => {
+    const options = resolveCommandOptions<UpOptions>(command, upOptionSpecs, ctx.env);
+    setExitCode(await runUp(options, ctx));
+  });
+}
+
+/** Run `up` with parsed options; resolves with the exit code. */
+export async function runUp(options: UpOptions, ctx: CliContext): Promise<number> {
+  const c = pc.createColors(ctx.colors);
+  const say = (line: string): void => ctx.stdout(line + "\n");
+  const clusters = [...new Set(options.clusters)];
+  if (clusters.length === 0) throw new ConfigError("--clusters: give at least one cluster name");
+  const base = options.portBase;
+  if (base < 1 || base + 15 > 65_535)
+    throw new ConfigError(`--port-base: ${base} leaves no room for base+15 (use 1-65520)`);
+  const ports = upPorts(base);
+  const pki = await import("@cluster-proxy/pki");
+  for (const cluster of clusters) {
+    try {
+      pki.assertClusterName(cluster);
+    } catch (err) {
+      throw new ConfigError(`--clusters: ${(err as Error).message}`);
+    }
+  }
+
+  const stateDir = resolve(options.stateDir);
+  const certDir = join(stateDir, "certs");
+  say(`${c.bold("cluster-proxy up")}: state in ${displayPath(stateDir)}`);
+  const { paths, written } = await pki.ensureStandaloneCerts(certDir, {
+    clusters,
+    hubHosts: ["localhost", "127.0.0.1", "::1"],
+  });
+  say(
+    written.length === 0
+      ? `  certificates: reused ${displayPath(certDir)}`
+      : `  certificates: wrote ${written.length} files to ${displayPath(certDir)}`,
+  );
+
+  const log = await createLogger(options.logLevel, "cluster-proxy-up", ctx.logFd);
+  const stack = new Stack(log);
+  const startupAbort = new AbortController();
+  try {
+    const [{ ProxyServer }, { ProxyAgent }] = await Promise.all([
+      import("@cluster-proxy/server"),
+      import("@cluster-proxy/agent"),
+    ]);
+    const serverOptions = resolveOptions<ServerOptions>(
+      serverOptionSpecs,
+      {
+        mode: "both",
+        "server-port": String(ports.grpc.port),
+        "server-bind-address": "127.0.0.1",
+        "http-connect-port": String(ports.connectPlain.port),
+        "http-connect-bind-address": "127.0.0.1",
+        "http-connect-plain": true,
+        "agent-port": String(ports.agent.port),
+        "agent-bind-address": "127.0.0.1",
+        "health-port": String(ports.health.port),
+        "health-bind-address": "127.0.0.1",
+        "admin-port": String(ports.admin.port),
+        "admin-bind-address": "127.0.0.1",
+        "server-cert": paths.server.cert,
+        "server-key": paths.server.key,
+        "server-ca-cert": paths.ca.cert,
+        "cluster-cert": paths.server.cert,
+        "cluster-key": paths.server.key,
+        "cluster-ca-cert": paths.ca.cert,
+        "server-id": "cluster-proxy-up",
+        "proxy-strategies": "destHost",
+        "graceful-shutdown-timeout": "1s",
+        "log-level": options.logLevel,
+      },
+      {},
+    );
+    const server = new ProxyServer(serverOptions, { logger: log });
+    stack.push("proxy-server", () => server.close());
+    await server.start();
+
+    const [serverCert, serverKey, caCert] = await Promise.all([
+      readFile(paths.server.cert),
+      readFile(paths.server.key),
+      readFile(paths.ca.cert),
+    ]);
+    const frontDoor: TlsFrontDoor = await startTlsFrontDoor({
+      host: "127.0.0.1",
+      port: ports.connectTls.port,
+      cert: serverCert,
+      key: serverKey,
+      ca: caCert,
+      target: { host: "127.0.0.1", port: ports.connectPlain.port },
+    });
+    stack.push("mTLS CONNECT door", () => frontDoor.close());
+    say(
+      `  proxy-server: HTTP CONNECT 127.0.0.1:${ports.connectPlain.port} (plain) and 127.0.0.1:${ports.connectTls.port} (mTLS), gRPC 127.0.0.1:${ports.grpc.port} (mTLS), agents 127.0.0.1:${ports.agent.port}, health 127.0.0.1:${ports.health.port}`,
+    );
+
+    const services: SampleService[] = [];
+    for (const cluster of clusters) {
+      const service = await startSampleService(cluster);
+      stack.push(`sample service ${cluster}`, () => service.close());
+      services.push(service);
+      const agentPaths = paths.agents.get(cluster)!;
+      const agentOptions = resolveOptions<AgentOptions>(
+        agentOptionSpecs,
+        {
+          "proxy-server-host": "127.0.0.1",
+          "proxy-server-port": String(ports.agent.port),
+          "ca-cert": paths.ca.cert,
+          "agent-cert": agentPaths.cert,
+          "agent-key": agentPaths.key,
+          "agent-id": `up-${cluster}`,
+          "cluster-name": cluster,
+          "apiserver-address": `127.0.0.1:${service.port}`,
+          "health-server-port": "0",
+          "admin-server-port": "0",
+          "sync-interval": "200ms",
+          "sync-interval-cap": "2s",
+          "drain-grace-period": "1s",
+          "log-level": options.logLevel,
+        },
+        {},
+      );
+      const agent = new ProxyAgent(agentOptions, { logger: log.child({ cluster }) });
+      stack.push(`agent ${cluster}`, () => agent.close());
+      await agent.start();
+      say(`  cluster ${cluster}: sample service on 127.0.0.1:${service.port}, agent started`);
+    }
+
+    const deadline = Date.now() + options.connectTimeout;
+    const started = Date.now();
+    await Promise.all(
+      clusters.map(async (cluster) => {
+        await waitUntilReachable(ports.connectPlain.port, cluster, deadline, startupAbort.signal);
+        say(`  cluster ${cluster}: ${c.green("connected")} (answers through the hub after ${Date.now() - started} ms)`);
+      }),
+    );
+
+    ctx.stdout(
+      readyText(
+        { paths: { ca: paths.ca.cert, clientCert: paths.client.cert, clientKey: paths.client.key }, ports, services },
+        ctx.colors,
+      ),
+    );
+  } catch (err) {
+    startupAbort.abort();
+    await stack.closeAll();
+    const conflict = portConflict(err, ports, base);
+    if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+    throw err;
+  }
+
+  const exitNow = new AbortController();
+  if (options.exitAfterReady) exitNow.abort();
+  else say(c.dim("Running; press Ctrl-C to stop."));
+  return runUntilSignalled(
+    ctx.signals,
+    {
+      graceful: async () => {
+        if (!options.exitAfterReady) say("stopping...");
+        await stack.closeAll();
+        if (!options.exitAfterReady) say("stopped.");
+        return 0;
+      },
+      forced: () => Promise.resolve(1),
+      onError: (err) => log.error({ err: (err as Error).message }, "shutdown failed"),
+    },
+    exitNow.signal,
+  );
+}

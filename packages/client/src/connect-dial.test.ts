@@ -1,0 +1,168 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DialError } from "@cluster-proxy/tunnel";
+import { HttpConnectError, dialConnect } from "./connect-dial.js";
+import { createTestPki, type TestPki } from "./testing/test-pki.js";
+
+/**
+ * A fake CONNECT door. Answers by target: `ok:1` -> 200 plus pipelined bytes, then echo;
+ * `noagent:1` -> 500; `refused:1` -> 502; `old:1` -> 200 then an old server's 503 answer;
+ * `hold:1` -> nothing.
+ */
+function handleConnect(socket: net.Socket): void {
+  let head = "";
+  socket.on("error", () => undefined);
+  const onData = (chunk: Buffer): void => {
+    head += chunk.toString("latin1");
+    const end = head.indexOf("\r\n\r\n");
+    if (end < 0) return;
+    socket.off("data", onData);
+    const [line] = head.split("\r\n");
+    const target = /^CONNECT (\S+) HTTP\/1\.1$/.exec(line ?? "")?.[1];
+    const rest = Buffer.from(head.slice(end + 4), "latin1");
+    switch (target) {
+      case "ok:1":
+        socket.write("HTTP/1.1 200 Connection Established\r\n\r\nearly bytes|");
+        if (rest.length > 0) socket.write(rest);
+        socket.pipe(socket);
+        return;
+      case "noagent:1": {
+        const body = "currently no tunnels available: No agent available";
+        socket.end(`HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\n${body}`);
+        return;
+      }
+      case "refused:1":
+        socket.end(
+          "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
+            "dial tcp 10.0.0.1:1: connect: connection refused\n",
+        );
+        return;
+      case "old:1":
+        socket.end(
+          "HTTP/1.1 200 Connection established\r\n\r\n" +
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 18\r\n\r\nno agent available",
+        );
+        return;
+      case "hold:1":
+        return;
+      default:
+        socket.end("HTTP/1.1 400 Bad Request\r\n\r\n");
+    }
+  };
+  socket.on("data", onData);
+}
+
+async function listen(server: net.Server, where: string | number): Promise<number> {
+  await new Promise<void>((resolve) => {
+    if (typeof where === "string") server.listen(where, resolve);
+    else server.listen(where, "127.0.0.1", resolve);
+  });
+  const addr = server.address();
+  return addr && typeof addr === "object" ? addr.port : 0;
+}
+
+async function readToEnd(socket: net.Socket, want: number): Promise<string> {
+  let text = "";
+  for await (const chunk of socket) {
+    text += (chunk as Buffer).toString();
+    if (text.length >= want) break;
+  }
+  return text;
+}
+
+describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
+  let plain: net.Server;
+  let plainPort: number;
+  let pki: TestPki;
+  let secure: tls.Server;
+  let securePort: number;
+  let dir: string;
+  let uds: net.Server;
+
+  before(async () => {
+    pki = createTestPki();
+    dir = mkdtempSync(join(tmpdir(), "cp-client-connect-"));
+    plain = net.createServer(handleConnect);
+    plainPort = await listen(plain, 0);
+    secure = tls.createServer(
+      { key: pki.serverKey, cert: pki.serverCert, ca: pki.ca, requestCert: true, rejectUnauthorized: true },
+      handleConnect,
+    );
+    securePort = await listen(secure, 0);
+    uds = net.createServer(handleConnect);
+    await listen(uds, join(dir, "connect.sock"));
+  });
+  after(async () => {
+    await Promise.all([plain, secure, uds].map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    rmSync(dir, { recursive: true, force: true });
+    pki.cleanup();
+  });
+
+  test("200: pipelined bytes come first, then the tunnel", async () => {
+    const socket = await dialConnect("ok:1", { proxy: { host: "127.0.0.1", port: plainPort } });
+    socket.write("hello");
+    assert.equal(await readToEnd(socket, "early bytes|hello".length), "early bytes|hello");
+    socket.destroy();
+  });
+
+  test("200 over mTLS and over a Unix socket", async () => {
+    const viaTls = await dialConnect("ok:1", {
+      proxy: { host: "localhost", port: securePort, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+    });
+    viaTls.write("tls");
+    assert.equal(await readToEnd(viaTls, "early bytes|tls".length), "early bytes|tls");
+    viaTls.destroy();
+    const viaUds = await dialConnect("ok:1", { proxy: { udsPath: join(dir, "connect.sock") } });
+    viaUds.write("uds");
+    assert.equal(await readToEnd(viaUds, "early bytes|uds".length), "early bytes|uds");
+    viaUds.destroy();
+  });
+
+  test("500 no agent: status and body", async () => {
+    await assert.rejects(dialConnect("noagent:1", { proxy: { port: plainPort } }), (err: unknown) => {
+      assert.ok(err instanceof HttpConnectError);
+      assert.ok(err instanceof DialError);
+      assert.equal(err.statusCode, 500);
+      assert.equal(err.body, "currently no tunnels available: No agent available");
+      assert.match(err.message, /500.*No agent available/);
+      return true;
+    });
+  });
+
+  test("502 with the agent's error text", async () => {
+    await assert.rejects(dialConnect("refused:1", { proxy: { port: plainPort } }), (err: unknown) => {
+      assert.ok(err instanceof HttpConnectError);
+      assert.equal(err.statusCode, 502);
+      assert.match(err.body, /connection refused/);
+      return true;
+    });
+  });
+
+  test("an old server's 200 followed by 503 is a failure", async () => {
+    await assert.rejects(dialConnect("old:1", { proxy: { port: plainPort } }), (err: unknown) => {
+      assert.ok(err instanceof HttpConnectError);
+      assert.equal(err.statusCode, 503);
+      assert.equal(err.body, "no agent available");
+      return true;
+    });
+  });
+
+  test("timeout and abort", async () => {
+    await assert.rejects(dialConnect("hold:1", { proxy: { port: plainPort }, timeoutMs: 200 }), {
+      reason: "timeout",
+    });
+    const controller = new AbortController();
+    const dialing = dialConnect("hold:1", { proxy: { port: plainPort }, signal: controller.signal });
+    controller.abort();
+    await assert.rejects(dialing, { reason: "context" });
+  });
+
+  test("an address without a port is refused before connecting", async () => {
+    await assert.rejects(dialConnect("east", { proxy: { port: plainPort } }), DialError);
+  });
+});

@@ -1,0 +1,238 @@
+/**
+ * Dialling through the hub's HTTP CONNECT front door: `CONNECT host:port HTTP/1.1`, then the
+ * socket itself is the tunnel.
+ */
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { parseHostPort } from "@cluster-proxy/protocol";
+import { DialError } from "@cluster-proxy/tunnel";
+import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
+import {
+  DEFAULT_DIAL_TIMEOUT_MS,
+  describeProxy,
+  tlsOptionsOf,
+  type DialOptions,
+  type ProxyOptions,
+} from "./options.js";
+
+/** Largest response header (and error body) we read from the proxy. */
+const MAX_RESPONSE_BYTES = 64 * 1024;
+
+/**
+ * Where the CONNECT door is. TLS (mutual, with `ca`/`cert`/`key` or the `tls` options) is used
+ * for TCP when `tls` is given or any of `ca`/`cert`/`key` is set; plain otherwise (the hub only
+ * serves plain CONNECT on a Unix socket or loopback). `udsPath` is always plain.
+ */
+export interface ConnectProxyOptions extends ProxyOptions {
+  /** Extra node:tls options for the connection to the proxy (merged over ca/cert/key/servername). */
+  tls?: tls.ConnectionOptions;
+}
+
+/** Options of {@link dialConnect}. */
+export interface DialConnectOptions extends DialOptions {
+  proxy: ConnectProxyOptions;
+}
+
+/** The proxy answered CONNECT with an error status; `statusCode` and `body` are its answer. */
+export class HttpConnectError extends DialError {
+  constructor(
+    readonly statusCode: number,
+    readonly statusText: string,
+    readonly body: string,
+  ) {
+    super(
+      `proxy answered CONNECT with ${statusCode}${statusText ? ` ${statusText}` : ""}${body ? `: ${body}` : ""}`,
+      "endpoint",
+    );
+    this.name = "HttpConnectError";
+  }
+}
+
+interface ParsedHead {
+  statusCode: number;
+  statusText: string;
+  headers: Map<string, string>;
+  /** Bytes after the blank line. */
+  rest: Buffer;
+}
+
+/** Parse one HTTP/1.x response head if `buf` holds it complete; undefined if more is needed. */
+function parseHead(buf: Buffer): ParsedHead | undefined {
+  const end = buf.indexOf("\r\n\r\n");
+  if (end < 0) return undefined;
+  const lines = buf.subarray(0, end).toString("latin1").split("\r\n");
+  const m = /^HTTP\/1\.[01] (\d{3})(?: (.*))?$/.exec(lines[0] ?? "");
+  if (!m) throw new DialError(`proxy sent a malformed response line: ${JSON.stringify(lines[0])}`, "unknown");
+  const headers = new Map<string, string>();
+  for (const line of lines.slice(1)) {
+    const i = line.indexOf(":");
+    if (i > 0) headers.set(line.slice(0, i).trim().toLowerCase(), line.slice(i + 1).trim());
+  }
+  return { statusCode: Number(m[1]), statusText: m[2] ?? "", headers, rest: buf.subarray(end + 4) };
+}
+
+/** True while `buf` could still be the start of an HTTP/1.x status line. */
+function mayBeStatusLine(buf: Buffer): boolean {
+  const prefix = "HTTP/1.";
+  const n = Math.min(buf.length, prefix.length);
+  return buf.subarray(0, n).toString("latin1") === prefix.slice(0, n);
+}
+
+function openProxySocket(proxy: ConnectProxyOptions): net.Socket {
+  if (proxy.udsPath) return net.connect(proxy.udsPath);
+  const host = proxy.host ?? "127.0.0.1";
+  const port = proxy.port ?? 0;
+  const useTls =
+    proxy.tls !== undefined || proxy.ca !== undefined || proxy.cert !== undefined || proxy.key !== undefined;
+  if (!useTls) return net.connect({ host, port });
+  return tls.connect({
+    host,
+    port,
+    ...(net.isIP(host) ? {} : { servername: host }),
+    ...tlsOptionsOf(proxy),
+    ...proxy.tls,
+    ALPNProtocols: ["http/1.1"],
+  });
+}
+
+/**
+ * Open a tunnelled TCP connection to `address` through the hub's HTTP CONNECT door. Resolves
+ * with the raw socket to the proxy once it answered `200`; bytes the proxy already sent past
+ * its answer are put back so you read them first.
+ *
+ * Rejects with {@link HttpConnectError} for an error status (e.g. 500 `currently no tunnels
+ * available: No agent available`, 502 `dial tcp ...: connection refused`), also when an older
+ * Go server sends `200` immediately followed by an `HTTP/1.1 5xx` answer; with a `DialError` of
+ * reason `timeout` or `context`; or with the socket's error when the proxy is unreachable.
+ */
+export function dialConnect(address: string, options: DialConnectOptions): Promise<net.Socket> {
+  if (!parseHostPort(address)) {
+    return Promise.reject(new DialError(`invalid dial address "${address}": want host:port`, "unknown"));
+  }
+  const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal);
+  if (limits.signal?.aborted) return Promise.reject(dialAbortError(address, limits.signal));
+  return new Promise<net.Socket>((resolve, reject) => {
+    const socket = openProxySocket(options.proxy);
+    handshake(socket, address, options.proxy, limits, resolve, reject);
+  });
+}
+
+function handshake(
+  socket: net.Socket,
+  address: string,
+  proxy: ConnectProxyOptions,
+  limits: DialLimits,
+  resolve: (s: net.Socket) => void,
+  reject: (e: Error) => void,
+): void {
+  let settled = false;
+  let buffered: Buffer = Buffer.alloc(0);
+  /** Set once a 200 came with more bytes that may be an old server's late error answer. */
+  let okHead: ParsedHead | undefined;
+  /** Set once an error head came; we read its body until close or Content-Length. */
+  let errorHead: ParsedHead | undefined;
+
+  const cleanup = (): void => {
+    settled = true;
+    clearTimeout(timer);
+    limits.signal?.removeEventListener("abort", onAbort);
+    socket.off("data", onData);
+    socket.off("end", onEnd);
+    socket.off("error", onError);
+    socket.off("close", onEnd);
+  };
+  const fail = (err: Error): void => {
+    if (settled) return;
+    cleanup();
+    socket.destroy();
+    reject(err);
+  };
+  const succeed = (rest: Buffer): void => {
+    if (settled) return;
+    cleanup();
+    socket.pause();
+    if (rest.length > 0) socket.unshift(rest);
+    resolve(socket);
+  };
+  const failWithHead = (head: ParsedHead, body: Buffer): void => {
+    fail(new HttpConnectError(head.statusCode, head.statusText, body.toString("utf8").trim()));
+  };
+  const onData = (chunk: Buffer): void => {
+    buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
+    try {
+      step();
+    } catch (err) {
+      fail(err as Error);
+    }
+  };
+  const step = (): void => {
+    if (errorHead) {
+      const length = Number(errorHead.headers.get("content-length") ?? NaN);
+      if (Number.isInteger(length) && buffered.length >= length) failWithHead(errorHead, buffered.subarray(0, length));
+      else if (buffered.length > MAX_RESPONSE_BYTES) failWithHead(errorHead, buffered.subarray(0, MAX_RESPONSE_BYTES));
+      return;
+    }
+    if (okHead) {
+      // An old Go server (<= v0.33.0) answers 200 at once and appends its real error answer.
+      if (!mayBeStatusLine(buffered)) return succeed(buffered);
+      const late = parseHead(buffered);
+      if (!late) {
+        if (buffered.length > MAX_RESPONSE_BYTES) succeed(buffered);
+        return;
+      }
+      if (late.statusCode >= 500) {
+        errorHead = late;
+        buffered = late.rest;
+        return step();
+      }
+      return succeed(buffered);
+    }
+    const head = parseHead(buffered);
+    if (!head) {
+      if (buffered.length > MAX_RESPONSE_BYTES) {
+        fail(new DialError(`proxy ${describeProxy(proxy)} sent an oversized CONNECT response header`, "unknown"));
+      }
+      return;
+    }
+    if (head.statusCode === 200) {
+      if (head.rest.length === 0) return succeed(head.rest);
+      okHead = head;
+      buffered = head.rest;
+      return step();
+    }
+    errorHead = head;
+    buffered = head.rest;
+    step();
+  };
+  const onEnd = (): void => {
+    if (errorHead) failWithHead(errorHead, buffered);
+    else if (okHead) succeed(buffered);
+    else
+      fail(
+        new DialError(
+          `proxy ${describeProxy(proxy)} closed the connection before answering CONNECT ${address}`,
+          "tunnelclosed",
+        ),
+      );
+  };
+  const onError = (err: Error): void => {
+    if (errorHead) failWithHead(errorHead, buffered);
+    else
+      fail(
+        new DialError(`CONNECT ${address} via ${describeProxy(proxy)} failed: ${err.message}`, "tunnelclosed", {
+          cause: err,
+        }),
+      );
+  };
+  const onAbort = (): void => fail(dialAbortError(address, limits.signal));
+  const timer = setTimeout(
+    () => fail(dialTimeoutError(address, limits.timeoutMs)),
+    Math.max(0, limits.deadline - Date.now()),
+  );
+  limits.signal?.addEventListener("abort", onAbort, { once: true });
+  socket.on("data", onData);
+  socket.on("end", onEnd);
+  socket.on("close", onEnd);
+  socket.on("error", onError);
+  socket.write(`CONNECT ${address} HTTP/1.1\r\nHost: ${address}\r\n\r\n`);
+}

@@ -1,0 +1,109 @@
+/** Options shared by every way of reaching the hub: where the proxy server is and how to trust it. */
+import { readFileSync } from "node:fs";
+import type * as tls from "node:tls";
+import type { Logger } from "@cluster-proxy/tunnel";
+
+/** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
+export const DEFAULT_DIAL_TIMEOUT_MS = 30_000;
+
+/**
+ * Where the hub's proxy server listens and the TLS material to reach it.
+ *
+ * Give either `udsPath` (a Unix socket, plain, protected by file permissions) or `host`/`port`
+ * (TCP with mutual TLS: `ca` verifies the server, `cert`/`key` identify this client).
+ */
+export interface ProxyOptions {
+  /** Host name or IP of the proxy server (default `127.0.0.1`). */
+  host?: string;
+  /** Port of the proxy server's front door (gRPC: 8090 by default in konnectivity deployments). */
+  port?: number;
+  /** Path of the server's Unix socket; when set, host/port and TLS are not used. */
+  udsPath?: string;
+  /** PEM CA bundle that the server certificate must chain to. */
+  ca?: string | Buffer;
+  /** PEM client certificate presented to the server. */
+  cert?: string | Buffer;
+  /** PEM private key of `cert`. */
+  key?: string | Buffer;
+  /** Name checked against the server certificate (default: `host` when it is a DNS name). */
+  servername?: string;
+}
+
+/** Options of a {@link TunnelClient} and of the single-use {@link dial}. */
+export interface TunnelClientOptions {
+  /** Where the proxy server is. */
+  proxy: ProxyOptions;
+  /** Default limit for connecting plus dialing, in ms (default 30 000). */
+  dialTimeoutMs?: number;
+  /**
+   * Interval of HTTP/2 keepalive pings on the session, in ms (default: off). Go proxy servers
+   * answer pings more frequent than every 5 minutes with GOAWAY `too_many_pings`; only lower
+   * this against servers that allow it.
+   */
+  keepaliveMs?: number;
+  /** Where diagnostics go (default: nowhere). */
+  logger?: Logger;
+}
+
+/** Per-dial options. */
+export interface DialOptions {
+  /** Abort the dial (sends DIAL_CLS); the promise rejects with a DialError of reason `context`. */
+  signal?: AbortSignal;
+  /** Give up after this many ms (sends DIAL_CLS); rejects with a DialError of reason `timeout`. */
+  timeoutMs?: number;
+}
+
+/** Files holding the TLS material of a client, as usually mounted from a Secret. */
+export interface ProxyTlsFiles {
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+}
+
+/** PEM material loaded by {@link loadProxyTls}, ready to spread into {@link ProxyOptions}. */
+export interface ProxyTls {
+  ca?: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+}
+
+/**
+ * Read CA, certificate and key files (synchronously) into {@link ProxyTls}:
+ * `{ proxy: { host, port, ...loadProxyTls({ caFile, certFile, keyFile }) } }`.
+ * Throws an error naming the file that cannot be read.
+ */
+export function loadProxyTls(files: ProxyTlsFiles): ProxyTls {
+  const read = (what: string, path: string | undefined): Buffer | undefined => {
+    if (path === undefined || path === "") return undefined;
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new Error(`cannot read ${what} file ${path}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  const out: ProxyTls = {};
+  const ca = read("CA", files.caFile);
+  const cert = read("client certificate", files.certFile);
+  const key = read("client key", files.keyFile);
+  if (ca) out.ca = ca;
+  if (cert) out.cert = cert;
+  if (key) out.key = key;
+  return out;
+}
+
+/** The node:tls options for the TLS fields of {@link ProxyOptions}. */
+export function tlsOptionsOf(proxy: ProxyOptions): tls.ConnectionOptions {
+  const out: tls.ConnectionOptions = {};
+  if (proxy.ca !== undefined) out.ca = proxy.ca;
+  if (proxy.cert !== undefined) out.cert = proxy.cert;
+  if (proxy.key !== undefined) out.key = proxy.key;
+  if (proxy.servername !== undefined) out.servername = proxy.servername;
+  return out;
+}
+
+/** Human-readable location of the proxy server, for messages. */
+export function describeProxy(proxy: ProxyOptions): string {
+  if (proxy.udsPath) return `unix:${proxy.udsPath}`;
+  const host = proxy.host ?? "127.0.0.1";
+  return `${host.includes(":") ? `[${host}]` : host}:${proxy.port ?? "?"}`;
+}

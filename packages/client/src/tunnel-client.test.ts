@@ -1,0 +1,265 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PacketType, MAX_DATA_CHUNK } from "@cluster-proxy/protocol";
+import { DialError, TunnelClosedError } from "@cluster-proxy/tunnel";
+import { TunnelClient, dial } from "./tunnel-client.js";
+import { newDialRandom } from "./proxy-call.js";
+import type { TunnelSocket } from "./tunnel-socket.js";
+import type { TunnelClientOptions } from "./options.js";
+import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { FakeProxyServer, type ReceivedPacket } from "./testing/fake-proxy-server.js";
+
+/** Read a socket to EOF. */
+async function readAll(socket: TunnelSocket): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const chunk of socket) parts.push(chunk as Buffer);
+  return Buffer.concat(parts);
+}
+
+const dialReqOf = (p: ReceivedPacket): bigint | undefined =>
+  "dialRequest" in p.packet ? p.packet.dialRequest.random : undefined;
+
+describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
+  let pki: TestPki;
+  let fake: FakeProxyServer;
+  let options: TunnelClientOptions;
+
+  before(async () => {
+    pki = createTestPki();
+    fake = await new FakeProxyServer({ pki }).start();
+    options = {
+      proxy: { host: "localhost", port: fake.port, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+    };
+  });
+  after(async () => {
+    await fake.close();
+    pki.cleanup();
+  });
+
+  test("single-use dial echoes 8 MiB byte-exact; end() sends CLOSE_REQ, EOF after CLOSE_RSP, session closed", async () => {
+    const closedBefore = fake.sessionsClosed;
+    const socket = await dial("echo.east:443", options);
+    assert.equal(socket.address, "echo.east:443");
+    assert.equal(socket.remoteAddress, "echo.east");
+    assert.equal(socket.remotePort, 443);
+    assert.equal(typeof socket.connectID, "bigint");
+    const payload = randomBytes(8 * 1024 * 1024);
+    const reading = readAll(socket);
+    // Several write sizes, including one far above the chunk size.
+    socket.write(payload.subarray(0, 1));
+    socket.write(payload.subarray(1, 100_000));
+    socket.end(payload.subarray(100_000));
+    const echoed = await reading;
+    assert.equal(echoed.length, payload.length);
+    assert.ok(echoed.equals(payload), "echo is byte-exact");
+    const closeReq = await fake.waitForPacket(
+      (p) => "closeRequest" in p.packet && p.packet.closeRequest.connectID === socket.connectID,
+    );
+    assert.equal(closeReq.packet.type, PacketType.CLOSE_REQ);
+    const dataPackets = fake.received.filter((p) => p.callId === closeReq.callId && p.packet.type === PacketType.DATA);
+    const biggest = Math.max(...dataPackets.map((p) => ("data" in p.packet ? p.packet.data.data.length : 0)));
+    assert.ok(biggest <= MAX_DATA_CHUNK, `DATA payload of ${biggest} bytes`);
+    assert.ok(dataPackets.every((p) => p.messageBytes < 4 * 1024 * 1024));
+    // CLOSE_REQ came after all DATA.
+    const lastData = fake.received.lastIndexOf(dataPackets[dataPackets.length - 1]!);
+    assert.ok(fake.received.indexOf(closeReq) > lastData);
+    await fake.waitForSessionsClosed(closedBefore + 1);
+    if (!socket.closed) await once(socket, "close");
+  });
+
+  test("DIAL_RSP error text is passed through verbatim (reason endpoint) and the session is closed", async () => {
+    const closedBefore = fake.sessionsClosed;
+    await assert.rejects(dial("noagent:1", options), (err: unknown) => {
+      assert.ok(err instanceof DialError);
+      assert.equal(err.message, "No agent available");
+      assert.equal(err.reason, "endpoint");
+      return true;
+    });
+    await fake.waitForSessionsClosed(closedBefore + 1);
+  });
+
+  test("timeout sends DIAL_CLS with the dial's random (reason timeout)", async () => {
+    const closedBefore = fake.sessionsClosed;
+    const seen = fake.received.length;
+    await assert.rejects(dial("hold:1", { ...options, dialTimeoutMs: 300 }), (err: unknown) => {
+      assert.ok(err instanceof DialError);
+      assert.equal(err.reason, "timeout");
+      return true;
+    });
+    const req = await fake.waitForPacket((p) => fake.received.indexOf(p) >= seen && dialReqOf(p) !== undefined);
+    const cls = await fake.waitForPacket((p) => "closeDial" in p.packet && p.callId === req.callId);
+    assert.ok("closeDial" in cls.packet);
+    assert.equal(cls.packet.closeDial.random, dialReqOf(req));
+    await fake.waitForSessionsClosed(closedBefore + 1);
+  });
+
+  test("abort sends DIAL_CLS (reason context)", async () => {
+    const seen = fake.received.length;
+    const controller = new AbortController();
+    const dialing = dial("hold:1", { ...options, signal: controller.signal });
+    const req = await fake.waitForPacket((p) => fake.received.indexOf(p) >= seen && dialReqOf(p) !== undefined);
+    controller.abort(new Error("user gave up"));
+    await assert.rejects(dialing, (err: unknown) => {
+      assert.ok(err instanceof DialError);
+      assert.equal(err.reason, "context");
+      assert.match(err.message, /user gave up/);
+      return true;
+    });
+    const cls = await fake.waitForPacket((p) => "closeDial" in p.packet && p.callId === req.callId);
+    assert.ok("closeDial" in cls.packet && cls.packet.closeDial.random === dialReqOf(req));
+  });
+
+  test("an already aborted signal rejects without dialling", async () => {
+    const controller = new AbortController();
+    controller.abort();
+    await assert.rejects(dial("echo:1", { ...options, signal: controller.signal }), { reason: "context" });
+  });
+
+  test("int64 randoms: sent exactly, matched on all 64 bits", async () => {
+    const client = new TunnelClient(options);
+    try {
+      // A DIAL_RSP differing in the lowest bit only is ignored (a Number compare could not tell).
+      const socket = await client.dial("decoy:1");
+      const req = await fake.waitForPacket((p) => dialReqOf(p) === socket.dialRandom);
+      assert.equal(dialReqOf(req), socket.dialRandom);
+      socket.destroy();
+      let above = 0;
+      for (let i = 0; i < 16 && above === 0; i++) {
+        const s = await client.dial("echo:1");
+        const r = await fake.waitForPacket((p) => dialReqOf(p) === s.dialRandom);
+        if (dialReqOf(r)! > 2n ** 53n) above++;
+        s.destroy();
+      }
+      assert.ok(above > 0, "a random above 2^53 went over the wire intact");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("newDialRandom is a non-zero non-negative int64", () => {
+    let big = 0;
+    for (let i = 0; i < 1000; i++) {
+      const r = newDialRandom();
+      assert.ok(r > 0n && r < 2n ** 63n);
+      if (r > 2n ** 53n) big++;
+    }
+    assert.ok(big > 900);
+  });
+
+  test("reusable client: 20 dials share one TLS connection", async () => {
+    const tlsBefore = fake.tlsConnections;
+    const client = new TunnelClient(options);
+    try {
+      const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => client.dial(`echo${i}:80`)));
+      assert.equal(new Set(sockets.map((s) => s.connectID)).size, 20);
+      await Promise.all(
+        sockets.map(async (s, i) => {
+          const reading = readAll(s);
+          s.end(`hello ${i}`);
+          assert.equal((await reading).toString(), `hello ${i}`);
+        }),
+      );
+      const again = await client.dial("echo:1");
+      again.destroy();
+      assert.equal(fake.tlsConnections - tlsBefore, 1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("destroy() sends CLOSE_REQ", async () => {
+    const client = new TunnelClient(options);
+    try {
+      const socket = await client.dial("echo:1");
+      socket.destroy();
+      await fake.waitForPacket(
+        (p) => "closeRequest" in p.packet && p.packet.closeRequest.connectID === socket.connectID,
+      );
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("backpressure: a reader that stops pushes back on the writer; all bytes arrive once it reads", async () => {
+    const client = new TunnelClient(options);
+    try {
+      const socket = await client.dial("echo:1");
+      const chunk = randomBytes(1024 * 1024);
+      const total = 64;
+      let sent = 0;
+      let refused = 0;
+      // Nobody reads: HTTP/2 windows (16 MiB each way) and buffers fill, then writes stall.
+      const writer = (async () => {
+        for (; sent < total; sent++) {
+          if (!socket.write(chunk)) {
+            refused++;
+            await once(socket, "drain");
+          }
+        }
+        socket.end();
+      })();
+      await fake.waitForPacket(() => fake.pushedBack > 0); // the echo side was pushed back
+      assert.ok(sent < total, "writer stalled while nobody read");
+      let received = 0;
+      let mismatch = false;
+      for await (const part of socket) {
+        const b = part as Buffer;
+        for (let off = 0; off < b.length; off += 4096) {
+          const at = (received + off) % chunk.length;
+          const n = Math.min(4096, b.length - off, chunk.length - at);
+          if (!b.subarray(off, off + n).equals(chunk.subarray(at, at + n))) mismatch = true;
+        }
+        received += b.length;
+      }
+      await writer;
+      assert.ok(refused > 0);
+      assert.equal(received, total * chunk.length);
+      assert.equal(mismatch, false);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("a tunnel that dies destroys the socket with TunnelClosedError; the client reconnects", async () => {
+    const client = new TunnelClient(options);
+    try {
+      const socket = await client.dial("echo:1");
+      const errored = once(socket, "error");
+      fake.destroySessions();
+      const [err] = (await errored) as [unknown];
+      assert.ok(err instanceof TunnelClosedError);
+      const again = await client.dial("echo:1");
+      const reading = readAll(again);
+      again.end("still works");
+      assert.equal((await reading).toString(), "still works");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("the proxy being unreachable rejects", async () => {
+    await assert.rejects(dial("echo:1", { proxy: { host: "127.0.0.1", port: 1, ca: pki.ca } }));
+  });
+});
+
+describe("gRPC dial over a Unix socket (plain)", { timeout: 30_000 }, () => {
+  test("dial, echo, EOF", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-client-uds-"));
+    const fake = await new FakeProxyServer({ udsPath: join(dir, "proxy.sock") }).start();
+    try {
+      const socket = await dial("echo:1", { proxy: { udsPath: join(dir, "proxy.sock") } });
+      const reading = readAll(socket);
+      socket.end("over uds");
+      assert.equal((await reading).toString(), "over uds");
+      await fake.waitForSessionsClosed(1);
+    } finally {
+      await fake.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
