@@ -7,6 +7,7 @@ export interface AgentOptions {
   caCert: string;
   agentCert: string;
   agentKey: string;
+  serviceAccountTokenPath: string;
   agentId: string;
   agentIdentifiers: string;
   clusterName: string;
@@ -64,6 +65,15 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     default: "",
     goCompatible: true,
     description: "Private key of --agent-cert (PEM)",
+  },
+  {
+    key: "serviceAccountTokenPath",
+    flag: "service-account-token-path",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description:
+      "Token file sent as 'authorization: Bearer <token>' on every connect (re-read each time), for servers using token auth",
   },
   {
     key: "agentId",

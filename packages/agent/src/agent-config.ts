@@ -1,0 +1,138 @@
+/**
+ * Checking the agent's options and turning them into what the connect loop uses: the agent ID,
+ * the `agentidentifiers` header value and the TLS material. Every error names the flag.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
+import { parseHostPort, validateAgentIdentifiers } from "@cluster-proxy/protocol";
+
+/** Cluster names: what a `host=` identifier and a dial host can carry without escaping. */
+const CLUSTER_NAME = /^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$/;
+
+function fail(flag: string, why: string): never {
+  throw new ConfigError(`--${flag}: ${why}`);
+}
+
+function checkDuration(flag: string, ms: number, min: number): void {
+  if (!Number.isFinite(ms) || ms < min) fail(flag, `must be at least ${min} ms (got ${ms})`);
+}
+
+function checkPort(flag: string, port: number, allowZero: boolean): void {
+  if (!Number.isInteger(port) || port < (allowZero ? 0 : 1) || port > 65535) {
+    fail(flag, `${port} is not a port number (${allowZero ? 0 : 1}-65535)`);
+  }
+}
+
+/**
+ * Validate agent options without touching files. Throws {@link ConfigError} naming the flag:
+ * required files, identifiers (as the Go agent validates them), cluster name, apiserver
+ * address, ports and durations.
+ */
+export function validateAgentOptions(o: AgentOptions): void {
+  if (!o.proxyServerHost) fail("proxy-server-host", "must not be empty");
+  checkPort("proxy-server-port", o.proxyServerPort, false);
+  if (!o.caCert) fail("ca-cert", "is required (the CA the proxy server's certificate chains to)");
+  if (Boolean(o.agentCert) !== Boolean(o.agentKey)) {
+    fail(o.agentCert ? "agent-key" : "agent-cert", "--agent-cert and --agent-key must be given together");
+  }
+  if (o.agentId && !/^[\x21-\x7e]+$/.test(o.agentId)) {
+    fail("agent-id", `"${o.agentId}" must be printable ASCII without spaces`);
+  }
+  try {
+    validateAgentIdentifiers(o.agentIdentifiers ?? "");
+  } catch (err) {
+    fail("agent-identifiers", (err as Error).message);
+  }
+  if (o.clusterName && !CLUSTER_NAME.test(o.clusterName)) {
+    fail("cluster-name", `"${o.clusterName}" is not a valid cluster name (letters, digits, ".", "-", "_")`);
+  }
+  const api = o.apiserverAddress;
+  if (!api) fail("apiserver-address", "must not be empty");
+  if (!parseHostPort(api)) {
+    // a bare host (or bracketed IPv6 literal) is fine: the requested port is kept
+    const bare = api.startsWith("[") && api.endsWith("]") ? net.isIPv6(api.slice(1, -1)) : !api.includes(":");
+    if (!bare || /[\s/]/.test(api)) fail("apiserver-address", `"${api}" is neither host:port nor a host`);
+  }
+  checkPort("health-server-port", o.healthServerPort, true);
+  checkPort("admin-server-port", o.adminServerPort, true);
+  checkDuration("sync-interval", o.syncInterval, 1);
+  checkDuration("sync-interval-cap", o.syncIntervalCap, 1);
+  if (o.syncIntervalCap < o.syncInterval) fail("sync-interval-cap", "must not be below --sync-interval");
+  checkDuration("keepalive-time", o.keepaliveTime, 0);
+  checkDuration("keepalive-timeout", o.keepaliveTimeout, 1);
+  checkDuration("dial-timeout", o.dialTimeout, 1);
+}
+
+/** The agent ID: `--agent-id`, else env `PROXY_AGENT_ID`, else a random UUID. */
+export function resolveAgentID(o: AgentOptions, env: NodeJS.ProcessEnv = process.env): string {
+  return o.agentId || env.PROXY_AGENT_ID || randomUUID();
+}
+
+/**
+ * The `agentidentifiers` header value: `--agent-identifiers`, plus `host=<cluster-name>` when
+ * a cluster name is set and not already listed. May be empty (the header is always sent).
+ */
+export function agentIdentifiersHeader(o: AgentOptions): string {
+  const ids = o.agentIdentifiers ?? "";
+  if (!o.clusterName) return ids;
+  if (validateAgentIdentifiers(ids).host.includes(o.clusterName)) return ids;
+  const extra = `host=${encodeURIComponent(o.clusterName)}`;
+  return ids ? `${ids}&${extra}` : extra;
+}
+
+/**
+ * The `authorization` metadata value from `--service-account-token-path` (`Bearer <token>`), or
+ * undefined when no token file is configured. Re-read on every connect so rotated tokens work;
+ * trailing line breaks are dropped (they are not valid in a header value).
+ */
+export async function readAuthorization(o: AgentOptions): Promise<string | undefined> {
+  if (!o.serviceAccountTokenPath) return undefined;
+  const token = (await readFlagFile("service-account-token-path", o.serviceAccountTokenPath)).toString("utf8");
+  return `Bearer ${token.replace(/[\r\n]+$/, "")}`;
+}
+
+/** PEM material for the TLS connection to the server. */
+export interface AgentTlsMaterial {
+  ca: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+}
+
+async function readFlagFile(flag: string, path: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    return fail(flag, `cannot read ${path}: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Read and check the CA, certificate and key files. Throws {@link ConfigError} naming the flag
+ * for unreadable files, bad PEM or a key that does not match the certificate.
+ */
+export async function loadAgentTls(o: AgentOptions): Promise<AgentTlsMaterial> {
+  const ca = await readFlagFile("ca-cert", o.caCert);
+  try {
+    tls.createSecureContext({ ca });
+    if (!ca.toString("latin1").includes("-----BEGIN CERTIFICATE-----")) throw new Error("no PEM certificate found");
+  } catch (err) {
+    fail("ca-cert", `${o.caCert} is not a usable PEM CA certificate: ${(err as Error).message}`);
+  }
+  if (!o.agentCert) return { ca };
+  const cert = await readFlagFile("agent-cert", o.agentCert);
+  const key = await readFlagFile("agent-key", o.agentKey);
+  try {
+    tls.createSecureContext({ cert });
+  } catch (err) {
+    fail("agent-cert", `${o.agentCert} is not a usable PEM certificate: ${(err as Error).message}`);
+  }
+  try {
+    tls.createSecureContext({ cert, key });
+  } catch (err) {
+    fail("agent-key", `${o.agentKey} is not a usable private key for --agent-cert: ${(err as Error).message}`);
+  }
+  return { ca, cert, key };
+}

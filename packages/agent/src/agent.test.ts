@@ -1,0 +1,469 @@
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as net from "node:net";
+import { once } from "node:events";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
+import { Metadata, PacketType, type Packet } from "@cluster-proxy/protocol";
+import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { ProxyAgent } from "./agent.js";
+import { generateTestPki, type TestPki } from "./testing/certs.js";
+import { FakeProxyServer, TcpBalancer, startEchoServer, type FakeAgentStream } from "./testing/fake-proxy-server.js";
+import { eventually, freePort } from "./testing/wait.js";
+
+let pki: TestPki;
+let echo: Awaited<ReturnType<typeof startEchoServer>>;
+
+before(async () => {
+  pki = generateTestPki();
+  echo = await startEchoServer();
+});
+after(async () => {
+  await echo.close();
+  pki.cleanup();
+});
+
+function options(port: number, over: Partial<AgentOptions> = {}): AgentOptions {
+  return {
+    proxyServerHost: "127.0.0.1",
+    proxyServerPort: port,
+    caCert: pki.caCertPath,
+    agentCert: pki.agentCertPath,
+    agentKey: pki.agentKeyPath,
+    serviceAccountTokenPath: "",
+    agentId: "agent-1",
+    agentIdentifiers: "host=east",
+    clusterName: "",
+    apiserverAddress: "kubernetes.default.svc:443",
+    healthServerHost: "127.0.0.1",
+    healthServerPort: 0,
+    adminBindAddress: "127.0.0.1",
+    adminServerPort: 0,
+    syncInterval: 100,
+    syncIntervalCap: 1000,
+    keepaliveTime: 0,
+    keepaliveTimeout: 1000,
+    dialTimeout: 2000,
+    drainGracePeriod: 1000,
+    logLevel: "silent",
+    ...over,
+  };
+}
+
+const isType =
+  (type: number) =>
+  (p: Packet): boolean =>
+    p.type === type;
+
+function dialReq(address: string, random: bigint): Packet {
+  return { type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random } };
+}
+
+/** Dial through the agent and return the connectID (asserting success). */
+async function dial(stream: FakeAgentStream, address: string, random: bigint): Promise<bigint> {
+  stream.send(dialReq(address, random));
+  const rsp = await stream.next((p) => "dialResponse" in p && p.dialResponse.random === random);
+  assert.ok("dialResponse" in rsp);
+  assert.equal(rsp.dialResponse.error, "");
+  assert.ok(rsp.dialResponse.connectID > 0n);
+  return rsp.dialResponse.connectID;
+}
+
+/** Collect DATA for `connectID` until `bytes` bytes arrived. */
+async function receiveData(stream: FakeAgentStream, connectID: bigint, bytes: number): Promise<Buffer[]> {
+  const chunks: Buffer[] = [];
+  let got = 0;
+  for (let i = 0; i < 10_000 && got < bytes; i++) {
+    const p = await stream.next((q) => "data" in q && q.data.connectID === connectID);
+    assert.ok("data" in p);
+    chunks.push(Buffer.from(p.data.data));
+    got += p.data.data.length;
+  }
+  return chunks;
+}
+
+describe("ProxyAgent against a fake proxy server", () => {
+  it("sends its metadata, reads the handshake and relays a connection to an endpoint", async () => {
+    const server = new FakeProxyServer(pki, { serverID: "server-a", serverCount: 1 });
+    await server.listen(0);
+    const healthPort = await freePort();
+    const adminPort = await freePort();
+    const agent = new ProxyAgent(options(server.port, { healthServerPort: healthPort, adminServerPort: adminPort }));
+    try {
+      await agent.start();
+      assert.equal(agent.addresses().health?.port, healthPort);
+      assert.equal(agent.addresses().admin?.port, adminPort);
+      const stream = await server.stream(0);
+      assert.equal(stream.meta(Metadata.agentID), "agent-1");
+      assert.equal(stream.meta(Metadata.agentIdentifiers), "host=east");
+      await eventually(() => agent.connectedServers().length === 1, 2000, "connected");
+      assert.deepEqual(agent.connectedServers(), ["server-a"]);
+
+      const ready = await fetch(`http://127.0.0.1:${healthPort}/readyz`);
+      assert.equal(ready.status, 200);
+
+      // random above 2^53 survives the round trip
+      const random = 2n ** 62n + 12345n;
+      const id = await dial(stream, `127.0.0.1:${echo.port}`, random);
+      stream.send({ type: PacketType.DATA, data: { connectID: id, error: "", data: Buffer.from("hello") } });
+      const echoed = await receiveData(stream, id, 5);
+      assert.equal(Buffer.concat(echoed).toString(), "hello");
+
+      // a big write comes back in DATA packets of up to 64 KiB (not 4 KiB)
+      const big = Buffer.alloc(512 * 1024, 7);
+      stream.send({ type: PacketType.DATA, data: { connectID: id, error: "", data: big } });
+      const back = await receiveData(stream, id, big.length);
+      assert.ok(Buffer.concat(back).equals(big));
+      assert.ok(back.every((c) => c.length <= 64 * 1024));
+      assert.ok(
+        back.some((c) => c.length > 4096),
+        "expected chunks larger than 4 KiB",
+      );
+
+      // the endpoint closes: CLOSE_RSP{connectID}
+      for (const s of echo.sockets) s.end();
+      const closeRsp = await stream.next(isType(PacketType.CLOSE_RSP));
+      assert.ok("closeResponse" in closeRsp);
+      assert.deepEqual(closeRsp.closeResponse, { connectID: id, error: "" });
+      assert.equal(await agent.waitIdle(2000), true);
+
+      // the client closes: CLOSE_REQ -> CLOSE_RSP, endpoint socket closed
+      const id2 = await dial(stream, `127.0.0.1:${echo.port}`, 42n);
+      assert.ok(id2 > id, "connectIDs come from one increasing counter");
+      await eventually(() => echo.sockets.size === 1, 2000, "endpoint connected");
+      assert.equal(await agent.waitIdle(50), false);
+      stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id2 } });
+      const closeRsp2 = await stream.next(isType(PacketType.CLOSE_RSP));
+      assert.ok("closeResponse" in closeRsp2);
+      assert.deepEqual(closeRsp2.closeResponse, { connectID: id2, error: "" });
+      await eventually(() => echo.sockets.size === 0, 2000, "endpoint closed");
+
+      // unknown connections
+      stream.send({ type: PacketType.DATA, data: { connectID: 0n, error: "", data: Buffer.from("x") } });
+      stream.send({ type: PacketType.DATA, data: { connectID: 999_999n, error: "", data: Buffer.from("x") } });
+      const unrec = await stream.next(isType(PacketType.CLOSE_RSP));
+      assert.ok("closeResponse" in unrec);
+      assert.deepEqual(unrec.closeResponse, { connectID: 999_999n, error: "unrecognized connectID" });
+      stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: 888_888n } });
+      const unknown = await stream.next(isType(PacketType.CLOSE_RSP));
+      assert.ok("closeResponse" in unknown);
+      assert.deepEqual(unknown.closeResponse, { connectID: 888_888n, error: "Unknown connectID" });
+      assert.equal(stream.packets.length, 0, "DATA for connectID 0 is dropped silently");
+
+      // refused dial: Go's wording
+      stream.send(dialReq("127.0.0.1:1", 7n));
+      const refused = await stream.next(isType(PacketType.DIAL_RSP));
+      assert.ok("dialResponse" in refused);
+      assert.equal(refused.dialResponse.random, 7n);
+      assert.equal(refused.dialResponse.connectID, 0n);
+      assert.equal(refused.dialResponse.error, "dial tcp 127.0.0.1:1: connect: connection refused");
+
+      const metrics = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+      for (const name of [
+        "konnectivity_network_proxy_agent_open_server_connections 1",
+        "konnectivity_network_proxy_agent_known_server_count 1",
+        "konnectivity_network_proxy_agent_open_endpoint_connections 0",
+        'konnectivity_network_proxy_agent_endpoint_dial_failure_total{reason="unknown"} 1',
+        "konnectivity_network_proxy_agent_dial_duration_seconds_count 2",
+        'konnectivity_network_proxy_agent_stream_packets_total{segment="to_agent",packet_type="DIAL_REQ"} 3',
+      ]) {
+        assert.ok(metrics.includes(name), `metrics lack ${name}`);
+      }
+      assert.equal((await fetch(`http://127.0.0.1:${healthPort}/healthz`)).status, 200);
+      assert.equal((await fetch(`http://127.0.0.1:${healthPort}/ready`)).status, 200);
+      const admin = await fetch(`http://127.0.0.1:${adminPort}/metrics`);
+      assert.equal(admin.status, 200);
+      assert.match(await admin.text(), /konnectivity_network_proxy_agent_open_server_connections 1/);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
+  it("abandons a pending dial on DIAL_CLS and times out hanging dials with Go's i/o timeout", async () => {
+    const server = new FakeProxyServer(pki, { serverID: "server-b", serverCount: 1 });
+    await server.listen(0);
+    const hanging: net.Socket[] = [];
+    const agent = new ProxyAgent(options(server.port, { dialTimeout: 200, agentIdentifiers: "" }), {
+      connectEndpoint: () => {
+        const s = new net.Socket(); // never connects
+        hanging.push(s);
+        return s;
+      },
+    });
+    try {
+      await agent.start();
+      const stream = await server.stream(0);
+      assert.equal(stream.meta(Metadata.agentIdentifiers), "", "the header is sent even when empty");
+      stream.send(dialReq("10.1.2.3:443", 100n));
+      await eventually(() => hanging.length === 1, 2000, "dial started");
+      stream.send({ type: PacketType.DIAL_CLS, closeDial: { random: 100n } });
+      await eventually(() => hanging[0]!.destroyed, 2000, "dial abandoned");
+      assert.equal(await agent.waitIdle(1000), true);
+
+      stream.send(dialReq("10.1.2.3:443", 101n));
+      const rsp = await stream.next(isType(PacketType.DIAL_RSP));
+      assert.ok("dialResponse" in rsp);
+      assert.equal(rsp.dialResponse.random, 101n, "no DIAL_RSP was sent for the abandoned dial");
+      assert.equal(rsp.dialResponse.error, "dial tcp 10.1.2.3:443: i/o timeout");
+      const metrics = await agent.metrics.registry.metrics();
+      assert.ok(metrics.includes('konnectivity_network_proxy_agent_endpoint_dial_failure_total{reason="timeout"} 1'));
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
+  it("maps <cluster-name>:<port> to the apiserver address (names starting with a digit work)", async () => {
+    const server = new FakeProxyServer(pki, { serverID: "server-c", serverCount: 1 });
+    const tokenPath = join(pki.dir, "token");
+    writeFileSync(tokenPath, "tok-123\n");
+    await server.listen(0);
+    const agent = new ProxyAgent(
+      options(server.port, {
+        clusterName: "1east",
+        agentIdentifiers: "",
+        apiserverAddress: "127.0.0.1",
+        serviceAccountTokenPath: tokenPath,
+      }),
+    );
+    try {
+      await agent.start();
+      const stream = await server.stream(0);
+      assert.equal(stream.meta(Metadata.agentIdentifiers), "host=1east");
+      assert.equal(stream.meta(Metadata.authorization), "Bearer tok-123");
+      // no port in --apiserver-address: the requested port is kept
+      const id = await dial(stream, `1east:${echo.port}`, 5n);
+      stream.send({ type: PacketType.DATA, data: { connectID: id, error: "", data: Buffer.from("ping") } });
+      assert.equal(Buffer.concat(await receiveData(stream, id, 4)).toString(), "ping");
+      stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id } });
+      await stream.next(isType(PacketType.CLOSE_RSP));
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
+  it("connects to servercount distinct servers behind a round-robin balancer and drains them all", async () => {
+    const a = new FakeProxyServer(pki, { serverID: "ha-1", serverCount: 2 });
+    const b = new FakeProxyServer(pki, { serverID: "ha-2", serverCount: 2 });
+    await a.listen(0);
+    await b.listen(0);
+    const lb = new TcpBalancer(() => [a.port, b.port]);
+    await lb.listen();
+    const agent = new ProxyAgent(options(lb.port));
+    try {
+      await agent.start();
+      await eventually(() => agent.connectedServers().length === 2, 3000, "two servers");
+      assert.deepEqual(agent.connectedServers().sort(), ["ha-1", "ha-2"]);
+      const metrics = await agent.metrics.registry.metrics();
+      assert.ok(metrics.includes("konnectivity_network_proxy_agent_known_server_count 2"));
+      assert.ok(metrics.includes("konnectivity_network_proxy_agent_open_server_connections 2"));
+
+      // DRAIN goes out at once on every (idle) stream
+      agent.drain();
+      for (const server of [a, b]) {
+        const [stream] = server.openStreams();
+        assert.ok(stream);
+        await stream.next(isType(PacketType.DRAIN), 2000);
+      }
+      // existing traffic keeps flowing after DRAIN
+      const [streamA] = a.openStreams();
+      assert.ok(streamA);
+      const id = await dial(streamA, `127.0.0.1:${echo.port}`, 9n);
+      streamA.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id } });
+      await streamA.next(isType(PacketType.CLOSE_RSP));
+    } finally {
+      await agent.close();
+      await lb.close();
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("closes a duplicate server connection and keeps one stream", async () => {
+    const a = new FakeProxyServer(pki, { serverID: "dup-1", serverCount: 2 });
+    await a.listen(0);
+    const agent = new ProxyAgent(options(a.port));
+    try {
+      await agent.start();
+      const dup = await a.stream(1, 3000); // the second dial reaches the same server
+      await dup.closed(2000);
+      await a.stream(2, 3000); // and the loop keeps trying (no backoff)
+      assert.deepEqual(agent.connectedServers(), ["dup-1"]);
+      await eventually(() => a.openStreams().length === 1, 2000, "duplicates closed");
+      assert.ok(!a.streams[0]!.status, "the first stream stays open");
+    } finally {
+      await agent.close();
+      await a.close();
+    }
+  });
+
+  it("reconnects after the server restarts, within the backoff cap", async () => {
+    const server = new FakeProxyServer(pki, { serverID: "restart-1", serverCount: 1 });
+    await server.listen(0);
+    const healthPort = await freePort();
+    let failures = 0;
+    const logger: Logger = {
+      ...silentLogger,
+      warn: (_obj, msg) => {
+        if (msg === "cannot connect to proxy server") failures++;
+      },
+      child: () => logger,
+    };
+    const agent = new ProxyAgent(options(server.port, { healthServerPort: healthPort }), { logger });
+    try {
+      await agent.start();
+      await eventually(() => agent.connectedServers().length === 1, 2000, "connected");
+      const id = await dial(await server.stream(0), `127.0.0.1:${echo.port}`, 11n);
+      assert.ok(id > 0n);
+      await eventually(() => echo.sockets.size === 1, 2000, "endpoint connected");
+
+      await server.close();
+      await eventually(() => agent.connectedServers().length === 0, 2000, "disconnected");
+      // the dead stream's endpoint sockets are closed
+      await eventually(() => echo.sockets.size === 0, 2000, "endpoint sockets closed");
+      assert.equal((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status, 503);
+
+      // let a few attempts fail, then come back: the cap (1 s) bounds the wait
+      // let the backoff grow past its cap (each failed attempt logs one warning)
+      await eventually(() => failures >= 5, 5000, "five failed attempts");
+      const back = Date.now();
+      await server.listen();
+      await eventually(() => agent.connectedServers().length === 1, 2500, "reconnected");
+      assert.ok(Date.now() - back < 2500);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
+  it("detects a server that stops answering with keepalive pings", async () => {
+    const server = new FakeProxyServer(pki, { serverID: "ka-1", serverCount: 1 });
+    await server.listen(0);
+    const lb = new TcpBalancer(() => [server.port]);
+    await lb.listen();
+    const agent = new ProxyAgent(options(lb.port, { keepaliveTime: 100, keepaliveTimeout: 300 }));
+    try {
+      await agent.start();
+      await eventually(() => agent.connectedServers().length === 1, 2000, "connected");
+      lb.freeze();
+      const frozenAt = Date.now();
+      await eventually(() => agent.connectedServers().length === 0, 2000, "dead server detected");
+      assert.ok(Date.now() - frozenAt < 1500);
+    } finally {
+      await agent.close();
+      await lb.close();
+      await server.close();
+    }
+  });
+});
+
+describe("ProxyAgent.start() refuses bad configuration", () => {
+  it("names --ca-cert for an unreadable CA file", async () => {
+    const agent = new ProxyAgent(options(1, { caCert: "/nonexistent/ca.crt" }));
+    await assert.rejects(
+      agent.start(),
+      (err: Error) => err instanceof ConfigError && err.message.startsWith("--ca-cert:"),
+    );
+    await agent.close();
+  });
+
+  it("names --agent-key for a key that is not a key", async () => {
+    const agent = new ProxyAgent(options(1, { agentKey: pki.caCertPath }));
+    await assert.rejects(
+      agent.start(),
+      (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-key:"),
+    );
+    await agent.close();
+  });
+
+  it("names --agent-identifiers for an unknown identifier type", async () => {
+    const agent = new ProxyAgent(options(1, { agentIdentifiers: "zone=eu" }));
+    await assert.rejects(
+      agent.start(),
+      (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-identifiers:"),
+    );
+    await agent.close();
+  });
+});
+
+describe("ProxyAgent backpressure", () => {
+  it("pauses endpoint reads while the server stream is full, and the server stream while an endpoint is slow", async () => {
+    const server = new FakeProxyServer(pki, { serverID: "bp-1", serverCount: 1 });
+    await server.listen(0);
+    const endpointSockets: net.Socket[] = [];
+    const agent = new ProxyAgent(options(server.port), {
+      connectEndpoint: (o) => {
+        const s = net.connect(o);
+        endpointSockets.push(s);
+        return s;
+      },
+    });
+    const TOTAL = 32 * 1024 * 1024;
+    let sourceWritten = 0;
+    const sinkSockets: net.Socket[] = [];
+    let sinkReceived = 0;
+    let targetConnections = 0;
+    const target = net.createServer((s) => {
+      s.on("error", () => undefined);
+      sinkSockets.push(s);
+      if (targetConnections++ === 0) {
+        // first connection: a source that writes TOTAL bytes as fast as it is allowed
+        const chunk = Buffer.alloc(64 * 1024, 1);
+        const pump = (): void => {
+          while (sourceWritten < TOTAL) {
+            sourceWritten += chunk.length;
+            if (!s.write(chunk)) return void s.once("drain", pump);
+          }
+        };
+        pump();
+        return;
+      }
+      // second connection: a sink that does not read until told to
+      s.pause();
+      s.on("data", (d: Buffer) => void (sinkReceived += d.length));
+    });
+    target.listen(0, "127.0.0.1");
+    await once(target, "listening");
+    const targetPort = (target.address() as net.AddressInfo).port;
+    try {
+      await agent.start();
+      const stream = await server.stream(0);
+
+      // endpoint -> server: the fake server stops reading; the agent must pause the endpoint
+      const src = await dial(stream, `127.0.0.1:${targetPort}`, 1n);
+      stream.call.pause();
+      await eventually(() => endpointSockets[0]?.isPaused() === true, 5000, "endpoint socket paused");
+      assert.ok(sourceWritten < TOTAL, "the source is held back");
+      stream.call.resume();
+      const got = await receiveData(stream, src, TOTAL);
+      assert.equal(
+        got.reduce((n, c) => n + c.length, 0),
+        TOTAL,
+      );
+
+      // server -> endpoint: the endpoint does not read; the agent pauses the server stream
+      const sink = await dial(stream, `127.0.0.1:${targetPort}`, 2n);
+      await eventually(() => sinkSockets.length === 2, 2000, "sink connected");
+      const payload = Buffer.alloc(64 * 1024, 2);
+      const SEND = 48 * 1024 * 1024;
+      for (let sent = 0; sent < SEND; sent += payload.length) {
+        stream.send({ type: PacketType.DATA, data: { connectID: sink, error: "", data: payload } });
+      }
+      const agentSide = endpointSockets[1]!;
+      await eventually(() => agentSide.writableLength > 4 * 1024 * 1024, 5000, "endpoint write buffer over budget");
+      // the agent stopped reading the server stream: its data waits at the fake server
+      await eventually(() => stream.call.bufferedBytes > 0, 5000, "server stream backed up");
+      assert.ok(agentSide.writableLength < 16 * 1024 * 1024, `endpoint buffer bounded: ${agentSide.writableLength}`);
+      sinkSockets[1]!.resume();
+      await eventually(() => sinkReceived === SEND, 20_000, "all data delivered to the sink");
+    } finally {
+      await agent.close();
+      await server.close();
+      for (const s of sinkSockets) s.destroy();
+      await new Promise<void>((resolve) => target.close(() => resolve()));
+    }
+  });
+});

@@ -1,0 +1,393 @@
+/**
+ * The proxy-agent: keeps one Connect stream to every proxy server behind `--proxy-server-host`
+ * (server count, HA behind an L4 load balancer), serves the servers' dials to endpoints in its
+ * cluster, drains on request, and exposes health and metrics ports.
+ *
+ * Connect loop (konnectivity's ClientSet): every `--sync-interval` (±10% jitter), if fewer servers
+ * are connected than the last `servercount` a new unique server announced, dial once more through
+ * the same address with a fresh HTTP/2 session (so the balancer sees a new TCP connection). A
+ * `serverid` we already hold is a "duplicate server": that session is closed and the next tick
+ * tries again without backoff. Real errors back off from `--sync-interval` by x1.5 (10% jitter) up
+ * to `--sync-interval-cap`.
+ */
+import type * as http from "node:http";
+import type * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import type { AgentOptions } from "@cluster-proxy/api";
+import { AGENT_CONNECT_METHOD, Metadata } from "@cluster-proxy/protocol";
+import {
+  Backoff,
+  ConnectError,
+  connectSession,
+  keepSessionAlive,
+  openCall,
+  silentLogger,
+  type ClientCall,
+  type Logger,
+} from "@cluster-proxy/tunnel";
+import {
+  agentIdentifiersHeader,
+  loadAgentTls,
+  readAuthorization,
+  resolveAgentID,
+  validateAgentOptions,
+  type AgentTlsMaterial,
+} from "./agent-config.js";
+import type { SocketConnector } from "./endpoint-dialer.js";
+import { adminHandler, closeHttp, healthHandler, listenHttp } from "./health-server.js";
+import { AgentMetrics } from "./metrics.js";
+import { ServerTunnel } from "./server-tunnel.js";
+
+/** Optional collaborators of a {@link ProxyAgent}. */
+export interface ProxyAgentDeps {
+  logger?: Logger;
+  /** Random source in [0, 1) for jitter (inject for deterministic tests). */
+  random?: () => number;
+  /** Opens endpoint sockets (tests inject one to simulate dials that hang). */
+  connectEndpoint?: SocketConnector;
+}
+
+/** How one connect attempt ended (errors are thrown). */
+type AttemptResult = "connected" | "duplicate" | "closed";
+
+/** The server's answer to Connect: its identity and how many servers there are. */
+export interface ServerHandshake {
+  serverID: string;
+  serverCount: number;
+}
+
+/**
+ * Read `serverid` (exactly one, non-empty) and `servercount` (an integer) from Connect's
+ * response headers, or throw why they are unusable (including a trailers-only refusal).
+ */
+export function parseServerHandshake(
+  headers: Readonly<Record<string, string | string[] | number | undefined>>,
+): ServerHandshake {
+  const grpcStatus = headers["grpc-status"];
+  if (grpcStatus !== undefined && grpcStatus !== "0") {
+    const msg = decodeURIComponent(String(headers["grpc-message"] ?? ""));
+    throw new Error(`server refused the stream: ${msg || "no message"} (gRPC status ${String(grpcStatus)})`);
+  }
+  const httpStatus = Number(headers[":status"]);
+  if (httpStatus !== 200) throw new Error(`server answered HTTP ${httpStatus}`);
+  const id = headers[Metadata.serverID];
+  if (typeof id !== "string" || id === "" || id.includes(", ")) {
+    throw new Error(`expected exactly one ${Metadata.serverID} response header, got ${JSON.stringify(id ?? null)}`);
+  }
+  const count = headers[Metadata.serverCount];
+  if (typeof count !== "string" || !/^[+-]?\d+$/.test(count)) {
+    throw new Error(
+      `expected one integer ${Metadata.serverCount} response header, got ${JSON.stringify(count ?? null)}`,
+    );
+  }
+  return { serverID: id, serverCount: Number(count) };
+}
+
+/** A konnectivity-compatible proxy-agent. */
+export class ProxyAgent {
+  /** The `agentid` this agent announces. */
+  readonly agentID: string;
+  /** The `agentidentifiers` header value this agent announces. */
+  readonly identifiers: string;
+  readonly metrics = new AgentMetrics();
+  private readonly log: Logger;
+  private readonly random: () => number;
+  private readonly backoff: Backoff;
+  private readonly tunnels = new Map<string, ServerTunnel>();
+  private knownServerCount = 1;
+  private tlsMaterial: AgentTlsMaterial | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private attempt: AbortController | undefined;
+  private started = false;
+  private draining = false;
+  private closed = false;
+  private endpointCount = 0;
+  private readonly idleWaiters = new Set<() => void>();
+  private health: { server: http.Server; address: AddressInfo } | undefined;
+  private admin: { server: http.Server; address: AddressInfo } | undefined;
+
+  constructor(
+    readonly options: AgentOptions,
+    private readonly deps: ProxyAgentDeps = {},
+  ) {
+    this.log = (deps.logger ?? silentLogger).child({ component: "proxy-agent" });
+    this.random = deps.random ?? Math.random;
+    this.agentID = resolveAgentID(options);
+    this.identifiers = options.clusterName || options.agentIdentifiers ? safeIdentifiers(options) : "";
+    this.backoff = new Backoff({
+      initialMs: options.syncInterval,
+      capMs: options.syncIntervalCap,
+      factor: 1.5,
+      jitter: 0.1,
+      random: this.random,
+    });
+  }
+
+  /**
+   * Validate options, load the TLS files, open the health/admin ports and start the connect loop.
+   * Resolves once listening (not once connected); rejects with a ConfigError naming the flag.
+   */
+  async start(): Promise<void> {
+    if (this.started) throw new Error("ProxyAgent.start() called twice");
+    this.started = true;
+    validateAgentOptions(this.options);
+    this.tlsMaterial = await loadAgentTls(this.options);
+    await readAuthorization(this.options);
+    const o = this.options;
+    try {
+      if (o.healthServerPort > 0) {
+        this.health = await listenHttp(
+          healthHandler(this.healthSource()),
+          o.healthServerHost,
+          o.healthServerPort,
+          "health-server-port",
+        );
+      }
+      if (o.adminServerPort > 0) {
+        this.admin = await listenHttp(
+          adminHandler(this.healthSource()),
+          o.adminBindAddress,
+          o.adminServerPort,
+          "admin-server-port",
+        );
+      }
+    } catch (err) {
+      await this.close();
+      throw err;
+    }
+    if (this.closed) return;
+    this.log.info(
+      { agentID: this.agentID, identifiers: this.identifiers, server: `${o.proxyServerHost}:${o.proxyServerPort}` },
+      "proxy-agent started",
+    );
+    this.schedule(0);
+  }
+
+  /**
+   * First SIGTERM: send DRAIN on every server stream (idle ones too) and stop opening new server
+   * connections. Existing traffic keeps flowing.
+   */
+  drain(): void {
+    if (this.draining || this.closed) return;
+    this.draining = true;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    for (const tunnel of this.tunnels.values()) tunnel.drain();
+    this.log.info({ servers: this.tunnels.size }, "draining: no new server connections");
+  }
+
+  /** Close everything: endpoint sockets, streams, sessions, the pending attempt and the ports. */
+  async close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      this.attempt?.abort();
+      for (const tunnel of [...this.tunnels.values()]) tunnel.close("agent shutting down");
+    }
+    const servers = [this.health?.server, this.admin?.server].filter((s): s is http.Server => s !== undefined);
+    this.health = undefined;
+    this.admin = undefined;
+    await Promise.all(servers.map((s) => closeHttp(s)));
+  }
+
+  /** Resolves true once no endpoint connection (open or dialling) is left, false after `timeoutMs`. */
+  waitIdle(timeoutMs: number): Promise<boolean> {
+    if (this.endpointCount === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const onIdle = (): void => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        this.idleWaiters.delete(onIdle);
+        resolve(false);
+      }, timeoutMs);
+      this.idleWaiters.add(onIdle);
+    });
+  }
+
+  /** serverIDs currently connected. */
+  connectedServers(): string[] {
+    return [...this.tunnels.keys()];
+  }
+
+  /** Bound addresses of the health and admin ports (absent when disabled or closed). */
+  addresses(): { health?: AddressInfo; admin?: AddressInfo } {
+    return { health: this.health?.address, admin: this.admin?.address };
+  }
+
+  /** Number of endpoint connections (open or dialling). */
+  get openEndpointConnections(): number {
+    return this.endpointCount;
+  }
+
+  private healthSource(): { registry: AgentMetrics["registry"]; connectedServers: () => string[] } {
+    return { registry: this.metrics.registry, connectedServers: () => this.connectedServers() };
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.closed || this.draining) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.tick(), delayMs);
+  }
+
+  private jitteredSyncInterval(): number {
+    return Math.round(this.options.syncInterval * (1 + 0.1 * (2 * this.random() - 1)));
+  }
+
+  private tick(): void {
+    this.timer = undefined;
+    if (this.closed || this.draining) return;
+    if (this.tunnels.size >= this.knownServerCount) {
+      this.schedule(this.jitteredSyncInterval());
+      return;
+    }
+    this.connectOnce().then(
+      (result) => {
+        if (result !== "closed") this.backoff.reset();
+        this.schedule(this.jitteredSyncInterval());
+      },
+      (err: unknown) => {
+        const delay = this.backoff.next();
+        this.log.warn(
+          { err: err instanceof Error ? err.message : String(err), retryInMs: delay, failures: this.backoff.failures },
+          "cannot connect to proxy server",
+        );
+        this.schedule(delay);
+      },
+    );
+  }
+
+  /** One connect attempt: fresh session, Connect stream, handshake headers. */
+  private async connectOnce(): Promise<AttemptResult> {
+    const o = this.options;
+    // Re-read the files per attempt so rotated certificates are picked up; keep the last good set.
+    this.tlsMaterial = await loadAgentTls(o).catch(() => this.tlsMaterial);
+    if (this.closed) return "closed";
+    const material = this.tlsMaterial;
+    if (!material) throw new ConnectError("no TLS material loaded");
+    const authorization = await readAuthorization(o);
+    if (this.closed) return "closed";
+    const attempt = new AbortController();
+    this.attempt = attempt;
+    const timeoutMs = Math.max(o.keepaliveTimeout, o.dialTimeout);
+    let session: http2.ClientHttp2Session | undefined;
+    try {
+      session = await connectSession({
+        host: o.proxyServerHost,
+        port: o.proxyServerPort,
+        tls: { ca: material.ca, cert: material.cert, key: material.key },
+        timeoutMs,
+        signal: attempt.signal,
+      });
+      const s = session;
+      const onAbort = (): void => void s.destroy();
+      attempt.signal.addEventListener("abort", onAbort, { once: true });
+      s.once("close", () => attempt.signal.removeEventListener("abort", onAbort));
+      keepSessionAlive(s, o.keepaliveTime, o.keepaliveTimeout, (reason) =>
+        this.log.warn({ reason }, "proxy server connection is dead"),
+      );
+      const call = openCall(s, AGENT_CONNECT_METHOD, {
+        metadata: {
+          [Metadata.agentID]: this.agentID,
+          [Metadata.agentIdentifiers]: this.identifiers,
+          ...(authorization === undefined ? {} : { [Metadata.authorization]: authorization }),
+        },
+      });
+      // Packets may follow the headers in the same read: hold them until the tunnel exists.
+      const early: Buffer[] = [];
+      const collect = (frame: Buffer): void => void early.push(frame);
+      call.on("message", collect);
+      const headers = await withTimeout(call.waitForHeaders(), timeoutMs, () => s.destroy());
+      call.off("message", collect);
+      if (this.closed) {
+        s.destroy();
+        return "closed";
+      }
+      const { serverID, serverCount } = parseServerHandshake(headers);
+      if (this.tunnels.has(serverID)) {
+        this.log.info({ serverID }, "duplicate server: closing the extra connection");
+        call.abort({ code: 1, details: "duplicate server" });
+        s.close();
+        return "duplicate";
+      }
+      this.register(serverID, s, call, serverCount, early);
+      return "connected";
+    } catch (err) {
+      session?.destroy();
+      throw err;
+    } finally {
+      if (this.attempt === attempt) this.attempt = undefined;
+    }
+  }
+
+  private register(
+    serverID: string,
+    session: http2.ClientHttp2Session,
+    call: ClientCall,
+    count: number,
+    early: Buffer[],
+  ): void {
+    const tunnel = new ServerTunnel(serverID, session, call, {
+      addressing: { clusterName: this.options.clusterName, apiserverAddress: this.options.apiserverAddress },
+      dialTimeoutMs: this.options.dialTimeout,
+      metrics: this.metrics,
+      logger: this.log,
+      onEndpointCount: (delta) => this.onEndpointCount(delta),
+      connect: this.deps.connectEndpoint,
+    });
+    this.tunnels.set(serverID, tunnel);
+    // Go uses the count as given; a count below 1 would stop reconnecting after a server loss.
+    this.knownServerCount = Math.max(1, count);
+    this.metrics.knownServerCount.set(this.knownServerCount);
+    this.metrics.openServerConnections.set(this.tunnels.size);
+    this.log.info({ serverID, serverCount: count, connected: this.tunnels.size }, "connected to proxy server");
+    tunnel.once("close", (reason) => {
+      if (this.tunnels.get(serverID) === tunnel) this.tunnels.delete(serverID);
+      this.metrics.openServerConnections.set(this.tunnels.size);
+      this.log.info({ serverID, reason, connected: this.tunnels.size }, "disconnected from proxy server");
+    });
+    for (const frame of early) tunnel.receive(frame);
+    if (call.closed || session.destroyed) tunnel.close("stream ended during the handshake");
+    else if (this.draining) tunnel.drain();
+  }
+
+  private onEndpointCount(delta: number): void {
+    this.endpointCount += delta;
+    this.metrics.openEndpointConnections.set(this.endpointCount);
+    if (this.endpointCount === 0) {
+      const waiters = [...this.idleWaiters];
+      this.idleWaiters.clear();
+      for (const w of waiters) w();
+    }
+  }
+}
+
+function safeIdentifiers(o: AgentOptions): string {
+  try {
+    return agentIdentifiersHeader(o);
+  } catch {
+    // invalid identifiers: start() rejects with a ConfigError naming the flag
+    return o.agentIdentifiers;
+  }
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, onTimeout: () => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      onTimeout();
+      reject(new ConnectError(`no response headers from the proxy server within ${ms} ms`));
+    }, ms);
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}

@@ -1,0 +1,32 @@
+/**
+ * @cluster-proxy/agent: the konnectivity-compatible proxy-agent (multi-server connector,
+ * endpoint dialer, drain, health and metrics ports).
+ */
+export { ProxyAgent, parseServerHandshake, type ProxyAgentDeps, type ServerHandshake } from "./agent.js";
+export {
+  validateAgentOptions,
+  resolveAgentID,
+  agentIdentifiersHeader,
+  loadAgentTls,
+  readAuthorization,
+  type AgentTlsMaterial,
+} from "./agent-config.js";
+export {
+  resolveEndpointAddress,
+  dialEndpoint,
+  goDialErrorText,
+  type EndpointAddressing,
+  type DialFailure,
+  type SocketConnector,
+} from "./endpoint-dialer.js";
+export { AgentMetrics, type AgentSegment, type EndpointDialFailureReason } from "./metrics.js";
+export {
+  ServerTunnel,
+  allocateConnectID,
+  ENDPOINT_WRITE_BUDGET,
+  STREAM_SEND_BUDGET,
+  CLOSE_LINGER_MS,
+  type ServerTunnelDeps,
+  type ServerTunnelEvents,
+} from "./server-tunnel.js";
+export { healthHandler, adminHandler, type HealthSource } from "./health-server.js";

@@ -1,0 +1,89 @@
+/**
+ * The agent's Prometheus metrics, named as the Go proxy-agent names them
+ * (`konnectivity_network_proxy_agent_*`) so existing dashboards keep working. Each agent owns its
+ * own registry (never prom-client's global one), so several agents can live in one process.
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { packetTypeName } from "@cluster-proxy/protocol";
+
+const PREFIX = "konnectivity_network_proxy_agent_";
+
+/** Why an endpoint dial failed (label values of `endpoint_dial_failure_total`, as in Go). */
+export type EndpointDialFailureReason = "timeout" | "unknown";
+
+/** Stream segments as konnectivity labels them: packets the agent sends / receives. */
+export type AgentSegment = "from_agent" | "to_agent";
+
+/** The metrics of one agent and the registry that exposes them. */
+export class AgentMetrics {
+  /** The registry `/metrics` renders. */
+  readonly registry = new Registry();
+  readonly openServerConnections: Gauge;
+  readonly knownServerCount: Gauge;
+  readonly openEndpointConnections: Gauge;
+  readonly endpointDialFailures: Counter<"reason">;
+  readonly dialDuration: Histogram;
+  readonly streamPackets: Counter<"segment" | "packet_type">;
+  readonly streamErrors: Counter<"segment" | "code" | "packet_type">;
+  private readonly packetCounters = new Map<string, Counter.Internal>();
+
+  constructor() {
+    const registers = [this.registry];
+    this.openServerConnections = new Gauge({
+      name: `${PREFIX}open_server_connections`,
+      help: "Current number of open server connections.",
+      registers,
+    });
+    this.knownServerCount = new Gauge({
+      name: `${PREFIX}known_server_count`,
+      help: "Current number of servers the agent wants to be connected to (from the servercount header).",
+      registers,
+    });
+    this.knownServerCount.set(1);
+    this.openEndpointConnections = new Gauge({
+      name: `${PREFIX}open_endpoint_connections`,
+      help: "Current number of open endpoint connections (including dials in progress).",
+      registers,
+    });
+    this.endpointDialFailures = new Counter({
+      name: `${PREFIX}endpoint_dial_failure_total`,
+      help: "Number of failed endpoint dials, by reason (timeout, unknown).",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.dialDuration = new Histogram({
+      name: `${PREFIX}dial_duration_seconds`,
+      help: "Latency of successful endpoint dials in seconds.",
+      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 12.5],
+      registers,
+    });
+    this.streamPackets = new Counter({
+      name: `${PREFIX}stream_packets_total`,
+      help: "Count of packets processed, by segment and packet type.",
+      labelNames: ["segment", "packet_type"],
+      registers,
+    });
+    this.streamErrors = new Counter({
+      name: `${PREFIX}stream_errors_total`,
+      help: "Count of gRPC stream errors, by segment, status code and packet type.",
+      labelNames: ["segment", "code", "packet_type"],
+      registers,
+    });
+  }
+
+  /** Count `n` packets of `type` on `segment` (label children are cached: this is the hot path). */
+  packet(segment: AgentSegment, type: number, n = 1): void {
+    const key = `${segment}/${type}`;
+    let child = this.packetCounters.get(key);
+    if (!child) {
+      child = this.streamPackets.labels(segment, packetTypeName(type));
+      this.packetCounters.set(key, child);
+    }
+    child.inc(n);
+  }
+
+  /** Count a failed send on the server stream. */
+  streamError(segment: AgentSegment, code: string, type: number): void {
+    this.streamErrors.labels(segment, code, packetTypeName(type)).inc();
+  }
+}
