@@ -18,8 +18,12 @@ test("README opens with the two commands: run the main job, run all tests", () =
 });
 
 test("README flag reference is generated from the option schemas and up to date", () => {
-  execFileSync(process.execPath, ["--conditions=source", "--import", "tsx", join(REPO, "scripts/gen-flag-docs.ts"), "--check"], {
-    cwd: REPO,
-    stdio: "pipe",
-  });
+  execFileSync(
+    process.execPath,
+    ["--conditions=source", "--import", "tsx", join(REPO, "scripts/gen-flag-docs.ts"), "--check"],
+    {
+      cwd: REPO,
+      stdio: "pipe",
+    },
+  );
 });

@@ -136,7 +136,7 @@ function handshake(
     settled = true;
     clearTimeout(timer);
     limits.signal?.removeEventListener("abort", onAbort);
-    socket.off("data", onData);
+    socket.off("readable", onReadable);
     socket.off("end", onEnd);
     socket.off("error", onError);
     socket.off("close", onEnd);
@@ -149,8 +149,9 @@ function handshake(
   };
   const succeed = (rest: Buffer): void => {
     if (settled) return;
+    // cleanup() removed our "readable" listener, which leaves the socket neither flowing nor
+    // paused: exactly like a fresh net.Socket, it starts flowing when the caller listens.
     cleanup();
-    socket.pause();
     if (rest.length > 0) socket.unshift(rest);
     resolve(socket);
   };
@@ -230,7 +231,17 @@ function handshake(
     Math.max(0, limits.deadline - Date.now()),
   );
   limits.signal?.addEventListener("abort", onAbort, { once: true });
-  socket.on("data", onData);
+  // Paused-mode reads, so nothing past the response head is consumed once we have settled.
+  const onReadable = (): void => {
+    for (
+      let chunk = socket.read() as Buffer | null;
+      chunk !== null;
+      chunk = settled ? null : (socket.read() as Buffer | null)
+    ) {
+      onData(chunk);
+    }
+  };
+  socket.on("readable", onReadable);
   socket.on("end", onEnd);
   socket.on("close", onEnd);
   socket.on("error", onError);

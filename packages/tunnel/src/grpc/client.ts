@@ -77,6 +77,7 @@ export class ClientCall extends GrpcStream {
   abort(status: StreamStatus): void {
     this.status ??= status;
     if (!this.http2Stream.destroyed) this.http2Stream.close(NGHTTP2_CANCEL);
+    this.settle(this.status);
   }
 }
 

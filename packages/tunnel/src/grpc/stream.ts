@@ -32,6 +32,9 @@ export abstract class GrpcStream extends EventEmitter<GrpcStreamEvents> {
     super();
     this.decoder = new FrameDecoder(maxMessageBytes, (frame) => this.emit("message", frame));
     http2Stream.on("data", (chunk: Buffer) => {
+      // After the call is over (or the peer broke framing) bytes are read and dropped, so the
+      // session's flow-control window keeps moving, but never parsed as frames again.
+      if (this.closedStatus) return;
       try {
         this.decoder.push(chunk);
       } catch (err) {

@@ -1,0 +1,309 @@
+/**
+ * Integration-test harness: real `cluster-proxy` processes (the built CLI) on loopback, the
+ * certificates they need, and TCP/HTTP targets. Everything started is recorded and stopped by
+ * PID in {@link Harness.close}, also when a test fails.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { once } from "node:events";
+import { mkdtemp, rm } from "node:fs/promises";
+import * as http from "node:http";
+import * as net from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
+
+export const REPO = resolve(import.meta.dirname, "../..");
+export const CLI = join(REPO, "packages/cli/dist/main.js");
+
+/** A free loopback TCP port (the kernel's pick, released again). */
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  srv.listen(0, "127.0.0.1");
+  await once(srv, "listening");
+  const { port } = srv.address() as net.AddressInfo;
+  srv.close();
+  await once(srv, "close");
+  return port;
+}
+
+/** Poll `check` every `everyMs` until it returns true; bounded by `timeoutMs`. */
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 15_000,
+  everyMs = 50,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let i = 0; Date.now() < deadline && i < 100_000; i++) {
+    try {
+      if (await check()) return;
+    } catch {
+      /* not yet */
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+/** GET a loopback URL; resolves with status and body. */
+export function httpGet(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolvePromise, reject) => {
+    const req = http.get(url, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (c: string) => (body += c));
+      res.on("end", () => resolvePromise({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.setTimeout(5000, () => req.destroy(new Error(`GET ${url} timed out`)));
+  });
+}
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  exited: Promise<number | null>;
+  kill(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface ServerPorts {
+  server: number;
+  httpConnect: number;
+  agent: number;
+  health: number;
+  admin: number;
+}
+
+export interface AgentHandle {
+  proc: Proc;
+  healthPort: number;
+}
+
+export class Harness {
+  private readonly procs = new Set<Proc>();
+  private readonly closers: (() => Promise<void> | void)[] = [];
+  dir = "";
+  certs!: StandaloneCertPaths;
+
+  /** Create a temp dir with a CA, hub server/client certs and agent certs for `clusters`. */
+  async init(clusters: string[]): Promise<this> {
+    this.dir = await mkdtemp(join(tmpdir(), "cp-it-"));
+    this.certs = await writeStandaloneCerts(join(this.dir, "pki"), { clusters, hubHosts: ["localhost", "127.0.0.1"] });
+    return this;
+  }
+
+  /** Run the CLI with `args`; output is kept for failure messages. */
+  spawnCli(name: string, args: string[]): Proc {
+    return this.spawnProc(name, process.execPath, [CLI, ...args]);
+  }
+
+  /**
+   * Run any executable; output is kept for failure messages (stdout too unless `keepStdout` is
+   * false, for binary streams read by the caller) and the process is killed by PID in
+   * {@link Harness.close}. `stdin: true` pipes stdin, else it is ignored.
+   */
+  spawnProc(name: string, command: string, args: string[], opts: { stdin?: boolean; keepStdout?: boolean } = {}): Proc {
+    const child = spawn(command, args, { stdio: [opts.stdin ? "pipe" : "ignore", "pipe", "pipe"] });
+    let out = "";
+    if (opts.keepStdout !== false)
+      child.stdout?.on("data", (c: Buffer) => (out = (out + c.toString()).slice(-200_000)));
+    child.stderr?.on("data", (c: Buffer) => (out = (out + c.toString()).slice(-200_000)));
+    const exited = new Promise<number | null>((r) => child.once("exit", (code, sig) => r(code ?? (sig ? -1 : null))));
+    const proc: Proc = {
+      name,
+      child,
+      output: () => out,
+      exited,
+      kill: async (signal = "SIGKILL") => {
+        if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+        const code = await exited;
+        this.procs.delete(proc);
+        return code;
+      },
+    };
+    this.procs.add(proc);
+    return proc;
+  }
+
+  /** Start a proxy-server process; resolves when its health port answers. */
+  async startServer(extra: string[] = [], ports?: Partial<ServerPorts>): Promise<{ proc: Proc; ports: ServerPorts }> {
+    const p: ServerPorts = {
+      server: ports?.server ?? (await freePort()),
+      httpConnect: ports?.httpConnect ?? (await freePort()),
+      agent: ports?.agent ?? (await freePort()),
+      health: ports?.health ?? (await freePort()),
+      admin: ports?.admin ?? (await freePort()),
+    };
+    const c = this.certs;
+    const proc = this.spawnCli("server", [
+      "server",
+      "--server-bind-address=127.0.0.1",
+      `--server-port=${p.server}`,
+      `--http-connect-port=${p.httpConnect}`,
+      `--agent-bind-address=127.0.0.1`,
+      `--agent-port=${p.agent}`,
+      `--health-bind-address=127.0.0.1`,
+      `--health-port=${p.health}`,
+      `--admin-port=${p.admin}`,
+      `--server-cert=${c.server.cert}`,
+      `--server-key=${c.server.key}`,
+      `--server-ca-cert=${c.ca.cert}`,
+      `--cluster-cert=${c.server.cert}`,
+      `--cluster-key=${c.server.key}`,
+      `--cluster-ca-cert=${c.ca.cert}`,
+      "--proxy-strategies=destHost",
+      "--log-level=warn",
+      ...extra,
+    ]);
+    await waitFor(
+      `server health port ${p.health}\n${proc.output()}`,
+      async () => (await httpGet(`http://127.0.0.1:${p.health}/healthz`)).status === 200,
+    );
+    return { proc, ports: p };
+  }
+
+  /** Start an agent process for `cluster` against `agentPort`; resolves when it is ready. */
+  async startAgent(cluster: string, agentPort: number, extra: string[] = [], waitReady = true): Promise<AgentHandle> {
+    const healthPort = await freePort();
+    const c = this.certs;
+    const agentCert = c.agents.get(cluster);
+    if (!agentCert) throw new Error(`no agent certificate for ${cluster}`);
+    const proc = this.spawnCli(`agent-${cluster}`, [
+      "agent",
+      "--proxy-server-host=127.0.0.1",
+      `--proxy-server-port=${agentPort}`,
+      `--ca-cert=${c.ca.cert}`,
+      `--agent-cert=${agentCert.cert}`,
+      `--agent-key=${agentCert.key}`,
+      `--cluster-name=${cluster}`,
+      "--health-server-host=127.0.0.1",
+      `--health-server-port=${healthPort}`,
+      `--admin-server-port=0`,
+      "--sync-interval=100ms",
+      "--sync-interval-cap=1s",
+      "--keepalive-time=1s",
+      "--keepalive-timeout=1s",
+      "--log-level=warn",
+      ...extra,
+    ]);
+    if (waitReady) {
+      await waitFor(
+        `agent ${cluster} ready`,
+        async () => (await httpGet(`http://127.0.0.1:${healthPort}/readyz`)).status === 200,
+      );
+    }
+    return { proc, healthPort };
+  }
+
+  /** Register something to close at the end. */
+  onClose(fn: () => Promise<void> | void): void {
+    this.closers.push(fn);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.procs].map((p) => p.kill("SIGKILL")));
+    for (const fn of this.closers.reverse()) await fn();
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A TCP server that echoes everything back. */
+export async function echoServer(h: Harness): Promise<number> {
+  const srv = net.createServer((s) => {
+    s.on("error", () => undefined);
+    s.pipe(s);
+  });
+  return listen(h, srv);
+}
+
+/** An HTTP server answering `hello from <name> <url>`. */
+export async function helloServer(h: Harness, name: string): Promise<number> {
+  const srv = http.createServer((req, res) => res.end(`hello from ${name} ${req.url}`));
+  return listen(h, srv);
+}
+
+/**
+ * A TCP server for byte-exact transfers. A connection's first line picks the mode:
+ * `sink <bytes>\n` reads exactly that many bytes and answers with their sha256 (the tunnel has
+ * no half-close, so the length tells the end); `source <bytes> <seed>\n` writes that many
+ * deterministic bytes then closes.
+ */
+export async function transferServer(h: Harness): Promise<number> {
+  const srv = net.createServer((s) => {
+    s.on("error", () => undefined);
+    let head = Buffer.alloc(0);
+    const onHead = (chunk: Buffer): void => {
+      head = Buffer.concat([head, chunk]);
+      const nl = head.indexOf(10);
+      if (nl < 0) return;
+      s.off("data", onHead);
+      const [mode, a, b] = head.subarray(0, nl).toString().split(" ");
+      const rest = head.subarray(nl + 1);
+      if (mode === "sink") {
+        const want = Number(a);
+        const hash = createHash("sha256");
+        let n = 0;
+        const take = (c: Buffer): void => {
+          hash.update(c);
+          n += c.length;
+          if (n >= want) s.end(`${hash.digest("hex")} ${n}\n`);
+        };
+        take(rest);
+        if (n < want) s.on("data", take);
+      } else {
+        const total = Number(a);
+        const gen = new PatternStream(Number(b ?? 1));
+        let sent = 0;
+        const pump = (): void => {
+          while (sent < total) {
+            const chunk = gen.next(Math.min(256 * 1024, total - sent));
+            sent += chunk.length;
+            if (!s.write(chunk)) return void s.once("drain", pump);
+          }
+          s.end();
+        };
+        pump();
+      }
+    };
+    s.on("data", onHead);
+  });
+  return listen(h, srv);
+}
+
+/** Deterministic pseudo-random bytes (xorshift), so both ends can compute the same hash. */
+export class PatternStream {
+  private x: number;
+  constructor(seed: number) {
+    this.x = seed | 0 || 1;
+  }
+  next(n: number): Buffer {
+    const buf = Buffer.allocUnsafe(n);
+    for (let i = 0; i + 4 <= n; i += 4) {
+      this.x ^= this.x << 13;
+      this.x ^= this.x >>> 17;
+      this.x ^= this.x << 5;
+      buf.writeInt32LE(this.x, i);
+    }
+    for (let i = n - (n % 4); i < n; i++) buf[i] = i & 0xff;
+    return buf;
+  }
+}
+
+async function listen(h: Harness, srv: net.Server): Promise<number> {
+  srv.listen(0, "127.0.0.1");
+  await once(srv, "listening");
+  const sockets = new Set<net.Socket>();
+  srv.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  h.onClose(async () => {
+    for (const s of sockets) s.destroy();
+    srv.close();
+    await once(srv, "close").catch(() => undefined);
+  });
+  return (srv.address() as net.AddressInfo).port;
+}
