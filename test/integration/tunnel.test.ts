@@ -272,7 +272,7 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
           host: "127.0.0.1",
           port,
           timeoutMs: 3000,
-          tls: { rejectUnauthorized: false, ALPNProtocols: [] } as tls.ConnectionOptions,
+          tls: { rejectUnauthorized: false, ALPNProtocols: [] },
         }).then(async (sess) => {
           const call = openCall(sess, PROXY_METHOD);
           await call.waitForHeaders();
