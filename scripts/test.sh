@@ -19,12 +19,20 @@ if [[ ${#files[@]} -eq 0 ]]; then
   exit 1
 fi
 
+# The interop tests (test/interop) run the real Go konnectivity binaries. Build them (or reuse the
+# cache) here, before the loopback-only namespace below cuts off the Go module proxy; the tests call
+# the same script again and find the cache. A missing Go toolchain fails here with a clear message.
+if [[ $which == integration || $which == all ]] && compgen -G "test/interop/*.test.ts" >/dev/null; then
+  node scripts/go-peers.mjs >/dev/null
+fi
+
 runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "${files[@]}")
 
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && [[ ${CP_TEST_NO_NETNS:-} != 1 ]]; then
   ns="cp-test-$$"
   ip netns add "$ns"
-  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+  # Whatever a test started and failed to stop dies with the namespace.
+  trap 'ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$ns" 2>/dev/null || true' EXIT
   ip -n "$ns" link set lo up
   echo "test runner: network namespace $ns (loopback only)"
   ip netns exec "$ns" "${runner[@]}"

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { Harness, freePort, waitFor } from "./harness.js";
+import { Harness, freePort, waitFor, type Proc } from "./harness.js";
 
 const run = promisify(execFile);
 const h = new Harness();
@@ -21,14 +21,24 @@ async function freeBase(): Promise<number> {
 
 test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo clusters", async () => {
   await h.init([]);
-  const base = await freeBase();
-  const up = h.spawnCli("up", ["up", "--port-base", String(base), "--state-dir", join(h.dir, "state")]);
-  await waitFor(
-    `up to print its instructions\n${up.output()}`,
-    () => /Running; press Ctrl-C/.test(up.output()),
-    60_000,
-    100,
-  );
+  // base..base+15 must be free; another process may hold one of them, so retry on a conflict
+  let base = 0;
+  let up: Proc | undefined;
+  for (let attempt = 0; attempt < 3 && !up; attempt++) {
+    base = await freeBase();
+    const p = h.spawnCli("up", ["up", "--port-base", String(base), "--state-dir", join(h.dir, "state")]);
+    let exited = false;
+    void p.exited.then(() => (exited = true));
+    await waitFor(
+      "up to print its instructions or exit",
+      () => exited || /Running; press Ctrl-C/.test(p.output()),
+      60_000,
+      100,
+    );
+    if (!exited) up = p;
+    else assert.match(p.output(), /port/i, `up exited for another reason than a busy port:\n${p.output()}`);
+  }
+  assert.ok(up, "up could not find free ports in 3 attempts");
   for (const cluster of ["east", "west"]) {
     const plain = await run("curl", [
       "-sS",
@@ -64,7 +74,7 @@ test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo cl
     "-o",
     "/dev/null",
     "-w",
-    "%{http_code}",
+    "%{http_connect}",
     "-p",
     "-x",
     `http://127.0.0.1:${base}`,

@@ -9,6 +9,8 @@ export interface ServerOptions {
   serverPort: number;
   serverBindAddress: string;
   httpConnectPort: number;
+  httpConnectBindAddress: string;
+  httpConnectPlain: boolean;
   udsName: string;
   httpConnectUdsName: string;
   deleteExistingUdsFile: boolean;
@@ -51,7 +53,8 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8090,
     goCompatible: true,
-    description: "Port of the client front door (mTLS). 0 with --uds-name serves only the Unix socket",
+    description:
+      "Port of the client front door (mTLS). 0 with --uds-name serves only the Unix socket; 0 without it picks a free port",
   },
   {
     key: "serverBindAddress",
@@ -67,7 +70,22 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8093,
     description:
-      "Port of the HTTP CONNECT front door in --mode=both (mTLS; plain HTTP only when bound to loopback with --http-connect-plain-loopback)",
+      "Port of the HTTP CONNECT front door in --mode=both (mTLS; plain HTTP only with --http-connect-plain on a loopback address). 0 picks a free port, or serves only --http-connect-uds-name when that is set",
+  },
+  {
+    key: "httpConnectBindAddress",
+    flag: "http-connect-bind-address",
+    kind: "string",
+    default: "",
+    description: "Address the HTTP CONNECT port binds to in --mode=both (empty: same as --server-bind-address)",
+  },
+  {
+    key: "httpConnectPlain",
+    flag: "http-connect-plain",
+    kind: "boolean",
+    default: false,
+    description:
+      "Serve the TCP HTTP CONNECT front door without TLS. Refused unless its bind address is a loopback address (127.0.0.0/8, ::1, localhost)",
   },
   {
     key: "udsName",
@@ -98,7 +116,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8091,
     goCompatible: true,
-    description: "Port agents connect to (mTLS)",
+    description: "Port agents connect to (mTLS; 0 picks a free port)",
   },
   {
     key: "agentBindAddress",
@@ -114,7 +132,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8092,
     goCompatible: true,
-    description: "Port serving /healthz, /readyz and /metrics (0 disables)",
+    description: "Port serving /healthz, /readyz and /metrics (0 picks a free port)",
   },
   {
     key: "healthBindAddress",
@@ -130,7 +148,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8095,
     goCompatible: true,
-    description: "Port serving /metrics for operators (0 disables)",
+    description: "Port serving /metrics for operators (0 picks a free port)",
   },
   {
     key: "adminBindAddress",

@@ -44,6 +44,14 @@ export function finishProxyCall(call: ClientCall, done: () => void): void {
     done();
   };
   const stream = call.http2Stream;
+  // A call the server already ended needs no half-close; and on Node 20, ending an HTTP/2
+  // stream the peer has ended can make a later TLS session in the same process spin.
+  if (call.closed || stream.destroyed || stream.readableEnded) {
+    finished = true;
+    call.abort({ code: GrpcStatus.CANCELLED, details: "tunnel closed by the client" });
+    done();
+    return;
+  }
   const timer = setTimeout(finish, FLUSH_LIMIT_MS);
   timer.unref();
   call.end();

@@ -270,11 +270,11 @@ export class TunnelSocket extends Duplex {
         this.logger.debug({ connectID: packet.closeResponse.connectID }, "CLOSE_RSP for another connection ignored");
         return;
       }
-      if (packet.closeResponse.error) {
-        this.logger.debug({ address: this.address, error: packet.closeResponse.error }, "CLOSE_RSP with error");
-      }
       this.remoteClosed = true;
-      if (!this.destroyed) this.push(null);
+      if (packet.closeResponse.error) {
+        // The hub cut the connection (e.g. the agent went away): an error, not a clean end.
+        this.destroy(new TunnelClosedError(`connection to ${this.address} cut: ${packet.closeResponse.error}`));
+      } else if (!this.destroyed) this.push(null);
       this.finishCall();
       return;
     }

@@ -3,7 +3,9 @@ import assert from "node:assert/strict";
 import { formatAgentIdentifiers, parseAgentIdentifiers, parseQuery, validateAgentIdentifiers } from "./identifiers.js";
 
 test("parses the identifiers cluster-proxy agents send", () => {
-  const ids = parseAgentIdentifiers("host=east&host=east.ns&ipv4=10.0.0.1&ipv6=fd00%3A%3A1&cidr=10.0.0.0/8&default-route=true");
+  const ids = parseAgentIdentifiers(
+    "host=east&host=east.ns&ipv4=10.0.0.1&ipv6=fd00%3A%3A1&cidr=10.0.0.0/8&default-route=true",
+  );
   assert.deepEqual(ids.host, ["east", "east.ns"]);
   assert.deepEqual(ids.ipv4, ["10.0.0.1"]);
   assert.deepEqual(ids.ipv6, ["fd00::1"]);
@@ -14,7 +16,13 @@ test("parses the identifiers cluster-proxy agents send", () => {
 test("Go url.ParseQuery rules: ; is an error, + is space, bad escapes fail, empty pairs skipped", () => {
   assert.throws(() => parseQuery("host=a;host=b"), /semicolon/);
   assert.throws(() => parseQuery("host=%zz"), /escape/);
-  assert.deepEqual(parseQuery("a=b+c&&d"), new Map([["a", ["b c"]], ["d", [""]]]));
+  assert.deepEqual(
+    parseQuery("a=b+c&&d"),
+    new Map([
+      ["a", ["b c"]],
+      ["d", [""]],
+    ]),
+  );
   assert.equal(parseAgentIdentifiers("").host.length, 0);
 });
 

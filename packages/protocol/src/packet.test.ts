@@ -1,7 +1,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { PacketType, decodePacket, encodeData, encodePacket, peekPacket, packetTypeName, type Packet } from "./packet.js";
+import {
+  PacketType,
+  decodePacket,
+  encodeData,
+  encodePacket,
+  peekPacket,
+  packetTypeName,
+  type Packet,
+} from "./packet.js";
 
 const hex = (b: Uint8Array): string => Buffer.from(b).toString("hex");
 
@@ -29,7 +37,10 @@ test("DRAIN carries an empty oneof arm", () => {
 });
 
 test("CLOSE_REQ, CLOSE_RSP, DIAL_CLS golden bytes", () => {
-  assert.equal(hex(encodePacket({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: 300n } })), "08022a030" + "8ac02");
+  assert.equal(
+    hex(encodePacket({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: 300n } })),
+    "08022a030" + "8ac02",
+  );
   assert.equal(
     hex(encodePacket({ type: PacketType.CLOSE_RSP, closeResponse: { error: "x", connectID: 1n } })),
     "080332050a01781001",
@@ -84,7 +95,9 @@ test("every packet type round-trips", () => {
 test("peekPacket reads routing ids without decoding payloads", () => {
   assert.deepEqual(peekPacket(encodeData(77n, Buffer.alloc(10))), { type: 4, connectID: 77n, random: 0n });
   assert.deepEqual(
-    peekPacket(encodePacket({ type: PacketType.DIAL_RSP, dialResponse: { error: "", connectID: 2n, random: 2n ** 60n } })),
+    peekPacket(
+      encodePacket({ type: PacketType.DIAL_RSP, dialResponse: { error: "", connectID: 2n, random: 2n ** 60n } }),
+    ),
     { type: 1, connectID: 2n, random: 2n ** 60n },
   );
   assert.deepEqual(peekPacket(encodePacket({ type: PacketType.DIAL_CLS, closeDial: { random: 9n } })), {

@@ -1,0 +1,71 @@
+/**
+ * The agent service: `/AgentService/Connect` streams from proxy-agents. Validates the metadata
+ * as the Go server does (errors end the call with UNKNOWN and the message), flushes the
+ * `serverid` / `servercount` response headers at once (Go agents block on them), registers the
+ * stream in every strategy and relays its packets until it ends.
+ */
+import { IdentifiersError, Metadata, parseAgentIdentifiers } from "@cluster-proxy/protocol";
+import { GrpcStatus, type Logger, type ServerCall } from "@cluster-proxy/tunnel";
+import { Backend } from "./backend.js";
+import type { Relay } from "./relay.js";
+import type { ServerMetrics } from "./metrics.js";
+
+export interface AgentServiceOptions {
+  serverId: string;
+  serverCount: number;
+  relay: Relay;
+  metrics: ServerMetrics;
+  logger: Logger;
+}
+
+/** Validate an agent's metadata; returns the error text the Go server would send, or the identity. */
+export function agentIdentity(
+  call: Pick<ServerCall, "metadataValues">,
+): { error: string } | { agentId: string; identifiers: ReturnType<typeof parseAgentIdentifiers> } {
+  const ids = call.metadataValues(Metadata.agentID);
+  if (ids.length !== 1 || ids[0] === "") {
+    return { error: `expected one agent ID in the "${Metadata.agentID}" metadata, got ${ids.length}` };
+  }
+  const idValues = call.metadataValues(Metadata.agentIdentifiers);
+  if (idValues.length > 1) {
+    return { error: `expected at most one "${Metadata.agentIdentifiers}" value, got ${idValues.length}` };
+  }
+  try {
+    return { agentId: ids[0] ?? "", identifiers: parseAgentIdentifiers(idValues[0] ?? "") };
+  } catch (err) {
+    if (err instanceof IdentifiersError) return { error: `fail to parse url encoded string: ${err.message}` };
+    throw err;
+  }
+}
+
+/** Serve one Connect call. */
+export function handleAgentCall(call: ServerCall, options: AgentServiceOptions): void {
+  const { relay, metrics } = options;
+  const tls = call.tlsSocket;
+  if (tls && !tls.authorized) {
+    call.finish({ code: GrpcStatus.UNAUTHENTICATED, details: "agent certificate not verified" });
+    return;
+  }
+  const identity = agentIdentity(call);
+  if ("error" in identity) {
+    options.logger.warn({ error: identity.error }, "refusing agent stream");
+    call.finish({ code: GrpcStatus.UNKNOWN, details: identity.error });
+    return;
+  }
+  call.sendHeaders({
+    [Metadata.serverID]: options.serverId,
+    [Metadata.serverCount]: String(options.serverCount),
+  });
+  const backend = new Backend(identity.agentId, identity.identifiers, call);
+  const log = options.logger.child({ agentId: identity.agentId, stream: backend.serial });
+  metrics.grpcConnections.inc({ service_method: "Connect" });
+  relay.addBackend(backend);
+  log.info({ identifiers: identity.identifiers }, "agent connected");
+  call.on("message", (frame) => relay.fromAgent(backend, frame));
+  call.on("halfClose", () => call.finish({ code: GrpcStatus.OK, details: "" }));
+  call.on("close", (status) => {
+    metrics.grpcConnections.dec({ service_method: "Connect" });
+    relay.removeBackend(backend, status.details || `stream ended with status ${status.code}`);
+    log.info({ code: status.code, details: status.details }, "agent disconnected");
+  });
+}

@@ -1,0 +1,79 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import {
+  CONNECT_ESTABLISHED,
+  NO_AGENT_RESPONSE,
+  backendGoneResponse,
+  dialErrorResponse,
+  dialErrorStatus,
+  parseConnectHead,
+} from "./connect-request.js";
+
+const b = (s: string): Buffer => Buffer.from(s, "latin1");
+
+test("parseConnectHead: CONNECT host:port with pipelined bytes", () => {
+  const r = parseConnectHead(b("CONNECT east:443 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nHELLO"));
+  assert.equal(r.kind, "connect");
+  if (r.kind !== "connect") return;
+  assert.equal(r.address, "east:443");
+  assert.equal(r.rest.toString(), "HELLO");
+  const v6 = parseConnectHead(b("CONNECT [fd00::1]:8443 HTTP/1.1\r\n\r\n"));
+  assert.equal(v6.kind === "connect" && v6.address, "[fd00::1]:8443");
+});
+
+test("parseConnectHead: incomplete until the blank line", () => {
+  assert.equal(parseConnectHead(b("CONNECT east:443 HTTP/1.1\r\nHost: x\r\n")).kind, "incomplete");
+});
+
+test("parseConnectHead: non-CONNECT gets 405", () => {
+  const r = parseConnectHead(b("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  assert.equal(r.kind, "reject");
+  if (r.kind !== "reject") return;
+  const text = r.response.toString();
+  assert.match(text, /^HTTP\/1\.1 405 Method Not Allowed\r\n/);
+  assert.match(text, /this proxy only supports CONNECT passthrough/);
+});
+
+test("parseConnectHead: a target without a port gets 400 with a clear body", () => {
+  for (const target of ["east", "east:", "east:99999", "[fd00::1]"]) {
+    const r = parseConnectHead(b(`CONNECT ${target} HTTP/1.1\r\n\r\n`));
+    assert.equal(r.kind, "reject", target);
+    if (r.kind !== "reject") continue;
+    assert.match(r.response.toString(), /^HTTP\/1\.1 400 Bad Request\r\n/);
+    assert.match(r.response.toString(), /must be host:port/);
+  }
+});
+
+test("parseConnectHead: garbage and oversized heads are refused", () => {
+  const garbage = parseConnectHead(b("\x16\x03\x01garbage\r\n\r\n"));
+  assert.equal(garbage.kind, "reject");
+  const big = parseConnectHead(Buffer.alloc(20_000, 0x41));
+  assert.equal(big.kind, "reject");
+  if (big.kind === "reject") assert.match(big.response.toString(), /^HTTP\/1\.1 431 /);
+});
+
+test("dial error text maps to 502/503/504", () => {
+  assert.equal(dialErrorStatus("dial tcp 10.0.0.1:80: connect: connection refused"), 502);
+  assert.equal(dialErrorStatus("dial tcp: lookup nope: no such host"), 502);
+  assert.equal(dialErrorStatus("dial tcp 198.18.0.254:1234: i/o timeout"), 504);
+  assert.equal(dialErrorStatus("context deadline exceeded"), 504);
+  assert.equal(dialErrorStatus("socket: too many open files"), 503);
+  assert.equal(dialErrorStatus("tls: bad certificate"), 502);
+  assert.equal(dialErrorStatus("something else"), 502);
+  const res = dialErrorResponse("dial tcp 127.0.0.1:1: connect: connection refused").toString();
+  assert.match(res, /^HTTP\/1\.1 502 Bad Gateway\r\n/);
+  assert.match(res, /Content-Type: text\/plain; charset=utf-8\r\n/);
+  assert.ok(res.endsWith("\r\n\r\ndial tcp 127.0.0.1:1: connect: connection refused"));
+});
+
+test("fixed responses", () => {
+  assert.equal(CONNECT_ESTABLISHED.toString(), "HTTP/1.1 200 Connection Established\r\n\r\n");
+  assert.equal(
+    NO_AGENT_RESPONSE.toString(),
+    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: No agent available",
+  );
+  assert.match(
+    backendGoneResponse("agent x disconnected").toString(),
+    /^HTTP\/1\.1 502 [^]*Backend context error: agent x/,
+  );
+});

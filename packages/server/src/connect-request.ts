@@ -1,0 +1,120 @@
+/**
+ * HTTP CONNECT front door, wire side: parsing the request head and the exact responses the Go
+ * proxy-server (v0.34+) writes for each outcome (protocol doc section 3).
+ */
+import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";
+
+/** Largest request head we accept before answering 431. */
+export const MAX_CONNECT_HEAD_BYTES = 16 * 1024;
+
+/** The exact success response: no headers, the tunnel starts right after it. */
+export const CONNECT_ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Established\r\n\r\n", "latin1");
+
+/** Outcome of feeding bytes to {@link parseConnectHead}. */
+export type ConnectHead =
+  | { kind: "incomplete" }
+  | { kind: "connect"; address: string; rest: Buffer }
+  | { kind: "reject"; response: Buffer; reason: string };
+
+const END_OF_HEAD = Buffer.from("\r\n\r\n", "latin1");
+
+/**
+ * Parse the request head in `buffered`. A CONNECT to `host:port` yields the dial address
+ * (the request target verbatim, as Go uses it; the Host header is ignored) and the bytes the
+ * client pipelined after the head.
+ */
+export function parseConnectHead(buffered: Buffer): ConnectHead {
+  const end = buffered.indexOf(END_OF_HEAD);
+  if (end < 0) {
+    if (buffered.length > MAX_CONNECT_HEAD_BYTES) {
+      return reject(431, "Request Header Fields Too Large", "request header too large\n", "head too large");
+    }
+    return { kind: "incomplete" };
+  }
+  const head = buffered.subarray(0, end).toString("latin1");
+  const rest = buffered.subarray(end + END_OF_HEAD.length);
+  const requestLine = head.split("\r\n", 1)[0] ?? "";
+  const m = /^([A-Za-z]+) (\S+) HTTP\/1\.[01]$/.exec(requestLine);
+  if (!m) return reject(400, "Bad Request", "malformed HTTP request line\n", "malformed request line");
+  const method = m[1] ?? "";
+  const target = m[2] ?? "";
+  if (method !== "CONNECT") {
+    return reject(
+      405,
+      "Method Not Allowed",
+      "this proxy only supports CONNECT passthrough\n",
+      `method ${method} not allowed`,
+    );
+  }
+  if (!parseHostPort(target)) {
+    return reject(
+      400,
+      "Bad Request",
+      `CONNECT target "${target}" must be host:port with a port in 1-65535 (IPv6 as [addr]:port)\n`,
+      `bad CONNECT target ${JSON.stringify(target)}`,
+    );
+  }
+  return { kind: "connect", address: target, rest };
+}
+
+function reject(status: number, text: string, body: string, reason: string): ConnectHead {
+  return { kind: "reject", response: textResponse(status, text, body), reason };
+}
+
+/** A complete `Connection: close` text/plain response, as Go's `http.Error` writes it. */
+export function textResponse(status: number, statusText: string, body: string): Buffer {
+  const b = Buffer.from(body, "utf8");
+  return Buffer.concat([
+    Buffer.from(
+      `HTTP/1.1 ${status} ${statusText}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+        `X-Content-Type-Options: nosniff\r\nContent-Length: ${b.length}\r\nConnection: close\r\n\r\n`,
+      "latin1",
+    ),
+    b,
+  ]);
+}
+
+/** The raw response the Go server writes when no strategy finds an agent. */
+export const NO_AGENT_RESPONSE = Buffer.from(
+  `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: ${DialErrors.noAgent}`,
+  "latin1",
+);
+
+const STATUS_TEXT: Record<number, string> = {
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
+};
+
+/**
+ * HTTP status for an agent's dial error text: timeouts 504, file-descriptor exhaustion 503,
+ * everything else (refused, reset, unreachable, DNS, TLS, unknown) 502.
+ */
+export function dialErrorStatus(errorText: string): 502 | 503 | 504 {
+  const t = errorText.toLowerCase();
+  if (t.includes("timeout") || t.includes("deadline") || t.includes("timed out")) return 504;
+  if (t.includes("too many open files")) return 503;
+  return 502;
+}
+
+/** The response for an agent's DIAL_RSP error: mapped status, body = the agent's error text. */
+export function dialErrorResponse(errorText: string): Buffer {
+  const status = dialErrorStatus(errorText);
+  return textResponse(status, STATUS_TEXT[status] ?? "Bad Gateway", errorText);
+}
+
+/** 502: the agent stream went away before it answered the dial. */
+export function backendGoneResponse(detail: string): Buffer {
+  return textResponse(502, "Bad Gateway", `Backend context error: ${detail}`);
+}
+
+/** 504: `--backend-dial-timeout` elapsed. */
+export function backendDialTimeoutResponse(): Buffer {
+  return textResponse(504, "Gateway Timeout", `Backend dial timeout: ${DialErrors.backendDialTimeout}`);
+}
+
+/** 502 (or 504 on a timeout): the DIAL_REQ could not be sent to the agent. */
+export function dialSendFailedResponse(detail: string): Buffer {
+  const status = dialErrorStatus(detail) === 504 ? 504 : 502;
+  return textResponse(status, STATUS_TEXT[status] ?? "Bad Gateway", `Failed to tunnel dial request: ${detail}`);
+}

@@ -1,0 +1,189 @@
+/**
+ * The HTTP CONNECT front door, one socket at a time: read the request head, dial through the
+ * relay, answer exactly as the Go server does, then pump bytes both ways as DATA packets.
+ *
+ * Backpressure: socket -> agent pauses the socket while the agent stream's send buffer is over
+ * budget; agent -> socket returns "over budget" to the relay, which stops reading the whole agent
+ * stream until this socket drains. That bounds memory but a slow CONNECT client stalls the other
+ * connections of the same agent stream (head-of-line blocking, as in Go; per-connection flow
+ * control is a later issue).
+ */
+import { randomBytes } from "node:crypto";
+import type { Socket } from "node:net";
+import { MAX_DATA_CHUNK, PacketType, decodePacket, encodeData } from "@cluster-proxy/protocol";
+import { FRAME_HEADER, sealFrame, type Logger } from "@cluster-proxy/tunnel";
+import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
+import type { Relay } from "./relay.js";
+import type { ServerMetrics } from "./metrics.js";
+import {
+  CONNECT_ESTABLISHED,
+  NO_AGENT_RESPONSE,
+  backendDialTimeoutResponse,
+  backendGoneResponse,
+  dialErrorResponse,
+  dialSendFailedResponse,
+  parseConnectHead,
+  textResponse,
+} from "./connect-request.js";
+import { STREAM_BUFFER_BUDGET } from "./proxy-service.js";
+
+/** Go's `ReadHeaderTimeout` for the CONNECT server. */
+export const CONNECT_HEAD_TIMEOUT_MS = 60_000;
+
+/** A random dial id, like Go's `rand.Int63()` (non-negative int64). */
+export function randomDialId(): bigint {
+  return randomBytes(8).readBigUInt64BE() & 0x7fff_ffff_ffff_ffffn;
+}
+
+type State = "head" | "dialing" | "open" | "closed";
+
+export class ConnectSession implements FrontendEnd {
+  private state: State = "head";
+  private head: Buffer = Buffer.alloc(0);
+  private dial: PendingDial | undefined;
+  private conn: TunnelConnection | undefined;
+  private waitingForAgent = false;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly relay: Relay,
+    private readonly metrics: ServerMetrics,
+    private readonly log: Logger,
+  ) {
+    metrics.httpConnections.inc();
+    socket.setTimeout(CONNECT_HEAD_TIMEOUT_MS, () => {
+      if (this.state === "head") this.reject(textResponse(408, "Request Timeout", "request header timeout\n"));
+    });
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("drain", () => this.conn?.drained());
+    socket.on("error", (err) => this.log.debug({ err: err.message }, "CONNECT socket error"));
+    socket.on("end", () => this.shutdown());
+    socket.on("close", () => {
+      this.shutdown();
+      metrics.httpConnections.dec();
+    });
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.state === "open") {
+      this.forward(chunk);
+      return;
+    }
+    if (this.state !== "head") return;
+    this.head = this.head.length === 0 ? chunk : Buffer.concat([this.head, chunk]);
+    const parsed = parseConnectHead(this.head);
+    if (parsed.kind === "incomplete") return;
+    if (parsed.kind === "reject") {
+      this.log.debug({ reason: parsed.reason }, "refusing HTTP request");
+      this.reject(parsed.response);
+      return;
+    }
+    this.socket.setTimeout(0);
+    this.socket.pause();
+    this.head = Buffer.from(parsed.rest); // pipelined bytes, sent once the tunnel is open
+    this.state = "dialing";
+    this.dial = this.relay.dial(this, { address: parsed.address, random: randomDialId() });
+  }
+
+  /** Send client bytes to the agent, pausing the socket while the agent stream is over budget. */
+  private forward(bytes: Buffer): void {
+    const conn = this.conn;
+    if (!conn || bytes.length === 0) return;
+    let ok = true;
+    for (let off = 0; off < bytes.length; off += MAX_DATA_CHUNK) {
+      const chunk = bytes.subarray(off, Math.min(bytes.length, off + MAX_DATA_CHUNK));
+      const frame = sealFrame(encodeData(conn.connectID, chunk, FRAME_HEADER));
+      ok = this.relay.toAgent(conn, frame, PacketType.DATA, STREAM_BUFFER_BUDGET) && ok;
+    }
+    if (!ok && !this.waitingForAgent) {
+      this.waitingForAgent = true;
+      this.socket.pause();
+      conn.backend.whenDrained(() => {
+        this.waitingForAgent = false;
+        if (this.state === "open") this.socket.resume();
+      });
+    }
+  }
+
+  private reject(response: Buffer): void {
+    this.state = "closed";
+    this.socket.end(response);
+  }
+
+  // ---- FrontendEnd ------------------------------------------------------------------------
+
+  dialSucceeded(_random: bigint, conn: TunnelConnection, _frame: Buffer): void {
+    this.dial = undefined;
+    if (this.state !== "dialing") {
+      this.relay.frontendClosed(conn);
+      return;
+    }
+    this.conn = conn;
+    this.state = "open";
+    this.socket.write(CONNECT_ESTABLISHED);
+    const pipelined = this.head;
+    this.head = Buffer.alloc(0);
+    this.forward(pipelined);
+    if (!this.waitingForAgent) this.socket.resume();
+  }
+
+  dialFailed(_random: bigint, failure: DialFailure): void {
+    this.dial = undefined;
+    if (this.state !== "dialing") return;
+    this.log.debug({ kind: failure.kind, error: failure.text }, "CONNECT dial failed");
+    switch (failure.kind) {
+      case "no_agent":
+      case "shutdown":
+        this.reject(NO_AGENT_RESPONSE);
+        return;
+      case "agent_error":
+        this.reject(dialErrorResponse(failure.text));
+        return;
+      case "agent_gone":
+        this.reject(backendGoneResponse(failure.text));
+        return;
+      case "timeout":
+        this.reject(backendDialTimeoutResponse());
+        return;
+      case "send_failed":
+        this.reject(dialSendFailedResponse(failure.text));
+        return;
+      case "dial_closed":
+        this.state = "closed";
+        this.socket.destroy();
+        return;
+    }
+  }
+
+  data(_conn: TunnelConnection, frame: Buffer): boolean {
+    if (this.state !== "open") return true;
+    const p = decodePacket(frame.subarray(FRAME_HEADER));
+    if (!("data" in p) || p.data.data.length === 0) return true;
+    this.socket.write(p.data.data);
+    return this.socket.writableLength <= STREAM_BUFFER_BUDGET;
+  }
+
+  closed(_conn: TunnelConnection, _frame: Buffer | undefined, cut?: string): void {
+    this.conn = undefined;
+    if (this.state === "closed") return;
+    this.state = "closed";
+    // A cut connection ends with a TCP reset so the client sees an error, not a clean EOF.
+    if (cut) this.socket.resetAndDestroy();
+    else this.socket.end();
+  }
+
+  /** The client went away (or finished): tell the agent. */
+  private shutdown(): void {
+    const previous = this.state;
+    this.state = "closed";
+    if (this.dial) {
+      this.relay.cancelDial(this.dial);
+      this.dial = undefined;
+    }
+    if (this.conn) {
+      this.relay.frontendClosed(this.conn);
+      this.conn = undefined;
+    }
+    if (previous !== "closed" && !this.socket.destroyed) this.socket.destroy();
+  }
+}

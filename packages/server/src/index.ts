@@ -1,0 +1,15 @@
+/**
+ * @cluster-proxy/server: the proxy-server (agent service, gRPC and HTTP CONNECT front doors,
+ * routing strategies, health and metrics).
+ */
+export * from "./proxy-server.js";
+export * from "./server-config.js";
+export * from "./strategies.js";
+export * from "./connect-request.js";
+export * from "./metrics.js";
+export * from "./relay.js";
+export * from "./backend.js";
+export * from "./agent-service.js";
+export * from "./proxy-service.js";
+export * from "./http-connect.js";
+export * from "./health.js";

@@ -1,0 +1,117 @@
+/**
+ * Server metrics, named like konnectivity's (`konnectivity_network_proxy_server_*`) where the
+ * concept matches so existing dashboards work, plus per-cluster series of our own
+ * (`cluster_proxy_server_*`). Each server owns its Registry (several servers can share a process).
+ */
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { packetTypeName } from "@cluster-proxy/protocol";
+import type { DialFailureReason } from "@cluster-proxy/tunnel";
+
+const PREFIX = "konnectivity_network_proxy_server_";
+
+/** Stream segments (konnectivity label values). */
+export type Segment = "from_client" | "to_client" | "from_agent" | "to_agent";
+const SEGMENTS: readonly Segment[] = ["from_client", "to_client", "from_agent", "to_agent"];
+
+/** Live values the gauges read at scrape time. */
+export interface MetricsSource {
+  readyBackends(): { strategy: string; count: number }[];
+  pendingDials(): number;
+  establishedConnections(): number;
+  /** Agent streams per `host` identifier. */
+  backendsByIdentifier(): Map<string, number>;
+}
+
+export class ServerMetrics {
+  readonly registry = new Registry();
+  readonly dialDuration: Histogram;
+  readonly grpcConnections: Gauge;
+  readonly httpConnections: Gauge;
+  readonly dialFailures: Counter;
+  private readonly streamPackets: Counter;
+  // Children cached per (segment, type) so counting a packet does no label hashing.
+  private readonly packetChildren = new Map<number, Counter.Internal>();
+
+  constructor(source: MetricsSource) {
+    const registers = [this.registry];
+    this.dialDuration = new Histogram({
+      name: `${PREFIX}dial_duration_seconds`,
+      help: "Latency of dial to the remote endpoint in seconds",
+      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 12.5],
+      registers,
+    });
+    this.grpcConnections = new Gauge({
+      name: `${PREFIX}grpc_connections`,
+      help: "Number of current gRPC streams",
+      labelNames: ["service_method"],
+      registers,
+    });
+    this.httpConnections = new Gauge({
+      name: `${PREFIX}http_connections`,
+      help: "Number of current HTTP CONNECT connections",
+      registers,
+    });
+    new Gauge({
+      name: `${PREFIX}ready_backends`,
+      help: "Number of agent streams each proxy strategy can route to",
+      labelNames: ["proxy_strategy"],
+      registers,
+      collect() {
+        for (const { strategy, count } of source.readyBackends()) this.set({ proxy_strategy: strategy }, count);
+      },
+    });
+    new Gauge({
+      name: `${PREFIX}pending_backend_dials`,
+      help: "Dials waiting for the agent's answer",
+      registers,
+      collect() {
+        this.set(source.pendingDials());
+      },
+    });
+    new Gauge({
+      name: `${PREFIX}established_connections`,
+      help: "Connections established through agents",
+      registers,
+      collect() {
+        this.set(source.establishedConnections());
+      },
+    });
+    this.dialFailures = new Counter({
+      name: `${PREFIX}dial_failure_count`,
+      help: "Dials that failed, by reason",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.streamPackets = new Counter({
+      name: `${PREFIX}stream_packets_total`,
+      help: "Packets on the gRPC streams, by segment and packet type",
+      labelNames: ["segment", "packet_type"],
+      registers,
+    });
+    new Gauge({
+      name: "cluster_proxy_server_backends",
+      help: "Agent streams connected per host identifier (cluster)",
+      labelNames: ["identifier"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [identifier, count] of source.backendsByIdentifier()) this.set({ identifier }, count);
+      },
+    });
+  }
+
+  /** Count one packet on a segment. */
+  packet(segment: Segment, type: number): void {
+    const key = SEGMENTS.indexOf(segment) * 64 + (type & 63);
+    let child = this.packetChildren.get(key);
+    if (!child) {
+      child = this.streamPackets.labels(segment, packetTypeName(type));
+      this.packetChildren.set(key, child);
+    }
+    child.inc();
+  }
+
+  dialFailed(reason: DialFailureReason): void {
+    this.dialFailures.inc({ reason });
+  }
+}

@@ -1,0 +1,519 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import * as http from "node:http";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { once } from "node:events";
+import type { ServerOptions } from "@cluster-proxy/api";
+import { ConfigError } from "@cluster-proxy/api";
+import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
+import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
+import { ProxyServer } from "./proxy-server.js";
+import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
+
+function baseOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): ServerOptions {
+  return {
+    mode: "both",
+    serverPort: 0,
+    serverBindAddress: "127.0.0.1",
+    httpConnectPort: 0,
+    httpConnectBindAddress: "",
+    httpConnectPlain: false,
+    udsName: "",
+    httpConnectUdsName: "",
+    deleteExistingUdsFile: true,
+    agentPort: 0,
+    agentBindAddress: "127.0.0.1",
+    healthPort: 0,
+    healthBindAddress: "127.0.0.1",
+    adminPort: 0,
+    adminBindAddress: "127.0.0.1",
+    serverCert: pki.serverCert,
+    serverKey: pki.serverKey,
+    serverCaCert: pki.caCert,
+    clusterCert: pki.serverCert,
+    clusterKey: pki.serverKey,
+    clusterCaCert: pki.caCert,
+    proxyStrategies: ["destHost"],
+    serverCount: 3,
+    serverId: "server-under-test",
+    keepaliveTime: 0,
+    frontendKeepaliveTime: 0,
+    backendDialTimeout: 30_000,
+    gracefulShutdownTimeout: 0,
+    logLevel: "silent",
+    ...overrides,
+  };
+}
+
+function port(addr: net.AddressInfo | string | undefined): number {
+  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
+  return addr.port;
+}
+
+function httpGet(p: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: "127.0.0.1", port: p, path }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on("error", reject);
+  });
+}
+
+/** Read from a socket until `predicate(all bytes)` holds or the socket ends. */
+function readUntil(socket: net.Socket, predicate: (all: Buffer) => boolean, timeoutMs = 5000): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    let all = Buffer.alloc(0);
+    const finish = (): void => {
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.off("close", onEnd);
+      socket.off("end", onEnd);
+      resolve(all);
+    };
+    const onData = (c: Buffer): void => {
+      all = Buffer.concat([all, c]);
+      if (predicate(all)) finish();
+    };
+    const onEnd = (): void => finish();
+    const timer = setTimeout(() => {
+      socket.off("data", onData);
+      reject(new Error(`timed out; got ${JSON.stringify(all.toString("latin1"))}`));
+    }, timeoutMs);
+    socket.on("data", onData);
+    socket.once("end", onEnd);
+    socket.once("close", onEnd);
+  });
+}
+
+function expectType<T extends Packet["type"]>(p: Packet, type: T): Extract<Packet, { type: T }> {
+  assert.equal(p.type, type, `expected packet type ${type}, got ${p.type}`);
+  return p as Extract<Packet, { type: T }>;
+}
+
+describe("ProxyServer in-process", () => {
+  let pki: TestPki;
+  let server: ProxyServer;
+  let agentTarget: ConnectTarget;
+  let clientTarget: ConnectTarget;
+  const peers: FakePeer[] = [];
+  const sockets: net.Socket[] = [];
+
+  before(async () => {
+    pki = createTestPki();
+    server = new ProxyServer(baseOptions(pki));
+    await server.start();
+    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: tlsOpts };
+    clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: tlsOpts };
+  });
+
+  after(async () => {
+    for (const p of peers) p.close();
+    for (const s of sockets) s.destroy();
+    await server.close();
+    pki.cleanup();
+  });
+
+  const agent = async (agentid: string | undefined, agentidentifiers?: string): Promise<FakePeer> => {
+    const md: { agentid?: string; agentidentifiers?: string } = {};
+    if (agentid !== undefined) md.agentid = agentid;
+    if (agentidentifiers !== undefined) md.agentidentifiers = agentidentifiers;
+    const p = await connectFakeAgent(agentTarget, md);
+    peers.push(p);
+    return p;
+  };
+  const client = async (): Promise<FakePeer> => {
+    const p = await connectFakeClient(clientTarget);
+    peers.push(p);
+    return p;
+  };
+  const connectTls = async (withCert: "client" | "stranger" | "none"): Promise<tls.TLSSocket> => {
+    const opts: tls.ConnectionOptions = {
+      host: "127.0.0.1",
+      port: port(server.addresses().httpConnect),
+      ca: pki.read(pki.caCert),
+      servername: "localhost",
+    };
+    if (withCert === "client") Object.assign(opts, { cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) });
+    if (withCert === "stranger") {
+      Object.assign(opts, { cert: pki.read(pki.strangerCert), key: pki.read(pki.strangerKey) });
+    }
+    const s = tls.connect(opts);
+    sockets.push(s);
+    s.on("error", () => undefined);
+    await once(s, "secureConnect");
+    return s;
+  };
+
+  let east: FakePeer;
+
+  test("readyz is 500 without agents; agent gets serverid/servercount before any packet; then ready", async () => {
+    const health = port(server.addresses().health);
+    assert.deepEqual(await httpGet(health, "/healthz"), { status: 200, body: "ok" });
+    assert.deepEqual(await httpGet(health, "/readyz"), { status: 500, body: "no connection to any proxy agent" });
+    east = await agent("agent-east", "host=east&host=east.open-cluster-management-agent-addon");
+    const headers = await east.call.waitForHeaders();
+    assert.equal(headers["serverid"], "server-under-test");
+    assert.equal(headers["servercount"], "3");
+    assert.equal(east.packets.packetBeforeHeaders, false);
+    assert.equal(server.backendCount(), 1);
+    assert.deepEqual(await httpGet(health, "/readyz"), { status: 200, body: "ok" });
+    assert.deepEqual(await httpGet(health, "/ready"), { status: 200, body: "ok" });
+  });
+
+  test("gRPC dial, DATA both ways and close through the fake agent", async () => {
+    const c = await client();
+    const random = 0x7123_4567_89ab_cdefn; // above 2^53
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:443", random } });
+    const req = expectType(await east.packets.next(), PacketType.DIAL_REQ);
+    assert.deepEqual(req.dialRequest, { protocol: "tcp", address: "east:443", random });
+    east.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID: 7n, error: "" } });
+    const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    assert.deepEqual(rsp.dialResponse, { random, connectID: 7n, error: "" });
+
+    c.packets.send({ type: PacketType.DATA, data: { connectID: 7n, error: "", data: Buffer.from("ping") } });
+    const up = expectType(await east.packets.next(), PacketType.DATA);
+    assert.equal(up.data.connectID, 7n);
+    assert.equal(Buffer.from(up.data.data).toString(), "ping");
+    east.packets.send({ type: PacketType.DATA, data: { connectID: 7n, error: "", data: Buffer.from("pong") } });
+    const down = expectType(await c.packets.next(), PacketType.DATA);
+    assert.equal(Buffer.from(down.data.data).toString(), "pong");
+
+    // DATA for a connection this stream does not have: dropped, answered with CLOSE_RSP.
+    c.packets.send({ type: PacketType.DATA, data: { connectID: 99n, error: "", data: Buffer.from("x") } });
+    const unknown = expectType(await c.packets.next(), PacketType.CLOSE_RSP);
+    assert.deepEqual(unknown.closeResponse, { connectID: 99n, error: DialErrors.unknownConnectID });
+
+    c.packets.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: 7n } });
+    const closeReq = expectType(await east.packets.next(), PacketType.CLOSE_REQ);
+    assert.equal(closeReq.closeRequest.connectID, 7n);
+    east.packets.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: 7n, error: "" } });
+    const closeRsp = expectType(await c.packets.next(), PacketType.CLOSE_RSP);
+    assert.equal(closeRsp.closeResponse.connectID, 7n);
+    c.call.end();
+    assert.equal((await c.packets.closed()).code, GrpcStatus.OK);
+  });
+
+  test("suffix addressing rewrites the dial address; agent dial errors are forwarded", async () => {
+    const c = await client();
+    c.packets.send({
+      type: PacketType.DIAL_REQ,
+      dialRequest: { protocol: "tcp", address: "grafana.monitoring.svc.east:3000", random: 11n },
+    });
+    const req = expectType(await east.packets.next(), PacketType.DIAL_REQ);
+    assert.equal(req.dialRequest.address, "grafana.monitoring.svc:3000");
+    assert.equal(req.dialRequest.random, 11n);
+    const error = "dial tcp 10.0.0.1:3000: connect: connection refused";
+    east.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 11n, connectID: 0n, error } });
+    const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    assert.equal(rsp.dialResponse.error, error);
+  });
+
+  test("dial with no matching agent gets No agent available", async () => {
+    const c = await client();
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "EAST:443", random: 5n } });
+    const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    assert.deepEqual(rsp.dialResponse, { random: 5n, connectID: 0n, error: DialErrors.noAgent });
+  });
+
+  test("a pending dial fails at once when its agent disconnects", async () => {
+    const west = await agent("agent-west", "host=west");
+    await west.call.waitForHeaders();
+    const c = await client();
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "west:80", random: 21n } });
+    expectType(await west.packets.next(), PacketType.DIAL_REQ);
+    west.close();
+    const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    assert.equal(rsp.dialResponse.random, 21n);
+    assert.match(rsp.dialResponse.error, /agent agent-west disconnected before answering the dial/);
+  });
+
+  test("established connections get CLOSE_RSP when their agent goes away", async () => {
+    const north = await agent("agent-north", "host=north");
+    await north.call.waitForHeaders();
+    const c = await client();
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "north:80", random: 31n } });
+    expectType(await north.packets.next(), PacketType.DIAL_REQ);
+    north.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 31n, connectID: 1n, error: "" } });
+    expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    north.close();
+    const close = expectType(await c.packets.next(), PacketType.CLOSE_RSP);
+    assert.equal(close.closeResponse.connectID, 1n);
+    assert.match(close.closeResponse.error, /^agent \S+ disconnected: /, "a cut connection says why");
+  });
+
+  test("client going away: DIAL_CLS for pending dials, CLOSE_REQ for established; late DIAL_RSP closed", async () => {
+    const c1 = await client();
+    c1.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 41n } });
+    expectType(await east.packets.next(), PacketType.DIAL_REQ);
+    east.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 41n, connectID: 41n, error: "" } });
+    expectType(await c1.packets.next(), PacketType.DIAL_RSP);
+    c1.close();
+    const closeReq = expectType(await east.packets.next(), PacketType.CLOSE_REQ);
+    assert.equal(closeReq.closeRequest.connectID, 41n);
+    east.packets.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: 41n, error: "" } });
+
+    const c2 = await client();
+    c2.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:2", random: 42n } });
+    expectType(await east.packets.next(), PacketType.DIAL_REQ);
+    c2.close();
+    const dialCls = expectType(await east.packets.next(), PacketType.DIAL_CLS);
+    assert.equal(dialCls.closeDial.random, 42n);
+    // The agent answers anyway: the server asks it to close that connection.
+    east.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 42n, connectID: 42n, error: "" } });
+    const closeLate = expectType(await east.packets.next(), PacketType.CLOSE_REQ);
+    assert.equal(closeLate.closeRequest.connectID, 42n);
+  });
+
+  test("HTTP CONNECT over mTLS: 200, pipelined bytes, data both ways, agent close ends the socket", async () => {
+    const s = await connectTls("client");
+    s.write("CONNECT east:8080 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nEARLY");
+    const req = expectType(await east.packets.next(), PacketType.DIAL_REQ);
+    assert.equal(req.dialRequest.address, "east:8080");
+    const established = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    const head = readUntil(s, (all) => all.length >= established.length);
+    east.packets.send({
+      type: PacketType.DIAL_RSP,
+      dialResponse: { random: req.dialRequest.random, connectID: 51n, error: "" },
+    });
+    assert.equal((await head).toString("latin1"), established);
+    const early = expectType(await east.packets.next(), PacketType.DATA);
+    assert.equal(early.data.connectID, 51n);
+    assert.equal(Buffer.from(early.data.data).toString(), "EARLY");
+    s.write("more");
+    const more = expectType(await east.packets.next(), PacketType.DATA);
+    assert.equal(Buffer.from(more.data.data).toString(), "more");
+    const reply = readUntil(s, (all) => all.toString() === "reply");
+    east.packets.send({ type: PacketType.DATA, data: { connectID: 51n, error: "", data: Buffer.from("reply") } });
+    assert.equal((await reply).toString(), "reply");
+    const ended = once(s, "end");
+    east.packets.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: 51n, error: "" } });
+    await ended;
+  });
+
+  test("HTTP CONNECT status mapping: no agent 500, agent error 502/504, no port 400, GET 405", async () => {
+    const noAgent = await connectTls("client");
+    const r1 = readUntil(noAgent, () => false);
+    noAgent.write("CONNECT nowhere:443 HTTP/1.1\r\n\r\n");
+    assert.equal(
+      (await r1).toString(),
+      "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: No agent available",
+    );
+
+    for (const [error, status] of [
+      ["dial tcp 127.0.0.1:1: connect: connection refused", 502],
+      ["dial tcp 198.18.0.254:1234: i/o timeout", 504],
+    ] as const) {
+      const s = await connectTls("client");
+      const r = readUntil(s, () => false);
+      s.write("CONNECT east:1 HTTP/1.1\r\n\r\n");
+      const req = expectType(await east.packets.next(), PacketType.DIAL_REQ);
+      east.packets.send({
+        type: PacketType.DIAL_RSP,
+        dialResponse: { random: req.dialRequest.random, connectID: 0n, error },
+      });
+      const text = (await r).toString();
+      assert.match(text, new RegExp(`^HTTP/1\\.1 ${status} `));
+      assert.ok(text.endsWith(error), text);
+    }
+
+    const noPort = await connectTls("client");
+    const r3 = readUntil(noPort, () => false);
+    noPort.write("CONNECT east HTTP/1.1\r\n\r\n");
+    assert.match((await r3).toString(), /^HTTP\/1\.1 400 Bad Request[^]*must be host:port/);
+
+    const get = await connectTls("client");
+    const r4 = readUntil(get, () => false);
+    get.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert.match((await r4).toString(), /^HTTP\/1\.1 405 /);
+  });
+
+  test("HTTP CONNECT: a pending dial gets 502 at once when the agent disconnects", async () => {
+    const south = await agent("agent-south", "host=south");
+    await south.call.waitForHeaders();
+    const s = await connectTls("client");
+    const r = readUntil(s, () => false);
+    s.write("CONNECT south:80 HTTP/1.1\r\n\r\n");
+    expectType(await south.packets.next(), PacketType.DIAL_REQ);
+    south.close();
+    assert.match((await r).toString(), /^HTTP\/1\.1 502 Bad Gateway[^]*Backend context error: agent agent-south/);
+  });
+
+  test("clients and agents without a valid certificate are refused", async () => {
+    for (const who of ["none", "stranger"] as const) {
+      const s = await connectTls(who).catch(() => undefined);
+      if (s) {
+        // TLS 1.3: the server's refusal arrives after the client's handshake completes.
+        s.write("CONNECT east:443 HTTP/1.1\r\n\r\n");
+        const got = await readUntil(s, () => false).catch(() => Buffer.alloc(0));
+        assert.equal(got.length, 0, `no response bytes for a client with cert=${who}`);
+      }
+    }
+    const noCert = { ...agentTarget, tls: { ca: pki.read(pki.caCert) } };
+    const refused = await connectFakeAgent(noCert, { agentid: "sneaky", agentidentifiers: "host=east" }).then(
+      async (p) => {
+        peers.push(p);
+        await p.packets.closed();
+        return true;
+      },
+      () => true,
+    );
+    assert.ok(refused);
+    assert.equal(server.backendCount(), 1, "only the east agent is registered");
+  });
+
+  test("bad agent metadata ends the call with UNKNOWN", async () => {
+    const missing = await agent(undefined, "host=x");
+    const s1 = await missing.packets.closed();
+    assert.equal(s1.code, GrpcStatus.UNKNOWN);
+    assert.match(s1.details, /agent ID/);
+    const semicolon = await agent("bad", "host=a;host=b");
+    const s2 = await semicolon.packets.closed();
+    assert.equal(s2.code, GrpcStatus.UNKNOWN);
+    assert.match(s2.details, /semicolon/);
+  });
+
+  test("garbage bytes on every port do not hurt the server", async () => {
+    const a = server.addresses();
+    for (const p of [port(a.agent), port(a.server), port(a.httpConnect)]) {
+      const s = net.connect(p, "127.0.0.1");
+      sockets.push(s);
+      s.on("error", () => undefined);
+      s.resume();
+      await once(s, "connect");
+      s.write(Buffer.from("\x16\x03\x01\x00\x05hello garbage\r\n\r\n\x00\x00\x00"));
+      s.end();
+      await once(s, "close");
+    }
+    assert.deepEqual(await httpGet(port(a.health), "/healthz"), { status: 200, body: "ok" });
+    assert.equal(server.backendCount(), 1);
+  });
+
+  test("metrics carry konnectivity names", async () => {
+    const { status, body } = await httpGet(port(server.addresses().health), "/metrics");
+    assert.equal(status, 200);
+    assert.match(body, /konnectivity_network_proxy_server_ready_backends\{proxy_strategy="destHost"\} 1/);
+    assert.match(body, /konnectivity_network_proxy_server_dial_failure_count\{reason="no_agent"\} 2/);
+    assert.match(
+      body,
+      /konnectivity_network_proxy_server_stream_packets_total\{segment="from_agent",packet_type="DIAL_RSP"\}/,
+    );
+    assert.match(body, /cluster_proxy_server_backends\{identifier="east"\} 1/);
+    const admin = await httpGet(port(server.addresses().admin), "/metrics");
+    assert.match(admin.body, /konnectivity_network_proxy_server_grpc_connections/);
+  });
+});
+
+describe("ProxyServer options and lifecycle", () => {
+  let pki: TestPki;
+  before(() => {
+    pki = createTestPki();
+  });
+  after(() => pki.cleanup());
+
+  test("validation names the flag", () => {
+    assert.throws(() => new ProxyServer(baseOptions(pki, { clusterCaCert: "" })), /--cluster-ca-cert/);
+    assert.throws(() => new ProxyServer(baseOptions(pki, { serverCaCert: "" })), /--server-ca-cert/);
+    assert.throws(
+      () => new ProxyServer(baseOptions(pki, { httpConnectPlain: true, httpConnectBindAddress: "0.0.0.0" })),
+      (err: Error) => err instanceof ConfigError && /--http-connect-plain/.test(err.message),
+    );
+    assert.throws(() => new ProxyServer(baseOptions(pki, { proxyStrategies: ["nearest"] })), /--proxy-strategies/);
+  });
+
+  test("start rejects unreadable files and busy ports naming the flag", async () => {
+    const bad = new ProxyServer(baseOptions(pki, { clusterCert: `${pki.dir}/missing.crt` }));
+    await assert.rejects(bad.start(), /--cluster-cert: cannot read/);
+    const blocker = net.createServer();
+    blocker.listen(0, "127.0.0.1");
+    await once(blocker, "listening");
+    const busy = new ProxyServer(baseOptions(pki, { agentPort: port(blocker.address() ?? undefined) }));
+    await assert.rejects(busy.start(), /--agent-port: cannot listen/);
+    blocker.close();
+  });
+
+  test("backend dial timeout answers the client; plain CONNECT on loopback", async () => {
+    const s = new ProxyServer(
+      baseOptions(pki, {
+        backendDialTimeout: 200,
+        httpConnectPlain: true,
+        httpConnectBindAddress: "127.0.0.1",
+        proxyStrategies: ["default"],
+      }),
+    );
+    await s.start();
+    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const a = await connectFakeAgent(
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOpts },
+      { agentid: "slow", agentidentifiers: "" },
+    );
+    try {
+      await a.call.waitForHeaders();
+      const c = await connectFakeClient({ host: "127.0.0.1", port: port(s.addresses().server), tls: tlsOpts });
+      c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "x:1", random: 9n } });
+      expectType(await a.packets.next(), PacketType.DIAL_REQ);
+      const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+      assert.equal(rsp.dialResponse.error, DialErrors.backendDialTimeout);
+      expectType(await a.packets.next(), PacketType.DIAL_CLS);
+      c.close();
+
+      const plain = net.connect(port(s.addresses().httpConnect), "127.0.0.1");
+      plain.on("error", () => undefined);
+      const r = readUntil(plain, () => false);
+      plain.write("CONNECT x:1 HTTP/1.1\r\n\r\n");
+      expectType(await a.packets.next(), PacketType.DIAL_REQ);
+      assert.match((await r).toString(), /^HTTP\/1\.1 504 Gateway Timeout[^]*Backend dial timeout/);
+    } finally {
+      a.close();
+      await s.close();
+    }
+  });
+
+  test("Unix sockets: plain gRPC and HTTP CONNECT front doors without server certificates", async () => {
+    const s = new ProxyServer(
+      baseOptions(pki, {
+        serverPort: 0,
+        udsName: `${pki.dir}/grpc.sock`,
+        httpConnectPort: 0,
+        httpConnectUdsName: `${pki.dir}/connect.sock`,
+        serverCert: "",
+        serverKey: "",
+        serverCaCert: "",
+      }),
+    );
+    await s.start();
+    assert.equal(s.addresses().server, `${pki.dir}/grpc.sock`);
+    assert.equal(s.addresses().httpConnect, `${pki.dir}/connect.sock`);
+    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const a = await connectFakeAgent(
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOpts },
+      { agentid: "uds-agent", agentidentifiers: "host=east" },
+    );
+    try {
+      await a.call.waitForHeaders();
+      const c = await connectFakeClient({ udsPath: `${pki.dir}/grpc.sock` });
+      c.packets.send({
+        type: PacketType.DIAL_REQ,
+        dialRequest: { protocol: "tcp", address: "east:6443", random: 77n },
+      });
+      const req = expectType(await a.packets.next(), PacketType.DIAL_REQ);
+      assert.equal(req.dialRequest.address, "east:6443");
+      c.close();
+
+      const sock = net.connect(`${pki.dir}/connect.sock`);
+      sock.on("error", () => undefined);
+      const r = readUntil(sock, () => false);
+      sock.write("CONNECT west:1 HTTP/1.1\r\n\r\n");
+      assert.match((await r).toString(), /^HTTP\/1\.1 500 Internal Server Error/);
+    } finally {
+      a.close();
+      await s.close();
+    }
+  });
+});

@@ -1,0 +1,376 @@
+/**
+ * The proxy-server process: the agent port (mTLS gRPC `AgentService`), the front doors (gRPC
+ * `ProxyService` and HTTP CONNECT, over mTLS TCP or plain Unix sockets), the health and admin
+ * ports, all sharing one relay.
+ */
+import { randomUUID } from "node:crypto";
+import { chmod, readFile, unlink } from "node:fs/promises";
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { ConfigError, type ProxyStrategy, type ServerOptions } from "@cluster-proxy/api";
+import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
+import {
+  GrpcStatus,
+  TUNNEL_HTTP2_OPTIONS,
+  keepSessionAlive,
+  serveGrpc,
+  silentLogger,
+  widenSessionWindow,
+  type Logger,
+} from "@cluster-proxy/tunnel";
+import { handleAgentCall } from "./agent-service.js";
+import { createAdminServer, createHealthServer } from "./health.js";
+import { ConnectSession } from "./http-connect.js";
+import { ServerMetrics } from "./metrics.js";
+import { ProxyStream } from "./proxy-service.js";
+import { Relay } from "./relay.js";
+import { planFrontDoors, validateServerOptions, type FrontDoor } from "./server-config.js";
+
+/** A keepalive ping unanswered this long closes the session. */
+export const KEEPALIVE_TIMEOUT_MS = 10_000;
+
+/** Where the server actually listens (ports resolved when 0 was asked for). */
+export interface ServerAddresses {
+  /** The --server-port front door (TCP), else its Unix socket path. */
+  server?: net.AddressInfo | string;
+  /** The HTTP CONNECT front door (TCP), else its Unix socket path. */
+  httpConnect?: net.AddressInfo | string;
+  /** Unix socket of the --uds-name front door, when it also has a TCP port. */
+  serverUds?: string;
+  /** Unix socket of the HTTP CONNECT front door, when it also has a TCP port. */
+  httpConnectUds?: string;
+  agent?: net.AddressInfo;
+  health?: net.AddressInfo;
+  admin?: net.AddressInfo;
+}
+
+export interface ProxyServerDeps {
+  logger?: Logger;
+}
+
+interface Listener {
+  server: net.Server;
+  door?: FrontDoor;
+  role: "agent" | "front" | "health" | "admin";
+}
+
+/** Read a PEM file, naming the flag when it cannot be read. */
+async function readPem(flag: string, path: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new ConfigError(`${flag}: cannot read "${path}": ${(err as Error).message}`);
+  }
+}
+
+function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): void {
+  try {
+    tls.createSecureContext(options);
+  } catch (err) {
+    throw new ConfigError(`${flags}: invalid certificate or key: ${(err as Error).message}`);
+  }
+}
+
+export class ProxyServer {
+  readonly serverId: string;
+  /** Metrics of this server (its own registry). */
+  readonly metrics: ServerMetrics;
+  private readonly relay: Relay;
+  private readonly log: Logger;
+  private readonly listeners: Listener[] = [];
+  private readonly sessions = new Set<http2.Http2Session>();
+  private readonly sockets = new Set<net.Socket>();
+  private started = false;
+  private closing: Promise<void> | undefined;
+
+  constructor(
+    private readonly options: ServerOptions,
+    deps: ProxyServerDeps = {},
+  ) {
+    validateServerOptions(options);
+    this.serverId = options.serverId || randomUUID();
+    this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
+    const strategies = options.proxyStrategies as ProxyStrategy[];
+    // The gauges read the relay at scrape time (after construction).
+    this.metrics = new ServerMetrics({
+      readyBackends: () => this.relay.router.strategies.map((s) => ({ strategy: s.name, count: s.size() })),
+      pendingDials: () => this.relay.pendingCount(),
+      establishedConnections: () => this.relay.establishedCount(),
+      backendsByIdentifier: () => {
+        const counts = new Map<string, number>();
+        for (const b of this.relay.backends) {
+          for (const h of new Set(b.identifiers.host)) counts.set(h, (counts.get(h) ?? 0) + 1);
+        }
+        return counts;
+      },
+    });
+    this.relay = new Relay({
+      strategies,
+      backendDialTimeoutMs: options.backendDialTimeout,
+      logger: this.log,
+      metrics: this.metrics,
+    });
+  }
+
+  /** Agent streams currently connected. */
+  backendCount(): number {
+    return this.relay.backends.size;
+  }
+
+  /** Ready iff the first strategy can route somewhere (drives `/readyz`). */
+  ready(): boolean {
+    return this.relay.router.ready();
+  }
+
+  /** Listen on every configured port. Rejects with a ConfigError naming the flag on bad files or ports. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error("ProxyServer.start() called twice");
+    this.started = true;
+    const o = this.options;
+    try {
+      const agentTls = {
+        cert: await readPem("--cluster-cert", o.clusterCert),
+        key: await readPem("--cluster-key", o.clusterKey),
+        ca: await readPem("--cluster-ca-cert", o.clusterCaCert),
+      };
+      checkTlsMaterial("--cluster-cert/--cluster-key/--cluster-ca-cert", agentTls);
+      const doors = planFrontDoors(o);
+      let frontTls: tls.SecureContextOptions | undefined;
+      if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
+        frontTls = {
+          cert: await readPem("--server-cert", o.serverCert),
+          key: await readPem("--server-key", o.serverKey),
+          ca: await readPem("--server-ca-cert", o.serverCaCert),
+        };
+        checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
+      }
+
+      await this.listenTcp(this.createAgentServer(agentTls), "agent", o.agentPort, o.agentBindAddress, "--agent-port");
+      for (const door of doors) await this.listenDoor(door, frontTls);
+      await this.listenTcp(
+        createHealthServer({ ready: () => this.ready(), registry: this.metrics.registry }),
+        "health",
+        o.healthPort,
+        o.healthBindAddress,
+        "--health-port",
+      );
+      await this.listenTcp(
+        createAdminServer(this.metrics.registry),
+        "admin",
+        o.adminPort,
+        o.adminBindAddress,
+        "--admin-port",
+      );
+    } catch (err) {
+      await this.closeListeners();
+      throw err;
+    }
+    this.log.info({ addresses: this.addresses() }, "proxy server listening");
+  }
+
+  private secureServerOptions(material: tls.SecureContextOptions): http2.SecureServerOptions {
+    return {
+      ...TUNNEL_HTTP2_OPTIONS,
+      ...material,
+      requestCert: true,
+      rejectUnauthorized: true,
+      ALPNProtocols: ["h2"],
+      minVersion: "TLSv1.2",
+      allowHTTP1: false,
+    };
+  }
+
+  /** Common hardening and session tracking for an HTTP/2 server. */
+  private watchHttp2(server: http2.Http2Server | http2.Http2SecureServer, what: string, keepaliveMs: number): void {
+    server.on("session", (session: http2.ServerHttp2Session) => {
+      this.sessions.add(session);
+      session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
+      session.once("close", () => this.sessions.delete(session));
+      widenSessionWindow(session);
+      keepSessionAlive(session, keepaliveMs, KEEPALIVE_TIMEOUT_MS, (reason) =>
+        this.log.warn({ what, reason }, "closing dead HTTP/2 session"),
+      );
+    });
+    server.on("sessionError", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
+    server.on("tlsClientError", (err: Error) => this.log.debug({ err: err.message, what }, "TLS handshake failed"));
+    server.on("unknownProtocol", (socket: net.Socket) => {
+      this.log.debug({ what }, "refusing connection without ALPN h2");
+      socket.destroy();
+    });
+  }
+
+  private createAgentServer(material: tls.SecureContextOptions): http2.Http2SecureServer {
+    const server = http2.createSecureServer(this.secureServerOptions(material));
+    this.watchHttp2(server, "agent", this.options.keepaliveTime);
+    serveGrpc(server, {
+      [AGENT_CONNECT_METHOD]: (call) =>
+        handleAgentCall(call, {
+          serverId: this.serverId,
+          serverCount: this.options.serverCount,
+          relay: this.relay,
+          metrics: this.metrics,
+          logger: this.log,
+        }),
+    });
+    return server;
+  }
+
+  private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
+    const server =
+      door.transport === "tcp" && material
+        ? http2.createSecureServer(this.secureServerOptions(material))
+        : http2.createServer(TUNNEL_HTTP2_OPTIONS);
+    this.watchHttp2(server, "proxy", this.options.frontendKeepaliveTime);
+    const log = this.log.child({ door: door.flag });
+    serveGrpc(server, {
+      [PROXY_METHOD]: (call) => {
+        if (call.closed) return;
+        this.metrics.grpcConnections.inc({ service_method: "Proxy" });
+        call.once("close", () => this.metrics.grpcConnections.dec({ service_method: "Proxy" }));
+        new ProxyStream(call, this.relay, this.metrics, log);
+      },
+    });
+    return server;
+  }
+
+  private createConnectFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
+    const log = this.log.child({ door: door.flag });
+    const accept = (socket: net.Socket): void => {
+      this.sockets.add(socket);
+      socket.once("close", () => this.sockets.delete(socket));
+      if (this.closing) {
+        socket.destroy();
+        return;
+      }
+      new ConnectSession(socket, this.relay, this.metrics, log);
+    };
+    if (door.transport === "tcp" && !door.plain && material) {
+      const server = tls.createServer({
+        ...material,
+        requestCert: true,
+        rejectUnauthorized: true,
+        ALPNProtocols: ["http/1.1"],
+        minVersion: "TLSv1.2",
+      });
+      server.on("secureConnection", accept);
+      server.on("tlsClientError", (err) => log.debug({ err: err.message }, "TLS handshake failed"));
+      return server;
+    }
+    const server = net.createServer(accept);
+    return server;
+  }
+
+  private async listenDoor(door: FrontDoor, material: tls.SecureContextOptions | undefined): Promise<void> {
+    const server =
+      door.protocol === "grpc" ? this.createGrpcFront(door, material) : this.createConnectFront(door, material);
+    if (door.transport === "tcp") {
+      await this.listenTcp(server, "front", door.port, door.host, door.flag, door);
+      return;
+    }
+    if (this.options.deleteExistingUdsFile) {
+      try {
+        await unlink(door.path);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+          throw new ConfigError(`${door.flag}: cannot remove stale socket "${door.path}": ${(err as Error).message}`);
+        }
+      }
+    }
+    await this.listenOn(server, { path: door.path }, `${door.flag}: cannot listen on "${door.path}"`);
+    await chmod(door.path, 0o770).catch(() => undefined);
+    this.listeners.push({ server, door, role: "front" });
+  }
+
+  private async listenTcp(
+    server: net.Server,
+    role: Listener["role"],
+    port: number,
+    host: string,
+    flag: string,
+    door?: FrontDoor,
+  ): Promise<void> {
+    const where = `${host === "" ? "*" : host}:${port}`;
+    await this.listenOn(server, host === "" ? { port } : { port, host }, `${flag}: cannot listen on ${where}`);
+    this.listeners.push({ server, role, ...(door ? { door } : {}) });
+  }
+
+  private listenOn(server: net.Server, options: net.ListenOptions, what: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onError = (err: Error): void => reject(new ConfigError(`${what}: ${err.message}`));
+      server.once("error", onError);
+      server.listen(options, () => {
+        server.off("error", onError);
+        server.on("error", (err) => this.log.error({ err: err.message }, "listener error"));
+        resolve();
+      });
+    });
+  }
+
+  /** Bound addresses (ports resolved). */
+  addresses(): ServerAddresses {
+    const out: ServerAddresses = {};
+    for (const l of this.listeners) {
+      const addr = l.server.address();
+      if (addr === null) continue;
+      if (l.role === "agent" && typeof addr !== "string") out.agent = addr;
+      else if (l.role === "health" && typeof addr !== "string") out.health = addr;
+      else if (l.role === "admin" && typeof addr !== "string") out.admin = addr;
+      else if (l.role === "front" && l.door) {
+        const door = l.door;
+        const value = door.transport === "uds" ? door.path : addr;
+        const put = (main: "server" | "httpConnect", udsKey: "serverUds" | "httpConnectUds"): void => {
+          if (door.transport === "uds" && out[main] !== undefined) out[udsKey] = door.path;
+          else out[main] = value;
+        };
+        const onServerPort = door.flag === "--server-port" || door.flag === "--uds-name";
+        if (onServerPort) put("server", "serverUds");
+        if (door.protocol === "http-connect") put("httpConnect", "httpConnectUds");
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Graceful stop: stop accepting, fail pending dials, wait up to --graceful-shutdown-timeout
+   * for established connections to end, then close every stream and socket.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.log.info({}, "proxy server shutting down");
+    const closed = this.listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
+    this.relay.stopDialing();
+    if (this.relay.establishedCount() > 0 && this.options.gracefulShutdownTimeout > 0) {
+      await this.relay.whenIdle(this.options.gracefulShutdownTimeout);
+    }
+    for (const b of [...this.relay.backends]) {
+      b.call.finish({ code: GrpcStatus.UNAVAILABLE, details: "proxy server shutting down" });
+      this.relay.removeBackend(b, "proxy server shutting down");
+    }
+    for (const s of this.sessions) s.destroy();
+    for (const s of this.sockets) s.destroy();
+    for (const l of this.listeners) {
+      if (l.server instanceof http.Server) l.server.closeAllConnections();
+    }
+    await Promise.all(closed);
+    this.listeners.length = 0;
+  }
+
+  private async closeListeners(): Promise<void> {
+    await Promise.all(
+      this.listeners.map(
+        (l) =>
+          new Promise<void>((resolve) => {
+            if (l.server instanceof http.Server) l.server.closeAllConnections();
+            l.server.close(() => resolve());
+          }),
+      ),
+    );
+    this.listeners.length = 0;
+  }
+}

@@ -1,0 +1,361 @@
+/**
+ * The switchboard between frontends and agent streams: routing, pending dials (one global map
+ * keyed by `random`), established connections (per agent stream, keyed by connectID), and the
+ * packet rules of the protocol doc (sections 2.1, 2.5, 2.6). Packets are relayed as the sealed
+ * frames they arrived in; only a DIAL_REQ whose address a suffix match rewrote is re-encoded.
+ */
+import {
+  DialErrors,
+  PacketDecodeError,
+  PacketType,
+  decodePacket,
+  encodePacket,
+  peekPacket,
+  type Packet,
+} from "@cluster-proxy/protocol";
+import { FRAME_HEADER, sealFrame, type DialFailureReason, type Logger } from "@cluster-proxy/tunnel";
+import type { ProxyStrategy } from "@cluster-proxy/api";
+import { TunnelConnection, type Backend, type DialFailure, type FrontendEnd, type PendingDial } from "./backend.js";
+import { Router } from "./strategies.js";
+import type { ServerMetrics } from "./metrics.js";
+
+/** Encode a packet as a sealed gRPC frame. */
+export function packetFrame(packet: Packet): Buffer {
+  return sealFrame(encodePacket(packet, FRAME_HEADER));
+}
+
+/** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
+const CLOSING_LINGER_MS = 30_000;
+
+export interface RelayOptions {
+  strategies: readonly ProxyStrategy[];
+  /** Fail dials the agent has not answered within this many ms (0: wait forever). */
+  backendDialTimeoutMs: number;
+  logger: Logger;
+  metrics: ServerMetrics;
+  random?: () => number;
+  now?: () => number;
+}
+
+/** What a frontend asks for when it dials. */
+export interface DialOrder {
+  address: string;
+  random: bigint;
+  /** The client's DIAL_REQ frame, forwarded unchanged unless the address is rewritten. */
+  frame?: Buffer;
+}
+
+export class Relay {
+  readonly router: Router<Backend>;
+  readonly backends = new Set<Backend>();
+  private readonly pending = new Map<bigint, PendingDial>();
+  private established = 0;
+  private readonly log: Logger;
+  private readonly metrics: ServerMetrics;
+  private readonly now: () => number;
+  private shuttingDown = false;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(private readonly options: RelayOptions) {
+    this.router = new Router<Backend>(options.strategies, options.random);
+    this.log = options.logger;
+    this.metrics = options.metrics;
+    this.now = options.now ?? Date.now;
+  }
+
+  pendingCount(): number {
+    return this.pending.size;
+  }
+
+  establishedCount(): number {
+    return this.established;
+  }
+
+  // ---- agent side -------------------------------------------------------------------------
+
+  addBackend(backend: Backend): void {
+    this.backends.add(backend);
+    this.router.add(backend);
+  }
+
+  /** The agent stream ended: fail its pending dials at once and close its connections. */
+  removeBackend(backend: Backend, why: string): void {
+    if (!this.backends.delete(backend)) return;
+    this.router.remove(backend);
+    backend.release();
+    const text = `agent ${backend.agentId} disconnected before answering the dial: ${why}`;
+    for (const dial of [...backend.pending]) {
+      this.forgetDial(dial);
+      this.metrics.dialFailed("agent_gone");
+      dial.end.dialFailed(dial.random, { kind: "agent_gone", text, reason: "agent_gone" });
+    }
+    for (const conn of [...backend.connections.values()]) {
+      this.forgetConnection(conn);
+      if (!conn.frontendGone) conn.end.closed(conn, undefined, `agent ${backend.agentId} disconnected: ${why}`);
+    }
+  }
+
+  private sendToAgent(backend: Backend, frame: Buffer, type: number): boolean {
+    this.metrics.packet("to_agent", type);
+    return backend.send(frame);
+  }
+
+  /** A frame from an agent stream. */
+  fromAgent(backend: Backend, frame: Buffer): void {
+    let route;
+    try {
+      route = peekPacket(frame.subarray(FRAME_HEADER));
+    } catch (err) {
+      if (!(err instanceof PacketDecodeError)) throw err;
+      this.log.warn({ agentId: backend.agentId, err: err.message }, "dropping malformed packet from agent");
+      return;
+    }
+    this.metrics.packet("from_agent", route.type);
+    switch (route.type) {
+      case PacketType.DIAL_RSP:
+        this.onDialResponse(backend, frame, route.random, route.connectID);
+        return;
+      case PacketType.DATA: {
+        if (route.connectID === 0n) return;
+        const conn = backend.connections.get(route.connectID);
+        if (!conn) {
+          this.log.debug({ agentId: backend.agentId, connectID: route.connectID }, "DATA for unknown connection");
+          this.sendToAgent(
+            backend,
+            packetFrame({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: route.connectID } }),
+            PacketType.CLOSE_REQ,
+          );
+          return;
+        }
+        if (conn.frontendGone) return;
+        if (!conn.end.data(conn, frame)) backend.stall(conn);
+        return;
+      }
+      case PacketType.CLOSE_RSP: {
+        const conn = backend.connections.get(route.connectID);
+        if (!conn) return; // answer to a CLOSE_REQ for a connection we already forgot
+        this.forgetConnection(conn);
+        if (!conn.frontendGone) conn.end.closed(conn, frame);
+        return;
+      }
+      case PacketType.DIAL_CLS: {
+        const dial = this.pending.get(route.random);
+        if (!dial || dial.backend !== backend) return;
+        this.forgetDial(dial);
+        this.metrics.dialFailed("backend_close");
+        dial.end.dialFailed(dial.random, {
+          kind: "dial_closed",
+          text: "dial closed by the agent",
+          reason: "backend_close",
+          frame,
+        });
+        return;
+      }
+      case PacketType.DRAIN:
+        if (!backend.draining) this.log.info({ agentId: backend.agentId }, "agent is draining");
+        backend.draining = true;
+        return;
+      default:
+        this.log.debug({ agentId: backend.agentId, type: route.type }, "ignoring unexpected packet from agent");
+    }
+  }
+
+  private onDialResponse(backend: Backend, frame: Buffer, random: bigint, connectID: bigint): void {
+    const dial = this.pending.get(random);
+    if (!dial || dial.backend !== backend) {
+      this.metrics.dialFailed("unrecognized_response");
+      if (connectID !== 0n) {
+        // The frontend gave up (DIAL_CLS / went away): make the agent close the endpoint.
+        this.sendToAgent(
+          backend,
+          packetFrame({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } }),
+          PacketType.CLOSE_REQ,
+        );
+      }
+      return;
+    }
+    this.forgetDial(dial);
+    const p = decodePacket(frame.subarray(FRAME_HEADER));
+    const error = "dialResponse" in p ? p.dialResponse.error : "";
+    if (error !== "" || connectID === 0n) {
+      this.metrics.dialFailed("error_response");
+      dial.end.dialFailed(random, {
+        kind: "agent_error",
+        text: error || "agent answered the dial without a connection ID",
+        reason: "error_response",
+        frame,
+      });
+      return;
+    }
+    if (backend.connections.has(connectID)) {
+      this.log.warn({ agentId: backend.agentId, connectID }, "agent reused a connectID; closing the old connection");
+      const old = backend.connections.get(connectID);
+      if (old) {
+        this.forgetConnection(old);
+        if (!old.frontendGone) old.end.closed(old, undefined, `agent ${backend.agentId} reused connectID ${connectID}`);
+      }
+    }
+    const conn = new TunnelConnection(backend, connectID, dial.end);
+    backend.connections.set(connectID, conn);
+    this.established++;
+    this.metrics.dialDuration.observe((this.now() - dial.startedAt) / 1000);
+    dial.end.dialSucceeded(random, conn, frame);
+  }
+
+  // ---- frontend side ----------------------------------------------------------------------
+
+  /**
+   * Route and send a dial. On failure the frontend's `dialFailed` is called before this returns
+   * and the result is undefined.
+   */
+  dial(end: FrontendEnd, order: DialOrder): PendingDial | undefined {
+    const fail = (kind: DialFailure["kind"], text: string, reason: DialFailureReason): undefined => {
+      this.metrics.dialFailed(reason);
+      end.dialFailed(order.random, { kind, text, reason });
+      return undefined;
+    };
+    if (this.shuttingDown) return fail("shutdown", "proxy server is shutting down", "no_agent");
+    if (this.pending.has(order.random))
+      return fail("send_failed", "a dial with this random is already pending", "send_rsp");
+    const route = this.router.route(order.address);
+    if (!route) return fail("no_agent", DialErrors.noAgent, "no_agent");
+    const backend = route.backend;
+    if (backend.closed) return fail("send_failed", `agent ${backend.agentId} stream is closed`, "send_rsp");
+    const dial: PendingDial = {
+      random: order.random,
+      backend,
+      end,
+      address: route.address,
+      startedAt: this.now(),
+    };
+    this.pending.set(order.random, dial);
+    backend.pending.add(dial);
+    if (this.options.backendDialTimeoutMs > 0) {
+      dial.timer = setTimeout(() => this.dialTimedOut(dial), this.options.backendDialTimeoutMs);
+      dial.timer.unref();
+    }
+    const frame =
+      order.frame && route.address === order.address
+        ? order.frame
+        : packetFrame({
+            type: PacketType.DIAL_REQ,
+            dialRequest: { protocol: "tcp", address: route.address, random: order.random },
+          });
+    this.log.debug(
+      { address: order.address, forwarded: route.address, agentId: backend.agentId, strategy: route.strategy },
+      "dial",
+    );
+    this.sendToAgent(backend, frame, PacketType.DIAL_REQ);
+    return dial;
+  }
+
+  private dialTimedOut(dial: PendingDial): void {
+    if (this.pending.get(dial.random) !== dial) return;
+    this.forgetDial(dial);
+    this.sendToAgent(
+      dial.backend,
+      packetFrame({ type: PacketType.DIAL_CLS, closeDial: { random: dial.random } }),
+      PacketType.DIAL_CLS,
+    );
+    this.metrics.dialFailed("backend_dial_timeout");
+    dial.end.dialFailed(dial.random, {
+      kind: "timeout",
+      text: DialErrors.backendDialTimeout,
+      reason: "backend_dial_timeout",
+    });
+  }
+
+  /**
+   * The frontend gave up on a pending dial (DIAL_CLS or went away). Tells the agent with DIAL_CLS
+   * (the Go agent ignores it; its late DIAL_RSP is answered with CLOSE_REQ).
+   */
+  cancelDial(dial: PendingDial): void {
+    if (this.pending.get(dial.random) !== dial) return;
+    this.forgetDial(dial);
+    this.metrics.dialFailed("frontend_close");
+    if (!dial.backend.closed) {
+      this.sendToAgent(
+        dial.backend,
+        packetFrame({ type: PacketType.DIAL_CLS, closeDial: { random: dial.random } }),
+        PacketType.DIAL_CLS,
+      );
+    }
+  }
+
+  /**
+   * Forward a frontend frame (DATA, CLOSE_REQ) for `conn` to its agent. Returns false when the
+   * agent stream's buffer is over `budget` bytes: the caller pauses its source until
+   * `conn.backend.whenDrained` fires.
+   */
+  toAgent(conn: TunnelConnection, frame: Buffer, type: number, budget: number): boolean {
+    const ok = this.sendToAgent(conn.backend, frame, type);
+    return ok || conn.backend.bufferedBytes <= budget;
+  }
+
+  /**
+   * The frontend of an established connection closed (client CLOSE_REQ already forwarded, or
+   * the client went away): send CLOSE_REQ unless `alreadySent`, and wait for the agent's
+   * CLOSE_RSP without delivering anything more to the frontend.
+   */
+  frontendClosed(conn: TunnelConnection, alreadySent = false): void {
+    if (conn.frontendGone) return;
+    conn.frontendGone = true;
+    conn.backend.unstall(conn);
+    if (conn.backend.connections.get(conn.connectID) !== conn) return;
+    if (!alreadySent && !conn.backend.closed) {
+      this.sendToAgent(
+        conn.backend,
+        packetFrame({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: conn.connectID } }),
+        PacketType.CLOSE_REQ,
+      );
+    }
+    setTimeout(() => this.forgetConnection(conn), CLOSING_LINGER_MS).unref();
+  }
+
+  // ---- bookkeeping ------------------------------------------------------------------------
+
+  private forgetDial(dial: PendingDial): void {
+    if (dial.timer) clearTimeout(dial.timer);
+    if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
+    dial.backend.pending.delete(dial);
+  }
+
+  private forgetConnection(conn: TunnelConnection): void {
+    if (conn.backend.connections.get(conn.connectID) !== conn) return;
+    conn.backend.connections.delete(conn.connectID);
+    conn.backend.unstall(conn);
+    this.established--;
+    if (this.established === 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  /** Resolve once no connection is established, or after `timeoutMs`. */
+  whenIdle(timeoutMs: number): Promise<void> {
+    if (this.established === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, timeoutMs);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.idleWaiters.push(done);
+    });
+  }
+
+  /** Shutdown: refuse new dials and fail every pending one. */
+  stopDialing(): void {
+    this.shuttingDown = true;
+    for (const dial of [...this.pending.values()]) {
+      this.forgetDial(dial);
+      this.metrics.dialFailed("frontend_close");
+      dial.end.dialFailed(dial.random, {
+        kind: "shutdown",
+        text: "proxy server is shutting down",
+        reason: "frontend_close",
+      });
+    }
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * Which listeners a set of server options asks for, and validation of those options. Every error
+ * is a ConfigError naming the flag.
+ */
+import { isIP } from "node:net";
+import { ConfigError, PROXY_STRATEGIES, type ServerOptions } from "@cluster-proxy/api";
+
+/** One front door listener: TCP (TLS unless `plain`) or a Unix socket (always plain). */
+export type FrontDoor =
+  | { protocol: "grpc" | "http-connect"; transport: "tcp"; port: number; host: string; plain: boolean; flag: string }
+  | { protocol: "grpc" | "http-connect"; transport: "uds"; path: string; flag: string };
+
+/** True for 127.0.0.0/8, ::1 and `localhost`. */
+export function isLoopbackAddress(host: string): boolean {
+  const h = host.trim().toLowerCase();
+  if (h === "localhost" || h === "::1" || h === "[::1]") return true;
+  if (isIP(h) === 4) return h.startsWith("127.");
+  if (h.startsWith("::ffff:127.")) return true;
+  return false;
+}
+
+/**
+ * The front doors: in `grpc` mode --server-port / --uds-name serve gRPC; in `http-connect` mode
+ * they serve HTTP CONNECT (as the Go server's modes); in `both` mode gRPC is on those and HTTP
+ * CONNECT on --http-connect-port / --http-connect-uds-name. A port of 0 next to a Unix socket
+ * means "socket only" (Go-compatible); a port of 0 alone picks a free port.
+ */
+export function planFrontDoors(o: ServerOptions): FrontDoor[] {
+  const doors: FrontDoor[] = [];
+  const add = (
+    protocol: "grpc" | "http-connect",
+    port: number,
+    portFlag: string,
+    host: string,
+    uds: string,
+    udsFlag: string,
+  ): void => {
+    if (!(port === 0 && uds !== "")) {
+      const plain = protocol === "http-connect" && o.httpConnectPlain;
+      doors.push({ protocol, transport: "tcp", port, host, plain, flag: portFlag });
+    }
+    if (uds !== "") doors.push({ protocol, transport: "uds", path: uds, flag: udsFlag });
+  };
+  const mainProtocol = o.mode === "http-connect" ? "http-connect" : "grpc";
+  add(mainProtocol, o.serverPort, "--server-port", o.serverBindAddress, o.udsName, "--uds-name");
+  if (o.mode === "both") {
+    add(
+      "http-connect",
+      o.httpConnectPort,
+      "--http-connect-port",
+      o.httpConnectBindAddress || o.serverBindAddress,
+      o.httpConnectUdsName,
+      "--http-connect-uds-name",
+    );
+  }
+  return doors;
+}
+
+/** Check options for consistency (files are checked when the server starts). */
+export function validateServerOptions(o: ServerOptions): void {
+  if (!["grpc", "http-connect", "both"].includes(o.mode)) {
+    throw new ConfigError(`--mode: "${String(o.mode)}" is not one of grpc, http-connect, both`);
+  }
+  if (!o.clusterCert) throw new ConfigError("--cluster-cert: required (certificate of the agent port)");
+  if (!o.clusterKey) throw new ConfigError("--cluster-key: required (private key of --cluster-cert)");
+  if (!o.clusterCaCert) {
+    throw new ConfigError("--cluster-ca-cert: required (agents must present a certificate signed by this CA)");
+  }
+  if (o.proxyStrategies.length === 0) throw new ConfigError("--proxy-strategies: at least one strategy is needed");
+  const seen = new Set<string>();
+  for (const s of o.proxyStrategies) {
+    if (!(PROXY_STRATEGIES as readonly string[]).includes(s)) {
+      throw new ConfigError(`--proxy-strategies: "${s}" is not one of ${PROXY_STRATEGIES.join(", ")}`);
+    }
+    if (seen.has(s)) throw new ConfigError(`--proxy-strategies: "${s}" is listed twice`);
+    seen.add(s);
+  }
+  if (!Number.isInteger(o.serverCount) || o.serverCount < 1) {
+    throw new ConfigError(`--server-count: must be a positive integer, got ${o.serverCount}`);
+  }
+  for (const [flag, v] of [
+    ["--keepalive-time", o.keepaliveTime],
+    ["--frontend-keepalive-time", o.frontendKeepaliveTime],
+    ["--backend-dial-timeout", o.backendDialTimeout],
+    ["--graceful-shutdown-timeout", o.gracefulShutdownTimeout],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
+  }
+  if (o.httpConnectUdsName && o.mode !== "both") {
+    throw new ConfigError(
+      "--http-connect-uds-name: only used with --mode=both (use --uds-name in --mode=http-connect)",
+    );
+  }
+  if (o.udsName && o.httpConnectUdsName && o.udsName === o.httpConnectUdsName) {
+    throw new ConfigError("--http-connect-uds-name: must differ from --uds-name");
+  }
+  const doors = planFrontDoors(o);
+  let needsServerTls = false;
+  for (const door of doors) {
+    if (door.transport !== "tcp") continue;
+    if (door.plain) {
+      if (!isLoopbackAddress(door.host)) {
+        throw new ConfigError(
+          `--http-connect-plain: plain HTTP CONNECT is only allowed on a loopback address, but ${door.flag} binds to ${door.host === "" ? "all addresses" : `"${door.host}"`} (set ${door.protocol === "http-connect" && door.flag === "--server-port" ? "--server-bind-address" : "--http-connect-bind-address"}=127.0.0.1, or use a Unix socket)`,
+        );
+      }
+      continue;
+    }
+    needsServerTls = true;
+  }
+  if (needsServerTls) {
+    if (!o.serverCert)
+      throw new ConfigError(
+        "--server-cert: required for the TCP front door (or serve only --uds-name with --server-port=0)",
+      );
+    if (!o.serverKey) throw new ConfigError("--server-key: required with --server-cert");
+    if (!o.serverCaCert) {
+      throw new ConfigError(
+        "--server-ca-cert: required for the TCP front door (clients must present a certificate signed by this CA)",
+      );
+    }
+  }
+  if (o.httpConnectPlain && !doors.some((d) => d.transport === "tcp" && d.plain)) {
+    throw new ConfigError("--http-connect-plain: no TCP HTTP CONNECT front door is configured");
+  }
+}

@@ -1,0 +1,148 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { parseAgentIdentifiers } from "@cluster-proxy/protocol";
+import { DefaultRouteStrategy, DefaultStrategy, DestHostStrategy, Router, type RoutableBackend } from "./strategies.js";
+
+interface FakeBackend extends RoutableBackend {
+  draining: boolean;
+  name: string;
+}
+
+function backend(name: string, identifiers = "", agentId = name): FakeBackend {
+  return { name, agentId, identifiers: parseAgentIdentifiers(identifiers), draining: false };
+}
+
+test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers", () => {
+  const s = new DestHostStrategy<FakeBackend>();
+  const a = backend("a", "host=cluster1");
+  const b = backend("b", "host=cluster2&ipv6=fd00::1&ipv4=10.0.0.1");
+  s.add(a);
+  s.add(b);
+  assert.equal(s.pick("cluster1:443")?.backend, a);
+  assert.equal(s.pick("cluster1")?.backend, a);
+  assert.equal(s.pick("[fd00::1]:443")?.backend, b);
+  assert.equal(s.pick("10.0.0.1:22")?.backend, b);
+  assert.equal(s.pick("fd00::1:443"), undefined, "unbracketed IPv6 with a port keeps its port in the key");
+  assert.equal(s.pick("CLUSTER1:443"), undefined, "matching is case-sensitive");
+  assert.equal(s.pick("unknown:443"), undefined);
+  assert.equal(s.size(), 2);
+  s.remove(a);
+  assert.equal(s.pick("cluster1:443"), undefined);
+  assert.equal(s.size(), 1);
+});
+
+test("destHost: first non-draining backend under a key, else a draining one", () => {
+  const s = new DestHostStrategy<FakeBackend>();
+  const a = backend("a", "host=east");
+  const b = backend("b", "host=east");
+  s.add(a);
+  s.add(b);
+  assert.equal(s.pick("east:443")?.backend, a);
+  a.draining = true;
+  assert.equal(s.pick("east:443")?.backend, b);
+  b.draining = true;
+  assert.equal(s.pick("east:443")?.backend, a);
+});
+
+test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips the suffix", () => {
+  const s = new DestHostStrategy<FakeBackend>();
+  const east = backend("east", "host=east&host=east.ns");
+  const ns = backend("ns", "host=ns");
+  s.add(east);
+  s.add(ns);
+  const r = s.pick("grafana.monitoring.svc.east:3000");
+  assert.equal(r?.backend, east);
+  assert.equal(r?.address, "grafana.monitoring.svc:3000");
+  const ip = s.pick("10.0.0.7.east:5432");
+  assert.equal(ip?.address, "10.0.0.7:5432");
+  // Longest identifier wins: "east.ns" beats "ns".
+  const longest = s.pick("db.east.ns:5432");
+  assert.equal(longest?.backend, east);
+  assert.equal(longest?.address, "db:5432");
+  // Only the ns agent matches "x.ns".
+  assert.equal(s.pick("x.ns:80")?.backend, ns);
+  assert.equal(s.pick("x.ns:80")?.address, "x:80");
+  // Case-sensitive suffix too.
+  assert.equal(s.pick("grafana.EAST:3000"), undefined);
+  // A bare identifier is never stripped to an empty host.
+  assert.equal(s.pick(".east:80"), undefined);
+  // An IPv6 literal in front of a cluster suffix is re-bracketed.
+  const v6 = s.pick("[fd00::1.east]:443");
+  assert.equal(v6?.backend, east);
+  assert.equal(v6?.address, "[fd00::1]:443");
+});
+
+test("destHost: exact match wins over suffix match", () => {
+  const s = new DestHostStrategy<FakeBackend>();
+  const east = backend("east", "host=east");
+  const exact = backend("exact", "host=api.east");
+  s.add(east);
+  s.add(exact);
+  const r = s.pick("api.east:443");
+  assert.equal(r?.backend, exact);
+  assert.equal(r?.address, "api.east:443");
+});
+
+test("destHost: suffix matching uses host identifiers only, not ipv4", () => {
+  const s = new DestHostStrategy<FakeBackend>();
+  s.add(backend("a", "ipv4=10.0.0.1"));
+  assert.equal(s.pick("x.10.0.0.1:80"), undefined);
+});
+
+test("default: random start, first non-draining agent, else a draining one; oldest stream", () => {
+  let r = 0;
+  const s = new DefaultStrategy<FakeBackend>(() => r);
+  const a1 = backend("a1", "", "a");
+  const a2 = backend("a2", "", "a");
+  const b = backend("b", "", "b");
+  s.add(a1);
+  s.add(a2);
+  s.add(b);
+  assert.equal(s.size(), 3);
+  r = 0;
+  assert.equal(s.pick("x:1")?.backend, a1, "oldest stream of agent a");
+  r = 0.99;
+  assert.equal(s.pick("x:1")?.backend, b);
+  b.draining = true;
+  assert.equal(s.pick("x:1")?.backend, a1, "skips the draining agent");
+  a1.draining = true;
+  r = 0;
+  assert.equal(s.pick("x:1")?.backend, a1, "all draining: first draining from the random start");
+  r = 0.99;
+  assert.equal(s.pick("x:1")?.backend, b);
+  s.remove(a1);
+  r = 0;
+  assert.equal(s.pick("x:1")?.backend, a2);
+});
+
+test("defaultRoute: only agents that sent default-route=true", () => {
+  const s = new DefaultRouteStrategy<FakeBackend>(() => 0);
+  const plain = backend("plain", "host=a");
+  const dr = backend("dr", "host=b&default-route=true");
+  s.add(plain);
+  assert.equal(s.pick("x:1"), undefined);
+  s.add(dr);
+  assert.equal(s.pick("x:1")?.backend, dr);
+  assert.equal(s.size(), 1);
+});
+
+test("Router: strategies in order, fall through, readiness from the first", () => {
+  const router = new Router<FakeBackend>(["destHost", "defaultRoute"], () => 0);
+  assert.equal(router.ready(), false);
+  const plain = backend("plain", "");
+  router.add(plain);
+  assert.equal(router.ready(), false, "destHost holds no backend without identifiers");
+  assert.equal(router.route("unknown:443"), undefined);
+  const east = backend("east", "host=east");
+  const dr = backend("dr", "host=dr&default-route=true");
+  router.add(east);
+  router.add(dr);
+  assert.equal(router.ready(), true);
+  assert.equal(router.route("east:443")?.backend, east);
+  assert.equal(router.route("unknown:443")?.backend, dr);
+  assert.equal(router.route("unknown:443")?.strategy, "defaultRoute");
+
+  const withDefault = new Router<FakeBackend>(["destHost", "default"], () => 0);
+  withDefault.add(plain);
+  assert.equal(withDefault.route("unknown:443")?.backend, plain);
+});

@@ -1,0 +1,252 @@
+/**
+ * Routing strategies (`--proxy-strategies`): which agent stream serves a dial address.
+ *
+ * Rules follow the Go proxy-server exactly (protocol doc section 4), plus our addressing
+ * extension in `destHost`: when no identifier matches the dial host exactly, a host of the form
+ * `<host>.<id>` where `<id>` is a registered `host` identifier routes to that agent and the dial
+ * address is rewritten to `<host>:<port>` (longest `<id>` wins; an exact match always wins).
+ */
+import { destHostKey, joinHostPort, parseHostPort, type AgentIdentifiers } from "@cluster-proxy/protocol";
+import type { ProxyStrategy } from "@cluster-proxy/api";
+
+/** What a strategy needs to know about an agent stream. */
+export interface RoutableBackend {
+  readonly agentId: string;
+  readonly identifiers: AgentIdentifiers;
+  readonly draining: boolean;
+}
+
+/** A routing decision: the backend and the address to send it (rewritten by a suffix match). */
+export interface Route<B extends RoutableBackend> {
+  backend: B;
+  address: string;
+  strategy: ProxyStrategy;
+}
+
+/** One strategy's index of backends. */
+export interface Strategy<B extends RoutableBackend> {
+  readonly name: ProxyStrategy;
+  add(backend: B): void;
+  remove(backend: B): void;
+  /** The backend (and possibly rewritten address) for `address`, or undefined to fall through. */
+  pick(address: string): Route<B> | undefined;
+  /** Backend streams this strategy can route to (drives readiness of the first strategy). */
+  size(): number;
+}
+
+function removeFrom<T>(list: T[], item: T): boolean {
+  const i = list.indexOf(item);
+  if (i < 0) return false;
+  list.splice(i, 1);
+  return true;
+}
+
+/** First non-draining element, else the first one. */
+function preferActive<B extends RoutableBackend>(list: readonly B[]): B | undefined {
+  return list.find((b) => !b.draining) ?? list[0];
+}
+
+/**
+ * Agents keyed by agent ID (each agent's streams oldest first). Picks a random starting agent,
+ * then the first agent whose oldest stream is not draining, else the first draining one.
+ */
+class AgentPool<B extends RoutableBackend> {
+  private readonly byAgent = new Map<string, B[]>();
+  private streams = 0;
+
+  constructor(private readonly random: () => number) {}
+
+  add(backend: B): void {
+    const list = this.byAgent.get(backend.agentId);
+    if (list) list.push(backend);
+    else this.byAgent.set(backend.agentId, [backend]);
+    this.streams++;
+  }
+
+  remove(backend: B): void {
+    const list = this.byAgent.get(backend.agentId);
+    if (!list || !removeFrom(list, backend)) return;
+    this.streams--;
+    if (list.length === 0) this.byAgent.delete(backend.agentId);
+  }
+
+  pickRandom(): B | undefined {
+    const agents = [...this.byAgent.values()];
+    if (agents.length === 0) return undefined;
+    const start = Math.min(agents.length - 1, Math.floor(this.random() * agents.length));
+    let firstDraining: B | undefined;
+    for (let i = 0; i < agents.length; i++) {
+      const oldest = agents[(start + i) % agents.length]?.[0];
+      if (!oldest) continue;
+      if (!oldest.draining) return oldest;
+      firstDraining ??= oldest;
+    }
+    return firstDraining;
+  }
+
+  size(): number {
+    return this.streams;
+  }
+}
+
+/** `default`: any agent, random start, first non-draining. */
+export class DefaultStrategy<B extends RoutableBackend> implements Strategy<B> {
+  readonly name = "default" as const;
+  private readonly pool: AgentPool<B>;
+
+  constructor(random: () => number = Math.random) {
+    this.pool = new AgentPool(random);
+  }
+  add(backend: B): void {
+    this.pool.add(backend);
+  }
+  remove(backend: B): void {
+    this.pool.remove(backend);
+  }
+  pick(address: string): Route<B> | undefined {
+    const backend = this.pool.pickRandom();
+    return backend && { backend, address, strategy: this.name };
+  }
+  size(): number {
+    return this.pool.size();
+  }
+}
+
+/** `defaultRoute`: like `default`, among agents that sent `default-route=true`. */
+export class DefaultRouteStrategy<B extends RoutableBackend> implements Strategy<B> {
+  readonly name = "defaultRoute" as const;
+  private readonly pool: AgentPool<B>;
+
+  constructor(random: () => number = Math.random) {
+    this.pool = new AgentPool(random);
+  }
+  add(backend: B): void {
+    if (backend.identifiers.defaultRoute) this.pool.add(backend);
+  }
+  remove(backend: B): void {
+    this.pool.remove(backend);
+  }
+  pick(address: string): Route<B> | undefined {
+    const backend = this.pool.pickRandom();
+    return backend && { backend, address, strategy: this.name };
+  }
+  size(): number {
+    return this.pool.size();
+  }
+}
+
+/**
+ * `destHost`: backends indexed under every `host`, `ipv4` and `ipv6` identifier (one string map,
+ * exact and case-sensitive, key = {@link destHostKey} of the dial address); among several, the
+ * first registered non-draining one. Then the `<host>.<id>` suffix rule over `host` identifiers.
+ */
+export class DestHostStrategy<B extends RoutableBackend> implements Strategy<B> {
+  readonly name = "destHost" as const;
+  private readonly byKey = new Map<string, B[]>();
+  private readonly byHostId = new Map<string, B[]>();
+  private readonly members = new Set<B>();
+
+  add(backend: B): void {
+    const ids = backend.identifiers;
+    const keys = new Set([...ids.host, ...ids.ipv4, ...ids.ipv6].filter((k) => k !== ""));
+    if (keys.size === 0) return;
+    this.members.add(backend);
+    for (const key of keys) push(this.byKey, key, backend);
+    for (const host of new Set(ids.host)) if (host !== "") push(this.byHostId, host, backend);
+  }
+
+  remove(backend: B): void {
+    if (!this.members.delete(backend)) return;
+    for (const index of [this.byKey, this.byHostId]) {
+      for (const [key, list] of index) {
+        if (removeFrom(list, backend) && list.length === 0) index.delete(key);
+      }
+    }
+  }
+
+  pick(address: string): Route<B> | undefined {
+    const key = destHostKey(address);
+    const exact = this.byKey.get(key);
+    if (exact && exact.length > 0) {
+      const backend = preferActive(exact);
+      return backend && { backend, address, strategy: this.name };
+    }
+    // Suffix rule: the first `.` gives the longest candidate identifier.
+    for (let dot = key.indexOf(".", 1); dot > 0; dot = key.indexOf(".", dot + 1)) {
+      const list = this.byHostId.get(key.slice(dot + 1));
+      if (!list || list.length === 0) continue;
+      const backend = preferActive(list);
+      if (!backend) continue;
+      return { backend, address: rewriteHost(address, key, key.slice(0, dot)), strategy: this.name };
+    }
+    return undefined;
+  }
+
+  size(): number {
+    return this.members.size;
+  }
+}
+
+function push<B>(index: Map<string, B[]>, key: string, backend: B): void {
+  const list = index.get(key);
+  if (!list) index.set(key, [backend]);
+  else if (!list.includes(backend)) list.push(backend);
+}
+
+/** Replace the host `key` of `address` by `host`, keeping the port (bracketing IPv6). */
+function rewriteHost(address: string, key: string, host: string): string {
+  const hp = parseHostPort(address);
+  if (hp && hp.host === key) return joinHostPort(host, hp.port);
+  if (address === key) return host;
+  const i = address.indexOf(key);
+  return i < 0 ? address : address.slice(0, i) + host + address.slice(i + key.length);
+}
+
+/** Build the strategy chain named by `--proxy-strategies`. */
+export function createStrategy<B extends RoutableBackend>(
+  name: ProxyStrategy,
+  random: () => number = Math.random,
+): Strategy<B> {
+  switch (name) {
+    case "default":
+      return new DefaultStrategy<B>(random);
+    case "defaultRoute":
+      return new DefaultRouteStrategy<B>(random);
+    case "destHost":
+      return new DestHostStrategy<B>();
+  }
+}
+
+/**
+ * The strategy chain: every backend is registered in every strategy; a dial is routed by the
+ * first strategy that finds a backend.
+ */
+export class Router<B extends RoutableBackend> {
+  readonly strategies: readonly Strategy<B>[];
+
+  constructor(names: readonly ProxyStrategy[], random: () => number = Math.random) {
+    if (names.length === 0) throw new Error("at least one proxy strategy is needed");
+    this.strategies = names.map((n) => createStrategy<B>(n, random));
+  }
+
+  add(backend: B): void {
+    for (const s of this.strategies) s.add(backend);
+  }
+
+  remove(backend: B): void {
+    for (const s of this.strategies) s.remove(backend);
+  }
+
+  route(address: string): Route<B> | undefined {
+    for (const s of this.strategies) {
+      const r = s.pick(address);
+      if (r) return r;
+    }
+    return undefined;
+  }
+
+  /** Ready iff the first strategy can route to at least one backend. */
+  ready(): boolean {
+    return (this.strategies[0]?.size() ?? 0) > 0;
+  }
+}
