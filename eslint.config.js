@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["**/dist/**", "**/node_modules/**", ".cache/**", "bench/results/**", "**/*.js", "**/*.mjs"] },
+  { ignores: ["**/dist/**", "**/node_modules/**", ".cache/**", "bench/**", "**/*.js", "**/*.mjs"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
