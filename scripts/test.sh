@@ -25,6 +25,11 @@ fi
 if [[ $which == integration || $which == all ]] && compgen -G "test/interop/*.test.ts" >/dev/null; then
   node scripts/go-peers.mjs >/dev/null
 fi
+# The multi-cluster environment (test/env) builds etcd, kube-apiserver and OCM from the Go module
+# proxy and installs nftables: both need the network, so prepare them here as well.
+if [[ $which == integration || $which == all ]] && [[ -f test/env/env.test.ts ]]; then
+  node --conditions=source --import tsx test/env/cli.ts prepare >/dev/null
+fi
 
 runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "${files[@]}")
 

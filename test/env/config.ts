@@ -1,0 +1,79 @@
+// Names, addresses and paths of the multi-cluster test environment. See docs/test-environment.md.
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** Everything the environment makes lives here (git-ignored): state.json, PKI, data, logs, kubeconfigs. */
+export const stateDir = process.env.CPENV_STATE_DIR ?? join(repoRoot, ".cache", "test-env");
+
+/** Prefix of every network namespace we create (other suites use cp-test-<pid>). */
+export const NS_PREFIX = "cpenv-";
+
+export type ClusterName = "hub" | "mc1" | "mc2";
+export const CLUSTERS: readonly ClusterName[] = ["hub", "mc1", "mc2"];
+export const MANAGED: readonly ClusterName[] = ["mc1", "mc2"];
+
+export const nsOf = (name: ClusterName | "lab"): string => `${NS_PREFIX}${name}`;
+export const ALL_NAMESPACES = [nsOf("hub"), nsOf("mc1"), nsOf("mc2"), nsOf("lab")];
+
+/**
+ * Each namespace has one "host" address on its loopback device; the veth links carry /30 transfer
+ * networks and host routes (no default route anywhere). All of it is inside 10.200.0.0/16 and
+ * exists only inside our namespaces.
+ */
+export const HOST_ADDR: Record<ClusterName | "lab", string> = {
+  hub: "10.200.0.1",
+  mc1: "10.200.0.2",
+  mc2: "10.200.0.3",
+  lab: "10.200.0.10",
+};
+
+export interface Link {
+  a: ClusterName | "lab";
+  b: ClusterName | "lab";
+  /** third octet of the /30: a = .1, b = .2 */
+  net: number;
+}
+export const LINKS: readonly Link[] = [
+  { a: "hub", b: "mc1", net: 1 },
+  { a: "hub", b: "mc2", net: 2 },
+  { a: "hub", b: "lab", net: 10 },
+  { a: "mc1", b: "lab", net: 11 },
+  { a: "mc2", b: "lab", net: 12 },
+];
+/** Interface name of the end of a link that lives in `self`, pointing at `peer`, e.g. "mc1-hub". */
+export const ifName = (self: string, peer: string): string => `${self}-${peer}`;
+
+/** Virtual service ranges (allocation only: nothing routes them). */
+export const SERVICE_CIDR: Record<ClusterName, string> = {
+  hub: "10.200.100.0/24",
+  mc1: "10.200.101.0/24",
+  mc2: "10.200.102.0/24",
+};
+
+export const APISERVER_PORT = 6443;
+export const apiserverUrl = (c: ClusterName): string => `https://${HOST_ADDR[c]}:${APISERVER_PORT}`;
+
+/** User name (client certificate CN) the klusterlets bootstrap with; the hub auto-approves it. */
+export const BOOTSTRAP_USER = "system:open-cluster-management:cpenv-bootstrap";
+export const AGENT_NAMESPACE = "open-cluster-management-agent";
+export const HUB_NAMESPACE = "open-cluster-management-hub";
+
+/** Deployments carrying this label (any value) are run by the process kubelet. */
+export const KUBELET_LABEL = "cpenv.cluster-proxy.io/process-kubelet";
+
+export const paths = {
+  state: join(stateDir, "state.json"),
+  lock: join(stateDir, ".lock"),
+  pki: join(stateDir, "pki"),
+  data: join(stateDir, "data"),
+  logs: join(stateDir, "logs"),
+  run: join(stateDir, "run"),
+  kubectl: join(stateDir, "kubectl"),
+  kubeconfig: (c: ClusterName): string => join(stateDir, `${c}.kubeconfig`),
+  /** https://127.0.0.1:6443, for processes inside that cluster's own namespace. */
+  localKubeconfig: (c: ClusterName): string => join(stateDir, "pki", c, "local.kubeconfig"),
+  /** Unix socket (in the lab namespace's bridge) forwarding to the cluster's apiserver. */
+  bridgeSocket: (c: ClusterName): string => join(stateDir, "run", `${c}-apiserver.sock`),
+};

@@ -1,0 +1,138 @@
+// Test helper: brings the multi-cluster environment up once per suite (or reuses a running one)
+// and hands out kubeconfigs and @kubernetes/client-node clients for hub, mc1 and mc2.
+//
+// The test runner may run in a namespace of its own (scripts/test.sh: cp-test-<pid>, loopback
+// only), so clients cannot route to the clusters' addresses. Instead the environment runs a bridge
+// in the lab namespace that listens on Unix sockets (files: reachable from any network namespace),
+// and this fixture listens on 127.0.0.1 in the caller's namespace and pipes to those sockets. The
+// apiserver certificates carry IP:127.0.0.1, so TLS verification stays on.
+import * as k8s from "@kubernetes/client-node";
+import { readFileSync } from "node:fs";
+import net from "node:net";
+import { CLUSTERS, type ClusterName, nsOf, paths, stateDir } from "./config.js";
+import { type RunResult, runIn } from "./exec.js";
+import { type EnvState, down, log, up } from "./environment.js";
+import { pkiFile } from "./pki.js";
+
+export interface TestEnv {
+  /** Directory with hub/mc1/mc2.kubeconfig (addresses routable from the lab namespace) and `kubectl`. */
+  dir: string;
+  state: EnvState;
+  /** true when an environment that was already running was reused (then close() leaves it running). */
+  reused: boolean;
+  /** kubeconfig file for the lab namespace (use with env.kubectl or inLab). */
+  kubeconfigPath(c: ClusterName): string;
+  /** A KubeConfig usable from the calling process (through the local forwarder). */
+  kubeConfig(c: ClusterName): k8s.KubeConfig;
+  core(c: ClusterName): k8s.CoreV1Api;
+  apps(c: ClusterName): k8s.AppsV1Api;
+  custom(c: ClusterName): k8s.CustomObjectsApi;
+  /** kubectl against cluster `c`, run in the lab namespace. */
+  kubectl(c: ClusterName, args: string[], opts?: { input?: string; allowFail?: boolean }): RunResult;
+  /** Runs a command inside one of the environment's namespaces. */
+  exec(
+    where: ClusterName | "lab",
+    cmd: string,
+    args: string[],
+    opts?: { timeoutMs?: number; allowFail?: boolean },
+  ): RunResult;
+  /** Stops the forwarders; tears the environment down if this fixture started it (unless CPENV_KEEP=1). */
+  close(): Promise<void>;
+}
+
+const openSockets = new Set<net.Socket>();
+
+function forwarder(socketPath: string): Promise<net.Server> {
+  const server = net.createServer((c) => {
+    const up = net.connect(socketPath);
+    openSockets.add(c);
+    openSockets.add(up);
+    c.pipe(up).pipe(c);
+    const close = (): void => {
+      c.destroy();
+      up.destroy();
+      openSockets.delete(c);
+      openSockets.delete(up);
+    };
+    c.on("error", close);
+    up.on("error", close);
+    c.on("close", close);
+    up.on("close", close);
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve(server));
+  });
+}
+
+export async function startTestEnv(): Promise<TestEnv> {
+  const { state, reused } = await up({ owner: "fixture" });
+  const servers = new Map<ClusterName, net.Server>();
+  const configs = new Map<ClusterName, k8s.KubeConfig>();
+  try {
+    for (const c of CLUSTERS) {
+      const s = await forwarder(paths.bridgeSocket(c));
+      servers.set(c, s);
+      const port = (s.address() as net.AddressInfo).port;
+      const kc = new k8s.KubeConfig();
+      kc.loadFromOptions({
+        clusters: [
+          {
+            name: c,
+            server: `https://127.0.0.1:${port}`,
+            caData: readFileSync(pkiFile(c, "ca.crt")).toString("base64"),
+            skipTLSVerify: false,
+          },
+        ],
+        users: [
+          {
+            name: "cpenv-admin",
+            certData: readFileSync(pkiFile(c, "admin.crt")).toString("base64"),
+            keyData: readFileSync(pkiFile(c, "admin.key")).toString("base64"),
+          },
+        ],
+        contexts: [{ name: c, cluster: c, user: "cpenv-admin" }],
+        currentContext: c,
+      });
+      configs.set(c, kc);
+    }
+  } catch (err) {
+    for (const s of servers.values()) s.close();
+    if (!reused) await down();
+    throw err;
+  }
+  const kcOf = (c: ClusterName): k8s.KubeConfig => configs.get(c)!;
+  let closed = false;
+  return {
+    dir: stateDir,
+    state,
+    reused,
+    kubeconfigPath: (c) => paths.kubeconfig(c),
+    kubeConfig: kcOf,
+    core: (c) => kcOf(c).makeApiClient(k8s.CoreV1Api),
+    apps: (c) => kcOf(c).makeApiClient(k8s.AppsV1Api),
+    custom: (c) => kcOf(c).makeApiClient(k8s.CustomObjectsApi),
+    kubectl: (c, args, opts = {}) =>
+      runIn(
+        nsOf("lab"),
+        `${state.binDir}/kubectl`,
+        ["--kubeconfig", paths.kubeconfig(c), "--request-timeout=20s", ...args],
+        {
+          input: opts.input,
+          allowFail: opts.allowFail,
+        },
+      ),
+    exec: (where, cmd, args, opts = {}) =>
+      runIn(nsOf(where), cmd, args, { timeoutMs: opts.timeoutMs ?? 30_000, allowFail: opts.allowFail }),
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      for (const s of servers.values()) s.close();
+      for (const s of openSockets) s.destroy();
+      if (!reused && process.env.CPENV_KEEP !== "1") {
+        log("tearing the environment down");
+        await down();
+      }
+    },
+  };
+}
