@@ -15,111 +15,44 @@
 // and `ocmApiDir`: the open-cluster-management.io/api module directory in the Go
 // module cache, from which test/env reads the CRDs at run time).
 // Builds go to a temp dir renamed into place: an interrupted build never leaves a
-// half cache. See docs/test-environment.md.
+// half cache. See docs/test-environment.md; the shared machinery (Go check, cache key,
+// build, install, signals, pruning) is scripts/go-build-cache.mjs.
 
-import { spawn, spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { buildCache, createTool, goEnv, goModInputs, run } from "./go-build-cache.mjs";
 
-// Bump when the build commands below change, to invalidate old caches.
+// Bump when the build commands change, to invalidate old caches.
 const RECIPE = "k8s-binaries-recipe-1";
 
-const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
-const k8sDir = join(repoRoot, "test", "k8s");
+const tool = createTool(import.meta.url);
+const { log, die } = tool;
+const k8sDir = join(tool.repoRoot, "test", "k8s");
 const etcdDir = join(k8sDir, "etcd");
 const kubeDir = join(k8sDir, "kubernetes");
 const ocmDir = join(k8sDir, "ocm");
-const cacheRoot = join(repoRoot, ".cache", "k8s-binaries");
+const cacheRoot = join(tool.repoRoot, ".cache", "k8s-binaries");
+const VERSIONS = "test/k8s/versions.json";
 const WRAPPERS = [
   ["etcd", etcdDir],
   ["kubernetes", kubeDir],
   ["ocm", ocmDir],
 ];
 
-const log = (msg) => process.stderr.write(`k8s-binaries: ${msg}\n`);
-
-function die(msg) {
-  log(`error: ${msg}`);
-  process.exit(1);
-}
-
-// GOTOOLCHAIN=local: never download a toolchain. CGO off: static binaries.
-// Builds run with -mod=readonly, so every downloaded module is checked against
-// the committed go.sum and go.mod/go.sum are never rewritten.
-const goEnv = { ...process.env, GOTOOLCHAIN: "local", CGO_ENABLED: "0" };
-
-function readText(path) {
-  try {
-    return readFileSync(path, "utf8");
-  } catch (err) {
-    die(`cannot read ${relative(repoRoot, path)}: ${err.message}`);
-  }
-}
-
-function parseGoVersion(s) {
-  const m = /go(\d+)\.(\d+)(?:\.(\d+))?/.exec(s);
-  if (!m) return null;
-  return [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)];
-}
-
-function cmpVersion(a, b) {
-  for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] - b[i];
-  return 0;
-}
-
-function checkGo(requiredGo) {
-  const res = spawnSync("go", ["version"], { env: goEnv, encoding: "utf8" });
-  if (res.error) {
-    if (res.error.code === "ENOENT") {
-      die(
-        `Go toolchain not found: no 'go' on PATH. Go >= ${requiredGo} is needed ` +
-          `(pinned in test/k8s/versions.json) to build etcd, kube-apiserver and OCM for test/env.`,
-      );
-    }
-    die(`running 'go version' failed: ${res.error.message}`);
-  }
-  if (res.status !== 0) die(`'go version' exited ${res.status}: ${res.stderr.trim()}`);
-  const line = res.stdout.trim();
-  const have = parseGoVersion(line);
-  const need = parseGoVersion(`go${requiredGo}`);
-  if (!need) die(`bad "go" version in test/k8s/versions.json: ${requiredGo}`);
-  if (!have) die(`cannot parse Go version from '${line}'`);
-  if (cmpVersion(have, need) < 0) {
-    die(
-      `Go ${have.join(".")} is too old: Go >= ${requiredGo} is required (test/k8s/versions.json). ` +
-        `GOTOOLCHAIN=local is set, so no newer toolchain is downloaded.`,
-    );
-  }
-  return line;
-}
-
-function requiredVersion(dir, mod) {
-  const gomod = readText(join(dir, "go.mod"));
-  const re = new RegExp(`^\\s*(?:require\\s+)?${mod.replace(/[./]/g, "\\$&")}\\s+(v\\S+)`, "m");
-  return re.exec(gomod)?.[1] ?? null;
-}
-
 // versions.json must agree with what the wrapper go.mod files require.
 function checkPins(v) {
-  const need = [
-    [etcdDir, "go.etcd.io/etcd/server/v3", v.etcd],
-    [kubeDir, "k8s.io/kubernetes", v.kubernetes],
-    [ocmDir, "open-cluster-management.io/ocm", v.ocm],
-  ];
-  for (const [dir, mod, ver] of need) {
-    const have = requiredVersion(dir, mod);
-    if (have !== ver) {
-      die(
-        `${relative(repoRoot, join(dir, "go.mod"))} requires ${mod} ${have ?? "(nothing)"}, but ` +
-          `test/k8s/versions.json pins ${ver} (run: node scripts/k8s-binaries.mjs --update-wrappers)`,
-      );
-    }
-  }
+  tool.checkPins(
+    [
+      [etcdDir, "go.etcd.io/etcd/server/v3", v.etcd],
+      [kubeDir, "k8s.io/kubernetes", v.kubernetes],
+      [ocmDir, "open-cluster-management.io/ocm", v.ocm],
+    ],
+    { versionsFile: VERSIONS, hint: "run: node scripts/k8s-binaries.mjs --update-wrappers" },
+  );
   // Every staging module must be replaced by its published v0.X.Y.
   const staging = `v0.${v.kubernetes.slice(3)}`;
-  const gomod = readText(join(kubeDir, "go.mod"));
+  const gomod = tool.readText(join(kubeDir, "go.mod"));
   for (const m of gomod.matchAll(/^\s*(k8s\.io\/\S+)\s+=>\s+(\S+)\s+(\S+)/gm)) {
     if (m[1] !== m[2] || m[3] !== staging) {
       die(`test/k8s/kubernetes/go.mod: replace ${m[1]} => ${m[2]} ${m[3]}, expected ${m[1]} ${staging}`);
@@ -164,87 +97,6 @@ function targets(v) {
   ];
 }
 
-function cacheKey(goVersionLine) {
-  const h = createHash("sha256");
-  const add = (label, data) => {
-    h.update(`${label}\0${data.length}\0`);
-    h.update(data);
-  };
-  add("recipe", RECIPE);
-  add("go", goVersionLine);
-  add("versions.json", readFileSync(join(k8sDir, "versions.json")));
-  for (const [label, dir] of WRAPPERS) {
-    add(`${label}/go.mod`, readFileSync(join(dir, "go.mod")));
-    add(`${label}/go.sum`, readFileSync(join(dir, "go.sum")));
-  }
-  return h.digest("hex").slice(0, 16);
-}
-
-function isComplete(dir, tgts) {
-  if (!existsSync(join(dir, "manifest.json"))) return false;
-  return tgts.every((t) => existsSync(join(dir, "bin", t.name)));
-}
-
-function pidAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === "EPERM";
-  }
-}
-
-// Remove temp dirs of dead builds, and old keys beyond the newest one (each ~600 MB).
-function prune(keepKey) {
-  if (!existsSync(cacheRoot)) return;
-  const keys = [];
-  for (const name of readdirSync(cacheRoot)) {
-    const p = join(cacheRoot, name);
-    const tmp = /^\.tmp-[0-9a-f]+-(\d+)$/.exec(name);
-    if (tmp) {
-      if (!pidAlive(Number(tmp[1]))) rmSync(p, { recursive: true, force: true });
-      continue;
-    }
-    if (/^[0-9a-f]{16}$/.test(name) && name !== keepKey) keys.push({ p, mtime: statSync(p).mtimeMs });
-  }
-  keys.sort((a, b) => b.mtime - a.mtime);
-  for (const { p } of keys.slice(1)) rmSync(p, { recursive: true, force: true });
-}
-
-let currentChild = null;
-
-function run(cmd, args, opts, what) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { ...opts, stdio: ["ignore", "pipe", "pipe"] });
-    currentChild = child;
-    let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    let err = "";
-    child.stderr.on("data", (d) => (err += d));
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      currentChild = null;
-      if (code === 0) resolve(out);
-      else
-        reject(new Error(`${what} failed (exit ${code ?? signal}):\n${err.trim().split("\n").slice(-40).join("\n")}`));
-    });
-  });
-}
-
-function goBuild(t, outFile, goTmp) {
-  const args = ["build", "-mod=readonly", "-trimpath", "-buildvcs=false"];
-  if (process.env.K8S_BINARIES_P) args.push("-p", process.env.K8S_BINARIES_P);
-  if (t.ldflags) args.push(`-ldflags=${t.ldflags}`);
-  args.push("-o", outFile, t.pkg);
-  // nice: another engineer's tests may be running on the same 2 cores.
-  return run(
-    "nice",
-    ["-n", "10", "go", ...args],
-    { cwd: t.dir, env: { ...goEnv, GOTMPDIR: goTmp } },
-    `building ${t.name} (cd ${relative(repoRoot, t.dir)} && go ${args.join(" ")})`,
-  );
-}
-
 // Regenerate test/k8s/kubernetes/go.mod from k8s.io/kubernetes@<version>/go.mod: every
 // `k8s.io/X => ./staging/src/k8s.io/X` becomes `k8s.io/X => k8s.io/X v0.<minor>.<patch>`.
 // Then tidy all three wrappers (needs the module proxy).
@@ -276,134 +128,61 @@ async function updateWrappers(v) {
     [ocmDir, `open-cluster-management.io/ocm@${v.ocm}`],
   ];
   for (const [dir, spec] of gets) {
-    await run("go", ["get", spec], { cwd: dir, env: goEnv }, `go get ${spec}`);
+    await run("go", ["get", spec], { cwd: dir, what: `go get ${spec}` });
   }
   for (const [label, dir] of WRAPPERS) {
     log(`go mod tidy in test/k8s/${label} ...`);
     // sigs.k8s.io/about-api (an OCM dependency, a pseudo-version) is not in the checksum
     // database as served through the proxy (404); its hash is pinned in the committed go.sum.
-    await run(
-      "go",
-      ["mod", "tidy"],
-      { cwd: dir, env: { ...goEnv, GONOSUMDB: "sigs.k8s.io/about-api" } },
-      `go mod tidy (${label})`,
-    );
+    await run("go", ["mod", "tidy"], {
+      cwd: dir,
+      env: { ...goEnv, GONOSUMDB: "sigs.k8s.io/about-api" },
+      what: `go mod tidy (${label})`,
+    });
   }
   log("done; commit test/k8s/*/go.mod and go.sum");
 }
 
 async function main() {
-  const argv = process.argv.slice(2);
-  const known = ["--force", "--update-wrappers"];
-  const unknown = argv.filter((a) => !known.includes(a));
-  if (unknown.length)
-    die(`unknown argument(s): ${unknown.join(" ")} (usage: node scripts/k8s-binaries.mjs [--force|--update-wrappers])`);
-  const force = argv.includes("--force");
-
-  const versions = JSON.parse(readText(join(k8sDir, "versions.json")));
-  const goLine = checkGo(versions.go);
-  if (argv.includes("--update-wrappers")) return updateWrappers(versions);
+  const flags = tool.parseArgs(["--force", "--update-wrappers"]);
+  const versions = JSON.parse(tool.readText(join(k8sDir, "versions.json")));
+  const goLine = tool.checkGo({
+    required: versions.go,
+    versionsFile: VERSIONS,
+    purpose: "build etcd, kube-apiserver and OCM for test/env",
+  });
+  if (flags.has("--update-wrappers")) return updateWrappers(versions);
   checkPins(versions);
-  const tgts = targets(versions);
 
-  const key = cacheKey(goLine);
-  const finalDir = join(cacheRoot, key);
+  await buildCache(tool, {
+    cacheRoot,
+    recipe: RECIPE,
+    goLine,
+    keyInputs: [
+      ["versions.json", join(k8sDir, "versions.json")],
+      ...WRAPPERS.flatMap(([label, dir]) => goModInputs(label, dir)),
+    ],
+    versions,
+    targets: targets(versions),
+    force: flags.has("--force"),
+    keepOld: 1, // each key is ~600 MB
+    note: "a cold build takes ~10 min on 2 cores",
+    heartbeatMs: 60_000,
+    // nice: another engineer's tests may be running on the same 2 cores.
+    goBuildOptions: { nice: 10, extraArgs: process.env.K8S_BINARIES_P ? ["-p", process.env.K8S_BINARIES_P] : [] },
+    extraManifest: ocmApiManifest,
+  });
+}
 
-  if (!force && isComplete(finalDir, tgts)) {
-    log(`cached at ${finalDir}`);
-    process.stdout.write(`${finalDir}\n`);
-    return;
-  }
-
-  mkdirSync(cacheRoot, { recursive: true });
-  writeFileSync(join(cacheRoot, ".gitignore"), "*\n");
-  prune(key);
-
-  const tmpDir = join(cacheRoot, `.tmp-${key}-${process.pid}`);
-  rmSync(tmpDir, { recursive: true, force: true });
-  mkdirSync(join(tmpDir, "bin"), { recursive: true });
-  const goTmp = join(tmpDir, "gotmp");
-  mkdirSync(goTmp);
-  let cleanup = () => rmSync(tmpDir, { recursive: true, force: true });
-  const onSignal = (sig) => {
-    let done = false;
-    const finish = () => {
-      if (done) return;
-      done = true;
-      cleanup();
-      process.kill(process.pid, sig);
-    };
-    if (!currentChild) return finish();
-    currentChild.once("close", finish);
-    currentChild.kill("SIGTERM");
-    setTimeout(finish, 5000).unref();
-  };
-  process.once("SIGINT", onSignal);
-  process.once("SIGTERM", onSignal);
-
-  log(`building ${tgts.length} binaries with ${goLine} (key ${key}); a cold build takes ~10 min on 2 cores ...`);
-  const t0 = Date.now();
-  const timings = {};
-  try {
-    for (const [i, t] of tgts.entries()) {
-      const t1 = Date.now();
-      log(`building ${t.name} (${i + 1}/${tgts.length})...`);
-      // A heartbeat, so a long compile does not look like a hang.
-      const beat = setInterval(
-        () => log(`  ... still building ${t.name} (${((Date.now() - t1) / 1000).toFixed(0)}s)`),
-        60_000,
-      );
-      try {
-        await goBuild(t, join(tmpDir, "bin", t.name), goTmp);
-      } finally {
-        clearInterval(beat);
-      }
-      timings[t.name] = (Date.now() - t1) / 1000;
-      log(`built ${t.name} in ${timings[t.name].toFixed(1)}s (total ${((Date.now() - t0) / 1000).toFixed(1)}s)`);
-    }
-    // Where the OCM API module (CRDs) lives in the module cache; test/env reads them from there.
-    const apiJson = await run(
-      "go",
-      ["list", "-mod=readonly", "-m", "-json", "open-cluster-management.io/api"],
-      { cwd: ocmDir, env: goEnv },
-      "go list -m open-cluster-management.io/api",
-    );
-    const api = JSON.parse(apiJson);
-    if (!api.Dir || !existsSync(api.Dir)) throw new Error(`open-cluster-management.io/api not in the module cache`);
-    rmSync(goTmp, { recursive: true, force: true });
-    writeFileSync(
-      join(tmpDir, "manifest.json"),
-      JSON.stringify(
-        {
-          key,
-          recipe: RECIPE,
-          go: goLine,
-          versions,
-          ocmApi: api.Version,
-          ocmApiDir: api.Dir,
-          builtAt: new Date().toISOString(),
-          buildSeconds: timings,
-          totalSeconds: (Date.now() - t0) / 1000,
-          binaries: Object.fromEntries(tgts.map((t) => [t.name, t.pkg])),
-        },
-        null,
-        2,
-      ) + "\n",
-    );
-    if (existsSync(finalDir)) rmSync(finalDir, { recursive: true, force: true });
-    try {
-      renameSync(tmpDir, finalDir);
-    } catch (err) {
-      if (!isComplete(finalDir, tgts)) throw err;
-      cleanup();
-    }
-    cleanup = () => {};
-  } catch (err) {
-    cleanup();
-    die(err.message);
-  }
-  log(`done in ${((Date.now() - t0) / 1000).toFixed(1)}s: ${finalDir}`);
-  process.stdout.write(`${finalDir}\n`);
+// Where the OCM API module (CRDs) lives in the module cache; test/env reads them from there.
+async function ocmApiManifest() {
+  const apiJson = await run("go", ["list", "-mod=readonly", "-m", "-json", "open-cluster-management.io/api"], {
+    cwd: ocmDir,
+    what: "go list -m open-cluster-management.io/api",
+  });
+  const api = JSON.parse(apiJson);
+  if (!api.Dir || !existsSync(api.Dir)) throw new Error(`open-cluster-management.io/api not in the module cache`);
+  return { ocmApi: api.Version, ocmApiDir: api.Dir };
 }
 
 main().catch((err) => die(err?.stack ?? String(err)));
