@@ -92,4 +92,5 @@ test("CoreV1Api lists namespaces of cluster east through the tunnel, with the ku
     ["from-east"],
   );
   assert.deepEqual(seen, ["GET /api/v1/namespaces Bearer s3cret"]);
+  await hub.close();
 });
