@@ -141,8 +141,14 @@ export async function startGoServer(h: Harness, o: GoServerOptions = {}): Promis
   return { kind: "go", proc, grpcPort: server, agentPort: agent, healthPort: health };
 }
 
+/**
+ * Our server in the compatibility mode `--agent-identity=shared`: the interop cases route by
+ * identifiers no certificate grants (`host=localhost`, `ipv4=127.0.0.1`, `ipv6=::1`, ...), as Go
+ * deployments with one shared agent certificate do. A later `--agent-identity` in `extra` wins;
+ * the certificate-bound mode against the Go agent is covered in our-server.test.ts.
+ */
 export async function startTsServer(h: Harness, extra: string[] = []): Promise<ServerCtl> {
-  const { proc, ports } = await h.startServer(extra);
+  const { proc, ports } = await h.startServer(["--agent-identity=shared", ...extra]);
   return {
     kind: "ts",
     proc,

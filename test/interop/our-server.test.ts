@@ -37,12 +37,12 @@ import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { HttpConnectError, dialConnect } from "@cluster-proxy/client";
-import { Harness, PatternStream, freePort, waitFor } from "../integration/harness.js";
+import { Harness, PatternStream, freePort, helloServer, waitFor } from "../integration/harness.js";
 import { haSuite, lowPort, pairingSuite, startHttpTestServer, withTimeout } from "./matrix.js";
 import {
   MiB,
@@ -318,5 +318,61 @@ describe("curl -> our server's HTTP CONNECT door (mTLS) -> Go agent", { timeout:
     assert.ok(Date.now() - t0 < 5000);
   });
 });
+
+describe(
+  "Go agent with a per-cluster certificate -> our server with --agent-identity=certificate (the default)",
+  { timeout: 120_000 },
+  () => {
+    const h = new Harness();
+    before(async () => {
+      goBin();
+      await h.init(["a", "b"]);
+    });
+    after(() => h.close());
+
+    test("host=<cluster> and the addon's host=<cluster>.<ns> are accepted; a claim the certificate does not grant is refused", async () => {
+      const { ports } = await h.startServer();
+      const web = await helloServer(h, "web");
+      const good = await startGoAgent(h, ports.agent, {
+        cluster: "a",
+        agentId: "go-agent-a",
+        identifiers: "host=a&host=a.open-cluster-management-agent-addon",
+      });
+      const liar = await startGoAgent(h, ports.agent, {
+        cluster: "b",
+        agentId: "go-agent-b-claims-a",
+        identifiers: "host=b&host=a",
+        waitReady: false,
+      });
+      await waitFor("the refusal to be counted", async () => {
+        return (
+          (await metric(
+            ports.health,
+            "cluster_proxy_server_agent_identity_refusals_total",
+            'reason="host_not_granted"',
+          )) >= 1
+        );
+      });
+      const tls = {
+        ca: readFileSync(h.certs.ca.cert),
+        cert: readFileSync(h.certs.client.cert),
+        key: readFileSync(h.certs.client.key),
+      };
+      for (let i = 0; i < 5; i++) {
+        const s = await dialConnect(`localhost.a:${web}`, {
+          proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tls },
+        });
+        let body = "";
+        s.on("data", (c: Buffer) => (body += c.toString()));
+        const ended = once(s, "end");
+        s.write("GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        await withTimeout(ended, 10_000);
+        assert.match(body, /hello from web \/x/);
+      }
+      assert.equal(await good.dials(), 5);
+      assert.equal(await liar.dials(), 0, "the refused agent received no dial");
+    });
+  },
+);
 
 after(() => reportPairings("our-server.test.ts"));

@@ -8,6 +8,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
 import { parseHostPort, validateAgentIdentifiers } from "@cluster-proxy/protocol";
+import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination-policy.js";
 
 /** Cluster names: what a `host=` identifier and a dial host can carry without escaping. */
 const CLUSTER_NAME = /^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$/;
@@ -64,6 +65,44 @@ export function validateAgentOptions(o: AgentOptions): void {
   checkDuration("keepalive-time", o.keepaliveTime, 0);
   checkDuration("keepalive-timeout", o.keepaliveTimeout, 1);
   checkDuration("dial-timeout", o.dialTimeout, 1);
+  checkDuration("connection-stall-timeout", o.connectionStallTimeout, 0);
+  allowEntryRules(o);
+}
+
+/** The `--allow-destinations` entries as rules; throws a ConfigError naming the entry. */
+function allowEntryRules(o: AgentOptions): DestinationRuleSpec[] {
+  return (o.allowDestinations ?? []).map((entry) => {
+    try {
+      const rule = parseAllowEntry(entry);
+      DestinationPolicy.parse({ allow: [rule] });
+      return rule;
+    } catch (err) {
+      return fail("allow-destinations", `"${entry}": ${(err as Error).message}`);
+    }
+  });
+}
+
+/**
+ * The destination policy: the JSON file of `--destination-policy` (if any) plus the rules of
+ * `--allow-destinations`; open when neither is given. Throws a {@link ConfigError} naming the flag,
+ * the file and the entry (e.g. `--destination-policy: /etc/policy.json: allow[1].cidrs[0]: ...`).
+ */
+export async function loadDestinationPolicy(o: AgentOptions): Promise<DestinationPolicy> {
+  const extra = allowEntryRules(o);
+  if (!o.destinationPolicy) return extra.length ? DestinationPolicy.parse({ allow: extra }) : DestinationPolicy.open();
+  const file = o.destinationPolicy;
+  const text = (await readFlagFile("destination-policy", file)).toString("utf8");
+  let spec: unknown;
+  try {
+    spec = JSON.parse(text);
+  } catch (err) {
+    return fail("destination-policy", `${file} is not valid JSON: ${(err as Error).message}`);
+  }
+  try {
+    return DestinationPolicy.parse(spec, extra);
+  } catch (err) {
+    return fail("destination-policy", `${file}: ${(err as Error).message}`);
+  }
 }
 
 /** The agent ID: `--agent-id`, else env `PROXY_AGENT_ID`, else a random UUID. */

@@ -45,6 +45,7 @@ function options(port: number, over: Partial<AgentOptions> = {}): AgentOptions {
     keepaliveTime: 0,
     keepaliveTimeout: 1000,
     dialTimeout: 2000,
+    connectionStallTimeout: 60_000,
     drainGracePeriod: 1000,
     logLevel: "silent",
     ...over,

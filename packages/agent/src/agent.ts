@@ -28,12 +28,14 @@ import {
 import {
   agentIdentifiersHeader,
   loadAgentTls,
+  loadDestinationPolicy,
   readAuthorization,
   resolveAgentID,
   validateAgentOptions,
   type AgentTlsMaterial,
 } from "./agent-config.js";
-import type { SocketConnector } from "./endpoint-dialer.js";
+import { guardedConnector } from "./destination-guard.js";
+import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
 import { adminHandler, closeHttp, healthHandler, listenHttp } from "./health-server.js";
 import { AgentMetrics } from "./metrics.js";
 import { ServerTunnel } from "./server-tunnel.js";
@@ -96,6 +98,8 @@ export class ProxyAgent {
   private readonly tunnels = new Map<string, ServerTunnel>();
   private knownServerCount = 1;
   private tlsMaterial: AgentTlsMaterial | undefined;
+  /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
+  private connectEndpoint: SocketConnector | undefined;
   private timer: NodeJS.Timeout | undefined;
   private attempt: AbortController | undefined;
   private started = false;
@@ -133,6 +137,12 @@ export class ProxyAgent {
     validateAgentOptions(this.options);
     this.tlsMaterial = await loadAgentTls(this.options);
     await readAuthorization(this.options);
+    const policy = await loadDestinationPolicy(this.options);
+    this.connectEndpoint = policy.isOpen
+      ? this.deps.connectEndpoint
+      : guardedConnector(policy, this.deps.connectEndpoint ?? defaultConnector, (message) =>
+          this.log.warn({ error: message }, "dial refused by the destination policy"),
+        );
     const o = this.options;
     try {
       if (o.healthServerPort > 0) {
@@ -157,7 +167,12 @@ export class ProxyAgent {
     }
     if (this.closed) return;
     this.log.info(
-      { agentID: this.agentID, identifiers: this.identifiers, server: `${o.proxyServerHost}:${o.proxyServerPort}` },
+      {
+        agentID: this.agentID,
+        identifiers: this.identifiers,
+        server: `${o.proxyServerHost}:${o.proxyServerPort}`,
+        destinationPolicy: policy.describe(),
+      },
       "proxy-agent started",
     );
     this.schedule(0);
@@ -332,10 +347,11 @@ export class ProxyAgent {
     const tunnel = new ServerTunnel(serverID, session, call, {
       addressing: { clusterName: this.options.clusterName, apiserverAddress: this.options.apiserverAddress },
       dialTimeoutMs: this.options.dialTimeout,
+      connectionStallTimeoutMs: this.options.connectionStallTimeout,
       metrics: this.metrics,
       logger: this.log,
       onEndpointCount: (delta) => this.onEndpointCount(delta),
-      connect: this.deps.connectEndpoint,
+      connect: this.connectEndpoint,
     });
     this.tunnels.set(serverID, tunnel);
     // Go uses the count as given; a count below 1 would stop reconnecting after a server loss.

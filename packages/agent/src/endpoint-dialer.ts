@@ -6,6 +6,7 @@
  */
 import * as net from "node:net";
 import { joinHostPort, parseHostPort } from "@cluster-proxy/protocol";
+import { DESTINATION_REFUSED_CODE } from "./destination-policy.js";
 import type { EndpointDialFailureReason } from "./metrics.js";
 
 /** How the agent maps dial addresses: its own cluster name goes to the kube-apiserver. */
@@ -48,7 +49,8 @@ export interface DialFailure {
 /** What the dialer opens sockets with (injectable so tests can simulate a dial that hangs). */
 export type SocketConnector = (options: net.NetConnectOpts) => net.Socket;
 
-const defaultConnector: SocketConnector = (options) => net.connect(options);
+/** The connector used when none is injected: `net.connect`. */
+export const defaultConnector: SocketConnector = (options) => net.connect(options);
 
 /** Go's wording of the socket errors a dial can end with. */
 const GO_ERRNO_TEXT: Record<string, string> = {
@@ -84,6 +86,8 @@ export function goDialErrorText(protocol: string, target: string, error: Error):
   // happy-eyeballs (autoSelectFamily) reports an AggregateError of the per-address attempts
   if (!err.code && Array.isArray(err.errors) && err.errors[0] instanceof Error) err = err.errors[0];
   const code = err.code ?? "";
+  // the destination policy's refusal is our own text, sent as is
+  if (code === DESTINATION_REFUSED_CODE) return err.message;
   const parsed = parseHostPort(target);
   const host = parsed?.host ?? target;
   switch (code) {
@@ -140,7 +144,9 @@ export function dialEndpoint(
     clearTimeout(timer);
     socket.destroy();
     const message = goDialErrorText(protocol, target, err);
-    finish({ message, reason: (err as SystemError).code === "ETIMEDOUT" ? "timeout" : "unknown" });
+    const code = (err as SystemError).code;
+    const reason = code === "ETIMEDOUT" ? "timeout" : code === DESTINATION_REFUSED_CODE ? "policy" : "unknown";
+    finish({ message, reason });
   };
   socket.once("error", onError);
   socket.once("connect", () => {

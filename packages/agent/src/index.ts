@@ -9,11 +9,25 @@ export {
   agentIdentifiersHeader,
   loadAgentTls,
   readAuthorization,
+  loadDestinationPolicy,
   type AgentTlsMaterial,
 } from "./agent-config.js";
 export {
+  DestinationPolicy,
+  DestinationRefusedError,
+  DESTINATION_POLICY_REFUSAL,
+  DESTINATION_REFUSED_CODE,
+  parseAllowEntry,
+  type Destination,
+  type DestinationPolicySpec,
+  type DestinationRuleSpec,
+  type PolicyVerdict,
+} from "./destination-policy.js";
+export { guardedConnector, refusalMessage, type Resolver } from "./destination-guard.js";
+export {
   resolveEndpointAddress,
   dialEndpoint,
+  defaultConnector,
   goDialErrorText,
   type EndpointAddressing,
   type DialFailure,

@@ -8,8 +8,11 @@ import { packetTypeName } from "@cluster-proxy/protocol";
 
 const PREFIX = "konnectivity_network_proxy_agent_";
 
-/** Why an endpoint dial failed (label values of `endpoint_dial_failure_total`, as in Go). */
-export type EndpointDialFailureReason = "timeout" | "unknown";
+/**
+ * Why an endpoint dial failed (label values of `endpoint_dial_failure_total`): Go's `timeout` and
+ * `unknown`, plus our `policy` (refused by the destination policy, see destination-policy.ts).
+ */
+export type EndpointDialFailureReason = "timeout" | "unknown" | "policy";
 
 /** Stream segments as konnectivity labels them: packets the agent sends / receives. */
 export type AgentSegment = "from_agent" | "to_agent";
@@ -47,7 +50,7 @@ export class AgentMetrics {
     });
     this.endpointDialFailures = new Counter({
       name: `${PREFIX}endpoint_dial_failure_total`,
-      help: "Number of failed endpoint dials, by reason (timeout, unknown).",
+      help: "Number of failed endpoint dials, by reason (timeout, unknown, policy: refused by the destination policy).",
       labelNames: ["reason"],
       registers,
     });

@@ -3,25 +3,31 @@
  * session) and the endpoint connections opened through it. Handles DIAL_REQ, DATA, CLOSE_REQ
  * and DIAL_CLS from the server and answers as the Go proxy-agent does.
  *
- * Backpressure (head-of-line limitation): konnectivity has no per-connection flow control, and all
- * connections of a tunnel share this one stream. When the stream's send buffer holds more than
- * {@link STREAM_SEND_BUDGET}, every endpoint socket reading into it is paused until "drain". When one endpoint socket's write
- * buffer exceeds {@link ENDPOINT_WRITE_BUDGET}, the whole server stream is paused until that
- * socket drains, so a single slow endpoint delays every connection of the tunnel (as with the Go
- * agent, but bounded in memory). Per-connection flow control is a later issue.
+ * Backpressure (docs/flow-control.md): all connections of a tunnel share this one stream, so it is
+ * never paused for one connection. When the stream's send buffer holds more than
+ * {@link STREAM_SEND_BUDGET}, every endpoint socket reading into it is paused until "drain" (fair
+ * share of the stream). When one endpoint socket's write buffer exceeds
+ * {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE) to stop reading that
+ * connection's client and the stall clock starts; an endpoint that reads nothing for the stall
+ * timeout is closed with an error. Only when the server ignores FLOW_PAUSE (the Go server) and
+ * the socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused until it drains.
+ * A FLOW_PAUSE from the server pauses reading that one endpoint socket.
  */
 import { EventEmitter } from "node:events";
 import type * as http2 from "node:http2";
 import type * as net from "node:net";
 import {
   DialErrors,
+  FlowControl,
   PacketType,
+  decodeFlowControl,
+  encodeFlowControl,
   decodePacket,
   MAX_DATA_CHUNK,
   type DialRequest,
   type Packet,
 } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sendData, sendPacket, type ClientCall, type Logger } from "@cluster-proxy/tunnel";
+import { FRAME_HEADER, sealFrame, sendData, sendPacket, type ClientCall, type Logger } from "@cluster-proxy/tunnel";
 import {
   dialEndpoint,
   resolveEndpointAddress,
@@ -30,8 +36,21 @@ import {
 } from "./endpoint-dialer.js";
 import type { AgentMetrics } from "./metrics.js";
 
-/** Bytes an endpoint socket may have queued for writing before the server stream is paused. */
+/**
+ * Bytes an endpoint socket may have queued for writing before the server is asked (FLOW_PAUSE)
+ * to stop reading that connection's client, and the stall clock starts.
+ */
 export const ENDPOINT_WRITE_BUDGET = 4 * 1024 * 1024;
+
+/**
+ * Bytes an endpoint socket may have queued before the whole server stream is paused for it.
+ * Reached only when the server ignores FLOW_PAUSE (the Go server): ours stops within one HTTP/2
+ * window (16 MiB) plus its own send budget after the budget.
+ */
+export const ENDPOINT_WRITE_LIMIT = 64 * 1024 * 1024;
+
+/** Default `--connection-stall-timeout`. */
+export const DEFAULT_CONNECTION_STALL_TIMEOUT_MS = 60_000;
 
 /**
  * Bytes queued on the server stream before endpoint reads are paused. Above the stream's 16 KiB
@@ -58,6 +77,14 @@ export function allocateConnectID(): bigint {
 export interface ServerTunnelDeps {
   addressing: EndpointAddressing;
   dialTimeoutMs: number;
+  /**
+   * Close a connection whose endpoint, while over its write budget, read nothing for this many
+   * ms (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
+   */
+  connectionStallTimeoutMs?: number;
+  /** Per-connection budget and limit (tests shrink them). */
+  endpointWriteBudget?: number;
+  endpointWriteLimit?: number;
   metrics: AgentMetrics;
   logger: Logger;
   /** Called with +1 / -1 as endpoint connections (dialling or open) come and go. */
@@ -74,6 +101,16 @@ interface EndpointConnection {
   cancelDial?: () => void;
   /** DATA that arrived before the dial finished (Go queues it the same way). */
   early?: Uint8Array[];
+  /** The server asked (FLOW_PAUSE) to stop reading this endpoint. */
+  pausedByPeer?: boolean;
+  /** We sent FLOW_PAUSE for this connection and owe FLOW_RESUME. */
+  peerPaused?: boolean;
+  /** Over the limit with a server that ignores FLOW_PAUSE: the stream is paused for us. */
+  holding?: boolean;
+  /** Bytes written to the endpoint so far (with writableLength: what it has read). */
+  written?: number;
+  stallTimer?: NodeJS.Timeout;
+  stallMark?: number;
 }
 
 export interface ServerTunnelEvents {
@@ -90,7 +127,11 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   private sendBlocked = false;
   private closedReason: string | undefined;
   private drainSent = false;
+  private ignoresFlowControl = false;
   private readonly log: Logger;
+  private readonly stallTimeoutMs: number;
+  private readonly budget: number;
+  private readonly limit: number;
 
   constructor(
     readonly serverID: string,
@@ -100,6 +141,9 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   ) {
     super();
     this.log = deps.logger.child({ serverID });
+    this.stallTimeoutMs = deps.connectionStallTimeoutMs ?? DEFAULT_CONNECTION_STALL_TIMEOUT_MS;
+    this.budget = deps.endpointWriteBudget ?? ENDPOINT_WRITE_BUDGET;
+    this.limit = Math.max(this.budget, deps.endpointWriteLimit ?? ENDPOINT_WRITE_LIMIT);
     call.on("message", (frame) => this.receive(frame));
     call.on("drain", () => this.onStreamDrain());
     call.on("halfClose", () => this.close("server ended the stream"));
@@ -146,6 +190,12 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
 
   /** Handle one gRPC frame from the server (prefix included). */
   receive(frame: Buffer): void {
+    const flow = decodeFlowControl(frame.subarray(FRAME_HEADER));
+    if (flow) {
+      this.deps.metrics.packet("to_agent", flow.type);
+      this.onFlowControl(flow.connectID, flow.type === FlowControl.PAUSE);
+      return;
+    }
     let packet: Packet;
     try {
       packet = decodePacket(frame.subarray(FRAME_HEADER));
@@ -199,7 +249,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     conn.state = "open";
     conn.socket = socket;
     socket.setNoDelay(true);
-    if (this.sendBlocked) socket.pause();
+    if (this.sendBlocked || conn.pausedByPeer) socket.pause();
     socket.on("data", (chunk: Buffer) => {
       if (conn.state !== "open") return;
       this.deps.metrics.packet("from_agent", PacketType.DATA, Math.ceil(chunk.length / MAX_DATA_CHUNK));
@@ -209,9 +259,91 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     socket.on("end", () => this.endpointGone(conn, "endpoint EOF"));
     socket.on("error", (err) => this.endpointGone(conn, `endpoint error: ${err.message}`));
     socket.on("close", () => this.endpointGone(conn, "endpoint closed"));
-    socket.on("drain", () => {
-      if (this.overBudget.delete(conn)) this.maybeResumeStream();
-    });
+    socket.on("drain", () => this.endpointDrained(conn));
+  }
+
+  // ---- per-connection flow control (docs/flow-control.md) ----------------------------------
+
+  /** FLOW_PAUSE / FLOW_RESUME from our server: that connection's client is slow. */
+  private onFlowControl(connectID: bigint, pause: boolean): void {
+    const conn = this.connections.get(connectID);
+    if (!conn) return;
+    conn.pausedByPeer = pause;
+    if (conn.state !== "open" || !conn.socket) return;
+    if (pause) conn.socket.pause();
+    else if (!this.sendBlocked) conn.socket.resume();
+  }
+
+  private sendFlow(conn: EndpointConnection, type: FlowControl): void {
+    if (this.closed) return;
+    this.deps.metrics.packet("from_agent", type);
+    this.afterSend(this.call.send(sealFrame(encodeFlowControl(type, conn.connectID, FRAME_HEADER))));
+  }
+
+  /** The endpoint's write buffer is over the budget. */
+  private endpointOverBudget(conn: EndpointConnection, buffered: number): void {
+    if (!conn.peerPaused) {
+      conn.peerPaused = true;
+      this.sendFlow(conn, FlowControl.PAUSE);
+      this.armStallTimer(conn);
+    }
+    if (buffered > this.limit && !conn.holding) {
+      conn.holding = true;
+      if (!this.ignoresFlowControl) {
+        this.ignoresFlowControl = true;
+        this.log.info(
+          { connectID: conn.connectID, buffered },
+          "server ignores per-connection flow control; pausing the stream while an endpoint is over the limit",
+        );
+      }
+      this.overBudget.add(conn);
+      this.call.pause();
+    }
+  }
+
+  private endpointDrained(conn: EndpointConnection): void {
+    this.clearStallTimer(conn);
+    if (conn.peerPaused) {
+      conn.peerPaused = false;
+      if (conn.state === "open") this.sendFlow(conn, FlowControl.RESUME);
+    }
+    conn.holding = false;
+    if (this.overBudget.delete(conn)) this.maybeResumeStream();
+  }
+
+  private armStallTimer(conn: EndpointConnection): void {
+    if (this.stallTimeoutMs <= 0) return;
+    this.clearStallTimer(conn);
+    conn.stallMark = this.endpointDelivered(conn);
+    conn.stallTimer = setTimeout(() => this.stallCheck(conn), this.stallTimeoutMs);
+    conn.stallTimer.unref();
+  }
+
+  private clearStallTimer(conn: EndpointConnection): void {
+    if (conn.stallTimer) clearTimeout(conn.stallTimer);
+    conn.stallTimer = undefined;
+  }
+
+  private endpointDelivered(conn: EndpointConnection): number {
+    return (conn.written ?? 0) - (conn.socket?.writableLength ?? 0);
+  }
+
+  /** The stall timer fired: close the connection unless the endpoint read something meanwhile. */
+  private stallCheck(conn: EndpointConnection): void {
+    conn.stallTimer = undefined;
+    if (conn.state !== "open" || !conn.peerPaused) return;
+    if (this.endpointDelivered(conn) > (conn.stallMark ?? 0)) {
+      this.armStallTimer(conn); // slow, not stalled
+      return;
+    }
+    const buffered = conn.socket?.writableLength ?? 0;
+    const error =
+      `connection stalled: the endpoint read nothing for ${this.stallTimeoutMs / 1000}s with ` +
+      `${buffered} bytes buffered (--connection-stall-timeout)`;
+    this.log.warn({ connectID: conn.connectID }, error);
+    this.forget(conn);
+    this.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: conn.connectID, error } });
+    conn.socket?.destroy();
   }
 
   private endpointGone(conn: EndpointConnection, why: string): void {
@@ -243,11 +375,9 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   private writeEndpoint(conn: EndpointConnection, data: Uint8Array): void {
     const socket = conn.socket;
     if (!socket || socket.destroyed || socket.writableEnded || data.length === 0) return;
+    conn.written = (conn.written ?? 0) + data.length;
     socket.write(data);
-    if (socket.writableLength > ENDPOINT_WRITE_BUDGET && !this.overBudget.has(conn)) {
-      this.overBudget.add(conn);
-      this.call.pause();
-    }
+    if (socket.writableLength > this.budget) this.endpointOverBudget(conn, socket.writableLength);
   }
 
   private onCloseRequest(connectID: bigint): void {
@@ -289,6 +419,9 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     conn.state = "closed";
     this.connections.delete(conn.connectID);
     if (this.pendingDials.get(conn.random) === conn) this.pendingDials.delete(conn.random);
+    this.clearStallTimer(conn);
+    conn.peerPaused = false;
+    conn.holding = false;
     if (this.overBudget.delete(conn)) this.maybeResumeStream();
     conn.early = undefined;
     this.deps.onEndpointCount(-1);
@@ -312,7 +445,8 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   private onStreamDrain(): void {
     if (!this.sendBlocked) return;
     this.sendBlocked = false;
-    for (const conn of this.connections.values()) if (conn.state === "open") conn.socket?.resume();
+    for (const conn of this.connections.values())
+      if (conn.state === "open" && !conn.pausedByPeer) conn.socket?.resume();
   }
 
   private maybeResumeStream(): void {

@@ -21,6 +21,11 @@ export interface AgentOptions {
   keepaliveTime: number;
   keepaliveTimeout: number;
   dialTimeout: number;
+  connectionStallTimeout: number;
+  /** Optional so callers written before it keep compiling; undefined or "" means no policy file. */
+  destinationPolicy?: string;
+  /** Optional; undefined or [] adds no allow rule. */
+  allowDestinations?: string[];
   drainGracePeriod: number;
   logLevel: string;
 }
@@ -178,6 +183,30 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     kind: "duration",
     default: 5_000,
     description: "Timeout of dials to endpoints inside the cluster",
+  },
+  {
+    key: "destinationPolicy",
+    flag: "destination-policy",
+    kind: "path",
+    default: "",
+    description:
+      'JSON file of what this agent may dial: {"allow": [rules], "deny": [rules]}, a rule being {"hosts": ["name", "*.suffix"], "cidrs": ["10.0.0.0/8", "fd00::/8"], "ports": [443, "8000-8999"]}. Empty (and no --allow-destinations): every destination is allowed, as in Go. See Security in the README',
+  },
+  {
+    key: "allowDestinations",
+    flag: "allow-destinations",
+    kind: "list",
+    default: [],
+    description:
+      "Comma list of allow rules added to --destination-policy, each <host pattern or CIDR>[:<port or range>], e.g. *.svc.cluster.local:443,10.96.0.0/12,[fd00::/8]:8000-8999. Any rule makes the policy closed: what no rule allows is refused",
+  },
+  {
+    key: "connectionStallTimeout",
+    flag: "connection-stall-timeout",
+    kind: "duration",
+    default: 60_000,
+    description:
+      "Close a tunnelled connection whose endpoint, with more than its 4 MiB buffer budget waiting, reads nothing for this long (0 never closes; docs/flow-control.md)",
   },
   {
     key: "drainGracePeriod",

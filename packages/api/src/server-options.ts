@@ -4,6 +4,17 @@ import type { OptionSpec } from "./options.js";
 export const PROXY_STRATEGIES = ["destHost", "default", "defaultRoute"] as const;
 export type ProxyStrategy = (typeof PROXY_STRATEGIES)[number];
 
+/**
+ * Where an agent's identity comes from: `certificate` (the cluster names its client certificate
+ * grants bound what its `agentidentifiers` may claim) or `shared` (Go behaviour: identifiers are
+ * self-asserted, any agent certificate the CA signed may claim anything).
+ */
+export const AGENT_IDENTITY_MODES = ["certificate", "shared"] as const;
+export type AgentIdentityMode = (typeof AGENT_IDENTITY_MODES)[number];
+
+/** The namespace the cluster-proxy addon agent runs in by default (it announces `host=<cluster>.<ns>`). */
+export const DEFAULT_AGENT_IDENTITY_NAMESPACE = "open-cluster-management-agent-addon";
+
 export interface ServerOptions {
   mode: "grpc" | "http-connect" | "both";
   serverPort: number;
@@ -26,12 +37,17 @@ export interface ServerOptions {
   clusterCert: string;
   clusterKey: string;
   clusterCaCert: string;
+  /** Optional so callers written before it keep compiling; undefined means `certificate`. */
+  agentIdentity?: AgentIdentityMode;
+  /** Optional; undefined means the default (`open-cluster-management-agent-addon`). */
+  agentIdentityNamespaces?: string[];
   proxyStrategies: string[];
   serverCount: number;
   serverId: string;
   keepaliveTime: number;
   frontendKeepaliveTime: number;
   backendDialTimeout: number;
+  connectionStallTimeout: number;
   gracefulShutdownTimeout: number;
   logLevel: string;
 }
@@ -207,6 +223,23 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     description: "CA that agent certificates must chain to (required: agents without a valid certificate are refused)",
   },
   {
+    key: "agentIdentity",
+    flag: "agent-identity",
+    kind: "string",
+    default: "certificate",
+    choices: AGENT_IDENTITY_MODES,
+    description:
+      "Where agent identity comes from. certificate: an agent may only claim host identifiers its client certificate grants (URI SANs cluster-proxy://cluster/<name>, see Security) and no ipv4/ipv6/cidr/default-route identifiers; refused agents get PERMISSION_DENIED. shared: Go behaviour for deployments where all agents share one certificate (identifiers are self-asserted)",
+  },
+  {
+    key: "agentIdentityNamespaces",
+    flag: "agent-identity-namespaces",
+    kind: "list",
+    default: [DEFAULT_AGENT_IDENTITY_NAMESPACE],
+    description:
+      "With --agent-identity=certificate, a certificate granting cluster <name> also grants host=<name>.<namespace> for these namespaces (the Go cluster-proxy addon's identifiers; empty: none)",
+  },
+  {
     key: "proxyStrategies",
     flag: "proxy-strategies",
     kind: "list",
@@ -255,6 +288,14 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     default: 30_000,
     goCompatible: true,
     description: "Fail a dial the agent has not answered in this time (0 waits forever)",
+  },
+  {
+    key: "connectionStallTimeout",
+    flag: "connection-stall-timeout",
+    kind: "duration",
+    default: 60_000,
+    description:
+      "Close a tunnelled connection whose client, with more than its 4 MiB buffer budget waiting, reads nothing for this long (0 never closes; docs/flow-control.md)",
   },
   {
     key: "gracefulShutdownTimeout",

@@ -5,3 +5,4 @@ export * from "./packet.js";
 export * from "./constants.js";
 export * from "./identifiers.js";
 export * from "./address.js";
+export * from "./flow-control.js";

@@ -2,10 +2,14 @@
  * The agent service: `/AgentService/Connect` streams from proxy-agents. Validates the metadata
  * as the Go server does (errors end the call with UNKNOWN and the message), flushes the
  * `serverid` / `servercount` response headers at once (Go agents block on them), registers the
- * stream in every strategy and relays its packets until it ends.
+ * stream in every strategy and relays its packets until it ends. With `--agent-identity=certificate`
+ * an agent whose identifiers its certificate does not grant is refused with PERMISSION_DENIED
+ * (see agent-identity.ts), logged once at warn and counted.
  */
+import { DEFAULT_AGENT_IDENTITY_NAMESPACE, type AgentIdentityMode } from "@cluster-proxy/api";
 import { IdentifiersError, Metadata, parseAgentIdentifiers } from "@cluster-proxy/protocol";
 import { GrpcStatus, type Logger, type ServerCall } from "@cluster-proxy/tunnel";
+import { verifyAgentIdentity } from "./agent-identity.js";
 import { Backend } from "./backend.js";
 import type { Relay } from "./relay.js";
 import type { ServerMetrics } from "./metrics.js";
@@ -16,6 +20,10 @@ export interface AgentServiceOptions {
   relay: Relay;
   metrics: ServerMetrics;
   logger: Logger;
+  /** `--agent-identity` (default `certificate`). */
+  agentIdentity?: AgentIdentityMode;
+  /** `--agent-identity-namespaces` (default: the cluster-proxy addon namespace). */
+  agentIdentityNamespaces?: readonly string[];
 }
 
 /** Validate an agent's metadata; returns the error text the Go server would send, or the identity. */
@@ -52,6 +60,22 @@ export function handleAgentCall(call: ServerCall, options: AgentServiceOptions):
     call.finish({ code: GrpcStatus.UNKNOWN, details: identity.error });
     return;
   }
+  const mode = options.agentIdentity ?? "certificate";
+  const { granted, refusal } = verifyAgentIdentity(
+    mode,
+    identity.identifiers,
+    mode === "certificate" ? tls?.getPeerCertificate().raw : undefined,
+    options.agentIdentityNamespaces ?? [DEFAULT_AGENT_IDENTITY_NAMESPACE],
+  );
+  if (refusal) {
+    metrics.agentIdentityRefusals.inc({ reason: refusal.reason });
+    options.logger.warn(
+      { agentId: identity.agentId, identifier: refusal.identifier, granted, reason: refusal.reason },
+      "refusing agent: identifiers not granted by its certificate",
+    );
+    call.finish({ code: GrpcStatus.PERMISSION_DENIED, details: refusal.message });
+    return;
+  }
   call.sendHeaders({
     [Metadata.serverID]: options.serverId,
     [Metadata.serverCount]: String(options.serverCount),
@@ -60,7 +84,7 @@ export function handleAgentCall(call: ServerCall, options: AgentServiceOptions):
   const log = options.logger.child({ agentId: identity.agentId, stream: backend.serial });
   metrics.grpcConnections.inc({ service_method: "Connect" });
   relay.addBackend(backend);
-  log.info({ identifiers: identity.identifiers }, "agent connected");
+  log.info({ identifiers: identity.identifiers, ...(mode === "certificate" ? { granted } : {}) }, "agent connected");
   call.on("message", (frame) => relay.fromAgent(backend, frame));
   call.on("halfClose", () => call.finish({ code: GrpcStatus.OK, details: "" }));
   call.on("close", (status) => {

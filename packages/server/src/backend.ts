@@ -27,10 +27,25 @@ export interface FrontendEnd {
   /** The dial identified by `random` failed. */
   dialFailed(random: bigint, failure: DialFailure): void;
   /**
-   * DATA from the agent. Return false when the frontend is over its buffer budget: the relay then
-   * stops reading the agent stream until the frontend calls `conn.drained()`.
+   * DATA from the agent. Returns the bytes this connection now has buffered towards its reader.
+   * Over the per-connection budget the relay applies the flow-control policy
+   * (docs/flow-control.md); the frontend calls `conn.drained()` once its buffer is empty.
    */
-  data(conn: TunnelConnection, frame: Buffer): boolean;
+  data(conn: TunnelConnection, frame: Buffer): number;
+  /**
+   * Bytes that have left this connection's buffer towards the reader so far (monotonic): the
+   * stall check compares it over time.
+   */
+  delivered(conn: TunnelConnection): number;
+  /** Bytes this connection has buffered towards its reader now. */
+  buffered(conn: TunnelConnection): number;
+  /** The agent asked (FLOW_PAUSE / FLOW_RESUME) to stop or resume reading this connection's source. */
+  pauseSource(conn: TunnelConnection, paused: boolean): void;
+  /**
+   * The reader stopped reading for longer than the stall timeout: drop what is buffered and end
+   * the reader's side at once with an error naming `why` (the agent is told with CLOSE_REQ).
+   */
+  stallClose(conn: TunnelConnection, why: string): void;
   /**
    * The connection is over: the agent's CLOSE_RSP `frame`, or undefined when the relay ended it
    * itself, in which case `cut` says why (the agent went away): the frontend should see an error,
@@ -49,20 +64,35 @@ export interface PendingDial {
   timer?: NodeJS.Timeout;
 }
 
+/** What a connection calls back into when its reader drains (the relay's flow-control policy). */
+export interface FlowHooks {
+  drained(conn: TunnelConnection): void;
+}
+
 /** One connection established through an agent, keyed by (agent stream, connectID). */
 export class TunnelConnection {
   /** The frontend is gone and CLOSE_REQ was sent; the entry waits for the agent's CLOSE_RSP. */
   frontendGone = false;
+  /** Over budget: FLOW_PAUSE was sent to the agent and FLOW_RESUME is owed. */
+  peerPaused = false;
+  /** Over the hard limit (agent ignores FLOW_PAUSE): the agent stream is held for this connection. */
+  holding = false;
+  /** Armed while over budget; fires the stall check. */
+  stallTimer: NodeJS.Timeout | undefined;
+  /** `end.delivered()` when the stall timer was (re)armed. */
+  stallMark = 0;
 
   constructor(
     readonly backend: Backend,
     readonly connectID: bigint,
     readonly end: FrontendEnd,
+    private readonly hooks?: FlowHooks,
   ) {}
 
-  /** The frontend drained below its budget: resume reading from the agent. */
+  /** The frontend's buffer drained: end any pause or hold this connection caused. */
   drained(): void {
-    this.backend.unstall(this);
+    if (this.hooks) this.hooks.drained(this);
+    else this.backend.unstall(this);
   }
 }
 
@@ -76,7 +106,10 @@ export class Backend implements RoutableBackend {
   readonly connections = new Map<bigint, TunnelConnection>();
   /** Dials sent to this agent and not answered yet. */
   readonly pending = new Set<PendingDial>();
-  /** Connections whose frontend is over its buffer budget; reading from the agent is paused while any. */
+  /**
+   * Connections over the hard per-connection limit whose agent ignores FLOW_PAUSE (a Go agent);
+   * reading from the agent is paused while any (the fallback of docs/flow-control.md).
+   */
   private readonly stalledBy = new Set<TunnelConnection>();
   private drainWaiters: (() => void)[] = [];
 
@@ -110,6 +143,9 @@ export class Backend implements RoutableBackend {
   whenDrained(fn: () => void): void {
     this.drainWaiters.push(fn);
   }
+
+  /** Whether the agent ignored a FLOW_PAUSE (logged once per stream). */
+  ignoresFlowControl = false;
 
   /** Stop reading from the agent until `conn` calls {@link unstall}. */
   stall(conn: TunnelConnection): void {

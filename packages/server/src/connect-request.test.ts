@@ -60,6 +60,12 @@ test("dial error text maps to 502/503/504", () => {
   assert.equal(dialErrorStatus("socket: too many open files"), 503);
   assert.equal(dialErrorStatus("tls: bad certificate"), 502);
   assert.equal(dialErrorStatus("something else"), 502);
+  const refused = "dial to 10.0.0.5:22 refused by the agent's destination policy (allowed: *.svc:443)";
+  assert.equal(dialErrorStatus(refused), 403);
+  assert.match(
+    dialErrorResponse(refused).toString(),
+    /^HTTP\/1\.1 403 Forbidden\r\n[^]*\r\n\r\ndial to 10\.0\.0\.5:22 refused/,
+  );
   const res = dialErrorResponse("dial tcp 127.0.0.1:1: connect: connection refused").toString();
   assert.match(res, /^HTTP\/1\.1 502 Bad Gateway\r\n/);
   assert.match(res, /Content-Type: text\/plain; charset=utf-8\r\n/);

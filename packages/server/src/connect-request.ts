@@ -81,16 +81,25 @@ export const NO_AGENT_RESPONSE = Buffer.from(
 );
 
 const STATUS_TEXT: Record<number, string> = {
+  403: "Forbidden",
   502: "Bad Gateway",
   503: "Service Unavailable",
   504: "Gateway Timeout",
 };
 
 /**
- * HTTP status for an agent's dial error text: timeouts 504, file-descriptor exhaustion 503,
- * everything else (refused, reset, unreachable, DNS, TLS, unknown) 502.
+ * Text our agent puts in every DIAL_RSP error its destination policy refuses (the agent's
+ * `DESTINATION_POLICY_REFUSAL`; the server does not depend on the agent package).
  */
-export function dialErrorStatus(errorText: string): 502 | 503 | 504 {
+export const DESTINATION_POLICY_REFUSAL = "refused by the agent's destination policy";
+
+/**
+ * HTTP status for an agent's dial error text: our agent's destination-policy refusals 403 (the
+ * Go server would answer 502: it does not know the text), timeouts 504, file-descriptor
+ * exhaustion 503, everything else (refused, reset, unreachable, DNS, TLS, unknown) 502.
+ */
+export function dialErrorStatus(errorText: string): 403 | 502 | 503 | 504 {
+  if (errorText.includes(DESTINATION_POLICY_REFUSAL)) return 403;
   const t = errorText.toLowerCase();
   if (t.includes("timeout") || t.includes("deadline") || t.includes("timed out")) return 504;
   if (t.includes("too many open files")) return 503;

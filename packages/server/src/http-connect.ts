@@ -2,11 +2,11 @@
  * The HTTP CONNECT front door, one socket at a time: read the request head, dial through the
  * relay, answer exactly as the Go server does, then pump bytes both ways as DATA packets.
  *
- * Backpressure: socket -> agent pauses the socket while the agent stream's send buffer is over
- * budget; agent -> socket returns "over budget" to the relay, which stops reading the whole agent
- * stream until this socket drains. That bounds memory but a slow CONNECT client stalls the other
- * connections of the same agent stream (head-of-line blocking, as in Go; per-connection flow
- * control is a later issue).
+ * Backpressure (docs/flow-control.md): socket -> agent pauses the socket while the shared agent
+ * stream's send buffer is over budget, or while our agent asked (FLOW_PAUSE) because this
+ * connection's endpoint is slow. agent -> socket: the socket's write buffer is this connection's
+ * buffer; the relay applies the per-connection budget, limit and stall timeout to it, and never
+ * stops reading the agent stream for one slow socket (unless the agent ignores FLOW_PAUSE).
  */
 import { randomBytes } from "node:crypto";
 import type { Socket } from "node:net";
@@ -37,12 +37,27 @@ export function randomDialId(): bigint {
 
 type State = "head" | "dialing" | "open" | "closed";
 
+/**
+ * End a client socket with a TCP reset so the client sees an error, not a clean EOF. A TLS
+ * socket (the mTLS door) has no TCP handle of its own to reset: it is destroyed instead.
+ */
+function resetSocket(socket: Socket): void {
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    socket.destroy();
+  }
+}
+
 export class ConnectSession implements FrontendEnd {
   private state: State = "head";
   private head: Buffer = Buffer.alloc(0);
   private dial: PendingDial | undefined;
   private conn: TunnelConnection | undefined;
   private waitingForAgent = false;
+  private pausedByAgent = false;
+  /** Payload bytes written to the socket so far (with writableLength: what left it). */
+  private written = 0;
 
   constructor(
     private readonly socket: Socket,
@@ -97,12 +112,19 @@ export class ConnectSession implements FrontendEnd {
     }
     if (!ok && !this.waitingForAgent) {
       this.waitingForAgent = true;
-      this.socket.pause();
+      this.updateReading();
       conn.backend.whenDrained(() => {
         this.waitingForAgent = false;
-        if (this.state === "open") this.socket.resume();
+        this.updateReading();
       });
     }
+  }
+
+  /** Read the client unless the agent stream is backed up or the agent asked us to pause. */
+  private updateReading(): void {
+    if (this.state !== "open") return;
+    if (this.waitingForAgent || this.pausedByAgent) this.socket.pause();
+    else this.socket.resume();
   }
 
   private reject(response: Buffer): void {
@@ -124,7 +146,7 @@ export class ConnectSession implements FrontendEnd {
     const pipelined = this.head;
     this.head = Buffer.alloc(0);
     this.forward(pipelined);
-    if (!this.waitingForAgent) this.socket.resume();
+    this.updateReading();
   }
 
   dialFailed(_random: bigint, failure: DialFailure): void {
@@ -155,12 +177,35 @@ export class ConnectSession implements FrontendEnd {
     }
   }
 
-  data(_conn: TunnelConnection, frame: Buffer): boolean {
-    if (this.state !== "open") return true;
+  data(_conn: TunnelConnection, frame: Buffer): number {
+    if (this.state !== "open") return 0;
     const p = decodePacket(frame.subarray(FRAME_HEADER));
-    if (!("data" in p) || p.data.data.length === 0) return true;
+    if (!("data" in p) || p.data.data.length === 0) return this.socket.writableLength;
+    this.written += p.data.data.length;
     this.socket.write(p.data.data);
-    return this.socket.writableLength <= STREAM_BUFFER_BUDGET;
+    return this.socket.writableLength;
+  }
+
+  delivered(_conn: TunnelConnection): number {
+    return this.written - this.socket.writableLength;
+  }
+
+  buffered(_conn: TunnelConnection): number {
+    return this.socket.writableLength;
+  }
+
+  pauseSource(_conn: TunnelConnection, paused: boolean): void {
+    this.pausedByAgent = paused;
+    this.updateReading();
+  }
+
+  /** The client stopped reading: reset the socket (the buffered bytes are dropped). */
+  stallClose(_conn: TunnelConnection, why: string): void {
+    this.log.debug({ why }, "CONNECT client stalled");
+    this.conn = undefined;
+    if (this.state === "closed") return;
+    this.state = "closed";
+    resetSocket(this.socket);
   }
 
   closed(_conn: TunnelConnection, _frame: Buffer | undefined, cut?: string): void {
@@ -168,7 +213,7 @@ export class ConnectSession implements FrontendEnd {
     if (this.state === "closed") return;
     this.state = "closed";
     // A cut connection ends with a TCP reset so the client sees an error, not a clean EOF.
-    if (cut) this.socket.resetAndDestroy();
+    if (cut) resetSocket(this.socket);
     else this.socket.end();
   }
 

@@ -28,6 +28,9 @@ export class ServerMetrics {
   readonly grpcConnections: Gauge;
   readonly httpConnections: Gauge;
   readonly dialFailures: Counter;
+  /** Agents refused because their identifiers exceed what their certificate grants (agent-identity.ts). */
+  readonly agentIdentityRefusals: Counter<"reason">;
+  readonly stalledConnections: Counter;
   private readonly streamPackets: Counter;
   // Children cached per (segment, type) so counting a packet does no label hashing.
   private readonly packetChildren = new Map<number, Counter.Internal>();
@@ -82,6 +85,17 @@ export class ServerMetrics {
       labelNames: ["reason"],
       registers,
     });
+    this.stalledConnections = new Counter({
+      name: "cluster_proxy_server_stalled_connections_total",
+      help: "Connections closed because their reader read nothing for --connection-stall-timeout",
+      registers,
+    });
+    this.agentIdentityRefusals = new Counter({
+      name: "cluster_proxy_server_agent_identity_refusals_total",
+      help: "Agent streams refused because their agentidentifiers claim what their certificate does not grant, by reason (host_not_granted, address_identifier, unreadable_certificate)",
+      labelNames: ["reason"],
+      registers,
+    });
     this.streamPackets = new Counter({
       name: `${PREFIX}stream_packets_total`,
       help: "Packets on the gRPC streams, by segment and packet type",
@@ -109,6 +123,10 @@ export class ServerMetrics {
       this.packetChildren.set(key, child);
     }
     child.inc();
+  }
+
+  connectionStalled(): void {
+    this.stalledConnections.inc();
   }
 
   dialFailed(reason: DialFailureReason): void {

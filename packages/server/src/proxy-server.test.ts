@@ -41,6 +41,7 @@ function baseOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): Serv
     keepaliveTime: 0,
     frontendKeepaliveTime: 0,
     backendDialTimeout: 30_000,
+    connectionStallTimeout: 60_000,
     gracefulShutdownTimeout: 0,
     logLevel: "silent",
     ...overrides,

@@ -109,6 +109,7 @@ export class ProxyServer {
     this.relay = new Relay({
       strategies,
       backendDialTimeoutMs: options.backendDialTimeout,
+      connectionStallTimeoutMs: options.connectionStallTimeout,
       logger: this.log,
       metrics: this.metrics,
     });
@@ -212,6 +213,8 @@ export class ProxyServer {
           relay: this.relay,
           metrics: this.metrics,
           logger: this.log,
+          agentIdentity: this.options.agentIdentity,
+          agentIdentityNamespaces: this.options.agentIdentityNamespaces,
         }),
     });
     return server;

@@ -5,6 +5,7 @@
  * When the client goes away (or half-closes) everything still open is cleaned up: DIAL_CLS to
  * the agent for pending dials, CLOSE_REQ for established connections.
  */
+import { constants as http2constants } from "node:http2";
 import { DialErrors, PacketDecodeError, PacketType, decodePacket, peekPacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, GrpcStatus, type Logger, type ServerCall } from "@cluster-proxy/tunnel";
 import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
@@ -12,20 +13,24 @@ import { packetFrame, type Relay } from "./relay.js";
 import type { ServerMetrics } from "./metrics.js";
 
 /**
- * Bytes a frontend (or agent) stream may hold in its send buffer before we stop reading the
- * other side. The protocol has no per-connection flow control, so pausing an agent stream for
- * one slow client stalls every connection on that agent stream (head-of-line blocking, as in
- * the Go server); the budget only bounds memory. Per-connection flow control is a later issue.
+ * Bytes the shared agent stream may hold in its send buffer before a frontend stops reading its
+ * client (every connection of the agent shares that stream, so this is fair-share backpressure,
+ * not per connection). Towards the client, buffering is per connection: see the relay's
+ * CONNECTION_BUFFER_BUDGET and docs/flow-control.md.
  */
 export const STREAM_BUFFER_BUDGET = 4 * 1024 * 1024;
 
 export class ProxyStream implements FrontendEnd {
   private readonly dials = new Map<bigint, PendingDial>();
   private readonly conns = new Map<bigint, TunnelConnection>();
-  /** Connections waiting for this stream to drain before the agent is read again. */
+  /** Connections told when this stream's send buffer drains. */
   private readonly stalled = new Set<TunnelConnection>();
+  /** Connections whose agent asked (FLOW_PAUSE) to stop reading this client. */
+  private readonly pausedByAgent = new Set<TunnelConnection>();
   private waitingForAgent = false;
   private done = false;
+  /** Bytes handed to the call so far (with {@link ServerCall.bufferedBytes}: what left it). */
+  private sentBytes = 0;
 
   constructor(
     private readonly call: ServerCall,
@@ -48,7 +53,15 @@ export class ProxyStream implements FrontendEnd {
 
   private send(frame: Buffer, type: number): boolean {
     this.metrics.packet("to_client", type);
+    this.sentBytes += frame.length;
     return this.call.send(frame);
+  }
+
+  /** Read the client unless the agent stream is backed up or an agent asked us to pause. */
+  private updateReading(): void {
+    if (this.done) return;
+    if (this.waitingForAgent || this.pausedByAgent.size > 0) this.call.pause();
+    else this.call.resume();
   }
 
   private onFrame(frame: Buffer): void {
@@ -112,10 +125,10 @@ export class ProxyStream implements FrontendEnd {
   private waitForAgent(conn: TunnelConnection): void {
     if (this.waitingForAgent) return;
     this.waitingForAgent = true;
-    this.call.pause();
+    this.updateReading();
     conn.backend.whenDrained(() => {
       this.waitingForAgent = false;
-      if (!this.done) this.call.resume();
+      this.updateReading();
     });
   }
 
@@ -144,16 +157,40 @@ export class ProxyStream implements FrontendEnd {
     );
   }
 
-  data(conn: TunnelConnection, frame: Buffer): boolean {
-    if (this.done) return true;
-    if (this.send(frame, PacketType.DATA) || this.call.bufferedBytes <= STREAM_BUFFER_BUDGET) return true;
-    this.stalled.add(conn);
-    return false;
+  data(conn: TunnelConnection, frame: Buffer): number {
+    if (this.done) return 0;
+    if (!this.send(frame, PacketType.DATA)) this.stalled.add(conn);
+    return this.call.bufferedBytes;
+  }
+
+  delivered(_conn: TunnelConnection): number {
+    return this.sentBytes - this.call.bufferedBytes;
+  }
+
+  buffered(_conn: TunnelConnection): number {
+    return this.call.bufferedBytes;
+  }
+
+  pauseSource(conn: TunnelConnection, paused: boolean): void {
+    if (paused) this.pausedByAgent.add(conn);
+    else this.pausedByAgent.delete(conn);
+    this.updateReading();
+  }
+
+  /** The client stopped reading: reset the whole Proxy stream (its reader is this stream). */
+  stallClose(_conn: TunnelConnection, why: string): void {
+    if (this.done) return;
+    this.cleanup(why);
+    // Trailers would queue behind the unread data: reset the stream so the buffer is freed
+    // and the client sees the end now.
+    this.call.finish({ code: GrpcStatus.UNAVAILABLE, details: why });
+    if (!this.call.http2Stream.destroyed) this.call.http2Stream.close(http2constants.NGHTTP2_CANCEL);
   }
 
   closed(conn: TunnelConnection, frame: Buffer | undefined, cut?: string): void {
     this.conns.delete(conn.connectID);
     this.stalled.delete(conn);
+    if (this.pausedByAgent.delete(conn)) this.updateReading();
     if (this.done) return;
     // A cut connection's CLOSE_RSP carries the reason; Go clients ignore the field (EOF).
     this.send(
@@ -171,6 +208,7 @@ export class ProxyStream implements FrontendEnd {
     for (const conn of this.conns.values()) this.relay.frontendClosed(conn);
     this.conns.clear();
     this.stalled.clear();
+    this.pausedByAgent.clear();
     this.log.debug({ why }, "proxy stream closed");
   }
 }

@@ -6,7 +6,11 @@
  */
 import {
   DialErrors,
+  FlowControl,
   PacketDecodeError,
+  decodeFlowControl,
+  encodeFlowControl,
+  isFlowControlType,
   PacketType,
   decodePacket,
   encodePacket,
@@ -15,7 +19,14 @@ import {
 } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame, type DialFailureReason, type Logger } from "@cluster-proxy/tunnel";
 import type { ProxyStrategy } from "@cluster-proxy/api";
-import { TunnelConnection, type Backend, type DialFailure, type FrontendEnd, type PendingDial } from "./backend.js";
+import {
+  TunnelConnection,
+  type Backend,
+  type DialFailure,
+  type FlowHooks,
+  type FrontendEnd,
+  type PendingDial,
+} from "./backend.js";
 import { Router } from "./strategies.js";
 import type { ServerMetrics } from "./metrics.js";
 
@@ -27,12 +38,46 @@ export function packetFrame(packet: Packet): Buffer {
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
 const CLOSING_LINGER_MS = 30_000;
 
+/**
+ * Per-connection flow control (docs/flow-control.md). Bytes one connection may have buffered
+ * towards its reader before the agent is asked (FLOW_PAUSE) to stop reading that connection's
+ * endpoint, and the stall clock starts.
+ */
+export const CONNECTION_BUFFER_BUDGET = 4 * 1024 * 1024;
+
+/**
+ * Bytes one connection may buffer before the relay stops reading the whole agent stream for it.
+ * Reached only when the agent ignores FLOW_PAUSE (the Go agent): our agent stops within one
+ * HTTP/2 window (16 MiB) plus its send buffers after the budget, well under this.
+ */
+export const CONNECTION_BUFFER_LIMIT = 64 * 1024 * 1024;
+
+/** Default `--connection-stall-timeout`. */
+export const DEFAULT_CONNECTION_STALL_TIMEOUT_MS = 60_000;
+
+/** The error text of a connection closed because its reader stalled. */
+export function stallErrorText(who: string, timeoutMs: number, buffered: number): string {
+  return (
+    `connection stalled: the ${who} read nothing for ${timeoutMs / 1000}s with ${buffered} bytes ` +
+    `buffered (--connection-stall-timeout)`
+  );
+}
+
 export interface RelayOptions {
   strategies: readonly ProxyStrategy[];
   /** Fail dials the agent has not answered within this many ms (0: wait forever). */
   backendDialTimeoutMs: number;
   logger: Logger;
   metrics: ServerMetrics;
+  /**
+   * Close a connection whose reader, while over its buffer budget, read nothing for this many ms
+   * (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
+   */
+  connectionStallTimeoutMs?: number;
+  /** Per-connection budget (default {@link CONNECTION_BUFFER_BUDGET}). */
+  connectionBufferBudget?: number;
+  /** Per-connection hard limit (default {@link CONNECTION_BUFFER_LIMIT}). */
+  connectionBufferLimit?: number;
   random?: () => number;
   now?: () => number;
 }
@@ -45,7 +90,7 @@ export interface DialOrder {
   frame?: Buffer;
 }
 
-export class Relay {
+export class Relay implements FlowHooks {
   readonly router: Router<Backend>;
   readonly backends = new Set<Backend>();
   private readonly pending = new Map<bigint, PendingDial>();
@@ -55,12 +100,18 @@ export class Relay {
   private readonly now: () => number;
   private shuttingDown = false;
   private idleWaiters: (() => void)[] = [];
+  private readonly stallTimeoutMs: number;
+  private readonly budget: number;
+  private readonly limit: number;
 
   constructor(private readonly options: RelayOptions) {
     this.router = new Router<Backend>(options.strategies, options.random);
     this.log = options.logger;
     this.metrics = options.metrics;
     this.now = options.now ?? Date.now;
+    this.stallTimeoutMs = options.connectionStallTimeoutMs ?? DEFAULT_CONNECTION_STALL_TIMEOUT_MS;
+    this.budget = options.connectionBufferBudget ?? CONNECTION_BUFFER_BUDGET;
+    this.limit = Math.max(this.budget, options.connectionBufferLimit ?? CONNECTION_BUFFER_LIMIT);
   }
 
   pendingCount(): number {
@@ -128,14 +179,19 @@ export class Relay {
           return;
         }
         if (conn.frontendGone) return;
-        if (!conn.end.data(conn, frame)) backend.stall(conn);
+        const buffered = conn.end.data(conn, frame);
+        if (buffered > this.budget) this.overBudget(conn, buffered);
         return;
       }
       case PacketType.CLOSE_RSP: {
         const conn = backend.connections.get(route.connectID);
         if (!conn) return; // answer to a CLOSE_REQ for a connection we already forgot
         this.forgetConnection(conn);
-        if (!conn.frontendGone) conn.end.closed(conn, frame);
+        if (conn.frontendGone) return;
+        // A CLOSE_RSP with an error (e.g. our agent's stall close) ends the frontend with an error.
+        const p = decodePacket(frame.subarray(FRAME_HEADER));
+        const error = "closeResponse" in p ? p.closeResponse.error : "";
+        conn.end.closed(conn, frame, error || undefined);
         return;
       }
       case PacketType.DIAL_CLS: {
@@ -156,8 +212,98 @@ export class Relay {
         backend.draining = true;
         return;
       default:
+        if (isFlowControlType(route.type)) {
+          this.onFlowControl(backend, frame);
+          return;
+        }
         this.log.debug({ agentId: backend.agentId, type: route.type }, "ignoring unexpected packet from agent");
     }
+  }
+
+  // ---- per-connection flow control (docs/flow-control.md) ----------------------------------
+
+  /** FLOW_PAUSE / FLOW_RESUME from our agent: its endpoint is slow, pause this client's source. */
+  private onFlowControl(backend: Backend, frame: Buffer): void {
+    const flow = decodeFlowControl(frame.subarray(FRAME_HEADER));
+    if (!flow) return;
+    const conn = backend.connections.get(flow.connectID);
+    if (!conn || conn.frontendGone) return;
+    conn.end.pauseSource(conn, flow.type === FlowControl.PAUSE);
+  }
+
+  /** `conn`'s reader has more than the budget buffered. */
+  private overBudget(conn: TunnelConnection, buffered: number): void {
+    const backend = conn.backend;
+    if (!conn.peerPaused) {
+      conn.peerPaused = true;
+      this.sendToAgent(
+        backend,
+        sealFrame(encodeFlowControl(FlowControl.PAUSE, conn.connectID, FRAME_HEADER)),
+        FlowControl.PAUSE,
+      );
+      this.armStallTimer(conn);
+    }
+    if (buffered > this.limit && !conn.holding) {
+      // The agent kept sending past the budget plus everything that can be in flight: it does
+      // not know FLOW_PAUSE. Fall back to holding the agent stream until this reader drains
+      // (bounded by the stall timeout).
+      conn.holding = true;
+      if (!backend.ignoresFlowControl) {
+        backend.ignoresFlowControl = true;
+        this.log.info(
+          { agentId: backend.agentId, connectID: conn.connectID, buffered },
+          "agent ignores per-connection flow control; pausing its stream while a reader is over the limit",
+        );
+      }
+      backend.stall(conn);
+    }
+  }
+
+  /** FlowHooks: the reader of `conn` drained its buffer. */
+  drained(conn: TunnelConnection): void {
+    this.clearStallTimer(conn);
+    if (conn.peerPaused) {
+      conn.peerPaused = false;
+      if (!conn.frontendGone && !conn.backend.closed && conn.backend.connections.get(conn.connectID) === conn) {
+        this.sendToAgent(
+          conn.backend,
+          sealFrame(encodeFlowControl(FlowControl.RESUME, conn.connectID, FRAME_HEADER)),
+          FlowControl.RESUME,
+        );
+      }
+    }
+    if (conn.holding) {
+      conn.holding = false;
+      conn.backend.unstall(conn);
+    }
+  }
+
+  private armStallTimer(conn: TunnelConnection): void {
+    if (this.stallTimeoutMs <= 0) return;
+    this.clearStallTimer(conn);
+    conn.stallMark = conn.end.delivered(conn);
+    conn.stallTimer = setTimeout(() => this.stallCheck(conn), this.stallTimeoutMs);
+    conn.stallTimer.unref();
+  }
+
+  private clearStallTimer(conn: TunnelConnection): void {
+    if (conn.stallTimer) clearTimeout(conn.stallTimer);
+    conn.stallTimer = undefined;
+  }
+
+  /** The stall timer fired: close the connection unless its reader made progress meanwhile. */
+  private stallCheck(conn: TunnelConnection): void {
+    conn.stallTimer = undefined;
+    if (conn.frontendGone || !conn.peerPaused) return;
+    if (conn.end.delivered(conn) > conn.stallMark) {
+      this.armStallTimer(conn); // slow, not stalled
+      return;
+    }
+    const why = stallErrorText("client", this.stallTimeoutMs, conn.end.buffered(conn));
+    this.log.warn({ agentId: conn.backend.agentId, connectID: conn.connectID }, why);
+    this.metrics.connectionStalled();
+    conn.end.stallClose(conn, why);
+    this.frontendClosed(conn);
   }
 
   private onDialResponse(backend: Backend, frame: Buffer, random: bigint, connectID: bigint): void {
@@ -195,7 +341,7 @@ export class Relay {
         if (!old.frontendGone) old.end.closed(old, undefined, `agent ${backend.agentId} reused connectID ${connectID}`);
       }
     }
-    const conn = new TunnelConnection(backend, connectID, dial.end);
+    const conn = new TunnelConnection(backend, connectID, dial.end, this);
     backend.connections.set(connectID, conn);
     this.established++;
     this.metrics.dialDuration.observe((this.now() - dial.startedAt) / 1000);
@@ -300,7 +446,7 @@ export class Relay {
   frontendClosed(conn: TunnelConnection, alreadySent = false): void {
     if (conn.frontendGone) return;
     conn.frontendGone = true;
-    conn.backend.unstall(conn);
+    this.releaseFlow(conn);
     if (conn.backend.connections.get(conn.connectID) !== conn) return;
     if (!alreadySent && !conn.backend.closed) {
       this.sendToAgent(
@@ -323,13 +469,21 @@ export class Relay {
   private forgetConnection(conn: TunnelConnection): void {
     if (conn.backend.connections.get(conn.connectID) !== conn) return;
     conn.backend.connections.delete(conn.connectID);
-    conn.backend.unstall(conn);
+    this.releaseFlow(conn);
     this.established--;
     if (this.established === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
     }
+  }
+
+  /** The connection is over (or its reader is gone): no stall timer, no hold on the agent stream. */
+  private releaseFlow(conn: TunnelConnection): void {
+    this.clearStallTimer(conn);
+    conn.peerPaused = false;
+    conn.holding = false;
+    conn.backend.unstall(conn);
   }
 
   /** Resolve once no connection is established, or after `timeoutMs`. */

@@ -3,7 +3,7 @@
  * is a ConfigError naming the flag.
  */
 import { isIP } from "node:net";
-import { ConfigError, PROXY_STRATEGIES, type ServerOptions } from "@cluster-proxy/api";
+import { AGENT_IDENTITY_MODES, ConfigError, PROXY_STRATEGIES, type ServerOptions } from "@cluster-proxy/api";
 
 /** One front door listener: TCP (TLS unless `plain`) or a Unix socket (always plain). */
 export type FrontDoor =
@@ -66,6 +66,18 @@ export function validateServerOptions(o: ServerOptions): void {
   if (!o.clusterCaCert) {
     throw new ConfigError("--cluster-ca-cert: required (agents must present a certificate signed by this CA)");
   }
+  if (o.agentIdentity !== undefined && !(AGENT_IDENTITY_MODES as readonly string[]).includes(o.agentIdentity)) {
+    throw new ConfigError(
+      `--agent-identity: "${String(o.agentIdentity)}" is not one of ${AGENT_IDENTITY_MODES.join(", ")}`,
+    );
+  }
+  for (const ns of o.agentIdentityNamespaces ?? []) {
+    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns.length > 63) {
+      throw new ConfigError(
+        `--agent-identity-namespaces: "${ns}" is not a Kubernetes namespace name (a DNS-1123 label)`,
+      );
+    }
+  }
   if (o.proxyStrategies.length === 0) throw new ConfigError("--proxy-strategies: at least one strategy is needed");
   const seen = new Set<string>();
   for (const s of o.proxyStrategies) {
@@ -82,6 +94,7 @@ export function validateServerOptions(o: ServerOptions): void {
     ["--keepalive-time", o.keepaliveTime],
     ["--frontend-keepalive-time", o.frontendKeepaliveTime],
     ["--backend-dial-timeout", o.backendDialTimeout],
+    ["--connection-stall-timeout", o.connectionStallTimeout],
     ["--graceful-shutdown-timeout", o.gracefulShutdownTimeout],
   ] as const) {
     if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);

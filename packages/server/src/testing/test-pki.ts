@@ -1,13 +1,17 @@
 /**
  * Test-only: throwaway certificates made with the openssl CLI in a temp directory (nothing is
  * committed). One CA signs a server certificate (SANs localhost, 127.0.0.1, ::1) and a client
- * certificate usable by agents and clients; a second, unrelated CA signs a "stranger" client
+ * certificate usable by agents and clients (it grants the clusters {@link CLIENT_CERT_CLUSTERS}
+ * as `cluster-proxy://cluster/<name>` URI SANs, so fake agents may claim them); a second, unrelated CA signs a "stranger" client
  * certificate that the server must refuse.
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+/** Clusters the test client certificate grants to an agent presenting it. */
+export const CLIENT_CERT_CLUSTERS = ["east", "west", "north", "south"] as const;
 
 export interface TestPki {
   dir: string;
@@ -82,7 +86,8 @@ export function createTestPki(): TestPki {
     "server",
     "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
   );
-  makeLeaf(dir, "ca", "client", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n");
+  const uris = CLIENT_CERT_CLUSTERS.map((c) => `URI:cluster-proxy://cluster/${c}`).join(",");
+  makeLeaf(dir, "ca", "client", `subjectAltName=${uris}\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n`);
   makeLeaf(dir, "stranger-ca", "stranger", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n");
   const p = (f: string): string => join(dir, f);
   return {

@@ -35,7 +35,9 @@ export class ServerCall extends GrpcStream {
   /** The TLS socket of the call's connection, if any (for the peer certificate). */
   get tlsSocket(): TLSSocket | undefined {
     const socket = this.http2Stream.session?.socket as TLSSocket | undefined;
-    return socket && "getPeerCertificate" in socket ? socket : undefined;
+    // session.socket is a Proxy over the session whose `get` forwards to the socket but which has
+    // no `has` trap, so `"getPeerCertificate" in socket` is always false: read the property.
+    return socket && typeof socket.getPeerCertificate === "function" ? socket : undefined;
   }
 
   /** Send response headers now (flushes before any message, as Go agents expect). */

@@ -1,0 +1,97 @@
+/**
+ * Enforcing the destination policy at dial time. {@link guardedConnector} wraps the socket
+ * connector the endpoint dialer uses: a dial to an IP literal is judged before connecting; a dial
+ * to a name is judged once without an address (so a refused port or name never reaches DNS), then
+ * the name is resolved through the socket's `lookup` hook and only the allowed addresses are
+ * handed to the connect, so the agent connects to exactly the addresses it judged. A refusal
+ * surfaces as a socket error carrying a {@link DestinationRefusedError}, whose message the dialer
+ * sends as the DIAL_RSP error.
+ */
+import * as dns from "node:dns";
+import * as net from "node:net";
+import { joinHostPort } from "@cluster-proxy/protocol";
+import {
+  DESTINATION_POLICY_REFUSAL,
+  DestinationRefusedError,
+  type DestinationPolicy,
+  type PolicyVerdict,
+} from "./destination-policy.js";
+import type { SocketConnector } from "./endpoint-dialer.js";
+
+/** Resolves a name to all its addresses (dns.lookup with `all: true`; injectable for tests). */
+export type Resolver = (
+  hostname: string,
+  options: dns.LookupAllOptions,
+  callback: (err: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void,
+) => void;
+
+const systemResolver: Resolver = (hostname, options, callback) => dns.lookup(hostname, options, callback);
+
+/** The refusal text for a dial: `dial to <host:port>[ (resolves to ...)] refused by ... (<why>)`. */
+export function refusalMessage(target: string, because: string, resolved?: readonly string[]): string {
+  const via = resolved?.length ? ` (resolves to ${resolved.join(", ")})` : "";
+  return `dial to ${target}${via} ${DESTINATION_POLICY_REFUSAL} (${because})`;
+}
+
+/** A socket that fails with `err` on the next tick, as a refused connect would. */
+function failedSocket(err: Error): net.Socket {
+  const socket = new net.Socket();
+  process.nextTick(() => socket.destroy(err));
+  return socket;
+}
+
+/**
+ * A connector that enforces `policy` in front of `base`. `onRefused` is called once per refused
+ * dial with the message (for logs and metrics).
+ */
+export function guardedConnector(
+  policy: DestinationPolicy,
+  base: SocketConnector,
+  onRefused: (message: string) => void,
+  resolve: Resolver = systemResolver,
+): SocketConnector {
+  const refuse = (message: string): net.Socket => {
+    onRefused(message);
+    return failedSocket(new DestinationRefusedError(message));
+  };
+  return (options) => {
+    const tcp = options as net.TcpNetConnectOpts;
+    const host = tcp.host ?? "localhost";
+    const port = tcp.port;
+    const target = joinHostPort(host, port);
+    if (net.isIP(host)) {
+      const verdict = policy.check({ ip: host, port });
+      return verdict.allowed === true ? base(options) : refuse(refusalMessage(target, reason(verdict)));
+    }
+    const early = policy.check({ name: host, port });
+    if (early.allowed === false) return refuse(refusalMessage(target, early.because));
+    const lookup: net.LookupFunction = (hostname, lookupOptions, callback) => {
+      resolve(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
+        if (err) return callback(err, []);
+        const allowed: dns.LookupAddress[] = [];
+        let because = "";
+        for (const a of addresses) {
+          const verdict = policy.check({ name: hostname, ip: a.address, port });
+          if (verdict.allowed === true) allowed.push(a);
+          else because ||= reason(verdict);
+        }
+        if (allowed.length === 0) {
+          const message = refusalMessage(
+            target,
+            because || "no address",
+            addresses.map((a) => a.address),
+          );
+          onRefused(message);
+          return callback(new DestinationRefusedError(message), []);
+        }
+        if (lookupOptions.all) return callback(null, allowed);
+        return callback(null, allowed[0]!.address, allowed[0]!.family);
+      });
+    };
+    return base({ ...tcp, lookup });
+  };
+}
+
+function reason(verdict: PolicyVerdict): string {
+  return verdict.allowed === false ? verdict.because : "undecided";
+}

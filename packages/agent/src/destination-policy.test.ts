@@ -1,0 +1,244 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import * as net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { once } from "node:events";
+import { ConfigError, agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
+import { loadDestinationPolicy } from "./agent-config.js";
+import { guardedConnector, type Resolver } from "./destination-guard.js";
+import { DESTINATION_POLICY_REFUSAL, DestinationPolicy, parseAllowEntry } from "./destination-policy.js";
+import { dialEndpoint, type DialFailure } from "./endpoint-dialer.js";
+
+const policy = DestinationPolicy.parse({
+  allow: [
+    { hosts: ["kubernetes.default.svc", "*.svc.cluster.local"], ports: [443, "8000-8999"] },
+    { cidrs: ["10.96.0.0/12", "fd00:10::/32"], ports: [443] },
+    { hosts: ["*.db.internal"], cidrs: ["192.168.0.0/16"] },
+  ],
+  deny: [{ cidrs: ["169.254.0.0/16", "fe80::/10"] }, { ports: ["22"] }],
+});
+
+const verdict = (name: string | undefined, ip: string | undefined, port: number): boolean | "unknown" =>
+  policy.check({ ...(name ? { name } : {}), ...(ip ? { ip } : {}), port }).allowed;
+
+test("host patterns: exact and *.suffix wildcards, case-insensitive, ports and ranges", () => {
+  assert.equal(verdict("kubernetes.default.svc", "10.0.0.1", 443), true);
+  assert.equal(verdict("KUBERNETES.default.svc.", "10.0.0.1", 443), true);
+  assert.equal(verdict("kubernetes.default.svc", "10.0.0.1", 80), false, "port not listed");
+  assert.equal(verdict("a.b.svc.cluster.local", "10.0.0.1", 8500), true, "range 8000-8999");
+  assert.equal(verdict("a.b.svc.cluster.local", "10.0.0.1", 9000), false);
+  assert.equal(verdict("svc.cluster.local", "10.0.0.1", 443), false, "*.suffix needs a label before the suffix");
+  assert.equal(verdict("evilsvc.cluster.local", "10.0.0.1", 443), false, "the suffix starts at a dot");
+  assert.equal(verdict("other.example", "10.0.0.1", 443), false);
+});
+
+test("CIDRs: IPv4, IPv6 and IPv4-mapped addresses; host patterns never match IP literals", () => {
+  assert.equal(verdict(undefined, "10.96.0.1", 443), true);
+  assert.equal(verdict(undefined, "10.111.255.255", 443), true, "last address of 10.96.0.0/12");
+  assert.equal(verdict(undefined, "10.112.0.0", 443), false, "first address after it");
+  assert.equal(verdict(undefined, "::ffff:10.96.0.1", 443), true, "IPv4-mapped counts as IPv4");
+  assert.equal(verdict(undefined, "fd00:10::1", 443), true);
+  assert.equal(verdict(undefined, "fd00:10:ffff:ffff:ffff:ffff:ffff:ffff", 443), true);
+  assert.equal(verdict(undefined, "fd00:11::1", 443), false);
+  assert.equal(verdict(undefined, "fd00:10::1", 8443), false, "port not in that rule");
+  // a name's resolved address is judged like a literal
+  assert.equal(verdict("anything.example", "10.96.0.10", 443), true);
+});
+
+test("a rule's fields all have to match; deny wins over allow; unknown until the IP is known", () => {
+  assert.equal(verdict("pg.db.internal", "192.168.1.5", 5432), true);
+  assert.equal(verdict("pg.db.internal", "10.0.0.5", 5432), false, "name matches but not the CIDR");
+  assert.equal(verdict("pg.db.internal", undefined, 5432), "unknown");
+  assert.equal(verdict("x.svc.cluster.local", "169.254.169.254", 443), false, "denied range behind an allowed name");
+  assert.equal(verdict(undefined, "fe80::1", 443), false);
+  assert.equal(verdict("kubernetes.default.svc", undefined, 22), false, "deny by port needs no address");
+  const r = policy.check({ ip: "10.0.0.5", port: 22 });
+  assert.deepEqual(r, { allowed: false, because: "denied by deny[1]: *:22" });
+  const r2 = policy.check({ ip: "10.0.0.5", port: 443 });
+  assert.equal(r2.allowed, false);
+  assert.match(
+    r2.allowed === false ? r2.because : "",
+    /^allowed: kubernetes\.default\.svc\|\*\.svc\.cluster\.local:443,8000-8999; 10\.96/,
+  );
+});
+
+test("no rules: open; deny only: everything else allowed; an empty allow list allows nothing", () => {
+  assert.ok(DestinationPolicy.open().isOpen);
+  assert.ok(DestinationPolicy.parse({}).isOpen);
+  const denyOnly = DestinationPolicy.parse({ deny: [{ cidrs: ["10.0.0.0/8"] }] });
+  assert.equal(denyOnly.check({ ip: "192.168.0.1", port: 1 }).allowed, true);
+  assert.equal(denyOnly.check({ ip: "10.1.2.3", port: 1 }).allowed, false);
+  assert.equal(DestinationPolicy.parse({ allow: [] }).check({ ip: "127.0.0.1", port: 1 }).allowed, false);
+});
+
+test("bad policies are errors naming the entry", () => {
+  const bad: [unknown, RegExp][] = [
+    [[], /must be a JSON object/],
+    [{ alow: [] }, /unknown key "alow"/],
+    [{ allow: {} }, /allow: must be a list/],
+    [{ allow: [{}] }, /allow\[0\]: an empty rule/],
+    [{ allow: [{ host: ["a"] }] }, /allow\[0\]: unknown key "host"/],
+    [{ allow: [{ hosts: [] }] }, /allow\[0\]\.hosts: must be a non-empty list/],
+    [{ allow: [{ hosts: ["a", "bad name"] }] }, /allow\[0\]\.hosts\[1\]: "bad name" is not a host pattern/],
+    [
+      { allow: [{ hosts: ["10.0.0.1"] }] },
+      /is an IP address: list addresses under "cidrs" \(e\.g\. "10\.0\.0\.1\/32"\)/,
+    ],
+    [
+      { deny: [{ cidrs: ["10.0.0.0/33"] }] },
+      /deny\[0\]\.cidrs\[0\]: "10\.0\.0\.0\/33" is not a CIDR \(prefix length 0-32/,
+    ],
+    [{ deny: [{ cidrs: ["fd00::/129"] }] }, /prefix length 0-128 for IPv6/],
+    [{ deny: [{ cidrs: ["nope/8"] }] }, /not a CIDR/],
+    [{ allow: [{ ports: [0] }] }, /ports\[0\]: 0 is not a port/],
+    [{ allow: [{ ports: ["9-1"] }] }, /"9-1" is not a port or "low-high" range/],
+    [{ allow: [{ ports: [true] }] }, /true is not a port/],
+  ];
+  for (const [spec, re] of bad) assert.throws(() => DestinationPolicy.parse(spec), re, JSON.stringify(spec));
+});
+
+test("--allow-destinations entries", () => {
+  assert.deepEqual(parseAllowEntry("*.svc.cluster.local:443"), { hosts: ["*.svc.cluster.local"], ports: ["443"] });
+  assert.deepEqual(parseAllowEntry("10.96.0.0/12"), { cidrs: ["10.96.0.0/12"] });
+  assert.deepEqual(parseAllowEntry("10.0.0.5:8000-8999"), { cidrs: ["10.0.0.5"], ports: ["8000-8999"] });
+  assert.deepEqual(parseAllowEntry("[fd00::/8]:443"), { cidrs: ["fd00::/8"], ports: ["443"] });
+  assert.deepEqual(parseAllowEntry("fd00::/8"), { cidrs: ["fd00::/8"] });
+  assert.deepEqual(parseAllowEntry("*:443"), { ports: ["443"] });
+  assert.deepEqual(parseAllowEntry("*"), { ports: ["1-65535"] });
+  assert.deepEqual(parseAllowEntry("db.internal:*"), { hosts: ["db.internal"] });
+});
+
+function opts(over: Partial<AgentOptions>): AgentOptions {
+  return { ...resolveOptions<AgentOptions>(agentOptionSpecs, {}, {}), caCert: "/ca.crt", ...over };
+}
+
+test("loadDestinationPolicy: file plus flag rules; errors name the flag, the file and the entry", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "cp-policy-"));
+  try {
+    assert.ok((await loadDestinationPolicy(opts({}))).isOpen);
+    const good = join(dir, "good.json");
+    await writeFile(good, JSON.stringify({ allow: [{ hosts: ["a.example"] }] }));
+    const p = await loadDestinationPolicy(opts({ destinationPolicy: good, allowDestinations: ["10.0.0.0/8:80"] }));
+    assert.equal(p.check({ name: "a.example", ip: "1.1.1.1", port: 1 }).allowed, true);
+    assert.equal(p.check({ ip: "10.1.1.1", port: 80 }).allowed, true);
+    assert.equal(p.check({ ip: "10.1.1.1", port: 81 }).allowed, false);
+
+    const bad = join(dir, "bad.json");
+    await writeFile(bad, JSON.stringify({ allow: [{ hosts: ["ok"] }, { cidrs: ["10.0.0.0/99"] }] }));
+    await assert.rejects(loadDestinationPolicy(opts({ destinationPolicy: bad })), (err: Error) => {
+      assert.ok(err instanceof ConfigError);
+      assert.equal(
+        err.message,
+        `--destination-policy: ${bad}: allow[1].cidrs[0]: "10.0.0.0/99" is not a CIDR (prefix length 0-32 for IPv4)`,
+      );
+      return true;
+    });
+    const notJson = join(dir, "policy.yaml");
+    await writeFile(notJson, "allow:\n  - hosts: [a]\n");
+    await assert.rejects(
+      loadDestinationPolicy(opts({ destinationPolicy: notJson })),
+      new RegExp(`^ConfigError: --destination-policy: ${notJson} is not valid JSON`),
+    );
+    await assert.rejects(
+      loadDestinationPolicy(opts({ destinationPolicy: join(dir, "missing.json") })),
+      /^ConfigError: --destination-policy: cannot read .*missing\.json/,
+    );
+    await assert.rejects(
+      loadDestinationPolicy(opts({ allowDestinations: ["10.0.0.0/8:http"] })),
+      /^ConfigError: --allow-destinations: "10\.0\.0\.0\/8:http": .*"http" is not a port/,
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+/** Dial through a guarded connector with a fake resolver; resolves with the failure or the socket's remote address. */
+async function guardedDial(p: DestinationPolicy, target: string, resolver: Resolver): Promise<DialFailure | string> {
+  const refusals: string[] = [];
+  const connect = guardedConnector(
+    p,
+    (o) => net.connect(o),
+    (m) => refusals.push(m),
+    resolver,
+  );
+  return new Promise((resolve) => {
+    dialEndpoint(
+      "tcp",
+      target,
+      2000,
+      (failure, socket) => {
+        if (failure) {
+          assert.equal(refusals.length, failure.reason === "policy" ? 1 : 0);
+          resolve(failure);
+        } else {
+          resolve(`${socket!.remoteAddress}:${socket!.remotePort}`);
+          socket!.destroy();
+        }
+      },
+      connect,
+    );
+  });
+}
+
+test("guarded dials: literals and names are judged; a name is dialled at the address that was judged", async () => {
+  const srv = net.createServer((s) => s.destroy());
+  srv.listen(0, "127.0.0.1");
+  await once(srv, "listening");
+  const port = (srv.address() as net.AddressInfo).port;
+  try {
+    const p = DestinationPolicy.parse({
+      allow: [
+        { cidrs: ["127.0.0.0/8"], ports: [port] },
+        { hosts: ["*.allowed.test"], ports: [port] },
+      ],
+      deny: [{ cidrs: ["127.0.0.99/32"] }],
+    });
+    const lookups: string[] = [];
+    const resolver: Resolver = (name, _o, cb) => {
+      lookups.push(name);
+      if (name === "evil.test") cb(null, [{ address: "127.0.0.99", family: 4 }]);
+      else if (name === "mixed.allowed.test")
+        cb(null, [
+          { address: "127.0.0.99", family: 4 },
+          { address: "127.0.0.1", family: 4 },
+        ]);
+      else cb(null, [{ address: "127.0.0.1", family: 4 }]);
+    };
+    assert.equal(await guardedDial(p, `127.0.0.1:${port}`, resolver), `127.0.0.1:${port}`);
+    assert.equal(await guardedDial(p, `ok.allowed.test:${port}`, resolver), `127.0.0.1:${port}`);
+    assert.equal(
+      await guardedDial(p, `mixed.allowed.test:${port}`, resolver),
+      `127.0.0.1:${port}`,
+      "only the allowed address",
+    );
+
+    const literal = await guardedDial(p, `127.0.0.1:${port + 1}`, resolver);
+    assert.deepEqual(literal, {
+      reason: "policy",
+      message: `dial to 127.0.0.1:${port + 1} ${DESTINATION_POLICY_REFUSAL} (allowed: 127.0.0.0/8:${port}; *.allowed.test:${port})`,
+    });
+    const evil = await guardedDial(p, `evil.test:${port}`, resolver);
+    assert.equal(typeof evil === "object" && evil.reason, "policy");
+    assert.equal(
+      typeof evil === "object" && evil.message,
+      `dial to evil.test:${port} (resolves to 127.0.0.99) ${DESTINATION_POLICY_REFUSAL} (denied by deny[0]: 127.0.0.99/32)`,
+    );
+    lookups.length = 0;
+    const early = await guardedDial(p, `x.allowed.test:22`, resolver);
+    assert.equal(typeof early === "object" && early.reason, "policy");
+    assert.deepEqual(lookups, [], "a port no rule allows is refused before any lookup");
+    const v6 = await guardedDial(
+      DestinationPolicy.parse({ allow: [{ cidrs: ["fd00::/8"] }] }),
+      `[::1]:${port}`,
+      resolver,
+    );
+    assert.match(
+      typeof v6 === "object" ? v6.message : "",
+      /^dial to \[::1\]:\d+ refused by the agent's destination policy \(allowed: fd00::\/8\)$/,
+    );
+  } finally {
+    srv.close();
+  }
+});

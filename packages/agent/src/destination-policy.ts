@@ -1,0 +1,317 @@
+/**
+ * The agent's destination policy: which addresses inside its cluster the agent may dial.
+ *
+ * A policy is a list of `allow` rules and a list of `deny` rules. A rule is
+ *
+ *     { "hosts": ["kubernetes.default.svc", "*.svc.cluster.local"],
+ *       "cidrs": ["10.96.0.0/12", "fd00::/8"],
+ *       "ports": [443, "8000-8999"] }
+ *
+ * and matches a destination (name, IP address, port) when every field it has matches (fields it
+ * lacks match anything; a rule needs at least one field):
+ * - `hosts`: the dialled name equals a pattern (ASCII case-insensitive, one trailing dot ignored),
+ *   or the pattern is `*.suffix` and the name ends in `.suffix` with at least one label before
+ *   it, or the pattern is `*` (any name). Host patterns never match a dial to an IP literal: use
+ *   `cidrs` for addresses.
+ * - `cidrs`: the IP address the agent will connect to lies in one of the IPv4 / IPv6 prefixes
+ *   (IPv4-mapped IPv6 addresses count as IPv4). For a name this is the *resolved* address.
+ * - `ports`: the port is one of the numbers or inclusive `low-high` ranges.
+ *
+ * A destination is refused when any deny rule matches it; otherwise it is allowed when the policy
+ * has no allow rules or when some allow rule matches. A name is resolved first and every address
+ * is judged on its own (name, address, port); the agent dials only addresses that are allowed, so a
+ * name that points into a refused range is refused (no second lookup at connect time).
+ * An empty policy (no rules at all) allows everything: the Go agent's behaviour.
+ */
+import { BlockList, isIP } from "node:net";
+
+/** One rule as written in a policy file. */
+export interface DestinationRuleSpec {
+  hosts?: string[];
+  cidrs?: string[];
+  ports?: (number | string)[];
+}
+
+/** A policy file: `{"allow": [...], "deny": [...]}` (both optional). */
+export interface DestinationPolicySpec {
+  allow?: DestinationRuleSpec[];
+  deny?: DestinationRuleSpec[];
+}
+
+/** Text every refusal carries; the proxy server recognises it (HTTP CONNECT answers 403). */
+export const DESTINATION_POLICY_REFUSAL = "refused by the agent's destination policy";
+
+/** Error code of {@link DestinationRefusedError}. */
+export const DESTINATION_REFUSED_CODE = "CP_ERR_DESTINATION_REFUSED";
+
+/** A dial the destination policy refused; its message is sent to the client as DIAL_RSP.error. */
+export class DestinationRefusedError extends Error {
+  readonly code = DESTINATION_REFUSED_CODE;
+  constructor(message: string) {
+    super(message);
+    this.name = "DestinationRefusedError";
+  }
+}
+
+/** What is being dialled: a name (absent for IP literals), an IP address (absent before resolution), a port. */
+export interface Destination {
+  name?: string;
+  ip?: string;
+  port: number;
+}
+
+/** The verdict on one destination; `unknown` only when the answer depends on the not yet resolved IP. */
+export type PolicyVerdict = { allowed: true } | { allowed: false; because: string } | { allowed: "unknown" };
+
+interface Cidr {
+  text: string;
+  list: BlockList;
+}
+
+interface Rule {
+  hosts?: string[];
+  cidrs?: Cidr[];
+  ports?: [number, number][];
+}
+
+const NAME = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/;
+
+/** Lowercase a DNS name and drop one trailing dot. */
+function normalizeName(name: string): string {
+  const n = name.toLowerCase();
+  return n.endsWith(".") ? n.slice(0, -1) : n;
+}
+
+/** An IPv4-mapped IPv6 address as its IPv4 form; anything else unchanged. */
+function normalizeIp(ip: string): string {
+  const m = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
+  return m ? m[1]! : ip;
+}
+
+function parseHostPattern(text: unknown): string {
+  if (typeof text !== "string") throw new Error(`${JSON.stringify(text)} is not a string`);
+  if (text === "*") return "*";
+  if (isIP(text) || (text.startsWith("[") && text.endsWith("]"))) {
+    throw new Error(
+      `"${text}" is an IP address: list addresses under "cidrs" (e.g. "${text}/${isIP(text) === 6 ? 128 : 32}")`,
+    );
+  }
+  const name = normalizeName(text);
+  const body = name.startsWith("*.") ? name.slice(2) : name;
+  if (!NAME.test(body) || body.length > 253) {
+    throw new Error(`"${text}" is not a host pattern (a DNS name, "*.suffix" or "*")`);
+  }
+  return name;
+}
+
+function parseCidr(text: unknown): Cidr {
+  if (typeof text !== "string") throw new Error(`${JSON.stringify(text)} is not a string`);
+  const slash = text.indexOf("/");
+  const addr = normalizeIp(slash < 0 ? text : text.slice(0, slash));
+  const family = isIP(addr);
+  if (family === 0) throw new Error(`"${text}" is not a CIDR (e.g. 10.0.0.0/8 or fd00::/8)`);
+  const max = family === 4 ? 32 : 128;
+  const prefixText = slash < 0 ? String(max) : text.slice(slash + 1);
+  if (!/^\d{1,3}$/.test(prefixText) || Number(prefixText) > max) {
+    throw new Error(`"${text}" is not a CIDR (prefix length 0-${max} for IPv${family})`);
+  }
+  const list = new BlockList();
+  list.addSubnet(addr, Number(prefixText), family === 4 ? "ipv4" : "ipv6");
+  return { text, list };
+}
+
+function parsePort(value: unknown): [number, number] {
+  const valid = (n: number): boolean => Number.isInteger(n) && n >= 1 && n <= 65535;
+  if (typeof value === "number") {
+    if (!valid(value)) throw new Error(`${value} is not a port (1-65535)`);
+    return [value, value];
+  }
+  if (typeof value !== "string") throw new Error(`${JSON.stringify(value)} is not a port or "low-high" range`);
+  const m = /^\s*(\d{1,5})\s*(?:-\s*(\d{1,5})\s*)?$/.exec(value);
+  const low = m ? Number(m[1]) : NaN;
+  const high = m?.[2] !== undefined ? Number(m[2]) : low;
+  if (!m || !valid(low) || !valid(high) || high < low) {
+    throw new Error(`"${value}" is not a port or "low-high" range (1-65535, low <= high)`);
+  }
+  return [low, high];
+}
+
+/** Run `parse` on each element of a list field, naming the entry in errors. */
+function parseList<R>(where: string, value: unknown, parse: (v: unknown) => R): R[] {
+  if (!Array.isArray(value) || value.length === 0) throw new Error(`${where}: must be a non-empty list`);
+  return (value as unknown[]).map((v, i) => {
+    try {
+      return parse(v);
+    } catch (err) {
+      throw new Error(`${where}[${i}]: ${(err as Error).message}`, { cause: err });
+    }
+  });
+}
+
+function parseRule(where: string, value: unknown): Rule {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new Error(`${where}: a rule must be an object with "hosts", "cidrs" and/or "ports"`);
+  }
+  const spec = value as Record<string, unknown>;
+  for (const key of Object.keys(spec)) {
+    if (!["hosts", "cidrs", "ports"].includes(key)) {
+      throw new Error(`${where}: unknown key "${key}" (a rule has "hosts", "cidrs" and/or "ports")`);
+    }
+  }
+  const rule: Rule = {};
+  if (spec.hosts !== undefined) rule.hosts = parseList(`${where}.hosts`, spec.hosts, parseHostPattern);
+  if (spec.cidrs !== undefined) rule.cidrs = parseList(`${where}.cidrs`, spec.cidrs, parseCidr);
+  if (spec.ports !== undefined) rule.ports = parseList(`${where}.ports`, spec.ports, parsePort);
+  if (!rule.hosts && !rule.cidrs && !rule.ports) {
+    throw new Error(`${where}: an empty rule would match everything; give "hosts", "cidrs" and/or "ports"`);
+  }
+  return rule;
+}
+
+function hostMatches(pattern: string, name: string): boolean {
+  if (pattern === "*") return true;
+  if (pattern.startsWith("*.")) return name.endsWith(pattern.slice(1)) && name.length > pattern.length - 1;
+  return name === pattern;
+}
+
+function ipIn(cidr: Cidr, ip: string): boolean {
+  const family = isIP(ip);
+  return family !== 0 && cidr.list.check(ip, family === 4 ? "ipv4" : "ipv6");
+}
+
+/** Three-valued match: `unknown` when only the (unresolved) IP could decide. */
+function ruleMatches(rule: Rule, d: Destination): boolean | "unknown" {
+  if (rule.ports && !rule.ports.some(([lo, hi]) => d.port >= lo && d.port <= hi)) return false;
+  if (rule.hosts) {
+    const name = d.name;
+    if (name === undefined || !rule.hosts.some((p) => hostMatches(p, name))) return false;
+  }
+  if (rule.cidrs) {
+    if (d.ip === undefined) return "unknown";
+    const ip = d.ip;
+    if (!rule.cidrs.some((c) => ipIn(c, ip))) return false;
+  }
+  return true;
+}
+
+function describeRule(rule: Rule): string {
+  const what: string[] = [];
+  if (rule.hosts) what.push(rule.hosts.join("|"));
+  if (rule.cidrs) what.push((rule.hosts ? "in " : "") + rule.cidrs.map((c) => c.text).join("|"));
+  const ports = rule.ports?.map(([lo, hi]) => (lo === hi ? String(lo) : `${lo}-${hi}`)).join(",");
+  return `${what.length ? what.join(" ") : "*"}${ports ? `:${ports}` : ""}`;
+}
+
+function describeRules(rules: readonly Rule[]): string {
+  const text = rules.map(describeRule).join("; ");
+  return text.length > 300 ? `${text.slice(0, 297)}...` : text;
+}
+
+/** A parsed, immutable destination policy. */
+export class DestinationPolicy {
+  private constructor(
+    private readonly allow: readonly Rule[] | undefined,
+    private readonly deny: readonly Rule[],
+  ) {}
+
+  /** The open policy: everything allowed (the default, as in Go). */
+  static open(): DestinationPolicy {
+    return new DestinationPolicy(undefined, []);
+  }
+
+  /**
+   * Parse a policy object (a parsed JSON file) plus extra allow rules. Throws a plain Error whose
+   * message names the entry (`allow[1].cidrs[0]: ...`); callers add the file or flag.
+   */
+  static parse(spec: unknown, extraAllow: readonly DestinationRuleSpec[] = []): DestinationPolicy {
+    if (typeof spec !== "object" || spec === null || Array.isArray(spec)) {
+      throw new Error('the policy must be a JSON object like {"allow": [...], "deny": [...]}');
+    }
+    const obj = spec as Record<string, unknown>;
+    for (const key of Object.keys(obj)) {
+      if (key !== "allow" && key !== "deny") throw new Error(`unknown key "${key}" (a policy has "allow" and "deny")`);
+    }
+    const rules = (key: "allow" | "deny"): Rule[] | undefined => {
+      const list = obj[key];
+      if (list === undefined) return undefined;
+      if (!Array.isArray(list)) throw new Error(`${key}: must be a list of rules`);
+      return list.map((r, i) => parseRule(`${key}[${i}]`, r));
+    };
+    let allow = rules("allow");
+    const extra = extraAllow.map((r, i) => parseRule(`extra allow rule ${i}`, r));
+    if (extra.length) allow = [...(allow ?? []), ...extra];
+    return new DestinationPolicy(allow, rules("deny") ?? []);
+  }
+
+  /** True when the policy allows every destination (no rules at all). */
+  get isOpen(): boolean {
+    return this.allow === undefined && this.deny.length === 0;
+  }
+
+  /** Judge a destination. With `ip` absent the answer may be `unknown` (resolve and ask again). */
+  check(d: Destination): PolicyVerdict {
+    const dest: Destination = {
+      port: d.port,
+      ...(d.name === undefined ? {} : { name: normalizeName(d.name) }),
+      ...(d.ip === undefined ? {} : { ip: normalizeIp(d.ip) }),
+    };
+    let unknown = false;
+    for (const [i, rule] of this.deny.entries()) {
+      const m = ruleMatches(rule, dest);
+      if (m === true) return { allowed: false, because: `denied by deny[${i}]: ${describeRule(rule)}` };
+      if (m === "unknown") unknown = true;
+    }
+    if (this.allow !== undefined) {
+      let allowUnknown = false;
+      for (const rule of this.allow) {
+        const m = ruleMatches(rule, dest);
+        if (m === true) return unknown ? { allowed: "unknown" } : { allowed: true };
+        if (m === "unknown") allowUnknown = true;
+      }
+      if (!allowUnknown) {
+        const allowed = this.allow.length ? describeRules(this.allow) : "nothing";
+        return { allowed: false, because: `allowed: ${allowed}` };
+      }
+      return { allowed: "unknown" };
+    }
+    return unknown ? { allowed: "unknown" } : { allowed: true };
+  }
+
+  /** A one-line summary for logs. */
+  describe(): string {
+    if (this.isOpen) return "open (every destination allowed)";
+    const allow = this.allow === undefined ? "everything" : describeRules(this.allow) || "nothing";
+    return `allow ${allow}${this.deny.length ? `; deny ${describeRules(this.deny)}` : ""}`;
+  }
+}
+
+/**
+ * Parse one `--allow-destinations` entry: `<host pattern | CIDR | *>[:<port or low-high>]`.
+ * IPv6 addresses and CIDRs take brackets when a port follows (`[fd00::/8]:443`); an unbracketed
+ * entry with several colons is an IPv6 CIDR without port. `*` alone means any destination.
+ */
+export function parseAllowEntry(entry: string): DestinationRuleSpec {
+  let what = entry.trim();
+  let ports: string | undefined;
+  if (what.startsWith("[")) {
+    const end = what.indexOf("]");
+    if (end < 0) throw new Error(`"${entry}" has "[" without "]"`);
+    const rest = what.slice(end + 1);
+    if (rest !== "" && !rest.startsWith(":")) throw new Error(`"${entry}": expected ":<port>" after "]"`);
+    ports = rest === "" ? undefined : rest.slice(1);
+    what = what.slice(1, end);
+  } else if (what.split(":").length === 2) {
+    const colon = what.indexOf(":");
+    ports = what.slice(colon + 1);
+    what = what.slice(0, colon);
+  }
+  const rule: DestinationRuleSpec = {};
+  if (ports !== undefined && ports !== "*") rule.ports = [ports];
+  if (what === "") throw new Error(`"${entry}" names no host or CIDR (use * for any)`);
+  if (what !== "*") {
+    if (what.includes("/") || isIP(what)) rule.cidrs = [what];
+    else rule.hosts = [what];
+  }
+  if (!rule.hosts && !rule.cidrs && !rule.ports) rule.ports = ["1-65535"];
+  return rule;
+}

@@ -1,0 +1,62 @@
+/**
+ * cluster-proxy's per-connection flow-control signal, an extension of the konnectivity protocol
+ * (see docs/flow-control.md). It travels on the shared agent stream in either direction:
+ * `FLOW_PAUSE{connectID}` asks the peer to stop reading the source of that one connection (the
+ * endpoint socket at an agent, the client socket or Proxy stream at a server), `FLOW_RESUME`
+ * lets it read again.
+ *
+ * Encoding: a Packet whose `type` is outside the konnectivity enum (100 / 101) carrying the
+ * `data` arm with only `connectID` set. Go peers decode it as an unknown packet type and ignore
+ * it (proxy-agent: "unrecognized packet"; proxy-server: "Ignoring unrecognized packet from
+ * backend"), so it is safe to send without negotiation: a peer that does not act on it is
+ * handled by the receiver's fallback (buffer limit, then the stall timeout).
+ */
+import { encodeData } from "./packet.js";
+
+export const FlowControl = {
+  PAUSE: 100,
+  RESUME: 101,
+} as const;
+export type FlowControl = (typeof FlowControl)[keyof typeof FlowControl];
+
+/** True for the packet types of {@link FlowControl}. */
+export function isFlowControlType(type: number): type is FlowControl {
+  return type === FlowControl.PAUSE || type === FlowControl.RESUME;
+}
+
+/** Encode a flow-control packet (`headroom` bytes left free in front, as for DATA). */
+export function encodeFlowControl(type: FlowControl, connectID: bigint, headroom = 0): Buffer {
+  // Same layout as an empty DATA packet: 08 <type> 22 <len> 08 <connectID>; both types are one
+  // varint byte, like DATA's 4.
+  const out = encodeData(connectID, new Uint8Array(0), headroom);
+  out[headroom + 1] = type;
+  return out;
+}
+
+/**
+ * Decode a flow-control packet: its type and connectID, or undefined when `bytes` is not one (or
+ * is malformed).
+ */
+export function decodeFlowControl(bytes: Uint8Array): { type: FlowControl; connectID: bigint } | undefined {
+  if (bytes.length < 5 || bytes[0] !== 0x08 || !isFlowControlType(bytes[1] ?? -1) || bytes[2] !== 0x22) return;
+  const type = bytes[1] as FlowControl;
+  let p = 3;
+  const varint = (): bigint | undefined => {
+    let v = 0n;
+    for (let shift = 0n; shift < 70n && p < bytes.length; shift += 7n) {
+      const b = bytes[p++] ?? 0;
+      v |= BigInt(b & 0x7f) << shift;
+      if ((b & 0x80) === 0) return v;
+    }
+    return undefined;
+  };
+  const len = varint();
+  if (len === undefined || p + Number(len) > bytes.length) return;
+  const end = p + Number(len);
+  if (len === 0n) return { type, connectID: 0n };
+  if (bytes[p] !== 0x08) return;
+  p++;
+  const id = varint();
+  if (id === undefined || p > end) return;
+  return { type, connectID: BigInt.asIntN(64, id) };
+}
