@@ -1,0 +1,550 @@
+/**
+ * `npm run bench [-- --quick] [--no-build] [--no-profile] [--only=a,b]`: cluster-proxy against
+ * direct TCP and against the Go konnectivity tunnel, in one run, mTLS on both tunnel legs.
+ *
+ * Scenarios (names for --only): loopback (bulk, one connection, each direction), shaped (the same
+ * across a veth pair shaped with tc, hub and cluster in separate network namespaces), many (8 and
+ * 64 concurrent downloads), latency (64-byte round trips, time to first byte), dialrate, agents
+ * (idle agents on one server), conns (idle connections through one agent), profile (our server
+ * under --cpu-prof during bulk transfers; full runs only unless --profile). `--report-only`
+ * re-renders the table, latest.json and the chart from results/latest-detail.json.
+ *
+ * Writes bench/results/latest.json (stable keys, read by other tools), latest-detail.json (every
+ * sample), chart.svg, and prints a table of medians [min-max] with ours/direct and ours/Go.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import * as os from "node:os";
+import { join } from "node:path";
+import { writeStandaloneCerts } from "@cluster-proxy/pki";
+import { Harness } from "../test/integration/harness.js";
+import { goBin } from "../test/interop/go-harness.js";
+import {
+  BENCH,
+  LOOPBACK,
+  MiB,
+  PATHS,
+  REPO,
+  TS_NODE,
+  agentScale,
+  bulk,
+  connectOpener,
+  dialRate,
+  firstByte,
+  idleConns,
+  many,
+  opener,
+  rssBytes,
+  singleUseOpener,
+  sleep,
+  startGo,
+  startOurs,
+  startTarget,
+  rtt,
+  type AgentScaleResult,
+  type BulkResult,
+  type DialRateResult,
+  type IdleConnResult,
+  type ManyResult,
+  type PathName,
+  type RttResult,
+  type Stack,
+} from "./lib.js";
+import { summarizeProfile } from "./profile.js";
+import { report, type Detail } from "./report.js";
+import type { ShapedConfig, ShapedResult } from "./shaped.js";
+
+const argv = process.argv.slice(2);
+const quick = argv.includes("--quick");
+const onlyArg = argv.find((a) => a.startsWith("--only="))?.slice("--only=".length);
+const only = onlyArg ? new Set(onlyArg.split(",")) : undefined;
+const wantProfile = argv.includes("--profile") || (!quick && !argv.includes("--no-profile"));
+const enabled = (s: string): boolean => (only ? only.has(s) : s !== "profile" || wantProfile);
+
+const P = quick
+  ? {
+      runs: 3,
+      bulkBytes: 128 * MiB,
+      shapedBytes: 64 * MiB,
+      manyMs: 1000,
+      rttCount: 1000,
+      rttMaxMs: 4000,
+      fbCount: 20,
+      dialWindows: 5,
+      dialWindowMs: 1000,
+      agents: 200,
+      agentProcs: 2,
+      idleMs: 3000,
+      idleConns: 1000,
+      profileBytes: 64 * MiB,
+    }
+  : {
+      runs: 5,
+      bulkBytes: 1024 * MiB,
+      shapedBytes: 256 * MiB,
+      manyMs: 3000,
+      rttCount: 5000,
+      rttMaxMs: 10_000,
+      fbCount: 100,
+      dialWindows: 3,
+      dialWindowMs: 10_000,
+      agents: 1000,
+      agentProcs: 4,
+      idleMs: 10_000,
+      idleConns: 10_000,
+      profileBytes: 512 * MiB,
+    };
+const DIAL_CONCURRENCY = 16;
+const MANY = [8, 64];
+
+const log = (s: string): void => void process.stderr.write(`bench: ${s}\n`);
+const t0 = Date.now();
+const elapsed = (): string => `${((Date.now() - t0) / 1000).toFixed(0)}s`;
+
+process.chdir(BENCH);
+const limit = Number(/Max open files\s+(\d+)/.exec(readFileSync("/proc/self/limits", "utf8"))?.[1] ?? 0);
+if (limit < P.idleConns + 2000) {
+  log(`open-file limit ${limit} is low for ${P.idleConns} idle connections; run through \`npm run bench\` (raises it)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clean-up of everything we start: processes by PID (harness), the shaped child, namespaces.
+
+const h = new Harness();
+let shapedChild: ChildProcess | undefined;
+const namespaces: string[] = [];
+
+function nsPids(ns: string): number[] {
+  try {
+    return execFileSync("ip", ["netns", "pids", ns], { encoding: "utf8" }).split("\n").filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function deleteNamespace(ns: string): void {
+  for (let i = 0; i < 10; i++) {
+    const pids = nsPids(ns);
+    if (pids.length === 0) break;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        /* gone */
+      }
+    }
+    execFileSync("sleep", ["0.2"]);
+  }
+  try {
+    execFileSync("ip", ["netns", "del", ns], { stdio: "ignore" });
+  } catch {
+    /* already gone */
+  }
+}
+
+let cleaned = false;
+async function cleanup(): Promise<void> {
+  if (cleaned) return;
+  cleaned = true;
+  if (shapedChild?.pid && shapedChild.exitCode === null) shapedChild.kill("SIGKILL");
+  await h.close().catch(() => undefined);
+  for (const ns of namespaces.splice(0)) deleteNamespace(ns);
+}
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  process.on(sig, () => {
+    log(`${sig}: stopping everything we started`);
+    void cleanup().then(() => process.exit(130));
+  });
+}
+
+// A TunnelSocket can fail (stream reset) in the tick its dial resolves, before the caller can
+// attach an 'error' listener: count those instead of dying with processes left running.
+let strayTunnelErrors = 0;
+let lastStray = "";
+process.on("uncaughtException", (err: Error & { code?: string }) => {
+  if (err.code === "CP_ERR_TUNNEL_CLOSED") {
+    strayTunnelErrors++;
+    lastStray = err.message;
+    return;
+  }
+  log(`uncaught: ${err.stack ?? String(err)}`);
+  void cleanup().then(() => process.exit(1));
+});
+process.on("unhandledRejection", (err) => {
+  log(`unhandled rejection: ${(err as Error).stack ?? String(err)}`);
+  void cleanup().then(() => process.exit(1));
+});
+
+/** Namespaces left behind by a runner that died (its PID is gone). */
+function removeStaleNamespaces(): void {
+  let list = "";
+  try {
+    list = execFileSync("ip", ["netns", "list"], { encoding: "utf8" });
+  } catch {
+    return;
+  }
+  for (const line of list.split("\n")) {
+    const m = /^(cpbench-(?:hub|mc)-(\d+))\b/.exec(line);
+    if (!m) continue;
+    if (existsSync(`/proc/${m[2]}`)) continue;
+    log(`removing stale namespace ${m[1]}`);
+    deleteNamespace(m[1]!);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function build(): string {
+  if (!argv.includes("--no-build")) {
+    log("building the workspace (npm run build)");
+    execFileSync("npm", ["run", "build"], { cwd: REPO, stdio: ["ignore", process.stderr, "inherit"] });
+  }
+  return goBin();
+}
+
+function machine(bin: string): Record<string, unknown> {
+  let go = "";
+  try {
+    go = execFileSync(join(bin, "proxy-server"), ["--version"], { encoding: "utf8", stdio: "pipe" }).trim();
+  } catch {
+    /* not every build prints a version */
+  }
+  try {
+    go ||= execFileSync("go", ["version"], { encoding: "utf8" }).trim();
+  } catch {
+    /* no go on PATH */
+  }
+  let versions: Record<string, string> = {};
+  try {
+    versions = JSON.parse(readFileSync(join(REPO, "test/go-peers/versions.json"), "utf8")) as Record<string, string>;
+  } catch {
+    /* optional */
+  }
+  return {
+    cpus: os.cpus().length,
+    cpu_model: os.cpus()[0]?.model ?? "",
+    memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+    node: process.version,
+    kernel: os.release(),
+    go,
+    apiserver_network_proxy: versions["apiserver-network-proxy"] ?? "",
+    load_average_at_start: os.loadavg().map((x) => Math.round(x * 100) / 100),
+    date: new Date().toISOString(),
+  };
+}
+
+async function runShaped(bin: string, detail: Detail): Promise<void> {
+  if (process.getuid?.() !== 0) {
+    log("shaped: skipped (needs root for network namespaces and tc)");
+    detail.notes.push("shaped scenario skipped: not root");
+    return;
+  }
+  removeStaleNamespaces();
+  const hubNs = `cpbench-hub-${process.pid}`;
+  const mcNs = `cpbench-mc-${process.pid}`;
+  const vh = `cpbh${process.pid}`;
+  const vm = `cpbm${process.pid}`;
+  const hubIp = "10.201.0.1";
+  const mcIp = "10.201.0.2";
+  const delay = "2ms";
+  const ip = (...a: string[]): void => void execFileSync("ip", a, { stdio: ["ignore", "ignore", "inherit"] });
+  namespaces.push(hubNs, mcNs);
+  ip("netns", "add", hubNs);
+  ip("netns", "add", mcNs);
+  ip("link", "add", vh, "type", "veth", "peer", "name", vm);
+  ip("link", "set", vh, "netns", hubNs);
+  ip("link", "set", vm, "netns", mcNs);
+  const tc = (ns: string, dev: string, qdisc: string[]): boolean => {
+    try {
+      execFileSync("ip", ["netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", ...qdisc], {
+        stdio: "ignore",
+      });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  // Preferred: netem, 1 Gbit/s and 2 ms each way (4 ms RTT); the queue holds well over a BDP.
+  // Kernels without sch_netem (some VMs/containers) get tbf at 1 Gbit/s and no added delay.
+  const netem = ["netem", "delay", delay, "rate", "1gbit", "limit", "10000"];
+  const tbf = ["tbf", "rate", "1gbit", "burst", "256kb", "latency", "10ms"];
+  let shaping = "";
+  for (const [ns, dev, addr] of [
+    [hubNs, vh, `${hubIp}/30`],
+    [mcNs, vm, `${mcIp}/30`],
+  ] as const) {
+    ip("-n", ns, "addr", "add", addr, "dev", dev);
+    ip("-n", ns, "link", "set", "lo", "up");
+    ip("-n", ns, "link", "set", dev, "up");
+    if (shaping !== "tbf" && tc(ns, dev, netem)) shaping = "netem";
+    else if (tc(ns, dev, tbf)) shaping = "tbf";
+    else throw new Error("tc: neither netem nor tbf can be set up on the veth pair");
+  }
+  if (shaping === "tbf") {
+    // The hub end may have got netem before the cluster end fell back: make both ends alike.
+    tc(hubNs, vh, tbf);
+    tc(mcNs, vm, tbf);
+  }
+  detail.shapedLink =
+    shaping === "netem"
+      ? `veth between namespaces ${hubNs} and ${mcNs}, netem rate 1gbit delay ${delay} each way (RTT ~4 ms)`
+      : `veth between namespaces ${hubNs} and ${mcNs}, tbf rate 1gbit each way, NO added delay ` +
+        "(this kernel has no sch_netem, so tc cannot add delay)";
+  if (shaping === "tbf") detail.notes.push(`shaped link: ${detail.shapedLink}`);
+  const cfg: ShapedConfig = {
+    certs: { ...h.certs, agents: [...h.certs.agents.entries()] },
+    mcNs,
+    hubIp,
+    mcIp,
+    goBin: bin,
+    bytes: P.shapedBytes,
+    runs: P.runs,
+  };
+  log(`shaped: ${detail.shapedLink}`);
+  const child = spawn(
+    "ip",
+    ["netns", "exec", hubNs, process.execPath, ...TS_NODE, join(BENCH, "shaped.ts"), JSON.stringify(cfg)],
+    {
+      cwd: BENCH,
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  shapedChild = child;
+  let out = "";
+  child.stdout?.on("data", (c: Buffer) => (out += c.toString()));
+  const limitMs = 15 * 60_000;
+  const timer = setTimeout(() => child.kill("SIGTERM"), limitMs);
+  const code = await new Promise<number | null>((r) => child.once("exit", (c) => r(c)));
+  clearTimeout(timer);
+  shapedChild = undefined;
+  for (const ns of [hubNs, mcNs]) {
+    deleteNamespace(ns);
+    namespaces.splice(namespaces.indexOf(ns), 1);
+  }
+  const line = out.split("\n").find((l) => l.startsWith("RESULT "));
+  if (code !== 0 || !line) throw new Error(`shaped scenario exited with ${code}`);
+  detail.shaped = JSON.parse(line.slice("RESULT ".length)) as ShapedResult;
+}
+
+async function main(): Promise<void> {
+  const bin = build();
+  log(`Go peers: ${bin}`);
+  h.dir = join(os.tmpdir(), `cpbench-${process.pid}`);
+  h.certs = await writeStandaloneCerts(join(h.dir, "pki"), {
+    clusters: ["bench"],
+    hubHosts: ["localhost", "127.0.0.1", "10.201.0.1"],
+  });
+  const detail: Detail = {
+    quick,
+    params: { ...P, dialConcurrency: DIAL_CONCURRENCY, many: MANY },
+    machine: machine(bin),
+    notes: [],
+    loopback: null,
+    shaped: null,
+    shapedLink: "",
+    many: {},
+    rtt: null,
+    firstByte: {},
+    dialRate: null,
+    agents: {},
+    idleConns: {},
+    idleAgentRssMiB: {},
+    profile: "",
+  };
+  if (quick) {
+    detail.notes.push(
+      `--quick: ${P.runs} runs, ${P.bulkBytes / MiB} MiB transfers, ${P.agents} agents (not 1,000), ` +
+        `${P.idleConns} idle connections (not 10,000), dial rate over ${(P.dialWindows * P.dialWindowMs) / 1000} s (not 30 s)`,
+    );
+  }
+
+  const needLoopback = ["loopback", "many", "latency", "dialrate", "conns"].some(enabled);
+  if (needLoopback) {
+    const target = await startTarget(h, LOOPBACK);
+    const stacks: Partial<Record<PathName, Stack>> = {
+      ours: await startOurs(h, LOOPBACK),
+      go: await startGo(h, LOOPBACK, bin),
+    };
+    await sleep(1000);
+    detail.idleAgentRssMiB = {
+      ours: rssBytes(stacks.ours?.agent?.child.pid) / MiB,
+      go: rssBytes(stacks.go?.agent?.child.pid) / MiB,
+    };
+    const pidsOf = (path: PathName): { server?: number; agent?: number; target?: number } => ({
+      server: stacks[path]?.server.child.pid,
+      agent: stacks[path]?.agent?.child.pid,
+      target: target.proc.child.pid,
+    });
+
+    if (enabled("loopback")) {
+      log(`loopback bulk: ${P.runs} runs x ${P.bulkBytes / MiB} MiB each direction [${elapsed()}]`);
+      const res: Record<"download" | "upload", Record<PathName, BulkResult[]>> = {
+        download: { direct: [], ours: [], go: [] },
+        upload: { direct: [], ours: [], go: [] },
+      };
+      for (let run = 0; run < P.runs; run++) {
+        for (const path of PATHS) {
+          for (const dir of ["download", "upload"] as const) {
+            const r = await bulk(opener(path, LOOPBACK, stacks[path]), target.bulk, dir, P.bulkBytes, pidsOf(path));
+            res[dir][path].push(r);
+          }
+        }
+        log(
+          `  run ${run + 1}: ` +
+            PATHS.map(
+              (p) => `${p} ${res.download[p].at(-1)!.mbps.toFixed(0)}/${res.upload[p].at(-1)!.mbps.toFixed(0)}`,
+            ).join(", ") +
+            " Mbit/s (down/up)",
+        );
+      }
+      detail.loopback = res;
+    }
+
+    if (enabled("many")) {
+      log(
+        `many connections: ${MANY.join(" and ")} concurrent downloads, ${P.runs} runs x ${P.manyMs} ms [${elapsed()}]`,
+      );
+      for (const n of MANY) {
+        const res: Record<PathName, ManyResult[]> = { direct: [], ours: [], go: [] };
+        for (let run = 0; run < P.runs; run++) {
+          for (const path of PATHS)
+            res[path].push(await many(opener(path, LOOPBACK, stacks[path]), target.bulk, n, P.manyMs));
+        }
+        detail.many[String(n)] = res;
+      }
+    }
+
+    if (enabled("latency")) {
+      log(`latency: ${P.runs} runs x ${P.rttCount} round trips; first byte x ${P.fbCount} per variant [${elapsed()}]`);
+      const res: Record<PathName, RttResult[]> = { direct: [], ours: [], go: [] };
+      for (let run = 0; run < P.runs; run++) {
+        for (const path of PATHS)
+          res[path].push(await rtt(opener(path, LOOPBACK, stacks[path]), target.echo, P.rttCount, P.rttMaxMs));
+      }
+      detail.rtt = res;
+      const ours = stacks.ours!;
+      const go = stacks.go!;
+      const variants: [string, ReturnType<typeof opener>][] = [
+        ["direct TCP", opener("direct", LOOPBACK, undefined)],
+        ["ours single-use gRPC tunnel", singleUseOpener(ours)],
+        ["go single-use gRPC tunnel", singleUseOpener(go)],
+        ["ours reusable client", opener("ours", LOOPBACK, ours)],
+        ["go reusable client (our SDK)", opener("go", LOOPBACK, go)],
+        ["ours HTTP CONNECT (mTLS)", connectOpener(ours)],
+      ];
+      for (const [name, open] of variants) {
+        detail.firstByte[name] = await firstByte(open, target.echo, P.fbCount, 60_000);
+      }
+    }
+
+    if (enabled("dialrate")) {
+      const secs = (P.dialWindows * P.dialWindowMs) / 1000;
+      log(`dial rate: ${secs} s per path, ${DIAL_CONCURRENCY} concurrent dialers [${elapsed()}]`);
+      const res: Partial<Record<PathName, DialRateResult>> = {};
+      for (const path of PATHS) {
+        res[path] = await dialRate(
+          opener(path, LOOPBACK, stacks[path]),
+          target.echo,
+          P.dialWindows,
+          P.dialWindowMs,
+          DIAL_CONCURRENCY,
+        );
+        const lastErr = res[path].lastError ? `, last: ${res[path].lastError}` : "";
+        log(
+          `  ${path}: ${res[path].windows.map((w) => w.toFixed(0)).join(", ")} dials/s (errors ${res[path].errors}${lastErr})`,
+        );
+        await sleep(1000);
+      }
+      detail.dialRate = res as Record<PathName, DialRateResult>;
+    }
+
+    if (enabled("conns")) {
+      log(`idle connections: ${P.idleConns} through one agent [${elapsed()}]`);
+      for (const path of ["ours", "go"] as const) {
+        const r: IdleConnResult = await idleConns(stacks[path]!, target.echo, P.idleConns, 64);
+        detail.idleConns[path] = [r];
+        log(
+          `  ${path}: server ${(r.serverBytesPerConn / 1024).toFixed(1)} KiB, agent ${(r.agentBytesPerConn / 1024).toFixed(1)} KiB per connection`,
+        );
+      }
+    }
+    for (const st of Object.values(stacks)) await st.stop();
+    await target.proc.kill();
+  }
+
+  if (enabled("agents")) {
+    log(`agents: ${P.agents} idle agents on one server, in ${P.agentProcs} processes [${elapsed()}]`);
+    for (const path of ["ours", "go"] as const) {
+      const st =
+        path === "ours"
+          ? await startOurs(h, LOOPBACK, { noAgent: true })
+          : await startGo(h, LOOPBACK, bin, { noAgent: true });
+      try {
+        const r: AgentScaleResult = await agentScale(h, st, P.agents, P.agentProcs, P.idleMs, "host=bench");
+        detail.agents[path] = [r];
+        log(
+          `  ${path}: ${r.rssMiB.toFixed(1)} MiB RSS, ${(r.bytesPerAgent / 1024).toFixed(1)} KiB/agent, idle CPU ${r.idleCpuPercent.toFixed(2)}%`,
+        );
+      } finally {
+        await st.stop();
+      }
+    }
+  }
+
+  if (enabled("shaped")) {
+    log(`shaped link: ${P.runs} runs x ${P.shapedBytes / MiB} MiB each direction [${elapsed()}]`);
+    try {
+      await runShaped(bin, detail);
+    } catch (e) {
+      log(`shaped: FAILED: ${(e as Error).message}`);
+      detail.notes.push(`shaped scenario failed: ${(e as Error).message}`);
+    }
+  }
+
+  if (enabled("profile")) {
+    log(`profile: our server under --cpu-prof, ${P.profileBytes / MiB} MiB each direction [${elapsed()}]`);
+    const dir = join(h.dir, "prof");
+    mkdirSync(dir, { recursive: true });
+    const target = await startTarget(h, LOOPBACK);
+    const st = await startOurs(h, LOOPBACK, { cpuProfDir: dir });
+    const pids = { server: st.server.child.pid, agent: st.agent?.child.pid, target: target.proc.child.pid };
+    for (const dir2 of ["download", "upload"] as const) {
+      await bulk(opener("ours", LOOPBACK, st), target.bulk, dir2, P.profileBytes, pids);
+    }
+    await st.stop(true);
+    await target.proc.kill();
+    const file = readdirSync(dir).find((f) => f.endsWith(".cpuprofile"));
+    if (file) {
+      detail.profile = summarizeProfile(readFileSync(join(dir, file), "utf8"), 20);
+      writeFileSync(join(BENCH, "results/profile-server.txt"), detail.profile);
+    } else {
+      detail.notes.push("profile: the server wrote no .cpuprofile");
+    }
+  }
+
+  if (strayTunnelErrors > 0) {
+    detail.notes.push(
+      `${strayTunnelErrors} tunnelled connection(s) of ours failed with no listener attached yet (${lastStray})`,
+    );
+  }
+  detail.machine["total_seconds"] = Math.round((Date.now() - t0) / 1000);
+  report(detail, join(BENCH, "results"));
+  log(`done in ${elapsed()}`);
+}
+
+if (argv.includes("--report-only")) {
+  // Re-render table, latest.json and chart from the last run's samples.
+  const d = JSON.parse(readFileSync(join(BENCH, "results/latest-detail.json"), "utf8")) as Detail;
+  report(d, join(BENCH, "results"));
+  process.exit(0);
+}
+
+try {
+  await main();
+  await cleanup();
+  process.exit(0);
+} catch (e) {
+  log(`FAILED: ${(e as Error).stack ?? String(e)}`);
+  await cleanup();
+  process.exit(1);
+}

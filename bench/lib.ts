@@ -1,0 +1,791 @@
+/**
+ * Building blocks of the benchmark: starting the three paths (direct, ours, Go) on a given
+ * topology (loopback, or two network namespaces), and the measurements themselves. Processes
+ * go through the integration harness's `spawnProc`, so they are recorded and killed by PID.
+ */
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import * as net from "node:net";
+import { join, resolve } from "node:path";
+import type { Duplex } from "node:stream";
+import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-proxy/client";
+import type { StandaloneCertPaths } from "@cluster-proxy/pki";
+import { CLI, freePort, httpGet, waitFor, type Harness, type Proc } from "../test/integration/harness.js";
+
+export const BENCH = import.meta.dirname;
+export const REPO = resolve(BENCH, "..");
+/** Node flags that run a bench/*.ts file (tsx, sources of the workspace packages). */
+export const TS_NODE = ["--conditions=source", "--import", "tsx"];
+export const MiB = 1024 * 1024;
+
+export type PathName = "direct" | "ours" | "go";
+export const PATHS: readonly PathName[] = ["direct", "ours", "go"];
+
+/** Where the pieces run. Loopback: everything on 127.0.0.1 in the current namespace. */
+export interface Topology {
+  /** Command prefix for processes on the cluster side (agent, target): [] or ip netns exec. */
+  clusterWrap: string[];
+  /** Address the agents dial to reach the server's agent port. */
+  agentServerHost: string;
+  /** Address the server's agent port binds to. */
+  agentBind: string;
+  /** Address the target listens on (the agent dials it as 127.0.0.1). */
+  targetBind: string;
+  /** Address the client uses for the direct path. */
+  directHost: string;
+}
+
+export const LOOPBACK: Topology = {
+  clusterWrap: [],
+  agentServerHost: "127.0.0.1",
+  agentBind: "127.0.0.1",
+  targetBind: "127.0.0.1",
+  directHost: "127.0.0.1",
+};
+
+export function spawnWrapped(h: Harness, name: string, wrap: string[], cmd: string, args: string[]): Proc {
+  const [first, ...rest] = wrap;
+  return first ? h.spawnProc(name, first, [...rest, cmd, ...args]) : h.spawnProc(name, cmd, args);
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc readings
+
+const CLK_TCK = 100;
+
+/** CPU seconds (user + system) a process has used so far; 0 when it is gone. */
+export function cpuSeconds(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK;
+  } catch {
+    return 0;
+  }
+}
+
+/** Resident set size in bytes; 0 when the process is gone. */
+export function rssBytes(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return m ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+export function selfCpuSeconds(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: timed out after ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+export interface Summary {
+  median: number;
+  min: number;
+  max: number;
+  n: number;
+}
+
+export function summarize(values: readonly number[]): Summary | null {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return null;
+  const mid = Math.floor(v.length / 2);
+  const median = v.length % 2 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2;
+  return { median, min: v[0]!, max: v[v.length - 1]!, n: v.length };
+}
+
+export function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The target process
+
+export interface Target {
+  proc: Proc;
+  echo: number;
+  bulk: number;
+}
+
+export async function startTarget(h: Harness, topo: Topology): Promise<Target> {
+  const proc = spawnWrapped(h, "target", topo.clusterWrap, process.execPath, [
+    ...TS_NODE,
+    join(BENCH, "target.ts"),
+    topo.targetBind,
+  ]);
+  let ports: { echo: number; bulk: number } | undefined;
+  await waitFor(`target ports\n${proc.output()}`, () => {
+    const line = proc
+      .output()
+      .split("\n")
+      .find((l) => l.startsWith("{"));
+    if (line) ports = JSON.parse(line) as { echo: number; bulk: number };
+    return ports !== undefined;
+  });
+  return { proc, echo: ports!.echo, bulk: ports!.bulk };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tunnel stacks: our server + agent, the Go server + agent
+
+export interface Stack {
+  path: "ours" | "go";
+  server: Proc;
+  agent: Proc | undefined;
+  grpcPort: number;
+  connectPort: number | undefined;
+  agentPort: number;
+  healthPort: number;
+  /** Host part of dial addresses that reach the target through this stack. */
+  dialHost: string;
+  proxy: ProxyOptions;
+  client: TunnelClient;
+  stop(graceful?: boolean): Promise<void>;
+}
+
+export interface StackOptions {
+  /** Start no agent (scale scenario: load agents connect instead). */
+  noAgent?: boolean;
+  /** Run our server with --cpu-prof into this directory. */
+  cpuProfDir?: string;
+}
+
+function proxyOf(certs: StandaloneCertPaths, port: number): ProxyOptions {
+  return {
+    host: "127.0.0.1",
+    port,
+    ca: readFileSync(certs.ca.cert),
+    cert: readFileSync(certs.client.cert),
+    key: readFileSync(certs.client.key),
+  };
+}
+
+async function readyz(port: number): Promise<boolean> {
+  return (await httpGet(`http://127.0.0.1:${port}/readyz`)).status === 200;
+}
+
+function stack(
+  path: "ours" | "go",
+  h: Harness,
+  server: Proc,
+  agent: Proc | undefined,
+  ports: { grpc: number; connect?: number; agent: number; health: number },
+  dialHost: string,
+): Stack {
+  const proxy = proxyOf(h.certs, ports.grpc);
+  const client = new TunnelClient({ proxy, dialTimeoutMs: 20_000 });
+  return {
+    path,
+    server,
+    agent,
+    grpcPort: ports.grpc,
+    connectPort: ports.connect,
+    agentPort: ports.agent,
+    healthPort: ports.health,
+    dialHost,
+    proxy,
+    client,
+    stop: async (graceful = false) => {
+      await client.close().catch(() => undefined);
+      if (agent) await agent.kill("SIGKILL");
+      if (graceful) {
+        server.child.kill("SIGTERM");
+        await withTimeout(server.exited, 15_000, "server exit").catch(() => undefined);
+      }
+      await server.kill("SIGKILL");
+    },
+  };
+}
+
+export const CLUSTER = "bench";
+
+export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}): Promise<Stack> {
+  const [grpc, connect, agentPort, health, agentHealth] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
+  const c = h.certs;
+  const nodeArgs = o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : [];
+  const server = h.spawnProc("ours-server", process.execPath, [
+    ...nodeArgs,
+    CLI,
+    "server",
+    "--mode=both",
+    "--server-bind-address=127.0.0.1",
+    `--server-port=${grpc}`,
+    `--http-connect-port=${connect}`,
+    `--agent-bind-address=${topo.agentBind}`,
+    `--agent-port=${agentPort}`,
+    "--health-bind-address=127.0.0.1",
+    `--health-port=${health}`,
+    "--admin-bind-address=127.0.0.1",
+    "--admin-port=0",
+    `--server-cert=${c.server.cert}`,
+    `--server-key=${c.server.key}`,
+    `--server-ca-cert=${c.ca.cert}`,
+    `--cluster-cert=${c.server.cert}`,
+    `--cluster-key=${c.server.key}`,
+    `--cluster-ca-cert=${c.ca.cert}`,
+    "--proxy-strategies=destHost",
+    "--log-level=warn",
+    // Extra flags for our server, e.g. BENCH_OUR_SERVER_ARGS="--agent-identity=shared".
+    ...(process.env["BENCH_OUR_SERVER_ARGS"] ?? "").split(" ").filter(Boolean),
+  ]);
+  await waitFor(`our server health\n${server.output()}`, async () => {
+    return (await httpGet(`http://127.0.0.1:${health}/healthz`)).status === 200;
+  });
+  let agent: Proc | undefined;
+  if (!o.noAgent) {
+    const cert = c.agents.get(CLUSTER)!;
+    agent = spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
+      CLI,
+      "agent",
+      `--proxy-server-host=${topo.agentServerHost}`,
+      `--proxy-server-port=${agentPort}`,
+      `--ca-cert=${c.ca.cert}`,
+      `--agent-cert=${cert.cert}`,
+      `--agent-key=${cert.key}`,
+      `--cluster-name=${CLUSTER}`,
+      "--agent-id=bench-ours-agent",
+      "--health-server-host=127.0.0.1",
+      `--health-server-port=${agentHealth}`,
+      "--admin-server-port=0",
+      "--keepalive-time=30s",
+      "--keepalive-timeout=10s",
+      "--log-level=warn",
+    ]);
+    const a = agent;
+    await waitFor("our agent connected", () => readyz(health), 20_000).catch((e: Error) => {
+      throw new Error(`${e.message}\nserver: ${server.output()}\nagent: ${a.output()}`);
+    });
+  }
+  // `<host>.<cluster>` is routed to the agent serving <cluster> and dialled as <host> there.
+  return stack("ours", h, server, agent, { grpc, connect, agent: agentPort, health }, `127.0.0.1.${CLUSTER}`);
+}
+
+export async function startGo(h: Harness, topo: Topology, bin: string, o: StackOptions = {}): Promise<Stack> {
+  const [grpc, agentPort, health, admin, agentHealth, agentAdmin] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
+  const c = h.certs;
+  const server = h.spawnProc("go-server", join(bin, "proxy-server"), [
+    "--mode=grpc",
+    "--server-bind-address=127.0.0.1",
+    `--server-port=${grpc}`,
+    `--agent-bind-address=${topo.agentBind}`,
+    `--agent-port=${agentPort}`,
+    "--health-bind-address=127.0.0.1",
+    `--health-port=${health}`,
+    "--admin-bind-address=127.0.0.1",
+    `--admin-port=${admin}`,
+    `--server-cert=${c.server.cert}`,
+    `--server-key=${c.server.key}`,
+    `--server-ca-cert=${c.ca.cert}`,
+    `--cluster-cert=${c.server.cert}`,
+    `--cluster-key=${c.server.key}`,
+    `--cluster-ca-cert=${c.ca.cert}`,
+    "--proxy-strategies=destHost",
+    "--server-count=1",
+    "--server-id=bench-go-server",
+    "-v=0",
+  ]);
+  await waitFor(`Go server health\n${server.output()}`, async () => {
+    return (await httpGet(`http://127.0.0.1:${health}/healthz`)).status === 200;
+  });
+  let agent: Proc | undefined;
+  if (!o.noAgent) {
+    const cert = c.agents.get(CLUSTER)!;
+    agent = spawnWrapped(h, "go-agent", topo.clusterWrap, join(bin, "proxy-agent"), [
+      `--proxy-server-host=${topo.agentServerHost}`,
+      `--proxy-server-port=${agentPort}`,
+      `--ca-cert=${c.ca.cert}`,
+      `--agent-cert=${cert.cert}`,
+      `--agent-key=${cert.key}`,
+      "--agent-id=bench-go-agent",
+      "--agent-identifiers=ipv4=127.0.0.1",
+      "--health-server-host=127.0.0.1",
+      `--health-server-port=${agentHealth}`,
+      "--admin-bind-address=127.0.0.1",
+      `--admin-server-port=${agentAdmin}`,
+      "--sync-interval=100ms",
+      "--sync-interval-cap=1s",
+      "-v=0",
+    ]);
+    const a = agent;
+    await waitFor("Go agent connected", () => readyz(health), 20_000).catch((e: Error) => {
+      throw new Error(`${e.message}\nserver: ${server.output()}\nagent: ${a.output()}`);
+    });
+  }
+  return stack("go", h, server, agent, { grpc, agent: agentPort, health }, "127.0.0.1");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Opening connections
+
+export type Opener = (port: number) => Promise<Duplex>;
+
+export async function openDirect(host: string, port: number): Promise<net.Socket> {
+  const s = net.connect({ host, port, noDelay: true });
+  await withTimeout(once(s, "connect"), 20_000, `connect ${host}:${port}`);
+  return s;
+}
+
+/** The reusable-client opener of a path (direct: a plain TCP connect). */
+export function opener(path: PathName, topo: Topology, st: Stack | undefined): Opener {
+  if (path === "direct" || !st) return (port) => openDirect(topo.directHost, port);
+  return (port) => st.client.dial(`${st.dialHost}:${port}`);
+}
+
+/** A new HTTP/2 session (TLS handshake) per connection, like Go's CreateSingleUseGrpcTunnel. */
+export function singleUseOpener(st: Stack): Opener {
+  return (port) => dial(`${st.dialHost}:${port}`, { proxy: st.proxy, timeoutMs: 20_000 });
+}
+
+/** Through our HTTP CONNECT door (mTLS). */
+export function connectOpener(st: Stack): Opener {
+  const port = st.connectPort;
+  if (!port) throw new Error(`${st.path} has no HTTP CONNECT door`);
+  return async (target) => {
+    const s = await dialConnect(`${st.dialHost}:${target}`, {
+      proxy: { ...st.proxy, port },
+      timeoutMs: 20_000,
+    });
+    s.setNoDelay(true);
+    return s;
+  };
+}
+
+/** Resolve once `n` bytes arrived on `s` (counting from now); rejects on error/close first. */
+function readBytes(s: Duplex, n: number): Promise<void> {
+  return new Promise((resolveRead, reject) => {
+    let got = 0;
+    const onData = (c: Buffer): void => {
+      got += c.length;
+      if (got >= n) {
+        cleanup();
+        resolveRead();
+      }
+    };
+    const onEnd = (): void => {
+      cleanup();
+      reject(new Error(`connection ended after ${got} of ${n} bytes`));
+    };
+    const onError = (e: Error): void => {
+      cleanup();
+      reject(e);
+    };
+    const cleanup = (): void => {
+      s.off("data", onData);
+      s.off("end", onEnd);
+      s.off("error", onError);
+    };
+    s.on("data", onData);
+    s.once("end", onEnd);
+    s.once("error", onError);
+  });
+}
+
+async function writeAll(s: Duplex, total: number, chunk: Buffer): Promise<void> {
+  let closed = false;
+  let wake: (() => void) | undefined;
+  const onClose = (): void => {
+    closed = true;
+    wake?.();
+  };
+  s.once("close", onClose);
+  try {
+    for (let sent = 0; sent < total;) {
+      if (closed) throw new Error("closed while writing");
+      const n = Math.min(chunk.length, total - sent);
+      sent += n;
+      if (!s.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+        await new Promise<void>((resolveDrain) => {
+          wake = resolveDrain;
+          s.once("drain", resolveDrain);
+        });
+      }
+    }
+  } finally {
+    s.off("close", onClose);
+  }
+}
+
+const CHUNK = Buffer.alloc(64 * 1024, 0x42);
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 1/2: bulk transfer on one connection
+
+export interface CpuPids {
+  server?: number | undefined;
+  agent?: number | undefined;
+  target?: number | undefined;
+}
+
+export interface BulkResult {
+  mbps: number;
+  seconds: number;
+  bytes: number;
+  /** CPU seconds per GB (1e9 bytes) for each process. */
+  cpuPerGB: { client: number; server: number; agent: number; target: number };
+}
+
+export async function bulk(
+  open: Opener,
+  port: number,
+  direction: "upload" | "download",
+  bytes: number,
+  pids: CpuPids,
+): Promise<BulkResult> {
+  const s = await open(port);
+  s.on("error", () => undefined);
+  try {
+    const cpu0 = {
+      client: selfCpuSeconds(),
+      server: cpuSeconds(pids.server),
+      agent: cpuSeconds(pids.agent),
+      target: cpuSeconds(pids.target),
+    };
+    const t0 = performance.now();
+    if (direction === "upload") {
+      const ok = readBytes(s, 3);
+      s.write(`sink ${bytes}\n`);
+      await withTimeout(Promise.all([writeAll(s, bytes, CHUNK), ok]), 180_000, "upload");
+    } else {
+      const got = readBytes(s, bytes);
+      s.write(`source ${bytes}\n`);
+      await withTimeout(got, 180_000, "download");
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    const gb = bytes / 1e9;
+    return {
+      mbps: (bytes * 8) / seconds / 1e6,
+      seconds,
+      bytes,
+      // NaN where the path has no such process (direct: no server, no agent).
+      cpuPerGB: {
+        client: (selfCpuSeconds() - cpu0.client) / gb,
+        server: pids.server ? (cpuSeconds(pids.server) - cpu0.server) / gb : NaN,
+        agent: pids.agent ? (cpuSeconds(pids.agent) - cpu0.agent) / gb : NaN,
+        target: (cpuSeconds(pids.target) - cpu0.target) / gb,
+      },
+    };
+  } finally {
+    s.destroy();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 3: many concurrent bulk downloads
+
+export interface ManyResult {
+  conns: number;
+  mbps: number;
+  /** Slowest connection's bytes over the mean (1 = perfectly fair). */
+  fairness: number;
+}
+
+export async function many(open: Opener, port: number, conns: number, durationMs: number): Promise<ManyResult> {
+  const sockets: Duplex[] = [];
+  try {
+    for (let i = 0; i < conns; i++) {
+      const s = await open(port);
+      s.on("error", () => undefined);
+      sockets.push(s);
+    }
+    const counts = new Array<number>(conns).fill(0);
+    sockets.forEach((s, i) => s.on("data", (c: Buffer) => void (counts[i] = counts[i]! + c.length)));
+    for (const s of sockets) s.write("stream\n");
+    await sleep(Math.min(500, durationMs / 4)); // ramp up
+    const start = counts.slice();
+    const t0 = performance.now();
+    await sleep(durationMs);
+    const secs = (performance.now() - t0) / 1000;
+    const got = counts.map((c, i) => c - start[i]!);
+    const total = got.reduce((a, b) => a + b, 0);
+    const mean = total / conns;
+    return { conns, mbps: (total * 8) / secs / 1e6, fairness: mean > 0 ? Math.min(...got) / mean : 0 };
+  } finally {
+    for (const s of sockets) s.destroy();
+    await sleep(300);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 4: latency
+
+export interface RttResult {
+  p50: number;
+  p99: number;
+  p999: number;
+  count: number;
+}
+
+/** 64-byte request/response round trips on one established connection (µs). */
+export async function rtt(open: Opener, echoPort: number, count: number, maxMs: number): Promise<RttResult> {
+  const s = await open(echoPort);
+  s.on("error", () => undefined);
+  const msg = Buffer.alloc(64, 7);
+  const samples: number[] = [];
+  try {
+    // Warm-up: the first round trips include lazy set-up.
+    for (let i = 0; i < 20; i++) {
+      const r = readBytes(s, 64);
+      s.write(msg);
+      await withTimeout(r, 10_000, "rtt warm-up");
+    }
+    const deadline = performance.now() + maxMs;
+    for (let i = 0; i < count && performance.now() < deadline; i++) {
+      const t0 = performance.now();
+      const r = readBytes(s, 64);
+      s.write(msg);
+      await withTimeout(r, 10_000, "rtt");
+      samples.push((performance.now() - t0) * 1000);
+    }
+  } finally {
+    s.destroy();
+  }
+  samples.sort((a, b) => a - b);
+  return {
+    p50: percentile(samples, 50),
+    p99: percentile(samples, 99),
+    p999: percentile(samples, 99.9),
+    count: samples.length,
+  };
+}
+
+/** Dial, send one byte, get it back (ms per connection). */
+export async function firstByte(open: Opener, echoPort: number, count: number, maxMs: number): Promise<number[]> {
+  const out: number[] = [];
+  const deadline = performance.now() + maxMs;
+  for (let i = 0; i < count && performance.now() < deadline; i++) {
+    const t0 = performance.now();
+    const s = await withTimeout(open(echoPort), 20_000, "first-byte dial");
+    s.on("error", () => undefined);
+    const r = readBytes(s, 1);
+    s.write("x");
+    await withTimeout(r, 10_000, "first byte");
+    out.push(performance.now() - t0);
+    s.destroy();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 5: dial rate
+
+export interface DialRateResult {
+  /** Completed dial+request+close cycles per second, one figure per window. */
+  windows: number[];
+  errors: number;
+  lastError: string;
+}
+
+export async function dialRate(
+  open: Opener,
+  echoPort: number,
+  windows: number,
+  windowMs: number,
+  concurrency: number,
+): Promise<DialRateResult> {
+  const counts = new Array<number>(windows).fill(0);
+  const t0 = performance.now();
+  const end = t0 + windows * windowMs;
+  const msg = Buffer.alloc(16, 1);
+  let errors = 0;
+  let lastError = "";
+  const MAX_CYCLES = 10_000_000;
+  let cycles = 0;
+  const worker = async (): Promise<void> => {
+    while (performance.now() < end && cycles++ < MAX_CYCLES && errors < 1000) {
+      try {
+        const left = Math.max(1000, end - performance.now() + 2000);
+        const s = await withTimeout(open(echoPort), Math.min(20_000, left), "dial");
+        s.on("error", () => undefined);
+        const r = readBytes(s, msg.length);
+        s.write(msg);
+        await withTimeout(r, Math.min(10_000, left), "dial-rate echo");
+        s.destroy();
+        const t = performance.now();
+        const w = Math.floor((t - t0) / windowMs);
+        if (w < windows) counts[w] = counts[w]! + 1;
+      } catch (e) {
+        errors++;
+        lastError = (e as Error).message;
+        await sleep(10);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, () => worker()));
+  return { windows: counts.map((c) => c / (windowMs / 1000)), errors, lastError };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 6b: idle connections through one agent
+
+export interface IdleConnResult {
+  conns: number;
+  serverBytesPerConn: number;
+  agentBytesPerConn: number;
+  serverRssMiB: number;
+  agentRssMiB: number;
+}
+
+export async function idleConns(st: Stack, echoPort: number, n: number, concurrency: number): Promise<IdleConnResult> {
+  const open = opener(st.path, LOOPBACK, st);
+  const serverPid = st.server.child.pid;
+  const agentPid = st.agent?.child.pid;
+  await sleep(1000);
+  const before = { server: rssBytes(serverPid), agent: rssBytes(agentPid) };
+  const sockets: Duplex[] = [];
+  let next = 0;
+  let failed = 0;
+  let lastError = "";
+  const deadline = performance.now() + 180_000;
+  const worker = async (): Promise<void> => {
+    while (next < n && performance.now() < deadline && failed < 100) {
+      next++;
+      try {
+        const s = await withTimeout(open(echoPort), 30_000, "idle dial");
+        s.on("error", () => undefined);
+        sockets.push(s);
+      } catch (e) {
+        failed++;
+        lastError = (e as Error).message;
+      }
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: concurrency }, () => worker()));
+    if (sockets.length < n) throw new Error(`only ${sockets.length} of ${n} idle connections opened: ${lastError}`);
+    await sleep(3000);
+    const after = { server: rssBytes(serverPid), agent: rssBytes(agentPid) };
+    return {
+      conns: sockets.length,
+      serverBytesPerConn: (after.server - before.server) / sockets.length,
+      agentBytesPerConn: (after.agent - before.agent) / sockets.length,
+      serverRssMiB: after.server / MiB,
+      agentRssMiB: after.agent / MiB,
+    };
+  } finally {
+    for (const s of sockets) s.destroy();
+    await sleep(1000);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario 6a: many idle agents on one server
+
+export interface AgentScaleResult {
+  agents: number;
+  processes: number;
+  baselineRssMiB: number;
+  rssMiB: number;
+  bytesPerAgent: number;
+  /** Server CPU while idle with every agent connected, in % of one core. */
+  idleCpuPercent: number;
+  connectSeconds: number;
+}
+
+export async function agentScale(
+  h: Harness,
+  st: Stack,
+  agents: number,
+  processes: number,
+  idleMs: number,
+  identifiers: string,
+): Promise<AgentScaleResult> {
+  const pid = st.server.child.pid;
+  await sleep(1500);
+  const baseline = rssBytes(pid);
+  const cert = h.certs.agents.get(CLUSTER)!;
+  const per = Math.ceil(agents / processes);
+  const procs: Proc[] = [];
+  const t0 = performance.now();
+  try {
+    for (let p = 0; p < processes; p++) {
+      const count = Math.min(per, agents - p * per);
+      if (count <= 0) break;
+      procs.push(
+        h.spawnProc(`load-agent-${p}`, process.execPath, [
+          ...TS_NODE,
+          join(BENCH, "load-agent.ts"),
+          JSON.stringify({
+            host: "127.0.0.1",
+            port: st.agentPort,
+            count,
+            ca: h.certs.ca.cert,
+            cert: cert.cert,
+            key: cert.key,
+            idPrefix: `${st.path}-load-${p}`,
+            identifiers,
+            concurrency: 16,
+          }),
+        ]),
+      );
+    }
+    let connected = 0;
+    await waitFor(
+      `${agents} load agents connected`,
+      () => {
+        const lines = procs.map((p) => /connected (\d+) failed (\d+)(.*)/.exec(p.output()));
+        if (lines.some((m) => m === null)) return false;
+        connected = lines.reduce((a, m) => a + Number(m![1]), 0);
+        const failed = lines.reduce((a, m) => a + Number(m![2]), 0);
+        if (failed > 0) throw new Error(`${failed} load agents failed: ${lines.map((m) => m![3]).join(" ")}`);
+        return true;
+      },
+      180_000,
+      200,
+    ).catch((e: Error) => {
+      throw new Error(`${e.message}\n${procs.map((p) => p.output()).join("\n")}`);
+    });
+    const connectSeconds = (performance.now() - t0) / 1000;
+    await sleep(3000);
+    const cpu0 = cpuSeconds(pid);
+    const c0 = performance.now();
+    await sleep(idleMs);
+    const idleCpuPercent = ((cpuSeconds(pid) - cpu0) / ((performance.now() - c0) / 1000)) * 100;
+    const rss = rssBytes(pid);
+    return {
+      agents: connected,
+      processes: procs.length,
+      baselineRssMiB: baseline / MiB,
+      rssMiB: rss / MiB,
+      bytesPerAgent: (rss - baseline) / connected,
+      idleCpuPercent,
+      connectSeconds,
+    };
+  } finally {
+    await Promise.all(procs.map((p) => p.kill("SIGKILL")));
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Many idle konnectivity agents in one process, for the scale scenario. Each agent is what a
+ * real one is on the wire: its own mTLS connection (HTTP/2, ALPN h2) and one
+ * `/AgentService/Connect` stream with `agentid` and `agentidentifiers` metadata, kept open. They
+ * serve no dials (the scenario measures idle cost on the server).
+ *
+ * Usage: load-agent.ts '<json config>' (see LoadAgentConfig). Prints `connected <n> failed <m>`
+ * when every attempt has finished, then stays until killed. Attempts are bounded (count, 20 s each).
+ */
+import { readFileSync } from "node:fs";
+import type * as http2 from "node:http2";
+import { AGENT_CONNECT_METHOD, Metadata } from "@cluster-proxy/protocol";
+import { connectSession, openCall, type ClientCall } from "@cluster-proxy/tunnel";
+
+export interface LoadAgentConfig {
+  host: string;
+  port: number;
+  count: number;
+  ca: string;
+  cert: string;
+  key: string;
+  idPrefix: string;
+  identifiers: string;
+  concurrency: number;
+}
+
+const cfg = JSON.parse(process.argv[2] ?? "{}") as LoadAgentConfig;
+const tls = { ca: readFileSync(cfg.ca), cert: readFileSync(cfg.cert), key: readFileSync(cfg.key) };
+const held: { session: http2.ClientHttp2Session; call: ClientCall }[] = [];
+let next = 0;
+let ok = 0;
+let failed = 0;
+let lastError = "";
+
+async function one(i: number): Promise<void> {
+  const session = await connectSession({ host: cfg.host, port: cfg.port, tls, timeoutMs: 20_000 });
+  const call = openCall(session, AGENT_CONNECT_METHOD, {
+    metadata: { [Metadata.agentID]: `${cfg.idPrefix}-${i}`, [Metadata.agentIdentifiers]: cfg.identifiers },
+  });
+  call.on("message", () => undefined);
+  const timer = setTimeout(() => session.destroy(), 20_000);
+  try {
+    const headers = await call.waitForHeaders();
+    if (headers["grpc-status"] !== undefined && headers["grpc-status"] !== "0") {
+      throw new Error(`refused: ${String(headers["grpc-message"])}`);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  held.push({ session, call });
+}
+
+async function worker(): Promise<void> {
+  for (let i = next++; i < cfg.count; i = next++) {
+    try {
+      await one(i);
+      ok++;
+    } catch (e) {
+      failed++;
+      lastError = (e as Error).message;
+    }
+  }
+}
+
+await Promise.all(Array.from({ length: Math.max(1, cfg.concurrency) }, () => worker()));
+process.stdout.write(`connected ${ok} failed ${failed}${lastError ? ` last error: ${lastError}` : ""}\n`);
+// Stay alive (the sessions keep the loop busy); the runner kills this process by PID.
+setInterval(() => undefined, 60_000);

@@ -1,0 +1,375 @@
+/**
+ * Turns the raw samples of a run into: results/latest.json (the stable machine-readable keys),
+ * results/latest-detail.json (every sample), results/latest-table.md and the printed table
+ * (medians [min-max], ours/direct, ours/Go), and results/chart.svg.
+ */
+import { writeFileSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import {
+  PATHS,
+  summarize,
+  type AgentScaleResult,
+  type BulkResult,
+  type DialRateResult,
+  type IdleConnResult,
+  type ManyResult,
+  type PathName,
+  type RttResult,
+  type Summary,
+} from "./lib.js";
+import type { ShapedResult } from "./shaped.js";
+
+type PerPath<T> = Record<PathName, T>;
+
+export interface Detail {
+  quick: boolean;
+  params: Record<string, unknown>;
+  machine: Record<string, unknown>;
+  notes: string[];
+  loopback: ShapedResult | null;
+  shaped: ShapedResult | null;
+  shapedLink: string;
+  many: Record<string, PerPath<ManyResult[]>>;
+  rtt: PerPath<RttResult[]> | null;
+  firstByte: Record<string, number[]>;
+  dialRate: PerPath<DialRateResult> | null;
+  agents: Partial<Record<"ours" | "go", AgentScaleResult[]>>;
+  idleConns: Partial<Record<"ours" | "go", IdleConnResult[]>>;
+  idleAgentRssMiB: Partial<Record<"ours" | "go", number>>;
+  profile: string;
+}
+
+type Row = {
+  label: string;
+  lowerBetter: boolean;
+  values: Partial<Record<PathName, Summary | null>>;
+};
+
+const KiB = 1024;
+
+function perPath<T>(
+  src: Partial<Record<PathName, T[]>> | null | undefined,
+  f: (x: T) => number,
+): Partial<Record<PathName, Summary | null>> {
+  const out: Partial<Record<PathName, Summary | null>> = {};
+  if (!src) return out;
+  for (const p of PATHS) {
+    const v = src[p];
+    if (v && v.length) out[p] = summarize(v.map(f));
+  }
+  return out;
+}
+
+/** One connection: per run, the mean of download and upload. */
+function bothWays(r: ShapedResult | null): Partial<Record<PathName, Summary | null>> {
+  if (!r) return {};
+  const out: Partial<Record<PathName, Summary | null>> = {};
+  for (const p of PATHS) {
+    const d = r.download[p];
+    const u = r.upload[p];
+    out[p] = summarize(d.map((x, i) => (x.mbps + (u[i]?.mbps ?? x.mbps)) / 2));
+  }
+  return out;
+}
+
+const tunnelCpu = (b: BulkResult): number => b.cpuPerGB.server + b.cpuPerGB.agent;
+
+function fmt(x: number): string {
+  const a = Math.abs(x);
+  if (a >= 1000) return x.toFixed(0);
+  if (a >= 100) return x.toFixed(0);
+  if (a >= 10) return x.toFixed(1);
+  if (a >= 1) return x.toFixed(2);
+  return x.toFixed(3);
+}
+
+function cell(s: Summary | null | undefined): string {
+  if (!s) return "n/a";
+  if (s.n === 1 || s.min === s.max) return fmt(s.median);
+  return `${fmt(s.median)} [${fmt(s.min)}-${fmt(s.max)}]`;
+}
+
+function ratio(a: Summary | null | undefined, b: Summary | null | undefined): string {
+  if (!a || !b || b.median === 0) return "n/a";
+  return `${(a.median / b.median).toFixed(2)}x`;
+}
+
+function rows(d: Detail): Row[] {
+  const r: Row[] = [];
+  const add = (label: string, lowerBetter: boolean, values: Row["values"]): void => {
+    if (Object.values(values).some((v) => v)) r.push({ label, lowerBetter, values });
+  };
+  for (const [name, res] of [
+    ["loopback", d.loopback],
+    ["shaped 1 Gbit/s link", d.shaped],
+  ] as const) {
+    if (!res) continue;
+    add(
+      `${name}: download, 1 conn (Mbit/s)`,
+      false,
+      perPath(res.download, (b) => b.mbps),
+    );
+    add(
+      `${name}: upload, 1 conn (Mbit/s)`,
+      false,
+      perPath(res.upload, (b) => b.mbps),
+    );
+    if (name === "loopback") {
+      add(`${name}: tunnel CPU s/GB (server+agent), download`, true, perPath(res.download, tunnelCpu));
+      add(`${name}: tunnel CPU s/GB (server+agent), upload`, true, perPath(res.upload, tunnelCpu));
+      add(
+        `${name}: server CPU s/GB, download`,
+        true,
+        perPath(res.download, (b) => b.cpuPerGB.server),
+      );
+      add(
+        `${name}: agent CPU s/GB, download`,
+        true,
+        perPath(res.download, (b) => b.cpuPerGB.agent),
+      );
+      add(
+        `${name}: client CPU s/GB, download`,
+        true,
+        perPath(res.download, (b) => b.cpuPerGB.client),
+      );
+    }
+  }
+  for (const [n, res] of Object.entries(d.many)) {
+    add(
+      `${n} concurrent downloads (Mbit/s total)`,
+      false,
+      perPath(res, (m) => m.mbps),
+    );
+    add(
+      `${n} concurrent: fairness (slowest / mean)`,
+      false,
+      perPath(res, (m) => m.fairness),
+    );
+  }
+  if (d.rtt) {
+    add(
+      "64 B round trip p50 (µs)",
+      true,
+      perPath(d.rtt, (x) => x.p50),
+    );
+    add(
+      "64 B round trip p99 (µs)",
+      true,
+      perPath(d.rtt, (x) => x.p99),
+    );
+    add(
+      "64 B round trip p99.9 (µs)",
+      true,
+      perPath(d.rtt, (x) => x.p999),
+    );
+  }
+  const fb = (k: string): Summary | null => summarize(d.firstByte[k] ?? []);
+  if (Object.keys(d.firstByte).length) {
+    add("new conn to first byte, single-use gRPC tunnel (ms)", true, {
+      direct: fb("direct TCP"),
+      ours: fb("ours single-use gRPC tunnel"),
+      go: fb("go single-use gRPC tunnel"),
+    });
+    add("new conn to first byte, reusable client (ms)", true, {
+      direct: fb("direct TCP"),
+      ours: fb("ours reusable client"),
+      go: fb("go reusable client (our SDK)"),
+    });
+    add("new conn to first byte, HTTP CONNECT (ms)", true, {
+      direct: fb("direct TCP"),
+      ours: fb("ours HTTP CONNECT (mTLS)"),
+    });
+  }
+  if (d.dialRate) {
+    const dr: Partial<Record<PathName, Summary | null>> = {};
+    for (const p of PATHS) if (d.dialRate[p]) dr[p] = summarize(d.dialRate[p].windows);
+    add("dials/s (dial, 16 B echo, close; 16 in parallel)", false, dr);
+  }
+  const agentsN = d.agents.ours?.[0]?.agents ?? d.agents.go?.[0]?.agents;
+  if (agentsN !== undefined) {
+    add(
+      `server RSS with ${agentsN} idle agents (MiB)`,
+      true,
+      perPath(d.agents, (a) => a.rssMiB),
+    );
+    add(
+      "server memory per idle agent (KiB)",
+      true,
+      perPath(d.agents, (a) => a.bytesPerAgent / KiB),
+    );
+    add(
+      `server idle CPU with ${agentsN} agents (% of a core)`,
+      true,
+      perPath(d.agents, (a) => a.idleCpuPercent),
+    );
+  }
+  const connsN = d.idleConns.ours?.[0]?.conns ?? d.idleConns.go?.[0]?.conns;
+  if (connsN !== undefined) {
+    add(
+      `idle conn memory, server (KiB/conn, ${connsN} conns)`,
+      true,
+      perPath(d.idleConns, (c) => c.serverBytesPerConn / KiB),
+    );
+    add(
+      `idle conn memory, agent (KiB/conn, ${connsN} conns)`,
+      true,
+      perPath(d.idleConns, (c) => c.agentBytesPerConn / KiB),
+    );
+  }
+  if (d.idleAgentRssMiB.ours !== undefined) {
+    add("idle agent process RSS (MiB)", true, {
+      ours: summarize([d.idleAgentRssMiB.ours]),
+      go: summarize([d.idleAgentRssMiB.go ?? NaN]),
+    });
+  }
+  return r;
+}
+
+/** The stable keys other tools read. */
+function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<string, Row["values"]> } {
+  const s: Record<string, Row["values"]> = {
+    loopback_throughput_mbps: bothWays(d.loopback),
+    shaped_throughput_mbps: bothWays(d.shaped),
+    many_conn_throughput_mbps: perPath(d.many["64"] ?? null, (m) => m.mbps),
+    rtt_p50_us: perPath(d.rtt, (x) => x.p50),
+    rtt_p99_us: perPath(d.rtt, (x) => x.p99),
+    first_byte_ms: {
+      direct: summarize(d.firstByte["direct TCP"] ?? []),
+      ours: summarize(d.firstByte["ours single-use gRPC tunnel"] ?? []),
+      go: summarize(d.firstByte["go single-use gRPC tunnel"] ?? []),
+    },
+    dials_per_s: {},
+    server_rss_mib_1000_agents: perPath(d.agents, (a) => a.rssMiB),
+    bytes_per_idle_connection: perPath(d.idleConns, (c) => c.serverBytesPerConn + c.agentBytesPerConn),
+  };
+  if (d.dialRate) for (const p of PATHS) s["dials_per_s"]![p] = summarize(d.dialRate[p]?.windows ?? []);
+  const json: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s)) {
+    const o: Record<string, number> = {};
+    for (const p of PATHS) {
+      const x = v[p];
+      if (x) o[p] = Math.round(x.median * 100) / 100;
+    }
+    json[k] = o;
+  }
+  json["runs"] = {
+    repeats: d.params["runs"],
+    quick: d.quick,
+    agents: d.agents.ours?.[0]?.agents ?? d.agents.go?.[0]?.agents ?? null,
+    idle_connections: d.idleConns.ours?.[0]?.conns ?? d.idleConns.go?.[0]?.conns ?? null,
+    bulk_bytes: d.params["bulkBytes"],
+    shaped_bytes: d.params["shapedBytes"],
+    dial_rate_seconds: ((d.params["dialWindows"] as number) * (d.params["dialWindowMs"] as number)) / 1000,
+    definitions:
+      "throughput: Mbit/s (1e6 bit/s), one connection, mean of download and upload per run, median of runs; " +
+      "many_conn: 64 concurrent downloads; rtt: 64 B echo on an open connection; first_byte: new connection " +
+      "(ours/go: single-use gRPC tunnel with a TLS handshake) to first echoed byte; dials_per_s: dial + 16 B echo " +
+      "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
+      "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection",
+  };
+  json["machine"] = d.machine;
+  return { json, summaries: s };
+}
+
+function table(d: Detail): string {
+  const head = "| Metric | direct | ours | Go | ours/direct | ours/Go |\n| --- | --- | --- | --- | --- | --- |";
+  const body = rows(d).map(
+    (r) =>
+      `| ${r.label}${r.lowerBetter ? " ↓" : ""} | ${cell(r.values.direct)} | ${cell(r.values.ours)} | ${cell(r.values.go)} | ` +
+      `${ratio(r.values.ours, r.values.direct)} | ${ratio(r.values.ours, r.values.go)} |`,
+  );
+  return `${head}\n${body.join("\n")}\n`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chart (hand-written SVG): one panel per latest.json key, a bar per path with a min-max whisker.
+
+const COLORS: Record<PathName, string> = { direct: "#8c8c8c", ours: "#2b6cb0", go: "#dd8452" };
+const TITLES: Record<string, string> = {
+  loopback_throughput_mbps: "Loopback, 1 connection (Mbit/s) ↑",
+  shaped_throughput_mbps: "Shaped 1 Gbit/s link (Mbit/s) ↑",
+  many_conn_throughput_mbps: "64 connections (Mbit/s total) ↑",
+  rtt_p50_us: "Round trip p50 (µs) ↓",
+  rtt_p99_us: "Round trip p99 (µs) ↓",
+  first_byte_ms: "New conn to first byte (ms) ↓",
+  dials_per_s: "Dials per second ↑",
+  server_rss_mib_1000_agents: "Server RSS, idle agents (MiB) ↓",
+  bytes_per_idle_connection: "Bytes per idle connection ↓",
+};
+
+const esc = (s: string): string => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+
+function chart(summaries: Record<string, Row["values"]>, subtitle: string): string {
+  const keys = Object.keys(TITLES);
+  const cols = 3;
+  const pw = 320;
+  const ph = 130;
+  const top = 60;
+  const width = cols * pw + 20;
+  const height = top + Math.ceil(keys.length / cols) * ph + 30;
+  const out: string[] = [];
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="11">`,
+    `<rect width="100%" height="100%" fill="#fff"/>`,
+    `<text x="10" y="22" font-size="15" font-weight="bold">cluster-proxy vs direct TCP vs Go konnectivity (medians, whiskers: min-max)</text>`,
+    `<text x="10" y="40" fill="#555">${esc(subtitle)}</text>`,
+  );
+  PATHS.forEach((p, i) => {
+    out.push(`<rect x="${width - 230 + i * 75}" y="30" width="10" height="10" fill="${COLORS[p]}"/>`);
+    out.push(`<text x="${width - 216 + i * 75}" y="39">${p === "go" ? "Go" : p}</text>`);
+  });
+  keys.forEach((k, idx) => {
+    const x0 = 10 + (idx % cols) * pw;
+    const y0 = top + Math.floor(idx / cols) * ph;
+    out.push(`<text x="${x0}" y="${y0 + 12}" font-weight="bold">${esc(TITLES[k]!)}</text>`);
+    const v = summaries[k] ?? {};
+    // Scale to the tunnels (ours, Go); a direct bar far beyond them is drawn clipped, marked "»".
+    const tunnelMax = Math.max(v.ours?.max ?? 0, v.go?.max ?? 0);
+    const allMax = Math.max(...PATHS.map((p) => v[p]?.max ?? 0), 1e-9);
+    const max = tunnelMax > 0 && allMax > tunnelMax * 2 ? tunnelMax * 1.25 : allMax;
+    const barMax = pw - 120;
+    const clip = (x: number): number => Math.min(x, max);
+    PATHS.forEach((p, i) => {
+      const y = y0 + 24 + i * 30;
+      out.push(`<text x="${x0}" y="${y + 14}">${p === "go" ? "Go" : p}</text>`);
+      const s = v[p];
+      if (!s) {
+        out.push(`<text x="${x0 + 50}" y="${y + 14}" fill="#999">n/a</text>`);
+        return;
+      }
+      const w = (clip(s.median) / max) * barMax;
+      out.push(`<rect x="${x0 + 50}" y="${y}" width="${w.toFixed(1)}" height="20" fill="${COLORS[p]}"/>`);
+      if (s.median > max) out.push(`<text x="${(x0 + 50 + w - 14).toFixed(1)}" y="${y + 15}" fill="#fff">»</text>`);
+      const a = x0 + 50 + (clip(s.min) / max) * barMax;
+      const b = x0 + 50 + (clip(s.max) / max) * barMax;
+      out.push(
+        `<line x1="${a.toFixed(1)}" y1="${y + 10}" x2="${b.toFixed(1)}" y2="${y + 10}" stroke="#222" stroke-width="1"/>`,
+      );
+      out.push(`<line x1="${a.toFixed(1)}" y1="${y + 5}" x2="${a.toFixed(1)}" y2="${y + 15}" stroke="#222"/>`);
+      out.push(`<line x1="${b.toFixed(1)}" y1="${y + 5}" x2="${b.toFixed(1)}" y2="${y + 15}" stroke="#222"/>`);
+      const label = s.median > max ? `${fmt(s.median)} (off scale)` : fmt(s.median);
+      out.push(`<text x="${(Math.max(b, x0 + 50 + w) + 5).toFixed(1)}" y="${y + 14}">${label}</text>`);
+    });
+  });
+  out.push(`</svg>`);
+  return `${out.join("\n")}\n`;
+}
+
+export function report(d: Detail, dir: string): void {
+  mkdirSync(dir, { recursive: true });
+  const { json, summaries } = latest(d);
+  writeFileSync(join(dir, "latest.json"), `${JSON.stringify(json, null, 2)}\n`);
+  writeFileSync(join(dir, "latest-detail.json"), `${JSON.stringify(d, null, 1)}\n`);
+  const m = d.machine;
+  const subtitle =
+    `${d.quick ? "--quick run" : "full run"}, ${String(d.params["runs"])} runs; ${String(m["cpus"])} cores ` +
+    `${String(m["cpu_model"])}, Node ${String(m["node"])}, ${String(m["date"]).slice(0, 10)}`;
+  writeFileSync(join(dir, "chart.svg"), chart(summaries, subtitle));
+  const t = table(d);
+  const notes = d.notes.map((n) => `- ${n}`).join("\n");
+  writeFileSync(join(dir, "latest-table.md"), `${subtitle}\n\n${t}${notes ? `\n${notes}\n` : ""}`);
+  process.stdout.write(`\n${subtitle}\nmedian [min-max] over runs; ↓ = lower is better\n\n${t}\n`);
+  if (notes) process.stdout.write(`${notes}\n`);
+  if (d.profile) process.stdout.write(`\n${d.profile}`);
+  process.stdout.write(`\nwrote ${join(dir, "latest.json")}, latest-detail.json, latest-table.md, chart.svg\n`);
+}
