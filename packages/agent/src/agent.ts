@@ -14,7 +14,7 @@ import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import type { AgentOptions } from "@cluster-proxy/api";
-import { AGENT_CONNECT_METHOD, Metadata } from "@cluster-proxy/protocol";
+import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
   Backoff,
   ConnectError,
@@ -307,6 +307,7 @@ export class ProxyAgent {
         metadata: {
           [Metadata.agentID]: this.agentID,
           [Metadata.agentIdentifiers]: this.identifiers,
+          [FLOW_CONTROL_METADATA]: "1",
           ...(authorization === undefined ? {} : { [Metadata.authorization]: authorization }),
         },
       });
@@ -327,7 +328,7 @@ export class ProxyAgent {
         s.close();
         return "duplicate";
       }
-      this.register(serverID, s, call, serverCount, early);
+      this.register(serverID, s, call, serverCount, early, headers[FLOW_CONTROL_METADATA] === "1");
       return "connected";
     } catch (err) {
       session?.destroy();
@@ -343,11 +344,13 @@ export class ProxyAgent {
     call: ClientCall,
     count: number,
     early: Buffer[],
+    serverFlowControl: boolean,
   ): void {
     const tunnel = new ServerTunnel(serverID, session, call, {
       addressing: { clusterName: this.options.clusterName, apiserverAddress: this.options.apiserverAddress },
       dialTimeoutMs: this.options.dialTimeout,
       connectionStallTimeoutMs: this.options.connectionStallTimeout,
+      serverFlowControl,
       metrics: this.metrics,
       logger: this.log,
       onEndpointCount: (delta) => this.onEndpointCount(delta),

@@ -89,7 +89,7 @@ async function deafEndpoint(): Promise<{ port: number; sockets: net.Socket[]; cl
   };
 }
 
-function tunnel(stallMs: number): { t: ServerTunnel; call: FakeCall } {
+function tunnel(stallMs: number, serverFlowControl = true): { t: ServerTunnel; call: FakeCall } {
   const call = new FakeCall();
   const t = new ServerTunnel(
     "server-1",
@@ -99,6 +99,7 @@ function tunnel(stallMs: number): { t: ServerTunnel; call: FakeCall } {
       addressing: { clusterName: "", apiserverAddress: "" },
       dialTimeoutMs: 2000,
       connectionStallTimeoutMs: stallMs,
+      serverFlowControl,
       endpointWriteBudget: 256 * 1024,
       endpointWriteLimit: 1024 * 1024 * 1024,
       metrics: new AgentMetrics(),
@@ -148,6 +149,23 @@ describe("ServerTunnel per-connection flow control", () => {
     assert.ok(rsp && "closeResponse" in rsp);
     assert.match(rsp.closeResponse.error, /^connection stalled: the endpoint read nothing for 0\.3s/);
     assert.equal(t.endpointCount, 0);
+  });
+
+  test("a server that did not announce flow control (a Go server) never gets a FLOW packet", async () => {
+    const ep = await deafEndpoint();
+    cleanups.push(ep.close);
+    const { t, call } = tunnel(300, false);
+    cleanups.push(() => t.close("test over"));
+    const id = await dial(t, call, ep.port, 1n);
+    const chunk = Buffer.alloc(64 * 1024, 7);
+    for (let i = 0; i < 400; i++) {
+      t.receive(sealFrame(encodeData(id, chunk, FRAME_HEADER)));
+      if (i % 16 === 15) await new Promise((r) => setTimeout(r, 5));
+    }
+    await waitUntil("the stall close", () =>
+      call.packets().some((p) => "closeResponse" in p && p.closeResponse.connectID === id),
+    );
+    assert.deepEqual(call.flows(), [], "only konnectivity packets go to a server that did not announce flow control");
   });
 
   test("FLOW_PAUSE from the server pauses reading that endpoint only; FLOW_RESUME resumes it", async () => {

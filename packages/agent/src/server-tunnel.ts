@@ -82,6 +82,11 @@ export interface ServerTunnelDeps {
    * ms (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
    */
   connectionStallTimeoutMs?: number;
+  /**
+   * The server announced per-connection flow control (FLOW_CONTROL_METADATA). Without it no
+   * FLOW_PAUSE / FLOW_RESUME is sent, and the over-limit fallback applies at once. Default false.
+   */
+  serverFlowControl?: boolean;
   /** Per-connection budget and limit (tests shrink them). */
   endpointWriteBudget?: number;
   endpointWriteLimit?: number;
@@ -142,6 +147,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     super();
     this.log = deps.logger.child({ serverID });
     this.stallTimeoutMs = deps.connectionStallTimeoutMs ?? DEFAULT_CONNECTION_STALL_TIMEOUT_MS;
+    this.ignoresFlowControl = deps.serverFlowControl !== true;
     this.budget = deps.endpointWriteBudget ?? ENDPOINT_WRITE_BUDGET;
     this.limit = Math.max(this.budget, deps.endpointWriteLimit ?? ENDPOINT_WRITE_LIMIT);
     call.on("message", (frame) => this.receive(frame));
@@ -275,7 +281,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   }
 
   private sendFlow(conn: EndpointConnection, type: FlowControl): void {
-    if (this.closed) return;
+    if (this.closed || this.ignoresFlowControl) return;
     this.deps.metrics.packet("from_agent", type);
     this.afterSend(this.call.send(sealFrame(encodeFlowControl(type, conn.connectID, FRAME_HEADER))));
   }

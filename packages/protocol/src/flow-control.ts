@@ -6,12 +6,19 @@
  * lets it read again.
  *
  * Encoding: a Packet whose `type` is outside the konnectivity enum (100 / 101) carrying the
- * `data` arm with only `connectID` set. Go peers decode it as an unknown packet type and ignore
- * it (proxy-agent: "unrecognized packet"; proxy-server: "Ignoring unrecognized packet from
- * backend"), so it is safe to send without negotiation: a peer that does not act on it is
- * handled by the receiver's fallback (buffer limit, then the stall timeout).
+ * `data` arm with only `connectID` set. It is only ever sent to a peer that announced it
+ * understands it, with the {@link FLOW_CONTROL_METADATA} key (agent: request metadata of
+ * Connect; server: response metadata): Go peers never announce it, so they never see a packet
+ * outside the konnectivity protocol, and the receiver falls back to its buffer limit and the
+ * stall timeout.
  */
 import { encodeData } from "./packet.js";
+
+/**
+ * Metadata key by which our agents (Connect request) and servers (Connect response) announce
+ * that they understand FLOW_PAUSE / FLOW_RESUME. Go peers ignore unknown metadata.
+ */
+export const FLOW_CONTROL_METADATA = "cluster-proxy-flow-control";
 
 export const FlowControl = {
   PAUSE: 100,

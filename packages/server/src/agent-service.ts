@@ -7,7 +7,7 @@
  * (see agent-identity.ts), logged once at warn and counted.
  */
 import { DEFAULT_AGENT_IDENTITY_NAMESPACE, type AgentIdentityMode } from "@cluster-proxy/api";
-import { IdentifiersError, Metadata, parseAgentIdentifiers } from "@cluster-proxy/protocol";
+import { FLOW_CONTROL_METADATA, IdentifiersError, Metadata, parseAgentIdentifiers } from "@cluster-proxy/protocol";
 import { GrpcStatus, type Logger, type ServerCall } from "@cluster-proxy/tunnel";
 import { verifyAgentIdentity } from "./agent-identity.js";
 import { Backend } from "./backend.js";
@@ -79,8 +79,11 @@ export function handleAgentCall(call: ServerCall, options: AgentServiceOptions):
   call.sendHeaders({
     [Metadata.serverID]: options.serverId,
     [Metadata.serverCount]: String(options.serverCount),
+    [FLOW_CONTROL_METADATA]: "1",
   });
   const backend = new Backend(identity.agentId, identity.identifiers, call);
+  // Only an agent that announced it gets FLOW_PAUSE / FLOW_RESUME (Go agents never do).
+  backend.ignoresFlowControl = call.metadataValues(FLOW_CONTROL_METADATA)[0] !== "1";
   const log = options.logger.child({ agentId: identity.agentId, stream: backend.serial });
   metrics.grpcConnections.inc({ service_method: "Connect" });
   relay.addBackend(backend);

@@ -141,6 +141,18 @@ describe("relay per-connection flow control", () => {
     assert.deepEqual(call.flows()[1], { type: FlowControl.RESUME, connectID: 1n });
   });
 
+  test("an agent that did not announce flow control (a Go agent) never gets a FLOW packet", () => {
+    const { relay, call, backend, open } = setup(0);
+    backend.ignoresFlowControl = true;
+    const slow = open(1n);
+    for (let i = 0; i < 10; i++) relay.fromAgent(backend, data(1n, 600));
+    assert.equal(call.paused, true, "fallback: stream held while the reader is over the limit");
+    slow.read(slow.buffer);
+    slow.conn?.drained();
+    assert.equal(call.paused, false);
+    assert.deepEqual(call.flows(), [], "only konnectivity packets go to an agent that did not announce flow control");
+  });
+
   test("an agent that ignores FLOW_PAUSE: the stream is held past the limit, released on drain", () => {
     const { relay, call, backend, open } = setup(0);
     const slow = open(1n);

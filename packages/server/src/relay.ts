@@ -236,11 +236,13 @@ export class Relay implements FlowHooks {
     const backend = conn.backend;
     if (!conn.peerPaused) {
       conn.peerPaused = true;
-      this.sendToAgent(
-        backend,
-        sealFrame(encodeFlowControl(FlowControl.PAUSE, conn.connectID, FRAME_HEADER)),
-        FlowControl.PAUSE,
-      );
+      if (!backend.ignoresFlowControl) {
+        this.sendToAgent(
+          backend,
+          sealFrame(encodeFlowControl(FlowControl.PAUSE, conn.connectID, FRAME_HEADER)),
+          FlowControl.PAUSE,
+        );
+      }
       this.armStallTimer(conn);
     }
     if (buffered > this.limit && !conn.holding) {
@@ -264,7 +266,12 @@ export class Relay implements FlowHooks {
     this.clearStallTimer(conn);
     if (conn.peerPaused) {
       conn.peerPaused = false;
-      if (!conn.frontendGone && !conn.backend.closed && conn.backend.connections.get(conn.connectID) === conn) {
+      if (
+        !conn.backend.ignoresFlowControl &&
+        !conn.frontendGone &&
+        !conn.backend.closed &&
+        conn.backend.connections.get(conn.connectID) === conn
+      ) {
         this.sendToAgent(
           conn.backend,
           sealFrame(encodeFlowControl(FlowControl.RESUME, conn.connectID, FRAME_HEADER)),
