@@ -100,6 +100,26 @@ export class TunnelSocket extends Duplex {
     this.call.on("message", this.onMessage);
     this.call.on("drain", this.onDrain);
     this.call.on("close", this.onCallClose);
+    this.guardHandover();
+  }
+
+  /**
+   * The socket reaches its user through a resolved promise, i.e. after the microtasks queued
+   * behind `await`; an error emitted before then (the tunnel died in the same read as the
+   * DIAL_RSP) would find no listener and crash the process. Until the next macrotask such an
+   * error is held and then given to the user's listeners if they attached one (the socket is
+   * destroyed either way, so 'close' still tells a user who listens to nothing else).
+   */
+  private guardHandover(): void {
+    let held: Error | undefined;
+    const hold = (err: Error): void => {
+      held ??= err;
+    };
+    this.on("error", hold);
+    setImmediate(() => {
+      this.off("error", hold);
+      if (held && this.listenerCount("error") > 0) this.emit("error", held);
+    });
   }
 
   /** `'open'` while both directions are usable, like net.Socket. */
