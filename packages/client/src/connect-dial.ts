@@ -84,15 +84,18 @@ function openProxySocket(proxy: ConnectProxyOptions): net.Socket {
   const port = proxy.port ?? 0;
   const useTls =
     proxy.tls !== undefined || proxy.ca !== undefined || proxy.cert !== undefined || proxy.key !== undefined;
-  if (!useTls) return net.connect({ host, port });
-  return tls.connect({
-    host,
-    port,
-    ...(net.isIP(host) ? {} : { servername: host }),
-    ...tlsOptionsOf(proxy),
-    ...proxy.tls,
-    ALPNProtocols: ["http/1.1"],
-  });
+  // The tunnel carries whatever the caller writes, often small requests: no Nagle delay.
+  if (!useTls) return net.connect({ host, port, noDelay: true });
+  return tls
+    .connect({
+      host,
+      port,
+      ...(net.isIP(host) ? {} : { servername: host }),
+      ...tlsOptionsOf(proxy),
+      ...proxy.tls,
+      ALPNProtocols: ["http/1.1"],
+    })
+    .setNoDelay(true);
 }
 
 /**

@@ -241,6 +241,8 @@ export class ProxyServer {
   private createConnectFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
     const log = this.log.child({ door: door.flag });
     const accept = (socket: net.Socket): void => {
+      // The 200 (or error) answer is one small write the client waits for: no Nagle delay.
+      socket.setNoDelay(true);
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
       if (this.closing) {
