@@ -1,12 +1,13 @@
 /**
  * The life of one `/ProxyService/Proxy` call as the client drives it: the dial's random id and
- * the orderly end of the call (the Go server never ends a Proxy RPC by itself, so we must).
+ * the orderly end of the call (the Go server never ends a Proxy RPC by itself, so we must: it
+ * ends it once we half-close, and so does ours).
  */
 import { randomBytes } from "node:crypto";
 import { decodePacket, type Packet } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, GrpcStatus, type ClientCall } from "@cluster-proxy/tunnel";
 
-/** How long a call may take to flush what we wrote before we reset it anyway. */
+/** How long a call may take to flush what we wrote and be ended by the server before we reset it anyway. */
 const FLUSH_LIMIT_MS = 10_000;
 
 /**
@@ -29,8 +30,14 @@ export function packetOfFrame(frame: Buffer): Packet {
 }
 
 /**
- * End a Proxy call from our side: half-close once everything we wrote is flushed, then reset
- * the stream (RST_STREAM CANCEL, like Go closing its ClientConn) and call `done` once.
+ * End a Proxy call from our side: half-close, then wait for the server to end the call (it does
+ * once it has read our half-close: trailers) and call `done` once. Only a server that has not
+ * ended it within {@link FLUSH_LIMIT_MS} gets a reset (RST_STREAM CANCEL).
+ *
+ * No reset on the normal path: a Node proxy server (nghttp2 >= 1.57, the HTTP/2 "rapid reset"
+ * mitigation) answers more than ~1,000 RST_STREAMs in a burst (refilled at 33/s) with GOAWAY
+ * INTERNAL_ERROR, killing every tunnel on the session; one reset per closed connection hits that
+ * under dial churn.
  */
 export function finishProxyCall(call: ClientCall, done: () => void): void {
   let finished = false;
@@ -38,8 +45,8 @@ export function finishProxyCall(call: ClientCall, done: () => void): void {
     if (finished) return;
     finished = true;
     clearTimeout(timer);
-    stream.off("finish", finish);
-    stream.off("close", finish);
+    call.off("close", finish);
+    // A no-op when the call is over (the stream is closed then: no RST_STREAM is sent).
     call.abort({ code: GrpcStatus.CANCELLED, details: "tunnel closed by the client" });
     done();
   };
@@ -54,11 +61,8 @@ export function finishProxyCall(call: ClientCall, done: () => void): void {
   }
   const timer = setTimeout(finish, FLUSH_LIMIT_MS);
   timer.unref();
+  call.once("close", finish);
+  // Read on to the server's end of the call even if a paused socket stopped reading it.
+  call.resume();
   call.end();
-  if (stream.destroyed || stream.writableFinished) {
-    finish();
-    return;
-  }
-  stream.once("finish", finish);
-  stream.once("close", finish);
 }

@@ -35,11 +35,12 @@ export class ClientCall extends GrpcStream {
       this.status = statusFrom(headers) ?? this.status;
     });
     // The server's status is final once every message before it was read: settle then, and
-    // reset our side if we were still sending (a server may finish while we have not).
+    // reset our side if we were still sending (a server may finish while we have not). Once we
+    // half-closed too, the stream ends by itself: no reset (see `abort`).
     stream.on("end", () => {
       if (!this.status) return;
       this.settle(this.status);
-      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_NO_ERROR);
+      if (!stream.destroyed && !stream.writableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     });
     stream.on("close", () => {
       if (this.status) this.settle(this.status);
@@ -76,7 +77,12 @@ export class ClientCall extends GrpcStream {
 
   abort(status: StreamStatus): void {
     this.status ??= status;
-    if (!this.http2Stream.destroyed) this.http2Stream.close(NGHTTP2_CANCEL);
+    const stream = this.http2Stream;
+    // A stream ended both ways (END_STREAM sent and received) is over even if nghttp2 has not
+    // reported its close yet: a RST_STREAM then is needless, and a Node server counts every one
+    // it receives against its reset rate limit (nghttp2 >= 1.57: a burst of ~1,000, then 33/s;
+    // beyond it, GOAWAY INTERNAL_ERROR ends the whole session).
+    if (!stream.destroyed && !(stream.readableEnded && stream.writableFinished)) stream.close(NGHTTP2_CANCEL);
     this.settle(this.status);
   }
 }
