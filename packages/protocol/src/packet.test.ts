@@ -93,18 +93,38 @@ test("every packet type round-trips", () => {
 });
 
 test("peekPacket reads routing ids without decoding payloads", () => {
-  assert.deepEqual(peekPacket(encodeData(77n, Buffer.alloc(10))), { type: 4, connectID: 77n, random: 0n });
+  assert.deepEqual(peekPacket(encodeData(77n, Buffer.alloc(10))), {
+    type: 4,
+    connectID: 77n,
+    random: 0n,
+    canonical: true,
+  });
   assert.deepEqual(
     peekPacket(
       encodePacket({ type: PacketType.DIAL_RSP, dialResponse: { error: "", connectID: 2n, random: 2n ** 60n } }),
     ),
-    { type: 1, connectID: 2n, random: 2n ** 60n },
+    { type: 1, connectID: 2n, random: 2n ** 60n, canonical: true },
   );
   assert.deepEqual(peekPacket(encodePacket({ type: PacketType.DIAL_CLS, closeDial: { random: 9n } })), {
     type: 5,
     connectID: 0n,
     random: 9n,
+    canonical: true,
   });
+});
+
+test("crafted DATA (two arms, a repeated connectID) is not canonical and routes as the next hop decodes it", () => {
+  const two = Buffer.concat([encodeData(5n, Buffer.from("x")), encodeData(7n, Buffer.from("y"))]);
+  const route = peekPacket(two);
+  assert.equal(route.canonical, false);
+  const p = decodePacket(two);
+  assert.ok("data" in p);
+  assert.equal(route.connectID, p.data.connectID, "peek and decode agree");
+  assert.equal(p.data.connectID, 7n, "protobuf merge: the later connectID wins");
+  assert.equal(Buffer.from(p.data.data).toString(), "y");
+  // 08 04 22 02 08 01 | 08 04 22 00: the second, empty arm merges and keeps connectID 1 (as Go does)
+  const merged = Buffer.from("0804220208010804" + "2200", "hex");
+  assert.deepEqual(peekPacket(merged), { type: 4, connectID: 1n, random: 0n, canonical: false });
 });
 
 test("a missing or mismatched arm reads as zero values, like Go getters", () => {

@@ -226,7 +226,10 @@ function decodeUnchecked(bytes: Uint8Array): Packet {
     const [field, wt] = r.tag();
     if (field === 1 && wt === WireType.Varint) type = r.int32();
     else if (field >= 2 && field <= 8 && wt === WireType.LengthDelimited) {
-      arm = r.bytes();
+      const bytes = r.bytes();
+      // Protobuf semantics, as Go decodes: the same message field repeated merges (parse the
+      // concatenation); another oneof arm replaces it.
+      arm = armField === field && arm ? Buffer.concat([arm, bytes]) : bytes;
       armField = field;
     } else r.skip(wt, field);
   }
@@ -321,6 +324,12 @@ export interface PacketRoute {
   connectID: bigint;
   /** random of DIAL_REQ, DIAL_RSP, DIAL_CLS; 0n otherwise. */
   random: bigint;
+  /**
+   * The bytes are exactly what {@link encodePacket} writes for the decoded packet. A relay must
+   * not forward non-canonical bytes as they are: a crafted packet (a repeated field or arm) can
+   * be read one way by the relay and another way by the next hop. Re-encode those instead.
+   */
+  canonical: boolean;
 }
 
 /**
@@ -328,26 +337,46 @@ export interface PacketRoute {
  * the original bytes. Throws {@link PacketDecodeError} on malformed input.
  */
 export function peekPacket(bytes: Uint8Array): PacketRoute {
-  // DATA fast path: 08 04 22 <len> 08 <connectID> ...
-  if (bytes.length >= 5 && bytes[0] === 0x08 && bytes[1] === PacketType.DATA && bytes[2] === 0x22) {
-    const r = new BinaryReader(bytes.subarray(3));
-    try {
-      const len = r.uint32();
-      if (len === 0) return { type: PacketType.DATA, connectID: 0n, random: 0n };
-      if (r.pos + len <= r.len && bytes[3 + r.pos] === 0x08) {
-        r.pos++;
-        return { type: PacketType.DATA, connectID: toBig(r.int64()), random: 0n };
-      }
-    } catch {
-      // fall through to the full decoder, which reports the error
-    }
-  }
+  const fast = peekCanonicalData(bytes);
+  if (fast !== undefined) return { type: PacketType.DATA, connectID: fast, random: 0n, canonical: true };
   const p = decodePacket(bytes);
-  if ("dialRequest" in p) return { type: p.type, connectID: 0n, random: p.dialRequest.random };
-  if ("dialResponse" in p) return { type: p.type, connectID: p.dialResponse.connectID, random: p.dialResponse.random };
-  if ("closeRequest" in p) return { type: p.type, connectID: p.closeRequest.connectID, random: 0n };
-  if ("closeResponse" in p) return { type: p.type, connectID: p.closeResponse.connectID, random: 0n };
-  if ("data" in p) return { type: p.type, connectID: p.data.connectID, random: 0n };
-  if ("closeDial" in p) return { type: p.type, connectID: 0n, random: p.closeDial.random };
-  return { type: p.type, connectID: 0n, random: 0n };
+  const canonical = !("unknown" in p) && Buffer.from(bytes).equals(encodePacket(p));
+  if ("dialRequest" in p) return { type: p.type, connectID: 0n, random: p.dialRequest.random, canonical };
+  if ("dialResponse" in p)
+    return { type: p.type, connectID: p.dialResponse.connectID, random: p.dialResponse.random, canonical };
+  if ("closeRequest" in p) return { type: p.type, connectID: p.closeRequest.connectID, random: 0n, canonical };
+  if ("closeResponse" in p) return { type: p.type, connectID: p.closeResponse.connectID, random: 0n, canonical };
+  if ("data" in p) return { type: p.type, connectID: p.data.connectID, random: 0n, canonical };
+  if ("closeDial" in p) return { type: p.type, connectID: 0n, random: p.closeDial.random, canonical };
+  return { type: p.type, connectID: 0n, random: 0n, canonical };
+}
+
+/**
+ * The connectID of a DATA packet in exactly the canonical layout `08 04 22 <len>` then, each at
+ * most once and in order, `08 <connectID>`, `12 <error>`, `1a <data>`, ending the buffer; else
+ * undefined (the caller decodes fully). Fields are walked, payload bytes are not read.
+ */
+function peekCanonicalData(bytes: Uint8Array): bigint | undefined {
+  if (bytes.length < 3 || bytes[0] !== 0x08 || bytes[1] !== PacketType.DATA || bytes[2] !== 0x22) return undefined;
+  try {
+    const r = new BinaryReader(bytes.subarray(3));
+    const len = r.uint32();
+    if (len === 0 || r.pos + len !== r.len) return undefined;
+    let connectID = 0n;
+    let last = 0;
+    while (r.pos < r.len) {
+      const [field, wt] = r.tag();
+      if (field <= last) return undefined;
+      last = field;
+      if (field === 1 && wt === WireType.Varint) {
+        connectID = toBig(r.int64());
+        if (connectID === 0n) return undefined; // proto3 omits zero: not canonical
+      } else if ((field === 2 || field === 3) && wt === WireType.LengthDelimited) {
+        if (r.bytes().length === 0) return undefined;
+      } else return undefined;
+    }
+    return connectID;
+  } catch {
+    return undefined;
+  }
 }

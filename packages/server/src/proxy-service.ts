@@ -6,10 +6,10 @@
  * the agent for pending dials, CLOSE_REQ for established connections.
  */
 import { constants as http2constants } from "node:http2";
-import { DialErrors, PacketDecodeError, PacketType, decodePacket, peekPacket } from "@cluster-proxy/protocol";
+import { DialErrors, PacketDecodeError, PacketType, decodePacket, type PacketRoute } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, GrpcStatus, type Logger, type ServerCall } from "@cluster-proxy/tunnel";
 import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
-import { packetFrame, type Relay } from "./relay.js";
+import { packetFrame, routeFrame, type Relay } from "./relay.js";
 import type { ServerMetrics } from "./metrics.js";
 
 /**
@@ -65,9 +65,9 @@ export class ProxyStream implements FrontendEnd {
   }
 
   private onFrame(frame: Buffer): void {
-    let route;
+    let route: PacketRoute;
     try {
-      route = peekPacket(frame.subarray(FRAME_HEADER));
+      ({ route, frame } = routeFrame(frame));
     } catch (err) {
       if (!(err instanceof PacketDecodeError)) throw err;
       this.log.warn({ err: err.message }, "dropping malformed packet from client");

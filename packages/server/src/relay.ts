@@ -15,6 +15,7 @@ import {
   decodePacket,
   encodePacket,
   peekPacket,
+  type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame, type DialFailureReason, type Logger } from "@cluster-proxy/tunnel";
@@ -33,6 +34,17 @@ import type { ServerMetrics } from "./metrics.js";
 /** Encode a packet as a sealed gRPC frame. */
 export function packetFrame(packet: Packet): Buffer {
   return sealFrame(encodePacket(packet, FRAME_HEADER));
+}
+
+/**
+ * Read a received frame's routing fields, and give the frame to forward: the received one when
+ * its bytes are canonical (the hot path: no copy), else a canonical re-encoding of what was
+ * routed, so the next hop cannot read a crafted packet differently (e.g. another connectID).
+ */
+export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer } {
+  const route = peekPacket(frame.subarray(FRAME_HEADER));
+  if (route.canonical || route.type < PacketType.DIAL_REQ || route.type > PacketType.DRAIN) return { route, frame };
+  return { route, frame: packetFrame(decodePacket(frame.subarray(FRAME_HEADER))) };
 }
 
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
@@ -153,9 +165,9 @@ export class Relay implements FlowHooks {
 
   /** A frame from an agent stream. */
   fromAgent(backend: Backend, frame: Buffer): void {
-    let route;
+    let route: PacketRoute;
     try {
-      route = peekPacket(frame.subarray(FRAME_HEADER));
+      ({ route, frame } = routeFrame(frame));
     } catch (err) {
       if (!(err instanceof PacketDecodeError)) throw err;
       this.log.warn({ agentId: backend.agentId, err: err.message }, "dropping malformed packet from agent");
