@@ -16,7 +16,7 @@ let pki: TestPki;
 let echo: Awaited<ReturnType<typeof startEchoServer>>;
 
 before(async () => {
-  pki = generateTestPki();
+  pki = await generateTestPki();
   echo = await startEchoServer();
 });
 after(async () => {

@@ -85,7 +85,7 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
   let uds: net.Server;
 
   before(async () => {
-    pki = createTestPki();
+    pki = await createTestPki();
     dir = mkdtempSync(join(tmpdir(), "cp-client-connect-"));
     plain = net.createServer(handleConnect);
     plainPort = await listen(plain, 0);

@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { loadProxyTls, tlsOptionsOf, describeProxy } from "./options.js";
 import { createTestPki } from "./testing/test-pki.js";
 
-test("loadProxyTls reads the files and names the one it cannot read", () => {
-  const pki = createTestPki();
+test("loadProxyTls reads the files and names the one it cannot read", async () => {
+  const pki = await createTestPki();
   try {
     const tls = loadProxyTls({
       caFile: join(pki.dir, "ca.crt"),

@@ -48,7 +48,7 @@ describe("http.Agent and https.Agent through the tunnel", { timeout: 30_000 }, (
   let client: TunnelClient;
 
   before(async () => {
-    pki = createTestPki();
+    pki = await createTestPki();
     target = http.createServer(handler);
     secureTarget = https.createServer({ key: pki.serverKey, cert: pki.serverCert }, handler);
     const port = await listen(target);

@@ -30,7 +30,7 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
   let options: TunnelClientOptions;
 
   before(async () => {
-    pki = createTestPki();
+    pki = await createTestPki();
     fake = await new FakeProxyServer({ pki }).start();
     options = {
       proxy: { host: "localhost", port: fake.port, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },

@@ -118,8 +118,8 @@ describe("verifyAgentIdentity with certificates from @cluster-proxy/pki", () => 
 describe("the agent service refuses identifiers the certificate does not grant", () => {
   let pki: TestPki;
   const peers: FakePeer[] = [];
-  before(() => {
-    pki = createTestPki();
+  before(async () => {
+    pki = await createTestPki();
   });
   after(() => {
     for (const p of peers) p.close();

@@ -106,7 +106,7 @@ describe("ProxyServer in-process", () => {
   const sockets: net.Socket[] = [];
 
   before(async () => {
-    pki = createTestPki();
+    pki = await createTestPki();
     server = new ProxyServer(baseOptions(pki));
     await server.start();
     const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
@@ -413,8 +413,8 @@ describe("ProxyServer in-process", () => {
 
 describe("ProxyServer options and lifecycle", () => {
   let pki: TestPki;
-  before(() => {
-    pki = createTestPki();
+  before(async () => {
+    pki = await createTestPki();
   });
   after(() => pki.cleanup());
 

@@ -1,12 +1,13 @@
 /**
- * Test-only: throwaway certificates generated with openssl into a temp directory (no key
- * material is committed). A CA, a server certificate for localhost/127.0.0.1 and an agent
- * client certificate, all valid for one day.
+ * Test-only: a throwaway standalone certificate set (@cluster-proxy/pki) in a temp directory (no
+ * key material is committed): a CA, a server certificate for localhost/127.0.0.1/::1 and an agent
+ * client certificate granting the cluster `east`.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
+import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeStandaloneCerts } from "@cluster-proxy/pki";
 
 /** Paths and contents of a generated test PKI. */
 export interface TestPki {
@@ -25,94 +26,29 @@ export interface TestPki {
   cleanup(): void;
 }
 
-function openssl(dir: string, args: string[]): void {
-  execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
-}
-
-function leaf(dir: string, name: string, subject: string, ext: string): void {
-  writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(dir, [
-    "req",
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.csr`,
-    "-subj",
-    subject,
-  ]);
-  openssl(dir, [
-    "x509",
-    "-req",
-    "-in",
-    `${name}.csr`,
-    "-CA",
-    "ca.crt",
-    "-CAkey",
-    "ca.key",
-    "-CAcreateserial",
-    "-days",
-    "1",
-    "-out",
-    `${name}.crt`,
-    "-extfile",
-    `${name}.ext`,
-  ]);
-}
-
-/** Generate a CA, a server certificate (localhost, 127.0.0.1) and an agent client certificate. */
-export function generateTestPki(): TestPki {
-  const dir = mkdtempSync(join(tmpdir(), "cp-agent-pki-"));
+/** Generate a CA, a server certificate (localhost, 127.0.0.1, ::1) and an agent client certificate. */
+export async function generateTestPki(): Promise<TestPki> {
+  const dir = await mkdtemp(join(tmpdir(), "cp-agent-pki-"));
+  const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
   try {
-    openssl(dir, [
-      "req",
-      "-x509",
-      "-newkey",
-      "ec",
-      "-pkeyopt",
-      "ec_paramgen_curve:prime256v1",
-      "-nodes",
-      "-keyout",
-      "ca.key",
-      "-out",
-      "ca.crt",
-      "-days",
-      "1",
-      "-subj",
-      "/CN=cluster-proxy-test-ca",
-      "-addext",
-      "basicConstraints=critical,CA:TRUE",
-      "-addext",
-      "keyUsage=critical,keyCertSign,cRLSign",
-    ]);
-    leaf(
+    const paths = await writeStandaloneCerts(dir, { clusters: ["east"], validityDays: 1 });
+    const agent = paths.agents.get("east")!;
+    return {
       dir,
-      "server",
-      "/CN=localhost",
-      "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    );
-    leaf(dir, "agent", "/CN=test-agent", "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n");
+      caCertPath: paths.ca.cert,
+      serverCertPath: paths.server.cert,
+      serverKeyPath: paths.server.key,
+      agentCertPath: agent.cert,
+      agentKeyPath: agent.key,
+      ca: readFileSync(paths.ca.cert),
+      serverCert: readFileSync(paths.server.cert),
+      serverKey: readFileSync(paths.server.key),
+      agentCert: readFileSync(agent.cert),
+      agentKey: readFileSync(agent.key),
+      cleanup,
+    };
   } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
+    cleanup();
     throw err;
   }
-  const path = (f: string): string => join(dir, f);
-  return {
-    dir,
-    caCertPath: path("ca.crt"),
-    serverCertPath: path("server.crt"),
-    serverKeyPath: path("server.key"),
-    agentCertPath: path("agent.crt"),
-    agentKeyPath: path("agent.key"),
-    ca: readFileSync(path("ca.crt")),
-    serverCert: readFileSync(path("server.crt")),
-    serverKey: readFileSync(path("server.key")),
-    agentCert: readFileSync(path("agent.crt")),
-    agentKey: readFileSync(path("agent.key")),
-    cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  };
 }

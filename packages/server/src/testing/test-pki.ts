@@ -1,14 +1,23 @@
 /**
- * Test-only: throwaway certificates made with the openssl CLI in a temp directory (nothing is
- * committed). One CA signs a server certificate (SANs localhost, 127.0.0.1, ::1) and a client
- * certificate usable by agents and clients (it grants the clusters {@link CLIENT_CERT_CLUSTERS}
- * as `cluster-proxy://cluster/<name>` URI SANs, so fake agents may claim them); a second, unrelated CA signs a "stranger" client
- * certificate that the server must refuse.
+ * Test-only: a throwaway standalone certificate set (@cluster-proxy/pki) in a temp directory
+ * (nothing is committed). One CA signs a server certificate (SANs localhost, 127.0.0.1, ::1) and
+ * a client certificate usable by agents and clients (it grants the clusters
+ * {@link CLIENT_CERT_CLUSTERS} as `cluster-proxy://cluster/<name>` URI SANs, so fake agents may
+ * claim them); a second, unrelated CA signs a "stranger" client certificate that the server must
+ * refuse.
  */
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  agentClusterUri,
+  createCertificateAuthority,
+  issueCertificate,
+  writeStandaloneCerts,
+  type CertificateAndKey,
+  type CertKeyPaths,
+} from "@cluster-proxy/pki";
 
 /** Clusters the test client certificate grants to an agent presenting it. */
 export const CLIENT_CERT_CLUSTERS = ["east", "west", "north", "south"] as const;
@@ -27,79 +36,43 @@ export interface TestPki {
   cleanup(): void;
 }
 
-function openssl(dir: string, args: string[]): void {
-  execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
-}
-
-const EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-
-function makeCa(dir: string, name: string): void {
-  openssl(dir, [
-    "req",
-    "-x509",
-    ...EC,
-    "-keyout",
-    `${name}.key`,
-    "-out",
-    `${name}.crt`,
-    "-days",
-    "2",
-    "-subj",
-    `/CN=${name}`,
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign",
-  ]);
-}
-
-function makeLeaf(dir: string, ca: string, name: string, ext: string): void {
-  writeFileSync(join(dir, `${name}.ext`), ext);
-  openssl(dir, ["req", ...EC, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", `/CN=${name}`]);
-  openssl(dir, [
-    "x509",
-    "-req",
-    "-in",
-    `${name}.csr`,
-    "-CA",
-    `${ca}.crt`,
-    "-CAkey",
-    `${ca}.key`,
-    "-CAcreateserial",
-    "-out",
-    `${name}.crt`,
-    "-days",
-    "2",
-    "-extfile",
-    `${name}.ext`,
-  ]);
+async function writePair(paths: CertKeyPaths, pem: CertificateAndKey): Promise<void> {
+  await writeFile(paths.cert, pem.certPem);
+  await writeFile(paths.key, pem.keyPem, { mode: 0o600 });
 }
 
 /** Create a fresh PKI in a new temp directory. Call `cleanup()` when done. */
-export function createTestPki(): TestPki {
-  const dir = mkdtempSync(join(tmpdir(), "cp-test-pki-"));
-  makeCa(dir, "ca");
-  makeCa(dir, "stranger-ca");
-  makeLeaf(
-    dir,
-    "ca",
-    "server",
-    "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
-  );
-  const uris = CLIENT_CERT_CLUSTERS.map((c) => `URI:cluster-proxy://cluster/${c}`).join(",");
-  makeLeaf(dir, "ca", "client", `subjectAltName=${uris}\nextendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n`);
-  makeLeaf(dir, "stranger-ca", "stranger", "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n");
-  const p = (f: string): string => join(dir, f);
-  return {
-    dir,
-    caCert: p("ca.crt"),
-    serverCert: p("server.crt"),
-    serverKey: p("server.key"),
-    clientCert: p("client.crt"),
-    clientKey: p("client.key"),
-    strangerCert: p("stranger.crt"),
-    strangerKey: p("stranger.key"),
-    read: (path) => readFileSync(path),
-    cleanup: () => rmSync(dir, { recursive: true, force: true }),
-  };
+export async function createTestPki(): Promise<TestPki> {
+  const dir = await mkdtemp(join(tmpdir(), "cp-test-pki-"));
+  const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
+  try {
+    const paths = await writeStandaloneCerts(dir, { clusters: [], validityDays: 2 });
+    const ca = { certPem: readFileSync(paths.ca.cert, "utf8"), keyPem: readFileSync(paths.ca.key, "utf8") };
+    const uris = CLIENT_CERT_CLUSTERS.map(agentClusterUri);
+    await writePair(
+      paths.client,
+      await issueCertificate(ca, { commonName: "client", uris, usage: "client", validityDays: 2 }),
+    );
+    const strangerCa = await createCertificateAuthority({ commonName: "stranger-ca", validityDays: 2 });
+    const stranger = { cert: join(dir, "stranger.crt"), key: join(dir, "stranger.key") };
+    await writePair(
+      stranger,
+      await issueCertificate(strangerCa, { commonName: "stranger", usage: "client", validityDays: 2 }),
+    );
+    return {
+      dir,
+      caCert: paths.ca.cert,
+      serverCert: paths.server.cert,
+      serverKey: paths.server.key,
+      clientCert: paths.client.cert,
+      clientKey: paths.client.key,
+      strangerCert: stranger.cert,
+      strangerKey: stranger.key,
+      read: (path) => readFileSync(path),
+      cleanup,
+    };
+  } catch (err) {
+    cleanup();
+    throw err;
+  }
 }
