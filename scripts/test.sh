@@ -37,7 +37,10 @@ if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && [[ ${CP_TEST_NO_NETNS:-} 
   ns="cp-test-$$"
   ip netns add "$ns"
   # Whatever a test started and failed to stop dies with the namespace.
-  trap 'ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$ns" 2>/dev/null || true' EXIT
+  cleanup() { ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null; ip netns del "$ns" 2>/dev/null || true; }
+  trap cleanup EXIT
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
   ip -n "$ns" link set lo up
   echo "test runner: network namespace $ns (loopback only)"
   ip netns exec "$ns" "${runner[@]}"
