@@ -46,6 +46,9 @@ interface InternalOptions extends TunnelClientOptions {
  * await client.close();
  * ```
  */
+/** How long `close()` lets the session end gracefully before destroying it. */
+const CLOSE_GRACE_MS = 2000;
+
 export class TunnelClient {
   private readonly options: TunnelClientOptions;
   private readonly logger: Logger;
@@ -137,7 +140,13 @@ export class TunnelClient {
       this.session = undefined;
       if (!session || session.destroyed) return;
       await new Promise<void>((resolve) => {
-        session.once("close", () => resolve());
+        // A graceful close waits for the peer; one that stopped answering must not hold close()
+        // (and the caller's shutdown) forever.
+        const limit = setTimeout(() => session.destroy(), CLOSE_GRACE_MS);
+        session.once("close", () => {
+          clearTimeout(limit);
+          resolve();
+        });
         if (this.active > 0) session.destroy();
         else session.close();
       });
