@@ -10,7 +10,15 @@ import { join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
 import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-proxy/client";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
-import { CLI, freePort, httpGet, waitFor, type Harness, type Proc } from "../test/integration/harness.js";
+import {
+  CLI,
+  freePort,
+  httpGet,
+  serverCertFlags,
+  waitFor,
+  type Harness,
+  type Proc,
+} from "../test/integration/harness.js";
 
 export const BENCH = import.meta.dirname;
 export const REPO = resolve(BENCH, "..");
@@ -245,12 +253,7 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
     `--health-port=${health}`,
     "--admin-bind-address=127.0.0.1",
     "--admin-port=0",
-    `--server-cert=${c.server.cert}`,
-    `--server-key=${c.server.key}`,
-    `--server-ca-cert=${c.ca.cert}`,
-    `--cluster-cert=${c.server.cert}`,
-    `--cluster-key=${c.server.key}`,
-    `--cluster-ca-cert=${c.ca.cert}`,
+    ...serverCertFlags(c),
     "--proxy-strategies=destHost",
     "--log-level=warn",
     // Extra flags for our server, e.g. BENCH_OUR_SERVER_ARGS="--agent-identity=shared".
@@ -308,12 +311,7 @@ export async function startGo(h: Harness, topo: Topology, bin: string, o: StackO
     `--health-port=${health}`,
     "--admin-bind-address=127.0.0.1",
     `--admin-port=${admin}`,
-    `--server-cert=${c.server.cert}`,
-    `--server-key=${c.server.key}`,
-    `--server-ca-cert=${c.ca.cert}`,
-    `--cluster-cert=${c.server.cert}`,
-    `--cluster-key=${c.server.key}`,
-    `--cluster-ca-cert=${c.ca.cert}`,
+    ...serverCertFlags(c),
     "--proxy-strategies=destHost",
     "--server-count=1",
     "--server-id=bench-go-server",

@@ -16,6 +16,18 @@ import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/p
 export const REPO = resolve(import.meta.dirname, "../..");
 export const CLI = join(REPO, "packages/cli/dist/main.js");
 
+/** The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS. */
+export function serverCertFlags(c: StandaloneCertPaths): string[] {
+  return [
+    `--server-cert=${c.server.cert}`,
+    `--server-key=${c.server.key}`,
+    `--server-ca-cert=${c.ca.cert}`,
+    `--cluster-cert=${c.server.cert}`,
+    `--cluster-key=${c.server.key}`,
+    `--cluster-ca-cert=${c.ca.cert}`,
+  ];
+}
+
 /** A free loopback TCP port (the kernel's pick, released again). */
 export async function freePort(): Promise<number> {
   const srv = net.createServer();
@@ -148,12 +160,7 @@ export class Harness {
       `--health-bind-address=127.0.0.1`,
       `--health-port=${p.health}`,
       `--admin-port=${p.admin}`,
-      `--server-cert=${c.server.cert}`,
-      `--server-key=${c.server.key}`,
-      `--server-ca-cert=${c.ca.cert}`,
-      `--cluster-cert=${c.server.cert}`,
-      `--cluster-key=${c.server.key}`,
-      `--cluster-ca-cert=${c.ca.cert}`,
+      ...serverCertFlags(c),
       "--proxy-strategies=destHost",
       "--log-level=warn",
       ...extra,

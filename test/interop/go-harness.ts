@@ -14,7 +14,16 @@ import { join } from "node:path";
 import { TunnelClient, dial, type TunnelSocket } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, decodePacket, encodePacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, connectSession, openCall, sealFrame } from "@cluster-proxy/tunnel";
-import { PatternStream, REPO, freePort, httpGet, waitFor, type Harness, type Proc } from "../integration/harness.js";
+import {
+  PatternStream,
+  REPO,
+  freePort,
+  httpGet,
+  serverCertFlags,
+  waitFor,
+  type Harness,
+  type Proc,
+} from "../integration/harness.js";
 
 export const MiB = 1024 * 1024;
 
@@ -123,12 +132,7 @@ export async function startGoServer(h: Harness, o: GoServerOptions = {}): Promis
     `--health-port=${health}`,
     "--admin-bind-address=127.0.0.1",
     `--admin-port=${admin}`,
-    `--server-cert=${c.server.cert}`,
-    `--server-key=${c.server.key}`,
-    `--server-ca-cert=${c.ca.cert}`,
-    `--cluster-cert=${c.server.cert}`,
-    `--cluster-key=${c.server.key}`,
-    `--cluster-ca-cert=${c.ca.cert}`,
+    ...serverCertFlags(c),
     `--proxy-strategies=${o.strategies ?? "destHost"}`,
     `--server-count=${o.serverCount ?? 1}`,
     ...(o.serverId ? [`--server-id=${o.serverId}`] : []),
