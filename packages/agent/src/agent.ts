@@ -155,7 +155,7 @@ export class ProxyAgent {
       }
       if (o.adminServerPort > 0) {
         this.admin = await listenHttp(
-          adminHandler(this.healthSource()),
+          adminHandler(this.healthSource(), o.enableProfiling === true),
           o.adminBindAddress,
           o.adminServerPort,
           "admin-server-port",
@@ -286,6 +286,7 @@ export class ProxyAgent {
     if (this.closed) return "closed";
     const attempt = new AbortController();
     this.attempt = attempt;
+    this.log.debug({ server: `${o.proxyServerHost}:${o.proxyServerPort}` }, "connecting to proxy server");
     const timeoutMs = Math.max(o.keepaliveTimeout, o.dialTimeout);
     let session: http2.ClientHttp2Session | undefined;
     try {

@@ -1,11 +1,13 @@
 /**
  * The agent's HTTP ports. Health port: `/healthz` (alive), `/readyz` and the deprecated `/ready`
  * (200 iff at least one server is connected, else 503 with the reason), `/metrics`.
- * Admin port: `/metrics` (served directly rather than redirected as Go does).
+ * Admin port: `/metrics` (served directly rather than redirected as Go does) and, with
+ * --enable-profiling, `/debug/process`.
  */
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "@cluster-proxy/api";
+import { PROCESS_STATS_PATH, serveProcessStats } from "@cluster-proxy/tunnel";
 import type { Registry } from "prom-client";
 
 /** What the HTTP handlers read from the agent. */
@@ -47,11 +49,12 @@ export function healthHandler(source: HealthSource): http.RequestListener {
   };
 }
 
-/** Request handler of the admin port. */
-export function adminHandler(source: HealthSource): http.RequestListener {
+/** Request handler of the admin port; `profiling` adds {@link PROCESS_STATS_PATH}. */
+export function adminHandler(source: HealthSource, profiling = false): http.RequestListener {
   return (req, res) => {
     const path = new URL(req.url ?? "/", "http://agent").pathname;
     if (path === "/metrics") return serveMetrics(source, res);
+    if (profiling && path === PROCESS_STATS_PATH) return serveProcessStats(req, res);
     reply(res, 404, "not found\n");
   };
 }

@@ -27,6 +27,8 @@ export interface AgentOptions {
   /** Optional; undefined or [] adds no allow rule. */
   allowDestinations?: string[];
   drainGracePeriod: number;
+  /** Optional; undefined means off. */
+  enableProfiling?: boolean;
   logLevel: string;
 }
 
@@ -215,6 +217,15 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     default: 30_000,
     description:
       "After the first SIGTERM (which sends DRAIN), exit once idle or after this long; a second signal exits at once",
+  },
+  {
+    key: "enableProfiling",
+    flag: "enable-profiling",
+    kind: "boolean",
+    default: false,
+    goCompatible: true,
+    description:
+      "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
   },
   {
     key: "logLevel",

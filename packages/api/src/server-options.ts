@@ -45,10 +45,14 @@ export interface ServerOptions {
   serverCount: number;
   serverId: string;
   keepaliveTime: number;
+  /** Optional; undefined means 10 s. */
+  keepaliveTimeout?: number;
   frontendKeepaliveTime: number;
   backendDialTimeout: number;
   connectionStallTimeout: number;
   gracefulShutdownTimeout: number;
+  /** Optional; undefined means off. */
+  enableProfiling?: boolean;
   logLevel: string;
 }
 
@@ -271,7 +275,15 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     default: 30_000,
     goCompatible: true,
     description:
-      "Interval of keepalive pings to agents; a ping unanswered for 10s closes the agent's tunnel (0 disables)",
+      "Interval of keepalive pings to agents (0 disables); a ping unanswered for --keepalive-timeout closes the agent's tunnel",
+  },
+  {
+    key: "keepaliveTimeout",
+    flag: "keepalive-timeout",
+    kind: "duration",
+    default: 10_000,
+    description:
+      "Close an agent's or a gRPC client's HTTP/2 session, and every connection in it, when a keepalive ping (--keepalive-time, --frontend-keepalive-time) is unanswered this long: how fast a peer that vanished behind a silent network is noticed",
   },
   {
     key: "frontendKeepaliveTime",
@@ -304,6 +316,15 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     default: 5_000,
     goCompatible: true,
     description: "On SIGTERM, stop accepting and wait this long for open connections before closing",
+  },
+  {
+    key: "enableProfiling",
+    flag: "enable-profiling",
+    kind: "boolean",
+    default: false,
+    goCompatible: true,
+    description:
+      "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
   },
   {
     key: "logLevel",

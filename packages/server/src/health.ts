@@ -1,8 +1,9 @@
 /**
  * The health port (`/healthz`, `/readyz`, deprecated `/ready`, `/metrics`) and the admin port
- * (`/metrics`), with the Go server's texts.
+ * (`/metrics`, and `/debug/process` with --enable-profiling), with the Go server's texts.
  */
 import * as http from "node:http";
+import { PROCESS_STATS_PATH, serveProcessStats } from "@cluster-proxy/tunnel";
 import type { Registry } from "prom-client";
 
 export interface HealthSource {
@@ -51,11 +52,12 @@ export function createHealthServer(source: HealthSource): http.Server {
   });
 }
 
-/** Create (not start) the admin HTTP server. */
-export function createAdminServer(registry: Registry): http.Server {
+/** Create (not start) the admin HTTP server; `profiling` adds {@link PROCESS_STATS_PATH}. */
+export function createAdminServer(registry: Registry, profiling = false): http.Server {
   return http.createServer((req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0];
     if (path === "/metrics") void serveMetrics(res, registry);
+    else if (profiling && path === PROCESS_STATS_PATH) serveProcessStats(req, res);
     else reply(res, 404, "not found\n");
   });
 }

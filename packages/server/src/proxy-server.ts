@@ -158,7 +158,7 @@ export class ProxyServer {
         "--health-port",
       );
       await this.listenTcp(
-        createAdminServer(this.metrics.registry),
+        createAdminServer(this.metrics.registry, o.enableProfiling === true),
         "admin",
         o.adminPort,
         o.adminBindAddress,
@@ -190,7 +190,7 @@ export class ProxyServer {
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
-      keepSessionAlive(session, keepaliveMs, KEEPALIVE_TIMEOUT_MS, (reason) =>
+      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout ?? KEEPALIVE_TIMEOUT_MS, (reason) =>
         this.log.warn({ what, reason }, "closing dead HTTP/2 session"),
       );
     });

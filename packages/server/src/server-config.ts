@@ -92,6 +92,7 @@ export function validateServerOptions(o: ServerOptions): void {
   }
   for (const [flag, v] of [
     ["--keepalive-time", o.keepaliveTime],
+    ["--keepalive-timeout", o.keepaliveTimeout ?? 0],
     ["--frontend-keepalive-time", o.frontendKeepaliveTime],
     ["--backend-dial-timeout", o.backendDialTimeout],
     ["--connection-stall-timeout", o.connectionStallTimeout],

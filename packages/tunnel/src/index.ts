@@ -1,9 +1,10 @@
 /**
  * @cluster-proxy/tunnel: the engine shared by server, agent and client: gRPC framing on
- * node:http2, packet I/O, backoff, the error catalog and the logger interface.
+ * node:http2, packet I/O, backoff, the error catalog, the logger interface and process statistics.
  */
 export * from "./grpc/index.js";
 export * from "./logger.js";
 export * from "./backoff.js";
 export * from "./errors.js";
 export * from "./packet-io.js";
+export * from "./process-stats.js";

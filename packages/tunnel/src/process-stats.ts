@@ -1,0 +1,74 @@
+/**
+ * A process's resource figures, for operators (and the fault suite) hunting leaks: memory,
+ * optionally right after a full garbage collection, open file descriptors and Node's active
+ * handles by type. Server and agent serve them as JSON on the admin port's `/debug/process` when
+ * `--enable-profiling` is set: the counterpart of the Go binaries' `/debug/pprof/heap?gc=1`.
+ */
+import { readdirSync } from "node:fs";
+import type * as http from "node:http";
+import * as v8 from "node:v8";
+import * as vm from "node:vm";
+
+export interface ProcessStats {
+  rssBytes: number;
+  heapUsedBytes: number;
+  externalBytes: number;
+  arrayBuffersBytes: number;
+  /** Entries of /proc/self/fd (null where there is no /proc). */
+  openFds: number | null;
+  /**
+   * `process.getActiveResourcesInfo()` counted by type: sockets, servers, HTTP/2 sessions and
+   * referenced timers (`Timeout`). Unreferenced timers do not appear; their leaks show as heap.
+   */
+  activeResources: Record<string, number>;
+}
+
+let collect: (() => void) | undefined;
+
+/** Run a full, synchronous garbage collection (exposing V8's `gc` on first use). */
+export function fullGarbageCollection(): void {
+  if (!collect) {
+    const exposed = (globalThis as { gc?: () => void }).gc;
+    if (exposed) collect = exposed;
+    else {
+      v8.setFlagsFromString("--expose-gc");
+      collect = vm.runInNewContext("gc") as () => void;
+    }
+  }
+  collect();
+}
+
+function countOpenFds(): number | null {
+  try {
+    return readdirSync("/proc/self/fd").length - 1; // minus the directory handle readdir opened
+  } catch {
+    return null;
+  }
+}
+
+/** This process's figures now; `gc` first runs a full collection so the heap holds only live objects. */
+export function processStats(opts: { gc?: boolean } = {}): ProcessStats {
+  if (opts.gc) fullGarbageCollection();
+  const mem = process.memoryUsage();
+  const activeResources: Record<string, number> = {};
+  for (const type of process.getActiveResourcesInfo()) activeResources[type] = (activeResources[type] ?? 0) + 1;
+  return {
+    rssBytes: mem.rss,
+    heapUsedBytes: mem.heapUsed,
+    externalBytes: mem.external,
+    arrayBuffersBytes: mem.arrayBuffers,
+    openFds: countOpenFds(),
+    activeResources,
+  };
+}
+
+/** The path admin ports serve {@link processStats} on (`?gc=1` collects garbage first). */
+export const PROCESS_STATS_PATH = "/debug/process";
+
+/** Answer a `/debug/process` request with the JSON of {@link processStats}. */
+export function serveProcessStats(req: http.IncomingMessage, res: http.ServerResponse): void {
+  const gc = new URL(req.url ?? "/", "http://admin").searchParams.get("gc") === "1";
+  const body = `${JSON.stringify(processStats({ gc }))}\n`;
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
