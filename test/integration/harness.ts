@@ -100,10 +100,16 @@ export class Harness {
   dir = "";
   certs!: StandaloneCertPaths;
 
-  /** Create a temp dir with a CA, hub server/client certs and agent certs for `clusters`. */
-  async init(clusters: string[]): Promise<this> {
+  /**
+   * Create a temp dir with a CA, hub server/client certs (valid for `hubHosts` besides
+   * localhost and 127.0.0.1) and agent certs for `clusters`.
+   */
+  async init(clusters: string[], hubHosts: string[] = []): Promise<this> {
     this.dir = await mkdtemp(join(tmpdir(), "cp-it-"));
-    this.certs = await writeStandaloneCerts(join(this.dir, "pki"), { clusters, hubHosts: ["localhost", "127.0.0.1"] });
+    this.certs = await writeStandaloneCerts(join(this.dir, "pki"), {
+      clusters,
+      hubHosts: ["localhost", "127.0.0.1", ...hubHosts],
+    });
     return this;
   }
 
@@ -233,51 +239,66 @@ export async function helloServer(h: Harness, name: string): Promise<number> {
 }
 
 /**
- * A TCP server for byte-exact transfers. A connection's first line picks the mode:
- * `sink <bytes>\n` reads exactly that many bytes and answers with their sha256 (the tunnel has
- * no half-close, so the length tells the end); `source <bytes> <seed>\n` writes that many
- * deterministic bytes then closes.
+ * A TCP server for byte-exact transfers: {@link serveTransfer} on every connection.
  */
 export async function transferServer(h: Harness): Promise<number> {
-  const srv = net.createServer((s) => {
-    s.on("error", () => undefined);
-    let head = Buffer.alloc(0);
-    const onHead = (chunk: Buffer): void => {
-      head = Buffer.concat([head, chunk]);
-      const nl = head.indexOf(10);
-      if (nl < 0) return;
-      s.off("data", onHead);
-      const [mode, a, b] = head.subarray(0, nl).toString().split(" ");
-      const rest = head.subarray(nl + 1);
-      if (mode === "sink") {
-        const want = Number(a);
-        const hash = createHash("sha256");
-        let n = 0;
-        const take = (c: Buffer): void => {
-          hash.update(c);
-          n += c.length;
-          if (n >= want) s.end(`${hash.digest("hex")} ${n}\n`);
-        };
-        take(rest);
-        if (n < want) s.on("data", take);
-      } else {
-        const total = Number(a);
-        const gen = new PatternStream(Number(b ?? 1));
-        let sent = 0;
-        const pump = (): void => {
-          while (sent < total) {
-            const chunk = gen.next(Math.min(256 * 1024, total - sent));
-            sent += chunk.length;
-            if (!s.write(chunk)) return void s.once("drain", pump);
-          }
-          s.end();
-        };
-        pump();
-      }
-    };
-    s.on("data", onHead);
-  });
-  return listen(h, srv);
+  return listen(h, net.createServer(serveTransfer));
+}
+
+/**
+ * One byte-exact transfer. A connection's first line picks the mode: `sink <bytes>\n` reads
+ * exactly that many bytes and answers with their sha256 (the tunnel has no half-close, so the
+ * length tells the end); `source <bytes> <seed>\n` writes that many deterministic bytes
+ * ({@link PatternStream} in 256 KiB chunks, see {@link patternHash}) then closes.
+ */
+export function serveTransfer(s: net.Socket): void {
+  s.on("error", () => undefined);
+  let head = Buffer.alloc(0);
+  const onHead = (chunk: Buffer): void => {
+    head = Buffer.concat([head, chunk]);
+    const nl = head.indexOf(10);
+    if (nl < 0) return;
+    s.off("data", onHead);
+    const [mode, a, b] = head.subarray(0, nl).toString().split(" ");
+    const rest = head.subarray(nl + 1);
+    if (mode === "sink") {
+      const want = Number(a);
+      const hash = createHash("sha256");
+      let n = 0;
+      const take = (c: Buffer): void => {
+        hash.update(c);
+        n += c.length;
+        if (n >= want) s.end(`${hash.digest("hex")} ${n}\n`);
+      };
+      take(rest);
+      if (n < want) s.on("data", take);
+    } else {
+      const total = Number(a);
+      const gen = new PatternStream(Number(b ?? 1));
+      let sent = 0;
+      const pump = (): void => {
+        while (sent < total && !s.destroyed) {
+          const chunk = gen.next(Math.min(TRANSFER_CHUNK, total - sent));
+          sent += chunk.length;
+          if (!s.write(chunk)) return void s.once("drain", pump);
+        }
+        s.end();
+      };
+      pump();
+    }
+  };
+  s.on("data", onHead);
+}
+
+/** Chunk size of a `source` transfer (the pattern depends on it). */
+const TRANSFER_CHUNK = 256 * 1024;
+
+/** sha256 of what `source <bytes> <seed>` sends. */
+export function patternHash(bytes: number, seed: number): string {
+  const gen = new PatternStream(seed);
+  const hash = createHash("sha256");
+  for (let left = bytes; left > 0; left -= TRANSFER_CHUNK) hash.update(gen.next(Math.min(TRANSFER_CHUNK, left)));
+  return hash.digest("hex");
 }
 
 /** Deterministic pseudo-random bytes (xorshift), so both ends can compute the same hash. */

@@ -1,0 +1,77 @@
+/**
+ * Many real proxy-agents in one process (the product's ProxyAgent class, each with its own mTLS
+ * connection, Connect stream and reconnect loop), for the reconnect-storm fault. Each agent
+ * serves the cluster `fleet-<i>`. Connect attempts are recorded from the agents' own log events:
+ * `connecting to proxy server` (an attempt starts), `connected to proxy server`.
+ *
+ *   node --conditions=source --import tsx test/fault/fleet.ts '<json FleetConfig>'
+ *
+ * stdin commands, one per line, each answered by one JSON line on stdout:
+ *   `status` -> {"connected": <agents holding a server connection>, "agents": <n>}
+ *   `attempts <since epoch ms>` -> {"started": [ms...], "connected": [ms...]} recorded since then
+ */
+import { createInterface } from "node:readline";
+import { agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
+import { ProxyAgent } from "@cluster-proxy/agent";
+import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
+
+export interface FleetConfig {
+  count: number;
+  host: string;
+  port: number;
+  ca: string;
+  cert: string;
+  key: string;
+  /** How many agents start at once (the first connects; later reconnects are the agents' own). */
+  startConcurrency: number;
+}
+
+const cfg = JSON.parse(process.argv[2] ?? "{}") as FleetConfig;
+const started: number[] = [];
+const connected: number[] = [];
+
+/** A logger that records connect attempts and drops everything else. */
+const recorder: Logger = {
+  ...silentLogger,
+  debug: (_obj, msg) => void (msg === "connecting to proxy server" && started.push(Date.now())),
+  info: (_obj, msg) => void (msg === "connected to proxy server" && connected.push(Date.now())),
+  child: () => recorder,
+};
+
+const agents: ProxyAgent[] = [];
+for (let i = 0; i < cfg.count; i++) {
+  const options = resolveOptions<AgentOptions>(agentOptionSpecs, {
+    "proxy-server-host": cfg.host,
+    "proxy-server-port": String(cfg.port),
+    "ca-cert": cfg.ca,
+    "agent-cert": cfg.cert,
+    "agent-key": cfg.key,
+    "agent-id": `fleet-agent-${i}`,
+    "cluster-name": `fleet-${i}`,
+    "health-server-port": "0",
+    "admin-server-port": "0",
+    "sync-interval": "1s",
+    "sync-interval-cap": "5s",
+  });
+  agents.push(new ProxyAgent(options, { logger: recorder }));
+}
+for (let i = 0; i < agents.length; i += cfg.startConcurrency) {
+  await Promise.all(agents.slice(i, i + cfg.startConcurrency).map((a) => a.start()));
+}
+
+const lines = createInterface({ input: process.stdin });
+lines.on("line", (line) => {
+  const [cmd, arg] = line.trim().split(" ");
+  if (cmd === "status") {
+    const up = agents.filter((a) => a.connectedServers().length > 0).length;
+    process.stdout.write(`${JSON.stringify({ connected: up, agents: agents.length })}\n`);
+  } else if (cmd === "attempts") {
+    const since = Number(arg ?? 0);
+    process.stdout.write(
+      `${JSON.stringify({ started: started.filter((t) => t >= since), connected: connected.filter((t) => t >= since) })}\n`,
+    );
+  }
+});
+lines.on("close", () => {
+  void Promise.all(agents.map((a) => a.close())).then(() => process.exit(0));
+});
