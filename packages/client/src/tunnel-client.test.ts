@@ -1,6 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -261,5 +261,42 @@ describe("gRPC dial over a Unix socket (plain)", { timeout: 30_000 }, () => {
       await fake.close();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("TunnelClient.close() with a session that never reports 'close'", () => {
+  /** What node's HTTP/2 session does when its peer stopped reading: destroy() without a "close". */
+  function stuckSession(): EventEmitter & { closed: boolean; destroyed: boolean; close(): void; destroy(): void } {
+    return Object.assign(new EventEmitter(), {
+      closed: false,
+      destroyed: false,
+      close(this: { closed: boolean }) {
+        this.closed = true;
+      },
+      destroy(this: { destroyed: boolean }) {
+        this.destroyed = true;
+      },
+    });
+  }
+
+  test("an idle client resolves once the grace period destroyed the session", async (t) => {
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    const client = new TunnelClient({ proxy: { udsPath: "/nonexistent.sock" } });
+    const session = stuckSession();
+    Object.assign(client as unknown as { session: unknown }, { session });
+    const closing = client.close();
+    await new Promise((r) => setImmediate(r));
+    assert.equal(session.closed, true, "a graceful close first");
+    t.mock.timers.tick(2_000);
+    await closing;
+    assert.equal(session.destroyed, true);
+  });
+
+  test("a client with open tunnels destroys the session and resolves at once", async () => {
+    const client = new TunnelClient({ proxy: { udsPath: "/nonexistent.sock" } });
+    const session = stuckSession();
+    Object.assign(client as unknown as { session: unknown; active: number }, { session, active: 1 });
+    await client.close();
+    assert.equal(session.destroyed, true);
   });
 });

@@ -140,15 +140,23 @@ export class TunnelClient {
       this.session = undefined;
       if (!session || session.destroyed) return;
       await new Promise<void>((resolve) => {
-        // A graceful close waits for the peer; one that stopped answering must not hold close()
-        // (and the caller's shutdown) forever.
-        const limit = setTimeout(() => session.destroy(), CLOSE_GRACE_MS);
-        session.once("close", () => {
+        const done = (): void => {
           clearTimeout(limit);
           resolve();
-        });
-        if (this.active > 0) session.destroy();
-        else session.close();
+        };
+        // A graceful close waits for the peer; one that stopped answering must not hold close()
+        // (and the caller's shutdown) forever. Nor may its "close" event: node's HTTP/2 emits it
+        // only once the native session has flushed, which a peer that stopped reading prevents,
+        // so after the grace period destroy() is the end whether or not "close" follows.
+        const limit = setTimeout(() => {
+          session.destroy();
+          done();
+        }, CLOSE_GRACE_MS);
+        session.once("close", done);
+        if (this.active > 0) {
+          session.destroy();
+          done();
+        } else session.close();
       });
     })();
     return this.closedPromise;
