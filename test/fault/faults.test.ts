@@ -232,17 +232,20 @@ describe("fault suite: kills, cut links, blackholes, half-open connections", { s
     try {
       for (let r = 0; r < 5; r++) {
         const before = ok;
-        await waitFor(`transfers to succeed before restart ${r + 1}`, () => ok >= before + 5, 20_000);
+        await waitFor(`transfers to succeed before restart ${r + 1}`, () => ok >= before + 5, 45_000);
         await restartServer(r % 2 === 0 ? "SIGKILL" : "SIGTERM");
         await lab.serverSees(CLUSTERS);
       }
       const last = ok;
-      await waitFor("transfers to succeed after the last restart", () => ok >= last + 5, 20_000);
+      await waitFor("transfers to succeed after the last restart", () => ok >= last + 5, 45_000);
     } finally {
       stop = true;
       await Promise.all(workers);
+      t.diagnostic(
+        `${ok} transfers exact; failures by kind: ${JSON.stringify([...failures])}; hangs ${JSON.stringify(hangs)}`,
+      );
+      t.diagnostic(`server output: ${server.proc.output().slice(-3000)}`);
     }
-    t.diagnostic(`${ok} transfers exact; failures by kind: ${JSON.stringify([...failures])}`);
     assert.deepEqual(hangs, [], "no transfer may hang or arrive corrupted");
     await assertServing();
     await assertNoLeaks(t, base, ["mc1", "mc2"]);
