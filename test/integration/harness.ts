@@ -58,6 +58,25 @@ export async function waitFor(
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
+/**
+ * {@link waitFor} for a process to become ready: fails at once if it exits first, and either way
+ * the error carries what the process printed (read when it fails, not when the wait started).
+ */
+export async function waitForProc(proc: Proc, what: string, check: () => Promise<boolean>): Promise<void> {
+  const output = (): string => proc.output().slice(-4000);
+  let died: Error | undefined;
+  const exited = proc.exited.then((code) => {
+    throw (died = new Error(`${proc.name} exited (${code}) while waiting for ${what}:\n${output()}`));
+  });
+  exited.catch(() => undefined);
+  try {
+    await Promise.race([waitFor(what, check), exited]);
+  } catch (err) {
+    if (err === died) throw err;
+    throw new Error(`${(err as Error).message}\n${proc.name} output:\n${output()}`, { cause: err });
+  }
+}
+
 /** GET a loopback URL; resolves with status and body. */
 export function httpGet(url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolvePromise, reject) => {
@@ -171,8 +190,9 @@ export class Harness {
       "--log-level=warn",
       ...extra,
     ]);
-    await waitFor(
-      `server health port ${p.health}\n${proc.output()}`,
+    await waitForProc(
+      proc,
+      `server health port ${p.health}`,
       async () => (await httpGet(`http://127.0.0.1:${p.health}/healthz`)).status === 200,
     );
     return { proc, ports: p };
@@ -203,7 +223,8 @@ export class Harness {
       ...extra,
     ]);
     if (waitReady) {
-      await waitFor(
+      await waitForProc(
+        proc,
         `agent ${cluster} ready`,
         async () => (await httpGet(`http://127.0.0.1:${healthPort}/readyz`)).status === 200,
       );

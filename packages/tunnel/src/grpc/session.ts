@@ -5,7 +5,8 @@
  */
 import * as http2 from "node:http2";
 import * as net from "node:net";
-import type * as tls from "node:tls";
+import * as tls from "node:tls";
+import { SessionTransport } from "./session-transport.js";
 
 /** Per-stream and per-connection receive window we advertise. */
 export const TUNNEL_WINDOW_BYTES = 16 * 1024 * 1024;
@@ -57,50 +58,81 @@ export class ConnectError extends Error {
   }
 }
 
-/** Open an HTTP/2 session and resolve once it is connected (TLS verified, ALPN `h2`). */
+/**
+ * Open an HTTP/2 session and resolve once it is connected (TLS verified, ALPN `h2`). The session
+ * runs on a {@link SessionTransport}, so it keeps reading while its writes wait for the peer.
+ */
 export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2Session> {
   return new Promise((resolve, reject) => {
-    let session: http2.ClientHttp2Session;
     const where = target.udsPath ?? `${target.host}:${target.port}`;
+    let socket: net.Socket;
+    let url: string;
     if (target.udsPath) {
-      const path = target.udsPath;
-      session = http2.connect("http://localhost", {
-        ...TUNNEL_HTTP2_OPTIONS,
-        createConnection: () => net.connect(path),
-      });
+      socket = net.connect(target.udsPath);
+      url = "http://localhost";
     } else {
       const host = target.host ?? "127.0.0.1";
-      const authority = host.includes(":") ? `[${host}]` : host;
-      session = http2.connect(`https://${authority}:${target.port}`, {
-        ...TUNNEL_HTTP2_OPTIONS,
+      socket = tls.connect({
         ...target.tls,
+        host,
+        port: target.port,
         ALPNProtocols: ["h2"],
         servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
-      } as http2.SecureClientSessionOptions);
+      });
+      url = `https://${host.includes(":") ? `[${host}]` : host}:${target.port}`;
     }
-    const timer = setTimeout(() => {
-      session.destroy();
-      reject(new ConnectError(`connecting to ${where} timed out after ${target.timeoutMs} ms`));
-    }, target.timeoutMs ?? 10_000);
-    const onError = (err: Error): void => {
+    let session: http2.ClientHttp2Session | undefined;
+    let settled = false;
+    const settle = (): boolean => {
+      if (settled) return false;
+      settled = true;
       clearTimeout(timer);
       target.signal?.removeEventListener("abort", onAbort);
-      session.destroy();
-      reject(new ConnectError(`cannot connect to ${where}: ${err.message}`, { cause: err }));
+      socket.off("error", onError);
+      return true;
     };
+    const fail = (err: ConnectError): void => {
+      if (!settle()) return;
+      session?.destroy();
+      socket.destroy();
+      reject(err);
+    };
+    const timer = setTimeout(
+      () => fail(new ConnectError(`connecting to ${where} timed out after ${target.timeoutMs} ms`)),
+      target.timeoutMs ?? 10_000,
+    );
+    const onError = (err: Error): void =>
+      fail(new ConnectError(`cannot connect to ${where}: ${err.message}`, { cause: err }));
     const onAbort = (): void => onError(new Error("connect aborted"));
     target.signal?.addEventListener("abort", onAbort, { once: true });
     if (target.signal?.aborted) onAbort();
-    session.once("error", onError);
-    session.once("connect", () => {
-      clearTimeout(timer);
-      target.signal?.removeEventListener("abort", onAbort);
-      session.off("error", onError);
-      session.on("error", () => {
-        /* surfaced through "close" of the session and its streams */
+    socket.once("error", onError);
+    socket.once(target.udsPath ? "connect" : "secureConnect", () => {
+      if (settled) return;
+      const s = http2.connect(url, { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => new SessionTransport(socket) });
+      session = s;
+      // The JS stream node puts between the session and the transport holds no libuv handle:
+      // ref()/unref() must reach the socket, or an idle session would keep the process alive.
+      const ref = s.ref.bind(s);
+      const unref = s.unref.bind(s);
+      s.ref = () => {
+        ref();
+        socket.ref();
+      };
+      s.unref = () => {
+        unref();
+        socket.unref();
+      };
+      s.once("error", onError);
+      s.once("connect", () => {
+        if (!settle()) return;
+        s.off("error", onError);
+        s.on("error", () => {
+          /* surfaced through "close" of the session and its streams */
+        });
+        widenSessionWindow(s);
+        resolve(s);
       });
-      widenSessionWindow(session);
-      resolve(session);
     });
   });
 }
