@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import { join } from "node:path";
 import type { ProcessStats } from "@cluster-proxy/tunnel";
-import { CLI, Harness, REPO, serverCertFlags, waitFor, type Proc } from "../integration/harness.js";
+import { CLI, Harness, REPO, serverCertFlags, waitFor, waitForProc, type Proc } from "../integration/harness.js";
 
 export type ClusterName = "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["mc1", "mc2"];
@@ -171,10 +171,7 @@ export class FaultLab {
       "--log-level=warn",
       ...extra,
     ]);
-    await waitFor(
-      `server health\n${proc.output()}`,
-      async () => (await this.get("server-health", "/healthz")).status === 200,
-    );
+    await waitForProc(proc, "server health", async () => (await this.get("server-health", "/healthz")).status === 200);
     return { proc, grpcSock, connectSock };
   }
 
@@ -203,8 +200,13 @@ export class FaultLab {
       ...extra,
     ]);
     const handle = { proc, cluster: c };
-    if (waitReady)
-      await this.agentReady(c).catch((e: Error) => Promise.reject(new Error(`${e.message}\n${proc.output()}`)));
+    if (waitReady) {
+      await waitForProc(
+        proc,
+        `agent ${c} ready`,
+        async () => (await this.get(`${c}-health`, "/readyz")).status === 200,
+      );
+    }
     return handle;
   }
 
