@@ -2,19 +2,38 @@
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
+import { once } from "node:events";
+import * as net from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { Harness, freePort, waitFor, type Proc } from "./harness.js";
+import { Harness, waitFor, type Proc } from "./harness.js";
 
 const run = promisify(execFile);
 const h = new Harness();
 after(() => h.close());
 
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+async function canListen(port: number): Promise<boolean> {
+  const srv = net.createServer();
+  try {
+    srv.listen(port, "127.0.0.1");
+    await once(srv, "listening");
+    return true;
+  } catch {
+    return false;
+  } finally {
+    srv.close();
+  }
+}
+
 async function freeBase(): Promise<number> {
-  // a base whose base..base+15 range is free: start from a kernel-picked port
-  for (let i = 0; i < 20; i++) {
-    const p = await freePort();
-    if (p + 15 < 65_000) return p;
+  // base..base+15 must be free. Below the kernel's ephemeral range (32768+), so the local ports
+  // of the many connections earlier test files made cannot collide with it.
+  for (let i = 0; i < 50; i++) {
+    const base = 10_000 + Math.floor(Math.random() * 20_000);
+    let free = true;
+    for (let p = base; free && p < base + 16; p++) free = await canListen(p);
+    if (free) return base;
   }
   throw new Error("no free port range");
 }
@@ -24,6 +43,7 @@ test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo cl
   // base..base+15 must be free; another process may hold one of them, so retry on a conflict
   let base = 0;
   let up: Proc | undefined;
+  const failures: string[] = [];
   for (let attempt = 0; attempt < 3 && !up; attempt++) {
     base = await freeBase();
     const p = h.spawnCli("up", ["up", "--port-base", String(base), "--state-dir", join(h.dir, "state")]);
@@ -36,9 +56,16 @@ test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo cl
       100,
     );
     if (!exited) up = p;
-    else assert.match(p.output(), /port/i, `up exited for another reason than a busy port:\n${p.output()}`);
+    else {
+      assert.match(
+        p.output(),
+        /already in use|EADDRINUSE/i,
+        `up exited for another reason than a busy port:\n${p.output()}`,
+      );
+      failures.push(p.output().slice(-1500));
+    }
   }
-  assert.ok(up, "up could not find free ports in 3 attempts");
+  assert.ok(up, `up could not find free ports in 3 attempts:\n${failures.join("\n---\n")}`);
   for (const cluster of ["east", "west"]) {
     const plain = await run("curl", [
       "-sS",
