@@ -1,5 +1,5 @@
 /** The proxy-agent's options. Flag names shared with the Go proxy-agent mean the same thing. */
-import type { OptionSpec } from "./options.js";
+import { ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
 export interface AgentOptions {
   proxyServerHost: string;
@@ -218,15 +218,7 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     description:
       "After the first SIGTERM (which sends DRAIN), exit once idle or after this long; a second signal exits at once",
   },
-  {
-    key: "enableProfiling",
-    flag: "enable-profiling",
-    kind: "boolean",
-    default: false,
-    goCompatible: true,
-    description:
-      "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
-  },
+  ENABLE_PROFILING_SPEC,
   {
     key: "logLevel",
     flag: "log-level",

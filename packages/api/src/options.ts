@@ -24,6 +24,17 @@ export interface OptionSpec {
 }
 
 /** A flag, file or value the user gave is wrong. */
+/** `--enable-profiling`, the same on server and agent. */
+export const ENABLE_PROFILING_SPEC: OptionSpec = {
+  key: "enableProfiling",
+  flag: "enable-profiling",
+  kind: "boolean",
+  default: false,
+  goCompatible: true,
+  description:
+    "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
+};
+
 export class ConfigError extends Error {
   readonly code = "CP_ERR_CONFIG";
   constructor(message: string) {

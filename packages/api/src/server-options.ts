@@ -1,5 +1,5 @@
 /** The proxy-server's options. Flag names shared with the Go proxy-server mean the same thing. */
-import type { OptionSpec } from "./options.js";
+import { ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
 export const PROXY_STRATEGIES = ["destHost", "default", "defaultRoute"] as const;
 export type ProxyStrategy = (typeof PROXY_STRATEGIES)[number];
@@ -317,15 +317,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     goCompatible: true,
     description: "On SIGTERM, stop accepting and wait this long for open connections before closing",
   },
-  {
-    key: "enableProfiling",
-    flag: "enable-profiling",
-    kind: "boolean",
-    default: false,
-    goCompatible: true,
-    description:
-      "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
-  },
+  ENABLE_PROFILING_SPEC,
   {
     key: "logLevel",
     flag: "log-level",
