@@ -4,10 +4,12 @@
  *
  * Scenarios (names for --only): loopback (bulk, one connection, each direction), shaped (the same
  * across a veth pair shaped with tc, hub and cluster in separate network namespaces), many (8 and
- * 64 concurrent downloads), latency (64-byte round trips, time to first byte), dialrate, agents
- * (idle agents on one server), conns (idle connections through one agent), profile (our server
- * under --cpu-prof during bulk transfers; full runs only unless --profile). `--report-only`
- * re-renders the table, latest.json and the chart from results/latest-detail.json.
+ * 64 concurrent downloads), latency (64-byte round trips, time to first byte), dialrate (the paths
+ * take turns window by window), agents (idle agents on one server: RSS once they are in, per agent
+ * of the second half alone, and after two minutes idle), conns (idle connections through one
+ * agent), profile (our server under --cpu-prof during bulk transfers; full runs only unless
+ * --profile). `--report-only` re-renders the table, latest.json and the chart from
+ * results/latest-detail.json. bench/hotpath.ts runs one scenario at a time, with profiles.
  *
  * Writes bench/results/latest.json (stable keys, read by other tools), latest-detail.json (every
  * sample), chart.svg, and prints a table of medians [min-max] with ours/direct and ours/Go.
@@ -26,7 +28,7 @@ import {
   PATHS,
   REPO,
   TS_NODE,
-  agentScale,
+  agentFleet,
   bulk,
   connectOpener,
   dialRate,
@@ -41,6 +43,7 @@ import {
   startOurs,
   startTarget,
   rtt,
+  type AgentFleet,
   type AgentScaleResult,
   type BulkResult,
   type DialRateResult,
@@ -75,6 +78,7 @@ const P = quick
       agents: 200,
       agentProcs: 2,
       idleMs: 3000,
+      settleMs: 0,
       idleConns: 1000,
       profileBytes: 64 * MiB,
     }
@@ -86,11 +90,12 @@ const P = quick
       rttCount: 5000,
       rttMaxMs: 10_000,
       fbCount: 100,
-      dialWindows: 3,
-      dialWindowMs: 10_000,
+      dialWindows: 6,
+      dialWindowMs: 5000,
       agents: 1000,
       agentProcs: 4,
       idleMs: 10_000,
+      settleMs: 120_000,
       idleConns: 10_000,
       profileBytes: 512 * MiB,
     };
@@ -440,22 +445,35 @@ async function main(): Promise<void> {
     if (enabled("dialrate")) {
       const secs = (P.dialWindows * P.dialWindowMs) / 1000;
       log(`dial rate: ${secs} s per path, ${DIAL_CONCURRENCY} concurrent dialers [${elapsed()}]`);
-      const res: Partial<Record<PathName, DialRateResult>> = {};
+      const res: Record<PathName, DialRateResult> = {
+        direct: { windows: [], errors: 0, lastError: "" },
+        ours: { windows: [], errors: 0, lastError: "" },
+        go: { windows: [], errors: 0, lastError: "" },
+      };
+      // The paths take turns window by window, so a change in the machine's load over the
+      // scenario does not favour the path that happened to run first.
+      for (let w = 0; w < P.dialWindows; w++) {
+        for (const path of PATHS) {
+          const r = await dialRate(
+            opener(path, LOOPBACK, stacks[path]),
+            target.echo,
+            1,
+            P.dialWindowMs,
+            DIAL_CONCURRENCY,
+          );
+          res[path].windows.push(...r.windows);
+          res[path].errors += r.errors;
+          res[path].lastError = r.lastError || res[path].lastError;
+          await sleep(500);
+        }
+      }
       for (const path of PATHS) {
-        res[path] = await dialRate(
-          opener(path, LOOPBACK, stacks[path]),
-          target.echo,
-          P.dialWindows,
-          P.dialWindowMs,
-          DIAL_CONCURRENCY,
-        );
         const lastErr = res[path].lastError ? `, last: ${res[path].lastError}` : "";
         log(
           `  ${path}: ${res[path].windows.map((w) => w.toFixed(0)).join(", ")} dials/s (errors ${res[path].errors}${lastErr})`,
         );
-        await sleep(1000);
       }
-      detail.dialRate = res as Record<PathName, DialRateResult>;
+      detail.dialRate = res;
     }
 
     if (enabled("conns")) {
@@ -474,20 +492,38 @@ async function main(): Promise<void> {
 
   if (enabled("agents")) {
     log(`agents: ${P.agents} idle agents on one server, in ${P.agentProcs} processes [${elapsed()}]`);
-    for (const path of ["ours", "go"] as const) {
-      const st =
-        path === "ours"
-          ? await startOurs(h, LOOPBACK, { noAgent: true })
-          : await startGo(h, LOOPBACK, bin, { noAgent: true });
-      try {
-        const r: AgentScaleResult = await agentScale(h, st, P.agents, P.agentProcs, P.idleMs, "host=bench");
+    // Both servers run side by side; their agents connect one path after the other, and stay
+    // (idle) until both have been idle for P.settleMs, when the servers' RSS is read once more.
+    const stacks: Stack[] = [];
+    const fleets: AgentFleet[] = [];
+    try {
+      for (const path of ["ours", "go"] as const) {
+        const st =
+          path === "ours"
+            ? await startOurs(h, LOOPBACK, { noAgent: true })
+            : await startGo(h, LOOPBACK, bin, { noAgent: true });
+        stacks.push(st);
+        const fleet = await agentFleet(h, st, P.agents, P.agentProcs, P.idleMs, "host=bench");
+        fleets.push(fleet);
+        const r: AgentScaleResult = fleet.result;
         detail.agents[path] = [r];
         log(
           `  ${path}: ${r.rssMiB.toFixed(1)} MiB RSS, ${(r.bytesPerAgent / 1024).toFixed(1)} KiB/agent, idle CPU ${r.idleCpuPercent.toFixed(2)}%`,
         );
-      } finally {
-        await st.stop();
       }
+      if (P.settleMs > 0) {
+        for (const [i, fleet] of fleets.entries()) {
+          await fleet.settle(P.settleMs);
+          const r = fleet.result;
+          log(
+            `  ${i === 0 ? "ours" : "go"} after ${r.settledAfterS} s idle: ${r.settledRssMiB!.toFixed(1)} MiB RSS, ` +
+              `${(r.settledBytesPerAgent! / 1024).toFixed(1)} KiB/agent`,
+          );
+        }
+      }
+    } finally {
+      for (const fleet of fleets) await fleet.release();
+      for (const st of stacks) await st.stop();
     }
   }
 

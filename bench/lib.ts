@@ -178,6 +178,11 @@ export interface StackOptions {
   noAgent?: boolean;
   /** Run our server with --cpu-prof into this directory. */
   cpuProfDir?: string;
+  /** Extra node flags for our server / agent process (e.g. --cpu-prof, --heapsnapshot-signal). */
+  serverNodeArgs?: string[];
+  agentNodeArgs?: string[];
+  /** Another build of the CLI (A/B comparisons, bench/hotpath.ts). */
+  cli?: string;
 }
 
 function proxyOf(certs: StandaloneCertPaths, port: number): ProxyOptions {
@@ -238,10 +243,14 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
     await freePort(),
   ];
   const c = h.certs;
-  const nodeArgs = o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : [];
+  const nodeArgs = [
+    ...(o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : []),
+    ...(o.serverNodeArgs ?? []),
+  ];
+  const cli = o.cli ?? CLI;
   const server = h.spawnProc("ours-server", process.execPath, [
     ...nodeArgs,
-    CLI,
+    cli,
     "server",
     "--mode=both",
     "--server-bind-address=127.0.0.1",
@@ -266,7 +275,8 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
   if (!o.noAgent) {
     const cert = c.agents.get(CLUSTER)!;
     agent = spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
-      CLI,
+      ...(o.agentNodeArgs ?? []),
+      cli,
       "agent",
       `--proxy-server-host=${topo.agentServerHost}`,
       `--proxy-server-port=${agentPort}`,
@@ -709,48 +719,72 @@ export interface AgentScaleResult {
   baselineRssMiB: number;
   rssMiB: number;
   bytesPerAgent: number;
+  /**
+   * RSS growth per agent of the second half of the agents only (they connect after the first
+   * half is in): the marginal cost, without one-off growth such as the JS engine's young
+   * generation expanding during the first burst of connections.
+   */
+  marginalBytesPerAgent?: number;
   /** Server CPU while idle with every agent connected, in % of one core. */
   idleCpuPercent: number;
   connectSeconds: number;
+  /** RSS again after `settledAfterS` seconds of idling (see AgentFleet.settle). */
+  settledAfterS?: number;
+  settledRssMiB?: number;
+  settledBytesPerAgent?: number;
 }
 
-export async function agentScale(
+/** Idle agents held on a server (agentFleet) until released. */
+export interface AgentFleet {
+  result: AgentScaleResult;
+  /**
+   * Wait until `ms` after the last agent connected, then record the server's RSS again in the
+   * result: a garbage-collected server gives back memory it grew while agents connected (node
+   * shrinks V8's young generation once the process has been idle for a while).
+   */
+  settle(ms: number): Promise<void>;
+  /** Kill the load agents. */
+  release(): Promise<void>;
+}
+
+/** Connect idle agents to `st` and measure; the agents stay until the fleet is released. */
+export async function agentFleet(
   h: Harness,
   st: Stack,
   agents: number,
   processes: number,
   idleMs: number,
   identifiers: string,
-): Promise<AgentScaleResult> {
+): Promise<AgentFleet> {
   const pid = st.server.child.pid;
   await sleep(1500);
   const baseline = rssBytes(pid);
   const cert = h.certs.agents.get(CLUSTER)!;
   const per = Math.ceil(agents / processes);
   const procs: Proc[] = [];
-  const t0 = performance.now();
-  try {
-    for (let p = 0; p < processes; p++) {
-      const count = Math.min(per, agents - p * per);
-      if (count <= 0) break;
-      procs.push(
-        h.spawnProc(`load-agent-${p}`, process.execPath, [
-          ...TS_NODE,
-          join(BENCH, "load-agent.ts"),
-          JSON.stringify({
-            host: "127.0.0.1",
-            port: st.agentPort,
-            count,
-            ca: h.certs.ca.cert,
-            cert: cert.cert,
-            key: cert.key,
-            idPrefix: `${st.path}-load-${p}`,
-            identifiers,
-            concurrency: 16,
-          }),
-        ]),
-      );
-    }
+  const spawn = (p: number): void => {
+    const count = Math.min(per, agents - p * per);
+    if (count <= 0) return;
+    procs.push(
+      h.spawnProc(`load-agent-${p}`, process.execPath, [
+        ...TS_NODE,
+        join(BENCH, "load-agent.ts"),
+        JSON.stringify({
+          host: "127.0.0.1",
+          port: st.agentPort,
+          count,
+          ca: h.certs.ca.cert,
+          cert: cert.cert,
+          key: cert.key,
+          idPrefix: `${st.path}-load-${p}`,
+          identifiers,
+          concurrency: 16,
+        }),
+      ]),
+    );
+  };
+  /** Resolves with the number of agents connected once every process so far has reported. */
+  const allConnected = async (): Promise<number> => {
     let connected = 0;
     await waitFor(
       `${agents} load agents connected`,
@@ -767,23 +801,54 @@ export async function agentScale(
     ).catch((e: Error) => {
       throw new Error(`${e.message}\n${procs.map((p) => p.output()).join("\n")}`);
     });
-    const connectSeconds = (performance.now() - t0) / 1000;
+    return connected;
+  };
+  const t0 = performance.now();
+  try {
+    // Two halves: the RSS between them gives the marginal cost of an agent (see AgentScaleResult).
+    const firstProcs = Math.max(1, Math.floor(processes / 2));
+    for (let p = 0; p < firstProcs; p++) spawn(p);
+    const firstHalf = processes > 1 ? await allConnected() : 0;
+    const pause0 = performance.now();
+    if (firstHalf > 0) await sleep(3000);
+    const halfRss = rssBytes(pid);
+    const paused = performance.now() - pause0;
+    for (let p = firstProcs; p < processes; p++) spawn(p);
+    const connected = await allConnected();
+    const connectSeconds = (performance.now() - t0 - paused) / 1000;
+    const connectedAt = performance.now();
     await sleep(3000);
     const cpu0 = cpuSeconds(pid);
     const c0 = performance.now();
     await sleep(idleMs);
     const idleCpuPercent = ((cpuSeconds(pid) - cpu0) / ((performance.now() - c0) / 1000)) * 100;
     const rss = rssBytes(pid);
-    return {
+    const result: AgentScaleResult = {
       agents: connected,
       processes: procs.length,
       baselineRssMiB: baseline / MiB,
       rssMiB: rss / MiB,
       bytesPerAgent: (rss - baseline) / connected,
+      ...(firstHalf > 0 && connected > firstHalf
+        ? { marginalBytesPerAgent: (rss - halfRss) / (connected - firstHalf) }
+        : {}),
       idleCpuPercent,
       connectSeconds,
     };
-  } finally {
+    const release = async (): Promise<void> => void (await Promise.all(procs.map((p) => p.kill("SIGKILL"))));
+    return {
+      result,
+      release,
+      settle: async (ms) => {
+        await sleep(connectedAt + ms - performance.now());
+        const settled = rssBytes(pid);
+        result.settledAfterS = Math.round((performance.now() - connectedAt) / 1000);
+        result.settledRssMiB = settled / MiB;
+        result.settledBytesPerAgent = (settled - baseline) / connected;
+      },
+    };
+  } catch (e) {
     await Promise.all(procs.map((p) => p.kill("SIGKILL")));
+    throw e;
   }
 }

@@ -36,7 +36,11 @@ function shortUrl(url: string): string {
   return url.replace(/^file:\/\//, "");
 }
 
-export function summarizeProfile(json: string, top: number): string {
+export function summarizeProfile(
+  json: string,
+  top: number,
+  what = "Our proxy-server under node --cpu-prof during bulk transfers",
+): string {
   const p = JSON.parse(json) as CpuProfile;
   const self = new Map<number, number>();
   if (p.samples && p.timeDeltas) {
@@ -72,7 +76,7 @@ export function summarizeProfile(json: string, top: number): string {
   const pct = (t: number): string => `${((t / busy) * 100).toFixed(1).padStart(5)}%`;
   const lines: string[] = [];
   lines.push(
-    `Our proxy-server under node --cpu-prof during bulk transfers: ${(total / 1e6).toFixed(1)} s profiled, ` +
+    `${what}: ${(total / 1e6).toFixed(1)} s profiled, ` +
       `${(busy / 1e6).toFixed(1)} s busy (percentages are of busy time).`,
   );
   lines.push("", "Self time by area:");

@@ -197,6 +197,21 @@ function rows(d: Detail): Row[] {
       true,
       perPath(d.agents, (a) => a.bytesPerAgent / KiB),
     );
+    const settled = d.agents.ours?.[0]?.settledAfterS;
+    if (settled !== undefined) {
+      add(
+        `server memory per idle agent after ${settled} s idle (KiB)`,
+        true,
+        perPath(d.agents, (a) => (a.settledBytesPerAgent ?? NaN) / KiB),
+      );
+    }
+    if (d.agents.ours?.[0]?.marginalBytesPerAgent !== undefined) {
+      add(
+        "server memory per idle agent, second half only (KiB)",
+        true,
+        perPath(d.agents, (a) => (a.marginalBytesPerAgent ?? NaN) / KiB),
+      );
+    }
     add(
       `server idle CPU with ${agentsN} agents (% of a core)`,
       true,

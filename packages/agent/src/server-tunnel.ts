@@ -5,13 +5,14 @@
  *
  * Backpressure (docs/flow-control.md): all connections of a tunnel share this one stream, so it is
  * never paused for one connection. When the stream's send buffer holds more than
- * {@link STREAM_SEND_BUDGET}, every endpoint socket reading into it is paused until "drain" (fair
- * share of the stream). When one endpoint socket's write buffer exceeds
- * {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE) to stop reading that
- * connection's client and the stall clock starts; an endpoint that reads nothing for the stall
- * timeout is closed with an error. Only when the server ignores FLOW_PAUSE (the Go server) and
- * the socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused until it drains.
- * A FLOW_PAUSE from the server pauses reading that one endpoint socket.
+ * {@link STREAM_SEND_BUDGET}, every endpoint socket reading into it is paused until "drain"; while
+ * the stream is backed up, each busy endpoint reads one quantum per turn between drains, least
+ * recently served first ({@link ENDPOINT_SEND_QUANTUM}): a round robin. When one endpoint
+ * socket's write buffer exceeds {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE)
+ * to stop reading that connection's client and the stall clock starts; an endpoint that reads
+ * nothing for the stall timeout is closed with an error. Only when the server ignores FLOW_PAUSE
+ * (the Go server) and the socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused
+ * until it drains. A FLOW_PAUSE from the server pauses reading that one endpoint socket.
  */
 import { EventEmitter } from "node:events";
 import type * as http2 from "node:http2";
@@ -58,6 +59,20 @@ export const DEFAULT_CONNECTION_STALL_TIMEOUT_MS = 60_000;
  * (buffer empty) resumes them.
  */
 export const STREAM_SEND_BUDGET = 1024 * 1024;
+
+/**
+ * Bytes one endpoint socket may read into the server stream per turn while the stream is backed
+ * up (its last send returned false) and other endpoints are sending too; then the socket waits
+ * for the stream's next "drain", which starts a new turn. Busy connections thus share the stream
+ * round robin, least recently served first. Without it the sockets with the fullest kernel
+ * buffers took most of the stream (libuv reads a readable socket up to 32 times 64 KiB in a
+ * row), and with the stream budget pausing and resuming all in one fixed order the last
+ * connections got nothing. Each quantum costs a pause and a resume of the socket: 64 KiB quanta
+ * (one socket read) were as fair but cost 10-25% of the aggregate throughput of 64 downloads;
+ * 256 KiB quanta with this budget were less fair for 8 downloads (8 x 256 KiB is twice the
+ * budget), and a 2 MiB budget cost a single download ~25% more agent CPU (buffers live longer).
+ */
+export const ENDPOINT_SEND_QUANTUM = 128 * 1024;
 
 /** How long an endpoint socket closed by CLOSE_REQ may take to flush before it is destroyed. */
 export const CLOSE_LINGER_MS = 10_000;
@@ -112,6 +127,11 @@ interface EndpointConnection {
   peerPaused?: boolean;
   /** Over the limit with a server that ignores FLOW_PAUSE: the stream is paused for us. */
   holding?: boolean;
+  /** The stream turn (see ENDPOINT_SEND_QUANTUM) `sentInTurn` counts for, and the bytes sent in it. */
+  turn?: number;
+  sentInTurn?: number;
+  /** Paused until the next turn: it used its quantum while the stream was backed up. */
+  waitingTurn?: boolean;
   /** Bytes written to the endpoint so far (with writableLength: what it has read). */
   written?: number;
   stallTimer?: NodeJS.Timeout;
@@ -130,6 +150,13 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   private readonly lingering = new Set<net.Socket>();
   private readonly overBudget = new Set<EndpointConnection>();
   private sendBlocked = false;
+  /** Incremented on every "drain" of the stream: a new turn for endpoints (ENDPOINT_SEND_QUANTUM). */
+  private turn = 0;
+  /** Endpoints that sent in this turn and in the previous one (a quantum applies only if several did). */
+  private turnSenders = 0;
+  private lastTurnSenders = 0;
+  /** Endpoints paused until the next turn. */
+  private readonly waitingTurn = new Set<EndpointConnection>();
   private closedReason: string | undefined;
   private drainSent = false;
   private ignoresFlowControl = false;
@@ -258,8 +285,26 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     if (this.sendBlocked || conn.pausedByPeer) socket.pause();
     socket.on("data", (chunk: Buffer) => {
       if (conn.state !== "open") return;
+      // Least recently served first: the map's order is the order `onStreamDrain` resumes in.
+      this.connections.delete(conn.connectID);
+      this.connections.set(conn.connectID, conn);
       this.deps.metrics.packet("from_agent", PacketType.DATA, Math.ceil(chunk.length / MAX_DATA_CHUNK));
-      this.afterSend(sendData(this.call, conn.connectID, chunk));
+      const ok = sendData(this.call, conn.connectID, chunk);
+      if (conn.turn !== this.turn) {
+        conn.turn = this.turn;
+        conn.sentInTurn = 0;
+        this.turnSenders++;
+      }
+      conn.sentInTurn = (conn.sentInTurn ?? 0) + chunk.length;
+      // Only between several busy endpoints (one alone reads on, as fast as the stream takes it).
+      // "drain" follows a send that returned false, so a socket paused here is resumed.
+      const competing = this.turnSenders > 1 || this.lastTurnSenders > 1;
+      if (!ok && competing && conn.sentInTurn >= ENDPOINT_SEND_QUANTUM && !conn.waitingTurn) {
+        conn.waitingTurn = true;
+        this.waitingTurn.add(conn);
+        socket.pause();
+      }
+      this.afterSend(ok);
     });
     // Reads arrive before "end", and sends are queued in order: CLOSE_RSP follows all the data.
     socket.on("end", () => this.endpointGone(conn, "endpoint EOF"));
@@ -430,6 +475,8 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     conn.holding = false;
     if (this.overBudget.delete(conn)) this.maybeResumeStream();
     conn.early = undefined;
+    conn.waitingTurn = false;
+    this.waitingTurn.delete(conn);
     this.deps.onEndpointCount(-1);
   }
 
@@ -449,9 +496,17 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   }
 
   private onStreamDrain(): void {
-    if (!this.sendBlocked) return;
+    this.turn++;
+    this.lastTurnSenders = this.turnSenders;
+    this.turnSenders = 0;
+    if (!this.sendBlocked && this.waitingTurn.size === 0) return;
+    const all = this.sendBlocked;
     this.sendBlocked = false;
-    for (const conn of this.connections.values())
+    const waiting = [...this.waitingTurn];
+    for (const conn of waiting) conn.waitingTurn = false;
+    this.waitingTurn.clear();
+    // Least recently served first (see attach() and ENDPOINT_SEND_QUANTUM).
+    for (const conn of all ? this.connections.values() : waiting)
       if (conn.state === "open" && !conn.pausedByPeer) conn.socket?.resume();
   }
 

@@ -7,14 +7,14 @@
  */
 export function destHostKey(address: string): string {
   let host = address;
-  const colons = address.split(":").length - 1;
-  if (colons <= 1) {
-    const i = address.indexOf(":");
-    if (i >= 0) host = address.slice(0, i);
-  } else if (address.includes("[")) {
-    host = address.slice(0, address.lastIndexOf(":"));
+  const first = address.indexOf(":");
+  if (first >= 0) {
+    if (address.indexOf(":", first + 1) < 0) host = address.slice(0, first);
+    else if (address.includes("[")) host = address.slice(0, address.lastIndexOf(":"));
   }
-  return host.replace(/^\[+/, "").replace(/\]+$/, "");
+  // (once per dial: skip the regexes for the usual bracket-free host)
+  if (host.startsWith("[") || host.endsWith("]")) host = host.replace(/^\[+/, "").replace(/\]+$/, "");
+  return host;
 }
 
 /** A `host:port` split into parts; IPv6 hosts come without brackets. */

@@ -1,7 +1,8 @@
 /**
  * Property tests (fast-check) for the Packet codec: arbitrary packets of every type round-trip,
- * the DATA fast path matches the library writer, peekPacket agrees with decodePacket, and
- * arbitrary bytes only ever raise PacketDecodeError.
+ * the hand-written encoders and the canonical-layout decoder agree with the library writer and
+ * reader, peekPacket agrees with decodePacket, and arbitrary bytes only ever raise
+ * PacketDecodeError.
  *
  * Runs are bounded and seeded; override with FC_SEED=<n> (and FC_RUNS=<n>). fast-check prints the
  * seed and the counterexample path of a failure, so a failing run can be replayed exactly.
@@ -14,8 +15,10 @@ import {
   PacketDecodeError,
   PacketType,
   decodePacket,
+  decodePacketWithReader,
   encodeData,
   encodePacket,
+  encodePacketWithWriter,
   peekPacket,
   type Packet,
 } from "./packet.js";
@@ -243,5 +246,46 @@ test(`fuzz: peekPacket agrees with decodePacket on crafted (concatenated) packet
         assert.ok(Buffer.from(bytes).equals(encodePacket(decoded)), "canonical bytes re-encode identically");
     }),
     params(),
+  );
+});
+
+test(`fuzz: the hand-written encoders write what the library writer writes (seed ${SEED})`, () => {
+  fc.assert(
+    fc.property(packetArb, fc.integer({ min: 0, max: 16 }), (packet, headroom) => {
+      const want = encodePacketWithWriter(packet);
+      const got = encodePacket(packet, headroom);
+      assert.equal(got.length, headroom + want.length);
+      assert.ok(got.subarray(headroom).equals(want), "hand-written bytes differ from the library writer");
+    }),
+    params(),
+  );
+});
+
+test(`fuzz: decodePacket (canonical fast path) agrees with the library reader on any bytes (seed ${SEED})`, () => {
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        anyBytes,
+        concatenated,
+        packetArb.map((p) => new Uint8Array(encodePacket(p))),
+      ),
+      (bytes) => {
+        const reference = onlyDecodeErrors("decodePacketWithReader", bytes, decodePacketWithReader);
+        const decoded = onlyDecodeErrors("decodePacket", bytes, decodePacket);
+        if (reference instanceof PacketDecodeError) {
+          assert.ok(decoded instanceof PacketDecodeError, "decodePacket accepts what the library reader refuses");
+          return;
+        }
+        assert.ok(!(decoded instanceof PacketDecodeError));
+        assert.deepEqual(normalize(decoded), normalize(reference));
+        const route = peekPacket(bytes);
+        if (route.canonical)
+          assert.ok(
+            Buffer.from(bytes).equals(encodePacketWithWriter(reference)),
+            "canonical bytes re-encode identically",
+          );
+      },
+    ),
+    params(RUNS * 3),
   );
 });

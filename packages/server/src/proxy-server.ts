@@ -3,7 +3,7 @@
  * `ProxyService` and HTTP CONNECT, over mTLS TCP or plain Unix sockets), the health and admin
  * ports, all sharing one relay.
  */
-import { randomUUID } from "node:crypto";
+import { constants as cryptoConstants, randomUUID } from "node:crypto";
 import { chmod, readFile, unlink } from "node:fs/promises";
 import * as http from "node:http";
 import * as http2 from "node:http2";
@@ -27,6 +27,8 @@ import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
 import { Relay } from "./relay.js";
 import { planFrontDoors, validateServerOptions, type FrontDoor } from "./server-config.js";
+
+const { SSL_OP_NO_TICKET } = cryptoConstants;
 
 /** A keepalive ping unanswered this long closes the session. */
 export const KEEPALIVE_TIMEOUT_MS = 10_000;
@@ -203,7 +205,13 @@ export class ProxyServer {
   }
 
   private createAgentServer(material: tls.SecureContextOptions): http2.Http2SecureServer {
-    const server = http2.createSecureServer(this.secureServerOptions(material));
+    // No TLS session tickets on the agent port: agents never resume a session (neither ours nor
+    // Go's keeps a session cache), and the two tickets OpenSSL issues after every TLS 1.3
+    // handshake cost about 10 KiB of memory per connected agent.
+    const server = http2.createSecureServer({
+      ...this.secureServerOptions(material),
+      secureOptions: SSL_OP_NO_TICKET,
+    });
     this.watchHttp2(server, "agent", this.options.keepaliveTime);
     serveGrpc(server, {
       [AGENT_CONNECT_METHOD]: (call) =>

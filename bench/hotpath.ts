@@ -1,0 +1,265 @@
+/**
+ * Focused measurements for work on the data plane (not part of `npm run bench`): one scenario
+ * at a time, paths alternating round by round in the same run, with the CPU each process spends
+ * per operation and, with `--prof`, V8 CPU profiles of our server and agent summarised by self
+ * time (bench/profile.ts).
+ *
+ *   hotpath.ts dialrate [--secs=10] [--conc=16]   dial, 16 B echo, close; CPU ms per dial
+ *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
+ *   hotpath.ts bulk [--mib=512]                   one connection each way; CPU s per GB
+ *   hotpath.ts agents [--agents=1000] [--settle=120]   idle agents: server RSS per agent
+ *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
+ *
+ * Common: --rounds=3, --paths=ours,go (add `ours2` for an A/B of two builds or flag sets of ours:
+ * --ours2-cli=<other build's packages/cli/dist/main.js>, --ours2-server-node-args="...",
+ * --ours2-agent-node-args="..."), --server-node-args="..." / --agent-node-args="..." for ours,
+ * --prof [--top=25], --abba (reverse the order of the paths every other round). Run from bench/ with `node --conditions=source --import tsx hotpath.ts ...`
+ * after `npm run build` (the processes run the built CLI). Everything started is killed by PID.
+ */
+import { mkdirSync, readFileSync, readdirSync } from "node:fs";
+import * as os from "node:os";
+import { join } from "node:path";
+import type { Duplex } from "node:stream";
+import { writeStandaloneCerts } from "@cluster-proxy/pki";
+import { Harness } from "../test/integration/harness.js";
+import { goBin } from "../test/interop/go-harness.js";
+import {
+  LOOPBACK,
+  MiB,
+  agentFleet,
+  bulk,
+  cpuSeconds,
+  dialRate,
+  opener,
+  selfCpuSeconds,
+  sleep,
+  startGo,
+  startOurs,
+  startTarget,
+  type Opener,
+  type Stack,
+  type StackOptions,
+} from "./lib.js";
+import { summarizeProfile } from "./profile.js";
+
+const argv = process.argv.slice(2);
+const scenario = argv[0] ?? "dialrate";
+const opt = (name: string): string | undefined => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const num = (name: string, dflt: number): number => Number(opt(name) ?? dflt);
+const flag = (name: string): boolean => argv.includes(`--${name}`);
+const words = (name: string): string[] => (opt(name) ?? "").split(" ").filter(Boolean);
+const log = (s: string): void => void process.stderr.write(`${s}\n`);
+
+if (scenario === "summary") {
+  log(summarizeProfile(readFileSync(argv[1]!, "utf8"), Number(argv[2] ?? 25), "Profile"));
+  process.exit(0);
+}
+
+type Path = "ours" | "ours2" | "go";
+const paths = (opt("paths") ?? "ours,go").split(",") as Path[];
+const rounds = num("rounds", 3);
+/** The paths in round `r`: reversed every other round with --abba (cancels an order effect). */
+const order = (r: number): Path[] => (flag("abba") && r % 2 === 1 ? [...paths].reverse() : paths);
+const h = new Harness();
+process.on("SIGINT", () => void h.close().then(() => process.exit(130)));
+
+interface Cpu {
+  client: number;
+  server: number;
+  agent: number;
+  target: number;
+}
+function cpuOf(st: Stack, targetPid: number | undefined): Cpu {
+  return {
+    client: selfCpuSeconds(),
+    server: cpuSeconds(st.server.child.pid),
+    agent: cpuSeconds(st.agent?.child.pid),
+    target: cpuSeconds(targetPid),
+  };
+}
+function perOp(a: Cpu, b: Cpu, ops: number, unit: number): string {
+  const f = (k: keyof Cpu): string => (((b[k] - a[k]) / ops) * unit).toFixed(3);
+  return `client ${f("client")} server ${f("server")} agent ${f("agent")} target ${f("target")}`;
+}
+
+/** Concurrent downloads: bytes per connection over `ms` after a ramp-up. */
+async function manyDetail(open: Opener, port: number, conns: number, ms: number): Promise<number[]> {
+  const sockets: Duplex[] = [];
+  try {
+    for (let i = 0; i < conns; i++) {
+      const s = await open(port);
+      s.on("error", () => undefined);
+      sockets.push(s);
+    }
+    const counts = new Array<number>(conns).fill(0);
+    sockets.forEach((s, i) => s.on("data", (c: Buffer) => void (counts[i] = counts[i]! + c.length)));
+    for (const s of sockets) s.write("stream\n");
+    await sleep(Math.min(500, ms / 4));
+    const start = counts.slice();
+    await sleep(ms);
+    return counts.map((c, i) => c - start[i]!);
+  } finally {
+    for (const s of sockets) s.destroy();
+    await sleep(300);
+  }
+}
+
+/** Our stack of `path` (ours or ours2) with its options. */
+function oursOptions(path: "ours" | "ours2", profDir: string | undefined, noAgent = false): StackOptions {
+  if (path === "ours2") {
+    const cli = opt("ours2-cli");
+    return {
+      noAgent,
+      serverNodeArgs: words("ours2-server-node-args"),
+      agentNodeArgs: words("ours2-agent-node-args"),
+      ...(cli ? { cli } : {}),
+    };
+  }
+  const prof = (who: string): string[] => (profDir ? ["--cpu-prof", `--cpu-prof-dir=${join(profDir, who)}`] : []);
+  return {
+    noAgent,
+    serverNodeArgs: [...prof("server"), ...words("server-node-args")],
+    agentNodeArgs: [...prof("agent"), ...words("agent-node-args")],
+  };
+}
+
+async function startPath(path: Path, bin: string, profDir: string | undefined, noAgent = false): Promise<Stack> {
+  return path === "go"
+    ? startGo(h, LOOPBACK, bin, { noAgent })
+    : startOurs(h, LOOPBACK, oursOptions(path, profDir, noAgent));
+}
+
+/** Stop a profiled stack gracefully (SIGTERM) so node writes its profiles, then print them. */
+async function stopAndSummarise(st: Stack, profDir: string): Promise<void> {
+  await st.client.close().catch(() => undefined);
+  for (const p of [st.agent, st.server]) {
+    if (!p) continue;
+    p.child.kill("SIGTERM");
+    await Promise.race([p.exited, sleep(15_000)]);
+  }
+  await st.stop();
+  for (const who of ["server", "agent"]) {
+    for (const f of readdirSync(join(profDir, who)).filter((x) => x.endsWith(".cpuprofile"))) {
+      log(`\n${summarizeProfile(readFileSync(join(profDir, who, f), "utf8"), num("top", 25), `Our ${who} (${f})`)}`);
+    }
+  }
+}
+
+async function agents(bin: string): Promise<void> {
+  const n = num("agents", 1000);
+  const settleMs = num("settle", 0) * 1000;
+  for (let r = 0; r < rounds; r++) {
+    for (const path of paths) {
+      const st = await startPath(path, bin, undefined, true);
+      try {
+        const fleet = await agentFleet(h, st, n, Math.min(4, Math.ceil(n / 250)), 3000, "host=bench");
+        try {
+          if (settleMs > 0) await fleet.settle(settleMs);
+          const x = fleet.result;
+          const kib = (b: number | undefined): string => ((b ?? NaN) / 1024).toFixed(1);
+          log(
+            `round ${r + 1} ${path}: ${x.agents} agents, baseline ${x.baselineRssMiB.toFixed(1)} MiB, ` +
+              `RSS ${x.rssMiB.toFixed(1)} MiB: ${kib(x.bytesPerAgent)} KiB/agent ` +
+              `(second half ${kib(x.marginalBytesPerAgent)})` +
+              (x.settledAfterS !== undefined ? `; after ${x.settledAfterS} s idle ${kib(x.settledBytesPerAgent)}` : ""),
+          );
+        } finally {
+          await fleet.release();
+        }
+      } finally {
+        await st.stop();
+      }
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const bin = goBin();
+  h.dir = join(os.tmpdir(), `cphot-${process.pid}`);
+  h.certs = await writeStandaloneCerts(join(h.dir, "pki"), { clusters: ["bench"], hubHosts: ["127.0.0.1"] });
+  if (scenario === "agents") return agents(bin);
+  const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
+  if (profDir) for (const who of ["server", "agent"]) mkdirSync(join(profDir, who), { recursive: true });
+
+  const target = await startTarget(h, LOOPBACK);
+  const tpid = target.proc.child.pid;
+  const stacks: Partial<Record<Path, Stack>> = {};
+  for (const path of paths) stacks[path] = await startPath(path, bin, profDir);
+  await sleep(1000);
+  const open = (path: Path): Opener => opener(path === "go" ? "go" : "ours", LOOPBACK, stacks[path]);
+
+  if (scenario === "dialrate") {
+    const secs = num("secs", 10);
+    const rates: Partial<Record<Path, number[]>> = {};
+    for (let r = 0; r < rounds; r++) {
+      for (const path of order(r)) {
+        const st = stacks[path]!;
+        const c0 = cpuOf(st, tpid);
+        const res = await dialRate(open(path), target.echo, 1, secs * 1000, num("conc", 16));
+        const c1 = cpuOf(st, tpid);
+        const rate = res.windows[0]!;
+        (rates[path] ??= []).push(rate);
+        log(
+          `round ${r + 1} ${path}: ${rate.toFixed(0)} dials/s (errors ${res.errors}); CPU ms/dial: ` +
+            perOp(c0, c1, rate * secs, 1000),
+        );
+        await sleep(500);
+      }
+    }
+    for (const p of paths.filter((x) => x !== "go" && rates.go)) {
+      log(`${p}/go per round: ${rates[p]!.map((o, i) => (o / rates.go![i]!).toFixed(3)).join(" ")}`);
+    }
+  } else if (scenario === "bulk") {
+    for (let r = 0; r < rounds; r++) {
+      for (const path of order(r)) {
+        const st = stacks[path]!;
+        const line: string[] = [];
+        for (const dir of ["download", "upload"] as const) {
+          const pids = { server: st.server.child.pid, agent: st.agent?.child.pid, target: tpid };
+          const res = await bulk(open(path), target.bulk, dir, num("mib", 512) * MiB, pids);
+          line.push(
+            `${dir} ${res.mbps.toFixed(0)} Mbit/s (CPU s/GB server ${res.cpuPerGB.server.toFixed(2)} ` +
+              `agent ${res.cpuPerGB.agent.toFixed(2)})`,
+          );
+        }
+        log(`round ${r + 1} ${path}: ${line.join(", ")}`);
+      }
+    }
+  } else if (scenario === "many") {
+    const conns = num("conns", 64);
+    const ms = num("secs", 3) * 1000;
+    for (let r = 0; r < rounds; r++) {
+      for (const path of order(r)) {
+        const st = stacks[path]!;
+        const c0 = cpuOf(st, tpid);
+        const got = await manyDetail(open(path), target.bulk, conns, ms);
+        const c1 = cpuOf(st, tpid);
+        const total = got.reduce((a, b) => a + b, 0);
+        const sorted = got.slice().sort((a, b) => a - b);
+        const mb = (x: number): string => ((x * 8) / (ms / 1000) / 1e6).toFixed(0);
+        log(
+          `round ${r + 1} ${path}: ${mb(total)} Mbit/s total, fairness ${(sorted[0]! / (total / conns)).toFixed(3)}, ` +
+            `per conn min/p10/median/max ${mb(sorted[0]!)}/${mb(sorted[Math.floor(conns / 10)]!)}/` +
+            `${mb(sorted[Math.floor(conns / 2)]!)}/${mb(sorted[conns - 1]!)} Mbit/s; ` +
+            `CPU s/GB: ${perOp(c0, c1, total / 1e9, 1)}`,
+        );
+        if (flag("per-conn")) log(`  per conn in dial order: ${got.map(mb).join(" ")}`);
+      }
+    }
+  } else {
+    throw new Error(`unknown scenario ${scenario}`);
+  }
+
+  for (const path of paths) {
+    const st = stacks[path]!;
+    if (path === "ours" && profDir) await stopAndSummarise(st, profDir);
+    else await st.stop();
+  }
+  await target.proc.kill();
+}
+
+try {
+  await main();
+} finally {
+  await h.close();
+}
