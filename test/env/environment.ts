@@ -319,7 +319,17 @@ function applyCrds(c: ClusterName, files: string[]): void {
   kubectlLocal(c, ["apply", "--server-side", "--force-conflicts", ...files.flatMap((f) => ["-f", f])], {
     timeoutMs: 120_000,
   });
-  kubectlLocal(c, ["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"], { timeoutMs: 90_000 });
+  // A CRD created a moment ago may have no status.conditions yet, and `kubectl wait` then fails
+  // at once ("conditions accessor error: <nil>") instead of waiting: ask again, a bounded few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      kubectlLocal(c, ["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"], { timeoutMs: 90_000 });
+      return;
+    } catch (err) {
+      if (attempt >= 10 || !/accessor error/.test((err as Error).message)) throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
+    }
+  }
 }
 
 // Our own RBAC for the bootstrap identity (what a klusterlet needs before its CSR is approved).
