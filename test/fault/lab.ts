@@ -201,18 +201,19 @@ export class FaultLab {
     ]);
     const handle = { proc, cluster: c };
     if (waitReady) {
-      await waitForProc(
-        proc,
-        `agent ${c} ready`,
-        async () => (await this.get(`${c}-health`, "/readyz")).status === 200,
-      );
+      await waitForProc(proc, `agent ${c} ready`, () => this.isAgentReady(c));
     }
     return handle;
   }
 
   /** Wait until the agent of `c` holds a server connection. */
   async agentReady(c: ClusterName, timeoutMs = 15_000): Promise<void> {
-    await waitFor(`agent ${c} ready`, async () => (await this.get(`${c}-health`, "/readyz")).status === 200, timeoutMs);
+    await waitFor(`agent ${c} ready`, () => this.isAgentReady(c), timeoutMs);
+  }
+
+  /** Whether the agent of `c` answers its readiness probe with 200 (holds a server connection). */
+  private async isAgentReady(c: ClusterName): Promise<boolean> {
+    return (await this.get(`${c}-health`, "/readyz")).status === 200;
   }
 
   /** Agent streams the server holds for cluster `c` (its backends metric). */
@@ -297,13 +298,6 @@ export class FaultLab {
   async close(): Promise<void> {
     await this.h.close();
   }
-}
-
-/** Open file descriptors of a process, read from /proc (same PID namespace). */
-export function openFds(pid: number): number {
-  return spawnSync("ls", [`/proc/${pid}/fd`], { encoding: "utf8" })
-    .stdout.split("\n")
-    .filter(Boolean).length;
 }
 
 /** VmRSS of a process in MiB. */

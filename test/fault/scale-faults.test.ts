@@ -8,9 +8,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { TunnelClient } from "@cluster-proxy/client";
+import { countOpenFds } from "@cluster-proxy/tunnel";
 import { REPO, waitFor, type Proc } from "../integration/harness.js";
 import type { FleetConfig } from "./fleet.js";
-import { FaultLab, PORT, labUnavailable, openFds, rssMiB, type ServerHandle } from "./lab.js";
+import { FaultLab, PORT, labUnavailable, rssMiB, type ServerHandle } from "./lab.js";
 import { dialTarget, exactDownload, footprint, grpcClient, leaks } from "./traffic.js";
 
 const MiB = 1024 * 1024;
@@ -79,7 +80,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
     );
     const connected = async (): Promise<number> => (await ask<{ connected: number }>(fleet, "status")).connected;
     await waitFor("the fleet to connect", async () => (await connected()) === AGENTS, 90_000, 500);
-    const fdsBefore = openFds(server.proc.child.pid!);
+    const fdsBefore = countOpenFds(server.proc.child.pid) ?? NaN;
 
     const killedAt = Date.now();
     await server.proc.kill("SIGKILL");
@@ -109,7 +110,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
     const backAfterMs = Date.now() - upAt;
     const attempts = await ask<{ started: number[]; connected: number[] }>(fleet, `attempts ${killedAt}`);
     const peak100 = peak(attempts.started, 100);
-    const fdsAfter = openFds(server.proc.child.pid!);
+    const fdsAfter = countOpenFds(server.proc.child.pid) ?? NaN;
     t.diagnostic(
       `${AGENTS} agents back ${backAfterMs} ms after the server restarted; ${attempts.started.length} attempts, ` +
         `at most ${peak100} started in any 100 ms, ${peak(attempts.connected, 100)} completed; ` +

@@ -38,9 +38,14 @@ export function fullGarbageCollection(): void {
   collect();
 }
 
-function countOpenFds(): number | null {
+/**
+ * Open file descriptors of process `pid` (default: this one) from /proc; null where there is no
+ * /proc or the process is gone.
+ */
+export function countOpenFds(pid?: number): number | null {
   try {
-    return readdirSync("/proc/self/fd").length - 1; // minus the directory handle readdir opened
+    // Reading our own fd directory opens one more descriptor while it is listed.
+    return pid === undefined ? readdirSync("/proc/self/fd").length - 1 : readdirSync(`/proc/${pid}/fd`).length;
   } catch {
     return null;
   }
