@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import * as net from "node:net";
 import { join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-proxy/client";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import {
@@ -243,7 +244,9 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
     await freePort(),
   ];
   const c = h.certs;
+  // As the `cluster-proxy` executable runs them; a later `--initial-old-space-size=0` undoes it.
   const nodeArgs = [
+    ...NODE_FLAGS,
     ...(o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : []),
     ...(o.serverNodeArgs ?? []),
   ];
@@ -275,6 +278,7 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
   if (!o.noAgent) {
     const cert = c.agents.get(CLUSTER)!;
     agent = spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
+      ...NODE_FLAGS,
       ...(o.agentNodeArgs ?? []),
       cli,
       "agent",

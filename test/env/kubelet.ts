@@ -17,6 +17,7 @@
 //   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them; KUBERNETES_SERVICE_HOST/PORT
 //   point at this cluster's apiserver.
 import * as k8s from "@kubernetes/client-node";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdirSync, openSync, closeSync, rmSync, writeFileSync } from "node:fs";
@@ -78,7 +79,8 @@ const workloads = new Map<string, Workload>();
 
 function entrypoint(image: string): string[] | null {
   if (/^cpenv\.local\/node(:.*)?$/.test(image)) return [process.execPath];
-  if (image.includes("cluster-proxy")) return [process.execPath, join(repoRoot, "packages", "cli", "dist", "main.js")];
+  if (image.includes("cluster-proxy"))
+    return [process.execPath, ...NODE_FLAGS, join(repoRoot, "packages", "cli", "dist", "main.js")];
   return null;
 }
 

@@ -18,7 +18,7 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import { join } from "node:path";
 import type { ProcessStats } from "@cluster-proxy/tunnel";
-import { CLI, Harness, REPO, serverCertFlags, waitFor, waitForProc, type Proc } from "../integration/harness.js";
+import { CLI_ARGV, Harness, REPO, serverCertFlags, waitFor, waitForProc, type Proc } from "../integration/harness.js";
 
 export type ClusterName = "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["mc1", "mc2"];
@@ -149,7 +149,7 @@ export class FaultLab {
     const grpcSock = this.sock("server-grpc");
     const connectSock = this.sock("server-connect");
     const proc = this.inNs(this.hubNs, "server", process.execPath, [
-      CLI,
+      ...CLI_ARGV,
       "server",
       "--server-port=0",
       `--uds-name=${grpcSock}`,
@@ -180,7 +180,7 @@ export class FaultLab {
     const cert = this.h.certs.agents.get(c);
     if (!cert) throw new Error(`no agent certificate for ${c}`);
     const proc = this.inNs(this.ns(c), `agent-${c}`, process.execPath, [
-      CLI,
+      ...CLI_ARGV,
       "agent",
       `--proxy-server-host=${linkAddresses(c).hub}`,
       `--proxy-server-port=${PORT.agent}`,

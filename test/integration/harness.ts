@@ -11,10 +11,13 @@ import * as http from "node:http";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
 
 export const REPO = resolve(import.meta.dirname, "../..");
 export const CLI = join(REPO, "packages/cli/dist/main.js");
+/** node's arguments that run the CLI as the `cluster-proxy` executable does (with its V8 flags). */
+export const CLI_ARGV: readonly string[] = [...NODE_FLAGS, CLI];
 
 /** The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS. */
 export function serverCertFlags(c: StandaloneCertPaths): string[] {
@@ -134,7 +137,7 @@ export class Harness {
 
   /** Run the CLI with `args`; output is kept for failure messages. */
   spawnCli(name: string, args: string[]): Proc {
-    return this.spawnProc(name, process.execPath, [CLI, ...args]);
+    return this.spawnProc(name, process.execPath, [...CLI_ARGV, ...args]);
   }
 
   /**

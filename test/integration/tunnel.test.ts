@@ -19,7 +19,14 @@ import {
   type TunnelSocket,
 } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, decodePacket, encodeData, encodePacket } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, connectSession, frameMessage, openCall, sealFrame } from "@cluster-proxy/tunnel";
+import {
+  FRAME_HEADER,
+  connectSession,
+  frameMessage,
+  openCall,
+  sealFrame,
+  type ProcessStats,
+} from "@cluster-proxy/tunnel";
 import {
   Harness,
   PatternStream,
@@ -89,7 +96,7 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
     const digitApi = await helloServer(h, "1st-apiserver");
     echoPort = await echoServer(h);
     transferPort = await transferServer(h);
-    const srv = await h.startServer();
+    const srv = await h.startServer(["--enable-profiling"]);
     ports = srv.ports;
     for (const [cluster, api] of [
       ["east", eastApi],
@@ -168,7 +175,13 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
     s.destroy();
   });
 
-  test("256 MiB byte-exact from target to client through one connection", async () => {
+  test("256 MiB byte-exact from target to client through one connection, with at most 3 full GCs in the server", async () => {
+    const majorGcs = async (): Promise<number> => {
+      const stats = JSON.parse((await httpGet(`http://127.0.0.1:${ports.admin}/debug/process`)).body) as ProcessStats;
+      assert.ok(stats.gc, "the server counts collections with --enable-profiling");
+      return stats.gc.major;
+    };
+    const gcBefore = await majorGcs();
     const size = 256 * MiB;
     const s = await client.dial(`127.0.0.1.east:${transferPort}`);
     const got = drainHash(s);
@@ -177,6 +190,9 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
     const expected = createHash("sha256");
     for (let n = 0; n < size; n += MiB) expected.update(gen.next(Math.min(MiB, size - n)));
     assert.deepEqual(await got, { hash: expected.digest("hex"), bytes: size });
+    // Without NODE_FLAGS' old-space floor V8 ran ~20 mark-compacts for this relay (docs/decisions.md).
+    const gcs = (await majorGcs()) - gcBefore;
+    assert.ok(gcs <= 3, `${gcs} full garbage collections in the server while it relayed 256 MiB`);
   });
 
   test("200 concurrent connections through one agent", async () => {

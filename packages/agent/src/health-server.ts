@@ -7,7 +7,7 @@
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "@cluster-proxy/api";
-import { PROCESS_STATS_PATH, serveProcessStats } from "@cluster-proxy/tunnel";
+import { PROCESS_STATS_PATH, processStatsHandler } from "@cluster-proxy/tunnel";
 import type { Registry } from "prom-client";
 
 /** What the HTTP handlers read from the agent. */
@@ -51,10 +51,11 @@ export function healthHandler(source: HealthSource): http.RequestListener {
 
 /** Request handler of the admin port; `profiling` adds {@link PROCESS_STATS_PATH}. */
 export function adminHandler(source: HealthSource, profiling = false): http.RequestListener {
+  const processStats = profiling ? processStatsHandler() : undefined;
   return (req, res) => {
     const path = new URL(req.url ?? "/", "http://agent").pathname;
     if (path === "/metrics") return serveMetrics(source, res);
-    if (profiling && path === PROCESS_STATS_PATH) return serveProcessStats(req, res);
+    if (processStats && path === PROCESS_STATS_PATH) return processStats(req, res);
     reply(res, 404, "not found\n");
   };
 }

@@ -7,6 +7,7 @@ import type { Command } from "commander";
 import { ConfigError, agentOptionSpecs, type AgentOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
+import { logMissingNodeFlags } from "./node-flags.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { portConflictMessage } from "./port-conflicts.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
@@ -35,6 +36,7 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
   command.action(async () => {
     const options = resolveCommandOptions<AgentOptions>(command, agentOptionSpecs, ctx.env);
     const logger = await createLogger(options.logLevel, "proxy-agent", ctx.logFd);
+    logMissingNodeFlags(logger);
     const { ProxyAgent } = await import("@cluster-proxy/agent");
     const agent = new ProxyAgent(options, { logger });
     try {

@@ -10,4 +10,5 @@ export { certsOptionSpecs, type CertsOptions } from "./certs-command.js";
 export { upOptionSpecs, upPorts, runUp, type UpOptions } from "./up-command.js";
 export { flagReferenceMarkdown, replaceFlagReference, FLAGS_BEGIN, FLAGS_END } from "./flag-reference.js";
 export { startSampleService, type SampleService } from "./sample-service.js";
+export { NODE_FLAGS, SHEBANG, missingNodeFlags } from "./node-flags.js";
 export { portInUse, portConflictMessage, type PortInUse } from "./port-conflicts.js";

@@ -5,6 +5,7 @@ import type { Command } from "commander";
 import { ConfigError, serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
+import { logMissingNodeFlags } from "./node-flags.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { portConflictMessage } from "./port-conflicts.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
@@ -33,6 +34,7 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
   command.action(async () => {
     const options = resolveCommandOptions<ServerOptions>(command, serverOptionSpecs, ctx.env);
     const logger = await createLogger(options.logLevel, "proxy-server", ctx.logFd);
+    logMissingNodeFlags(logger);
     const { ProxyServer } = await import("@cluster-proxy/server");
     const server = new ProxyServer(options, { logger });
     try {

@@ -36,6 +36,7 @@ import type { Logger } from "@cluster-proxy/tunnel";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
 import { createLogger } from "./log-output.js";
+import { logMissingNodeFlags } from "./node-flags.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { portInUse } from "./port-conflicts.js";
 import { startSampleService, type SampleService } from "./sample-service.js";
@@ -276,6 +277,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
   );
 
   const log = await createLogger(options.logLevel, "cluster-proxy-up", ctx.logFd);
+  logMissingNodeFlags(log);
   const stack = new Stack(log);
   const startupAbort = new AbortController();
   try {

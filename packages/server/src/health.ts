@@ -3,7 +3,7 @@
  * (`/metrics`, and `/debug/process` with --enable-profiling), with the Go server's texts.
  */
 import * as http from "node:http";
-import { PROCESS_STATS_PATH, serveProcessStats } from "@cluster-proxy/tunnel";
+import { PROCESS_STATS_PATH, processStatsHandler } from "@cluster-proxy/tunnel";
 import type { Registry } from "prom-client";
 
 export interface HealthSource {
@@ -54,10 +54,11 @@ export function createHealthServer(source: HealthSource): http.Server {
 
 /** Create (not start) the admin HTTP server; `profiling` adds {@link PROCESS_STATS_PATH}. */
 export function createAdminServer(registry: Registry, profiling = false): http.Server {
+  const processStats = profiling ? processStatsHandler() : undefined;
   return http.createServer((req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0];
     if (path === "/metrics") void serveMetrics(res, registry);
-    else if (profiling && path === PROCESS_STATS_PATH) serveProcessStats(req, res);
+    else if (processStats && path === PROCESS_STATS_PATH) processStats(req, res);
     else reply(res, 404, "not found\n");
   });
 }

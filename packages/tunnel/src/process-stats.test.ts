@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
-import { PROCESS_STATS_PATH, processStats, serveProcessStats, type ProcessStats } from "./process-stats.js";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { PROCESS_STATS_PATH, processStats, processStatsHandler, type ProcessStats } from "./process-stats.js";
 
 test("processStats counts fds and referenced timers, and gc=true frees garbage", () => {
   const timer = setTimeout(() => undefined, 60_000);
@@ -23,8 +24,9 @@ test("processStats counts fds and referenced timers, and gc=true frees garbage",
   assert.ok(collected < held - 10 * 1024 * 1024, `heap ${held} -> ${collected} after gc`);
 });
 
-test("serveProcessStats answers JSON, collecting garbage first with ?gc=1", async () => {
-  const server = http.createServer(serveProcessStats).listen(0, "127.0.0.1");
+test("the /debug/process handler answers JSON, collecting garbage first with ?gc=1, and counts collections", async () => {
+  assert.equal(processStats().gc, null, "no counting before a handler exists");
+  const server = http.createServer(processStatsHandler()).listen(0, "127.0.0.1");
   await once(server, "listening");
   try {
     const { port } = server.address() as AddressInfo;
@@ -33,6 +35,9 @@ test("serveProcessStats answers JSON, collecting garbage first with ?gc=1", asyn
     const body = (await res.json()) as ProcessStats;
     assert.ok(body.rssBytes > 0 && body.heapUsedBytes > 0);
     assert.ok((body.activeResources.TCPServerWrap ?? 0) >= 1);
+    // The observer hears of a collection a turn or two after it ran (bounded wait).
+    for (let i = 0; i < 100 && (processStats().gc?.major ?? 0) === 0; i++) await nextTurn();
+    assert.ok((processStats().gc?.major ?? 0) >= 1, "the full collection of ?gc=1 is counted as major");
   } finally {
     server.close();
   }

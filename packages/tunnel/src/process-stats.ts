@@ -1,11 +1,12 @@
 /**
  * A process's resource figures, for operators (and the fault suite) hunting leaks: memory,
  * optionally right after a full garbage collection, open file descriptors and Node's active
- * handles by type. Server and agent serve them as JSON on the admin port's `/debug/process` when
+ * handles by type, and garbage collections by kind. Server and agent serve them as JSON on the admin port's `/debug/process` when
  * `--enable-profiling` is set: the counterpart of the Go binaries' `/debug/pprof/heap?gc=1`.
  */
 import { readdirSync } from "node:fs";
 import type * as http from "node:http";
+import { PerformanceObserver, constants as perf } from "node:perf_hooks";
 import * as v8 from "node:v8";
 import * as vm from "node:vm";
 
@@ -21,6 +22,41 @@ export interface ProcessStats {
    * referenced timers (`Timeout`). Unreferenced timers do not appear; their leaks show as heap.
    */
   activeResources: Record<string, number>;
+  /**
+   * Garbage collections by kind since {@link processStatsHandler} (or {@link countGarbageCollections})
+   * was first called; null before. `major` are full mark-compacts: a relay that runs dozens per GB
+   * is short of old-space headroom (cluster-proxy's NODE_FLAGS).
+   */
+  gc: GcCounts | null;
+}
+
+export interface GcCounts {
+  minor: number;
+  major: number;
+  incremental: number;
+  weakcb: number;
+}
+
+let gcCounts: GcCounts | undefined;
+
+/** Count this process's garbage collections by kind from now on (idempotent, process-wide). */
+export function countGarbageCollections(): void {
+  if (gcCounts) return;
+  const counts: GcCounts = { minor: 0, major: 0, incremental: 0, weakcb: 0 };
+  const kinds = new Map<number, keyof GcCounts>([
+    [perf.NODE_PERFORMANCE_GC_MINOR, "minor"],
+    [perf.NODE_PERFORMANCE_GC_MAJOR, "major"],
+    [perf.NODE_PERFORMANCE_GC_INCREMENTAL, "incremental"],
+    [perf.NODE_PERFORMANCE_GC_WEAKCB, "weakcb"],
+  ]);
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const detail = (entry as { detail?: { kind?: number } }).detail;
+      const kind = detail?.kind === undefined ? undefined : kinds.get(detail.kind);
+      if (kind) counts[kind]++;
+    }
+  }).observe({ entryTypes: ["gc"] });
+  gcCounts = counts;
 }
 
 let collect: (() => void) | undefined;
@@ -64,14 +100,21 @@ export function processStats(opts: { gc?: boolean } = {}): ProcessStats {
     arrayBuffersBytes: mem.arrayBuffers,
     openFds: countOpenFds(),
     activeResources,
+    gc: gcCounts ? { ...gcCounts } : null,
   };
 }
 
 /** The path admin ports serve {@link processStats} on (`?gc=1` collects garbage first). */
 export const PROCESS_STATS_PATH = "/debug/process";
 
+/** The handler of {@link PROCESS_STATS_PATH}; garbage collections are counted from this call on. */
+export function processStatsHandler(): http.RequestListener {
+  countGarbageCollections();
+  return serveProcessStats;
+}
+
 /** Answer a `/debug/process` request with the JSON of {@link processStats}. */
-export function serveProcessStats(req: http.IncomingMessage, res: http.ServerResponse): void {
+function serveProcessStats(req: http.IncomingMessage, res: http.ServerResponse): void {
   const gc = new URL(req.url ?? "/", "http://admin").searchParams.get("gc") === "1";
   const body = `${JSON.stringify(processStats({ gc }))}\n`;
   res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
