@@ -6,7 +6,9 @@
  *
  *   hotpath.ts dialrate [--secs=10] [--conc=16]   dial, 16 B echo, close; CPU ms per dial
  *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
- *   hotpath.ts bulk [--mib=512]                   one connection each way; CPU s per GB
+ *   hotpath.ts bulk [--mib=512] [--perf]          one connection each way; CPU s per GB; with --perf,
+ *                                                 server's and agent's CPU s per GB by category
+ *                                                 (Linux perf; writes results/perf-bulk.json)
  *   hotpath.ts agents [--agents=1000] [--settle=120]   idle agents: server RSS per agent
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
@@ -16,7 +18,7 @@
  * --prof [--top=25], --abba (reverse the order of the paths every other round). Run from bench/ with `node --conditions=source --import tsx hotpath.ts ...`
  * after `npm run build` (the processes run the built CLI). Everything started is killed by PID.
  */
-import { mkdirSync, readFileSync, readdirSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
@@ -40,6 +42,7 @@ import {
   type Stack,
   type StackOptions,
 } from "./lib.js";
+import { PERF_CATEGORIES, perfAvailable, perfCategories, startPerf, stopPerf } from "./perf-categories.js";
 import { summarizeProfile } from "./profile.js";
 
 const argv = process.argv.slice(2);
@@ -173,6 +176,27 @@ async function agents(bin: string): Promise<void> {
   }
 }
 
+/** Print and save the mean CPU s/GB by category of each path's server and agent (bulk --perf). */
+function reportPerf(sums: Record<string, Record<string, Record<string, number>>>): void {
+  const columns = Object.entries(sums).flatMap(([path, byProc]) =>
+    Object.keys(byProc).map((proc) => ({ label: `${path} ${proc}`, cats: byProc[proc]! })),
+  );
+  const mean = (cats: Record<string, number>, cat: string): number => (cats[cat] ?? 0) / rounds;
+  const rows = [...PERF_CATEGORIES.map((c) => c.name), "total"];
+  const value = (cats: Record<string, number>, row: string): number =>
+    row === "total" ? Object.values(cats).reduce((a, b) => a + b, 0) / rounds : mean(cats, row);
+  log(`\nCPU s per GB by category (Linux perf samples, mean of ${rounds} rounds)`);
+  log(`| category | ${columns.map((c) => c.label).join(" | ")} |`);
+  log(`| --- | ${columns.map(() => "---").join(" | ")} |`);
+  for (const row of rows) log(`| ${row} | ${columns.map((c) => value(c.cats, row).toFixed(2)).join(" | ")} |`);
+  const json = Object.fromEntries(
+    columns.map((c) => [c.label, Object.fromEntries(rows.map((row) => [row, Number(value(c.cats, row).toFixed(3))]))]),
+  );
+  const file = join(import.meta.dirname, "results", "perf-bulk.json");
+  writeFileSync(file, `${JSON.stringify({ unit: "CPU s/GB", rounds, mib: num("mib", 512), paths: json }, null, 2)}\n`);
+  log(`wrote ${file}`);
+}
+
 async function main(): Promise<void> {
   const bin = goBin();
   h.dir = join(os.tmpdir(), `cphot-${process.pid}`);
@@ -210,13 +234,31 @@ async function main(): Promise<void> {
       log(`${p}/go per round: ${rates[p]!.map((o, i) => (o / rates.go![i]!).toFixed(3)).join(" ")}`);
     }
   } else if (scenario === "bulk") {
+    const perf = flag("perf");
+    if (perf && !perfAvailable()) throw new Error("--perf needs Linux perf allowed to sample other processes");
+    // path -> direction/process -> category -> CPU s/GB summed over rounds
+    const byCategory: Record<string, Record<string, Record<string, number>>> = {};
     for (let r = 0; r < rounds; r++) {
       for (const path of order(r)) {
         const st = stacks[path]!;
         const line: string[] = [];
         for (const dir of ["download", "upload"] as const) {
           const pids = { server: st.server.child.pid, agent: st.agent?.child.pid, target: tpid };
+          const who = { server: pids.server!, agent: pids.agent! };
+          const recordings = perf
+            ? Object.entries(who).map(([name, pid]) => {
+                const file = join(h.dir, `perf-${path}-${dir}-${name}-${r}.data`);
+                return { name: name as keyof typeof who, file, proc: startPerf(pid, file) };
+              })
+            : [];
+          if (perf) await sleep(300); // perf attaches before the transfer starts
           const res = await bulk(open(path), target.bulk, dir, num("mib", 512) * MiB, pids);
+          for (const rec of recordings) {
+            await stopPerf(rec.proc);
+            const sums = ((byCategory[path] ??= {})[`${dir} ${rec.name}`] ??= {});
+            for (const [cat, share] of perfCategories(rec.file))
+              sums[cat] = (sums[cat] ?? 0) + share * res.cpuPerGB[rec.name];
+          }
           line.push(
             `${dir} ${res.mbps.toFixed(0)} Mbit/s (CPU s/GB server ${res.cpuPerGB.server.toFixed(2)} ` +
               `agent ${res.cpuPerGB.agent.toFixed(2)})`,
@@ -225,6 +267,7 @@ async function main(): Promise<void> {
         log(`round ${r + 1} ${path}: ${line.join(", ")}`);
       }
     }
+    if (perf) reportPerf(byCategory);
   } else if (scenario === "many") {
     const conns = num("conns", 64);
     const ms = num("secs", 3) * 1000;
