@@ -1,8 +1,9 @@
 /**
  * A process's resource figures, for operators (and the fault suite) hunting leaks: memory,
- * optionally right after a full garbage collection, open file descriptors and Node's active
- * handles by type, and garbage collections by kind. Server and agent serve them as JSON on the admin port's `/debug/process` when
- * `--enable-profiling` is set: the counterpart of the Go binaries' `/debug/pprof/heap?gc=1`.
+ * optionally right after a full garbage collection, open file descriptors, Node's active handles
+ * by type and garbage collections by kind. Server and agent serve them as JSON on the admin
+ * port's `/debug/process` when `--enable-profiling` is set: the counterpart of the Go binaries'
+ * `/debug/pprof/heap?gc=1`.
  */
 import { readdirSync } from "node:fs";
 import type * as http from "node:http";
@@ -23,8 +24,7 @@ export interface ProcessStats {
    */
   activeResources: Record<string, number>;
   /**
-   * Garbage collections by kind since {@link processStatsHandler} (or {@link countGarbageCollections})
-   * was first called; null before. `major` are full mark-compacts: a relay that runs dozens per GB
+   * Garbage collections by kind since {@link processStatsHandler} was first called; null before. `major` are full mark-compacts: a relay that runs dozens per GB
    * is short of old-space headroom (cluster-proxy's NODE_FLAGS).
    */
   gc: GcCounts | null;
@@ -40,7 +40,7 @@ export interface GcCounts {
 let gcCounts: GcCounts | undefined;
 
 /** Count this process's garbage collections by kind from now on (idempotent, process-wide). */
-export function countGarbageCollections(): void {
+function countGarbageCollections(): void {
   if (gcCounts) return;
   const counts: GcCounts = { minor: 0, major: 0, incremental: 0, weakcb: 0 };
   const kinds = new Map<number, keyof GcCounts>([
