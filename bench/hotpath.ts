@@ -21,7 +21,6 @@
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
-import type { Duplex } from "node:stream";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
 import { Harness } from "../test/integration/harness.js";
 import { goBin } from "../test/interop/go-harness.js";
@@ -32,6 +31,7 @@ import {
   bulk,
   cpuSeconds,
   dialRate,
+  manyBytes,
   opener,
   selfCpuSeconds,
   sleep,
@@ -83,28 +83,6 @@ function cpuOf(st: Stack, targetPid: number | undefined): Cpu {
 function perOp(a: Cpu, b: Cpu, ops: number, unit: number): string {
   const f = (k: keyof Cpu): string => (((b[k] - a[k]) / ops) * unit).toFixed(3);
   return `client ${f("client")} server ${f("server")} agent ${f("agent")} target ${f("target")}`;
-}
-
-/** Concurrent downloads: bytes per connection over `ms` after a ramp-up. */
-async function manyDetail(open: Opener, port: number, conns: number, ms: number): Promise<number[]> {
-  const sockets: Duplex[] = [];
-  try {
-    for (let i = 0; i < conns; i++) {
-      const s = await open(port);
-      s.on("error", () => undefined);
-      sockets.push(s);
-    }
-    const counts = new Array<number>(conns).fill(0);
-    sockets.forEach((s, i) => s.on("data", (c: Buffer) => void (counts[i] = counts[i]! + c.length)));
-    for (const s of sockets) s.write("stream\n");
-    await sleep(Math.min(500, ms / 4));
-    const start = counts.slice();
-    await sleep(ms);
-    return counts.map((c, i) => c - start[i]!);
-  } finally {
-    for (const s of sockets) s.destroy();
-    await sleep(300);
-  }
 }
 
 /** Our stack of `path` (ours or ours2) with its options. */
@@ -275,7 +253,7 @@ async function main(): Promise<void> {
       for (const path of order(r)) {
         const st = stacks[path]!;
         const c0 = cpuOf(st, tpid);
-        const got = await manyDetail(open(path), target.bulk, conns, ms);
+        const { bytes: got } = await manyBytes(open(path), target.bulk, conns, ms);
         const c1 = cpuOf(st, tpid);
         const total = got.reduce((a, b) => a + b, 0);
         const sorted = got.slice().sort((a, b) => a - b);

@@ -526,7 +526,16 @@ export interface ManyResult {
   fairness: number;
 }
 
-export async function many(open: Opener, port: number, conns: number, durationMs: number): Promise<ManyResult> {
+/**
+ * `conns` concurrent downloads: the bytes each moved over `durationMs` after a ramp-up, and the
+ * seconds that window really took.
+ */
+export async function manyBytes(
+  open: Opener,
+  port: number,
+  conns: number,
+  durationMs: number,
+): Promise<{ bytes: number[]; secs: number }> {
   const sockets: Duplex[] = [];
   try {
     for (let i = 0; i < conns; i++) {
@@ -542,14 +551,18 @@ export async function many(open: Opener, port: number, conns: number, durationMs
     const t0 = performance.now();
     await sleep(durationMs);
     const secs = (performance.now() - t0) / 1000;
-    const got = counts.map((c, i) => c - start[i]!);
-    const total = got.reduce((a, b) => a + b, 0);
-    const mean = total / conns;
-    return { conns, mbps: (total * 8) / secs / 1e6, fairness: mean > 0 ? Math.min(...got) / mean : 0 };
+    return { bytes: counts.map((c, i) => c - start[i]!), secs };
   } finally {
     for (const s of sockets) s.destroy();
     await sleep(300);
   }
+}
+
+export async function many(open: Opener, port: number, conns: number, durationMs: number): Promise<ManyResult> {
+  const { bytes: got, secs } = await manyBytes(open, port, conns, durationMs);
+  const total = got.reduce((a, b) => a + b, 0);
+  const mean = total / conns;
+  return { conns, mbps: (total * 8) / secs / 1e6, fairness: mean > 0 ? Math.min(...got) / mean : 0 };
 }
 
 // ---------------------------------------------------------------------------------------------
