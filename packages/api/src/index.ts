@@ -4,3 +4,5 @@
 export * from "./options.js";
 export * from "./server-options.js";
 export * from "./agent-options.js";
+export * from "./managed-proxy-configuration.js";
+export * from "./addon-manager-options.js";

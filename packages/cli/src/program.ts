@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
 import { ConfigError } from "@cluster-proxy/api";
+import { registerAddonManagerCommand } from "./addon-manager-command.js";
 import { registerAgentCommand } from "./agent-command.js";
 import { registerCertsCommand } from "./certs-command.js";
 import { CommandFailure, processContext, type CliContext } from "./cli-context.js";
@@ -27,6 +28,7 @@ Examples:
   cluster-proxy certs --dir certs --cluster east     # certificates for a standalone deployment
   cluster-proxy server --help                        # proxy-server flags (Go-compatible names)
   cluster-proxy agent --help                         # proxy-agent flags
+  cluster-proxy addon-manager --help                 # the hub controller (ManagedProxyConfiguration)
 
 Addressing: <cluster>:<port> reaches the cluster's kube-apiserver (for an agent's own cluster,
 --apiserver-address); <host>.<cluster>:<port> reaches host:port inside that cluster's network.
@@ -52,6 +54,7 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
   registerServerCommand(program, ctx, setExitCode);
   registerAgentCommand(program, ctx, setExitCode);
   registerCertsCommand(program, ctx);
+  registerAddonManagerCommand(program, ctx, setExitCode);
   program.commands.forEach((cmd) => cmd.helpOption("-h, --help", "show help"));
   return program;
 }

@@ -1,0 +1,401 @@
+/**
+ * The level-based reconciler of one ManagedProxyConfiguration: read the world, compute the
+ * desired hub objects and certificates, apply the difference, write an honest status.
+ *
+ * Order: CAs -> entrypoint address -> Namespace/SA/Services/Deployment/PDB (server-side apply, so
+ * an edited object is put back and a deleted one re-created) -> leaf certificate Secrets (issued
+ * or rotated when missing, changed, from another CA, or due) -> stale owned objects deleted ->
+ * status. It returns when to look again (the next certificate rotation, or the resync period).
+ */
+import { isIP } from "node:net";
+import { defaultedSpec, MpcConditions, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  ensureCa,
+  fingerprintOf,
+  issueLeaf,
+  leafRenewal,
+  recordReplacedCa,
+  splitPem,
+  unb64,
+  b64,
+  type LeafPolicy,
+  type LeafRequest,
+  type SecretObject,
+  type SigningCa,
+} from "./certificate-authority.js";
+import { mergeConditions, type ConditionInput } from "./conditions.js";
+import type { EventRecorder } from "./events.js";
+import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { CONFIGURATION_LABEL } from "./labels.js";
+import type { Logger } from "./logger.js";
+import {
+  AGENT_CA_KEY,
+  CLIENT_CA_KEY,
+  ownerReference,
+  renderProxyServer,
+  type RenderedObject,
+} from "./render-proxy-server.js";
+import type { ReconcileResult } from "./work-queue.js";
+import { ownedLabels } from "./labels.js";
+
+export interface ReconcilerOptions {
+  signerNamespace: string;
+  signerName: string;
+  caValidityMs: number;
+  leaf: LeafPolicy;
+  resyncMs: number;
+  now?: () => number;
+}
+
+/** The Secret that publishes the serving CA bundle to hub clients (the Go addon's name). */
+export const SERVER_CA_SECRET = "proxy-server-ca";
+
+interface DeploymentStatus extends KubeObject {
+  spec?: { replicas?: number };
+  status?: { readyReplicas?: number; updatedReplicas?: number; observedGeneration?: number };
+}
+
+interface ServiceObject extends KubeObject {
+  status?: { loadBalancer?: { ingress?: { ip?: string; hostname?: string }[] } };
+}
+
+/** Reads cached objects (from the manager's watches) instead of asking the apiserver. */
+export interface ObjectCache {
+  configuration(name: string): ManagedProxyConfiguration | undefined;
+  owned(resource: "deployment" | "service" | "podDisruptionBudget", configuration: string): KubeObject[];
+}
+
+export class ConfigurationReconciler {
+  constructor(
+    private readonly api: KubeApi,
+    private readonly cache: ObjectCache,
+    private readonly events: EventRecorder,
+    private readonly options: ReconcilerOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  async reconcile(name: string): Promise<ReconcileResult> {
+    const cached = this.cache.configuration(name);
+    if (!cached || cached.metadata.deletionTimestamp) return; // owned objects go with it (ownerReferences)
+    const mpc: ManagedProxyConfiguration = { ...cached, spec: defaultedSpec(cached.spec) };
+    const conditions: ConditionInput[] = [];
+    const status: NonNullable<ManagedProxyConfiguration["status"]> = {};
+    let recheckMs = this.options.resyncMs;
+
+    let cas: { serving: SigningCa; client: SigningCa; agent: SigningCa };
+    try {
+      cas = await this.ensureCas(mpc);
+    } catch (err) {
+      const message = (err as Error).message;
+      for (const type of [
+        MpcConditions.ProxyServerSecretSigned,
+        MpcConditions.AgentServerSecretSigned,
+        MpcConditions.ProxyClientSecretSigned,
+      ])
+        conditions.push({ type, status: "False", reason: "SignerUnavailable", message });
+      await this.writeStatus(mpc, conditions, status);
+      throw err;
+    }
+    status.caExpiry = cas.serving.notAfter.toISOString().replace(/\.\d+Z$/, "Z");
+
+    const spec = mpc.spec;
+    const ns = spec.proxyServer.namespace;
+    const rendered = renderProxyServer(mpc);
+    for (const r of rendered) await this.api.apply(r.resource, r.object);
+    await this.deleteStale(name, rendered);
+
+    // Where agents dial.
+    const entry = await this.entrypoint(mpc);
+    conditions.push(entry.condition);
+    if (entry.address) status.entrypoint = entry.address;
+
+    // Certificates.
+    const svc = spec.proxyServer.inClusterServiceName;
+    const hubNames = ["localhost", svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`];
+    const extra = spec.authentication.signer.selfSigned?.additionalSANs ?? [];
+    const servingNames = splitNames([...hubNames, "127.0.0.1", ...extra]);
+    const agentNames = splitNames([...hubNames, "127.0.0.1", ...extra, ...(entry.host ? [entry.host] : [])]);
+    const secrets = spec.authentication.dump.secrets;
+    const leaves: {
+      secret: string;
+      request: LeafRequest;
+      ca: SigningCa;
+      bundleKey?: string;
+      bundle?: SigningCa;
+      condition: string;
+    }[] = [
+      {
+        secret: secrets.signingProxyServerSecretName,
+        request: { commonName: `${svc}.${ns}.svc`, ...servingNames, usage: "server" },
+        ca: cas.serving,
+        bundleKey: CLIENT_CA_KEY,
+        bundle: cas.client,
+        condition: MpcConditions.ProxyServerSecretSigned,
+      },
+      {
+        secret: secrets.signingAgentServerSecretName,
+        request: { commonName: entry.host ?? `${svc}.${ns}.svc`, ...agentNames, usage: "server" },
+        ca: cas.serving,
+        bundleKey: AGENT_CA_KEY,
+        bundle: cas.agent,
+        condition: MpcConditions.AgentServerSecretSigned,
+      },
+      {
+        secret: secrets.signingProxyClientSecretName,
+        request: {
+          commonName: "open-cluster-management:cluster-proxy:proxy-client",
+          dnsNames: [],
+          ipAddresses: [],
+          usage: "client",
+        },
+        ca: cas.client,
+        condition: MpcConditions.ProxyClientSecretSigned,
+      },
+    ];
+    for (const leaf of leaves) {
+      const existing = await this.api.tryGet<SecretObject>(Resources.secret, leaf.secret, ns);
+      const due = leafRenewal(existing, leaf.request, leaf.ca, this.options.leaf);
+      let data = { "tls.crt": existing?.data?.["tls.crt"] ?? "", "tls.key": existing?.data?.["tls.key"] ?? "" };
+      let annotations: Record<string, string>;
+      let notAfter = due.notAfter;
+      if (due.reason) {
+        const issued = await issueLeaf(leaf.request, leaf.ca, this.options.leaf);
+        data = issued.data as typeof data;
+        annotations = issued.annotations;
+        notAfter = issued.notAfter;
+        this.logger.info(
+          { configuration: name, secret: `${ns}/${leaf.secret}`, why: due.reason },
+          "issued a certificate",
+        );
+        void this.events.record(
+          mpc,
+          "Normal",
+          "CertificateIssued",
+          `Issued ${ns}/${leaf.secret} (${due.reason}), valid until ${issued.notAfter.toISOString()}`,
+        );
+        recheckMs = Math.min(recheckMs, this.options.leaf.refreshAfterMs);
+      } else {
+        recheckMs = Math.min(recheckMs, due.recheckInMs);
+        annotations = Object.fromEntries(
+          Object.entries(existing?.metadata.annotations ?? {}).filter(([k]) =>
+            k.startsWith("proxy.open-cluster-management.io/"),
+          ),
+        );
+      }
+      const fullData: Record<string, string> = { ...data, "ca.crt": b64(leaf.ca.bundlePem) };
+      if (leaf.bundleKey && leaf.bundle) fullData[leaf.bundleKey] = b64(leaf.bundle.bundlePem);
+      await this.api.apply(Resources.secret, {
+        metadata: {
+          name: leaf.secret,
+          namespace: ns,
+          labels: ownedLabels(name),
+          annotations,
+          ownerReferences: [ownerReference(mpc)],
+        },
+        type: "kubernetes.io/tls",
+        data: fullData,
+      });
+      conditions.push({
+        type: leaf.condition,
+        status: "True",
+        reason: "Signed",
+        message: `Expiry:${notAfter?.toISOString() ?? "unknown"}`,
+      });
+    }
+
+    // Publish the serving CA bundle where hub clients look for it; notice a replaced CA.
+    const published = await this.api.tryGet<SecretObject>(Resources.secret, SERVER_CA_SECRET, ns);
+    const before = splitPem(unb64(published?.data?.["ca.crt"]));
+    const known = new Set(splitPem(cas.serving.bundlePem).map(fingerprintOf));
+    const foreign = before.map(fingerprintOf).filter((f) => !known.has(f));
+    if (before.length > 0 && foreign.length === before.length && cas.serving.replaced.length === 0) {
+      await recordReplacedCa(this.api, cas.serving, foreign);
+      void this.events.record(
+        mpc,
+        "Warning",
+        "SignerCAReplaced",
+        `The serving CA in Secret ${cas.serving.secret} is not the one published before (${foreign.join(", ")}): clients and agents holding the old CA bundle cannot verify the proxy-servers until they get the new one`,
+      );
+    }
+    await this.api.apply(Resources.secret, {
+      metadata: {
+        name: SERVER_CA_SECRET,
+        namespace: ns,
+        labels: ownedLabels(name),
+        ownerReferences: [ownerReference(mpc)],
+      },
+      type: "Opaque",
+      data: { "ca.crt": b64(cas.serving.bundlePem) },
+    });
+    conditions.push(
+      cas.serving.replaced.length > 0
+        ? {
+            type: MpcConditions.SignerCAConsistent,
+            status: "False",
+            reason: "SignerCAReplaced",
+            message: `The serving CA in Secret ${cas.serving.secret} replaced ${cas.serving.replaced.join(", ")} while its certificates were in use: restore that Secret from a backup to keep the old CA, or remove annotation proxy.open-cluster-management.io/replaced-ca-fingerprints from it once every client and agent has the new bundle`,
+          }
+        : {
+            type: MpcConditions.SignerCAConsistent,
+            status: "True",
+            reason: "Consistent",
+            message: `serving CA ${cas.serving.fingerprint}`,
+          },
+    );
+
+    // Servers: ready only when every desired replica is.
+    const deployment: DeploymentStatus | undefined = this.cache
+      .owned("deployment", name)
+      .find((d) => d.metadata.name === name);
+    const desired = spec.proxyServer.replicas;
+    const ready = deployment?.status?.readyReplicas ?? 0;
+    status.replicas = desired;
+    status.readyReplicas = ready;
+    conditions.push(
+      ready >= desired
+        ? {
+            type: MpcConditions.ProxyServerDeployed,
+            status: "True",
+            reason: "AllReplicasReady",
+            message: `${ready} of ${desired} proxy-servers ready`,
+          }
+        : {
+            type: MpcConditions.ProxyServerDeployed,
+            status: "False",
+            reason: "ReplicasNotReady",
+            message: `${ready} of ${desired} proxy-servers ready (Deployment ${ns}/${name})`,
+          },
+    );
+    await this.writeStatus(mpc, conditions, status);
+    return { requeueAfterMs: Math.max(1000, recheckMs) };
+  }
+
+  private async ensureCas(
+    mpc: ManagedProxyConfiguration,
+  ): Promise<{ serving: SigningCa; client: SigningCa; agent: SigningCa }> {
+    const o = this.options;
+    const policy = { caValidityMs: o.caValidityMs, ...(o.now ? { now: o.now } : {}) };
+    const signer = mpc.spec.authentication.signer;
+    const serving =
+      signer.type === "Provided" && signer.provided
+        ? await ensureCa(
+            this.api,
+            "serving",
+            signer.provided.namespace ?? o.signerNamespace,
+            signer.provided.secretName,
+            {
+              ...policy,
+              create: false,
+            },
+          )
+        : await ensureCa(this.api, "serving", o.signerNamespace, o.signerName, { ...policy, create: true });
+    const client = await ensureCa(this.api, "client", o.signerNamespace, `${o.signerName}-client`, {
+      ...policy,
+      create: true,
+    });
+    const agent = await ensureCa(this.api, "agent", o.signerNamespace, `${o.signerName}-agent`, {
+      ...policy,
+      create: true,
+    });
+    return { serving, client, agent };
+  }
+
+  private async entrypoint(
+    mpc: ManagedProxyConfiguration,
+  ): Promise<{ host?: string; address?: string; condition: ConditionInput }> {
+    const spec = mpc.spec;
+    const entry = spec.proxyServer.entrypoint;
+    const type = MpcConditions.EntrypointReady;
+    if (!entry) {
+      const host = `${spec.proxyServer.inClusterServiceName}.${spec.proxyServer.namespace}.svc`;
+      return {
+        host,
+        address: `${host}:${spec.deploy.ports.agentServer}`,
+        condition: {
+          type,
+          status: "True",
+          reason: "InClusterService",
+          message: `no entrypoint set: agents dial ${host}:${spec.deploy.ports.agentServer}, which only agents inside the hub cluster can reach`,
+        },
+      };
+    }
+    if (entry.type === "Hostname" && entry.hostname) {
+      const address = `${entry.hostname.value}:${entry.port}`;
+      return {
+        host: entry.hostname.value,
+        address,
+        condition: { type, status: "True", reason: "Hostname", message: `agents dial ${address}` },
+      };
+    }
+    const lbName = entry.loadBalancerService?.name ?? "proxy-agent-entrypoint";
+    const lb = await this.api.tryGet<ServiceObject>(Resources.service, lbName, spec.proxyServer.namespace);
+    const ingress = lb?.status?.loadBalancer?.ingress?.find((i) => i.ip || i.hostname);
+    const host = ingress?.ip || ingress?.hostname;
+    if (!host)
+      return {
+        condition: {
+          type,
+          status: "False",
+          reason: "WaitingForLoadBalancer",
+          message: `Service ${spec.proxyServer.namespace}/${lbName} has no ingress address yet: agents cannot connect until the load balancer assigns one`,
+        },
+      };
+    const address = `${isIP(host) === 6 ? `[${host}]` : host}:${entry.port}`;
+    return {
+      host,
+      address,
+      condition: { type, status: "True", reason: "LoadBalancerReady", message: `agents dial ${address}` },
+    };
+  }
+
+  /** Delete owned Services and PodDisruptionBudgets that the configuration no longer renders. */
+  private async deleteStale(name: string, rendered: RenderedObject[]): Promise<void> {
+    const keep = new Set(
+      rendered.map((r) => `${r.resource.kind}/${r.object.metadata.namespace}/${r.object.metadata.name}`),
+    );
+    for (const kind of ["service", "podDisruptionBudget", "deployment"] as const) {
+      for (const obj of this.cache.owned(kind, name)) {
+        const key = `${Resources[kind].kind}/${obj.metadata.namespace}/${obj.metadata.name}`;
+        if (obj.metadata.labels?.[CONFIGURATION_LABEL] === name && !keep.has(key)) {
+          this.logger.info(
+            { configuration: name, object: key },
+            "deleting an object the configuration no longer needs",
+          );
+          await this.api.delete(Resources[kind], obj.metadata.name, obj.metadata.namespace);
+        }
+      }
+    }
+  }
+
+  private async writeStatus(
+    mpc: ManagedProxyConfiguration,
+    conditions: ConditionInput[],
+    status: NonNullable<ManagedProxyConfiguration["status"]>,
+  ): Promise<void> {
+    const now = new Date(this.options.now?.() ?? Date.now());
+    const generation = mpc.metadata.generation;
+    const next = {
+      ...(mpc.status ?? {}),
+      ...status,
+      lastObservedGeneration: generation,
+      conditions: mergeConditions(mpc.status?.conditions, conditions, generation, now),
+    };
+    if (JSON.stringify(next) === JSON.stringify(mpc.status ?? {})) return;
+    for (const type of conditions) {
+      const old = mpc.status?.conditions?.find((c) => c.type === type.type);
+      if (old?.status !== type.status && type.status === "True" && type.type === MpcConditions.ProxyServerDeployed)
+        void this.events.record(mpc, "Normal", "ProxyServerDeployed", type.message);
+    }
+    // PUT with the resourceVersion we read: a conflict means newer news; the queue retries.
+    await this.api.replace(
+      Resources.managedProxyConfiguration,
+      { ...(mpc as unknown as KubeObject), status: next },
+      "status",
+    );
+  }
+}
+
+function splitNames(names: string[]): { dnsNames: string[]; ipAddresses: string[] } {
+  const unique = [...new Set(names.filter((n) => n !== ""))];
+  return { dnsNames: unique.filter((n) => isIP(n) === 0), ipAddresses: unique.filter((n) => isIP(n) !== 0) };
+}

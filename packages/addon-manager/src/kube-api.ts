@@ -1,0 +1,316 @@
+/**
+ * A small JSON client of the Kubernetes API: get, list, watch, server-side apply, status
+ * replace and delete by path. Authentication and TLS come from @kubernetes/client-node's
+ * KubeConfig (kubeconfig file, in-cluster service account, exec plugins); requests are plain
+ * `https.request`s so content types, subresources and watch streams are exactly what the
+ * apiserver documents.
+ */
+import type { KubeConfig } from "@kubernetes/client-node";
+import http from "node:http";
+import https from "node:https";
+
+/** A Kubernetes object as JSON. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    ownerReferences?: OwnerReference[];
+    deletionTimestamp?: string;
+    creationTimestamp?: string;
+  };
+  [key: string]: unknown;
+}
+
+export interface OwnerReference {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+  controller?: boolean;
+  blockOwnerDeletion?: boolean;
+}
+
+/** Where a kind lives in the API. */
+export interface ResourceRef {
+  /** `v1` or `group/version`. */
+  apiVersion: string;
+  kind: string;
+  /** Lower-case plural, e.g. `deployments`. */
+  plural: string;
+  namespaced: boolean;
+}
+
+export const Resources = {
+  namespace: { apiVersion: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
+  secret: { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  service: { apiVersion: "v1", kind: "Service", plural: "services", namespaced: true },
+  serviceAccount: { apiVersion: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
+  event: { apiVersion: "v1", kind: "Event", plural: "events", namespaced: true },
+  deployment: { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments", namespaced: true },
+  podDisruptionBudget: {
+    apiVersion: "policy/v1",
+    kind: "PodDisruptionBudget",
+    plural: "poddisruptionbudgets",
+    namespaced: true,
+  },
+  lease: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", plural: "leases", namespaced: true },
+  managedProxyConfiguration: {
+    apiVersion: "proxy.open-cluster-management.io/v1alpha1",
+    kind: "ManagedProxyConfiguration",
+    plural: "managedproxyconfigurations",
+    namespaced: false,
+  },
+} as const satisfies Record<string, ResourceRef>;
+
+/** The apiserver answered with an error status. */
+export class KubeApiError extends Error {
+  readonly code = "CP_ERR_KUBE_API";
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = "KubeApiError";
+  }
+}
+
+export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
+export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.status === 409;
+export const isGone = (err: unknown): boolean => err instanceof KubeApiError && err.status === 410;
+export const isAlreadyExists = (err: unknown): boolean =>
+  err instanceof KubeApiError && err.status === 409 && err.reason === "AlreadyExists";
+
+/** One event of a watch stream. */
+export interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
+  object: KubeObject;
+}
+
+/** The field manager of every server-side apply. */
+export const FIELD_MANAGER = "cluster-proxy-addon-manager";
+
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export interface ListResult {
+  items: KubeObject[];
+  resourceVersion: string;
+}
+
+/** A path-level client; one per manager. */
+export class KubeApi {
+  readonly server: URL;
+  constructor(private readonly kc: KubeConfig) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new KubeApiError(0, "NoCluster", "the kubeconfig has no current cluster");
+    this.server = new URL(cluster.server);
+  }
+
+  /** The collection path of `ref` (in `namespace` when namespaced). */
+  static collectionPath(ref: ResourceRef, namespace?: string): string {
+    const base = ref.apiVersion.includes("/") ? `/apis/${ref.apiVersion}` : `/api/${ref.apiVersion}`;
+    return ref.namespaced && namespace ? `${base}/namespaces/${namespace}/${ref.plural}` : `${base}/${ref.plural}`;
+  }
+
+  static objectPath(ref: ResourceRef, name: string, namespace?: string): string {
+    return `${KubeApi.collectionPath(ref, namespace)}/${encodeURIComponent(name)}`;
+  }
+
+  async get<T extends KubeObject = KubeObject>(ref: ResourceRef, name: string, namespace?: string): Promise<T> {
+    return (await this.request("GET", KubeApi.objectPath(ref, name, namespace))) as T;
+  }
+
+  /** `get`, or undefined when it does not exist. */
+  async tryGet<T extends KubeObject = KubeObject>(
+    ref: ResourceRef,
+    name: string,
+    namespace?: string,
+  ): Promise<T | undefined> {
+    try {
+      return await this.get<T>(ref, name, namespace);
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async list(ref: ResourceRef, options: { namespace?: string; labelSelector?: string } = {}): Promise<ListResult> {
+    const q = new URLSearchParams();
+    if (options.labelSelector) q.set("labelSelector", options.labelSelector);
+    const body = (await this.request("GET", `${KubeApi.collectionPath(ref, options.namespace)}?${q.toString()}`)) as {
+      items: KubeObject[];
+      metadata: { resourceVersion: string };
+    };
+    for (const item of body.items) {
+      item.apiVersion = ref.apiVersion;
+      item.kind = ref.kind;
+    }
+    return { items: body.items, resourceVersion: body.metadata.resourceVersion };
+  }
+
+  /** Server-side apply of `obj` (fields we own are set to what it says; `force` takes them over). */
+  async apply<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject): Promise<T> {
+    const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}?fieldManager=${FIELD_MANAGER}&force=true`;
+    return (await this.request(
+      "PATCH",
+      path,
+      { ...obj, apiVersion: ref.apiVersion, kind: ref.kind },
+      "application/apply-patch+yaml",
+    )) as T;
+  }
+
+  async create<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject): Promise<T> {
+    const path = `${KubeApi.collectionPath(ref, obj.metadata.namespace)}?fieldManager=${FIELD_MANAGER}`;
+    return (await this.request("POST", path, { ...obj, apiVersion: ref.apiVersion, kind: ref.kind })) as T;
+  }
+
+  /** PUT: fails with 409 when `obj.metadata.resourceVersion` is not the current one. */
+  async replace<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject, subresource = ""): Promise<T> {
+    const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${FIELD_MANAGER}`;
+    return (await this.request("PUT", path, { ...obj, apiVersion: ref.apiVersion, kind: ref.kind })) as T;
+  }
+
+  /** Delete; a missing object is not an error. */
+  async delete(ref: ResourceRef, name: string, namespace?: string): Promise<void> {
+    try {
+      await this.request("DELETE", KubeApi.objectPath(ref, name, namespace), { propagationPolicy: "Background" });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  /**
+   * Watch a collection from `resourceVersion`. `onEvent` gets each event; the promise settles when
+   * the stream ends (normally, by `signal`, or with an error). An ERROR event rejects with its status.
+   */
+  async watch(
+    ref: ResourceRef,
+    options: { namespace?: string; labelSelector?: string; resourceVersion: string; timeoutSeconds?: number },
+    onEvent: (event: WatchEvent) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const q = new URLSearchParams({
+      watch: "1",
+      resourceVersion: options.resourceVersion,
+      allowWatchBookmarks: "true",
+      timeoutSeconds: String(options.timeoutSeconds ?? 300),
+    });
+    if (options.labelSelector) q.set("labelSelector", options.labelSelector);
+    const res = await this.open(
+      "GET",
+      `${KubeApi.collectionPath(ref, options.namespace)}?${q.toString()}`,
+      undefined,
+      undefined,
+      signal,
+      0,
+    );
+    if ((res.statusCode ?? 0) >= 300) throw await errorOf(res);
+    await new Promise<void>((resolve, reject) => {
+      let buffered = "";
+      let failed = false;
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buffered += chunk;
+        for (let nl = buffered.indexOf("\n"); nl >= 0 && !failed; nl = buffered.indexOf("\n")) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (line === "") continue;
+          const event = JSON.parse(line) as WatchEvent;
+          if (event.type === "ERROR") {
+            failed = true;
+            const status = event.object as unknown as { code?: number; reason?: string; message?: string };
+            res.destroy();
+            reject(new KubeApiError(status.code ?? 500, status.reason ?? "", status.message ?? "watch error"));
+            return;
+          }
+          if (event.object && typeof event.object === "object") {
+            event.object.apiVersion ??= ref.apiVersion;
+            event.object.kind ??= ref.kind;
+          }
+          onEvent(event);
+        }
+      });
+      res.on("end", () => resolve());
+      res.on("close", () => resolve());
+      res.on("error", (err) => (signal.aborted ? resolve() : reject(err)));
+    });
+  }
+
+  /** One JSON request; errors become {@link KubeApiError}. */
+  async request(method: string, path: string, body?: unknown, contentType = "application/json"): Promise<unknown> {
+    const res = await this.open(method, path, body, contentType, undefined, REQUEST_TIMEOUT_MS);
+    const text = await readAll(res);
+    if ((res.statusCode ?? 0) >= 300) throw statusError(res.statusCode ?? 0, text, `${method} ${path}`);
+    return text === "" ? undefined : JSON.parse(text);
+  }
+
+  private async open(
+    method: string,
+    path: string,
+    body: unknown,
+    contentType: string | undefined,
+    signal: AbortSignal | undefined,
+    timeoutMs: number,
+  ): Promise<http.IncomingMessage> {
+    const opts: https.RequestOptions = {};
+    await this.kc.applyToHTTPSOptions(opts);
+    const url = new URL(this.server.pathname.replace(/\/$/, "") + path, this.server);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    const headers: http.OutgoingHttpHeaders = {
+      ...((opts.headers ?? {}) as http.OutgoingHttpHeaders),
+      accept: "application/json",
+    };
+    if (payload !== undefined) {
+      headers["content-type"] = contentType ?? "application/json";
+      headers["content-length"] = Buffer.byteLength(payload);
+    }
+    const transport = url.protocol === "http:" ? http : https;
+    return new Promise((resolve, reject) => {
+      const req = transport.request(url, { ...opts, method, headers, ...(signal ? { signal } : {}) }, resolve);
+      if (timeoutMs > 0)
+        req.setTimeout(timeoutMs, () =>
+          req.destroy(new KubeApiError(0, "Timeout", `${method} ${path}: no answer within ${timeoutMs / 1000} s`)),
+        );
+      req.on("error", (err) =>
+        reject(
+          err instanceof KubeApiError
+            ? err
+            : new KubeApiError(0, "Transport", `${method} ${path}: ${err.message}`, { cause: err }),
+        ),
+      );
+      req.end(payload);
+    });
+  }
+}
+
+async function readAll(res: http.IncomingMessage): Promise<string> {
+  res.setEncoding("utf8");
+  let text = "";
+  for await (const chunk of res) text += chunk as string;
+  return text;
+}
+
+async function errorOf(res: http.IncomingMessage): Promise<KubeApiError> {
+  return statusError(res.statusCode ?? 0, await readAll(res), "watch");
+}
+
+function statusError(status: number, text: string, what: string): KubeApiError {
+  let reason = "";
+  let message = text.slice(0, 500);
+  try {
+    const s = JSON.parse(text) as { reason?: string; message?: string };
+    reason = s.reason ?? "";
+    message = s.message ?? message;
+  } catch {
+    // not a Status object: keep the text
+  }
+  return new KubeApiError(status, reason, `${what}: ${status} ${reason ? `${reason}: ` : ""}${message}`);
+}

@@ -1,0 +1,142 @@
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { defaultedSpec, type ManagedProxyConfiguration, type ManagedProxyConfigurationSpec } from "@cluster-proxy/api";
+import { renderProxyServer, type RenderedObject } from "./render-proxy-server.js";
+import type { KubeObject } from "./kube-api.js";
+
+function mpc(spec: Partial<ManagedProxyConfigurationSpec>): ManagedProxyConfiguration {
+  return {
+    apiVersion: "proxy.open-cluster-management.io/v1alpha1",
+    kind: "ManagedProxyConfiguration",
+    metadata: { name: "cluster-proxy", uid: "u-1", generation: 1 },
+    spec: defaultedSpec({ proxyAgent: { image: "agent" }, ...spec } as ManagedProxyConfigurationSpec),
+  };
+}
+
+const find = (objs: RenderedObject[], kind: string, name?: string): KubeObject | undefined =>
+  objs.find((o) => o.resource.kind === kind && (!name || o.object.metadata.name === name))?.object;
+
+type Container = {
+  args: string[];
+  command: string[];
+  readinessProbe: unknown;
+  livenessProbe: unknown;
+  securityContext: Record<string, unknown>;
+};
+type DeploymentSpec = {
+  replicas: number;
+  strategy: unknown;
+  template: {
+    spec: {
+      containers: Container[];
+      nodeSelector?: unknown;
+      tolerations?: unknown;
+      securityContext: Record<string, unknown>;
+    };
+  };
+};
+
+describe("renderProxyServer", () => {
+  const base = {
+    proxyServer: { image: "quay.io/x/cluster-proxy:1", replicas: 3 },
+  } as Partial<ManagedProxyConfigurationSpec>;
+
+  it("runs the server with --server-count = replicas and the deploy ports", () => {
+    const objs = renderProxyServer(
+      mpc({
+        ...base,
+        deploy: { ports: { proxyServer: 9000, agentServer: 9001, healthServer: 9002, adminServer: 9005 } },
+        proxyServer: { ...base.proxyServer!, additionalArgs: ["--keepalive-time=30s"] },
+      }),
+    );
+    const dep = find(objs, "Deployment")!;
+    const spec = dep.spec as DeploymentSpec;
+    assert.equal(spec.replicas, 3);
+    const c = spec.template.spec.containers[0]!;
+    for (const a of [
+      "--server-count=3",
+      "--server-port=9000",
+      "--agent-port=9001",
+      "--health-port=9002",
+      "--admin-port=9005",
+      "--proxy-strategies=destHost",
+    ])
+      assert.ok(c.args.includes(a), a);
+    assert.equal(c.args.at(-1), "--keepalive-time=30s", "additionalArgs come last");
+    assert.deepEqual(c.readinessProbe, {
+      httpGet: { path: "/readyz", port: 9002 },
+      periodSeconds: 2,
+      failureThreshold: 2,
+    });
+    assert.deepEqual((c.livenessProbe as { httpGet: unknown }).httpGet, { path: "/healthz", port: 9002 });
+    const svc = find(objs, "Service", "proxy-entrypoint")!;
+    assert.deepEqual(
+      (svc.spec as { ports: { name: string; port: number }[] }).ports.map((p) => [p.name, p.port]),
+      [
+        ["proxy-server", 9000],
+        ["agent-server", 9001],
+        ["http-connect", 8093],
+      ],
+    );
+  });
+
+  it("rolls out without dropping below the desired replicas, hardened, with a PDB and anti-affinity", () => {
+    const objs = renderProxyServer(mpc(base));
+    const spec = find(objs, "Deployment")!.spec as DeploymentSpec;
+    assert.deepEqual(spec.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const c = spec.template.spec.containers[0]!;
+    assert.equal(c.securityContext.allowPrivilegeEscalation, false);
+    assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+    assert.deepEqual(c.securityContext.capabilities, { drop: ["ALL"] });
+    assert.equal(spec.template.spec.securityContext.runAsNonRoot, true);
+    assert.ok(find(objs, "PodDisruptionBudget"));
+    assert.ok(JSON.stringify(spec.template.spec).includes("podAntiAffinity"));
+    // One replica: no PDB (it would block every node drain).
+    assert.equal(
+      find(renderProxyServer(mpc({ proxyServer: { ...base.proxyServer!, replicas: 1 } })), "PodDisruptionBudget"),
+      undefined,
+    );
+  });
+
+  it("owns what it renders except the namespace, and hashes each object's spec", () => {
+    for (const { object } of renderProxyServer(mpc(base))) {
+      const isNs = object.metadata.name === "open-cluster-management-cluster-proxy" && !object.metadata.namespace;
+      assert.equal(Boolean(object.metadata.ownerReferences?.length), !isNs, object.metadata.name);
+      assert.match(object.metadata.annotations?.["proxy.open-cluster-management.io/spec-hash"] ?? "", /^[0-9a-f]{16}$/);
+    }
+  });
+
+  it("copies node placement and renders a LoadBalancer Service with the given annotations", () => {
+    const objs = renderProxyServer(
+      mpc({
+        proxyServer: {
+          ...base.proxyServer!,
+          nodePlacement: { nodeSelector: { role: "infra" }, tolerations: [{ key: "infra", operator: "Exists" }] },
+          entrypoint: {
+            type: "LoadBalancerService",
+            port: 443,
+            loadBalancerService: { name: "lb", annotations: [{ key: "example.com/internal", value: "true" }] },
+          },
+        } as never,
+      }),
+    );
+    const spec = find(objs, "Deployment")!.spec as DeploymentSpec;
+    assert.deepEqual(spec.template.spec.nodeSelector, { role: "infra" });
+    assert.deepEqual(spec.template.spec.tolerations, [{ key: "infra", operator: "Exists" }]);
+    const lb = objs.find((o) => o.object.metadata.name === "lb")!.object;
+    assert.equal((lb.spec as { type: string }).type, "LoadBalancer");
+    assert.equal(lb.metadata.annotations?.["example.com/internal"], "true");
+    assert.deepEqual((lb.spec as { ports: unknown[] }).ports, [
+      { name: "agent-server", protocol: "TCP", port: 443, targetPort: 8091 },
+    ]);
+  });
+
+  it("a changed spec changes the Deployment's hash; the same spec keeps it", () => {
+    const hash = (s: Partial<ManagedProxyConfigurationSpec>): string | undefined =>
+      find(renderProxyServer(mpc(s)), "Deployment")!.metadata.annotations?.[
+        "proxy.open-cluster-management.io/spec-hash"
+      ];
+    assert.equal(hash(base), hash(base));
+    assert.notEqual(hash(base), hash({ proxyServer: { ...base.proxyServer!, image: "other" } }));
+  });
+});

@@ -1,0 +1,255 @@
+/**
+ * The hub objects of one ManagedProxyConfiguration, as pure data: the namespace, the proxy-servers'
+ * ServiceAccount, Services, Deployment and PodDisruptionBudget. Secrets are the certificate
+ * reconciler's. Nothing here reads the cluster, so rendering is unit-tested without one.
+ */
+import { createHash } from "node:crypto";
+import {
+  MPC_API_VERSION,
+  MPC_KIND,
+  type ManagedProxyConfiguration,
+  type ManagedProxyConfigurationSpec,
+} from "@cluster-proxy/api";
+import { Resources, type KubeObject, type ResourceRef } from "./kube-api.js";
+import { COMPONENT_LABEL, CONFIGURATION_LABEL, ownedLabels, SPEC_HASH_ANNOTATION } from "./labels.js";
+
+/** Where the certificate Secrets are mounted in a proxy-server pod. */
+export const MOUNTS = {
+  proxyServer: "/etc/cluster-proxy/proxy-server",
+  agentServer: "/etc/cluster-proxy/agent-server",
+};
+/** Keys of the trust bundles in the serving Secrets (beside tls.crt / tls.key). */
+export const CLIENT_CA_KEY = "client-ca.crt";
+export const AGENT_CA_KEY = "agent-ca.crt";
+/** The HTTP CONNECT front door (our server's default port; the Go server has no second door). */
+export const HTTP_CONNECT_PORT = 8093;
+export const SERVICE_ACCOUNT = "cluster-proxy";
+
+export interface RenderedObject {
+  resource: ResourceRef;
+  object: KubeObject;
+}
+
+const DEFAULT_RESOURCES = { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "1Gi" } };
+
+export function ownerReference(
+  mpc: ManagedProxyConfiguration,
+): NonNullable<KubeObject["metadata"]["ownerReferences"]>[number] {
+  return {
+    apiVersion: MPC_API_VERSION,
+    kind: MPC_KIND,
+    name: mpc.metadata.name,
+    uid: mpc.metadata.uid ?? "",
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+/** Labels of the proxy-server pods of `name` (the Go addon's component label plus ours). */
+export function serverPodLabels(name: string): Record<string, string> {
+  return { [COMPONENT_LABEL]: "proxy-server", [CONFIGURATION_LABEL]: name };
+}
+
+/** Stable hash of a value (object keys sorted). */
+export function stableHash(value: unknown): string {
+  const canonical = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(canonical)
+      : v && typeof v === "object"
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+  return createHash("sha256")
+    .update(JSON.stringify(canonical(value)))
+    .digest("hex")
+    .slice(0, 16);
+}
+
+function withHash(obj: KubeObject): KubeObject {
+  const hash = stableHash({ ...obj, metadata: { ...obj.metadata, annotations: undefined } });
+  obj.metadata.annotations = { ...(obj.metadata.annotations ?? {}), [SPEC_HASH_ANNOTATION]: hash };
+  return obj;
+}
+
+/** The proxy-server command line for `spec` (before `additionalArgs`). */
+export function serverArgs(spec: ManagedProxyConfigurationSpec): string[] {
+  const p = spec.deploy.ports;
+  return [
+    `--server-port=${p.proxyServer}`,
+    `--agent-port=${p.agentServer}`,
+    `--health-port=${p.healthServer}`,
+    `--admin-port=${p.adminServer}`,
+    `--http-connect-port=${HTTP_CONNECT_PORT}`,
+    `--server-cert=${MOUNTS.proxyServer}/tls.crt`,
+    `--server-key=${MOUNTS.proxyServer}/tls.key`,
+    `--server-ca-cert=${MOUNTS.proxyServer}/${CLIENT_CA_KEY}`,
+    `--cluster-cert=${MOUNTS.agentServer}/tls.crt`,
+    `--cluster-key=${MOUNTS.agentServer}/tls.key`,
+    `--cluster-ca-cert=${MOUNTS.agentServer}/${AGENT_CA_KEY}`,
+    `--server-count=${spec.proxyServer.replicas}`,
+    "--proxy-strategies=destHost",
+  ];
+}
+
+/** Every hub object of `mpc` except Secrets, in apply order. */
+export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObject[] {
+  const spec = mpc.spec;
+  const name = mpc.metadata.name;
+  const ns = spec.proxyServer.namespace;
+  const labels = ownedLabels(name);
+  const owner = [ownerReference(mpc)];
+  const podLabels = serverPodLabels(name);
+  const ports = spec.deploy.ports;
+  const meta = (objName: string): KubeObject["metadata"] => ({
+    name: objName,
+    namespace: ns,
+    labels,
+    ownerReferences: owner,
+  });
+  const out: RenderedObject[] = [];
+
+  // The namespace is not owned: it may hold the CA Secrets and other things an operator put there.
+  out.push({
+    resource: Resources.namespace,
+    object: { metadata: { name: ns, labels: { "app.kubernetes.io/part-of": "cluster-proxy" } } },
+  });
+  out.push({
+    resource: Resources.serviceAccount,
+    object: { metadata: meta(SERVICE_ACCOUNT), automountServiceAccountToken: false },
+  });
+  out.push({
+    resource: Resources.service,
+    object: {
+      metadata: meta(spec.proxyServer.inClusterServiceName),
+      spec: {
+        type: "ClusterIP",
+        selector: podLabels,
+        ports: [
+          { name: "proxy-server", protocol: "TCP", port: ports.proxyServer, targetPort: ports.proxyServer },
+          { name: "agent-server", protocol: "TCP", port: ports.agentServer, targetPort: ports.agentServer },
+          { name: "http-connect", protocol: "TCP", port: HTTP_CONNECT_PORT, targetPort: HTTP_CONNECT_PORT },
+        ],
+      },
+    },
+  });
+  const entry = spec.proxyServer.entrypoint;
+  if (entry?.type === "LoadBalancerService") {
+    const lb = entry.loadBalancerService ?? { name: "proxy-agent-entrypoint" };
+    const annotations = Object.fromEntries((lb.annotations ?? []).map((a) => [a.key, a.value ?? ""]));
+    out.push({
+      resource: Resources.service,
+      object: {
+        metadata: { ...meta(lb.name), annotations },
+        spec: {
+          type: "LoadBalancer",
+          selector: podLabels,
+          ports: [{ name: "agent-server", protocol: "TCP", port: entry.port, targetPort: ports.agentServer }],
+        },
+      },
+    });
+  }
+  const replicas = spec.proxyServer.replicas;
+  const placement = spec.proxyServer.nodePlacement ?? {};
+  out.push({
+    resource: Resources.deployment,
+    object: {
+      metadata: meta(name),
+      spec: {
+        replicas,
+        selector: { matchLabels: podLabels },
+        // Never fewer ready servers than agents are connected to: a new pod must be ready first.
+        strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+        template: {
+          metadata: { labels: podLabels },
+          spec: {
+            serviceAccountName: SERVICE_ACCOUNT,
+            automountServiceAccountToken: false,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 65532,
+              runAsGroup: 65532,
+              seccompProfile: { type: "RuntimeDefault" },
+            },
+            ...(placement.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
+            ...(placement.tolerations ? { tolerations: placement.tolerations } : {}),
+            ...(spec.proxyServer.imagePullSecrets?.length
+              ? { imagePullSecrets: spec.proxyServer.imagePullSecrets.map((n) => ({ name: n })) }
+              : {}),
+            affinity: {
+              podAntiAffinity: {
+                preferredDuringSchedulingIgnoredDuringExecution: [
+                  {
+                    weight: 100,
+                    podAffinityTerm: {
+                      topologyKey: "kubernetes.io/hostname",
+                      labelSelector: { matchLabels: podLabels },
+                    },
+                  },
+                ],
+              },
+            },
+            terminationGracePeriodSeconds: 45,
+            containers: [
+              {
+                name: "proxy-server",
+                image: spec.proxyServer.image,
+                imagePullPolicy: spec.proxyServer.imagePullPolicy,
+                command: ["cluster-proxy", "server"],
+                args: [...serverArgs(spec), ...(spec.proxyServer.additionalArgs ?? [])],
+                ports: [
+                  { name: "proxy-server", containerPort: ports.proxyServer, protocol: "TCP" },
+                  { name: "agent-server", containerPort: ports.agentServer, protocol: "TCP" },
+                  { name: "http-connect", containerPort: HTTP_CONNECT_PORT, protocol: "TCP" },
+                  { name: "health", containerPort: ports.healthServer, protocol: "TCP" },
+                ],
+                readinessProbe: {
+                  httpGet: { path: "/readyz", port: ports.healthServer },
+                  periodSeconds: 2,
+                  failureThreshold: 2,
+                },
+                livenessProbe: {
+                  httpGet: { path: "/healthz", port: ports.healthServer },
+                  initialDelaySeconds: 10,
+                  periodSeconds: 10,
+                  failureThreshold: 3,
+                },
+                resources: spec.proxyServer.resources ?? DEFAULT_RESOURCES,
+                securityContext: {
+                  allowPrivilegeEscalation: false,
+                  readOnlyRootFilesystem: true,
+                  runAsNonRoot: true,
+                  capabilities: { drop: ["ALL"] },
+                },
+                volumeMounts: [
+                  { name: "proxy-server-certs", mountPath: MOUNTS.proxyServer, readOnly: true },
+                  { name: "agent-server-certs", mountPath: MOUNTS.agentServer, readOnly: true },
+                ],
+              },
+            ],
+            volumes: [
+              {
+                name: "proxy-server-certs",
+                secret: { secretName: spec.authentication.dump.secrets.signingProxyServerSecretName },
+              },
+              {
+                name: "agent-server-certs",
+                secret: { secretName: spec.authentication.dump.secrets.signingAgentServerSecretName },
+              },
+            ],
+          },
+        },
+      },
+    },
+  });
+  if (replicas > 1) {
+    out.push({
+      resource: Resources.podDisruptionBudget,
+      object: { metadata: meta(name), spec: { maxUnavailable: 1, selector: { matchLabels: podLabels } } },
+    });
+  }
+  for (const r of out) withHash(r.object);
+  return out;
+}

@@ -1,0 +1,115 @@
+/**
+ * A supervised list+watch of one collection, keeping a cache of its objects.
+ *
+ * The JavaScript Kubernetes client's watches can end silently; this one treats every end of a
+ * watch (timeout, network error, `410 Gone`, apiserver restart) the same way: re-list, replace
+ * the cache (reporting what changed while it was away), and watch again, with jittered backoff
+ * after failures. `synced` is true while the cache reflects a successful list and a watch is open
+ * or being re-opened without error; readiness of the manager is built from it.
+ */
+import { backoffDelay, delay } from "./backoff.js";
+import { isGone, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
+import type { Logger } from "./logger.js";
+
+export type WatchHandler = (type: "ADDED" | "MODIFIED" | "DELETED", obj: KubeObject) => void;
+
+export interface SupervisedWatchOptions {
+  namespace?: string;
+  labelSelector?: string;
+  /** Server-side timeout of one watch request (it is then re-opened at once). Default 300 s. */
+  watchTimeoutSeconds?: number;
+}
+
+const keyOf = (o: KubeObject): string => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
+
+export class SupervisedWatch {
+  private readonly cache = new Map<string, KubeObject>();
+  private failures = 0;
+  private synced = false;
+  /** Times the watch was (re)started after the first list: a metric. */
+  restarts = 0;
+
+  constructor(
+    private readonly api: KubeApi,
+    readonly resource: ResourceRef,
+    private readonly options: SupervisedWatchOptions,
+    private readonly onChange: WatchHandler,
+    private readonly logger: Logger,
+  ) {}
+
+  /** True while the cache is current. */
+  isSynced(): boolean {
+    return this.synced;
+  }
+
+  /** The cached objects. */
+  items(): KubeObject[] {
+    return [...this.cache.values()];
+  }
+
+  get(name: string, namespace?: string): KubeObject | undefined {
+    return this.cache.get(`${namespace ?? ""}/${name}`);
+  }
+
+  /** Run until `signal` aborts. Never rejects. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        const listed = await this.api.list(this.resource, this.options);
+        this.replaceCache(listed.items);
+        this.synced = true;
+        this.failures = 0;
+        let resourceVersion = listed.resourceVersion;
+        // Watch until the stream fails; a clean end (server timeout) re-opens from the last version.
+        for (;;) {
+          if (signal.aborted) return;
+          await this.api.watch(
+            this.resource,
+            { ...this.options, resourceVersion, timeoutSeconds: this.options.watchTimeoutSeconds ?? 300 },
+            (event) => {
+              if (event.object.metadata?.resourceVersion) resourceVersion = event.object.metadata.resourceVersion;
+              if (event.type === "BOOKMARK" || event.type === "ERROR") return;
+              const key = keyOf(event.object);
+              if (event.type === "DELETED") this.cache.delete(key);
+              else this.cache.set(key, event.object);
+              this.onChange(event.type, event.object);
+            },
+            signal,
+          );
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        this.restarts++;
+        if (isGone(err)) {
+          this.logger.debug({ resource: this.resource.plural }, "watch expired (410 Gone): re-listing");
+          continue;
+        }
+        this.synced = false;
+        const wait = backoffDelay(this.failures++, 500, 30_000);
+        this.logger.warn(
+          { resource: this.resource.plural, err: (err as Error).message, retryInMs: wait },
+          "watch failed: re-listing after a pause",
+        );
+        await delay(wait, signal);
+      }
+    }
+  }
+
+  private replaceCache(items: KubeObject[]): void {
+    const seen = new Set<string>();
+    for (const item of items) {
+      const key = keyOf(item);
+      seen.add(key);
+      const old = this.cache.get(key);
+      this.cache.set(key, item);
+      if (!old) this.onChange("ADDED", item);
+      else if (old.metadata.resourceVersion !== item.metadata.resourceVersion) this.onChange("MODIFIED", item);
+    }
+    for (const [key, old] of [...this.cache]) {
+      if (!seen.has(key)) {
+        this.cache.delete(key);
+        this.onChange("DELETED", old);
+      }
+    }
+  }
+}
