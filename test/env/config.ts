@@ -7,8 +7,26 @@ export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", ".."
 /** Everything the environment makes lives here (git-ignored): state.json, PKI, data, logs, kubeconfigs. */
 export const stateDir = process.env.CPENV_STATE_DIR ?? join(repoRoot, ".cache", "test-env");
 
-/** Prefix of every network namespace we create (other suites use cp-test-<pid>). */
-export const NS_PREFIX = "cpenv-";
+/**
+ * Prefix of every network namespace we create (other suites use cp-test-<pid>). CPENV_NS_PREFIX
+ * overrides it so that two environments (e.g. two checkouts, each with its own CPENV_STATE_DIR)
+ * can run side by side: everything outside our namespaces that carries a name (the namespaces
+ * themselves, /etc/netns/<ns>/) is derived from it; interfaces are only ever created inside them.
+ */
+export const NS_PREFIX = nsPrefix(process.env.CPENV_NS_PREFIX);
+
+function nsPrefix(v: string | undefined): string {
+  if (v === undefined || v === "") return "cpenv-";
+  // Namespace names become file names (/run/netns/<name>) and show up in `ip netns list`: keep
+  // them short and plain, and distinct from the test runner's cp-test-<pid>.
+  if (!/^[a-z][a-z0-9]{0,9}-$/.test(v) || v === "cp-") {
+    throw new Error(
+      `CPENV_NS_PREFIX=${JSON.stringify(v)}: must be 1-10 lower-case letters or digits (starting with a letter) ` +
+        `followed by "-", e.g. "cpenb-"`,
+    );
+  }
+  return v;
+}
 
 export type ClusterName = "hub" | "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["hub", "mc1", "mc2"];
@@ -60,7 +78,10 @@ export const BOOTSTRAP_USER = "system:open-cluster-management:cpenv-bootstrap";
 export const AGENT_NAMESPACE = "open-cluster-management-agent";
 export const HUB_NAMESPACE = "open-cluster-management-hub";
 
-/** Deployments carrying this label (any value) are run by the process kubelet. */
+/**
+ * Formerly the opt-in label for the process kubelet. It now runs every Deployment whose images it
+ * can map; the label is accepted and ignored, so manifests that still carry it keep working.
+ */
 export const KUBELET_LABEL = "cpenv.cluster-proxy.io/process-kubelet";
 
 export const paths = {

@@ -18,6 +18,7 @@ import {
   HOST_ADDR,
   HUB_NAMESPACE,
   MANAGED,
+  NS_PREFIX,
   SERVICE_CIDR,
   apiserverUrl,
   nsOf,
@@ -636,6 +637,14 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
 
 async function downLocked(opts: { keepLogs?: boolean } = {}): Promise<void> {
   const s = readState();
+  const foreign = s?.namespaces.filter((n) => !n.startsWith(NS_PREFIX)) ?? [];
+  if (foreign.length > 0) {
+    // Never stop the processes or delete the namespaces of an environment made with another prefix.
+    throw new CommandError(
+      `${paths.state} records namespaces ${foreign.join(", ")}, which do not carry this run's prefix ` +
+        `${NS_PREFIX} (CPENV_NS_PREFIX): use the same CPENV_NS_PREFIX as the run that made it, or another CPENV_STATE_DIR`,
+    );
+  }
   const recorded = s?.procs.map((p) => p.pid) ?? [];
   await stopPids(recorded, 5_000);
   // Anything else still inside our namespaces (children of the process kubelets, strays).
