@@ -1,6 +1,7 @@
 /**
  * Rewrites the flag reference in README.md (between `<!-- flags:begin -->` and
- * `<!-- flags:end -->`) from the option schemas.
+ * `<!-- flags:end -->`) from the option schemas, and the ManagedProxyConfiguration reference
+ * (between `<!-- crd:begin -->` and `<!-- crd:end -->`) from the API schema.
  *
  *   node --conditions=source --import tsx scripts/gen-flag-docs.ts [--check] [--readme PATH]
  *
@@ -8,7 +9,7 @@
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { replaceFlagReference } from "@cluster-proxy/cli";
+import { replaceCrdReference, replaceFlagReference } from "@cluster-proxy/cli";
 
 const args = process.argv.slice(2);
 const check = args.includes("--check");
@@ -34,7 +35,7 @@ try {
 }
 let wanted: string;
 try {
-  wanted = replaceFlagReference(current);
+  wanted = replaceCrdReference(replaceFlagReference(current));
 } catch (err) {
   process.stderr.write(`gen-flag-docs: ${readmePath}: ${(err as Error).message}\n`);
   process.exit(1);

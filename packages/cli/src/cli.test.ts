@@ -17,7 +17,14 @@ import {
 } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import type { CliContext } from "./cli-context.js";
-import { FLAGS_BEGIN, FLAGS_END, flagReferenceMarkdown, replaceFlagReference } from "./flag-reference.js";
+import { CRD_BEGIN, CRD_END } from "./crd-reference.js";
+import {
+  FLAGS_BEGIN,
+  FLAGS_END,
+  flagReferenceMarkdown,
+  replaceCrdReference,
+  replaceFlagReference,
+} from "./flag-reference.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { portConflictMessage, portInUse } from "./port-conflicts.js";
 import { runCli } from "./program.js";
@@ -300,7 +307,7 @@ describe("flag reference for the README", () => {
     const dir = await mkdtemp(join(tmpdir(), "cp-flag-docs-"));
     try {
       const readme = join(dir, "README.md");
-      await writeFile(readme, `# t\n${FLAGS_BEGIN}\n${FLAGS_END}\n`);
+      await writeFile(readme, `# t\n${FLAGS_BEGIN}\n${FLAGS_END}\n${CRD_BEGIN}\n${CRD_END}\n`);
       const script = fileURLToPath(new URL("../../../scripts/gen-flag-docs.ts", import.meta.url));
       const runScript = (...args: string[]) =>
         new Promise<{ code: number; stderr: string }>((resolve) => {
@@ -316,8 +323,14 @@ describe("flag reference for the README", () => {
       assert.equal((await runScript()).code, 0);
       assert.equal((await runScript("--check")).code, 0);
       assert.ok((await readFile(readme, "utf8")).includes("`--server-port`"));
+      assert.ok((await readFile(readme, "utf8")).includes("`spec.proxyServer.entrypoint.type`"));
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  test("the README's generated sections match the schemas (run npm run docs:flags)", async () => {
+    const readme = await readFile(fileURLToPath(new URL("../../../README.md", import.meta.url)), "utf8");
+    assert.equal(replaceCrdReference(replaceFlagReference(readme)), readme);
   });
 });

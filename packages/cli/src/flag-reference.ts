@@ -2,7 +2,8 @@
  * The README's flag reference, generated from the option schemas (scripts/gen-flag-docs.ts
  * writes it between `<!-- flags:begin -->` and `<!-- flags:end -->`).
  */
-import { agentOptionSpecs, optionsMarkdown, serverOptionSpecs } from "@cluster-proxy/api";
+import { addonManagerOptionSpecs, agentOptionSpecs, optionsMarkdown, serverOptionSpecs } from "@cluster-proxy/api";
+import { CRD_BEGIN, CRD_END, crdReferenceMarkdown } from "./crd-reference.js";
 import { certsOptionSpecs } from "./certs-command.js";
 import { upOptionSpecs } from "./up-command.js";
 
@@ -36,6 +37,11 @@ export function flagReferenceMarkdown(): string {
       "Starts a local hub with demo clusters in one process.",
       optionsMarkdown(upOptionSpecs),
     ),
+    section(
+      "`cluster-proxy addon-manager`",
+      "The hub controller for ManagedProxyConfiguration. Names shared with the Go addon manager mean the same.",
+      optionsMarkdown(addonManagerOptionSpecs),
+    ),
   ].join("\n");
 }
 
@@ -44,9 +50,18 @@ export function flagReferenceMarkdown(): string {
  * Throws when the markers are missing or out of order.
  */
 export function replaceFlagReference(readme: string): string {
-  const begin = readme.indexOf(FLAGS_BEGIN);
-  const end = readme.indexOf(FLAGS_END);
+  return replaceSection(readme, FLAGS_BEGIN, FLAGS_END, flagReferenceMarkdown());
+}
+
+/** `readme` with the ManagedProxyConfiguration reference between its markers regenerated. */
+export function replaceCrdReference(readme: string): string {
+  return replaceSection(readme, CRD_BEGIN, CRD_END, crdReferenceMarkdown());
+}
+
+function replaceSection(text: string, beginMarker: string, endMarker: string, content: string): string {
+  const begin = text.indexOf(beginMarker);
+  const end = text.indexOf(endMarker);
   if (begin < 0 || end < 0 || end < begin)
-    throw new Error(`README has no "${FLAGS_BEGIN}" ... "${FLAGS_END}" section (add both markers, in that order)`);
-  return `${readme.slice(0, begin + FLAGS_BEGIN.length)}\n${flagReferenceMarkdown()}${readme.slice(end)}`;
+    throw new Error(`README has no "${beginMarker}" ... "${endMarker}" section (add both markers, in that order)`);
+  return `${text.slice(0, begin + beginMarker.length)}\n${content}${text.slice(end)}`;
 }

@@ -8,7 +8,14 @@ export { addOptionSpecs, commanderOption, optionHelpText, resolveCommandOptions 
 export { runUntilSignalled, SHUTDOWN_SIGNALS, type SignalSource, type ShutdownStages } from "./shutdown-signals.js";
 export { certsOptionSpecs, type CertsOptions } from "./certs-command.js";
 export { upOptionSpecs, upPorts, runUp, type UpOptions } from "./up-command.js";
-export { flagReferenceMarkdown, replaceFlagReference, FLAGS_BEGIN, FLAGS_END } from "./flag-reference.js";
+export {
+  flagReferenceMarkdown,
+  replaceFlagReference,
+  replaceCrdReference,
+  FLAGS_BEGIN,
+  FLAGS_END,
+} from "./flag-reference.js";
+export { crdReferenceMarkdown, CRD_BEGIN, CRD_END } from "./crd-reference.js";
 export { startSampleService, type SampleService } from "./sample-service.js";
 export { NODE_FLAGS, SHEBANG, missingNodeFlags } from "./node-flags.js";
 export { portInUse, portConflictMessage, type PortInUse } from "./port-conflicts.js";

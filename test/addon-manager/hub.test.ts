@@ -1,0 +1,384 @@
+// The addon manager against the real hub of the multi-cluster test environment: the real
+// kube-apiserver (CRD validation with CEL, garbage collection), the process kubelet running the
+// proxy-server Deployment the manager renders, and the manager itself as a process of the built CLI.
+import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { managedProxyConfigurationCrd, MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { HOST_ADDR } from "../env/config.js";
+import { waitFor } from "../env/exec.js";
+import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { ManagerProcess } from "./manager-process.js";
+
+const MANAGER_NS = "cluster-proxy-addon-it";
+const SERVER_NS = "cluster-proxy-it";
+const NAME = "cluster-proxy";
+const CRD = {
+  apiVersion: "apiextensions.k8s.io/v1",
+  kind: "CustomResourceDefinition",
+  plural: "customresourcedefinitions",
+  namespaced: false,
+};
+const LEASE_ARGS = [
+  "--leader-elect-lease-duration=6s",
+  "--leader-elect-renew-deadline=4s",
+  "--leader-elect-retry-period=1s",
+];
+
+interface Mpc extends KubeObject {
+  spec: Record<string, unknown>;
+  status?: {
+    conditions?: Condition[];
+    readyReplicas?: number;
+    replicas?: number;
+    entrypoint?: string;
+    lastObservedGeneration?: number;
+  };
+}
+interface Secret extends KubeObject {
+  data?: Record<string, string>;
+}
+
+const mpcBody = (spec: Record<string, unknown> = {}): Mpc => ({
+  apiVersion: MPC_API_VERSION,
+  kind: MPC_KIND,
+  metadata: { name: NAME },
+  spec: {
+    proxyServer: {
+      image: "quay.io/open-cluster-management/cluster-proxy:dev",
+      replicas: 1,
+      namespace: SERVER_NS,
+      entrypoint: { type: "Hostname", hostname: { value: HOST_ADDR.hub } },
+    },
+    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev" },
+    authentication: {},
+    ...spec,
+  },
+});
+
+const cond = (m: Mpc | undefined, type: string): Condition | undefined =>
+  m?.status?.conditions?.find((c) => c.type === type);
+const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
+
+describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
+  let env: TestEnv;
+  let api: KubeApi;
+  let dir: string;
+  let kubeconfig: string;
+  const managers: ManagerProcess[] = [];
+
+  const getMpc = (): Promise<Mpc | undefined> => api.tryGet<Mpc>(Resources.managedProxyConfiguration, NAME);
+  const start = (name: string): ManagerProcess => {
+    const m = new ManagerProcess(name, kubeconfig, MANAGER_NS, LEASE_ARGS);
+    managers.push(m);
+    return m;
+  };
+  const waitConditions = async (what: string, ok: (m: Mpc) => boolean, timeoutMs = 120_000): Promise<Mpc> => {
+    let last: Mpc | undefined;
+    try {
+      return await waitFor(
+        what,
+        timeoutMs,
+        async () => {
+          last = await getMpc();
+          return last && ok(last) ? last : undefined;
+        },
+        250,
+      );
+    } catch (err) {
+      throw new Error(
+        `${(err as Error).message}\nlast status: ${JSON.stringify(last?.status)}\n${managers.map((m) => `--- ${m.name}\n${m.tail(15)}`).join("\n")}`,
+        { cause: err },
+      );
+    }
+  };
+
+  before(
+    async () => {
+      env = await startTestEnv();
+      api = new KubeApi(env.kubeConfig("hub"));
+      dir = mkdtempSync(join(tmpdir(), "cp-addon-it-"));
+      kubeconfig = join(dir, "hub.kubeconfig");
+      writeFileSync(kubeconfig, env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
+      await api.apply(CRD, managedProxyConfigurationCrd() as unknown as KubeObject);
+      await waitFor("the CRD to be Established", 60_000, async () => {
+        const crd = (await api.get(CRD, managedProxyConfigurationCrd().metadata.name)) as {
+          status?: { conditions?: Condition[] };
+        };
+        return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
+      });
+      await api.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
+    },
+    { timeout: 90 * 60_000 },
+  );
+
+  after(async () => {
+    await Promise.all(managers.map((m) => m.stop()));
+    await api?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
+    await api?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await env?.close();
+  });
+
+  test("the apiserver refuses a bad or unsupported configuration with a message naming the field", async () => {
+    const bad: [string, Record<string, unknown>, RegExp][] = [
+      ["Hostname without hostname", { proxyServer: { image: "x", entrypoint: { type: "Hostname" } } }, /hostname/],
+      [
+        "PortForward",
+        { proxyServer: { image: "x", entrypoint: { type: "PortForward" } } },
+        /PortForward is not supported/,
+      ],
+      [
+        "CertManager",
+        { proxyServer: { image: "x" }, authentication: { signer: { type: "CertManager" } } },
+        /CertManager is not supported/,
+      ],
+      [
+        "Provided without a Secret",
+        { proxyServer: { image: "x" }, authentication: { signer: { type: "Provided" } } },
+        /provided\.secretName/,
+      ],
+      [
+        "userServer",
+        { proxyServer: { image: "x" }, userServer: { additionalSANs: ["a"] } },
+        /userServer is not supported/,
+      ],
+      [
+        "same port twice",
+        { proxyServer: { image: "x" }, deploy: { ports: { proxyServer: 9000, agentServer: 9000 } } },
+        /four different ports/,
+      ],
+    ];
+    for (const [what, spec, message] of bad) {
+      const body = mpcBody(spec);
+      body.metadata.name = "bad";
+      await assert.rejects(api.create(Resources.managedProxyConfiguration, body), (err: unknown) => {
+        assert.ok(err instanceof KubeApiError, what);
+        assert.equal(err.status, 422, `${what}: ${err.message}`);
+        assert.match(err.message, message, what);
+        return true;
+      });
+    }
+    // A Go addon object with every field it knows (the ones we implement) applies unchanged.
+    const goObject = mpcBody({
+      authentication: {
+        signer: { type: "SelfSigned", selfSigned: { additionalSANs: ["proxy.example"] } },
+        dump: {
+          secrets: {
+            signingProxyServerSecretName: "proxy-server",
+            signingProxyClientSecretName: "proxy-client",
+            signingAgentServerSecretName: "agent-server",
+          },
+        },
+      },
+      proxyAgent: {
+        image: "a",
+        replicas: 1,
+        additionalArgs: ["--x"],
+        imagePullSecrets: ["pull"],
+        agentNodePlacements: { mc1: { nodeSelector: { a: "b" } } },
+      },
+      deploy: { ports: { proxyServer: 8090, agentServer: 8091, healthServer: 8092, adminServer: 8095 } },
+    });
+    goObject.metadata.name = "go-compatible";
+    await api.create(Resources.managedProxyConfiguration, goObject);
+    await api.delete(Resources.managedProxyConfiguration, "go-compatible");
+  });
+
+  test("a manager deploys the proxy-server; ProxyServerDeployed is True only when every replica is ready", async () => {
+    const m = start("manager-a");
+    await m.waitForLog("became leader", 60_000);
+    await api.create(Resources.managedProxyConfiguration, mpcBody());
+    const seen: string[] = [];
+    const ready = await waitConditions("all conditions True", (mpc) => {
+      const d = cond(mpc, "ProxyServerDeployed");
+      if (d) seen.push(`${d.status}:${d.message}`);
+      return [
+        "ProxyServerDeployed",
+        "ProxyServerSecretSigned",
+        "AgentServerSecretSigned",
+        "ProxyClientSecretSigned",
+        "EntrypointReady",
+        "SignerCAConsistent",
+      ].every((t) => cond(mpc, t)?.status === "True");
+    });
+    assert.ok(
+      seen.some((s) => s.startsWith("False:0 of 1")),
+      `ProxyServerDeployed was False before the server was ready: ${seen.join(" | ")}`,
+    );
+    assert.equal(cond(ready, "ProxyServerDeployed")?.message, "1 of 1 proxy-servers ready");
+    assert.equal(ready.status?.entrypoint, `${HOST_ADDR.hub}:8091`);
+    assert.equal(ready.status?.lastObservedGeneration, ready.metadata.generation);
+    assert.match(cond(ready, "AgentServerSecretSigned")?.message ?? "", /^Expiry:\d{4}-/);
+    assert.equal(await m.health("/readyz"), 200);
+
+    // More replicas than are ready: the condition says so.
+    await api.apply(Resources.managedProxyConfiguration, {
+      ...mpcBody(),
+      spec: { ...mpcBody().spec, proxyServer: { ...(mpcBody().spec.proxyServer as object), replicas: 2 } },
+    });
+    const two = await waitConditions(
+      "status for 2 replicas",
+      (mpc) =>
+        mpc.status?.replicas === 2 && /of 2 proxy-servers ready/.test(cond(mpc, "ProxyServerDeployed")?.message ?? ""),
+    );
+    const dep = await api.get<
+      KubeObject & {
+        spec: { template: { spec: { containers: { args: string[] }[] } } };
+      }
+    >(Resources.deployment, NAME, SERVER_NS);
+    assert.ok(
+      dep.spec.template.spec.containers[0]!.args.includes("--server-count=2"),
+      "--server-count follows replicas",
+    );
+    const deployed = cond(two, "ProxyServerDeployed")!;
+    assert.equal(deployed.status === "True", two.status?.readyReplicas === 2, JSON.stringify(two.status));
+    await api.apply(Resources.managedProxyConfiguration, mpcBody());
+    await waitConditions(
+      "back to 1 ready replica",
+      (mpc) =>
+        cond(mpc, "ProxyServerDeployed")?.message === "1 of 1 proxy-servers ready" &&
+        cond(mpc, "ProxyServerDeployed")?.status === "True",
+    );
+
+    const events = (await api.list(Resources.event, { namespace: "default" })).items as (KubeObject & {
+      reason?: string;
+      involvedObject?: { name?: string };
+    })[];
+    assert.ok(
+      events.some((e) => e.reason === "CertificateIssued" && e.involvedObject?.name === NAME),
+      "CertificateIssued events reach the API",
+    );
+  });
+
+  test("certificates: Go's Secret names, trust split by role, entrypoint in the agent-server SANs", async () => {
+    const get = (name: string, ns = SERVER_NS): Promise<Secret> => api.get<Secret>(Resources.secret, name, ns);
+    const serverCa = new X509Certificate(pem(await get("proxy-server-ca"), "ca.crt"));
+    const client = await get("proxy-client");
+    const clientCert = new X509Certificate(pem(client, "tls.crt"));
+    assert.ok(pem(client, "tls.key").includes("PRIVATE KEY"));
+    const clientCa = new X509Certificate(pem(await get("cluster-proxy-signer-client", MANAGER_NS), "ca.crt"));
+    const agentCa = new X509Certificate(pem(await get("cluster-proxy-signer-agent", MANAGER_NS), "ca.crt"));
+    assert.ok(clientCert.checkIssued(clientCa), "the client certificate comes from the client CA");
+    assert.ok(!clientCert.checkIssued(agentCa) && !clientCert.checkIssued(serverCa), "and from no other");
+    const agentServer = await get("agent-server");
+    const agentServerCert = new X509Certificate(pem(agentServer, "tls.crt"));
+    assert.ok(agentServerCert.checkIssued(serverCa));
+    assert.match(
+      agentServerCert.subjectAltName ?? "",
+      new RegExp(`IP Address:${HOST_ADDR.hub.replaceAll(".", "\\.")}`),
+    );
+    // The agent port trusts only the agent CA, the client doors only the client CA.
+    assert.equal(new X509Certificate(pem(agentServer, "agent-ca.crt")).fingerprint256, agentCa.fingerprint256);
+    assert.equal(
+      new X509Certificate(pem(await get("proxy-server"), "client-ca.crt")).fingerprint256,
+      clientCa.fingerprint256,
+    );
+    // CA Secrets are owned by nothing.
+    assert.equal((await get("cluster-proxy-signer", MANAGER_NS)).metadata.ownerReferences, undefined);
+  });
+
+  test("drift is repaired: a deleted Service comes back, an edited Deployment is put back", async () => {
+    await api.delete(Resources.service, "proxy-entrypoint", SERVER_NS);
+    await waitFor(
+      "the Service to come back",
+      60_000,
+      () => api.tryGet(Resources.service, "proxy-entrypoint", SERVER_NS),
+      250,
+    );
+    await api.request(
+      "PATCH",
+      KubeApi.objectPath(Resources.deployment, NAME, SERVER_NS),
+      { spec: { template: { spec: { containers: [{ name: "proxy-server", image: "someone/else:1" }] } } } },
+      "application/strategic-merge-patch+json",
+    );
+    await waitFor(
+      "the Deployment's image to be put back",
+      60_000,
+      async () => {
+        const d = await api.get<KubeObject & { spec: { template: { spec: { containers: { image: string }[] } } } }>(
+          Resources.deployment,
+          NAME,
+          SERVER_NS,
+        );
+        return d.spec.template.spec.containers[0]!.image.includes("cluster-proxy:dev");
+      },
+      250,
+    );
+  });
+
+  test("deleting and re-creating the configuration keeps the CA; a lost CA is reported loudly", async () => {
+    const caBefore = pem(await api.get<Secret>(Resources.secret, "cluster-proxy-signer", MANAGER_NS), "ca.crt");
+    await api.delete(Resources.managedProxyConfiguration, NAME);
+    await waitFor(
+      "the Deployment to be garbage-collected",
+      90_000,
+      async () => !(await api.tryGet(Resources.deployment, NAME, SERVER_NS)),
+      500,
+    );
+    await api.create(Resources.managedProxyConfiguration, mpcBody());
+    const again = await waitConditions(
+      "conditions after re-creating",
+      (m) => cond(m, "ProxyServerDeployed")?.status === "True" && cond(m, "SignerCAConsistent")?.status === "True",
+    );
+    assert.ok(again);
+    assert.equal(
+      pem(await api.get<Secret>(Resources.secret, "cluster-proxy-signer", MANAGER_NS), "ca.crt"),
+      caBefore,
+      "same CA",
+    );
+    assert.equal(
+      pem(await api.get<Secret>(Resources.secret, "proxy-server-ca", SERVER_NS), "ca.crt").trim(),
+      caBefore.trim(),
+    );
+
+    // Losing the CA Secret (a restore without it) makes a new CA, and the status says so.
+    await api.delete(Resources.secret, "cluster-proxy-signer", MANAGER_NS);
+    const replaced = await waitConditions(
+      "SignerCAConsistent False",
+      (m) => cond(m, "SignerCAConsistent")?.status === "False",
+    );
+    assert.equal(cond(replaced, "SignerCAConsistent")?.reason, "SignerCAReplaced");
+    assert.match(cond(replaced, "SignerCAConsistent")?.message ?? "", /restore that Secret from a backup/);
+  });
+
+  test("two managers: one leads; when it is killed the other takes over within the lease time", async () => {
+    const b = start("manager-b");
+    await b.waitForLog("addon manager started", 30_000);
+    const lease = async (): Promise<string | undefined> =>
+      (
+        (await api.get(Resources.lease, "cluster-proxy-addon-manager", MANAGER_NS)) as {
+          spec?: { holderIdentity?: string };
+        }
+      ).spec?.holderIdentity;
+    assert.equal(await lease(), "manager-a");
+    assert.equal(await b.health("/readyz"), 200, "a standby is ready");
+    assert.equal(
+      b.logs.some((l) => l.msg === "became leader"),
+      false,
+    );
+    const a = managers.find((m) => m.name === "manager-a")!;
+    a.kill("SIGKILL");
+    const killedAt = Date.now();
+    await b.waitForLog("became leader", 30_000);
+    const tookMs = Date.now() - killedAt;
+    assert.ok(tookMs < 6_000 + 5_000, `took over after ${tookMs} ms (lease 6 s)`);
+    assert.equal(await lease(), "manager-b");
+    // The new leader acts: a deleted Service comes back.
+    await api.delete(Resources.service, "proxy-entrypoint", SERVER_NS);
+    await waitFor(
+      "the Service to come back under the new leader",
+      60_000,
+      () => api.tryGet(Resources.service, "proxy-entrypoint", SERVER_NS),
+      250,
+    );
+    // SIGTERM releases the lease at once.
+    await b.stop();
+    assert.equal(await b.exited, 0);
+    assert.ok(!(await lease()), "the lease has no holder after SIGTERM");
+  });
+});

@@ -1,0 +1,102 @@
+// Test helper: runs `cluster-proxy addon-manager` from the built CLI as a child process of the test
+// (in the test's own network namespace, reaching the hub apiserver through the fixture's forwarder)
+// and exposes its JSON log lines.
+import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
+import { join } from "node:path";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
+import { repoRoot } from "../env/config.js";
+import { waitFor } from "../env/exec.js";
+
+export interface LogLine {
+  level: number;
+  msg: string;
+  [key: string]: unknown;
+}
+
+export class ManagerProcess {
+  readonly logs: LogLine[] = [];
+  private readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+
+  constructor(
+    readonly name: string,
+    kubeconfig: string,
+    namespace: string,
+    extraArgs: string[] = [],
+  ) {
+    this.child = spawn(
+      process.execPath,
+      [
+        ...NODE_FLAGS,
+        join(repoRoot, "packages", "cli", "dist", "main.js"),
+        "addon-manager",
+        `--kubeconfig=${kubeconfig}`,
+        `--namespace=${namespace}`,
+        `--identity=${name}`,
+        "--health-probe-bind-address=127.0.0.1:0",
+        "--metrics-bind-address=127.0.0.1:0",
+        "--log-level=debug",
+        ...extraArgs,
+      ],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    let buffered = "";
+    this.child.stderr!.setEncoding("utf8");
+    this.child.stderr!.on("data", (chunk: string) => {
+      buffered += chunk;
+      for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        try {
+          this.logs.push(JSON.parse(line) as LogLine);
+        } catch {
+          this.logs.push({ level: 50, msg: line });
+        }
+      }
+    });
+    this.exited = once(this.child, "exit").then(([code]) => code as number | null);
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Resolves with the first log line matching `msg`; fails with the log tail after `timeoutMs`. */
+  async waitForLog(msg: string | RegExp, timeoutMs: number): Promise<LogLine> {
+    const match = (l: LogLine): boolean => (typeof msg === "string" ? l.msg === msg : msg.test(l.msg));
+    try {
+      return await waitFor(`"${String(msg)}" in ${this.name}'s log`, timeoutMs, () => this.logs.find(match), 100);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\n--- ${this.name} log tail ---\n${this.tail()}`, { cause: err });
+    }
+  }
+
+  tail(n = 30): string {
+    return this.logs
+      .slice(-n)
+      .map((l) => JSON.stringify(l))
+      .join("\n");
+  }
+
+  async health(path: "/healthz" | "/readyz"): Promise<number> {
+    const started = this.logs.find((l) => l.msg === "addon manager started");
+    const port = started?.healthPort as number | undefined;
+    if (!port) throw new Error(`${this.name} has not reported its health port`);
+    const res = await fetch(`http://127.0.0.1:${port}${path}`);
+    return res.status;
+  }
+
+  kill(signal: NodeJS.Signals): void {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs`. */
+  async stop(graceMs = 10_000): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    this.kill("SIGTERM");
+    const timer = setTimeout(() => this.kill("SIGKILL"), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
