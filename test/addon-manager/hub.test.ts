@@ -3,13 +3,17 @@
 // proxy-server Deployment the manager renders, and the manager itself as a process of the built CLI.
 import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { managedProxyConfigurationCrd, MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
 import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { HOST_ADDR } from "../env/config.js";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
+import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
+import { HOST_ADDR, nsOf, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { ManagerProcess } from "./manager-process.js";
@@ -70,6 +74,22 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
   let dir: string;
   let kubeconfig: string;
   const managers: ManagerProcess[] = [];
+  const children: ChildProcess[] = [];
+  /** Runs a command inside one of the environment's network namespaces, as a child of the test. */
+  const spawnIn = (where: "mc1" | "lab", cmd: string, args: string[]): ChildProcess =>
+    spawn("ip", ["netns", "exec", nsOf(where), cmd, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  /** PIDs of the proxy-server processes in the hub's network namespace (run there by the process kubelet). */
+  const serverPid = (): string =>
+    execFileSync("ip", ["netns", "pids", nsOf("hub")], { encoding: "utf8" })
+      .split("\n")
+      .filter((pid) => {
+        try {
+          return /server-count=/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8"));
+        } catch {
+          return false;
+        }
+      })
+      .join(",");
 
   const getMpc = (): Promise<Mpc | undefined> => api.tryGet<Mpc>(Resources.managedProxyConfiguration, NAME);
   const start = (name: string): ManagerProcess => {
@@ -117,6 +137,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
   );
 
   after(async () => {
+    for (const c of children) c.kill("SIGKILL");
     await Promise.all(managers.map((m) => m.stop()));
     await api?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
     await api?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
@@ -344,6 +365,120 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     );
     assert.equal(cond(replaced, "SignerCAConsistent")?.reason, "SignerCAReplaced");
     assert.match(cond(replaced, "SignerCAConsistent")?.message ?? "", /restore that Secret from a backup/);
+  });
+
+  test("a forced leaf rotation reaches the proxy-server without a restart, and an established tunnel keeps transferring byte-exact", async () => {
+    const mpc = await getMpc();
+    const [entryHost, entryPort] = (mpc?.status?.entrypoint ?? "").split(/:(?=\d+$)/) as [string, string];
+    const files = join(dir, "tunnel");
+    mkdirSync(files, { recursive: true });
+    const write = (name: string, text: string): string => {
+      writeFileSync(join(files, name), text, { mode: 0o600 });
+      return join(files, name);
+    };
+    // An agent for mc1 with a certificate from the agent CA (what OCM registration delivers in part 2).
+    const agentCaSecret = await api.get<Secret>(Resources.secret, "cluster-proxy-signer-agent", MANAGER_NS);
+    const agentCert = await issueCertificate(
+      { certPem: pem(agentCaSecret, "ca.crt"), keyPem: pem(agentCaSecret, "ca.key") },
+      { commonName: "mc1-agent", uris: [agentClusterUri("mc1")], usage: "client" },
+    );
+    const servingBundle = write(
+      "server-ca.crt",
+      pem(await api.get<Secret>(Resources.secret, "proxy-server-ca", SERVER_NS), "ca.crt"),
+    );
+    const client = await api.get<Secret>(Resources.secret, "proxy-client", SERVER_NS);
+    write("ca.crt", pem(await api.get<Secret>(Resources.secret, "proxy-server-ca", SERVER_NS), "ca.crt"));
+    write("tls.crt", pem(client, "tls.crt"));
+    write("tls.key", pem(client, "tls.key"));
+    const cli = join(repoRoot, "packages", "cli", "dist", "main.js");
+    const echo = spawnIn("mc1", process.execPath, [
+      "-e",
+      'require("net").createServer((s) => { s.on("error", () => {}); s.pipe(s); }).listen(17777, "127.0.0.1")',
+    ]);
+    const agent = spawnIn("mc1", process.execPath, [
+      ...NODE_FLAGS,
+      cli,
+      "agent",
+      `--proxy-server-host=${entryHost}`,
+      `--proxy-server-port=${entryPort}`,
+      `--ca-cert=${servingBundle}`,
+      `--agent-cert=${write("agent.crt", agentCert.certPem)}`,
+      `--agent-key=${write("agent.key", agentCert.keyPem)}`,
+      "--cluster-name=mc1",
+      "--health-server-port=18093",
+      "--admin-server-port=18094",
+    ]);
+    children.push(echo, agent);
+    const servername = `proxy-entrypoint.${SERVER_NS}.svc`;
+    const probe = (args: string[], timeoutMs: number): { ok?: boolean; fingerprint?: string; error?: string } => {
+      const out = env.exec(
+        "lab",
+        process.execPath,
+        ["--conditions=source", "--import", "tsx", join(repoRoot, "test", "addon-manager", "tunnel-probe.ts"), ...args],
+        { timeoutMs, allowFail: true },
+      ).stdout;
+      return JSON.parse(out.trim().split("\n").at(-1) || "{}") as {
+        ok?: boolean;
+        fingerprint?: string;
+        error?: string;
+      };
+    };
+    const front = `${HOST_ADDR.hub}:8090`;
+    await waitFor(
+      "a first transfer through the tunnel",
+      90_000,
+      () => probe(["transfer", front, servername, files, "127.0.0.1.mc1:17777", "1"], 60_000).ok,
+      1000,
+    );
+    const fingerprint = (address: string): string | undefined =>
+      probe(["cert", address, servername, servingBundle], 30_000).fingerprint;
+    const before = { client: fingerprint(front), agent: fingerprint(`${entryHost}:${entryPort}`) };
+    assert.ok(before.client && before.agent, JSON.stringify(before));
+
+    // A long transfer over one tunnel stream, started before the rotation and still running after it.
+    const transfer = spawnIn("lab", process.execPath, [
+      "--conditions=source",
+      "--import",
+      "tsx",
+      join(repoRoot, "test", "addon-manager", "tunnel-probe.ts"),
+      "transfer",
+      front,
+      servername,
+      files,
+      "127.0.0.1.mc1:17777",
+      "40",
+    ]);
+    children.push(transfer);
+    let transferOut = "";
+    transfer.stdout!.on("data", (d: Buffer) => (transferOut += d.toString()));
+    const pid = serverPid();
+    // Force the rotation of both serving certificates (an annotation that no longer matches re-issues).
+    for (const secret of ["proxy-server", "agent-server"])
+      await api.request(
+        "PATCH",
+        KubeApi.objectPath(Resources.secret, secret, SERVER_NS),
+        { metadata: { annotations: { "proxy.open-cluster-management.io/certificate-request-hash": "rotate-now" } } },
+        "application/merge-patch+json",
+      );
+    await waitFor(
+      "both front doors to present the new certificates",
+      120_000,
+      () => {
+        const now = { client: fingerprint(front), agent: fingerprint(`${entryHost}:${entryPort}`) };
+        return now.client && now.agent && now.client !== before.client && now.agent !== before.agent;
+      },
+      2000,
+    );
+    const [code] = (await once(transfer, "exit")) as [number];
+    const result = JSON.parse(transferOut.trim().split("\n").at(-1) || "{}") as {
+      ok?: boolean;
+      sent?: number;
+      error?: string;
+    };
+    assert.equal(code, 0);
+    assert.ok(result.ok, `transfer across the rotation: ${transferOut}`);
+    assert.ok((result.sent ?? 0) > 10 * 1024 * 1024, `a real transfer: ${transferOut}`);
+    assert.equal(serverPid(), pid, "the proxy-server process was not restarted");
   });
 
   test("two managers: one leads; when it is killed the other takes over within the lease time", async () => {

@@ -101,8 +101,10 @@ export class ConfigurationReconciler {
     const spec = mpc.spec;
     const ns = spec.proxyServer.namespace;
     const rendered = renderProxyServer(mpc);
-    for (const r of rendered) await this.api.apply(r.resource, r.object);
-    await this.deleteStale(name, rendered);
+    // Workloads last, so their Secret volumes exist when the pods start.
+    const isWorkload = (r: RenderedObject): boolean =>
+      r.resource === Resources.deployment || r.resource === Resources.podDisruptionBudget;
+    for (const r of rendered.filter((r) => !isWorkload(r))) await this.api.apply(r.resource, r.object);
 
     // Where agents dial.
     const entry = await this.entrypoint(mpc);
@@ -202,6 +204,9 @@ export class ConfigurationReconciler {
         message: `Expiry:${notAfter?.toISOString() ?? "unknown"}`,
       });
     }
+
+    for (const r of rendered.filter(isWorkload)) await this.api.apply(r.resource, r.object);
+    await this.deleteStale(name, rendered);
 
     // Publish the serving CA bundle where hub clients look for it; notice a replaced CA.
     const published = await this.api.tryGet<SecretObject>(Resources.secret, SERVER_CA_SECRET, ns);
