@@ -76,8 +76,13 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
   const managers: ManagerProcess[] = [];
   const children: ChildProcess[] = [];
   /** Runs a command inside one of the environment's network namespaces, as a child of the test. */
-  const spawnIn = (where: "mc1" | "lab", cmd: string, args: string[]): ChildProcess =>
-    spawn("ip", ["netns", "exec", nsOf(where), cmd, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+  const output = new Map<ChildProcess, string>();
+  const spawnIn = (where: "mc1" | "lab", cmd: string, args: string[]): ChildProcess => {
+    const child = spawn("ip", ["netns", "exec", nsOf(where), cmd, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    output.set(child, "");
+    child.stderr!.on("data", (d: Buffer) => output.set(child, (output.get(child)! + d.toString()).slice(-4000)));
+    return child;
+  };
   /** PIDs of the proxy-server processes in the hub's network namespace (run there by the process kubelet). */
   const serverPid = (): string =>
     execFileSync("ip", ["netns", "pids", nsOf("hub")], { encoding: "utf8" })
@@ -424,12 +429,23 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
       };
     };
     const front = `${HOST_ADDR.hub}:8090`;
-    await waitFor(
-      "a first transfer through the tunnel",
-      90_000,
-      () => probe(["transfer", front, servername, files, "127.0.0.1.mc1:17777", "1"], 60_000).ok,
-      1000,
-    );
+    let first: unknown;
+    try {
+      await waitFor(
+        "a first transfer through the tunnel",
+        90_000,
+        () => {
+          const r = probe(["transfer", front, servername, files, "127.0.0.1.mc1:17777", "1"], 60_000);
+          first = r;
+          return r.ok;
+        },
+        1000,
+      );
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nlast probe: ${JSON.stringify(first)}\nagent: ${output.get(agent)}`, {
+        cause: err,
+      });
+    }
     const fingerprint = (address: string): string | undefined =>
       probe(["cert", address, servername, servingBundle], 30_000).fingerprint;
     const before = { client: fingerprint(front), agent: fingerprint(`${entryHost}:${entryPort}`) };

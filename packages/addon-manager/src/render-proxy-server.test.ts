@@ -63,11 +63,7 @@ describe("renderProxyServer", () => {
     ])
       assert.ok(c.args.includes(a), a);
     assert.equal(c.args.at(-1), "--keepalive-time=30s", "additionalArgs come last");
-    assert.deepEqual(c.readinessProbe, {
-      httpGet: { path: "/readyz", port: 9002 },
-      periodSeconds: 2,
-      failureThreshold: 2,
-    });
+    assert.deepEqual(c.readinessProbe, { tcpSocket: { port: 9001 }, periodSeconds: 2, failureThreshold: 2 });
     assert.deepEqual((c.livenessProbe as { httpGet: unknown }).httpGet, { path: "/healthz", port: 9002 });
     const svc = find(objs, "Service", "proxy-entrypoint")!;
     assert.deepEqual(

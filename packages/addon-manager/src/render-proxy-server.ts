@@ -205,11 +205,10 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                   { name: "http-connect", containerPort: HTTP_CONNECT_PORT, protocol: "TCP" },
                   { name: "health", containerPort: ports.healthServer, protocol: "TCP" },
                 ],
-                readinessProbe: {
-                  httpGet: { path: "/readyz", port: ports.healthServer },
-                  periodSeconds: 2,
-                  failureThreshold: 2,
-                },
+                // Ready = the agent port accepts connections. Not /readyz: like Go's, it answers 500
+                // until some agent is connected, so a hub without clusters (or a LoadBalancer that
+                // sends agents only to ready pods) would never become ready.
+                readinessProbe: { tcpSocket: { port: ports.agentServer }, periodSeconds: 2, failureThreshold: 2 },
                 livenessProbe: {
                   httpGet: { path: "/healthz", port: ports.healthServer },
                   initialDelaySeconds: 10,

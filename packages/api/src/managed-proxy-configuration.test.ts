@@ -85,6 +85,18 @@ describe("ManagedProxyConfiguration schema", () => {
     walk(managedProxyConfigurationSchema, "");
   });
 
+  it("an object with CEL rules has a default that already holds every defaulted field (the apiserver checks it so)", () => {
+    const walk = (s: JsonSchemaProps, path: string): void => {
+      if (s["x-kubernetes-validations"] && s.default !== undefined) {
+        for (const [k, v] of Object.entries(s.properties ?? {}))
+          if (v.default !== undefined)
+            assert.deepEqual((s.default as Record<string, unknown>)[k], v.default, `${path}.default.${k}`);
+      }
+      for (const [k, v] of Object.entries(s.properties ?? {})) walk(v, `${path}.${k}`);
+    };
+    walk(managedProxyConfigurationSchema, "");
+  });
+
   it("refuses what is not implemented with a message naming it", () => {
     const messages = rules(managedProxyConfigurationSchema).join("\n");
     for (const unsupported of [

@@ -167,7 +167,8 @@ const specSchema: JsonSchemaProps = obj(
             ),
           },
           {
-            default: {},
+            // The apiserver checks a default against the object's CEL rules without nested defaults.
+            default: { type: "SelfSigned" },
             "x-kubernetes-validations": [
               {
                 rule: "self.type != 'CertManager'",
@@ -340,7 +341,7 @@ const specSchema: JsonSchemaProps = obj(
             adminServer: port("Admin port (loopback only).", 8095),
           },
           {
-            default: {},
+            default: { proxyServer: 8090, agentServer: 8091, healthServer: 8092, adminServer: 8095 },
             "x-kubernetes-validations": [
               {
                 rule: "self.proxyServer != self.agentServer && self.proxyServer != self.healthServer && self.proxyServer != self.adminServer && self.agentServer != self.healthServer && self.agentServer != self.adminServer && self.healthServer != self.adminServer",
