@@ -9,6 +9,7 @@ import { ConfigError } from "@cluster-proxy/api";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
+import { sharedCaSubjects } from "./server-config.js";
 import { createTestPki, type TestPki } from "./testing/test-pki.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
 
@@ -31,10 +32,10 @@ function baseOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): Serv
     adminBindAddress: "127.0.0.1",
     serverCert: pki.serverCert,
     serverKey: pki.serverKey,
-    serverCaCert: pki.caCert,
+    serverCaCert: pki.clientCaCert,
     clusterCert: pki.serverCert,
     clusterKey: pki.serverKey,
-    clusterCaCert: pki.caCert,
+    clusterCaCert: pki.agentCaCert,
     proxyStrategies: ["destHost"],
     serverCount: 3,
     serverId: "server-under-test",
@@ -109,9 +110,10 @@ describe("ProxyServer in-process", () => {
     pki = await createTestPki();
     server = new ProxyServer(baseOptions(pki));
     await server.start();
-    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
-    agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: tlsOpts };
-    clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: tlsOpts };
+    const clientTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
+    agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: agentTls };
+    clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: clientTls };
   });
 
   after(async () => {
@@ -369,6 +371,50 @@ describe("ProxyServer in-process", () => {
     assert.equal(server.backendCount(), 1, "only the east agent is registered");
   });
 
+  test("separate trust: an agent certificate is refused at both client front doors, a client certificate at the agent port", async () => {
+    const a = server.addresses();
+    /** A TLS handshake with `cert`: resolves with the TLS error the server's alert produced, or "accepted". */
+    const handshake = async (p: number, who: "client" | "agent", alpn: string): Promise<string> => {
+      const s = tls.connect({
+        host: "127.0.0.1",
+        port: p,
+        ca: pki.read(pki.caCert),
+        servername: "localhost",
+        cert: pki.read(who === "client" ? pki.clientCert : pki.agentCert),
+        key: pki.read(who === "client" ? pki.clientKey : pki.agentKey),
+        ALPNProtocols: [alpn],
+      });
+      sockets.push(s);
+      const failed = new Promise<string>((resolve) => s.once("error", (err: Error) => resolve(err.message)));
+      const connected = await Promise.race([once(s, "secureConnect").then(() => "connected"), failed]);
+      if (connected !== "connected") return connected;
+      // TLS 1.3: the server judges the client certificate after the client's handshake is done;
+      // an accepted one gets the server's first bytes (HTTP/2 SETTINGS, or the CONNECT answer).
+      const answered = new Promise<string>((resolve) => s.once("data", () => resolve("accepted")));
+      s.write(
+        alpn === "h2"
+          ? "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+          : "GET / HTTP/1.1\r\nHost: x\r\n\r\n", // answered 405 without a dial
+      );
+      const closed = once(s, "close").then(() => "closed without an answer");
+      return Promise.race([failed, answered, closed]);
+    };
+    // node's TLS server ends a connection whose certificate it refuses without a byte (or an alert)
+    const refusal = /closed without an answer|unknown ca|alert|ECONNRESET|hang up/i;
+    assert.match(await handshake(port(a.server), "agent", "h2"), refusal, "agent certificate at the gRPC front door");
+    assert.match(
+      await handshake(port(a.httpConnect), "agent", "http/1.1"),
+      refusal,
+      "agent certificate at HTTP CONNECT",
+    );
+    assert.match(await handshake(port(a.agent), "client", "h2"), refusal, "client certificate at the agent port");
+    // the right certificate at each door is accepted (the test itself works)
+    assert.equal(await handshake(port(a.server), "client", "h2"), "accepted");
+    assert.equal(await handshake(port(a.httpConnect), "client", "http/1.1"), "accepted");
+    assert.equal(await handshake(port(a.agent), "agent", "h2"), "accepted");
+    assert.equal(server.backendCount(), 1, "only the east agent is registered");
+  });
+
   test("bad agent metadata ends the call with UNKNOWN", async () => {
     const missing = await agent(undefined, "host=x");
     const s1 = await missing.packets.closed();
@@ -428,6 +474,14 @@ describe("ProxyServer options and lifecycle", () => {
     assert.throws(() => new ProxyServer(baseOptions(pki, { proxyStrategies: ["nearest"] })), /--proxy-strategies/);
   });
 
+  test("shared trust between --server-ca-cert and --cluster-ca-cert is detected (the server warns)", () => {
+    const client = pki.read(pki.clientCaCert);
+    const agent = pki.read(pki.agentCaCert);
+    assert.deepEqual(sharedCaSubjects(client, agent), []);
+    assert.deepEqual(sharedCaSubjects(client, Buffer.concat([agent, client])), ["CN=cluster-proxy-client-ca"]);
+    assert.deepEqual(sharedCaSubjects("garbage", client), []);
+  });
+
   test("start rejects unreadable files and busy ports naming the flag", async () => {
     const bad = new ProxyServer(baseOptions(pki, { clusterCert: `${pki.dir}/missing.crt` }));
     await assert.rejects(bad.start(), /--cluster-cert: cannot read/);
@@ -450,8 +504,9 @@ describe("ProxyServer options and lifecycle", () => {
     );
     await s.start();
     const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
     const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOpts },
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
       { agentid: "slow", agentidentifiers: "" },
     );
     try {
@@ -491,9 +546,9 @@ describe("ProxyServer options and lifecycle", () => {
     await s.start();
     assert.equal(s.addresses().server, `${pki.dir}/grpc.sock`);
     assert.equal(s.addresses().httpConnect, `${pki.dir}/connect.sock`);
-    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
     const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOpts },
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
       { agentid: "uds-agent", agentidentifiers: "host=east" },
     );
     try {

@@ -26,7 +26,7 @@ import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
 import { Relay } from "./relay.js";
-import { planFrontDoors, validateServerOptions, type FrontDoor } from "./server-config.js";
+import { planFrontDoors, sharedCaSubjects, validateServerOptions, type FrontDoor } from "./server-config.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -148,6 +148,12 @@ export class ProxyServer {
           ca: await readPem("--server-ca-cert", o.serverCaCert),
         };
         checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
+        const shared = sharedCaSubjects(frontTls.ca as Buffer, agentTls.ca);
+        if (shared.length > 0)
+          this.log.warn(
+            { ca: shared },
+            "--server-ca-cert and --cluster-ca-cert trust the same CA: an agent certificate is accepted at the client front doors too; give each its own CA (cluster-proxy certs writes client-ca.crt and agent-ca.crt)",
+          );
       }
 
       await this.listenTcp(this.createAgentServer(agentTls), "agent", o.agentPort, o.agentBindAddress, "--agent-port");
