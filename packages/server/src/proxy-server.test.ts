@@ -472,6 +472,7 @@ describe("ProxyServer options and lifecycle", () => {
       (err: Error) => err instanceof ConfigError && /--http-connect-plain/.test(err.message),
     );
     assert.throws(() => new ProxyServer(baseOptions(pki, { proxyStrategies: ["nearest"] })), /--proxy-strategies/);
+    assert.throws(() => new ProxyServer(baseOptions(pki, { certReloadInterval: -1 })), /--cert-reload-interval/);
   });
 
   test("shared trust between --server-ca-cert and --cluster-ca-cert is detected (the server warns)", () => {

@@ -98,6 +98,7 @@ export function validateServerOptions(o: ServerOptions): void {
     ["--backend-dial-timeout", o.backendDialTimeout],
     ["--connection-stall-timeout", o.connectionStallTimeout],
     ["--graceful-shutdown-timeout", o.gracefulShutdownTimeout],
+    ["--cert-reload-interval", o.certReloadInterval ?? 0],
   ] as const) {
     if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
   }
