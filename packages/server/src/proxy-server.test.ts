@@ -1,11 +1,14 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { once } from "node:events";
 import type { ServerOptions } from "@cluster-proxy/api";
 import { ConfigError } from "@cluster-proxy/api";
+import { issueCertificate } from "@cluster-proxy/pki";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
@@ -481,6 +484,62 @@ describe("ProxyServer options and lifecycle", () => {
     assert.deepEqual(sharedCaSubjects(client, agent), []);
     assert.deepEqual(sharedCaSubjects(client, Buffer.concat([agent, client])), ["CN=cluster-proxy-client-ca"]);
     assert.deepEqual(sharedCaSubjects("garbage", client), []);
+  });
+
+  test("reloadCertificates: new handshakes get a replaced serving certificate, a bad key keeps the old one", async () => {
+    const live = { cert: `${pki.dir}/live.crt`, key: `${pki.dir}/live.key` };
+    copyFileSync(pki.serverCert, live.cert);
+    copyFileSync(pki.serverKey, live.key);
+    const s = new ProxyServer(
+      baseOptions(pki, { serverCert: live.cert, serverKey: live.key, certReloadInterval: 0, mode: "grpc" }),
+    );
+    await s.start();
+    const serial = async (): Promise<string> => {
+      const c = tls.connect({
+        host: "127.0.0.1",
+        port: port(s.addresses().server),
+        ca: pki.read(pki.caCert),
+        servername: "localhost",
+        ALPNProtocols: ["h2"],
+      });
+      c.on("error", () => undefined);
+      try {
+        await once(c, "secureConnect");
+        return c.getPeerCertificate().serialNumber;
+      } finally {
+        c.destroy();
+      }
+    };
+    try {
+      const before = await serial();
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "unchanged"]);
+      const servingCa = {
+        certPem: readFileSync(pki.caCert, "utf8"),
+        keyPem: readFileSync(`${pki.dir}/ca.key`, "utf8"),
+      };
+      const next = await issueCertificate(servingCa, {
+        commonName: "next",
+        dnsNames: ["localhost"],
+        ipAddresses: ["127.0.0.1"],
+        usage: "server",
+        validityDays: 1,
+      });
+      writeFileSync(live.key, next.keyPem);
+      writeFileSync(live.cert, next.certPem);
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "reloaded"]);
+      const after = await serial();
+      assert.notEqual(after, before);
+      assert.equal(after, new X509Certificate(next.certPem).serialNumber);
+      writeFileSync(live.key, readFileSync(pki.serverKey));
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "failed"]);
+      assert.equal(await serial(), after);
+      const text = await s.metrics.registry.metrics();
+      assert.match(text, /cluster_proxy_server_certificate_reloads_total\{listener="front",result="success"\} 1/);
+      assert.match(text, /cluster_proxy_server_certificate_reloads_total\{listener="front",result="failure"\} 1/);
+      assert.match(text, /cluster_proxy_server_certificate_expiry_timestamp_seconds\{flag="--cluster-cert"\} \d+/);
+    } finally {
+      await s.close();
+    }
   });
 
   test("start rejects unreadable files and busy ports naming the flag", async () => {

@@ -1,3 +1,5 @@
+// Unit tests of @cluster-proxy/tunnel's CertReloader (kept here: this package already has
+// @cluster-proxy/pki to issue test certificates).
 import assert from "node:assert/strict";
 import { before, describe, test } from "node:test";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
@@ -6,10 +8,10 @@ import {
   TlsFileError,
   checkTlsMaterial,
   tlsDigest,
+  type Logger,
   type ReloadTimers,
   type TlsMaterial,
-} from "./cert-reloader.js";
-import type { Logger } from "./logger.js";
+} from "@cluster-proxy/tunnel";
 
 const FILES = {
   cert: { flag: "--server-cert", path: "/certs/tls.crt" },
