@@ -151,6 +151,12 @@ describe("ProxyAgent against a fake proxy server", () => {
         "the new pair to be loaded",
       );
       assert.equal(await reloads("success"), 1);
+      const expiry = (
+        await agent.metrics.registry.getSingleMetric("cluster_proxy_agent_certificate_expiry_timestamp_seconds")!.get()
+      ).values;
+      const at = (flag: string): number | undefined => expiry.find((v) => v.labels["flag"] === flag)?.value;
+      assert.equal(at("--agent-cert"), Date.parse(new X509Certificate(renewed.certPem).validTo) / 1000);
+      assert.equal(at("--ca-cert"), Date.parse(new X509Certificate(pki.ca).validTo) / 1000);
       assert.equal(first.status, undefined, "the open tunnel is not dropped");
       assert.equal(server.streams.length, 1);
 

@@ -20,6 +20,7 @@ import {
   CertReloader,
   certificateInfo,
   ConnectError,
+  earliestExpiry,
   connectSession,
   keepSessionAlive,
   openCall,
@@ -291,11 +292,13 @@ export class ProxyAgent {
       files.cert = { flag: "--agent-cert", path: o.agentCert };
       files.key = { flag: "--agent-key", path: o.agentKey };
     }
-    const setExpiry = (cert: Buffer | undefined): void => {
-      const info = certificateInfo(cert);
-      if (info) this.metrics.certificateExpiry.set(info.notAfter.getTime() / 1000);
+    const setExpiry = (material: { cert?: Buffer; ca?: Buffer } | undefined): void => {
+      const leaf = certificateInfo(material?.cert)?.notAfter;
+      const ca = earliestExpiry(material?.ca);
+      if (leaf) this.metrics.certificateExpiry.set({ flag: "--agent-cert" }, leaf.getTime() / 1000);
+      if (ca) this.metrics.certificateExpiry.set({ flag: "--ca-cert" }, ca.getTime() / 1000);
     };
-    setExpiry(initial.cert);
+    setExpiry(initial);
     this.certReloader = new CertReloader({
       what: "agent",
       files,
@@ -306,7 +309,7 @@ export class ProxyAgent {
       },
       onResult: (result, material) => {
         this.metrics.certificateReloads.inc({ result });
-        if (result === "success") setExpiry(material?.cert);
+        if (result === "success") setExpiry(material);
       },
       logger: this.log,
     });

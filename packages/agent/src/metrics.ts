@@ -28,8 +28,8 @@ export class AgentMetrics {
   readonly dialDuration: Histogram;
   readonly streamPackets: Counter<"segment" | "packet_type">;
   readonly streamErrors: Counter<"segment" | "code" | "packet_type">;
-  /** Expiry (Unix seconds) of the --agent-cert in use. */
-  readonly certificateExpiry: Gauge;
+  /** Expiry (Unix seconds) of the certificates in use, by flag (`--agent-cert`; `--ca-cert`: its earliest CA). */
+  readonly certificateExpiry: Gauge<"flag">;
   /** Reloads of changed certificate files by result (`success`, `failure`). */
   readonly certificateReloads: Counter<"result">;
   // Packets are counted in plain numbers per (segment, type) and handed to the counter when it is
@@ -86,7 +86,8 @@ export class AgentMetrics {
     });
     this.certificateExpiry = new Gauge({
       name: "cluster_proxy_agent_certificate_expiry_timestamp_seconds",
-      help: "Expiry (notAfter, Unix seconds) of the --agent-cert in use",
+      help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: --agent-cert, and the earliest-expiring CA of --ca-cert",
+      labelNames: ["flag"],
       registers,
     });
     this.certificateReloads = new Counter({

@@ -1,11 +1,13 @@
 // Unit tests of @cluster-proxy/tunnel's CertReloader (kept here: this package already has
 // @cluster-proxy/pki to issue test certificates).
 import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
 import { before, describe, test } from "node:test";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
 import {
   CertReloader,
   TlsFileError,
+  earliestExpiry,
   checkTlsMaterial,
   tlsDigest,
   type Logger,
@@ -212,6 +214,13 @@ describe("CertReloader", () => {
     });
     off.start();
     assert.equal(timers.active(), 0);
+  });
+
+  test("earliestExpiry: the first CA of a bundle to expire", () => {
+    const soon = new Date(new X509Certificate(one.certPem).validTo);
+    assert.deepEqual(earliestExpiry(Buffer.from(two.certPem + one.certPem)), soon);
+    assert.equal(earliestExpiry(Buffer.from("nothing")), undefined);
+    assert.equal(earliestExpiry(undefined), undefined);
   });
 
   test("checkTlsMaterial and tlsDigest", () => {

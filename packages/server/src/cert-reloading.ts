@@ -11,6 +11,7 @@ import type { ServerOptions } from "@cluster-proxy/api";
 import {
   CertReloader,
   certificateInfo,
+  earliestExpiry,
   type Logger,
   type ReloadResult,
   type TlsFiles,
@@ -68,13 +69,15 @@ export function startServerCertReloading(deps: {
         ca: { flag: "--server-ca-cert", path: o.serverCaCert },
       },
     });
-  const setExpiry = (flag: string, cert: Buffer | undefined): void => {
-    const info = certificateInfo(cert);
-    if (info) deps.metrics.certificateExpiry.set({ flag }, info.notAfter.getTime() / 1000);
+  /** Expiry of the leaf (the first certificate of the file) and of the earliest CA of the bundle. */
+  const setExpiry = (files: TlsFiles, material: TlsMaterial | undefined): void => {
+    const leaf = certificateInfo(material?.cert)?.notAfter;
+    const ca = earliestExpiry(material?.ca);
+    if (leaf && files.cert) deps.metrics.certificateExpiry.set({ flag: files.cert.flag }, leaf.getTime() / 1000);
+    if (ca && files.ca) deps.metrics.certificateExpiry.set({ flag: files.ca.flag }, ca.getTime() / 1000);
   };
   const reloaders = sets.map((set) => {
-    const certFlag = set.files.cert!.flag;
-    setExpiry(certFlag, set.material.cert);
+    setExpiry(set.files, set.material);
     const reloader = new CertReloader({
       what: set.what,
       files: set.files,
@@ -86,7 +89,7 @@ export function startServerCertReloading(deps: {
       },
       onResult: (result, material) => {
         deps.metrics.certificateReloads.inc({ listener: set.role, result });
-        if (result === "success") setExpiry(certFlag, material?.cert);
+        if (result === "success") setExpiry(set.files, material);
       },
       logger: deps.logger,
     });

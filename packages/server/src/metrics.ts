@@ -31,7 +31,7 @@ export class ServerMetrics {
   /** Agents refused because their identifiers exceed what their certificate grants (agent-identity.ts). */
   readonly agentIdentityRefusals: Counter<"reason">;
   readonly stalledConnections: Counter;
-  /** Expiry (Unix seconds) of the certificate in use, by flag (`--server-cert`, `--cluster-cert`). */
+  /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
   readonly certificateReloads: Counter<"listener" | "result">;
@@ -100,7 +100,7 @@ export class ServerMetrics {
     });
     this.certificateExpiry = new Gauge({
       name: "cluster_proxy_server_certificate_expiry_timestamp_seconds",
-      help: "Expiry (notAfter, Unix seconds) of the serving certificate in use, by flag (--server-cert, --cluster-cert)",
+      help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: the serving certificate (--server-cert, --cluster-cert) and the earliest-expiring CA of each bundle (--server-ca-cert, --cluster-ca-cert)",
       labelNames: ["flag"],
       registers,
     });

@@ -537,6 +537,17 @@ describe("ProxyServer options and lifecycle", () => {
       assert.match(text, /cluster_proxy_server_certificate_reloads_total\{listener="front",result="success"\} 1/);
       assert.match(text, /cluster_proxy_server_certificate_reloads_total\{listener="front",result="failure"\} 1/);
       assert.match(text, /cluster_proxy_server_certificate_expiry_timestamp_seconds\{flag="--cluster-cert"\} \d+/);
+      const expiry = (flag: string): number =>
+        Number(
+          new RegExp(`cluster_proxy_server_certificate_expiry_timestamp_seconds\\{flag="${flag}"\\} (\\d+)`).exec(
+            text,
+          )?.[1],
+        );
+      assert.equal(expiry("--server-cert"), Date.parse(new X509Certificate(next.certPem).validTo) / 1000);
+      assert.equal(
+        expiry("--server-ca-cert"),
+        Date.parse(new X509Certificate(readFileSync(pki.clientCaCert)).validTo) / 1000,
+      );
     } finally {
       await s.close();
     }

@@ -100,6 +100,20 @@ export function certificateInfo(cert: Buffer | undefined): CertificateInfo | und
   }
 }
 
+/** The earliest expiry among the certificates of a PEM file (a CA bundle), undefined when none is readable. */
+export function earliestExpiry(pem: Buffer | undefined): Date | undefined {
+  let earliest: Date | undefined;
+  for (const block of pem?.toString("latin1").match(PEM_CERTIFICATE) ?? []) {
+    try {
+      const notAfter = new Date(new X509Certificate(block).validTo);
+      if (!earliest || notAfter < earliest) earliest = notAfter;
+    } catch {
+      /* unreadable blocks are reported by checkTlsMaterial */
+    }
+  }
+  return earliest;
+}
+
 /**
  * Check file contents as a TLS identity: every certificate readable, the key readable and
  * matching the certificate, and node able to build a secure context from them. Throws a
