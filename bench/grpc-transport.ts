@@ -30,10 +30,13 @@ const METHOD = "/Bench/Stream";
 
 const dir = await mkdtemp(join(tmpdir(), "cp-bench-"));
 const certs = await writeStandaloneCerts(dir, { clusters: [], hubHosts: ["localhost", "127.0.0.1"] });
-const [ca, cert, key] = await Promise.all([
+const [ca, clientCa, cert, key, clientCert, clientKey] = await Promise.all([
   readFile(certs.ca.cert),
+  readFile(certs.clientCa.cert),
   readFile(certs.server.cert),
   readFile(certs.server.key),
+  readFile(certs.client.cert),
+  readFile(certs.client.key),
 ]);
 
 async function grpcJs(size: number): Promise<number> {
@@ -57,11 +60,11 @@ async function grpcJs(size: number): Promise<number> {
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(
       "127.0.0.1:0",
-      grpc.ServerCredentials.createSsl(ca, [{ private_key: key, cert_chain: cert }], true),
+      grpc.ServerCredentials.createSsl(clientCa, [{ private_key: key, cert_chain: cert }], true),
       (e, p) => (e ? reject(e) : resolve(p)),
     ),
   );
-  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createSsl(ca, key, cert), {
+  const client = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createSsl(ca, clientKey, clientCert), {
     "grpc.ssl_target_name_override": "localhost",
     "grpc-node.flow_control_window": 16 << 20,
     "grpc-node.max_session_memory": 512,
@@ -85,7 +88,7 @@ async function grpcJs(size: number): Promise<number> {
 }
 
 async function ours(size: number): Promise<number> {
-  const server = http2.createSecureServer({ ...TUNNEL_HTTP2_OPTIONS, key, cert, ca, requestCert: true });
+  const server = http2.createSecureServer({ ...TUNNEL_HTTP2_OPTIONS, key, cert, ca: clientCa, requestCert: true });
   server.on("session", widenSessionWindow);
   serveGrpc(server, {
     [METHOD]: (call) => {
@@ -102,7 +105,7 @@ async function ours(size: number): Promise<number> {
   const session = await connectSession({
     host: "127.0.0.1",
     port: (server.address() as AddressInfo).port,
-    tls: { ca, cert, key, servername: "localhost" },
+    tls: { ca, cert: clientCert, key: clientKey, servername: "localhost" },
   });
   const call = openCall(session, METHOD);
   const msg = Buffer.alloc(size, 1);

@@ -19,15 +19,18 @@ export const CLI = join(REPO, "packages/cli/dist/main.js");
 /** node's arguments that run the CLI as the `cluster-proxy` executable does (with its V8 flags). */
 export const CLI_ARGV: readonly string[] = [...NODE_FLAGS, CLI];
 
-/** The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS. */
+/**
+ * The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS, the
+ * client front doors trusting the client CA and the agent port the agent CA.
+ */
 export function serverCertFlags(c: StandaloneCertPaths): string[] {
   return [
     `--server-cert=${c.server.cert}`,
     `--server-key=${c.server.key}`,
-    `--server-ca-cert=${c.ca.cert}`,
+    `--server-ca-cert=${c.clientCa.cert}`,
     `--cluster-cert=${c.server.cert}`,
     `--cluster-key=${c.server.key}`,
-    `--cluster-ca-cert=${c.ca.cert}`,
+    `--cluster-ca-cert=${c.agentCa.cert}`,
   ];
 }
 
@@ -123,8 +126,9 @@ export class Harness {
   certs!: StandaloneCertPaths;
 
   /**
-   * Create a temp dir with a CA, hub server/client certs (valid for `hubHosts` besides
-   * localhost and 127.0.0.1) and agent certs for `clusters`.
+   * Create a temp dir with the standalone certificate set: serving, client and agent CAs, hub
+   * server/client certs (valid for `hubHosts` besides localhost and 127.0.0.1) and agent certs
+   * for `clusters`.
    */
   async init(clusters: string[], hubHosts: string[] = []): Promise<this> {
     this.dir = await mkdtemp(join(tmpdir(), "cp-it-"));

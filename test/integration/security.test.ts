@@ -96,6 +96,44 @@ describe("security: certificate-bound agent identity and the agent's destination
     await liar.proc.kill();
   });
 
+  test("separate trust: an agent's certificate is refused at the client front doors, a client's at the agent port", async () => {
+    const { ports } = await h.startServer();
+    await h.startAgent("east", ports.agent);
+    const east = h.certs.agents.get("east")!;
+    const asAgent = { ca: tlsOpts.ca, cert: readFileSync(east.cert), key: readFileSync(east.key) };
+    // HTTP CONNECT over mTLS: the agent's certificate gets no answer; the client's reaches east
+    await assert.rejects(
+      dialConnect(`localhost.east:${hello}`, { proxy: { host: "127.0.0.1", port: ports.httpConnect, ...asAgent } }),
+    );
+    const ok = await connect(ports, `localhost.east:${hello}`);
+    assert.match(await httpThrough(ok, "east"), /hello from target \/x/);
+    // gRPC front door
+    const grpcAsAgent = new TunnelClient({ proxy: { host: "127.0.0.1", port: ports.server, ...asAgent } });
+    try {
+      await assert.rejects(grpcAsAgent.dial(`localhost.east:${hello}`));
+    } finally {
+      await grpcAsAgent.close();
+    }
+    // an agent process presenting the hub client certificate never gets a tunnel
+    const impostor = await h.startAgent(
+      "west",
+      ports.agent,
+      [`--agent-cert=${h.certs.client.cert}`, `--agent-key=${h.certs.client.key}`],
+      false,
+    );
+    await waitFor(
+      "the impostor agent to try and fail",
+      () => /cannot connect to proxy server/.test(impostor.proc.output()),
+      15_000,
+    );
+    assert.equal((await httpGet(`http://127.0.0.1:${impostor.healthPort}/readyz`)).status, 503);
+    await assert.rejects(
+      connect(ports, `localhost.west:${hello}`),
+      (e: Error) => e instanceof HttpConnectError && e.statusCode === 500,
+    );
+    await impostor.proc.kill();
+  });
+
   test("--agent-identity=shared (compatibility mode) accepts the same agent", async () => {
     const { ports } = await h.startServer(["--agent-identity=shared"]);
     const agent = await h.startAgent("east", ports.agent, ["--agent-identifiers=host=west"]);

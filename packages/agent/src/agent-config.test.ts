@@ -25,6 +25,7 @@ test("defaults plus a CA are valid", () => {
 
 test("every bad option names its flag", () => {
   rejects({ caCert: "" }, "ca-cert");
+  rejects({ certReloadInterval: -1 }, "cert-reload-interval");
   rejects({ agentCert: "/c.crt", agentKey: "" }, "agent-key");
   rejects({ agentCert: "", agentKey: "/k.key" }, "agent-cert");
   rejects({ agentIdentifiers: "zone=eu" }, "agent-identifiers");

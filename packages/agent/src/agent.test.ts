@@ -2,9 +2,14 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import { once } from "node:events";
-import { writeFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { TLSSocket } from "node:tls";
 import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
+import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { Metadata, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
 import { ProxyAgent } from "./agent.js";
@@ -85,6 +90,88 @@ async function receiveData(stream: FakeAgentStream, connectID: bigint, bytes: nu
 }
 
 describe("ProxyAgent against a fake proxy server", () => {
+  it("reloads --agent-cert/--agent-key: the open tunnel stays, the next connection presents the new certificate; a bad key is refused", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cp-agent-reload-"));
+    const certPath = join(dir, "tls.crt");
+    const keyPath = join(dir, "tls.key");
+    await writeFile(certPath, pki.agentCert);
+    await writeFile(keyPath, pki.agentKey);
+    const lines: { level: string; obj: Record<string, unknown>; msg?: string }[] = [];
+    const at = (level: string) => (obj: Record<string, unknown>, msg?: string) => void lines.push({ level, obj, msg });
+    const logger: Logger = {
+      debug: at("debug"),
+      info: at("info"),
+      warn: at("warn"),
+      error: at("error"),
+      child: () => logger,
+    };
+    const server = new FakeProxyServer(pki, { serverID: "server-r", serverCount: 1 });
+    await server.listen(0);
+    const agent = new ProxyAgent(
+      options(server.port, { agentCert: certPath, agentKey: keyPath, certReloadInterval: 50 }),
+      { logger },
+    );
+    const peerSerial = (n: number): string =>
+      (server.streams[n]!.call.http2Stream.session!.socket as TLSSocket).getPeerCertificate().serialNumber;
+    const reloads = async (result: string): Promise<number> => {
+      const m = (await agent.metrics.registry.getSingleMetric("cluster_proxy_agent_certificate_reloads_total")!.get())
+        .values;
+      return m.find((v) => v.labels["result"] === result)?.value ?? 0;
+    };
+    try {
+      await agent.start();
+      const first = await server.stream(0);
+      await eventually(() => agent.connectedServers().length === 1, 5000, "connected");
+      assert.equal(peerSerial(0), new X509Certificate(pki.agentCert).serialNumber);
+
+      // a key that is not the certificate's: refused, named, counted; the old pair stays
+      await writeFile(keyPath, pki.serverKey);
+      await eventually(() => lines.some((l) => l.level === "error"), 5000, "the bad key to be refused");
+      assert.equal(await reloads("failure"), 1);
+      const refusal = lines.find((l) => l.level === "error");
+      assert.equal(refusal?.obj["flag"], "--agent-key");
+      assert.equal(refusal?.obj["file"], keyPath);
+
+      // a new pair from the agent CA
+      const agentCa = {
+        certPem: readFileSync(pki.agentCaCertPath, "utf8"),
+        keyPem: readFileSync(join(pki.dir, "agent-ca.key"), "utf8"),
+      };
+      const renewed = await issueCertificate(agentCa, {
+        commonName: "renewed",
+        uris: [agentClusterUri("east")],
+        usage: "client",
+        validityDays: 1,
+      });
+      await writeFile(keyPath, renewed.keyPem);
+      await writeFile(certPath, renewed.certPem);
+      await eventually(
+        () => lines.some((l) => l.level === "info" && /reloaded TLS certificates of the agent/.test(l.msg ?? "")),
+        5000,
+        "the new pair to be loaded",
+      );
+      assert.equal(await reloads("success"), 1);
+      const expiry = (
+        await agent.metrics.registry.getSingleMetric("cluster_proxy_agent_certificate_expiry_timestamp_seconds")!.get()
+      ).values;
+      const at = (flag: string): number | undefined => expiry.find((v) => v.labels["flag"] === flag)?.value;
+      assert.equal(at("--agent-cert"), Date.parse(new X509Certificate(renewed.certPem).validTo) / 1000);
+      assert.equal(at("--ca-cert"), Date.parse(new X509Certificate(pki.ca).validTo) / 1000);
+      assert.equal(first.status, undefined, "the open tunnel is not dropped");
+      assert.equal(server.streams.length, 1);
+
+      // the next connection (after the server restarts) presents the new certificate
+      await server.close();
+      await server.listen(server.port);
+      await server.stream(1, 10_000);
+      assert.equal(peerSerial(1), new X509Certificate(renewed.certPem).serialNumber);
+    } finally {
+      await agent.close();
+      await server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("sends its metadata, reads the handshake and relays a connection to an endpoint", async () => {
     const server = new FakeProxyServer(pki, { serverID: "server-a", serverCount: 1 });
     await server.listen(0);

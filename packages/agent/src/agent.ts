@@ -17,11 +17,15 @@ import type { AgentOptions } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
   Backoff,
+  CertReloader,
+  certificateInfo,
   ConnectError,
+  earliestExpiry,
   connectSession,
   keepSessionAlive,
   openCall,
   silentLogger,
+  type TlsFiles,
   type ClientCall,
   type Logger,
 } from "@cluster-proxy/tunnel";
@@ -98,6 +102,7 @@ export class ProxyAgent {
   private readonly tunnels = new Map<string, ServerTunnel>();
   private knownServerCount = 1;
   private tlsMaterial: AgentTlsMaterial | undefined;
+  private certReloader: CertReloader | undefined;
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
   private connectEndpoint: SocketConnector | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -136,6 +141,7 @@ export class ProxyAgent {
     this.started = true;
     validateAgentOptions(this.options);
     this.tlsMaterial = await loadAgentTls(this.options);
+    this.startCertReloading(this.tlsMaterial);
     await readAuthorization(this.options);
     const policy = await loadDestinationPolicy(this.options);
     this.connectEndpoint = policy.isOpen
@@ -195,6 +201,7 @@ export class ProxyAgent {
   async close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      this.certReloader?.stop();
       clearTimeout(this.timer);
       this.timer = undefined;
       this.attempt?.abort();
@@ -274,11 +281,47 @@ export class ProxyAgent {
     );
   }
 
+  /**
+   * Keep {@link tlsMaterial} in step with the files: polled every --cert-reload-interval and at
+   * each connection attempt. New material is used by the next attempt; open tunnels keep theirs.
+   */
+  private startCertReloading(initial: AgentTlsMaterial): void {
+    const o = this.options;
+    const files: TlsFiles = { ca: { flag: "--ca-cert", path: o.caCert } };
+    if (o.agentCert) {
+      files.cert = { flag: "--agent-cert", path: o.agentCert };
+      files.key = { flag: "--agent-key", path: o.agentKey };
+    }
+    const setExpiry = (material: { cert?: Buffer; ca?: Buffer } | undefined): void => {
+      const leaf = certificateInfo(material?.cert)?.notAfter;
+      const ca = earliestExpiry(material?.ca);
+      if (leaf) this.metrics.certificateExpiry.set({ flag: "--agent-cert" }, leaf.getTime() / 1000);
+      if (ca) this.metrics.certificateExpiry.set({ flag: "--ca-cert" }, ca.getTime() / 1000);
+    };
+    setExpiry(initial);
+    this.certReloader = new CertReloader({
+      what: "agent",
+      files,
+      intervalMs: o.certReloadInterval ?? 10_000,
+      initial,
+      apply: (material) => {
+        this.tlsMaterial = { ca: material.ca ?? initial.ca, cert: material.cert, key: material.key };
+      },
+      onResult: (result, material) => {
+        this.metrics.certificateReloads.inc({ result });
+        if (result === "success") setExpiry(material);
+      },
+      logger: this.log,
+    });
+    this.certReloader.start();
+  }
+
   /** One connect attempt: fresh session, Connect stream, handshake headers. */
   private async connectOnce(): Promise<AttemptResult> {
     const o = this.options;
-    // Re-read the files per attempt so rotated certificates are picked up; keep the last good set.
-    this.tlsMaterial = await loadAgentTls(o).catch(() => this.tlsMaterial);
+    // Re-read the files per attempt so rotated certificates are picked up at once; a bad set is
+    // refused (logged, counted) and the last good one is used.
+    await this.certReloader?.check();
     if (this.closed) return "closed";
     const material = this.tlsMaterial;
     if (!material) throw new ConnectError("no TLS material loaded");

@@ -28,6 +28,10 @@ export class AgentMetrics {
   readonly dialDuration: Histogram;
   readonly streamPackets: Counter<"segment" | "packet_type">;
   readonly streamErrors: Counter<"segment" | "code" | "packet_type">;
+  /** Expiry (Unix seconds) of the certificates in use, by flag (`--agent-cert`; `--ca-cert`: its earliest CA). */
+  readonly certificateExpiry: Gauge<"flag">;
+  /** Reloads of changed certificate files by result (`success`, `failure`). */
+  readonly certificateReloads: Counter<"result">;
   // Packets are counted in plain numbers per (segment, type) and handed to the counter when it is
   // scraped: prom-client hashes the label set on every inc(), which showed in dial-rate profiles.
   private readonly packetCounts = new Float64Array(2 * 64);
@@ -79,6 +83,18 @@ export class AgentMetrics {
           this.inc({ segment: key < 64 ? "from_agent" : "to_agent", packet_type: packetTypeName(type) }, delta);
         }
       },
+    });
+    this.certificateExpiry = new Gauge({
+      name: "cluster_proxy_agent_certificate_expiry_timestamp_seconds",
+      help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: --agent-cert, and the earliest-expiring CA of --ca-cert",
+      labelNames: ["flag"],
+      registers,
+    });
+    this.certificateReloads = new Counter({
+      name: "cluster_proxy_agent_certificate_reloads_total",
+      help: "Reloads of changed --ca-cert/--agent-cert/--agent-key files, by result (success, failure: refused, the old certificates stay)",
+      labelNames: ["result"],
+      registers,
     });
     this.streamErrors = new Counter({
       name: `${PREFIX}stream_errors_total`,

@@ -27,6 +27,8 @@ export interface AgentOptions {
   /** Optional; undefined or [] adds no allow rule. */
   allowDestinations?: string[];
   drainGracePeriod: number;
+  /** Optional; undefined means 10 s. 0 disables polling (each connection attempt still re-reads the files). */
+  certReloadInterval?: number;
   /** Optional; undefined means off. */
   enableProfiling?: boolean;
   logLevel: string;
@@ -217,6 +219,14 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     default: 30_000,
     description:
       "After the first SIGTERM (which sends DRAIN), exit once idle or after this long; a second signal exits at once",
+  },
+  {
+    key: "certReloadInterval",
+    flag: "cert-reload-interval",
+    kind: "duration",
+    default: 10_000,
+    description:
+      "How often to re-read --ca-cert/--agent-cert/--agent-key (by content, so Kubernetes Secret volumes work; each connection attempt re-reads them too). New files that check out are used from the next connection attempt, established tunnels keep running; a bad file is refused and logged, the old certificates stay (0: only at connection attempts)",
   },
   ENABLE_PROFILING_SPEC,
   {

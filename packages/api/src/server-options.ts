@@ -37,6 +37,8 @@ export interface ServerOptions {
   clusterCert: string;
   clusterKey: string;
   clusterCaCert: string;
+  /** Optional; undefined means 10 s. 0 disables certificate reloading. */
+  certReloadInterval?: number;
   /** Optional so callers written before it keep compiling; undefined means `certificate`. */
   agentIdentity?: AgentIdentityMode;
   /** Optional; undefined means the default (`open-cluster-management-agent-addon`). */
@@ -225,6 +227,14 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     default: "",
     goCompatible: true,
     description: "CA that agent certificates must chain to (required: agents without a valid certificate are refused)",
+  },
+  {
+    key: "certReloadInterval",
+    flag: "cert-reload-interval",
+    kind: "duration",
+    default: 10_000,
+    description:
+      "How often to re-read --server-cert/--server-key/--server-ca-cert and --cluster-cert/--cluster-key/--cluster-ca-cert (by content, so Kubernetes Secret volumes work); changed files that check out are used for new handshakes without a restart, established tunnels keep running; a bad file is refused and logged, the old certificates stay (0 disables)",
   },
   {
     key: "agentIdentity",

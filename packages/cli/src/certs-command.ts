@@ -1,7 +1,10 @@
 /**
- * `cluster-proxy certs`: write a CA plus server, client and per-cluster agent certificates for
- * a standalone deployment.
+ * `cluster-proxy certs`: write the certificates of a standalone deployment: a serving CA, a
+ * client CA and an agent CA (separate trust for the client front doors and the agent port), the
+ * hub's serving certificate, a client certificate and per-cluster agent certificates. The file
+ * layout is documented in @cluster-proxy/pki's standalone-certs module and the README.
  */
+import { join } from "node:path";
 import type { Command } from "commander";
 import { ConfigError, type OptionSpec } from "@cluster-proxy/api";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
@@ -14,6 +17,7 @@ export interface CertsOptions {
   hubHost: string[];
   cluster: string[];
   force: boolean;
+  update: boolean;
   keyAlgorithm: "ECDSA-P256" | "RSA-2048";
   validityDays: number;
 }
@@ -40,7 +44,15 @@ export const certsOptionSpecs: readonly OptionSpec[] = [
     flag: "force",
     kind: "boolean",
     default: false,
-    description: "Replace an existing CA (every certificate it issued stops being trusted)",
+    description: "Replace the existing CAs (every certificate they issued stops being trusted)",
+  },
+  {
+    key: "update",
+    flag: "update",
+    kind: "boolean",
+    default: false,
+    description:
+      "Keep the CAs in --dir and issue only what is missing or no longer fits: new --cluster names, new --hub-host names, certificates that expire within a day. Keeps the clusters already in --dir and, without --hub-host, the hosts of the existing server.crt. Also splits the single CA of older releases into serving, client and agent CAs",
   },
   {
     key: "keyAlgorithm",
@@ -55,7 +67,7 @@ export const certsOptionSpecs: readonly OptionSpec[] = [
     flag: "validity-days",
     kind: "int",
     default: 365,
-    description: "Validity of the leaf certificates in days (the CA gets 10 years)",
+    description: "Validity of the leaf certificates in days (the CAs get 10 years)",
   },
 ];
 
@@ -63,17 +75,25 @@ const EXAMPLE = `
 Example:
   cluster-proxy certs --dir ./certs --hub-host hub.example.com,10.0.0.5 --cluster east --cluster west
 
-Writes ca.crt/key, server.crt/key (the hub's serving certificate, also usable on the agent
-port), client.crt/key (for hub-side clients) and agent-<cluster>.crt/key. Each agent certificate
-grants exactly its cluster (URI SAN cluster-proxy://cluster/<name>): the server refuses an
-agent that announces a cluster its certificate does not grant. Keys are written with mode 0600.
+Writes three CAs, each signing one kind of certificate only: ca.crt (the hub's serving
+certificate: what clients and agents verify the hub with), client-ca.crt (client certificates:
+the server's --server-ca-cert) and agent-ca.crt (agent certificates: the server's
+--cluster-ca-cert). So an agent's certificate is refused at the client front doors and a
+client's at the agent port. Then server.crt (serving only, for both server ports), client.crt
+and agent-<cluster>.crt. Each agent certificate grants exactly its cluster (URI SAN
+cluster-proxy://cluster/<name>): the server refuses an agent that announces a cluster its
+certificate does not grant. Keys are written with mode 0600.
+
+  cluster-proxy certs --dir ./certs --update --cluster north   # add a cluster, keep the CAs
 `;
 
 /** The lines `certs` prints: every file and the flags that take it. */
 export function describeCertFiles(paths: StandaloneCertPaths): string[] {
   const lines = [
-    `  ${paths.ca.cert}  CA: server --server-ca-cert and --cluster-ca-cert; agent --ca-cert; curl --proxy-cacert`,
-    `  ${paths.ca.key}  CA key (keep it private; needed only to issue more certificates)`,
+    `  ${paths.ca.cert}  serving CA, verifies the hub: agent --ca-cert; SDK caFile; curl --proxy-cacert`,
+    `  ${paths.clientCa.cert}  client CA: server --server-ca-cert (trust of the client front doors)`,
+    `  ${paths.agentCa.cert}  agent CA: server --cluster-ca-cert (trust of the agent port)`,
+    `  ${paths.ca.key}, ${paths.clientCa.key}, ${paths.agentCa.key}  CA keys (keep them private; needed only to issue more certificates)`,
     `  ${paths.server.cert}, ${paths.server.key}  hub serving certificate: server --server-cert/--server-key and --cluster-cert/--cluster-key`,
     `  ${paths.client.cert}, ${paths.client.key}  hub-side client: SDK cert/key, curl --proxy-cert/--proxy-key`,
   ];
@@ -82,13 +102,18 @@ export function describeCertFiles(paths: StandaloneCertPaths): string[] {
   return lines;
 }
 
+/** The command that splits the old single-CA layout of `dir`, for the refusal message. */
+function migrateHint(dir: string): string {
+  return `run \`cluster-proxy certs --dir ${dir} --update\` to split it (ca.crt stays as the serving CA, so clients and agents keep verifying the hub; new client-ca.crt and agent-ca.crt are created and client.crt, server.crt and every agent-<cluster>.crt are re-issued), then restart the server with --server-ca-cert ${join(dir, "client-ca.crt")} --cluster-ca-cert ${join(dir, "agent-ca.crt")} and hand the re-issued client and agent certificates out; or --force to start over with new CAs`;
+}
+
 /** Register `certs` on `program`. */
 export function registerCertsCommand(program: Command, ctx: CliContext): void {
   const command = program
     .command("certs")
-    .summary("write a CA and server, client and per-cluster agent certificates")
+    .summary("write the CAs and the server, client and per-cluster agent certificates")
     .description(
-      "Write the certificates of a standalone deployment (no Kubernetes) to --dir: a CA, the hub's serving certificate, a client certificate and one agent certificate per --cluster.",
+      "Write the certificates of a standalone deployment (no Kubernetes) to --dir: a serving CA, a client CA and an agent CA, the hub's serving certificate, a client certificate and one agent certificate per --cluster.",
     )
     .addHelpText("after", EXAMPLE);
   addOptionSpecs(command, certsOptionSpecs);
@@ -96,33 +121,60 @@ export function registerCertsCommand(program: Command, ctx: CliContext): void {
     const options = resolveCommandOptions<CertsOptions>(command, certsOptionSpecs, ctx.env);
     if (options.dir === "") throw new ConfigError("--dir: required (the directory to write the certificates to)");
     if (options.validityDays <= 0) throw new ConfigError(`--validity-days: ${options.validityDays} is not positive`);
-    const { writeStandaloneCerts, assertClusterName, CertificateError } = await import("@cluster-proxy/pki");
+    if (options.update && options.force) throw new ConfigError("--update: cannot be combined with --force");
+    const pki = await import("@cluster-proxy/pki");
     for (const cluster of options.cluster) {
       try {
-        assertClusterName(cluster);
+        pki.assertClusterName(cluster);
       } catch (err) {
         throw new ConfigError(`--cluster: ${(err as Error).message}`);
       }
+      if (cluster === "ca") throw new ConfigError('--cluster: "ca" is reserved (agent-ca.crt is the agent CA)');
     }
     if (options.hubHost.length === 0) throw new ConfigError("--hub-host: give at least one DNS name or IP");
-    let paths: StandaloneCertPaths;
+    const certOptions = {
+      hubHosts: options.hubHost,
+      clusters: options.cluster,
+      force: options.force,
+      keyAlgorithm: options.keyAlgorithm,
+      validityDays: options.validityDays,
+    };
     try {
-      paths = await writeStandaloneCerts(options.dir, {
-        hubHosts: options.hubHost,
-        clusters: options.cluster,
-        force: options.force,
-        keyAlgorithm: options.keyAlgorithm,
-        validityDays: options.validityDays,
-      });
+      if (options.update) {
+        const existing = await pki.existingStandaloneCerts(options.dir);
+        const hubHostGiven = command.getOptionValue("hubHost") !== undefined;
+        const { paths, written, migrated } = await pki.ensureStandaloneCerts(options.dir, {
+          ...certOptions,
+          clusters: [...new Set([...existing.clusters, ...options.cluster])],
+          hubHosts: hubHostGiven ? options.hubHost : (existing.hubHosts ?? options.hubHost),
+        });
+        const lines: string[] = [];
+        if (migrated)
+          lines.push(
+            `split the single CA of an older cluster-proxy: ca.crt now signs only the hub's serving certificate; restart the server with --server-ca-cert ${paths.clientCa.cert} --cluster-ca-cert ${paths.agentCa.cert} and hand out the re-issued client and agent certificates`,
+          );
+        lines.push(
+          written.length === 0
+            ? `nothing to do: every certificate in ${paths.dir} is current`
+            : `wrote to ${paths.dir}:\n${written.map((f) => `  ${f}`).join("\n")}`,
+        );
+        ctx.stdout(`${lines.join("\n")}\nfiles:\n${describeCertFiles(paths).join("\n")}\n`);
+        return;
+      }
+      const paths = await pki.writeStandaloneCerts(options.dir, certOptions);
+      ctx.stdout(`wrote certificates to ${paths.dir}:\n${describeCertFiles(paths).join("\n")}\n`);
     } catch (err) {
-      if (err instanceof CertificateError) {
-        const hint = /already exists/.test(err.message) ? " (pass --force to replace it)" : "";
+      if (err instanceof pki.SingleCaLayoutError)
+        throw new CommandFailure(`${err.message}: ${migrateHint(err.dir)}`, 1, { cause: err });
+      if (err instanceof pki.CertificateError) {
+        const hint = /already exists/.test(err.message)
+          ? " (pass --update to keep the CAs and issue only what is missing, or --force to replace them)"
+          : "";
         throw new CommandFailure(`${err.message.replace(/; use force to replace it$/, "")}${hint}`, 1, {
           cause: err,
         });
       }
       throw err;
     }
-    ctx.stdout(`wrote certificates to ${paths.dir}:\n${describeCertFiles(paths).join("\n")}\n`);
   });
 }

@@ -192,7 +192,16 @@ describe("cluster-proxy certs", () => {
       "hub.test",
     ]);
     assert.equal(r.code, 0, r.err);
-    for (const name of ["ca", "server", "client", "agent-east", "agent-west", "agent-7south"]) {
+    for (const name of [
+      "ca",
+      "client-ca",
+      "agent-ca",
+      "server",
+      "client",
+      "agent-east",
+      "agent-west",
+      "agent-7south",
+    ]) {
       assert.ok(r.out.includes(join(target, `${name}.crt`)), `${name}.crt listed`);
       assert.equal((await stat(join(target, `${name}.key`))).mode & 0o777, 0o600);
     }
@@ -203,9 +212,59 @@ describe("cluster-proxy certs", () => {
 
     const again = await run(["certs", "--dir", target]);
     assert.equal(again.code, 1);
-    assert.match(again.err, /ca\.crt already exists.*--force/);
+    assert.match(again.err, /ca\.crt already exists.*--update.*--force/);
     const forced = await run(["certs", "--dir", target, "--force"]);
     assert.equal(forced.code, 0, forced.err);
+    assert.match(forced.out, /client-ca\.crt +client CA: server --server-ca-cert/);
+    assert.match(forced.out, /agent-ca\.crt +agent CA: server --cluster-ca-cert/);
+
+    // --update keeps the CAs and the clusters already there, and adds a cluster
+    const ca = await readFile(join(target, "ca.crt"), "utf8");
+    const update = await run(["certs", "--dir", target, "--update", "--cluster", "north"]);
+    assert.equal(update.code, 0, update.err);
+    assert.equal(await readFile(join(target, "ca.crt"), "utf8"), ca);
+    assert.match(update.out, /agent-north\.crt/);
+    const nothing = await run(["certs", "--dir", target, "--update"]);
+    assert.match(nothing.out, /nothing to do/);
+  });
+
+  test("the single-CA layout of older releases is refused with the command that splits it; --update splits it", async () => {
+    const old = join(dir, "old");
+    const { createCertificateAuthority, issueCertificate, agentClusterUri } = await import("@cluster-proxy/pki");
+    const { mkdir } = await import("node:fs/promises");
+    await mkdir(old);
+    const ca = await createCertificateAuthority({ commonName: "cluster-proxy-ca" });
+    const put = async (base: string, pem: { certPem: string; keyPem: string }): Promise<void> => {
+      await writeFile(join(old, `${base}.crt`), pem.certPem);
+      await writeFile(join(old, `${base}.key`), pem.keyPem, { mode: 0o600 });
+    };
+    await put("ca", ca);
+    await put("server", await issueCertificate(ca, { commonName: "s", dnsNames: ["hub.test"], usage: "both" }));
+    await put("client", await issueCertificate(ca, { commonName: "c", usage: "client" }));
+    await put(
+      "agent-east",
+      await issueCertificate(ca, { commonName: "e", uris: [agentClusterUri("east")], usage: "client" }),
+    );
+
+    const refused = await run(["certs", "--dir", old]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.err, /single-CA layout of an older cluster-proxy/);
+    assert.ok(refused.err.includes(`cluster-proxy certs --dir ${old} --update`), refused.err);
+    assert.ok(
+      refused.err.includes(
+        `--server-ca-cert ${join(old, "client-ca.crt")} --cluster-ca-cert ${join(old, "agent-ca.crt")}`,
+      ),
+    );
+
+    const split = await run(["certs", "--dir", old, "--update"]);
+    assert.equal(split.code, 0, split.err);
+    assert.match(split.out, /split the single CA/);
+    assert.equal(await readFile(join(old, "ca.crt"), "utf8"), ca.certPem);
+    const east = new X509Certificate(await readFile(join(old, "agent-east.crt")));
+    assert.ok(east.checkIssued(new X509Certificate(await readFile(join(old, "agent-ca.crt")))));
+    const server = new X509Certificate(await readFile(join(old, "server.crt")));
+    assert.equal(server.checkHost("hub.test"), "hub.test", "the hosts of the old server.crt are kept");
+    assert.equal(server.checkHost("localhost"), undefined);
   });
 
   test("bad input names the flag", async () => {

@@ -13,8 +13,11 @@ import { runUntilSignalled } from "./shutdown-signals.js";
 const EXAMPLE = `
 Example (certificates from \`cluster-proxy certs --dir certs\`):
   cluster-proxy server \\
-    --server-cert certs/server.crt --server-key certs/server.key --server-ca-cert certs/ca.crt \\
-    --cluster-cert certs/server.crt --cluster-key certs/server.key --cluster-ca-cert certs/ca.crt
+    --server-cert certs/server.crt --server-key certs/server.key --server-ca-cert certs/client-ca.crt \\
+    --cluster-cert certs/server.crt --cluster-key certs/server.key --cluster-ca-cert certs/agent-ca.crt
+
+--server-ca-cert and --cluster-ca-cert should be different CAs: with one CA for both, an agent's
+certificate (whose key lives in a managed cluster) is also accepted at the client front doors.
 
 Flags marked Go-compatible mean what they mean for the Go konnectivity proxy-server, so this
 binary can replace it in an existing deployment. SIGTERM or SIGINT stops accepting and closes

@@ -2,8 +2,8 @@
  * A mutual-TLS listener that forwards each authenticated connection, byte for byte, to a
  * loopback TCP address. `cluster-proxy up` uses it to offer the HTTP CONNECT door over mTLS
  * next to the plain loopback one (a single ProxyServer serves one TCP CONNECT port): the client
- * certificate is verified here, against the same CA the server trusts, before any byte reaches
- * the server.
+ * certificate is verified here, against the client CA the server's front doors trust, before
+ * any byte reaches the server.
  */
 import { once } from "node:events";
 import net from "node:net";

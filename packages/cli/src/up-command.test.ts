@@ -51,7 +51,7 @@ async function up(args: string[]): Promise<{ code: number; out: string; err: str
 test("up --exit-after-ready starts the hub, waits for every cluster, prints how to reach them", async () => {
   const first = await up(["--clusters", "east,0west"]);
   assert.equal(first.code, 0, first.err);
-  assert.match(first.out, /certificates: wrote 10 files/);
+  assert.match(first.out, /certificates: wrote 14 files/);
   assert.match(first.out, /cluster east: connected/);
   assert.match(first.out, /cluster 0west: connected/);
   assert.ok(first.out.includes(`curl -p -x http://127.0.0.1:${base} http://east:80/`));

@@ -266,10 +266,14 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
   const stateDir = resolve(options.stateDir);
   const certDir = join(stateDir, "certs");
   say(`${c.bold("cluster-proxy up")}: state in ${displayPath(stateDir)}`);
-  const { paths, written } = await pki.ensureStandaloneCerts(certDir, {
+  const { paths, written, migrated } = await pki.ensureStandaloneCerts(certDir, {
     clusters,
     hubHosts: ["localhost", "127.0.0.1", "::1"],
   });
+  if (migrated)
+    say(
+      `  certificates: ${displayPath(certDir)} had one CA for everything (older cluster-proxy); split it: ca.crt now signs only the hub's serving certificate, client-ca.crt the client certificates, agent-ca.crt the agent certificates (client.crt and the agent certificates were re-issued)`,
+    );
   say(
     written.length === 0
       ? `  certificates: reused ${displayPath(certDir)}`
@@ -302,10 +306,10 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
         "admin-bind-address": "127.0.0.1",
         "server-cert": paths.server.cert,
         "server-key": paths.server.key,
-        "server-ca-cert": paths.ca.cert,
+        "server-ca-cert": paths.clientCa.cert,
         "cluster-cert": paths.server.cert,
         "cluster-key": paths.server.key,
-        "cluster-ca-cert": paths.ca.cert,
+        "cluster-ca-cert": paths.agentCa.cert,
         "server-id": "cluster-proxy-up",
         "proxy-strategies": "destHost",
         "graceful-shutdown-timeout": "1s",
@@ -317,17 +321,17 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     stack.push("proxy-server", () => server.close());
     await server.start();
 
-    const [serverCert, serverKey, caCert] = await Promise.all([
+    const [serverCert, serverKey, clientCaCert] = await Promise.all([
       readFile(paths.server.cert),
       readFile(paths.server.key),
-      readFile(paths.ca.cert),
+      readFile(paths.clientCa.cert),
     ]);
     const frontDoor: TlsFrontDoor = await startTlsFrontDoor({
       host: "127.0.0.1",
       port: ports.connectTls.port,
       cert: serverCert,
       key: serverKey,
-      ca: caCert,
+      ca: clientCaCert,
       target: { host: "127.0.0.1", port: ports.connectPlain.port },
     });
     stack.push("mTLS CONNECT door", () => frontDoor.close());

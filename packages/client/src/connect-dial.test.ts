@@ -90,7 +90,7 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
     plain = net.createServer(handleConnect);
     plainPort = await listen(plain, 0);
     secure = tls.createServer(
-      { key: pki.serverKey, cert: pki.serverCert, ca: pki.ca, requestCert: true, rejectUnauthorized: true },
+      { key: pki.serverKey, cert: pki.serverCert, ca: pki.clientCa, requestCert: true, rejectUnauthorized: true },
       handleConnect,
     );
     securePort = await listen(secure, 0);

@@ -12,7 +12,10 @@ import {
   CertificateError,
   clusterNamesFromCertificate,
   createCertificateAuthority,
+  SingleCaLayoutError,
   ensureStandaloneCerts,
+  existingStandaloneCerts,
+  isSingleCaLayout,
   issueCertificate,
   writeStandaloneCerts,
   type CertificateAndKey,
@@ -196,64 +199,106 @@ describe("writeStandaloneCerts", () => {
   test("writes the whole set with private keys mode 0600", async () => {
     const base = join(dir, "certs");
     assert.equal(paths.ca.cert, join(base, "ca.crt"));
+    assert.equal(paths.clientCa.cert, join(base, "client-ca.crt"));
+    assert.equal(paths.agentCa.key, join(base, "agent-ca.key"));
     assert.equal(paths.server.key, join(base, "server.key"));
     assert.equal(paths.client.cert, join(base, "client.crt"));
     assert.deepEqual([...paths.agents.keys()], ["east", "0west"]);
     assert.equal(paths.agents.get("0west")?.cert, join(base, "agent-0west.crt"));
-    for (const p of [paths.ca, paths.server, paths.client, ...paths.agents.values()]) {
+    for (const p of [paths.ca, paths.clientCa, paths.agentCa, paths.server, paths.client, ...paths.agents.values()]) {
       assert.equal((await stat(p.key)).mode & 0o777, 0o600, p.key);
       assert.equal((await stat(p.cert)).isFile(), true, p.cert);
     }
   });
 
-  test("certificates chain to the CA with the right SANs and usages", async () => {
-    const ca = new X509Certificate(await readFile(paths.ca.cert));
-    const server = new X509Certificate(await readFile(paths.server.cert));
-    const client = new X509Certificate(await readFile(paths.client.cert));
-    for (const cert of [server, client, ...[...paths.agents.values()].map((p) => p.cert)]) {
-      const c = typeof cert === "string" ? new X509Certificate(await readFile(cert)) : cert;
-      assert.ok(c.checkIssued(ca) && c.verify(ca.publicKey), c.subject);
-    }
+  test("three distinct CAs; each leaf chains to the CA of its role only, with one usage", async () => {
+    const load = async (f: string) => new X509Certificate(await readFile(f));
+    const cas = {
+      serving: await load(paths.ca.cert),
+      client: await load(paths.clientCa.cert),
+      agent: await load(paths.agentCa.cert),
+    };
+    for (const ca of Object.values(cas)) assert.equal(ca.ca, true);
+    assert.equal(new Set(Object.values(cas).map((c) => c.fingerprint256)).size, 3);
+    const leaves = {
+      serving: [await load(paths.server.cert)],
+      client: [await load(paths.client.cert)],
+      agent: await Promise.all([...paths.agents.values()].map((p) => load(p.cert))),
+    };
+    for (const [role, certs] of Object.entries(leaves))
+      for (const cert of certs)
+        for (const [caRole, ca] of Object.entries(cas))
+          assert.equal(
+            cert.checkIssued(ca) && cert.verify(ca.publicKey),
+            role === caRole,
+            `${cert.subject} vs ${caRole} CA`,
+          );
+    const server = leaves.serving[0]!;
     assert.equal(server.checkHost("localhost"), "localhost");
     assert.equal(server.checkIP("127.0.0.1"), "127.0.0.1");
     assert.equal(server.checkIP("::1"), "::1");
-    assert.deepEqual(server.keyUsage?.slice().sort(), [SERVER_AUTH, CLIENT_AUTH]);
-    assert.deepEqual(client.keyUsage, [CLIENT_AUTH]);
+    assert.deepEqual(server.keyUsage, [SERVER_AUTH]);
+    assert.deepEqual(leaves.client[0]!.keyUsage, [CLIENT_AUTH]);
     const east = await readFile(paths.agents.get("east")!.cert, "utf8");
     assert.deepEqual(new X509Certificate(east).keyUsage, [CLIENT_AUTH]);
     assert.deepEqual(clusterNamesFromCertificate(east), ["east"]);
     assert.deepEqual(clusterNamesFromCertificate(await readFile(paths.agents.get("0west")!.cert)), ["0west"]);
   });
 
-  test("openssl verifies the chain and purposes", { skip: !hasOpenssl() && "openssl not installed" }, () => {
+  test("openssl verifies the chains and purposes", { skip: !hasOpenssl() && "openssl not installed" }, () => {
     assert.match(opensslVerify(paths.ca.cert, paths.server.cert, "sslserver"), /OK/);
-    assert.match(opensslVerify(paths.ca.cert, paths.server.cert, "sslclient"), /OK/);
-    assert.match(opensslVerify(paths.ca.cert, paths.client.cert, "sslclient"), /OK/);
-    assert.match(opensslVerify(paths.ca.cert, paths.agents.get("east")!.cert, "sslclient"), /OK/);
-    assert.throws(() => opensslVerify(paths.ca.cert, paths.client.cert, "sslserver"));
+    assert.throws(() => opensslVerify(paths.ca.cert, paths.server.cert, "sslclient"), "serving only");
+    assert.match(opensslVerify(paths.clientCa.cert, paths.client.cert, "sslclient"), /OK/);
+    assert.match(opensslVerify(paths.agentCa.cert, paths.agents.get("east")!.cert, "sslclient"), /OK/);
+    assert.throws(() => opensslVerify(paths.clientCa.cert, paths.client.cert, "sslserver"));
+    assert.throws(() => opensslVerify(paths.clientCa.cert, paths.agents.get("east")!.cert, "sslclient"));
+    assert.throws(() => opensslVerify(paths.agentCa.cert, paths.client.cert, "sslclient"));
+    assert.throws(() => opensslVerify(paths.ca.cert, paths.client.cert, "sslclient"));
   });
 
-  test("a real mTLS handshake works with the issued certificates", async () => {
+  test("real mTLS handshakes: each door accepts its role and refuses the other", async () => {
     const read = (p: string) => readFile(p, "utf8");
     const caPem = await read(paths.ca.cert);
-    const server = { cert: await read(paths.server.cert), key: await read(paths.server.key), ca: caPem };
-    const agent = paths.agents.get("east")!;
-    const result = await mtlsHandshake(server, {
-      cert: await read(agent.cert),
-      key: await read(agent.key),
-      ca: caPem,
-      servername: "localhost",
+    const door = async (ca: string) => ({
+      cert: await read(paths.server.cert),
+      key: await read(paths.server.key),
+      ca: await read(ca),
     });
+    const clientDoor = await door(paths.clientCa.cert);
+    const agentDoor = await door(paths.agentCa.cert);
+    const agent = paths.agents.get("east")!;
+    const asAgent = { cert: await read(agent.cert), key: await read(agent.key), ca: caPem, servername: "localhost" };
+    const asClient = { cert: await read(paths.client.cert), key: await read(paths.client.key), ca: caPem };
+    const result = await mtlsHandshake(agentDoor, asAgent);
     assert.equal(result.authorized, true);
     assert.equal(result.reply, "hello authorized");
     assert.deepEqual(clusterNamesFromCertificate(result.peerRaw), ["east"]);
     // The hub's own client certificate, and the server cert checked against an IP.
-    const viaIp = await mtlsHandshake(server, {
-      cert: await read(paths.client.cert),
-      key: await read(paths.client.key),
-      ca: caPem,
+    assert.equal((await mtlsHandshake(clientDoor, asClient)).authorized, true);
+    await assert.rejects(mtlsHandshake(clientDoor, asAgent), "agent certificate at a client door");
+    await assert.rejects(mtlsHandshake(agentDoor, asClient), "client certificate at the agent door");
+  });
+
+  test("a certificate that is not a serving certificate cannot act as the hub", async () => {
+    const read = (p: string) => readFile(p, "utf8");
+    const caPem = await read(paths.ca.cert);
+    const servingCa = { certPem: await read(paths.ca.cert), keyPem: await read(paths.ca.key) };
+    // A client-only certificate signed by the serving CA (which the set never issues) is refused
+    // by a peer checking the server: the usage is enforced, not just the chain.
+    const clientOnly = await issueCertificate(servingCa, {
+      commonName: "impostor",
+      dnsNames: ["localhost"],
+      ipAddresses: ["127.0.0.1"],
+      usage: "client",
     });
-    assert.equal(viaIp.authorized, true);
+    const agent = paths.agents.get("east")!;
+    await assert.rejects(
+      mtlsHandshake(
+        { cert: clientOnly.certPem, key: clientOnly.keyPem, ca: await read(paths.agentCa.cert) },
+        { cert: await read(agent.cert), key: await read(agent.key), ca: caPem },
+      ),
+      /(unsupported|unsuitable) certificate purpose/,
+    );
   });
 
   test("a client certificate from another CA is refused", async () => {
@@ -266,7 +311,7 @@ describe("writeStandaloneCerts", () => {
     });
     await assert.rejects(
       mtlsHandshake(
-        { cert: await read(paths.server.cert), key: await read(paths.server.key), ca: await read(paths.ca.cert) },
+        { cert: await read(paths.server.cert), key: await read(paths.server.key), ca: await read(paths.agentCa.cert) },
         { cert: stranger.certPem, key: stranger.keyPem, ca: await read(paths.ca.cert) },
       ),
     );
@@ -287,9 +332,33 @@ describe("writeStandaloneCerts", () => {
 
   test("bad cluster names and empty hub hosts are refused", async () => {
     await assert.rejects(writeStandaloneCerts(join(dir, "bad"), { clusters: ["East/1"] }), /cluster name "East\/1"/);
+    await assert.rejects(writeStandaloneCerts(join(dir, "bad"), { clusters: ["ca"] }), /"ca" cannot be used/);
     await assert.rejects(writeStandaloneCerts(join(dir, "bad"), { clusters: [], hubHosts: [" "] }), /hubHosts/);
   });
 });
+
+/** Write the single-CA layout of older releases: one CA signing a server+client server cert, the client and agents. */
+async function writeSingleCaLayout(dir: string, clusters: string[], hubHosts: string[]): Promise<CertificateAndKey> {
+  const { mkdir } = await import("node:fs/promises");
+  await mkdir(dir, { recursive: true });
+  const ca = await createCertificateAuthority({ commonName: "cluster-proxy-ca" });
+  const put = async (base: string, pem: CertificateAndKey): Promise<void> => {
+    await writeFile(join(dir, `${base}.crt`), pem.certPem);
+    await writeFile(join(dir, `${base}.key`), pem.keyPem, { mode: 0o600 });
+  };
+  await put("ca", ca);
+  await put(
+    "server",
+    await issueCertificate(ca, { commonName: "cluster-proxy-server", dnsNames: hubHosts, usage: "both" }),
+  );
+  await put("client", await issueCertificate(ca, { commonName: "cluster-proxy-client", usage: "client" }));
+  for (const c of clusters)
+    await put(
+      `agent-${c}`,
+      await issueCertificate(ca, { commonName: c, uris: [`${AGENT_CLUSTER_URI_PREFIX}${c}`], usage: "client" }),
+    );
+  return ca;
+}
 
 describe("ensureStandaloneCerts", () => {
   let dir: string;
@@ -302,7 +371,8 @@ describe("ensureStandaloneCerts", () => {
 
   test("creates, reuses, and reissues only what no longer fits", async () => {
     const first = await ensureStandaloneCerts(dir, { clusters: ["east"] });
-    assert.equal(first.written.length, 8);
+    assert.equal(first.written.length, 12);
+    assert.equal(first.migrated, false);
     const caPem = await readFile(first.paths.ca.cert, "utf8");
 
     const again = await ensureStandaloneCerts(dir, { clusters: ["east"] });
@@ -318,20 +388,96 @@ describe("ensureStandaloneCerts", () => {
     assert.equal(await readFile(more.paths.ca.cert, "utf8"), caPem);
     const server = new X509Certificate(await readFile(more.paths.server.cert));
     assert.equal(server.checkHost("hub.local"), "hub.local");
+    assert.deepEqual(await existingStandaloneCerts(dir), {
+      clusters: ["east", "west"],
+      hubHosts: ["hub.local", "127.0.0.1"],
+    });
 
     // A leaf that does not match its key is reissued.
     await writeFile(more.paths.agents.get("east")!.key, (await readFile(more.paths.client.key, "utf8")) + "");
     const repaired = await ensureStandaloneCerts(dir, { clusters: ["east", "west"], hubHosts: ["hub.local"] });
     assert.ok(repaired.written.includes(join(dir, "agent-east.crt")));
+
+    // A client certificate signed by the agent CA (shared trust) is reissued from the client CA.
+    const agentCa = {
+      certPem: await readFile(more.paths.agentCa.cert, "utf8"),
+      keyPem: await readFile(more.paths.agentCa.key, "utf8"),
+    };
+    const wrong = await issueCertificate(agentCa, { commonName: "x", usage: "client" });
+    await writeFile(more.paths.client.cert, wrong.certPem);
+    await writeFile(more.paths.client.key, wrong.keyPem);
+    const fixed = await ensureStandaloneCerts(dir, { clusters: ["east", "west"], hubHosts: ["hub.local"] });
+    assert.deepEqual(fixed.written.sort(), [join(dir, "client.crt"), join(dir, "client.key")]);
   });
 
   test("a half-present CA is refused", async () => {
     const half = await mkdtemp(join(tmpdir(), "cp-pki-half-"));
     try {
       await writeFile(join(half, "ca.crt"), "x");
-      await assert.rejects(ensureStandaloneCerts(half, { clusters: [] }), /only one of ca\.crt and ca\.key/);
+      await assert.rejects(ensureStandaloneCerts(half, { clusters: [] }), /only one of .*ca\.crt and .*ca\.key/);
     } finally {
       await rm(half, { recursive: true, force: true });
+    }
+  });
+
+  test("CAs sharing a key are refused", async () => {
+    const shared = await mkdtemp(join(tmpdir(), "cp-pki-shared-"));
+    try {
+      const { paths } = await ensureStandaloneCerts(shared, { clusters: [] });
+      for (const ext of ["crt", "key"] as const)
+        await writeFile(join(shared, `agent-ca.${ext}`), await readFile(join(shared, `client-ca.${ext}`)));
+      await assert.rejects(
+        ensureStandaloneCerts(shared, { clusters: [] }),
+        (err: Error) =>
+          err instanceof CertificateError &&
+          err.message.includes(paths.agentCa.cert) &&
+          /must be distinct/.test(err.message),
+      );
+    } finally {
+      await rm(shared, { recursive: true, force: true });
+    }
+  });
+
+  test("the single-CA layout of older releases is refused by writeStandaloneCerts and split by ensureStandaloneCerts", async () => {
+    const old = await mkdtemp(join(tmpdir(), "cp-pki-old-"));
+    try {
+      const oldCa = await writeSingleCaLayout(old, ["east"], ["hub.local"]);
+      assert.equal(await isSingleCaLayout(old), true);
+      await assert.rejects(
+        writeStandaloneCerts(old, { clusters: ["east"] }),
+        (err: Error) =>
+          err instanceof SingleCaLayoutError &&
+          err.dir === old &&
+          /agent certificate is accepted at the client front doors/.test(err.message),
+      );
+      assert.deepEqual(await existingStandaloneCerts(old), { clusters: ["east"], hubHosts: ["hub.local"] });
+
+      const split = await ensureStandaloneCerts(old, { clusters: ["east"], hubHosts: ["hub.local"] });
+      assert.equal(split.migrated, true);
+      assert.equal(await isSingleCaLayout(old), false);
+      assert.equal(
+        await readFile(split.paths.ca.cert, "utf8"),
+        oldCa.certPem,
+        "ca.crt stays: clients and agents keep verifying the hub",
+      );
+      for (const f of ["client-ca.crt", "agent-ca.crt", "server.crt", "client.crt", "agent-east.crt"])
+        assert.ok(split.written.includes(join(old, f)), `${f} written`);
+      const load = async (f: string) => new X509Certificate(await readFile(f));
+      const ca = await load(split.paths.ca.cert);
+      const client = await load(split.paths.client.cert);
+      const east = await load(split.paths.agents.get("east")!.cert);
+      const server = await load(split.paths.server.cert);
+      assert.ok(client.checkIssued(await load(split.paths.clientCa.cert)) && !client.checkIssued(ca));
+      assert.ok(east.checkIssued(await load(split.paths.agentCa.cert)) && !east.checkIssued(ca));
+      assert.ok(server.checkIssued(ca));
+      assert.deepEqual(server.keyUsage, [SERVER_AUTH]);
+      assert.equal(server.checkHost("hub.local"), "hub.local");
+
+      const again = await ensureStandaloneCerts(old, { clusters: ["east"], hubHosts: ["hub.local"] });
+      assert.equal(again.migrated, false);
+      assert.deepEqual(again.written, []);
+    } finally {
+      await rm(old, { recursive: true, force: true });
     }
   });
 });

@@ -1,18 +1,31 @@
 /**
  * The certificate set of a standalone deployment (no Kubernetes, no addon manager), written to
- * one directory:
+ * one directory. Three CAs, so that each trust decision has its own root and no certificate
+ * issued for one role is accepted in another:
  *
- * | File | What it is |
- * | --- | --- |
- * | `ca.crt`, `ca.key` | the CA every other certificate chains to; both server ports and agents trust it |
- * | `server.crt`, `server.key` | the hub's serving certificate, SANs = the hub hosts; usage server+client, so the same pair serves the client front doors (`--server-cert`) and the agent port (`--cluster-cert`) |
- * | `client.crt`, `client.key` | a client certificate for hub-side clients (SDK, `curl --proxy-cert`) |
- * | `agent-<cluster>.crt`, `.key` | one client certificate per managed cluster, granting exactly that cluster (see agent-identity) |
+ * | File | What it is | Used as |
+ * | --- | --- | --- |
+ * | `ca.crt`, `ca.key` | the serving CA: signs the hub's serving certificate and nothing else | what clients and agents verify the hub against: agent `--ca-cert`, SDK `caFile`, curl `--proxy-cacert` |
+ * | `client-ca.crt`, `client-ca.key` | the client CA: signs hub-side client certificates only | server `--server-ca-cert` (trust of the gRPC and HTTP CONNECT front doors) |
+ * | `agent-ca.crt`, `agent-ca.key` | the agent CA: signs agent certificates only | server `--cluster-ca-cert` (trust of the agent port) |
+ * | `server.crt`, `server.key` | the hub's serving certificate from `ca`, SANs = the hub hosts, extended key usage serverAuth only | server `--server-cert`/`--server-key` and `--cluster-cert`/`--cluster-key` |
+ * | `client.crt`, `client.key` | a client certificate from `client-ca`, clientAuth only | SDK `certFile`/`keyFile`, curl `--proxy-cert`/`--proxy-key` |
+ * | `agent-<cluster>.crt`, `.key` | one client certificate per managed cluster from `agent-ca`, clientAuth only, granting exactly that cluster (see agent-identity) | agent `--agent-cert`/`--agent-key` |
+ *
+ * So an agent certificate (whose key sits in a managed cluster) is refused at the client front
+ * doors, a client certificate is refused at the agent port, and neither can serve as the hub
+ * (clients and agents check the serverAuth usage, and only `ca` signs serving certificates).
+ *
+ * Older releases wrote one CA (`ca.crt`) that signed everything, server certificate usable as a
+ * client too. {@link ensureStandaloneCerts} migrates such a directory: `ca.crt` stays and becomes
+ * the serving CA (so what clients and agents verify the hub with keeps working), new client and
+ * agent CAs are created, and the server, client and agent certificates are re-issued from the
+ * CA of their role. {@link writeStandaloneCerts} refuses it with a {@link SingleCaLayoutError}.
  *
  * Keys are written with mode 0600.
  */
 import { X509Certificate, createPrivateKey } from "node:crypto";
-import { chmod, mkdir, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, readdir, rename, stat, writeFile } from "node:fs/promises";
 import { isIP } from "node:net";
 import { join } from "node:path";
 import { agentClusterUri, assertClusterName, clusterNamesFromCertificate } from "./agent-identity.js";
@@ -27,17 +40,21 @@ import {
 /** DNS names and IPs the hub is reached at when none are given. */
 export const DEFAULT_HUB_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "::1"];
 
+/** Extended key usage OIDs. */
+const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+
 /** Options of {@link writeStandaloneCerts} and {@link ensureStandaloneCerts}. */
 export interface StandaloneCertOptions {
   /** DNS names and IP addresses the hub is reached at (default {@link DEFAULT_HUB_HOSTS}). */
   hubHosts?: readonly string[];
   /** Managed clusters to issue agent certificates for. */
   clusters: readonly string[];
-  /** Replace an existing CA (and so every certificate) instead of refusing. */
+  /** Replace existing CAs (and so every certificate) instead of refusing. */
   force?: boolean;
   /** Key algorithm of every key (default `ECDSA-P256`). */
   keyAlgorithm?: KeyAlgorithm;
-  /** Validity of the leaf certificates in days (default 365; the CA gets 10 years). */
+  /** Validity of the leaf certificates in days (default 365; the CAs get 10 years). */
   validityDays?: number;
 }
 
@@ -50,8 +67,15 @@ export interface CertKeyPaths {
 /** Where each file of a standalone certificate set is. */
 export interface StandaloneCertPaths {
   dir: string;
+  /** The serving CA (`ca.crt`): signs only the hub's serving certificate; clients and agents verify the hub with it. */
   ca: CertKeyPaths;
+  /** The client CA (`client-ca.crt`): signs client certificates only; the server's `--server-ca-cert`. */
+  clientCa: CertKeyPaths;
+  /** The agent CA (`agent-ca.crt`): signs agent certificates only; the server's `--cluster-ca-cert`. */
+  agentCa: CertKeyPaths;
+  /** The hub's serving certificate (serverAuth only), for both server ports. */
   server: CertKeyPaths;
+  /** A hub-side client certificate (clientAuth only). */
   client: CertKeyPaths;
   /** Agent certificates by cluster name, in the order the clusters were given. */
   agents: ReadonlyMap<string, CertKeyPaths>;
@@ -62,6 +86,25 @@ export interface EnsuredCerts {
   paths: StandaloneCertPaths;
   /** Files written by this call (empty when everything was reused). */
   written: string[];
+  /**
+   * True when the directory held the single-CA layout of older releases and was split: `ca.crt`
+   * kept as the serving CA, client and agent CAs created, every leaf re-issued from its role's CA.
+   */
+  migrated: boolean;
+}
+
+/**
+ * `dir` holds the single-CA layout of older releases (one `ca.crt` signing server, client and
+ * agent certificates), which {@link writeStandaloneCerts} does not overwrite;
+ * {@link ensureStandaloneCerts} migrates it.
+ */
+export class SingleCaLayoutError extends CertificateError {
+  constructor(readonly dir: string) {
+    super(
+      `${dir} holds the single-CA layout of an older cluster-proxy: its ca.crt signs the server, client and agent certificates alike, so an agent certificate is accepted at the client front doors`,
+    );
+    this.name = "SingleCaLayoutError";
+  }
 }
 
 function pair(dir: string, base: string): CertKeyPaths {
@@ -73,9 +116,21 @@ export function standaloneCertPaths(dir: string, clusters: readonly string[]): S
   const agents = new Map<string, CertKeyPaths>();
   for (const cluster of clusters) {
     assertClusterName(cluster);
+    if (cluster === "ca")
+      throw new CertificateError(
+        'cluster name "ca" cannot be used in a standalone certificate directory: agent-ca.crt is the agent CA',
+      );
     agents.set(cluster, pair(dir, `agent-${cluster}`));
   }
-  return { dir, ca: pair(dir, "ca"), server: pair(dir, "server"), client: pair(dir, "client"), agents };
+  return {
+    dir,
+    ca: pair(dir, "ca"),
+    clientCa: pair(dir, "client-ca"),
+    agentCa: pair(dir, "agent-ca"),
+    server: pair(dir, "server"),
+    client: pair(dir, "client"),
+    agents,
+  };
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -86,6 +141,59 @@ async function exists(path: string): Promise<boolean> {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
     throw err;
   }
+}
+
+async function anyExists(paths: CertKeyPaths): Promise<boolean> {
+  return (await exists(paths.cert)) || (await exists(paths.key));
+}
+
+/**
+ * True when `dir` holds the single-CA layout of older releases: a `ca.crt` but neither a client
+ * nor an agent CA.
+ */
+export async function isSingleCaLayout(dir: string): Promise<boolean> {
+  const paths = standaloneCertPaths(dir, []);
+  return (await exists(paths.ca.cert)) && !(await anyExists(paths.clientCa)) && !(await anyExists(paths.agentCa));
+}
+
+/**
+ * What an existing directory already holds: the clusters of its `agent-<cluster>.crt` files and
+ * the DNS names and IPs of its `server.crt` (undefined when there is none or it is unreadable).
+ * Lets a re-run keep what was issued before.
+ */
+export async function existingStandaloneCerts(
+  dir: string,
+): Promise<{ clusters: string[]; hubHosts: string[] | undefined }> {
+  let names: string[] = [];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  const clusters: string[] = [];
+  for (const name of names.sort()) {
+    const m = /^agent-(.+)\.crt$/.exec(name);
+    if (!m || m[1] === "ca") continue;
+    try {
+      assertClusterName(m[1]!);
+      clusters.push(m[1]!);
+    } catch {
+      /* not one of ours */
+    }
+  }
+  let hubHosts: string[] | undefined;
+  try {
+    const server = new X509Certificate(await readFile(join(dir, "server.crt")));
+    hubHosts = (server.subjectAltName ?? "")
+      .split(", ")
+      .map((san) => /^(DNS|IP Address):(.+)$/.exec(san))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => m[2]!);
+    if (hubHosts.length === 0) hubHosts = undefined;
+  } catch {
+    hubHosts = undefined;
+  }
+  return { clusters, hubHosts };
 }
 
 /** Write via a temporary file and rename, so a reader never sees half a key. */
@@ -115,24 +223,41 @@ function splitHubHosts(hubHosts: readonly string[]): { dnsNames: string[]; ipAdd
   return { dnsNames, ipAddresses };
 }
 
+/** The three CAs of a set. */
+interface Authorities {
+  serving: CertificateAndKey;
+  client: CertificateAndKey;
+  agent: CertificateAndKey;
+}
+
 interface Issuer {
-  ca: CertificateAndKey;
+  cas: Authorities;
   options: StandaloneCertOptions;
   hosts: { dnsNames: string[]; ipAddresses: string[] };
 }
 
+const CA_NAMES = {
+  serving: "cluster-proxy-serving-ca",
+  client: "cluster-proxy-client-ca",
+  agent: "cluster-proxy-agent-ca",
+} as const;
+
+function createCa(role: keyof typeof CA_NAMES, options: StandaloneCertOptions): Promise<CertificateAndKey> {
+  return createCertificateAuthority({ commonName: CA_NAMES[role], keyAlgorithm: options.keyAlgorithm });
+}
+
 function issueServer(issuer: Issuer): Promise<CertificateAndKey> {
-  return issueCertificate(issuer.ca, {
+  return issueCertificate(issuer.cas.serving, {
     commonName: "cluster-proxy-server",
     ...issuer.hosts,
-    usage: "both",
+    usage: "server",
     validityDays: issuer.options.validityDays,
     keyAlgorithm: issuer.options.keyAlgorithm,
   });
 }
 
 function issueClient(issuer: Issuer): Promise<CertificateAndKey> {
-  return issueCertificate(issuer.ca, {
+  return issueCertificate(issuer.cas.client, {
     commonName: "cluster-proxy-client",
     usage: "client",
     validityDays: issuer.options.validityDays,
@@ -141,7 +266,7 @@ function issueClient(issuer: Issuer): Promise<CertificateAndKey> {
 }
 
 function issueAgent(issuer: Issuer, cluster: string): Promise<CertificateAndKey> {
-  return issueCertificate(issuer.ca, {
+  return issueCertificate(issuer.cas.agent, {
     commonName: `cluster-proxy-agent:${cluster}`.slice(0, 64),
     organization: "cluster-proxy-agents",
     uris: [agentClusterUri(cluster)],
@@ -152,14 +277,16 @@ function issueAgent(issuer: Issuer, cluster: string): Promise<CertificateAndKey>
 }
 
 /**
- * Create a fresh CA and every certificate of a standalone deployment in `dir` (created if
- * missing). Refuses, naming the file, when `dir` already holds a CA, unless `force` is set.
+ * Create three fresh CAs and every certificate of a standalone deployment in `dir` (created if
+ * missing). Refuses, naming the file, when `dir` already holds a CA, unless `force` is set; a
+ * directory of the old single-CA layout is refused with a {@link SingleCaLayoutError}.
  */
 export async function writeStandaloneCerts(dir: string, options: StandaloneCertOptions): Promise<StandaloneCertPaths> {
   const paths = standaloneCertPaths(dir, options.clusters);
   const hosts = splitHubHosts(options.hubHosts ?? DEFAULT_HUB_HOSTS);
   if (!options.force) {
-    for (const file of [paths.ca.cert, paths.ca.key]) {
+    if (await isSingleCaLayout(dir)) throw new SingleCaLayoutError(dir);
+    for (const file of [paths.ca, paths.clientCa, paths.agentCa].flatMap((p) => [p.cert, p.key])) {
       if (await exists(file))
         throw new CertificateError(
           `${file} already exists: refusing to replace the CA (every certificate it issued would stop working); use force to replace it`,
@@ -167,10 +294,16 @@ export async function writeStandaloneCerts(dir: string, options: StandaloneCertO
     }
   }
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const ca = await createCertificateAuthority({ commonName: "cluster-proxy-ca", keyAlgorithm: options.keyAlgorithm });
-  const issuer: Issuer = { ca, options, hosts };
+  const cas: Authorities = {
+    serving: await createCa("serving", options),
+    client: await createCa("client", options),
+    agent: await createCa("agent", options),
+  };
+  const issuer: Issuer = { cas, options, hosts };
   const written: string[] = [];
-  await writePair(paths.ca, ca, written);
+  await writePair(paths.ca, cas.serving, written);
+  await writePair(paths.clientCa, cas.client, written);
+  await writePair(paths.agentCa, cas.agent, written);
   await writePair(paths.server, await issueServer(issuer), written);
   await writePair(paths.client, await issueClient(issuer), written);
   for (const [cluster, agentPaths] of paths.agents)
@@ -181,6 +314,12 @@ export async function writeStandaloneCerts(dir: string, options: StandaloneCertO
 async function readPair(paths: CertKeyPaths): Promise<CertificateAndKey | undefined> {
   if (!(await exists(paths.cert)) || !(await exists(paths.key))) return undefined;
   return { certPem: await readFile(paths.cert, "utf8"), keyPem: await readFile(paths.key, "utf8") };
+}
+
+/** True when the certificate's extended key usage is exactly `oid`. */
+function onlyUsage(cert: X509Certificate, oid: string): boolean {
+  const usages = cert.keyUsage ?? [];
+  return usages.length === 1 && usages[0] === oid;
 }
 
 /** True when `pem` is a certificate issued by `ca` with its own key, valid now, for which `fits` holds. */
@@ -207,50 +346,106 @@ function reusable(
 }
 
 /**
- * Make `dir` hold a complete standalone certificate set, reusing what is there: an existing CA
- * is kept (a new one is created only when `ca.crt`/`ca.key` are missing, or with `force`), and
- * each leaf is kept when it was issued by that CA, matches its key, is valid for at least
- * another day and still fits (the server certificate covers every hub host; an agent
- * certificate grants its cluster). Anything else is (re)issued.
+ * An existing CA of `dir`: undefined when both files are missing; refused when only one is there
+ * or the pair is unusable.
  */
-export async function ensureStandaloneCerts(dir: string, options: StandaloneCertOptions): Promise<EnsuredCerts> {
-  const paths = standaloneCertPaths(dir, options.clusters);
-  const hubHosts = options.hubHosts ?? DEFAULT_HUB_HOSTS;
-  const hosts = splitHubHosts(hubHosts);
-  const existingCa = options.force ? undefined : await readPair(paths.ca);
-  if (!existingCa) {
-    if (!options.force && ((await exists(paths.ca.cert)) || (await exists(paths.ca.key))))
+async function loadCa(
+  dir: string,
+  paths: CertKeyPaths,
+): Promise<{ pem: CertificateAndKey; cert: X509Certificate } | undefined> {
+  const pem = await readPair(paths);
+  if (!pem) {
+    if (await anyExists(paths))
       throw new CertificateError(
-        `${dir} holds only one of ca.crt and ca.key: refusing to replace the CA; remove the directory or use force`,
+        `${dir} holds only one of ${paths.cert} and ${paths.key}: refusing to replace the CA; remove the directory or use force`,
       );
-    return { paths: await writeStandaloneCerts(dir, { ...options, force: true }), written: allFiles(paths) };
+    return undefined;
   }
-  let caCert: X509Certificate;
   try {
-    caCert = new X509Certificate(existingCa.certPem);
-    if (!caCert.checkPrivateKey(createPrivateKey(existingCa.keyPem))) throw new Error("ca.key does not match ca.crt");
+    const cert = new X509Certificate(pem.certPem);
+    if (!cert.ca) throw new Error("not a CA certificate");
+    if (!cert.checkPrivateKey(createPrivateKey(pem.keyPem))) throw new Error(`${paths.key} does not match it`);
+    return { pem, cert };
   } catch (err) {
-    throw new CertificateError(`${paths.ca.cert}: unusable CA (${(err as Error).message}); use force to replace it`, {
+    throw new CertificateError(`${paths.cert}: unusable CA (${(err as Error).message}); use force to replace it`, {
       cause: err,
     });
   }
-  const issuer: Issuer = { ca: existingCa, options, hosts };
+}
+
+function publicKeyDer(cert: X509Certificate): string {
+  return cert.publicKey.export({ type: "spki", format: "der" }).toString("base64");
+}
+
+/**
+ * Make `dir` hold a complete standalone certificate set, reusing what is there: existing CAs are
+ * kept (a CA is created only when both of its files are missing, or with `force`), and each leaf
+ * is kept when it was issued by the CA of its role, matches its key, is valid for at least
+ * another day, has exactly its role's extended key usage and still fits (the server certificate
+ * covers every hub host; an agent certificate grants its cluster). Anything else is (re)issued.
+ * A directory of the old single-CA layout is migrated (see the module comment).
+ */
+export async function ensureStandaloneCerts(dir: string, options: StandaloneCertOptions): Promise<EnsuredCerts> {
+  const paths = standaloneCertPaths(dir, options.clusters);
+  const hosts = splitHubHosts(options.hubHosts ?? DEFAULT_HUB_HOSTS);
+  const fresh = async (): Promise<EnsuredCerts> => ({
+    paths: await writeStandaloneCerts(dir, { ...options, force: true }),
+    written: allFiles(paths),
+    migrated: false,
+  });
+  if (options.force) return fresh();
+  const migrated = await isSingleCaLayout(dir);
+  const serving = await loadCa(dir, paths.ca);
+  const clientCa = await loadCa(dir, paths.clientCa);
+  const agentCa = await loadCa(dir, paths.agentCa);
+  if (!serving) {
+    if (clientCa || agentCa)
+      throw new CertificateError(
+        `${dir} holds a client or agent CA but no ${paths.ca.cert}: refusing to replace the CAs; remove the directory or use force`,
+      );
+    return fresh();
+  }
+  await mkdir(dir, { recursive: true, mode: 0o700 });
   const written: string[] = [];
+  const created = async (role: "client" | "agent", where: CertKeyPaths) => {
+    const pem = await createCa(role, options);
+    await writePair(where, pem, written);
+    return { pem, cert: new X509Certificate(pem.certPem) };
+  };
+  const client = clientCa ?? (await created("client", paths.clientCa));
+  const agent = agentCa ?? (await created("agent", paths.agentCa));
+  const roots = [
+    { file: paths.ca.cert, key: publicKeyDer(serving.cert) },
+    { file: paths.clientCa.cert, key: publicKeyDer(client.cert) },
+    { file: paths.agentCa.cert, key: publicKeyDer(agent.cert) },
+  ];
+  for (let i = 0; i < roots.length; i++)
+    for (let j = i + 1; j < roots.length; j++)
+      if (roots[i]!.key === roots[j]!.key)
+        throw new CertificateError(
+          `${roots[i]!.file} and ${roots[j]!.file} have the same key: the serving, client and agent CAs must be distinct (an agent certificate would be accepted at the client front doors); remove one of them to have it re-created, or use force`,
+        );
+
+  const issuer: Issuer = { cas: { serving: serving.pem, client: client.pem, agent: agent.pem }, options, hosts };
   const serverFits = (cert: X509Certificate): boolean =>
+    onlyUsage(cert, SERVER_AUTH) &&
     hosts.dnsNames.every((h) => cert.checkHost(h, { wildcards: false }) !== undefined) &&
     hosts.ipAddresses.every((ip) => cert.checkIP(ip) !== undefined);
-  if (!reusable(await readPair(paths.server), caCert, serverFits))
+  if (!reusable(await readPair(paths.server), serving.cert, serverFits))
     await writePair(paths.server, await issueServer(issuer), written);
-  if (!reusable(await readPair(paths.client), caCert, () => true))
+  if (!reusable(await readPair(paths.client), client.cert, (cert) => onlyUsage(cert, CLIENT_AUTH)))
     await writePair(paths.client, await issueClient(issuer), written);
   for (const [cluster, agentPaths] of paths.agents) {
-    const grants = (cert: X509Certificate): boolean => clusterNamesFromCertificate(cert).includes(cluster);
-    if (!reusable(await readPair(agentPaths), caCert, grants))
+    const fits = (cert: X509Certificate): boolean =>
+      onlyUsage(cert, CLIENT_AUTH) && clusterNamesFromCertificate(cert).includes(cluster);
+    if (!reusable(await readPair(agentPaths), agent.cert, fits))
       await writePair(agentPaths, await issueAgent(issuer, cluster), written);
   }
-  return { paths, written };
+  return { paths, written, migrated };
 }
 
 function allFiles(paths: StandaloneCertPaths): string[] {
-  return [paths.ca, paths.server, paths.client, ...paths.agents.values()].flatMap((p) => [p.cert, p.key]);
+  return [paths.ca, paths.clientCa, paths.agentCa, paths.server, paths.client, ...paths.agents.values()].flatMap(
+    (p) => [p.cert, p.key],
+  );
 }

@@ -139,10 +139,10 @@ describe("the agent service refuses identifiers the certificate does not grant",
     adminPort: 0,
     serverCert: pki.serverCert,
     serverKey: pki.serverKey,
-    serverCaCert: pki.caCert,
+    serverCaCert: pki.clientCaCert,
     clusterCert: pki.serverCert,
     clusterKey: pki.serverKey,
-    clusterCaCert: pki.caCert,
+    clusterCaCert: pki.agentCaCert,
     proxyStrategies: ["destHost"],
     serverId: "identity-test",
     keepaliveTime: 0,
@@ -154,7 +154,7 @@ describe("the agent service refuses identifiers the certificate does not grant",
 
   const connect = async (server: ProxyServer, agentidentifiers: string): Promise<FakePeer> => {
     const addr = server.addresses().agent as net.AddressInfo;
-    const tls = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const tls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
     const p = await connectFakeAgent({ host: "127.0.0.1", port: addr.port, tls }, { agentid: "a", agentidentifiers });
     peers.push(p);
     return p;

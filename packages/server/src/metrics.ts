@@ -31,6 +31,10 @@ export class ServerMetrics {
   /** Agents refused because their identifiers exceed what their certificate grants (agent-identity.ts). */
   readonly agentIdentityRefusals: Counter<"reason">;
   readonly stalledConnections: Counter;
+  /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
+  readonly certificateExpiry: Gauge<"flag">;
+  /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
+  readonly certificateReloads: Counter<"listener" | "result">;
   private readonly streamPackets: Counter;
   // Packets are counted in plain numbers per (segment, type) and handed to the counter when it is
   // scraped: prom-client hashes the label set on every inc(), which showed in dial-rate profiles.
@@ -92,6 +96,18 @@ export class ServerMetrics {
     this.stalledConnections = new Counter({
       name: "cluster_proxy_server_stalled_connections_total",
       help: "Connections closed because their reader read nothing for --connection-stall-timeout",
+      registers,
+    });
+    this.certificateExpiry = new Gauge({
+      name: "cluster_proxy_server_certificate_expiry_timestamp_seconds",
+      help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: the serving certificate (--server-cert, --cluster-cert) and the earliest-expiring CA of each bundle (--server-ca-cert, --cluster-ca-cert)",
+      labelNames: ["flag"],
+      registers,
+    });
+    this.certificateReloads = new Counter({
+      name: "cluster_proxy_server_certificate_reloads_total",
+      help: "Certificate reloads after the files changed, by listener (agent, front) and result (success, failure: the new files were refused and the old certificates stay)",
+      labelNames: ["listener", "result"],
       registers,
     });
     this.agentIdentityRefusals = new Counter({

@@ -1,14 +1,18 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { once } from "node:events";
 import type { ServerOptions } from "@cluster-proxy/api";
 import { ConfigError } from "@cluster-proxy/api";
+import { issueCertificate } from "@cluster-proxy/pki";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
+import { sharedCaSubjects } from "./server-config.js";
 import { createTestPki, type TestPki } from "./testing/test-pki.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
 
@@ -31,10 +35,10 @@ function baseOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): Serv
     adminBindAddress: "127.0.0.1",
     serverCert: pki.serverCert,
     serverKey: pki.serverKey,
-    serverCaCert: pki.caCert,
+    serverCaCert: pki.clientCaCert,
     clusterCert: pki.serverCert,
     clusterKey: pki.serverKey,
-    clusterCaCert: pki.caCert,
+    clusterCaCert: pki.agentCaCert,
     proxyStrategies: ["destHost"],
     serverCount: 3,
     serverId: "server-under-test",
@@ -109,9 +113,10 @@ describe("ProxyServer in-process", () => {
     pki = await createTestPki();
     server = new ProxyServer(baseOptions(pki));
     await server.start();
-    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
-    agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: tlsOpts };
-    clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: tlsOpts };
+    const clientTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
+    agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: agentTls };
+    clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: clientTls };
   });
 
   after(async () => {
@@ -369,6 +374,50 @@ describe("ProxyServer in-process", () => {
     assert.equal(server.backendCount(), 1, "only the east agent is registered");
   });
 
+  test("separate trust: an agent certificate is refused at both client front doors, a client certificate at the agent port", async () => {
+    const a = server.addresses();
+    /** A TLS handshake with `cert`: resolves with the TLS error the server's alert produced, or "accepted". */
+    const handshake = async (p: number, who: "client" | "agent", alpn: string): Promise<string> => {
+      const s = tls.connect({
+        host: "127.0.0.1",
+        port: p,
+        ca: pki.read(pki.caCert),
+        servername: "localhost",
+        cert: pki.read(who === "client" ? pki.clientCert : pki.agentCert),
+        key: pki.read(who === "client" ? pki.clientKey : pki.agentKey),
+        ALPNProtocols: [alpn],
+      });
+      sockets.push(s);
+      const failed = new Promise<string>((resolve) => s.once("error", (err: Error) => resolve(err.message)));
+      const connected = await Promise.race([once(s, "secureConnect").then(() => "connected"), failed]);
+      if (connected !== "connected") return connected;
+      // TLS 1.3: the server judges the client certificate after the client's handshake is done;
+      // an accepted one gets the server's first bytes (HTTP/2 SETTINGS, or the CONNECT answer).
+      const answered = new Promise<string>((resolve) => s.once("data", () => resolve("accepted")));
+      s.write(
+        alpn === "h2"
+          ? "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+          : "GET / HTTP/1.1\r\nHost: x\r\n\r\n", // answered 405 without a dial
+      );
+      const closed = once(s, "close").then(() => "closed without an answer");
+      return Promise.race([failed, answered, closed]);
+    };
+    // node's TLS server ends a connection whose certificate it refuses without a byte (or an alert)
+    const refusal = /closed without an answer|unknown ca|alert|ECONNRESET|hang up/i;
+    assert.match(await handshake(port(a.server), "agent", "h2"), refusal, "agent certificate at the gRPC front door");
+    assert.match(
+      await handshake(port(a.httpConnect), "agent", "http/1.1"),
+      refusal,
+      "agent certificate at HTTP CONNECT",
+    );
+    assert.match(await handshake(port(a.agent), "client", "h2"), refusal, "client certificate at the agent port");
+    // the right certificate at each door is accepted (the test itself works)
+    assert.equal(await handshake(port(a.server), "client", "h2"), "accepted");
+    assert.equal(await handshake(port(a.httpConnect), "client", "http/1.1"), "accepted");
+    assert.equal(await handshake(port(a.agent), "agent", "h2"), "accepted");
+    assert.equal(server.backendCount(), 1, "only the east agent is registered");
+  });
+
   test("bad agent metadata ends the call with UNKNOWN", async () => {
     const missing = await agent(undefined, "host=x");
     const s1 = await missing.packets.closed();
@@ -426,6 +475,82 @@ describe("ProxyServer options and lifecycle", () => {
       (err: Error) => err instanceof ConfigError && /--http-connect-plain/.test(err.message),
     );
     assert.throws(() => new ProxyServer(baseOptions(pki, { proxyStrategies: ["nearest"] })), /--proxy-strategies/);
+    assert.throws(() => new ProxyServer(baseOptions(pki, { certReloadInterval: -1 })), /--cert-reload-interval/);
+  });
+
+  test("shared trust between --server-ca-cert and --cluster-ca-cert is detected (the server warns)", () => {
+    const client = pki.read(pki.clientCaCert);
+    const agent = pki.read(pki.agentCaCert);
+    assert.deepEqual(sharedCaSubjects(client, agent), []);
+    assert.deepEqual(sharedCaSubjects(client, Buffer.concat([agent, client])), ["CN=cluster-proxy-client-ca"]);
+    assert.deepEqual(sharedCaSubjects("garbage", client), []);
+  });
+
+  test("reloadCertificates: new handshakes get a replaced serving certificate, a bad key keeps the old one", async () => {
+    const live = { cert: `${pki.dir}/live.crt`, key: `${pki.dir}/live.key` };
+    copyFileSync(pki.serverCert, live.cert);
+    copyFileSync(pki.serverKey, live.key);
+    const s = new ProxyServer(
+      baseOptions(pki, { serverCert: live.cert, serverKey: live.key, certReloadInterval: 0, mode: "grpc" }),
+    );
+    await s.start();
+    const serial = async (): Promise<string> => {
+      const c = tls.connect({
+        host: "127.0.0.1",
+        port: port(s.addresses().server),
+        ca: pki.read(pki.caCert),
+        servername: "localhost",
+        ALPNProtocols: ["h2"],
+      });
+      c.on("error", () => undefined);
+      try {
+        await once(c, "secureConnect");
+        return c.getPeerCertificate().serialNumber;
+      } finally {
+        c.destroy();
+      }
+    };
+    try {
+      const before = await serial();
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "unchanged"]);
+      const servingCa = {
+        certPem: readFileSync(pki.caCert, "utf8"),
+        keyPem: readFileSync(`${pki.dir}/ca.key`, "utf8"),
+      };
+      const next = await issueCertificate(servingCa, {
+        commonName: "next",
+        dnsNames: ["localhost"],
+        ipAddresses: ["127.0.0.1"],
+        usage: "server",
+        validityDays: 1,
+      });
+      writeFileSync(live.key, next.keyPem);
+      writeFileSync(live.cert, next.certPem);
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "reloaded"]);
+      const after = await serial();
+      assert.notEqual(after, before);
+      assert.equal(after, new X509Certificate(next.certPem).serialNumber);
+      writeFileSync(live.key, readFileSync(pki.serverKey));
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "failed"]);
+      assert.equal(await serial(), after);
+      const text = await s.metrics.registry.metrics();
+      assert.match(text, /cluster_proxy_server_certificate_reloads_total\{listener="front",result="success"\} 1/);
+      assert.match(text, /cluster_proxy_server_certificate_reloads_total\{listener="front",result="failure"\} 1/);
+      assert.match(text, /cluster_proxy_server_certificate_expiry_timestamp_seconds\{flag="--cluster-cert"\} \d+/);
+      const expiry = (flag: string): number =>
+        Number(
+          new RegExp(`cluster_proxy_server_certificate_expiry_timestamp_seconds\\{flag="${flag}"\\} (\\d+)`).exec(
+            text,
+          )?.[1],
+        );
+      assert.equal(expiry("--server-cert"), Date.parse(new X509Certificate(next.certPem).validTo) / 1000);
+      assert.equal(
+        expiry("--server-ca-cert"),
+        Date.parse(new X509Certificate(readFileSync(pki.clientCaCert)).validTo) / 1000,
+      );
+    } finally {
+      await s.close();
+    }
   });
 
   test("start rejects unreadable files and busy ports naming the flag", async () => {
@@ -450,8 +575,9 @@ describe("ProxyServer options and lifecycle", () => {
     );
     await s.start();
     const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
     const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOpts },
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
       { agentid: "slow", agentidentifiers: "" },
     );
     try {
@@ -491,9 +617,9 @@ describe("ProxyServer options and lifecycle", () => {
     await s.start();
     assert.equal(s.addresses().server, `${pki.dir}/grpc.sock`);
     assert.equal(s.addresses().httpConnect, `${pki.dir}/connect.sock`);
-    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
+    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
     const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOpts },
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
       { agentid: "uds-agent", agentidentifiers: "host=east" },
     );
     try {

@@ -21,12 +21,13 @@ import {
   type Logger,
 } from "@cluster-proxy/tunnel";
 import { handleAgentCall } from "./agent-service.js";
+import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
 import { createAdminServer, createHealthServer } from "./health.js";
 import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
 import { Relay } from "./relay.js";
-import { planFrontDoors, validateServerOptions, type FrontDoor } from "./server-config.js";
+import { planFrontDoors, sharedCaSubjects, validateServerOptions, type FrontDoor } from "./server-config.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -84,6 +85,8 @@ export class ProxyServer {
   private readonly listeners: Listener[] = [];
   private readonly sessions = new Set<http2.Http2Session>();
   private readonly sockets = new Set<net.Socket>();
+  private readonly tlsListeners: TlsListener[] = [];
+  private certReloading: ServerCertReloading | undefined;
   private started = false;
   private closing: Promise<void> | undefined;
 
@@ -148,6 +151,12 @@ export class ProxyServer {
           ca: await readPem("--server-ca-cert", o.serverCaCert),
         };
         checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
+        const shared = sharedCaSubjects(frontTls.ca as Buffer, agentTls.ca);
+        if (shared.length > 0)
+          this.log.warn(
+            { ca: shared },
+            "--server-ca-cert and --cluster-ca-cert trust the same CA: an agent certificate is accepted at the client front doors too; give each its own CA (cluster-proxy certs writes client-ca.crt and agent-ca.crt)",
+          );
       }
 
       await this.listenTcp(this.createAgentServer(agentTls), "agent", o.agentPort, o.agentBindAddress, "--agent-port");
@@ -166,11 +175,27 @@ export class ProxyServer {
         o.adminBindAddress,
         "--admin-port",
       );
+      this.certReloading = startServerCertReloading({
+        options: o,
+        metrics: this.metrics,
+        logger: this.log,
+        listeners: this.tlsListeners,
+        agent: agentTls,
+        front: frontTls as { cert: Buffer; key: Buffer; ca: Buffer } | undefined,
+      });
     } catch (err) {
       await this.closeListeners();
       throw err;
     }
     this.log.info({ addresses: this.addresses() }, "proxy server listening");
+  }
+
+  /**
+   * Re-read the certificate files now instead of at the next --cert-reload-interval tick;
+   * resolves with each file set's result (agent port first).
+   */
+  reloadCertificates(): Promise<string[]> {
+    return this.certReloading?.checkNow() ?? Promise.resolve([]);
   }
 
   private secureServerOptions(material: tls.SecureContextOptions): http2.SecureServerOptions {
@@ -208,10 +233,9 @@ export class ProxyServer {
     // No TLS session tickets on the agent port: agents never resume a session (neither ours nor
     // Go's keeps a session cache), and the two tickets OpenSSL issues after every TLS 1.3
     // handshake cost about 10 KiB of memory per connected agent.
-    const server = http2.createSecureServer({
-      ...this.secureServerOptions(material),
-      secureOptions: SSL_OP_NO_TICKET,
-    });
+    const options = { ...this.secureServerOptions(material), secureOptions: SSL_OP_NO_TICKET };
+    const server = http2.createSecureServer(options);
+    this.tlsListeners.push({ server, role: "agent", options });
     this.watchHttp2(server, "agent", this.options.keepaliveTime);
     serveGrpc(server, {
       [AGENT_CONNECT_METHOD]: (call) =>
@@ -229,10 +253,13 @@ export class ProxyServer {
   }
 
   private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
-    const server =
-      door.transport === "tcp" && material
-        ? http2.createSecureServer(this.secureServerOptions(material))
-        : http2.createServer(TUNNEL_HTTP2_OPTIONS);
+    let server: http2.Http2SecureServer | http2.Http2Server;
+    if (door.transport === "tcp" && material) {
+      const options = this.secureServerOptions(material);
+      const secure = http2.createSecureServer(options);
+      this.tlsListeners.push({ server: secure, role: "front", options });
+      server = secure;
+    } else server = http2.createServer(TUNNEL_HTTP2_OPTIONS);
     this.watchHttp2(server, "proxy", this.options.frontendKeepaliveTime);
     const log = this.log.child({ door: door.flag });
     serveGrpc(server, {
@@ -260,13 +287,15 @@ export class ProxyServer {
       new ConnectSession(socket, this.relay, this.metrics, log);
     };
     if (door.transport === "tcp" && !door.plain && material) {
-      const server = tls.createServer({
+      const options: tls.TlsOptions = {
         ...material,
         requestCert: true,
         rejectUnauthorized: true,
         ALPNProtocols: ["http/1.1"],
         minVersion: "TLSv1.2",
-      });
+      };
+      const server = tls.createServer(options);
+      this.tlsListeners.push({ server, role: "front", options });
       server.on("secureConnection", accept);
       server.on("tlsClientError", (err) => log.debug({ err: err.message }, "TLS handshake failed"));
       return server;
@@ -356,6 +385,7 @@ export class ProxyServer {
 
   private async shutdown(): Promise<void> {
     this.log.info({}, "proxy server shutting down");
+    this.certReloading?.stop();
     const closed = this.listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
     this.relay.stopDialing();
     if (this.relay.establishedCount() > 0 && this.options.gracefulShutdownTimeout > 0) {
@@ -375,6 +405,7 @@ export class ProxyServer {
   }
 
   private async closeListeners(): Promise<void> {
+    this.certReloading?.stop();
     await Promise.all(
       this.listeners.map(
         (l) =>

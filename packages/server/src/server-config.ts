@@ -2,6 +2,7 @@
  * Which listeners a set of server options asks for, and validation of those options. Every error
  * is a ConfigError naming the flag.
  */
+import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import { AGENT_IDENTITY_MODES, ConfigError, PROXY_STRATEGIES, type ServerOptions } from "@cluster-proxy/api";
 
@@ -97,6 +98,7 @@ export function validateServerOptions(o: ServerOptions): void {
     ["--backend-dial-timeout", o.backendDialTimeout],
     ["--connection-stall-timeout", o.connectionStallTimeout],
     ["--graceful-shutdown-timeout", o.gracefulShutdownTimeout],
+    ["--cert-reload-interval", o.certReloadInterval ?? 0],
   ] as const) {
     if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
   }
@@ -137,4 +139,29 @@ export function validateServerOptions(o: ServerOptions): void {
   if (o.httpConnectPlain && !doors.some((d) => d.transport === "tcp" && d.plain)) {
     throw new ConfigError("--http-connect-plain: no TCP HTTP CONNECT front door is configured");
   }
+}
+
+/** The certificates of a PEM bundle (unreadable blocks are skipped: the TLS layer reports those). */
+function pemCertificates(pem: Buffer | string): X509Certificate[] {
+  const out: X509Certificate[] = [];
+  for (const block of pem.toString().match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []) {
+    try {
+      out.push(new X509Certificate(block));
+    } catch {
+      /* not a certificate */
+    }
+  }
+  return out;
+}
+
+/**
+ * Subjects of the CA certificates that both --server-ca-cert and --cluster-ca-cert trust. Any is
+ * shared trust: a certificate issued for an agent (its key lives in a managed cluster) is then
+ * accepted at the client front doors, and a client's at the agent port.
+ */
+export function sharedCaSubjects(serverCa: Buffer | string, clusterCa: Buffer | string): string[] {
+  const agentSide = new Set(pemCertificates(clusterCa).map((c) => c.fingerprint256));
+  return pemCertificates(serverCa)
+    .filter((c) => agentSide.has(c.fingerprint256))
+    .map((c) => c.subject.replace(/\n/g, ", "));
 }

@@ -8,3 +8,4 @@ export * from "./backoff.js";
 export * from "./errors.js";
 export * from "./packet-io.js";
 export * from "./process-stats.js";
+export * from "./cert-reloader.js";

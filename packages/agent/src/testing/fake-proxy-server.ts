@@ -102,7 +102,7 @@ export class FakeProxyServer {
       ...TUNNEL_HTTP2_OPTIONS,
       key: this.pki.serverKey,
       cert: this.pki.serverCert,
-      ca: this.pki.ca,
+      ca: this.pki.agentCa,
       requestCert: true,
       rejectUnauthorized: true,
       ALPNProtocols: ["h2"],

@@ -68,7 +68,7 @@ export class FakeProxyServer extends EventEmitter<FakeEvents> {
         ...TUNNEL_HTTP2_OPTIONS,
         key: options.pki.serverKey,
         cert: options.pki.serverCert,
-        ca: options.pki.ca,
+        ca: options.pki.clientCa,
         requestCert: true,
         rejectUnauthorized: true,
       });

@@ -1,13 +1,15 @@
 /**
  * Test-only: a throwaway standalone certificate set (@cluster-proxy/pki) in a temp directory
- * (nothing is committed). One CA signs a server certificate (SANs localhost, 127.0.0.1, ::1) and
- * a client certificate usable by agents and clients (it grants the clusters
- * {@link CLIENT_CERT_CLUSTERS} as `cluster-proxy://cluster/<name>` URI SANs, so fake agents may
- * claim them); a second, unrelated CA signs a "stranger" client certificate that the server must
- * refuse.
+ * (nothing is committed), with separate trust as in production: the serving CA (`caCert`) signs
+ * the server certificate (SANs localhost, 127.0.0.1, ::1) and is what clients and agents verify
+ * the server with; the client CA (`clientCaCert`, the server's --server-ca-cert) signs the client
+ * certificate; the agent CA (`agentCaCert`, --cluster-ca-cert) signs the agent certificate, which
+ * grants the clusters {@link CLIENT_CERT_CLUSTERS} as `cluster-proxy://cluster/<name>` URI SANs
+ * so fake agents may claim them. A second, unrelated CA signs a "stranger" client certificate
+ * that the server must refuse everywhere.
  */
 import { readFileSync, rmSync } from "node:fs";
-import { mkdtemp, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
@@ -19,16 +21,23 @@ import {
   type CertKeyPaths,
 } from "@cluster-proxy/pki";
 
-/** Clusters the test client certificate grants to an agent presenting it. */
+/** Clusters the test agent certificate grants to an agent presenting it. */
 export const CLIENT_CERT_CLUSTERS = ["east", "west", "north", "south"] as const;
 
 export interface TestPki {
   dir: string;
+  /** The serving CA: clients and agents verify the server with it. */
   caCert: string;
+  /** The client CA: the server's --server-ca-cert. */
+  clientCaCert: string;
+  /** The agent CA: the server's --cluster-ca-cert. */
+  agentCaCert: string;
   serverCert: string;
   serverKey: string;
   clientCert: string;
   clientKey: string;
+  agentCert: string;
+  agentKey: string;
   strangerCert: string;
   strangerKey: string;
   /** File contents, for TLS options. */
@@ -47,11 +56,15 @@ export async function createTestPki(): Promise<TestPki> {
   const cleanup = (): void => rmSync(dir, { recursive: true, force: true });
   try {
     const paths = await writeStandaloneCerts(dir, { clusters: [], validityDays: 2 });
-    const ca = { certPem: readFileSync(paths.ca.cert, "utf8"), keyPem: readFileSync(paths.ca.key, "utf8") };
+    const agentCa = {
+      certPem: await readFile(paths.agentCa.cert, "utf8"),
+      keyPem: await readFile(paths.agentCa.key, "utf8"),
+    };
+    const agent = { cert: join(dir, "agent-test.crt"), key: join(dir, "agent-test.key") };
     const uris = CLIENT_CERT_CLUSTERS.map(agentClusterUri);
     await writePair(
-      paths.client,
-      await issueCertificate(ca, { commonName: "client", uris, usage: "client", validityDays: 2 }),
+      agent,
+      await issueCertificate(agentCa, { commonName: "agent", uris, usage: "client", validityDays: 2 }),
     );
     const strangerCa = await createCertificateAuthority({ commonName: "stranger-ca", validityDays: 2 });
     const stranger = { cert: join(dir, "stranger.crt"), key: join(dir, "stranger.key") };
@@ -62,10 +75,14 @@ export async function createTestPki(): Promise<TestPki> {
     return {
       dir,
       caCert: paths.ca.cert,
+      clientCaCert: paths.clientCa.cert,
+      agentCaCert: paths.agentCa.cert,
       serverCert: paths.server.cert,
       serverKey: paths.server.key,
       clientCert: paths.client.cert,
       clientKey: paths.client.key,
+      agentCert: agent.cert,
+      agentKey: agent.key,
       strangerCert: stranger.cert,
       strangerKey: stranger.key,
       read: (path) => readFileSync(path),

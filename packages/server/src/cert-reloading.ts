@@ -1,0 +1,103 @@
+/**
+ * The proxy-server's certificate hot reload: one {@link CertReloader} for the agent port
+ * (--cluster-cert/--cluster-key/--cluster-ca-cert) and one for the TCP client front doors
+ * (--server-cert/--server-key/--server-ca-cert). New material is installed on every TLS listener
+ * of its role with `setSecureContext`, built from the options the listener was created with plus
+ * the new files, so whatever else the TLS setup configures (versions, ciphers, session tickets)
+ * is kept. Established connections keep the context they were accepted with.
+ */
+import type * as tls from "node:tls";
+import type { ServerOptions } from "@cluster-proxy/api";
+import {
+  CertReloader,
+  certificateInfo,
+  earliestExpiry,
+  type Logger,
+  type ReloadResult,
+  type TlsFiles,
+  type TlsMaterial,
+} from "@cluster-proxy/tunnel";
+import type { ServerMetrics } from "./metrics.js";
+
+/** Default of --cert-reload-interval. */
+export const DEFAULT_CERT_RELOAD_INTERVAL_MS = 10_000;
+
+/** A TLS listener and the options it was created with. */
+export interface TlsListener {
+  server: tls.Server;
+  role: "agent" | "front";
+  options: tls.SecureContextOptions;
+}
+
+/** The reloaders of a server. */
+export interface ServerCertReloading {
+  /** Check every file set now (tests; the timers do this every --cert-reload-interval). */
+  checkNow(): Promise<ReloadResult[]>;
+  stop(): void;
+}
+
+/** Start reloading; `front` is undefined when no TCP front door uses TLS. */
+export function startServerCertReloading(deps: {
+  options: ServerOptions;
+  metrics: ServerMetrics;
+  logger: Logger;
+  listeners: readonly TlsListener[];
+  agent: TlsMaterial;
+  front: TlsMaterial | undefined;
+}): ServerCertReloading {
+  const o = deps.options;
+  const sets: { role: TlsListener["role"]; what: string; files: TlsFiles; material: TlsMaterial }[] = [
+    {
+      role: "agent",
+      what: "agent port",
+      material: deps.agent,
+      files: {
+        cert: { flag: "--cluster-cert", path: o.clusterCert },
+        key: { flag: "--cluster-key", path: o.clusterKey },
+        ca: { flag: "--cluster-ca-cert", path: o.clusterCaCert },
+      },
+    },
+  ];
+  if (deps.front)
+    sets.push({
+      role: "front",
+      what: "client front doors",
+      material: deps.front,
+      files: {
+        cert: { flag: "--server-cert", path: o.serverCert },
+        key: { flag: "--server-key", path: o.serverKey },
+        ca: { flag: "--server-ca-cert", path: o.serverCaCert },
+      },
+    });
+  /** Expiry of the leaf (the first certificate of the file) and of the earliest CA of the bundle. */
+  const setExpiry = (files: TlsFiles, material: TlsMaterial | undefined): void => {
+    const leaf = certificateInfo(material?.cert)?.notAfter;
+    const ca = earliestExpiry(material?.ca);
+    if (leaf && files.cert) deps.metrics.certificateExpiry.set({ flag: files.cert.flag }, leaf.getTime() / 1000);
+    if (ca && files.ca) deps.metrics.certificateExpiry.set({ flag: files.ca.flag }, ca.getTime() / 1000);
+  };
+  const reloaders = sets.map((set) => {
+    setExpiry(set.files, set.material);
+    const reloader = new CertReloader({
+      what: set.what,
+      files: set.files,
+      intervalMs: o.certReloadInterval ?? DEFAULT_CERT_RELOAD_INTERVAL_MS,
+      initial: set.material,
+      apply: (material) => {
+        for (const l of deps.listeners)
+          if (l.role === set.role) l.server.setSecureContext({ ...l.options, ...material });
+      },
+      onResult: (result, material) => {
+        deps.metrics.certificateReloads.inc({ listener: set.role, result });
+        if (result === "success") setExpiry(set.files, material);
+      },
+      logger: deps.logger,
+    });
+    reloader.start();
+    return reloader;
+  });
+  return {
+    checkNow: () => Promise.all(reloaders.map((r) => r.check())),
+    stop: () => reloaders.forEach((r) => r.stop()),
+  };
+}

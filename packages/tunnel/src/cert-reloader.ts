@@ -1,0 +1,286 @@
+/**
+ * Certificate hot reload for long-running TLS endpoints: the files behind a certificate, its key
+ * and a CA bundle are polled by content hash, and a changed set that checks out is handed to
+ * `apply` (the server installs it with `tls.Server#setSecureContext`, so new handshakes get it
+ * while established connections keep theirs). A changed set that does not check out (unreadable,
+ * not PEM, key not matching the certificate) is refused: the old material stays, one error names
+ * the flag and the file, and nothing more is logged until the content changes again.
+ *
+ * Polling, not fs.watch: Kubernetes Secret volumes replace their files by swapping a `..data`
+ * symlink, which watchers of the files themselves miss; a hash of what a read returns sees
+ * every change, whatever the filesystem does.
+ */
+import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import * as tls from "node:tls";
+import type { Logger } from "./logger.js";
+
+/** One file and the flag it was given with (for messages). */
+export interface FlagFile {
+  flag: string;
+  path: string;
+}
+
+/** The files of one TLS identity; each is optional (an agent may run without a certificate). */
+export interface TlsFiles {
+  cert?: FlagFile;
+  key?: FlagFile;
+  ca?: FlagFile;
+}
+
+/** Checked TLS material, ready for `tls.createSecureContext`. */
+export interface TlsMaterial {
+  cert?: Buffer;
+  key?: Buffer;
+  ca?: Buffer;
+}
+
+/** What a certificate file holds, for logs and metrics. */
+export interface CertificateInfo {
+  /** Expiry of the leaf (the first certificate of the file). */
+  notAfter: Date;
+  serialNumber: string;
+  fingerprint256: string;
+  subject: string;
+}
+
+/** A TLS file that cannot be used, naming the flag and the file. */
+export class TlsFileError extends Error {
+  readonly code = "CP_ERR_TLS_FILE";
+  constructor(
+    readonly flag: string,
+    readonly path: string,
+    reason: string,
+  ) {
+    super(`${flag}: ${path}: ${reason}`);
+    this.name = "TlsFileError";
+  }
+}
+
+const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
+
+function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
+  const blocks = data.toString("latin1").match(PEM_CERTIFICATE) ?? [];
+  if (blocks.length === 0) throw new TlsFileError(file.flag, file.path, "no PEM certificate found");
+  return blocks.map((block, i) => {
+    try {
+      return new X509Certificate(block);
+    } catch (err) {
+      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${(err as Error).message}`);
+    }
+  });
+}
+
+/** The sha256 of a set's contents (what the reloader compares between polls). */
+export function tlsDigest(material: TlsMaterial): string {
+  const h = createHash("sha256");
+  for (const part of [material.cert, material.key, material.ca]) {
+    h.update(part ? String(part.length) : "-");
+    h.update(":");
+    if (part) h.update(part);
+  }
+  return h.digest("hex");
+}
+
+/** Information about the leaf of a certificate file's contents (undefined when unreadable). */
+export function certificateInfo(cert: Buffer | undefined): CertificateInfo | undefined {
+  if (!cert) return undefined;
+  const block = cert.toString("latin1").match(PEM_CERTIFICATE)?.[0];
+  if (!block) return undefined;
+  try {
+    const x = new X509Certificate(block);
+    return {
+      notAfter: new Date(x.validTo),
+      serialNumber: x.serialNumber,
+      fingerprint256: x.fingerprint256,
+      subject: x.subject.replace(/\n/g, ", "),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The earliest expiry among the certificates of a PEM file (a CA bundle), undefined when none is readable. */
+export function earliestExpiry(pem: Buffer | undefined): Date | undefined {
+  let earliest: Date | undefined;
+  for (const block of pem?.toString("latin1").match(PEM_CERTIFICATE) ?? []) {
+    try {
+      const notAfter = new Date(new X509Certificate(block).validTo);
+      if (!earliest || notAfter < earliest) earliest = notAfter;
+    } catch {
+      /* unreadable blocks are reported by checkTlsMaterial */
+    }
+  }
+  return earliest;
+}
+
+/**
+ * Check file contents as a TLS identity: every certificate readable, the key readable and
+ * matching the certificate, and node able to build a secure context from them. Throws a
+ * {@link TlsFileError} naming the flag and the file at fault.
+ */
+export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
+  let leaf: X509Certificate | undefined;
+  if (files.cert && material.cert) leaf = pemCertificates(files.cert, material.cert)[0];
+  if (files.ca && material.ca) pemCertificates(files.ca, material.ca);
+  if (files.key && material.key) {
+    let key;
+    try {
+      key = createPrivateKey(material.key);
+    } catch (err) {
+      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${(err as Error).message}`);
+    }
+    if (leaf && files.cert && !leaf.checkPrivateKey(key))
+      throw new TlsFileError(
+        files.key.flag,
+        files.key.path,
+        `does not match the certificate in ${files.cert.flag} ${files.cert.path}`,
+      );
+  }
+  try {
+    tls.createSecureContext({ ...material });
+  } catch (err) {
+    const blame = files.cert ?? files.key ?? files.ca;
+    if (!blame) throw err;
+    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${(err as Error).message}`);
+  }
+}
+
+/** Read the files of a set (missing entries stay undefined). Throws a {@link TlsFileError} for an unreadable file. */
+export async function readTlsFiles(
+  files: TlsFiles,
+  read: (path: string) => Promise<Buffer> = readFile,
+): Promise<TlsMaterial> {
+  const one = async (file: FlagFile | undefined): Promise<Buffer | undefined> => {
+    if (!file) return undefined;
+    try {
+      return await read(file.path);
+    } catch (err) {
+      throw new TlsFileError(file.flag, file.path, `cannot read: ${(err as Error).message}`);
+    }
+  };
+  return { cert: await one(files.cert), key: await one(files.key), ca: await one(files.ca) };
+}
+
+/** Timers the reloader polls with (injected in tests). */
+export interface ReloadTimers {
+  setInterval(fn: () => void, ms: number): unknown;
+  clearInterval(handle: unknown): void;
+}
+
+const realTimers: ReloadTimers = {
+  setInterval: (fn, ms) => {
+    const t = setInterval(fn, ms);
+    t.unref();
+    return t;
+  },
+  clearInterval: (h) => clearInterval(h as NodeJS.Timeout),
+};
+
+/** Options of {@link CertReloader}. */
+export interface CertReloaderOptions {
+  /** What the material is for, in logs (e.g. "agent port"). */
+  what: string;
+  files: TlsFiles;
+  /** Poll interval; 0 disables polling ({@link CertReloader.check} still works). */
+  intervalMs: number;
+  /** The material in use now (its digest is the starting point). */
+  initial: TlsMaterial;
+  /** Install new material. A throw counts as a failed reload and keeps the old digest. */
+  apply(material: TlsMaterial): void;
+  /** Called once per reload attempt of changed content (for metrics). */
+  onResult?(result: "success" | "failure", material: TlsMaterial | undefined): void;
+  logger: Logger;
+  timers?: ReloadTimers;
+  readFile?: (path: string) => Promise<Buffer>;
+}
+
+/** Result of one {@link CertReloader.check}. */
+export type ReloadResult = "unchanged" | "reloaded" | "failed" | "busy";
+
+/** Polls a TLS file set and installs changed material that checks out; see the module comment. */
+export class CertReloader {
+  private loadedDigest: string;
+  /** Digest (or read error) of the last refused content, so it is reported once. */
+  private refused: string | undefined;
+  private timer: unknown;
+  private running = false;
+  private readonly timers: ReloadTimers;
+
+  constructor(private readonly options: CertReloaderOptions) {
+    this.loadedDigest = tlsDigest(options.initial);
+    this.timers = options.timers ?? realTimers;
+  }
+
+  /** Start polling every `intervalMs` (no-op when 0). */
+  start(): void {
+    if (this.options.intervalMs <= 0 || this.timer !== undefined) return;
+    this.timer = this.timers.setInterval(() => void this.check(), this.options.intervalMs);
+  }
+
+  stop(): void {
+    if (this.timer !== undefined) this.timers.clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Read the files once; reload when their content changed. Never throws. */
+  async check(): Promise<ReloadResult> {
+    if (this.running) return "busy";
+    this.running = true;
+    try {
+      return await this.checkOnce();
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async checkOnce(): Promise<ReloadResult> {
+    const { files, logger, what } = this.options;
+    let material: TlsMaterial;
+    try {
+      material = await readTlsFiles(files, this.options.readFile);
+    } catch (err) {
+      return this.refuse(`read:${(err as Error).message}`, err as Error, undefined);
+    }
+    const digest = tlsDigest(material);
+    if (digest === this.loadedDigest) {
+      this.refused = undefined;
+      return "unchanged";
+    }
+    if (digest === this.refused) return "failed";
+    try {
+      checkTlsMaterial(files, material);
+      this.options.apply(material);
+    } catch (err) {
+      return this.refuse(digest, err as Error, material);
+    }
+    this.loadedDigest = digest;
+    this.refused = undefined;
+    const cert = certificateInfo(material.cert);
+    logger.info(
+      {
+        what,
+        files: Object.values(files).map((f: FlagFile) => `${f.flag}=${f.path}`),
+        ...(cert
+          ? { serial: cert.serialNumber, fingerprint: cert.fingerprint256, notAfter: cert.notAfter.toISOString() }
+          : {}),
+      },
+      `reloaded TLS certificates of the ${what}`,
+    );
+    this.options.onResult?.("success", material);
+    return "reloaded";
+  }
+
+  private refuse(key: string, err: Error, material: TlsMaterial | undefined): ReloadResult {
+    if (this.refused === key) return "failed";
+    this.refused = key;
+    const fields: Record<string, unknown> = { what: this.options.what, err: err.message };
+    if (err instanceof TlsFileError) Object.assign(fields, { flag: err.flag, file: err.path });
+    this.options.logger.error(
+      fields,
+      `refused new TLS certificates of the ${this.options.what}; keeping the ones in use`,
+    );
+    this.options.onResult?.("failure", material);
+    return "failed";
+  }
+}
