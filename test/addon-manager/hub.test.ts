@@ -13,7 +13,7 @@ import { managedProxyConfigurationCrd, MPC_API_VERSION, MPC_KIND, type Condition
 import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
-import { HOST_ADDR, nsOf, repoRoot } from "../env/config.js";
+import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { ManagerProcess } from "./manager-process.js";
@@ -47,6 +47,11 @@ interface Secret extends KubeObject {
   data?: Record<string, string>;
 }
 
+/** The test environment's LoadBalancer controller reports an ingress `ip` (default) or only a `hostname`. */
+let lbAnnotations: { key: string; value: string }[] = [{ key: "example.com/load-balancer-tier", value: "internal" }];
+const LB_INGRESS_ANNOTATION = "cpenv.cluster-proxy.io/load-balancer-ingress";
+const LB_POOL = /^10\.200\.30\.\d+$/;
+
 const mpcBody = (spec: Record<string, unknown> = {}): Mpc => ({
   apiVersion: MPC_API_VERSION,
   kind: MPC_KIND,
@@ -56,7 +61,7 @@ const mpcBody = (spec: Record<string, unknown> = {}): Mpc => ({
       image: "quay.io/open-cluster-management/cluster-proxy:dev",
       replicas: 1,
       namespace: SERVER_NS,
-      entrypoint: { type: "Hostname", hostname: { value: HOST_ADDR.hub } },
+      entrypoint: { type: "LoadBalancerService", loadBalancerService: { annotations: lbAnnotations } },
     },
     proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev" },
     authentication: {},
@@ -83,18 +88,21 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     child.stderr!.on("data", (d: Buffer) => output.set(child, (output.get(child)! + d.toString()).slice(-4000)));
     return child;
   };
-  /** PIDs of the proxy-server processes in the hub's network namespace (run there by the process kubelet). */
-  const serverPid = (): string =>
-    execFileSync("ip", ["netns", "pids", nsOf("hub")], { encoding: "utf8" })
-      .split("\n")
-      .filter((pid) => {
-        try {
-          return /server-count=/.test(readFileSync(`/proc/${pid}/cmdline`, "utf8"));
-        } catch {
-          return false;
-        }
-      })
-      .join(",");
+  /** The proxy-server pods: their addresses and the PIDs in their network namespaces. */
+  const serverPods = async (): Promise<{ ip: string; pids: string }[]> => {
+    const pods = (await api.list(Resources.pod, { namespace: SERVER_NS })).items as (KubeObject & {
+      status?: { podIP?: string; phase?: string };
+    })[];
+    return pods
+      .filter((p) => p.status?.podIP && !p.metadata.deletionTimestamp)
+      .map((p) => {
+        const netns = p.metadata.annotations?.["cpenv.cluster-proxy.io/netns"] ?? "";
+        const pids = netns
+          ? execFileSync("ip", ["netns", "pids", netns], { encoding: "utf8" }).trim().split("\n").sort().join(",")
+          : "";
+        return { ip: p.status!.podIP!, pids };
+      });
+  };
 
   const getMpc = (): Promise<Mpc | undefined> => api.tryGet<Mpc>(Resources.managedProxyConfiguration, NAME);
   const start = (name: string): ManagerProcess => {
@@ -237,7 +245,14 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
       `ProxyServerDeployed was False before the server was ready: ${seen.join(" | ")}`,
     );
     assert.equal(cond(ready, "ProxyServerDeployed")?.message, "1 of 1 proxy-servers ready");
-    assert.equal(ready.status?.entrypoint, `${HOST_ADDR.hub}:8091`);
+    assert.match(
+      ready.status?.entrypoint ?? "",
+      /^10\.200\.30\.\d+:8091$/,
+      "agents dial the LoadBalancer's ingress IP",
+    );
+    assert.equal(cond(ready, "EntrypointReady")?.reason, "LoadBalancerReady");
+    const lb = await api.get(Resources.service, "proxy-agent-entrypoint", SERVER_NS);
+    assert.equal(lb.metadata.annotations?.["example.com/load-balancer-tier"], "internal");
     assert.equal(ready.status?.lastObservedGeneration, ready.metadata.generation);
     assert.match(cond(ready, "AgentServerSecretSigned")?.message ?? "", /^Expiry:\d{4}-/);
     assert.equal(await m.health("/readyz"), 200);
@@ -294,10 +309,9 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     const agentServer = await get("agent-server");
     const agentServerCert = new X509Certificate(pem(agentServer, "tls.crt"));
     assert.ok(agentServerCert.checkIssued(serverCa));
-    assert.match(
-      agentServerCert.subjectAltName ?? "",
-      new RegExp(`IP Address:${HOST_ADDR.hub.replaceAll(".", "\\.")}`),
-    );
+    const lbIp = ((await getMpc())?.status?.entrypoint ?? "").split(":")[0]!;
+    assert.match(lbIp, LB_POOL);
+    assert.ok((agentServerCert.subjectAltName ?? "").includes(`IP Address:${lbIp}`), agentServerCert.subjectAltName);
     // The agent port trusts only the agent CA, the client doors only the client CA.
     assert.equal(new X509Certificate(pem(agentServer, "agent-ca.crt")).fingerprint256, agentCa.fingerprint256);
     assert.equal(
@@ -306,6 +320,29 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     );
     // CA Secrets are owned by nothing.
     assert.equal((await get("cluster-proxy-signer", MANAGER_NS)).metadata.ownerReferences, undefined);
+  });
+
+  test("LoadBalancer entrypoint: a hostname-only ingress is used, and the Service's annotations follow the configuration", async () => {
+    lbAnnotations = [{ key: LB_INGRESS_ANNOTATION, value: "hostname" }];
+    await api.apply(Resources.managedProxyConfiguration, mpcBody());
+    const hostnameOnly = await waitConditions("an entrypoint from the LoadBalancer's hostname", (m) =>
+      /^10-200-30-\d+\.lb\.cpenv\.test:8091$/.test(m.status?.entrypoint ?? ""),
+    );
+    const host = hostnameOnly.status!.entrypoint!.split(":")[0]!;
+    await waitFor("the agent-server certificate to name the LoadBalancer's hostname", 60_000, async () => {
+      const secret = await api.get<Secret>(Resources.secret, "agent-server", SERVER_NS);
+      return (new X509Certificate(pem(secret, "tls.crt")).subjectAltName ?? "").includes(`DNS:${host}`);
+    });
+    const lb = await api.get(Resources.service, "proxy-agent-entrypoint", SERVER_NS);
+    assert.equal(
+      lb.metadata.annotations?.["example.com/load-balancer-tier"],
+      undefined,
+      "a removed annotation is removed",
+    );
+    assert.equal(lb.metadata.annotations?.[LB_INGRESS_ANNOTATION], "hostname");
+    lbAnnotations = [];
+    await api.apply(Resources.managedProxyConfiguration, mpcBody());
+    await waitConditions("back to the ingress IP", (m) => /^10\.200\.30\.\d+:8091$/.test(m.status?.entrypoint ?? ""));
   });
 
   test("drift is repaired: a deleted Service comes back, an edited Deployment is put back", async () => {
@@ -428,7 +465,9 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
         error?: string;
       };
     };
-    const front = `${HOST_ADDR.hub}:8090`;
+    const pods = await serverPods();
+    assert.equal(pods.length, 1, JSON.stringify(pods));
+    const front = `${pods[0]!.ip}:8090`; // the client door of the proxy-server pod, from the lab
     let first: unknown;
     try {
       await waitFor(
@@ -467,7 +506,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     children.push(transfer);
     let transferOut = "";
     transfer.stdout!.on("data", (d: Buffer) => (transferOut += d.toString()));
-    const pid = serverPid();
+    const pids = pods[0]!.pids;
     // Force the rotation of both serving certificates (an annotation that no longer matches re-issues).
     for (const secret of ["proxy-server", "agent-server"])
       await api.request(
@@ -494,7 +533,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     assert.equal(code, 0);
     assert.ok(result.ok, `transfer across the rotation: ${transferOut}`);
     assert.ok((result.sent ?? 0) > 10 * 1024 * 1024, `a real transfer: ${transferOut}`);
-    assert.equal(serverPid(), pid, "the proxy-server process was not restarted");
+    assert.deepEqual(await serverPods(), pods, "the proxy-server pod and process were not restarted");
   });
 
   test("two managers: one leads; when it is killed the other takes over within the lease time", async () => {

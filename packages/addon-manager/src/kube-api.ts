@@ -50,6 +50,7 @@ export interface ResourceRef {
 export const Resources = {
   namespace: { apiVersion: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
   secret: { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  pod: { apiVersion: "v1", kind: "Pod", plural: "pods", namespaced: true },
   service: { apiVersion: "v1", kind: "Service", plural: "services", namespaced: true },
   serviceAccount: { apiVersion: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
   event: { apiVersion: "v1", kind: "Event", plural: "events", namespaced: true },
