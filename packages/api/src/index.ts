@@ -4,3 +4,6 @@
 export * from "./options.js";
 export * from "./server-options.js";
 export * from "./agent-options.js";
+export * from "./log-options.js";
+export * from "./tls-profile.js";
+export * from "./go-flags.js";

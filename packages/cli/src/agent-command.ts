@@ -35,7 +35,7 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
   addOptionSpecs(command, agentOptionSpecs);
   command.action(async () => {
     const options = resolveCommandOptions<AgentOptions>(command, agentOptionSpecs, ctx.env);
-    const logger = await createLogger(options.logLevel, "proxy-agent", ctx.logFd);
+    const logger = await createLogger(options, "proxy-agent", ctx.logFd);
     logMissingNodeFlags(logger);
     const { ProxyAgent } = await import("@cluster-proxy/agent");
     const agent = new ProxyAgent(options, { logger });

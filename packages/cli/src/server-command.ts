@@ -33,7 +33,7 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
   addOptionSpecs(command, serverOptionSpecs);
   command.action(async () => {
     const options = resolveCommandOptions<ServerOptions>(command, serverOptionSpecs, ctx.env);
-    const logger = await createLogger(options.logLevel, "proxy-server", ctx.logFd);
+    const logger = await createLogger(options, "proxy-server", ctx.logFd);
     logMissingNodeFlags(logger);
     const { ProxyServer } = await import("@cluster-proxy/server");
     const server = new ProxyServer(options, { logger });
