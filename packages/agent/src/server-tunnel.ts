@@ -180,7 +180,11 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     call.on("message", (frame) => this.receive(frame));
     call.on("drain", () => this.onStreamDrain());
     call.on("halfClose", () => this.close("server ended the stream"));
-    call.on("close", (status) => this.close(`stream closed: ${status.details || `status ${status.code}`}`));
+    call.on("close", (status) => {
+      // Go counts a failed receive other than EOF as server_connection_failure_count{from_server}.
+      if (!this.closed && status.code !== 0) deps.metrics.serverConnectionFailures.labels("from_server").inc();
+      this.close(`stream closed: ${status.details || `status ${status.code}`}`);
+    });
     session.on("close", () => this.close("session closed"));
     session.on("goaway", () => this.log.debug({}, "server sent GOAWAY"));
   }

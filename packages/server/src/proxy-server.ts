@@ -9,7 +9,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { ConfigError, type ProxyStrategy, type ServerOptions } from "@cluster-proxy/api";
+import { ConfigError, tlsProfileOptions, type ProxyStrategy, type ServerOptions } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
   GrpcStatus,
@@ -26,7 +26,14 @@ import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
 import { Relay } from "./relay.js";
-import { planFrontDoors, validateServerOptions, type FrontDoor } from "./server-config.js";
+import {
+  effectiveAgentIdentity,
+  planFrontDoors,
+  usesTokenAuth,
+  validateServerOptions,
+  type FrontDoor,
+} from "./server-config.js";
+import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -50,6 +57,8 @@ export interface ServerAddresses {
 
 export interface ProxyServerDeps {
   logger?: Logger;
+  /** TokenReview client for ServiceAccount token authentication (default: the apiserver of --kubeconfig). */
+  tokenReview?: TokenReviewFn;
 }
 
 interface Listener {
@@ -86,12 +95,17 @@ export class ProxyServer {
   private readonly sockets = new Set<net.Socket>();
   private started = false;
   private closing: Promise<void> | undefined;
+  /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
+  private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
+  private tokenReview: TokenReviewFn | undefined;
 
   constructor(
     private readonly options: ServerOptions,
     deps: ProxyServerDeps = {},
   ) {
     validateServerOptions(options);
+    this.tlsProfile = tlsProfileOptions(options.cipherSuites ?? [], options.tlsMinVersion ?? "");
+    this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
     const strategies = options.proxyStrategies as ProxyStrategy[];
@@ -100,6 +114,7 @@ export class ProxyServer {
       readyBackends: () => this.relay.router.strategies.map((s) => ({ strategy: s.name, count: s.size() })),
       pendingDials: () => this.relay.pendingCount(),
       establishedConnections: () => this.relay.establishedCount(),
+      backendCount: () => this.relay.backends.size,
       backendsByIdentifier: () => {
         const counts = new Map<string, number>();
         for (const b of this.relay.backends) {
@@ -133,12 +148,19 @@ export class ProxyServer {
     this.started = true;
     const o = this.options;
     try {
-      const agentTls = {
+      const tokenAuth = usesTokenAuth(o);
+      const agentTls: tls.SecureContextOptions = {
         cert: await readPem("--cluster-cert", o.clusterCert),
         key: await readPem("--cluster-key", o.clusterKey),
-        ca: await readPem("--cluster-ca-cert", o.clusterCaCert),
+        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert) }),
       };
-      checkTlsMaterial("--cluster-cert/--cluster-key/--cluster-ca-cert", agentTls);
+      checkTlsMaterial(
+        tokenAuth ? "--cluster-cert/--cluster-key" : "--cluster-cert/--cluster-key/--cluster-ca-cert",
+        agentTls,
+      );
+      if (tokenAuth && !this.tokenReview) {
+        this.tokenReview = await kubernetesTokenReview(o.kubeconfig ?? "", o.kubeconfigQps, o.kubeconfigBurst);
+      }
       const doors = planFrontDoors(o);
       let frontTls: tls.SecureContextOptions | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
@@ -150,7 +172,13 @@ export class ProxyServer {
         checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
       }
 
-      await this.listenTcp(this.createAgentServer(agentTls), "agent", o.agentPort, o.agentBindAddress, "--agent-port");
+      await this.listenTcp(
+        this.createAgentServer(agentTls, !tokenAuth),
+        "agent",
+        o.agentPort,
+        o.agentBindAddress,
+        "--agent-port",
+      );
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
         createHealthServer({ ready: () => this.ready(), registry: this.metrics.registry }),
@@ -173,14 +201,14 @@ export class ProxyServer {
     this.log.info({ addresses: this.addresses() }, "proxy server listening");
   }
 
-  private secureServerOptions(material: tls.SecureContextOptions): http2.SecureServerOptions {
+  private secureServerOptions(material: tls.SecureContextOptions, clientCerts = true): http2.SecureServerOptions {
     return {
       ...TUNNEL_HTTP2_OPTIONS,
       ...material,
-      requestCert: true,
-      rejectUnauthorized: true,
+      requestCert: clientCerts,
+      rejectUnauthorized: clientCerts,
       ALPNProtocols: ["h2"],
-      minVersion: "TLSv1.2",
+      ...this.tlsProfile,
       allowHTTP1: false,
     };
   }
@@ -204,12 +232,12 @@ export class ProxyServer {
     });
   }
 
-  private createAgentServer(material: tls.SecureContextOptions): http2.Http2SecureServer {
+  private createAgentServer(material: tls.SecureContextOptions, clientCerts: boolean): http2.Http2SecureServer {
     // No TLS session tickets on the agent port: agents never resume a session (neither ours nor
     // Go's keeps a session cache), and the two tickets OpenSSL issues after every TLS 1.3
     // handshake cost about 10 KiB of memory per connected agent.
     const server = http2.createSecureServer({
-      ...this.secureServerOptions(material),
+      ...this.secureServerOptions(material, clientCerts),
       secureOptions: SSL_OP_NO_TICKET,
     });
     this.watchHttp2(server, "agent", this.options.keepaliveTime);
@@ -221,11 +249,23 @@ export class ProxyServer {
           relay: this.relay,
           metrics: this.metrics,
           logger: this.log,
-          agentIdentity: this.options.agentIdentity,
+          agentIdentity: effectiveAgentIdentity(this.options),
           agentIdentityNamespaces: this.options.agentIdentityNamespaces,
+          ...(this.tokenReview ? { authenticate: this.tokenAuthenticator(this.tokenReview) } : {}),
         }),
     });
     return server;
+  }
+
+  private tokenAuthenticator(review: TokenReviewFn): (authorization: string[]) => Promise<string> {
+    const o = this.options;
+    return (authorization) =>
+      authenticateAgentToken(authorization, {
+        agentNamespace: o.agentNamespace ?? "",
+        agentServiceAccount: o.agentServiceAccount ?? "",
+        authenticationAudience: o.authenticationAudience ?? "",
+        review,
+      });
   }
 
   private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
@@ -265,7 +305,7 @@ export class ProxyServer {
         requestCert: true,
         rejectUnauthorized: true,
         ALPNProtocols: ["http/1.1"],
-        minVersion: "TLSv1.2",
+        ...this.tlsProfile,
       });
       server.on("secureConnection", accept);
       server.on("tlsClientError", (err) => log.debug({ err: err.message }, "TLS handshake failed"));
