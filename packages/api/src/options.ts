@@ -29,6 +29,8 @@ export interface OptionSpec {
    * spell it out), any other value is refused with this reason.
    */
   unsupported?: string;
+  /** For a Go-compatible flag: where ours is stricter or does more (README compatibility table). */
+  goDifference?: string;
   /** One-letter alias, e.g. `v` for klog's `-v`. */
   short?: string;
   /** Allowed values for `string` options. */
@@ -53,6 +55,7 @@ export const ENABLE_PROFILING_SPEC: OptionSpec = {
   kind: "boolean",
   default: false,
   goCompatible: true,
+  goDifference: "serves /debug/process (memory, descriptors, handles) where Go serves pprof",
   description:
     "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
 };

@@ -79,6 +79,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     default: "grpc",
     choices: ["grpc", "http-connect", "both"],
     goCompatible: true,
+    goDifference: "ours also has `both` (gRPC and HTTP CONNECT at once)",
     description:
       "Front door to serve on --server-port / --uds-name: grpc (ProxyService) or http-connect, as in Go; or both (ours: gRPC there and HTTP CONNECT on --http-connect-port / --http-connect-uds-name)",
   },
@@ -88,6 +89,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8090,
     goCompatible: true,
+    goDifference: "ours may serve TCP next to --uds-name (Go insists on 0 with a socket)",
     description:
       "Port of the client front door (mTLS). 0 with --uds-name serves only the Unix socket; 0 without it picks a free port",
   },
@@ -215,6 +217,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "path",
     default: "",
     goCompatible: true,
+    goDifference: "required for the TCP front doors, as in Go",
     description: "CA that client certificates must chain to (required for the TCP front doors)",
   },
   {
@@ -239,6 +242,8 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "path",
     default: "",
     goCompatible: true,
+    goDifference:
+      "ours refuses to start with neither this nor ServiceAccount token authentication (Go then accepts any agent)",
     description: "CA that agent certificates must chain to (required: agents without a valid certificate are refused)",
   },
   {
@@ -264,6 +269,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "list",
     default: ["default"],
     goCompatible: true,
+    goDifference: "a strategy listed twice or an unknown one is refused",
     description:
       "Comma list of routing strategies tried in order: destHost, default, defaultRoute. The Go default sends a dial to any agent; to route <cluster>:<port> to that cluster's agent use destHost (or destHost,default)",
   },
@@ -409,6 +415,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "list",
     default: [],
     goCompatible: true,
+    goDifference: "an unknown or insecure name is refused (Go silently turns it into cipher 0)",
     description:
       "Comma list of the TLS 1.2 cipher suites the TLS ports allow, by Go crypto/tls name (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 names are accepted and, as in Go, have no effect. Empty: the default list. Unknown names are refused (Go silently turns them into cipher 0)",
   },
