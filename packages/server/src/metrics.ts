@@ -78,6 +78,11 @@ export class ServerMetrics {
         this.set(source.backendCount());
       },
     });
+    new Counter({
+      name: `${PREFIX}culled_leases_count`,
+      help: "Count of expired leases that the lease garbage collection controller has culled. Always 0 here: there is no lease controller (--enable-lease-controller is refused)",
+      registers,
+    });
     new Gauge({
       name: `${PREFIX}full_receive_channels`,
       help: "Number of current connections blocked by a full receive channel, partitioned by service method. Always 0 here: connections are flow-controlled one by one, none blocks a stream (docs/flow-control.md)",
