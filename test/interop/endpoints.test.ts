@@ -5,9 +5,13 @@
  * a dial exists here with the same type and label names.
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+import { GO_AGENT_FLAGS, GO_SERVER_FLAGS } from "@cluster-proxy/api";
 import { after, before, describe, test } from "node:test";
 import { Harness, echoServer, freePort, httpGet, waitFor } from "../integration/harness.js";
 import {
+  goBin,
   notePairing,
   ready,
   reportPairings,
@@ -43,6 +47,39 @@ function families(text: string, prefix: string): Map<string, { type: string; lab
   for (const [name, set] of labels) out.set(name, { type: types.get(name) ?? "?", labels: [...set].sort().join(",") });
   return out;
 }
+
+/** Flags and defaults a Go binary's `--help` prints (pflag's format). */
+function goHelpFlags(binary: string): { flag: string; type: string; default: string }[] {
+  let text: string;
+  try {
+    text = execFileSync(binary, ["--help"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  } catch (err) {
+    text = String((err as { stdout?: string }).stdout ?? "");
+  }
+  const out: { flag: string; type: string; default: string }[] = [];
+  for (const line of text.split("\n")) {
+    const m = /^\s+(?:-\w, )?--([\w-]+)(?: (\w+))?\s{2,}(.*)$/.exec(line);
+    if (!m || m[1] === "help") continue;
+    let def = /\(default (.*)\)$/.exec(m[3]!)?.[1] ?? "";
+    if (def.startsWith('"') && def.endsWith('"')) def = def.slice(1, -1);
+    // Random per run: the UUID defaults of --server-id / --agent-id.
+    if (m[1] === "server-id" || m[1] === "agent-id") def = "";
+    out.push({ flag: m[1]!, type: m[2] ?? "bool", default: def });
+  }
+  return out;
+}
+
+describe("the Go flag table is the Go binaries' --help", () => {
+  test("proxy-server and proxy-agent v0.36.0: same flags, types and defaults", () => {
+    for (const [binary, table] of [
+      ["proxy-server", GO_SERVER_FLAGS],
+      ["proxy-agent", GO_AGENT_FLAGS],
+    ] as const) {
+      const visible = table.filter((f) => !f.hidden).map(({ flag, type, default: d }) => ({ flag, type, default: d }));
+      assert.deepEqual(goHelpFlags(join(goBin(), binary)), visible, binary);
+    }
+  });
+});
 
 async function page(port: number, path: string): Promise<{ status: number; body: string }> {
   return httpGet(`http://127.0.0.1:${port}${path}`);
