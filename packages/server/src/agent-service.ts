@@ -132,6 +132,8 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
   call.on("halfClose", () => call.finish({ code: GrpcStatus.OK, details: "" }));
   call.on("close", (status) => {
     metrics.grpcConnections.dec({ service_method: "Connect" });
+    // Go counts a failed Recv on the agent stream (not a clean end) as stream_errors_total.
+    if (status.code !== GrpcStatus.OK) metrics.streamErrorNoPacket("from_agent", status.code);
     relay.removeBackend(backend, status.details || `stream ended with status ${status.code}`);
     log.info({ code: status.code, details: status.details }, "agent disconnected");
   });

@@ -5,7 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { packetTypeName } from "@cluster-proxy/protocol";
-import type { DialFailureReason } from "@cluster-proxy/tunnel";
+import { grpcCodeName, type DialFailureReason } from "@cluster-proxy/tunnel";
 
 const PREFIX = "konnectivity_network_proxy_server_";
 
@@ -189,6 +189,11 @@ export class ServerMetrics {
   /** Record a frontend write that started at `startNs` (process.hrtime.bigint()). */
   frontendWrite(startNs: bigint): void {
     this.frontendWriteDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9);
+  }
+
+  /** A stream that ended with an error status (Go: a failed Recv, packet type "Unknown"). */
+  streamErrorNoPacket(segment: Segment, code: number): void {
+    this.streamErrors.inc({ segment, code: grpcCodeName(code), packet_type: "Unknown" });
   }
 
   connectionStalled(): void {

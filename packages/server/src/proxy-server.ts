@@ -279,7 +279,10 @@ export class ProxyServer {
       [PROXY_METHOD]: (call) => {
         if (call.closed) return;
         this.metrics.grpcConnections.inc({ service_method: "Proxy" });
-        call.once("close", () => this.metrics.grpcConnections.dec({ service_method: "Proxy" }));
+        call.once("close", (status) => {
+          this.metrics.grpcConnections.dec({ service_method: "Proxy" });
+          if (status.code !== GrpcStatus.OK) this.metrics.streamErrorNoPacket("from_client", status.code);
+        });
         new ProxyStream(call, this.relay, this.metrics, log);
       },
     });
