@@ -81,6 +81,8 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     kind: "path",
     default: "",
     goCompatible: true,
+    goDifference:
+      "trailing line breaks in the file are dropped (the Go agent sends them, and grpc-go then refuses the header)",
     description:
       "Token file sent as 'authorization: Bearer <token>' on every connect (re-read each time), for servers using token auth",
   },
