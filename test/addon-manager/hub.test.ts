@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -85,7 +85,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
   const spawnIn = (where: "mc1" | "lab", cmd: string, args: string[]): ChildProcess => {
     const child = spawn("ip", ["netns", "exec", nsOf(where), cmd, ...args], { stdio: ["ignore", "pipe", "pipe"] });
     output.set(child, "");
-    child.stderr!.on("data", (d: Buffer) => output.set(child, (output.get(child)! + d.toString()).slice(-4000)));
+    child.stderr.on("data", (d: Buffer) => output.set(child, (output.get(child)! + d.toString()).slice(-4000)));
     return child;
   };
   /** The proxy-server pods: their addresses and the PIDs in their network namespaces. */
@@ -506,7 +506,6 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     children.push(transfer);
     let transferOut = "";
     transfer.stdout!.on("data", (d: Buffer) => (transferOut += d.toString()));
-    const pids = pods[0]!.pids;
     // Force the rotation of both serving certificates (an annotation that no longer matches re-issues).
     for (const secret of ["proxy-server", "agent-server"])
       await api.request(

@@ -52,6 +52,7 @@ for (let i = 0; i < cfg.count; i++) {
     "admin-server-port": "0",
     "sync-interval": "1s",
     "sync-interval-cap": "5s",
+    "keepalive-time": "30s",
   });
   agents.push(new ProxyAgent(options, { logger: recorder }));
 }

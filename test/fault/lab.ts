@@ -151,6 +151,7 @@ export class FaultLab {
     const proc = this.inNs(this.hubNs, "server", process.execPath, [
       ...CLI_ARGV,
       "server",
+      "--mode=both",
       "--server-port=0",
       `--uds-name=${grpcSock}`,
       "--http-connect-port=0",

@@ -184,6 +184,13 @@ export class Harness {
     const c = this.certs;
     const proc = this.spawnCli("server", [
       "server",
+      // gRPC and HTTP CONNECT front doors at once, and the timeouts the suites were written for
+      // (the Go defaults are 1h keepalives, no dial timeout, no graceful shutdown).
+      "--mode=both",
+      "--keepalive-time=30s",
+      "--frontend-keepalive-time=1m",
+      "--backend-dial-timeout=30s",
+      "--graceful-shutdown-timeout=5s",
       "--server-bind-address=127.0.0.1",
       `--server-port=${p.server}`,
       `--http-connect-port=${p.httpConnect}`,

@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
+import * as tls from "node:tls";
 import { once } from "node:events";
 import { X509Certificate } from "node:crypto";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -552,6 +553,35 @@ describe("ProxyAgent backpressure", () => {
       await server.close();
       for (const s of sinkSockets) s.destroy();
       await new Promise<void>((resolve) => target.close(() => resolve()));
+    }
+  });
+});
+
+describe("--alpn-proto", () => {
+  it("offers the extra protocols before h2 when connecting to the server", async () => {
+    const offered: string[][] = [];
+    const server = tls.createServer({
+      cert: pki.serverCert,
+      key: pki.serverKey,
+      ALPNCallback: ({ protocols }) => {
+        offered.push(protocols);
+        return "h2";
+      },
+    });
+    server.on("secureConnection", (s) => s.destroy());
+    server.on("tlsClientError", () => undefined);
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const agent = new ProxyAgent(options((server.address() as net.AddressInfo).port, { alpnProto: ["konnectivity"] }), {
+      logger: silentLogger,
+    });
+    try {
+      await agent.start();
+      await eventually(() => offered.length > 0, 5000, "a TLS handshake with the agent");
+      assert.deepEqual(offered[0], ["konnectivity", "h2"]);
+    } finally {
+      await agent.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 });

@@ -13,7 +13,7 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import type { AgentOptions } from "@cluster-proxy/api";
+import { agentAlpnProtocols, type AgentOptions } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
   Backoff,
@@ -336,7 +336,12 @@ export class ProxyAgent {
       session = await connectSession({
         host: o.proxyServerHost,
         port: o.proxyServerPort,
-        tls: { ca: material.ca, cert: material.cert, key: material.key },
+        tls: {
+          ca: material.ca,
+          cert: material.cert,
+          key: material.key,
+          ALPNProtocols: agentAlpnProtocols(o.alpnProto),
+        },
         timeoutMs,
         signal: attempt.signal,
       });

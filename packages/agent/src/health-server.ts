@@ -37,14 +37,18 @@ export function healthHandler(source: HealthSource): http.RequestListener {
         return reply(res, 200, "ok");
       case "/readyz":
       case "/ready": {
+        // Go's readiness checks and texts: ping, server-connected; `?verbose` lists them on success.
         const servers = source.connectedServers();
-        if (servers.length > 0) return reply(res, 200, "ok");
-        return reply(res, 503, "[-]server-connected failed: no connection to any proxy server\n");
+        if (servers.length === 0) {
+          return reply(res, 503, "[+]ping ok\n[-]server-connected failed: no servers connected\n");
+        }
+        const verbose = new URL(req.url ?? "/", "http://agent").searchParams.has("verbose");
+        return reply(res, 200, verbose ? "[+]ping ok\n[+]server-connected ok\ncheck passed\n" : "ok");
       }
       case "/metrics":
         return serveMetrics(source, res);
       default:
-        return reply(res, 404, "not found\n");
+        return reply(res, 404, "404 page not found\n");
     }
   };
 }
@@ -56,7 +60,7 @@ export function adminHandler(source: HealthSource, profiling = false): http.Requ
     const path = new URL(req.url ?? "/", "http://agent").pathname;
     if (path === "/metrics") return serveMetrics(source, res);
     if (processStats && path === PROCESS_STATS_PATH) return processStats(req, res);
-    reply(res, 404, "not found\n");
+    reply(res, 404, "404 page not found\n");
   };
 }
 

@@ -32,6 +32,8 @@ export class AgentMetrics {
   readonly certificateExpiry: Gauge<"flag">;
   /** Reloads of changed certificate files by result (`success`, `failure`). */
   readonly certificateReloads: Counter<"result">;
+  /** Go's deprecated server_connection_failure_count{direction}: to_server / from_server. */
+  readonly serverConnectionFailures: Counter<"direction">;
   // Packets are counted in plain numbers per (segment, type) and handed to the counter when it is
   // scraped: prom-client hashes the label set on every inc(), which showed in dial-rate profiles.
   private readonly packetCounts = new Float64Array(2 * 64);
@@ -66,7 +68,7 @@ export class AgentMetrics {
     this.dialDuration = new Histogram({
       name: `${PREFIX}dial_duration_seconds`,
       help: "Latency of successful endpoint dials in seconds.",
-      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 12.5],
+      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30],
       registers,
     });
     const { packetCounts, packetReported, packetTypes } = this;
@@ -96,6 +98,12 @@ export class AgentMetrics {
       labelNames: ["result"],
       registers,
     });
+    this.serverConnectionFailures = new Counter({
+      name: `${PREFIX}server_connection_failure_count`,
+      help: "Count of failures to send to or receive from the proxy server, labeled by the direction (from_server or to_server). DEPRECATED, please use stream_packets_total and stream_errors_total",
+      labelNames: ["direction"],
+      registers,
+    });
     this.streamErrors = new Counter({
       name: `${PREFIX}stream_errors_total`,
       help: "Count of gRPC stream errors, by segment, status code and packet type.",
@@ -115,5 +123,6 @@ export class AgentMetrics {
   /** Count a failed send on the server stream. */
   streamError(segment: AgentSegment, code: string, type: number): void {
     this.streamErrors.labels(segment, code, packetTypeName(type)).inc();
+    if (segment === "from_agent") this.serverConnectionFailures.labels("to_server").inc();
   }
 }

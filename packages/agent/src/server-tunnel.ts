@@ -28,7 +28,15 @@ import {
   type DialRequest,
   type Packet,
 } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, sendData, sendPacket, type ClientCall, type Logger } from "@cluster-proxy/tunnel";
+import {
+  FRAME_HEADER,
+  grpcCodeName,
+  sealFrame,
+  sendData,
+  sendPacket,
+  type ClientCall,
+  type Logger,
+} from "@cluster-proxy/tunnel";
 import {
   dialEndpoint,
   resolveEndpointAddress,
@@ -180,7 +188,14 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     call.on("message", (frame) => this.receive(frame));
     call.on("drain", () => this.onStreamDrain());
     call.on("halfClose", () => this.close("server ended the stream"));
-    call.on("close", (status) => this.close(`stream closed: ${status.details || `status ${status.code}`}`));
+    call.on("close", (status) => {
+      // Go counts a failed receive other than EOF as server_connection_failure_count{from_server}.
+      if (!this.closed && status.code !== 0) {
+        deps.metrics.serverConnectionFailures.labels("from_server").inc();
+        deps.metrics.streamErrors.labels("to_agent", grpcCodeName(status.code), "Unknown").inc();
+      }
+      this.close(`stream closed: ${status.details || `status ${status.code}`}`);
+    });
     session.on("close", () => this.close("session closed"));
     session.on("goaway", () => this.log.debug({}, "server sent GOAWAY"));
   }

@@ -1,7 +1,8 @@
 /** The proxy-agent's options. Flag names shared with the Go proxy-agent mean the same thing. */
+import { LOG_OPTION_SPECS, type LogOptions } from "./log-options.js";
 import { ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
-export interface AgentOptions {
+export interface AgentOptions extends LogOptions {
   proxyServerHost: string;
   proxyServerPort: number;
   caCert: string;
@@ -31,7 +32,8 @@ export interface AgentOptions {
   certReloadInterval?: number;
   /** Optional; undefined means off. */
   enableProfiling?: boolean;
-  logLevel: string;
+  /** Extra ALPN protocols offered before `h2`. */
+  alpnProto?: string[];
 }
 
 export const agentOptionSpecs: readonly OptionSpec[] = [
@@ -81,6 +83,8 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     kind: "path",
     default: "",
     goCompatible: true,
+    goDifference:
+      "trailing line breaks in the file are dropped (the Go agent sends them, and grpc-go then refuses the header)",
     description:
       "Token file sent as 'authorization: Bearer <token>' on every connect (re-read each time), for servers using token auth",
   },
@@ -170,9 +174,10 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     key: "keepaliveTime",
     flag: "keepalive-time",
     kind: "duration",
-    default: 30_000,
+    default: 3_600_000,
     goCompatible: true,
-    description: "Interval of keepalive pings to each server (Go servers refuse pings more often than every 30s)",
+    description:
+      "Interval of keepalive pings to each server (Go servers refuse pings more often than every 30s). The Go default of 1h notices a silently vanished server late: 30s is a good value where the network may drop peers without a FIN",
   },
   {
     key: "keepaliveTimeout",
@@ -230,11 +235,104 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
   },
   ENABLE_PROFILING_SPEC,
   {
-    key: "logLevel",
-    flag: "log-level",
-    kind: "string",
-    default: "info",
-    choices: ["debug", "info", "warn", "error", "silent"],
-    description: "Log level",
+    key: "alpnProto",
+    flag: "alpn-proto",
+    kind: "list",
+    default: [],
+    goCompatible: true,
+    description:
+      "Additional ALPN protocols offered when connecting to the server (before h2), to tell proxy and apiserver connections apart on a shared address",
   },
+  {
+    key: "probeInterval",
+    flag: "probe-interval",
+    kind: "duration",
+    default: 1_000,
+    description: "Go: how often the agent checks that its server connections are ready",
+    goNote: "accepted, no effect: ours computes /readyz from the live connections on each request",
+  },
+  {
+    key: "syncForever",
+    flag: "sync-forever",
+    kind: "boolean",
+    default: false,
+    description: "Go: keep syncing after connecting to every server, to follow server count changes",
+    goNote:
+      "accepted; ours always keeps syncing every --sync-interval (as Go with true), so a changed servercount is followed either way",
+  },
+  {
+    key: "countServerLeases",
+    flag: "count-server-leases",
+    kind: "boolean",
+    default: false,
+    description: "Go: count proxy-server Leases to learn the number of servers",
+    unsupported: "the agent learns the server count from the servers' servercount header only",
+  },
+  {
+    key: "serverCountSource",
+    flag: "server-count-source",
+    kind: "string",
+    default: "default",
+    choices: ["default", "max"],
+    description: "Go: how Lease and server counts combine (default or max)",
+    goNote: "accepted, no effect: without Lease counting the servers' count is the only source",
+  },
+  {
+    key: "kubeconfig",
+    flag: "kubeconfig",
+    kind: "path",
+    default: "",
+    description: "Go: kubeconfig for Lease counting",
+    goNote: "accepted, no effect: only used by --count-server-leases, which is refused",
+  },
+  {
+    key: "leaseNamespace",
+    flag: "lease-namespace",
+    kind: "string",
+    default: "kube-system",
+    description: "Go: namespace of the proxy-server Leases",
+    goNote: "accepted, no effect: only used by --count-server-leases, which is refused",
+  },
+  {
+    key: "leaseLabel",
+    flag: "lease-label",
+    kind: "string",
+    default: "k8s-app=konnectivity-server",
+    description: "Go: labels of the proxy-server Leases",
+    goNote: "accepted, no effect: only used by --count-server-leases, which is refused",
+  },
+  {
+    key: "kubeApiContentType",
+    flag: "kube-api-content-type",
+    kind: "string",
+    default: "application/vnd.kubernetes.protobuf",
+    description: "Go: content type of requests sent to the apiserver",
+    goNote: "accepted, no effect: the agent sends no requests to the apiserver",
+  },
+  {
+    key: "enableContentionProfiling",
+    flag: "enable-contention-profiling",
+    kind: "boolean",
+    default: false,
+    description: "Go: contention profiling at the admin port's /debug/pprof/block",
+    goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
+  },
+  {
+    key: "xfrChannelSize",
+    flag: "xfr-channel-size",
+    kind: "int",
+    default: 150,
+    description: "Go: size of the agent's packet channel",
+    goNote:
+      "accepted (must be positive), no effect: ours has no packet channel; each connection has its own flow-control budget (docs/flow-control.md)",
+  },
+  {
+    key: "warnOnChannelLimit",
+    flag: "warn-on-channel-limit",
+    kind: "boolean",
+    default: false,
+    description: "Go: warn when pushing to a full channel",
+    goNote: "accepted, no effect: ours has no packet channel",
+  },
+  ...LOG_OPTION_SPECS,
 ];

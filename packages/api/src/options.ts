@@ -4,7 +4,7 @@
  * Every error names the flag it is about.
  */
 
-export type OptionKind = "string" | "int" | "port" | "duration" | "boolean" | "list" | "path";
+export type OptionKind = "string" | "int" | "float" | "port" | "duration" | "boolean" | "list" | "path";
 
 export interface OptionSpec {
   /** Property name in the parsed config object. */
@@ -17,13 +17,37 @@ export interface OptionSpec {
   default?: string | number | boolean | string[];
   /** Environment variable read when the flag is not given. */
   env?: string;
-  /** True where the Go konnectivity binary has a flag of the same name and meaning. */
+  /** True where the Go konnectivity binary has a flag of the same name, meaning and default. */
   goCompatible?: boolean;
+  /**
+   * A Go flag that is accepted but means less here (e.g. klog's header flags for our JSON lines):
+   * what ours does with it. Shown in `--help` and the README's compatibility table.
+   */
+  goNote?: string;
+  /**
+   * A Go flag this implementation does not support: its Go default is accepted (manifests often
+   * spell it out), any other value is refused with this reason.
+   */
+  unsupported?: string;
+  /** For a Go-compatible flag: where ours is stricter or does more (README compatibility table). */
+  goDifference?: string;
+  /** One-letter alias, e.g. `v` for klog's `-v`. */
+  short?: string;
   /** Allowed values for `string` options. */
   choices?: readonly string[];
 }
 
-/** A flag, file or value the user gave is wrong. */
+/** How a flag relates to the Go konnectivity binaries (README compatibility table). */
+export type GoFlagStatus = "same" | "accepted" | "unsupported" | "ours";
+
+/** The {@link GoFlagStatus} of a spec. */
+export function goFlagStatus(spec: OptionSpec): GoFlagStatus {
+  if (spec.unsupported !== undefined) return "unsupported";
+  if (spec.goNote !== undefined) return "accepted";
+  if (spec.goCompatible) return "same";
+  return "ours";
+}
+
 /** `--enable-profiling`, the same on server and agent. */
 export const ENABLE_PROFILING_SPEC: OptionSpec = {
   key: "enableProfiling",
@@ -31,10 +55,12 @@ export const ENABLE_PROFILING_SPEC: OptionSpec = {
   kind: "boolean",
   default: false,
   goCompatible: true,
+  goDifference: "serves /debug/process (memory, descriptors, handles) where Go serves pprof",
   description:
     "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
 };
 
+/** A flag, file or value the user gave is wrong. */
 export class ConfigError extends Error {
   readonly code = "CP_ERR_CONFIG";
   constructor(message: string) {
@@ -43,13 +69,24 @@ export class ConfigError extends Error {
   }
 }
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const DURATION_UNITS: Record<string, number> = {
+  ns: 1e-6,
+  us: 1e-3,
+  µs: 1e-3,
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+};
 
-/** Parse a Go-style duration (`500ms`, `10s`, `1m30s`, `1h`; bare numbers are seconds) into ms. */
+/**
+ * Parse a Go-style duration (`500ms`, `10s`, `1m30s`, `1h0m0s`; bare numbers are seconds) into
+ * ms (sub-millisecond parts are rounded).
+ */
 export function parseDuration(text: string): number {
   const t = text.trim();
   if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);
-  const re = /(\d+(?:\.\d+)?)(ms|s|m|h)/gy;
+  const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/gy;
   let total = 0;
   let matched = 0;
   for (let m = re.exec(t); m; m = re.exec(t)) {
@@ -82,6 +119,11 @@ function parseValue(spec: OptionSpec, raw: string | boolean): string | number | 
   }
   if (typeof raw === "boolean") return fail("needs a value");
   switch (spec.kind) {
+    case "float": {
+      const n = Number(raw.trim());
+      if (raw.trim() === "" || !Number.isFinite(n)) return fail(`"${raw}" is not a number`);
+      return n;
+    }
     case "int":
     case "port": {
       if (!/^-?\d+$/.test(raw.trim())) return fail(`"${raw}" is not an integer`);
@@ -126,25 +168,65 @@ export function resolveOptions<T>(
     if (given !== undefined) out[spec.key] = parseValue(spec, given);
     else if (fromEnv !== undefined && fromEnv !== "") out[spec.key] = parseValue(spec, fromEnv);
     else out[spec.key] = spec.default;
+    if (spec.unsupported !== undefined && !sameValue(out[spec.key], spec.default)) {
+      throw new ConfigError(
+        `--${spec.flag}: not supported by cluster-proxy (only ${describeDefault(spec) || "empty"}, the Go default, is accepted): ${spec.unsupported}`,
+      );
+    }
   }
   return out as T;
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  const norm = (v: unknown): unknown => (v === undefined ? "" : v);
+  if (Array.isArray(a) || Array.isArray(b)) {
+    const x = Array.isArray(a) ? a : [];
+    const y = Array.isArray(b) ? b : [];
+    return x.length === y.length && x.every((v, i) => v === y[i]);
+  }
+  return norm(a) === norm(b);
 }
 
 /** The default shown in help and docs. */
 export function describeDefault(spec: OptionSpec): string {
   const d = spec.default;
   if (d === undefined || d === "") return "";
+  if (spec.kind === "boolean" && d === false) return "false";
   if (spec.kind === "duration" && typeof d === "number") return formatDuration(d);
   if (Array.isArray(d)) return d.join(",");
   return String(d);
 }
 
-/** Markdown table of a component's flags (used for the README). */
-export function optionsMarkdown(specs: readonly OptionSpec[]): string {
+const STATUS_TEXT: Record<GoFlagStatus, string> = {
+  same: "Go: same",
+  accepted: "Go: accepted",
+  unsupported: "Go: refused unless default",
+  ours: "ours",
+};
+
+/** The flag as written in docs: `--v`, with its short alias `-v`. */
+export function flagLabel(spec: OptionSpec): string {
+  return spec.short ? `\`-${spec.short}\`, \`--${spec.flag}\`` : `\`--${spec.flag}\``;
+}
+
+/**
+ * Markdown table of a component's flags (used for the README). The Go column says how the flag
+ * relates to the Go binary: same (name, meaning and default), accepted (with the note saying
+ * what ours does with it), refused unless default (with the reason), or ours (no Go flag).
+ */
+export function optionsMarkdown(specs: readonly OptionSpec[], withGo = true): string {
+  const esc = (t: string): string => t.replaceAll("|", "\\|");
   const rows = specs.map((s) => {
     const def = describeDefault(s);
-    const notes = [s.env ? `env \`${s.env}\`` : "", s.goCompatible ? "Go-compatible" : ""].filter(Boolean).join(", ");
-    return `| \`--${s.flag}\` | ${s.kind} | ${def ? `\`${def}\`` : ""} | ${s.description.replaceAll("|", "\\|")}${notes ? ` (${notes})` : ""} |`;
+    const notes = [s.env ? `env \`${s.env}\`` : ""].filter(Boolean).join(", ");
+    let description = `${esc(s.description)}${notes ? ` (${notes})` : ""}`;
+    if (s.goNote) description += ` **Go:** ${esc(s.goNote)}`;
+    if (s.unsupported) description += ` **Refused:** ${esc(s.unsupported)}`;
+    const cells = [flagLabel(s), s.kind, def ? `\`${def}\`` : ""];
+    if (withGo) cells.push(STATUS_TEXT[goFlagStatus(s)]);
+    cells.push(description);
+    return `| ${cells.join(" | ")} |`;
   });
-  return ["| Flag | Type | Default | Description |", "| --- | --- | --- | --- |", ...rows].join("\n");
+  const head = withGo ? ["Flag", "Type", "Default", "Go", "Description"] : ["Flag", "Type", "Default", "Description"];
+  return [`| ${head.join(" | ")} |`, `| ${head.map(() => "---").join(" | ")} |`, ...rows].join("\n");
 }

@@ -1,4 +1,5 @@
 /** The proxy-server's options. Flag names shared with the Go proxy-server mean the same thing. */
+import { LOG_OPTION_SPECS, type LogOptions } from "./log-options.js";
 import { ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
 export const PROXY_STRATEGIES = ["destHost", "default", "defaultRoute"] as const;
@@ -15,7 +16,7 @@ export type AgentIdentityMode = (typeof AGENT_IDENTITY_MODES)[number];
 /** The namespace the cluster-proxy addon agent runs in by default (it announces `host=<cluster>.<ns>`). */
 export const DEFAULT_AGENT_IDENTITY_NAMESPACE = "open-cluster-management-agent-addon";
 
-export interface ServerOptions {
+export interface ServerOptions extends LogOptions {
   mode: "grpc" | "http-connect" | "both";
   serverPort: number;
   serverBindAddress: string;
@@ -39,8 +40,11 @@ export interface ServerOptions {
   clusterCaCert: string;
   /** Optional; undefined means 10 s. 0 disables certificate reloading. */
   certReloadInterval?: number;
-  /** Optional so callers written before it keep compiling; undefined means `certificate`. */
-  agentIdentity?: AgentIdentityMode;
+  /**
+   * Optional so callers written before it keep compiling; undefined or "" means `certificate`
+   * with --cluster-ca-cert and `shared` with ServiceAccount token authentication.
+   */
+  agentIdentity?: AgentIdentityMode | "";
   /** Optional; undefined means the default (`open-cluster-management-agent-addon`). */
   agentIdentityNamespaces?: string[];
   proxyStrategies: string[];
@@ -55,7 +59,18 @@ export interface ServerOptions {
   gracefulShutdownTimeout: number;
   /** Optional; undefined means off. */
   enableProfiling?: boolean;
-  logLevel: string;
+  /** ServiceAccount token authentication of agents (all three or none; see validateServerOptions). */
+  agentNamespace?: string;
+  agentServiceAccount?: string;
+  authenticationAudience?: string;
+  /** Kubeconfig of the TokenReview client ("" = in-cluster config). */
+  kubeconfig?: string;
+  kubeconfigQps?: number;
+  kubeconfigBurst?: number;
+  /** Go crypto/tls names; [] = node's defaults. */
+  cipherSuites?: string[];
+  /** `VersionTLS12` ...; "" = TLS 1.2. */
+  tlsMinVersion?: string;
 }
 
 export const serverOptionSpecs: readonly OptionSpec[] = [
@@ -63,11 +78,12 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     key: "mode",
     flag: "mode",
     kind: "string",
-    default: "both",
+    default: "grpc",
     choices: ["grpc", "http-connect", "both"],
     goCompatible: true,
+    goDifference: "ours also has `both` (gRPC and HTTP CONNECT at once)",
     description:
-      "Front doors to serve on --server-port: grpc (ProxyService), http-connect, or both (gRPC on --server-port and HTTP CONNECT on --http-connect-port)",
+      "Front door to serve on --server-port / --uds-name: grpc (ProxyService) or http-connect, as in Go; or both (ours: gRPC there and HTTP CONNECT on --http-connect-port / --http-connect-uds-name)",
   },
   {
     key: "serverPort",
@@ -75,6 +91,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "port",
     default: 8090,
     goCompatible: true,
+    goDifference: "ours may serve TCP next to --uds-name (Go insists on 0 with a socket)",
     description:
       "Port of the client front door (mTLS). 0 with --uds-name serves only the Unix socket; 0 without it picks a free port",
   },
@@ -202,6 +219,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "path",
     default: "",
     goCompatible: true,
+    goDifference: "required for the TCP front doors, as in Go",
     description: "CA that client certificates must chain to (required for the TCP front doors)",
   },
   {
@@ -226,6 +244,8 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     kind: "path",
     default: "",
     goCompatible: true,
+    goDifference:
+      "ours refuses to start with neither this nor ServiceAccount token authentication (Go then accepts any agent)",
     description: "CA that agent certificates must chain to (required: agents without a valid certificate are refused)",
   },
   {
@@ -240,10 +260,10 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     key: "agentIdentity",
     flag: "agent-identity",
     kind: "string",
-    default: "certificate",
-    choices: AGENT_IDENTITY_MODES,
+    default: "",
+    choices: ["", ...AGENT_IDENTITY_MODES],
     description:
-      "Where agent identity comes from. certificate: an agent may only claim host identifiers its client certificate grants (URI SANs cluster-proxy://cluster/<name>, see Security) and no ipv4/ipv6/cidr/default-route identifiers; refused agents get PERMISSION_DENIED. shared: Go behaviour for deployments where all agents share one certificate (identifiers are self-asserted)",
+      "Where agent identity comes from. certificate: an agent may only claim host identifiers its client certificate grants (URI SANs cluster-proxy://cluster/<name>, see Security) and no ipv4/ipv6/cidr/default-route identifiers; refused agents get PERMISSION_DENIED. shared: Go behaviour for deployments where all agents share one certificate or one ServiceAccount (identifiers are self-asserted). Empty: certificate with --cluster-ca-cert, shared with ServiceAccount token authentication",
   },
   {
     key: "agentIdentityNamespaces",
@@ -257,9 +277,11 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     key: "proxyStrategies",
     flag: "proxy-strategies",
     kind: "list",
-    default: ["destHost", "default"],
+    default: ["default"],
     goCompatible: true,
-    description: "Comma list of routing strategies tried in order: destHost, default, defaultRoute",
+    goDifference: "a strategy listed twice or an unknown one is refused",
+    description:
+      "Comma list of routing strategies tried in order: destHost, default, defaultRoute. The Go default sends a dial to any agent; to route <cluster>:<port> to that cluster's agent use destHost (or destHost,default)",
   },
   {
     key: "serverCount",
@@ -282,10 +304,10 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     key: "keepaliveTime",
     flag: "keepalive-time",
     kind: "duration",
-    default: 30_000,
+    default: 3_600_000,
     goCompatible: true,
     description:
-      "Interval of keepalive pings to agents (0 disables); a ping unanswered for --keepalive-timeout closes the agent's tunnel",
+      "Interval of keepalive pings to agents (0 disables); a ping unanswered for --keepalive-timeout closes the agent's tunnel. The Go default of 1h notices a silently vanished agent late: 30s is a good value where the network may drop peers without a FIN",
   },
   {
     key: "keepaliveTimeout",
@@ -299,17 +321,18 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     key: "frontendKeepaliveTime",
     flag: "frontend-keepalive-time",
     kind: "duration",
-    default: 60_000,
+    default: 3_600_000,
     goCompatible: true,
-    description: "Interval of keepalive pings to clients (0 disables)",
+    description: "Interval of keepalive pings to gRPC clients (0 disables)",
   },
   {
     key: "backendDialTimeout",
     flag: "backend-dial-timeout",
     kind: "duration",
-    default: 30_000,
+    default: 0,
     goCompatible: true,
-    description: "Fail a dial the agent has not answered in this time (0 waits forever)",
+    description:
+      "Fail a dial the agent has not answered in this time (0, the Go default, waits until the agent answers or goes away; our agent always answers within its --dial-timeout)",
   },
   {
     key: "connectionStallTimeout",
@@ -323,17 +346,139 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     key: "gracefulShutdownTimeout",
     flag: "graceful-shutdown-timeout",
     kind: "duration",
-    default: 5_000,
+    default: 0,
     goCompatible: true,
-    description: "On SIGTERM, stop accepting and wait this long for open connections before closing",
+    description:
+      "On SIGTERM, stop accepting and wait this long for open connections before closing (0, the Go default: close at once)",
   },
   ENABLE_PROFILING_SPEC,
   {
-    key: "logLevel",
-    flag: "log-level",
-    kind: "string",
-    default: "info",
-    choices: ["debug", "info", "warn", "error", "silent"],
-    description: "Log level",
+    key: "enableContentionProfiling",
+    flag: "enable-contention-profiling",
+    kind: "boolean",
+    default: false,
+    description: "Go: contention profiling at the admin port's /debug/pprof/block",
+    goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
   },
+  {
+    key: "agentNamespace",
+    flag: "agent-namespace",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description:
+      "ServiceAccount token authentication of agents: the namespace of the agents' ServiceAccount (with --agent-service-account and --authentication-audience; replaces --cluster-ca-cert)",
+  },
+  {
+    key: "agentServiceAccount",
+    flag: "agent-service-account",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description:
+      "ServiceAccount token authentication: the agents' ServiceAccount; an agent's 'authorization: Bearer <token>' must pass a TokenReview as system:serviceaccount:<namespace>:<this>",
+  },
+  {
+    key: "authenticationAudience",
+    flag: "authentication-audience",
+    kind: "string",
+    default: "",
+    goCompatible: true,
+    description: "ServiceAccount token authentication: the audience agent tokens must be issued for",
+  },
+  {
+    key: "kubeconfig",
+    flag: "kubeconfig",
+    kind: "path",
+    default: "",
+    goCompatible: true,
+    description:
+      "Kubeconfig of the apiserver that reviews agent tokens (TokenReview); empty: the in-cluster ServiceAccount config",
+  },
+  {
+    key: "kubeconfigQps",
+    flag: "kubeconfig-qps",
+    kind: "float",
+    default: 0,
+    goCompatible: true,
+    description: "Maximum TokenReview requests per second to the apiserver (0: 5, client-go's default)",
+  },
+  {
+    key: "kubeconfigBurst",
+    flag: "kubeconfig-burst",
+    kind: "int",
+    default: 0,
+    goCompatible: true,
+    description: "Maximum burst of TokenReview requests (0: 10, client-go's default)",
+  },
+  {
+    key: "kubeApiContentType",
+    flag: "kube-api-content-type",
+    kind: "string",
+    default: "application/vnd.kubernetes.protobuf",
+    description: "Go: content type of requests sent to the apiserver",
+    goNote: "accepted, no effect: ours sends TokenReviews as JSON",
+  },
+  {
+    key: "cipherSuites",
+    flag: "cipher-suites",
+    kind: "list",
+    default: [],
+    goCompatible: true,
+    goDifference: "an unknown or insecure name is refused (Go silently turns it into cipher 0)",
+    description:
+      "Comma list of the TLS 1.2 cipher suites the TLS ports allow, by Go crypto/tls name (e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256); TLS 1.3 names are accepted and, as in Go, have no effect. Empty: the default list. Unknown names are refused (Go silently turns them into cipher 0)",
+  },
+  {
+    key: "tlsMinVersion",
+    flag: "tls-min-version",
+    kind: "string",
+    default: "",
+    choices: ["", "VersionTLS10", "VersionTLS11", "VersionTLS12", "VersionTLS13"],
+    goCompatible: true,
+    description:
+      "Minimum TLS version of the TLS ports: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13 (empty: TLS 1.2)",
+  },
+  {
+    key: "xfrChannelSize",
+    flag: "xfr-channel-size",
+    kind: "int",
+    default: 10,
+    description: "Go: size of the server's packet channels",
+    goNote:
+      "accepted (must be positive), no effect: ours has no packet channels; each connection has its own flow-control budget (docs/flow-control.md)",
+  },
+  {
+    key: "enableLeaseController",
+    flag: "enable-lease-controller",
+    kind: "boolean",
+    default: false,
+    description: "Go: publish and garbage-collect proxy-server Leases (for agents with --count-server-leases)",
+    unsupported: "servers do not publish Leases; give agents the count with --server-count",
+  },
+  {
+    key: "leaseNamespace",
+    flag: "lease-namespace",
+    kind: "string",
+    default: "kube-system",
+    description: "Go: namespace of the lease controller's Leases",
+    goNote: "accepted, no effect: only used by --enable-lease-controller, which is refused",
+  },
+  {
+    key: "leaseLabel",
+    flag: "lease-label",
+    kind: "string",
+    default: "k8s-app=konnectivity-server",
+    description: "Go: labels of the lease controller's Leases",
+    goNote: "accepted, no effect: only used by --enable-lease-controller, which is refused",
+  },
+  {
+    key: "warnOnChannelLimit",
+    flag: "warn-on-channel-limit",
+    kind: "boolean",
+    default: true,
+    description: "Go (deprecated, hidden): warn on full channels",
+    goNote: "accepted, no effect: ours has no packet channels",
+  },
+  ...LOG_OPTION_SPECS,
 ];

@@ -20,7 +20,9 @@ Example (certificates from \`cluster-proxy certs --dir certs --cluster east\`):
     --apiserver-address kubernetes.default.svc:443
 
 Dials to east:<port> then reach --apiserver-address, and <host>.east:<port> reaches <host>:<port>
-inside the cluster. Flags marked Go-compatible mean what they mean for the Go proxy-agent.
+inside the cluster. Flags marked Go-compatible mean what they mean for the Go proxy-agent, with
+its defaults (this binary is also installed as proxy-agent); Go flags marked "Go flag" are
+accepted with the note's meaning, and a Go flag we do not support is refused naming it.
 `;
 
 /** Register `agent` on `program`. */
@@ -35,7 +37,7 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
   addOptionSpecs(command, agentOptionSpecs);
   command.action(async () => {
     const options = resolveCommandOptions<AgentOptions>(command, agentOptionSpecs, ctx.env);
-    const logger = await createLogger(options.logLevel, "proxy-agent", ctx.logFd);
+    const logger = await createLogger(options, "proxy-agent", ctx.logFd);
     logMissingNodeFlags(logger);
     const { ProxyAgent } = await import("@cluster-proxy/agent");
     const agent = new ProxyAgent(options, { logger });

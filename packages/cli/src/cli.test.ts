@@ -25,7 +25,7 @@ import {
   replaceCrdReference,
   replaceFlagReference,
 } from "./flag-reference.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { addOptionSpecs, normalizeGoArgs, resolveCommandOptions } from "./option-flags.js";
 import { portConflictMessage, portInUse } from "./port-conflicts.js";
 import { runCli } from "./program.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
@@ -69,7 +69,9 @@ describe("flag wiring from the option schemas", () => {
   test("defaults come from the schema; flags and env override them", () => {
     const server = parse<ServerOptions>(serverOptionSpecs, []);
     assert.equal(server.serverPort, 8090);
-    assert.deepEqual(server.proxyStrategies, ["destHost", "default"]);
+    assert.deepEqual(server.proxyStrategies, ["default"]);
+    assert.equal(server.mode, "grpc");
+    assert.equal(server.keepaliveTime, 3_600_000);
     assert.equal(server.deleteExistingUdsFile, true);
     const agent = parse<AgentOptions>(agentOptionSpecs, ["--agent-id", "from-flag"], { PROXY_AGENT_ID: "from-env" });
     assert.equal(agent.agentId, "from-flag");
@@ -166,6 +168,45 @@ describe("cluster-proxy command line", () => {
     const version = await run(["--version"]);
     assert.equal(version.code, 0);
     assert.match(version.out, /^\d+\.\d+\.\d+\n$/);
+  });
+});
+
+describe("Go flag spellings", () => {
+  test("-v is klog's verbosity, never --version: -v=3, -v 3, --v=3 and -v3 all parse", async () => {
+    for (const spelling of [["-v=3"], ["-v", "3"], ["--v=3"], ["-v3"]]) {
+      for (const cmd of ["server", "agent"]) {
+        // A bad port after -v proves parsing went on past it (no version printed, no exit 0).
+        const port = cmd === "server" ? "--server-port" : "--proxy-server-port";
+        const r = await run([cmd, ...spelling, port, "70000"]);
+        assert.equal(r.code, 2, `${cmd} ${spelling.join(" ")}`);
+        assert.equal(r.out, "");
+        assert.match(r.err, new RegExp(`^cluster-proxy ${cmd}: ${port}: 70000 is not a port number`));
+      }
+    }
+    const top = await run(["-v"]);
+    assert.equal(top.code, 2);
+    assert.match(top.err, /-v: unknown flag/);
+    assert.equal(normalizeGoArgs(["-v=5", "--", "-v=1"], serverOptionSpecs).join(" "), "--v=5 -- -v=1");
+  });
+
+  test("a Go flag we do not support is refused naming the flag and why; its default is accepted", async () => {
+    const r = await run(["server", "--enable-lease-controller"]);
+    assert.equal(r.code, 2);
+    assert.match(
+      r.err,
+      /^cluster-proxy server: --enable-lease-controller: not supported by cluster-proxy \(only false, the Go default, is accepted\): servers do not publish Leases/,
+    );
+    const a = await run(["agent", "--count-server-leases=true"]);
+    assert.equal(a.code, 2);
+    assert.match(a.err, /--count-server-leases: not supported/);
+    const server = parse<ServerOptions>(serverOptionSpecs, ["--enable-lease-controller=false", "--logtostderr=true"]);
+    assert.equal((server as ServerOptions & { enableLeaseController: boolean }).enableLeaseController, false);
+  });
+
+  test("help marks Go flags we accept with what they do here", async () => {
+    const r = await run(["agent", "--help"]);
+    assert.match(r.out, /-v, --v <int>/);
+    assert.match(r.out, /--xfr-channel-size <int> .*Go flag: accepted \(must be positive\), no effect/s);
   });
 });
 

@@ -12,6 +12,7 @@ import { describeDefault, resolveOptions, type OptionSpec } from "@cluster-proxy
 const VALUE_NAMES: Record<OptionSpec["kind"], string> = {
   string: "string",
   int: "int",
+  float: "number",
   port: "port",
   duration: "duration",
   boolean: "bool",
@@ -27,6 +28,8 @@ export function optionHelpText(spec: OptionSpec): string {
   if (def !== "") extra.push(`default ${def}`);
   if (spec.env) extra.push(`env ${spec.env}`);
   if (spec.goCompatible) extra.push("Go-compatible");
+  if (spec.goNote) extra.push(`Go flag: ${spec.goNote}`);
+  if (spec.unsupported) extra.push(`Go flag, only its default is accepted: ${spec.unsupported}`);
   return extra.length > 0 ? `${spec.description} [${extra.join("; ")}]` : spec.description;
 }
 
@@ -37,8 +40,8 @@ function collectList(value: string, previous: unknown): string {
 
 /** A commander option for `spec`. Booleans take an optional value (`--x`, `--x=false`). */
 export function commanderOption(spec: OptionSpec): Option {
-  const flags =
-    spec.kind === "boolean" ? `--${spec.flag} [${VALUE_NAMES.boolean}]` : `--${spec.flag} <${VALUE_NAMES[spec.kind]}>`;
+  const names = spec.short ? `-${spec.short}, --${spec.flag}` : `--${spec.flag}`;
+  const flags = spec.kind === "boolean" ? `${names} [${VALUE_NAMES.boolean}]` : `${names} <${VALUE_NAMES[spec.kind]}>`;
   const option = new Option(flags, optionHelpText(spec));
   if (spec.kind === "list") option.argParser(collectList);
   return option;
@@ -67,4 +70,25 @@ export function resolveCommandOptions<T>(
     if (typeof value === "string" || typeof value === "boolean") raw[spec.flag] = value;
   }
   return resolveOptions<T>(specs, raw, env);
+}
+
+/**
+ * Rewrite Go (pflag) spellings commander does not read the same way: a one-letter flag with
+ * `=` (`-v=3`, as klog manifests write it) becomes `--v=3`. Everything after `--` is left alone.
+ */
+export function normalizeGoArgs(args: readonly string[], specs: readonly OptionSpec[]): string[] {
+  const shorts = new Map(specs.filter((s) => s.short).map((s) => [s.short!, s.flag]));
+  const out: string[] = [];
+  let rest = false;
+  for (const arg of args) {
+    if (rest || arg === "--") {
+      rest = true;
+      out.push(arg);
+      continue;
+    }
+    const m = /^-([A-Za-z])=(.*)$/s.exec(arg);
+    const long = m ? shorts.get(m[1]!) : undefined;
+    out.push(m && long ? `--${long}=${m[2]}` : arg);
+  }
+  return out;
 }

@@ -4,11 +4,12 @@
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
-import { ConfigError } from "@cluster-proxy/api";
+import { ConfigError, agentOptionSpecs, serverOptionSpecs } from "@cluster-proxy/api";
 import { registerAddonManagerCommand } from "./addon-manager-command.js";
 import { registerAgentCommand } from "./agent-command.js";
 import { registerCertsCommand } from "./certs-command.js";
 import { CommandFailure, processContext, type CliContext } from "./cli-context.js";
+import { normalizeGoArgs } from "./option-flags.js";
 import { registerServerCommand } from "./server-command.js";
 import { registerUpCommand } from "./up-command.js";
 
@@ -40,7 +41,7 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
     .description(
       "cluster-proxy: reach services in managed clusters from the hub through outbound agent tunnels (konnectivity protocol).",
     )
-    .version(cliVersion(), "-v, --version", "print the version")
+    .version(cliVersion(), "--version", "print the version (-v is klog's verbosity in server and agent, as in Go)")
     .helpOption("-h, --help", "show help")
     .exitOverride()
     .configureOutput({
@@ -94,8 +95,10 @@ export async function runCli(args: readonly string[], ctx: CliContext = processC
   });
   const sub = program.commands.find((cmd) => cmd.name() === args[0]);
   const commandName = sub ? `cluster-proxy ${sub.name()}` : "cluster-proxy";
+  const goSpecs = sub?.name() === "server" ? serverOptionSpecs : sub?.name() === "agent" ? agentOptionSpecs : undefined;
+  const argv = goSpecs ? [args[0]!, ...normalizeGoArgs(args.slice(1), goSpecs)] : [...args];
   try {
-    await program.parseAsync([...args], { from: "user" });
+    await program.parseAsync(argv, { from: "user" });
     return exitCode;
   } catch (err) {
     if (err instanceof CommanderError) {

@@ -12,16 +12,18 @@ import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
 Example (certificates from \`cluster-proxy certs --dir certs\`):
-  cluster-proxy server \\
+  cluster-proxy server --mode=both --proxy-strategies=destHost --keepalive-time=30s \\
     --server-cert certs/server.crt --server-key certs/server.key --server-ca-cert certs/client-ca.crt \\
     --cluster-cert certs/server.crt --cluster-key certs/server.key --cluster-ca-cert certs/agent-ca.crt
 
 --server-ca-cert and --cluster-ca-cert should be different CAs: with one CA for both, an agent's
 certificate (whose key lives in a managed cluster) is also accepted at the client front doors.
 
-Flags marked Go-compatible mean what they mean for the Go konnectivity proxy-server, so this
-binary can replace it in an existing deployment. SIGTERM or SIGINT stops accepting and closes
-within --graceful-shutdown-timeout; a second signal exits at once.
+Flags marked Go-compatible mean what they mean for the Go konnectivity proxy-server, with its
+defaults, so this binary (also installed as proxy-server) can replace it in an existing
+deployment; Go flags marked "Go flag" are accepted with the note's meaning, and a Go flag we do
+not support is refused naming it. SIGTERM or SIGINT stops accepting and closes within
+--graceful-shutdown-timeout (0: at once); a second signal exits at once.
 `;
 
 /** Register `server` on `program`. */
@@ -30,13 +32,13 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
     .command("server")
     .summary("run the proxy-server (hub side)")
     .description(
-      "Run the proxy-server: agents connect to --agent-port (mTLS); clients dial <cluster>:<port> through the gRPC ProxyService on --server-port and HTTP CONNECT on --http-connect-port.",
+      "Run the proxy-server: agents connect to --agent-port (mTLS, or ServiceAccount tokens); clients dial <cluster>:<port> through --server-port / --uds-name, with the gRPC ProxyService (--mode=grpc, the default) or HTTP CONNECT (--mode=http-connect), or both at once (--mode=both, HTTP CONNECT on --http-connect-port). Every flag of the Go proxy-server is accepted (see the Go notes below); -v is klog's verbosity.",
     )
     .addHelpText("after", EXAMPLE);
   addOptionSpecs(command, serverOptionSpecs);
   command.action(async () => {
     const options = resolveCommandOptions<ServerOptions>(command, serverOptionSpecs, ctx.env);
-    const logger = await createLogger(options.logLevel, "proxy-server", ctx.logFd);
+    const logger = await createLogger(options, "proxy-server", ctx.logFd);
     logMissingNodeFlags(logger);
     const { ProxyServer } = await import("@cluster-proxy/server");
     const server = new ProxyServer(options, { logger });

@@ -24,6 +24,11 @@ export interface AgentServiceOptions {
   agentIdentity?: AgentIdentityMode;
   /** `--agent-identity-namespaces` (default: the cluster-proxy addon namespace). */
   agentIdentityNamespaces?: readonly string[];
+  /**
+   * ServiceAccount token authentication: called with the call's `authorization` values; resolves
+   * with the username or rejects with the text the agent is told (token-review.ts).
+   */
+  authenticate?: (authorization: string[]) => Promise<string>;
 }
 
 /** Validate an agent's metadata; returns the error text the Go server would send, or the identity. */
@@ -48,12 +53,40 @@ export function agentIdentity(
 
 /** Serve one Connect call. */
 export function handleAgentCall(call: ServerCall, options: AgentServiceOptions): void {
-  const { relay, metrics } = options;
   const tls = call.tlsSocket;
+  const { authenticate } = options;
+  if (authenticate) {
+    // Token authentication: no client certificate is asked for. Packets that arrive before the
+    // review answers wait in the call (it is paused until then).
+    call.pause();
+    authenticate(call.metadataValues(Metadata.authorization)).then(
+      (username) => {
+        if (call.closed) return;
+        call.resume();
+        acceptAgentCall(call, options, username);
+      },
+      (err: unknown) => {
+        const message = err instanceof Error ? err.message : String(err);
+        options.metrics.agentAuthFailures.inc();
+        options.logger.warn(
+          { agentId: call.metadataValues(Metadata.agentID)[0], error: message },
+          "Client authentication failed",
+        );
+        if (!call.closed) call.finish({ code: GrpcStatus.UNAUTHENTICATED, details: message });
+      },
+    );
+    return;
+  }
   if (tls && !tls.authorized) {
     call.finish({ code: GrpcStatus.UNAUTHENTICATED, details: "agent certificate not verified" });
     return;
   }
+  acceptAgentCall(call, options);
+}
+
+function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, username?: string): void {
+  const { relay, metrics } = options;
+  const tls = call.tlsSocket;
   const identity = agentIdentity(call);
   if ("error" in identity) {
     options.logger.warn({ error: identity.error }, "refusing agent stream");
@@ -87,11 +120,20 @@ export function handleAgentCall(call: ServerCall, options: AgentServiceOptions):
   const log = options.logger.child({ agentId: identity.agentId, stream: backend.serial });
   metrics.grpcConnections.inc({ service_method: "Connect" });
   relay.addBackend(backend);
-  log.info({ identifiers: identity.identifiers, ...(mode === "certificate" ? { granted } : {}) }, "agent connected");
+  log.info(
+    {
+      identifiers: identity.identifiers,
+      ...(mode === "certificate" ? { granted } : {}),
+      ...(username ? { username } : {}),
+    },
+    "agent connected",
+  );
   call.on("message", (frame) => relay.fromAgent(backend, frame));
   call.on("halfClose", () => call.finish({ code: GrpcStatus.OK, details: "" }));
   call.on("close", (status) => {
     metrics.grpcConnections.dec({ service_method: "Connect" });
+    // Go counts a failed Recv on the agent stream (not a clean end) as stream_errors_total.
+    if (status.code !== GrpcStatus.OK) metrics.streamErrorNoPacket("from_agent", status.code);
     relay.removeBackend(backend, status.details || `stream ended with status ${status.code}`);
     log.info({ code: status.code, details: status.details }, "agent disconnected");
   });

@@ -54,7 +54,8 @@ export function startServerCertReloading(deps: {
       files: {
         cert: { flag: "--cluster-cert", path: o.clusterCert },
         key: { flag: "--cluster-key", path: o.clusterKey },
-        ca: { flag: "--cluster-ca-cert", path: o.clusterCaCert },
+        // With ServiceAccount token authentication the agent port trusts no client CA.
+        ...(o.clusterCaCert ? { ca: { flag: "--cluster-ca-cert", path: o.clusterCaCert } } : {}),
       },
     },
   ];

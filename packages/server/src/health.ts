@@ -47,7 +47,7 @@ export function createHealthServer(source: HealthSource): http.Server {
         void serveMetrics(res, source.registry);
         return;
       default:
-        reply(res, 404, "not found\n");
+        reply(res, 404, "404 page not found\n");
     }
   });
 }
@@ -59,6 +59,6 @@ export function createAdminServer(registry: Registry, profiling = false): http.S
     const path = (req.url ?? "/").split("?", 1)[0];
     if (path === "/metrics") void serveMetrics(res, registry);
     else if (processStats && path === PROCESS_STATS_PATH) processStats(req, res);
-    else reply(res, 404, "not found\n");
+    else reply(res, 404, "404 page not found\n");
   });
 }

@@ -182,7 +182,9 @@ export class ConnectSession implements FrontendEnd {
     const p = decodePacket(frame.subarray(FRAME_HEADER));
     if (!("data" in p) || p.data.data.length === 0) return this.socket.writableLength;
     this.written += p.data.data.length;
+    const started = process.hrtime.bigint();
     this.socket.write(p.data.data);
+    this.metrics.frontendWrite(started);
     return this.socket.writableLength;
   }
 

@@ -5,9 +5,12 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { packetTypeName } from "@cluster-proxy/protocol";
-import type { DialFailureReason } from "@cluster-proxy/tunnel";
+import { grpcCodeName, type DialFailureReason } from "@cluster-proxy/tunnel";
 
 const PREFIX = "konnectivity_network_proxy_server_";
+
+/** The Go server's latency buckets (1 µs to 12.5 s). */
+export const GO_SERVER_LATENCY_BUCKETS = [0.000001, 0.00001, 0.0001, 0.005, 0.025, 0.1, 0.5, 2.5, 12.5];
 
 /** Stream segments (konnectivity label values). */
 export type Segment = "from_client" | "to_client" | "from_agent" | "to_agent";
@@ -18,6 +21,8 @@ export interface MetricsSource {
   readyBackends(): { strategy: string; count: number }[];
   pendingDials(): number;
   establishedConnections(): number;
+  /** Agent streams connected. */
+  backendCount(): number;
   /** Agent streams per `host` identifier. */
   backendsByIdentifier(): Map<string, number>;
 }
@@ -25,11 +30,17 @@ export interface MetricsSource {
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly dialDuration: Histogram;
+  /** Time spent handing a packet to a client stream or socket (Go: the blocking gRPC Send). */
+  readonly frontendWriteDuration: Histogram;
+  /** Failed sends on gRPC streams (Go: stream_errors_total). */
+  readonly streamErrors: Counter<"segment" | "code" | "packet_type">;
   readonly grpcConnections: Gauge;
   readonly httpConnections: Gauge;
   readonly dialFailures: Counter;
   /** Agents refused because their identifiers exceed what their certificate grants (agent-identity.ts). */
   readonly agentIdentityRefusals: Counter<"reason">;
+  /** Agents whose ServiceAccount token was not accepted (token-review.ts). */
+  readonly agentAuthFailures: Counter;
   readonly stalledConnections: Counter;
   /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
   readonly certificateExpiry: Gauge<"flag">;
@@ -48,8 +59,43 @@ export class ServerMetrics {
     this.dialDuration = new Histogram({
       name: `${PREFIX}dial_duration_seconds`,
       help: "Latency of dial to the remote endpoint in seconds",
-      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 12.5],
+      buckets: GO_SERVER_LATENCY_BUCKETS,
       registers,
+    });
+    this.frontendWriteDuration = new Histogram({
+      name: `${PREFIX}frontend_write_duration_seconds`,
+      help: "Latency of write to the frontend in seconds",
+      buckets: GO_SERVER_LATENCY_BUCKETS,
+      registers,
+    });
+    this.streamErrors = new Counter({
+      name: `${PREFIX}stream_errors_total`,
+      help: "Count of gRPC stream errors, by segment, grpc Code, packet type.",
+      labelNames: ["segment", "code", "packet_type"],
+      registers,
+    });
+    new Gauge({
+      name: `${PREFIX}ready_backend_connections`,
+      help: "Number of konnectivity agent connected to the proxy server. DEPRECATED, please use ready_backends",
+      registers,
+      collect() {
+        this.set(source.backendCount());
+      },
+    });
+    new Counter({
+      name: `${PREFIX}culled_leases_count`,
+      help: "Count of expired leases that the lease garbage collection controller has culled. Always 0 here: there is no lease controller (--enable-lease-controller is refused)",
+      registers,
+    });
+    new Gauge({
+      name: `${PREFIX}full_receive_channels`,
+      help: "Number of current connections blocked by a full receive channel, partitioned by service method. Always 0 here: connections are flow-controlled one by one, none blocks a stream (docs/flow-control.md)",
+      labelNames: ["service_method"],
+      registers,
+      collect() {
+        this.set({ service_method: "Proxy" }, 0);
+        this.set({ service_method: "Connect" }, 0);
+      },
     });
     this.grpcConnections = new Gauge({
       name: `${PREFIX}grpc_connections`,
@@ -116,6 +162,11 @@ export class ServerMetrics {
       labelNames: ["reason"],
       registers,
     });
+    this.agentAuthFailures = new Counter({
+      name: "cluster_proxy_server_agent_token_auth_failures_total",
+      help: "Agent streams refused because their ServiceAccount token was missing or not accepted (--agent-namespace, --agent-service-account, --authentication-audience)",
+      registers,
+    });
     const { packetCounts, packetReported, packetTypes } = this;
     this.streamPackets = new Counter({
       name: `${PREFIX}stream_packets_total`,
@@ -149,6 +200,16 @@ export class ServerMetrics {
     const count = this.packetCounts[key] ?? 0;
     if (count === 0) this.packetTypes.set(key, type);
     this.packetCounts[key] = count + 1;
+  }
+
+  /** Record a frontend write that started at `startNs` (process.hrtime.bigint()). */
+  frontendWrite(startNs: bigint): void {
+    this.frontendWriteDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9);
+  }
+
+  /** A stream that ended with an error status (Go: a failed Recv, packet type "Unknown"). */
+  streamErrorNoPacket(segment: Segment, code: number): void {
+    this.streamErrors.inc({ segment, code: grpcCodeName(code), packet_type: "Unknown" });
   }
 
   connectionStalled(): void {

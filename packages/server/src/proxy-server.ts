@@ -9,7 +9,7 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { ConfigError, type ProxyStrategy, type ServerOptions } from "@cluster-proxy/api";
+import { ConfigError, tlsProfileOptions, type ProxyStrategy, type ServerOptions } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
   GrpcStatus,
@@ -27,7 +27,15 @@ import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
 import { Relay } from "./relay.js";
-import { planFrontDoors, sharedCaSubjects, validateServerOptions, type FrontDoor } from "./server-config.js";
+import {
+  effectiveAgentIdentity,
+  planFrontDoors,
+  sharedCaSubjects,
+  usesTokenAuth,
+  validateServerOptions,
+  type FrontDoor,
+} from "./server-config.js";
+import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -51,6 +59,8 @@ export interface ServerAddresses {
 
 export interface ProxyServerDeps {
   logger?: Logger;
+  /** TokenReview client for ServiceAccount token authentication (default: the apiserver of --kubeconfig). */
+  tokenReview?: TokenReviewFn;
 }
 
 interface Listener {
@@ -89,12 +99,17 @@ export class ProxyServer {
   private certReloading: ServerCertReloading | undefined;
   private started = false;
   private closing: Promise<void> | undefined;
+  /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
+  private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
+  private tokenReview: TokenReviewFn | undefined;
 
   constructor(
     private readonly options: ServerOptions,
     deps: ProxyServerDeps = {},
   ) {
     validateServerOptions(options);
+    this.tlsProfile = tlsProfileOptions(options.cipherSuites ?? [], options.tlsMinVersion ?? "");
+    this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
     const strategies = options.proxyStrategies as ProxyStrategy[];
@@ -103,6 +118,7 @@ export class ProxyServer {
       readyBackends: () => this.relay.router.strategies.map((s) => ({ strategy: s.name, count: s.size() })),
       pendingDials: () => this.relay.pendingCount(),
       establishedConnections: () => this.relay.establishedCount(),
+      backendCount: () => this.relay.backends.size,
       backendsByIdentifier: () => {
         const counts = new Map<string, number>();
         for (const b of this.relay.backends) {
@@ -136,14 +152,21 @@ export class ProxyServer {
     this.started = true;
     const o = this.options;
     try {
-      const agentTls = {
+      const tokenAuth = usesTokenAuth(o);
+      const agentTls: { cert: Buffer; key: Buffer; ca?: Buffer } = {
         cert: await readPem("--cluster-cert", o.clusterCert),
         key: await readPem("--cluster-key", o.clusterKey),
-        ca: await readPem("--cluster-ca-cert", o.clusterCaCert),
+        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert) }),
       };
-      checkTlsMaterial("--cluster-cert/--cluster-key/--cluster-ca-cert", agentTls);
+      checkTlsMaterial(
+        tokenAuth ? "--cluster-cert/--cluster-key" : "--cluster-cert/--cluster-key/--cluster-ca-cert",
+        agentTls,
+      );
+      if (tokenAuth && !this.tokenReview) {
+        this.tokenReview = await kubernetesTokenReview(o.kubeconfig ?? "", o.kubeconfigQps, o.kubeconfigBurst);
+      }
       const doors = planFrontDoors(o);
-      let frontTls: tls.SecureContextOptions | undefined;
+      let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
         frontTls = {
           cert: await readPem("--server-cert", o.serverCert),
@@ -151,7 +174,7 @@ export class ProxyServer {
           ca: await readPem("--server-ca-cert", o.serverCaCert),
         };
         checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
-        const shared = sharedCaSubjects(frontTls.ca as Buffer, agentTls.ca);
+        const shared = agentTls.ca ? sharedCaSubjects(frontTls.ca, agentTls.ca) : [];
         if (shared.length > 0)
           this.log.warn(
             { ca: shared },
@@ -159,7 +182,13 @@ export class ProxyServer {
           );
       }
 
-      await this.listenTcp(this.createAgentServer(agentTls), "agent", o.agentPort, o.agentBindAddress, "--agent-port");
+      await this.listenTcp(
+        this.createAgentServer(agentTls, !tokenAuth),
+        "agent",
+        o.agentPort,
+        o.agentBindAddress,
+        "--agent-port",
+      );
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
         createHealthServer({ ready: () => this.ready(), registry: this.metrics.registry }),
@@ -181,7 +210,7 @@ export class ProxyServer {
         logger: this.log,
         listeners: this.tlsListeners,
         agent: agentTls,
-        front: frontTls as { cert: Buffer; key: Buffer; ca: Buffer } | undefined,
+        front: frontTls,
       });
     } catch (err) {
       await this.closeListeners();
@@ -198,14 +227,14 @@ export class ProxyServer {
     return this.certReloading?.checkNow() ?? Promise.resolve([]);
   }
 
-  private secureServerOptions(material: tls.SecureContextOptions): http2.SecureServerOptions {
+  private secureServerOptions(material: tls.SecureContextOptions, clientCerts = true): http2.SecureServerOptions {
     return {
       ...TUNNEL_HTTP2_OPTIONS,
       ...material,
-      requestCert: true,
-      rejectUnauthorized: true,
+      requestCert: clientCerts,
+      rejectUnauthorized: clientCerts,
       ALPNProtocols: ["h2"],
-      minVersion: "TLSv1.2",
+      ...this.tlsProfile,
       allowHTTP1: false,
     };
   }
@@ -229,11 +258,11 @@ export class ProxyServer {
     });
   }
 
-  private createAgentServer(material: tls.SecureContextOptions): http2.Http2SecureServer {
+  private createAgentServer(material: tls.SecureContextOptions, clientCerts: boolean): http2.Http2SecureServer {
     // No TLS session tickets on the agent port: agents never resume a session (neither ours nor
     // Go's keeps a session cache), and the two tickets OpenSSL issues after every TLS 1.3
     // handshake cost about 10 KiB of memory per connected agent.
-    const options = { ...this.secureServerOptions(material), secureOptions: SSL_OP_NO_TICKET };
+    const options = { ...this.secureServerOptions(material, clientCerts), secureOptions: SSL_OP_NO_TICKET };
     const server = http2.createSecureServer(options);
     this.tlsListeners.push({ server, role: "agent", options });
     this.watchHttp2(server, "agent", this.options.keepaliveTime);
@@ -245,11 +274,23 @@ export class ProxyServer {
           relay: this.relay,
           metrics: this.metrics,
           logger: this.log,
-          agentIdentity: this.options.agentIdentity,
+          agentIdentity: effectiveAgentIdentity(this.options),
           agentIdentityNamespaces: this.options.agentIdentityNamespaces,
+          ...(this.tokenReview ? { authenticate: this.tokenAuthenticator(this.tokenReview) } : {}),
         }),
     });
     return server;
+  }
+
+  private tokenAuthenticator(review: TokenReviewFn): (authorization: string[]) => Promise<string> {
+    const o = this.options;
+    return (authorization) =>
+      authenticateAgentToken(authorization, {
+        agentNamespace: o.agentNamespace ?? "",
+        agentServiceAccount: o.agentServiceAccount ?? "",
+        authenticationAudience: o.authenticationAudience ?? "",
+        review,
+      });
   }
 
   private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
@@ -266,7 +307,10 @@ export class ProxyServer {
       [PROXY_METHOD]: (call) => {
         if (call.closed) return;
         this.metrics.grpcConnections.inc({ service_method: "Proxy" });
-        call.once("close", () => this.metrics.grpcConnections.dec({ service_method: "Proxy" }));
+        call.once("close", (status) => {
+          this.metrics.grpcConnections.dec({ service_method: "Proxy" });
+          if (status.code !== GrpcStatus.OK) this.metrics.streamErrorNoPacket("from_client", status.code);
+        });
         new ProxyStream(call, this.relay, this.metrics, log);
       },
     });
@@ -292,7 +336,7 @@ export class ProxyServer {
         requestCert: true,
         rejectUnauthorized: true,
         ALPNProtocols: ["http/1.1"],
-        minVersion: "TLSv1.2",
+        ...this.tlsProfile,
       };
       const server = tls.createServer(options);
       this.tlsListeners.push({ server, role: "front", options });

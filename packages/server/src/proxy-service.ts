@@ -54,7 +54,10 @@ export class ProxyStream implements FrontendEnd {
   private send(frame: Buffer, type: number): boolean {
     this.metrics.packet("to_client", type);
     this.sentBytes += frame.length;
-    return this.call.send(frame);
+    const started = process.hrtime.bigint();
+    const ok = this.call.send(frame);
+    this.metrics.frontendWrite(started);
+    return ok;
   }
 
   /** Read the client unless the agent stream is backed up or an agent asked us to pause. */

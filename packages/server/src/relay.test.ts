@@ -85,6 +85,7 @@ const metrics = new ServerMetrics({
   readyBackends: () => [],
   pendingDials: () => 0,
   establishedConnections: () => 0,
+  backendCount: () => 0,
   backendsByIdentifier: () => new Map(),
 });
 

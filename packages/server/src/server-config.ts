@@ -4,7 +4,29 @@
  */
 import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
-import { AGENT_IDENTITY_MODES, ConfigError, PROXY_STRATEGIES, type ServerOptions } from "@cluster-proxy/api";
+import {
+  AGENT_IDENTITY_MODES,
+  ConfigError,
+  PROXY_STRATEGIES,
+  tlsProfileOptions,
+  type AgentIdentityMode,
+  type ServerOptions,
+} from "@cluster-proxy/api";
+
+/** True when agents authenticate with ServiceAccount tokens (any of the three flags is set). */
+export function usesTokenAuth(o: ServerOptions): boolean {
+  return Boolean(o.agentNamespace || o.agentServiceAccount || o.authenticationAudience);
+}
+
+/**
+ * The agent identity mode in effect: --agent-identity when given, else `certificate` with
+ * --cluster-ca-cert and `shared` with ServiceAccount token authentication (one ServiceAccount
+ * for every agent: nothing binds an agent to a cluster name).
+ */
+export function effectiveAgentIdentity(o: ServerOptions): AgentIdentityMode {
+  if (o.agentIdentity) return o.agentIdentity;
+  return usesTokenAuth(o) ? "shared" : "certificate";
+}
 
 /** One front door listener: TCP (TLS unless `plain`) or a Unix socket (always plain). */
 export type FrontDoor =
@@ -64,10 +86,45 @@ export function validateServerOptions(o: ServerOptions): void {
   }
   if (!o.clusterCert) throw new ConfigError("--cluster-cert: required (certificate of the agent port)");
   if (!o.clusterKey) throw new ConfigError("--cluster-key: required (private key of --cluster-cert)");
-  if (!o.clusterCaCert) {
-    throw new ConfigError("--cluster-ca-cert: required (agents must present a certificate signed by this CA)");
+  if (usesTokenAuth(o)) {
+    // As the Go server: all three or none, and no client certificates next to tokens.
+    if (o.clusterCaCert) {
+      throw new ConfigError(
+        "--cluster-ca-cert: cannot be used when agents authenticate with ServiceAccount tokens (--agent-namespace, --agent-service-account, --authentication-audience)",
+      );
+    }
+    for (const [flag, value] of [
+      ["--agent-namespace", o.agentNamespace],
+      ["--agent-service-account", o.agentServiceAccount],
+      ["--authentication-audience", o.authenticationAudience],
+    ] as const) {
+      if (!value) throw new ConfigError(`${flag}: cannot be empty when agent token authentication is enabled`);
+    }
+    if (effectiveAgentIdentity(o) === "certificate") {
+      throw new ConfigError(
+        "--agent-identity: certificate needs agent certificates (--cluster-ca-cert); with ServiceAccount tokens use shared",
+      );
+    }
+  } else if (!o.clusterCaCert) {
+    throw new ConfigError(
+      "--cluster-ca-cert: required (agents must present a certificate signed by this CA), unless agents authenticate with ServiceAccount tokens (--agent-namespace, --agent-service-account, --authentication-audience)",
+    );
   }
-  if (o.agentIdentity !== undefined && !(AGENT_IDENTITY_MODES as readonly string[]).includes(o.agentIdentity)) {
+  tlsProfileOptions(o.cipherSuites ?? [], o.tlsMinVersion ?? "");
+  for (const [flag, v] of [
+    ["--kubeconfig-qps", o.kubeconfigQps ?? 0],
+    ["--kubeconfig-burst", o.kubeconfigBurst ?? 0],
+  ] as const) {
+    if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
+  }
+  const extra = o as ServerOptions & { xfrChannelSize?: number; enableContentionProfiling?: boolean };
+  if (extra.xfrChannelSize !== undefined && extra.xfrChannelSize <= 0) {
+    throw new ConfigError(`--xfr-channel-size: must be positive, got ${extra.xfrChannelSize}`);
+  }
+  if (extra.enableContentionProfiling && !o.enableProfiling) {
+    throw new ConfigError("--enable-contention-profiling: needs --enable-profiling, as in Go");
+  }
+  if (o.agentIdentity && !(AGENT_IDENTITY_MODES as readonly string[]).includes(o.agentIdentity)) {
     throw new ConfigError(
       `--agent-identity: "${String(o.agentIdentity)}" is not one of ${AGENT_IDENTITY_MODES.join(", ")}`,
     );

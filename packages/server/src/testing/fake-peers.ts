@@ -90,12 +90,13 @@ export interface FakePeer {
 /** Open an agent stream with the given metadata (values as sent; `undefined` omits the key). */
 export async function connectFakeAgent(
   target: ConnectTarget,
-  metadata: { agentid?: string; agentidentifiers?: string },
+  metadata: { agentid?: string; agentidentifiers?: string; authorization?: string },
 ): Promise<FakePeer> {
   const session = await connectSession(target);
   const md: Record<string, string> = {};
   if (metadata.agentid !== undefined) md[Metadata.agentID] = metadata.agentid;
   if (metadata.agentidentifiers !== undefined) md[Metadata.agentIdentifiers] = metadata.agentidentifiers;
+  if (metadata.authorization !== undefined) md[Metadata.authorization] = metadata.authorization;
   const call = openCall(session, AGENT_CONNECT_METHOD, { metadata: md });
   const packets = new PacketQueue(call);
   return { session, call, packets, close: () => session.destroy() };

@@ -42,6 +42,7 @@ export interface ConnectTarget {
   host?: string;
   port?: number;
   udsPath?: string;
+  /** TLS options; `ALPNProtocols` defaults to `["h2"]` (a list given must include it). */
   tls?: tls.ConnectionOptions;
   /** Give up connecting after this long (ms). */
   timeoutMs?: number;
@@ -76,7 +77,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
         ...target.tls,
         host,
         port: target.port,
-        ALPNProtocols: ["h2"],
+        ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
         servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
       });
       url = `https://${host.includes(":") ? `[${host}]` : host}:${target.port}`;

@@ -39,3 +39,28 @@ export function decodeGrpcMessage(text: string): string {
     return text;
   }
 }
+
+const GO_CODE_NAMES = [
+  "OK",
+  "Canceled",
+  "Unknown",
+  "InvalidArgument",
+  "DeadlineExceeded",
+  "NotFound",
+  "AlreadyExists",
+  "PermissionDenied",
+  "ResourceExhausted",
+  "FailedPrecondition",
+  "Aborted",
+  "OutOfRange",
+  "Unimplemented",
+  "Internal",
+  "Unavailable",
+  "DataLoss",
+  "Unauthenticated",
+];
+
+/** A gRPC status code as grpc-go's `codes.Code.String()` spells it (metric label values). */
+export function grpcCodeName(code: number): string {
+  return GO_CODE_NAMES[code] ?? `Code(${code})`;
+}

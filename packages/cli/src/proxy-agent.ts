@@ -1,0 +1,9 @@
+#!/usr/bin/env -S node --initial-old-space-size=64
+/**
+ * The `proxy-agent` executable: `cluster-proxy agent` under the Go binary's name, so a
+ * container or manifest that runs `/proxy-agent <Go flags>` runs ours with the same arguments.
+ */
+import { runCli } from "./program.js";
+
+const code = await runCli(["agent", ...process.argv.slice(2)]);
+process.exit(code);

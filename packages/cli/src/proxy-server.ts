@@ -1,0 +1,9 @@
+#!/usr/bin/env -S node --initial-old-space-size=64
+/**
+ * The `proxy-server` executable: `cluster-proxy server` under the Go binary's name, so a
+ * container or manifest that runs `/proxy-server <Go flags>` runs ours with the same arguments.
+ */
+import { runCli } from "./program.js";
+
+const code = await runCli(["server", ...process.argv.slice(2)]);
+process.exit(code);

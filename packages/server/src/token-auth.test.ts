@@ -1,0 +1,219 @@
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import type * as net from "node:net";
+import * as tls from "node:tls";
+import { after, before, describe, test } from "node:test";
+import type { ServerOptions } from "@cluster-proxy/api";
+import { GrpcStatus } from "@cluster-proxy/tunnel";
+import { ProxyServer } from "./proxy-server.js";
+import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
+import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { AgentAuthError, RateLimiter, authenticateAgentToken, type TokenReviewFn } from "./token-review.js";
+
+const SA = "system:serviceaccount:kube-system:konnectivity-agent";
+const review: TokenReviewFn = (token, audience) => {
+  if (audience !== "system:konnectivity-server")
+    return Promise.reject(new Error("lookup failed: token audiences mismatch"));
+  if (token === "good") return Promise.resolve(SA);
+  if (token === "other-sa") return Promise.resolve("system:serviceaccount:kube-system:default");
+  if (token === "other-ns") return Promise.resolve("system:serviceaccount:default:konnectivity-agent");
+  if (token === "user") return Promise.resolve("system:admin:x:y");
+  return Promise.reject(new Error("lookup failed: service account jwt not valid"));
+};
+const auth = {
+  agentNamespace: "kube-system",
+  agentServiceAccount: "konnectivity-agent",
+  authenticationAudience: "system:konnectivity-server",
+  review,
+};
+
+describe("agent ServiceAccount token check (Go's rules and texts)", () => {
+  test("a valid token of the expected ServiceAccount passes", async () => {
+    assert.equal(await authenticateAgentToken(["Bearer good"], auth), SA);
+  });
+
+  test("missing, doubled, unprefixed and foreign tokens are refused with Go's messages", async () => {
+    const cases: [string[], RegExp][] = [
+      [[], /^Authentication context was not found in metadata$/],
+      [["Bearer good", "Bearer good"], /^too many \(2\) tokens are received$/],
+      [["good"], /^received token does not have "Bearer " prefix$/],
+      [["Bearer nope"], /^Failed to validate authentication token, err:lookup failed: service account jwt not valid$/],
+      [["Bearer other-sa"], /incoming request from "default" service account\. Expected "konnectivity-agent"/],
+      [["Bearer other-ns"], /incoming request from "default" namespace\. Expected "kube-system"/],
+      [["Bearer user"], /username returned is not a service account/],
+    ];
+    for (const [values, message] of cases) {
+      await assert.rejects(authenticateAgentToken(values, auth), (err: Error) => {
+        assert.ok(err instanceof AgentAuthError);
+        assert.match(err.message, message);
+        return true;
+      });
+    }
+  });
+
+  test("the rate limiter spaces requests past the burst at qps", async () => {
+    const limiter = new RateLimiter(20, 2);
+    const started = Date.now();
+    await Promise.all([limiter.take(), limiter.take()]);
+    await limiter.take();
+    await limiter.take();
+    assert.ok(Date.now() - started >= 80, `two more at 20/s take >= ~100 ms (${Date.now() - started} ms)`);
+  });
+});
+
+function serverOptions(pki: TestPki, overrides: Partial<ServerOptions>): ServerOptions {
+  return {
+    mode: "grpc",
+    serverPort: 0,
+    serverBindAddress: "127.0.0.1",
+    httpConnectPort: 0,
+    httpConnectBindAddress: "",
+    httpConnectPlain: false,
+    udsName: "",
+    httpConnectUdsName: "",
+    deleteExistingUdsFile: true,
+    agentPort: 0,
+    agentBindAddress: "127.0.0.1",
+    healthPort: 0,
+    healthBindAddress: "127.0.0.1",
+    adminPort: 0,
+    adminBindAddress: "127.0.0.1",
+    serverCert: pki.serverCert,
+    serverKey: pki.serverKey,
+    serverCaCert: pki.caCert,
+    clusterCert: pki.serverCert,
+    clusterKey: pki.serverKey,
+    clusterCaCert: "",
+    proxyStrategies: ["default"],
+    serverCount: 1,
+    serverId: "token-server",
+    keepaliveTime: 0,
+    frontendKeepaliveTime: 0,
+    backendDialTimeout: 0,
+    connectionStallTimeout: 60_000,
+    gracefulShutdownTimeout: 0,
+    logLevel: "silent",
+    agentNamespace: "kube-system",
+    agentServiceAccount: "konnectivity-agent",
+    authenticationAudience: "system:konnectivity-server",
+    ...overrides,
+  };
+}
+
+describe("ProxyServer with ServiceAccount token authentication", () => {
+  let pki: TestPki;
+  let server: ProxyServer;
+  let agentPort: number;
+  const peers: FakePeer[] = [];
+
+  before(async () => {
+    pki = await createTestPki();
+    server = new ProxyServer(serverOptions(pki, {}), { tokenReview: review });
+    await server.start();
+    agentPort = (server.addresses().agent as net.AddressInfo).port;
+  });
+  after(async () => {
+    for (const p of peers) p.close();
+    await server.close();
+    pki.cleanup();
+  });
+
+  const agent = async (authorization?: string): Promise<FakePeer> => {
+    // No client certificate: the agent port asks for none under token authentication.
+    const p = await connectFakeAgent(
+      { host: "127.0.0.1", port: agentPort, tls: { ca: pki.read(pki.caCert) } },
+      { agentid: `agent-${peers.length}`, agentidentifiers: "", ...(authorization ? { authorization } : {}) },
+    );
+    peers.push(p);
+    return p;
+  };
+
+  test("an agent with a good token and no certificate is accepted", async () => {
+    const a = await agent("Bearer good");
+    const headers = await a.call.waitForHeaders();
+    assert.equal(headers["serverid"], "token-server");
+    assert.equal(server.backendCount(), 1);
+    assert.ok(server.ready());
+  });
+
+  test("an agent without a token, or with another ServiceAccount's, gets UNAUTHENTICATED and Go's text", async () => {
+    const none = await agent();
+    const s1 = await none.packets.closed();
+    assert.equal(s1.code, GrpcStatus.UNAUTHENTICATED);
+    assert.equal(s1.details, "Authentication context was not found in metadata");
+    const other = await agent("Bearer other-sa");
+    const s2 = await other.packets.closed();
+    assert.equal(s2.code, GrpcStatus.UNAUTHENTICATED);
+    assert.match(s2.details, /Expected "konnectivity-agent"/);
+    assert.equal(server.backendCount(), 1);
+    assert.match(await server.metrics.registry.metrics(), /^cluster_proxy_server_agent_token_auth_failures_total 2$/m);
+  });
+
+  test("validation: all three flags or none, and no --cluster-ca-cert next to them", () => {
+    assert.throws(
+      () => new ProxyServer(serverOptions(pki, { agentServiceAccount: "" })),
+      /^ConfigError: --agent-service-account: cannot be empty/,
+    );
+    assert.throws(
+      () => new ProxyServer(serverOptions(pki, { clusterCaCert: pki.caCert })),
+      /^ConfigError: --cluster-ca-cert: cannot be used/,
+    );
+    assert.throws(
+      () =>
+        new ProxyServer(
+          serverOptions(pki, { agentNamespace: "", agentServiceAccount: "", authenticationAudience: "" }),
+        ),
+      /^ConfigError: --cluster-ca-cert: required .* unless agents authenticate with ServiceAccount tokens/,
+    );
+  });
+});
+
+describe("--tls-min-version and --cipher-suites on the TLS ports", () => {
+  let pki: TestPki;
+  before(async () => {
+    pki = await createTestPki();
+  });
+  after(() => pki.cleanup());
+
+  async function handshake(port: number, options: tls.ConnectionOptions): Promise<string> {
+    const s = tls.connect({ host: "127.0.0.1", port, ca: pki.read(pki.caCert), ALPNProtocols: ["h2"], ...options });
+    try {
+      await Promise.race([once(s, "secureConnect"), once(s, "error").then(([e]) => Promise.reject(e as Error))]);
+      return `${s.getProtocol()} ${s.getCipher().name}`;
+    } finally {
+      s.destroy();
+    }
+  }
+
+  test("VersionTLS13 refuses a TLS 1.2 client; a cipher list refuses a client without those suites", async () => {
+    const tls13 = new ProxyServer(serverOptions(pki, { tlsMinVersion: "VersionTLS13" }), { tokenReview: review });
+    await tls13.start();
+    try {
+      const port = (tls13.addresses().agent as net.AddressInfo).port;
+      assert.match(await handshake(port, {}), /^TLSv1\.3 /);
+      await assert.rejects(handshake(port, { maxVersion: "TLSv1.2" }));
+    } finally {
+      await tls13.close();
+    }
+    const suites = new ProxyServer(
+      serverOptions(pki, {
+        cipherSuites: ["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"],
+      }),
+      { tokenReview: review },
+    );
+    await suites.start();
+    try {
+      const port = (suites.addresses().agent as net.AddressInfo).port;
+      assert.match(await handshake(port, { maxVersion: "TLSv1.2" }), /^TLSv1\.2 ECDHE-(ECDSA|RSA)-AES256-GCM-SHA384$/);
+      await assert.rejects(
+        handshake(port, {
+          maxVersion: "TLSv1.2",
+          ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256",
+        }),
+      );
+      assert.match(await handshake(port, {}), /^TLSv1\.3 /, "TLS 1.3 keeps its default suites, as in Go");
+    } finally {
+      await suites.close();
+    }
+  });
+});

@@ -1,0 +1,131 @@
+/**
+ * ServiceAccount token authentication of agents, as the Go proxy-server does it
+ * (`--agent-namespace`, `--agent-service-account`, `--authentication-audience`, `--kubeconfig`):
+ * the agent sends `authorization: Bearer <token>` with its Connect call; the server asks the
+ * apiserver (TokenReview, with the audience) who the token belongs to, and accepts only
+ * `system:serviceaccount:<namespace>:<service account>`. The error texts are Go's.
+ *
+ * The Kubernetes client is loaded only when token authentication is configured.
+ */
+import { ConfigError } from "@cluster-proxy/api";
+
+/** Who reviews a token: returns the authenticated username, or throws with the reason. */
+export type TokenReviewFn = (token: string, audience: string) => Promise<string>;
+
+/** The agent's token was not accepted; `message` is what the agent is told. */
+export class AgentAuthError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "AgentAuthError";
+  }
+}
+
+export interface TokenAuthOptions {
+  agentNamespace: string;
+  agentServiceAccount: string;
+  authenticationAudience: string;
+  review: TokenReviewFn;
+}
+
+/** A simple token bucket: `qps` per second, up to `burst` at once (client-go's defaults for 0). */
+export class RateLimiter {
+  private tokens: number;
+  private last = Date.now();
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly qps: number,
+    private readonly burst: number,
+  ) {
+    this.tokens = burst;
+  }
+
+  /** Resolves when a request may go out. */
+  take(): Promise<void> {
+    const next = this.queue.then(async () => {
+      const now = Date.now();
+      this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
+      this.last = now;
+      if (this.tokens < 1) {
+        const waitMs = Math.ceil(((1 - this.tokens) / this.qps) * 1000);
+        await new Promise((r) => setTimeout(r, waitMs));
+        this.tokens = 1;
+        this.last = Date.now();
+      }
+      this.tokens -= 1;
+    });
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/**
+ * Check the `authorization` metadata values of an agent's Connect call. Resolves with the
+ * ServiceAccount username, or rejects with an {@link AgentAuthError} carrying Go's text.
+ */
+export async function authenticateAgentToken(values: readonly string[], o: TokenAuthOptions): Promise<string> {
+  if (values.length === 0) throw new AgentAuthError("Authentication context was not found in metadata");
+  if (values.length > 1) throw new AgentAuthError(`too many (${values.length}) tokens are received`);
+  const value = values[0]!;
+  const prefix = "Bearer ";
+  if (!value.startsWith(prefix)) throw new AgentAuthError(`received token does not have "${prefix}" prefix`);
+  const fail = (why: string): never => {
+    throw new AgentAuthError(`Failed to validate authentication token, err:${why}`);
+  };
+  let username: string;
+  try {
+    username = await o.review(value.slice(prefix.length), o.authenticationAudience);
+  } catch (err) {
+    return fail((err as Error).message);
+  }
+  const parts = username.split(":");
+  if (parts.length !== 4) return fail("lookup failed: unexpected username format");
+  if (parts[0] !== "system" || parts[1] !== "serviceaccount") {
+    return fail("lookup failed: username returned is not a service account");
+  }
+  if (parts[2] !== o.agentNamespace) {
+    return fail(`lookup failed: incoming request from "${parts[2]}" namespace. Expected "${o.agentNamespace}"`);
+  }
+  if (parts[3] !== o.agentServiceAccount) {
+    return fail(
+      `lookup failed: incoming request from "${parts[3]}" service account. Expected "${o.agentServiceAccount}"`,
+    );
+  }
+  return username;
+}
+
+/**
+ * A TokenReview client for the apiserver of `kubeconfig` (empty: the in-cluster ServiceAccount
+ * config), limited to `qps` requests per second with bursts of `burst` (0: client-go's 5 and 10).
+ * Throws a ConfigError naming --kubeconfig when the config cannot be loaded.
+ */
+export async function kubernetesTokenReview(kubeconfig: string, qps = 0, burst = 0): Promise<TokenReviewFn> {
+  const k8s = await import("@kubernetes/client-node");
+  const kc = new k8s.KubeConfig();
+  try {
+    if (kubeconfig) kc.loadFromFile(kubeconfig);
+    else kc.loadFromCluster();
+    if (!kc.getCurrentCluster()) throw new Error("no current cluster");
+  } catch (err) {
+    throw new ConfigError(
+      `--kubeconfig: cannot load ${kubeconfig ? `"${kubeconfig}"` : "the in-cluster config"}: ${(err as Error).message}`,
+    );
+  }
+  const api = kc.makeApiClient(k8s.AuthenticationV1Api);
+  const limiter = new RateLimiter(qps > 0 ? qps : 5, burst > 0 ? burst : 10);
+  return async (token, audience) => {
+    await limiter.take();
+    let review;
+    try {
+      review = await api.createTokenReview({
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [audience] } },
+      });
+    } catch (err) {
+      throw new Error(`Failed to authenticate request. err:${(err as Error).message}`, { cause: err });
+    }
+    const status = review.status;
+    if (status?.error) throw new Error(`lookup failed: ${status.error}`);
+    if (!status?.authenticated) throw new Error("lookup failed: service account jwt not valid");
+    return status.user?.username ?? "";
+  };
+}
