@@ -85,6 +85,9 @@ test("bad --clusters and --port-base values exit 2 naming the flag", async () =>
   const bad = await up(["--clusters", "East"]);
   assert.equal(bad.code, 2);
   assert.match(bad.err, /^cluster-proxy up: --clusters: cluster name "East" is invalid/);
+  const reserved = await up(["--clusters", "east,ca"]);
+  assert.equal(reserved.code, 2);
+  assert.match(reserved.err, /^cluster-proxy up: --clusters: "ca" is reserved/);
   const out = await runCli(["up", "--port-base", "65530", "--state-dir", stateDir], {
     stdout: () => undefined,
     stderr: (t) => assert.match(t, /--port-base: 65530 leaves no room/),

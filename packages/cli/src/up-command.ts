@@ -261,6 +261,8 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     } catch (err) {
       throw new ConfigError(`--clusters: ${(err as Error).message}`);
     }
+    if (cluster === "ca")
+      throw new ConfigError('--clusters: "ca" is reserved (agent-ca.crt in the certificate directory is the agent CA)');
   }
 
   const stateDir = resolve(options.stateDir);
