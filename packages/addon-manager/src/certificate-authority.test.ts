@@ -2,13 +2,17 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { createCertificateAuthority } from "@cluster-proxy/pki";
 import {
+  b64,
+  ensureCa,
   fingerprintOf,
   issueLeaf,
   leafRenewal,
+  splitPem,
   type LeafRequest,
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
+import { KubeApiError, type KubeApi } from "./kube-api.js";
 
 async function ca(role: SigningCa["role"]): Promise<SigningCa> {
   const cert = await createCertificateAuthority({ commonName: `${role}-ca` });
@@ -70,5 +74,93 @@ describe("leaf certificate renewal", () => {
       data: { ...secret.data, "tls.key": (await issueLeaf(request, serving, policy)).data["tls.key"]! },
     };
     assert.equal(leafRenewal(wrongKey, request, serving, policy).reason, "key does not match");
+  });
+});
+
+/** A fake apiserver holding Secrets in a map (get, create, replace with resourceVersion checks). */
+function secretStore() {
+  const secrets = new Map<string, SecretObject>();
+  let rv = 0;
+  const key = (o: { metadata: { name: string; namespace?: string } }): string =>
+    `${o.metadata.namespace}/${o.metadata.name}`;
+  const api = {
+    tryGet: (_r: unknown, name: string, namespace: string) =>
+      Promise.resolve(structuredClone(secrets.get(`${namespace}/${name}`))),
+    create: (_r: unknown, o: SecretObject) => {
+      if (secrets.has(key(o))) return Promise.reject(new KubeApiError(409, "AlreadyExists", "exists"));
+      secrets.set(key(o), { ...structuredClone(o), metadata: { ...o.metadata, resourceVersion: String(++rv) } });
+      return Promise.resolve(o);
+    },
+    replace: (_r: unknown, o: SecretObject) => {
+      if (secrets.get(key(o))?.metadata.resourceVersion !== o.metadata.resourceVersion)
+        return Promise.reject(new KubeApiError(409, "Conflict", "changed"));
+      secrets.set(key(o), { ...structuredClone(o), metadata: { ...o.metadata, resourceVersion: String(++rv) } });
+      return Promise.resolve(o);
+    },
+  };
+  return { api: api as unknown as KubeApi, secrets };
+}
+
+describe("CA lifecycle", () => {
+  it("creates a CA once, keeps it, and at 80% of its life adds a new one while trusting both", async () => {
+    const { api } = secretStore();
+    const t0 = Date.now();
+    const policy = { caValidityMs: 10 * DAY, create: true };
+    const first = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 });
+    const again = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 + DAY });
+    assert.equal(again.fingerprint, first.fingerprint, "the same CA is reused");
+    assert.equal(splitPem(again.bundlePem).length, 1);
+    const rotated = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 + 8.1 * DAY });
+    assert.notEqual(rotated.fingerprint, first.fingerprint, "a new CA at 80% of the old one's life");
+    const bundle = splitPem(rotated.bundlePem).map(fingerprintOf);
+    assert.deepEqual(bundle, [rotated.fingerprint, first.fingerprint], "new first, old still trusted");
+    // (Certificates are dated by the real clock, so at "t0 + 10.5 days" both CAs above have expired.)
+    const afterExpiry = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 + 10.5 * DAY });
+    assert.deepEqual(
+      splitPem(afterExpiry.bundlePem).map(fingerprintOf),
+      [afterExpiry.fingerprint],
+      "expired CAs leave the bundle",
+    );
+  });
+
+  it("a Provided CA is only read: missing, not a CA, or a foreign key is an error naming the Secret", async () => {
+    const { api, secrets } = secretStore();
+    await assert.rejects(
+      ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false }),
+      /Secret ns\/mine .*does not exist/,
+    );
+    const leafCa = await createCertificateAuthority({ commonName: "x" });
+    const leaf = await issueLeaf(
+      request,
+      {
+        role: "serving",
+        cert: leafCa,
+        bundlePem: leafCa.certPem,
+        notAfter: new Date(),
+        fingerprint: "",
+        secret: "",
+        replaced: [],
+      },
+      { validityMs: DAY, refreshAfterMs: DAY },
+    );
+    secrets.set("ns/mine", { metadata: { name: "mine", namespace: "ns" }, data: leaf.data });
+    await assert.rejects(ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false }), /not a CA/);
+    const other = await createCertificateAuthority({ commonName: "y" });
+    secrets.set("ns/mine", {
+      metadata: { name: "mine", namespace: "ns" },
+      data: { "tls.crt": b64(leafCa.certPem), "tls.key": b64(other.keyPem) },
+    });
+    await assert.rejects(
+      ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false }),
+      /key does not belong/,
+    );
+    secrets.set("ns/mine", {
+      metadata: { name: "mine", namespace: "ns" },
+      data: { "tls.crt": b64(leafCa.certPem), "tls.key": b64(leafCa.keyPem) },
+    });
+    assert.equal(
+      (await ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false })).fingerprint,
+      fingerprintOf(leafCa.certPem),
+    );
   });
 });

@@ -99,7 +99,8 @@ export async function ensureCa(
   const notAfter = Date.parse(x.validTo);
   if (policy.create && now >= notBefore + (notAfter - notBefore) * 0.8) {
     // Rotate: a new CA; the old one stays in the bundle until it expires.
-    return createCaSecret(api, role, namespace, name, policy.caValidityMs, now, [current], secret);
+    const keep = Date.parse(x.validTo) > now ? [current] : [];
+    return createCaSecret(api, role, namespace, name, policy.caValidityMs, now, keep, secret);
   }
   const bundle = [current, ...splitPem(unb64(secret.data?.["ca-bundle.crt"])).filter((p) => p !== current)].filter(
     (p) => Date.parse(new X509Certificate(p).validTo) > now,
