@@ -68,6 +68,43 @@ export const Resources = {
     plural: "managedproxyconfigurations",
     namespaced: false,
   },
+  // Open Cluster Management, in the versions every OCM v1.2.1 component speaks (v1alpha1 addons).
+  managedCluster: {
+    apiVersion: "cluster.open-cluster-management.io/v1",
+    kind: "ManagedCluster",
+    plural: "managedclusters",
+    namespaced: false,
+  },
+  clusterManagementAddOn: {
+    apiVersion: "addon.open-cluster-management.io/v1alpha1",
+    kind: "ClusterManagementAddOn",
+    plural: "clustermanagementaddons",
+    namespaced: false,
+  },
+  managedClusterAddOn: {
+    apiVersion: "addon.open-cluster-management.io/v1alpha1",
+    kind: "ManagedClusterAddOn",
+    plural: "managedclusteraddons",
+    namespaced: true,
+  },
+  addOnDeploymentConfig: {
+    apiVersion: "addon.open-cluster-management.io/v1alpha1",
+    kind: "AddOnDeploymentConfig",
+    plural: "addondeploymentconfigs",
+    namespaced: true,
+  },
+  manifestWork: {
+    apiVersion: "work.open-cluster-management.io/v1",
+    kind: "ManifestWork",
+    plural: "manifestworks",
+    namespaced: true,
+  },
+  certificateSigningRequest: {
+    apiVersion: "certificates.k8s.io/v1",
+    kind: "CertificateSigningRequest",
+    plural: "certificatesigningrequests",
+    namespaced: false,
+  },
 } as const satisfies Record<string, ResourceRef>;
 
 /** The apiserver answered with an error status. */
@@ -177,6 +214,22 @@ export class KubeApi {
   async replace<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject, subresource = ""): Promise<T> {
     const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${FIELD_MANAGER}`;
     return (await this.request("PUT", path, { ...obj, apiVersion: ref.apiVersion, kind: ref.kind })) as T;
+  }
+
+  /**
+   * JSON merge patch (of `subresource` when given). Put `metadata.uid` and
+   * `metadata.resourceVersion` in `patch` to make it conditional: a 409 then means someone
+   * else wrote first (merge patches replace whole lists, such as conditions).
+   */
+  async mergePatch<T extends KubeObject = KubeObject>(
+    ref: ResourceRef,
+    name: string,
+    namespace: string | undefined,
+    patch: Record<string, unknown>,
+    subresource = "",
+  ): Promise<T> {
+    const path = `${KubeApi.objectPath(ref, name, namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${FIELD_MANAGER}`;
+    return (await this.request("PATCH", path, patch, "application/merge-patch+json")) as T;
   }
 
   /** Delete; a missing object is not an error. */

@@ -246,3 +246,104 @@ export async function issueCertificate(
   });
   return { certPem: cert.toString("pem") + "\n", keyPem: privateKeyPem(keys.privateKey) };
 }
+
+/** The parts of a PKCS#10 certificate signing request that a signer decides on. */
+export interface ParsedCertificateRequest {
+  /** Subject common name (the first CN). */
+  commonName: string;
+  /** Subject organizations (O), in request order. */
+  organizations: string[];
+  /** Subject organizational units (OU), in request order. */
+  organizationalUnits: string[];
+  /** Key type of the requested public key: `ec` or `rsa` (others are refused when parsing). */
+  keyType: "ec" | "rsa";
+}
+
+function parseRequestPem(csrPem: string): x509.Pkcs10CertificateRequest {
+  const match = /-----BEGIN CERTIFICATE REQUEST-----([\s\S]*?)-----END CERTIFICATE REQUEST-----/.exec(csrPem);
+  if (!match) throw new CertificateError("not a PEM certificate request (no BEGIN CERTIFICATE REQUEST block)");
+  try {
+    return new x509.Pkcs10CertificateRequest(Buffer.from(match[1]!.replace(/\s+/g, ""), "base64"));
+  } catch (err) {
+    throw new CertificateError(`not a readable certificate request (${(err as Error).message})`, { cause: err });
+  }
+}
+
+/**
+ * Parse a PEM PKCS#10 request and check its self-signature (proof that the requester holds the
+ * key). Throws {@link CertificateError} for unreadable, badly signed or non-EC/RSA requests.
+ */
+export async function parseCertificateRequest(csrPem: string): Promise<ParsedCertificateRequest> {
+  const csr = parseRequestPem(csrPem);
+  let valid: boolean;
+  try {
+    valid = await csr.verify();
+  } catch (err) {
+    throw new CertificateError(`certificate request: signature not verifiable (${(err as Error).message})`, {
+      cause: err,
+    });
+  }
+  if (!valid) throw new CertificateError("certificate request: the signature does not match its public key");
+  const algorithm: string = (csr.publicKey.algorithm as { name: string }).name;
+  const keyType = algorithm === "ECDSA" ? "ec" : algorithm.startsWith("RSA") ? "rsa" : undefined;
+  if (!keyType) throw new CertificateError(`certificate request: unsupported key algorithm ${algorithm}`);
+  const name = csr.subjectName;
+  return {
+    commonName: name.getField("CN")[0] ?? "",
+    organizations: name.getField("O"),
+    organizationalUnits: name.getField("OU"),
+    keyType,
+  };
+}
+
+/** Options of {@link signCertificateRequest}. */
+export interface SignRequestOptions {
+  /** URI subject alternative names (the request's own SANs are never copied). */
+  uris?: readonly string[];
+  /** Extended key usage. */
+  usage: CertificateUsage;
+  /** Validity from now, in days; capped at the CA's own notAfter. */
+  validityDays: number;
+}
+
+/**
+ * Sign the public key of a PKCS#10 request with `ca`. The subject is copied verbatim (OCM's
+ * registration agent compares it with what it asked for); the SANs are only `options.uris`,
+ * whatever the request asked for. Returns the certificate PEM.
+ */
+export async function signCertificateRequest(
+  ca: CertificateAndKey,
+  csrPem: string,
+  options: SignRequestOptions,
+): Promise<string> {
+  const parsed = await parseCertificateRequest(csrPem);
+  const csr = parseRequestPem(csrPem);
+  const caCert = new x509.X509Certificate(ca.certPem);
+  const signer = await importSigningKey(ca.keyPem);
+  const span = validity(options.validityDays, "validityDays");
+  if (span.notAfter > caCert.notAfter) span.notAfter = caCert.notAfter;
+  const sans = subjectAltNames({ commonName: "x", usage: options.usage, uris: options.uris ?? [] });
+  const usages =
+    parsed.keyType === "rsa"
+      ? x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment
+      : x509.KeyUsageFlags.digitalSignature;
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(false, undefined, true),
+    new x509.KeyUsagesExtension(usages, true),
+    new x509.ExtendedKeyUsageExtension(extendedKeyUsages(options.usage), false),
+    await x509.SubjectKeyIdentifierExtension.create(csr.publicKey),
+    await x509.AuthorityKeyIdentifierExtension.create(caCert),
+  ];
+  if (sans.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(sans, false));
+  const cert = await x509.X509CertificateGenerator.create({
+    serialNumber: serialNumber(),
+    subject: csr.subjectName,
+    issuer: caCert.subjectName,
+    publicKey: csr.publicKey,
+    signingKey: signer.key,
+    signingAlgorithm: signingAlgorithm(signer.params),
+    ...span,
+    extensions,
+  });
+  return cert.toString("pem") + "\n";
+}
