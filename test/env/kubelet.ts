@@ -686,9 +686,9 @@ async function stopPod(pod: Pod): Promise<void> {
 function tickPod(pod: Pod): void {
   if (pod.terminating) return;
   if (!pod.prepared) {
-    if (pod.preparing) return;
-    pod.preparing = true;
-    if (Date.now() < pod.nextPrepare) return;
+    // A failed preparation (e.g. a Secret volume whose Secret does not exist yet) is retried
+    // after nextPrepare, as a real kubelet retries mounting.
+    if (pod.preparing || Date.now() < pod.nextPrepare) return;
     pod.preparing = true;
     const undo = (): void => {
       try {

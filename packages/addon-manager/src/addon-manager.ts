@@ -6,7 +6,9 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { AddonManagerOptions, ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { AddonReconciler, type AddonCache } from "./addon-registration.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
+import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import { EventRecorder } from "./events.js";
 import { HealthServer } from "./health-server.js";
 import { KubeApi, Resources, type KubeObject } from "./kube-api.js";
@@ -33,6 +35,9 @@ export class AddonManager {
   private watches: SupervisedWatch[] = [];
   private mpcWatch: SupervisedWatch | undefined;
   private ownedWatches = new Map<string, SupervisedWatch>();
+  private ocmWatches:
+    | Record<"addons" | "clusters" | "works" | "managementAddOns" | "deploymentConfigs" | "csrs", SupervisedWatch>
+    | undefined;
   private running: Promise<unknown> | undefined;
   private lost: (() => void) | undefined;
   /** Resolves when leadership was lost: the process should exit so it restarts clean. */
@@ -181,11 +186,19 @@ export class AddonManager {
     const enqueueAll = (): void => {
       for (const m of this.mpcWatch?.items() ?? []) queue.add(m.metadata.name);
     };
+    const addonQueue = this.addonQueue();
+    const enqueueAddons = (): void => {
+      addonQueue.add("cma");
+      for (const a of this.ocmWatches?.addons.items() ?? []) addonQueue.add(`addon/${a.metadata.namespace}`);
+    };
     this.mpcWatch = new SupervisedWatch(
       this.api,
       Resources.managedProxyConfiguration,
       {},
-      (_t, obj) => queue.add(obj.metadata.name),
+      (_t, obj) => {
+        queue.add(obj.metadata.name);
+        enqueueAddons();
+      },
       this.log,
     );
     const selector = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
@@ -198,6 +211,8 @@ export class AddonManager {
           { labelSelector: selector },
           (_t, obj: KubeObject) => {
             const owner = obj.metadata.labels?.[CONFIGURATION_LABEL];
+            // The serving CA bundle the agents get is published in a Secret of the configuration.
+            if (kind === "secret") enqueueAddons();
             if (owner) queue.add(owner);
             else if (obj.metadata.labels?.[SIGNER_LABEL]) enqueueAll();
           },
@@ -205,7 +220,62 @@ export class AddonManager {
         ),
       );
     }
-    this.watches = [this.mpcWatch, ...this.ownedWatches.values()];
+    const csrsOf = (cluster: string): void => {
+      for (const c of this.ocmWatches?.csrs.items() ?? [])
+        if (c.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster) addonQueue.add(`csr/${c.metadata.name}`);
+    };
+    const ocm = (
+      resource: (typeof Resources)[keyof typeof Resources],
+      onChange: (obj: KubeObject) => void,
+      labelSelector?: string,
+    ): SupervisedWatch =>
+      new SupervisedWatch(
+        this.api,
+        resource,
+        labelSelector ? { labelSelector } : {},
+        (_t, obj) => onChange(obj),
+        this.log,
+      );
+    const ours = `${ADDON_NAME_LABEL}=${ADDON_NAME}`;
+    this.ocmWatches = {
+      addons: ocm(Resources.managedClusterAddOn, (obj) => {
+        if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
+        addonQueue.add(`addon/${obj.metadata.namespace}`);
+        csrsOf(obj.metadata.namespace);
+      }),
+      clusters: ocm(Resources.managedCluster, (obj) => {
+        addonQueue.add(`addon/${obj.metadata.name}`);
+        csrsOf(obj.metadata.name);
+      }),
+      works: ocm(Resources.manifestWork, (obj) => addonQueue.add(`addon/${obj.metadata.namespace}`), ours),
+      managementAddOns: ocm(Resources.clusterManagementAddOn, (obj) => {
+        if (obj.metadata.name === ADDON_NAME) enqueueAddons();
+      }),
+      deploymentConfigs: ocm(Resources.addOnDeploymentConfig, () => enqueueAddons()),
+      csrs: ocm(Resources.certificateSigningRequest, (obj) => addonQueue.add(`csr/${obj.metadata.name}`), ours),
+    };
+    const w = this.ocmWatches;
+    const addonCache: AddonCache = {
+      addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
+      cluster: (name) => w.clusters.get(name),
+      work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
+      configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
+      deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
+      managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
+      csr: (name) => w.csrs.get(name) as CsrObject | undefined,
+    };
+    this.addonReconciler = new AddonReconciler(
+      this.api,
+      addonCache,
+      {
+        signerNamespace: o.signerSecretNamespace || o.namespace,
+        signerName: o.signerSecretName,
+        caValidityMs: o.caValidity,
+        certValidityMs: o.certValidity,
+      },
+      this.log,
+    );
+    this.watches = [this.mpcWatch, ...this.ownedWatches.values(), ...Object.values(this.ocmWatches)];
     const cache: ObjectCache = {
       configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
       owned: (kind, name) =>
@@ -231,6 +301,41 @@ export class AddonManager {
     const watching = this.watches.map((w) => w.run(signal));
     // Reconcile only once the caches are filled, so no decision is made on a partial view.
     while (!signal.aborted && !this.watches.every((w) => w.isSynced())) await new Promise((r) => setTimeout(r, 50));
-    await Promise.all([queue.run(signal), ...watching]);
+    addonQueue.add("cma");
+    enqueueAddons();
+    await Promise.all([queue.run(signal), addonQueue.run(signal), ...watching]);
+  }
+
+  private addonReconciler: AddonReconciler | undefined;
+
+  /** The queue of the OCM side: `cma`, `addon/<cluster>` and `csr/<name>` keys. */
+  private addonQueue(): WorkQueue {
+    return new WorkQueue(
+      async (key) => {
+        const r = this.addonReconciler;
+        if (!r) return { requeueAfterMs: 1000 };
+        const end = this.reconcileSeconds.startTimer();
+        try {
+          const slash = key.indexOf("/");
+          const kind = slash < 0 ? key : key.slice(0, slash);
+          const name = key.slice(slash + 1);
+          const result =
+            kind === "cma"
+              ? await r.reconcileManagementAddOn()
+              : kind === "addon"
+                ? await r.reconcileAddon(name)
+                : await r.reconcileCsr(name);
+          this.reconciles.inc({ result: "success" });
+          return result;
+        } catch (err) {
+          this.reconciles.inc({ result: "error" });
+          throw err;
+        } finally {
+          end();
+        }
+      },
+      (key, err, retryInMs) =>
+        this.log.warn({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
+    );
   }
 }

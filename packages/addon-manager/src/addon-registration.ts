@@ -1,0 +1,568 @@
+/**
+ * The OCM side of the addon (docs/addon-manager.md, "OCM addon"): the ClusterManagementAddOn
+ * `cluster-proxy`, and for every ManagedClusterAddOn `cluster-proxy` that OCM has given to it:
+ * the registration (custom signer, per-cluster subject, agent namespace, Customized health),
+ * the agent ManifestWork, ManifestApplied and Available; the spec hashes of the configs; and the
+ * approval and signing of the agents' certificate requests.
+ *
+ * Every status write is a JSON merge patch carrying the object's uid and resourceVersion, built
+ * from the whole cached status, so conditions other writers (OCM's addon manager, the
+ * registration agent) set are kept; a 409 means our cache was stale and the key is retried.
+ */
+import { createHash } from "node:crypto";
+import { MPC_API_VERSION, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
+import {
+  AGENT_DEPLOYMENT,
+  DEFAULT_AGENT_NAMESPACE,
+  renderAgentWork,
+  specHash,
+  type AddOnDeploymentConfigSpec,
+} from "./agent-manifests.js";
+import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificate-authority.js";
+import { mergeConditions, type ConditionInput } from "./conditions.js";
+import {
+  ADDON_NAME,
+  AGENT_SIGNER,
+  checkCsr,
+  csrState,
+  isOurCsr,
+  type CsrContext,
+  type CsrObject,
+  type RegistrationSubject,
+} from "./csr-signer.js";
+import { isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { SPEC_HASH_ANNOTATION } from "./labels.js";
+import type { Logger } from "./logger.js";
+import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
+import type { ReconcileResult } from "./work-queue.js";
+
+const MPC_GROUP = MPC_API_VERSION.split("/")[0]!;
+const MPC_RESOURCE = "managedproxyconfigurations";
+const ADDON_GROUP = "addon.open-cluster-management.io";
+const ADC_RESOURCE = "addondeploymentconfigs";
+export const DEFAULT_CONFIGURATION = "cluster-proxy";
+const HOSTING_ANNOTATION = "addon.open-cluster-management.io/hosting-cluster-name";
+const DAY_MS = 86_400_000;
+
+export interface ConfigReference {
+  group: string;
+  resource: string;
+  name?: string;
+  namespace?: string;
+  lastObservedGeneration?: number;
+  desiredConfig?: { name: string; namespace?: string; specHash?: string };
+  [key: string]: unknown;
+}
+
+export interface ManagedClusterAddOn extends KubeObject {
+  spec?: { configs?: { group?: string; resource: string; name: string; namespace?: string }[] };
+  status?: {
+    conditions?: Condition[];
+    configReferences?: ConfigReference[];
+    registrations?: { signerName: string; subject?: RegistrationSubject }[];
+    namespace?: string;
+    supportedConfigs?: { group: string; resource: string }[];
+    healthCheck?: { mode?: string };
+    [key: string]: unknown;
+  };
+}
+
+export interface ManagedCluster extends KubeObject {
+  spec?: { hubAcceptsClient?: boolean; managedClusterClientConfigs?: { url?: string; caBundle?: string }[] };
+  status?: { conditions?: Condition[] };
+}
+
+interface ManifestWork extends KubeObject {
+  status?: {
+    conditions?: Condition[];
+    resourceStatus?: {
+      manifests?: {
+        resourceMeta?: { kind?: string; name?: string; namespace?: string };
+        statusFeedback?: { values?: { name: string; fieldValue?: { integer?: number } }[] };
+      }[];
+    };
+  };
+}
+
+interface ClusterManagementAddOn extends KubeObject {
+  status?: {
+    defaultconfigReferences?: { group: string; resource: string; desiredConfig?: ConfigReference["desiredConfig"] }[];
+    installProgressions?: { configReferences?: ConfigReference[]; [key: string]: unknown }[];
+    [key: string]: unknown;
+  };
+}
+
+/** What the reconciler reads from the manager's watch caches. */
+export interface AddonCache {
+  addon(cluster: string): ManagedClusterAddOn | undefined;
+  cluster(name: string): ManagedCluster | undefined;
+  work(cluster: string): ManifestWork | undefined;
+  configuration(name: string): ManagedProxyConfiguration | undefined;
+  deploymentConfig(namespace: string, name: string): (KubeObject & { spec?: AddOnDeploymentConfigSpec }) | undefined;
+  managementAddOn(): ClusterManagementAddOn | undefined;
+  csr(name: string): CsrObject | undefined;
+}
+
+export interface AddonOptions {
+  signerNamespace: string;
+  signerName: string;
+  caValidityMs: number;
+  certValidityMs: number;
+  now?: () => number;
+}
+
+export const SUPPORTED_CONFIGS = [
+  { group: MPC_GROUP, resource: MPC_RESOURCE },
+  { group: ADDON_GROUP, resource: ADC_RESOURCE },
+];
+
+/** The ClusterManagementAddOn the manager creates when it is missing (install strategy Manual). */
+export function clusterManagementAddOn(): KubeObject {
+  return {
+    apiVersion: Resources.clusterManagementAddOn.apiVersion,
+    kind: Resources.clusterManagementAddOn.kind,
+    metadata: { name: ADDON_NAME, annotations: { "addon.open-cluster-management.io/lifecycle": "addon-manager" } },
+    spec: {
+      addOnMeta: {
+        displayName: "cluster-proxy",
+        description: "Reach every managed cluster's network (its kube-apiserver first) from the hub through a tunnel",
+      },
+      supportedConfigs: [
+        { group: MPC_GROUP, resource: MPC_RESOURCE, defaultConfig: { name: DEFAULT_CONFIGURATION } },
+        { group: ADDON_GROUP, resource: ADC_RESOURCE },
+      ],
+      installStrategy: { type: "Manual" },
+    },
+  };
+}
+
+/**
+ * The subject the agents' certificates carry (Go cluster-proxy's, so its dashboards and RBAC
+ * match). The cluster is not in the subject (a CN has at most 64 characters, a cluster name up to
+ * 63): it is bound by the URI SAN our signer sets from the requester's identity. The OU names the
+ * agent CA, so a new CA changes the registration and OCM's registration agent asks for new
+ * certificates at once.
+ */
+export function agentSubject(agentCa: SigningCa): RegistrationSubject {
+  const caHash = createHash("sha256").update(agentCa.cert.certPem.trim()).digest("hex").slice(0, 32);
+  return {
+    user: AGENT_USER,
+    groups: [AGENT_GROUP],
+    organizationUnit: [`signer-${caHash}`],
+  };
+}
+export const AGENT_USER = "open-cluster-management:cluster-proxy:proxy-agent";
+export const AGENT_GROUP = "open-cluster-management:cluster-proxy";
+
+const refKey = (r: { group?: string; resource: string }): string => `${r.resource}.${r.group ?? ""}`;
+const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+export class AddonReconciler {
+  constructor(
+    private readonly api: KubeApi,
+    private readonly cache: AddonCache,
+    private readonly options: AddonOptions,
+    private readonly logger: Logger,
+  ) {}
+
+  private agentCa(): Promise<SigningCa> {
+    const o = this.options;
+    return ensureCa(this.api, "agent", o.signerNamespace, `${o.signerName}-agent`, {
+      caValidityMs: o.caValidityMs,
+      create: true,
+      ...(o.now ? { now: o.now } : {}),
+    });
+  }
+
+  private configObject(ref: {
+    group?: string;
+    resource: string;
+    name: string;
+    namespace?: string;
+  }): KubeObject | undefined {
+    if (ref.resource === MPC_RESOURCE && (ref.group ?? "") === MPC_GROUP)
+      return this.cache.configuration(ref.name) as unknown as KubeObject | undefined;
+    if (ref.resource === ADC_RESOURCE && (ref.group ?? "") === ADDON_GROUP && ref.namespace)
+      return this.cache.deploymentConfig(ref.namespace, ref.name);
+    return undefined;
+  }
+
+  /** Create the ClusterManagementAddOn when missing; fill the spec hashes of its config references. */
+  async reconcileManagementAddOn(): Promise<ReconcileResult> {
+    const cma = this.cache.managementAddOn();
+    if (!cma) {
+      try {
+        await this.api.create(Resources.clusterManagementAddOn, clusterManagementAddOn());
+        this.logger.info({ addon: ADDON_NAME }, "created the ClusterManagementAddOn");
+      } catch (err) {
+        if ((err as { status?: number }).status !== 409) throw err;
+      }
+      return;
+    }
+    if (!cma.status) return;
+    const status = structuredClone(cma.status);
+    const fill = (group: string, resource: string, desired: ConfigReference["desiredConfig"]): void => {
+      if (!desired?.name) return;
+      const obj = this.configObject({
+        group,
+        resource,
+        name: desired.name,
+        ...(desired.namespace ? { namespace: desired.namespace } : {}),
+      });
+      if (obj) desired.specHash = specHash(obj as { spec?: unknown });
+    };
+    for (const r of status.defaultconfigReferences ?? []) fill(r.group, r.resource, r.desiredConfig);
+    for (const p of status.installProgressions ?? [])
+      for (const r of p.configReferences ?? []) fill(r.group, r.resource, r.desiredConfig);
+    if (same(status, cma.status)) return;
+    await this.api.mergePatch(
+      Resources.clusterManagementAddOn,
+      ADDON_NAME,
+      undefined,
+      {
+        metadata: { uid: cma.metadata.uid, resourceVersion: cma.metadata.resourceVersion },
+        status: {
+          defaultconfigReferences: status.defaultconfigReferences ?? null,
+          installProgressions: status.installProgressions ?? null,
+        },
+      },
+      "status",
+    );
+  }
+
+  /** Registration, agent ManifestWork and status of ManagedClusterAddOn `cluster-proxy` in `cluster`. */
+  async reconcileAddon(cluster: string): Promise<ReconcileResult> {
+    const mca = this.cache.addon(cluster);
+    // A deleted addon's work and everything in it go with it (ownerReference; OCM's work agent).
+    if (!mca || mca.metadata.deletionTimestamp) return;
+    // OCM's addon manager gives the addon an owner once the ClusterManagementAddOn exists.
+    const owned = mca.metadata.ownerReferences?.some(
+      (o) => o.kind === "ClusterManagementAddOn" && o.name === ADDON_NAME,
+    );
+    if (!owned) return;
+    const mc = this.cache.cluster(cluster);
+    if (!mc) return;
+    const conditions: ConditionInput[] = [];
+    const status = structuredClone(mca.status ?? {});
+    let requeue: number | undefined;
+
+    if (mca.metadata.annotations?.[HOSTING_ANNOTATION]) {
+      conditions.push({
+        type: "RegistrationApplied",
+        status: "False",
+        reason: "HostedModeUnsupported",
+        message: `cluster-proxy does not support Hosted mode (annotation ${HOSTING_ANNOTATION}): remove it to install the agent into ${cluster} itself`,
+      });
+      await this.writeStatus(mca, status, conditions);
+      return;
+    }
+
+    // Configs: what OCM resolved (defaults < placements < the addon's own spec.configs).
+    const refs = status.configReferences ?? [];
+    const mpcRef = refs.find((r) => r.resource === MPC_RESOURCE && r.group === MPC_GROUP);
+    const mpcName = mpcRef?.desiredConfig?.name ?? mpcRef?.name ?? DEFAULT_CONFIGURATION;
+    const adcRef = refs.find((r) => r.resource === ADC_RESOURCE && r.group === ADDON_GROUP);
+    const adcName = adcRef?.desiredConfig?.name ?? adcRef?.name;
+    const adcNamespace = adcRef?.desiredConfig?.namespace ?? adcRef?.namespace;
+    const adc = adcName && adcNamespace ? this.cache.deploymentConfig(adcNamespace, adcName) : undefined;
+    for (const r of refs) {
+      const name = r.desiredConfig?.name ?? r.name;
+      if (!name) continue;
+      const namespace = r.desiredConfig?.namespace ?? r.namespace;
+      const obj = this.configObject({
+        group: r.group,
+        resource: r.resource,
+        name,
+        ...(namespace ? { namespace } : {}),
+      });
+      if (!obj) continue;
+      if (obj.metadata.generation !== undefined) r.lastObservedGeneration = obj.metadata.generation;
+      // OCM copies hashes of defaults from the ClusterManagementAddOn; those named in the addon's own spec are ours to fill.
+      const own = mca.spec?.configs?.some(
+        (c) => refKey(c) === refKey(r) && c.name === name && (c.namespace ?? "") === (namespace ?? ""),
+      );
+      if (own && r.desiredConfig) r.desiredConfig.specHash = specHash(obj as { spec?: unknown });
+    }
+
+    // Registration.
+    const namespace = adc?.spec?.agentInstallNamespace || DEFAULT_AGENT_NAMESPACE;
+    const agentCa = await this.agentCa();
+    status.supportedConfigs = SUPPORTED_CONFIGS;
+    status.namespace = namespace;
+    status.registrations = [{ signerName: AGENT_SIGNER, subject: agentSubject(agentCa) }];
+    status.healthCheck = { mode: "Customized" };
+    conditions.push({
+      type: "RegistrationApplied",
+      status: "True",
+      reason: "SetPermissionApplied",
+      message: `the agent's certificate comes from signer ${AGENT_SIGNER} into namespace ${namespace}; the agent gets no hub API rights`,
+    });
+
+    // The agent's ManifestWork.
+    const mpc = this.cache.configuration(mpcName);
+    const problem = await this.applyWork(mca, cluster, namespace, mpc, adc?.spec, refs);
+    if (problem) {
+      conditions.push({
+        type: "ManifestApplied",
+        status: "False",
+        reason: "ManifestWorkApplyFailed",
+        message: problem,
+      });
+      requeue = 5_000;
+    } else {
+      const applied = this.cache.work(cluster)?.status?.conditions?.find((c) => c.type === "Applied");
+      if (applied?.status === "True")
+        conditions.push({
+          type: "ManifestApplied",
+          status: "True",
+          reason: "AddonManifestApplied",
+          message: "manifests of addon are applied successfully",
+        });
+      else if (applied?.status === "False")
+        conditions.push({
+          type: "ManifestApplied",
+          status: "False",
+          reason: "AddonManifestAppliedFailed",
+          message: `work ${cluster}/${this.workName()} is not applied: ${applied.message}`,
+        });
+    }
+
+    // Health (Customized mode is ours to report), unless the hub already says the cluster is Unknown.
+    const clusterAvailable = mc.status?.conditions?.find((c) => c.type === "ManagedClusterConditionAvailable");
+    if (clusterAvailable?.status !== "Unknown") {
+      const health = this.health(cluster, mpc);
+      if (health) conditions.push(health);
+    }
+    await this.writeStatus(mca, status, conditions);
+    return requeue !== undefined ? { requeueAfterMs: requeue } : undefined;
+  }
+
+  private workName(): string {
+    return `addon-${ADDON_NAME}-deploy-0`;
+  }
+
+  /** Render and apply the agent's work; returns what is missing when it cannot be rendered. */
+  private async applyWork(
+    mca: ManagedClusterAddOn,
+    cluster: string,
+    namespace: string,
+    mpc: ManagedProxyConfiguration | undefined,
+    adc: AddOnDeploymentConfigSpec | undefined,
+    refs: ConfigReference[],
+  ): Promise<string | undefined> {
+    if (!mpc)
+      return `ManagedProxyConfiguration ${refs.length ? "from the addon's configs" : DEFAULT_CONFIGURATION} does not exist`;
+    const entrypoint = mpc.status?.entrypoint;
+    if (!entrypoint)
+      return `ManagedProxyConfiguration ${mpc.metadata.name} has no status.entrypoint yet (the address agents dial)`;
+    const serverNs = mpc.spec.proxyServer?.namespace ?? "open-cluster-management-addon";
+    const caSecret = await this.api.tryGet<SecretObject>(Resources.secret, SERVER_CA_SECRET, serverNs);
+    const servingCaPem = unb64(caSecret?.data?.["ca.crt"]);
+    if (!servingCaPem)
+      return `Secret ${serverNs}/${SERVER_CA_SECRET} with the proxy-servers' CA bundle does not exist yet`;
+    const configHashes: Record<string, string> = {};
+    for (const r of refs) {
+      if (!r.desiredConfig) continue;
+      configHashes[
+        `${r.resource}${r.group ? `.${r.group}` : ""}/${r.desiredConfig.namespace ?? ""}/${r.desiredConfig.name}`
+      ] = r.desiredConfig.specHash ?? "";
+    }
+    const desired = renderAgentWork({
+      cluster,
+      namespace,
+      mpc: { ...mpc, spec: mpc.spec },
+      entrypoint,
+      servingCaPem,
+      ...(adc ? { adc } : {}),
+      owner: {
+        apiVersion: Resources.managedClusterAddOn.apiVersion,
+        kind: Resources.managedClusterAddOn.kind,
+        name: ADDON_NAME,
+        uid: mca.metadata.uid ?? "",
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+      configHashes,
+    });
+    const hash = createHash("sha256")
+      .update(JSON.stringify([desired.metadata, desired.spec]))
+      .digest("hex")
+      .slice(0, 16);
+    desired.metadata.annotations = { ...(desired.metadata.annotations ?? {}), [SPEC_HASH_ANNOTATION]: hash };
+    const existing = this.cache.work(cluster);
+    if (!existing) {
+      try {
+        await this.api.create(Resources.manifestWork, desired);
+      } catch (err) {
+        if ((err as { status?: number }).status !== 409) throw err;
+      }
+      this.logger.info({ cluster, work: this.workName() }, "created the agent's ManifestWork");
+      return undefined;
+    }
+    if (existing.metadata.annotations?.[SPEC_HASH_ANNOTATION] === hash) return undefined;
+    // The annotation map is replaced as a whole by a merge patch only key by key: remove the config hash when gone.
+    const annotations: Record<string, string | null> = { ...(desired.metadata.annotations ?? {}) };
+    for (const k of Object.keys(existing.metadata.annotations ?? {})) if (!(k in annotations)) annotations[k] = null;
+    await this.api.mergePatch(Resources.manifestWork, this.workName(), cluster, {
+      metadata: {
+        uid: existing.metadata.uid,
+        resourceVersion: existing.metadata.resourceVersion,
+        labels: desired.metadata.labels,
+        annotations,
+        ownerReferences: desired.metadata.ownerReferences,
+      },
+      spec: desired.spec,
+    });
+    this.logger.info({ cluster, work: this.workName() }, "updated the agent's ManifestWork");
+    return undefined;
+  }
+
+  /**
+   * Available from the agent Deployment's ready replicas as the work agent reports them (a ready
+   * agent pod is one connected to every proxy-server: its /readyz).
+   */
+  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): ConditionInput | undefined {
+    const work = this.cache.work(cluster);
+    const manifest = work?.status?.resourceStatus?.manifests?.find(
+      (m) => m.resourceMeta?.kind === "Deployment" && m.resourceMeta.name === AGENT_DEPLOYMENT,
+    );
+    const values = new Map((manifest?.statusFeedback?.values ?? []).map((v) => [v.name, v.fieldValue?.integer]));
+    if (!work || values.size === 0)
+      return {
+        type: "Available",
+        status: "Unknown",
+        reason: "NoProbeResult",
+        message: "no report of the proxy-agent Deployment from the managed cluster yet",
+      };
+    const ready = values.get("ReadyReplicas") ?? 0;
+    const desired = mpc?.spec.proxyAgent?.replicas ?? values.get("Replicas") ?? 0;
+    return ready > 0
+      ? {
+          type: "Available",
+          status: "True",
+          reason: "ProxyAgentConnected",
+          message: `${ready} of ${desired} proxy-agents connected to every proxy-server`,
+        }
+      : {
+          type: "Available",
+          status: "False",
+          reason: "ProxyAgentDisconnected",
+          message: `0 of ${desired} proxy-agents connected to every proxy-server`,
+        };
+  }
+
+  private async writeStatus(
+    mca: ManagedClusterAddOn,
+    status: NonNullable<ManagedClusterAddOn["status"]>,
+    conditions: ConditionInput[],
+  ): Promise<void> {
+    const now = new Date(this.options.now?.() ?? Date.now());
+    const merged = mergeConditions(mca.status?.conditions, conditions, undefined, now);
+    const next: Record<string, unknown> = { ...status, conditions: merged };
+    const old: Record<string, unknown> = mca.status ?? {};
+    const patch: Record<string, unknown> = {};
+    for (const key of [
+      "supportedConfigs",
+      "registrations",
+      "namespace",
+      "healthCheck",
+      "configReferences",
+      "conditions",
+    ])
+      if (next[key] !== undefined && !same(next[key], old[key])) patch[key] = next[key];
+    if (Object.keys(patch).length === 0) return;
+    await this.api.mergePatch(
+      Resources.managedClusterAddOn,
+      ADDON_NAME,
+      mca.metadata.namespace,
+      { metadata: { uid: mca.metadata.uid, resourceVersion: mca.metadata.resourceVersion }, status: patch },
+      "status",
+    );
+  }
+
+  /** The checks for CertificateSigningRequests (from the caches). */
+  csrContext(): CsrContext {
+    return {
+      cluster: (name) => {
+        const mc = this.cache.cluster(name);
+        return mc ? { hubAcceptsClient: mc.spec?.hubAcceptsClient === true } : undefined;
+      },
+      addon: (cluster) => {
+        const mca = this.cache.addon(cluster);
+        if (!mca) return undefined;
+        const subject = mca.status?.registrations?.find((r) => r.signerName === AGENT_SIGNER)?.subject;
+        return { deleting: Boolean(mca.metadata.deletionTimestamp), ...(subject ? { subject } : {}) };
+      },
+    };
+  }
+
+  /** Approve (or deny) and sign one of the agents' certificate requests. */
+  async reconcileCsr(name: string): Promise<ReconcileResult> {
+    let csr = this.cache.csr(name);
+    if (!csr || !isOurCsr(csr) || csrState(csr) === "denied" || csr.status?.certificate) return;
+    const verdict = await checkCsr(csr, this.csrContext());
+    if (verdict.action === "wait") {
+      this.logger.debug({ csr: name, why: verdict.reason }, "certificate request not yet approvable");
+      return { requeueAfterMs: 10_000 };
+    }
+    if (verdict.action === "deny") {
+      if (csrState(csr) !== "pending") {
+        this.logger.warn(
+          { csr: name, why: verdict.reason },
+          "an approved certificate request fails our checks: not signing it",
+        );
+        return;
+      }
+      this.logger.warn({ csr: name, why: verdict.reason }, "denying a certificate request");
+      await this.setCondition(csr, "Denied", "ClusterProxyIdentityMismatch", verdict.reason);
+      return;
+    }
+    if (csrState(csr) === "pending")
+      csr = await this.setCondition(
+        csr,
+        "Approved",
+        "AutoApprovedByClusterProxyAddonManager",
+        `requested by cluster ${verdict.cluster}'s registration agent for its cluster-proxy agent`,
+      );
+    const ca = await this.agentCa();
+    const validityDays = Math.min(
+      this.options.certValidityMs / DAY_MS,
+      csr.spec.expirationSeconds ? csr.spec.expirationSeconds / 86_400 : Infinity,
+    );
+    const certPem = await signCertificateRequest(ca.cert, Buffer.from(csr.spec.request, "base64").toString("utf8"), {
+      uris: [agentClusterUri(verdict.cluster)],
+      usage: "client",
+      validityDays,
+    });
+    try {
+      await this.api.replace(
+        Resources.certificateSigningRequest,
+        { ...csr, status: { ...(csr.status ?? {}), certificate: Buffer.from(certPem).toString("base64") } },
+        "status",
+      );
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw err;
+    }
+    this.logger.info({ csr: name, cluster: verdict.cluster }, "signed the agent certificate");
+    return;
+  }
+
+  private async setCondition(
+    csr: CsrObject,
+    type: "Approved" | "Denied",
+    reason: string,
+    message: string,
+  ): Promise<CsrObject> {
+    const conditions = [
+      ...(csr.status?.conditions ?? []),
+      { type, status: "True", reason, message, lastUpdateTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") },
+    ];
+    return this.api.replace<CsrObject>(
+      Resources.certificateSigningRequest,
+      { ...csr, status: { ...(csr.status ?? {}), conditions } },
+      "approval",
+    );
+  }
+}

@@ -1,0 +1,114 @@
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { describe, test } from "node:test";
+import { defaultedSpec, MPC_API_VERSION, MPC_KIND, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { AGENT_CERT_SECRET, goJson, mirroredImage, renderAgentWork, specHash } from "./agent-manifests.js";
+import type { KubeObject } from "./kube-api.js";
+
+const mpc = (agent: Record<string, unknown> = {}): ManagedProxyConfiguration => ({
+  apiVersion: MPC_API_VERSION,
+  kind: MPC_KIND,
+  metadata: { name: "cluster-proxy" },
+  spec: defaultedSpec({
+    proxyServer: { image: "s" },
+    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:v1", replicas: 2, ...agent },
+    authentication: {},
+  } as never),
+});
+
+type Dep = KubeObject & {
+  spec: {
+    replicas: number;
+    template: {
+      spec: {
+        nodeSelector?: Record<string, string>;
+        containers: { image: string; command: string[]; args: string[]; resources?: unknown }[];
+        volumes: { secret: { secretName: string } }[];
+      };
+    };
+  };
+};
+const deployment = (work: KubeObject): Dep =>
+  (work.spec as { workload: { manifests: KubeObject[] } }).workload.manifests.find(
+    (m) => m.kind === "Deployment",
+  ) as Dep;
+const owner = {
+  apiVersion: "addon.open-cluster-management.io/v1alpha1",
+  kind: "ManagedClusterAddOn",
+  name: "cluster-proxy",
+  uid: "u",
+};
+
+describe("the agent's ManifestWork", () => {
+  test("Go's work name and label, the namespace first, the agent dialling the entrypoint as its cluster", () => {
+    const work = renderAgentWork({
+      cluster: "1st-cluster",
+      namespace: "agents",
+      mpc: mpc({
+        additionalArgs: ["--keepalive-time=30s"],
+        agentNodePlacements: { "1st-cluster": { nodeSelector: { zone: "a" } } },
+      }),
+      entrypoint: "10.0.0.1:8091",
+      servingCaPem: "CA",
+      owner,
+      configHashes: { "managedproxyconfigurations.proxy.open-cluster-management.io//cluster-proxy": "h" },
+    });
+    assert.equal(work.metadata.name, "addon-cluster-proxy-deploy-0");
+    assert.equal(work.metadata.namespace, "1st-cluster");
+    assert.equal(work.metadata.labels?.["open-cluster-management.io/addon-name"], "cluster-proxy");
+    assert.equal(
+      work.metadata.annotations?.["open-cluster-management.io/config-spec-hash"],
+      '{"managedproxyconfigurations.proxy.open-cluster-management.io//cluster-proxy":"h"}',
+    );
+    const manifests = (work.spec as { workload: { manifests: KubeObject[] } }).workload.manifests;
+    assert.equal(manifests[0]!.kind, "Namespace");
+    assert.ok(manifests.every((m) => m.kind === "Namespace" || m.metadata.namespace === "agents"));
+    assert.ok(!manifests.some((m) => /Role|Service$/.test(m.kind ?? "")), "no RBAC, no ExternalName Service");
+    const dep = deployment(work);
+    assert.equal(dep.spec.replicas, 2);
+    const c = dep.spec.template.spec.containers[0]!;
+    assert.deepEqual(c.command, ["cluster-proxy", "agent"]);
+    for (const a of ["--proxy-server-host=10.0.0.1", "--proxy-server-port=8091", "--cluster-name=1st-cluster"])
+      assert.ok(c.args.includes(a), a);
+    assert.equal(c.args.at(-1), "--keepalive-time=30s", "additionalArgs last");
+    assert.deepEqual(dep.spec.template.spec.nodeSelector, { zone: "a" });
+    assert.ok(dep.spec.template.spec.volumes.some((v) => v.secret.secretName === AGENT_CERT_SECRET));
+    assert.equal(AGENT_CERT_SECRET, "cluster-proxy-open-cluster-management.io-proxy-agent-signer-client-cert");
+  });
+
+  test("AddOnDeploymentConfig: node placement, resources by containerID, registry mirrors", () => {
+    const work = renderAgentWork({
+      cluster: "mc1",
+      namespace: "agents",
+      mpc: mpc(),
+      entrypoint: "[fd00::1]:8091",
+      servingCaPem: "CA",
+      owner,
+      configHashes: {},
+      adc: {
+        nodePlacement: { nodeSelector: { pool: "infra" } },
+        resourceRequirements: [
+          { containerID: "deployments:other:*", resources: { requests: { cpu: "9" } } },
+          { containerID: "deployments:*:proxy-agent", resources: { requests: { cpu: "50m" } } },
+        ],
+        registries: [{ source: "quay.io/open-cluster-management", mirror: "mirror.example/ocm" }],
+      },
+    });
+    assert.equal(work.metadata.annotations, undefined, "no configs: no hash annotation");
+    const spec = deployment(work).spec.template.spec;
+    assert.deepEqual(spec.nodeSelector, { pool: "infra" });
+    assert.deepEqual(spec.containers[0]!.resources, { requests: { cpu: "50m" } });
+    assert.equal(spec.containers[0]!.image, "mirror.example/ocm/cluster-proxy:v1");
+    assert.ok(spec.containers[0]!.args.includes("--proxy-server-host=fd00::1"));
+    assert.equal(mirroredImage("docker.io/x", [{ source: "quay.io", mirror: "m" }]), "docker.io/x");
+  });
+
+  test("spec hashes are Go's: sorted keys, no spaces, HTML characters escaped", () => {
+    assert.equal(
+      goJson({ b: 1, a: ["<&>", { d: true, c: null }] }),
+      '{"a":["\\u003c\\u0026\\u003e",{"c":null,"d":true}],"b":1}',
+    );
+    const obj = { apiVersion: "x", metadata: { name: "n" }, spec: { z: "1", a: 2 }, status: { q: 1 } };
+    assert.equal(specHash(obj), createHash("sha256").update('{"spec":{"a":2,"z":"1"}}').digest("hex"));
+  });
+});

@@ -1,0 +1,231 @@
+/**
+ * The ManifestWork that installs the proxy-agent into one managed cluster
+ * (`addon-cluster-proxy-deploy-0` in the cluster's namespace; OCM's work agent applies it).
+ *
+ * Contents, in apply order: the agent Namespace (= the ManagedClusterAddOn's `status.namespace`,
+ * where OCM's registration agent writes the agent's certificate Secret), a ServiceAccount (the
+ * agent needs no Kubernetes API rights, so no RBAC is shipped), Secret `cluster-proxy-ca` with the
+ * proxy-servers' serving CA bundle, and Deployment `cluster-proxy-proxy-agent`.
+ */
+import { createHash } from "node:crypto";
+import type { ManagedProxyConfiguration, NodePlacement } from "@cluster-proxy/api";
+import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
+import type { KubeObject, OwnerReference } from "./kube-api.js";
+
+export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;
+export const DEFAULT_AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
+export const AGENT_DEPLOYMENT = "cluster-proxy-proxy-agent";
+export const AGENT_CONTAINER = "proxy-agent";
+export const AGENT_CA_SECRET = "cluster-proxy-ca";
+/** Where OCM's registration agent writes the certificate our signer issued (ocm-addon-contract §3e). */
+export const AGENT_CERT_SECRET = `${ADDON_NAME}-${AGENT_SIGNER.replace("/", "-")}-client-cert`;
+export const AGENT_HEALTH_PORT = 8093;
+/** The annotation acknowledging which configs (by spec hash) a work was rendered from. */
+export const CONFIG_SPEC_HASH_ANNOTATION = "open-cluster-management.io/config-spec-hash";
+
+/** The parts of an AddOnDeploymentConfig spec the agent honours. */
+export interface AddOnDeploymentConfigSpec {
+  nodePlacement?: NodePlacement;
+  registries?: { mirror: string; source: string }[];
+  agentInstallNamespace?: string;
+  resourceRequirements?: {
+    containerID: string;
+    resources: { limits?: Record<string, string>; requests?: Record<string, string> };
+  }[];
+  proxyConfig?: { httpProxy?: string; httpsProxy?: string; noProxy?: string; caBundle?: string };
+  customizedVariables?: { name: string; value: string }[];
+}
+
+export interface AgentRenderInput {
+  cluster: string;
+  namespace: string;
+  mpc: ManagedProxyConfiguration;
+  /** host:port from the configuration's status.entrypoint. */
+  entrypoint: string;
+  /** PEM of the serving CA bundle the agents verify the proxy-servers with. */
+  servingCaPem: string;
+  adc?: AddOnDeploymentConfigSpec;
+  owner: OwnerReference;
+  /** The config-spec-hash map (omitted when empty). */
+  configHashes: Record<string, string>;
+}
+
+/** `<kind>:<name>:<container>` against an ADC containerID whose parts may be `*`. */
+function containerIdMatches(id: string, kind: string, name: string, container: string): boolean {
+  const parts = id.split(":");
+  if (parts.length !== 3) return false;
+  return [kind, name, container].every((v, i) => {
+    const p = parts[i]!;
+    if (p === "*" || p === "") return true;
+    try {
+      return new RegExp(`^(?:${p})$`).test(v);
+    } catch {
+      return p === v;
+    }
+  });
+}
+
+/** The image after the ADC's registry mirrors (the first whose source prefixes it). */
+export function mirroredImage(image: string, registries: AddOnDeploymentConfigSpec["registries"]): string {
+  for (const r of registries ?? [])
+    if (r.source && image.startsWith(r.source)) return r.mirror + image.slice(r.source.length);
+  return image;
+}
+
+export function renderAgentWork(input: AgentRenderInput): KubeObject {
+  const { cluster, namespace, mpc, adc } = input;
+  const agent = mpc.spec.proxyAgent;
+  const [host, port] = input.entrypoint.split(/:(?=\d+$)/) as [string, string];
+  const bareHost = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host;
+  const placement: NodePlacement = {
+    ...(agent.agentNodePlacements?.[cluster] ?? {}),
+    ...(adc?.nodePlacement ?? {}),
+  };
+  const resources = [...(adc?.resourceRequirements ?? [])]
+    .reverse()
+    .find((r) => containerIdMatches(r.containerID, "deployments", AGENT_DEPLOYMENT, AGENT_CONTAINER))?.resources;
+  const labels = { "app.kubernetes.io/name": "cluster-proxy", "app.kubernetes.io/component": "proxy-agent" };
+  const caPem = input.servingCaPem;
+  const manifests: KubeObject[] = [
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } },
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "cluster-proxy", namespace } },
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: AGENT_CA_SECRET, namespace },
+      type: "Opaque",
+      data: { "ca.crt": Buffer.from(caPem).toString("base64") },
+    },
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: AGENT_DEPLOYMENT, namespace, labels },
+      spec: {
+        replicas: agent.replicas,
+        selector: { matchLabels: labels },
+        template: {
+          metadata: {
+            labels,
+            // A new serving CA bundle restarts nothing (the agent re-reads its files); this records
+            // which one the pods were started with.
+            annotations: {
+              "proxy.open-cluster-management.io/ca-bundle-hash": createHash("sha256")
+                .update(caPem)
+                .digest("hex")
+                .slice(0, 16),
+            },
+          },
+          spec: {
+            serviceAccountName: "cluster-proxy",
+            automountServiceAccountToken: false,
+            ...(placement.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
+            ...(placement.tolerations ? { tolerations: placement.tolerations } : {}),
+            ...(agent.imagePullSecrets?.length
+              ? { imagePullSecrets: agent.imagePullSecrets.map((name) => ({ name })) }
+              : {}),
+            containers: [
+              {
+                name: AGENT_CONTAINER,
+                image: mirroredImage(agent.image, adc?.registries),
+                command: ["cluster-proxy", "agent"],
+                args: [
+                  `--proxy-server-host=${bareHost}`,
+                  `--proxy-server-port=${port}`,
+                  "--ca-cert=/etc/ca/ca.crt",
+                  "--agent-cert=/etc/tls/tls.crt",
+                  "--agent-key=/etc/tls/tls.key",
+                  `--cluster-name=${cluster}`,
+                  `--health-server-port=${AGENT_HEALTH_PORT}`,
+                  ...(agent.additionalArgs ?? []),
+                ],
+                env: [{ name: "PROXY_AGENT_ID", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+                ports: [{ name: "health", containerPort: AGENT_HEALTH_PORT }],
+                // Ready = connected to every proxy-server (the agent's /readyz).
+                readinessProbe: {
+                  httpGet: { path: "/readyz", port: "health" },
+                  periodSeconds: 2,
+                  failureThreshold: 2,
+                },
+                livenessProbe: {
+                  httpGet: { path: "/healthz", port: "health" },
+                  initialDelaySeconds: 10,
+                  periodSeconds: 10,
+                  failureThreshold: 3,
+                },
+                ...(resources ? { resources } : {}),
+                volumeMounts: [
+                  { name: "ca", mountPath: "/etc/ca", readOnly: true },
+                  { name: "agent-certificate", mountPath: "/etc/tls", readOnly: true },
+                ],
+              },
+            ],
+            volumes: [
+              { name: "ca", secret: { secretName: AGENT_CA_SECRET } },
+              { name: "agent-certificate", secret: { secretName: AGENT_CERT_SECRET } },
+            ],
+          },
+        },
+      },
+    },
+  ];
+  return {
+    apiVersion: "work.open-cluster-management.io/v1",
+    kind: "ManifestWork",
+    metadata: {
+      name: DEPLOY_WORK_NAME,
+      namespace: cluster,
+      labels: { [ADDON_NAME_LABEL]: ADDON_NAME },
+      ...(Object.keys(input.configHashes).length > 0
+        ? { annotations: { [CONFIG_SPEC_HASH_ANNOTATION]: JSON.stringify(sortKeys(input.configHashes)) } }
+        : {}),
+      ownerReferences: [input.owner],
+    },
+    spec: {
+      workload: { manifests },
+      manifestConfigs: [
+        {
+          resourceIdentifier: { group: "apps", resource: "deployments", name: AGENT_DEPLOYMENT, namespace },
+          feedbackRules: [{ type: "WellKnownStatus" }],
+          feedbackScrapeType: "Watch",
+        },
+      ],
+    },
+  };
+}
+
+function sortKeys(map: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(map).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+/**
+ * The spec hash OCM compares (`af: utils.GetSpecHash`): SHA-256 of `{"spec": ...}` serialized as
+ * Go's encoding/json serializes a map (keys sorted, no whitespace, `<`, `>`, `&`, U+2028 and
+ * U+2029 escaped), so a Go manager and this one agree.
+ */
+export function specHash(obj: { spec?: unknown }): string {
+  return createHash("sha256")
+    .update(goJson({ spec: obj.spec ?? null }))
+    .digest("hex");
+}
+
+export function goJson(value: unknown): string {
+  if (value === null || value === undefined) return "null";
+  if (Array.isArray(value)) return `[${value.map(goJson).join(",")}]`;
+  if (typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${goString(k)}:${goJson(v)}`).join(",")}}`;
+  }
+  if (typeof value === "string") return goString(value);
+  return JSON.stringify(value);
+}
+
+function goString(s: string): string {
+  return JSON.stringify(s)
+    .replace(/</g, "\\u003c")
+    .replace(/>/g, "\\u003e")
+    .replace(/&/g, "\\u0026")
+    .replace(/\u2028/g, "\\u2028")
+    .replace(/\u2029/g, "\\u2029");
+}

@@ -1,0 +1,76 @@
+// Run inside the lab network namespace by test/addon-manager/agents.test.ts:
+//
+//   cluster-probe.ts <proxyHost:port> <proxyServername> <certDir> <cluster> <clusterCaFile> <kubeconfig>
+//
+// Dials <cluster>:443 through the hub's gRPC front door (our SDK, with the proxy-client
+// certificate in certDir: ca.crt, tls.crt, tls.key), then speaks TLS to that cluster's
+// kube-apiserver over the tunnel, verified against clusterCaFile (the CA the ManagedCluster
+// publishes) for the name kubernetes.default.svc, authenticates with the client certificate of
+// the kubeconfig, and lists namespaces. Prints one JSON line {ok, namespaces?, error?}.
+import { readFileSync } from "node:fs";
+import https from "node:https";
+import { join } from "node:path";
+import tls from "node:tls";
+import { TunnelClient } from "@cluster-proxy/client";
+
+const [address, servername, certDir, cluster, clusterCaFile, kubeconfig] = process.argv.slice(2);
+const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
+
+function kubeconfigCredential(key: "client-certificate-data" | "client-key-data"): Buffer {
+  const m = new RegExp(`${key}: (\\S+)`).exec(readFileSync(kubeconfig!, "utf8"));
+  if (!m) throw new Error(`${kubeconfig} has no ${key}`);
+  return Buffer.from(m[1]!, "base64");
+}
+
+async function main(): Promise<void> {
+  const client = new TunnelClient({
+    proxy: {
+      host: host!,
+      port: Number(portText),
+      servername: servername!,
+      ca: readFileSync(join(certDir!, "ca.crt")),
+      cert: readFileSync(join(certDir!, "tls.crt")),
+      key: readFileSync(join(certDir!, "tls.key")),
+    },
+  });
+  try {
+    const socket = await client.dial(`${cluster}:443`);
+    const body = await new Promise<string>((resolve, reject) => {
+      const req = https.get(
+        {
+          host: "kubernetes.default.svc",
+          path: "/api/v1/namespaces",
+          timeout: 20_000,
+          createConnection: () =>
+            tls.connect({
+              socket,
+              servername: "kubernetes.default.svc",
+              ca: readFileSync(clusterCaFile!),
+              cert: kubeconfigCredential("client-certificate-data"),
+              key: kubeconfigCredential("client-key-data"),
+            }),
+        },
+        (res) => {
+          let text = "";
+          res.setEncoding("utf8");
+          res.on("data", (d: string) => (text += d));
+          res.on("end", () =>
+            res.statusCode === 200 ? resolve(text) : reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`)),
+          );
+        },
+      );
+      req.on("timeout", () => req.destroy(new Error("no answer within 20 s")));
+      req.on("error", reject);
+    });
+    const list = JSON.parse(body) as { items: { metadata: { name: string } }[] };
+    console.log(JSON.stringify({ ok: true, namespaces: list.items.map((n) => n.metadata.name) }));
+  } finally {
+    await client.close();
+  }
+}
+
+try {
+  await main();
+} catch (err) {
+  console.log(JSON.stringify({ ok: false, error: (err as Error).message }));
+}
