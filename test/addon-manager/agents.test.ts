@@ -12,7 +12,9 @@ import { after, before, describe, test } from "node:test";
 import { managedProxyConfigurationCrd, MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
-import { repoRoot, stateDir } from "../env/config.js";
+import { type ChildProcess, spawn } from "node:child_process";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
+import { nsOf, repoRoot, stateDir } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { ManagerProcess } from "./manager-process.js";
@@ -117,6 +119,30 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       return `(no pods in ${base})`;
     }
   };
+  let podIp = "";
+  const clientFiles = (): string => join(dir, "client");
+  /** Lists namespaces of `cluster` from the lab through the proxy-server pod's client door (cluster-probe.ts). */
+  const probeCluster = (cluster: string, certDir: string): { ok?: boolean; namespaces?: string[]; error?: string } => {
+    const out = env.exec(
+      "lab",
+      process.execPath,
+      [
+        "--conditions=source",
+        "--import",
+        "tsx",
+        join(repoRoot, "test", "addon-manager", "cluster-probe.ts"),
+        `${podIp}:8090`,
+        `proxy-entrypoint.${SERVER_NS}.svc`,
+        certDir,
+        cluster,
+        join(clientFiles(), `${cluster}-ca.crt`),
+        env.kubeconfigPath(cluster as "mc1" | "mc2"),
+      ],
+      { timeoutMs: 60_000, allowFail: true },
+    ).stdout;
+    return JSON.parse(out.trim().split("\n").at(-1) || "{}") as { ok?: boolean; namespaces?: string[]; error?: string };
+  };
+  const children: ChildProcess[] = [];
   const getMca = (cluster: string): Promise<Mca | undefined> =>
     hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
   const waitMca = async (cluster: string, what: string, ok: (m: Mca) => boolean, timeoutMs = 180_000): Promise<Mca> => {
@@ -159,9 +185,11 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   );
 
   after(async () => {
+    for (const c of children) c.kill("SIGKILL");
     await Promise.all(managers.map((m) => m.stop()));
     for (const c of CLUSTERS) await hub?.delete(Resources.managedClusterAddOn, NAME, c).catch(() => undefined);
     await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
+    await hub?.delete(Resources.addOnDeploymentConfig, "cluster-proxy-mc1", "mc1").catch(() => undefined);
     await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
     await hub?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -305,7 +333,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       );
     }
     // The client side: the proxy-client certificate, the serving CA, the proxy-server pod's client door.
-    const files = join(dir, "client");
+    const files = clientFiles();
     mkdirSync(files, { recursive: true });
     const client = await hub.get<Secret>(Resources.secret, "proxy-client", SERVER_NS);
     writeFileSync(
@@ -317,7 +345,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     const pods = (await hub.list(Resources.pod, { namespace: SERVER_NS })).items as (KubeObject & {
       status?: { podIP?: string };
     })[];
-    const podIp = pods.find((p) => p.status?.podIP && !p.metadata.deletionTimestamp)?.status?.podIP;
+    podIp = pods.find((p) => p.status?.podIP && !p.metadata.deletionTimestamp)?.status?.podIP ?? "";
     assert.ok(podIp, "a proxy-server pod with an address");
     for (const c of CLUSTERS) {
       const mc = await hub.get<KubeObject & { spec: { managedClusterClientConfigs: { caBundle: string }[] } }>(
@@ -326,38 +354,209 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       );
       const caFile = join(files, `${c}-ca.crt`);
       writeFileSync(caFile, Buffer.from(mc.spec.managedClusterClientConfigs[0]!.caBundle, "base64"));
-      let last: unknown;
       const result = await waitFor(
         `a hub client to list ${c}'s namespaces through the tunnel`,
         90_000,
         () => {
-          const out = env.exec(
-            "lab",
-            process.execPath,
-            [
-              "--conditions=source",
-              "--import",
-              "tsx",
-              join(repoRoot, "test", "addon-manager", "cluster-probe.ts"),
-              `${podIp}:8090`,
-              `proxy-entrypoint.${SERVER_NS}.svc`,
-              files,
-              c,
-              caFile,
-              env.kubeconfigPath(c),
-            ],
-            { timeoutMs: 60_000, allowFail: true },
-          ).stdout;
-          last = out;
-          const r = JSON.parse(out.trim().split("\n").at(-1) || "{}") as { ok?: boolean; namespaces?: string[] };
+          const r = probeCluster(c, files);
           return r.ok ? r : undefined;
         },
         2000,
       ).catch((err: Error) => {
-        throw new Error(`${err.message}\nlast probe: ${String(last)}`, { cause: err });
+        throw new Error(`${err.message}\nlast probe: ${JSON.stringify(probeCluster(c, files))}`, { cause: err });
       });
       assert.ok(result.namespaces?.includes(AGENT_NS), `${c}'s own namespaces: ${result.namespaces?.join(", ")}`);
     }
+  });
+
+  test("mc1's agent certificate cannot serve mc2, and is refused at the hub's client door", async () => {
+    const secret = await spoke.mc1!.get<Secret>(
+      Resources.secret,
+      "cluster-proxy-open-cluster-management.io-proxy-agent-signer-client-cert",
+      AGENT_NS,
+    );
+    const files = join(dir, "mc1-agent");
+    mkdirSync(files, { recursive: true });
+    writeFileSync(join(files, "tls.crt"), pem(secret, "tls.crt"));
+    writeFileSync(join(files, "tls.key"), pem(secret, "tls.key"), { mode: 0o600 });
+    writeFileSync(join(files, "ca.crt"), readFileSync(join(clientFiles(), "ca.crt")));
+    const mpc = await hub.get<KubeObject & { status?: { entrypoint?: string } }>(
+      Resources.managedProxyConfiguration,
+      NAME,
+    );
+    const [host, port] = (mpc.status?.entrypoint ?? "").split(/:(?=\d+$)/) as [string, string];
+    // An agent in mc1 holding mc1's OCM-issued certificate, claiming to serve mc2.
+    const rogue = spawn(
+      "ip",
+      [
+        "netns",
+        "exec",
+        nsOf("mc1"),
+        process.execPath,
+        ...NODE_FLAGS,
+        join(repoRoot, "packages", "cli", "dist", "main.js"),
+        "agent",
+        `--proxy-server-host=${host}`,
+        `--proxy-server-port=${port}`,
+        `--ca-cert=${join(files, "ca.crt")}`,
+        `--agent-cert=${join(files, "tls.crt")}`,
+        `--agent-key=${join(files, "tls.key")}`,
+        "--cluster-name=mc2",
+        "--health-server-port=0",
+        "--admin-server-port=0",
+      ],
+      { stdio: ["ignore", "ignore", "pipe"] },
+    );
+    children.push(rogue);
+    let log = "";
+    rogue.stderr.on("data", (d: Buffer) => (log = (log + d.toString()).slice(-20_000)));
+    try {
+      await waitFor("the proxy-server to refuse the rogue agent", 60_000, () => /not granted/.test(log), 250);
+    } catch (err) {
+      throw new Error(`${(err as Error).message}\nagent log: ${log.slice(-3000)}`, { cause: err });
+    } finally {
+      rogue.kill("SIGKILL");
+    }
+    const refusal = log
+      .split("\n")
+      .map((l) => (l.startsWith("{") ? (JSON.parse(l) as { err?: string }) : {}))
+      .find((l) => l.err?.includes("not granted"));
+    assert.match(refusal?.err ?? "", /"host=mc2" is not granted by the agent's certificate \(it grants "mc1"\)/);
+    // mc2 is still reached, and only mc2 (TLS is verified against mc2's own CA).
+    const r = probeCluster("mc2", clientFiles());
+    assert.ok(r.ok, JSON.stringify(r));
+    // The agent certificate is not a client certificate of the hub.
+    const asClient = probeCluster("mc1", files);
+    assert.equal(asClient.ok, false, JSON.stringify(asClient));
+    assert.doesNotMatch(asClient.error ?? "", /ENOENT|no such file/, "refused by the server, not by a missing file");
+  });
+
+  test("a per-cluster AddOnDeploymentConfig rolls out to mc1's agent, and OCM sees the configs applied", async () => {
+    const adc = {
+      apiVersion: Resources.addOnDeploymentConfig.apiVersion,
+      kind: Resources.addOnDeploymentConfig.kind,
+      metadata: { name: "cluster-proxy-mc1", namespace: "mc1" },
+      spec: {
+        agentInstallNamespace: AGENT_NS,
+        nodePlacement: { nodeSelector: { "kubernetes.io/os": "linux" } },
+        resourceRequirements: [
+          { containerID: "deployments:*:proxy-agent", resources: { requests: { cpu: "20m", memory: "32Mi" } } },
+        ],
+      },
+    };
+    await hub.apply(Resources.addOnDeploymentConfig, adc);
+    const mca = await getMca("mc1");
+    await hub.mergePatch(Resources.managedClusterAddOn, NAME, "mc1", {
+      metadata: { resourceVersion: mca!.metadata.resourceVersion },
+      spec: {
+        configs: [
+          {
+            group: "addon.open-cluster-management.io",
+            resource: "addondeploymentconfigs",
+            namespace: "mc1",
+            name: "cluster-proxy-mc1",
+          },
+        ],
+      },
+    });
+    const dep = await waitFor(
+      "the agent Deployment in mc1 to carry the ADC's resources and node selector",
+      120_000,
+      async () => {
+        const d = await spoke.mc1!.tryGet<Deployment>(Resources.deployment, "cluster-proxy-proxy-agent", AGENT_NS);
+        return d && JSON.stringify(d.spec.template.spec.containers[0]!.resources ?? {}).includes('"cpu":"20m"')
+          ? d
+          : undefined;
+      },
+      500,
+    );
+    assert.deepEqual(dep.spec.template.spec.nodeSelector, { "kubernetes.io/os": "linux" });
+    const settled = await waitMca(
+      "mc1",
+      "Progressing Completed with the ADC applied, and Available",
+      (m) => {
+        const refs =
+          (
+            m.status as
+              | {
+                  configReferences?: {
+                    resource: string;
+                    desiredConfig?: { specHash?: string };
+                    lastAppliedConfig?: { specHash?: string };
+                  }[];
+                }
+              | undefined
+          )?.configReferences ?? [];
+        const adcRef = refs.find((r) => r.resource === "addondeploymentconfigs");
+        return (
+          cond(m, "Progressing")?.reason === "Completed" &&
+          Boolean(adcRef?.desiredConfig?.specHash) &&
+          adcRef?.lastAppliedConfig?.specHash === adcRef?.desiredConfig?.specHash &&
+          cond(m, "Available")?.status === "True"
+        );
+      },
+      180_000,
+    );
+    assert.ok(settled);
+    const work = await hub.get(Resources.manifestWork, "addon-cluster-proxy-deploy-0", "mc1");
+    const hashes = JSON.parse(
+      work.metadata.annotations?.["open-cluster-management.io/config-spec-hash"] ?? "{}",
+    ) as Record<string, string>;
+    assert.ok(
+      hashes["addondeploymentconfigs.addon.open-cluster-management.io/mc1/cluster-proxy-mc1"],
+      JSON.stringify(hashes),
+    );
+    assert.ok(
+      hashes["managedproxyconfigurations.proxy.open-cluster-management.io//cluster-proxy"],
+      JSON.stringify(hashes),
+    );
+  });
+
+  test("a restarted manager loses nothing and signs nothing again", async () => {
+    const signed = async (): Promise<string[]> =>
+      (
+        (
+          await hub.list(Resources.certificateSigningRequest, {
+            labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
+          })
+        ).items as Csr[]
+      )
+        .filter((x) => x.status?.certificate)
+        .map((x) => x.metadata.name)
+        .sort();
+    const before = await signed();
+    const works = await Promise.all(
+      CLUSTERS.map((c) => hub.get(Resources.manifestWork, "addon-cluster-proxy-deploy-0", c)),
+    );
+    await manager!.stop();
+    manager = startManager("manager-e2e-2");
+    await manager.waitForLog("controllers started", 60_000);
+    await waitFor(
+      "the new manager's watches to sync",
+      60_000,
+      async () => (await manager!.health("/readyz")) === 200,
+      250,
+    );
+    // An absence cannot be awaited: watch for 10 s (the new manager reconciles every addon and
+    // certificate request at once after its caches sync) that nothing is signed or rewritten.
+    const until = Date.now() + 10_000;
+    while (Date.now() < until) {
+      assert.deepEqual(await signed(), before, "no certificate signed again");
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    assert.deepEqual(await signed(), before, "no certificate signed again");
+    for (const [i, c] of CLUSTERS.entries()) {
+      const w = await hub.get(Resources.manifestWork, "addon-cluster-proxy-deploy-0", c);
+      // The work agent writes status (resourceVersion moves); the spec must not have been rewritten.
+      assert.equal(w.metadata.generation, works[i]!.metadata.generation, `${c}'s work spec untouched`);
+      assert.equal(cond(await getMca(c), "Available")?.status, "True");
+    }
+    assert.ok(
+      !manager.logs.some((l) =>
+        /signed the agent certificate|created the agent's ManifestWork|updated the agent's ManifestWork/.test(l.msg),
+      ),
+      manager.tail(30),
+    );
   });
 
   test("deleting mc1's ManagedClusterAddOn removes its agent; re-creating it brings the agent back", async () => {
