@@ -143,6 +143,17 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     return JSON.parse(out.trim().split("\n").at(-1) || "{}") as { ok?: boolean; namespaces?: string[]; error?: string };
   };
   const children: ChildProcess[] = [];
+  /**
+   * OCM's registration agent stops requesting certificates for a cluster while 10 CSRs of the addon
+   * exist on the hub (kube-controller-manager removes issued ones only after an hour): earlier
+   * runs against the same environment must not count.
+   */
+  const deleteAddonCsrs = async (): Promise<void> => {
+    const csrs = await hub.list(Resources.certificateSigningRequest, {
+      labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
+    });
+    for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
+  };
   const getMca = (cluster: string): Promise<Mca | undefined> =>
     hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
   const waitMca = async (cluster: string, what: string, ok: (m: Mca) => boolean, timeoutMs = 180_000): Promise<Mca> => {
@@ -180,6 +191,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
       });
       await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
+      await deleteAddonCsrs();
     },
     { timeout: 90 * 60_000 },
   );
@@ -190,6 +202,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     for (const c of CLUSTERS) await hub?.delete(Resources.managedClusterAddOn, NAME, c).catch(() => undefined);
     await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
     await hub?.delete(Resources.addOnDeploymentConfig, "cluster-proxy-mc1", "mc1").catch(() => undefined);
+    if (hub) await deleteAddonCsrs().catch(() => undefined);
     await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
     await hub?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -557,6 +570,80 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       ),
       manager.tail(30),
     );
+  });
+
+  test("a new agent CA reaches mc1's running agent through OCM without a restart", async () => {
+    type Pod = KubeObject & { status?: { containerStatuses?: { restartCount?: number }[] } };
+    const pods = async (): Promise<Pod[]> =>
+      ((await spoke.mc1!.list(Resources.pod, { namespace: AGENT_NS })).items as Pod[]).filter(
+        (p) => !p.metadata.deletionTimestamp,
+      );
+    const before = await pods();
+    assert.equal(before.length, 1, before.map((p) => p.metadata.name).join(", "));
+    const certName = "cluster-proxy-open-cluster-management.io-proxy-agent-signer-client-cert";
+    const oldCert = pem(await spoke.mc1!.get<Secret>(Resources.secret, certName, AGENT_NS), "tls.crt");
+    // Losing the agent CA makes a new one: the registration's OU changes, so OCM's registration
+    // agent requests a new certificate, which the manager signs with the new CA.
+    await hub.delete(Resources.secret, "cluster-proxy-signer-agent", MANAGER_NS);
+    const newCa = await waitFor(
+      "a new agent CA",
+      60_000,
+      async () => {
+        const s = await hub.tryGet<Secret>(Resources.secret, "cluster-proxy-signer-agent", MANAGER_NS);
+        return s ? new X509Certificate(pem(s, "ca.crt")) : undefined;
+      },
+      250,
+    );
+    await waitFor(
+      "mc1's agent certificate from the new CA",
+      180_000,
+      async () => {
+        const s = await spoke.mc1!.tryGet<Secret>(Resources.secret, certName, AGENT_NS);
+        const p = pem(s, "tls.crt");
+        return p && p !== oldCert && new X509Certificate(p).checkIssued(newCa);
+      },
+      500,
+    );
+    // The running agent process has loaded it (its certificate expiry metric is the new one's).
+    const newCert = new X509Certificate(
+      pem(await spoke.mc1!.get<Secret>(Resources.secret, certName, AGENT_NS), "tls.crt"),
+    );
+    const expected = String(Math.floor(Date.parse(newCert.validTo) / 1000));
+    let metric = "";
+    await waitFor(
+      "the agent to report the new certificate's expiry",
+      60_000,
+      async () => {
+        const out = await env.podExec(
+          "mc1",
+          AGENT_NS,
+          before[0]!.metadata.name,
+          process.execPath,
+          ["-e", "fetch('http://127.0.0.1:8093/metrics').then((r) => r.text()).then((t) => console.log(t))"],
+          { timeoutMs: 20_000, allowFail: true },
+        );
+        metric =
+          out.stdout
+            .split("\n")
+            .find((l) =>
+              l.startsWith('cluster_proxy_agent_certificate_expiry_timestamp_seconds{flag="--agent-cert"}'),
+            ) ?? "";
+        return metric.endsWith(` ${expected}`);
+      },
+      1000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nmetric: ${metric}, expected ${expected}`, { cause: err });
+    });
+    await waitMca("mc1", "Available with the new certificate", (m) => cond(m, "Available")?.status === "True", 180_000);
+    const after = await pods();
+    assert.deepEqual(
+      after.map((p) => [p.metadata.name, p.status?.containerStatuses?.[0]?.restartCount ?? 0]),
+      before.map((p) => [p.metadata.name, 0]),
+      "the same pod, never restarted",
+    );
+    // The tunnel works with the new certificate.
+    const r = probeCluster("mc1", clientFiles());
+    assert.ok(r.ok, JSON.stringify(r));
   });
 
   test("deleting mc1's ManagedClusterAddOn removes its agent; re-creating it brings the agent back", async () => {

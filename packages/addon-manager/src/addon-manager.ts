@@ -3,6 +3,7 @@
  * watches ManagedProxyConfigurations and what it made for them, and reconciles each into the
  * proxy-servers, their Services and certificates, and an honest status (docs/addon-manager.md).
  */
+import { setMaxListeners } from "node:events";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { AddonManagerOptions, ManagedProxyConfiguration } from "@cluster-proxy/api";
@@ -166,6 +167,8 @@ export class AddonManager {
 
   private async runControllers(signal: AbortSignal): Promise<void> {
     const o = this.options;
+    // Every watch and queue listens for the end of leadership.
+    setMaxListeners(64, signal);
     const queue: WorkQueue = new WorkQueue(
       async (key) => {
         const end = this.reconcileSeconds.startTimer();
