@@ -122,7 +122,11 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   let podIp = "";
   const clientFiles = (): string => join(dir, "client");
   /** Lists namespaces of `cluster` from the lab through the proxy-server pod's client door (cluster-probe.ts). */
-  const probeCluster = (cluster: string, certDir: string): { ok?: boolean; namespaces?: string[]; error?: string } => {
+  const probeCluster = (
+    cluster: string,
+    certDir: string,
+    target?: string,
+  ): { ok?: boolean; namespaces?: string[]; error?: string } => {
     const out = env.exec(
       "lab",
       process.execPath,
@@ -137,6 +141,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         cluster,
         join(clientFiles(), `${cluster}-ca.crt`),
         env.kubeconfigPath(cluster as "mc1" | "mc2"),
+        ...(target ? [target] : []),
       ],
       { timeoutMs: 60_000, allowFail: true },
     ).stdout;
@@ -379,6 +384,9 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         throw new Error(`${err.message}\nlast probe: ${JSON.stringify(probeCluster(c, files))}`, { cause: err });
       });
       assert.ok(result.namespaces?.includes(AGENT_NS), `${c}'s own namespaces: ${result.namespaces?.join(", ")}`);
+      // <host>.<cluster>:<port> reaches an address inside that cluster (here its kubernetes Service by DNS).
+      const byName = probeCluster(c, files, `kubernetes.default.svc.${c}:443`);
+      assert.ok(byName.ok && byName.namespaces?.includes(AGENT_NS), JSON.stringify(byName));
     }
   });
 

@@ -1,8 +1,8 @@
 // Run inside the lab network namespace by test/addon-manager/agents.test.ts:
 //
-//   cluster-probe.ts <proxyHost:port> <proxyServername> <certDir> <cluster> <clusterCaFile> <kubeconfig>
+//   cluster-probe.ts <proxyHost:port> <proxyServername> <certDir> <cluster> <clusterCaFile> <kubeconfig> [target]
 //
-// Dials <cluster>:443 through the hub's gRPC front door (our SDK, with the proxy-client
+// Dials <cluster>:443 (or target, e.g. kubernetes.default.svc.<cluster>:443) through the hub's gRPC front door (our SDK, with the proxy-client
 // certificate in certDir: ca.crt, tls.crt, tls.key), then speaks TLS to that cluster's
 // kube-apiserver over the tunnel, verified against clusterCaFile (the CA the ManagedCluster
 // publishes) for the name kubernetes.default.svc, authenticates with the client certificate of
@@ -13,7 +13,7 @@ import { join } from "node:path";
 import tls from "node:tls";
 import { TunnelClient } from "@cluster-proxy/client";
 
-const [address, servername, certDir, cluster, clusterCaFile, kubeconfig] = process.argv.slice(2);
+const [address, servername, certDir, cluster, clusterCaFile, kubeconfig, target] = process.argv.slice(2);
 const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
 
 function kubeconfigCredential(key: "client-certificate-data" | "client-key-data"): Buffer {
@@ -34,7 +34,7 @@ async function main(): Promise<void> {
     },
   });
   try {
-    const socket = await client.dial(`${cluster}:443`);
+    const socket = await client.dial(target ?? `${cluster}:443`);
     const body = await new Promise<string>((resolve, reject) => {
       const req = https.get(
         {
