@@ -15,6 +15,7 @@ import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { type ChildProcess, spawn } from "node:child_process";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { nsOf, repoRoot, stateDir } from "../env/config.js";
+import { goBin } from "../interop/go-harness.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { ManagerProcess } from "./manager-process.js";
@@ -126,11 +127,14 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     cluster: string,
     certDir: string,
     target?: string,
+    goClient?: string,
   ): { ok?: boolean; namespaces?: string[]; error?: string } => {
     const out = env.exec(
       "lab",
-      process.execPath,
+      "env",
       [
+        ...(goClient ? [`GO_CLIENT=${goClient}`] : []),
+        process.execPath,
         "--conditions=source",
         "--import",
         "tsx",
@@ -384,6 +388,9 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         throw new Error(`${err.message}\nlast probe: ${JSON.stringify(probeCluster(c, files))}`, { cause: err });
       });
       assert.ok(result.namespaces?.includes(AGENT_NS), `${c}'s own namespaces: ${result.namespaces?.join(", ")}`);
+      // The same through the Go konnectivity-client library (tunnel.DialContext), as Go clients use it.
+      const viaGo = probeCluster(c, files, undefined, join(goBin(), "konnectivity-go-client"));
+      assert.ok(viaGo.ok && viaGo.namespaces?.includes(AGENT_NS), `Go konnectivity-client: ${JSON.stringify(viaGo)}`);
       // <host>.<cluster>:<port> reaches an address inside that cluster (here its kubernetes Service by DNS).
       const byName = probeCluster(c, files, `kubernetes.default.svc.${c}:443`);
       assert.ok(byName.ok && byName.namespaces?.includes(AGENT_NS), JSON.stringify(byName));
