@@ -12,7 +12,8 @@ import { ConfigurationReconciler, type ObjectCache } from "./configuration-recon
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import { EventRecorder } from "./events.js";
 import { HealthServer } from "./health-server.js";
-import { KubeApi, Resources, type KubeObject } from "./kube-api.js";
+import { backoffDelay, delay } from "./backoff.js";
+import { isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
 import { LeaderElector } from "./leader-election.js";
 import { silentLogger, type Logger } from "./logger.js";
@@ -239,46 +240,58 @@ export class AddonManager {
         (_t, obj) => onChange(obj),
         this.log,
       );
-    const ours = `${ADDON_NAME_LABEL}=${ADDON_NAME}`;
-    this.ocmWatches = {
-      addons: ocm(Resources.managedClusterAddOn, (obj) => {
-        if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
-        addonQueue.add(`addon/${obj.metadata.namespace}`);
-        csrsOf(obj.metadata.namespace);
-      }),
-      clusters: ocm(Resources.managedCluster, (obj) => {
-        addonQueue.add(`addon/${obj.metadata.name}`);
-        csrsOf(obj.metadata.name);
-      }),
-      works: ocm(Resources.manifestWork, (obj) => addonQueue.add(`addon/${obj.metadata.namespace}`), ours),
-      managementAddOns: ocm(Resources.clusterManagementAddOn, (obj) => {
-        if (obj.metadata.name === ADDON_NAME) enqueueAddons();
-      }),
-      deploymentConfigs: ocm(Resources.addOnDeploymentConfig, () => enqueueAddons()),
-      csrs: ocm(Resources.certificateSigningRequest, (obj) => addonQueue.add(`csr/${obj.metadata.name}`), ours),
-    };
-    const w = this.ocmWatches;
-    const addonCache: AddonCache = {
-      addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
-      cluster: (name) => w.clusters.get(name),
-      work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
-      configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
-      deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
-      managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
-      csr: (name) => w.csrs.get(name) as CsrObject | undefined,
-    };
-    this.addonReconciler = new AddonReconciler(
-      this.api,
-      addonCache,
-      {
-        signerNamespace: o.signerSecretNamespace || o.namespace,
-        signerName: o.signerSecretName,
-        caValidityMs: o.caValidity,
-        certValidityMs: o.certValidity,
-      },
-      this.log,
-    );
-    this.watches = [this.mpcWatch, ...this.ownedWatches.values(), ...Object.values(this.ocmWatches)];
+    // Without Open Cluster Management's addon APIs the manager still runs the hub side (part 1).
+    const withOcm = await this.ocmAddonApiPresent(signal);
+    if (withOcm) {
+      const ours = `${ADDON_NAME_LABEL}=${ADDON_NAME}`;
+      this.ocmWatches = {
+        addons: ocm(Resources.managedClusterAddOn, (obj) => {
+          if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
+          addonQueue.add(`addon/${obj.metadata.namespace}`);
+          csrsOf(obj.metadata.namespace);
+        }),
+        clusters: ocm(Resources.managedCluster, (obj) => {
+          addonQueue.add(`addon/${obj.metadata.name}`);
+          csrsOf(obj.metadata.name);
+        }),
+        works: ocm(Resources.manifestWork, (obj) => addonQueue.add(`addon/${obj.metadata.namespace}`), ours),
+        managementAddOns: ocm(Resources.clusterManagementAddOn, (obj) => {
+          if (obj.metadata.name === ADDON_NAME) enqueueAddons();
+        }),
+        deploymentConfigs: ocm(Resources.addOnDeploymentConfig, () => enqueueAddons()),
+        csrs: ocm(Resources.certificateSigningRequest, (obj) => addonQueue.add(`csr/${obj.metadata.name}`), ours),
+      };
+      const w = this.ocmWatches;
+      const addonCache: AddonCache = {
+        addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
+        cluster: (name) => w.clusters.get(name),
+        work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
+        configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
+        deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
+        managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
+        csr: (name) => w.csrs.get(name) as CsrObject | undefined,
+      };
+      this.addonReconciler = new AddonReconciler(
+        this.api,
+        addonCache,
+        {
+          signerNamespace: o.signerSecretNamespace || o.namespace,
+          signerName: o.signerSecretName,
+          caValidityMs: o.caValidity,
+          certValidityMs: o.certValidity,
+        },
+        this.log,
+      );
+    } else
+      this.log.warn(
+        {},
+        "the Open Cluster Management addon APIs (addon.open-cluster-management.io/v1alpha1, work.open-cluster-management.io/v1) are not served: no agents are installed into managed clusters",
+      );
+    this.watches = [
+      this.mpcWatch,
+      ...this.ownedWatches.values(),
+      ...(this.ocmWatches ? Object.values(this.ocmWatches) : []),
+    ];
     const cache: ObjectCache = {
       configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
       owned: (kind, name) =>
@@ -304,9 +317,31 @@ export class AddonManager {
     const watching = this.watches.map((w) => w.run(signal));
     // Reconcile only once the caches are filled, so no decision is made on a partial view.
     while (!signal.aborted && !this.watches.every((w) => w.isSynced())) await new Promise((r) => setTimeout(r, 50));
-    addonQueue.add("cma");
-    enqueueAddons();
+    if (withOcm) {
+      addonQueue.add("cma");
+      enqueueAddons();
+    }
     await Promise.all([queue.run(signal), addonQueue.run(signal), ...watching]);
+  }
+
+  /** Whether the hub serves the OCM APIs the addon side needs (asked until the apiserver answers). */
+  private async ocmAddonApiPresent(signal: AbortSignal): Promise<boolean> {
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      try {
+        for (const group of [
+          Resources.managedClusterAddOn.apiVersion,
+          Resources.manifestWork.apiVersion,
+          Resources.managedCluster.apiVersion,
+        ])
+          await this.api.request("GET", `/apis/${group}`);
+        return true;
+      } catch (err) {
+        if (isNotFound(err)) return false;
+        this.log.warn({ err: (err as Error).message }, "cannot discover the OCM APIs; retrying");
+        await delay(backoffDelay(attempt, 500, 10_000), signal);
+      }
+    }
+    return false;
   }
 
   private addonReconciler: AddonReconciler | undefined;
