@@ -3,7 +3,7 @@
 // module proxy into .cache/k8s-binaries on first use); fails with the reason when either is missing.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { HOST_ADDR, KUBELET_LABEL } from "./config.js";
+import { HOST_ADDR } from "./config.js";
 import { waitFor } from "./exec.js";
 import { type TestEnv, startTestEnv } from "./fixture.js";
 
@@ -170,21 +170,27 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
     });
   });
 
-  test("the process kubelet runs a Deployment in mc1, with its ConfigMap, env and restarts", async () => {
+  test("the process kubelet runs any Deployment in mc1, with its ConfigMap, Secret, env and restarts", async () => {
     const name = `cpenv-app-${process.pid}`;
     const ns = "default";
     await env.core("mc1").createNamespacedConfigMap({
       namespace: ns,
       body: { metadata: { name }, data: { "greeting.txt": "hello-from-configmap" } },
     });
+    await env.core("mc1").createNamespacedSecret({
+      namespace: ns,
+      body: { metadata: { name }, stringData: { token: "secret-v1" } },
+    });
     const server =
       `const fs=require("fs");const http=require("http");` +
       `http.createServer((q,s)=>{if(q.url==="/exit"){s.end("bye");setTimeout(()=>process.exit(3),50);return}` +
+      `if(q.url==="/secret"){s.end(fs.readFileSync(process.argv[2]+"/token","utf8")+" "+process.pid);return}` +
       `s.end(fs.readFileSync(process.argv[1]+"/greeting.txt","utf8")+" "+process.env.POD_NS+" "+process.pid)}).listen(18080,"0.0.0.0");`;
+    // No label or annotation: the process kubelet runs every Deployment whose image it can map.
     await env.apps("mc1").createNamespacedDeployment({
       namespace: ns,
       body: {
-        metadata: { name, labels: { [KUBELET_LABEL]: "true" } },
+        metadata: { name },
         spec: {
           replicas: 1,
           selector: { matchLabels: { app: name } },
@@ -196,13 +202,19 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
                   name: "app",
                   image: "cpenv.local/node:20",
                   command: ["node"],
-                  args: ["-e", server, "/etc/app-config"],
+                  args: ["-e", server, "/etc/app-config", "/etc/app-secret"],
                   env: [{ name: "POD_NS", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } }],
-                  volumeMounts: [{ name: "cfg", mountPath: "/etc/app-config" }],
+                  volumeMounts: [
+                    { name: "cfg", mountPath: "/etc/app-config" },
+                    { name: "sec", mountPath: "/etc/app-secret", readOnly: true },
+                  ],
                   readinessProbe: { tcpSocket: { port: 18080 }, periodSeconds: 1 },
                 },
               ],
-              volumes: [{ name: "cfg", configMap: { name } }],
+              volumes: [
+                { name: "cfg", configMap: { name } },
+                { name: "sec", secret: { secretName: name } },
+              ],
             },
           },
         },
@@ -222,13 +234,25 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
       await waitFor("Deployment ready in mc1", 60_000, ready);
       // It runs in mc1's network: reachable from the lab at mc1's address.
       const url = `http://${HOST_ADDR.mc1}:18080/`;
-      const first = env.exec("lab", process.execPath, ["-e", httpGetScript(url)]).stdout.trim();
+      const get = (path: string): string =>
+        env.exec("lab", process.execPath, ["-e", httpGetScript(`${url}${path}`)]).stdout.trim();
+      const first = get("");
       assert.match(first, /^200 hello-from-configmap default \d+$/);
-      const pid1 = first.split(" ").pop();
+      const pid1 = first.split(" ").pop()!;
+      // A changed Secret reaches the running process's volume in place, without a restart.
+      assert.equal(get("secret"), `200 secret-v1 ${pid1}`);
+      await env.core("mc1").replaceNamespacedSecret({
+        name,
+        namespace: ns,
+        body: { metadata: { name }, stringData: { token: "secret-v2" } },
+      });
+      await waitFor("the new Secret content in the running process's volume", 30_000, () =>
+        get("secret") === `200 secret-v2 ${pid1}` ? true : null,
+      );
       // Make it exit: the kubelet restarts it and readiness comes back.
-      env.exec("lab", process.execPath, ["-e", httpGetScript(`${url}exit`)]);
+      get("exit");
       const second = await waitFor("the restarted process", 60_000, () => {
-        const out = env.exec("lab", process.execPath, ["-e", httpGetScript(url)]).stdout.trim();
+        const out = get("");
         return out.startsWith("200 ") && out.split(" ").pop() !== pid1 ? out : null;
       });
       assert.match(second, /^200 hello-from-configmap default \d+$/);
@@ -242,6 +266,10 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         .core("mc1")
         .deleteNamespacedConfigMap({ name, namespace: ns })
         .catch(() => undefined);
+      await env
+        .core("mc1")
+        .deleteNamespacedSecret({ name, namespace: ns })
+        .catch(() => undefined);
     }
     await waitFor("the process to stop after the Deployment is deleted", 30_000, () => {
       const out = env
@@ -249,6 +277,38 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         .stdout.trim();
       return out.startsWith("error");
     });
+  });
+
+  test("a Deployment whose image the process kubelet cannot map is unavailable, saying why", async () => {
+    const name = `cpenv-unmapped-${process.pid}`;
+    await env.apps("mc1").createNamespacedDeployment({
+      namespace: "default",
+      body: {
+        metadata: { name },
+        spec: {
+          selector: { matchLabels: { app: name } },
+          template: {
+            metadata: { labels: { app: name } },
+            spec: { containers: [{ name: "app", image: "registry.example/some/thing:1.0" }] },
+          },
+        },
+      },
+    });
+    try {
+      // The first status (pod just created) says only "0/1 ready"; the reason follows once the
+      // kubelet tried to start the pod.
+      const cond = await waitFor("Available=False naming the image", 30_000, async () => {
+        const d = await env.apps("mc1").readNamespacedDeployment({ name, namespace: "default" });
+        const c = d.status?.conditions?.find((x) => x.type === "Available");
+        return c?.status === "False" && /not mapped/.test(c.message ?? "") ? c : null;
+      });
+      assert.match(cond.message ?? "", /image registry\.example\/some\/thing:1\.0 of container app is not mapped/);
+    } finally {
+      await env
+        .apps("mc1")
+        .deleteNamespacedDeployment({ name, namespace: "default" })
+        .catch(() => undefined);
+    }
   });
 
   test("the hub cannot open a connection to mc1's apiserver; mc1 reaches the hub's", () => {

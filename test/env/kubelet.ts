@@ -1,32 +1,34 @@
 // The process kubelet: there is no real kubelet (nor container runtime) in the test environment,
-// so this watches Deployments labelled `cpenv.cluster-proxy.io/process-kubelet` in one cluster's
-// apiserver and runs each replica's containers as local processes in that cluster's network
-// namespace (it is itself started there), restarting them on exit, and writes pod-like readiness
-// back into the Deployment's status.
+// so this watches every Deployment in one cluster's apiserver and runs each replica ("pod") as a
+// set of local processes, one per container, restarting them on exit, probing their readiness and
+// liveness, rolling out template changes (RollingUpdate with maxSurge / maxUnavailable, or
+// Recreate), and writing the Deployment's status back as the deployment controller would.
 //
 //   node --conditions=source --import tsx test/env/kubelet.ts --cluster=mc1 --kubeconfig=F --work-dir=D
 //
 // Mapping (see docs/test-environment.md):
 //   image "cpenv.local/node[:tag]"      -> node (this Node.js)
 //   image containing "cluster-proxy"    -> node <repo>/packages/cli/dist/main.js
+//   anything else: the pod cannot start and the Deployment reports the image as not mapped.
 //   argv = entrypoint + container.command[1:] + container.args
-//   secret / configMap / emptyDir volumes are written to files under the work dir; every
-//   occurrence of a volumeMount's mountPath in command, args and env values is replaced by that
-//   directory (no mount namespaces: the files cannot appear at the container path itself).
-//   The pod's service account token, ca.crt and namespace are written the same way and
-//   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them; KUBERNETES_SERVICE_HOST/PORT
-//   point at this cluster's apiserver.
+//   secret / configMap / projected / downwardAPI / emptyDir volumes are written to files under the
+//   work dir (Secret and ConfigMap content is kept up to date in place, atomically, as a kubelet
+//   does); every occurrence of a volumeMount's mountPath in command, args and env values is
+//   replaced by that directory (no mount namespaces: the files cannot appear at the container path
+//   itself). The pod's service account token, ca.crt and namespace are written the same way and
+//   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them.
 import * as k8s from "@kubernetes/client-node";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { type ChildProcess, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
-import { mkdirSync, openSync, closeSync, rmSync, writeFileSync } from "node:fs";
-import { readFileSync } from "node:fs";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
 import { join } from "node:path";
-import { APISERVER_PORT, type ClusterName, HOST_ADDR, KUBELET_LABEL, repoRoot } from "./config.js";
+import { APISERVER_PORT, type ClusterName, HOST_ADDR, repoRoot } from "./config.js";
+import { type PodView, planRollout, surgeAndUnavailable } from "./rollout.js";
+import { type Payload, payloadDigest, writeAtomic } from "./volumes.js";
 
 const args = Object.fromEntries(
   process.argv.slice(2).map((a) => {
@@ -48,34 +50,102 @@ const caPem =
 const log = (m: string): void => {
   process.stdout.write(`${new Date().toISOString()} process-kubelet[${cluster}]: ${m}\n`);
 };
+const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split("\n")[0]!;
 
-interface Proc {
-  container: string;
+// ---------------------------------------------------------------- informers
+
+let kick: (() => void) | null = null;
+const wake = (): void => kick?.();
+
+function informer<T extends k8s.KubernetesObject>(
+  path: string,
+  list: () => Promise<k8s.KubernetesListObject<T>>,
+): k8s.Informer<T> & k8s.ObjectCache<T> {
+  const inf = k8s.makeInformer(kc, path, list);
+  for (const ev of ["add", "update", "delete"] as const) inf.on(ev, wake);
+  inf.on("error", (err: unknown) => {
+    log(`watch ${path} ended (${firstLine(err)}); restarting in 1s`);
+    setTimeout(() => {
+      inf.start().catch((e: unknown) => log(`watch ${path} restart failed: ${firstLine(e)}`));
+    }, 1_000);
+  });
+  return inf;
+}
+
+const deployments = informer<k8s.V1Deployment>("/apis/apps/v1/deployments", () =>
+  apps.listDeploymentForAllNamespaces(),
+);
+const secrets = informer<k8s.V1Secret>("/api/v1/secrets", () => core.listSecretForAllNamespaces());
+const configMaps = informer<k8s.V1ConfigMap>("/api/v1/configmaps", () => core.listConfigMapForAllNamespaces());
+
+// ---------------------------------------------------------------- pods
+
+interface Container {
+  name: string;
+  argv: string[];
+  env: NodeJS.ProcessEnv;
+  readiness?: k8s.V1Probe;
+  liveness?: k8s.V1Probe;
   child: ChildProcess | null;
   startedAt: number;
   restarts: number;
   nextStart: number;
-  ready: boolean;
   lastError?: string;
+  ready: boolean;
+  probing: { readiness: boolean; liveness: boolean };
+  lastProbe: { readiness: number; liveness: number };
+  /** consecutive results: >0 successes, <0 failures */
+  streak: { readiness: number; liveness: number };
 }
 
-interface Replica {
-  index: number;
+interface Volume {
   dir: string;
-  procs: Proc[];
-  argvs: { name: string; argv: string[]; env: NodeJS.ProcessEnv; probe?: k8s.V1Probe }[] | null;
-  error?: string;
+  /** the volume's source, to recompute its payload when a Secret or ConfigMap changes */
+  source: k8s.V1Volume;
+  digest: string;
 }
 
-interface Workload {
-  key: string;
+interface Pod {
+  name: string;
+  uid: string;
+  namespace: string;
+  deployment: string;
   hash: string;
-  dep: k8s.V1Deployment;
-  replicas: Replica[];
-  lastStatus?: string;
+  seq: number;
+  dir: string;
+  ip: string;
+  spec: k8s.V1PodSpec;
+  labels: Record<string, string>;
+  containers: Container[];
+  volumes: Volume[];
+  /** set once prepare() succeeded */
+  prepared: boolean;
+  preparing: boolean;
+  error?: string;
+  terminating: boolean;
+  saToken?: string;
 }
 
-const workloads = new Map<string, Workload>();
+/** The pod network: where a pod's processes run and what address they have. */
+interface PodNetwork {
+  setup(pod: Pod): void;
+  teardown(pod: Pod): void;
+  wrap(pod: Pod, argv: string[]): string[];
+}
+
+/** Every pod shares the cluster's own network namespace and address. */
+const hostNetwork: PodNetwork = {
+  setup(pod) {
+    pod.ip = HOST_ADDR[cluster];
+  },
+  teardown() {},
+  wrap: (_pod, argv) => argv,
+};
+
+const network: PodNetwork = hostNetwork;
+
+const pods = new Map<string, Pod>(); // by uid
+let podSeq = 0;
 
 function entrypoint(image: string): string[] | null {
   if (/^cpenv\.local\/node(:.*)?$/.test(image)) return [process.execPath];
@@ -84,65 +154,246 @@ function entrypoint(image: string): string[] | null {
   return null;
 }
 
-function specHash(d: k8s.V1Deployment): string {
+function templateHash(d: k8s.V1Deployment): string {
   return createHash("sha256")
-    .update(JSON.stringify([d.spec?.replicas ?? 1, d.spec?.template]))
+    .update(JSON.stringify(d.spec?.template ?? {}))
     .digest("hex")
-    .slice(0, 12);
+    .slice(0, 10);
 }
 
-async function prepare(d: k8s.V1Deployment, r: Replica): Promise<void> {
-  const ns = d.metadata!.namespace!;
-  const pod = d.spec!.template.spec!;
-  const podName = `${d.metadata!.name}-${r.index}`;
-  rmSync(r.dir, { recursive: true, force: true });
-  mkdirSync(r.dir, { recursive: true });
-  const mounts = new Map<string, string>(); // volume name -> host dir
-  for (const v of pod.volumes ?? []) {
-    const dir = join(r.dir, "volumes", v.name);
-    mkdirSync(dir, { recursive: true });
-    mounts.set(v.name, dir);
-    if (v.secret) {
-      const s = await core.readNamespacedSecret({ name: v.secret.secretName!, namespace: ns });
-      const items = v.secret.items ?? Object.keys(s.data ?? {}).map((k) => ({ key: k, path: k }));
-      for (const it of items) {
-        const val = s.data?.[it.key];
-        if (val !== undefined) writeFileSync(join(dir, it.path), Buffer.from(val, "base64"));
-      }
-    } else if (v.configMap) {
-      const cm = await core.readNamespacedConfigMap({ name: v.configMap.name!, namespace: ns });
-      const items = v.configMap.items ?? Object.keys(cm.data ?? {}).map((k) => ({ key: k, path: k }));
-      for (const it of items) {
-        const val = cm.data?.[it.key];
-        if (val !== undefined) writeFileSync(join(dir, it.path), val);
-      }
+const keyOf = (d: k8s.V1Deployment): string => `${d.metadata!.namespace}/${d.metadata!.name}`;
+
+function newPod(d: k8s.V1Deployment, hash: string): Pod {
+  const name = `${d.metadata!.name}-${hash}-${randomBytes(3).toString("hex").slice(0, 5)}`;
+  const uid = randomBytes(8).toString("hex");
+  const pod: Pod = {
+    name,
+    uid,
+    namespace: d.metadata!.namespace!,
+    deployment: keyOf(d),
+    hash,
+    seq: ++podSeq,
+    dir: join(workDir, `${d.metadata!.namespace}_${name}`),
+    ip: "",
+    spec: d.spec!.template.spec!,
+    labels: { ...(d.spec?.template.metadata?.labels ?? {}), "pod-template-hash": hash },
+    containers: [],
+    volumes: [],
+    prepared: false,
+    preparing: false,
+    terminating: false,
+  };
+  pods.set(uid, pod);
+  log(`created pod ${pod.namespace}/${name} for ${pod.deployment}`);
+  return pod;
+}
+
+function notFound(kind: string, ns: string, name: string): Error {
+  return new Error(`${kind} ${ns}/${name} not found`);
+}
+
+function secretData(ns: string, name: string, optional: boolean | undefined): Record<string, Buffer> | null {
+  const s = secrets.get(name, ns);
+  if (!s) {
+    if (optional) return null;
+    throw notFound("secret", ns, name);
+  }
+  const out: Record<string, Buffer> = {};
+  for (const [k, v] of Object.entries(s.data ?? {})) out[k] = Buffer.from(v, "base64");
+  for (const [k, v] of Object.entries(s.stringData ?? {})) out[k] = Buffer.from(v);
+  return out;
+}
+
+function configMapData(ns: string, name: string, optional: boolean | undefined): Record<string, Buffer> | null {
+  const cm = configMaps.get(name, ns);
+  if (!cm) {
+    if (optional) return null;
+    throw notFound("configmap", ns, name);
+  }
+  const out: Record<string, Buffer> = {};
+  for (const [k, v] of Object.entries(cm.data ?? {})) out[k] = Buffer.from(v);
+  for (const [k, v] of Object.entries(cm.binaryData ?? {})) out[k] = Buffer.from(v, "base64");
+  return out;
+}
+
+function addItems(
+  payload: Payload,
+  data: Record<string, Buffer> | null,
+  items: { key: string; path: string }[] | undefined,
+  what: string,
+  optional: boolean | undefined,
+): void {
+  if (!data) return;
+  if (!items) {
+    for (const [k, v] of Object.entries(data)) payload.set(k, v);
+    return;
+  }
+  for (const it of items) {
+    const v = data[it.key];
+    if (v === undefined) {
+      if (optional) continue;
+      throw new Error(`${what} has no key ${it.key}`);
+    }
+    payload.set(it.path, v);
+  }
+}
+
+function fieldValue(pod: Pod, path: string): string {
+  switch (path) {
+    case "metadata.namespace":
+      return pod.namespace;
+    case "metadata.name":
+      return pod.name;
+    case "metadata.uid":
+      return pod.uid;
+    case "status.podIP":
+      return pod.ip;
+    case "status.hostIP":
+      return HOST_ADDR[cluster];
+    case "spec.nodeName":
+      return cluster;
+    case "spec.serviceAccountName":
+      return pod.spec.serviceAccountName ?? "default";
+    default: {
+      const m = /^metadata\.labels\['(.+)'\]$/.exec(path);
+      if (m) return pod.labels[m[1]!] ?? "";
+      return "";
     }
   }
-  // Service account token (TokenRequest), like the projected volume a kubelet would mount.
-  const saDir = join(r.dir, "serviceaccount");
-  mkdirSync(saDir, { recursive: true });
+}
+
+/** The files a volume holds now (from the informer caches), or null for emptyDir. */
+function volumePayload(pod: Pod, v: k8s.V1Volume): Payload | null {
+  const ns = pod.namespace;
+  const payload: Payload = new Map();
+  if (v.secret) {
+    const name = v.secret.secretName!;
+    addItems(
+      payload,
+      secretData(ns, name, v.secret.optional),
+      v.secret.items,
+      `secret ${ns}/${name}`,
+      v.secret.optional,
+    );
+  } else if (v.configMap) {
+    const name = v.configMap.name!;
+    addItems(
+      payload,
+      configMapData(ns, name, v.configMap.optional),
+      v.configMap.items,
+      `configmap ${ns}/${name}`,
+      v.configMap.optional,
+    );
+  } else if (v.downwardAPI) {
+    for (const it of v.downwardAPI.items ?? [])
+      if (it.fieldRef) payload.set(it.path, fieldValue(pod, it.fieldRef.fieldPath));
+  } else if (v.projected) {
+    for (const s of v.projected.sources ?? []) {
+      if (s.secret) {
+        const name = s.secret.name!;
+        addItems(
+          payload,
+          secretData(ns, name, s.secret.optional),
+          s.secret.items,
+          `secret ${ns}/${name}`,
+          s.secret.optional,
+        );
+      } else if (s.configMap) {
+        const name = s.configMap.name!;
+        addItems(
+          payload,
+          configMapData(ns, name, s.configMap.optional),
+          s.configMap.items,
+          `configmap ${ns}/${name}`,
+          s.configMap.optional,
+        );
+      } else if (s.serviceAccountToken) {
+        payload.set(s.serviceAccountToken.path, pod.saToken ?? "");
+      } else if (s.downwardAPI) {
+        for (const it of s.downwardAPI.items ?? [])
+          if (it.fieldRef) payload.set(it.path, fieldValue(pod, it.fieldRef.fieldPath));
+      }
+    }
+  } else if (v.emptyDir) {
+    return null;
+  } else {
+    throw new Error(`volume ${v.name}: only secret, configMap, projected, downwardAPI and emptyDir are supported`);
+  }
+  return payload;
+}
+
+/** Rewrites Secret / ConfigMap backed volume files whose content changed (the process keeps running). */
+function refreshVolumes(pod: Pod): void {
+  for (const vol of pod.volumes) {
+    let payload: Payload | null;
+    try {
+      payload = volumePayload(pod, vol.source);
+    } catch (err) {
+      // A real kubelet keeps the last content when the source disappears; so do we.
+      log(`pod ${pod.namespace}/${pod.name} volume ${vol.source.name}: ${firstLine(err)}`);
+      continue;
+    }
+    if (!payload || payloadDigest(payload) === vol.digest) continue;
+    vol.digest = writeAtomic(vol.dir, payload);
+    log(`pod ${pod.namespace}/${pod.name}: updated volume ${vol.source.name}`);
+  }
+}
+
+async function prepare(pod: Pod): Promise<void> {
+  const ns = pod.namespace;
+  const spec = pod.spec;
+  // Images first: an unmapped one is the reason the pod cannot run, whatever else is wrong.
+  for (const c of spec.containers) {
+    if (!entrypoint(c.image ?? ""))
+      throw new Error(
+        `image ${c.image} of container ${c.name} is not mapped to a local command ` +
+          `(the process kubelet runs cpenv.local/node[:tag] and images containing "cluster-proxy")`,
+      );
+  }
+  rmSync(pod.dir, { recursive: true, force: true });
+  mkdirSync(pod.dir, { recursive: true });
   try {
     const tr = await core.createNamespacedServiceAccountToken({
-      name: pod.serviceAccountName ?? "default",
+      name: spec.serviceAccountName ?? "default",
       namespace: ns,
       body: { spec: { audiences: [], expirationSeconds: 24 * 3600 } },
     });
-    writeFileSync(join(saDir, "token"), tr.status?.token ?? "");
+    pod.saToken = tr.status?.token ?? "";
   } catch (err) {
-    log(`no service account token for ${ns}/${podName}: ${(err as Error).message.split("\n")[0]}`);
+    log(`no service account token for ${ns}/${pod.name}: ${firstLine(err)}`);
   }
-  writeFileSync(join(saDir, "ca.crt"), caPem);
-  writeFileSync(join(saDir, "namespace"), ns);
+  network.setup(pod);
+  pod.volumes = [];
+  const mounts = new Map<string, string>(); // volume name -> host dir
+  for (const v of spec.volumes ?? []) {
+    const dir = join(pod.dir, "volumes", v.name);
+    mounts.set(v.name, dir);
+    const payload = volumePayload(pod, v);
+    if (payload) pod.volumes.push({ dir, source: v, digest: writeAtomic(dir, payload) });
+    else mkdirSync(dir, { recursive: true });
+  }
+  // Service account token, like the projected volume a kubelet would mount.
+  const saDir = join(pod.dir, "serviceaccount");
+  if (spec.automountServiceAccountToken !== false) {
+    writeAtomic(
+      saDir,
+      new Map([
+        ["token", pod.saToken ?? ""],
+        ["ca.crt", caPem],
+        ["namespace", ns],
+      ]),
+    );
+  }
 
   const subs: [string, string][] = [["/var/run/secrets/kubernetes.io/serviceaccount", saDir]];
-  r.argvs = [];
-  for (const c of pod.containers) {
-    const ep = entrypoint(c.image ?? "");
-    if (!ep) throw new Error(`image ${c.image} of container ${c.name} is not mapped to a local command`);
+  const containers: Container[] = [];
+  for (const c of spec.containers) {
+    const ep = entrypoint(c.image ?? "")!;
     const cSubs = [...subs];
     for (const m of c.volumeMounts ?? []) {
       const dir = mounts.get(m.name);
-      if (dir) cSubs.push([m.mountPath.replace(/\/+$/, ""), m.subPath ? join(dir, m.subPath) : dir]);
+      if (!dir) throw new Error(`container ${c.name} mounts volume ${m.name}, which the pod does not define`);
+      cSubs.push([m.mountPath.replace(/\/+$/, ""), m.subPath ? join(dir, m.subPath) : dir]);
     }
     cSubs.sort((a, b) => b[0].length - a[0].length);
     const sub = (s: string): string => {
@@ -151,124 +402,200 @@ async function prepare(d: k8s.V1Deployment, r: Replica): Promise<void> {
     };
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
-      HOME: r.dir,
-      HOSTNAME: podName,
+      HOME: pod.dir,
+      HOSTNAME: pod.name,
       KUBERNETES_SERVICE_HOST: HOST_ADDR[cluster],
       KUBERNETES_SERVICE_PORT: String(APISERVER_PORT),
     };
     for (const ef of c.envFrom ?? []) {
-      if (ef.configMapRef) {
-        const cm = await core.readNamespacedConfigMap({ name: ef.configMapRef.name!, namespace: ns });
-        for (const [k, v] of Object.entries(cm.data ?? {})) env[`${ef.prefix ?? ""}${k}`] = v;
-      } else if (ef.secretRef) {
-        const s = await core.readNamespacedSecret({ name: ef.secretRef.name!, namespace: ns });
-        for (const [k, v] of Object.entries(s.data ?? {}))
-          env[`${ef.prefix ?? ""}${k}`] = Buffer.from(v, "base64").toString();
-      }
+      const data = ef.configMapRef
+        ? configMapData(ns, ef.configMapRef.name!, ef.configMapRef.optional)
+        : ef.secretRef
+          ? secretData(ns, ef.secretRef.name!, ef.secretRef.optional)
+          : null;
+      for (const [k, v] of Object.entries(data ?? {})) env[`${ef.prefix ?? ""}${k}`] = v.toString();
     }
     for (const e of c.env ?? []) {
       if (e.value !== undefined) env[e.name] = sub(e.value);
-      else if (e.valueFrom?.fieldRef) {
-        const f = e.valueFrom.fieldRef.fieldPath;
-        env[e.name] =
-          f === "metadata.namespace"
-            ? ns
-            : f === "metadata.name"
-              ? podName
-              : f === "status.podIP"
-                ? HOST_ADDR[cluster]
-                : f === "spec.nodeName"
-                  ? cluster
-                  : "";
-      } else if (e.valueFrom?.secretKeyRef) {
-        const s = await core.readNamespacedSecret({ name: e.valueFrom.secretKeyRef.name!, namespace: ns });
-        const v = s.data?.[e.valueFrom.secretKeyRef.key];
-        if (v !== undefined) env[e.name] = Buffer.from(v, "base64").toString();
+      else if (e.valueFrom?.fieldRef) env[e.name] = fieldValue(pod, e.valueFrom.fieldRef.fieldPath);
+      else if (e.valueFrom?.secretKeyRef) {
+        const r = e.valueFrom.secretKeyRef;
+        const v = secretData(ns, r.name!, r.optional)?.[r.key];
+        if (v !== undefined) env[e.name] = v.toString();
+        else if (!r.optional) throw new Error(`secret ${ns}/${r.name} has no key ${r.key}`);
       } else if (e.valueFrom?.configMapKeyRef) {
-        const cm = await core.readNamespacedConfigMap({ name: e.valueFrom.configMapKeyRef.name!, namespace: ns });
-        const v = cm.data?.[e.valueFrom.configMapKeyRef.key];
-        if (v !== undefined) env[e.name] = v;
+        const r = e.valueFrom.configMapKeyRef;
+        const v = configMapData(ns, r.name!, r.optional)?.[r.key];
+        if (v !== undefined) env[e.name] = v.toString();
+        else if (!r.optional) throw new Error(`configmap ${ns}/${r.name} has no key ${r.key}`);
       }
     }
-    const argv = [...ep, ...(c.command ?? []).slice(1).map(sub), ...(c.args ?? []).map(sub)];
-    r.argvs.push({ name: c.name, argv, env, probe: c.readinessProbe });
+    // $(VAR) references in command and args, as Kubernetes expands them.
+    const expand = (s: string): string => s.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, n: string) => env[n] ?? m);
+    const argv = [...ep, ...(c.command ?? []).slice(1), ...(c.args ?? [])].map((a, i) =>
+      i < ep.length ? a : sub(expand(a)),
+    );
+    containers.push({
+      name: c.name,
+      argv,
+      env,
+      readiness: c.readinessProbe,
+      liveness: c.livenessProbe,
+      child: null,
+      startedAt: 0,
+      restarts: 0,
+      nextStart: 0,
+      ready: false,
+      probing: { readiness: false, liveness: false },
+      lastProbe: { readiness: 0, liveness: 0 },
+      streak: { readiness: 0, liveness: 0 },
+    });
   }
+  pod.containers = containers;
 }
 
-function startProc(w: Workload, r: Replica, i: number): void {
-  const spec = r.argvs![i]!;
-  const p = r.procs[i]!;
-  const logFile = join(r.dir, `${spec.name}.log`);
+function startContainer(pod: Pod, c: Container): void {
+  const logFile = join(pod.dir, `${c.name}.log`);
   const fd = openSync(logFile, "a");
-  const child = spawn(spec.argv[0]!, spec.argv.slice(1), { cwd: r.dir, env: spec.env, stdio: ["ignore", fd, fd] });
+  const argv = network.wrap(pod, c.argv);
+  const child = spawn(argv[0]!, argv.slice(1), { cwd: pod.dir, env: c.env, stdio: ["ignore", fd, fd] });
   closeSync(fd);
-  p.child = child;
-  p.startedAt = Date.now();
-  p.ready = false;
-  log(`started ${w.key}#${r.index}/${spec.name} pid ${child.pid}: ${spec.argv.join(" ")}`);
+  c.child = child;
+  c.startedAt = Date.now();
+  c.ready = false;
+  c.streak = { readiness: 0, liveness: 0 };
+  c.lastProbe = { readiness: 0, liveness: 0 };
+  log(`started ${pod.namespace}/${pod.name}/${c.name} pid ${child.pid}: ${c.argv.join(" ")}`);
   child.on("error", (err) => {
-    p.lastError = err.message;
+    c.lastError = err.message;
   });
   child.on("exit", (code, sig) => {
-    if (p.child !== child) return;
-    p.child = null;
-    p.ready = false;
-    p.restarts++;
-    const backoff = Math.min(30_000, 1_000 * 2 ** Math.min(p.restarts - 1, 5));
-    p.nextStart = Date.now() + backoff;
-    p.lastError = `exited ${code ?? sig}`;
-    log(`${w.key}#${r.index}/${spec.name} exited (${code ?? sig}); restart ${p.restarts} in ${backoff}ms`);
+    if (c.child !== child) return;
+    c.child = null;
+    c.ready = false;
+    c.restarts++;
+    const backoff = Math.min(30_000, 1_000 * 2 ** Math.min(c.restarts - 1, 5));
+    c.nextStart = Date.now() + backoff;
+    c.lastError = `container ${c.name} exited ${code ?? sig}`;
+    log(`${pod.namespace}/${pod.name}/${c.name} exited (${code ?? sig}); restart ${c.restarts} in ${backoff}ms`);
+    wake();
   });
 }
 
-function probe(pr: k8s.V1Probe | undefined, p: Proc): Promise<boolean> {
-  if (!p.child) return Promise.resolve(false);
-  if (!pr) return Promise.resolve(Date.now() - p.startedAt >= 1_000);
-  if (Date.now() - p.startedAt < (pr.initialDelaySeconds ?? 0) * 1000) return Promise.resolve(false);
-  const port = Number(pr.tcpSocket?.port ?? pr.httpGet?.port);
+function runProbe(pod: Pod, c: Container, pr: k8s.V1Probe): Promise<boolean> {
+  const timeoutMs = (pr.timeoutSeconds ?? 1) * 1000;
+  const port = (p: number | string | undefined): number => {
+    if (typeof p === "number") return p;
+    const spec = pod.spec.containers.find((x) => x.name === c.name);
+    const named = spec?.ports?.find((x) => x.name === p)?.containerPort;
+    return named ?? Number(p);
+  };
   return new Promise((resolve) => {
-    const done = (ok: boolean): void => resolve(ok);
     if (pr.tcpSocket) {
-      const s = net.connect({ host: "127.0.0.1", port }, () => {
+      const s = net.connect({ host: pod.ip, port: port(pr.tcpSocket.port) }, () => {
         s.destroy();
-        done(true);
+        resolve(true);
       });
-      s.setTimeout(1_000, () => {
+      s.setTimeout(timeoutMs, () => {
         s.destroy();
-        done(false);
+        resolve(false);
       });
-      s.on("error", () => done(false));
+      s.on("error", () => resolve(false));
     } else if (pr.httpGet) {
       const mod = pr.httpGet.scheme === "HTTPS" ? https : http;
       const req = mod.get(
-        { host: "127.0.0.1", port, path: pr.httpGet.path ?? "/", timeout: 1_000, rejectUnauthorized: false },
+        {
+          host: pod.ip,
+          port: port(pr.httpGet.port),
+          path: pr.httpGet.path ?? "/",
+          timeout: timeoutMs,
+          rejectUnauthorized: false,
+          headers: Object.fromEntries((pr.httpGet.httpHeaders ?? []).map((h) => [h.name, h.value])),
+        },
         (res) => {
           res.resume();
-          done((res.statusCode ?? 500) >= 200 && (res.statusCode ?? 500) < 400);
+          resolve((res.statusCode ?? 500) >= 200 && (res.statusCode ?? 500) < 400);
         },
       );
-      req.on("error", () => done(false));
+      req.on("error", () => resolve(false));
       req.on("timeout", () => {
         req.destroy();
-        done(false);
+        resolve(false);
       });
+    } else if (pr.exec?.command?.length) {
+      // Runs in the pod's network, with the container's environment.
+      const argv = network.wrap(pod, pr.exec.command);
+      const r = spawnSync(argv[0]!, argv.slice(1), { env: c.env, cwd: pod.dir, timeout: timeoutMs, stdio: "ignore" });
+      resolve(r.status === 0);
     } else {
-      done(Date.now() - p.startedAt >= 1_000); // exec probes: running is ready
+      resolve(true);
     }
   });
 }
 
-function stopReplica(r: Replica): Promise<void> {
-  const kids = r.procs.map((p) => p.child).filter((c): c is ChildProcess => !!c && c.exitCode === null);
-  for (const p of r.procs) p.child = null;
-  return Promise.all(
+/** Starts due probes (without waiting) and applies their results when they finish. */
+function probeContainer(pod: Pod, c: Container): void {
+  if (!c.child) {
+    c.ready = false;
+    return;
+  }
+  const now = Date.now();
+  for (const kind of ["readiness", "liveness"] as const) {
+    const pr = kind === "readiness" ? c.readiness : c.liveness;
+    if (!pr) {
+      // Without a readiness probe a container is ready once it has run for a second.
+      if (kind === "readiness") c.ready = now - c.startedAt >= 1_000;
+      continue;
+    }
+    if (c.probing[kind]) continue;
+    if (now - c.startedAt < (pr.initialDelaySeconds ?? 0) * 1000) continue;
+    if (now - c.lastProbe[kind] < (pr.periodSeconds ?? 10) * 1000) continue;
+    c.probing[kind] = true;
+    c.lastProbe[kind] = now;
+    const child = c.child;
+    void runProbe(pod, c, pr).then((ok) => {
+      c.probing[kind] = false;
+      if (c.child !== child) return;
+      const s = c.streak[kind];
+      c.streak[kind] = ok ? Math.max(s, 0) + 1 : Math.min(s, 0) - 1;
+      if (kind === "readiness") {
+        const was = c.ready;
+        if (c.streak[kind] >= (pr.successThreshold ?? 1)) c.ready = true;
+        if (-c.streak[kind] >= (pr.failureThreshold ?? 3)) c.ready = false;
+        if (was !== c.ready) {
+          log(`${pod.namespace}/${pod.name}/${c.name} ${c.ready ? "ready" : "not ready"}`);
+          wake();
+        }
+      } else if (-c.streak[kind] >= (pr.failureThreshold ?? 3)) {
+        log(`${pod.namespace}/${pod.name}/${c.name} failed its liveness probe; restarting it`);
+        c.lastError = `container ${c.name} failed its liveness probe`;
+        child.kill("SIGTERM");
+        const t = setTimeout(() => child.kill("SIGKILL"), 5_000);
+        child.once("exit", () => clearTimeout(t));
+      }
+    });
+  }
+}
+
+const podReady = (p: Pod): boolean =>
+  !p.terminating && p.prepared && p.containers.length > 0 && p.containers.every((c) => c.ready);
+
+async function stopPod(pod: Pod): Promise<void> {
+  if (pod.terminating) return;
+  pod.terminating = true;
+  log(`stopping pod ${pod.namespace}/${pod.name}`);
+  wake();
+  const grace = Math.min(30, pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+  const kids = pod.containers.map((c) => c.child).filter((c): c is ChildProcess => !!c && c.exitCode === null);
+  for (const c of pod.containers) c.child = null;
+  await Promise.all(
     kids.map(
       (c) =>
         new Promise<void>((resolve) => {
           const t = setTimeout(() => {
             c.kill("SIGKILL");
             resolve();
-          }, 5_000);
+          }, grace);
           c.once("exit", () => {
             clearTimeout(t);
             resolve();
@@ -276,67 +603,100 @@ function stopReplica(r: Replica): Promise<void> {
           c.kill("SIGTERM");
         }),
     ),
-  ).then(() => undefined);
-}
-
-async function stopWorkload(w: Workload): Promise<void> {
-  await Promise.all(w.replicas.map(stopReplica));
-}
-
-function newWorkload(key: string, d: k8s.V1Deployment): Workload {
-  const n = d.spec?.replicas ?? 1;
-  const containers = d.spec?.template.spec?.containers ?? [];
-  return {
-    key,
-    hash: specHash(d),
-    dep: d,
-    replicas: Array.from({ length: n }, (_, index) => ({
-      index,
-      dir: join(workDir, key.replace("/", "_"), String(index)),
-      argvs: null,
-      procs: containers.map((c) => ({
-        container: c.name,
-        child: null,
-        startedAt: 0,
-        restarts: 0,
-        nextStart: 0,
-        ready: false,
-      })),
-    })),
-  };
-}
-
-async function tick(w: Workload): Promise<void> {
-  for (const r of w.replicas) {
-    if (!r.argvs) {
-      try {
-        await prepare(w.dep, r);
-        r.error = undefined;
-      } catch (err) {
-        r.error = (err as Error).message.split("\n")[0];
-        r.argvs = null;
-        continue;
-      }
-    }
-    for (let i = 0; i < r.procs.length; i++) {
-      const p = r.procs[i]!;
-      if (!p.child && Date.now() >= p.nextStart) startProc(w, r, i);
-      p.ready = await probe(r.argvs![i]!.probe, p);
-    }
+  );
+  try {
+    network.teardown(pod);
+  } catch (err) {
+    log(`pod ${pod.namespace}/${pod.name} network teardown: ${firstLine(err)}`);
   }
-  await writeStatus(w);
+  rmSync(pod.dir, { recursive: true, force: true });
+  pods.delete(pod.uid);
+  wake();
 }
 
-async function writeStatus(w: Workload): Promise<void> {
-  const want = w.replicas.length;
-  const ready = w.replicas.filter((r) => r.procs.length > 0 && r.procs.every((p) => p.ready)).length;
-  const errors = w.replicas
-    .map((r) => r.error ?? r.procs.find((p) => p.lastError && !p.ready)?.lastError)
-    .filter(Boolean);
-  const available = ready >= want;
-  const [ns, name] = w.key.split("/") as [string, string];
-  const summary = JSON.stringify([w.dep.metadata?.generation, want, ready, errors[0] ?? ""]);
-  if (summary === w.lastStatus) return;
+function tickPod(pod: Pod): void {
+  if (pod.terminating) return;
+  if (!pod.prepared) {
+    if (pod.preparing) return;
+    pod.preparing = true;
+    prepare(pod).then(
+      () => {
+        pod.prepared = true;
+        pod.preparing = false;
+        pod.error = undefined;
+        wake();
+      },
+      (err: unknown) => {
+        pod.preparing = false;
+        pod.error = firstLine(err);
+        try {
+          network.teardown(pod);
+        } catch {
+          /* nothing set up */
+        }
+      },
+    );
+    return;
+  }
+  refreshVolumes(pod);
+  for (const c of pod.containers) {
+    if (!c.child && Date.now() >= c.nextStart) startContainer(pod, c);
+    probeContainer(pod, c);
+  }
+}
+
+// ---------------------------------------------------------------- deployments
+
+const lastStatus = new Map<string, string>();
+
+function reconcileDeployment(d: k8s.V1Deployment, mine: Pod[]): void {
+  const hash = templateHash(d);
+  const views: PodView[] = mine.map((p) => ({
+    name: p.uid,
+    hash: p.hash,
+    ready: podReady(p),
+    terminating: p.terminating,
+    seq: p.seq,
+  }));
+  let plan;
+  try {
+    plan = planRollout(d.spec?.replicas ?? 1, hash, d.spec?.strategy, views);
+  } catch (err) {
+    log(`${keyOf(d)}: ${firstLine(err)}`);
+    return;
+  }
+  for (const uid of plan.delete) {
+    const p = pods.get(uid);
+    if (p) void stopPod(p);
+  }
+  for (let i = 0; i < plan.create; i++) newPod(d, hash);
+}
+
+async function writeStatus(d: k8s.V1Deployment, mine: Pod[]): Promise<void> {
+  const key = keyOf(d);
+  const hash = templateHash(d);
+  const desired = d.spec?.replicas ?? 1;
+  const live = mine.filter((p) => !p.terminating);
+  const updated = live.filter((p) => p.hash === hash);
+  const ready = live.filter(podReady).length;
+  const updatedReady = updated.filter(podReady).length;
+  const { unavailable: maxUnavailable } =
+    d.spec?.strategy?.type === "Recreate" ? { unavailable: 0 } : surgeAndUnavailable(desired, d.spec?.strategy);
+  const available = ready >= desired - maxUnavailable;
+  const complete = updated.length === desired && live.length === desired && updatedReady === desired;
+  const problem = live
+    .map((p) => p.error ?? p.containers.find((c) => c.lastError && !c.ready)?.lastError)
+    .find(Boolean);
+  const summary = JSON.stringify([
+    d.metadata?.generation,
+    live.length,
+    updated.length,
+    ready,
+    available,
+    complete,
+    problem ?? "",
+  ]);
+  if (lastStatus.get(key) === summary) return;
   const now = new Date();
   const cond = (type: string, status: boolean, reason: string, message: string): k8s.V1DeploymentCondition => ({
     type,
@@ -346,112 +706,117 @@ async function writeStatus(w: Workload): Promise<void> {
     lastUpdateTime: now,
     lastTransitionTime: now,
   });
+  const detail = `${ready}/${desired} ready${problem ? `: ${problem}` : ""}`;
+  const [namespace, name] = key.split("/") as [string, string];
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      const cur = await apps.readNamespacedDeploymentStatus({ name, namespace: ns });
+      const cur = await apps.readNamespacedDeploymentStatus({ name, namespace });
+      const prev = Object.fromEntries((cur.status?.conditions ?? []).map((c) => [c.type, c]));
+      const keep = (c: k8s.V1DeploymentCondition): k8s.V1DeploymentCondition =>
+        prev[c.type]?.status === c.status ? { ...c, lastTransitionTime: prev[c.type]!.lastTransitionTime } : c;
       cur.status = {
         observedGeneration: cur.metadata?.generation,
-        replicas: want,
-        updatedReplicas: want,
+        replicas: live.length,
+        updatedReplicas: updated.length,
         readyReplicas: ready,
         availableReplicas: ready,
-        unavailableReplicas: want - ready || undefined,
+        unavailableReplicas: Math.max(0, desired - ready) || undefined,
         conditions: [
-          cond(
-            "Available",
-            available,
-            available ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable",
-            available
-              ? "Deployment has minimum availability."
-              : `process kubelet: ${ready}/${want} ready${errors[0] ? `: ${errors[0]}` : ""}`,
+          keep(
+            cond(
+              "Available",
+              available,
+              available ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable",
+              available ? "Deployment has minimum availability." : `process kubelet: ${detail}`,
+            ),
           ),
-          cond("Progressing", true, available ? "NewReplicaSetAvailable" : "ReplicaSetUpdated", "process kubelet"),
+          keep(
+            cond(
+              "Progressing",
+              true,
+              complete ? "NewReplicaSetAvailable" : "ReplicaSetUpdated",
+              complete
+                ? `process kubelet: ${key} (template ${hash}) has successfully progressed.`
+                : `process kubelet: rolling out template ${hash}: ${updated.length} updated, ${detail}`,
+            ),
+          ),
         ],
       };
-      await apps.replaceNamespacedDeploymentStatus({ name, namespace: ns, body: cur });
-      w.lastStatus = summary;
+      await apps.replaceNamespacedDeploymentStatus({ name, namespace, body: cur });
+      lastStatus.set(key, summary);
       return;
     } catch (err) {
       const code = (err as { code?: number }).code;
       if (code === 404) return;
-      if (attempt === 2) log(`status update of ${w.key} failed: ${(err as Error).message.split("\n")[0]}`);
+      if (attempt === 2) log(`status update of ${key} failed: ${firstLine(err)}`);
     }
   }
 }
 
 let stopping = false;
 
-async function syncAll(list: k8s.V1Deployment[]): Promise<void> {
+async function syncAll(): Promise<void> {
+  const byKey = new Map<string, Pod[]>();
+  for (const p of pods.values()) {
+    const l = byKey.get(p.deployment) ?? [];
+    l.push(p);
+    byKey.set(p.deployment, l);
+  }
   const seen = new Set<string>();
-  for (const d of list) {
+  for (const d of deployments.list()) {
     if (d.metadata?.deletionTimestamp) continue;
-    const key = `${d.metadata!.namespace}/${d.metadata!.name}`;
+    const key = keyOf(d);
     seen.add(key);
-    const h = specHash(d);
-    let w = workloads.get(key);
-    if (w && w.hash !== h) {
-      log(`${key} changed; restarting its processes`);
-      await stopWorkload(w);
-      w = undefined;
-    }
-    if (!w) {
-      w = newWorkload(key, d);
-      workloads.set(key, w);
-    }
-    w.dep = d;
+    reconcileDeployment(d, byKey.get(key) ?? []);
   }
-  for (const [key, w] of workloads) {
-    if (!seen.has(key)) {
-      log(`${key} deleted; stopping its processes`);
-      workloads.delete(key);
-      await stopWorkload(w);
-      for (const r of w.replicas) rmSync(r.dir, { recursive: true, force: true });
+  for (const p of pods.values()) {
+    if (!seen.has(p.deployment) && !p.terminating) {
+      log(`${p.deployment} deleted; stopping pod ${p.name}`);
+      void stopPod(p);
     }
   }
-  for (const w of workloads.values()) await tick(w);
-}
-
-// List every second plus a watch that triggers an immediate sync on any change: simple, and
-// resilient to watch drops without any informer state.
-let kick: (() => void) | null = null;
-async function watchLoop(): Promise<void> {
-  const watch = new k8s.Watch(kc);
-  while (!stopping) {
-    await new Promise<void>((resolve) => {
-      watch
-        .watch(
-          "/apis/apps/v1/deployments",
-          { labelSelector: KUBELET_LABEL, allowWatchBookmarks: false },
-          () => kick?.(),
-          () => resolve(),
-        )
-        .catch(() => resolve());
-    });
-    await new Promise((r) => setTimeout(r, 1_000));
+  for (const p of [...pods.values()]) tickPod(p);
+  // Status after the pods moved on (pods may have been created or stopped just now).
+  const after = new Map<string, Pod[]>();
+  for (const p of pods.values()) after.set(p.deployment, [...(after.get(p.deployment) ?? []), p]);
+  for (const d of deployments.list()) {
+    if (!d.metadata?.deletionTimestamp) await writeStatus(d, after.get(keyOf(d)) ?? []);
   }
+  for (const k of lastStatus.keys()) if (!seen.has(k)) lastStatus.delete(k);
 }
 
 async function main(): Promise<void> {
   mkdirSync(workDir, { recursive: true });
-  log(`watching Deployments labelled ${KUBELET_LABEL} (work dir ${workDir})`);
-  void watchLoop();
+  log(`running every Deployment in ${cluster} (work dir ${workDir})`);
   const shutdown = async (): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    await Promise.all([...workloads.values()].map(stopWorkload));
+    kick?.();
+    await Promise.all([...pods.values()].map((p) => stopPod(p)));
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown());
   process.on("SIGINT", () => void shutdown());
+  for (const inf of [secrets, configMaps, deployments]) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await inf.start();
+        break;
+      } catch (err) {
+        if (attempt >= 60) throw err;
+        log(`informer start failed (${firstLine(err)}); retrying`);
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
+  }
   while (!stopping) {
     try {
-      const list = await apps.listDeploymentForAllNamespaces({ labelSelector: KUBELET_LABEL });
-      await syncAll(list.items);
+      await syncAll();
     } catch (err) {
-      log(`sync failed: ${(err as Error).message.split("\n")[0]}`);
+      log(`sync failed: ${firstLine(err)}`);
     }
     await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, 1_000);
+      const t = setTimeout(resolve, 500);
       kick = () => {
         clearTimeout(t);
         resolve();
@@ -461,4 +826,7 @@ async function main(): Promise<void> {
   }
 }
 
-void main();
+main().catch((err: unknown) => {
+  log(`fatal: ${firstLine(err)}`);
+  process.exit(1);
+});
