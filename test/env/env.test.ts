@@ -311,6 +311,19 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
     }
   });
 
+  test("the apiserver certificates carry no cluster-name SAN (real ones do not)", () => {
+    for (const c of ["hub", "mc1", "mc2"] as const) {
+      const script =
+        `const s=require("tls").connect({host:${JSON.stringify(HOST_ADDR[c])},port:6443,rejectUnauthorized:false},()=>{` +
+        `console.log(s.getPeerCertificate().subjectaltname);s.destroy()});s.on("error",e=>console.log("error "+e.code));`;
+      const sans = env.exec("lab", process.execPath, ["-e", script]).stdout.trim();
+      assert.match(sans, /DNS:kubernetes\.default\.svc/, `${c}: ${sans}`);
+      const names = sans.split(", ").map((x) => x.replace(/^(DNS|IP Address):/, ""));
+      for (const cluster of ["hub", "mc1", "mc2"])
+        assert.ok(!names.includes(cluster), `${c}'s certificate names ${cluster}: ${sans}`);
+    }
+  });
+
   test("the hub cannot open a connection to mc1's apiserver; mc1 reaches the hub's", () => {
     const hubToMc1 = env.exec("hub", process.execPath, ["-e", probeScript(HOST_ADDR.mc1, 6443, 3000)]).stdout.trim();
     assert.equal(hubToMc1, "failed: timeout", "new connections from the hub into mc1 must be dropped");

@@ -100,7 +100,7 @@ export function createPki(): void {
       `/CN=kube-apiserver`,
       "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n" +
         `subjectAltName=IP:${HOST_ADDR[c]},IP:127.0.0.1,IP:${firstServiceIp(SERVICE_CIDR[c])},DNS:localhost,DNS:kubernetes,` +
-        `DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:${c}\n`,
+        `DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n`,
     );
     const client =
       "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n";
