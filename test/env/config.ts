@@ -33,6 +33,7 @@ export const CLUSTERS: readonly ClusterName[] = ["hub", "mc1", "mc2"];
 export const MANAGED: readonly ClusterName[] = ["mc1", "mc2"];
 
 export const nsOf = (name: ClusterName | "lab"): string => `${NS_PREFIX}${name}`;
+/** The environment's four namespaces; pods' namespaces (podNsPrefix) come and go with the pods. */
 export const ALL_NAMESPACES = [nsOf("hub"), nsOf("mc1"), nsOf("mc2"), nsOf("lab")];
 
 /**
@@ -63,12 +64,49 @@ export const LINKS: readonly Link[] = [
 /** Interface name of the end of a link that lives in `self`, pointing at `peer`, e.g. "mc1-hub". */
 export const ifName = (self: string, peer: string): string => `${self}-${peer}`;
 
-/** Virtual service ranges (allocation only: nothing routes them). */
+/**
+ * Virtual Service (ClusterIP) ranges: the apiserver allocates from them and only the cluster's own
+ * namespace and its pods route them (to a dummy device, where the Service DNAT applies).
+ */
 export const SERVICE_CIDR: Record<ClusterName, string> = {
   hub: "10.200.100.0/24",
   mc1: "10.200.101.0/24",
   mc2: "10.200.102.0/24",
 };
+
+/** Each pod's own address comes from its cluster's pod range, routed like the cluster's host address. */
+export const POD_CIDR: Record<ClusterName, string> = {
+  hub: "10.200.20.0/24",
+  mc1: "10.200.21.0/24",
+  mc2: "10.200.22.0/24",
+};
+
+/**
+ * LoadBalancer ingress addresses, routed like the cluster's host address (as a cloud load balancer
+ * in the cluster's network would be): a hub LoadBalancer is reachable from the managed clusters, a
+ * managed cluster's is not from the hub (the firewall drops it like any new connection from there).
+ */
+export const LB_POOL: Record<ClusterName, string> = {
+  hub: "10.200.30.0/24",
+  mc1: "10.200.31.0/24",
+  mc2: "10.200.32.0/24",
+};
+
+/** The address range pods route to their node (everything of the environment is inside it). */
+export const ENV_CIDR = "10.200.0.0/16";
+
+/** Address `host` (1-254) of a /24 range. */
+export const addrIn = (cidr: string, host: number): string => `${cidr.split(".").slice(0, 3).join(".")}.${host}`;
+
+/** The kube-system/kube-dns Service's ClusterIP (the cluster DNS served by the process kubelet). */
+export const dnsServiceIp = (c: ClusterName): string => addrIn(SERVICE_CIDR[c], 10);
+
+/** Network namespace of a pod: <prefix><cluster>-pod-<last octet of its address>. */
+export const podNsPrefix = (c: ClusterName): string => `${NS_PREFIX}${c}-pod-`;
+
+/** Address ranges that live in a namespace and are routed to it by its neighbours. */
+export const routedRanges = (name: ClusterName | "lab"): string[] =>
+  name === "lab" ? [`${HOST_ADDR.lab}/32`] : [`${HOST_ADDR[name]}/32`, POD_CIDR[name], LB_POOL[name]];
 
 export const APISERVER_PORT = 6443;
 export const apiserverUrl = (c: ClusterName): string => `https://${HOST_ADDR[c]}:${APISERVER_PORT}`;
@@ -98,3 +136,11 @@ export const paths = {
   /** Unix socket (in the lab namespace's bridge) forwarding to the cluster's apiserver. */
   bridgeSocket: (c: ClusterName): string => join(stateDir, "run", `${c}-apiserver.sock`),
 };
+
+/** Annotation on each Pod object: the pod's network namespace (for `ip netns exec`). */
+export const NETNS_ANNOTATION = "cpenv.cluster-proxy.io/netns";
+/**
+ * Annotation on a LoadBalancer Service choosing what its status.loadBalancer.ingress holds:
+ * "ip" (default), "hostname" (a hostname only, as AWS load balancers report) or "ip+hostname".
+ */
+export const LB_INGRESS_ANNOTATION = "cpenv.cluster-proxy.io/load-balancer-ingress";

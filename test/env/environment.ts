@@ -186,9 +186,10 @@ function startProc(
   cmd: string,
   args: string[],
   env?: NodeJS.ProcessEnv,
+  netOnly = false,
 ): ProcRecord {
   const logFile = join(paths.logs, `${name}.log`);
-  const pid = startDetached(nsOf(c), cmd, args, logFile, env ?? process.env, repoRoot);
+  const pid = startDetached(nsOf(c), cmd, args, logFile, env ?? process.env, repoRoot, netOnly);
   const rec = { name, ns: nsOf(c), pid, log: logFile };
   state.procs.push(rec);
   writeState(state);
@@ -581,16 +582,26 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
 
       log("starting klusterlet agents in mc1, mc2 and the process kubelets ...");
       const agents = MANAGED.map((mc) => startKlusterlet(state, mc));
+      // Network namespace only: the kubelet creates its pods' namespaces (ip netns add), which
+      // must be visible to everyone (teardown, `ip netns exec` from the tests).
       const kubelets = CLUSTERS.map((c) =>
-        startProc(state, c, `${c}-process-kubelet`, process.execPath, [
-          "--conditions=source",
-          "--import",
-          "tsx",
-          join(repoRoot, "test", "env", "kubelet.ts"),
-          `--cluster=${c}`,
-          `--kubeconfig=${paths.localKubeconfig(c)}`,
-          `--work-dir=${join(paths.data, c, "kubelet")}`,
-        ]),
+        startProc(
+          state,
+          c,
+          `${c}-process-kubelet`,
+          process.execPath,
+          [
+            "--conditions=source",
+            "--import",
+            "tsx",
+            join(repoRoot, "test", "env", "kubelet.ts"),
+            `--cluster=${c}`,
+            `--kubeconfig=${paths.localKubeconfig(c)}`,
+            `--work-dir=${join(paths.data, c, "kubelet")}`,
+          ],
+          process.env,
+          true,
+        ),
       );
       const all = [...core, ...hubProcs, ...agents, ...kubelets];
 

@@ -50,6 +50,9 @@ export function runIn(ns: string, cmd: string, args: string[], opts: RunOptions 
 /**
  * Starts a long-running process detached (own session), in namespace `ns`, output appended to
  * `logFile`. `ip netns exec` execs the command, so the returned PID is the process itself.
+ * `netOnly` enters only the network namespace (nsenter --net), keeping the caller's mount
+ * namespace: needed by a process that itself creates named network namespaces (`ip netns add`
+ * inside `ip netns exec`'s private mount namespace would not be seen by anyone else).
  */
 export function startDetached(
   ns: string,
@@ -58,10 +61,12 @@ export function startDetached(
   logFile: string,
   env?: NodeJS.ProcessEnv,
   cwd?: string,
+  netOnly = false,
 ): number {
   const fd = openSync(logFile, "a");
   try {
-    const child = spawn("ip", ["netns", "exec", ns, cmd, ...args], {
+    const [launcher, ...launch] = netOnly ? ["nsenter", `--net=/run/netns/${ns}`, "--"] : ["ip", "netns", "exec", ns];
+    const child = spawn(launcher, [...launch, cmd, ...args], {
       detached: true,
       stdio: ["ignore", fd, fd],
       env: env ?? process.env,

@@ -9,7 +9,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { readFileSync } from "node:fs";
 import net from "node:net";
-import { CLUSTERS, type ClusterName, nsOf, paths, stateDir } from "./config.js";
+import { CLUSTERS, type ClusterName, NETNS_ANNOTATION, nsOf, paths, stateDir } from "./config.js";
 import { type RunResult, runIn } from "./exec.js";
 import { type EnvState, down, log, up } from "./environment.js";
 import { pkiFile } from "./pki.js";
@@ -36,6 +36,18 @@ export interface TestEnv {
     args: string[],
     opts?: { timeoutMs?: number; allowFail?: boolean },
   ): RunResult;
+  /**
+   * Runs a command inside a pod's own network namespace (and with its /etc/resolv.conf: cluster
+   * DNS), found from the Pod object that the process kubelet writes.
+   */
+  podExec(
+    c: ClusterName,
+    namespace: string,
+    pod: string,
+    cmd: string,
+    args: string[],
+    opts?: { timeoutMs?: number; allowFail?: boolean },
+  ): Promise<RunResult>;
   /** Stops the forwarders; tears the environment down if this fixture started it (unless CPENV_KEEP=1). */
   close(): Promise<void>;
 }
@@ -124,6 +136,12 @@ export async function startTestEnv(): Promise<TestEnv> {
       ),
     exec: (where, cmd, args, opts = {}) =>
       runIn(nsOf(where), cmd, args, { timeoutMs: opts.timeoutMs ?? 30_000, allowFail: opts.allowFail }),
+    podExec: async (c, namespace, pod, cmd, args, opts = {}) => {
+      const p = await kcOf(c).makeApiClient(k8s.CoreV1Api).readNamespacedPod({ name: pod, namespace });
+      const netns = p.metadata?.annotations?.[NETNS_ANNOTATION];
+      if (!netns) throw new Error(`pod ${namespace}/${pod} in ${c} has no network namespace (hostNetwork?)`);
+      return runIn(netns, cmd, args, { timeoutMs: opts.timeoutMs ?? 30_000, allowFail: opts.allowFail });
+    },
     close: async () => {
       if (closed) return;
       closed = true;

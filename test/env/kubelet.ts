@@ -26,9 +26,26 @@ import http from "node:http";
 import https from "node:https";
 import net from "node:net";
 import { join } from "node:path";
-import { APISERVER_PORT, type ClusterName, HOST_ADDR, repoRoot } from "./config.js";
+import {
+  APISERVER_PORT,
+  type ClusterName,
+  HOST_ADDR,
+  LB_INGRESS_ANNOTATION,
+  LB_POOL,
+  NETNS_ANNOTATION,
+  addrIn,
+  dnsServiceIp,
+  podNsPrefix,
+  repoRoot,
+} from "./config.js";
+import { LB_DOMAIN, clusterResolver, serveDns } from "./dns.js";
+import { run } from "./exec.js";
+import { type PodNet, PodIpam, setupPodNetwork, teardownPodNetwork } from "./podnet.js";
 import { type PodView, planRollout, surgeAndUnavailable } from "./rollout.js";
+import { type ServiceRule, renderServiceTable, resolveTargetPort } from "./services.js";
 import { type Payload, payloadDigest, writeAtomic } from "./volumes.js";
+
+const MANAGED_BY = "process-kubelet.cpenv.cluster-proxy.io";
 
 const args = Object.fromEntries(
   process.argv.slice(2).map((a) => {
@@ -43,6 +60,8 @@ const kc = new k8s.KubeConfig();
 kc.loadFromFile(args.kubeconfig!);
 const apps = kc.makeApiClient(k8s.AppsV1Api);
 const core = kc.makeApiClient(k8s.CoreV1Api);
+const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
+const nodeAddr = HOST_ADDR[cluster];
 const caPem =
   readFileSync(kc.getCurrentCluster()!.caFile ?? "/dev/null", "utf8") ||
   Buffer.from(kc.getCurrentCluster()!.caData ?? "", "base64").toString();
@@ -77,6 +96,11 @@ const deployments = informer<k8s.V1Deployment>("/apis/apps/v1/deployments", () =
 );
 const secrets = informer<k8s.V1Secret>("/api/v1/secrets", () => core.listSecretForAllNamespaces());
 const configMaps = informer<k8s.V1ConfigMap>("/api/v1/configmaps", () => core.listConfigMapForAllNamespaces());
+const services = informer<k8s.V1Service>("/api/v1/services", () => core.listServiceForAllNamespaces());
+const slices = informer<k8s.V1EndpointSlice>("/apis/discovery.k8s.io/v1/endpointslices", () =>
+  discovery.listEndpointSliceForAllNamespaces(),
+);
+const podObjects = informer<k8s.V1Pod>("/api/v1/pods", () => core.listPodForAllNamespaces());
 
 // ---------------------------------------------------------------- pods
 
@@ -124,25 +148,49 @@ interface Pod {
   error?: string;
   terminating: boolean;
   saToken?: string;
+  /** own network namespace and address (unset for hostNetwork pods, which use the node's) */
+  net?: PodNet;
+  deploymentUid?: string;
+  /** the Pod object mirrors this pod: uid once created, last status written */
+  api: { uid?: string; creating: boolean; createdAt: number; lastStatus?: string };
+  startedAt: number;
+  /** when a failed prepare() may be retried */
+  nextPrepare: number;
 }
 
 /** The pod network: where a pod's processes run and what address they have. */
-interface PodNetwork {
-  setup(pod: Pod): void;
-  teardown(pod: Pod): void;
-  wrap(pod: Pod, argv: string[]): string[];
-}
-
-/** Every pod shares the cluster's own network namespace and address. */
-const hostNetwork: PodNetwork = {
-  setup(pod) {
-    pod.ip = HOST_ADDR[cluster];
+const ipam = new PodIpam();
+const network = {
+  setup(pod: Pod): void {
+    if (pod.spec.hostNetwork) {
+      pod.ip = nodeAddr;
+      return;
+    }
+    const existing = new Set(
+      run("ip", ["netns", "list"], { allowFail: true })
+        .stdout.split("\n")
+        .map((l) => l.split(" ")[0]!)
+        .filter((n) => n.startsWith(podNsPrefix(cluster))),
+    );
+    const octet = ipam.allocate();
+    try {
+      pod.net = setupPodNetwork(cluster, octet, pod, existing);
+    } catch (err) {
+      ipam.release(octet);
+      throw err;
+    }
+    pod.ip = pod.net.ip;
+    log(`pod ${pod.namespace}/${pod.name}: address ${pod.ip}, network namespace ${pod.net.ns}`);
   },
-  teardown() {},
-  wrap: (_pod, argv) => argv,
+  teardown(pod: Pod): void {
+    if (!pod.net) return;
+    const n = pod.net;
+    pod.net = undefined;
+    teardownPodNetwork(n);
+    ipam.release(n.octet);
+  },
+  wrap: (pod: Pod, argv: string[]): string[] => (pod.net ? ["ip", "netns", "exec", pod.net.ns, ...argv] : argv),
 };
-
-const network: PodNetwork = hostNetwork;
 
 const pods = new Map<string, Pod>(); // by uid
 let podSeq = 0;
@@ -182,6 +230,10 @@ function newPod(d: k8s.V1Deployment, hash: string): Pod {
     prepared: false,
     preparing: false,
     terminating: false,
+    deploymentUid: d.metadata?.uid,
+    api: { creating: false, createdAt: 0 },
+    startedAt: 0,
+    nextPrepare: 0,
   };
   pods.set(uid, pod);
   log(`created pod ${pod.namespace}/${name} for ${pod.deployment}`);
@@ -249,7 +301,7 @@ function fieldValue(pod: Pod, path: string): string {
     case "status.podIP":
       return pod.ip;
     case "status.hostIP":
-      return HOST_ADDR[cluster];
+      return nodeAddr;
     case "spec.nodeName":
       return cluster;
     case "spec.serviceAccountName":
@@ -404,8 +456,9 @@ async function prepare(pod: Pod): Promise<void> {
       PATH: process.env.PATH,
       HOME: pod.dir,
       HOSTNAME: pod.name,
-      KUBERNETES_SERVICE_HOST: HOST_ADDR[cluster],
-      KUBERNETES_SERVICE_PORT: String(APISERVER_PORT),
+      // As a kubelet does: the kubernetes Service's ClusterIP (the apiserver behind the Service DNAT).
+      KUBERNETES_SERVICE_HOST: services.get("kubernetes", "default")?.spec?.clusterIP ?? nodeAddr,
+      KUBERNETES_SERVICE_PORT: String(services.get("kubernetes", "default")?.spec?.ports?.[0]?.port ?? APISERVER_PORT),
     };
     for (const ef of c.envFrom ?? []) {
       const data = ef.configMapRef
@@ -585,7 +638,8 @@ async function stopPod(pod: Pod): Promise<void> {
   pod.terminating = true;
   log(`stopping pod ${pod.namespace}/${pod.name}`);
   wake();
-  const grace = Math.min(30, pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+  // On the kubelet's own shutdown, be quick: the environment's teardown is waiting.
+  const grace = stopping ? 2_000 : Math.min(30, pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
   const kids = pod.containers.map((c) => c.child).filter((c): c is ChildProcess => !!c && c.exitCode === null);
   for (const c of pod.containers) c.child = null;
   await Promise.all(
@@ -611,6 +665,28 @@ async function stopPod(pod: Pod): Promise<void> {
   }
   rmSync(pod.dir, { recursive: true, force: true });
   pods.delete(pod.uid);
+  if (pod.api.uid && !stopping) {
+    // Twice, as the first delete of a Pod that is already being deleted gracefully (by a user or the
+    // garbage collector) only shortens its grace period to 0; the second removes it.
+    for (let i = 0; i < 2; i++) {
+      const gone = await core
+        .deleteNamespacedPod({
+          name: pod.name,
+          namespace: pod.namespace,
+          // In the body: the client drops a query parameter whose value is 0.
+          body: { gracePeriodSeconds: 0, preconditions: { uid: pod.api.uid } },
+        })
+        .then(
+          () => false,
+          (err: unknown) => {
+            if ((err as { code?: number }).code === 404) return true;
+            log(`deleting Pod ${pod.namespace}/${pod.name}: ${firstLine(err)}`);
+            return true;
+          },
+        );
+      if (gone) break;
+    }
+  }
   wake();
 }
 
@@ -619,21 +695,34 @@ function tickPod(pod: Pod): void {
   if (!pod.prepared) {
     if (pod.preparing) return;
     pod.preparing = true;
+    if (Date.now() < pod.nextPrepare) return;
+    pod.preparing = true;
+    const undo = (): void => {
+      try {
+        network.teardown(pod);
+      } catch (err) {
+        log(`pod ${pod.namespace}/${pod.name} network teardown: ${firstLine(err)}`);
+      }
+    };
     prepare(pod).then(
       () => {
-        pod.prepared = true;
         pod.preparing = false;
+        if (pod.terminating) {
+          // Stopped while it was being prepared: stopPod() found nothing to tear down yet.
+          undo();
+          rmSync(pod.dir, { recursive: true, force: true });
+          return;
+        }
+        pod.prepared = true;
         pod.error = undefined;
+        pod.startedAt = Date.now();
         wake();
       },
       (err: unknown) => {
         pod.preparing = false;
         pod.error = firstLine(err);
-        try {
-          network.teardown(pod);
-        } catch {
-          /* nothing set up */
-        }
+        pod.nextPrepare = Date.now() + 2_000;
+        undo();
       },
     );
     return;
@@ -753,7 +842,377 @@ async function writeStatus(d: k8s.V1Deployment, mine: Pod[]): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------- Pod objects
+
+// Each pod is mirrored by a Pod object (owned by its Deployment, nodeName = the cluster's name), so
+// that `kubectl get pods -o wide`, EndpointSlice targetRefs and tests see names, addresses and
+// readiness. Deleting a Pod object stops that pod (the Deployment then replaces it).
+
+function podStatus(pod: Pod): k8s.V1PodStatus {
+  const ready = podReady(pod);
+  const containersReady = pod.containers.length > 0 && pod.containers.every((c) => c.ready);
+  const t = new Date(pod.startedAt || Date.now());
+  const cond = (type: string, ok: boolean): k8s.V1PodCondition => ({
+    type,
+    status: ok ? "True" : "False",
+    lastTransitionTime: t,
+  });
+  return {
+    phase: pod.prepared ? "Running" : "Pending",
+    podIP: pod.ip || undefined,
+    podIPs: pod.ip ? [{ ip: pod.ip }] : undefined,
+    hostIP: nodeAddr,
+    hostIPs: [{ ip: nodeAddr }],
+    startTime: t,
+    message: pod.error,
+    reason: pod.error ? "ProcessKubelet" : undefined,
+    conditions: [
+      cond("PodScheduled", true),
+      cond("Initialized", pod.prepared),
+      cond("ContainersReady", containersReady),
+      cond("Ready", ready),
+    ],
+    containerStatuses: pod.spec.containers.map((spec) => {
+      const c = pod.containers.find((x) => x.name === spec.name);
+      return {
+        name: spec.name,
+        image: spec.image ?? "",
+        imageID: "",
+        ready: !!c?.ready,
+        started: !!c?.child,
+        restartCount: c?.restarts ?? 0,
+        state: c?.child
+          ? { running: { startedAt: new Date(c.startedAt) } }
+          : { waiting: { reason: c ? "CrashLoopBackOff" : "ContainerCreating", message: c?.lastError ?? pod.error } },
+      };
+    }),
+  };
+}
+
+function syncPodObject(pod: Pod): void {
+  if (pod.terminating || pod.api.creating) return;
+  const [depNs, depName] = pod.deployment.split("/") as [string, string];
+  if (!pod.api.uid) {
+    if (!pod.ip && !pod.error) return; // created once it has its address (or cannot start)
+    if (Date.now() < pod.api.createdAt) return; // a failed create is retried after a pause
+    pod.api.creating = true;
+    const body: k8s.V1Pod = {
+      metadata: {
+        name: pod.name,
+        namespace: depNs,
+        labels: pod.labels,
+        annotations: pod.net ? { [NETNS_ANNOTATION]: pod.net.ns } : {},
+        ownerReferences: pod.deploymentUid
+          ? [{ apiVersion: "apps/v1", kind: "Deployment", name: depName, uid: pod.deploymentUid, controller: true }]
+          : undefined,
+      },
+      spec: { ...pod.spec, nodeName: cluster },
+    };
+    core.createNamespacedPod({ namespace: depNs, body }).then(
+      (created) => {
+        pod.api.creating = false;
+        pod.api.uid = created.metadata?.uid;
+        pod.api.createdAt = Date.now();
+        wake();
+      },
+      (err: unknown) => {
+        pod.api.creating = false;
+        pod.api.createdAt = Date.now() + 5_000; // retry later
+        log(`creating Pod ${depNs}/${pod.name}: ${firstLine(err)}`);
+      },
+    );
+    return;
+  }
+  const status = podStatus(pod);
+  const summary = JSON.stringify([
+    status.phase,
+    status.podIP,
+    status.conditions?.map((c) => c.status),
+    status.containerStatuses?.map((c) => [c.ready, c.restartCount, !!c.state?.running]),
+  ]);
+  if (summary === pod.api.lastStatus) return;
+  pod.api.lastStatus = summary;
+  // Read it typed (informer objects from watch events are plain JSON, which the client cannot send back).
+  core
+    .readNamespacedPodStatus({ name: pod.name, namespace: depNs })
+    .then((cur) => core.replaceNamespacedPodStatus({ name: pod.name, namespace: depNs, body: { ...cur, status } }))
+    .catch((err: unknown) => {
+      pod.api.lastStatus = undefined; // retry on the next tick
+      if ((err as { code?: number }).code !== 409) log(`status of Pod ${depNs}/${pod.name}: ${firstLine(err)}`);
+    });
+}
+
+/** Pods whose Pod object was deleted (by a user or the garbage collector) are stopped. */
+function podObjectGone(pod: Pod): boolean {
+  if (!pod.api.uid) return false;
+  const cur = podObjects.get(pod.name, pod.namespace);
+  if (cur?.metadata?.uid === pod.api.uid) return !!cur.metadata.deletionTimestamp;
+  // Missing (or another object of that name): only believe it once the informer had time to see ours.
+  return Date.now() - pod.api.createdAt > 10_000;
+}
+
+// ---------------------------------------------------------------- Services
+
+// kube-proxy (nftables DNAT over ready endpoints, services.ts), the EndpointSlice controller for
+// Services with a selector, the LoadBalancer controller, and the cluster DNS with its
+// kube-system/kube-dns Service.
+
+const selectorMatches = (sel: Record<string, string>, labels: Record<string, string>): boolean =>
+  Object.entries(sel).every(([k, v]) => labels[k] === v);
+
+const sliceName = (svc: string): string => `${svc}-cpenv`;
+const lastSlice = new Map<string, string>();
+
+interface DesiredSlice {
+  endpoints: k8s.V1Endpoint[];
+  ports: k8s.DiscoveryV1EndpointPort[];
+}
+
+function desiredSlice(svc: k8s.V1Service): DesiredSlice | null {
+  const ns = svc.metadata!.namespace!;
+  const name = svc.metadata!.name!;
+  const spec = svc.spec ?? {};
+  if (ns === "kube-system" && name === "kube-dns") {
+    return {
+      endpoints: [
+        { addresses: [nodeAddr], conditions: { ready: true, serving: true, terminating: false }, nodeName: cluster },
+      ],
+      ports: (spec.ports ?? []).map((p) => ({ name: p.name ?? "", port: 53, protocol: p.protocol ?? "TCP" })),
+    };
+  }
+  const sel = spec.selector;
+  if (!sel || Object.keys(sel).length === 0 || spec.type === "ExternalName") return null;
+  const members = [...pods.values()]
+    .filter((p) => p.namespace === ns && p.ip && p.prepared && selectorMatches(sel, p.labels))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  const containerPorts = members[0]?.spec.containers.flatMap((c) => c.ports ?? []) ?? [];
+  const ports: k8s.DiscoveryV1EndpointPort[] = [];
+  for (const p of spec.ports ?? []) {
+    const port = resolveTargetPort(p.targetPort, p.port, containerPorts);
+    if (port !== null) ports.push({ name: p.name ?? "", port, protocol: p.protocol ?? "TCP" });
+  }
+  return {
+    endpoints: members.map((p) => ({
+      addresses: [p.ip],
+      conditions: {
+        ready: podReady(p),
+        serving: !p.terminating && p.containers.every((c) => c.ready),
+        terminating: p.terminating,
+      },
+      nodeName: cluster,
+      targetRef: { kind: "Pod", name: p.name, namespace: ns, uid: p.api.uid },
+    })),
+    ports,
+  };
+}
+
+async function syncEndpointSlices(): Promise<void> {
+  const wanted = new Set<string>();
+  for (const svc of services.list()) {
+    const want = desiredSlice(svc);
+    if (!want) continue;
+    const ns = svc.metadata!.namespace!;
+    const name = sliceName(svc.metadata!.name!);
+    const key = `${ns}/${name}`;
+    wanted.add(key);
+    const json = JSON.stringify(want);
+    const cur = slices.get(name, ns);
+    if (cur && lastSlice.get(key) === json) continue;
+    const body: k8s.V1EndpointSlice = {
+      metadata: {
+        name,
+        namespace: ns,
+        resourceVersion: cur?.metadata?.resourceVersion,
+        labels: {
+          "kubernetes.io/service-name": svc.metadata!.name!,
+          "endpointslice.kubernetes.io/managed-by": MANAGED_BY,
+        },
+        ownerReferences: [
+          {
+            apiVersion: "v1",
+            kind: "Service",
+            name: svc.metadata!.name!,
+            uid: svc.metadata!.uid!,
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+      addressType: "IPv4",
+      endpoints: want.endpoints,
+      ports: want.ports,
+    };
+    try {
+      if (cur) await discovery.replaceNamespacedEndpointSlice({ name, namespace: ns, body });
+      else await discovery.createNamespacedEndpointSlice({ namespace: ns, body });
+      lastSlice.set(key, json);
+    } catch (err) {
+      lastSlice.delete(key);
+      const code = (err as { code?: number }).code;
+      if (code !== 409) log(`EndpointSlice ${key}: ${firstLine(err)}`);
+    }
+  }
+  for (const sl of slices.list()) {
+    const key = `${sl.metadata?.namespace}/${sl.metadata?.name}`;
+    if (sl.metadata?.labels?.["endpointslice.kubernetes.io/managed-by"] !== MANAGED_BY || wanted.has(key)) continue;
+    lastSlice.delete(key);
+    await discovery
+      .deleteNamespacedEndpointSlice({ name: sl.metadata.name!, namespace: sl.metadata.namespace! })
+      .catch(() => undefined);
+  }
+}
+
+/** Ready endpoints of a Service port, from every EndpointSlice of the Service. */
+function readyEndpoints(svc: k8s.V1Service, p: k8s.V1ServicePort): { ip: string; port: number }[] {
+  const ns = svc.metadata!.namespace!;
+  const name = svc.metadata!.name!;
+  const out = new Map<string, { ip: string; port: number }>();
+  for (const sl of slices.list(ns)) {
+    if (sl.metadata?.labels?.["kubernetes.io/service-name"] !== name || sl.addressType !== "IPv4") continue;
+    const sp = sl.ports?.find(
+      (x) => (x.name ?? "") === (p.name ?? "") && (x.protocol ?? "TCP") === (p.protocol ?? "TCP"),
+    );
+    if (!sp?.port) continue;
+    for (const e of sl.endpoints ?? []) {
+      if (e.conditions?.ready === false) continue;
+      for (const a of e.addresses) out.set(`${a}:${sp.port}`, { ip: a, port: sp.port });
+    }
+  }
+  // The apiserver maintains default/kubernetes itself; until its slice is seen, it is this node.
+  if (out.size === 0 && ns === "default" && name === "kubernetes") return [{ ip: nodeAddr, port: APISERVER_PORT }];
+  return [...out.values()];
+}
+
+const lbHostname = (ip: string): string => `${ip.replace(/\./g, "-")}.${LB_DOMAIN}`;
+const lbPoolPrefix = `${LB_POOL[cluster].split(".").slice(0, 3).join(".")}.`;
+
+/** The LoadBalancer address a Service holds now (from its ip or its hostname), if it is ours. */
+function lbAddress(svc: k8s.V1Service): string | null {
+  for (const ing of svc.status?.loadBalancer?.ingress ?? []) {
+    const ip =
+      ing.ip ??
+      /^(\d+)-(\d+)-(\d+)-(\d+)\./
+        .exec(ing.hostname ?? "")
+        ?.slice(1)
+        .join(".");
+    if (ip?.startsWith(lbPoolPrefix)) return ip;
+  }
+  return null;
+}
+
+const isLb = (svc: k8s.V1Service): boolean => svc.spec?.type === "LoadBalancer" && !svc.spec.loadBalancerClass;
+
+async function syncLoadBalancers(): Promise<void> {
+  const lbs = services.list().filter(isLb);
+  const used = new Set(lbs.map(lbAddress).filter((x): x is string => !!x));
+  for (const svc of lbs) {
+    let ip = lbAddress(svc);
+    if (!ip) {
+      const asked = svc.spec?.loadBalancerIP;
+      if (asked?.startsWith(lbPoolPrefix) && !used.has(asked)) ip = asked;
+      for (let h = 1; !ip && h <= 254; h++)
+        if (!used.has(addrIn(LB_POOL[cluster], h))) ip = addrIn(LB_POOL[cluster], h);
+      if (!ip) {
+        log(`no free LoadBalancer address in ${LB_POOL[cluster]}`);
+        continue;
+      }
+      used.add(ip);
+    }
+    const mode = svc.metadata?.annotations?.[LB_INGRESS_ANNOTATION] ?? "ip";
+    const ingress: k8s.V1LoadBalancerIngress[] =
+      mode === "hostname"
+        ? [{ hostname: lbHostname(ip) }]
+        : mode === "ip+hostname"
+          ? [{ ip, hostname: lbHostname(ip) }]
+          : [{ ip, ipMode: "VIP" }];
+    const strip = (l: k8s.V1LoadBalancerIngress[]): string =>
+      JSON.stringify(l.map((i) => [i.ip ?? "", i.hostname ?? ""]));
+    if (strip(svc.status?.loadBalancer?.ingress ?? []) === strip(ingress)) continue;
+    const ns = svc.metadata!.namespace!;
+    const name = svc.metadata!.name!;
+    try {
+      // Read it typed (informer objects from watch events are plain JSON, which the client cannot send back).
+      const cur = await core.readNamespacedServiceStatus({ name, namespace: ns });
+      if (cur.metadata?.uid !== svc.metadata?.uid) continue;
+      await core.replaceNamespacedServiceStatus({
+        name,
+        namespace: ns,
+        body: { ...cur, status: { ...cur.status, loadBalancer: { ingress } } },
+      });
+      log(`LoadBalancer ${ns}/${name}: ${ingress.map((i) => i.ip ?? i.hostname).join(", ")}`);
+    } catch (err) {
+      if ((err as { code?: number }).code !== 409) log(`LoadBalancer status of ${ns}/${name}: ${firstLine(err)}`);
+    }
+  }
+}
+
+let lastRules = "";
+function syncServiceRules(): void {
+  const rules: ServiceRule[] = [];
+  for (const svc of services.list()) {
+    const spec = svc.spec;
+    if (!spec || spec.type === "ExternalName") continue;
+    const cip = spec.clusterIP && spec.clusterIP !== "None" ? spec.clusterIP : null;
+    const lb = isLb(svc) ? lbAddress(svc) : null;
+    for (const p of spec.ports ?? []) {
+      const proto = (p.protocol ?? "TCP").toLowerCase() as ServiceRule["proto"];
+      const frontends = [
+        ...(cip ? [{ ip: cip, port: p.port }] : []),
+        ...(lb ? [{ ip: lb, port: p.port }] : []),
+        ...(p.nodePort ? [{ ip: nodeAddr, port: p.nodePort }] : []),
+      ];
+      if (frontends.length === 0) continue;
+      rules.push({
+        id: `${svc.metadata!.namespace}/${svc.metadata!.name}/${p.name ?? p.port}`,
+        proto,
+        frontends,
+        endpoints: readyEndpoints(svc, p),
+      });
+    }
+  }
+  const text = renderServiceTable(nodeAddr, rules);
+  if (text === lastRules) return;
+  const r = run("nft", ["-f", "-"], { input: text, allowFail: true, timeoutMs: 15_000 });
+  if (r.status !== 0) {
+    log(`nft failed: ${r.stderr.trim().split("\n").slice(0, 3).join(" | ")}`);
+    return;
+  }
+  lastRules = text;
+}
+
+/** A ClusterIP Service's address, or a headless one's ready endpoints; null when there is none. */
+function dnsLookup(ns: string, name: string): string[] | null {
+  const svc = services.get(name, ns);
+  if (!svc?.spec || svc.spec.type === "ExternalName") return null;
+  if (svc.spec.clusterIP && svc.spec.clusterIP !== "None") return [svc.spec.clusterIP];
+  const ips = new Set<string>();
+  for (const sl of slices.list(ns)) {
+    if (sl.metadata?.labels?.["kubernetes.io/service-name"] !== name) continue;
+    for (const e of sl.endpoints ?? []) if (e.conditions?.ready !== false) for (const a of e.addresses) ips.add(a);
+  }
+  return [...ips];
+}
+
+async function ensureDnsService(): Promise<void> {
+  const body: k8s.V1Service = {
+    metadata: { name: "kube-dns", namespace: "kube-system", labels: { "k8s-app": "kube-dns" } },
+    spec: {
+      clusterIP: dnsServiceIp(cluster),
+      ports: [
+        { name: "dns", port: 53, protocol: "UDP", targetPort: 53 },
+        { name: "dns-tcp", port: 53, protocol: "TCP", targetPort: 53 },
+      ],
+    },
+  };
+  try {
+    await core.createNamespacedService({ namespace: "kube-system", body });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 409) throw err;
+  }
+}
+
 let stopping = false;
+const orphansDeleted = new Set<string>();
 
 async function syncAll(): Promise<void> {
   const byKey = new Map<string, Pod[]>();
@@ -775,7 +1234,38 @@ async function syncAll(): Promise<void> {
       void stopPod(p);
     }
   }
-  for (const p of [...pods.values()]) tickPod(p);
+  for (const p of [...pods.values()]) {
+    if (!p.terminating && podObjectGone(p)) {
+      log(`Pod ${p.namespace}/${p.name} was deleted; stopping it`);
+      void stopPod(p);
+    }
+  }
+  for (const p of [...pods.values()]) {
+    tickPod(p);
+    syncPodObject(p);
+  }
+  // Pod objects on this node that no pod of ours backs (left by an earlier kubelet): remove them.
+  const known = new Set([...pods.values()].map((p) => `${p.namespace}/${p.name}`));
+  for (const o of podObjects.list()) {
+    const key = `${o.metadata?.namespace}/${o.metadata?.name}`;
+    // Informer objects from watch events are plain JSON: timestamps are strings there.
+    const age =
+      Date.now() - new Date((o.metadata?.creationTimestamp as Date | string | undefined) ?? Date.now()).getTime();
+    if (o.spec?.nodeName !== cluster || known.has(key) || age < 30_000 || orphansDeleted.has(key)) continue;
+    orphansDeleted.add(key);
+    log(`removing Pod ${key}, which no pod of this kubelet backs`);
+    for (let i = 0; i < 2; i++)
+      await core
+        .deleteNamespacedPod({
+          name: o.metadata!.name!,
+          namespace: o.metadata!.namespace!,
+          body: { gracePeriodSeconds: 0 },
+        })
+        .catch(() => undefined);
+  }
+  await syncLoadBalancers();
+  await syncEndpointSlices();
+  syncServiceRules();
   // Status after the pods moved on (pods may have been created or stopped just now).
   const after = new Map<string, Pod[]>();
   for (const p of pods.values()) after.set(p.deployment, [...(after.get(p.deployment) ?? []), p]);
@@ -797,7 +1287,7 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => void shutdown());
   process.on("SIGINT", () => void shutdown());
-  for (const inf of [secrets, configMaps, deployments]) {
+  for (const inf of [secrets, configMaps, services, slices, podObjects, deployments] as const) {
     for (let attempt = 1; ; attempt++) {
       try {
         await inf.start();
@@ -809,6 +1299,10 @@ async function main(): Promise<void> {
       }
     }
   }
+  await ensureDnsService();
+  // The cluster DNS, on the node's address (kube-system/kube-dns forwards its ClusterIP here).
+  const dns = await serveDns(nodeAddr, 53, clusterResolver(dnsLookup));
+  log(`cluster DNS on ${nodeAddr}:53 (Service kube-system/kube-dns ${dnsServiceIp(cluster)})`);
   while (!stopping) {
     try {
       await syncAll();
@@ -824,6 +1318,7 @@ async function main(): Promise<void> {
     });
     kick = null;
   }
+  await dns.close();
 }
 
 main().catch((err: unknown) => {

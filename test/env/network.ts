@@ -1,9 +1,25 @@
-// Network namespaces hub, mc1, mc2, lab (prefixed cpenv-), veth links, host routes, and the
-// firewall that drops NEW connections from the hub into each managed cluster.
+// Network namespaces hub, mc1, mc2, lab (prefixed cpenv-), veth links, routes, and the firewall
+// that drops NEW connections from the hub into each managed cluster. Pods' namespaces are made by
+// the process kubelets (test/env/kubelet.ts) inside this network.
 //
 // Every command is `ip -n <ns> ...` / `ip netns exec <ns> nft ...`: nothing is ever configured in,
 // or sent from, the namespace the caller runs in (root, or a test runner's cp-test-<pid>).
-import { ALL_NAMESPACES, HOST_ADDR, LINKS, MANAGED, ifName, nsOf } from "./config.js";
+import { readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import {
+  ALL_NAMESPACES,
+  CLUSTERS,
+  type ClusterName,
+  HOST_ADDR,
+  LB_POOL,
+  LINKS,
+  MANAGED,
+  SERVICE_CIDR,
+  ifName,
+  nsOf,
+  podNsPrefix,
+  routedRanges,
+} from "./config.js";
 import { CommandError, run, runIn } from "./exec.js";
 
 export function listNamespaces(): string[] {
@@ -62,61 +78,91 @@ export function createNetwork(): void {
     run("ip", ["-n", nsOf(l.b), "addr", "add", `10.200.${l.net}.2/30`, "dev", ib]);
     run("ip", ["-n", nsOf(l.a), "link", "set", ia, "up"]);
     run("ip", ["-n", nsOf(l.b), "link", "set", ib, "up"]);
-    // Host routes to the peer's host address, sourced from our own host address. No default routes.
-    run("ip", [
-      "-n",
-      nsOf(l.a),
-      "route",
-      "add",
-      `${HOST_ADDR[l.b]}/32`,
-      "via",
-      `10.200.${l.net}.2`,
-      "src",
-      HOST_ADDR[l.a],
-    ]);
-    run("ip", [
-      "-n",
-      nsOf(l.b),
-      "route",
-      "add",
-      `${HOST_ADDR[l.a]}/32`,
-      "via",
-      `10.200.${l.net}.1`,
-      "src",
-      HOST_ADDR[l.b],
-    ]);
+    // Routes to the peer's host address, pod range and LoadBalancer pool, sourced from our own host
+    // address. No default routes.
+    for (const [self, peer, via] of [
+      [l.a, l.b, `10.200.${l.net}.2`],
+      [l.b, l.a, `10.200.${l.net}.1`],
+    ] as const) {
+      for (const range of routedRanges(peer))
+        run("ip", ["-n", nsOf(self), "route", "add", range, "via", via, "src", HOST_ADDR[self]]);
+    }
   }
-  // Managed clusters accept no new connection from the hub (replies to their own connections pass).
+  for (const c of CLUSTERS) {
+    const ns = nsOf(c);
+    // A cluster's namespace is its node: it forwards between its pods and its links.
+    runIn(ns, "sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
+    // Service and LoadBalancer addresses are virtual: route them to a device that leads nowhere
+    // (one end of a veth pair whose other end has no address: not every kernel has the dummy
+    // device), so that connections to them get as far as the Service DNAT (test/env/services.ts).
+    run("ip", ["-n", ns, "link", "add", "svc0", "type", "veth", "peer", "name", "svc0-end"]);
+    run("ip", ["-n", ns, "link", "set", "svc0-end", "up"]);
+    run("ip", ["-n", ns, "link", "set", "svc0", "up"]);
+    for (const range of [SERVICE_CIDR[c], LB_POOL[c]])
+      run("ip", ["-n", ns, "route", "add", range, "dev", "svc0", "src", HOST_ADDR[c]]);
+  }
+  // Managed clusters accept no new connection from the hub (replies to their own connections pass),
+  // whatever its destination: the node, a pod, a Service or LoadBalancer address (hence prerouting,
+  // before the Service DNAT).
   for (const mc of MANAGED) {
     const rules =
       `table inet cpenv {\n` +
-      `  chain input {\n` +
-      `    type filter hook input priority 0; policy accept;\n` +
+      `  chain isolation {\n` +
+      `    type filter hook prerouting priority -150; policy accept;\n` +
       `    iifname "${ifName(mc, "hub")}" ct state new counter drop\n` +
       `  }\n` +
       `}\n`;
     runIn(nsOf(mc), "nft", ["-f", "-"], { input: rules });
   }
+  // The hub forwards for its pods, never between the managed clusters.
+  const hubRules =
+    `table inet cpenv {\n` +
+    `  chain isolation {\n` +
+    `    type filter hook forward priority 0; policy accept;\n` +
+    MANAGED.flatMap((a) =>
+      MANAGED.filter((b) => b !== a).map(
+        (b) => `    iifname "${ifName("hub", a)}" oifname "${ifName("hub", b)}" counter drop\n`,
+      ),
+    ).join("") +
+    `  }\n` +
+    `}\n`;
+  runIn(nsOf("hub"), "nft", ["-f", "-"], { input: hubRules });
 }
 
-/** Deletes our namespaces (their veths go with them). Idempotent. */
+/** Our namespaces that exist now: the four of the environment and every pod's. */
+export function ourNamespaces(): string[] {
+  const pods = CLUSTERS.map(podNsPrefix);
+  return listNamespaces().filter((n) => ALL_NAMESPACES.includes(n) || pods.some((p) => n.startsWith(p)));
+}
+
+/** Deletes our namespaces (their veths go with them) and pods' /etc/netns/<ns> files. Idempotent. */
 export function deleteNetwork(): string[] {
-  const existing = new Set(listNamespaces());
   const deleted: string[] = [];
-  for (const ns of ALL_NAMESPACES) {
-    if (!existing.has(ns)) continue;
+  // Pods first: their veth peers live in the cluster namespaces.
+  for (const ns of ourNamespaces().sort((a, b) => b.length - a.length)) {
     run("ip", ["netns", "del", ns], { allowFail: true });
     deleted.push(ns);
   }
+  for (const c of CLUSTERS) removePodNetnsFiles(c);
   return deleted;
 }
 
-/** PIDs of every process inside one of our namespaces (ip netns pids). */
+/** /etc/netns/<pod ns>/ (resolv.conf, hosts) of every pod of cluster `c`, left behind or not. */
+export function removePodNetnsFiles(c: ClusterName): void {
+  let entries: string[];
+  try {
+    entries = readdirSync("/etc/netns");
+  } catch {
+    return;
+  }
+  for (const e of entries)
+    if (e.startsWith(podNsPrefix(c))) rmSync(join("/etc/netns", e), { recursive: true, force: true });
+}
+
+/** PIDs of every process inside one of our namespaces, pods' included (ip netns pids). */
 export function pidsInOurNamespaces(): number[] {
-  const existing = new Set(listNamespaces());
   const pids: number[] = [];
-  for (const ns of ALL_NAMESPACES) {
-    if (!existing.has(ns)) continue;
+  for (const ns of ourNamespaces()) {
     const out = run("ip", ["netns", "pids", ns], { allowFail: true }).stdout;
     for (const l of out.split("\n")) if (/^\d+$/.test(l.trim())) pids.push(Number(l.trim()));
   }
