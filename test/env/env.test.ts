@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { HOST_ADDR, LB_INGRESS_ANNOTATION } from "./config.js";
 import { waitFor } from "./exec.js";
+import { templateHash } from "./rollout.js";
 import { type TestEnv, startTestEnv } from "./fixture.js";
 
 // Connect to host:port from inside a namespace; prints "connected" or "failed: <reason>".
@@ -241,6 +242,11 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         return list.items[0]?.status?.podIP;
       });
       assert.ok(podIp.startsWith("10.200.21."), podIp);
+      // One pod, of the Deployment's template as the API serves it (no spurious rollout).
+      const [pod] = (await env.core("mc1").listNamespacedPod({ namespace: ns, labelSelector: `app=${name}` })).items;
+      const dep = await env.apps("mc1").readNamespacedDeployment({ name, namespace: ns });
+      assert.equal(pod?.metadata?.labels?.["pod-template-hash"], templateHash(dep));
+      assert.equal(dep.status?.replicas, 1);
       url = `http://${podIp}:18080/`;
       const get = (path: string): string =>
         env.exec("lab", process.execPath, ["-e", httpGetScript(`${url}${path}`)]).stdout.trim();

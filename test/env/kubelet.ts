@@ -20,7 +20,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
@@ -41,7 +41,7 @@ import {
 import { LB_DOMAIN, clusterResolver, serveDns } from "./dns.js";
 import { run } from "./exec.js";
 import { type PodNet, PodIpam, setupPodNetwork, teardownPodNetwork } from "./podnet.js";
-import { type PodView, planRollout, surgeAndUnavailable } from "./rollout.js";
+import { type PodView, planRollout, surgeAndUnavailable, templateHash } from "./rollout.js";
 import { type ServiceRule, renderServiceTable, resolveTargetPort } from "./services.js";
 import { type Payload, payloadDigest, writeAtomic } from "./volumes.js";
 
@@ -200,13 +200,6 @@ function entrypoint(image: string): string[] | null {
   if (image.includes("cluster-proxy"))
     return [process.execPath, ...NODE_FLAGS, join(repoRoot, "packages", "cli", "dist", "main.js")];
   return null;
-}
-
-function templateHash(d: k8s.V1Deployment): string {
-  return createHash("sha256")
-    .update(JSON.stringify(d.spec?.template ?? {}))
-    .digest("hex")
-    .slice(0, 10);
 }
 
 const keyOf = (d: k8s.V1Deployment): string => `${d.metadata!.namespace}/${d.metadata!.name}`;

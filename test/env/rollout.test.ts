@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { type PodView, intOrPercent, planRollout } from "./rollout.js";
+import { type PodView, canonicalJson, intOrPercent, planRollout } from "./rollout.js";
 
 const pod = (name: string, hash: string, ready: boolean, seq: number, terminating = false): PodView => ({
   name,
@@ -53,4 +53,14 @@ test("maxUnavailable lets old pods go before new ones are ready; Recreate waits 
   assert.deepEqual(planRollout(2, "new", r, pods), { create: 0, delete: ["o1", "o2"] });
   assert.deepEqual(planRollout(2, "new", r, [pod("o1", "old", false, 1, true)]), { create: 0, delete: [] });
   assert.deepEqual(planRollout(2, "new", r, []), { create: 2, delete: [] });
+});
+
+test("canonicalJson is the same for typed and plain-JSON forms of one object", () => {
+  const typed = {
+    metadata: { creationTimestamp: undefined, labels: { b: "2", a: "1" } },
+    spec: { x: null, when: new Date(0) },
+  };
+  const plain = { spec: { when: "1970-01-01T00:00:00.000Z" }, metadata: { labels: { a: "1", b: "2" } } };
+  assert.equal(canonicalJson(typed), canonicalJson(plain));
+  assert.notEqual(canonicalJson({ a: 1 }), canonicalJson({ a: 2 }));
 });

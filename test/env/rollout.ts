@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+
 // What the process kubelet's Deployment controller does next: how many pods of the current
 // template to create and which pods to stop, following the Deployment's strategy the way the
 // real deployment controller scales its ReplicaSets (RollingUpdate: maxSurge / maxUnavailable,
@@ -89,4 +91,38 @@ export function planRollout(desired: number, hash: string, strategy: Strategy | 
     if (p.ready) ready--;
   }
   return { create, delete: del };
+}
+
+/**
+ * JSON with sorted keys and without null / undefined members, Dates as ISO strings: the same for an
+ * object decoded by the typed client (a list) and the plain JSON of a watch event, so that a
+ * template hash does not change between the two.
+ */
+export function canonicalJson(v: unknown): string {
+  const norm = (x: unknown): unknown => {
+    if (x instanceof Date) return x.toISOString();
+    if (Array.isArray(x)) return x.map((e) => (e === undefined || e === null ? null : norm(e)));
+    if (x && typeof x === "object") {
+      const out: Record<string, unknown> = {};
+      for (const k of Object.keys(x).sort()) {
+        const val = (x as Record<string, unknown>)[k];
+        if (val !== undefined && val !== null) out[k] = norm(val);
+      }
+      return out;
+    }
+    return x;
+  };
+  return JSON.stringify(norm(v));
+}
+
+/**
+ * The pod-template-hash of a Deployment's template. Canonical: a Deployment from an informer's list
+ * (typed) and from a watch event (plain JSON) hash the same, or the first watch event would look
+ * like a new template and start a rollout.
+ */
+export function templateHash(d: { spec?: { template?: unknown } }): string {
+  return createHash("sha256")
+    .update(canonicalJson(d.spec?.template ?? {}))
+    .digest("hex")
+    .slice(0, 10);
 }
