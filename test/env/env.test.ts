@@ -313,10 +313,12 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
       },
     });
     try {
-      const cond = await waitFor("the Available=False condition", 30_000, async () => {
+      // The first status (pod just created) says only "0/1 ready"; the reason follows once the
+      // kubelet tried to start the pod.
+      const cond = await waitFor("Available=False naming the image", 30_000, async () => {
         const d = await env.apps("mc1").readNamespacedDeployment({ name, namespace: "default" });
         const c = d.status?.conditions?.find((x) => x.type === "Available");
-        return c?.status === "False" && d.status?.observedGeneration === d.metadata?.generation ? c : null;
+        return c?.status === "False" && /not mapped/.test(c.message ?? "") ? c : null;
       });
       assert.match(cond.message ?? "", /image registry\.example\/some\/thing:1\.0 of container app is not mapped/);
     } finally {

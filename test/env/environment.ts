@@ -6,7 +6,17 @@
 // State: <stateDir>/state.json records every PID and namespace we made; down() stops by those
 // (then by `ip netns pids` of our namespaces) and deletes the namespaces and the state dir.
 import { execFileSync } from "node:child_process";
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import {
   AGENT_NAMESPACE,
@@ -646,6 +656,26 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
   });
 }
 
+/**
+ * Pod processes run with their working directory in the kubelets' work dirs. This finds them even
+ * when their network namespaces cannot be named any more (e.g. the environment was made from a
+ * test runner's private mount namespace that is gone, and a kubelet was killed before it could
+ * stop its pods).
+ */
+function podProcesses(): number[] {
+  const root = `${paths.data}/`;
+  const out: number[] = [];
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+    try {
+      if (readlinkSync(`/proc/${e}/cwd`).startsWith(root)) out.push(Number(e));
+    } catch {
+      /* gone, or not ours to read */
+    }
+  }
+  return out;
+}
+
 async function downLocked(opts: { keepLogs?: boolean } = {}): Promise<void> {
   const s = readState();
   const foreign = s?.namespaces.filter((n) => !n.startsWith(NS_PREFIX)) ?? [];
@@ -660,7 +690,7 @@ async function downLocked(opts: { keepLogs?: boolean } = {}): Promise<void> {
   await stopPids(recorded, 5_000);
   // Anything else still inside our namespaces (children of the process kubelets, strays).
   for (let i = 0; i < 3; i++) {
-    const left = pidsInOurNamespaces();
+    const left = [...new Set([...pidsInOurNamespaces(), ...podProcesses()])];
     if (left.length === 0) break;
     await stopPids(left, 3_000);
   }

@@ -316,10 +316,10 @@ describe("our binaries with the argument lists of real Go deployments", { timeou
     const server = ourServer(h, "ocm-server", [
       "--server-count=1",
       "--proxy-strategies=destHost",
-      `--server-ca-cert=${h.certs.ca.cert}`,
+      `--server-ca-cert=${h.certs.clientCa.cert}`,
       `--server-cert=${h.certs.server.cert}`,
       `--server-key=${h.certs.server.key}`,
-      `--cluster-ca-cert=${h.certs.ca.cert}`,
+      `--cluster-ca-cert=${h.certs.agentCa.cert}`,
       `--cluster-cert=${h.certs.server.cert}`,
       `--cluster-key=${h.certs.server.key}`,
       "--cipher-suites=TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",

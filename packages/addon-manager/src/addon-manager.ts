@@ -316,7 +316,8 @@ export class AddonManager {
     this.log.info({ leader: this.identity || undefined }, "controllers started");
     const watching = this.watches.map((w) => w.run(signal));
     // Reconcile only once the caches are filled, so no decision is made on a partial view.
-    while (!signal.aborted && !this.watches.every((w) => w.isSynced())) await new Promise((r) => setTimeout(r, 50));
+    const stopped = new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await Promise.race([Promise.all(this.watches.map((w) => w.firstSync)), stopped]);
     if (withOcm) {
       addonQueue.add("cma");
       enqueueAddons();

@@ -28,6 +28,9 @@ export class SupervisedWatch {
   private synced = false;
   /** Times the watch was (re)started after the first list: a metric. */
   restarts = 0;
+  private markSynced!: () => void;
+  /** Resolves once the first list has filled the cache. */
+  readonly firstSync = new Promise<void>((resolve) => (this.markSynced = resolve));
 
   constructor(
     private readonly api: KubeApi,
@@ -58,6 +61,7 @@ export class SupervisedWatch {
         const listed = await this.api.list(this.resource, this.options);
         this.replaceCache(listed.items);
         this.synced = true;
+        this.markSynced();
         this.failures = 0;
         let resourceVersion = listed.resourceVersion;
         // Watch until the stream fails; a clean end (server timeout) re-opens from the last version.

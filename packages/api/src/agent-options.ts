@@ -1,6 +1,6 @@
 /** The proxy-agent's options. Flag names shared with the Go proxy-agent mean the same thing. */
 import { LOG_OPTION_SPECS, type LogOptions } from "./log-options.js";
-import { ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
+import { ENABLE_CONTENTION_PROFILING_SPEC, ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
 export interface AgentOptions extends LogOptions {
   proxyServerHost: string;
@@ -309,14 +309,7 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     description: "Go: content type of requests sent to the apiserver",
     goNote: "accepted, no effect: the agent sends no requests to the apiserver",
   },
-  {
-    key: "enableContentionProfiling",
-    flag: "enable-contention-profiling",
-    kind: "boolean",
-    default: false,
-    description: "Go: contention profiling at the admin port's /debug/pprof/block",
-    goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
-  },
+  ENABLE_CONTENTION_PROFILING_SPEC,
   {
     key: "xfrChannelSize",
     flag: "xfr-channel-size",

@@ -61,6 +61,16 @@ export const ENABLE_PROFILING_SPEC: OptionSpec = {
 };
 
 /** A flag, file or value the user gave is wrong. */
+/** `--enable-contention-profiling`, the same on server and agent (a Go flag with nothing to do here). */
+export const ENABLE_CONTENTION_PROFILING_SPEC: OptionSpec = {
+  key: "enableContentionProfiling",
+  flag: "enable-contention-profiling",
+  kind: "boolean",
+  default: false,
+  description: "Go: contention profiling at the admin port's /debug/pprof/block",
+  goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
+};
+
 export class ConfigError extends Error {
   readonly code = "CP_ERR_CONFIG";
   constructor(message: string) {

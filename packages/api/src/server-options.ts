@@ -1,6 +1,6 @@
 /** The proxy-server's options. Flag names shared with the Go proxy-server mean the same thing. */
 import { LOG_OPTION_SPECS, type LogOptions } from "./log-options.js";
-import { ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
+import { ENABLE_CONTENTION_PROFILING_SPEC, ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
 export const PROXY_STRATEGIES = ["destHost", "default", "defaultRoute"] as const;
 export type ProxyStrategy = (typeof PROXY_STRATEGIES)[number];
@@ -352,14 +352,7 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
       "On SIGTERM, stop accepting and wait this long for open connections before closing (0, the Go default: close at once)",
   },
   ENABLE_PROFILING_SPEC,
-  {
-    key: "enableContentionProfiling",
-    flag: "enable-contention-profiling",
-    kind: "boolean",
-    default: false,
-    description: "Go: contention profiling at the admin port's /debug/pprof/block",
-    goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
-  },
+  ENABLE_CONTENTION_PROFILING_SPEC,
   {
     key: "agentNamespace",
     flag: "agent-namespace",
