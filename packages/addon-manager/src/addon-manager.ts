@@ -18,7 +18,7 @@ import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from 
 import { LeaderElector } from "./leader-election.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { SupervisedWatch } from "./supervised-watch.js";
-import { WorkQueue } from "./work-queue.js";
+import { WorkQueue, type ReconcileResult } from "./work-queue.js";
 
 export interface AddonManagerDeps {
   kubeConfig: KubeConfig;
@@ -171,19 +171,7 @@ export class AddonManager {
     // Every watch and queue listens for the end of leadership.
     setMaxListeners(64, signal);
     const queue: WorkQueue = new WorkQueue(
-      async (key) => {
-        const end = this.reconcileSeconds.startTimer();
-        try {
-          const result = await reconciler.reconcile(key);
-          this.reconciles.inc({ result: "success" });
-          return result;
-        } catch (err) {
-          this.reconciles.inc({ result: "error" });
-          throw err;
-        } finally {
-          end();
-        }
-      },
+      (key) => this.measured(() => reconciler.reconcile(key)),
       (key, err, retryInMs) =>
         this.log.warn({ configuration: key, err: (err as Error).message, retryInMs }, "reconcile failed; retrying"),
     );
@@ -347,31 +335,37 @@ export class AddonManager {
 
   private addonReconciler: AddonReconciler | undefined;
 
+  /** Run one reconcile, counting it by result and timing it (both queues). */
+  private async measured(reconcile: () => Promise<ReconcileResult>): Promise<ReconcileResult> {
+    const end = this.reconcileSeconds.startTimer();
+    try {
+      const result = await reconcile();
+      this.reconciles.inc({ result: "success" });
+      return result;
+    } catch (err) {
+      this.reconciles.inc({ result: "error" });
+      throw err;
+    } finally {
+      end();
+    }
+  }
+
   /** The queue of the OCM side: `cma`, `addon/<cluster>` and `csr/<name>` keys. */
   private addonQueue(): WorkQueue {
     return new WorkQueue(
       async (key) => {
         const r = this.addonReconciler;
         if (!r) return { requeueAfterMs: 1000 };
-        const end = this.reconcileSeconds.startTimer();
-        try {
-          const slash = key.indexOf("/");
-          const kind = slash < 0 ? key : key.slice(0, slash);
-          const name = key.slice(slash + 1);
-          const result =
-            kind === "cma"
-              ? await r.reconcileManagementAddOn()
-              : kind === "addon"
-                ? await r.reconcileAddon(name)
-                : await r.reconcileCsr(name);
-          this.reconciles.inc({ result: "success" });
-          return result;
-        } catch (err) {
-          this.reconciles.inc({ result: "error" });
-          throw err;
-        } finally {
-          end();
-        }
+        const slash = key.indexOf("/");
+        const kind = slash < 0 ? key : key.slice(0, slash);
+        const name = key.slice(slash + 1);
+        return this.measured(() =>
+          kind === "cma"
+            ? r.reconcileManagementAddOn()
+            : kind === "addon"
+              ? r.reconcileAddon(name)
+              : r.reconcileCsr(name),
+        );
       },
       (key, err, retryInMs) =>
         this.log.warn({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
