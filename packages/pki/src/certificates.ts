@@ -202,6 +202,32 @@ function extendedKeyUsages(usage: CertificateUsage): string[] {
 }
 
 /**
+ * The extensions of every leaf: basicConstraints CA:FALSE, key usage digitalSignature (plus
+ * keyEncipherment for RSA keys), the extended key usage of `usage`, subject/authority key
+ * identifiers, and the SANs when there are any.
+ */
+async function leafExtensions(
+  rsa: boolean,
+  usage: CertificateUsage,
+  sans: x509.JsonGeneralName[],
+  publicKey: x509.PublicKey | webcrypto.CryptoKey,
+  caCert: x509.X509Certificate,
+): Promise<x509.Extension[]> {
+  const usages = rsa
+    ? x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment
+    : x509.KeyUsageFlags.digitalSignature;
+  const extensions: x509.Extension[] = [
+    new x509.BasicConstraintsExtension(false, undefined, true),
+    new x509.KeyUsagesExtension(usages, true),
+    new x509.ExtendedKeyUsageExtension(extendedKeyUsages(usage), false),
+    await x509.SubjectKeyIdentifierExtension.create(publicKey),
+    await x509.AuthorityKeyIdentifierExtension.create(caCert),
+  ];
+  if (sans.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(sans, false));
+  return extensions;
+}
+
+/**
  * Issue a leaf certificate signed by `ca`, with a fresh key. The certificate carries the given
  * SANs, basicConstraints CA:FALSE, key usage digitalSignature (plus keyEncipherment for RSA keys),
  * the extended key usage of `usage`, and subject/authority key identifiers.
@@ -221,19 +247,13 @@ export async function issueCertificate(
   const signer = await importSigningKey(ca.keyPem);
   const alg = options.keyAlgorithm ?? "ECDSA-P256";
   const keys = await generateKeyPair(alg);
-  const sans = subjectAltNames(options);
-  const usages =
-    alg === "RSA-2048"
-      ? x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment
-      : x509.KeyUsageFlags.digitalSignature;
-  const extensions: x509.Extension[] = [
-    new x509.BasicConstraintsExtension(false, undefined, true),
-    new x509.KeyUsagesExtension(usages, true),
-    new x509.ExtendedKeyUsageExtension(extendedKeyUsages(options.usage), false),
-    await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-    await x509.AuthorityKeyIdentifierExtension.create(caCert),
-  ];
-  if (sans.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(sans, false));
+  const extensions = await leafExtensions(
+    alg === "RSA-2048",
+    options.usage,
+    subjectAltNames(options),
+    keys.publicKey,
+    caCert,
+  );
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: serialNumber(),
     subject: subjectName(options.commonName, options.organization),
@@ -323,18 +343,7 @@ export async function signCertificateRequest(
   const span = validity(options.validityDays, "validityDays");
   if (span.notAfter > caCert.notAfter) span.notAfter = caCert.notAfter;
   const sans = subjectAltNames({ commonName: "x", usage: options.usage, uris: options.uris ?? [] });
-  const usages =
-    parsed.keyType === "rsa"
-      ? x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyEncipherment
-      : x509.KeyUsageFlags.digitalSignature;
-  const extensions: x509.Extension[] = [
-    new x509.BasicConstraintsExtension(false, undefined, true),
-    new x509.KeyUsagesExtension(usages, true),
-    new x509.ExtendedKeyUsageExtension(extendedKeyUsages(options.usage), false),
-    await x509.SubjectKeyIdentifierExtension.create(csr.publicKey),
-    await x509.AuthorityKeyIdentifierExtension.create(caCert),
-  ];
-  if (sans.length > 0) extensions.push(new x509.SubjectAlternativeNameExtension(sans, false));
+  const extensions = await leafExtensions(parsed.keyType === "rsa", options.usage, sans, csr.publicKey, caCert);
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: serialNumber(),
     subject: csr.subjectName,
