@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { managedProxyConfigurationCrd, MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -18,6 +18,7 @@ import { nsOf, repoRoot, stateDir } from "../env/config.js";
 import { goBin } from "../interop/go-harness.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-e2e";
@@ -25,12 +26,6 @@ const SERVER_NS = "cluster-proxy-e2e";
 const NAME = "cluster-proxy";
 const AGENT_NS = "open-cluster-management-cluster-proxy";
 const SIGNER = "open-cluster-management.io/proxy-agent-signer";
-const CRD = {
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  plural: "customresourcedefinitions",
-  namespaced: false,
-};
 const CLUSTERS = ["mc1", "mc2"] as const;
 
 interface Mca extends KubeObject {
@@ -192,13 +187,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       for (const c of CLUSTERS) spoke[c] = new KubeApi(env.kubeConfig(c));
       dir = mkdtempSync(join(tmpdir(), "cp-addon-e2e-"));
       writeFileSync(join(dir, "hub.kubeconfig"), env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
-      await hub.apply(CRD, managedProxyConfigurationCrd() as unknown as KubeObject);
-      await waitFor("the CRD to be Established", 60_000, async () => {
-        const crd = (await hub.get(CRD, managedProxyConfigurationCrd().metadata.name)) as {
-          status?: { conditions?: Condition[] };
-        };
-        return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
-      });
+      await installCrd(hub);
       await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
       await deleteAddonCsrs();
     },

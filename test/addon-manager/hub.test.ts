@@ -9,24 +9,19 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { managedProxyConfigurationCrd, MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
 import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-it";
 const SERVER_NS = "cluster-proxy-it";
 const NAME = "cluster-proxy";
-const CRD = {
-  apiVersion: "apiextensions.k8s.io/v1",
-  kind: "CustomResourceDefinition",
-  plural: "customresourcedefinitions",
-  namespaced: false,
-};
 const LEASE_ARGS = [
   "--leader-elect-lease-duration=6s",
   "--leader-elect-renew-deadline=4s",
@@ -137,13 +132,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
       dir = mkdtempSync(join(tmpdir(), "cp-addon-it-"));
       kubeconfig = join(dir, "hub.kubeconfig");
       writeFileSync(kubeconfig, env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
-      await api.apply(CRD, managedProxyConfigurationCrd() as unknown as KubeObject);
-      await waitFor("the CRD to be Established", 60_000, async () => {
-        const crd = (await api.get(CRD, managedProxyConfigurationCrd().metadata.name)) as {
-          status?: { conditions?: Condition[] };
-        };
-        return crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
-      });
+      await installCrd(api);
       await api.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
     },
     { timeout: 90 * 60_000 },
