@@ -6,51 +6,14 @@ import * as http from "node:http";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { once } from "node:events";
-import type { ServerOptions } from "@cluster-proxy/api";
 import { ConfigError } from "@cluster-proxy/api";
 import { issueCertificate } from "@cluster-proxy/pki";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
 import { sharedCaSubjects } from "./server-config.js";
-import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, testServerOptions, type TestPki } from "./testing/test-pki.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
-
-function baseOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): ServerOptions {
-  return {
-    mode: "both",
-    serverPort: 0,
-    serverBindAddress: "127.0.0.1",
-    httpConnectPort: 0,
-    httpConnectBindAddress: "",
-    httpConnectPlain: false,
-    udsName: "",
-    httpConnectUdsName: "",
-    deleteExistingUdsFile: true,
-    agentPort: 0,
-    agentBindAddress: "127.0.0.1",
-    healthPort: 0,
-    healthBindAddress: "127.0.0.1",
-    adminPort: 0,
-    adminBindAddress: "127.0.0.1",
-    serverCert: pki.serverCert,
-    serverKey: pki.serverKey,
-    serverCaCert: pki.clientCaCert,
-    clusterCert: pki.serverCert,
-    clusterKey: pki.serverKey,
-    clusterCaCert: pki.agentCaCert,
-    proxyStrategies: ["destHost"],
-    serverCount: 3,
-    serverId: "server-under-test",
-    keepaliveTime: 0,
-    frontendKeepaliveTime: 0,
-    backendDialTimeout: 30_000,
-    connectionStallTimeout: 60_000,
-    gracefulShutdownTimeout: 0,
-    logLevel: "silent",
-    ...overrides,
-  };
-}
 
 function port(addr: net.AddressInfo | string | undefined): number {
   assert.ok(addr && typeof addr !== "string", "expected a TCP address");
@@ -111,7 +74,7 @@ describe("ProxyServer in-process", () => {
 
   before(async () => {
     pki = await createTestPki();
-    server = new ProxyServer(baseOptions(pki));
+    server = new ProxyServer(testServerOptions(pki));
     await server.start();
     const clientTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
     const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
@@ -468,14 +431,17 @@ describe("ProxyServer options and lifecycle", () => {
   after(() => pki.cleanup());
 
   test("validation names the flag", () => {
-    assert.throws(() => new ProxyServer(baseOptions(pki, { clusterCaCert: "" })), /--cluster-ca-cert/);
-    assert.throws(() => new ProxyServer(baseOptions(pki, { serverCaCert: "" })), /--server-ca-cert/);
+    assert.throws(() => new ProxyServer(testServerOptions(pki, { clusterCaCert: "" })), /--cluster-ca-cert/);
+    assert.throws(() => new ProxyServer(testServerOptions(pki, { serverCaCert: "" })), /--server-ca-cert/);
     assert.throws(
-      () => new ProxyServer(baseOptions(pki, { httpConnectPlain: true, httpConnectBindAddress: "0.0.0.0" })),
+      () => new ProxyServer(testServerOptions(pki, { httpConnectPlain: true, httpConnectBindAddress: "0.0.0.0" })),
       (err: Error) => err instanceof ConfigError && /--http-connect-plain/.test(err.message),
     );
-    assert.throws(() => new ProxyServer(baseOptions(pki, { proxyStrategies: ["nearest"] })), /--proxy-strategies/);
-    assert.throws(() => new ProxyServer(baseOptions(pki, { certReloadInterval: -1 })), /--cert-reload-interval/);
+    assert.throws(
+      () => new ProxyServer(testServerOptions(pki, { proxyStrategies: ["nearest"] })),
+      /--proxy-strategies/,
+    );
+    assert.throws(() => new ProxyServer(testServerOptions(pki, { certReloadInterval: -1 })), /--cert-reload-interval/);
   });
 
   test("shared trust between --server-ca-cert and --cluster-ca-cert is detected (the server warns)", () => {
@@ -491,7 +457,7 @@ describe("ProxyServer options and lifecycle", () => {
     copyFileSync(pki.serverCert, live.cert);
     copyFileSync(pki.serverKey, live.key);
     const s = new ProxyServer(
-      baseOptions(pki, { serverCert: live.cert, serverKey: live.key, certReloadInterval: 0, mode: "grpc" }),
+      testServerOptions(pki, { serverCert: live.cert, serverKey: live.key, certReloadInterval: 0, mode: "grpc" }),
     );
     await s.start();
     const serial = async (): Promise<string> => {
@@ -554,19 +520,19 @@ describe("ProxyServer options and lifecycle", () => {
   });
 
   test("start rejects unreadable files and busy ports naming the flag", async () => {
-    const bad = new ProxyServer(baseOptions(pki, { clusterCert: `${pki.dir}/missing.crt` }));
+    const bad = new ProxyServer(testServerOptions(pki, { clusterCert: `${pki.dir}/missing.crt` }));
     await assert.rejects(bad.start(), /--cluster-cert: cannot read/);
     const blocker = net.createServer();
     blocker.listen(0, "127.0.0.1");
     await once(blocker, "listening");
-    const busy = new ProxyServer(baseOptions(pki, { agentPort: port(blocker.address() ?? undefined) }));
+    const busy = new ProxyServer(testServerOptions(pki, { agentPort: port(blocker.address() ?? undefined) }));
     await assert.rejects(busy.start(), /--agent-port: cannot listen/);
     blocker.close();
   });
 
   test("backend dial timeout answers the client; plain CONNECT on loopback", async () => {
     const s = new ProxyServer(
-      baseOptions(pki, {
+      testServerOptions(pki, {
         backendDialTimeout: 200,
         httpConnectPlain: true,
         httpConnectBindAddress: "127.0.0.1",
@@ -604,7 +570,7 @@ describe("ProxyServer options and lifecycle", () => {
 
   test("Unix sockets: plain gRPC and HTTP CONNECT front doors without server certificates", async () => {
     const s = new ProxyServer(
-      baseOptions(pki, {
+      testServerOptions(pki, {
         serverPort: 0,
         udsName: `${pki.dir}/grpc.sock`,
         httpConnectPort: 0,

@@ -7,7 +7,7 @@ import type { ServerOptions } from "@cluster-proxy/api";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
 import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
-import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, testServerOptions, type TestPki } from "./testing/test-pki.js";
 import { AgentAuthError, RateLimiter, authenticateAgentToken, type TokenReviewFn } from "./token-review.js";
 
 const SA = "system:serviceaccount:kube-system:konnectivity-agent";
@@ -61,43 +61,21 @@ describe("agent ServiceAccount token check (Go's rules and texts)", () => {
   });
 });
 
+/** The in-process test server, authenticating agents by ServiceAccount token instead of a client CA. */
 function serverOptions(pki: TestPki, overrides: Partial<ServerOptions>): ServerOptions {
-  return {
+  return testServerOptions(pki, {
     mode: "grpc",
-    serverPort: 0,
-    serverBindAddress: "127.0.0.1",
-    httpConnectPort: 0,
-    httpConnectBindAddress: "",
-    httpConnectPlain: false,
-    udsName: "",
-    httpConnectUdsName: "",
-    deleteExistingUdsFile: true,
-    agentPort: 0,
-    agentBindAddress: "127.0.0.1",
-    healthPort: 0,
-    healthBindAddress: "127.0.0.1",
-    adminPort: 0,
-    adminBindAddress: "127.0.0.1",
-    serverCert: pki.serverCert,
-    serverKey: pki.serverKey,
     serverCaCert: pki.caCert,
-    clusterCert: pki.serverCert,
-    clusterKey: pki.serverKey,
     clusterCaCert: "",
     proxyStrategies: ["default"],
     serverCount: 1,
     serverId: "token-server",
-    keepaliveTime: 0,
-    frontendKeepaliveTime: 0,
     backendDialTimeout: 0,
-    connectionStallTimeout: 60_000,
-    gracefulShutdownTimeout: 0,
-    logLevel: "silent",
     agentNamespace: "kube-system",
     agentServiceAccount: "konnectivity-agent",
     authenticationAudience: "system:konnectivity-server",
     ...overrides,
-  };
+  });
 }
 
 describe("ProxyServer with ServiceAccount token authentication", () => {

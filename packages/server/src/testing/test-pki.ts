@@ -12,6 +12,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { ServerOptions } from "@cluster-proxy/api";
 import {
   agentClusterUri,
   createCertificateAuthority,
@@ -92,4 +93,41 @@ export async function createTestPki(): Promise<TestPki> {
     cleanup();
     throw err;
   }
+}
+
+/** Server options for in-process tests: loopback, free ports, the test PKI's split trust. */
+export function testServerOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): ServerOptions {
+  return {
+    mode: "both",
+    serverPort: 0,
+    serverBindAddress: "127.0.0.1",
+    httpConnectPort: 0,
+    httpConnectBindAddress: "",
+    httpConnectPlain: false,
+    udsName: "",
+    httpConnectUdsName: "",
+    deleteExistingUdsFile: true,
+    agentPort: 0,
+    agentBindAddress: "127.0.0.1",
+    healthPort: 0,
+    healthBindAddress: "127.0.0.1",
+    adminPort: 0,
+    adminBindAddress: "127.0.0.1",
+    serverCert: pki.serverCert,
+    serverKey: pki.serverKey,
+    serverCaCert: pki.clientCaCert,
+    clusterCert: pki.serverCert,
+    clusterKey: pki.serverKey,
+    clusterCaCert: pki.agentCaCert,
+    proxyStrategies: ["destHost"],
+    serverCount: 3,
+    serverId: "server-under-test",
+    keepaliveTime: 0,
+    frontendKeepaliveTime: 0,
+    backendDialTimeout: 30_000,
+    connectionStallTimeout: 60_000,
+    gracefulShutdownTimeout: 0,
+    logLevel: "silent",
+    ...overrides,
+  };
 }
