@@ -9,3 +9,4 @@ export * from "./addon-manager-options.js";
 export * from "./log-options.js";
 export * from "./tls-profile.js";
 export * from "./go-flags.js";
+export * from "./addon-health.js";

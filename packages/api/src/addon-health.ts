@@ -1,0 +1,45 @@
+/**
+ * The addon's health as the manager writes it into each ManagedClusterAddOn `cluster-proxy`
+ * (condition `Available`) and as `cluster-proxy health` reads it back. The message is for people
+ * and, through {@link parseTunnelHealth}, for programs: it starts with
+ * "tunnel works through <n> of <m> proxy-servers" and names each failing replica after "; ".
+ */
+
+/** Reasons of the `Available` condition the manager writes. */
+export const TunnelHealthReason = {
+  /** A dial through every proxy-server replica reached the cluster. */
+  available: "ProxyAgentAvailable",
+  /** At least one replica could not reach the cluster (message names which and why). */
+  unavailable: "ProxyAgentUnavailable",
+  /** No proxy-server replica to probe through yet. */
+  noServer: "NoProxyServer",
+} as const;
+
+/** One proxy-server replica's last probe of a cluster. */
+export interface ReplicaProbe {
+  /** The replica (pod name). */
+  server: string;
+  /** Its address as probed (pod IP). */
+  address: string;
+  ok: boolean;
+  /** Why it failed (when not ok). */
+  error?: string;
+  /** Round trip of the successful probe, in milliseconds. */
+  latencyMs?: number;
+}
+
+const HEAD = /^tunnel works through (\d+) of (\d+) proxy-servers?/;
+
+/** The `Available` message for a cluster's probes through every replica. */
+export function formatTunnelHealth(probes: readonly ReplicaProbe[]): string {
+  const ok = probes.filter((p) => p.ok).length;
+  const head = `tunnel works through ${ok} of ${probes.length} proxy-server${probes.length === 1 ? "" : "s"}`;
+  const failed = probes.filter((p) => !p.ok).map((p) => `${p.server} (${p.address}): ${p.error ?? "failed"}`);
+  return failed.length ? `${head}; ${failed.join("; ")}` : head;
+}
+
+/** Reads back "<n> of <m>" from a message written by {@link formatTunnelHealth}; undefined for any other text. */
+export function parseTunnelHealth(message: string | undefined): { reachable: number; servers: number } | undefined {
+  const m = HEAD.exec(message ?? "");
+  return m ? { reachable: Number(m[1]), servers: Number(m[2]) } : undefined;
+}
