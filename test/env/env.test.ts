@@ -683,4 +683,19 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
       assert.equal(routes, "", `${where} has a default route`);
     }
   });
+
+  test("a blackhole between mc1 and the hub drops packets silently both ways; lifting it restores the path", () => {
+    const probe = (): string =>
+      env.exec("mc1", process.execPath, ["-e", probeScript(HOST_ADDR.hub, 6443, 3000)]).stdout.trim();
+    try {
+      env.blackhole("mc1", true);
+      env.blackhole("mc1", true); // idempotent
+      assert.equal(probe(), "failed: timeout", "a blackhole must time out, not refuse");
+      const mc2ToHub = env.exec("mc2", process.execPath, ["-e", probeScript(HOST_ADDR.hub, 6443, 3000)]).stdout.trim();
+      assert.equal(mc2ToHub, "connected", "mc2 is not affected");
+    } finally {
+      env.blackhole("mc1", false);
+    }
+    assert.equal(probe(), "connected");
+  });
 });

@@ -9,9 +9,10 @@
 import * as k8s from "@kubernetes/client-node";
 import { readFileSync } from "node:fs";
 import net from "node:net";
-import { CLUSTERS, type ClusterName, NETNS_ANNOTATION, nsOf, paths, stateDir } from "./config.js";
+import { CLUSTERS, type ClusterName, MANAGED, NETNS_ANNOTATION, nsOf, paths, stateDir } from "./config.js";
 import { type RunResult, runIn } from "./exec.js";
 import { type EnvState, down, log, up } from "./environment.js";
+import { setBlackhole } from "./network.js";
 import { pkiFile } from "./pki.js";
 
 export interface TestEnv {
@@ -48,6 +49,11 @@ export interface TestEnv {
     args: string[],
     opts?: { timeoutMs?: number; allowFail?: boolean },
   ): Promise<RunResult>;
+  /**
+   * Silently drops every packet between managed cluster `mc` and the hub (on) or lifts that
+   * (off); see network.ts setBlackhole. Lifted again by close() if left on.
+   */
+  blackhole(mc: "mc1" | "mc2", on: boolean): void;
   /** Stops the forwarders; tears the environment down if this fixture started it (unless CPENV_KEEP=1). */
   close(): Promise<void>;
 }
@@ -142,9 +148,11 @@ export async function startTestEnv(): Promise<TestEnv> {
       if (!netns) throw new Error(`pod ${namespace}/${pod} in ${c} has no network namespace (hostNetwork?)`);
       return runIn(netns, cmd, args, { timeoutMs: opts.timeoutMs ?? 30_000, allowFail: opts.allowFail });
     },
+    blackhole: (mc, on) => setBlackhole(mc, on),
     close: async () => {
       if (closed) return;
       closed = true;
+      for (const mc of MANAGED) setBlackhole(mc as "mc1" | "mc2", false);
       for (const s of servers.values()) s.close();
       for (const s of openSockets) s.destroy();
       if (!reused && process.env.CPENV_KEEP !== "1") {

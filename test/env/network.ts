@@ -129,6 +129,26 @@ export function createNetwork(): void {
   runIn(nsOf("hub"), "nft", ["-f", "-"], { input: hubRules });
 }
 
+/**
+ * Cuts (or restores) the link between managed cluster `mc` and the hub silently: the hub drops
+ * every packet that arrives from or leaves towards `mc`, in both directions, without a reset or an
+ * ICMP error, as a broken network path or a misconfigured firewall does. Connections stay open on
+ * both sides until their own keepalives notice. Idempotent.
+ */
+export function setBlackhole(mc: Exclude<ClusterName, "hub">, on: boolean): void {
+  const table = `cpenv-blackhole-${mc}`;
+  runIn(nsOf("hub"), "nft", ["delete", "table", "inet", table], { allowFail: true });
+  if (!on) return;
+  const dev = ifName("hub", mc);
+  runIn(nsOf("hub"), "nft", ["-f", "-"], {
+    input:
+      `table inet ${table} {\n` +
+      `  chain in { type filter hook prerouting priority -300; policy accept; iifname "${dev}" counter drop; }\n` +
+      `  chain out { type filter hook postrouting priority 300; policy accept; oifname "${dev}" counter drop; }\n` +
+      `}\n`,
+  });
+}
+
 /** Our namespaces that exist now: the four of the environment and every pod's. */
 export function ourNamespaces(): string[] {
   const pods = CLUSTERS.map(podNsPrefix);
