@@ -140,8 +140,8 @@ export class Harness {
   }
 
   /** Run the CLI with `args`; output is kept for failure messages. */
-  spawnCli(name: string, args: string[]): Proc {
-    return this.spawnProc(name, process.execPath, [...CLI_ARGV, ...args]);
+  spawnCli(name: string, args: string[], env?: NodeJS.ProcessEnv): Proc {
+    return this.spawnProc(name, process.execPath, [...CLI_ARGV, ...args], env ? { env } : {});
   }
 
   /**
@@ -149,8 +149,16 @@ export class Harness {
    * false, for binary streams read by the caller) and the process is killed by PID in
    * {@link Harness.close}. `stdin: true` pipes stdin, else it is ignored.
    */
-  spawnProc(name: string, command: string, args: string[], opts: { stdin?: boolean; keepStdout?: boolean } = {}): Proc {
-    const child = spawn(command, args, { stdio: [opts.stdin ? "pipe" : "ignore", "pipe", "pipe"] });
+  spawnProc(
+    name: string,
+    command: string,
+    args: string[],
+    opts: { stdin?: boolean; keepStdout?: boolean; env?: NodeJS.ProcessEnv } = {},
+  ): Proc {
+    const child = spawn(command, args, {
+      stdio: [opts.stdin ? "pipe" : "ignore", "pipe", "pipe"],
+      ...(opts.env ? { env: opts.env } : {}),
+    });
     let out = "";
     if (opts.keepStdout !== false)
       child.stdout?.on("data", (c: Buffer) => (out = (out + c.toString()).slice(-200_000)));
@@ -212,30 +220,43 @@ export class Harness {
     return { proc, ports: p };
   }
 
-  /** Start an agent process for `cluster` against `agentPort`; resolves when it is ready. */
-  async startAgent(cluster: string, agentPort: number, extra: string[] = [], waitReady = true): Promise<AgentHandle> {
+  /**
+   * Start an agent process for `cluster` against `agentPort` (with `env` instead of ours when
+   * given); resolves when it is ready.
+   */
+  async startAgent(
+    cluster: string,
+    agentPort: number,
+    extra: string[] = [],
+    waitReady = true,
+    env?: NodeJS.ProcessEnv,
+  ): Promise<AgentHandle> {
     const healthPort = await freePort();
     const c = this.certs;
     const agentCert = c.agents.get(cluster);
     if (!agentCert) throw new Error(`no agent certificate for ${cluster}`);
-    const proc = this.spawnCli(`agent-${cluster}`, [
-      "agent",
-      "--proxy-server-host=127.0.0.1",
-      `--proxy-server-port=${agentPort}`,
-      `--ca-cert=${c.ca.cert}`,
-      `--agent-cert=${agentCert.cert}`,
-      `--agent-key=${agentCert.key}`,
-      `--cluster-name=${cluster}`,
-      "--health-server-host=127.0.0.1",
-      `--health-server-port=${healthPort}`,
-      `--admin-server-port=0`,
-      "--sync-interval=100ms",
-      "--sync-interval-cap=1s",
-      "--keepalive-time=1s",
-      "--keepalive-timeout=1s",
-      "--log-level=warn",
-      ...extra,
-    ]);
+    const proc = this.spawnCli(
+      `agent-${cluster}`,
+      [
+        "agent",
+        "--proxy-server-host=127.0.0.1",
+        `--proxy-server-port=${agentPort}`,
+        `--ca-cert=${c.ca.cert}`,
+        `--agent-cert=${agentCert.cert}`,
+        `--agent-key=${agentCert.key}`,
+        `--cluster-name=${cluster}`,
+        "--health-server-host=127.0.0.1",
+        `--health-server-port=${healthPort}`,
+        `--admin-server-port=0`,
+        "--sync-interval=100ms",
+        "--sync-interval-cap=1s",
+        "--keepalive-time=1s",
+        "--keepalive-timeout=1s",
+        "--log-level=warn",
+        ...extra,
+      ],
+      env,
+    );
     if (waitReady) {
       await waitForProc(
         proc,

@@ -8,6 +8,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
 import { parseHostPort, validateAgentIdentifiers } from "@cluster-proxy/protocol";
+import { proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
 import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination-policy.js";
 
 /** Cluster names: what a `host=` identifier and a dial host can carry without escaping. */
@@ -104,6 +105,29 @@ export async function loadDestinationPolicy(o: AgentOptions): Promise<Destinatio
   } catch (err) {
     return fail("destination-policy", `${file}: ${(err as Error).message}`);
   }
+}
+
+/**
+ * The forward proxy to the proxy server from `HTTPS_PROXY`/`NO_PROXY` (undefined: direct), with
+ * the CA of `--https-proxy-ca-cert`. A malformed variable or an unreadable CA file is a
+ * {@link ConfigError} naming it.
+ */
+export async function resolveHubProxy(
+  o: AgentOptions,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<HttpProxy | undefined> {
+  let url: URL | undefined;
+  try {
+    url = proxyFromEnvironment(o.proxyServerHost, o.proxyServerPort, env);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  if (!url) return undefined;
+  if (!o.httpsProxyCaCert) return { url };
+  const ca = await readFlagFile("https-proxy-ca-cert", o.httpsProxyCaCert);
+  if (!ca.toString("latin1").includes("-----BEGIN CERTIFICATE-----"))
+    fail("https-proxy-ca-cert", `${o.httpsProxyCaCert} holds no PEM certificate`);
+  return { url, ca };
 }
 
 /** The agent ID: `--agent-id`, else env `PROXY_AGENT_ID`, else a random UUID. */

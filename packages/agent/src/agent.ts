@@ -27,6 +27,7 @@ import {
   silentLogger,
   type TlsFiles,
   type ClientCall,
+  type HttpProxy,
   type Logger,
 } from "@cluster-proxy/tunnel";
 import {
@@ -35,6 +36,7 @@ import {
   loadDestinationPolicy,
   readAuthorization,
   resolveAgentID,
+  resolveHubProxy,
   validateAgentOptions,
   type AgentTlsMaterial,
 } from "./agent-config.js";
@@ -102,6 +104,8 @@ export class ProxyAgent {
   private readonly tunnels = new Map<string, ServerTunnel>();
   private knownServerCount = 1;
   private tlsMaterial: AgentTlsMaterial | undefined;
+  /** The forward proxy to the proxy server (HTTPS_PROXY), if any. */
+  private hubProxy: HttpProxy | undefined;
   private certReloader: CertReloader | undefined;
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
   private connectEndpoint: SocketConnector | undefined;
@@ -141,6 +145,7 @@ export class ProxyAgent {
     this.started = true;
     validateAgentOptions(this.options);
     this.tlsMaterial = await loadAgentTls(this.options);
+    this.hubProxy = await resolveHubProxy(this.options);
     this.startCertReloading(this.tlsMaterial);
     await readAuthorization(this.options);
     const policy = await loadDestinationPolicy(this.options);
@@ -177,6 +182,7 @@ export class ProxyAgent {
         agentID: this.agentID,
         identifiers: this.identifiers,
         server: `${o.proxyServerHost}:${o.proxyServerPort}`,
+        ...(this.hubProxy ? { through: `${this.hubProxy.url.protocol}//${this.hubProxy.url.host}` } : {}),
         destinationPolicy: policy.describe(),
       },
       "proxy-agent started",
@@ -344,6 +350,7 @@ export class ProxyAgent {
         },
         timeoutMs,
         signal: attempt.signal,
+        ...(this.hubProxy ? { proxy: this.hubProxy } : {}),
       });
       const s = session;
       const onAbort = (): void => void s.destroy();

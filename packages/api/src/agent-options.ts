@@ -34,6 +34,8 @@ export interface AgentOptions extends LogOptions {
   enableProfiling?: boolean;
   /** Extra ALPN protocols offered before `h2`. */
   alpnProto?: string[];
+  /** Optional; undefined or "" trusts Node's roots for an https:// HTTPS_PROXY. */
+  httpsProxyCaCert?: string;
 }
 
 export const agentOptionSpecs: readonly OptionSpec[] = [
@@ -185,6 +187,14 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     kind: "duration",
     default: 10_000,
     description: "A server that does not answer a keepalive ping within this time is treated as dead",
+  },
+  {
+    key: "httpsProxyCaCert",
+    flag: "https-proxy-ca-cert",
+    kind: "path",
+    default: "",
+    description:
+      "CA bundle (PEM) of an https:// forward proxy. The agent reaches the proxy server through the proxy in the HTTPS_PROXY environment variable (http:// or https://, user:password@ for Basic auth) unless NO_PROXY names the server's host (a name covers its subdomains; host:port, IPs and CIDRs work too)",
   },
   {
     key: "dialTimeout",

@@ -4,3 +4,4 @@ export * from "./stream.js";
 export * from "./server.js";
 export * from "./client.js";
 export * from "./session.js";
+export * from "./http-proxy.js";

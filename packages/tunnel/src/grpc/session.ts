@@ -6,6 +6,7 @@
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
+import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";
 
 /** Per-stream and per-connection receive window we advertise. */
@@ -48,6 +49,10 @@ export interface ConnectTarget {
   timeoutMs?: number;
   /** Abort the attempt (the half-open session is destroyed and the promise rejects). */
   signal?: AbortSignal;
+  /** Go through this HTTP(S) forward proxy (`CONNECT host:port`), TLS to the peer inside it. */
+  proxy?: HttpProxy;
+  /** An already open byte stream to the peer to speak TLS over (set from `proxy`). */
+  socket?: net.Socket;
 }
 
 /** Raised when a tunnel connection cannot be established. */
@@ -64,6 +69,18 @@ export class ConnectError extends Error {
  * runs on a {@link SessionTransport}, so it keeps reading while its writes wait for the peer.
  */
 export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2Session> {
+  if (target.proxy && !target.udsPath) {
+    const { proxy, ...direct } = target;
+    const started = Date.now();
+    const timeoutMs = target.timeoutMs ?? 10_000;
+    return connectThroughProxy(proxy, target.host ?? "127.0.0.1", target.port ?? 443, {
+      timeoutMs,
+      ...(target.signal ? { signal: target.signal } : {}),
+    }).then(
+      (socket) => connectSession({ ...direct, socket, timeoutMs: Math.max(1, timeoutMs - (Date.now() - started)) }),
+      (err: Error) => Promise.reject(new ConnectError(err.message, { cause: err })),
+    );
+  }
   return new Promise((resolve, reject) => {
     const where = target.udsPath ?? `${target.host}:${target.port}`;
     let socket: net.Socket;
@@ -75,8 +92,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       const host = target.host ?? "127.0.0.1";
       socket = tls.connect({
         ...target.tls,
-        host,
-        port: target.port,
+        ...(target.socket ? { socket: target.socket } : { host, port: target.port }),
         ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
         servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
       });
