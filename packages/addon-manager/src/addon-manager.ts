@@ -18,6 +18,7 @@ import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from 
 import { LeaderElector } from "./leader-election.js";
 import { silentLogger, type Logger } from "./logger.js";
 import { SupervisedWatch } from "./supervised-watch.js";
+import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 import { WorkQueue, type ReconcileResult } from "./work-queue.js";
 
 export interface AddonManagerDeps {
@@ -228,6 +229,7 @@ export class AddonManager {
         (_t, obj) => onChange(obj),
         this.log,
       );
+    let prober: TunnelProber | undefined;
     // Without Open Cluster Management's addon APIs the manager still runs the hub side (part 1).
     const withOcm = await this.ocmAddonApiPresent(signal);
     if (withOcm) {
@@ -259,16 +261,28 @@ export class AddonManager {
         managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
         csr: (name) => w.csrs.get(name) as CsrObject | undefined,
       };
+      if (o.tunnelProbeInterval > 0)
+        prober = new TunnelProber(
+          {
+            intervalMs: o.tunnelProbeInterval,
+            timeoutMs: o.tunnelProbeTimeout,
+            replicas: replicaFinder(this.api, (name) => addonCache.configuration(name)),
+            onChange: (cluster) => addonQueue.add(`addon/${cluster}`),
+          },
+          this.log,
+        );
       this.addonReconciler = new AddonReconciler(
         this.api,
         addonCache,
         {
+          installPlacement: o.installPlacement,
           signerNamespace: o.signerSecretNamespace || o.namespace,
           signerName: o.signerSecretName,
           caValidityMs: o.caValidity,
           certValidityMs: o.certValidity,
         },
         this.log,
+        prober,
       );
     } else
       this.log.warn(
@@ -310,7 +324,7 @@ export class AddonManager {
       addonQueue.add("cma");
       enqueueAddons();
     }
-    await Promise.all([queue.run(signal), addonQueue.run(signal), ...watching]);
+    await Promise.all([queue.run(signal), addonQueue.run(signal), prober?.run(signal), ...watching]);
   }
 
   /** Whether the hub serves the OCM APIs the addon side needs (asked until the apiserver answers). */

@@ -10,7 +10,14 @@
  * registration agent) set are kept; a 409 means our cache was stale and the key is retried.
  */
 import { createHash } from "node:crypto";
-import { MPC_API_VERSION, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  MPC_API_VERSION,
+  TunnelHealthReason,
+  defaultedSpec,
+  formatTunnelHealth,
+  type Condition,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
 import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
 import {
   AGENT_DEPLOYMENT,
@@ -35,6 +42,7 @@ import { isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "./logger.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
+import type { TunnelProber } from "./tunnel-prober.js";
 import type { ReconcileResult } from "./work-queue.js";
 
 const MPC_GROUP = MPC_API_VERSION.split("/")[0]!;
@@ -105,6 +113,8 @@ export interface AddonCache {
 }
 
 export interface AddonOptions {
+  /** `<namespace>/<name>` of the Placement of a ClusterManagementAddOn the manager creates ("": Manual). */
+  installPlacement?: string;
   signerNamespace: string;
   signerName: string;
   caValidityMs: number;
@@ -117,8 +127,14 @@ export const SUPPORTED_CONFIGS = [
   { group: ADDON_GROUP, resource: ADC_RESOURCE },
 ];
 
-/** The ClusterManagementAddOn the manager creates when it is missing (install strategy Manual). */
-export function clusterManagementAddOn(): KubeObject {
+/**
+ * The ClusterManagementAddOn the manager creates when it is missing: install strategy Placements
+ * over `placement` (`<namespace>/<name>`: OCM gives every cluster it selects, now or later, a
+ * ManagedClusterAddOn), or Manual without one (a ManagedClusterAddOn per cluster by hand). Either
+ * way a ManagedClusterAddOn created by hand works.
+ */
+export function clusterManagementAddOn(placement = ""): KubeObject {
+  const [namespace, name] = placement.split("/") as [string, string | undefined];
   return {
     apiVersion: Resources.clusterManagementAddOn.apiVersion,
     kind: Resources.clusterManagementAddOn.kind,
@@ -132,7 +148,8 @@ export function clusterManagementAddOn(): KubeObject {
         { group: MPC_GROUP, resource: MPC_RESOURCE, defaultConfig: { name: DEFAULT_CONFIGURATION } },
         { group: ADDON_GROUP, resource: ADC_RESOURCE },
       ],
-      installStrategy: { type: "Manual" },
+      installStrategy:
+        placement && name ? { type: "Placements", placements: [{ name, namespace }] } : { type: "Manual" },
     },
   };
 }
@@ -164,6 +181,8 @@ export class AddonReconciler {
     private readonly cache: AddonCache,
     private readonly options: AddonOptions,
     private readonly logger: Logger,
+    /** Probes each cluster's tunnel; without it (probing disabled) Available is Unknown. */
+    private readonly prober?: TunnelProber,
   ) {}
 
   private agentCa(): Promise<SigningCa> {
@@ -193,7 +212,7 @@ export class AddonReconciler {
     const cma = this.cache.managementAddOn();
     if (!cma) {
       try {
-        await this.api.create(Resources.clusterManagementAddOn, clusterManagementAddOn());
+        await this.api.create(Resources.clusterManagementAddOn, clusterManagementAddOn(this.options.installPlacement));
         this.logger.info({ addon: ADDON_NAME }, "created the ClusterManagementAddOn");
       } catch (err) {
         if ((err as { status?: number }).status !== 409) throw err;
@@ -235,7 +254,10 @@ export class AddonReconciler {
   async reconcileAddon(cluster: string): Promise<ReconcileResult> {
     const mca = this.cache.addon(cluster);
     // A deleted addon's work and everything in it go with it (ownerReference; OCM's work agent).
-    if (!mca || mca.metadata.deletionTimestamp) return;
+    if (!mca || mca.metadata.deletionTimestamp) {
+      this.prober?.untrack(cluster);
+      return;
+    }
     // OCM's addon manager gives the addon an owner once the ClusterManagementAddOn exists.
     const owned = mca.metadata.ownerReferences?.some(
       (o) => o.kind === "ClusterManagementAddOn" && o.name === ADDON_NAME,
@@ -300,7 +322,10 @@ export class AddonReconciler {
     });
 
     // The agent's ManifestWork.
-    const mpc = this.cache.configuration(mpcName);
+    // The cache holds what the apiserver stored: fill in the schema's defaults.
+    const stored = this.cache.configuration(mpcName);
+    const mpc = stored && { ...stored, spec: defaultedSpec(stored.spec) };
+    this.prober?.track(cluster, mpcName);
     const problem = await this.applyWork(mca, cluster, namespace, mpc, adc?.spec, refs);
     if (problem) {
       conditions.push({
@@ -331,8 +356,7 @@ export class AddonReconciler {
     // Health (Customized mode is ours to report), unless the hub already says the cluster is Unknown.
     const clusterAvailable = mc.status?.conditions?.find((c) => c.type === "ManagedClusterConditionAvailable");
     if (clusterAvailable?.status !== "Unknown") {
-      const health = this.health(cluster, mpc);
-      if (health) conditions.push(health);
+      conditions.push(this.health(cluster, mpc));
     }
     await this.writeStatus(mca, status, conditions);
     return requeue !== undefined ? { requeueAfterMs: requeue } : undefined;
@@ -356,7 +380,7 @@ export class AddonReconciler {
     const entrypoint = mpc.status?.entrypoint;
     if (!entrypoint)
       return `ManagedProxyConfiguration ${mpc.metadata.name} has no status.entrypoint yet (the address agents dial)`;
-    const serverNs = mpc.spec.proxyServer?.namespace ?? "open-cluster-management-addon";
+    const serverNs = mpc.spec.proxyServer.namespace;
     const caSecret = await this.api.tryGet<SecretObject>(Resources.secret, SERVER_CA_SECRET, serverNs);
     const servingCaPem = unb64(caSecret?.data?.["ca.crt"]);
     if (!servingCaPem)
@@ -371,7 +395,7 @@ export class AddonReconciler {
     const desired = renderAgentWork({
       cluster,
       namespace,
-      mpc: { ...mpc, spec: mpc.spec },
+      mpc,
       entrypoint,
       servingCaPem,
       ...(adc ? { adc } : {}),
@@ -419,37 +443,51 @@ export class AddonReconciler {
   }
 
   /**
-   * Available from the agent Deployment's ready replicas as the work agent reports them (a ready
-   * agent pod is one connected to every proxy-server: its /readyz).
+   * Available from the tunnel probes through every proxy-server replica (tunnel-prober.ts); the
+   * agent Deployment's ready replicas, as the work agent reports them, complete the message when
+   * the tunnel does not work.
    */
-  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): ConditionInput | undefined {
-    const work = this.cache.work(cluster);
-    const manifest = work?.status?.resourceStatus?.manifests?.find(
-      (m) => m.resourceMeta?.kind === "Deployment" && m.resourceMeta.name === AGENT_DEPLOYMENT,
-    );
-    const values = new Map((manifest?.statusFeedback?.values ?? []).map((v) => [v.name, v.fieldValue?.integer]));
-    if (!work || values.size === 0)
+  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): ConditionInput {
+    const picture = this.prober?.result(cluster);
+    if (!picture || picture.probes === undefined)
       return {
         type: "Available",
         status: "Unknown",
         reason: "NoProbeResult",
-        message: "no report of the proxy-agent Deployment from the managed cluster yet",
+        message: !this.prober
+          ? "tunnel probing is disabled (--tunnel-probe-interval=0)"
+          : `the tunnel to ${cluster} has not been probed yet${picture ? `: ${picture.error}` : ""}`,
       };
-    const ready = values.get("ReadyReplicas") ?? 0;
+    const ns = mpc?.spec.proxyServer.namespace ?? "";
+    if (picture.probes.length === 0)
+      return {
+        type: "Available",
+        status: "False",
+        reason: TunnelHealthReason.noServer,
+        message: `no proxy-server replica of ${mpc?.metadata.name ?? "the configuration"} is ready in namespace ${ns}`,
+      };
+    const message = formatTunnelHealth(picture.probes);
+    if (picture.probes.every((p) => p.ok))
+      return { type: "Available", status: "True", reason: TunnelHealthReason.available, message };
+    return {
+      type: "Available",
+      status: "False",
+      reason: TunnelHealthReason.unavailable,
+      message: `${message}${this.agentDeploymentNote(cluster, mpc)}`,
+    };
+  }
+
+  /** "; agent Deployment: 0 of 1 ready" from the work's status feedback, when reported. */
+  private agentDeploymentNote(cluster: string, mpc: ManagedProxyConfiguration | undefined): string {
+    const manifest = this.cache
+      .work(cluster)
+      ?.status?.resourceStatus?.manifests?.find(
+        (m) => m.resourceMeta?.kind === "Deployment" && m.resourceMeta.name === AGENT_DEPLOYMENT,
+      );
+    const values = new Map((manifest?.statusFeedback?.values ?? []).map((v) => [v.name, v.fieldValue?.integer]));
+    if (values.size === 0) return "";
     const desired = mpc?.spec.proxyAgent?.replicas ?? values.get("Replicas") ?? 0;
-    return ready > 0
-      ? {
-          type: "Available",
-          status: "True",
-          reason: "ProxyAgentConnected",
-          message: `${ready} of ${desired} proxy-agents connected to every proxy-server`,
-        }
-      : {
-          type: "Available",
-          status: "False",
-          reason: "ProxyAgentDisconnected",
-          message: `0 of ${desired} proxy-agents connected to every proxy-server`,
-        };
+    return `; agent Deployment in ${cluster}: ${values.get("ReadyReplicas") ?? 0} of ${desired} ready`;
   }
 
   private async writeStatus(

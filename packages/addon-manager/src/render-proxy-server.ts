@@ -74,10 +74,19 @@ function withHash(obj: KubeObject): KubeObject {
   return obj;
 }
 
+/**
+ * Keepalive of the tunnels the manager deploys, on both ends: a ping every 5 s, a peer that does
+ * not answer within 5 s is gone (the Go defaults, 1h, notice a silently vanished peer after hours).
+ */
+export const FAST_KEEPALIVE_ARGS = ["--keepalive-time=5s", "--keepalive-timeout=5s"] as const;
+
 /** The proxy-server command line for `spec` (before `additionalArgs`). */
 export function serverArgs(spec: ManagedProxyConfigurationSpec): string[] {
   const p = spec.deploy.ports;
   return [
+    // gRPC (konnectivity clients) on --server-port and the HTTP CONNECT door, which the manager's
+    // tunnel probes use, on --http-connect-port.
+    "--mode=both",
     `--server-port=${p.proxyServer}`,
     `--agent-port=${p.agentServer}`,
     `--health-port=${p.healthServer}`,
@@ -91,6 +100,9 @@ export function serverArgs(spec: ManagedProxyConfigurationSpec): string[] {
     `--cluster-ca-cert=${MOUNTS.agentServer}/${AGENT_CA_KEY}`,
     `--server-count=${spec.proxyServer.replicas}`,
     "--proxy-strategies=destHost",
+    // An agent behind a network that silently drops its packets is let go within 10 s, so the
+    // tunnel probes see "no agent" and the agent's next connection is the only one.
+    ...FAST_KEEPALIVE_ARGS,
   ];
 }
 

@@ -20,6 +20,9 @@ export interface AddonManagerOptions {
   certRefreshAfter: number;
   caValidity: number;
   resyncPeriod: number;
+  tunnelProbeInterval: number;
+  installPlacement: string;
+  tunnelProbeTimeout: number;
   identity: string;
   logLevel: string;
 }
@@ -136,6 +139,30 @@ export const addonManagerOptionSpecs: readonly OptionSpec[] = [
     kind: "duration",
     default: 600_000,
     description: "Reconcile every configuration at least this often, even without changes",
+  },
+  {
+    key: "installPlacement",
+    flag: "install-placement",
+    kind: "string",
+    default: "",
+    description:
+      "<namespace>/<name> of a Placement: the ClusterManagementAddOn the manager creates when it is missing installs the agent into every cluster it selects, including clusters that join later (install strategy Placements). Empty: install strategy Manual (create a ManagedClusterAddOn per cluster). An existing ClusterManagementAddOn is left as it is",
+  },
+  {
+    key: "tunnelProbeInterval",
+    flag: "tunnel-probe-interval",
+    kind: "duration",
+    default: 3_000,
+    description:
+      "How often each cluster's tunnel is probed through every proxy-server replica (a CONNECT to <cluster>:443 at each pod's address): what each ManagedClusterAddOn's Available reports (0 disables probing; Available is then Unknown)",
+  },
+  {
+    key: "tunnelProbeTimeout",
+    flag: "tunnel-probe-timeout",
+    kind: "duration",
+    default: 4_000,
+    description:
+      "A probe not answered within this time fails; a replica counts as failing after two failed probes in a row (the second at once), so a cut-off cluster is reported within about interval + 2 x timeout",
   },
   {
     key: "identity",

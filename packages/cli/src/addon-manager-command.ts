@@ -35,6 +35,12 @@ export function registerAddonManagerCommand(
   addOptionSpecs(command, addonManagerOptionSpecs);
   command.action(async () => {
     const options = resolveCommandOptions<AddonManagerOptions>(command, addonManagerOptionSpecs, ctx.env);
+    const dns = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+    if (options.installPlacement && !new RegExp(`^${dns}/${dns}$`).test(options.installPlacement))
+      throw new CommandFailure(
+        `--install-placement: "${options.installPlacement}" is not <namespace>/<name> of a Placement`,
+        2,
+      );
     const logger = await createLogger(options.logLevel, "addon-manager", ctx.logFd);
     const k8s = await import("@kubernetes/client-node");
     const kc = new k8s.KubeConfig();

@@ -121,6 +121,12 @@ describe("cluster-proxy command line", () => {
     assert.equal(r.err, "cluster-proxy server: --server-port: 70000 is not a port number (0-65535)\n");
   });
 
+  test("addon-manager: a malformed --install-placement exits 2 naming it", async () => {
+    const r = await run(["addon-manager", "--install-placement", "global"]);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /--install-placement: "global" is not <namespace>\/<name> of a Placement/);
+  });
+
   test("an unknown flag exits 2 naming the flag", async () => {
     const r = await run(["agent", "--sync-intervall", "1s"]);
     assert.equal(r.code, 2);

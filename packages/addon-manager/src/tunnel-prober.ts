@@ -1,0 +1,304 @@
+/**
+ * What each ManagedClusterAddOn's `Available` says (docs/addon-manager.md, "Health"): every few
+ * seconds the manager opens, through every ready proxy-server replica (its pod address, the HTTP
+ * CONNECT door, with the configuration's proxy-client certificate), a tunnel to `<cluster>:443`:
+ * the replica routes it to that cluster's agent, which dials the cluster's kube-apiserver. A 200
+ * means the agent is connected to that replica and a dial through it works; anything else (no
+ * agent, a dial error, no answer) is the replica's failure, named in the message.
+ *
+ * A replica that passed counts as failing only after a second failed probe, made at once, so one
+ * lost packet on a busy hub does not flap the condition, and a cluster cut off silently is
+ * reported within about interval + 2 x timeout. Only changes of the pass/fail picture reach the
+ * reconciler (latencies alone do not: no status write every few seconds).
+ */
+import { performance } from "node:perf_hooks";
+import tls from "node:tls";
+import { defaultedSpec, type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-proxy/api";
+import { delay } from "./backoff.js";
+import { unb64, type SecretObject } from "./certificate-authority.js";
+import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
+import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { HTTP_CONNECT_PORT, serverPodLabels } from "./render-proxy-server.js";
+import type { Logger } from "./logger.js";
+
+/** One proxy-server replica to probe through. */
+export interface ProxyServerReplica {
+  /** Pod name. */
+  name: string;
+  /** Pod IP. */
+  address: string;
+}
+
+/** What a probe presents and verifies at a replica's CONNECT door. */
+export interface ProbeCredentials {
+  port: number;
+  /** The proxy-servers' serving CA (PEM). */
+  ca: string;
+  /** A proxy-client certificate and key (PEM). */
+  cert: string;
+  key: string;
+  /** A name in the serving certificate. */
+  servername: string;
+}
+
+/** The replicas of one configuration, or why they cannot be probed yet. */
+export type ReplicaSet =
+  { replicas: ProxyServerReplica[]; credentials: ProbeCredentials } | { error: string; replicas?: undefined };
+
+export type ProbeFn = (
+  replica: ProxyServerReplica,
+  cluster: string,
+  credentials: ProbeCredentials,
+  timeoutMs: number,
+) => Promise<ReplicaProbe>;
+
+export interface TunnelProberOptions {
+  intervalMs: number;
+  timeoutMs: number;
+  /** Probes in flight at once. */
+  concurrency?: number;
+  /** The ready replicas of configuration `name` and the credentials to probe them. */
+  replicas(configuration: string): Promise<ReplicaSet>;
+  /** Called with a cluster whose pass/fail picture changed. */
+  onChange(cluster: string): void;
+  /** Injected in unit tests; {@link probeThroughReplica} otherwise. */
+  probe?: ProbeFn;
+}
+
+/** A cluster's probe results: per replica, or why there are none. */
+export type ClusterProbes = { probes: ReplicaProbe[] } | { error: string; probes?: undefined };
+
+export class TunnelProber {
+  private readonly tracked = new Map<string, string>();
+  private readonly results = new Map<string, ClusterProbes>();
+
+  constructor(
+    private readonly options: TunnelProberOptions,
+    private readonly log: Logger,
+  ) {}
+
+  /** Probe `cluster`'s tunnel through the replicas of `configuration` from now on. */
+  track(cluster: string, configuration: string): void {
+    if (this.tracked.get(cluster) === configuration) return;
+    this.tracked.set(cluster, configuration);
+    this.results.delete(cluster);
+  }
+
+  untrack(cluster: string): void {
+    this.tracked.delete(cluster);
+    this.results.delete(cluster);
+  }
+
+  /** The last picture of `cluster` (undefined: not probed yet). */
+  result(cluster: string): ClusterProbes | undefined {
+    return this.results.get(cluster);
+  }
+
+  /** Probe every tracked cluster every interval until `signal` aborts. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const started = performance.now();
+      try {
+        await this.tick();
+      } catch (err) {
+        this.log.warn({ err: (err as Error).message }, "tunnel probe round failed");
+      }
+      await delay(Math.max(0, this.options.intervalMs - (performance.now() - started)), signal);
+    }
+  }
+
+  /** One round: every tracked cluster through every replica of its configuration. */
+  async tick(): Promise<void> {
+    const byConfiguration = new Map<string, string[]>();
+    for (const [cluster, configuration] of this.tracked)
+      byConfiguration.set(configuration, [...(byConfiguration.get(configuration) ?? []), cluster]);
+    const jobs: (() => Promise<void>)[] = [];
+    const next = new Map<string, ClusterProbes>();
+    for (const [configuration, clusters] of byConfiguration) {
+      const set = await this.options.replicas(configuration);
+      if (set.replicas === undefined) {
+        for (const c of clusters) next.set(c, { error: set.error });
+        continue;
+      }
+      for (const cluster of clusters) {
+        const probes: ReplicaProbe[] = [];
+        next.set(cluster, { probes });
+        for (const replica of set.replicas)
+          jobs.push(async () => {
+            probes.push(await this.probeConfirmed(replica, cluster, set.credentials));
+          });
+      }
+    }
+    await runLimited(jobs, this.options.concurrency ?? 64);
+    for (const [cluster, picture] of next) {
+      if (!this.tracked.has(cluster)) continue;
+      picture.probes?.sort((a, b) => a.server.localeCompare(b.server));
+      const before = this.results.get(cluster);
+      this.results.set(cluster, picture);
+      if (signature(before) !== signature(picture)) this.options.onChange(cluster);
+    }
+  }
+
+  /** A failure of a replica that passed last time is confirmed by a second probe at once. */
+  private async probeConfirmed(
+    replica: ProxyServerReplica,
+    cluster: string,
+    credentials: ProbeCredentials,
+  ): Promise<ReplicaProbe> {
+    const probe = this.options.probe ?? probeThroughReplica;
+    const first = await probe(replica, cluster, credentials, this.options.timeoutMs);
+    if (first.ok) return first;
+    const previous = this.results.get(cluster)?.probes?.find((p) => p.server === replica.name);
+    if (!previous?.ok) return first;
+    return probe(replica, cluster, credentials, this.options.timeoutMs);
+  }
+}
+
+function signature(picture: ClusterProbes | undefined): string {
+  if (!picture) return "";
+  if (picture.probes === undefined) return `error:${picture.error}`;
+  return picture.probes.map((p) => `${p.server}@${p.address}=${p.ok ? "ok" : (p.error ?? "failed")}`).join(",");
+}
+
+async function runLimited(jobs: (() => Promise<void>)[], limit: number): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < jobs.length) await jobs[next++]!();
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, jobs.length) }, worker));
+}
+
+/**
+ * One probe: mTLS to the replica's CONNECT door, `CONNECT <cluster>:443`, and the answer's status
+ * line. 200 passes (the tunnel is closed at once); otherwise the error is the server's own text
+ * (e.g. "no agent available"), the TLS or socket error, or the timeout.
+ */
+export function probeThroughReplica(
+  replica: ProxyServerReplica,
+  cluster: string,
+  credentials: ProbeCredentials,
+  timeoutMs: number,
+): Promise<ReplicaProbe> {
+  const started = performance.now();
+  const base = { server: replica.name, address: replica.address };
+  return new Promise((resolve) => {
+    let received = "";
+    let settled = false;
+    const socket = tls.connect({
+      host: replica.address,
+      port: credentials.port,
+      ca: credentials.ca,
+      cert: credentials.cert,
+      key: credentials.key,
+      servername: credentials.servername,
+    });
+    const finish = (result: ReplicaProbe): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(result);
+    };
+    const fail = (error: string): void => finish({ ...base, ok: false, error });
+    const timer = setTimeout(
+      () =>
+        fail(
+          received
+            ? `answered "${firstLine(received)}" but did not finish within ${timeoutMs} ms`
+            : `no answer within ${timeoutMs} ms (agent unreachable from this proxy-server?)`,
+        ),
+      timeoutMs,
+    );
+    socket.once("secureConnect", () =>
+      socket.write(
+        `CONNECT ${cluster}:443 HTTP/1.1\r\nHost: ${cluster}:443\r\nUser-Agent: cluster-proxy-addon-manager\r\n\r\n`,
+      ),
+    );
+    socket.setEncoding("latin1");
+    socket.on("data", (chunk: string) => {
+      received += chunk;
+      const end = received.indexOf("\r\n\r\n");
+      if (end < 0) {
+        if (received.length > 16_384) fail("oversized answer to CONNECT");
+        return;
+      }
+      const status = /^HTTP\/1\.[01] (\d{3})/.exec(received);
+      if (status?.[1] === "200")
+        finish({ ...base, ok: true, latencyMs: Math.round((performance.now() - started) * 10) / 10 });
+      // Otherwise wait for the body (the server closes after it).
+    });
+    const onEnd = (): void => {
+      const end = received.indexOf("\r\n\r\n");
+      const body = end >= 0 ? received.slice(end + 4).trim() : "";
+      fail(
+        received
+          ? `${firstLine(received).replace(/^HTTP\/1\.[01] /, "")}${body ? `: ${firstLine(body)}` : ""}`
+          : "connection closed without an answer",
+      );
+    };
+    socket.on("end", onEnd);
+    socket.on("close", onEnd);
+    socket.on("error", (err: NodeJS.ErrnoException) => fail(err.code ? `${err.code}: ${err.message}` : err.message));
+  });
+}
+
+function firstLine(text: string): string {
+  return text.split(/\r?\n/, 1)[0]!.slice(0, 200);
+}
+
+interface PodObject extends KubeObject {
+  status?: { podIP?: string; phase?: string; conditions?: { type: string; status: string }[] };
+}
+
+/**
+ * The {@link TunnelProberOptions.replicas} of a manager: the ready proxy-server pods of a
+ * configuration (listed each round: one request per configuration) and its proxy-client
+ * certificate and serving CA (read again every `credentialTtlMs`, so rotations are followed).
+ */
+export function replicaFinder(
+  api: KubeApi,
+  configuration: (name: string) => ManagedProxyConfiguration | undefined,
+  credentialTtlMs = 30_000,
+): (name: string) => Promise<ReplicaSet> {
+  const cached = new Map<string, { at: number; credentials: ProbeCredentials }>();
+  return async (name) => {
+    const mpc = configuration(name);
+    if (!mpc) return { error: `ManagedProxyConfiguration ${name} does not exist` };
+    // The cache holds what the apiserver stored: fill in the schema's defaults.
+    const spec = defaultedSpec(mpc.spec);
+    const ns = spec.proxyServer.namespace;
+    let credentials = cached.get(name);
+    if (!credentials || performance.now() - credentials.at > credentialTtlMs) {
+      const secretName = spec.authentication.dump.secrets.signingProxyClientSecretName;
+      const [client, serving] = await Promise.all([
+        api.tryGet<SecretObject>(Resources.secret, secretName, ns),
+        api.tryGet<SecretObject>(Resources.secret, SERVER_CA_SECRET, ns),
+      ]);
+      const cert = unb64(client?.data?.["tls.crt"]);
+      const key = unb64(client?.data?.["tls.key"]);
+      const ca = unb64(serving?.data?.["ca.crt"]);
+      if (!cert || !key)
+        return { error: `Secret ${ns}/${secretName} (the proxy-client certificate) is not issued yet` };
+      if (!ca) return { error: `Secret ${ns}/${SERVER_CA_SECRET} (the proxy-servers' CA) does not exist yet` };
+      const svc = spec.proxyServer.inClusterServiceName;
+      credentials = {
+        at: performance.now(),
+        credentials: { port: HTTP_CONNECT_PORT, ca, cert, key, servername: `${svc}.${ns}.svc` },
+      };
+      cached.set(name, credentials);
+    }
+    const selector = Object.entries(serverPodLabels(name))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(",");
+    const pods = await api.list(Resources.pod, { namespace: ns, labelSelector: selector });
+    const replicas = (pods.items as PodObject[])
+      .filter(
+        (p) =>
+          !p.metadata.deletionTimestamp &&
+          p.status?.podIP &&
+          p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      )
+      .map((p) => ({ name: p.metadata.name, address: p.status!.podIP! }));
+    return { replicas, credentials: credentials.credentials };
+  };
+}
