@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { describe, test } from "node:test";
 import { defaultedSpec, MPC_API_VERSION, MPC_KIND, type ManagedProxyConfiguration } from "@cluster-proxy/api";
-import { AGENT_CERT_SECRET, goJson, mirroredImage, renderAgentWork, specHash } from "./agent-manifests.js";
+import {
+  AGENT_CERT_SECRET,
+  PROXY_CA_SECRET,
+  goJson,
+  mirroredImage,
+  renderAgentWork,
+  specHash,
+} from "./agent-manifests.js";
 import type { KubeObject } from "./kube-api.js";
 
 const mpc = (agent: Record<string, unknown> = {}): ManagedProxyConfiguration => ({
@@ -101,6 +108,60 @@ describe("the agent's ManifestWork", () => {
     assert.equal(spec.containers[0]!.image, "mirror.example/ocm/cluster-proxy:v1");
     assert.ok(spec.containers[0]!.args.includes("--proxy-server-host=fd00::1"));
     assert.equal(mirroredImage("docker.io/x", [{ source: "quay.io", mirror: "m" }]), "docker.io/x");
+  });
+
+  test("AddOnDeploymentConfig proxyConfig: proxy variables, the proxy's CA mounted and named by flag; default requests", () => {
+    const render = (adc?: Parameters<typeof renderAgentWork>[0]["adc"]): KubeObject[] =>
+      (
+        renderAgentWork({
+          cluster: "mc1",
+          namespace: "agents",
+          mpc: mpc(),
+          entrypoint: "hub.example:8091",
+          servingCaPem: "CA",
+          owner,
+          configHashes: {},
+          ...(adc ? { adc } : {}),
+        }).spec as { workload: { manifests: KubeObject[] } }
+      ).workload.manifests;
+    type C = {
+      args: string[];
+      env: { name: string; value?: string }[];
+      resources: unknown;
+      volumeMounts: { mountPath: string }[];
+    };
+    const container = (manifests: KubeObject[]): C =>
+      (
+        manifests.find((m) => m.kind === "Deployment") as unknown as {
+          spec: { template: { spec: { containers: C[] } } };
+        }
+      ).spec.template.spec.containers[0]!;
+    const plain = render();
+    assert.deepEqual(container(plain).resources, { requests: { cpu: "20m", memory: "96Mi" } });
+    assert.ok(!container(plain).env.some((e) => e.name.endsWith("_PROXY")));
+    assert.ok(!plain.some((m) => m.metadata.name === PROXY_CA_SECRET));
+
+    const proxied = render({
+      proxyConfig: {
+        httpsProxy: "https://proxy.corp:3129",
+        noProxy: "10.0.0.0/8",
+        caBundle: Buffer.from("PROXY CA PEM").toString("base64"),
+      },
+    });
+    const c = container(proxied);
+    assert.deepEqual(
+      c.env.filter((e) => e.name.endsWith("_PROXY")),
+      [
+        { name: "HTTPS_PROXY", value: "https://proxy.corp:3129" },
+        { name: "NO_PROXY", value: "10.0.0.0/8" },
+      ],
+    );
+    assert.ok(c.args.includes("--https-proxy-ca-cert=/etc/proxy-ca/ca.crt"));
+    assert.ok(c.volumeMounts.some((v) => v.mountPath === "/etc/proxy-ca"));
+    const secret = proxied.find((m) => m.metadata.name === PROXY_CA_SECRET) as KubeObject & {
+      data: { "ca.crt": string };
+    };
+    assert.equal(Buffer.from(secret.data["ca.crt"], "base64").toString(), "PROXY CA PEM");
   });
 
   test("spec hashes are Go's: sorted keys, no spaces, HTML characters escaped", () => {

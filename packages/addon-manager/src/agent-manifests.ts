@@ -11,12 +11,17 @@ import { createHash } from "node:crypto";
 import type { ManagedProxyConfiguration, NodePlacement } from "@cluster-proxy/api";
 import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
 import type { KubeObject, OwnerReference } from "./kube-api.js";
+import { FAST_KEEPALIVE_ARGS } from "./render-proxy-server.js";
 
 export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;
 export const DEFAULT_AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
 export const AGENT_DEPLOYMENT = "cluster-proxy-proxy-agent";
 export const AGENT_CONTAINER = "proxy-agent";
 export const AGENT_CA_SECRET = "cluster-proxy-ca";
+/** The CA bundle of an https:// forward proxy (AddOnDeploymentConfig proxyConfig.caBundle). */
+export const PROXY_CA_SECRET = "cluster-proxy-forward-proxy-ca";
+/** Requests when no AddOnDeploymentConfig sets resources (measured idle: ~60 MiB RSS, ~0 CPU). */
+export const DEFAULT_AGENT_RESOURCES = { requests: { cpu: "20m", memory: "96Mi" } };
 /** Where OCM's registration agent writes the certificate our signer issued (ocm-addon-contract §3e). */
 export const AGENT_CERT_SECRET = `${ADDON_NAME}-${AGENT_SIGNER.replace("/", "-")}-client-cert`;
 export const AGENT_HEALTH_PORT = 8093;
@@ -81,9 +86,24 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
     ...(agent.agentNodePlacements?.[cluster] ?? {}),
     ...(adc?.nodePlacement ?? {}),
   };
-  const resources = [...(adc?.resourceRequirements ?? [])]
-    .reverse()
-    .find((r) => containerIdMatches(r.containerID, "deployments", AGENT_DEPLOYMENT, AGENT_CONTAINER))?.resources;
+  const resources =
+    [...(adc?.resourceRequirements ?? [])]
+      .reverse()
+      .find((r) => containerIdMatches(r.containerID, "deployments", AGENT_DEPLOYMENT, AGENT_CONTAINER))?.resources ??
+    DEFAULT_AGENT_RESOURCES;
+  // A forward proxy between the cluster and the hub: the agent honours HTTPS_PROXY / NO_PROXY
+  // (the hub connection is TLS); HTTP_PROXY is passed on as given.
+  const proxy = adc?.proxyConfig ?? {};
+  const proxyEnv = (
+    [
+      ["HTTP_PROXY", proxy.httpProxy],
+      ["HTTPS_PROXY", proxy.httpsProxy],
+      ["NO_PROXY", proxy.noProxy],
+    ] as const
+  )
+    .filter(([, v]) => v)
+    .map(([name, value]) => ({ name, value: value! }));
+  const proxyCa = proxy.caBundle ? Buffer.from(proxy.caBundle, "base64").toString("utf8") : "";
   const labels = { "app.kubernetes.io/name": "cluster-proxy", "app.kubernetes.io/component": "proxy-agent" };
   const caPem = input.servingCaPem;
   const manifests: KubeObject[] = [
@@ -96,6 +116,17 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
       type: "Opaque",
       data: { "ca.crt": Buffer.from(caPem).toString("base64") },
     },
+    ...(proxyCa
+      ? [
+          {
+            apiVersion: "v1",
+            kind: "Secret",
+            metadata: { name: PROXY_CA_SECRET, namespace },
+            type: "Opaque",
+            data: { "ca.crt": Buffer.from(proxyCa).toString("base64") },
+          },
+        ]
+      : []),
     {
       apiVersion: "apps/v1",
       kind: "Deployment",
@@ -136,9 +167,14 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   "--agent-key=/etc/tls/tls.key",
                   `--cluster-name=${cluster}`,
                   `--health-server-port=${AGENT_HEALTH_PORT}`,
+                  // A hub that silently vanished is noticed within 10 s, and reconnects are retried at
+                  // least every 3 s, so a cluster is back within seconds of its network.
+                  ...FAST_KEEPALIVE_ARGS,
+                  "--sync-interval-cap=3s",
+                  ...(proxyCa ? ["--https-proxy-ca-cert=/etc/proxy-ca/ca.crt"] : []),
                   ...(agent.additionalArgs ?? []),
                 ],
-                env: [{ name: "PROXY_AGENT_ID", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+                env: [{ name: "PROXY_AGENT_ID", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }, ...proxyEnv],
                 ports: [{ name: "health", containerPort: AGENT_HEALTH_PORT }],
                 // Ready = connected to every proxy-server (the agent's /readyz).
                 readinessProbe: {
@@ -152,16 +188,18 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   periodSeconds: 10,
                   failureThreshold: 3,
                 },
-                ...(resources ? { resources } : {}),
+                resources,
                 volumeMounts: [
                   { name: "ca", mountPath: "/etc/ca", readOnly: true },
                   { name: "agent-certificate", mountPath: "/etc/tls", readOnly: true },
+                  ...(proxyCa ? [{ name: "proxy-ca", mountPath: "/etc/proxy-ca", readOnly: true }] : []),
                 ],
               },
             ],
             volumes: [
               { name: "ca", secret: { secretName: AGENT_CA_SECRET } },
               { name: "agent-certificate", secret: { secretName: AGENT_CERT_SECRET } },
+              ...(proxyCa ? [{ name: "proxy-ca", secret: { secretName: PROXY_CA_SECRET } }] : []),
             ],
           },
         },
