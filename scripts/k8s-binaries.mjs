@@ -90,6 +90,8 @@ function targets(v) {
       ldflags: kube,
     },
     { name: "kubectl", dir: kubeDir, pkg: "k8s.io/kubernetes/cmd/kubectl", ldflags: kube },
+    // Our test peer: client-go through a konnectivity-client tunnel, as the seeds' Go snippet.
+    { name: "clientgo-tunnel", dir: kubeDir, pkg: "./clientgo-tunnel" },
     { name: "registration", dir: ocmDir, pkg: "open-cluster-management.io/ocm/cmd/registration" },
     { name: "registration-operator", dir: ocmDir, pkg: "open-cluster-management.io/ocm/cmd/registration-operator" },
     { name: "addon", dir: ocmDir, pkg: "open-cluster-management.io/ocm/cmd/addon" },
@@ -161,6 +163,7 @@ async function main() {
     keyInputs: [
       ["versions.json", join(k8sDir, "versions.json")],
       ...WRAPPERS.flatMap(([label, dir]) => goModInputs(label, dir)),
+      ["clientgo-tunnel/main.go", join(kubeDir, "clientgo-tunnel", "main.go")],
     ],
     versions,
     targets: targets(versions),
