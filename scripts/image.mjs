@@ -104,7 +104,14 @@ function makeBase(base, versions) {
   rmSync(debs, { recursive: true, force: true });
   mkdirSync(debs, { recursive: true });
   log(`apt-get download ${versions.debianPackages.join(" ")} ...`);
-  sh("apt-get", ["download", ...versions.debianPackages], { cwd: debs });
+  const download = () =>
+    spawnSync("apt-get", ["download", ...versions.debianPackages], { cwd: debs, encoding: "utf8" });
+  if (download().status !== 0) {
+    // A fresh machine may have no package lists yet.
+    log("apt-get download failed; apt-get update and retry ...");
+    sh("apt-get", ["update", "-qq"]);
+    sh("apt-get", ["download", ...versions.debianPackages], { cwd: debs });
+  }
   const pkgVersions = {};
   const coreutils = join(work, "coreutils");
   rmSync(coreutils, { recursive: true, force: true });
