@@ -19,7 +19,7 @@ export interface ValuesSchema {
   $schema?: string;
   title?: string;
   description?: string;
-  type?: "object" | "array" | "string" | "integer" | "boolean" | "number" | ("string" | "integer")[];
+  type?: "object" | "array" | "string" | "integer" | "boolean" | "number";
   properties?: Record<string, ValuesSchema>;
   additionalProperties?: boolean | ValuesSchema;
   required?: string[];
@@ -64,10 +64,10 @@ function fromCrd(node: JsonSchemaProps, overrides: Partial<ValuesSchema> = {}): 
 }
 
 /** The addon manager flag `--<flag>` as a value (durations as Go duration strings). */
-function fromFlag(flag: string, description?: string): ValuesSchema {
+function fromFlag(flag: string): ValuesSchema {
   const spec: OptionSpec | undefined = addonManagerOptionSpecs.find((s) => s.flag === flag);
   if (!spec) throw new Error(`chart values: the addon manager has no flag --${flag}`);
-  const text = `${description ?? spec.description} (addon manager --${flag}).`;
+  const text = `${spec.description} (addon manager --${flag}).`;
   switch (spec.kind) {
     case "boolean":
       return { type: "boolean", description: text, default: spec.default };
@@ -101,21 +101,9 @@ const obj = (description: string, properties: Record<string, ValuesSchema>): Val
   properties,
   additionalProperties: false,
 });
-/** core/v1 ResourceRequirements; quantities may be numbers in YAML (`cpu: 1`). */
-const resources = (description: string, dflt: Record<string, Record<string, string>>): ValuesSchema => {
-  const quantities = (d: string): ValuesSchema => ({
-    type: "object",
-    description: d,
-    additionalProperties: { type: ["string", "integer"] },
-  });
-  return {
-    ...obj(description, {
-      requests: quantities("Requested resources, e.g. cpu: 100m, memory: 128Mi."),
-      limits: quantities("Maximum resources, e.g. memory: 512Mi."),
-    }),
-    default: dflt,
-  };
-};
+/** core/v1 ResourceRequirements, as the CRD's `proxyServer.resources` (quantities are strings). */
+const resources = (description: string, dflt: Record<string, Record<string, string>>): ValuesSchema =>
+  fromCrd(crdField("proxyServer.resources"), { description, default: dflt });
 
 const placement = crdField("proxyServer.nodePlacement");
 

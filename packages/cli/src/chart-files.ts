@@ -84,7 +84,6 @@ export function valuesSchemaJson(schema: ValuesSchema = chartValuesSchema()): st
 function typeLabel(node: ValuesSchema): string {
   if (node.enum) return node.enum.map((e) => String(e)).join(" \\| ");
   if (node.type === "array") return `[]${typeLabel(node.items ?? {})}`;
-  if (Array.isArray(node.type)) return node.type.join(" \\| ");
   if (node.type === "object" && !node.properties) return "map";
   return node.type ?? "";
 }
