@@ -217,9 +217,13 @@ function main() {
   ]);
   const layout = join(work, "oci");
   const archive = join(work, `cluster-proxy-${tag}.oci.tar`);
+  // Fresh outputs (an OCI layout would keep the blobs of earlier builds), and no dangling images of
+  // earlier builds in buildah's storage.
+  rmSync(layout, { recursive: true, force: true });
   rmSync(archive, { force: true });
   sh("buildah", [...storage, "push", "--quiet", name, `oci:${layout}:${tag}`]);
   sh("buildah", [...storage, "push", "--quiet", name, `oci-archive:${archive}:${name}`]);
+  spawnSync("buildah", [...storage, "rmi", "--prune"], { stdio: "ignore" });
   const index = JSON.parse(readFileSync(join(layout, "index.json"), "utf8"));
   const digest = index.manifests.find((m) => m.annotations?.["org.opencontainers.image.ref.name"] === tag)?.digest;
   const info = { name, tag, digest, layout, archive, node: versions.node.version, debianPackages };

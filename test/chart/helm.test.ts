@@ -99,6 +99,25 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     await env?.close();
   });
 
+  test("helm install with a mistyped value fails naming it, and installs nothing", () => {
+    const r = helm(
+      [
+        "install",
+        "-n",
+        NS,
+        "--create-namespace",
+        RELEASE,
+        CHART,
+        "--set",
+        `proxyServer.entrypointAdress=${ENTRYPOINT}`,
+      ],
+      true,
+    );
+    assert.notEqual(r.status, 0);
+    assert.match(r.stderr, /at '\/proxyServer': additional properties 'entrypointAdress' not allowed/);
+    assert.equal(helm(["list", "-n", NS, "-q"]).stdout.trim(), "");
+  });
+
   test("helm install (the README's command line): Available on mc1 and mc2 within two minutes", async () => {
     const t0 = Date.now();
     const r = helm([
