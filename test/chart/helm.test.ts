@@ -233,8 +233,19 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     }
   });
 
-  test("helm upgrade to 3 proxy-servers: every agent connected to each of them", async () => {
-    const r = helm(["upgrade", "-n", NS, RELEASE, CHART, "--reuse-values", "--set", "proxyServer.replicas=3"]);
+  test("helm upgrade to 3 proxy-servers (and 2 managers): every agent connected to each server", async () => {
+    const r = helm([
+      "upgrade",
+      "-n",
+      NS,
+      RELEASE,
+      CHART,
+      "--reuse-values",
+      "--set",
+      "proxyServer.replicas=3",
+      "--set",
+      "replicas=2",
+    ]);
     assert.match(r.stdout, /has been upgraded/);
     let seen = "";
     await waitFor(
@@ -270,6 +281,33 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     });
     const avail = availability();
     for (const c of CLUSTERS) assert.equal(avail[c]?.status, "True", `${c}: ${JSON.stringify(avail[c])}`);
+    // Two addon managers, both ready (the standby too), one of them holding the Lease.
+    const managers = await waitFor(
+      "2 ready addon managers",
+      120_000,
+      async () => {
+        const d = await hub.get<KubeObject & { status?: { readyReplicas?: number } }>(
+          Resources.deployment,
+          "cluster-proxy-addon-manager",
+          NS,
+        );
+        if (d.status?.readyReplicas !== 2) return undefined;
+        const pods = (
+          await hub.list(Resources.pod, { namespace: NS, labelSelector: "app.kubernetes.io/component=addon-manager" })
+        ).items as Pod[];
+        return pods.filter((p) => !p.metadata.deletionTimestamp).map((p) => p.metadata.name);
+      },
+      1000,
+    );
+    const lease = await hub.get<KubeObject & { spec?: { holderIdentity?: string } }>(
+      Resources.lease,
+      "cluster-proxy-addon-manager",
+      NS,
+    );
+    assert.ok(
+      managers.includes(lease.spec?.holderIdentity ?? ""),
+      `${lease.spec?.holderIdentity} in ${managers.join(", ")}`,
+    );
   });
 
   test("helm uninstall removes the agents from mc1 and mc2 and keeps the CA Secrets", async () => {
