@@ -1,15 +1,18 @@
 /**
  * Rewrites the flag reference in README.md (between `<!-- flags:begin -->` and
  * `<!-- flags:end -->`) from the option schemas, and the ManagedProxyConfiguration reference
- * (between `<!-- crd:begin -->` and `<!-- crd:end -->`) from the API schema.
+ * (between `<!-- crd:begin -->` and `<!-- crd:end -->`) from the API schema; and the Helm chart's
+ * generated files (charts/cluster-proxy: values.schema.json, values.yaml, crds/, the README's values
+ * table) from the values schema (packages/cli/src/chart-files.ts).
  *
  *   node --conditions=source --import tsx scripts/gen-flag-docs.ts [--check] [--readme PATH]
  *
  * With `--check` nothing is written; exits 1 when the README is out of date.
  */
 import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { replaceCrdReference, replaceFlagReference } from "@cluster-proxy/cli";
+import { chartFiles, replaceCrdReference, replaceFlagReference } from "@cluster-proxy/cli";
 
 const args = process.argv.slice(2);
 const check = args.includes("--check");
@@ -40,15 +43,31 @@ try {
   process.stderr.write(`gen-flag-docs: ${readmePath}: ${(err as Error).message}\n`);
   process.exit(1);
 }
-if (check) {
-  if (wanted !== current) {
-    process.stderr.write(`gen-flag-docs: ${readmePath}: the flag reference is out of date; run npm run docs:flags\n`);
+// The chart's generated files (only with the repository's own README: --readme is for tests).
+const files = new Map<string, string>(readmeFlag >= 0 ? [] : await chartFileTargets());
+files.set(readmePath, wanted);
+const stale: string[] = [];
+for (const [path, content] of files) {
+  const have = path === readmePath ? current : await readFile(path, "utf8").catch(() => "");
+  if (have === content) continue;
+  stale.push(path);
+  if (!check) await writeFile(path, content);
+}
+if (check && stale.length > 0) {
+  process.stderr.write(`gen-flag-docs: out of date (run npm run docs:flags): ${stale.join(", ")}\n`);
+  process.exit(1);
+}
+process.stdout.write(
+  stale.length === 0 ? "gen-flag-docs: everything up to date\n" : `gen-flag-docs: updated ${stale.join(", ")}\n`,
+);
+
+async function chartFileTargets(): Promise<[string, string][]> {
+  const chartDir = fileURLToPath(new URL("../charts/cluster-proxy/", import.meta.url));
+  try {
+    const wantedFiles = await chartFiles(() => readFile(join(chartDir, "README.md"), "utf8"));
+    return [...wantedFiles].map(([rel, content]) => [join(chartDir, rel), content]);
+  } catch (err) {
+    process.stderr.write(`gen-flag-docs: charts/cluster-proxy: ${(err as Error).message}\n`);
     process.exit(1);
   }
-  process.stdout.write(`gen-flag-docs: ${readmePath} is up to date\n`);
-} else if (wanted !== current) {
-  await writeFile(readmePath, wanted);
-  process.stdout.write(`gen-flag-docs: updated the flag reference in ${readmePath}\n`);
-} else {
-  process.stdout.write(`gen-flag-docs: ${readmePath} already up to date\n`);
 }

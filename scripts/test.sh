@@ -31,6 +31,12 @@ if [[ $which == integration || $which == all ]] && [[ -f test/env/env.test.ts ]]
   node --conditions=source --import tsx test/env/cli.ts prepare >/dev/null
 fi
 
+# The image test (test/image) runs the container image's entry points: build it here (apt-get,
+# npm and buildah need the registries), after the workspace was built.
+if [[ $which == integration || $which == all ]] && [[ -f test/image/image.test.ts ]]; then
+  node scripts/image.mjs >/dev/null
+fi
+
 runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "${files[@]}")
 
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && [[ ${CP_TEST_NO_NETNS:-} != 1 ]]; then

@@ -2,7 +2,7 @@
 // npm run env:down -> removes everything env:up made
 // node --conditions=source --import tsx test/env/cli.ts status|prepare
 import { stateDir } from "./config.js";
-import { buildBinaries, describe, down, isRunning, log, ocmApiDir, readState, up } from "./environment.js";
+import { buildBinaries, buildHelm, describe, down, isRunning, log, ocmApiDir, readState, up } from "./environment.js";
 import { checkNetworkPrereqs, ensureNft } from "./network.js";
 
 async function main(): Promise<void> {
@@ -18,6 +18,7 @@ async function main(): Promise<void> {
     ensureNft(log);
     const dir = buildBinaries();
     ocmApiDir();
+    buildHelm();
     process.stdout.write(`${dir}\n`);
   } else if (cmd === "down") {
     await down();

@@ -130,6 +130,9 @@ export const paths = {
   logs: join(stateDir, "logs"),
   run: join(stateDir, "run"),
   kubectl: join(stateDir, "kubectl"),
+  /** helm wrapper (runs in the lab namespace) and its config/cache/data directories */
+  helm: join(stateDir, "helm"),
+  helmHome: join(stateDir, "helm-home"),
   kubeconfig: (c: ClusterName): string => join(stateDir, `${c}.kubeconfig`),
   /** https://127.0.0.1:6443, for processes inside that cluster's own namespace. */
   localKubeconfig: (c: ClusterName): string => join(stateDir, "pki", c, "local.kubeconfig"),

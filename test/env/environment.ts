@@ -74,30 +74,44 @@ export const log = (msg: string): void => {
 
 // ---------------------------------------------------------------- binaries
 
-/** Runs scripts/k8s-binaries.mjs (progress on our stderr) and returns its cache dir. */
-export function buildBinaries(): string {
-  const script = join(repoRoot, "scripts", "k8s-binaries.mjs");
+/**
+ * Runs one of the scripts that build Go binaries into a cache (progress on our stderr) and returns
+ * the last line it printed (its result directory).
+ */
+function runBuildScript(script: string, what: string): string {
   let out: string;
   try {
     // The build needs the Go module proxy only on a cold cache; see docs/test-environment.md for
     // running it from inside a namespace without a route out.
-    out = execFileSync(process.execPath, [script], {
+    out = execFileSync(process.execPath, [join(repoRoot, "scripts", script)], {
       encoding: "utf8",
       stdio: ["ignore", "pipe", "inherit"],
       timeout: 80 * 60_000,
     });
   } catch (err) {
     throw new CommandError(
-      `building the Kubernetes/etcd/OCM binaries failed (node scripts/k8s-binaries.mjs; see its error above). ` +
+      `building ${what} failed (node scripts/${script}; see its error above). ` +
         `A cold build needs the Go module proxy: inside a network namespace without a route out (scripts/test.sh's ` +
         `cp-test-<pid>) run 'node --conditions=source --import tsx test/env/cli.ts prepare' first, outside it. ` +
         `${(err as Error).message}`,
     );
   }
-  const dir = out.trim().split("\n").pop() ?? "";
+  return out.trim().split("\n").pop() ?? "";
+}
+
+/** Runs scripts/k8s-binaries.mjs and returns its cache dir. */
+export function buildBinaries(): string {
+  const dir = runBuildScript("k8s-binaries.mjs", "the Kubernetes/etcd/OCM binaries");
   if (!dir || !existsSync(join(dir, "bin", "kube-apiserver")))
-    throw new CommandError(`k8s-binaries printed no cache dir (${out})`);
+    throw new CommandError(`k8s-binaries printed no cache dir (${dir})`);
   return dir;
+}
+
+/** Runs scripts/helm-binary.mjs and returns the path of the `helm` it built (or found cached). */
+export function buildHelm(): string {
+  const helm = join(runBuildScript("helm-binary.mjs", "helm"), "helm");
+  if (!existsSync(helm)) throw new CommandError(`helm-binary printed no bin dir holding helm (${helm})`);
+  return helm;
 }
 
 /** The OCM API module dir in the Go module cache (CRDs are read from there, never copied into the repo). */
@@ -498,6 +512,26 @@ function writeClientFiles(): void {
   chmodSync(paths.kubectl, 0o755);
 }
 
+/**
+ * The helm wrapper beside kubectl: runs `helmBinary` in the lab namespace (like kubectl), with
+ * helm's config, cache and data directories under the environment's dir (unless set), so it
+ * neither reads nor writes the caller's ~/.config/helm.
+ */
+function writeHelmWrapper(helmBinary: string): void {
+  const home = (d: string): string =>
+    `export HELM_${d}_HOME="\${HELM_${d}_HOME:-${join(paths.helmHome, d.toLowerCase())}}"\n`;
+  writeFileSync(
+    paths.helm,
+    `#!/bin/sh\n# cluster-proxy test environment: helm, run in the ${nsOf("lab")} network namespace.\n` +
+      home("CONFIG") +
+      home("CACHE") +
+      home("DATA") +
+      `if [ "$(ip netns identify $$ 2>/dev/null)" = "${nsOf("lab")}" ]; then exec "${helmBinary}" "$@"; fi\n` +
+      `exec ip netns exec ${nsOf("lab")} "${helmBinary}" "$@"\n`,
+  );
+  chmodSync(paths.helm, 0o755);
+}
+
 export interface UpResult {
   state: EnvState;
   /** true when an already-running environment was reused */
@@ -511,7 +545,9 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
   const cacheDir = buildBinaries();
   binDir = join(cacheDir, "bin");
   const apiDir = ocmApiDir();
+  const helmBinary = buildHelm();
   return withLock(async () => {
+    writeHelmWrapper(helmBinary);
     const prev = readState();
     if (isRunning(prev) && prev.binDir === binDir) {
       if (owner === "fixture" && prev.owner === "fixture" && !pidAlive(prev.ownerPid)) {
@@ -697,7 +733,9 @@ async function downLocked(opts: { keepLogs?: boolean } = {}): Promise<void> {
   deleteNetwork();
   for (const d of [paths.pki, paths.data, paths.run]) rmSync(d, { recursive: true, force: true });
   if (!opts.keepLogs) rmSync(paths.logs, { recursive: true, force: true });
-  for (const f of [paths.state, paths.kubectl, ...CLUSTERS.map((c) => paths.kubeconfig(c))]) rmSync(f, { force: true });
+  rmSync(paths.helmHome, { recursive: true, force: true });
+  for (const f of [paths.state, paths.kubectl, paths.helm, ...CLUSTERS.map((c) => paths.kubeconfig(c))])
+    rmSync(f, { force: true });
 }
 
 /** Removes everything up() made: processes (by recorded PID, then by namespace), namespaces, files. */

@@ -16,12 +16,13 @@
 //   does); every occurrence of a volumeMount's mountPath in command, args and env values is
 //   replaced by that directory (no mount namespaces: the files cannot appear at the container path
 //   itself). The pod's service account token, ca.crt and namespace are written the same way and
-//   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them.
+//   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them; in a pod with its own network
+//   namespace they are also bind-mounted at that path (its private mount namespace).
 import * as k8s from "@kubernetes/client-node";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
@@ -191,6 +192,20 @@ const network = {
   },
   wrap: (pod: Pod, argv: string[]): string[] => (pod.net ? ["ip", "netns", "exec", pod.net.ns, ...argv] : argv),
 };
+
+const SA_PATH = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/**
+ * A pod with its own network namespace also has a private mount namespace (`ip netns exec` makes
+ * one): there the service account files are bind-mounted at their well-known path, as a kubelet's
+ * projected volume is, so in-cluster clients that read that path themselves work
+ * (@kubernetes/client-node's loadFromCluster, the addon manager the chart installs).
+ */
+function mountServiceAccount(pod: Pod, argv: string[]): string[] {
+  const saDir = join(pod.dir, "serviceaccount");
+  if (!pod.net || !existsSync(join(saDir, "token"))) return argv;
+  return ["sh", "-c", `mkdir -p ${SA_PATH} && mount --bind "$0" ${SA_PATH} && exec "$@"`, saDir, ...argv];
+}
 
 const pods = new Map<string, Pod>(); // by uid
 let podSeq = 0;
@@ -503,7 +518,7 @@ async function prepare(pod: Pod): Promise<void> {
 function startContainer(pod: Pod, c: Container): void {
   const logFile = join(pod.dir, `${c.name}.log`);
   const fd = openSync(logFile, "a");
-  const argv = network.wrap(pod, c.argv);
+  const argv = network.wrap(pod, mountServiceAccount(pod, c.argv));
   const child = spawn(argv[0]!, argv.slice(1), { cwd: pod.dir, env: c.env, stdio: ["ignore", fd, fd] });
   closeSync(fd);
   c.child = child;

@@ -10,3 +10,4 @@ export * from "./log-options.js";
 export * from "./tls-profile.js";
 export * from "./go-flags.js";
 export * from "./addon-health.js";
+export * from "./chart-values.js";

@@ -19,3 +19,4 @@ export { crdReferenceMarkdown, CRD_BEGIN, CRD_END } from "./crd-reference.js";
 export { startSampleService, type SampleService } from "./sample-service.js";
 export { NODE_FLAGS, SHEBANG, missingNodeFlags } from "./node-flags.js";
 export { portInUse, portConflictMessage, type PortInUse } from "./port-conflicts.js";
+export { CHART_GENERATED, chartFiles, valuesSchemaJson, valuesYaml, valuesTableMarkdown } from "./chart-files.js";

@@ -1,0 +1,205 @@
+/**
+ * The values of the Helm chart `charts/cluster-proxy`, as a JSON Schema (draft-07) that helm checks
+ * on every `lint`, `template`, `install` and `upgrade`: an unknown key or a value of the wrong type
+ * fails with its path. Built from the same sources as the CRD and the flags: each value that ends up
+ * in a ManagedProxyConfiguration field takes that field's schema (type, bounds, enum, default,
+ * description) from {@link managedProxyConfigurationSchema}, and each value that becomes an addon
+ * manager flag takes its kind, choices and default from {@link addonManagerOptionSpecs}. Names follow
+ * the Go cluster-proxy chart where the concept is the same (`registry`, `image`, `tag`, `replicas`,
+ * `spokeAddonNamespace`, `proxyServer.entrypointAddress`, `proxyServer.entrypointLoadBalancer`,
+ * `proxyServer.port`, `installByPlacement`). The chart's `values.yaml`, `values.schema.json` and the
+ * values table of its README are generated from this (`npm run docs:flags`).
+ */
+import { addonManagerOptionSpecs } from "./addon-manager-options.js";
+import { type JsonSchemaProps, managedProxyConfigurationSchema } from "./managed-proxy-configuration.js";
+import { type OptionSpec, formatDuration } from "./options.js";
+
+/** A JSON Schema (draft-07) node as values.schema.json holds it. */
+export interface ValuesSchema {
+  $schema?: string;
+  title?: string;
+  description?: string;
+  type?: "object" | "array" | "string" | "integer" | "boolean" | "number";
+  properties?: Record<string, ValuesSchema>;
+  additionalProperties?: boolean | ValuesSchema;
+  required?: string[];
+  items?: ValuesSchema;
+  enum?: readonly unknown[];
+  default?: unknown;
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  maxLength?: number;
+  pattern?: string;
+}
+
+/** The ManagedProxyConfiguration `spec` field at `path` (dot-separated, under `spec`). */
+function crdField(path: string): JsonSchemaProps {
+  let node: JsonSchemaProps | undefined = managedProxyConfigurationSchema.properties?.spec;
+  for (const part of path.split(".")) node = node?.properties?.[part];
+  if (!node) throw new Error(`chart values: no field spec.${path} in the ManagedProxyConfiguration schema`);
+  return node;
+}
+
+/**
+ * A CRD schema as a values schema: the Kubernetes extensions (CEL, list types, int32 formats) are
+ * dropped and every object with fixed properties refuses unknown keys (a typo fails install).
+ */
+function fromCrd(node: JsonSchemaProps, overrides: Partial<ValuesSchema> = {}): ValuesSchema {
+  const out: ValuesSchema = {};
+  if (node.description) out.description = node.description;
+  if (node.type) out.type = node.type;
+  if (node.properties) {
+    out.properties = Object.fromEntries(Object.entries(node.properties).map(([k, v]) => [k, fromCrd(v)]));
+    out.additionalProperties = false;
+  } else if (node.additionalProperties) {
+    out.additionalProperties = fromCrd(node.additionalProperties);
+  }
+  if (node.required) out.required = node.required;
+  if (node.items) out.items = fromCrd(node.items);
+  for (const k of ["enum", "default", "minimum", "maximum", "minLength", "maxLength", "pattern"] as const) {
+    if (node[k] !== undefined) (out as Record<string, unknown>)[k] = node[k];
+  }
+  return { ...out, ...overrides };
+}
+
+/** The addon manager flag `--<flag>` as a value (durations as Go duration strings). */
+function fromFlag(flag: string): ValuesSchema {
+  const spec: OptionSpec | undefined = addonManagerOptionSpecs.find((s) => s.flag === flag);
+  if (!spec) throw new Error(`chart values: the addon manager has no flag --${flag}`);
+  const text = `${spec.description} (addon manager --${flag}).`;
+  switch (spec.kind) {
+    case "boolean":
+      return { type: "boolean", description: text, default: spec.default };
+    case "duration":
+      return {
+        type: "string",
+        description: text,
+        default: formatDuration(spec.default as number),
+        pattern: "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$",
+      };
+    default:
+      return {
+        type: "string",
+        description: text,
+        default: spec.default,
+        ...(spec.choices ? { enum: spec.choices } : {}),
+      };
+  }
+}
+
+const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+const str = (description: string, dflt: string, extra: Partial<ValuesSchema> = {}): ValuesSchema => ({
+  type: "string",
+  description,
+  default: dflt,
+  ...extra,
+});
+const obj = (description: string, properties: Record<string, ValuesSchema>): ValuesSchema => ({
+  type: "object",
+  description,
+  properties,
+  additionalProperties: false,
+});
+/** core/v1 ResourceRequirements, as the CRD's `proxyServer.resources` (quantities are strings). */
+const resources = (description: string, dflt: Record<string, Record<string, string>>): ValuesSchema =>
+  fromCrd(crdField("proxyServer.resources"), { description, default: dflt });
+
+const placement = crdField("proxyServer.nodePlacement");
+
+/** The chart's values schema (values.schema.json). */
+export function chartValuesSchema(): ValuesSchema {
+  return {
+    $schema: "http://json-schema.org/draft-07/schema#",
+    title: "Values of the cluster-proxy Helm chart",
+    type: "object",
+    additionalProperties: false,
+    properties: {
+      registry: str(
+        "Image registry of the cluster-proxy image (`npm run image` builds localhost/cluster-proxy).",
+        "localhost",
+        {
+          minLength: 1,
+        },
+      ),
+      image: str(
+        "Image name, under `registry`, of the addon manager, the proxy-servers and the proxy-agents.",
+        "cluster-proxy",
+        {
+          minLength: 1,
+        },
+      ),
+      tag: str("Image tag; empty: the chart's appVersion.", ""),
+      imagePullPolicy: fromCrd(crdField("proxyServer.imagePullPolicy"), {
+        description: "Image pull policy of the addon manager and the proxy-servers.",
+      }),
+      imagePullSecrets: fromCrd(crdField("proxyServer.imagePullSecrets"), {
+        description: "Names of Secrets to pull the image with (addon manager, proxy-servers and proxy-agents).",
+        default: [],
+      }),
+      replicas: {
+        type: "integer",
+        description: "Addon manager replicas; with leader election one acts and the others stand by.",
+        default: 1,
+        minimum: 1,
+        maximum: 10,
+      },
+      spokeAddonNamespace: str(
+        "Namespace of the proxy-agents in every managed cluster (AddOnDeploymentConfig agentInstallNamespace).",
+        "open-cluster-management-cluster-proxy",
+        { pattern: DNS_LABEL, maxLength: 63 },
+      ),
+      proxyServer: obj("The proxy-servers on the hub (the ManagedProxyConfiguration `cluster-proxy`).", {
+        entrypointAddress: str(
+          "Hostname or IP address agents dial to reach the proxy-servers (entrypoint type Hostname; added to the agent-server certificate). Empty, and entrypointLoadBalancer false: agents dial the in-cluster Service (only agents inside the hub cluster can).",
+          "",
+          { maxLength: 253 },
+        ),
+        entrypointLoadBalancer: {
+          type: "boolean",
+          description:
+            "Expose the agent port through a Service of type LoadBalancer and let agents dial its ingress (entrypoint type LoadBalancerService). Ignored when entrypointAddress is set.",
+          default: false,
+        },
+        port: fromCrd(crdField("proxyServer.entrypoint.port")),
+        replicas: fromCrd(crdField("proxyServer.replicas")),
+        resources: resources("Compute resources of each proxy-server (spec.proxyServer.resources).", {
+          requests: { cpu: "100m", memory: "128Mi" },
+          limits: { memory: "512Mi" },
+        }),
+        nodeSelector: fromCrd(placement.properties!.nodeSelector!, { default: {} }),
+        tolerations: fromCrd(placement.properties!.tolerations!, { default: [] }),
+        additionalArgs: fromCrd(crdField("proxyServer.additionalArgs"), { default: [] }),
+        additionalSANs: fromCrd(crdField("authentication.signer.selfSigned.additionalSANs"), { default: [] }),
+      }),
+      proxyAgent: obj("The proxy-agents in the managed clusters.", {
+        replicas: fromCrd(crdField("proxyAgent.replicas")),
+        additionalArgs: fromCrd(crdField("proxyAgent.additionalArgs"), { default: [] }),
+      }),
+      installByPlacement: obj(
+        "Which managed clusters get an agent. Empty placementName: the chart's Placement `cluster-proxy` selects every cluster of the ManagedClusterSet `global` (with a ManagedClusterSetBinding in the release namespace).",
+        {
+          placementName: str("An existing Placement to install by instead of the chart's.", ""),
+          placementNamespace: str("Namespace of that Placement (default: the release namespace).", ""),
+        },
+      ),
+      addonManager: obj("The addon manager Deployment (`<release>-addon-manager`).", {
+        logLevel: fromFlag("log-level"),
+        leaderElect: fromFlag("leader-elect"),
+        certValidity: fromFlag("cert-validity"),
+        resources: resources("Compute resources of the addon manager.", {
+          requests: { cpu: "50m", memory: "96Mi" },
+          limits: { memory: "384Mi" },
+        }),
+        nodeSelector: fromCrd(placement.properties!.nodeSelector!, {
+          description: "Node labels the addon manager's pods must match.",
+          default: {},
+        }),
+        tolerations: fromCrd(placement.properties!.tolerations!, {
+          description: "Tolerations of the addon manager's pods (core/v1 Toleration).",
+          default: [],
+        }),
+      }),
+    },
+  };
+}

@@ -1,0 +1,143 @@
+/**
+ * The Helm chart offline (helm lint and helm template; no cluster): it lints strictly, renders what
+ * the values ask for, refuses an unknown or mistyped value naming it, and grants no wildcard.
+ * test/chart/helm.test.ts installs it on the test environment's hub.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadAllYaml } from "@kubernetes/client-node";
+import { CHART, helm } from "./helm.js";
+
+interface Obj {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec?: Record<string, unknown>;
+  rules?: { apiGroups?: string[]; resources?: string[]; verbs?: string[]; resourceNames?: string[] }[];
+}
+
+function render(...set: string[]): Obj[] {
+  const r = helm(["template", "cluster-proxy", CHART, "-n", "open-cluster-management-addon", ...set]);
+  assert.equal(r.status, 0, r.stderr);
+  // A JSON round trip turns client-node's model classes into plain objects.
+  return (JSON.parse(JSON.stringify(loadAllYaml(r.stdout))) as (Obj | null)[]).filter((o): o is Obj => o !== null);
+}
+const find = (objs: Obj[], kind: string, name: string): Obj => {
+  const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
+  assert.ok(o, `${kind} ${name} rendered`);
+  return o;
+};
+
+describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, () => {
+  test("helm lint --strict passes", () => {
+    const r = helm(["lint", "--strict", CHART, "--set", "proxyServer.entrypointAddress=proxy.example.com"]);
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+  });
+
+  test("an unknown or mistyped value fails, naming it (install and upgrade validate the same schema)", () => {
+    const typo = helm(["lint", "--strict", CHART, "--set", "proxyServer.entrypointAdress=proxy.example.com"]);
+    assert.notEqual(typo.status, 0);
+    assert.match(
+      `${typo.stdout}${typo.stderr}`,
+      /at '\/proxyServer': additional properties 'entrypointAdress' not allowed/,
+    );
+    const dir = mkdtempSync(join(tmpdir(), "cp-chart-"));
+    try {
+      const bad = join(dir, "bad.yaml");
+      writeFileSync(
+        bad,
+        'replicas: 2.5\nproxyServer:\n  port: 70000\n  replicas: "3"\naddonManager:\n  logLevel: verbose\n',
+      );
+      const r = helm(["template", "cluster-proxy", CHART, "-f", bad]);
+      assert.notEqual(r.status, 0);
+      for (const want of [
+        /at '\/replicas': got number, want integer/,
+        /at '\/proxyServer\/port': maximum: got 70,000, want 65,535/,
+        /at '\/proxyServer\/replicas': got string, want integer/,
+        /at '\/addonManager\/logLevel': value must be one of 'debug', 'info', 'warn', 'error'/,
+      ])
+        assert.match(r.stderr, want);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("entrypointAddress gives a Hostname entrypoint, entrypointLoadBalancer a LoadBalancer one", () => {
+    const spec = (objs: Obj[]): { proxyServer: Record<string, unknown> } =>
+      find(objs, "ManagedProxyConfiguration", "cluster-proxy").spec as { proxyServer: Record<string, unknown> };
+    const host = spec(
+      render("--set", "proxyServer.entrypointAddress=proxy.example.com", "--set", "proxyServer.port=443"),
+    );
+    assert.deepEqual(host.proxyServer.entrypoint, {
+      type: "Hostname",
+      hostname: { value: "proxy.example.com" },
+      port: 443,
+    });
+    assert.equal(host.proxyServer.namespace, "open-cluster-management-addon");
+    assert.equal(host.proxyServer.image, "localhost/cluster-proxy:0.1.0");
+    const lb = spec(render("--set", "proxyServer.entrypointLoadBalancer=true"));
+    assert.deepEqual(lb.proxyServer.entrypoint, { type: "LoadBalancerService", loadBalancerService: {}, port: 8091 });
+    assert.equal(spec(render()).proxyServer.entrypoint, undefined);
+  });
+
+  test("installByPlacement: the chart's Placement over global by default, or the one named", () => {
+    const objs = render();
+    assert.deepEqual(find(objs, "Placement", "cluster-proxy").spec?.clusterSets, ["global"]);
+    assert.equal(find(objs, "ManagedClusterSetBinding", "global").spec?.clusterSet, "global");
+    const cma = (o: Obj[]): unknown =>
+      (find(o, "ClusterManagementAddOn", "cluster-proxy").spec as { installStrategy: unknown }).installStrategy;
+    assert.deepEqual(cma(objs), {
+      type: "Placements",
+      placements: [{ name: "cluster-proxy", namespace: "open-cluster-management-addon" }],
+    });
+    const own = render(
+      "--set",
+      "installByPlacement.placementName=prod",
+      "--set",
+      "installByPlacement.placementNamespace=fleet",
+    );
+    assert.ok(!own.some((o) => o.kind === "Placement" || o.kind === "ManagedClusterSetBinding"));
+    assert.deepEqual(cma(own), { type: "Placements", placements: [{ name: "prod", namespace: "fleet" }] });
+  });
+
+  test("RBAC: no wildcard; secrets never deleted; CSR signing only for the addon's signer", () => {
+    const objs = render();
+    const rules = objs.filter((o) => o.kind === "ClusterRole" || o.kind === "Role").flatMap((o) => o.rules ?? []);
+    assert.ok(rules.length > 10);
+    for (const r of rules) {
+      for (const field of [r.apiGroups, r.resources, r.verbs]) assert.ok(!field?.includes("*"), JSON.stringify(r));
+    }
+    const secrets = rules.filter((r) => r.resources?.includes("secrets"));
+    assert.deepEqual(
+      secrets.flatMap((r) => r.verbs),
+      ["get", "list", "watch", "create", "update", "patch"],
+    );
+    const signers = rules.find((r) => r.resources?.includes("signers"));
+    assert.deepEqual(signers?.resourceNames, ["open-cluster-management.io/proxy-agent-signer"]);
+    const pods = rules.filter((r) => r.resources?.includes("pods"));
+    assert.deepEqual(
+      pods.flatMap((r) => r.verbs),
+      ["get", "list", "watch"],
+    );
+  });
+
+  test("the addon manager: leader election, probes, resources, restricted security context", () => {
+    const d = find(render(), "Deployment", "cluster-proxy-addon-manager").spec as {
+      template: { spec: { securityContext: Record<string, unknown>; containers: Record<string, unknown>[] } };
+    };
+    const pod = d.template.spec;
+    const c = pod.containers[0]!;
+    assert.deepEqual(c.command, ["cluster-proxy", "addon-manager"]);
+    assert.ok((c.args as string[]).includes("--leader-elect=true"));
+    assert.ok(c.livenessProbe && c.readinessProbe && c.resources);
+    assert.equal(pod.securityContext.runAsNonRoot, true);
+    assert.deepEqual(c.securityContext, {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
+  });
+});
