@@ -12,6 +12,9 @@ import { CommandFailure, processContext, type CliContext } from "./cli-context.j
 import { normalizeGoArgs } from "./option-flags.js";
 import { registerServerCommand } from "./server-command.js";
 import { registerUpCommand } from "./up-command.js";
+import { registerPortForwardCommand } from "./port-forward-command.js";
+import { registerKubeconfigCommand } from "./kubeconfig-command.js";
+import { registerHealthCommand } from "./health-command.js";
 
 /** Exit code of bad flags, files or values. */
 export const EXIT_USAGE = 2;
@@ -56,6 +59,9 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
   registerAgentCommand(program, ctx, setExitCode);
   registerCertsCommand(program, ctx);
   registerAddonManagerCommand(program, ctx, setExitCode);
+  registerHealthCommand(program, ctx, setExitCode);
+  registerKubeconfigCommand(program, ctx);
+  registerPortForwardCommand(program, ctx, setExitCode);
   program.commands.forEach((cmd) => cmd.helpOption("-h, --help", "show help"));
   return program;
 }
