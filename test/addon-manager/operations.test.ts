@@ -68,8 +68,8 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     children.push(child);
     let out = "";
     let err = "";
-    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
     return { child, out: () => out, err: () => err };
   };
   const deleteAddonCsrs = async (): Promise<void> => {
@@ -100,12 +100,15 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
             replicas: 1,
             namespace: SERVER_NS,
             entrypoint: { type: "LoadBalancerService", loadBalancerService: {} },
+            // The manager renders --http-connect-port; the CONNECT door opens in mode both.
+            additionalArgs: ["--mode=both"],
           },
           proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev", replicas: 1 },
           authentication: { signer: { type: "SelfSigned", selfSigned: { additionalSANs: [DOOR_IP] } } },
         },
       });
       // How an operator exposes the client doors outside the hub.
+      await hub.apply(Resources.namespace, { metadata: { name: SERVER_NS } });
       await hub.apply(Resources.service, {
         metadata: { name: "cluster-proxy-client-doors", namespace: SERVER_NS },
         spec: {
@@ -146,12 +149,17 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
         const spoke = new KubeApi(env.kubeConfig(c));
         await spoke.apply(Resources.serviceAccount, { metadata: { name: "ops-user", namespace: "default" } });
         await spoke.apply(
-          { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", plural: "clusterrolebindings", namespaced: false },
+          {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRoleBinding",
+            plural: "clusterrolebindings",
+            namespaced: false,
+          },
           {
             metadata: { name: "ops-user" },
             roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
             subjects: [{ kind: "ServiceAccount", name: "ops-user", namespace: "default" }],
-          } as KubeObject,
+          },
         );
         tokens[c] = env.kubectl(c, ["create", "token", "ops-user", "-n", "default", "--duration=2h"]).stdout.trim();
         assert.ok(tokens[c], `a token for ${c}`);
@@ -236,7 +244,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     await waitFor("mc1 healthy again", 180_000, () => health("--cluster", "mc1").run.status === 0, 2000);
   });
 
-  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", async () => {
+  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", () => {
     for (const c of CLUSTERS) {
       const file = join(dir, `${c}.kubeconfig`);
       const run = cli(["kubeconfig", hubFlag(), "--cluster", c, "--token", tokens[c]!, "--output", file]);
@@ -245,20 +253,37 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       const text = readFileSync(file, "utf8");
       assert.doesNotMatch(text, /insecure-skip-tls-verify/);
       assert.match(text, new RegExp(`proxy-url: https://${c}@${DOOR_IP.replace(/\./g, "\\.")}:8093`));
-      const ns = env.exec("lab", join(env.state.binDir, "kubectl"), ["--kubeconfig", file, "get", "namespaces", "-o", "name"], {
-        allowFail: true,
-        timeoutMs: 60_000,
-      });
+      const ns = env.exec(
+        "lab",
+        join(env.state.binDir, "kubectl"),
+        ["--kubeconfig", file, "get", "namespaces", "-o", "name"],
+        {
+          allowFail: true,
+          timeoutMs: 60_000,
+        },
+      );
       assert.equal(ns.status, 0, ns.stderr);
       assert.match(ns.stdout, /^namespace\/open-cluster-management-cluster-proxy$/m, ns.stdout);
-      const who = env.exec("lab", join(env.state.binDir, "kubectl"), ["--kubeconfig", file, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"], {
-        allowFail: true,
-        timeoutMs: 60_000,
-      });
+      const who = env.exec(
+        "lab",
+        join(env.state.binDir, "kubectl"),
+        ["--kubeconfig", file, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+        {
+          allowFail: true,
+          timeoutMs: 60_000,
+        },
+      );
       assert.equal(who.stdout, "system:serviceaccount:default:ops-user", `the user's own credentials: ${who.stderr}`);
     }
     // A user certificate cannot travel through the hub: refused with the reason, not silently dropped.
-    const certUser = cli(["kubeconfig", hubFlag(), "--cluster", "mc1", "--credentials-from", env.kubeconfigPath("mc1")]);
+    const certUser = cli([
+      "kubeconfig",
+      hubFlag(),
+      "--cluster",
+      "mc1",
+      "--credentials-from",
+      env.kubeconfigPath("mc1"),
+    ]);
     assert.equal(certUser.status, 2);
     assert.match(certUser.stderr, /authenticates with a client certificate/);
   });
@@ -276,25 +301,37 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       "-o",
       "name",
     ]);
-    await waitFor("the watch's initial list", 60_000, () => /configmap\/kube-root-ca\.crt/.test(watch.out()), 200).catch(
-      (err: Error) => {
-        throw new Error(`${err.message}\nstdout: ${watch.out()}\nstderr: ${watch.err()}`, { cause: err });
-      },
-    );
+    await waitFor(
+      "the watch's initial list",
+      60_000,
+      () => /configmap\/kube-root-ca\.crt/.test(watch.out()),
+      200,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nstdout: ${watch.out()}\nstderr: ${watch.err()}`, { cause: err });
+    });
     const name = `ops-watch-${Date.now()}`;
-    await env.core("mc1").createNamespacedConfigMap({ namespace: "default", body: { metadata: { name }, data: { a: "b" } } });
+    await env
+      .core("mc1")
+      .createNamespacedConfigMap({ namespace: "default", body: { metadata: { name }, data: { a: "b" } } });
     try {
-      await waitFor("the watch to show the new ConfigMap", 60_000, () => watch.out().includes(`configmap/${name}`), 200);
+      await waitFor(
+        "the watch to show the new ConfigMap",
+        60_000,
+        () => watch.out().includes(`configmap/${name}`),
+        200,
+      );
       assert.equal(watch.child.exitCode, null, "the watch is still running");
     } finally {
       watch.child.kill("SIGTERM");
-      await env.core("mc1").deleteNamespacedConfigMap({ namespace: "default", name }).catch(() => undefined);
+      await env
+        .core("mc1")
+        .deleteNamespacedConfigMap({ namespace: "default", name })
+        .catch(() => undefined);
     }
   });
 
   test("port-forward reaches a Service inside mc1, many connections at once, and says why one fails", async () => {
-    const server =
-      'require("http").createServer((q,r)=>r.end("hello from "+process.env.POD_NAME+"\\n")).listen(8080)';
+    const server = 'require("http").createServer((q,r)=>r.end("hello from "+process.env.POD_NAME+"\\n")).listen(8080)';
     await env.apps("mc1").createNamespacedDeployment({
       namespace: "default",
       body: {
@@ -323,7 +360,10 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     });
     await env.core("mc1").createNamespacedService({
       namespace: "default",
-      body: { metadata: { name: "ops-web" }, spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] } },
+      body: {
+        metadata: { name: "ops-web" },
+        spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] },
+      },
     });
     try {
       await waitFor("ops-web ready in mc1", 90_000, async () => {
@@ -365,19 +405,38 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       env.exec(
         "lab",
         process.execPath,
-        ["-e", `require("net").connect(${refused},"127.0.0.1").on("close",()=>process.exit(0)).on("error",()=>process.exit(0))`],
+        [
+          "-e",
+          `require("net").connect(${refused},"127.0.0.1").on("close",()=>process.exit(0)).on("error",()=>process.exit(0))`,
+        ],
         { allowFail: true, timeoutMs: 60_000 },
       );
-      await waitFor("a message for the failed connection", 60_000, () => /to 127\.0\.0\.1\.mc1:1 failed: /.test(pf.err()), 200);
-      const again = env.exec("lab", process.execPath, ["-e", `fetch("http://127.0.0.1:${web}/").then(r=>r.text()).then(t=>console.log(t))`], {
-        allowFail: true,
-        timeoutMs: 60_000,
-      });
+      await waitFor(
+        "a message for the failed connection",
+        60_000,
+        () => /to 127\.0\.0\.1\.mc1:1 failed: /.test(pf.err()),
+        200,
+      );
+      const again = env.exec(
+        "lab",
+        process.execPath,
+        ["-e", `fetch("http://127.0.0.1:${web}/").then(r=>r.text()).then(t=>console.log(t))`],
+        {
+          allowFail: true,
+          timeoutMs: 60_000,
+        },
+      );
       assert.match(again.stdout, /^hello from ops-web-/);
       pf.child.kill("SIGTERM");
     } finally {
-      await env.core("mc1").deleteNamespacedService({ name: "ops-web", namespace: "default" }).catch(() => undefined);
-      await env.apps("mc1").deleteNamespacedDeployment({ name: "ops-web", namespace: "default" }).catch(() => undefined);
+      await env
+        .core("mc1")
+        .deleteNamespacedService({ name: "ops-web", namespace: "default" })
+        .catch(() => undefined);
+      await env
+        .apps("mc1")
+        .deleteNamespacedDeployment({ name: "ops-web", namespace: "default" })
+        .catch(() => undefined);
     }
   });
 });

@@ -4,6 +4,7 @@
  * the ManagedCluster's CA)? Exit status 1 when any selected cluster is not healthy.
  */
 import { X509Certificate } from "node:crypto";
+import type { Duplex } from "node:stream";
 import type { Command } from "commander";
 import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
@@ -98,7 +99,7 @@ export function parseDuration(flag: string, text: string): number {
 async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> {
   const { Resources } = await import("@cluster-proxy/addon-manager");
   const out = new Map<string, string>();
-  let items: (KubeObject & { status?: { certificate?: string } })[] = [];
+  let items: (KubeObject & { status?: { certificate?: string } })[];
   try {
     items = (
       await hub.api.list(Resources.certificateSigningRequest, {
@@ -112,9 +113,7 @@ async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> 
     const cluster = csr.metadata.labels?.["open-cluster-management.io/cluster-name"];
     if (!cluster || !csr.status?.certificate) continue;
     try {
-      const expiry = new Date(
-        new X509Certificate(Buffer.from(csr.status.certificate, "base64")).validTo,
-      ).toISOString();
+      const expiry = new Date(new X509Certificate(Buffer.from(csr.status.certificate, "base64")).validTo).toISOString();
       if (!out.has(cluster) || out.get(cluster)! < expiry) out.set(cluster, expiry.replace(/\.000Z$/, "Z"));
     } catch {
       // an unreadable certificate is skipped
@@ -123,15 +122,18 @@ async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> 
   return out;
 }
 
-async function collectHealth(hub: Hub, flags: HealthFlags, timeoutMs: number, parallel: number): Promise<ClusterHealth[]> {
+async function collectHealth(
+  hub: Hub,
+  flags: HealthFlags,
+  timeoutMs: number,
+  parallel: number,
+): Promise<ClusterHealth[]> {
   const { Resources } = await import("@cluster-proxy/addon-manager");
   let clusters: ManagedClusterObject[];
   let addons: Mca[];
   try {
-    clusters = (await hub.api.list(Resources.managedCluster)).items as ManagedClusterObject[];
-    addons = (await hub.api.list(Resources.managedClusterAddOn)).items.filter(
-      (a) => a.metadata.name === ADDON_NAME,
-    ) as Mca[];
+    clusters = (await hub.api.list(Resources.managedCluster)).items;
+    addons = (await hub.api.list(Resources.managedClusterAddOn)).items.filter((a) => a.metadata.name === ADDON_NAME);
   } catch (err) {
     throw hubError(err, "listing ManagedClusters and ManagedClusterAddOns");
   }
@@ -144,7 +146,11 @@ async function collectHealth(hub: Hub, flags: HealthFlags, timeoutMs: number, pa
   clusters.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
   const expiries = await agentCertificateExpiries(hub);
   const installedNames = new Set(addons.map((a) => a.metadata.namespace));
-  const dial = await tunnelDialer(hub, flags, clusters.some((c) => installedNames.has(c.metadata.name)));
+  const dial = await tunnelDialer(
+    hub,
+    flags,
+    clusters.some((c) => installedNames.has(c.metadata.name)),
+  );
   try {
     return await mapLimited(clusters, parallel, async (mc) => {
       const name = mc.metadata.name;
@@ -186,10 +192,13 @@ async function tunnelDialer(
   needed: boolean,
 ): Promise<(TunnelDialer & { close(): Promise<void> }) | undefined> {
   if (!needed) return undefined;
-  const [endpoint, creds] = await Promise.all([findProxyEndpoint(hub, flags, GRPC_DOOR_PORT), proxyCredentials(hub, flags)]);
+  const get = (): Promise<Hub> => Promise.resolve(hub);
+  const [endpoint, creds] = await Promise.all([
+    findProxyEndpoint(get, flags, GRPC_DOOR_PORT),
+    proxyCredentials(get, flags),
+  ]);
   const { TunnelClient } = await import("@cluster-proxy/client");
   const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
-  const dial = (address: string, signal: AbortSignal): Promise<import("node:stream").Duplex> =>
-    client.dial(address, { signal });
+  const dial = (address: string, signal: AbortSignal): Promise<Duplex> => client.dial(address, { signal });
   return Object.assign(dial, { close: () => client.close() });
 }

@@ -45,7 +45,6 @@ export async function probeApiserver(
         {
           host: APISERVER_TLS_NAME,
           path,
-          agent: false,
           signal,
           headers: { "user-agent": "cluster-proxy-health", accept: "text/plain" },
           createConnection: () => tls.connect({ socket: tunnel, servername: APISERVER_TLS_NAME, ca }),

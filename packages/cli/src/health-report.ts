@@ -66,10 +66,7 @@ export function formatTable(rows: readonly ClusterHealth[], wide: boolean): stri
     cap(h.probedHealth),
     formatLatency(h.latencyMs),
     ...(wide
-      ? [
-          h.proxyServers ? `${h.proxyServers.connected}/${h.proxyServers.total}` : "-",
-          h.agentCertificateExpiry ?? "-",
-        ]
+      ? [h.proxyServers ? `${h.proxyServers.connected}/${h.proxyServers.total}` : "-", h.agentCertificateExpiry ?? "-"]
       : []),
     h.reason || "-",
   ]);

@@ -15,6 +15,8 @@ import { CommandFailure } from "./cli-context.js";
 export const GRPC_DOOR_PORT = 8090;
 /** The HTTP CONNECT door the addon manager opens on every proxy-server (`--http-connect-port`). */
 export const CONNECT_DOOR_PORT = 8093;
+/** The Secret in the proxy-server namespace with the proxy-servers' serving CA bundle (`ca.crt`). */
+export const SERVER_CA_SECRET = "proxy-server-ca";
 /** The ManagedProxyConfiguration (and ManagedClusterAddOn) name the Go addon and ours use. */
 export const ADDON_NAME = "cluster-proxy";
 
@@ -51,7 +53,7 @@ export function addHubFlags(command: Command, door: "grpc" | "connect"): Command
     )
     .option(
       "--in-cluster-proxy-cert-lookup [bool]",
-      "read the CA and client certificate from the hub (Secret proxy-client in the proxy-server namespace) when --proxy-ca-cert/--proxy-cert/--proxy-key are not given",
+      "read the client certificate and the proxy-servers' CA from the hub (Secrets proxy-client and proxy-server-ca in the proxy-server namespace) when --proxy-ca-cert/--proxy-cert/--proxy-key are not given",
       (v: string) => v !== "false",
       true,
     )
@@ -114,6 +116,12 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
   return { api, mpc };
 }
 
+/** `connectHub` once, on first use (commands given every flag never touch the hub). */
+export function lazyHub(flags: HubFlags, env: NodeJS.ProcessEnv): () => Promise<Hub> {
+  let hub: Promise<Hub> | undefined;
+  return () => (hub ??= connectHub(flags, env));
+}
+
 /** A readable failure for a hub API error. */
 export function hubError(err: unknown, what: string): CommandFailure {
   return new CommandFailure(`hub: ${what}: ${(err as Error).message}`, 1, { cause: err });
@@ -134,16 +142,17 @@ interface ServiceObject extends KubeObject {
  * proxy-server namespace whose port targets that door, else the in-cluster Service name (which
  * works from inside the hub).
  */
-export async function findProxyEndpoint(hub: Hub, flags: HubFlags, doorPort: number): Promise<ProxyEndpoint> {
+export async function findProxyEndpoint(
+  hub: () => Promise<Hub>,
+  flags: HubFlags,
+  doorPort: number,
+): Promise<ProxyEndpoint> {
   const e = await locateDoor(hub, flags, doorPort);
   // SNI carries no IP address (RFC 6066): an IP host is verified against the IP SANs instead.
   return e.servername && isIP(e.servername) === 0 ? e : { host: e.host, port: e.port };
 }
 
-async function locateDoor(hub: Hub, flags: HubFlags, doorPort: number): Promise<ProxyEndpoint> {
-  const ns = hub.mpc.spec.proxyServer.namespace;
-  const svcName = hub.mpc.spec.proxyServer.inClusterServiceName;
-  const inCluster = `${svcName}.${ns}.svc`;
+async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort: number): Promise<ProxyEndpoint> {
   const portFlag = flags.proxyServerPort === undefined ? undefined : Number(flags.proxyServerPort);
   if (portFlag !== undefined && !(Number.isInteger(portFlag) && portFlag > 0 && portFlag < 65536))
     throw new CommandFailure(`--proxy-server-port: "${flags.proxyServerPort}" is not a port (1-65535)`, 2);
@@ -154,15 +163,21 @@ async function locateDoor(hub: Hub, flags: HubFlags, doorPort: number): Promise<
       servername: flags.proxyServerName ?? flags.proxyServerHost,
     };
   }
+  const hub = await getHub();
+  const ns = hub.mpc.spec.proxyServer.namespace;
+  const inCluster = `${hub.mpc.spec.proxyServer.inClusterServiceName}.${ns}.svc`;
   const { Resources } = await import("@cluster-proxy/addon-manager");
   let services: ServiceObject[] = [];
   try {
-    services = (await hub.api.list(Resources.service, { namespace: ns })).items as ServiceObject[];
+    services = (await hub.api.list(Resources.service, { namespace: ns })).items;
   } catch {
     // Not allowed to list Services: fall back to the in-cluster name.
   }
   for (const svc of services) {
-    if (svc.spec?.type !== "LoadBalancer" || svc.spec.selector?.["proxy.open-cluster-management.io/component-name"] !== "proxy-server")
+    if (
+      svc.spec?.type !== "LoadBalancer" ||
+      svc.spec.selector?.["proxy.open-cluster-management.io/component-name"] !== "proxy-server"
+    )
       continue;
     const port = svc.spec.ports?.find((p) => (p.targetPort ?? p.port) === doorPort);
     const ingress = svc.status?.loadBalancer?.ingress?.[0];
@@ -172,7 +187,7 @@ async function locateDoor(hub: Hub, flags: HubFlags, doorPort: number): Promise<
   return { host: inCluster, port: portFlag ?? doorPort, servername: flags.proxyServerName ?? inCluster };
 }
 
-function readFlagFile(flag: string, file: string): Buffer {
+export function readFlagFile(flag: string, file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (err) {
@@ -185,9 +200,10 @@ function readFlagFile(flag: string, file: string): Buffer {
 /**
  * The client certificate and proxy CA: from --proxy-ca-cert/--proxy-cert/--proxy-key, else (with
  * --in-cluster-proxy-cert-lookup) from the hub's `proxy-client` Secret (the name the
- * ManagedProxyConfiguration dumps it under), which the addon manager keeps signed by its client CA.
+ * ManagedProxyConfiguration dumps it under), which the addon manager keeps signed by its client CA,
+ * and the serving CA from `proxy-server-ca`.
  */
-export async function proxyCredentials(hub: Hub, flags: HubFlags): Promise<ProxyCredentials> {
+export async function proxyCredentials(getHub: () => Promise<Hub>, flags: HubFlags): Promise<ProxyCredentials> {
   const given = [flags.proxyCaCert, flags.proxyCert, flags.proxyKey].filter((f) => f !== undefined).length;
   if (given === 3)
     return {
@@ -201,21 +217,34 @@ export async function proxyCredentials(hub: Hub, flags: HubFlags): Promise<Proxy
       "no client certificate: pass --proxy-ca-cert, --proxy-cert and --proxy-key, or allow --in-cluster-proxy-cert-lookup",
       2,
     );
+  const hub = await getHub();
   const { Resources } = await import("@cluster-proxy/addon-manager");
   const ns = hub.mpc.spec.proxyServer.namespace;
   const name = hub.mpc.spec.authentication.dump.secrets.signingProxyClientSecretName;
-  let secret: (KubeObject & { data?: Record<string, string> }) | undefined;
+  type Secret = KubeObject & { data?: Record<string, string> };
+  let secret: Secret | undefined;
+  let serving: Secret | undefined;
   try {
-    secret = await hub.api.tryGet(Resources.secret, name, ns);
+    secret = await hub.api.tryGet<Secret>(Resources.secret, name, ns);
+    serving = await hub.api.tryGet<Secret>(Resources.secret, SERVER_CA_SECRET, ns);
   } catch (err) {
-    throw hubError(err, `reading Secret ${ns}/${name} (--in-cluster-proxy-cert-lookup; or pass --proxy-cert)`);
+    throw hubError(
+      err,
+      `reading Secrets ${ns}/${name} and ${ns}/${SERVER_CA_SECRET} (--in-cluster-proxy-cert-lookup; or pass the --proxy-* files)`,
+    );
   }
-  const field = (k: string): Buffer => {
-    const v = secret?.data?.[k];
-    if (!v) throw new CommandFailure(`hub: Secret ${ns}/${name} has no ${k} yet (is the addon manager running?)`, 1);
+  const field = (s: Secret | undefined, sName: string, k: string): Buffer => {
+    const v = s?.data?.[k];
+    if (!v) throw new CommandFailure(`hub: Secret ${ns}/${sName} has no ${k} yet (is the addon manager running?)`, 1);
     return Buffer.from(v, "base64");
   };
-  return { ca: field("ca.crt"), cert: field("tls.crt"), key: field("tls.key") };
+  // The proxy-servers' serving CA: `proxy-server-ca` (the client Secret's ca.crt is the CA that
+  // signed the client certificate, which verifies no server).
+  return {
+    ca: field(serving, SERVER_CA_SECRET, "ca.crt"),
+    cert: field(secret, name, "tls.crt"),
+    key: field(secret, name, "tls.key"),
+  };
 }
 
 /** A ManagedCluster as far as these commands read it. */

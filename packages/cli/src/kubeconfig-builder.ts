@@ -14,6 +14,7 @@
  *   apiserver ignores a certificate it cannot verify) and the user's own credentials for the
  *   managed cluster (token, exec plugin, ...), never the hub's.
  */
+import { join } from "node:path";
 
 /** A kubeconfig `user` entry as kubectl reads it (only the fields this module looks at are typed). */
 export type KubeconfigUser = Record<string, unknown>;
@@ -37,7 +38,8 @@ export interface KubeconfigInput {
 export const CERTIFICATE_FIELDS = ["client-certificate", "client-certificate-data", "client-key", "client-key-data"];
 
 const b64 = (b: Buffer): string => b.toString("base64");
-const withNewline = (b: Buffer): Buffer => (b.length && b[b.length - 1] !== 0x0a ? Buffer.concat([b, Buffer.from("\n")]) : b);
+const withNewline = (b: Buffer): Buffer =>
+  b.length && b[b.length - 1] !== 0x0a ? Buffer.concat([b, Buffer.from("\n")]) : b;
 
 /** The kubeconfig document (for `dumpYaml`). */
 export function buildKubeconfig(input: KubeconfigInput): Record<string, unknown> {
@@ -96,12 +98,14 @@ export function currentUser(doc: unknown, source: string, baseDir: string): Kube
       `${source}: user "${entry.name}" authenticates with a client certificate; through the hub kubectl presents the hub's proxy client certificate in every TLS session (Go uses one TLS configuration for the proxy and the cluster), so use --token or --managed-service-account for this cluster`,
     );
   }
-  const abs = (p: unknown): unknown =>
-    typeof p === "string" && p !== "" && !p.startsWith("/") && (p.includes("/") || p.startsWith(".")) ? `${baseDir}/${p}` : p;
-  if ("tokenFile" in user) user.tokenFile = abs(user.tokenFile);
+  // kubectl resolves a relative tokenFile against the kubeconfig's directory, and an exec command
+  // only when it names a path (a bare name is looked up in PATH).
+  const abs = (p: unknown, always: boolean): unknown =>
+    typeof p === "string" && p !== "" && !p.startsWith("/") && (always || p.includes("/")) ? join(baseDir, p) : p;
+  if ("tokenFile" in user) user.tokenFile = abs(user.tokenFile, true);
   if (user.exec && typeof user.exec === "object") {
     const exec = { ...(user.exec as Record<string, unknown>) };
-    exec.command = abs(exec.command);
+    exec.command = abs(exec.command, false);
     user.exec = exec;
   }
   return user;

@@ -12,10 +12,11 @@ import {
   CONNECT_DOOR_PORT,
   addHubFlags,
   clusterCa,
-  connectHub,
   findProxyEndpoint,
   hubError,
+  lazyHub,
   proxyCredentials,
+  readFlagFile,
   type Hub,
   type HubFlags,
   type ManagedClusterObject,
@@ -43,6 +44,7 @@ interface KubeconfigFlags extends HubFlags {
   token?: string;
   managedServiceAccount?: string;
   output?: string;
+  clusterCaCert?: string;
 }
 
 /** Register `kubeconfig` on `program`. */
@@ -61,7 +63,11 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       "--managed-service-account <name>",
       "use the token of this ManagedServiceAccount (hub Secret <name> in the cluster's namespace)",
     )
-    .option("-o, --output <file>", "write here (mode 0600) instead of standard output");
+    .option("-o, --output <file>", "write here (mode 0600) instead of standard output")
+    .option(
+      "--cluster-ca-cert <file>",
+      "CA bundle of the cluster's kube-apiserver (default: from its ManagedCluster); with --proxy-server-host and the --proxy-* files no hub is read",
+    );
   addHubFlags(command, "connect");
   command.action(async () => {
     const flags = command.opts<KubeconfigFlags>();
@@ -76,26 +82,13 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
         "--proxy-server-name: kubectl verifies the proxy-server by the proxy-url host; use a --proxy-server-host its certificate names",
         2,
       );
-    const hub = await connectHub(flags, ctx.env);
-    const { Resources } = await import("@cluster-proxy/addon-manager");
-    let mc: ManagedClusterObject | undefined;
-    try {
-      mc = await hub.api.tryGet<ManagedClusterObject>(Resources.managedCluster, flags.cluster);
-    } catch (err) {
-      throw hubError(err, `reading ManagedCluster ${flags.cluster}`);
-    }
-    if (!mc) throw new CommandFailure(`--cluster: no ManagedCluster named ${flags.cluster}`, 1);
-    const ca = clusterCa(mc);
-    if (!ca)
-      throw new CommandFailure(
-        `ManagedCluster ${flags.cluster} publishes no spec.managedClusterClientConfigs[].caBundle: its apiserver cannot be verified`,
-        1,
-      );
+    const hub = lazyHub(flags, ctx.env);
+    const ca = flags.clusterCaCert
+      ? readFlagFile("--cluster-ca-cert", flags.clusterCaCert)
+      : await managedClusterCa(hub, flags.cluster);
     const credentials = await userCredentials(hub, flags);
-    const [endpoint, creds] = await Promise.all([
-      findProxyEndpoint(hub, flags, CONNECT_DOOR_PORT),
-      proxyCredentials(hub, flags),
-    ]);
+    const endpoint = await findProxyEndpoint(hub, flags, CONNECT_DOOR_PORT);
+    const creds = await proxyCredentials(hub, flags);
     const { dumpYaml } = await import("@kubernetes/client-node");
     const text = dumpYaml(
       buildKubeconfig({
@@ -114,11 +107,33 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     }
     writeFileSync(flags.output, text, { mode: 0o600 });
     chmodSync(flags.output, 0o600); // an existing file keeps its mode on write
-    ctx.stderr(`wrote ${flags.output} (context ${flags.cluster}; kubectl --kubeconfig ${flags.output} get namespaces)\n`);
+    ctx.stderr(
+      `wrote ${flags.output} (context ${flags.cluster}; kubectl --kubeconfig ${flags.output} get namespaces)\n`,
+    );
   });
 }
 
-async function userCredentials(hub: Hub, flags: KubeconfigFlags): Promise<KubeconfigUser> {
+/** The CA bundle of `cluster`'s kube-apiserver, from its ManagedCluster. */
+async function managedClusterCa(getHub: () => Promise<Hub>, cluster: string): Promise<Buffer> {
+  const hub = await getHub();
+  const { Resources } = await import("@cluster-proxy/addon-manager");
+  let mc: ManagedClusterObject | undefined;
+  try {
+    mc = await hub.api.tryGet<ManagedClusterObject>(Resources.managedCluster, cluster);
+  } catch (err) {
+    throw hubError(err, `reading ManagedCluster ${cluster}`);
+  }
+  if (!mc) throw new CommandFailure(`--cluster: no ManagedCluster named ${cluster}`, 1);
+  const ca = clusterCa(mc);
+  if (!ca)
+    throw new CommandFailure(
+      `ManagedCluster ${cluster} publishes no spec.managedClusterClientConfigs[].caBundle: its apiserver cannot be verified (or pass --cluster-ca-cert)`,
+      1,
+    );
+  return ca;
+}
+
+async function userCredentials(getHub: () => Promise<Hub>, flags: KubeconfigFlags): Promise<KubeconfigUser> {
   if (flags.token !== undefined) {
     if (!flags.token.trim()) throw new CommandFailure("--token: empty", 2);
     return { token: flags.token.trim() };
@@ -129,7 +144,10 @@ async function userCredentials(hub: Hub, flags: KubeconfigFlags): Promise<Kubeco
     try {
       text = readFileSync(file, "utf8");
     } catch (err) {
-      throw new CommandFailure(`--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`, 2);
+      throw new CommandFailure(
+        `--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`,
+        2,
+      );
     }
     const { loadYaml } = await import("@kubernetes/client-node");
     try {
@@ -139,6 +157,7 @@ async function userCredentials(hub: Hub, flags: KubeconfigFlags): Promise<Kubeco
     }
   }
   const name = flags.managedServiceAccount!;
+  const hub = await getHub();
   const { Resources } = await import("@cluster-proxy/addon-manager");
   let secret: (KubeObject & { data?: Record<string, string> }) | undefined;
   try {

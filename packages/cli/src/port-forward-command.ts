@@ -10,8 +10,8 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   GRPC_DOOR_PORT,
   addHubFlags,
-  connectHub,
   findProxyEndpoint,
+  lazyHub,
   proxyCredentials,
   type HubFlags,
 } from "./hub-access.js";
@@ -79,11 +79,9 @@ export function registerPortForwardCommand(
   command.action(async (specTexts: string[]) => {
     const flags = command.opts<PortForwardFlags>();
     const specs = specTexts.map(parseForwardSpec);
-    const hub = await connectHub(flags, ctx.env);
-    const [endpoint, creds] = await Promise.all([
-      findProxyEndpoint(hub, flags, GRPC_DOOR_PORT),
-      proxyCredentials(hub, flags),
-    ]);
+    const hub = lazyHub(flags, ctx.env);
+    const endpoint = await findProxyEndpoint(hub, flags, GRPC_DOOR_PORT);
+    const creds = await proxyCredentials(hub, flags);
     const { TunnelClient } = await import("@cluster-proxy/client");
     const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
     const sockets = new Set<net.Socket>();

@@ -90,7 +90,8 @@ test("parseConnectHead: the proxy URL's user name picks the cluster (kubectl pro
     parseConnectHead(b(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${header}\r\n`));
   const address = (r: ReturnType<typeof parseConnectHead>): string | undefined =>
     r.kind === "connect" ? r.address : undefined;
-  assert.equal(address(connect("kubernetes.default.svc:443", auth("mc1:"))), "kubernetes.default.svc.mc1:443");
+  assert.equal(address(connect("kubernetes.default.svc:443", auth("mc1:"))), "mc1:443", "the cluster's apiserver");
+  assert.equal(address(connect("web.default.svc:80", auth("mc1:"))), "web.default.svc.mc1:80");
   assert.equal(address(connect("10.0.0.5:80", auth("mc1:"))), "10.0.0.5.mc1:80");
   assert.equal(address(connect("mc1:443", auth("mc1:"))), "mc1:443", "already the cluster");
   assert.equal(address(connect("web.mc1:80", auth("mc1:"))), "web.mc1:80", "already qualified");

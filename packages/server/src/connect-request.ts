@@ -70,6 +70,9 @@ export function parseConnectHead(buffered: Buffer): ConnectHead {
   return { kind: "connect", address, rest };
 }
 
+/** The kube-apiserver's name inside every cluster (and in every apiserver certificate). */
+export const APISERVER_SERVICE_NAME = "kubernetes.default.svc";
+
 /**
  * The cluster named by the proxy URL's user name (`https://<cluster>@proxy:8093` makes Go's
  * net/http, and so kubectl's `proxy-url`, send `Proxy-Authorization: Basic base64("<cluster>:")`).
@@ -90,12 +93,15 @@ export function clusterFromProxyAuthorization(head: string): string | undefined 
 }
 
 /**
- * `<host>:<port>` inside `cluster` (the `<host>.<cluster>:<port>` addressing); a target that is
- * already `<cluster>:<port>` or `<host>.<cluster>:<port>` is kept; undefined for an IPv6 host.
+ * `<host>:<port>` inside `cluster` (the `<host>.<cluster>:<port>` addressing). The apiserver's
+ * in-cluster name `kubernetes.default.svc` becomes `<cluster>:<port>`, the cluster's kube-apiserver
+ * as its agent knows it (--apiserver-address). A target that is already `<cluster>:<port>` or
+ * `<host>.<cluster>:<port>` is kept; undefined for an IPv6 host.
  */
 export function qualifyWithCluster(target: string, cluster: string): string | undefined {
   const hp = parseHostPort(target)!;
   if (hp.host.includes(":")) return undefined;
+  if (hp.host === APISERVER_SERVICE_NAME) return `${cluster}:${hp.port}`;
   if (hp.host === cluster || hp.host.endsWith(`.${cluster}`)) return target;
   return `${hp.host}.${cluster}:${hp.port}`;
 }
