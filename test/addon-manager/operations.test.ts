@@ -181,7 +181,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     await env?.close();
   });
 
-  test("health lists mc1 and mc2 True/True/True with a latency, in clusteradm's columns", async () => {
+  test("health lists mc1 and mc2 True/True/True with a latency, in clusteradm's columns", async (t) => {
     // The agents may still be dialling the proxy-server's replica right after Available: poll.
     const { run, items } = await waitFor(
       "health to report every cluster healthy",
@@ -205,19 +205,21 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     );
     for (const i of items) assert.ok(typeof i.latencyMs === "number" && i.latencyMs >= 0, JSON.stringify(i));
     const table = cli(["health", hubFlag()]);
+    t.diagnostic(`cluster-proxy health\n${table.stdout}`);
     assert.equal(table.status, 0, table.stderr);
     const lines = table.stdout.trimEnd().split("\n");
     assert.match(lines[0]!, /^CLUSTER NAME\s+INSTALLED\s+AVAILABLE\s+PROBED HEALTH\s+LATENCY\s+REASON$/);
     assert.match(lines[1]!, /^mc1\s+True\s+True\s+True\s+\d+(ms|\.\ds)\s+-$/);
     assert.match(lines[2]!, /^mc2\s+True\s+True\s+True\s+\d+(ms|\.\ds)\s+-$/);
     const wide = cli(["health", hubFlag(), "-o", "wide", "--cluster", "mc2"]);
+    t.diagnostic(`cluster-proxy health -o wide --cluster mc2\n${wide.stdout}`);
     assert.equal(wide.status, 0, wide.stderr);
     assert.match(wide.stdout, /PROXY-SERVERS\s+AGENT CERT EXPIRY\s+REASON/);
     assert.match(wide.stdout, /^mc2\s+True\s+True\s+True\s+\S+\s+(\d+\/\d+|-)\s+\d{4}-\d\d-\d\dT\S+Z\s+-$/m);
     assert.doesNotMatch(wide.stdout, /^mc1/m, "--cluster filters");
   });
 
-  test("health turns mc1's PROBED HEALTH false, with a reason and exit status 1, while mc1 is cut off", async () => {
+  test("health turns mc1's PROBED HEALTH false, with a reason and exit status 1, while mc1 is cut off", async (t) => {
     env.blackhole("mc1", true);
     try {
       const { run, items } = await waitFor(
@@ -235,7 +237,8 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       assert.equal(items.find((i) => i.cluster === "mc2")?.probedHealth, true, "mc2 is not affected");
       const only2 = health("--cluster", "mc2");
       assert.equal(only2.run.status, 0, "only mc2 selected: healthy");
-      const table = cli(["health", hubFlag(), "--cluster=mc1", "--timeout=5s"]);
+      const table = cli(["health", hubFlag(), "--timeout=5s"]);
+      t.diagnostic(`cluster-proxy health --timeout=5s (mc1 cut off; exit ${table.status})\n${table.stdout}`);
       assert.equal(table.status, 1);
       assert.match(table.stdout, /^mc1\s+True\s+\S+\s+False\s+-\s+.*probe through the tunnel/m);
     } finally {
@@ -244,11 +247,12 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     await waitFor("mc1 healthy again", 180_000, () => health("--cluster", "mc1").run.status === 0, 2000);
   });
 
-  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", () => {
+  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", (t) => {
     for (const c of CLUSTERS) {
       const file = join(dir, `${c}.kubeconfig`);
       const run = cli(["kubeconfig", hubFlag(), "--cluster", c, "--token", tokens[c]!, "--output", file]);
       assert.equal(run.status, 0, run.stderr);
+      t.diagnostic(`cluster-proxy kubeconfig --cluster ${c} --token ... --output ${c}.kubeconfig\n${run.stderr}`);
       assert.equal(statSync(file).mode & 0o777, 0o600, "mode 0600");
       const text = readFileSync(file, "utf8");
       assert.doesNotMatch(text, /insecure-skip-tls-verify/);
@@ -264,6 +268,11 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       );
       assert.equal(ns.status, 0, ns.stderr);
       assert.match(ns.stdout, /^namespace\/open-cluster-management-cluster-proxy$/m, ns.stdout);
+      const table = env.exec("lab", join(env.state.binDir, "kubectl"), ["--kubeconfig", file, "get", "namespaces"], {
+        allowFail: true,
+        timeoutMs: 60_000,
+      });
+      t.diagnostic(`kubectl --kubeconfig ${c}.kubeconfig get namespaces\n${table.stdout}${table.stderr}`);
       const who = env.exec(
         "lab",
         join(env.state.binDir, "kubectl"),
@@ -330,7 +339,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     }
   });
 
-  test("port-forward reaches a Service inside mc1, many connections at once, and says why one fails", async () => {
+  test("port-forward reaches a Service inside mc1, many connections at once, and says why one fails", async (t) => {
     const server = 'require("http").createServer((q,r)=>r.end("hello from "+process.env.POD_NAME+"\\n")).listen(8080)';
     await env.apps("mc1").createNamespacedDeployment({
       namespace: "default",
@@ -427,6 +436,10 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
         },
       );
       assert.match(again.stdout, /^hello from ops-web-/);
+      t.diagnostic(
+        `cluster-proxy port-forward --cluster=mc1 0:ops-web.default.svc:80 0:127.0.0.1:1\n${pf.out()}${pf.err()}`,
+      );
+      t.diagnostic(`curl http://127.0.0.1:${web}/\n${again.stdout}`);
       pf.child.kill("SIGTERM");
     } finally {
       await env

@@ -7,7 +7,7 @@
  *   apply to the proxy);
  * - `proxy-url: https://<cluster>@<hub door>`: Go's transport sends the user name as
  *   `Proxy-Authorization: Basic`, and the door turns `kubernetes.default.svc:443` into
- *   `kubernetes.default.svc.<cluster>:443`;
+ *   `<cluster>:443`, the cluster's kube-apiserver as its agent reaches it;
  * - `certificate-authority-data`: the cluster's CA and the proxy-servers' CA (Go verifies both
  *   TLS sessions against the same roots);
  * - the user: the hub's proxy client certificate (Go presents it to the door; the managed

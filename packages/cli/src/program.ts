@@ -33,6 +33,9 @@ Examples:
   cluster-proxy server --help                        # proxy-server flags (Go-compatible names)
   cluster-proxy agent --help                         # proxy-agent flags
   cluster-proxy addon-manager --help                 # the hub controller (ManagedProxyConfiguration)
+  cluster-proxy health --kubeconfig hub.kubeconfig   # addon and tunnel health per managed cluster
+  cluster-proxy kubeconfig --cluster mc1 --token T   # kubectl to mc1 through the hub
+  cluster-proxy port-forward --cluster mc1 8080:web.default.svc:80
 
 Addressing: <cluster>:<port> reaches the cluster's kube-apiserver (for an agent's own cluster,
 --apiserver-address); <host>.<cluster>:<port> reaches host:port inside that cluster's network.
