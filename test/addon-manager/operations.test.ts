@@ -247,7 +247,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     await waitFor("mc1 healthy again", 180_000, () => health("--cluster", "mc1").run.status === 0, 2000);
   });
 
-  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", (t) => {
+  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", async (t) => {
     for (const c of CLUSTERS) {
       const file = join(dir, `${c}.kubeconfig`);
       const run = cli(["kubeconfig", hubFlag(), "--cluster", c, "--token", tokens[c]!, "--output", file]);
@@ -284,6 +284,31 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       );
       assert.equal(who.stdout, "system:serviceaccount:default:ops-user", `the user's own credentials: ${who.stderr}`);
     }
+    // A ManagedServiceAccount's token, as its addon projects it into the hub (Secret <cluster>/<name>).
+    await hub.apply(Resources.secret, {
+      metadata: { name: "ops-msa", namespace: "mc2" },
+      data: { token: Buffer.from(tokens.mc2!).toString("base64") },
+    } as KubeObject);
+    const msaFile = join(dir, "mc2-msa.kubeconfig");
+    const msa = cli([
+      "kubeconfig",
+      hubFlag(),
+      "--cluster",
+      "mc2",
+      "--managed-service-account",
+      "ops-msa",
+      "-o",
+      msaFile,
+    ]);
+    assert.equal(msa.status, 0, msa.stderr);
+    const msaWho = env.exec(
+      "lab",
+      join(env.state.binDir, "kubectl"),
+      ["--kubeconfig", msaFile, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+      { allowFail: true, timeoutMs: 60_000 },
+    );
+    assert.equal(msaWho.stdout, "system:serviceaccount:default:ops-user", msaWho.stderr);
+    await hub.delete(Resources.secret, "ops-msa", "mc2");
     // A user certificate cannot travel through the hub: refused with the reason, not silently dropped.
     const certUser = cli([
       "kubeconfig",
