@@ -288,7 +288,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     await hub.apply(Resources.secret, {
       metadata: { name: "ops-msa", namespace: "mc2" },
       data: { token: Buffer.from(tokens.mc2!).toString("base64") },
-    } as KubeObject);
+    });
     const msaFile = join(dir, "mc2-msa.kubeconfig");
     const msa = cli([
       "kubeconfig",
