@@ -187,6 +187,7 @@ async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort:
   return { host: inCluster, port: portFlag ?? doorPort, servername: flags.proxyServerName ?? inCluster };
 }
 
+/** The contents of the file a flag names; a usage error naming the flag when it cannot be read. */
 export function readFlagFile(flag: string, file: string): Buffer {
   try {
     return readFileSync(file);
