@@ -1,7 +1,7 @@
 /** The main job: `cluster-proxy up` as a user runs it, reached with real curl. */
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import * as net from "node:net";
@@ -15,7 +15,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import { Harness, waitFor, type Proc } from "./harness.js";
+import { CLI, Harness, REPO, waitFor, type Proc } from "./harness.js";
 
 const run = promisify(execFile);
 const h = new Harness();
@@ -239,6 +239,23 @@ test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo cl
   } finally {
     await asClient.close();
   }
+  // The printed kubeconfig line, then the real kubectl through the mTLS CONNECT door to east's
+  // stand-in apiserver (TLS verified, the demo token).
+  const kubeconfigLine = /^ {2}cluster-proxy kubeconfig (.+)$/m.exec(up.output())?.[1];
+  assert.ok(kubeconfigLine, up.output());
+  const kubeconfig = join(h.dir, "east.kubeconfig");
+  const args = kubeconfigLine.split(" ").map((a) => (a === "east.kubeconfig" ? kubeconfig : a));
+  await run(process.execPath, [CLI, "kubeconfig", ...args]);
+  const kubectl = join(
+    execFileSync(process.execPath, [join(REPO, "scripts", "k8s-binaries.mjs")], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .pop()!,
+    "bin",
+    "kubectl",
+  );
+  const namespaces = await run(kubectl, ["--kubeconfig", kubeconfig, "get", "namespaces", "-o", "name"]);
+  assert.equal(namespaces.stdout, "namespace/default\nnamespace/kube-system\nnamespace/east-apps\n");
   up.child.kill("SIGINT");
   assert.equal(await up.exited, 0, up.output());
 });

@@ -12,6 +12,9 @@ import { CommandFailure, processContext, type CliContext } from "./cli-context.j
 import { normalizeGoArgs } from "./option-flags.js";
 import { registerServerCommand } from "./server-command.js";
 import { registerUpCommand } from "./up-command.js";
+import { registerPortForwardCommand } from "./port-forward-command.js";
+import { registerKubeconfigCommand } from "./kubeconfig-command.js";
+import { registerHealthCommand } from "./health-command.js";
 
 /** Exit code of bad flags, files or values. */
 export const EXIT_USAGE = 2;
@@ -30,6 +33,9 @@ Examples:
   cluster-proxy server --help                        # proxy-server flags (Go-compatible names)
   cluster-proxy agent --help                         # proxy-agent flags
   cluster-proxy addon-manager --help                 # the hub controller (ManagedProxyConfiguration)
+  cluster-proxy health --kubeconfig hub.kubeconfig   # addon and tunnel health per managed cluster
+  cluster-proxy kubeconfig --cluster mc1 --token T   # kubectl to mc1 through the hub
+  cluster-proxy port-forward --cluster mc1 8080:web.default.svc:80
 
 Addressing: <cluster>:<port> reaches the cluster's kube-apiserver (for an agent's own cluster,
 --apiserver-address); <host>.<cluster>:<port> reaches host:port inside that cluster's network.
@@ -56,6 +62,9 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
   registerAgentCommand(program, ctx, setExitCode);
   registerCertsCommand(program, ctx);
   registerAddonManagerCommand(program, ctx, setExitCode);
+  registerHealthCommand(program, ctx, setExitCode);
+  registerKubeconfigCommand(program, ctx);
+  registerPortForwardCommand(program, ctx, setExitCode);
   program.commands.forEach((cmd) => cmd.helpOption("-h, --help", "show help"));
   return program;
 }

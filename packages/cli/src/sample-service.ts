@@ -6,6 +6,7 @@
 import { once } from "node:events";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import { attachStandin, type StandinOptions } from "./standin-apiserver.js";
 
 /** A running sample service. */
 export interface SampleService {
@@ -28,14 +29,18 @@ export function sampleResponseBody(cluster: string, req: http.IncomingMessage): 
   ].join("\n");
 }
 
-/** Start the sample service of `cluster` on an ephemeral port of 127.0.0.1. */
-export async function startSampleService(cluster: string): Promise<SampleService> {
+/**
+ * Start the sample service of `cluster` on an ephemeral port of 127.0.0.1; with `standin`, TLS
+ * connections to the same port reach a stand-in kube-apiserver (standin-apiserver.ts).
+ */
+export async function startSampleService(cluster: string, standin?: StandinOptions): Promise<SampleService> {
   const server = http.createServer((req, res) => {
     req.resume();
     const body = sampleResponseBody(cluster, req);
     res.writeHead(200, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body) });
     res.end(body);
   });
+  const apiserver = standin ? attachStandin(server, standin) : undefined;
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   const { port } = server.address() as AddressInfo;
@@ -44,6 +49,7 @@ export async function startSampleService(cluster: string): Promise<SampleService
     port,
     close: () =>
       new Promise<void>((resolve) => {
+        apiserver?.close();
         server.close(() => resolve());
         server.closeAllConnections();
       }),

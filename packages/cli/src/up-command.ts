@@ -40,6 +40,7 @@ import { logMissingNodeFlags } from "./node-flags.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { portInUse } from "./port-conflicts.js";
 import { startSampleService, type SampleService } from "./sample-service.js";
+import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
 
@@ -148,7 +149,7 @@ class Stack {
 }
 
 interface ReadyHub {
-  paths: { ca: string; clientCert: string; clientKey: string };
+  paths: { ca: string; clientCert: string; clientKey: string; apiserverCa: string };
   ports: ReturnType<typeof upPorts>;
   services: SampleService[];
 }
@@ -183,6 +184,16 @@ export function readyText(hub: ReadyHub, colors: boolean): string {
       ].join("\n"),
     ),
   );
+  lines.push("");
+  lines.push("");
+  lines.push(
+    `kubectl through the hub (each demo cluster has a stand-in kube-apiserver answering ${c.bold("kubectl get namespaces")}):`,
+  );
+  lines.push("");
+  lines.push(
+    `  cluster-proxy kubeconfig --cluster ${first} --token ${standinToken(first)} --proxy-server-host 127.0.0.1 --proxy-server-port ${ports.connectTls.port} --proxy-ca-cert ${ca} --proxy-cert ${cert} --proxy-key ${key} --cluster-ca-cert ${displayPath(paths.apiserverCa)} --output ${first}.kubeconfig`,
+  );
+  lines.push(`  kubectl --kubeconfig ${first}.kubeconfig get namespaces`);
   lines.push("");
   lines.push(
     `Also: any host:port in a cluster as <host>.<cluster>:<port>; health at http://127.0.0.1:${ports.health.port}/readyz, metrics at /metrics.`,
@@ -344,9 +355,19 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       `  proxy-server: HTTP CONNECT 127.0.0.1:${ports.connectPlain.port} (plain) and 127.0.0.1:${ports.connectTls.port} (mTLS), gRPC 127.0.0.1:${ports.grpc.port} (mTLS), agents 127.0.0.1:${ports.agent.port}, health 127.0.0.1:${ports.health.port}`,
     );
 
+    const standin = await ensureStandinCerts(certDir);
+    const [standinCert, standinKey] = await Promise.all([
+      readFile(standin.cert, "utf8"),
+      readFile(standin.key, "utf8"),
+    ]);
     const services: SampleService[] = [];
     for (const cluster of clusters) {
-      const service = await startSampleService(cluster);
+      const service = await startSampleService(cluster, {
+        cluster,
+        cert: standinCert,
+        key: standinKey,
+        token: standinToken(cluster),
+      });
       stack.push(`sample service ${cluster}`, () => service.close());
       services.push(service);
       const agentPaths = paths.agents.get(cluster)!;
@@ -388,7 +409,16 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
 
     ctx.stdout(
       readyText(
-        { paths: { ca: paths.ca.cert, clientCert: paths.client.cert, clientKey: paths.client.key }, ports, services },
+        {
+          paths: {
+            ca: paths.ca.cert,
+            clientCert: paths.client.cert,
+            clientKey: paths.client.key,
+            apiserverCa: standin.ca,
+          },
+          ports,
+          services,
+        },
         ctx.colors,
       ),
     );

@@ -83,3 +83,24 @@ test("fixed responses", () => {
     /^HTTP\/1\.1 502 [^]*Backend context error: agent x/,
   );
 });
+
+test("parseConnectHead: the proxy URL's user name picks the cluster (kubectl proxy-url https://mc1@hub:8093)", () => {
+  const auth = (user: string): string => `Proxy-Authorization: Basic ${Buffer.from(user).toString("base64")}\r\n`;
+  const connect = (target: string, header: string): ReturnType<typeof parseConnectHead> =>
+    parseConnectHead(b(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${header}\r\n`));
+  const address = (r: ReturnType<typeof parseConnectHead>): string | undefined =>
+    r.kind === "connect" ? r.address : undefined;
+  assert.equal(address(connect("kubernetes.default.svc:443", auth("mc1:"))), "mc1:443", "the cluster's apiserver");
+  assert.equal(address(connect("web.default.svc:80", auth("mc1:"))), "web.default.svc.mc1:80");
+  assert.equal(address(connect("10.0.0.5:80", auth("mc1:"))), "10.0.0.5.mc1:80");
+  assert.equal(address(connect("mc1:443", auth("mc1:"))), "mc1:443", "already the cluster");
+  assert.equal(address(connect("web.mc1:80", auth("mc1:"))), "web.mc1:80", "already qualified");
+  assert.equal(address(connect("east:443", "")), "east:443", "no header: unchanged (Go's behaviour)");
+  assert.equal(address(connect("east:443", "Proxy-Authorization: Bearer x\r\n")), "east:443", "other schemes ignored");
+  for (const bad of ["MC1:", "mc1:secret", ":", "a b:"]) {
+    const r = connect("kubernetes.default.svc:443", auth(bad));
+    assert.equal(r.kind, "reject", bad);
+    assert.match(r.kind === "reject" ? r.response.toString() : "", /^HTTP\/1\.1 400 /);
+  }
+  assert.equal(connect("[fd00::1]:443", auth("mc1:")).kind, "reject");
+});

@@ -54,7 +54,56 @@ export function parseConnectHead(buffered: Buffer): ConnectHead {
       `bad CONNECT target ${JSON.stringify(target)}`,
     );
   }
-  return { kind: "connect", address: target, rest };
+  const cluster = clusterFromProxyAuthorization(head);
+  if (cluster === null) {
+    return reject(
+      400,
+      "Bad Request",
+      "Proxy-Authorization: Basic user name must be a cluster name (lower-case DNS labels) with an empty password\n",
+      "bad cluster in Proxy-Authorization",
+    );
+  }
+  const address = cluster ? qualifyWithCluster(target, cluster) : target;
+  if (!address) {
+    return reject(400, "Bad Request", "an IPv6 target cannot be qualified with a cluster name\n", "IPv6 with cluster");
+  }
+  return { kind: "connect", address, rest };
+}
+
+/** The kube-apiserver's name inside every cluster (and in every apiserver certificate). */
+export const APISERVER_SERVICE_NAME = "kubernetes.default.svc";
+
+/**
+ * The cluster named by the proxy URL's user name (`https://<cluster>@proxy:8093` makes Go's
+ * net/http, and so kubectl's `proxy-url`, send `Proxy-Authorization: Basic base64("<cluster>:")`).
+ * undefined without such a header (other schemes are ignored, as Go's server ignores the header);
+ * null when a Basic header names no valid cluster.
+ */
+export function clusterFromProxyAuthorization(head: string): string | undefined | null {
+  const line = head
+    .split("\r\n")
+    .slice(1)
+    .find((l) => /^proxy-authorization:/i.test(l));
+  const m = /^proxy-authorization:\s*basic\s+(\S+)\s*$/i.exec(line ?? "");
+  if (!m) return undefined;
+  const decoded = Buffer.from(m[1]!, "base64").toString("utf8");
+  const [user, ...password] = decoded.split(":");
+  if (password.join(":") !== "" || !user || !/^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(user)) return null;
+  return user;
+}
+
+/**
+ * `<host>:<port>` inside `cluster` (the `<host>.<cluster>:<port>` addressing). The apiserver's
+ * in-cluster name `kubernetes.default.svc` becomes `<cluster>:<port>`, the cluster's kube-apiserver
+ * as its agent knows it (--apiserver-address). A target that is already `<cluster>:<port>` or
+ * `<host>.<cluster>:<port>` is kept; undefined for an IPv6 host.
+ */
+export function qualifyWithCluster(target: string, cluster: string): string | undefined {
+  const hp = parseHostPort(target)!;
+  if (hp.host.includes(":")) return undefined;
+  if (hp.host === APISERVER_SERVICE_NAME) return `${cluster}:${hp.port}`;
+  if (hp.host === cluster || hp.host.endsWith(`.${cluster}`)) return target;
+  return `${hp.host}.${cluster}:${hp.port}`;
 }
 
 function reject(status: number, text: string, body: string, reason: string): ConnectHead {

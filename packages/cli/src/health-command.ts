@@ -1,0 +1,204 @@
+/**
+ * `cluster-proxy health`: for each ManagedCluster, is the addon installed, does the manager report
+ * it Available, and does a probe through the tunnel reach its kube-apiserver (TLS verified against
+ * the ManagedCluster's CA)? Exit status 1 when any selected cluster is not healthy.
+ */
+import { X509Certificate } from "node:crypto";
+import type { Duplex } from "node:stream";
+import type { Command } from "commander";
+import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import type { KubeObject } from "@cluster-proxy/addon-manager";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import {
+  ADDON_NAME,
+  GRPC_DOOR_PORT,
+  addHubFlags,
+  clusterCa,
+  connectHub,
+  findProxyEndpoint,
+  hubError,
+  proxyCredentials,
+  type Hub,
+  type HubFlags,
+  type ManagedClusterObject,
+} from "./hub-access.js";
+import { mapLimited, probeApiserver, type ProbeOutcome, type TunnelDialer } from "./health-probe.js";
+import { OUTPUT_FORMATS, formatHealth, isHealthy, type ClusterHealth, type OutputFormat } from "./health-report.js";
+
+const EXAMPLE = `
+Examples:
+  cluster-proxy health --kubeconfig hub.kubeconfig
+  cluster-proxy health --cluster mc1 -o wide
+  cluster-proxy health -o json | jq '.items[] | select(.healthy | not) | .cluster'
+
+The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
+cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its
+ManagedCluster, then GETs --probe-path anonymously: no hub credential reaches a managed cluster.
+Exit status: 0 when every selected cluster is healthy, 1 otherwise.
+`;
+
+interface HealthFlags extends HubFlags {
+  cluster?: string[];
+  output: OutputFormat;
+  timeout: string;
+  probePath: string;
+  parallel: string;
+}
+
+interface Mca extends KubeObject {
+  status?: { conditions?: Condition[] };
+}
+
+/** Register `health` on `program`. */
+export function registerHealthCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
+  const command = program
+    .command("health")
+    .summary("check the addon on every managed cluster (clusteradm proxy health)")
+    .description(
+      "Show, per managed cluster, whether the cluster-proxy addon is installed and Available and whether a probe through the tunnel reaches its kube-apiserver with TLS verified. The columns CLUSTER NAME, INSTALLED, AVAILABLE, PROBED HEALTH and LATENCY are clusteradm's.",
+    )
+    .addHelpText("after", EXAMPLE)
+    .option(
+      "--cluster <name>",
+      "only this cluster (repeat, or separate with commas)",
+      (v: string, prev: string[] | undefined) => [...(prev ?? []), ...v.split(",").filter(Boolean)],
+    )
+    .option("-o, --output <format>", `output format: ${OUTPUT_FORMATS.join(", ")}`, "table")
+    .option("--timeout <duration>", "per-cluster probe timeout (e.g. 10s, 500ms)", "10s")
+    .option("--probe-path <path>", "apiserver path to probe (/healthz or /readyz)", "/healthz")
+    .option("--parallel <n>", "probes at a time", "32");
+  addHubFlags(command, "grpc");
+  command.action(async () => {
+    const flags = command.opts<HealthFlags>();
+    if (!(OUTPUT_FORMATS as readonly string[]).includes(flags.output))
+      throw new CommandFailure(`--output: "${flags.output}" is not one of ${OUTPUT_FORMATS.join(", ")}`, 2);
+    const timeoutMs = parseDuration("--timeout", flags.timeout);
+    const parallel = Number(flags.parallel);
+    if (!Number.isInteger(parallel) || parallel < 1)
+      throw new CommandFailure(`--parallel: "${flags.parallel}" is not a positive integer`, 2);
+    if (!flags.probePath.startsWith("/"))
+      throw new CommandFailure(`--probe-path: "${flags.probePath}" must start with /`, 2);
+    const hub = await connectHub(flags, ctx.env);
+    const rows = await collectHealth(hub, flags, timeoutMs, parallel);
+    ctx.stdout(await formatHealth(rows, flags.output));
+    setExitCode(rows.every(isHealthy) ? 0 : 1);
+  });
+}
+
+/** `10s`, `500ms`, `1m` or a number of seconds, as milliseconds. */
+export function parseDuration(flag: string, text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  if (!m) throw new CommandFailure(`${flag}: "${text}" is not a duration (e.g. 10s, 500ms)`, 2);
+  const n = Number(m[1]);
+  const ms = m[2] === "ms" ? n : m[2] === "m" ? n * 60_000 : n * 1000;
+  if (ms <= 0) throw new CommandFailure(`${flag}: must be more than 0`, 2);
+  return ms;
+}
+
+/** The newest agent certificate's expiry per cluster, from the addon's CertificateSigningRequests. */
+async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> {
+  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const out = new Map<string, string>();
+  let items: (KubeObject & { status?: { certificate?: string } })[];
+  try {
+    items = (
+      await hub.api.list(Resources.certificateSigningRequest, {
+        labelSelector: `open-cluster-management.io/addon-name=${ADDON_NAME}`,
+      })
+    ).items;
+  } catch {
+    return out; // not allowed to list CSRs: the column shows "-"
+  }
+  for (const csr of items) {
+    const cluster = csr.metadata.labels?.["open-cluster-management.io/cluster-name"];
+    if (!cluster || !csr.status?.certificate) continue;
+    try {
+      const expiry = new Date(new X509Certificate(Buffer.from(csr.status.certificate, "base64")).validTo).toISOString();
+      if (!out.has(cluster) || out.get(cluster)! < expiry) out.set(cluster, expiry.replace(/\.000Z$/, "Z"));
+    } catch {
+      // an unreadable certificate is skipped
+    }
+  }
+  return out;
+}
+
+async function collectHealth(
+  hub: Hub,
+  flags: HealthFlags,
+  timeoutMs: number,
+  parallel: number,
+): Promise<ClusterHealth[]> {
+  const { Resources } = await import("@cluster-proxy/addon-manager");
+  let clusters: ManagedClusterObject[];
+  let addons: Mca[];
+  try {
+    clusters = (await hub.api.list(Resources.managedCluster)).items;
+    addons = (await hub.api.list(Resources.managedClusterAddOn)).items.filter((a) => a.metadata.name === ADDON_NAME);
+  } catch (err) {
+    throw hubError(err, "listing ManagedClusters and ManagedClusterAddOns");
+  }
+  if (flags.cluster?.length) {
+    const known = new Set(clusters.map((c) => c.metadata.name));
+    const unknown = flags.cluster.filter((c) => !known.has(c));
+    if (unknown.length) throw new CommandFailure(`--cluster: no ManagedCluster named ${unknown.join(", ")}`, 1);
+    clusters = clusters.filter((c) => flags.cluster!.includes(c.metadata.name));
+  }
+  clusters.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  const expiries = await agentCertificateExpiries(hub);
+  const installedNames = new Set(addons.map((a) => a.metadata.namespace));
+  const dial = await tunnelDialer(
+    hub,
+    flags,
+    clusters.some((c) => installedNames.has(c.metadata.name)),
+  );
+  try {
+    return await mapLimited(clusters, parallel, async (mc) => {
+      const name = mc.metadata.name;
+      const mca = addons.find((a) => a.metadata.namespace === name);
+      const available = mca?.status?.conditions?.find((c) => c.type === "Available");
+      const ca = clusterCa(mc);
+      const probe: ProbeOutcome = !mca
+        ? { ok: false, reason: "" }
+        : !ca
+          ? { ok: false, reason: "the ManagedCluster publishes no caBundle: TLS cannot be verified, not probed" }
+          : await probeApiserver(dial!, name, ca, flags.probePath, timeoutMs);
+      const reasons: string[] = [];
+      if (!mca) reasons.push(`ManagedClusterAddOn ${ADDON_NAME} not found in namespace ${name}`);
+      else if (!available) reasons.push("no Available condition yet");
+      else if (available.status !== "True")
+        reasons.push(`Available=${available.status} (${available.reason}): ${available.message}`);
+      if (probe.reason) reasons.push(probe.reason);
+      const servers = parseTunnelHealth(available?.message);
+      return {
+        cluster: name,
+        installed: Boolean(mca),
+        available: available?.status ?? "Unknown",
+        probedHealth: probe.ok,
+        latencyMs: probe.latencyMs,
+        proxyServers: servers ? { connected: servers.reachable, total: servers.servers } : undefined,
+        agentCertificateExpiry: expiries.get(name),
+        reason: reasons.join("; "),
+      };
+    });
+  } finally {
+    await dial?.close();
+  }
+}
+
+/** A dialer through the proxy-server's gRPC door, or undefined when nothing will be probed. */
+async function tunnelDialer(
+  hub: Hub,
+  flags: HubFlags,
+  needed: boolean,
+): Promise<(TunnelDialer & { close(): Promise<void> }) | undefined> {
+  if (!needed) return undefined;
+  const get = (): Promise<Hub> => Promise.resolve(hub);
+  const [endpoint, creds] = await Promise.all([
+    findProxyEndpoint(get, flags, GRPC_DOOR_PORT),
+    proxyCredentials(get, flags),
+  ]);
+  const { TunnelClient } = await import("@cluster-proxy/client");
+  const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
+  const dial = (address: string, signal: AbortSignal): Promise<Duplex> => client.dial(address, { signal });
+  return Object.assign(dial, { close: () => client.close() });
+}

@@ -1,0 +1,110 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { healthDocument } from "./health-report.js";
+import { alignColumns, formatHealth, formatLatency, isHealthy, type ClusterHealth } from "./health-report.js";
+
+const healthy: ClusterHealth = {
+  cluster: "mc1",
+  installed: true,
+  available: "True",
+  probedHealth: true,
+  latencyMs: 12.4,
+  proxyServers: { connected: 2, total: 2 },
+  agentCertificateExpiry: "2027-11-24T01:00:00Z",
+  reason: "",
+};
+const cutOff: ClusterHealth = {
+  cluster: "mc2-long-name",
+  installed: true,
+  available: "False",
+  probedHealth: false,
+  reason: "probe through the tunnel: no answer within 10s",
+};
+const notInstalled: ClusterHealth = {
+  cluster: "edge",
+  installed: false,
+  available: "Unknown",
+  probedHealth: false,
+  reason: "ManagedClusterAddOn cluster-proxy not found in namespace edge",
+};
+
+test("the table keeps clusteradm's first five columns, in its order and spelling, then REASON", async () => {
+  const text = await formatHealth([healthy, cutOff, notInstalled], "table");
+  assert.equal(
+    text,
+    [
+      "CLUSTER NAME    INSTALLED   AVAILABLE   PROBED HEALTH   LATENCY   REASON",
+      "mc1             True        True        True            12ms      -",
+      "mc2-long-name   True        False       False           -         probe through the tunnel: no answer within 10s",
+      "edge            False       Unknown     False           -         ManagedClusterAddOn cluster-proxy not found in namespace edge",
+      "",
+    ].join("\n"),
+  );
+  // A script that splits on runs of 2+ spaces gets clusteradm's five fields first.
+  const [head] = text.split("\n");
+  assert.deepEqual(head!.split(/\s{2,}/).slice(0, 5), [
+    "CLUSTER NAME",
+    "INSTALLED",
+    "AVAILABLE",
+    "PROBED HEALTH",
+    "LATENCY",
+  ]);
+});
+
+test("-o wide adds the proxy-servers the tunnel works through and the agent certificate's expiry", async () => {
+  const lines = (await formatHealth([healthy, cutOff], "wide")).split("\n");
+  assert.match(lines[0]!, /LATENCY\s+PROXY-SERVERS\s+AGENT CERT EXPIRY\s+REASON$/);
+  assert.match(lines[1]!, /12ms\s+2\/2\s+2027-11-24T01:00:00Z\s+-$/);
+  assert.match(lines[2]!, /-\s+-\s+-\s+probe through/, "unknown shows -");
+});
+
+test("JSON and YAML carry every field; unknown values are null", async () => {
+  const doc = JSON.parse(await formatHealth([healthy, cutOff], "json")) as ReturnType<typeof healthDocument>;
+  assert.equal(doc.kind, "ClusterProxyHealthList");
+  assert.deepEqual(doc.items[0], {
+    cluster: "mc1",
+    installed: true,
+    available: "True",
+    probedHealth: true,
+    healthy: true,
+    latencyMs: 12,
+    proxyServers: { connected: 2, total: 2 },
+    agentCertificateExpiry: "2027-11-24T01:00:00Z",
+    reason: "",
+  });
+  assert.deepEqual(doc.items[1], {
+    cluster: "mc2-long-name",
+    installed: true,
+    available: "False",
+    probedHealth: false,
+    healthy: false,
+    latencyMs: null,
+    proxyServers: null,
+    agentCertificateExpiry: null,
+    reason: "probe through the tunnel: no answer within 10s",
+  });
+  const yaml = await formatHealth([healthy], "yaml");
+  assert.match(yaml, /^kind: ClusterProxyHealthList$/m);
+  assert.match(yaml, /^\s+- cluster: mc1$/m);
+  assert.match(yaml, /^\s+probedHealth: true$/m);
+});
+
+test("healthy means installed, Available and probed", () => {
+  assert.equal(isHealthy(healthy), true);
+  assert.equal(isHealthy({ ...healthy, available: "Unknown" }), false);
+  assert.equal(isHealthy({ ...healthy, probedHealth: false }), false);
+  assert.equal(isHealthy(notInstalled), false);
+});
+
+test("latency text and column alignment", () => {
+  assert.equal(formatLatency(undefined), "-");
+  assert.equal(formatLatency(0.4), "0ms");
+  assert.equal(formatLatency(1530), "1.5s");
+  assert.equal(
+    alignColumns([
+      ["A", "BB"],
+      ["CCC", "D"],
+    ]),
+    "A     BB\nCCC   D\n",
+  );
+});

@@ -1,0 +1,111 @@
+/**
+ * The rows of `cluster-proxy health` and their output forms. The table's first five columns are
+ * `clusteradm proxy health`'s, in its order and spelling (CLUSTER NAME, INSTALLED, AVAILABLE,
+ * PROBED HEALTH, LATENCY), so scripts that parse them keep working; what an operator needs next
+ * follows: REASON (why something is false), and with `-o wide` PROXY-SERVERS and AGENT CERT EXPIRY.
+ */
+/** One cluster's health as `cluster-proxy health` reports it. */
+export interface ClusterHealth {
+  cluster: string;
+  /** A ManagedClusterAddOn `cluster-proxy` exists in the cluster's namespace. */
+  installed: boolean;
+  /** Its `Available` condition ("True", "False" or "Unknown"; "Unknown" without one). */
+  available: "True" | "False" | "Unknown";
+  /** The probe through the tunnel reached the cluster's kube-apiserver with TLS verified. */
+  probedHealth: boolean;
+  /** Round trip of the probe (TLS handshake and /healthz), in milliseconds; undefined when it failed. */
+  latencyMs?: number;
+  /** Proxy-servers the agent's tunnel works through, from the `Available` message; undefined when not reported. */
+  proxyServers?: { connected: number; total: number };
+  /** Expiry of the newest agent certificate issued for the cluster (ISO 8601), if any. */
+  agentCertificateExpiry?: string;
+  /** Why something is false (empty when healthy). */
+  reason: string;
+}
+
+/** Output forms of `-o`. */
+export const OUTPUT_FORMATS = ["table", "wide", "json", "yaml"] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+/** A cluster is healthy when installed, Available and probed healthy. */
+export function isHealthy(h: ClusterHealth): boolean {
+  return h.installed && h.available === "True" && h.probedHealth;
+}
+
+const cap = (b: boolean): string => (b ? "True" : "False");
+
+/** Latency as kubectl-style text ("12ms", "1.2s"), "-" when unknown. */
+export function formatLatency(ms: number | undefined): string {
+  if (ms === undefined) return "-";
+  return ms < 1000 ? `${Math.round(ms)}ms` : `${(ms / 1000).toFixed(1)}s`;
+}
+
+/** Columns aligned with three spaces between them, like kubectl's tables. */
+export function alignColumns(rows: readonly (readonly string[])[]): string {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!)))
+        .join("   ")
+        .trimEnd(),
+    )
+    .map((line) => `${line}\n`)
+    .join("");
+}
+
+/** The table (`-o wide` adds PROXY-SERVERS and AGENT CERT EXPIRY before REASON). */
+export function formatTable(rows: readonly ClusterHealth[], wide: boolean): string {
+  const head = ["CLUSTER NAME", "INSTALLED", "AVAILABLE", "PROBED HEALTH", "LATENCY"];
+  const extra = wide ? ["PROXY-SERVERS", "AGENT CERT EXPIRY"] : [];
+  const lines = rows.map((h) => [
+    h.cluster,
+    cap(h.installed),
+    h.available,
+    cap(h.probedHealth),
+    formatLatency(h.latencyMs),
+    ...(wide
+      ? [h.proxyServers ? `${h.proxyServers.connected}/${h.proxyServers.total}` : "-", h.agentCertificateExpiry ?? "-"]
+      : []),
+    h.reason || "-",
+  ]);
+  return alignColumns([[...head, ...extra, "REASON"], ...lines]);
+}
+
+/** The machine-readable document of `-o json` / `-o yaml`: fields that are unknown are null. */
+export function healthDocument(rows: readonly ClusterHealth[]): {
+  apiVersion: string;
+  kind: string;
+  items: Record<string, unknown>[];
+} {
+  return {
+    apiVersion: "proxy.open-cluster-management.io/v1alpha1",
+    kind: "ClusterProxyHealthList",
+    items: rows.map((h) => ({
+      cluster: h.cluster,
+      installed: h.installed,
+      available: h.available,
+      probedHealth: h.probedHealth,
+      healthy: isHealthy(h),
+      latencyMs: h.latencyMs === undefined ? null : Math.round(h.latencyMs),
+      proxyServers: h.proxyServers ?? null,
+      agentCertificateExpiry: h.agentCertificateExpiry ?? null,
+      reason: h.reason,
+    })),
+  };
+}
+
+/** Render `rows` in `format`. */
+export async function formatHealth(rows: readonly ClusterHealth[], format: OutputFormat): Promise<string> {
+  switch (format) {
+    case "json":
+      return `${JSON.stringify(healthDocument(rows), null, 2)}\n`;
+    case "yaml": {
+      const { dumpYaml } = await import("@kubernetes/client-node");
+      return dumpYaml(healthDocument(rows));
+    }
+    default:
+      return formatTable(rows, format === "wide");
+  }
+}

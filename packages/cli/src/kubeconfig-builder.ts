@@ -1,0 +1,112 @@
+/**
+ * The kubeconfig `cluster-proxy kubeconfig` writes (design: docs/hub-operations.md). kubectl
+ * reaches the cluster through the proxy-server's mTLS HTTP CONNECT door:
+ *
+ * - `server: https://kubernetes.default.svc`: the name every kube-apiserver certificate carries,
+ *   so TLS to the managed apiserver is verified without `tls-server-name` (which Go would also
+ *   apply to the proxy);
+ * - `proxy-url: https://<cluster>@<hub door>`: Go's transport sends the user name as
+ *   `Proxy-Authorization: Basic`, and the door turns `kubernetes.default.svc:443` into
+ *   `<cluster>:443`, the cluster's kube-apiserver as its agent reaches it;
+ * - `certificate-authority-data`: the cluster's CA and the proxy-servers' CA (Go verifies both
+ *   TLS sessions against the same roots);
+ * - the user: the hub's proxy client certificate (Go presents it to the door; the managed
+ *   apiserver ignores a certificate it cannot verify) and the user's own credentials for the
+ *   managed cluster (token, exec plugin, ...), never the hub's.
+ */
+import { join } from "node:path";
+
+/** A kubeconfig `user` entry as kubectl reads it (only the fields this module looks at are typed). */
+export type KubeconfigUser = Record<string, unknown>;
+
+/** What a kubeconfig for one cluster through the hub is made of. */
+export interface KubeconfigInput {
+  cluster: string;
+  /** The proxy-servers' HTTP CONNECT door. */
+  proxy: { host: string; port: number };
+  /** PEM: the managed cluster's CA (from its ManagedCluster) and the proxy-servers' CA. */
+  clusterCa: Buffer;
+  proxyCa: Buffer;
+  /** The hub client certificate for the door (PEM). */
+  proxyCert: Buffer;
+  proxyKey: Buffer;
+  /** The user's own credentials for the managed cluster. */
+  credentials: KubeconfigUser;
+}
+
+/** Fields of a user entry that are client certificates (they cannot travel through the hub). */
+export const CERTIFICATE_FIELDS = ["client-certificate", "client-certificate-data", "client-key", "client-key-data"];
+
+const b64 = (b: Buffer): string => b.toString("base64");
+const withNewline = (b: Buffer): Buffer =>
+  b.length && b[b.length - 1] !== 0x0a ? Buffer.concat([b, Buffer.from("\n")]) : b;
+
+/** The kubeconfig document (for `dumpYaml`). */
+export function buildKubeconfig(input: KubeconfigInput): Record<string, unknown> {
+  const host = input.proxy.host.includes(":") ? `[${input.proxy.host}]` : input.proxy.host;
+  const user = `${input.cluster}-via-hub`;
+  return {
+    apiVersion: "v1",
+    kind: "Config",
+    clusters: [
+      {
+        name: input.cluster,
+        cluster: {
+          server: "https://kubernetes.default.svc",
+          "proxy-url": `https://${input.cluster}@${host}:${input.proxy.port}`,
+          "certificate-authority-data": b64(Buffer.concat([withNewline(input.clusterCa), withNewline(input.proxyCa)])),
+        },
+      },
+    ],
+    users: [
+      {
+        name: user,
+        user: {
+          ...input.credentials,
+          "client-certificate-data": b64(input.proxyCert),
+          "client-key-data": b64(input.proxyKey),
+        },
+      },
+    ],
+    contexts: [{ name: input.cluster, context: { cluster: input.cluster, user } }],
+    "current-context": input.cluster,
+  };
+}
+
+/** A kubeconfig document as read from YAML (loosely typed). */
+interface KubeconfigDoc {
+  "current-context"?: string;
+  contexts?: { name: string; context?: { user?: string } }[];
+  users?: { name: string; user?: KubeconfigUser }[];
+}
+
+/**
+ * The current context's user of a kubeconfig, to carry into the generated one. Relative file
+ * paths (`tokenFile`, exec `command`) are made absolute against `baseDir`. Throws with a
+ * user-facing message when it has none or when it authenticates with a client certificate.
+ */
+export function currentUser(doc: unknown, source: string, baseDir: string): KubeconfigUser {
+  const kc = (doc ?? {}) as KubeconfigDoc;
+  const ctxName = kc["current-context"];
+  const context = kc.contexts?.find((c) => c.name === ctxName);
+  if (!context?.context?.user) throw new Error(`${source}: no current context with a user`);
+  const entry = kc.users?.find((u) => u.name === context.context!.user);
+  if (!entry?.user) throw new Error(`${source}: user "${context.context.user}" is not defined`);
+  const user = { ...entry.user };
+  if (CERTIFICATE_FIELDS.some((f) => f in user)) {
+    throw new Error(
+      `${source}: user "${entry.name}" authenticates with a client certificate; through the hub kubectl presents the hub's proxy client certificate in every TLS session (Go uses one TLS configuration for the proxy and the cluster), so use --token or --managed-service-account for this cluster`,
+    );
+  }
+  // kubectl resolves a relative tokenFile against the kubeconfig's directory, and an exec command
+  // only when it names a path (a bare name is looked up in PATH).
+  const abs = (p: unknown, always: boolean): unknown =>
+    typeof p === "string" && p !== "" && !p.startsWith("/") && (always || p.includes("/")) ? join(baseDir, p) : p;
+  if ("tokenFile" in user) user.tokenFile = abs(user.tokenFile, true);
+  if (user.exec && typeof user.exec === "object") {
+    const exec = { ...(user.exec as Record<string, unknown>) };
+    exec.command = abs(exec.command, false);
+    user.exec = exec;
+  }
+  return user;
+}

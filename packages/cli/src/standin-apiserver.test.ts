@@ -1,0 +1,60 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import https from "node:https";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { startSampleService } from "./sample-service.js";
+import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
+
+function get(
+  url: string,
+  options: https.RequestOptions,
+  mod: typeof http | typeof https,
+): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    mod
+      .get(url, options, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d: string) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on("error", reject);
+  });
+}
+
+test("a demo cluster's port serves the sample service over HTTP and a stand-in apiserver over TLS", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "cp-standin-"));
+  try {
+    const paths = await ensureStandinCerts(dir);
+    const again = await ensureStandinCerts(dir);
+    assert.deepEqual(again, paths, "reused");
+    const service = await startSampleService("east", {
+      cluster: "east",
+      cert: readFileSync(paths.cert, "utf8"),
+      key: readFileSync(paths.key, "utf8"),
+      token: standinToken("east"),
+    });
+    try {
+      const plain = await get(`http://127.0.0.1:${service.port}/`, {}, http);
+      assert.match(plain.body, /^hello from east/);
+      const tlsOptions = { ca: readFileSync(paths.ca), servername: "kubernetes.default.svc", agent: false as const };
+      const url = `https://127.0.0.1:${service.port}/api/v1/namespaces`;
+      assert.equal((await get(url, tlsOptions, https)).status, 401, "no token");
+      const list = await get(url, { ...tlsOptions, headers: { authorization: "Bearer demo-token-east" } }, https);
+      assert.equal(list.status, 200);
+      const names = (JSON.parse(list.body) as { items: { metadata: { name: string } }[] }).items.map(
+        (n) => n.metadata.name,
+      );
+      assert.deepEqual(names, ["default", "kube-system", "east-apps"]);
+      const health = await get(`https://127.0.0.1:${service.port}/healthz`, tlsOptions, https);
+      assert.deepEqual(health, { status: 200, body: "ok" });
+    } finally {
+      await service.close();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,480 @@
+// The hub operations end to end in the multi-cluster test environment, with the addon installed
+// through OCM as agents.test.ts does it: `cluster-proxy health` (and its answer while mc1 is cut
+// off from the hub), `cluster-proxy kubeconfig` used by the real kubectl of the environment's
+// build (get, and a watch that sees an object created during it), and `cluster-proxy
+// port-forward` to a Service inside mc1. Every CLI runs in the lab namespace, where an operator
+// outside the hub would be, and finds the proxy-servers by itself (a LoadBalancer Service that
+// exposes their client doors, whose address is in the configuration's additionalSANs).
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
+import { nsOf, repoRoot } from "../env/config.js";
+import { waitFor, type RunResult } from "../env/exec.js";
+import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { installCrd } from "./hub-setup.js";
+import { ManagerProcess } from "./manager-process.js";
+
+const MANAGER_NS = "cluster-proxy-addon-ops";
+const SERVER_NS = "cluster-proxy-ops";
+const NAME = "cluster-proxy";
+const CLUSTERS = ["mc1", "mc2"] as const;
+/** The hub LoadBalancer address of the proxy-servers' client doors (in the hub's pool). */
+const DOOR_IP = "10.200.30.90";
+const CLI = join(repoRoot, "packages", "cli", "dist", "main.js");
+
+type Mca = KubeObject & { status?: { conditions?: Condition[] } };
+
+interface HealthItem {
+  cluster: string;
+  installed: boolean;
+  available: string;
+  probedHealth: boolean;
+  healthy: boolean;
+  latencyMs: number | null;
+  reason: string;
+}
+
+describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_000 }, () => {
+  let env: TestEnv;
+  let hub: KubeApi;
+  let dir: string;
+  let manager: ManagerProcess | undefined;
+  const children: ChildProcess[] = [];
+  const tokens: Partial<Record<(typeof CLUSTERS)[number], string>> = {};
+
+  /** `cluster-proxy <args>` in the lab namespace against the hub. */
+  const cli = (args: string[], timeoutMs = 60_000): RunResult =>
+    env.exec("lab", process.execPath, [...NODE_FLAGS, CLI, ...args], { timeoutMs, allowFail: true });
+  const hubFlag = (): string => `--kubeconfig=${env.kubeconfigPath("hub")}`;
+  const health = (...args: string[]): { run: RunResult; items: HealthItem[] } => {
+    const run = cli(["health", hubFlag(), "-o", "json", "--timeout=8s", ...args]);
+    let items: HealthItem[] = [];
+    try {
+      items = (JSON.parse(run.stdout) as { items: HealthItem[] }).items;
+    } catch {
+      // reported by the caller's assertion with run.stderr
+    }
+    return { run, items };
+  };
+  /** Spawns a long-running command in the lab namespace, collecting its output. */
+  const spawnInLab = (cmd: string, args: string[]): { child: ChildProcess; out: () => string; err: () => string } => {
+    const child = spawn("ip", ["netns", "exec", nsOf("lab"), cmd, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    children.push(child);
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
+    return { child, out: () => out, err: () => err };
+  };
+  const deleteAddonCsrs = async (): Promise<void> => {
+    const csrs = await hub.list(Resources.certificateSigningRequest, {
+      labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
+    });
+    for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
+  };
+
+  before(
+    async () => {
+      env = await startTestEnv();
+      hub = new KubeApi(env.kubeConfig("hub"));
+      dir = mkdtempSync(join(tmpdir(), "cp-ops-e2e-"));
+      writeFileSync(join(dir, "hub.kubeconfig"), env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
+      await installCrd(hub);
+      await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
+      await deleteAddonCsrs();
+      manager = new ManagerProcess("manager-ops", join(dir, "hub.kubeconfig"), MANAGER_NS, ["--leader-elect=false"]);
+      await manager.waitForLog("controllers started", 60_000);
+      await hub.apply(Resources.managedProxyConfiguration, {
+        apiVersion: MPC_API_VERSION,
+        kind: MPC_KIND,
+        metadata: { name: NAME },
+        spec: {
+          proxyServer: {
+            image: "quay.io/open-cluster-management/cluster-proxy:dev",
+            replicas: 1,
+            namespace: SERVER_NS,
+            entrypoint: { type: "LoadBalancerService", loadBalancerService: {} },
+            // The manager renders --http-connect-port; the CONNECT door opens in mode both.
+            additionalArgs: ["--mode=both"],
+          },
+          proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev", replicas: 1 },
+          authentication: { signer: { type: "SelfSigned", selfSigned: { additionalSANs: [DOOR_IP] } } },
+        },
+      });
+      // How an operator exposes the client doors outside the hub.
+      await hub.apply(Resources.namespace, { metadata: { name: SERVER_NS } });
+      await hub.apply(Resources.service, {
+        metadata: { name: "cluster-proxy-client-doors", namespace: SERVER_NS },
+        spec: {
+          type: "LoadBalancer",
+          loadBalancerIP: DOOR_IP,
+          selector: {
+            "proxy.open-cluster-management.io/component-name": "proxy-server",
+            "proxy.open-cluster-management.io/configuration": NAME,
+          },
+          ports: [
+            { name: "grpc", port: 8090, targetPort: 8090 },
+            { name: "http-connect", port: 8093, targetPort: 8093 },
+          ],
+        },
+      });
+      for (const c of CLUSTERS)
+        await hub.apply(Resources.managedClusterAddOn, {
+          apiVersion: Resources.managedClusterAddOn.apiVersion,
+          kind: Resources.managedClusterAddOn.kind,
+          metadata: { name: NAME, namespace: c },
+          spec: {},
+        });
+      for (const c of CLUSTERS) {
+        await waitFor(
+          `${c}: the addon Available`,
+          300_000,
+          async () =>
+            (await hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, c))?.status?.conditions?.find(
+              (k) => k.type === "Available",
+            )?.status === "True",
+          500,
+        ).catch((err: Error) => {
+          throw new Error(`${err.message}\n--- manager\n${manager?.tail(20) ?? ""}`, { cause: err });
+        });
+      }
+      // A user of each managed cluster: a ServiceAccount with cluster-admin, and its token.
+      for (const c of CLUSTERS) {
+        const spoke = new KubeApi(env.kubeConfig(c));
+        await spoke.apply(Resources.serviceAccount, { metadata: { name: "ops-user", namespace: "default" } });
+        await spoke.apply(
+          {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRoleBinding",
+            plural: "clusterrolebindings",
+            namespaced: false,
+          },
+          {
+            metadata: { name: "ops-user" },
+            roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+            subjects: [{ kind: "ServiceAccount", name: "ops-user", namespace: "default" }],
+          },
+        );
+        tokens[c] = env.kubectl(c, ["create", "token", "ops-user", "-n", "default", "--duration=2h"]).stdout.trim();
+        assert.ok(tokens[c], `a token for ${c}`);
+      }
+    },
+    { timeout: 20 * 60_000 },
+  );
+
+  after(async () => {
+    for (const c of children) c.kill("SIGKILL");
+    for (const c of CLUSTERS) await hub?.delete(Resources.managedClusterAddOn, NAME, c).catch(() => undefined);
+    await hub?.delete(Resources.service, "cluster-proxy-client-doors", SERVER_NS).catch(() => undefined);
+    await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
+    await manager?.stop();
+    await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
+    if (hub) await deleteAddonCsrs().catch(() => undefined);
+    await hub?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await env?.close();
+  });
+
+  test("health lists mc1 and mc2 True/True/True with a latency, in clusteradm's columns", async (t) => {
+    // The agents may still be dialling the proxy-server's replica right after Available: poll.
+    const { run, items } = await waitFor(
+      "health to report every cluster healthy",
+      120_000,
+      () => {
+        const h = health();
+        return h.run.status === 0 ? h : undefined;
+      },
+      2000,
+    ).catch((err: Error) => {
+      const h = health();
+      throw new Error(`${err.message}\n${h.run.stdout}\n${h.run.stderr}`, { cause: err });
+    });
+    assert.deepEqual(
+      items.map((i) => [i.cluster, i.installed, i.available, i.probedHealth]),
+      [
+        ["mc1", true, "True", true],
+        ["mc2", true, "True", true],
+      ],
+      run.stdout,
+    );
+    for (const i of items) assert.ok(typeof i.latencyMs === "number" && i.latencyMs >= 0, JSON.stringify(i));
+    const table = cli(["health", hubFlag()]);
+    t.diagnostic(`cluster-proxy health\n${table.stdout}`);
+    assert.equal(table.status, 0, table.stderr);
+    const lines = table.stdout.trimEnd().split("\n");
+    assert.match(lines[0]!, /^CLUSTER NAME\s+INSTALLED\s+AVAILABLE\s+PROBED HEALTH\s+LATENCY\s+REASON$/);
+    assert.match(lines[1]!, /^mc1\s+True\s+True\s+True\s+\d+(ms|\.\ds)\s+-$/);
+    assert.match(lines[2]!, /^mc2\s+True\s+True\s+True\s+\d+(ms|\.\ds)\s+-$/);
+    const wide = cli(["health", hubFlag(), "-o", "wide", "--cluster", "mc2"]);
+    t.diagnostic(`cluster-proxy health -o wide --cluster mc2\n${wide.stdout}`);
+    assert.equal(wide.status, 0, wide.stderr);
+    assert.match(wide.stdout, /PROXY-SERVERS\s+AGENT CERT EXPIRY\s+REASON/);
+    assert.match(wide.stdout, /^mc2\s+True\s+True\s+True\s+\S+\s+(\d+\/\d+|-)\s+\d{4}-\d\d-\d\dT\S+Z\s+-$/m);
+    assert.doesNotMatch(wide.stdout, /^mc1/m, "--cluster filters");
+  });
+
+  test("health turns mc1's PROBED HEALTH false, with a reason and exit status 1, while mc1 is cut off", async (t) => {
+    env.blackhole("mc1", true);
+    try {
+      const { run, items } = await waitFor(
+        "health to report mc1 unhealthy",
+        120_000,
+        () => {
+          const h = health();
+          return h.items.find((i) => i.cluster === "mc1")?.probedHealth === false ? h : undefined;
+        },
+        1000,
+      );
+      assert.equal(run.status, 1, "non-zero exit when a selected cluster is not healthy");
+      const mc1 = items.find((i) => i.cluster === "mc1")!;
+      assert.match(mc1.reason, /probe through the tunnel: /, JSON.stringify(mc1));
+      assert.equal(items.find((i) => i.cluster === "mc2")?.probedHealth, true, "mc2 is not affected");
+      const only2 = health("--cluster", "mc2");
+      assert.equal(only2.run.status, 0, "only mc2 selected: healthy");
+      const table = cli(["health", hubFlag(), "--timeout=5s"]);
+      t.diagnostic(`cluster-proxy health --timeout=5s (mc1 cut off; exit ${table.status})\n${table.stdout}`);
+      assert.equal(table.status, 1);
+      assert.match(table.stdout, /^mc1\s+True\s+\S+\s+False\s+-\s+.*probe through the tunnel/m);
+    } finally {
+      env.blackhole("mc1", false);
+    }
+    await waitFor("mc1 healthy again", 180_000, () => health("--cluster", "mc1").run.status === 0, 2000);
+  });
+
+  test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", async (t) => {
+    for (const c of CLUSTERS) {
+      const file = join(dir, `${c}.kubeconfig`);
+      const run = cli(["kubeconfig", hubFlag(), "--cluster", c, "--token", tokens[c]!, "--output", file]);
+      assert.equal(run.status, 0, run.stderr);
+      t.diagnostic(`cluster-proxy kubeconfig --cluster ${c} --token ... --output ${c}.kubeconfig\n${run.stderr}`);
+      assert.equal(statSync(file).mode & 0o777, 0o600, "mode 0600");
+      const text = readFileSync(file, "utf8");
+      assert.doesNotMatch(text, /insecure-skip-tls-verify/);
+      assert.match(text, new RegExp(`proxy-url: https://${c}@${DOOR_IP.replace(/\./g, "\\.")}:8093`));
+      const ns = env.exec(
+        "lab",
+        join(env.state.binDir, "kubectl"),
+        ["--kubeconfig", file, "get", "namespaces", "-o", "name"],
+        {
+          allowFail: true,
+          timeoutMs: 60_000,
+        },
+      );
+      assert.equal(ns.status, 0, ns.stderr);
+      assert.match(ns.stdout, /^namespace\/open-cluster-management-cluster-proxy$/m, ns.stdout);
+      const table = env.exec("lab", join(env.state.binDir, "kubectl"), ["--kubeconfig", file, "get", "namespaces"], {
+        allowFail: true,
+        timeoutMs: 60_000,
+      });
+      t.diagnostic(`kubectl --kubeconfig ${c}.kubeconfig get namespaces\n${table.stdout}${table.stderr}`);
+      const who = env.exec(
+        "lab",
+        join(env.state.binDir, "kubectl"),
+        ["--kubeconfig", file, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+        {
+          allowFail: true,
+          timeoutMs: 60_000,
+        },
+      );
+      assert.equal(who.stdout, "system:serviceaccount:default:ops-user", `the user's own credentials: ${who.stderr}`);
+    }
+    // A ManagedServiceAccount's token, as its addon projects it into the hub (Secret <cluster>/<name>).
+    await hub.apply(Resources.secret, {
+      metadata: { name: "ops-msa", namespace: "mc2" },
+      data: { token: Buffer.from(tokens.mc2!).toString("base64") },
+    });
+    const msaFile = join(dir, "mc2-msa.kubeconfig");
+    const msa = cli([
+      "kubeconfig",
+      hubFlag(),
+      "--cluster",
+      "mc2",
+      "--managed-service-account",
+      "ops-msa",
+      "-o",
+      msaFile,
+    ]);
+    assert.equal(msa.status, 0, msa.stderr);
+    const msaWho = env.exec(
+      "lab",
+      join(env.state.binDir, "kubectl"),
+      ["--kubeconfig", msaFile, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
+      { allowFail: true, timeoutMs: 60_000 },
+    );
+    assert.equal(msaWho.stdout, "system:serviceaccount:default:ops-user", msaWho.stderr);
+    await hub.delete(Resources.secret, "ops-msa", "mc2");
+    // A user certificate cannot travel through the hub: refused with the reason, not silently dropped.
+    const certUser = cli([
+      "kubeconfig",
+      hubFlag(),
+      "--cluster",
+      "mc1",
+      "--credentials-from",
+      env.kubeconfigPath("mc1"),
+    ]);
+    assert.equal(certUser.status, 2);
+    assert.match(certUser.stderr, /authenticates with a client certificate/);
+  });
+
+  test("kubectl get --watch through the hub sees an object created during the watch", async () => {
+    const file = join(dir, "mc1.kubeconfig");
+    const watch = spawnInLab(join(env.state.binDir, "kubectl"), [
+      "--kubeconfig",
+      file,
+      "get",
+      "configmaps",
+      "-n",
+      "default",
+      "--watch",
+      "-o",
+      "name",
+    ]);
+    await waitFor(
+      "the watch's initial list",
+      60_000,
+      () => /configmap\/kube-root-ca\.crt/.test(watch.out()),
+      200,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nstdout: ${watch.out()}\nstderr: ${watch.err()}`, { cause: err });
+    });
+    const name = `ops-watch-${Date.now()}`;
+    await env
+      .core("mc1")
+      .createNamespacedConfigMap({ namespace: "default", body: { metadata: { name }, data: { a: "b" } } });
+    try {
+      await waitFor(
+        "the watch to show the new ConfigMap",
+        60_000,
+        () => watch.out().includes(`configmap/${name}`),
+        200,
+      );
+      assert.equal(watch.child.exitCode, null, "the watch is still running");
+    } finally {
+      watch.child.kill("SIGTERM");
+      await env
+        .core("mc1")
+        .deleteNamespacedConfigMap({ namespace: "default", name })
+        .catch(() => undefined);
+    }
+  });
+
+  test("port-forward reaches a Service inside mc1, many connections at once, and says why one fails", async (t) => {
+    const server = 'require("http").createServer((q,r)=>r.end("hello from "+process.env.POD_NAME+"\\n")).listen(8080)';
+    await env.apps("mc1").createNamespacedDeployment({
+      namespace: "default",
+      body: {
+        metadata: { name: "ops-web" },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: "ops-web" } },
+          template: {
+            metadata: { labels: { app: "ops-web" } },
+            spec: {
+              containers: [
+                {
+                  name: "web",
+                  image: "cpenv.local/node",
+                  command: ["node"],
+                  args: ["-e", server],
+                  ports: [{ name: "http", containerPort: 8080 }],
+                  env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
+                  readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 },
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    await env.core("mc1").createNamespacedService({
+      namespace: "default",
+      body: {
+        metadata: { name: "ops-web" },
+        spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] },
+      },
+    });
+    try {
+      await waitFor("ops-web ready in mc1", 90_000, async () => {
+        const d = await env.apps("mc1").readNamespacedDeployment({ name: "ops-web", namespace: "default" });
+        return d.status?.readyReplicas === 1;
+      });
+      const pf = spawnInLab(process.execPath, [
+        ...NODE_FLAGS,
+        CLI,
+        "port-forward",
+        hubFlag(),
+        "--cluster=mc1",
+        "0:ops-web.default.svc:80",
+        "0:127.0.0.1:1",
+      ]);
+      const ports = await waitFor(
+        "port-forward to listen",
+        60_000,
+        () => {
+          const m = [...pf.out().matchAll(/Forwarding from 127\.0\.0\.1:(\d+) -> (\S+)/g)];
+          return m.length === 2 ? Object.fromEntries(m.map((x) => [x[2]!, Number(x[1])])) : undefined;
+        },
+        200,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\nstdout: ${pf.out()}\nstderr: ${pf.err()}`, { cause: err });
+      });
+      const web = ports["ops-web.default.svc.mc1:80"]!;
+      // 20 requests at once through the forwarded port, from the lab (where port-forward listens).
+      const script =
+        `const n=20;Promise.all(Array.from({length:n},()=>fetch("http://127.0.0.1:${web}/").then(r=>r.text())))` +
+        `.then(a=>console.log(JSON.stringify(a)),e=>{console.log(JSON.stringify(String(e)));process.exit(1)})`;
+      const got = env.exec("lab", process.execPath, ["-e", script], { allowFail: true, timeoutMs: 60_000 });
+      assert.equal(got.status, 0, `${got.stdout}\n${pf.err()}`);
+      const answers = JSON.parse(got.stdout) as string[];
+      assert.equal(answers.length, 20);
+      for (const a of answers) assert.match(a, /^hello from ops-web-/);
+      // A connection that cannot be made is reported, and the forwarder keeps serving.
+      const refused = ports["127.0.0.1.mc1:1"]!;
+      env.exec(
+        "lab",
+        process.execPath,
+        [
+          "-e",
+          `require("net").connect(${refused},"127.0.0.1").on("close",()=>process.exit(0)).on("error",()=>process.exit(0))`,
+        ],
+        { allowFail: true, timeoutMs: 60_000 },
+      );
+      await waitFor(
+        "a message for the failed connection",
+        60_000,
+        () => /to 127\.0\.0\.1\.mc1:1 failed: /.test(pf.err()),
+        200,
+      );
+      const again = env.exec(
+        "lab",
+        process.execPath,
+        ["-e", `fetch("http://127.0.0.1:${web}/").then(r=>r.text()).then(t=>console.log(t))`],
+        {
+          allowFail: true,
+          timeoutMs: 60_000,
+        },
+      );
+      assert.match(again.stdout, /^hello from ops-web-/);
+      t.diagnostic(
+        `cluster-proxy port-forward --cluster=mc1 0:ops-web.default.svc:80 0:127.0.0.1:1\n${pf.out()}${pf.err()}`,
+      );
+      t.diagnostic(`curl http://127.0.0.1:${web}/\n${again.stdout}`);
+      pf.child.kill("SIGTERM");
+    } finally {
+      await env
+        .core("mc1")
+        .deleteNamespacedService({ name: "ops-web", namespace: "default" })
+        .catch(() => undefined);
+      await env
+        .apps("mc1")
+        .deleteNamespacedDeployment({ name: "ops-web", namespace: "default" })
+        .catch(() => undefined);
+    }
+  });
+});
