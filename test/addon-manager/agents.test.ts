@@ -7,26 +7,46 @@ import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import { TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { nsOf, repoRoot, stateDir } from "../env/config.js";
 import { goBin } from "../interop/go-harness.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { installCrd } from "./hub-setup.js";
+import { managerFlags, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
 
-const MANAGER_NS = "cluster-proxy-addon-e2e";
-const SERVER_NS = "cluster-proxy-e2e";
+// The README's namespaces (its install commands are what this suite runs).
+const MANAGER_NS = "open-cluster-management-addon";
+const SERVER_NS = "open-cluster-management-cluster-proxy";
+const SERVER_REPLICAS = 2;
 const NAME = "cluster-proxy";
 const AGENT_NS = "open-cluster-management-cluster-proxy";
 const SIGNER = "open-cluster-management.io/proxy-agent-signer";
 const CLUSTERS = ["mc1", "mc2"] as const;
+const PLACEMENT = {
+  apiVersion: "cluster.open-cluster-management.io/v1beta1",
+  kind: "Placement",
+  plural: "placements",
+  namespaced: true,
+};
+const SET_BINDING = {
+  apiVersion: "cluster.open-cluster-management.io/v1beta2",
+  kind: "ManagedClusterSetBinding",
+  plural: "managedclustersetbindings",
+  namespaced: true,
+};
+const CLUSTER_SET = {
+  apiVersion: "cluster.open-cluster-management.io/v1beta2",
+  kind: "ManagedClusterSet",
+  plural: "managedclustersets",
+  namespaced: false,
+};
 
 interface Mca extends KubeObject {
   status?: {
@@ -54,21 +74,6 @@ interface Deployment extends KubeObject {
   status?: { readyReplicas?: number };
 }
 
-const mpcBody = (): KubeObject => ({
-  apiVersion: MPC_API_VERSION,
-  kind: MPC_KIND,
-  metadata: { name: NAME },
-  spec: {
-    proxyServer: {
-      image: "quay.io/open-cluster-management/cluster-proxy:dev",
-      replicas: 1,
-      namespace: SERVER_NS,
-      entrypoint: { type: "LoadBalancerService", loadBalancerService: {} },
-    },
-    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev", replicas: 1 },
-    authentication: {},
-  },
-});
 const mcaBody = (cluster: string): KubeObject => ({
   apiVersion: Resources.managedClusterAddOn.apiVersion,
   kind: Resources.managedClusterAddOn.kind,
@@ -85,10 +90,15 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   const spoke: Partial<Record<(typeof CLUSTERS)[number], KubeApi>> = {};
   let dir: string;
   let manager: ManagerProcess | undefined;
+  /** The manager's flags from the README (kept for restarts). */
+  let managerArgs: string[] = [];
   const managers: ManagerProcess[] = [];
 
-  const startManager = (name: string): ManagerProcess => {
-    const m = new ManagerProcess(name, join(dir, "hub.kubeconfig"), MANAGER_NS, ["--leader-elect=false"]);
+  const startManager = (name: string, readmeArgs = managerArgs): ManagerProcess => {
+    managerArgs = readmeArgs;
+    // In the hub's network namespace, as a manager pod would be: it probes each cluster's tunnel
+    // through every proxy-server pod's address.
+    const m = new ManagerProcess(name, env.kubeconfigPath("hub"), MANAGER_NS, ["--leader-elect=false"], nsOf("hub"));
     managers.push(m);
     return m;
   };
@@ -147,6 +157,13 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     return JSON.parse(out.trim().split("\n").at(-1) || "{}") as { ok?: boolean; namespaces?: string[]; error?: string };
   };
   const children: ChildProcess[] = [];
+  /** Runs a command in the lab namespace without blocking the event loop. */
+  const runInLab = (argv: string[], timeoutMs: number): Promise<{ status: number; stdout: string; stderr: string }> =>
+    new Promise((resolve) => {
+      execFile("ip", ["netns", "exec", nsOf("lab"), ...argv], { timeout: timeoutMs }, (err, stdout, stderr) =>
+        resolve({ status: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
+      );
+    });
   /**
    * OCM's registration agent stops requesting certificates for a cluster while 10 CSRs of the addon
    * exist on the hub (kube-controller-manager removes issued ones only after an hour): earlier
@@ -187,8 +204,14 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       for (const c of CLUSTERS) spoke[c] = new KubeApi(env.kubeConfig(c));
       dir = mkdtempSync(join(tmpdir(), "cp-addon-e2e-"));
       writeFileSync(join(dir, "hub.kubeconfig"), env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
-      await installCrd(hub);
-      await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
+      // The README creates these: an earlier run's may still be terminating.
+      for (const ns of [MANAGER_NS, SERVER_NS])
+        await waitFor(
+          `namespace ${ns} from an earlier run to be gone`,
+          180_000,
+          async () => !(await hub.tryGet(Resources.namespace, ns)),
+          1000,
+        );
       await deleteAddonCsrs();
     },
     { timeout: 90 * 60_000 },
@@ -199,17 +222,55 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     await Promise.all(managers.map((m) => m.stop()));
     for (const c of CLUSTERS) await hub?.delete(Resources.managedClusterAddOn, NAME, c).catch(() => undefined);
     await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
+    await hub?.delete(Resources.managedCluster, "mc3").catch(() => undefined);
+    await hub?.delete(PLACEMENT, NAME, MANAGER_NS).catch(() => undefined);
+    await hub?.delete(SET_BINDING, "global", MANAGER_NS).catch(() => undefined);
     await hub?.delete(Resources.addOnDeploymentConfig, "cluster-proxy-mc1", "mc1").catch(() => undefined);
     if (hub) await deleteAddonCsrs().catch(() => undefined);
     await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
-    await hub?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
+    for (const ns of [MANAGER_NS, SERVER_NS]) await hub?.delete(Resources.namespace, ns).catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
     await env?.close();
   });
 
-  test("the manager creates the ClusterManagementAddOn; each ManagedClusterAddOn gets its registration, OCM's conditions kept", async () => {
-    manager = startManager("manager-e2e");
-    await manager.waitForLog("controllers started", 60_000);
+  test("the README's install commands: the manager creates the ClusterManagementAddOn; each ManagedClusterAddOn gets its registration, OCM's conditions kept", async () => {
+    const steps = readmeInstallSteps();
+    const path = [
+      join(repoRoot, "node_modules", ".bin"),
+      env.state.binDir,
+      dirname(process.execPath),
+      process.env.PATH,
+    ].join(":");
+    for (const step of steps) {
+      if (step.kind === "manager") {
+        const { args, namespace } = managerFlags(step.args);
+        assert.equal(namespace, MANAGER_NS);
+        manager = startManager("manager-e2e", args);
+        await manager.waitForLog("controllers started", 60_000);
+        continue;
+      }
+      // Asynchronously: the manager's log pipe must keep draining while `kubectl wait` waits.
+      const r = await runInLab(
+        [
+          "env",
+          `PATH=${path}`,
+          `KUBECONFIG=${env.kubeconfigPath("hub")}`,
+          "bash",
+          "-euo",
+          "pipefail",
+          "-c",
+          step.script,
+        ],
+        360_000,
+      );
+      assert.equal(
+        r.status,
+        0,
+        `README step failed:\n${step.script}\n${r.stdout}${r.stderr}\n--- manager\n${manager?.tail(20) ?? ""}`,
+      );
+      if (/get managedclusteraddon -A/.test(step.script)) console.log(`# ${r.stdout.trim().split("\n").join("\n# ")}`);
+    }
+    assert.ok(manager, "the README starts the manager");
     const cma = await waitFor(
       "the ClusterManagementAddOn",
       60_000,
@@ -226,8 +287,6 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         ["addondeploymentconfigs", undefined],
       ],
     );
-    await hub.create(Resources.managedProxyConfiguration, mpcBody());
-    for (const c of CLUSTERS) await hub.create(Resources.managedClusterAddOn, mcaBody(c));
     for (const c of CLUSTERS) {
       const mca = await waitMca(c, "registration applied", (m) => cond(m, "RegistrationApplied")?.status === "True");
       assert.equal(mca.status?.namespace, AGENT_NS);
@@ -334,7 +393,11 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         (m) => cond(m, "ManifestApplied")?.status === "True" && cond(m, "Available")?.status === "True",
         240_000,
       );
-      assert.equal(cond(mca, "Available")?.reason, "ProxyAgentConnected");
+      assert.equal(cond(mca, "Available")?.reason, TunnelHealthReason.available);
+      assert.deepEqual(parseTunnelHealth(cond(mca, "Available")?.message), {
+        reachable: SERVER_REPLICAS,
+        servers: SERVER_REPLICAS,
+      });
       const dep = await spoke[c]!.get<Deployment>(Resources.deployment, "cluster-proxy-proxy-agent", AGENT_NS);
       const args = dep.spec.template.spec.containers[0]!.args;
       assert.ok(args.includes(`--cluster-name=${c}`), args.join(" "));
@@ -380,10 +443,97 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       // The same through the Go konnectivity-client library (tunnel.DialContext), as Go clients use it.
       const viaGo = probeCluster(c, files, undefined, join(goBin(), "konnectivity-go-client"));
       assert.ok(viaGo.ok && viaGo.namespaces?.includes(AGENT_NS), `Go konnectivity-client: ${JSON.stringify(viaGo)}`);
+      // And the seeds' Go snippet itself: client-go with cfg.Dial = tunnel.DialContext.
+      const clientGo = env.exec(
+        "lab",
+        join(env.state.binDir, "clientgo-tunnel"),
+        [`${podIp}:8090`, `proxy-entrypoint.${SERVER_NS}.svc`, files, c, caFile, env.kubeconfigPath(c)],
+        { timeoutMs: 60_000, allowFail: true },
+      );
+      const viaClientGo = JSON.parse(clientGo.stdout.trim().split("\n").at(-1) || "{}") as {
+        ok?: boolean;
+        namespaces?: string[];
+      };
+      assert.ok(
+        viaClientGo.ok && viaClientGo.namespaces?.includes(AGENT_NS),
+        `client-go: ${clientGo.stdout}${clientGo.stderr}`,
+      );
       // <host>.<cluster>:<port> reaches an address inside that cluster (here its kubernetes Service by DNS).
       const byName = probeCluster(c, files, `kubernetes.default.svc.${c}:443`);
       assert.ok(byName.ok && byName.namespaces?.includes(AGENT_NS), JSON.stringify(byName));
     }
+  });
+
+  test("Available is true and fast: mc1 cut off silently from the hub turns False within 15 s and True within 15 s after; mc2 stays Available", async () => {
+    for (const c of CLUSTERS) await waitMca(c, "Available", (m) => cond(m, "Available")?.status === "True");
+    // Watch mc2 all along: it must never leave True.
+    const mc2States = new Set<string>();
+    let watching = true;
+    const watchMc2 = (async () => {
+      while (watching) {
+        const m = await getMca("mc2").catch(() => undefined);
+        if (m) mc2States.add(`${cond(m, "Available")?.status}: ${cond(m, "Available")?.message}`);
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    })();
+    try {
+      const cut = Date.now();
+      env.blackhole("mc1", true);
+      const down = await waitMca(
+        "mc1",
+        "Available False after the blackhole",
+        (m) => cond(m, "Available")?.status === "False",
+        60_000,
+      );
+      const downAfter = Date.now() - cut;
+      const available = cond(down, "Available")!;
+      assert.equal(available.reason, TunnelHealthReason.unavailable);
+      assert.deepEqual(
+        parseTunnelHealth(available.message),
+        { reachable: 0, servers: SERVER_REPLICAS },
+        available.message,
+      );
+      assert.match(available.message ?? "", /cluster-proxy-[a-z0-9-]+ \(10\.200\.20\.\d+\): /, "names the replica");
+      assert.ok(
+        downAfter <= 15_000,
+        `Available turned False ${downAfter} ms after the cut (limit 15 s): ${available.message}`,
+      );
+
+      const lifted = Date.now();
+      env.blackhole("mc1", false);
+      const up = await waitMca(
+        "mc1",
+        "Available True after the blackhole is lifted",
+        (m) => cond(m, "Available")?.status === "True",
+        60_000,
+      );
+      const upAfter = Date.now() - lifted;
+      assert.ok(
+        upAfter <= 15_000,
+        `Available turned True ${upAfter} ms after lifting (limit 15 s): ${cond(up, "Available")?.message}`,
+      );
+      console.log(`# mc1 unavailable ${downAfter} ms after the cut, available ${upAfter} ms after lifting it`);
+    } finally {
+      env.blackhole("mc1", false);
+      watching = false;
+      await watchMc2;
+    }
+    assert.deepEqual(
+      [...mc2States].filter((s) => !s.startsWith("True")),
+      [],
+      `mc2 left Available: ${[...mc2States].join(" | ")}`,
+    );
+    // And the tunnel to mc1 works again for a client.
+    const r = await waitFor(
+      "mc1 reachable again",
+      60_000,
+      () => {
+        const p = probeCluster("mc1", clientFiles());
+        return p.ok ? p : undefined;
+      },
+      1000,
+    );
+    assert.ok(r.namespaces?.includes(AGENT_NS));
   });
 
   test("mc1's agent certificate cannot serve mc2, and is refused at the hub's client door", async () => {
@@ -481,7 +631,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       120_000,
       async () => {
         const d = await spoke.mc1!.tryGet<Deployment>(Resources.deployment, "cluster-proxy-proxy-agent", AGENT_NS);
-        return d && JSON.stringify(d.spec.template.spec.containers[0]!.resources ?? {}).includes('"cpu":"20m"')
+        return d && JSON.stringify(d.spec.template.spec.containers[0]!.resources ?? {}).includes('"memory":"32Mi"')
           ? d
           : undefined;
       },
@@ -579,11 +729,11 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   test("a new agent CA reaches mc1's running agent through OCM without a restart", async () => {
     type Pod = KubeObject & { status?: { containerStatuses?: { restartCount?: number }[] } };
     const pods = async (): Promise<Pod[]> =>
-      ((await spoke.mc1!.list(Resources.pod, { namespace: AGENT_NS })).items as Pod[]).filter(
-        (p) => !p.metadata.deletionTimestamp,
-      );
+      ((await spoke.mc1!.list(Resources.pod, { namespace: AGENT_NS })).items as Pod[])
+        .filter((p) => !p.metadata.deletionTimestamp)
+        .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
     const before = await pods();
-    assert.equal(before.length, 1, before.map((p) => p.metadata.name).join(", "));
+    assert.ok(before.length >= 1, "mc1 runs agent pods");
     const certName = "cluster-proxy-open-cluster-management.io-proxy-agent-signer-client-cert";
     const oldCert = pem(await spoke.mc1!.get<Secret>(Resources.secret, certName, AGENT_NS), "tls.crt");
     // Losing the agent CA makes a new one: the registration's OU changes, so OCM's registration
@@ -613,31 +763,33 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       pem(await spoke.mc1!.get<Secret>(Resources.secret, certName, AGENT_NS), "tls.crt"),
     );
     const expected = String(Math.floor(Date.parse(newCert.validTo) / 1000));
-    let metric = "";
-    await waitFor(
-      "the agent to report the new certificate's expiry",
-      60_000,
-      async () => {
-        const out = await env.podExec(
-          "mc1",
-          AGENT_NS,
-          before[0]!.metadata.name,
-          process.execPath,
-          ["-e", "fetch('http://127.0.0.1:8093/metrics').then((r) => r.text()).then((t) => console.log(t))"],
-          { timeoutMs: 20_000, allowFail: true },
-        );
-        metric =
-          out.stdout
-            .split("\n")
-            .find((l) =>
-              l.startsWith('cluster_proxy_agent_certificate_expiry_timestamp_seconds{flag="--agent-cert"}'),
-            ) ?? "";
-        return metric.endsWith(` ${expected}`);
-      },
-      1000,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}\nmetric: ${metric}, expected ${expected}`, { cause: err });
-    });
+    for (const pod of before) {
+      let metric = "";
+      await waitFor(
+        `agent ${pod.metadata.name} to report the new certificate's expiry`,
+        60_000,
+        async () => {
+          const out = await env.podExec(
+            "mc1",
+            AGENT_NS,
+            pod.metadata.name,
+            process.execPath,
+            ["-e", "fetch('http://127.0.0.1:8093/metrics').then((r) => r.text()).then((t) => console.log(t))"],
+            { timeoutMs: 20_000, allowFail: true },
+          );
+          metric =
+            out.stdout
+              .split("\n")
+              .find((l) =>
+                l.startsWith('cluster_proxy_agent_certificate_expiry_timestamp_seconds{flag="--agent-cert"}'),
+              ) ?? "";
+          return metric.endsWith(` ${expected}`);
+        },
+        1000,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\nmetric: ${metric}, expected ${expected}`, { cause: err });
+      });
+    }
     await waitMca("mc1", "Available with the new certificate", (m) => cond(m, "Available")?.status === "True", 180_000);
     const after = await pods();
     assert.deepEqual(
@@ -664,5 +816,76 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     );
     await hub.create(Resources.managedClusterAddOn, mcaBody("mc1"));
     await waitMca("mc1", "Available again", (m) => cond(m, "Available")?.status === "True", 240_000);
+  });
+
+  test("install strategy Placements: OCM gives the addon to every selected cluster, one joining later too; deleting that cluster removes it", async () => {
+    // What the chart (or --install-placement) sets up: a Placement over the global cluster set.
+    if (!(await hub.tryGet(CLUSTER_SET, "global")))
+      await hub.create(CLUSTER_SET, {
+        metadata: { name: "global" },
+        spec: { clusterSelector: { selectorType: "LabelSelector", labelSelector: {} } },
+      });
+    await hub.apply(SET_BINDING, {
+      metadata: { name: "global", namespace: MANAGER_NS },
+      spec: { clusterSet: "global" },
+    });
+    await hub.apply(PLACEMENT, {
+      metadata: { name: NAME, namespace: MANAGER_NS },
+      spec: {
+        clusterSets: ["global"],
+        // A cluster that is not reachable yet gets its agent queued all the same.
+        tolerations: [
+          { key: "cluster.open-cluster-management.io/unreachable", operator: "Exists" },
+          { key: "cluster.open-cluster-management.io/unavailable", operator: "Exists" },
+        ],
+      },
+    });
+    await hub.mergePatch(Resources.clusterManagementAddOn, NAME, undefined, {
+      spec: { installStrategy: { type: "Placements", placements: [{ name: NAME, namespace: MANAGER_NS }] } },
+    });
+    // A cluster joins: the hub accepts it, the Placement selects it, OCM creates its addon, our
+    // manager its agent's ManifestWork (no klusterlet runs for it here, so the work stays queued).
+    await hub.create(Resources.managedCluster, { metadata: { name: "mc3" }, spec: { hubAcceptsClient: true } });
+    try {
+      const work = await waitFor(
+        "mc3's agent ManifestWork",
+        180_000,
+        () => hub.tryGet<KubeObject & { spec: unknown }>(Resources.manifestWork, "addon-cluster-proxy-deploy-0", "mc3"),
+        1000,
+      ).catch(async (err: Error) => {
+        const mca = await getMca("mc3").catch(() => undefined);
+        throw new Error(
+          `${err.message}
+mc3's addon: ${JSON.stringify(mca?.status ?? mca ?? null)}`,
+          { cause: err },
+        );
+      });
+      assert.match(JSON.stringify(work.spec), /--cluster-name=mc3/);
+      for (const c of CLUSTERS) {
+        const available = cond(await getMca(c), "Available");
+        assert.equal(available?.status, "True", `${c} stays Available: ${available?.message}`);
+      }
+    } finally {
+      await hub.delete(Resources.managedCluster, "mc3").catch(() => undefined);
+    }
+    await waitFor(
+      "mc3's addon and work to go with the cluster",
+      180_000,
+      async () =>
+        !(await getMca("mc3")) && !(await hub.tryGet(Resources.manifestWork, "addon-cluster-proxy-deploy-0", "mc3")),
+      1000,
+    );
+  });
+
+  test("deleting the ClusterManagementAddOn removes the agent from every cluster", async () => {
+    await hub.delete(Resources.clusterManagementAddOn, NAME);
+    for (const c of CLUSTERS)
+      await waitFor(
+        `the agent Deployment to leave ${c}`,
+        240_000,
+        async () => !(await spoke[c]!.tryGet(Resources.deployment, "cluster-proxy-proxy-agent", AGENT_NS)),
+        1000,
+      );
+    for (const c of CLUSTERS) assert.equal(await getMca(c), undefined, `${c}'s ManagedClusterAddOn is gone`);
   });
 });

@@ -1,12 +1,15 @@
 // Test helper: runs `cluster-proxy addon-manager` from the built CLI as a child process of the test
 // (in the test's own network namespace, reaching the hub apiserver through the fixture's forwarder)
 // and exposes its JSON log lines.
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { promisify } from "node:util";
 import { once } from "node:events";
 import { join } from "node:path";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
+
+const execFileAsync = promisify(execFile);
 
 export interface LogLine {
   level: number;
@@ -24,23 +27,29 @@ export class ManagerProcess {
     kubeconfig: string,
     namespace: string,
     extraArgs: string[] = [],
+    /**
+     * Run inside this network namespace (`ip netns exec`), e.g. the hub's, where proxy-server pod
+     * addresses route as they do for a manager pod; the kubeconfig must then use addresses that
+     * route there. Default: the test's own namespace.
+     */
+    private readonly netns?: string,
   ) {
-    this.child = spawn(
+    const command = [
       process.execPath,
-      [
-        ...NODE_FLAGS,
-        join(repoRoot, "packages", "cli", "dist", "main.js"),
-        "addon-manager",
-        `--kubeconfig=${kubeconfig}`,
-        `--namespace=${namespace}`,
-        `--identity=${name}`,
-        "--health-probe-bind-address=127.0.0.1:0",
-        "--metrics-bind-address=127.0.0.1:0",
-        "--log-level=debug",
-        ...extraArgs,
-      ],
-      { stdio: ["ignore", "ignore", "pipe"] },
-    );
+      ...NODE_FLAGS,
+      join(repoRoot, "packages", "cli", "dist", "main.js"),
+      "addon-manager",
+      `--kubeconfig=${kubeconfig}`,
+      `--namespace=${namespace}`,
+      `--identity=${name}`,
+      "--health-probe-bind-address=127.0.0.1:0",
+      "--metrics-bind-address=127.0.0.1:0",
+      "--log-level=debug",
+      ...extraArgs,
+    ];
+    this.child = netns
+      ? spawn("ip", ["netns", "exec", netns, ...command], { stdio: ["ignore", "ignore", "pipe"] })
+      : spawn(command[0]!, command.slice(1), { stdio: ["ignore", "ignore", "pipe"] });
     let buffered = "";
     this.child.stderr!.setEncoding("utf8");
     this.child.stderr!.on("data", (chunk: string) => {
@@ -83,8 +92,22 @@ export class ManagerProcess {
     const started = this.logs.find((l) => l.msg === "addon manager started");
     const port = started?.healthPort as number | undefined;
     if (!port) throw new Error(`${this.name} has not reported its health port`);
-    const res = await fetch(`http://127.0.0.1:${port}${path}`);
-    return res.status;
+    const url = `http://127.0.0.1:${port}${path}`;
+    if (!this.netns) return (await fetch(url)).status;
+    // Its loopback is the other namespace's: ask from there.
+    const { stdout } = await execFileAsync(
+      "ip",
+      [
+        "netns",
+        "exec",
+        this.netns,
+        process.execPath,
+        "-e",
+        `fetch(${JSON.stringify(url)}).then((r) => console.log(r.status))`,
+      ],
+      { timeout: 15_000 },
+    );
+    return Number(stdout.trim());
   }
 
   kill(signal: NodeJS.Signals): void {

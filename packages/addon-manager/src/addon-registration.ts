@@ -283,7 +283,8 @@ export class AddonReconciler {
     // Configs: what OCM resolved (defaults < placements < the addon's own spec.configs).
     const refs = status.configReferences ?? [];
     const mpcRef = refs.find((r) => r.resource === MPC_RESOURCE && r.group === MPC_GROUP);
-    const mpcName = mpcRef?.desiredConfig?.name ?? mpcRef?.name ?? DEFAULT_CONFIGURATION;
+    // OCM may list a reference with an empty name while it resolves the configs.
+    const mpcName = mpcRef?.desiredConfig?.name || mpcRef?.name || DEFAULT_CONFIGURATION;
     const adcRef = refs.find((r) => r.resource === ADC_RESOURCE && r.group === ADDON_GROUP);
     const adcName = adcRef?.desiredConfig?.name ?? adcRef?.name;
     const adcNamespace = adcRef?.desiredConfig?.namespace ?? adcRef?.namespace;
