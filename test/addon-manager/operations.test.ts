@@ -7,7 +7,7 @@
 // exposes their client doors, whose address is in the configuration's additionalSANs).
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -84,11 +84,17 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       env = await startTestEnv();
       hub = new KubeApi(env.kubeConfig("hub"));
       dir = mkdtempSync(join(tmpdir(), "cp-ops-e2e-"));
-      writeFileSync(join(dir, "hub.kubeconfig"), env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
       await installCrd(hub);
       await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
       await deleteAddonCsrs();
-      manager = new ManagerProcess("manager-ops", join(dir, "hub.kubeconfig"), MANAGER_NS, ["--leader-elect=false"]);
+      // In the hub's network namespace, as a manager pod: its tunnel probes reach the servers' pods.
+      manager = new ManagerProcess(
+        "manager-ops",
+        env.kubeconfigPath("hub"),
+        MANAGER_NS,
+        ["--leader-elect=false"],
+        nsOf("hub"),
+      );
       await manager.waitForLog("controllers started", 60_000);
       await hub.apply(Resources.managedProxyConfiguration, {
         apiVersion: MPC_API_VERSION,
@@ -100,8 +106,6 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
             replicas: 1,
             namespace: SERVER_NS,
             entrypoint: { type: "LoadBalancerService", loadBalancerService: {} },
-            // The manager renders --http-connect-port; the CONNECT door opens in mode both.
-            additionalArgs: ["--mode=both"],
           },
           proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev", replicas: 1 },
           authentication: { signer: { type: "SelfSigned", selfSigned: { additionalSANs: [DOOR_IP] } } },
@@ -215,7 +219,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     t.diagnostic(`cluster-proxy health -o wide --cluster mc2\n${wide.stdout}`);
     assert.equal(wide.status, 0, wide.stderr);
     assert.match(wide.stdout, /PROXY-SERVERS\s+AGENT CERT EXPIRY\s+REASON/);
-    assert.match(wide.stdout, /^mc2\s+True\s+True\s+True\s+\S+\s+(\d+\/\d+|-)\s+\d{4}-\d\d-\d\dT\S+Z\s+-$/m);
+    assert.match(wide.stdout, /^mc2\s+True\s+True\s+True\s+\S+\s+1\/1\s+\d{4}-\d\d-\d\dT\S+Z\s+-$/m);
     assert.doesNotMatch(wide.stdout, /^mc1/m, "--cluster filters");
   });
 
@@ -223,11 +227,12 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     env.blackhole("mc1", true);
     try {
       const { run, items } = await waitFor(
-        "health to report mc1 unhealthy",
+        "health to report mc1 unhealthy: its own probe, and the manager's Available",
         120_000,
         () => {
           const h = health();
-          return h.items.find((i) => i.cluster === "mc1")?.probedHealth === false ? h : undefined;
+          const mc1 = h.items.find((i) => i.cluster === "mc1");
+          return mc1?.probedHealth === false && mc1.available === "False" ? h : undefined;
         },
         1000,
       );
@@ -240,7 +245,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       const table = cli(["health", hubFlag(), "--timeout=5s"]);
       t.diagnostic(`cluster-proxy health --timeout=5s (mc1 cut off; exit ${table.status})\n${table.stdout}`);
       assert.equal(table.status, 1);
-      assert.match(table.stdout, /^mc1\s+True\s+\S+\s+False\s+-\s+.*probe through the tunnel/m);
+      assert.match(table.stdout, /^mc1\s+True\s+False\s+False\s+-\s+.*probe through the tunnel/m);
     } finally {
       env.blackhole("mc1", false);
     }

@@ -15,6 +15,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { paths, repoRoot } from "../env/config.js";
 import { type RunResult, waitFor } from "../env/exec.js";
@@ -33,11 +34,6 @@ interface Pod extends KubeObject {
 }
 interface Secret extends KubeObject {
   data?: Record<string, string>;
-}
-interface Condition {
-  type: string;
-  status: string;
-  message?: string;
 }
 
 describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000 }, () => {
@@ -279,8 +275,28 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     ).catch((err: Error) => {
       throw new Error(`${err.message}\nlast: ${seen}`, { cause: err });
     });
-    const avail = availability();
-    for (const c of CLUSTERS) assert.equal(avail[c]?.status, "True", `${c}: ${JSON.stringify(avail[c])}`);
+    // And the manager's probes through each replica say so (within a probe round or two).
+    let avail: Record<string, Condition | undefined> = {};
+    await waitFor(
+      "Available through 3 of 3 proxy-servers on mc1 and mc2",
+      60_000,
+      () => {
+        avail = availability();
+        return CLUSTERS.every(
+          (c) =>
+            avail[c]?.status === "True" &&
+            parseTunnelHealth(avail[c]?.message)?.reachable === 3 &&
+            parseTunnelHealth(avail[c]?.message)?.servers === 3,
+        );
+      },
+      1000,
+    ).catch((err: Error) => {
+      throw new Error(
+        `${err.message}
+last: ${JSON.stringify(avail)}`,
+        { cause: err },
+      );
+    });
     // Two addon managers, both ready (the standby too), one of them holding the Lease.
     const managers = await waitFor(
       "2 ready addon managers",
