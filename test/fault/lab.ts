@@ -53,6 +53,17 @@ export function labUnavailable(): string | undefined {
   return undefined;
 }
 
+/**
+ * How a fault suite treats a machine that cannot run it: skipped with the reason, except under
+ * `CI=true`, where a suite that silently skips would pass a build that tested nothing: there the
+ * suite runs and its `before` fails with the reason (`missing`).
+ */
+export function labSkip(env: NodeJS.ProcessEnv = process.env): { skip: string | false; missing?: string } {
+  const missing = labUnavailable();
+  if (missing === undefined) return { skip: false };
+  return env.CI === "true" ? { skip: false, missing } : { skip: missing };
+}
+
 function sh(cmd: string, args: string[], input?: string): void {
   const r = spawnSync(cmd, args, { encoding: "utf8", input, timeout: 10_000 });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed: ${r.stderr || r.error?.message || r.status}`);

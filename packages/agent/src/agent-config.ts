@@ -66,6 +66,7 @@ export function validateAgentOptions(o: AgentOptions): void {
   checkDuration("keepalive-time", o.keepaliveTime, 0);
   checkDuration("keepalive-timeout", o.keepaliveTimeout, 1);
   checkDuration("dial-timeout", o.dialTimeout, 1);
+  if (o.handshakeTimeout !== undefined) checkDuration("handshake-timeout", o.handshakeTimeout, 1);
   checkDuration("connection-stall-timeout", o.connectionStallTimeout, 0);
   if (o.certReloadInterval !== undefined) checkDuration("cert-reload-interval", o.certReloadInterval, 0);
   allowEntryRules(o);

@@ -87,6 +87,7 @@ const metrics = new ServerMetrics({
   establishedConnections: () => 0,
   backendCount: () => 0,
   backendsByIdentifier: () => new Map(),
+  handshakesWaiting: () => new Map(),
 });
 
 function setup(stallMs: number): { relay: Relay; call: FakeCall; backend: Backend; open: (id: bigint) => FakeEnd } {

@@ -5,6 +5,8 @@
 import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import {
+  DEFAULT_MAX_CONCURRENT_HANDSHAKES,
+  DEFAULT_MAX_PENDING_HANDSHAKES,
   AGENT_IDENTITY_MODES,
   ConfigError,
   PROXY_STRATEGIES,
@@ -158,6 +160,14 @@ export function validateServerOptions(o: ServerOptions): void {
     ["--cert-reload-interval", o.certReloadInterval ?? 0],
   ] as const) {
     if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
+  }
+  const handshakes = o.maxConcurrentHandshakes ?? DEFAULT_MAX_CONCURRENT_HANDSHAKES;
+  if (!Number.isInteger(handshakes) || handshakes < 1) {
+    throw new ConfigError(`--max-concurrent-handshakes: must be a positive integer, got ${handshakes}`);
+  }
+  const pending = o.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
+  if (!Number.isInteger(pending) || pending < 0) {
+    throw new ConfigError(`--max-pending-handshakes: must not be negative, got ${pending}`);
   }
   if (o.httpConnectUdsName && o.mode !== "both") {
     throw new ConfigError(
