@@ -11,7 +11,7 @@
 import { after, before, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { TunnelClient } from "@cluster-proxy/client";
-import { waitFor } from "../integration/harness.js";
+import { failIfMissing, waitFor } from "../integration/harness.js";
 import { CLUSTERS, FaultLab, labSkip, type AgentHandle, type ClusterName, type ServerHandle } from "./lab.js";
 import {
   CORRUPT,
@@ -81,7 +81,7 @@ describe("fault suite: kills, cut links, blackholes, half-open connections", { s
   }
 
   before(async () => {
-    if (missing) throw new Error(`CI=true and the fault suite cannot run: ${missing}`);
+    failIfMissing(missing);
     await lab.init();
     server = await lab.startServer();
     for (const c of CLUSTERS) agents.set(c, await lab.startAgent(c));

@@ -18,7 +18,16 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import { join } from "node:path";
 import type { ProcessStats } from "@cluster-proxy/tunnel";
-import { CLI_ARGV, Harness, REPO, serverCertFlags, waitFor, waitForProc, type Proc } from "../integration/harness.js";
+import {
+  CLI_ARGV,
+  Harness,
+  REPO,
+  prerequisiteSkip,
+  serverCertFlags,
+  waitFor,
+  waitForProc,
+  type Proc,
+} from "../integration/harness.js";
 
 export type ClusterName = "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["mc1", "mc2"];
@@ -53,15 +62,9 @@ export function labUnavailable(): string | undefined {
   return undefined;
 }
 
-/**
- * How a fault suite treats a machine that cannot run it: skipped with the reason, except under
- * `CI=true`, where a suite that silently skips would pass a build that tested nothing: there the
- * suite runs and its `before` fails with the reason (`missing`).
- */
-export function labSkip(env: NodeJS.ProcessEnv = process.env): { skip: string | false; missing?: string } {
-  const missing = labUnavailable();
-  if (missing === undefined) return { skip: false };
-  return env.CI === "true" ? { skip: false, missing } : { skip: missing };
+/** {@link prerequisiteSkip} for the fault suites. */
+export function labSkip(): { skip: string | false; missing?: string } {
+  return prerequisiteSkip(labUnavailable());
 }
 
 function sh(cmd: string, args: string[], input?: string): void {

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { TunnelClient } from "@cluster-proxy/client";
 import { countOpenFds } from "@cluster-proxy/tunnel";
-import { REPO, waitFor, type Proc } from "../integration/harness.js";
+import { REPO, failIfMissing, waitFor, type Proc } from "../integration/harness.js";
 import { cpuBurnersFromEnv, startCpuBurners } from "./cpu-burners.js";
 import type { FleetConfig } from "./fleet.js";
 import { FaultLab, PORT, labSkip, rssMiB, type ServerHandle } from "./lab.js";
@@ -67,7 +67,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
   let stopBurners: (() => Promise<void>) | undefined;
 
   before(async () => {
-    if (missing) throw new Error(`CI=true and the fault suite cannot run: ${missing}`);
+    failIfMissing(missing);
     const burners = cpuBurnersFromEnv();
     if (burners > 0) stopBurners = startCpuBurners(burners);
     await lab.init();

@@ -22,6 +22,7 @@ import {
   GrpcStatus,
   TUNNEL_HTTP2_OPTIONS,
   keepSessionAlive,
+  pemProblem,
   serveGrpc,
   silentLogger,
   widenSessionWindow,
@@ -80,13 +81,17 @@ interface Listener {
   role: "agent" | "front" | "health" | "admin";
 }
 
-/** Read a PEM file, naming the flag when it cannot be read. */
-async function readPem(flag: string, path: string): Promise<Buffer> {
+/** Read and parse a PEM file, naming the flag when it cannot be read or is not what it should be. */
+async function readPem(flag: string, path: string, kind: "certificate" | "key"): Promise<Buffer> {
+  let pem: Buffer;
   try {
-    return await readFile(path);
+    pem = await readFile(path);
   } catch (err) {
     throw new ConfigError(`${flag}: cannot read "${path}": ${(err as Error).message}`);
   }
+  const problem = pemProblem(pem, kind);
+  if (problem) throw new ConfigError(`${flag}: "${path}" ${problem}`);
+  return pem;
 }
 
 function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): void {
@@ -180,9 +185,9 @@ export class ProxyServer {
     try {
       const tokenAuth = usesTokenAuth(o);
       const agentTls: { cert: Buffer; key: Buffer; ca?: Buffer } = {
-        cert: await readPem("--cluster-cert", o.clusterCert),
-        key: await readPem("--cluster-key", o.clusterKey),
-        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert) }),
+        cert: await readPem("--cluster-cert", o.clusterCert, "certificate"),
+        key: await readPem("--cluster-key", o.clusterKey, "key"),
+        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert, "certificate") }),
       };
       checkTlsMaterial(
         tokenAuth ? "--cluster-cert/--cluster-key" : "--cluster-cert/--cluster-key/--cluster-ca-cert",
@@ -195,9 +200,9 @@ export class ProxyServer {
       let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
         frontTls = {
-          cert: await readPem("--server-cert", o.serverCert),
-          key: await readPem("--server-key", o.serverKey),
-          ca: await readPem("--server-ca-cert", o.serverCaCert),
+          cert: await readPem("--server-cert", o.serverCert, "certificate"),
+          key: await readPem("--server-key", o.serverKey, "key"),
+          ca: await readPem("--server-ca-cert", o.serverCaCert, "certificate"),
         };
         checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
         const shared = agentTls.ca ? sharedCaSubjects(frontTls.ca, agentTls.ca) : [];

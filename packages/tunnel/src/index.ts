@@ -10,3 +10,4 @@ export * from "./packet-io.js";
 export * from "./process-stats.js";
 export * from "./cert-reloader.js";
 export * from "./tls-diagnosis.js";
+export * from "./pem-check.js";
