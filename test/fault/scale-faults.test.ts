@@ -15,24 +15,10 @@ import { REPO, failIfMissing, waitFor, type Proc } from "../integration/harness.
 import { cpuBurnersFromEnv, startCpuBurners } from "./cpu-burners.js";
 import type { FleetConfig } from "./fleet.js";
 import { FaultLab, PORT, labSkip, rssMiB, type ServerHandle } from "./lab.js";
-import { dialTarget, exactDownload, footprint, grpcClient, leaks } from "./traffic.js";
+import { dialTarget, exactDownload, footprint, grpcClient, groupReasons, leaks } from "./traffic.js";
 
 const MiB = 1024 * 1024;
 const { skip, missing } = labSkip();
-
-/** Count each distinct reason, most frequent first: "3 x reason" lines. */
-export function groupReasons(reasons: readonly string[]): string {
-  const counts = new Map<string, number>();
-  // Numbers (ports, ms, connect IDs) would make every reason distinct.
-  for (const r of reasons) {
-    const key = r.replace(/\d+/g, "N");
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  }
-  return [...counts]
-    .sort((a, b) => b[1] - a[1])
-    .map(([r, n]) => `  ${n} x ${r}`)
-    .join("\n");
-}
 
 /** Send one command line to the fleet and parse the JSON line it answers with. */
 async function ask<T>(fleet: Proc, command: string): Promise<T> {
