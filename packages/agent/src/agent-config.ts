@@ -137,8 +137,8 @@ export async function resolveHubProxy(
   if (!url) return undefined;
   if (!o.httpsProxyCaCert) return { url };
   const ca = await readFlagFile("https-proxy-ca-cert", o.httpsProxyCaCert);
-  if (!ca.toString("latin1").includes("-----BEGIN CERTIFICATE-----"))
-    fail("https-proxy-ca-cert", `${o.httpsProxyCaCert} holds no PEM certificate`);
+  const problem = pemProblem(ca, "certificate");
+  if (problem) fail("https-proxy-ca-cert", `${o.httpsProxyCaCert} ${problem}`);
   return { url, ca };
 }
 
