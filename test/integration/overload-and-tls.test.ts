@@ -26,7 +26,7 @@ import {
   writeStandaloneCerts,
   type StandaloneCertPaths,
 } from "@cluster-proxy/pki";
-import { HandshakeFailureLog, ProxyServer } from "@cluster-proxy/server";
+import { HandshakeFailureLog, ProxyServer, SHED_ALERT, SLOT_MS } from "@cluster-proxy/server";
 import { connectSession, serverIsShedding, silentLogger, type Logger } from "@cluster-proxy/tunnel";
 import { waitFor } from "./harness.js";
 
@@ -127,38 +127,34 @@ async function firstWarning(
 }
 
 describe("overload: handshakes are paced, waiting connections succeed later, shedding makes agents back off", () => {
-  test("a connection queued behind a busy handshake slot waits (no deadline of its own) and then succeeds", async () => {
+  test("a connection queued behind a busy handshake slot waits past its connect deadline and then succeeds; a silent peer holds a slot only briefly", async () => {
     const server = new ProxyServer(serverOptions({ "max-concurrent-handshakes": "1", "max-pending-handshakes": "5" }));
     await server.start();
     const port = portOf(server.addresses().agent);
     const blocker = await silentConnection(port);
     try {
       const east = certs.agents.get("east")!;
-      let settled = false;
+      const started = Date.now();
       const session = connectSession({
         host: "127.0.0.1",
         port,
-        tls: {
-          ca: readText(certs.ca.cert),
-          cert: readText(east.cert),
-          key: readText(east.key),
-          servername: "localhost",
-        },
+        tls: { ca: readText(certs.ca.cert), cert: readText(east.cert), key: readText(east.key) },
         timeoutMs: 1_000,
         handshakeTimeoutMs: 30_000,
-      }).finally(() => (settled = true));
+      });
       // It waits in the queue (visible in the server's metrics)...
       const waiting = async (): Promise<boolean> =>
         /cluster_proxy_server_tls_handshakes_waiting\{port="agent-port"\} 1/.test(
           await server.metrics.registry.metrics(),
         );
       await waitFor("the connection to wait for its handshake", waiting, 10_000);
-      // ...longer than its connect deadline (1 s), which stops counting once the server accepted:
-      // an observation window, not a wait for an event.
-      await new Promise((resolve) => setTimeout(resolve, 1_500));
-      assert.equal(settled, false, "a queued connection is not failed while it waits");
-      blocker.destroy();
+      // ...longer than its connect deadline (1 s), which stopped counting once the server accepted,
+      // until the silent blocker's slot expires (SLOT_MS): then it succeeds, the blocker still open.
       const s = await session;
+      const tookMs = Date.now() - started;
+      assert.ok(tookMs >= 1_000, `waited ${tookMs} ms, past its 1 s connect deadline, without failing`);
+      assert.ok(tookMs < SLOT_MS + 8_000, `a silent peer held the only slot for ${tookMs} ms`);
+      assert.equal(blocker.destroyed, false);
       s.destroy();
     } finally {
       blocker.destroy();
@@ -195,7 +191,16 @@ describe("overload: handshakes are paced, waiting connections succeed later, she
         /cluster_proxy_server_tls_handshakes_shed_total\{port="agent-port"\} [1-9]/,
       );
 
-      const warning = await firstWarning(agentOptions(port), (w) => w.obj.overloaded === true);
+      // The agent's side, against a server that sheds every connection (the pacer's alert).
+      const shedding = net.createServer((c) => {
+        c.on("error", () => undefined);
+        c.once("data", () => c.end(SHED_ALERT));
+      });
+      await new Promise<void>((resolve) => shedding.listen(0, "127.0.0.1", resolve));
+      const warning = await firstWarning(
+        agentOptions(portOf(shedding.address() ?? undefined)),
+        (w) => w.obj.overloaded === true,
+      ).finally(() => shedding.close());
       assert.match(warning.msg, /overloaded/);
       const retryInMs = Number(warning.obj.retryInMs);
       assert.ok(

@@ -7,7 +7,9 @@
  * fed itself. The pacer accepts the TCP connections itself and hands at most
  * `maxConcurrent` of them to the TLS server at a time, first come first served. The others wait,
  * accepted and untouched (a client sees a slow handshake, not an error), with no deadline of their
- * own: the TLS server's handshake timeout starts when a connection's turn comes.
+ * own: the TLS server's handshake timeout starts when a connection's turn comes. A handshake
+ * holds its slot at most {@link SLOT_MS}: a peer that connects and sends nothing (or a very slow
+ * one) cannot stall the queue; its handshake goes on, outside the count.
  *
  * Only when `maxPending` connections already wait does the server shed: a new connection gets a
  * TLS `user_canceled` alert as soon as its ClientHello arrives, so the client learns that the
@@ -18,6 +20,9 @@ import * as net from "node:net";
 
 /** The TLS alert record a shedding server answers a ClientHello with: fatal `user_canceled` (90). */
 export const SHED_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 90]);
+
+/** How long one handshake may hold a slot before the next waiting connection starts anyway. */
+export const SLOT_MS = 2_000;
 
 /** How long a shed connection may take to send its ClientHello before it is dropped. */
 const SHED_LINGER_MS = 5_000;
@@ -46,7 +51,8 @@ export interface PacerState {
 export class HandshakePacer {
   /** The listening server; its connections are fed to the TLS server. */
   readonly server: net.Server;
-  private readonly waiting: net.Socket[] = [];
+  /** Connections waiting for a slot, oldest first (a Set: closing one is O(1)). */
+  private readonly waiting = new Set<net.Socket>();
   private handshaking = 0;
   private shedCount = 0;
   /** Raw sockets whose handshake runs, and what ends their turn. */
@@ -64,12 +70,14 @@ export class HandshakePacer {
   }
 
   state(): PacerState {
-    return { handshaking: this.handshaking, waiting: this.waiting.length, shed: this.shedCount };
+    return { handshaking: this.handshaking, waiting: this.waiting.size, shed: this.shedCount };
   }
 
   /** Drop every connection still waiting (at shutdown). */
   dropWaiting(): void {
-    for (const socket of this.waiting.splice(0)) socket.destroy();
+    const waiting = [...this.waiting];
+    this.waiting.clear();
+    for (const socket of waiting) socket.destroy();
   }
 
   private accept(socket: net.Socket): void {
@@ -77,37 +85,42 @@ export class HandshakePacer {
       this.begin(socket);
       return;
     }
-    if (this.waiting.length >= this.options.maxPending) {
+    if (this.waiting.size >= this.options.maxPending) {
       this.shed(socket);
       return;
     }
-    this.waiting.push(socket);
+    this.waiting.add(socket);
     socket.on("error", () => undefined);
-    socket.once("close", () => {
-      const i = this.waiting.indexOf(socket);
-      if (i >= 0) this.waiting.splice(i, 1);
-    });
+    socket.once("close", () => this.waiting.delete(socket));
   }
 
   private begin(socket: net.Socket): void {
     this.handshaking++;
-    const finish = (): void => {
-      if (!this.inHandshake.delete(socket)) return;
+    let holding = true;
+    const release = (): void => {
+      if (!holding) return;
+      holding = false;
+      clearTimeout(slot);
       this.handshaking--;
       this.next();
     };
-    this.inHandshake.set(socket, finish);
+    const slot = setTimeout(release, SLOT_MS);
+    slot.unref();
+    this.inHandshake.set(socket, () => {
+      this.inHandshake.delete(socket);
+      release();
+    });
     // A failed handshake destroys the raw socket; a good one shows as "secureConnection".
-    socket.once("close", finish);
+    socket.once("close", () => this.inHandshake.get(socket)?.());
     socket.resume();
     this.tlsServer.emit("connection", socket);
   }
 
   private next(): void {
-    while (this.handshaking < this.options.maxConcurrent && this.waiting.length > 0) {
-      const socket = this.waiting.shift()!;
-      if (socket.destroyed) continue;
-      this.begin(socket);
+    for (const socket of this.waiting) {
+      if (this.handshaking >= this.options.maxConcurrent) return;
+      this.waiting.delete(socket);
+      if (!socket.destroyed) this.begin(socket);
     }
   }
 
