@@ -228,13 +228,31 @@ export function keepSessionAlive(
 ): () => void {
   if (intervalMs <= 0) return () => undefined;
   let deadline: NodeJS.Timeout | undefined;
+  // An overloaded process must not mistake its own slowness for a dead peer (issue 18: that
+  // turned a busy server into a reconnect storm of healthy agents). The verdict waits for the
+  // event loop's I/O phase (setImmediate), where an answer that is already in the socket is read,
+  // and a deadline that fired late by half the timeout or more (this process was stalled, not
+  // the peer) is extended once.
+  const arm = (ms: number, extended: boolean): void => {
+    const armedAt = performance.now();
+    const timer = setTimeout(() => {
+      const lateMs = performance.now() - armedAt - ms;
+      setImmediate(() => {
+        if (deadline !== timer || session.destroyed) return; // answered meanwhile
+        if (!extended && lateMs >= timeoutMs / 2) {
+          arm(timeoutMs, true);
+          return;
+        }
+        onDead(`no keepalive answer within ${timeoutMs} ms`);
+        session.destroy();
+      });
+    }, ms);
+    timer.unref();
+    deadline = timer;
+  };
   const tick = setInterval(() => {
     if (deadline || session.destroyed) return;
-    deadline = setTimeout(() => {
-      onDead(`no keepalive answer within ${timeoutMs} ms`);
-      session.destroy();
-    }, timeoutMs);
-    deadline.unref();
+    arm(timeoutMs, false);
     try {
       session.ping((err) => {
         clearTimeout(deadline);
