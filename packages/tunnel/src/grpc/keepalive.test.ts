@@ -60,7 +60,7 @@ test("a peer that stopped answering is found dead within about the timeout", asy
     { stdio: ["ignore", "pipe", "inherit"] },
   );
   try {
-    const [line] = (await once(peer.stdout!, "data")) as [Buffer];
+    const [line] = (await once(peer.stdout, "data")) as [Buffer];
     const session = http2.connect(`http://127.0.0.1:${Number(line.toString().trim())}`);
     session.on("error", () => undefined);
     await once(session, "connect");
