@@ -434,15 +434,22 @@ export class ProxyServer {
   /** A handshake pacer in front of a TLS port (see handshake-pacer.ts). */
   private pace(server: tls.Server, flag: string): HandshakePacer {
     const port = flag.replace(/^--/, "");
+    // One warning per 10 s at most while shedding, with the count since the last one.
+    let loggedAt = -Infinity;
+    let unlogged = 0;
     return new HandshakePacer(server, {
       maxConcurrent: this.options.maxConcurrentHandshakes ?? DEFAULT_MAX_CONCURRENT_HANDSHAKES,
       maxPending: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES,
       onShed: () => {
         this.metrics.handshakesShed.inc({ port });
+        unlogged++;
+        if (Date.now() - loggedAt < 10_000) return;
+        loggedAt = Date.now();
         this.log.warn(
-          { port: flag, limit: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES },
-          "overloaded: shedding a new connection (--max-pending-handshakes connections already wait for their TLS handshake)",
+          { port: flag, shed: unlogged, limit: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES },
+          "overloaded: shedding new connections (--max-pending-handshakes connections already wait for their TLS handshake)",
         );
+        unlogged = 0;
       },
     });
   }
