@@ -3,6 +3,9 @@
 # namespace with only loopback (no default route), so a test that addresses anything but
 # loopback or a namespace it created fails with "network unreachable" instead of leaving the
 # machine. Usage: scripts/test.sh [unit|integration|all]   (default: all)
+# Environment: CP_TEST_TIMEOUT_MS (deadline per test, suite and file; default 30 min),
+# CP_TEST_CPU_BURNERS (CPU-bound processes beside the scale fault tests; default 0), CI=true
+# (a suite whose prerequisites are missing fails instead of skipping).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-all}
@@ -37,7 +40,13 @@ if [[ $which == integration || $which == all ]] && [[ -f test/image/image.test.t
   node scripts/image.mjs >/dev/null
 fi
 
-runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "${files[@]}")
+# Every test, suite and file gets a deadline, so a hang fails with its name instead of stalling
+# the run: node applies --test-timeout to each test and each suite and file around them (a suite
+# with its own `timeout` keeps it). 30 minutes by default, for the longest files on a busy
+# machine; CP_TEST_TIMEOUT_MS overrides it. CP_TEST_CPU_BURNERS=<n> makes the scale fault tests
+# run n CPU-bound processes beside themselves (docs/faults.md).
+timeout_ms=${CP_TEST_TIMEOUT_MS:-1800000}
+runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "--test-timeout=$timeout_ms" "${files[@]}")
 
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && [[ ${CP_TEST_NO_NETNS:-} != 1 ]]; then
   ns="cp-test-$$"

@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { kubeconfig } from "../env/pki.js";
-import { Harness, REPO, waitFor, type Proc } from "../integration/harness.js";
+import { Harness, REPO, failIfMissing, prerequisiteSkip, waitFor, type Proc } from "../integration/harness.js";
 import { goBin, notePairing, reportPairings } from "../interop/go-harness.js";
 
 const PREFIX = `cpeg${process.pid}-`;
@@ -40,10 +40,11 @@ const ADMIN_PORT = 8133;
 const HEALTH_PORT = 8134;
 const AUDIENCE = "system:konnectivity-server";
 
-const canRun =
+const prerequisites = prerequisiteSkip(
   process.getuid?.() === 0 && spawnSync("ip", ["netns", "list"], { stdio: "ignore" }).status === 0
-    ? true
-    : "needs root and iproute2 (network namespaces)";
+    ? undefined
+    : "needs root and iproute2 (network namespaces)",
+);
 
 function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: "utf8", input, stdio: ["pipe", "pipe", "pipe"], timeout: 60_000 });
@@ -137,7 +138,7 @@ function k8sBin(): string {
 
 describe(
   "kube-apiserver's egress selector through our proxy-server",
-  { skip: canRun === true ? false : canRun, timeout: 900_000 },
+  { skip: prerequisites.skip, timeout: 900_000 },
   () => {
     const h = new Harness();
     let bin: string;
@@ -169,6 +170,7 @@ describe(
       h.spawnProc(name, "ip", ["netns", "exec", ns, cmd, ...args]);
 
     before(async () => {
+      failIfMissing(prerequisites.missing);
       bin = k8sBin();
       await h.init([], [CP_ADDR]);
       // Namespaces and the one link between them.

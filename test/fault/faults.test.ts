@@ -11,8 +11,8 @@
 import { after, before, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { TunnelClient } from "@cluster-proxy/client";
-import { waitFor } from "../integration/harness.js";
-import { CLUSTERS, FaultLab, labUnavailable, type AgentHandle, type ClusterName, type ServerHandle } from "./lab.js";
+import { failIfMissing, waitFor } from "../integration/harness.js";
+import { CLUSTERS, FaultLab, labSkip, type AgentHandle, type ClusterName, type ServerHandle } from "./lab.js";
 import {
   CORRUPT,
   Download,
@@ -28,7 +28,7 @@ import {
 } from "./traffic.js";
 
 const MiB = 1024 * 1024;
-const skip = labUnavailable();
+const { skip, missing } = labSkip();
 
 describe("fault suite: kills, cut links, blackholes, half-open connections", { skip }, () => {
   const lab = new FaultLab();
@@ -81,6 +81,7 @@ describe("fault suite: kills, cut links, blackholes, half-open connections", { s
   }
 
   before(async () => {
+    failIfMissing(missing);
     await lab.init();
     server = await lab.startServer();
     for (const c of CLUSTERS) agents.set(c, await lab.startAgent(c));

@@ -2,13 +2,15 @@
  * Many real proxy-agents in one process (the product's ProxyAgent class, each with its own mTLS
  * connection, Connect stream and reconnect loop), for the reconnect-storm fault. Each agent
  * serves the cluster `fleet-<i>`. Connect attempts are recorded from the agents' own log events:
- * `connecting to proxy server` (an attempt starts), `connected to proxy server`.
+ * `connecting to proxy server` (an attempt starts), `connected to proxy server`, and each failed
+ * attempt with its reason (`cannot connect to proxy server`, or the server shedding load).
  *
  *   node --conditions=source --import tsx test/fault/fleet.ts '<json FleetConfig>'
  *
  * stdin commands, one per line, each answered by one JSON line on stdout:
  *   `status` -> {"connected": <agents holding a server connection>, "agents": <n>}
- *   `attempts <since epoch ms>` -> {"started": [ms...], "connected": [ms...]} recorded since then
+ *   `attempts <since epoch ms>` -> {"started": [ms...], "connected": [ms...], "failed": [{at, reason}...]}
+ *     recorded since then
  */
 import { createInterface } from "node:readline";
 import { agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
@@ -29,12 +31,17 @@ export interface FleetConfig {
 const cfg = JSON.parse(process.argv[2] ?? "{}") as FleetConfig;
 const started: number[] = [];
 const connected: number[] = [];
+const failed: { at: number; reason: string }[] = [];
 
 /** A logger that records connect attempts and drops everything else. */
 const recorder: Logger = {
   ...silentLogger,
   debug: (_obj, msg) => void (msg === "connecting to proxy server" && started.push(Date.now())),
   info: (_obj, msg) => void (msg === "connected to proxy server" && connected.push(Date.now())),
+  warn: (obj) => {
+    const err = (obj as { err?: unknown }).err;
+    if (typeof err === "string") failed.push({ at: Date.now(), reason: err });
+  },
   child: () => recorder,
 };
 
@@ -72,7 +79,11 @@ lines.on("line", (line) => {
   } else if (cmd === "attempts") {
     const since = Number(arg ?? 0);
     process.stdout.write(
-      `${JSON.stringify({ started: started.filter((t) => t >= since), connected: connected.filter((t) => t >= since) })}\n`,
+      `${JSON.stringify({
+        started: started.filter((t) => t >= since),
+        connected: connected.filter((t) => t >= since),
+        failed: failed.filter((f) => f.at >= since),
+      })}\n`,
     );
   }
 });

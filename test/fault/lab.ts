@@ -18,7 +18,16 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import { join } from "node:path";
 import type { ProcessStats } from "@cluster-proxy/tunnel";
-import { CLI_ARGV, Harness, REPO, serverCertFlags, waitFor, waitForProc, type Proc } from "../integration/harness.js";
+import {
+  CLI_ARGV,
+  Harness,
+  REPO,
+  prerequisiteSkip,
+  serverCertFlags,
+  waitFor,
+  waitForProc,
+  type Proc,
+} from "../integration/harness.js";
 
 export type ClusterName = "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["mc1", "mc2"];
@@ -51,6 +60,11 @@ export function labUnavailable(): string | undefined {
     return "the test runner must run in a namespace without a default route (scripts/test.sh does this)";
   }
   return undefined;
+}
+
+/** {@link prerequisiteSkip} for the fault suites. */
+export function labSkip(): { skip: string | false; missing?: string } {
+  return prerequisiteSkip(labUnavailable());
 }
 
 function sh(cmd: string, args: string[], input?: string): void {

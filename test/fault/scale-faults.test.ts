@@ -2,6 +2,8 @@
  * Fault suite, the load-shaped faults (issue 5, point 4): a reconnect storm of 1,000 agents after
  * a server restart, and a client that opens 10,000 connections and never reads them. Real
  * processes in the test's own namespaces (lab.ts); every loop bounded in count and time.
+ * `CP_TEST_CPU_BURNERS=<n>` runs n CPU-bound processes beside the suite (cpu-burners.ts): both
+ * tests must hold on a busy machine (issue 18).
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -9,13 +11,14 @@ import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { TunnelClient } from "@cluster-proxy/client";
 import { countOpenFds } from "@cluster-proxy/tunnel";
-import { REPO, waitFor, type Proc } from "../integration/harness.js";
+import { REPO, failIfMissing, waitFor, type Proc } from "../integration/harness.js";
+import { cpuBurnersFromEnv, startCpuBurners } from "./cpu-burners.js";
 import type { FleetConfig } from "./fleet.js";
-import { FaultLab, PORT, labUnavailable, rssMiB, type ServerHandle } from "./lab.js";
-import { dialTarget, exactDownload, footprint, grpcClient, leaks } from "./traffic.js";
+import { FaultLab, PORT, labSkip, rssMiB, type ServerHandle } from "./lab.js";
+import { dialTarget, exactDownload, footprint, grpcClient, groupReasons, leaks } from "./traffic.js";
 
 const MiB = 1024 * 1024;
-const skip = labUnavailable();
+const { skip, missing } = labSkip();
 
 /** Send one command line to the fleet and parse the JSON line it answers with. */
 async function ask<T>(fleet: Proc, command: string): Promise<T> {
@@ -47,13 +50,18 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
   const lab = new FaultLab();
   let server: ServerHandle;
   let client: TunnelClient;
+  let stopBurners: (() => Promise<void>) | undefined;
 
   before(async () => {
+    failIfMissing(missing);
+    const burners = cpuBurnersFromEnv();
+    if (burners > 0) stopBurners = startCpuBurners(burners);
     await lab.init();
   });
   after(async () => {
     await client?.close();
     await lab.close();
+    await stopBurners?.();
   });
 
   test("1,000 agents reconnect at once after a server restart: jittered, all back, server responsive", async (t) => {
@@ -79,7 +87,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
       { stdin: true },
     );
     const connected = async (): Promise<number> => (await ask<{ connected: number }>(fleet, "status")).connected;
-    await waitFor("the fleet to connect", async () => (await connected()) === AGENTS, 90_000, 500);
+    await waitFor("the fleet to connect", async () => (await connected()) === AGENTS, 180_000, 500);
     const fdsBefore = countOpenFds(server.proc.child.pid) ?? NaN;
 
     const killedAt = Date.now();
@@ -87,14 +95,14 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
     server = await lab.startServer(serverFlags);
     const upAt = Date.now();
     // While the fleet storms in: health answers and a client reaches the real cluster.
-    let worstHealthMs = 0;
+    const healthMs: number[] = [];
     let firstDialMs = -1;
     let probing = true;
     const probe = (async () => {
       for (let i = 0; probing && i < 600; i++) {
         const t0 = Date.now();
         const ok = (await lab.get("server-health", "/healthz").catch(() => ({ status: 0 }))).status === 200;
-        worstHealthMs = Math.max(worstHealthMs, ok ? Date.now() - t0 : 5_000);
+        healthMs.push(ok ? Date.now() - t0 : 5_000);
         if (firstDialMs < 0 && (await exactDownload(lab, "connect", "mc1", undefined, 64 * 1024, 9, 10_000)) === "") {
           firstDialMs = Date.now() - upAt;
         }
@@ -102,25 +110,48 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
       }
     })();
     try {
-      await waitFor("the fleet to reconnect", async () => (await connected()) === AGENTS, 90_000, 500);
+      await waitFor("the fleet to reconnect", async () => (await connected()) === AGENTS, 120_000, 500);
     } finally {
       probing = false;
       await probe;
     }
     const backAfterMs = Date.now() - upAt;
-    const attempts = await ask<{ started: number[]; connected: number[] }>(fleet, `attempts ${killedAt}`);
+    const attempts = await ask<{
+      started: number[];
+      connected: number[];
+      failed: { at: number; reason: string }[];
+    }>(fleet, `attempts ${killedAt}`);
     const peak100 = peak(attempts.started, 100);
     const fdsAfter = countOpenFds(server.proc.child.pid) ?? NaN;
+    // While no server listens, an attempt is refused by the kernel at once: it costs the server
+    // nothing. Every other failure is an attempt the server paid for and the storm could feed on.
+    const refused = attempts.failed.filter((f) => f.reason.includes("ECONNREFUSED"));
+    const failed = attempts.failed.filter((f) => !f.reason.includes("ECONNREFUSED"));
+    const reached = attempts.started.length - refused.length;
+    const sortedHealth = [...healthMs].sort((a, b) => a - b);
+    const pct = (p: number): number =>
+      sortedHealth[Math.min(sortedHealth.length - 1, Math.floor(p * sortedHealth.length))] ?? NaN;
     t.diagnostic(
-      `${AGENTS} agents back ${backAfterMs} ms after the server restarted; ${attempts.started.length} attempts, ` +
+      `${AGENTS} agents back ${backAfterMs} ms after the server restarted; ${attempts.started.length} attempts ` +
+        `(${(attempts.started.length / AGENTS).toFixed(3)} per agent), ${refused.length} refused while no server listened, ` +
+        `${reached} reached the server (${(reached / AGENTS).toFixed(3)} per agent), ${failed.length} failed there; ` +
         `at most ${peak100} started in any 100 ms, ${peak(attempts.connected, 100)} completed; ` +
-        `/healthz worst ${worstHealthMs} ms; ` +
+        `/healthz median ${pct(0.5)} ms, p95 ${pct(0.95)} ms, worst ${pct(1)} ms over ${healthMs.length} probes; ` +
         `first client transfer ${firstDialMs} ms after restart; server fds ${fdsBefore} before, ${fdsAfter} after`,
     );
+    assert.equal(
+      failed.length,
+      0,
+      `${failed.length} connection attempts failed at the server:\n${groupReasons(failed.map((f) => f.reason))}`,
+    );
     assert.equal(attempts.connected.length, AGENTS, "each agent reconnected exactly once");
+    assert.ok(
+      reached <= AGENTS * 1.1,
+      `${reached} attempts reached the server for ${AGENTS} agents (at most 1.1 each)`,
+    );
     // Spread over the 1 s sync interval, ~10 % start in any 100 ms; a wave would be most of them.
     assert.ok(peak100 <= AGENTS * 0.25, `attempts bunched: ${peak100} of ${AGENTS} started within 100 ms`);
-    assert.ok(worstHealthMs < 2_000, `/healthz took ${worstHealthMs} ms during the storm`);
+    assert.ok(pct(1) < 2_000, `/healthz took ${pct(1)} ms during the storm`);
     assert.ok(firstDialMs >= 0 && firstDialMs < 10_000, `first client transfer after ${firstDialMs} ms`);
     assert.ok(Math.abs(fdsAfter - fdsBefore) <= 10, `server fds ${fdsBefore} -> ${fdsAfter}`);
     fleet.child.stdin?.end();
@@ -137,7 +168,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
     const base = { server: footprint(await lab.stats("server-admin")), mc1: footprint(await lab.stats("mc1-admin")) };
 
     const idle: Duplex[] = [];
-    let failed = 0;
+    const failures: string[] = [];
     const started = Date.now();
     try {
       for (let i = 0; i < CONNS; i += 250) {
@@ -145,7 +176,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
           Array.from({ length: Math.min(250, CONNS - i) }, () => dialTarget(lab, "connect", "mc1", undefined, 30_000)),
         );
         for (const r of batch) {
-          if (r.status === "rejected") failed++;
+          if (r.status === "rejected") failures.push(r.reason instanceof Error ? r.reason.message : String(r.reason));
           else {
             r.value.on("error", () => undefined);
             r.value.write(`source ${64 * 1024} 3\n`); // 64 KiB each, never read
@@ -154,7 +185,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
         }
       }
       const openedMs = Date.now() - started;
-      assert.equal(failed, 0, `${failed} of ${CONNS} dials failed`);
+      assert.equal(failures.length, 0, `${failures.length} of ${CONNS} dials failed:\n${groupReasons(failures)}`);
       // The tunnel keeps serving everyone else, byte-exact and promptly.
       const t0 = Date.now();
       assert.equal(await exactDownload(lab, "grpc", "mc1", client, 32 * MiB, 2, 30_000), "");

@@ -6,9 +6,9 @@ import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
+import { ConfigError, throwConfigProblems, type AgentOptions } from "@cluster-proxy/api";
 import { parseHostPort, validateAgentIdentifiers } from "@cluster-proxy/protocol";
-import { proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
+import { pemProblem, proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
 import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination-policy.js";
 
 /** Cluster names: what a `host=` identifier and a dial host can carry without escaping. */
@@ -18,57 +18,69 @@ function fail(flag: string, why: string): never {
   throw new ConfigError(`--${flag}: ${why}`);
 }
 
-function checkDuration(flag: string, ms: number, min: number): void {
-  if (!Number.isFinite(ms) || ms < min) fail(flag, `must be at least ${min} ms (got ${ms})`);
+type Report = (flag: string, why: string) => void;
+
+function checkDuration(bad: Report, flag: string, ms: number, min: number): void {
+  if (!Number.isFinite(ms) || ms < min) bad(flag, `must be at least ${min} ms (got ${ms})`);
 }
 
-function checkPort(flag: string, port: number, allowZero: boolean): void {
+function checkPort(bad: Report, flag: string, port: number, allowZero: boolean): void {
   if (!Number.isInteger(port) || port < (allowZero ? 0 : 1) || port > 65535) {
-    fail(flag, `${port} is not a port number (${allowZero ? 0 : 1}-65535)`);
+    bad(flag, `${port} is not a port number (${allowZero ? 0 : 1}-65535)`);
   }
 }
 
 /**
- * Validate agent options without touching files. Throws {@link ConfigError} naming the flag:
+ * Validate agent options without touching files. Throws one {@link ConfigError} naming every flag
+ * at fault (all of them, so a user fixes them in one go):
  * required files, identifiers (as the Go agent validates them), cluster name, apiserver
  * address, ports and durations.
  */
 export function validateAgentOptions(o: AgentOptions): void {
-  if (!o.proxyServerHost) fail("proxy-server-host", "must not be empty");
-  checkPort("proxy-server-port", o.proxyServerPort, false);
-  if (!o.caCert) fail("ca-cert", "is required (the CA the proxy server's certificate chains to)");
+  const problems: string[] = [];
+  const bad: Report = (flag, why) => void problems.push(`--${flag}: ${why}`);
+  if (!o.proxyServerHost) bad("proxy-server-host", "must not be empty");
+  checkPort(bad, "proxy-server-port", o.proxyServerPort, false);
+  if (!o.caCert) bad("ca-cert", "is required (the CA the proxy server's certificate chains to)");
   if (Boolean(o.agentCert) !== Boolean(o.agentKey)) {
-    fail(o.agentCert ? "agent-key" : "agent-cert", "--agent-cert and --agent-key must be given together");
+    bad(o.agentCert ? "agent-key" : "agent-cert", "--agent-cert and --agent-key must be given together");
   }
   if (o.agentId && !/^[\x21-\x7e]+$/.test(o.agentId)) {
-    fail("agent-id", `"${o.agentId}" must be printable ASCII without spaces`);
+    bad("agent-id", `"${o.agentId}" must be printable ASCII without spaces`);
   }
   try {
     validateAgentIdentifiers(o.agentIdentifiers ?? "");
   } catch (err) {
-    fail("agent-identifiers", (err as Error).message);
+    bad("agent-identifiers", (err as Error).message);
   }
   if (o.clusterName && !CLUSTER_NAME.test(o.clusterName)) {
-    fail("cluster-name", `"${o.clusterName}" is not a valid cluster name (letters, digits, ".", "-", "_")`);
+    bad("cluster-name", `"${o.clusterName}" is not a valid cluster name (letters, digits, ".", "-", "_")`);
   }
   const api = o.apiserverAddress;
-  if (!api) fail("apiserver-address", "must not be empty");
+  if (!api) bad("apiserver-address", "must not be empty");
   if (!parseHostPort(api)) {
     // a bare host (or bracketed IPv6 literal) is fine: the requested port is kept
     const bare = api.startsWith("[") && api.endsWith("]") ? net.isIPv6(api.slice(1, -1)) : !api.includes(":");
-    if (!bare || /[\s/]/.test(api)) fail("apiserver-address", `"${api}" is neither host:port nor a host`);
+    if (!bare || /[\s/]/.test(api)) bad("apiserver-address", `"${api}" is neither host:port nor a host`);
   }
-  checkPort("health-server-port", o.healthServerPort, true);
-  checkPort("admin-server-port", o.adminServerPort, true);
-  checkDuration("sync-interval", o.syncInterval, 1);
-  checkDuration("sync-interval-cap", o.syncIntervalCap, 1);
-  if (o.syncIntervalCap < o.syncInterval) fail("sync-interval-cap", "must not be below --sync-interval");
-  checkDuration("keepalive-time", o.keepaliveTime, 0);
-  checkDuration("keepalive-timeout", o.keepaliveTimeout, 1);
-  checkDuration("dial-timeout", o.dialTimeout, 1);
-  checkDuration("connection-stall-timeout", o.connectionStallTimeout, 0);
-  if (o.certReloadInterval !== undefined) checkDuration("cert-reload-interval", o.certReloadInterval, 0);
-  allowEntryRules(o);
+  checkPort(bad, "health-server-port", o.healthServerPort, true);
+  checkPort(bad, "admin-server-port", o.adminServerPort, true);
+  checkDuration(bad, "sync-interval", o.syncInterval, 1);
+  checkDuration(bad, "sync-interval-cap", o.syncIntervalCap, 1);
+  if (o.syncIntervalCap < o.syncInterval) bad("sync-interval-cap", "must not be below --sync-interval");
+  checkDuration(bad, "keepalive-time", o.keepaliveTime, 0);
+  checkDuration(bad, "keepalive-timeout", o.keepaliveTimeout, 1);
+  checkDuration(bad, "dial-timeout", o.dialTimeout, 1);
+  if (o.handshakeTimeout !== undefined) checkDuration(bad, "handshake-timeout", o.handshakeTimeout, 1);
+  checkDuration(bad, "connection-stall-timeout", o.connectionStallTimeout, 0);
+  if (o.certReloadInterval !== undefined) checkDuration(bad, "cert-reload-interval", o.certReloadInterval, 0);
+  try {
+    allowEntryRules(o);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(err.message);
+  }
+  throwConfigProblems(problems);
 }
 
 /** The `--allow-destinations` entries as rules; throws a ConfigError naming the entry. */
@@ -125,8 +137,8 @@ export async function resolveHubProxy(
   if (!url) return undefined;
   if (!o.httpsProxyCaCert) return { url };
   const ca = await readFlagFile("https-proxy-ca-cert", o.httpsProxyCaCert);
-  if (!ca.toString("latin1").includes("-----BEGIN CERTIFICATE-----"))
-    fail("https-proxy-ca-cert", `${o.httpsProxyCaCert} holds no PEM certificate`);
+  const problem = pemProblem(ca, "certificate");
+  if (problem) fail("https-proxy-ca-cert", `${o.httpsProxyCaCert} ${problem}`);
   return { url, ca };
 }
 
@@ -181,14 +193,19 @@ export async function loadAgentTls(o: AgentOptions): Promise<AgentTlsMaterial> {
   const ca = await readFlagFile("ca-cert", o.caCert);
   try {
     tls.createSecureContext({ ca });
-    if (!ca.toString("latin1").includes("-----BEGIN CERTIFICATE-----")) throw new Error("no PEM certificate found");
+    const problem = pemProblem(ca, "certificate");
+    if (problem) throw new Error(problem);
   } catch (err) {
     fail("ca-cert", `${o.caCert} is not a usable PEM CA certificate: ${(err as Error).message}`);
   }
   if (!o.agentCert) return { ca };
   const cert = await readFlagFile("agent-cert", o.agentCert);
   const key = await readFlagFile("agent-key", o.agentKey);
+  const keyProblem = pemProblem(key, "key");
+  if (keyProblem) fail("agent-key", `${o.agentKey}: ${keyProblem}`);
   try {
+    const problem = pemProblem(cert, "certificate");
+    if (problem) throw new Error(problem);
     tls.createSecureContext({ cert });
   } catch (err) {
     fail("agent-cert", `${o.agentCert} is not a usable PEM certificate: ${(err as Error).message}`);

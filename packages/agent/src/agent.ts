@@ -13,9 +13,10 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import { agentAlpnProtocols, type AgentOptions } from "@cluster-proxy/api";
+import { DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS, agentAlpnProtocols, type AgentOptions } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
+  AGENT_TLS_FLAGS,
   Backoff,
   CertReloader,
   certificateInfo,
@@ -24,6 +25,7 @@ import {
   connectSession,
   keepSessionAlive,
   openCall,
+  serverIsShedding,
   silentLogger,
   type TlsFiles,
   type ClientCall,
@@ -271,20 +273,42 @@ export class ProxyAgent {
       this.schedule(this.jitteredSyncInterval());
       return;
     }
+    const started = Date.now();
     this.connectOnce().then(
       (result) => {
         if (result !== "closed") this.backoff.reset();
         this.schedule(this.jitteredSyncInterval());
       },
       (err: unknown) => {
-        const delay = this.backoff.next();
+        const shedding = serverIsShedding(err);
+        const delay = this.retryDelay(Date.now() - started, shedding);
         this.log.warn(
-          { err: err instanceof Error ? err.message : String(err), retryInMs: delay, failures: this.backoff.failures },
-          "cannot connect to proxy server",
+          {
+            err: err instanceof Error ? err.message : String(err),
+            retryInMs: delay,
+            failures: this.backoff.failures,
+            ...(shedding ? { overloaded: true } : {}),
+          },
+          shedding
+            ? "proxy server is overloaded (it shed this connection): backing off"
+            : "cannot connect to proxy server",
         );
         this.schedule(delay);
       },
     );
+  }
+
+  /**
+   * The delay before the next attempt after one that failed after `elapsedMs`: the backoff, but
+   * never shorter than a jittered `elapsedMs` (a server that took 8 s to fail us is not asked
+   * again after 1 s), and when the server said it is shedding load, a jittered
+   * `--sync-interval-cap` at least, so a fleet it shed does not come back at once.
+   */
+  private retryDelay(elapsedMs: number, shedding: boolean): number {
+    let delay = this.backoff.next();
+    if (elapsedMs > delay) delay = Math.round(elapsedMs * (0.5 + this.random()));
+    if (shedding) delay = Math.max(delay, Math.round(this.options.syncIntervalCap * (0.5 + 0.5 * this.random())));
+    return delay;
   }
 
   /**
@@ -337,6 +361,7 @@ export class ProxyAgent {
     this.attempt = attempt;
     this.log.debug({ server: `${o.proxyServerHost}:${o.proxyServerPort}` }, "connecting to proxy server");
     const timeoutMs = Math.max(o.keepaliveTimeout, o.dialTimeout);
+    const handshakeTimeoutMs = o.handshakeTimeout ?? DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS;
     let session: http2.ClientHttp2Session | undefined;
     try {
       session = await connectSession({
@@ -349,6 +374,8 @@ export class ProxyAgent {
           ALPNProtocols: agentAlpnProtocols(o.alpnProto),
         },
         timeoutMs,
+        handshakeTimeoutMs,
+        tlsNames: AGENT_TLS_FLAGS,
         signal: attempt.signal,
         ...(this.hubProxy ? { proxy: this.hubProxy } : {}),
       });
@@ -371,7 +398,7 @@ export class ProxyAgent {
       const early: Buffer[] = [];
       const collect = (frame: Buffer): void => void early.push(frame);
       call.on("message", collect);
-      const headers = await withTimeout(call.waitForHeaders(), timeoutMs, () => s.destroy());
+      const headers = await withTimeout(call.waitForHeaders(), handshakeTimeoutMs, () => s.destroy());
       call.off("message", collect);
       if (this.closed) {
         s.destroy();

@@ -2,6 +2,9 @@
 import { LOG_OPTION_SPECS, type LogOptions } from "./log-options.js";
 import { ENABLE_CONTENTION_PROFILING_SPEC, ENABLE_PROFILING_SPEC, type OptionSpec } from "./options.js";
 
+/** Default `--handshake-timeout`. */
+export const DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS = 60_000;
+
 export interface AgentOptions extends LogOptions {
   proxyServerHost: string;
   proxyServerPort: number;
@@ -22,6 +25,8 @@ export interface AgentOptions extends LogOptions {
   keepaliveTime: number;
   keepaliveTimeout: number;
   dialTimeout: number;
+  /** Optional; undefined means {@link DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS}. */
+  handshakeTimeout?: number;
   connectionStallTimeout: number;
   /** Optional so callers written before it keep compiling; undefined or "" means no policy file. */
   destinationPolicy?: string;
@@ -195,6 +200,14 @@ export const agentOptionSpecs: readonly OptionSpec[] = [
     default: "",
     description:
       "CA bundle (PEM) of an https:// forward proxy. The agent reaches the proxy server through the proxy in the HTTPS_PROXY environment variable (http:// or https://, user:password@ for Basic auth) unless NO_PROXY names the server's host (a name covers its subdomains; host:port, IPs and CIDRs work too)",
+  },
+  {
+    key: "handshakeTimeout",
+    flag: "handshake-timeout",
+    kind: "duration",
+    default: DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS,
+    description:
+      "How long a connection to the proxy server that the server has accepted may take to finish its TLS handshake and answer the Connect stream. A busy server queues handshakes (--max-concurrent-handshakes) rather than failing them: waiting succeeds later, giving up and retrying only adds load. Reaching the server (TCP) is bounded by max(--keepalive-timeout, --dial-timeout)",
   },
   {
     key: "dialTimeout",

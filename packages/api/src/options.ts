@@ -79,6 +79,17 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * Throw one {@link ConfigError} listing every problem found (nothing when there is none), so a
+ * user fixes all missing or bad flags in one go instead of one per start.
+ */
+export function throwConfigProblems(problems: readonly string[]): void {
+  if (problems.length === 1) throw new ConfigError(problems[0]!);
+  if (problems.length > 1) {
+    throw new ConfigError(`${problems.length} problems with the flags:\n  ${problems.join("\n  ")}`);
+  }
+}
+
 const DURATION_UNITS: Record<string, number> = {
   ns: 1e-6,
   us: 1e-3,

@@ -16,6 +16,11 @@ export type AgentIdentityMode = (typeof AGENT_IDENTITY_MODES)[number];
 /** The namespace the cluster-proxy addon agent runs in by default (it announces `host=<cluster>.<ns>`). */
 export const DEFAULT_AGENT_IDENTITY_NAMESPACE = "open-cluster-management-agent-addon";
 
+/** Default `--max-concurrent-handshakes`. */
+export const DEFAULT_MAX_CONCURRENT_HANDSHAKES = 16;
+/** Default `--max-pending-handshakes`. */
+export const DEFAULT_MAX_PENDING_HANDSHAKES = 20_000;
+
 export interface ServerOptions extends LogOptions {
   mode: "grpc" | "http-connect" | "both";
   serverPort: number;
@@ -55,6 +60,10 @@ export interface ServerOptions extends LogOptions {
   keepaliveTimeout?: number;
   frontendKeepaliveTime: number;
   backendDialTimeout: number;
+  /** Optional; undefined means {@link DEFAULT_MAX_CONCURRENT_HANDSHAKES}. */
+  maxConcurrentHandshakes?: number;
+  /** Optional; undefined means {@link DEFAULT_MAX_PENDING_HANDSHAKES}. */
+  maxPendingHandshakes?: number;
   connectionStallTimeout: number;
   gracefulShutdownTimeout: number;
   /** Optional; undefined means off. */
@@ -324,6 +333,22 @@ export const serverOptionSpecs: readonly OptionSpec[] = [
     default: 3_600_000,
     goCompatible: true,
     description: "Interval of keepalive pings to gRPC clients (0 disables)",
+  },
+  {
+    key: "maxConcurrentHandshakes",
+    flag: "max-concurrent-handshakes",
+    kind: "int",
+    default: DEFAULT_MAX_CONCURRENT_HANDSHAKES,
+    description:
+      "TLS handshakes each TLS port works on at once; further connections are accepted and wait their turn, first come first served, instead of all slowing down together (a reconnect storm of agents then succeeds a little later instead of timing out and retrying)",
+  },
+  {
+    key: "maxPendingHandshakes",
+    flag: "max-pending-handshakes",
+    kind: "int",
+    default: DEFAULT_MAX_PENDING_HANDSHAKES,
+    description:
+      "Accepted connections that may wait for their TLS handshake per port; beyond, the server sheds new ones with a TLS user_canceled alert (our agents read it as 'server overloaded' and back off by --sync-interval-cap)",
   },
   {
     key: "backendDialTimeout",

@@ -5,7 +5,7 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { parseHostPort } from "@cluster-proxy/protocol";
-import { DialError } from "@cluster-proxy/tunnel";
+import { DialError, SDK_TLS_OPTIONS, describeConnectFailure } from "@cluster-proxy/tunnel";
 import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
@@ -57,12 +57,32 @@ interface ParsedHead {
 }
 
 /** Parse one HTTP/1.x response head if `buf` holds it complete; undefined if more is needed. */
+function isSecure(socket: net.Socket): boolean {
+  return socket instanceof tls.TLSSocket && socket.encrypted && !socket.connecting;
+}
+
+/** Why the proxy may have closed a connection before answering CONNECT. */
+function closedUnanswered(socket: net.Socket, proxy: ConnectProxyOptions, address: string, heard: boolean): string {
+  const where = describeProxy(proxy);
+  const base = `proxy ${where} closed the connection before answering CONNECT ${address}`;
+  if (heard || proxy.udsPath) return base;
+  if (socket instanceof tls.TLSSocket) {
+    return `${base}: right after the TLS handshake, so it most likely refused proxy.cert (not signed by the server's --server-ca-cert, expired, or not a client certificate; the server's log names the reason)`;
+  }
+  return `${base}: wrong port or protocol? (plaintext CONNECT to a TLS port closes like this: give proxy.ca, proxy.cert and proxy.key)`;
+}
+
 function parseHead(buf: Buffer): ParsedHead | undefined {
   const end = buf.indexOf("\r\n\r\n");
   if (end < 0) return undefined;
   const lines = buf.subarray(0, end).toString("latin1").split("\r\n");
   const m = /^HTTP\/1\.[01] (\d{3})(?: (.*))?$/.exec(lines[0] ?? "");
-  if (!m) throw new DialError(`proxy sent a malformed response line: ${JSON.stringify(lines[0])}`, "unknown");
+  if (!m) {
+    throw new DialError(
+      `wrong port or protocol: the proxy did not answer with HTTP/1.1 (it sent ${JSON.stringify(lines[0]?.slice(0, 40))}): is this the HTTP CONNECT port?`,
+      "unknown",
+    );
+  }
   const headers = new Map<string, string>();
   for (const line of lines.slice(1)) {
     const i = line.indexOf(":");
@@ -211,22 +231,22 @@ function handshake(
   const onEnd = (): void => {
     if (errorHead) failWithHead(errorHead, buffered);
     else if (okHead) succeed(buffered);
-    else
-      fail(
-        new DialError(
-          `proxy ${describeProxy(proxy)} closed the connection before answering CONNECT ${address}`,
-          "tunnelclosed",
-        ),
-      );
+    else fail(new DialError(closedUnanswered(socket, proxy, address, buffered.length > 0), "tunnelclosed"));
   };
   const onError = (err: Error): void => {
     if (errorHead) failWithHead(errorHead, buffered);
-    else
+    else {
+      const why = describeConnectFailure(err, SDK_TLS_OPTIONS, describeProxy(proxy));
       fail(
-        new DialError(`CONNECT ${address} via ${describeProxy(proxy)} failed: ${err.message}`, "tunnelclosed", {
-          cause: err,
-        }),
+        new DialError(
+          why === err.message && buffered.length === 0 && isSecure(socket)
+            ? closedUnanswered(socket, proxy, address, false) + ` [${err.message}]`
+            : `CONNECT ${address} via ${describeProxy(proxy)} failed: ${why}`,
+          "tunnelclosed",
+          { cause: err },
+        ),
       );
+    }
   };
   const onAbort = (): void => fail(dialAbortError(address, limits.signal));
   const timer = setTimeout(

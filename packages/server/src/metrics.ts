@@ -25,6 +25,8 @@ export interface MetricsSource {
   backendCount(): number;
   /** Agent streams per `host` identifier. */
   backendsByIdentifier(): Map<string, number>;
+  /** Connections waiting for their TLS handshake, per port flag (without the dashes). */
+  handshakesWaiting(): Map<string, number>;
 }
 
 export class ServerMetrics {
@@ -42,6 +44,8 @@ export class ServerMetrics {
   /** Agents whose ServiceAccount token was not accepted (token-review.ts). */
   readonly agentAuthFailures: Counter;
   readonly stalledConnections: Counter;
+  /** Connections shed (TLS user_canceled alert) because too many waited for their handshake. */
+  readonly handshakesShed: Counter<"port">;
   /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
@@ -143,6 +147,22 @@ export class ServerMetrics {
       name: "cluster_proxy_server_stalled_connections_total",
       help: "Connections closed because their reader read nothing for --connection-stall-timeout",
       registers,
+    });
+    this.handshakesShed = new Counter({
+      name: "cluster_proxy_server_tls_handshakes_shed_total",
+      help: "Connections refused with a TLS user_canceled alert because --max-pending-handshakes connections already waited for their handshake, by port flag",
+      labelNames: ["port"],
+      registers,
+    });
+    new Gauge({
+      name: "cluster_proxy_server_tls_handshakes_waiting",
+      help: "Accepted connections waiting for their TLS handshake to start (--max-concurrent-handshakes are in progress), by port flag",
+      labelNames: ["port"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [port, waiting] of source.handshakesWaiting()) this.set({ port }, waiting);
+      },
     });
     this.certificateExpiry = new Gauge({
       name: "cluster_proxy_server_certificate_expiry_timestamp_seconds",

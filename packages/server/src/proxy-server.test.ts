@@ -325,15 +325,18 @@ describe("ProxyServer in-process", () => {
       }
     }
     const noCert = { ...agentTarget, tls: { ca: pki.read(pki.caCert) } };
-    const refused = await connectFakeAgent(noCert, { agentid: "sneaky", agentidentifiers: "host=east" }).then(
+    // TLS 1.3: the connection may be up before the server refuses; either way the peer must
+    // learn that (and why) it was refused, and the call must not end OK.
+    const outcome = await connectFakeAgent(noCert, { agentid: "sneaky", agentidentifiers: "host=east" }).then(
       async (p) => {
         peers.push(p);
-        await p.packets.closed();
-        return true;
+        const status = await p.packets.closed();
+        return `call closed with status ${status.code}: ${status.details}`;
       },
-      () => true,
+      (err: Error) => `connect failed: ${err.message}`,
     );
-    assert.ok(refused);
+    assert.doesNotMatch(outcome, /status 0:/);
+    assert.match(outcome, /requires a client certificate: set proxy\.cert and proxy\.key/);
     assert.equal(server.backendCount(), 1, "only the east agent is registered");
   });
 

@@ -9,12 +9,20 @@ import * as http from "node:http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { ConfigError, tlsProfileOptions, type ProxyStrategy, type ServerOptions } from "@cluster-proxy/api";
+import {
+  ConfigError,
+  DEFAULT_MAX_CONCURRENT_HANDSHAKES,
+  DEFAULT_MAX_PENDING_HANDSHAKES,
+  tlsProfileOptions,
+  type ProxyStrategy,
+  type ServerOptions,
+} from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
   GrpcStatus,
   TUNNEL_HTTP2_OPTIONS,
   keepSessionAlive,
+  pemProblem,
   serveGrpc,
   silentLogger,
   widenSessionWindow,
@@ -23,6 +31,8 @@ import {
 import { handleAgentCall } from "./agent-service.js";
 import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
 import { createAdminServer, createHealthServer } from "./health.js";
+import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
+import { HandshakePacer } from "./handshake-pacer.js";
 import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
@@ -65,17 +75,23 @@ export interface ProxyServerDeps {
 
 interface Listener {
   server: net.Server;
+  /** Feeds `server`'s connections to a TLS server at a bounded rate (TLS ports). */
+  pacer?: HandshakePacer;
   door?: FrontDoor;
   role: "agent" | "front" | "health" | "admin";
 }
 
-/** Read a PEM file, naming the flag when it cannot be read. */
-async function readPem(flag: string, path: string): Promise<Buffer> {
+/** Read and parse a PEM file, naming the flag when it cannot be read or is not what it should be. */
+async function readPem(flag: string, path: string, kind: "certificate" | "key"): Promise<Buffer> {
+  let pem: Buffer;
   try {
-    return await readFile(path);
+    pem = await readFile(path);
   } catch (err) {
     throw new ConfigError(`${flag}: cannot read "${path}": ${(err as Error).message}`);
   }
+  const problem = pemProblem(pem, kind);
+  if (problem) throw new ConfigError(`${flag}: "${path}" ${problem}`);
+  return pem;
 }
 
 function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): void {
@@ -84,6 +100,11 @@ function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): voi
   } catch (err) {
     throw new ConfigError(`${flags}: invalid certificate or key: ${(err as Error).message}`);
   }
+}
+
+/** The TLS flags of a front door, for handshake failure messages. */
+function frontTls(door: FrontDoor): PortTls {
+  return { port: door.flag, clientCa: "--server-ca-cert", cert: "--server-cert", front: true };
 }
 
 export class ProxyServer {
@@ -102,6 +123,7 @@ export class ProxyServer {
   /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
   private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
   private tokenReview: TokenReviewFn | undefined;
+  private readonly handshakeFailures: HandshakeFailureLog;
 
   constructor(
     private readonly options: ServerOptions,
@@ -112,6 +134,7 @@ export class ProxyServer {
     this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
+    this.handshakeFailures = new HandshakeFailureLog(this.log);
     const strategies = options.proxyStrategies as ProxyStrategy[];
     // The gauges read the relay at scrape time (after construction).
     this.metrics = new ServerMetrics({
@@ -125,6 +148,14 @@ export class ProxyServer {
           for (const h of new Set(b.identifiers.host)) counts.set(h, (counts.get(h) ?? 0) + 1);
         }
         return counts;
+      },
+      handshakesWaiting: () => {
+        const waiting = new Map<string, number>();
+        for (const l of this.listeners) {
+          const flag = l.door?.flag ?? (l.role === "agent" ? "--agent-port" : undefined);
+          if (l.pacer && flag) waiting.set(flag.replace(/^--/, ""), l.pacer.state().waiting);
+        }
+        return waiting;
       },
     });
     this.relay = new Relay({
@@ -154,9 +185,9 @@ export class ProxyServer {
     try {
       const tokenAuth = usesTokenAuth(o);
       const agentTls: { cert: Buffer; key: Buffer; ca?: Buffer } = {
-        cert: await readPem("--cluster-cert", o.clusterCert),
-        key: await readPem("--cluster-key", o.clusterKey),
-        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert) }),
+        cert: await readPem("--cluster-cert", o.clusterCert, "certificate"),
+        key: await readPem("--cluster-key", o.clusterKey, "key"),
+        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert, "certificate") }),
       };
       checkTlsMaterial(
         tokenAuth ? "--cluster-cert/--cluster-key" : "--cluster-cert/--cluster-key/--cluster-ca-cert",
@@ -169,9 +200,9 @@ export class ProxyServer {
       let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
         frontTls = {
-          cert: await readPem("--server-cert", o.serverCert),
-          key: await readPem("--server-key", o.serverKey),
-          ca: await readPem("--server-ca-cert", o.serverCaCert),
+          cert: await readPem("--server-cert", o.serverCert, "certificate"),
+          key: await readPem("--server-key", o.serverKey, "key"),
+          ca: await readPem("--server-ca-cert", o.serverCaCert, "certificate"),
         };
         checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
         const shared = agentTls.ca ? sharedCaSubjects(frontTls.ca, agentTls.ca) : [];
@@ -240,7 +271,12 @@ export class ProxyServer {
   }
 
   /** Common hardening and session tracking for an HTTP/2 server. */
-  private watchHttp2(server: http2.Http2Server | http2.Http2SecureServer, what: string, keepaliveMs: number): void {
+  private watchHttp2(
+    server: http2.Http2Server | http2.Http2SecureServer,
+    what: string,
+    keepaliveMs: number,
+    portTls?: PortTls,
+  ): void {
     server.on("session", (session: http2.ServerHttp2Session) => {
       this.sessions.add(session);
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
@@ -251,7 +287,11 @@ export class ProxyServer {
       );
     });
     server.on("sessionError", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
-    server.on("tlsClientError", (err: Error) => this.log.debug({ err: err.message, what }, "TLS handshake failed"));
+    if (portTls) {
+      server.on("tlsClientError", (err: Error, socket: tls.TLSSocket) =>
+        this.handshakeFailures.failed(err, socket, portTls),
+      );
+    }
     server.on("unknownProtocol", (socket: net.Socket) => {
       this.log.debug({ what }, "refusing connection without ALPN h2");
       socket.destroy();
@@ -265,7 +305,12 @@ export class ProxyServer {
     const options = { ...this.secureServerOptions(material, clientCerts), secureOptions: SSL_OP_NO_TICKET };
     const server = http2.createSecureServer(options);
     this.tlsListeners.push({ server, role: "agent", options });
-    this.watchHttp2(server, "agent", this.options.keepaliveTime);
+    this.watchHttp2(server, "agent", this.options.keepaliveTime, {
+      port: "--agent-port",
+      clientCa: "--cluster-ca-cert",
+      cert: "--cluster-cert",
+      front: false,
+    });
     serveGrpc(server, {
       [AGENT_CONNECT_METHOD]: (call) =>
         handleAgentCall(call, {
@@ -295,13 +340,14 @@ export class ProxyServer {
 
   private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
     let server: http2.Http2SecureServer | http2.Http2Server;
-    if (door.transport === "tcp" && material) {
+    const secure = door.transport === "tcp" && material !== undefined;
+    if (secure) {
       const options = this.secureServerOptions(material);
-      const secure = http2.createSecureServer(options);
-      this.tlsListeners.push({ server: secure, role: "front", options });
-      server = secure;
+      const tlsServer = http2.createSecureServer(options);
+      this.tlsListeners.push({ server: tlsServer, role: "front", options });
+      server = tlsServer;
     } else server = http2.createServer(TUNNEL_HTTP2_OPTIONS);
-    this.watchHttp2(server, "proxy", this.options.frontendKeepaliveTime);
+    this.watchHttp2(server, "proxy", this.options.frontendKeepaliveTime, secure ? frontTls(door) : undefined);
     const log = this.log.child({ door: door.flag });
     serveGrpc(server, {
       [PROXY_METHOD]: (call) => {
@@ -341,7 +387,8 @@ export class ProxyServer {
       const server = tls.createServer(options);
       this.tlsListeners.push({ server, role: "front", options });
       server.on("secureConnection", accept);
-      server.on("tlsClientError", (err) => log.debug({ err: err.message }, "TLS handshake failed"));
+      const portTls = frontTls(door);
+      server.on("tlsClientError", (err, socket) => this.handshakeFailures.failed(err, socket, portTls));
       return server;
     }
     const server = net.createServer(accept);
@@ -378,8 +425,33 @@ export class ProxyServer {
     door?: FrontDoor,
   ): Promise<void> {
     const where = `${host === "" ? "*" : host}:${port}`;
-    await this.listenOn(server, host === "" ? { port } : { port, host }, `${flag}: cannot listen on ${where}`);
-    this.listeners.push({ server, role, ...(door ? { door } : {}) });
+    const pacer = server instanceof tls.Server ? this.pace(server, flag) : undefined;
+    const listening = pacer?.server ?? server;
+    await this.listenOn(listening, host === "" ? { port } : { port, host }, `${flag}: cannot listen on ${where}`);
+    this.listeners.push({ server: listening, role, ...(door ? { door } : {}), ...(pacer ? { pacer } : {}) });
+  }
+
+  /** A handshake pacer in front of a TLS port (see handshake-pacer.ts). */
+  private pace(server: tls.Server, flag: string): HandshakePacer {
+    const port = flag.replace(/^--/, "");
+    // One warning per 10 s at most while shedding, with the count since the last one.
+    let loggedAt = -Infinity;
+    let unlogged = 0;
+    return new HandshakePacer(server, {
+      maxConcurrent: this.options.maxConcurrentHandshakes ?? DEFAULT_MAX_CONCURRENT_HANDSHAKES,
+      maxPending: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES,
+      onShed: () => {
+        this.metrics.handshakesShed.inc({ port });
+        unlogged++;
+        if (Date.now() - loggedAt < 10_000) return;
+        loggedAt = Date.now();
+        this.log.warn(
+          { port: flag, shed: unlogged, limit: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES },
+          "overloaded: shedding new connections (--max-pending-handshakes connections already wait for their TLS handshake)",
+        );
+        unlogged = 0;
+      },
+    });
   }
 
   private listenOn(server: net.Server, options: net.ListenOptions, what: string): Promise<void> {
@@ -439,6 +511,7 @@ export class ProxyServer {
       b.call.finish({ code: GrpcStatus.UNAVAILABLE, details: "proxy server shutting down" });
       this.relay.removeBackend(b, "proxy server shutting down");
     }
+    for (const l of this.listeners) l.pacer?.dropWaiting();
     for (const s of this.sessions) s.destroy();
     for (const s of this.sockets) s.destroy();
     for (const l of this.listeners) {

@@ -87,6 +87,7 @@ const metrics = new ServerMetrics({
   establishedConnections: () => 0,
   backendCount: () => 0,
   backendsByIdentifier: () => new Map(),
+  handshakesWaiting: () => new Map(),
 });
 
 function setup(stallMs: number): { relay: Relay; call: FakeCall; backend: Backend; open: (id: bigint) => FakeEnd } {
@@ -173,7 +174,10 @@ describe("relay per-connection flow control", () => {
     relay.fromAgent(backend, data(1n, 2000));
     relay.fromAgent(backend, data(2n, 2000));
     const progress = setInterval(() => slow.read(10), 20);
-    await new Promise((r) => setTimeout(r, 250));
+    // Until the stalled one is cut (polling, with a deadline): by then the slow one, reading all
+    // along, has lived through at least one stall timeout too.
+    const deadline = Date.now() + 10_000;
+    while (stalled.stalledWith === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     clearInterval(progress);
     assert.match(stalled.stalledWith ?? "", /connection stalled: the client read nothing for 0\.08s/);
     assert.equal(slow.stalledWith, undefined, "a reader that makes progress is slow, not stalled");

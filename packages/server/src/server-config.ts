@@ -5,6 +5,9 @@
 import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
 import {
+  throwConfigProblems,
+  DEFAULT_MAX_CONCURRENT_HANDSHAKES,
+  DEFAULT_MAX_PENDING_HANDSHAKES,
   AGENT_IDENTITY_MODES,
   ConfigError,
   PROXY_STRATEGIES,
@@ -79,17 +82,29 @@ export function planFrontDoors(o: ServerOptions): FrontDoor[] {
   return doors;
 }
 
-/** Check options for consistency (files are checked when the server starts). */
+/**
+ * Check options for consistency (files are checked when the server starts). Every problem found
+ * is reported in one ConfigError, so a user fixes all missing flags in one go.
+ */
 export function validateServerOptions(o: ServerOptions): void {
+  const problems: string[] = [];
+  const attempt = (check: () => unknown): void => {
+    try {
+      check();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(err.message);
+    }
+  };
   if (!["grpc", "http-connect", "both"].includes(o.mode)) {
-    throw new ConfigError(`--mode: "${String(o.mode)}" is not one of grpc, http-connect, both`);
+    problems.push(`--mode: "${String(o.mode)}" is not one of grpc, http-connect, both`);
   }
-  if (!o.clusterCert) throw new ConfigError("--cluster-cert: required (certificate of the agent port)");
-  if (!o.clusterKey) throw new ConfigError("--cluster-key: required (private key of --cluster-cert)");
+  if (!o.clusterCert) problems.push("--cluster-cert: required (certificate of the agent port)");
+  if (!o.clusterKey) problems.push("--cluster-key: required (private key of --cluster-cert)");
   if (usesTokenAuth(o)) {
     // As the Go server: all three or none, and no client certificates next to tokens.
     if (o.clusterCaCert) {
-      throw new ConfigError(
+      problems.push(
         "--cluster-ca-cert: cannot be used when agents authenticate with ServiceAccount tokens (--agent-namespace, --agent-service-account, --authentication-audience)",
       );
     }
@@ -98,55 +113,51 @@ export function validateServerOptions(o: ServerOptions): void {
       ["--agent-service-account", o.agentServiceAccount],
       ["--authentication-audience", o.authenticationAudience],
     ] as const) {
-      if (!value) throw new ConfigError(`${flag}: cannot be empty when agent token authentication is enabled`);
+      if (!value) problems.push(`${flag}: cannot be empty when agent token authentication is enabled`);
     }
     if (effectiveAgentIdentity(o) === "certificate") {
-      throw new ConfigError(
+      problems.push(
         "--agent-identity: certificate needs agent certificates (--cluster-ca-cert); with ServiceAccount tokens use shared",
       );
     }
   } else if (!o.clusterCaCert) {
-    throw new ConfigError(
+    problems.push(
       "--cluster-ca-cert: required (agents must present a certificate signed by this CA), unless agents authenticate with ServiceAccount tokens (--agent-namespace, --agent-service-account, --authentication-audience)",
     );
   }
-  tlsProfileOptions(o.cipherSuites ?? [], o.tlsMinVersion ?? "");
+  attempt(() => tlsProfileOptions(o.cipherSuites ?? [], o.tlsMinVersion ?? ""));
   for (const [flag, v] of [
     ["--kubeconfig-qps", o.kubeconfigQps ?? 0],
     ["--kubeconfig-burst", o.kubeconfigBurst ?? 0],
   ] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
+    if (!Number.isFinite(v) || v < 0) problems.push(`${flag}: must not be negative`);
   }
   const extra = o as ServerOptions & { xfrChannelSize?: number; enableContentionProfiling?: boolean };
   if (extra.xfrChannelSize !== undefined && extra.xfrChannelSize <= 0) {
-    throw new ConfigError(`--xfr-channel-size: must be positive, got ${extra.xfrChannelSize}`);
+    problems.push(`--xfr-channel-size: must be positive, got ${extra.xfrChannelSize}`);
   }
   if (extra.enableContentionProfiling && !o.enableProfiling) {
-    throw new ConfigError("--enable-contention-profiling: needs --enable-profiling, as in Go");
+    problems.push("--enable-contention-profiling: needs --enable-profiling, as in Go");
   }
   if (o.agentIdentity && !(AGENT_IDENTITY_MODES as readonly string[]).includes(o.agentIdentity)) {
-    throw new ConfigError(
-      `--agent-identity: "${String(o.agentIdentity)}" is not one of ${AGENT_IDENTITY_MODES.join(", ")}`,
-    );
+    problems.push(`--agent-identity: "${String(o.agentIdentity)}" is not one of ${AGENT_IDENTITY_MODES.join(", ")}`);
   }
   for (const ns of o.agentIdentityNamespaces ?? []) {
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns.length > 63) {
-      throw new ConfigError(
-        `--agent-identity-namespaces: "${ns}" is not a Kubernetes namespace name (a DNS-1123 label)`,
-      );
+      problems.push(`--agent-identity-namespaces: "${ns}" is not a Kubernetes namespace name (a DNS-1123 label)`);
     }
   }
-  if (o.proxyStrategies.length === 0) throw new ConfigError("--proxy-strategies: at least one strategy is needed");
+  if (o.proxyStrategies.length === 0) problems.push("--proxy-strategies: at least one strategy is needed");
   const seen = new Set<string>();
   for (const s of o.proxyStrategies) {
     if (!(PROXY_STRATEGIES as readonly string[]).includes(s)) {
-      throw new ConfigError(`--proxy-strategies: "${s}" is not one of ${PROXY_STRATEGIES.join(", ")}`);
+      problems.push(`--proxy-strategies: "${s}" is not one of ${PROXY_STRATEGIES.join(", ")}`);
     }
-    if (seen.has(s)) throw new ConfigError(`--proxy-strategies: "${s}" is listed twice`);
+    if (seen.has(s)) problems.push(`--proxy-strategies: "${s}" is listed twice`);
     seen.add(s);
   }
   if (!Number.isInteger(o.serverCount) || o.serverCount < 1) {
-    throw new ConfigError(`--server-count: must be a positive integer, got ${o.serverCount}`);
+    problems.push(`--server-count: must be a positive integer, got ${o.serverCount}`);
   }
   for (const [flag, v] of [
     ["--keepalive-time", o.keepaliveTime],
@@ -157,23 +168,30 @@ export function validateServerOptions(o: ServerOptions): void {
     ["--graceful-shutdown-timeout", o.gracefulShutdownTimeout],
     ["--cert-reload-interval", o.certReloadInterval ?? 0],
   ] as const) {
-    if (!Number.isFinite(v) || v < 0) throw new ConfigError(`${flag}: must not be negative`);
+    if (!Number.isFinite(v) || v < 0) problems.push(`${flag}: must not be negative`);
+  }
+  const handshakes = o.maxConcurrentHandshakes ?? DEFAULT_MAX_CONCURRENT_HANDSHAKES;
+  if (!Number.isInteger(handshakes) || handshakes < 1) {
+    problems.push(`--max-concurrent-handshakes: must be a positive integer, got ${handshakes}`);
+  }
+  const pending = o.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES;
+  if (!Number.isInteger(pending) || pending < 0) {
+    problems.push(`--max-pending-handshakes: must not be negative, got ${pending}`);
   }
   if (o.httpConnectUdsName && o.mode !== "both") {
-    throw new ConfigError(
-      "--http-connect-uds-name: only used with --mode=both (use --uds-name in --mode=http-connect)",
-    );
+    problems.push("--http-connect-uds-name: only used with --mode=both (use --uds-name in --mode=http-connect)");
   }
   if (o.udsName && o.httpConnectUdsName && o.udsName === o.httpConnectUdsName) {
-    throw new ConfigError("--http-connect-uds-name: must differ from --uds-name");
+    problems.push("--http-connect-uds-name: must differ from --uds-name");
   }
-  const doors = planFrontDoors(o);
+  let doors: ReturnType<typeof planFrontDoors> = [];
+  attempt(() => (doors = planFrontDoors(o)));
   let needsServerTls = false;
   for (const door of doors) {
     if (door.transport !== "tcp") continue;
     if (door.plain) {
       if (!isLoopbackAddress(door.host)) {
-        throw new ConfigError(
+        problems.push(
           `--http-connect-plain: plain HTTP CONNECT is only allowed on a loopback address, but ${door.flag} binds to ${door.host === "" ? "all addresses" : `"${door.host}"`} (set ${door.protocol === "http-connect" && door.flag === "--server-port" ? "--server-bind-address" : "--http-connect-bind-address"}=127.0.0.1, or use a Unix socket)`,
         );
       }
@@ -183,19 +201,18 @@ export function validateServerOptions(o: ServerOptions): void {
   }
   if (needsServerTls) {
     if (!o.serverCert)
-      throw new ConfigError(
-        "--server-cert: required for the TCP front door (or serve only --uds-name with --server-port=0)",
-      );
-    if (!o.serverKey) throw new ConfigError("--server-key: required with --server-cert");
+      problems.push("--server-cert: required for the TCP front door (or serve only --uds-name with --server-port=0)");
+    if (!o.serverKey) problems.push("--server-key: required with --server-cert");
     if (!o.serverCaCert) {
-      throw new ConfigError(
+      problems.push(
         "--server-ca-cert: required for the TCP front door (clients must present a certificate signed by this CA)",
       );
     }
   }
   if (o.httpConnectPlain && !doors.some((d) => d.transport === "tcp" && d.plain)) {
-    throw new ConfigError("--http-connect-plain: no TCP HTTP CONNECT front door is configured");
+    problems.push("--http-connect-plain: no TCP HTTP CONNECT front door is configured");
   }
+  throwConfigProblems(problems);
 }
 
 /** The certificates of a PEM bundle (unreadable blocks are skipped: the TLS layer reports those). */

@@ -9,3 +9,5 @@ export * from "./errors.js";
 export * from "./packet-io.js";
 export * from "./process-stats.js";
 export * from "./cert-reloader.js";
+export * from "./tls-diagnosis.js";
+export * from "./pem-check.js";

@@ -102,15 +102,20 @@ export class FakeProxyServer extends EventEmitter<FakeEvents> {
   }
 
   /** Resolve with the first received packet (past or future) matching `pred`. */
-  waitForPacket(pred: (p: ReceivedPacket) => boolean): Promise<ReceivedPacket> {
+  waitForPacket(pred: (p: ReceivedPacket) => boolean, timeoutMs = 15_000): Promise<ReceivedPacket> {
     const found = this.received.find(pred);
     if (found) return Promise.resolve(found);
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       const on = (p: ReceivedPacket): void => {
         if (!pred(p)) return;
+        clearTimeout(timer);
         this.off("packet", on);
         resolve(p);
       };
+      const timer = setTimeout(() => {
+        this.off("packet", on);
+        reject(new Error(`no matching packet within ${timeoutMs} ms`));
+      }, timeoutMs);
       this.on("packet", on);
     });
   }
@@ -125,14 +130,19 @@ export class FakeProxyServer extends EventEmitter<FakeEvents> {
     return this.waitFor("callClosed", () => this.callsClosed >= count);
   }
 
-  private waitFor(event: "sessionClosed" | "callClosed", done: () => boolean): Promise<void> {
+  private waitFor(event: "sessionClosed" | "callClosed", done: () => boolean, timeoutMs = 30_000): Promise<void> {
     if (done()) return Promise.resolve();
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       const on = (): void => {
         if (!done()) return;
+        clearTimeout(timer);
         this.off(event, on);
         resolve();
       };
+      const timer = setTimeout(() => {
+        this.off(event, on);
+        reject(new Error(`${event} count not reached within ${timeoutMs} ms`));
+      }, timeoutMs);
       this.on(event, on);
     });
   }

@@ -69,10 +69,20 @@ export class PacketQueue {
     });
   }
 
-  /** Resolve with the final status of the call. */
-  closed(): Promise<StreamStatus> {
+  /** Resolve with the final status of the call; rejects if it has not ended after `timeoutMs`. */
+  closed(timeoutMs = 5000): Promise<StreamStatus> {
     if (this.status) return Promise.resolve(this.status);
-    return new Promise((resolve) => this.call.once("close", resolve));
+    return new Promise((resolve, reject) => {
+      const onClose = (status: StreamStatus): void => {
+        clearTimeout(timer);
+        resolve(status);
+      };
+      const timer = setTimeout(() => {
+        this.call.off("close", onClose);
+        reject(new Error(`call not closed within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.call.once("close", onClose);
+    });
   }
 
   send(packet: Packet): boolean {

@@ -4,6 +4,7 @@
  */
 import * as http2 from "node:http2";
 import { GrpcStream } from "./stream.js";
+import { sessionFailure } from "./session.js";
 import { GrpcStatus, decodeGrpcMessage, type StreamStatus } from "./status.js";
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -22,6 +23,7 @@ export class ClientCall extends GrpcStream {
 
   constructor(stream: http2.ClientHttp2Stream, maxMessageBytes: number) {
     super(stream, maxMessageBytes);
+    const session = stream.session;
     stream.on("response", (headers) => {
       this.responseHeaders = headers;
       const httpStatus = Number(headers[":status"]);
@@ -43,7 +45,9 @@ export class ClientCall extends GrpcStream {
       if (!stream.destroyed && !stream.writableEnded) stream.close(http2.constants.NGHTTP2_NO_ERROR);
     });
     stream.on("close", () => {
+      const failure = sessionFailure(session);
       if (this.status) this.settle(this.status);
+      else if (failure) this.settle({ code: GrpcStatus.UNAVAILABLE, details: failure });
       else if (stream.rstCode === NGHTTP2_CANCEL) this.settle({ code: GrpcStatus.CANCELLED, details: "cancelled" });
       else
         this.settle({

@@ -127,7 +127,9 @@ test("SessionTransport: writes complete while the peer does not read, up to the 
     // The peer reads nothing and the kernel takes a few MiB at most: the writes up to the limit
     // complete at once (queued in the socket), the rest wait.
     for (let i = 0; i < 16; i++) transport.write(chunk, () => completed.push(i));
-    await new Promise((r) => setTimeout(r, 200));
+    // Polling with a deadline for the writes up to the limit; the rest must still wait after.
+    for (let i = 0; i < 100 && completed.length < 8; i++) await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setImmediate(r));
     assert.ok(completed.length >= 8, `writes up to the limit completed (${completed.length})`);
     assert.ok(completed.length < 16, "a write past the limit waits");
     // The peer reads: the socket drains and the held write completes.

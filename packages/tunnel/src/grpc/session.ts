@@ -6,6 +6,7 @@
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
+import { SDK_TLS_OPTIONS as SDK_NAMES, describeConnectFailure, type TlsSettingNames } from "../tls-diagnosis.js";
 import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";
 
@@ -47,6 +48,15 @@ export interface ConnectTarget {
   tls?: tls.ConnectionOptions;
   /** Give up connecting after this long (ms). */
   timeoutMs?: number;
+  /**
+   * Once the server has accepted the TCP connection, give the TLS handshake and HTTP/2 set-up
+   * this long instead (ms; default `timeoutMs`). A server that accepted is alive: under load it
+   * may queue the handshake (see the server's handshake pacer), and giving up early only makes
+   * the client retry and add to the load.
+   */
+  handshakeTimeoutMs?: number;
+  /** How errors name the TLS settings (default: the client SDK's `proxy.*` options). */
+  tlsNames?: TlsSettingNames;
   /** Abort the attempt (the half-open session is destroyed and the promise rejects). */
   signal?: AbortSignal;
   /** Go through this HTTP(S) forward proxy (`CONNECT host:port`), TLS to the peer inside it. */
@@ -62,6 +72,17 @@ export class ConnectError extends Error {
     super(message, options);
     this.name = "ConnectError";
   }
+}
+
+/** Why each session's transport failed, explained (see {@link sessionFailure}). */
+const transportFailures = new WeakMap<http2.Http2Session, string>();
+
+/**
+ * Why `session`'s connection failed after it was established, explained (e.g. a TLS 1.3 server
+ * refusing our certificate once we considered the handshake done), or undefined.
+ */
+export function sessionFailure(session: http2.Http2Session | undefined): string | undefined {
+  return session ? transportFailures.get(session) : undefined;
 }
 
 /**
@@ -114,12 +135,51 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       socket.destroy();
       reject(err);
     };
-    const timer = setTimeout(
-      () => fail(new ConnectError(`connecting to ${where} timed out after ${target.timeoutMs} ms`)),
-      target.timeoutMs ?? 10_000,
+    const timeoutMs = target.timeoutMs ?? 10_000;
+    let timer = setTimeout(
+      () => fail(new ConnectError(`connecting to ${where} timed out after ${timeoutMs} ms`)),
+      timeoutMs,
     );
+    const handshakeMs = target.handshakeTimeoutMs;
+    const awaitHandshake = (): void => {
+      if (settled || handshakeMs === undefined) return;
+      clearTimeout(timer);
+      timer = setTimeout(
+        () =>
+          fail(
+            new ConnectError(
+              `the TLS handshake with ${where} did not finish within ${handshakeMs} ms (the server accepted the connection but did not complete the handshake: overloaded?)`,
+            ),
+          ),
+        handshakeMs,
+      );
+    };
+    // Through a forward proxy the byte stream is already connected: the handshake starts now.
+    if (target.socket && !target.udsPath) awaitHandshake();
+    else if (!target.udsPath) socket.once("connect", awaitHandshake);
+    const names = target.tlsNames ?? SDK_NAMES;
     const onError = (err: Error): void =>
-      fail(new ConnectError(`cannot connect to ${where}: ${err.message}`, { cause: err }));
+      fail(
+        new ConnectError(`cannot connect to ${where}: ${describeConnectFailure(err, names, where)}`, { cause: err }),
+      );
+    // After the session is up, a transport error is recorded for the calls that it ends. A TLS
+    // server that refuses our certificate may do so only after our side of the handshake is done
+    // (TLS 1.3; node servers then just reset): a connection that ends before the server said a
+    // word of HTTP/2 was refused, and the message says which setting to look at.
+    let heard = false;
+    const record = (err?: Error): void => {
+      if (!settled || !session || transportFailures.has(session)) return;
+      const explained = err ? describeConnectFailure(err, names, where) : undefined;
+      if (explained !== undefined && explained !== err?.message) transportFailures.set(session, explained);
+      else if (!heard && !target.udsPath) {
+        transportFailures.set(
+          session,
+          `${where} closed the connection right after the TLS handshake, before any HTTP/2: it refused ${names.cert} (not signed by ${names.serverCa}, expired, or not a client certificate; the server's log names the reason)${err ? ` [${err.message}]` : ""}`,
+        );
+      }
+    };
+    socket.on("error", (err) => record(err));
+    socket.once("end", () => record());
     const onAbort = (): void => onError(new Error("connect aborted"));
     target.signal?.addEventListener("abort", onAbort, { once: true });
     if (target.signal?.aborted) onAbort();
@@ -128,6 +188,8 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       if (settled) return;
       const s = http2.connect(url, { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => new SessionTransport(socket) });
       session = s;
+      // After the transport's own listener (it must see every byte): did the server say anything?
+      socket.once("data", () => void (heard = true));
       // The JS stream node puts between the session and the transport holds no libuv handle:
       // ref()/unref() must reach the socket, or an idle session would keep the process alive.
       const ref = s.ref.bind(s);
@@ -166,13 +228,31 @@ export function keepSessionAlive(
 ): () => void {
   if (intervalMs <= 0) return () => undefined;
   let deadline: NodeJS.Timeout | undefined;
+  // An overloaded process must not mistake its own slowness for a dead peer (issue 18: that
+  // turned a busy server into a reconnect storm of healthy agents). The verdict waits for the
+  // event loop's I/O phase (setImmediate), where an answer that is already in the socket is read,
+  // and a deadline that fired late by half the timeout or more (this process was stalled, not
+  // the peer) is extended once.
+  const arm = (ms: number, extended: boolean): void => {
+    const armedAt = performance.now();
+    const timer = setTimeout(() => {
+      const lateMs = performance.now() - armedAt - ms;
+      setImmediate(() => {
+        if (deadline !== timer || session.destroyed) return; // answered meanwhile
+        if (!extended && lateMs >= timeoutMs / 2) {
+          arm(timeoutMs, true);
+          return;
+        }
+        onDead(`no keepalive answer within ${timeoutMs} ms`);
+        session.destroy();
+      });
+    }, ms);
+    timer.unref();
+    deadline = timer;
+  };
   const tick = setInterval(() => {
     if (deadline || session.destroyed) return;
-    deadline = setTimeout(() => {
-      onDead(`no keepalive answer within ${timeoutMs} ms`);
-      session.destroy();
-    }, timeoutMs);
-    deadline.unref();
+    arm(timeoutMs, false);
     try {
       session.ping((err) => {
         clearTimeout(deadline);

@@ -1,0 +1,79 @@
+/**
+ * keepSessionAlive under overload (issue 18): a peer that stopped answering is found dead within
+ * the timeout, but a process that was itself too busy to read the answer does not kill a healthy
+ * session.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import * as http2 from "node:http2";
+import type { AddressInfo } from "node:net";
+import { keepSessionAlive } from "./session.js";
+
+/** Busy-wait: this process does nothing else for `ms`. */
+function stall(ms: number): void {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    /* spin */
+  }
+}
+
+test("a stalled process does not mistake its own slowness for a dead peer", async () => {
+  const server = http2.createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const session = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  await once(session, "connect");
+  const dead: string[] = [];
+  try {
+    // Stall right after the first ping went out, for more than twice the timeout: its answer (from
+    // the server in this same process) can only be read once the stall is over.
+    const ping = session.ping.bind(session);
+    let stalled = false;
+    session.ping = ((...args: Parameters<typeof session.ping>) => {
+      const sent = ping(...args);
+      if (!stalled) {
+        stalled = true;
+        stall(800);
+      }
+      return sent;
+    }) as typeof session.ping;
+    keepSessionAlive(session, 100, 300, (reason) => dead.push(reason));
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.ok(stalled, "the stall happened");
+    assert.deepEqual(dead, [], "the session survived its own process's stall");
+    assert.equal(session.destroyed, false);
+  } finally {
+    session.destroy();
+    server.close();
+  }
+});
+
+test("a peer that stopped answering is found dead within about the timeout", async () => {
+  const peer = spawn(
+    process.execPath,
+    [
+      "-e",
+      'const s = require("node:http2").createServer(); s.listen(0, "127.0.0.1", () => console.log(s.address().port));',
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  try {
+    const [line] = (await once(peer.stdout, "data")) as [Buffer];
+    const session = http2.connect(`http://127.0.0.1:${Number(line.toString().trim())}`);
+    session.on("error", () => undefined);
+    await once(session, "connect");
+    peer.kill("SIGSTOP"); // alive for the kernel, silent for us
+    const started = Date.now();
+    const dead = new Promise<string>((resolve) => keepSessionAlive(session, 100, 300, resolve));
+    const timeout = new Promise<string>((resolve) => setTimeout(() => resolve("not noticed"), 10_000).unref());
+    const reason = await Promise.race([dead, timeout]);
+    assert.match(reason, /no keepalive answer within 300 ms/);
+    assert.ok(Date.now() - started < 3_000, `noticed after ${Date.now() - started} ms`);
+    session.destroy();
+  } finally {
+    peer.kill("SIGCONT");
+    peer.kill("SIGKILL");
+  }
+});
