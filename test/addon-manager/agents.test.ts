@@ -235,12 +235,15 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
 
   test("the README's install commands: the manager creates the ClusterManagementAddOn; each ManagedClusterAddOn gets its registration, OCM's conditions kept", async () => {
     const steps = readmeInstallSteps();
-    const path = [
-      join(repoRoot, "node_modules", ".bin"),
-      env.state.binDir,
-      dirname(process.execPath),
-      process.env.PATH,
-    ].join(":");
+    // `cluster-proxy` on PATH, as an installed CLI (or the image) has it.
+    const bin = join(dir, "bin");
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(
+      join(bin, "cluster-proxy"),
+      `#!/bin/sh\nexec "${process.execPath}" ${NODE_FLAGS.join(" ")} "${join(repoRoot, "packages", "cli", "dist", "main.js")}" "$@"\n`,
+      { mode: 0o755 },
+    );
+    const path = [bin, env.state.binDir, dirname(process.execPath), process.env.PATH].join(":");
     for (const step of steps) {
       if (step.kind === "manager") {
         const { args, namespace } = managerFlags(step.args);
