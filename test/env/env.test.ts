@@ -490,8 +490,10 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         const l = await readyPods("mc1", name);
         return l.find((p) => p.name === sick.name)?.ready === false;
       });
-      await waitFor("connections to avoid the unready pod", 30_000, () => {
-        const seen = spread(env.exec("mc1", process.execPath, ["-e", spreadScript, `http://${vip}/`, "10"]).stdout);
+      // 30 connections a sample: with the pod still in the table, (2/3)^30 (5e-6) is the chance a
+      // sample misses it (with 10 it was 2%, and a slow kubelet gave the poll many tries to be lucky).
+      await waitFor("connections to avoid the unready pod", 60_000, () => {
+        const seen = spread(env.exec("mc1", process.execPath, ["-e", spreadScript, `http://${vip}/`, "30"]).stdout);
         return !seen[`${sick.name} ${sick.ip}`];
       });
       const after = spread(env.exec("mc1", process.execPath, ["-e", spreadScript, `http://${vip}/`, "30"]).stdout);
