@@ -296,7 +296,7 @@ export class ProxyServer {
   private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
     let server: http2.Http2SecureServer | http2.Http2Server;
     if (door.transport === "tcp" && material) {
-      const options = this.secureServerOptions(material);
+      const options = { ...this.secureServerOptions(material), secureOptions: SSL_OP_NO_TICKET };
       const secure = http2.createSecureServer(options);
       this.tlsListeners.push({ server: secure, role: "front", options });
       server = secure;
@@ -337,6 +337,7 @@ export class ProxyServer {
         rejectUnauthorized: true,
         ALPNProtocols: ["http/1.1"],
         ...this.tlsProfile,
+        secureOptions: SSL_OP_NO_TICKET,
       };
       const server = tls.createServer(options);
       this.tlsListeners.push({ server, role: "front", options });
