@@ -37,7 +37,7 @@ import {
   idleConns,
   many,
   opener,
-  percentile,
+  percentileOf,
   rssBytes,
   singleUseOpener,
   sleep,
@@ -110,11 +110,6 @@ const P = quick
 const DIAL_CONCURRENCY = 16;
 const MANY = [8, 64];
 
-const pct = (v: readonly number[], p: number): number =>
-  percentile(
-    [...v].sort((a, b) => a - b),
-    p,
-  );
 const log = (s: string): void => void process.stderr.write(`bench: ${s}\n`);
 const t0 = Date.now();
 const elapsed = (): string => `${((Date.now() - t0) / 1000).toFixed(0)}s`;
@@ -568,7 +563,7 @@ async function main(): Promise<void> {
           log(
             `  ${path}: ${r.agents} agents in ${r.connectSeconds.toFixed(1)} s, ${r.rssMiB.toFixed(0)} MiB RSS ` +
               `(${(r.bytesPerAgent / 1024).toFixed(1)} KiB/agent), first byte p50 ` +
-              `${pct(during, 50).toFixed(2)} ms (before: ${pct(before, 50).toFixed(2)} ms)`,
+              `${percentileOf(during, 50).toFixed(2)} ms (before: ${percentileOf(before, 50).toFixed(2)} ms)`,
           );
         } finally {
           await fleet?.release();

@@ -129,6 +129,14 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** {@link percentile} of samples in any order. */
+export function percentileOf(values: readonly number[], p: number): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    p,
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The target process
 

@@ -7,7 +7,7 @@ import { writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import {
   PATHS,
-  percentile,
+  percentileOf,
   summarize,
   type AgentScaleResult,
   type BulkResult,
@@ -70,12 +70,6 @@ type Row = {
 };
 
 const KiB = 1024;
-
-const pct = (v: readonly number[], p: number): number =>
-  percentile(
-    [...v].sort((a, b) => a - b),
-    p,
-  );
 
 /** A single result per path as the one-sample list perPath expects. */
 function wrap<T>(x: Partial<Record<"ours" | "go", T>>): Partial<Record<PathName, T[]>> {
@@ -312,17 +306,17 @@ function rows(d: Detail): Row[] {
     add(
       `${bigN} agents: first byte p50, reusable client, while connected (ms)`,
       true,
-      each((b) => pct(b.firstByteMs, 50)),
+      each((b) => percentileOf(b.firstByteMs, 50)),
     );
     add(
       `${bigN} agents: first byte p99, reusable client, while connected (ms)`,
       true,
-      each((b) => pct(b.firstByteMs, 99)),
+      each((b) => percentileOf(b.firstByteMs, 99)),
     );
     add(
       `${bigN} agents: first byte p50, reusable client, before they connected (ms)`,
       true,
-      each((b) => pct(b.firstByteBeforeMs, 50)),
+      each((b) => percentileOf(b.firstByteBeforeMs, 50)),
     );
   }
   return r;
@@ -381,9 +375,9 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       server_rss_mib: r2(b.rssMiB),
       kib_per_agent: r2(b.bytesPerAgent / KiB),
       kib_per_agent_peak: r2((b.peakBytesPerAgent ?? NaN) / KiB),
-      first_byte_p50_ms: r2(pct(b.firstByteMs, 50)),
-      first_byte_p99_ms: r2(pct(b.firstByteMs, 99)),
-      first_byte_p50_ms_before: r2(pct(b.firstByteBeforeMs, 50)),
+      first_byte_p50_ms: r2(percentileOf(b.firstByteMs, 50)),
+      first_byte_p99_ms: r2(percentileOf(b.firstByteMs, 99)),
+      first_byte_p50_ms_before: r2(percentileOf(b.firstByteBeforeMs, 50)),
     };
   }
   json["agents_10k"] = big;
@@ -404,7 +398,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection; " +
       "first_byte_reusable_ms: the same as first_byte through one long-lived client (ours: our SDK's TunnelClient " +
       "against each server); agent_rss_mib: idle agent RSS (bare_node: a node process doing nothing); " +
-      "server_kib_per_agent_burst: server RSS growth per agent, 10 s after runs.agents agents connected at once " +
+      "server_kib_per_agent_burst: server RSS growth per agent, 13 s after runs.agents agents connected at once " +
       "(*_peak: the highest RSS sampled while they connected); agents_10k: 10,000 load agents on one server next " +
       "to one real agent (kib_per_agent, connect_s for all of them, first byte of new connections through the " +
       "real agent with a reusable client while they are connected, and before); targets: issue 19's ratios ours/Go",
