@@ -15,8 +15,8 @@
  * `--max-semi-space-size=4`: V8's young generation may grow to 2 x 4 MiB instead of 2 x 16 MiB.
  * A burst of connections (1,000 agents connecting at once) grew it to the maximum, and node keeps
  * it until the process has idled for a while: ~30 KiB of server RSS per agent of the burst (104
- * -> 78 KiB per agent, Go: 74-76). Bulk relay and dial churn cost the same CPU with the smaller
- * young generation (A/B in docs/decisions.md).
+ * -> 78 KiB per agent, Go: 74-76). The bulk relay costs the same CPU with it; dial churn costs the
+ * server 14% more CPU per dial at the same dial rate (A/B in docs/decisions.md).
  */
 export const NODE_FLAGS: readonly string[] = ["--initial-old-space-size=64", "--max-semi-space-size=4"];
 
