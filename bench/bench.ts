@@ -6,8 +6,9 @@
  * across a veth pair shaped with tc, hub and cluster in separate network namespaces), many (8 and
  * 64 concurrent downloads), latency (64-byte round trips, time to first byte), dialrate (the paths
  * take turns window by window), agents (idle agents on one server: RSS once they are in, per agent
- * of the second half alone, and after two minutes idle), conns (idle connections through one
- * agent), profile (our server under --cpu-prof during bulk transfers; full runs only unless
+ * of the second half alone, and after two minutes idle), agents10k (10,000 load agents on one
+ * server next to a real agent: connect time, server RSS, first-byte latency before and while they
+ * are connected), conns (idle connections through one agent), profile (our server under --cpu-prof during bulk transfers; full runs only unless
  * --profile). `--report-only` re-renders the table, latest.json and the chart from
  * results/latest-detail.json. bench/hotpath.ts runs one scenario at a time, with profiles.
  *
@@ -36,6 +37,7 @@ import {
   idleConns,
   many,
   opener,
+  percentileOf,
   rssBytes,
   singleUseOpener,
   sleep,
@@ -81,6 +83,9 @@ const P = quick
       settleMs: 0,
       idleConns: 1000,
       profileBytes: 64 * MiB,
+      bigAgents: 2000,
+      bigAgentProcs: 4,
+      bigFbCount: 30,
     }
   : {
       runs: 5,
@@ -98,6 +103,9 @@ const P = quick
       settleMs: 120_000,
       idleConns: 10_000,
       profileBytes: 512 * MiB,
+      bigAgents: 10_000,
+      bigAgentProcs: 10,
+      bigFbCount: 100,
     };
 const DIAL_CONCURRENCY = 16;
 const MANY = [8, 64];
@@ -336,7 +344,8 @@ async function main(): Promise<void> {
   log(`Go peers: ${bin}`);
   h.dir = join(os.tmpdir(), `cpbench-${process.pid}`);
   h.certs = await writeStandaloneCerts(join(h.dir, "pki"), {
-    clusters: ["bench"],
+    // "load": the certificate of the load agents of agents10k, so they do not serve "bench" dials.
+    clusters: ["bench", "load"],
     hubHosts: ["localhost", "127.0.0.1", "10.201.0.1"],
   });
   const detail: Detail = {
@@ -354,6 +363,7 @@ async function main(): Promise<void> {
     agents: {},
     idleConns: {},
     idleAgentRssMiB: {},
+    agents10k: {},
     profile: "",
   };
   if (quick) {
@@ -370,11 +380,15 @@ async function main(): Promise<void> {
       ours: await startOurs(h, LOOPBACK),
       go: await startGo(h, LOOPBACK, bin),
     };
-    await sleep(1000);
+    // A bare node process next to them: the floor a Node.js agent cannot go below.
+    const bare = h.spawnProc("bare-node", process.execPath, ["-e", "setInterval(() => undefined, 60_000)"]);
+    await sleep(3000);
     detail.idleAgentRssMiB = {
       ours: rssBytes(stacks.ours?.agent?.child.pid) / MiB,
       go: rssBytes(stacks.go?.agent?.child.pid) / MiB,
+      bareNode: rssBytes(bare.child.pid) / MiB,
     };
+    await bare.kill("SIGKILL");
     const pidsOf = (path: PathName): { server?: number; agent?: number; target?: number } => ({
       server: stacks[path]?.server.child.pid,
       agent: stacks[path]?.agent?.child.pid,
@@ -524,6 +538,43 @@ async function main(): Promise<void> {
     } finally {
       for (const fleet of fleets) await fleet.release();
       for (const st of stacks) await st.stop();
+    }
+  }
+
+  if (enabled("agents10k")) {
+    log(`agents10k: ${P.bigAgents} load agents on one server, in ${P.bigAgentProcs} processes [${elapsed()}]`);
+    detail.notes.push(
+      `agents10k: ${P.bigAgents} agents measured on each server (not extrapolated), played by bench/load-agent.ts ` +
+        "(each its own mTLS HTTP/2 connection and Connect stream, as a real agent on the wire, many per process); " +
+        `${P.bigAgents} real Go proxy-agent processes (~31 MiB each) do not fit this machine, so both servers get the same load agents`,
+    );
+    const target = await startTarget(h, LOOPBACK);
+    try {
+      for (const path of ["ours", "go"] as const) {
+        const st = path === "ours" ? await startOurs(h, LOOPBACK) : await startGo(h, LOOPBACK, bin);
+        let fleet: AgentFleet | undefined;
+        try {
+          const open = opener(path, LOOPBACK, st);
+          const before = await firstByte(open, target.echo, P.bigFbCount, 60_000);
+          fleet = await agentFleet(h, st, P.bigAgents, P.bigAgentProcs, 3000, "host=load", "load");
+          const during = await firstByte(open, target.echo, P.bigFbCount, 60_000);
+          const r = fleet.result;
+          (detail.agents10k ??= {})[path] = { ...r, firstByteBeforeMs: before, firstByteMs: during };
+          log(
+            `  ${path}: ${r.agents} agents in ${r.connectSeconds.toFixed(1)} s, ${r.rssMiB.toFixed(0)} MiB RSS ` +
+              `(${(r.bytesPerAgent / 1024).toFixed(1)} KiB/agent), first byte p50 ` +
+              `${percentileOf(during, 50).toFixed(2)} ms (before: ${percentileOf(before, 50).toFixed(2)} ms)`,
+          );
+        } finally {
+          await fleet?.release();
+          await st.stop();
+        }
+      }
+    } catch (e) {
+      log(`agents10k: FAILED: ${(e as Error).message}`);
+      detail.notes.push(`agents10k scenario failed: ${(e as Error).message.split("\n")[0]}`);
+    } finally {
+      await target.proc.kill();
     }
   }
 

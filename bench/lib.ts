@@ -129,6 +129,14 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** {@link percentile} of samples in any order. */
+export function percentileOf(values: readonly number[], p: number): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    p,
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The target process
 
@@ -745,6 +753,9 @@ export interface AgentScaleResult {
   /** Server CPU while idle with every agent connected, in % of one core. */
   idleCpuPercent: number;
   connectSeconds: number;
+  /** Highest server RSS sampled (every 100 ms) while the agents connected, and over the baseline per agent. */
+  peakRssMiB?: number;
+  peakBytesPerAgent?: number;
   /** RSS again after `settledAfterS` seconds of idling (see AgentFleet.settle). */
   settledAfterS?: number;
   settledRssMiB?: number;
@@ -772,11 +783,12 @@ export async function agentFleet(
   processes: number,
   idleMs: number,
   identifiers: string,
+  cluster: string = CLUSTER,
 ): Promise<AgentFleet> {
   const pid = st.server.child.pid;
   await sleep(1500);
   const baseline = rssBytes(pid);
-  const cert = h.certs.agents.get(CLUSTER)!;
+  const cert = h.certs.agents.get(cluster)!;
   const per = Math.ceil(agents / processes);
   const procs: Proc[] = [];
   const spawn = (p: number): void => {
@@ -820,6 +832,8 @@ export async function agentFleet(
     });
     return connected;
   };
+  let peak = baseline;
+  const sampler = setInterval(() => void (peak = Math.max(peak, rssBytes(pid))), 100);
   const t0 = performance.now();
   try {
     // Two halves: the RSS between them gives the marginal cost of an agent (see AgentScaleResult).
@@ -834,6 +848,8 @@ export async function agentFleet(
     const connected = await allConnected();
     const connectSeconds = (performance.now() - t0 - paused) / 1000;
     const connectedAt = performance.now();
+    clearInterval(sampler);
+    peak = Math.max(peak, rssBytes(pid));
     await sleep(3000);
     const cpu0 = cpuSeconds(pid);
     const c0 = performance.now();
@@ -851,6 +867,8 @@ export async function agentFleet(
         : {}),
       idleCpuPercent,
       connectSeconds,
+      peakRssMiB: peak / MiB,
+      peakBytesPerAgent: (peak - baseline) / connected,
     };
     const release = async (): Promise<void> => void (await Promise.all(procs.map((p) => p.kill("SIGKILL"))));
     return {
@@ -867,5 +885,7 @@ export async function agentFleet(
   } catch (e) {
     await Promise.all(procs.map((p) => p.kill("SIGKILL")));
     throw e;
+  } finally {
+    clearInterval(sampler);
   }
 }

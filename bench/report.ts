@@ -7,6 +7,7 @@ import { writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import {
   PATHS,
+  percentileOf,
   summarize,
   type AgentScaleResult,
   type BulkResult,
@@ -35,9 +36,32 @@ export interface Detail {
   dialRate: PerPath<DialRateResult> | null;
   agents: Partial<Record<"ours" | "go", AgentScaleResult[]>>;
   idleConns: Partial<Record<"ours" | "go", IdleConnResult[]>>;
-  idleAgentRssMiB: Partial<Record<"ours" | "go", number>>;
+  /** Idle agent RSS; bareNode: a `node -e` process that only waits (the runtime's own floor). */
+  idleAgentRssMiB: Partial<Record<"ours" | "go" | "bareNode", number>>;
+  /** The 10,000-agent scenario, per server (older details have none). */
+  agents10k?: Partial<Record<"ours" | "go", BigFleetResult>>;
   profile: string;
 }
+
+/** One server with runs' load agents connected, and first-byte latency before and during. */
+export interface BigFleetResult extends AgentScaleResult {
+  /** Reusable client, new connection to first echoed byte (ms), before the agents connected. */
+  firstByteBeforeMs: number[];
+  /** The same while every agent is connected. */
+  firstByteMs: number[];
+}
+
+/**
+ * The targets of issue 19, as ratios ours/Go (lower is better unless `atLeast`). Read from the
+ * medians of latest.json and printed with the table, so every run says whether they are met.
+ */
+const TARGETS: { key: string; label: string; limit: number; atLeast?: boolean }[] = [
+  { key: "first_byte_ms", label: "first byte, single-use gRPC tunnel", limit: 0.8 },
+  { key: "first_byte_reusable_ms", label: "first byte, reusable client", limit: 0.8 },
+  { key: "dials_per_s", label: "dial rate", limit: 1.2, atLeast: true },
+  { key: "agent_rss_mib", label: "idle agent RSS", limit: 1.3 },
+  { key: "server_kib_per_agent_burst", label: "server memory per agent right after a connect burst", limit: 1.0 },
+];
 
 type Row = {
   label: string;
@@ -46,6 +70,14 @@ type Row = {
 };
 
 const KiB = 1024;
+
+/** A single result per path as the one-sample list perPath expects. */
+function wrap<T>(x: Partial<Record<"ours" | "go", T>>): Partial<Record<PathName, T[]>> {
+  const out: Partial<Record<PathName, T[]>> = {};
+  if (x.ours) out.ours = [x.ours];
+  if (x.go) out.go = [x.go];
+  return out;
+}
 
 function perPath<T>(
   src: Partial<Record<PathName, T[]>> | null | undefined,
@@ -237,6 +269,56 @@ function rows(d: Detail): Row[] {
       go: summarize([d.idleAgentRssMiB.go ?? NaN]),
     });
   }
+  if (d.idleAgentRssMiB.bareNode !== undefined) {
+    add("bare `node` process RSS, for reference (MiB)", true, { ours: summarize([d.idleAgentRssMiB.bareNode]) });
+  }
+  if (d.agents.ours?.[0]?.peakBytesPerAgent !== undefined) {
+    add(
+      "server memory per agent, peak during the connect burst (KiB)",
+      true,
+      perPath(d.agents, (a) => (a.peakBytesPerAgent ?? NaN) / KiB),
+    );
+  }
+  const big = d.agents10k ?? {};
+  const bigN = big.ours?.agents ?? big.go?.agents;
+  if (bigN !== undefined) {
+    const each = (f: (b: BigFleetResult) => number): Row["values"] => perPath(wrap(big), f);
+    add(
+      `${bigN} agents: time for all to connect (s)`,
+      true,
+      each((b) => b.connectSeconds),
+    );
+    add(
+      `${bigN} agents: server RSS (MiB)`,
+      true,
+      each((b) => b.rssMiB),
+    );
+    add(
+      `${bigN} agents: server memory per agent (KiB)`,
+      true,
+      each((b) => b.bytesPerAgent / KiB),
+    );
+    add(
+      `${bigN} agents: server memory per agent, peak while connecting (KiB)`,
+      true,
+      each((b) => (b.peakBytesPerAgent ?? NaN) / KiB),
+    );
+    add(
+      `${bigN} agents: first byte p50, reusable client, while connected (ms)`,
+      true,
+      each((b) => percentileOf(b.firstByteMs, 50)),
+    );
+    add(
+      `${bigN} agents: first byte p99, reusable client, while connected (ms)`,
+      true,
+      each((b) => percentileOf(b.firstByteMs, 99)),
+    );
+    add(
+      `${bigN} agents: first byte p50, reusable client, before they connected (ms)`,
+      true,
+      each((b) => percentileOf(b.firstByteBeforeMs, 50)),
+    );
+  }
   return r;
 }
 
@@ -256,6 +338,17 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
     dials_per_s: {},
     server_rss_mib_1000_agents: perPath(d.agents, (a) => a.rssMiB),
     bytes_per_idle_connection: perPath(d.idleConns, (c) => c.serverBytesPerConn + c.agentBytesPerConn),
+    first_byte_reusable_ms: {
+      direct: summarize(d.firstByte["direct TCP"] ?? []),
+      ours: summarize(d.firstByte["ours reusable client"] ?? []),
+      go: summarize(d.firstByte["go reusable client (our SDK)"] ?? []),
+    },
+    agent_rss_mib: {
+      ours: summarize([d.idleAgentRssMiB.ours ?? NaN]),
+      go: summarize([d.idleAgentRssMiB.go ?? NaN]),
+    },
+    server_kib_per_agent_burst: perPath(d.agents, (a) => a.bytesPerAgent / KiB),
+    agents_10k: perPath(wrap(d.agents10k ?? {}), (b) => b.bytesPerAgent / KiB),
   };
   if (d.dialRate) for (const p of PATHS) s["dials_per_s"]![p] = summarize(d.dialRate[p]?.windows ?? []);
   const json: Record<string, unknown> = {};
@@ -267,6 +360,28 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
     }
     json[k] = o;
   }
+  const r2 = (x: number | undefined): number | null =>
+    x === undefined || !Number.isFinite(x) ? null : Math.round(x * 100) / 100;
+  (json["agent_rss_mib"] as Record<string, number | null>)["bare_node"] = r2(d.idleAgentRssMiB.bareNode);
+  const burst = json["server_kib_per_agent_burst"] as Record<string, number | null>;
+  for (const p of ["ours", "go"] as const) burst[`${p}_peak`] = r2((d.agents[p]?.[0]?.peakBytesPerAgent ?? NaN) / KiB);
+  const big: Record<string, unknown> = {};
+  for (const p of ["ours", "go"] as const) {
+    const b = d.agents10k?.[p];
+    if (!b) continue;
+    big[p] = {
+      agents: b.agents,
+      connect_s: r2(b.connectSeconds),
+      server_rss_mib: r2(b.rssMiB),
+      kib_per_agent: r2(b.bytesPerAgent / KiB),
+      kib_per_agent_peak: r2((b.peakBytesPerAgent ?? NaN) / KiB),
+      first_byte_p50_ms: r2(percentileOf(b.firstByteMs, 50)),
+      first_byte_p99_ms: r2(percentileOf(b.firstByteMs, 99)),
+      first_byte_p50_ms_before: r2(percentileOf(b.firstByteBeforeMs, 50)),
+    };
+  }
+  json["agents_10k"] = big;
+  json["targets"] = targets(json);
   json["runs"] = {
     repeats: d.params["runs"],
     quick: d.quick,
@@ -280,10 +395,43 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "many_conn: 64 concurrent downloads; rtt: 64 B echo on an open connection; first_byte: new connection " +
       "(ours/go: single-use gRPC tunnel with a TLS handshake) to first echoed byte; dials_per_s: dial + 16 B echo " +
       "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
-      "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection",
+      "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection; " +
+      "first_byte_reusable_ms: the same as first_byte through one long-lived client (ours: our SDK's TunnelClient " +
+      "against each server); agent_rss_mib: idle agent RSS (bare_node: a node process doing nothing); " +
+      "server_kib_per_agent_burst: server RSS growth per agent, 13 s after runs.agents agents connected at once " +
+      "(*_peak: the highest RSS sampled while they connected); agents_10k: 10,000 load agents on one server next " +
+      "to one real agent (kib_per_agent, connect_s for all of them, first byte of new connections through the " +
+      "real agent with a reusable client while they are connected, and before); targets: issue 19's ratios ours/Go",
   };
   json["machine"] = d.machine;
   return { json, summaries: s };
+}
+
+function targets(json: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const t of TARGETS) {
+    const v = json[t.key] as Record<string, number | null> | undefined;
+    const ours = v?.["ours"];
+    const go = v?.["go"];
+    if (typeof ours !== "number" || typeof go !== "number" || go === 0) continue;
+    const ratio = Math.round((ours / go) * 100) / 100;
+    out[t.key] = {
+      ratio,
+      target: `${t.atLeast ? ">=" : "<="} ${t.limit}`,
+      met: t.atLeast ? ratio >= t.limit : ratio <= t.limit,
+    };
+  }
+  return out;
+}
+
+function targetTable(json: Record<string, unknown>): string {
+  const got = json["targets"] as Record<string, { ratio: number; target: string; met: boolean }>;
+  const lines = TARGETS.filter((t) => got[t.key]).map((t) => {
+    const g = got[t.key]!;
+    return `| ${t.label} (\`${t.key}\`) | ${g.target} | ${g.ratio.toFixed(2)}x | ${g.met ? "met" : "NOT met"} |`;
+  });
+  if (lines.length === 0) return "";
+  return `| Target (ours/Go) | target | measured | |\n| --- | --- | --- | --- |\n${lines.join("\n")}\n`;
 }
 
 function table(d: Detail): string {
@@ -310,6 +458,10 @@ const TITLES: Record<string, string> = {
   dials_per_s: "Dials per second ↑",
   server_rss_mib_1000_agents: "Server RSS, idle agents (MiB) ↓",
   bytes_per_idle_connection: "Bytes per idle connection ↓",
+  first_byte_reusable_ms: "First byte, reusable client (ms) ↓",
+  agent_rss_mib: "Idle agent RSS (MiB) ↓",
+  server_kib_per_agent_burst: "Server KiB/agent after a burst ↓",
+  agents_10k: "Server KiB/agent, 10,000 agents ↓",
 };
 
 const esc = (s: string): string => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -380,7 +532,7 @@ export function report(d: Detail, dir: string): void {
     `${d.quick ? "--quick run" : "full run"}, ${String(d.params["runs"])} runs; ${String(m["cpus"])} cores ` +
     `${String(m["cpu_model"])}, Node ${String(m["node"])}, ${String(m["date"]).slice(0, 10)}`;
   writeFileSync(join(dir, "chart.svg"), chart(summaries, subtitle));
-  const t = table(d);
+  const t = table(d) + (targetTable(json) ? `\n${targetTable(json)}` : "");
   const notes = d.notes.map((n) => `- ${n}`).join("\n");
   writeFileSync(join(dir, "latest-table.md"), `${subtitle}\n\n${t}${notes ? `\n${notes}\n` : ""}`);
   process.stdout.write(`\n${subtitle}\nmedian [min-max] over runs; ↓ = lower is better\n\n${t}\n`);

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --initial-old-space-size=64
+#!/usr/bin/env -S node --initial-old-space-size=64 --max-semi-space-size=4
 /**
  * The `cluster-proxy` executable. Everything heavy (server, agent, pino, X.509) is loaded by
  * the subcommand that needs it, so `cluster-proxy --help` stays fast.

@@ -28,6 +28,7 @@ test("npm start and npm run up pass NODE_FLAGS too", async () => {
 test("missingNodeFlags names the flags a process started without", () => {
   assert.deepEqual(missingNodeFlags([]), NODE_FLAGS);
   assert.deepEqual(missingNodeFlags(["--inspect", ...NODE_FLAGS]), []);
-  // V8 accepts either spelling and any value: the operator may have chosen another floor.
-  assert.deepEqual(missingNodeFlags(["--initial_old_space_size=256"]), []);
+  // V8 accepts either spelling and any value: the operator may have chosen other sizes.
+  assert.deepEqual(missingNodeFlags(["--initial_old_space_size=256", "--max_semi_space_size=8"]), []);
+  assert.deepEqual(missingNodeFlags(["--initial-old-space-size=64"]), ["--max-semi-space-size=4"]);
 });

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --initial-old-space-size=64
+#!/usr/bin/env -S node --initial-old-space-size=64 --max-semi-space-size=4
 /**
  * The `proxy-server` executable: `cluster-proxy server` under the Go binary's name, so a
  * container or manifest that runs `/proxy-server <Go flags>` runs ours with the same arguments.

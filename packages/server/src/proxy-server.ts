@@ -342,7 +342,7 @@ export class ProxyServer {
     let server: http2.Http2SecureServer | http2.Http2Server;
     const secure = door.transport === "tcp" && material !== undefined;
     if (secure) {
-      const options = this.secureServerOptions(material);
+      const options = { ...this.secureServerOptions(material), secureOptions: SSL_OP_NO_TICKET };
       const tlsServer = http2.createSecureServer(options);
       this.tlsListeners.push({ server: tlsServer, role: "front", options });
       server = tlsServer;
@@ -383,6 +383,7 @@ export class ProxyServer {
         rejectUnauthorized: true,
         ALPNProtocols: ["http/1.1"],
         ...this.tlsProfile,
+        secureOptions: SSL_OP_NO_TICKET,
       };
       const server = tls.createServer(options);
       this.tlsListeners.push({ server, role: "front", options });
