@@ -4,7 +4,7 @@
  * a misconfigured fleet cannot flood the log.
  */
 import type * as tls from "node:tls";
-import type { Logger } from "@cluster-proxy/tunnel";
+import { NOT_SIGNED_BY_CA, NOT_TLS, type Logger } from "@cluster-proxy/tunnel";
 
 /** Which port refused, and the flags that configure its certificates. */
 export interface PortTls {
@@ -17,23 +17,6 @@ export interface PortTls {
   /** A front door (clients), not the agent port. */
   front: boolean;
 }
-
-const UNKNOWN_ISSUER = new Set([
-  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
-  "UNABLE_TO_GET_ISSUER_CERT",
-  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
-  "SELF_SIGNED_CERT_IN_CHAIN",
-  "DEPTH_ZERO_SELF_SIGNED_CERT",
-  "CERT_SIGNATURE_FAILURE",
-]);
-
-const NOT_TLS = new Set([
-  "ERR_SSL_WRONG_VERSION_NUMBER",
-  "ERR_SSL_HTTP_REQUEST",
-  "ERR_SSL_UNKNOWN_PROTOCOL",
-  "ERR_SSL_PACKET_LENGTH_TOO_LONG",
-  "ERR_SSL_RECORD_LAYER_FAILURE",
-]);
 
 /**
  * Why a handshake on `port` failed, or undefined when the client only went away (closed or reset
@@ -48,7 +31,7 @@ export function explainRejectedHandshake(
 ): string | undefined {
   const verdict = socket?.authorizationError;
   const code = (typeof verdict === "string" ? verdict : verdict?.message) ?? (err as NodeJS.ErrnoException).code ?? "";
-  if (UNKNOWN_ISSUER.has(code)) {
+  if (NOT_SIGNED_BY_CA.has(code)) {
     const hint = port.front
       ? `; an agent certificate (signed by --cluster-ca-cert) at a client front door fails like this: agents connect to --agent-port`
       : "";

@@ -36,7 +36,8 @@ export const SDK_TLS_OPTIONS: TlsSettingNames = {
 /** The TLS alert code a shedding server answers with (see the server's handshake pacer). */
 const SHED_CODE = "ERR_SSL_TLSV1_ALERT_USER_CANCELLED";
 
-const NOT_SIGNED_BY_CA = new Set([
+/** Verification codes of a peer certificate that does not chain to the trusted CA. */
+export const NOT_SIGNED_BY_CA: ReadonlySet<string> = new Set([
   "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
   "UNABLE_TO_GET_ISSUER_CERT",
   "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
@@ -45,7 +46,8 @@ const NOT_SIGNED_BY_CA = new Set([
   "CERT_SIGNATURE_FAILURE",
 ]);
 
-const NOT_TLS = new Set([
+/** Codes of a peer that does not speak TLS at all (plaintext, HTTP, another protocol). */
+export const NOT_TLS: ReadonlySet<string> = new Set([
   "ERR_SSL_WRONG_VERSION_NUMBER",
   "ERR_SSL_PACKET_LENGTH_TOO_LONG",
   "ERR_SSL_HTTP_REQUEST",
