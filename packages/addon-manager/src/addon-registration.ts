@@ -176,6 +176,10 @@ const refKey = (r: { group?: string; resource: string }): string => `${r.resourc
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
 export class AddonReconciler {
+  /** The ClusterManagementAddOn existed during this term (so its absence is a deletion). */
+  private managementAddOnSeen = false;
+  private toldDeleted = false;
+
   constructor(
     private readonly api: KubeApi,
     private readonly cache: AddonCache,
@@ -211,6 +215,18 @@ export class AddonReconciler {
   async reconcileManagementAddOn(): Promise<ReconcileResult> {
     const cma = this.cache.managementAddOn();
     if (!cma) {
+      // Deleted while we run: that is an uninstall (OCM and the garbage collector remove every
+      // addon it owns, and with them the agents). Recreating it at once would let OCM hand the
+      // addons to the new one before they are collected; a restarted manager creates it again.
+      if (this.managementAddOnSeen) {
+        if (!this.toldDeleted)
+          this.logger.warn(
+            { addon: ADDON_NAME },
+            "the ClusterManagementAddOn was deleted: its addons and agents are being removed; restart the manager to create it again",
+          );
+        this.toldDeleted = true;
+        return;
+      }
       try {
         await this.api.create(Resources.clusterManagementAddOn, clusterManagementAddOn(this.options.installPlacement));
         this.logger.info({ addon: ADDON_NAME }, "created the ClusterManagementAddOn");
@@ -219,6 +235,8 @@ export class AddonReconciler {
       }
       return;
     }
+    this.managementAddOnSeen = true;
+    this.toldDeleted = false;
     if (!cma.status) return;
     const status = structuredClone(cma.status);
     const fill = (group: string, resource: string, desired: ConfigReference["desiredConfig"]): void => {
