@@ -15,7 +15,16 @@ import { join, relative } from "node:path";
 import { dialConnect } from "@cluster-proxy/client";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
-import { Harness, REPO, echoServer, freePort, httpGet, serverCertFlags, waitForProc } from "../integration/harness.js";
+import {
+  Harness,
+  REPO,
+  echoRoundTrip,
+  echoServer,
+  freePort,
+  httpGet,
+  serverCertFlags,
+  waitForProc,
+} from "../integration/harness.js";
 
 interface ImageInfo {
   name: string;
@@ -200,20 +209,6 @@ describe("the container image", { timeout: 180_000 }, () => {
       },
       timeoutMs: 20_000,
     });
-    const payload = Buffer.alloc(256 * 1024, "image relay ");
-    const received: Buffer[] = [];
-    let n = 0;
-    const done = new Promise<void>((resolve, reject) => {
-      s.on("data", (c: Buffer) => {
-        received.push(c);
-        n += c.length;
-        if (n >= payload.length) resolve();
-      });
-      s.once("error", reject);
-    });
-    s.write(payload);
-    await done;
-    s.destroy();
-    assert.ok(Buffer.concat(received).equals(payload), "the echoed bytes equal the sent ones");
+    assert.ok(await echoRoundTrip(s, Buffer.alloc(256 * 1024, "image relay ")), "the echoed bytes equal the sent ones");
   });
 });

@@ -11,6 +11,7 @@ import * as http from "node:http";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { Duplex } from "node:stream";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
 
@@ -296,6 +297,27 @@ export class Harness {
     for (const fn of this.closers.reverse()) await fn();
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Writes `payload` to `s`, whose far end echoes, and resolves with whether exactly those bytes came
+ * back (once as many arrived as were sent); destroys `s`.
+ */
+export async function echoRoundTrip(s: Duplex, payload: Buffer): Promise<boolean> {
+  const back: Buffer[] = [];
+  let n = 0;
+  const done = new Promise<void>((resolve, reject) => {
+    s.on("data", (c: Buffer) => {
+      back.push(c);
+      n += c.length;
+      if (n >= payload.length) resolve();
+    });
+    s.once("error", reject);
+  });
+  s.write(payload);
+  await done;
+  s.destroy();
+  return Buffer.concat(back).equals(payload);
 }
 
 /** A TCP server that echoes everything back. */

@@ -30,6 +30,7 @@ import {
 import {
   Harness,
   PatternStream,
+  echoRoundTrip,
   echoServer,
   freePort,
   helloServer,
@@ -199,21 +200,7 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
     const results = await Promise.all(
       Array.from({ length: 200 }, async (_, i) => {
         const s = await client.dial(`127.0.0.1.east:${echoPort}`);
-        const payload = new PatternStream(i + 1).next(32 * 1024);
-        const back: Buffer[] = [];
-        let n = 0;
-        const done = new Promise<void>((resolve, reject) => {
-          s.on("data", (c: Buffer) => {
-            back.push(c);
-            n += c.length;
-            if (n >= payload.length) resolve();
-          });
-          s.once("error", reject);
-        });
-        s.write(payload);
-        await done;
-        s.destroy();
-        return Buffer.concat(back).equals(payload);
+        return echoRoundTrip(s, new PatternStream(i + 1).next(32 * 1024));
       }),
     );
     assert.equal(results.filter(Boolean).length, 200);
