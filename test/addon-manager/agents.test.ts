@@ -18,6 +18,7 @@ import { nsOf, repoRoot, stateDir } from "../env/config.js";
 import { goBin } from "../interop/go-harness.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { probeClusterFromLab, type ClusterProbeResult } from "./hub-setup.js";
 import { managerFlags, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
 
@@ -128,34 +129,16 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   let podIp = "";
   const clientFiles = (): string => join(dir, "client");
   /** Lists namespaces of `cluster` from the lab through the proxy-server pod's client door (cluster-probe.ts). */
-  const probeCluster = (
-    cluster: string,
-    certDir: string,
-    target?: string,
-    goClient?: string,
-  ): { ok?: boolean; namespaces?: string[]; error?: string } => {
-    const out = env.exec(
-      "lab",
-      "env",
-      [
-        ...(goClient ? [`GO_CLIENT=${goClient}`] : []),
-        process.execPath,
-        "--conditions=source",
-        "--import",
-        "tsx",
-        join(repoRoot, "test", "addon-manager", "cluster-probe.ts"),
-        `${podIp}:8090`,
-        `proxy-entrypoint.${SERVER_NS}.svc`,
-        certDir,
-        cluster,
-        join(clientFiles(), `${cluster}-ca.crt`),
-        env.kubeconfigPath(cluster as "mc1" | "mc2"),
-        ...(target ? [target] : []),
-      ],
-      { timeoutMs: 60_000, allowFail: true },
-    ).stdout;
-    return JSON.parse(out.trim().split("\n").at(-1) || "{}") as { ok?: boolean; namespaces?: string[]; error?: string };
-  };
+  const probeCluster = (cluster: string, certDir: string, target?: string, goClient?: string): ClusterProbeResult =>
+    probeClusterFromLab(env, {
+      door: `${podIp}:8090`,
+      servername: `proxy-entrypoint.${SERVER_NS}.svc`,
+      certDir,
+      cluster: cluster as "mc1" | "mc2",
+      clusterCaFile: join(clientFiles(), `${cluster}-ca.crt`),
+      ...(target ? { target } : {}),
+      ...(goClient ? { goClient } : {}),
+    });
   const children: ChildProcess[] = [];
   /** Runs a command in the lab namespace without blocking the event loop. */
   const runInLab = (argv: string[], timeoutMs: number): Promise<{ status: number; stdout: string; stderr: string }> =>

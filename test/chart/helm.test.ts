@@ -17,9 +17,10 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { paths, repoRoot } from "../env/config.js";
+import { paths } from "../env/config.js";
 import { type RunResult, waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { probeClusterFromLab, type ClusterProbeResult } from "../addon-manager/hub-setup.js";
 import { CHART, helmBinary } from "./helm.js";
 
 const NS = "open-cluster-management-addon";
@@ -192,30 +193,14 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       );
       const caFile = join(dir, `${c}-ca.crt`);
       writeFileSync(caFile, Buffer.from(mc.spec.managedClusterClientConfigs[0]!.caBundle, "base64"));
-      const probe = (): { ok?: boolean; namespaces?: string[]; error?: string } =>
-        JSON.parse(
-          env
-            .exec(
-              "lab",
-              process.execPath,
-              [
-                "--conditions=source",
-                "--import",
-                "tsx",
-                join(repoRoot, "test", "addon-manager", "cluster-probe.ts"),
-                `${podIp}:8090`,
-                `proxy-entrypoint.${NS}.svc`,
-                certs,
-                c,
-                caFile,
-                env.kubeconfigPath(c),
-              ],
-              { timeoutMs: 60_000, allowFail: true },
-            )
-            .stdout.trim()
-            .split("\n")
-            .at(-1) || "{}",
-        ) as { ok?: boolean; namespaces?: string[]; error?: string };
+      const probe = (): ClusterProbeResult =>
+        probeClusterFromLab(env, {
+          door: `${podIp}:8090`,
+          servername: `proxy-entrypoint.${NS}.svc`,
+          certDir: certs,
+          cluster: c,
+          clusterCaFile: caFile,
+        });
       let res: ReturnType<typeof probe> = {};
       await waitFor(
         `a hub client to list ${c}'s namespaces`,
