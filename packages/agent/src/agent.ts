@@ -18,11 +18,13 @@ import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-
 import {
   AGENT_TLS_FLAGS,
   Backoff,
+  adminPortHandler,
   CertReloader,
   certificateInfo,
   ConnectError,
   earliestExpiry,
   connectSession,
+  healthPortHandler,
   keepSessionAlive,
   openCall,
   serverIsShedding,
@@ -44,7 +46,7 @@ import {
 } from "./agent-config.js";
 import { guardedConnector } from "./destination-guard.js";
 import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
-import { adminHandler, closeHttp, healthHandler, listenHttp } from "./health-server.js";
+import { agentReadiness, closeHttp, listenHttp } from "./health-server.js";
 import { AgentMetrics } from "./metrics.js";
 import { ServerTunnel } from "./server-tunnel.js";
 
@@ -160,7 +162,10 @@ export class ProxyAgent {
     try {
       if (o.healthServerPort > 0) {
         this.health = await listenHttp(
-          healthHandler(this.healthSource()),
+          healthPortHandler({
+            registry: this.metrics.registry,
+            readiness: (verbose) => agentReadiness(this.connectedServers(), verbose),
+          }),
           o.healthServerHost,
           o.healthServerPort,
           "health-server-port",
@@ -168,7 +173,7 @@ export class ProxyAgent {
       }
       if (o.adminServerPort > 0) {
         this.admin = await listenHttp(
-          adminHandler(this.healthSource(), o.enableProfiling === true),
+          adminPortHandler(this.metrics.registry, o.enableProfiling === true),
           o.adminBindAddress,
           o.adminServerPort,
           "admin-server-port",
@@ -250,10 +255,6 @@ export class ProxyAgent {
   /** Number of endpoint connections (open or dialling). */
   get openEndpointConnections(): number {
     return this.endpointCount;
-  }
-
-  private healthSource(): { registry: AgentMetrics["registry"]; connectedServers: () => string[] } {
-    return { registry: this.metrics.registry, connectedServers: () => this.connectedServers() };
   }
 
   private schedule(delayMs: number): void {

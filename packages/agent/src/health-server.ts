@@ -1,67 +1,23 @@
 /**
- * The agent's HTTP ports. Health port: `/healthz` (alive), `/readyz` and the deprecated `/ready`
- * (200 iff at least one server is connected, else 503 with the reason), `/metrics`.
- * Admin port: `/metrics` (served directly rather than redirected as Go does) and, with
- * --enable-profiling, `/debug/process`.
+ * The agent's HTTP ports, served with the tunnel package's handlers. Health port: `/healthz`
+ * (alive), `/readyz` and the deprecated `/ready` (200 iff at least one server is connected, else
+ * 503 with the reason, in Go's texts), `/metrics`. Admin port: `/metrics` (served directly rather
+ * than redirected as Go does) and, with --enable-profiling, `/debug/process`.
  */
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "@cluster-proxy/api";
-import { PROCESS_STATS_PATH, processStatsHandler } from "@cluster-proxy/tunnel";
-import type { Registry } from "prom-client";
+import type { ProbeAnswer } from "@cluster-proxy/tunnel";
 
-/** What the HTTP handlers read from the agent. */
-export interface HealthSource {
-  registry: Registry;
-  connectedServers(): string[];
-}
-
-function reply(res: http.ServerResponse, status: number, body: string, type = "text/plain; charset=utf-8"): void {
-  res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(body) });
-  res.end(body);
-}
-
-function serveMetrics(source: HealthSource, res: http.ServerResponse): void {
-  source.registry.metrics().then(
-    (text) => reply(res, 200, text, source.registry.contentType),
-    (err: unknown) => reply(res, 500, `metrics failed: ${String(err)}\n`),
-  );
-}
-
-/** Request handler of the health port. */
-export function healthHandler(source: HealthSource): http.RequestListener {
-  return (req, res) => {
-    const path = new URL(req.url ?? "/", "http://agent").pathname;
-    switch (path) {
-      case "/healthz":
-        return reply(res, 200, "ok");
-      case "/readyz":
-      case "/ready": {
-        // Go's readiness checks and texts: ping, server-connected; `?verbose` lists them on success.
-        const servers = source.connectedServers();
-        if (servers.length === 0) {
-          return reply(res, 503, "[+]ping ok\n[-]server-connected failed: no servers connected\n");
-        }
-        const verbose = new URL(req.url ?? "/", "http://agent").searchParams.has("verbose");
-        return reply(res, 200, verbose ? "[+]ping ok\n[+]server-connected ok\ncheck passed\n" : "ok");
-      }
-      case "/metrics":
-        return serveMetrics(source, res);
-      default:
-        return reply(res, 404, "404 page not found\n");
-    }
-  };
-}
-
-/** Request handler of the admin port; `profiling` adds {@link PROCESS_STATS_PATH}. */
-export function adminHandler(source: HealthSource, profiling = false): http.RequestListener {
-  const processStats = profiling ? processStatsHandler() : undefined;
-  return (req, res) => {
-    const path = new URL(req.url ?? "/", "http://agent").pathname;
-    if (path === "/metrics") return serveMetrics(source, res);
-    if (processStats && path === PROCESS_STATS_PATH) return processStats(req, res);
-    reply(res, 404, "404 page not found\n");
-  };
+/**
+ * The agent's readiness answer (Go's checks and texts: ping, server-connected; `verbose` lists
+ * them on success).
+ */
+export function agentReadiness(connectedServers: readonly string[], verbose: boolean): ProbeAnswer {
+  if (connectedServers.length === 0) {
+    return { status: 503, body: "[+]ping ok\n[-]server-connected failed: no servers connected\n" };
+  }
+  return { status: 200, body: verbose ? "[+]ping ok\n[+]server-connected ok\ncheck passed\n" : "ok" };
 }
 
 /** Listen on host:port; a failure becomes a {@link ConfigError} naming `flag`. */

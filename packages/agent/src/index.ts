@@ -43,4 +43,3 @@ export {
   type ServerTunnelDeps,
   type ServerTunnelEvents,
 } from "./server-tunnel.js";
-export { healthHandler, adminHandler, type HealthSource } from "./health-server.js";

@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { packetTypeName } from "@cluster-proxy/protocol";
+import { PacketCounts } from "@cluster-proxy/tunnel";
 
 const PREFIX = "konnectivity_network_proxy_agent_";
 
@@ -34,12 +35,8 @@ export class AgentMetrics {
   readonly certificateReloads: Counter<"result">;
   /** Go's deprecated server_connection_failure_count{direction}: to_server / from_server. */
   readonly serverConnectionFailures: Counter<"direction">;
-  // Packets are counted in plain numbers per (segment, type) and handed to the counter when it is
-  // scraped: prom-client hashes the label set on every inc(), which showed in dial-rate profiles.
-  private readonly packetCounts = new Float64Array(2 * 64);
-  private readonly packetReported = new Float64Array(2 * 64);
-  /** The packet type each used slot counts (for its label). */
-  private readonly packetTypes = new Map<number, number>();
+  /** Packets per (segment, type), handed to `stream_packets_total` when it is scraped. */
+  private readonly packetCounts = new PacketCounts<AgentSegment>(["from_agent", "to_agent"]);
 
   constructor() {
     const registers = [this.registry];
@@ -71,19 +68,14 @@ export class AgentMetrics {
       buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30],
       registers,
     });
-    const { packetCounts, packetReported, packetTypes } = this;
+    const { packetCounts } = this;
     this.streamPackets = new Counter({
       name: `${PREFIX}stream_packets_total`,
       help: "Count of packets processed, by segment and packet type.",
       labelNames: ["segment", "packet_type"],
       registers,
       collect() {
-        for (const [key, type] of packetTypes) {
-          const delta = packetCounts[key]! - packetReported[key]!;
-          if (delta <= 0) continue;
-          packetReported[key] = packetCounts[key]!;
-          this.inc({ segment: key < 64 ? "from_agent" : "to_agent", packet_type: packetTypeName(type) }, delta);
-        }
+        packetCounts.report((labels, delta) => this.inc(labels, delta));
       },
     });
     this.certificateExpiry = new Gauge({
@@ -112,12 +104,9 @@ export class AgentMetrics {
     });
   }
 
-  /** Count `n` packets of `type` on `segment` (the hot path: plain numbers, see packetCounts). */
+  /** Count `n` packets of `type` on `segment` (the hot path: plain numbers, see {@link PacketCounts}). */
   packet(segment: AgentSegment, type: number, n = 1): void {
-    const key = (segment === "from_agent" ? 0 : 64) + (type & 63);
-    const count = this.packetCounts[key] ?? 0;
-    if (count === 0) this.packetTypes.set(key, type);
-    this.packetCounts[key] = count + n;
+    this.packetCounts.add(segment, type, n);
   }
 
   /** Count a failed send on the server stream. */

@@ -12,6 +12,5 @@ export * from "./backend.js";
 export * from "./agent-service.js";
 export * from "./proxy-service.js";
 export * from "./http-connect.js";
-export * from "./health.js";
 export * from "./handshake-failures.js";
 export * from "./handshake-pacer.js";

@@ -4,8 +4,7 @@
  * (`cluster_proxy_server_*`). Each server owns its Registry (several servers can share a process).
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { packetTypeName } from "@cluster-proxy/protocol";
-import { grpcCodeName, type DialFailureReason } from "@cluster-proxy/tunnel";
+import { PacketCounts, grpcCodeName, type DialFailureReason } from "@cluster-proxy/tunnel";
 
 const PREFIX = "konnectivity_network_proxy_server_";
 
@@ -50,13 +49,8 @@ export class ServerMetrics {
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
   readonly certificateReloads: Counter<"listener" | "result">;
-  private readonly streamPackets: Counter;
-  // Packets are counted in plain numbers per (segment, type) and handed to the counter when it is
-  // scraped: prom-client hashes the label set on every inc(), which showed in dial-rate profiles.
-  private readonly packetCounts = new Float64Array(SEGMENTS.length * 64);
-  private readonly packetReported = new Float64Array(SEGMENTS.length * 64);
-  /** The packet type each used slot counts (for its label). */
-  private readonly packetTypes = new Map<number, number>();
+  /** Packets per (segment, type), handed to `stream_packets_total` when it is scraped. */
+  private readonly packetCounts = new PacketCounts(SEGMENTS);
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
@@ -187,19 +181,14 @@ export class ServerMetrics {
       help: "Agent streams refused because their ServiceAccount token was missing or not accepted (--agent-namespace, --agent-service-account, --authentication-audience)",
       registers,
     });
-    const { packetCounts, packetReported, packetTypes } = this;
-    this.streamPackets = new Counter({
+    const { packetCounts } = this;
+    new Counter({
       name: `${PREFIX}stream_packets_total`,
       help: "Packets on the gRPC streams, by segment and packet type",
       labelNames: ["segment", "packet_type"],
       registers,
       collect() {
-        for (const [key, type] of packetTypes) {
-          const delta = packetCounts[key]! - packetReported[key]!;
-          if (delta <= 0) continue;
-          packetReported[key] = packetCounts[key]!;
-          this.inc({ segment: SEGMENTS[key >> 6]!, packet_type: packetTypeName(type) }, delta);
-        }
+        packetCounts.report((labels, delta) => this.inc(labels, delta));
       },
     });
     new Gauge({
@@ -216,10 +205,7 @@ export class ServerMetrics {
 
   /** Count one packet on a segment. */
   packet(segment: Segment, type: number): void {
-    const key = SEGMENTS.indexOf(segment) * 64 + (type & 63);
-    const count = this.packetCounts[key] ?? 0;
-    if (count === 0) this.packetTypes.set(key, type);
-    this.packetCounts[key] = count + 1;
+    this.packetCounts.add(segment, type);
   }
 
   /** Record a frontend write that started at `startNs` (process.hrtime.bigint()). */

@@ -21,16 +21,18 @@ import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
   GrpcStatus,
   TUNNEL_HTTP2_OPTIONS,
+  adminPortHandler,
+  healthPortHandler,
   keepSessionAlive,
   pemProblem,
   serveGrpc,
   silentLogger,
   widenSessionWindow,
   type Logger,
+  type ProbeAnswer,
 } from "@cluster-proxy/tunnel";
 import { handleAgentCall } from "./agent-service.js";
 import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
-import { createAdminServer, createHealthServer } from "./health.js";
 import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
 import { HandshakePacer } from "./handshake-pacer.js";
 import { ConnectSession } from "./http-connect.js";
@@ -51,6 +53,11 @@ const { SSL_OP_NO_TICKET } = cryptoConstants;
 
 /** A keepalive ping unanswered this long closes the session. */
 export const KEEPALIVE_TIMEOUT_MS = 10_000;
+
+/** The health port's `/readyz` answer, in the Go server's text (ready: see {@link ProxyServer.ready}). */
+function serverReadiness(ready: boolean): ProbeAnswer {
+  return ready ? { status: 200, body: "ok" } : { status: 500, body: "no connection to any proxy agent" };
+}
 
 /** Where the server actually listens (ports resolved when 0 was asked for). */
 export interface ServerAddresses {
@@ -222,14 +229,16 @@ export class ProxyServer {
       );
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
-        createHealthServer({ ready: () => this.ready(), registry: this.metrics.registry }),
+        http.createServer(
+          healthPortHandler({ registry: this.metrics.registry, readiness: () => serverReadiness(this.ready()) }),
+        ),
         "health",
         o.healthPort,
         o.healthBindAddress,
         "--health-port",
       );
       await this.listenTcp(
-        createAdminServer(this.metrics.registry, o.enableProfiling === true),
+        http.createServer(adminPortHandler(this.metrics.registry, o.enableProfiling === true)),
         "admin",
         o.adminPort,
         o.adminBindAddress,

@@ -1,6 +1,7 @@
 /**
  * @cluster-proxy/tunnel: the engine shared by server, agent and client: gRPC framing on
- * node:http2, packet I/O, backoff, the error catalog, the logger interface and process statistics.
+ * node:http2, packet I/O, backoff, the error catalog, the logger interface, process statistics,
+ * packet counters and the health/admin port handlers.
  */
 export * from "./grpc/index.js";
 export * from "./logger.js";
@@ -8,6 +9,8 @@ export * from "./backoff.js";
 export * from "./errors.js";
 export * from "./packet-io.js";
 export * from "./process-stats.js";
+export * from "./packet-counts.js";
+export * from "./admin-http.js";
 export * from "./cert-reloader.js";
 export * from "./tls-diagnosis.js";
 export * from "./pem-check.js";
