@@ -28,6 +28,38 @@ export interface MetricsSource {
   handshakesWaiting(): Map<string, number>;
 }
 
+/** A gauge set from `read()` whenever it is scraped. */
+function scrapedGauge(registers: Registry[], name: string, help: string, read: () => number): void {
+  new Gauge({
+    name,
+    help,
+    registers,
+    collect() {
+      this.set(read());
+    },
+  });
+}
+
+/** A gauge of one label set from `read()` whenever it is scraped (values no longer read are dropped). */
+function scrapedGaugeByLabel(
+  registers: Registry[],
+  name: string,
+  help: string,
+  label: string,
+  read: () => ReadonlyMap<string, number>,
+): void {
+  new Gauge({
+    name,
+    help,
+    labelNames: [label],
+    registers,
+    collect() {
+      this.reset();
+      for (const [value, count] of read()) this.set({ [label]: value }, count);
+    },
+  });
+}
+
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly dialDuration: Histogram;
@@ -72,14 +104,12 @@ export class ServerMetrics {
       labelNames: ["segment", "code", "packet_type"],
       registers,
     });
-    new Gauge({
-      name: `${PREFIX}ready_backend_connections`,
-      help: "Number of konnectivity agent connected to the proxy server. DEPRECATED, please use ready_backends",
+    scrapedGauge(
       registers,
-      collect() {
-        this.set(source.backendCount());
-      },
-    });
+      `${PREFIX}ready_backend_connections`,
+      "Number of konnectivity agent connected to the proxy server. DEPRECATED, please use ready_backends",
+      () => source.backendCount(),
+    );
     new Counter({
       name: `${PREFIX}culled_leases_count`,
       help: "Count of expired leases that the lease garbage collection controller has culled. Always 0 here: there is no lease controller (--enable-lease-controller is refused)",
@@ -115,22 +145,12 @@ export class ServerMetrics {
         for (const { strategy, count } of source.readyBackends()) this.set({ proxy_strategy: strategy }, count);
       },
     });
-    new Gauge({
-      name: `${PREFIX}pending_backend_dials`,
-      help: "Dials waiting for the agent's answer",
-      registers,
-      collect() {
-        this.set(source.pendingDials());
-      },
-    });
-    new Gauge({
-      name: `${PREFIX}established_connections`,
-      help: "Connections established through agents",
-      registers,
-      collect() {
-        this.set(source.establishedConnections());
-      },
-    });
+    scrapedGauge(registers, `${PREFIX}pending_backend_dials`, "Dials waiting for the agent's answer", () =>
+      source.pendingDials(),
+    );
+    scrapedGauge(registers, `${PREFIX}established_connections`, "Connections established through agents", () =>
+      source.establishedConnections(),
+    );
     this.dialFailures = new Counter({
       name: `${PREFIX}dial_failure_count`,
       help: "Dials that failed, by reason",
@@ -148,16 +168,13 @@ export class ServerMetrics {
       labelNames: ["port"],
       registers,
     });
-    new Gauge({
-      name: "cluster_proxy_server_tls_handshakes_waiting",
-      help: "Accepted connections waiting for their TLS handshake to start (--max-concurrent-handshakes are in progress), by port flag",
-      labelNames: ["port"],
+    scrapedGaugeByLabel(
       registers,
-      collect() {
-        this.reset();
-        for (const [port, waiting] of source.handshakesWaiting()) this.set({ port }, waiting);
-      },
-    });
+      "cluster_proxy_server_tls_handshakes_waiting",
+      "Accepted connections waiting for their TLS handshake to start (--max-concurrent-handshakes are in progress), by port flag",
+      "port",
+      () => source.handshakesWaiting(),
+    );
     this.certificateExpiry = new Gauge({
       name: "cluster_proxy_server_certificate_expiry_timestamp_seconds",
       help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: the serving certificate (--server-cert, --cluster-cert) and the earliest-expiring CA of each bundle (--server-ca-cert, --cluster-ca-cert)",
@@ -191,16 +208,13 @@ export class ServerMetrics {
         packetCounts.report((labels, delta) => this.inc(labels, delta));
       },
     });
-    new Gauge({
-      name: "cluster_proxy_server_backends",
-      help: "Agent streams connected per host identifier (cluster)",
-      labelNames: ["identifier"],
+    scrapedGaugeByLabel(
       registers,
-      collect() {
-        this.reset();
-        for (const [identifier, count] of source.backendsByIdentifier()) this.set({ identifier }, count);
-      },
-    });
+      "cluster_proxy_server_backends",
+      "Agent streams connected per host identifier (cluster)",
+      "identifier",
+      () => source.backendsByIdentifier(),
+    );
   }
 
   /** Count one packet on a segment. */
