@@ -14,6 +14,9 @@ import { join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
+import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
+
+export { freePort };
 
 export const REPO = resolve(import.meta.dirname, "../..");
 export const CLI = join(REPO, "packages/cli/dist/main.js");
@@ -35,17 +38,6 @@ export function serverCertFlags(c: StandaloneCertPaths): string[] {
   ];
 }
 
-/** A free loopback TCP port (the kernel's pick, released again). */
-export async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  const { port } = srv.address() as net.AddressInfo;
-  srv.close();
-  await once(srv, "close");
-  return port;
-}
-
 /**
  * How a suite treats a machine without its prerequisites (`missing`: why it cannot run, or
  * undefined): skipped with the reason, except under `CI=true`, where a suite that skips would let
@@ -65,23 +57,17 @@ export function failIfMissing(missing: string | undefined): void {
   if (missing !== undefined) throw new Error(`CI=true and this suite's prerequisites are missing: ${missing}`);
 }
 
-/** Poll `check` every `everyMs` until it returns true; bounded by `timeoutMs`. */
-export async function waitFor(
+/**
+ * Poll `check` every `everyMs` until it returns true; bounded by `timeoutMs` (the tunnel's
+ * {@link waitUntil} with the suites' defaults: a check that throws is "not yet").
+ */
+export function waitFor(
   what: string,
   check: () => Promise<boolean> | boolean,
   timeoutMs = 15_000,
   everyMs = 50,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let i = 0; Date.now() < deadline && i < 100_000; i++) {
-    try {
-      if (await check()) return;
-    } catch {
-      /* not yet */
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+  return waitUntil(what, check, { timeoutMs, everyMs });
 }
 
 /**

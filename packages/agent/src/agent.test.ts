@@ -14,15 +14,15 @@ import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { Metadata, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
 import { ProxyAgent } from "./agent.js";
-import { generateTestPki, type TestPki } from "./testing/certs.js";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { FakeProxyServer, TcpBalancer, startEchoServer, type FakeAgentStream } from "./testing/fake-proxy-server.js";
-import { eventually, freePort } from "./testing/wait.js";
+import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
 
 let pki: TestPki;
 let echo: Awaited<ReturnType<typeof startEchoServer>>;
 
 before(async () => {
-  pki = await generateTestPki();
+  pki = await createTestPki();
   echo = await startEchoServer();
 });
 after(async () => {
@@ -34,9 +34,9 @@ function options(port: number, over: Partial<AgentOptions> = {}): AgentOptions {
   return {
     proxyServerHost: "127.0.0.1",
     proxyServerPort: port,
-    caCert: pki.caCertPath,
-    agentCert: pki.agentCertPath,
-    agentKey: pki.agentKeyPath,
+    caCert: pki.paths.ca.cert,
+    agentCert: pki.paths.agent.cert,
+    agentKey: pki.paths.agent.key,
     serviceAccountTokenPath: "",
     agentId: "agent-1",
     agentIdentifiers: "host=east",
@@ -122,12 +122,12 @@ describe("ProxyAgent against a fake proxy server", () => {
     try {
       await agent.start();
       const first = await server.stream(0);
-      await eventually(() => agent.connectedServers().length === 1, 5000, "connected");
+      await waitUntil("connected", () => agent.connectedServers().length === 1, { timeoutMs: 5000 });
       assert.equal(peerSerial(0), new X509Certificate(pki.agentCert).serialNumber);
 
       // a key that is not the certificate's: refused, named, counted; the old pair stays
       await writeFile(keyPath, pki.serverKey);
-      await eventually(() => lines.some((l) => l.level === "error"), 5000, "the bad key to be refused");
+      await waitUntil("the bad key to be refused", () => lines.some((l) => l.level === "error"), { timeoutMs: 5000 });
       assert.equal(await reloads("failure"), 1);
       const refusal = lines.find((l) => l.level === "error");
       assert.equal(refusal?.obj["flag"], "--agent-key");
@@ -135,8 +135,8 @@ describe("ProxyAgent against a fake proxy server", () => {
 
       // a new pair from the agent CA
       const agentCa = {
-        certPem: readFileSync(pki.agentCaCertPath, "utf8"),
-        keyPem: readFileSync(join(pki.dir, "agent-ca.key"), "utf8"),
+        certPem: readFileSync(pki.paths.agentCa.cert, "utf8"),
+        keyPem: readFileSync(pki.paths.agentCa.key, "utf8"),
       };
       const renewed = await issueCertificate(agentCa, {
         commonName: "renewed",
@@ -146,10 +146,10 @@ describe("ProxyAgent against a fake proxy server", () => {
       });
       await writeFile(keyPath, renewed.keyPem);
       await writeFile(certPath, renewed.certPem);
-      await eventually(
-        () => lines.some((l) => l.level === "info" && /reloaded TLS certificates of the agent/.test(l.msg ?? "")),
-        5000,
+      await waitUntil(
         "the new pair to be loaded",
+        () => lines.some((l) => l.level === "info" && /reloaded TLS certificates of the agent/.test(l.msg ?? "")),
+        { timeoutMs: 5000 },
       );
       assert.equal(await reloads("success"), 1);
       const expiry = (
@@ -186,7 +186,7 @@ describe("ProxyAgent against a fake proxy server", () => {
       const stream = await server.stream(0);
       assert.equal(stream.meta(Metadata.agentID), "agent-1");
       assert.equal(stream.meta(Metadata.agentIdentifiers), "host=east");
-      await eventually(() => agent.connectedServers().length === 1, 2000, "connected");
+      await waitUntil("connected", () => agent.connectedServers().length === 1, { timeoutMs: 2000 });
       assert.deepEqual(agent.connectedServers(), ["server-a"]);
 
       const ready = await fetch(`http://127.0.0.1:${healthPort}/readyz`);
@@ -220,13 +220,13 @@ describe("ProxyAgent against a fake proxy server", () => {
       // the client closes: CLOSE_REQ -> CLOSE_RSP, endpoint socket closed
       const id2 = await dial(stream, `127.0.0.1:${echo.port}`, 42n);
       assert.ok(id2 > id, "connectIDs come from one increasing counter");
-      await eventually(() => echo.sockets.size === 1, 2000, "endpoint connected");
+      await waitUntil("endpoint connected", () => echo.sockets.size === 1, { timeoutMs: 2000 });
       assert.equal(await agent.waitIdle(50), false);
       stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id2 } });
       const closeRsp2 = await stream.next(isType(PacketType.CLOSE_RSP));
       assert.ok("closeResponse" in closeRsp2);
       assert.deepEqual(closeRsp2.closeResponse, { connectID: id2, error: "" });
-      await eventually(() => echo.sockets.size === 0, 2000, "endpoint closed");
+      await waitUntil("endpoint closed", () => echo.sockets.size === 0, { timeoutMs: 2000 });
 
       // unknown connections
       stream.send({ type: PacketType.DATA, data: { connectID: 0n, error: "", data: Buffer.from("x") } });
@@ -286,9 +286,9 @@ describe("ProxyAgent against a fake proxy server", () => {
       const stream = await server.stream(0);
       assert.equal(stream.meta(Metadata.agentIdentifiers), "", "the header is sent even when empty");
       stream.send(dialReq("10.1.2.3:443", 100n));
-      await eventually(() => hanging.length === 1, 2000, "dial started");
+      await waitUntil("dial started", () => hanging.length === 1, { timeoutMs: 2000 });
       stream.send({ type: PacketType.DIAL_CLS, closeDial: { random: 100n } });
-      await eventually(() => hanging[0]!.destroyed, 2000, "dial abandoned");
+      await waitUntil("dial abandoned", () => hanging[0]!.destroyed, { timeoutMs: 2000 });
       assert.equal(await agent.waitIdle(1000), true);
 
       stream.send(dialReq("10.1.2.3:443", 101n));
@@ -344,7 +344,7 @@ describe("ProxyAgent against a fake proxy server", () => {
     const agent = new ProxyAgent(options(lb.port));
     try {
       await agent.start();
-      await eventually(() => agent.connectedServers().length === 2, 3000, "two servers");
+      await waitUntil("two servers", () => agent.connectedServers().length === 2, { timeoutMs: 3000 });
       assert.deepEqual(agent.connectedServers().sort(), ["ha-1", "ha-2"]);
       const metrics = await agent.metrics.registry.metrics();
       assert.ok(metrics.includes("konnectivity_network_proxy_agent_known_server_count 2"));
@@ -381,7 +381,7 @@ describe("ProxyAgent against a fake proxy server", () => {
       await dup.closed(2000);
       await a.stream(2, 3000); // and the loop keeps trying (no backoff)
       assert.deepEqual(agent.connectedServers(), ["dup-1"]);
-      await eventually(() => a.openStreams().length === 1, 2000, "duplicates closed");
+      await waitUntil("duplicates closed", () => a.openStreams().length === 1, { timeoutMs: 2000 });
       assert.ok(!a.streams[0]!.status, "the first stream stays open");
     } finally {
       await agent.close();
@@ -404,23 +404,23 @@ describe("ProxyAgent against a fake proxy server", () => {
     const agent = new ProxyAgent(options(server.port, { healthServerPort: healthPort }), { logger });
     try {
       await agent.start();
-      await eventually(() => agent.connectedServers().length === 1, 2000, "connected");
+      await waitUntil("connected", () => agent.connectedServers().length === 1, { timeoutMs: 2000 });
       const id = await dial(await server.stream(0), `127.0.0.1:${echo.port}`, 11n);
       assert.ok(id > 0n);
-      await eventually(() => echo.sockets.size === 1, 2000, "endpoint connected");
+      await waitUntil("endpoint connected", () => echo.sockets.size === 1, { timeoutMs: 2000 });
 
       await server.close();
-      await eventually(() => agent.connectedServers().length === 0, 2000, "disconnected");
+      await waitUntil("disconnected", () => agent.connectedServers().length === 0, { timeoutMs: 2000 });
       // the dead stream's endpoint sockets are closed
-      await eventually(() => echo.sockets.size === 0, 2000, "endpoint sockets closed");
+      await waitUntil("endpoint sockets closed", () => echo.sockets.size === 0, { timeoutMs: 2000 });
       assert.equal((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status, 503);
 
       // let a few attempts fail, then come back: the cap (1 s) bounds the wait
       // let the backoff grow past its cap (each failed attempt logs one warning)
-      await eventually(() => failures >= 5, 5000, "five failed attempts");
+      await waitUntil("five failed attempts", () => failures >= 5, { timeoutMs: 5000 });
       const back = Date.now();
       await server.listen();
-      await eventually(() => agent.connectedServers().length === 1, 2500, "reconnected");
+      await waitUntil("reconnected", () => agent.connectedServers().length === 1, { timeoutMs: 2500 });
       assert.ok(Date.now() - back < 2500);
     } finally {
       await agent.close();
@@ -436,10 +436,10 @@ describe("ProxyAgent against a fake proxy server", () => {
     const agent = new ProxyAgent(options(lb.port, { keepaliveTime: 100, keepaliveTimeout: 300 }));
     try {
       await agent.start();
-      await eventually(() => agent.connectedServers().length === 1, 2000, "connected");
+      await waitUntil("connected", () => agent.connectedServers().length === 1, { timeoutMs: 2000 });
       lb.freeze();
       const frozenAt = Date.now();
-      await eventually(() => agent.connectedServers().length === 0, 2000, "dead server detected");
+      await waitUntil("dead server detected", () => agent.connectedServers().length === 0, { timeoutMs: 2000 });
       assert.ok(Date.now() - frozenAt < 1500);
     } finally {
       await agent.close();
@@ -460,7 +460,7 @@ describe("ProxyAgent.start() refuses bad configuration", () => {
   });
 
   it("names --agent-key for a key that is not a key", async () => {
-    const agent = new ProxyAgent(options(1, { agentKey: pki.caCertPath }));
+    const agent = new ProxyAgent(options(1, { agentKey: pki.paths.ca.cert }));
     await assert.rejects(
       agent.start(),
       (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-key:"),
@@ -524,7 +524,7 @@ describe("ProxyAgent backpressure", () => {
       // endpoint -> server: the fake server stops reading; the agent must pause the endpoint
       const src = await dial(stream, `127.0.0.1:${targetPort}`, 1n);
       stream.call.pause();
-      await eventually(() => endpointSockets[0]?.isPaused() === true, 5000, "endpoint socket paused");
+      await waitUntil("endpoint socket paused", () => endpointSockets[0]?.isPaused() === true, { timeoutMs: 5000 });
       assert.ok(sourceWritten < TOTAL, "the source is held back");
       stream.call.resume();
       const got = await receiveData(stream, src, TOTAL);
@@ -535,19 +535,21 @@ describe("ProxyAgent backpressure", () => {
 
       // server -> endpoint: the endpoint does not read; the agent pauses the server stream
       const sink = await dial(stream, `127.0.0.1:${targetPort}`, 2n);
-      await eventually(() => sinkSockets.length === 2, 2000, "sink connected");
+      await waitUntil("sink connected", () => sinkSockets.length === 2, { timeoutMs: 2000 });
       const payload = Buffer.alloc(64 * 1024, 2);
       const SEND = 48 * 1024 * 1024;
       for (let sent = 0; sent < SEND; sent += payload.length) {
         stream.send({ type: PacketType.DATA, data: { connectID: sink, error: "", data: payload } });
       }
       const agentSide = endpointSockets[1]!;
-      await eventually(() => agentSide.writableLength > 4 * 1024 * 1024, 5000, "endpoint write buffer over budget");
+      await waitUntil("endpoint write buffer over budget", () => agentSide.writableLength > 4 * 1024 * 1024, {
+        timeoutMs: 5000,
+      });
       // the agent stopped reading the server stream: its data waits at the fake server
-      await eventually(() => stream.call.bufferedBytes > 0, 5000, "server stream backed up");
+      await waitUntil("server stream backed up", () => stream.call.bufferedBytes > 0, { timeoutMs: 5000 });
       assert.ok(agentSide.writableLength < 16 * 1024 * 1024, `endpoint buffer bounded: ${agentSide.writableLength}`);
       sinkSockets[1]!.resume();
-      await eventually(() => sinkReceived === SEND, 20_000, "all data delivered to the sink");
+      await waitUntil("all data delivered to the sink", () => sinkReceived === SEND, { timeoutMs: 20_000 });
     } finally {
       await agent.close();
       await server.close();
@@ -577,7 +579,7 @@ describe("--alpn-proto", () => {
     });
     try {
       await agent.start();
-      await eventually(() => offered.length > 0, 5000, "a TLS handshake with the agent");
+      await waitUntil("a TLS handshake with the agent", () => offered.length > 0, { timeoutMs: 5000 });
       assert.deepEqual(offered[0], ["konnectivity", "h2"]);
     } finally {
       await agent.close();

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DialError } from "@cluster-proxy/tunnel";
 import { HttpConnectError, dialConnect } from "./connect-dial.js";
-import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 
 /**
  * A fake CONNECT door. Answers by target: `ok:1` -> 200 plus pipelined bytes, then echo;

@@ -2,15 +2,15 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { loadProxyTls, tlsOptionsOf, describeProxy } from "./options.js";
-import { createTestPki } from "./testing/test-pki.js";
+import { createTestPki } from "@cluster-proxy/pki/testing";
 
 test("loadProxyTls reads the files and names the one it cannot read", async () => {
   const pki = await createTestPki();
   try {
     const tls = loadProxyTls({
-      caFile: join(pki.dir, "ca.crt"),
-      certFile: join(pki.dir, "client.crt"),
-      keyFile: join(pki.dir, "client.key"),
+      caFile: pki.paths.ca.cert,
+      certFile: pki.paths.client.cert,
+      keyFile: pki.paths.client.key,
     });
     assert.ok(tls.ca?.equals(pki.ca));
     assert.ok(tls.cert?.equals(pki.clientCert));

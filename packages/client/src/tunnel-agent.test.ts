@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { PacketType } from "@cluster-proxy/protocol";
 import { TunnelClient } from "./tunnel-client.js";
 import { createTunnelAgent, createTunnelHttpsAgent } from "./tunnel-agent.js";
-import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { FakeProxyServer } from "./testing/fake-proxy-server.js";
 
 function get(url: string, options: http.RequestOptions): Promise<{ status: number; body: string; socketId: string }> {

@@ -11,7 +11,7 @@ import { TunnelClient, dial } from "./tunnel-client.js";
 import { newDialRandom } from "./proxy-call.js";
 import type { TunnelSocket } from "./tunnel-socket.js";
 import type { TunnelClientOptions } from "./options.js";
-import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { FakeProxyServer, type ReceivedPacket } from "./testing/fake-proxy-server.js";
 
 /** Read a socket to EOF. */

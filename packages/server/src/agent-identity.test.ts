@@ -2,14 +2,15 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, X509Certificate } from "node:crypto";
 import type * as net from "node:net";
-import { resolveOptions, serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
+import type { ServerOptions } from "@cluster-proxy/api";
 import { agentClusterUri, createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { parseAgentIdentifiers } from "@cluster-proxy/protocol";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { checkAgentIdentifiers, grantedHosts, serviceProxyHost, verifyAgentIdentity } from "./agent-identity.js";
 import { ProxyServer } from "./proxy-server.js";
 import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
-import { createTestPki, type TestPki } from "./testing/test-pki.js";
+import { testServerOptions } from "./testing/server-options.js";
 
 const NS = ["open-cluster-management-agent-addon"];
 const ids = parseAgentIdentifiers;
@@ -126,35 +127,12 @@ describe("the agent service refuses identifiers the certificate does not grant",
     pki.cleanup();
   });
 
-  /** Defaults from the schema (so options added later are covered), loopback ports picked by the kernel. */
-  const options = (over: Partial<ServerOptions>): ServerOptions => ({
-    ...resolveOptions<ServerOptions>(serverOptionSpecs, {}, {}),
-    mode: "grpc",
-    serverPort: 0,
-    serverBindAddress: "127.0.0.1",
-    agentPort: 0,
-    agentBindAddress: "127.0.0.1",
-    healthPort: 0,
-    healthBindAddress: "127.0.0.1",
-    adminPort: 0,
-    serverCert: pki.serverCert,
-    serverKey: pki.serverKey,
-    serverCaCert: pki.clientCaCert,
-    clusterCert: pki.serverCert,
-    clusterKey: pki.serverKey,
-    clusterCaCert: pki.agentCaCert,
-    proxyStrategies: ["destHost"],
-    serverId: "identity-test",
-    keepaliveTime: 0,
-    frontendKeepaliveTime: 0,
-    gracefulShutdownTimeout: 0,
-    logLevel: "silent",
-    ...over,
-  });
+  const options = (over: Partial<ServerOptions>): ServerOptions =>
+    testServerOptions(pki, { mode: "grpc", serverId: "identity-test", ...over });
 
   const connect = async (server: ProxyServer, agentidentifiers: string): Promise<FakePeer> => {
     const addr = server.addresses().agent as net.AddressInfo;
-    const tls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
+    const tls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
     const p = await connectFakeAgent({ host: "127.0.0.1", port: addr.port, tls }, { agentid: "a", agentidentifiers });
     peers.push(p);
     return p;

@@ -12,7 +12,8 @@ import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
 import { sharedCaSubjects } from "./server-config.js";
-import { createTestPki, testServerOptions, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
 
 function port(addr: net.AddressInfo | string | undefined): number {
@@ -76,8 +77,8 @@ describe("ProxyServer in-process", () => {
     pki = await createTestPki();
     server = new ProxyServer(testServerOptions(pki));
     await server.start();
-    const clientTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
-    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
+    const clientTls = { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
+    const agentTls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
     agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: agentTls };
     clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: clientTls };
   });
@@ -106,12 +107,12 @@ describe("ProxyServer in-process", () => {
     const opts: tls.ConnectionOptions = {
       host: "127.0.0.1",
       port: port(server.addresses().httpConnect),
-      ca: pki.read(pki.caCert),
+      ca: pki.ca,
       servername: "localhost",
     };
-    if (withCert === "client") Object.assign(opts, { cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) });
+    if (withCert === "client") Object.assign(opts, { cert: pki.clientCert, key: pki.clientKey });
     if (withCert === "stranger") {
-      Object.assign(opts, { cert: pki.read(pki.strangerCert), key: pki.read(pki.strangerKey) });
+      Object.assign(opts, { cert: pki.strangerCert, key: pki.strangerKey });
     }
     const s = tls.connect(opts);
     sockets.push(s);
@@ -324,7 +325,7 @@ describe("ProxyServer in-process", () => {
         assert.equal(got.length, 0, `no response bytes for a client with cert=${who}`);
       }
     }
-    const noCert = { ...agentTarget, tls: { ca: pki.read(pki.caCert) } };
+    const noCert = { ...agentTarget, tls: { ca: pki.ca } };
     // TLS 1.3: the connection may be up before the server refuses; either way the peer must
     // learn that (and why) it was refused, and the call must not end OK.
     const outcome = await connectFakeAgent(noCert, { agentid: "sneaky", agentidentifiers: "host=east" }).then(
@@ -347,10 +348,10 @@ describe("ProxyServer in-process", () => {
       const s = tls.connect({
         host: "127.0.0.1",
         port: p,
-        ca: pki.read(pki.caCert),
+        ca: pki.ca,
         servername: "localhost",
-        cert: pki.read(who === "client" ? pki.clientCert : pki.agentCert),
-        key: pki.read(who === "client" ? pki.clientKey : pki.agentKey),
+        cert: who === "client" ? pki.clientCert : pki.agentCert,
+        key: who === "client" ? pki.clientKey : pki.agentKey,
         ALPNProtocols: [alpn],
       });
       sockets.push(s);
@@ -448,8 +449,8 @@ describe("ProxyServer options and lifecycle", () => {
   });
 
   test("shared trust between --server-ca-cert and --cluster-ca-cert is detected (the server warns)", () => {
-    const client = pki.read(pki.clientCaCert);
-    const agent = pki.read(pki.agentCaCert);
+    const client = pki.clientCa;
+    const agent = pki.agentCa;
     assert.deepEqual(sharedCaSubjects(client, agent), []);
     assert.deepEqual(sharedCaSubjects(client, Buffer.concat([agent, client])), ["CN=cluster-proxy-client-ca"]);
     assert.deepEqual(sharedCaSubjects("garbage", client), []);
@@ -457,8 +458,8 @@ describe("ProxyServer options and lifecycle", () => {
 
   test("reloadCertificates: new handshakes get a replaced serving certificate, a bad key keeps the old one", async () => {
     const live = { cert: `${pki.dir}/live.crt`, key: `${pki.dir}/live.key` };
-    copyFileSync(pki.serverCert, live.cert);
-    copyFileSync(pki.serverKey, live.key);
+    copyFileSync(pki.paths.server.cert, live.cert);
+    copyFileSync(pki.paths.server.key, live.key);
     const s = new ProxyServer(
       testServerOptions(pki, { serverCert: live.cert, serverKey: live.key, certReloadInterval: 0, mode: "grpc" }),
     );
@@ -467,7 +468,7 @@ describe("ProxyServer options and lifecycle", () => {
       const c = tls.connect({
         host: "127.0.0.1",
         port: port(s.addresses().server),
-        ca: pki.read(pki.caCert),
+        ca: pki.ca,
         servername: "localhost",
         ALPNProtocols: ["h2"],
       });
@@ -483,7 +484,7 @@ describe("ProxyServer options and lifecycle", () => {
       const before = await serial();
       assert.deepEqual(await s.reloadCertificates(), ["unchanged", "unchanged"]);
       const servingCa = {
-        certPem: readFileSync(pki.caCert, "utf8"),
+        certPem: readFileSync(pki.paths.ca.cert, "utf8"),
         keyPem: readFileSync(`${pki.dir}/ca.key`, "utf8"),
       };
       const next = await issueCertificate(servingCa, {
@@ -499,7 +500,7 @@ describe("ProxyServer options and lifecycle", () => {
       const after = await serial();
       assert.notEqual(after, before);
       assert.equal(after, new X509Certificate(next.certPem).serialNumber);
-      writeFileSync(live.key, readFileSync(pki.serverKey));
+      writeFileSync(live.key, readFileSync(pki.paths.server.key));
       assert.deepEqual(await s.reloadCertificates(), ["unchanged", "failed"]);
       assert.equal(await serial(), after);
       const text = await s.metrics.registry.metrics();
@@ -515,7 +516,7 @@ describe("ProxyServer options and lifecycle", () => {
       assert.equal(expiry("--server-cert"), Date.parse(new X509Certificate(next.certPem).validTo) / 1000);
       assert.equal(
         expiry("--server-ca-cert"),
-        Date.parse(new X509Certificate(readFileSync(pki.clientCaCert)).validTo) / 1000,
+        Date.parse(new X509Certificate(readFileSync(pki.paths.clientCa.cert)).validTo) / 1000,
       );
     } finally {
       await s.close();
@@ -543,8 +544,8 @@ describe("ProxyServer options and lifecycle", () => {
       }),
     );
     await s.start();
-    const tlsOpts = { ca: pki.read(pki.caCert), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) };
-    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
+    const tlsOpts = { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
+    const agentTls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
     const a = await connectFakeAgent(
       { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
       { agentid: "slow", agentidentifiers: "" },
@@ -586,7 +587,7 @@ describe("ProxyServer options and lifecycle", () => {
     await s.start();
     assert.equal(s.addresses().server, `${pki.dir}/grpc.sock`);
     assert.equal(s.addresses().httpConnect, `${pki.dir}/connect.sock`);
-    const agentTls = { ca: pki.read(pki.caCert), cert: pki.read(pki.agentCert), key: pki.read(pki.agentKey) };
+    const agentTls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
     const a = await connectFakeAgent(
       { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
       { agentid: "uds-agent", agentidentifiers: "host=east" },

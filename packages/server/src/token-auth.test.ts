@@ -7,7 +7,8 @@ import type { ServerOptions } from "@cluster-proxy/api";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
 import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
-import { createTestPki, testServerOptions, type TestPki } from "./testing/test-pki.js";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import { testServerOptions } from "./testing/server-options.js";
 import { AgentAuthError, RateLimiter, authenticateAgentToken, type TokenReviewFn } from "./token-review.js";
 
 const SA = "system:serviceaccount:kube-system:konnectivity-agent";
@@ -65,7 +66,7 @@ describe("agent ServiceAccount token check (Go's rules and texts)", () => {
 function serverOptions(pki: TestPki, overrides: Partial<ServerOptions>): ServerOptions {
   return testServerOptions(pki, {
     mode: "grpc",
-    serverCaCert: pki.caCert,
+    serverCaCert: pki.paths.ca.cert,
     clusterCaCert: "",
     proxyStrategies: ["default"],
     serverCount: 1,
@@ -99,7 +100,7 @@ describe("ProxyServer with ServiceAccount token authentication", () => {
   const agent = async (authorization?: string): Promise<FakePeer> => {
     // No client certificate: the agent port asks for none under token authentication.
     const p = await connectFakeAgent(
-      { host: "127.0.0.1", port: agentPort, tls: { ca: pki.read(pki.caCert) } },
+      { host: "127.0.0.1", port: agentPort, tls: { ca: pki.ca } },
       { agentid: `agent-${peers.length}`, agentidentifiers: "", ...(authorization ? { authorization } : {}) },
     );
     peers.push(p);
@@ -133,7 +134,7 @@ describe("ProxyServer with ServiceAccount token authentication", () => {
       /^ConfigError: --agent-service-account: cannot be empty/,
     );
     assert.throws(
-      () => new ProxyServer(serverOptions(pki, { clusterCaCert: pki.caCert })),
+      () => new ProxyServer(serverOptions(pki, { clusterCaCert: pki.paths.ca.cert })),
       /^ConfigError: --cluster-ca-cert: cannot be used/,
     );
     assert.throws(
@@ -154,7 +155,7 @@ describe("--tls-min-version and --cipher-suites on the TLS ports", () => {
   after(() => pki.cleanup());
 
   async function handshake(port: number, options: tls.ConnectionOptions): Promise<string> {
-    const s = tls.connect({ host: "127.0.0.1", port, ca: pki.read(pki.caCert), ALPNProtocols: ["h2"], ...options });
+    const s = tls.connect({ host: "127.0.0.1", port, ca: pki.ca, ALPNProtocols: ["h2"], ...options });
     try {
       await Promise.race([once(s, "secureConnect"), once(s, "error").then(([e]) => Promise.reject(e as Error))]);
       return `${s.getProtocol()} ${s.getCipher().name}`;

@@ -21,7 +21,7 @@ import {
   type ServerCall,
 } from "@cluster-proxy/tunnel";
 import { PROXY_METHOD, PacketType, decodePacket, type Packet } from "@cluster-proxy/protocol";
-import type { TestPki } from "./test-pki.js";
+import type { TestPki } from "@cluster-proxy/pki/testing";
 
 /** A packet the fake received, with the size of its encoded message and the call it came on. */
 export interface ReceivedPacket {
