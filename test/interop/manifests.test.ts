@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { dial } from "@cluster-proxy/client";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { REPO, freePort, httpGet, waitFor, waitForProc, Harness, type Proc } from "../integration/harness.js";
+import { REPO, echoServer, freePort, httpGet, waitFor, waitForProc, Harness, type Proc } from "../integration/harness.js";
 import { goBin, metric, notePairing, reportPairings } from "./go-harness.js";
 
 const PROXY_SERVER = join(REPO, "packages/cli/dist/proxy-server.js");
@@ -68,17 +68,6 @@ async function startTokenReviewer(h: Harness): Promise<{ port: number; reviews: 
   await once(server, "listening");
   h.onClose(() => new Promise<void>((r) => server.close(() => r())));
   return { port: (server.address() as net.AddressInfo).port, reviews: () => reviews };
-}
-
-/** An echo target on loopback. */
-async function startEcho(h: Harness): Promise<number> {
-  const server = net.createServer((s) => s.pipe(s));
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  h.onClose(() => {
-    server.close();
-  });
-  return (server.address() as net.AddressInfo).port;
 }
 
 async function echoThrough(socket: net.Socket | NodeJS.ReadWriteStream, text: string): Promise<string> {
@@ -140,7 +129,7 @@ describe("our binaries with the argument lists of real Go deployments", { timeou
   before(async () => {
     await h.init(["east"]);
     reviewer = await startTokenReviewer(h);
-    echo = await startEcho(h);
+    echo = await echoServer(h);
     kubeconfig = join(h.dir, "konnectivity-server.conf");
     await writeFile(
       kubeconfig,

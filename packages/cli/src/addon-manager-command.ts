@@ -6,7 +6,7 @@ import type { Command } from "commander";
 import { addonManagerOptionSpecs, managedProxyConfigurationCrd, type AddonManagerOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { registerOptionCommand } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -25,16 +25,17 @@ export function registerAddonManagerCommand(
   ctx: CliContext,
   setExitCode: (code: number) => void,
 ): void {
-  const command = program
-    .command("addon-manager")
-    .summary("run the addon manager (hub controller for ManagedProxyConfiguration)")
-    .description(
+  registerOptionCommand<AddonManagerOptions>(program, ctx, {
+    name: "addon-manager",
+    summary: "run the addon manager (hub controller for ManagedProxyConfiguration)",
+    description:
       "Run the addon manager: reconciles each ManagedProxyConfiguration into proxy-servers on the hub (Deployment, Services, PodDisruptionBudget), their certificates (CAs kept in Secrets that outlive the configuration) and an honest status.",
-    )
-    .addHelpText("after", EXAMPLE);
-  addOptionSpecs(command, addonManagerOptionSpecs);
-  command.action(async () => {
-    const options = resolveCommandOptions<AddonManagerOptions>(command, addonManagerOptionSpecs, ctx.env);
+    example: EXAMPLE,
+    specs: addonManagerOptionSpecs,
+    run: runAddonManager,
+  });
+
+  async function runAddonManager(options: AddonManagerOptions): Promise<void> {
     const dns = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
     if (options.installPlacement && !new RegExp(`^${dns}/${dns}$`).test(options.installPlacement))
       throw new CommandFailure(
@@ -86,7 +87,7 @@ export function registerAddonManagerCommand(
       leadership.signal,
     );
     setExitCode(code);
-  });
+  }
 
   program
     .command("manifests")

@@ -4,12 +4,11 @@
  * a second signal closes at once.
  */
 import type { Command } from "commander";
-import { ConfigError, agentOptionSpecs, type AgentOptions } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { agentOptionSpecs, type AgentOptions } from "@cluster-proxy/api";
+import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
-import { portConflictMessage } from "./port-conflicts.js";
+import { registerOptionCommand, startComponent } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -27,29 +26,22 @@ accepted with the note's meaning, and a Go flag we do not support is refused nam
 
 /** Register `agent` on `program`. */
 export function registerAgentCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  const command = program
-    .command("agent")
-    .summary("run the proxy-agent (managed-cluster side)")
-    .description(
+  registerOptionCommand<AgentOptions>(program, ctx, {
+    name: "agent",
+    summary: "run the proxy-agent (managed-cluster side)",
+    description:
       "Run the proxy-agent: keeps outbound mTLS tunnels to every proxy-server behind --proxy-server-host and dials endpoints in this cluster for them.",
-    )
-    .addHelpText("after", EXAMPLE);
-  addOptionSpecs(command, agentOptionSpecs);
-  command.action(async () => {
-    const options = resolveCommandOptions<AgentOptions>(command, agentOptionSpecs, ctx.env);
+    example: EXAMPLE,
+    specs: agentOptionSpecs,
+    run: runAgent,
+  });
+
+  async function runAgent(options: AgentOptions): Promise<void> {
     const logger = await createLogger(options, "proxy-agent", ctx.logFd);
     logMissingNodeFlags(logger);
     const { ProxyAgent } = await import("@cluster-proxy/agent");
     const agent = new ProxyAgent(options, { logger });
-    try {
-      await agent.start();
-    } catch (err) {
-      await agent.close().catch(() => undefined);
-      const conflict = portConflictMessage(err, agentOptionSpecs, options);
-      if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
-      if (err instanceof ConfigError) throw err;
-      throw new CommandFailure(`agent failed to start: ${(err as Error).message}`, 1, { cause: err });
-    }
+    await startComponent("agent", agent, agentOptionSpecs, options);
     logger.info({ cluster: options.clusterName }, "proxy-agent started");
     const code = await runUntilSignalled(ctx.signals, {
       graceful: async (signal) => {
@@ -73,5 +65,5 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
       onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
     });
     setExitCode(code);
-  });
+  }
 }

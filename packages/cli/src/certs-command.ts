@@ -9,7 +9,7 @@ import type { Command } from "commander";
 import { ConfigError, type OptionSpec } from "@cluster-proxy/api";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import { CommandFailure, type CliContext } from "./cli-context.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { registerOptionCommand } from "./option-command.js";
 
 /** Options of `cluster-proxy certs`. */
 export interface CertsOptions {
@@ -109,16 +109,17 @@ function migrateHint(dir: string): string {
 
 /** Register `certs` on `program`. */
 export function registerCertsCommand(program: Command, ctx: CliContext): void {
-  const command = program
-    .command("certs")
-    .summary("write the CAs and the server, client and per-cluster agent certificates")
-    .description(
+  registerOptionCommand<CertsOptions>(program, ctx, {
+    name: "certs",
+    summary: "write the CAs and the server, client and per-cluster agent certificates",
+    description:
       "Write the certificates of a standalone deployment (no Kubernetes) to --dir: a serving CA, a client CA and an agent CA, the hub's serving certificate, a client certificate and one agent certificate per --cluster.",
-    )
-    .addHelpText("after", EXAMPLE);
-  addOptionSpecs(command, certsOptionSpecs);
-  command.action(async () => {
-    const options = resolveCommandOptions<CertsOptions>(command, certsOptionSpecs, ctx.env);
+    example: EXAMPLE,
+    specs: certsOptionSpecs,
+    run: writeCerts,
+  });
+
+  async function writeCerts(options: CertsOptions, command: Command): Promise<void> {
     if (options.dir === "") throw new ConfigError("--dir: required (the directory to write the certificates to)");
     if (options.validityDays <= 0) throw new ConfigError(`--validity-days: ${options.validityDays} is not positive`);
     if (options.update && options.force) throw new ConfigError("--update: cannot be combined with --force");
@@ -176,5 +177,5 @@ export function registerCertsCommand(program: Command, ctx: CliContext): void {
       }
       throw err;
     }
-  });
+  }
 }

@@ -2,12 +2,11 @@
  * `cluster-proxy server`: run the proxy-server until SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
-import { ConfigError, serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
+import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
-import { portConflictMessage } from "./port-conflicts.js";
+import { registerOptionCommand, startComponent } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -28,29 +27,22 @@ not support is refused naming it. SIGTERM or SIGINT stops accepting and closes w
 
 /** Register `server` on `program`. */
 export function registerServerCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  const command = program
-    .command("server")
-    .summary("run the proxy-server (hub side)")
-    .description(
+  registerOptionCommand<ServerOptions>(program, ctx, {
+    name: "server",
+    summary: "run the proxy-server (hub side)",
+    description:
       "Run the proxy-server: agents connect to --agent-port (mTLS, or ServiceAccount tokens); clients dial <cluster>:<port> through --server-port / --uds-name, with the gRPC ProxyService (--mode=grpc, the default) or HTTP CONNECT (--mode=http-connect), or both at once (--mode=both, HTTP CONNECT on --http-connect-port). Every flag of the Go proxy-server is accepted (see the Go notes below); -v is klog's verbosity.",
-    )
-    .addHelpText("after", EXAMPLE);
-  addOptionSpecs(command, serverOptionSpecs);
-  command.action(async () => {
-    const options = resolveCommandOptions<ServerOptions>(command, serverOptionSpecs, ctx.env);
+    example: EXAMPLE,
+    specs: serverOptionSpecs,
+    run: runServer,
+  });
+
+  async function runServer(options: ServerOptions): Promise<void> {
     const logger = await createLogger(options, "proxy-server", ctx.logFd);
     logMissingNodeFlags(logger);
     const { ProxyServer } = await import("@cluster-proxy/server");
     const server = new ProxyServer(options, { logger });
-    try {
-      await server.start();
-    } catch (err) {
-      await server.close().catch(() => undefined);
-      const conflict = portConflictMessage(err, serverOptionSpecs, options);
-      if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
-      if (err instanceof ConfigError) throw err;
-      throw new CommandFailure(`server failed to start: ${(err as Error).message}`, 1, { cause: err });
-    }
+    await startComponent("server", server, serverOptionSpecs, options);
     logger.info({ serverId: server.serverId, addresses: server.addresses() }, "proxy-server started");
     const code = await runUntilSignalled(ctx.signals, {
       graceful: async (signal) => {
@@ -66,5 +58,5 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
       onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
     });
     setExitCode(code);
-  });
+  }
 }

@@ -37,7 +37,7 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { registerOptionCommand } from "./option-command.js";
 import { portInUse } from "./port-conflicts.js";
 import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
@@ -241,17 +241,14 @@ function portConflict(err: unknown, ports: ReturnType<typeof upPorts>, base: num
 
 /** Register `up` on `program`. */
 export function registerUpCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  const command = program
-    .command("up")
-    .summary("start a local hub with demo clusters (no Kubernetes needed)")
-    .description(
+  registerOptionCommand<UpOptions>(program, ctx, {
+    name: "up",
+    summary: "start a local hub with demo clusters (no Kubernetes needed)",
+    description:
       "Start a local hub in one process: a proxy-server, and for each demo cluster a sample HTTP service and a proxy-agent. Prints how to reach every cluster (curl and SDK), then runs until Ctrl-C.",
-    )
-    .addHelpText("after", EXAMPLE);
-  addOptionSpecs(command, upOptionSpecs);
-  command.action(async () => {
-    const options = resolveCommandOptions<UpOptions>(command, upOptionSpecs, ctx.env);
-    setExitCode(await runUp(options, ctx));
+    example: EXAMPLE,
+    specs: upOptionSpecs,
+    run: async (options) => setExitCode(await runUp(options, ctx)),
   });
 }
 
