@@ -25,4 +25,46 @@ export default tseslint.config(
       "@typescript-eslint/consistent-type-imports": "error",
     },
   },
+  ...packageLayers(),
 );
+
+/**
+ * The layering of the packages (each package's README): what a package's source must not
+ * import. Test files and src/testing/ may also use the test-only `testing` entry points and
+ * `@cluster-proxy/pki`; runtime code may not.
+ */
+function packageLayers() {
+  const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
+  const forbidden = {
+    protocol: ["api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
+    api: ["protocol", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
+    pki: ["protocol", "api", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
+    tunnel: ["api", "pki", "client", "server", "agent", "addon-manager", "cli", "prom-client"],
+    client: ["api", "pki", "server", "agent", "addon-manager", "cli", "prom-client", "k8s"],
+    server: ["client", "agent", "addon-manager", "cli"],
+    agent: ["pki", "client", "server", "addon-manager", "cli", "k8s"],
+    "addon-manager": [...dataPlane, "cli"],
+  };
+  const spec = (name) =>
+    name === "prom-client" ? "prom-client" : name === "k8s" ? "@kubernetes/client-node" : `@cluster-proxy/${name}`;
+  const testFiles = ["**/*.test.ts", "**/src/testing/**"];
+  return Object.entries(forbidden).flatMap(([pkg, names]) => {
+    const rule = (group) => [
+      "error",
+      { patterns: [{ group, message: `packages/${pkg} must not import this (see packages/${pkg}/README.md)` }] },
+    ];
+    const runtime = names.map(spec).flatMap((s) => [s, `${s}/*`]);
+    const inTests = names.filter((n) => n !== "pki").map(spec);
+    return [
+      {
+        files: [`packages/${pkg}/src/**/*.ts`],
+        ignores: testFiles,
+        rules: { "no-restricted-imports": rule([...runtime, "@cluster-proxy/*/testing"]) },
+      },
+      {
+        files: testFiles.map((t) => `packages/${pkg}/src/${t.replace("**/src/", "")}`),
+        rules: { "no-restricted-imports": rule(inTests) },
+      },
+    ];
+  });
+}
