@@ -25,7 +25,16 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { dial } from "@cluster-proxy/client";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { REPO, echoServer, freePort, httpGet, waitFor, waitForProc, Harness, type Proc } from "../integration/harness.js";
+import {
+  REPO,
+  echoServer,
+  freePort,
+  httpGet,
+  waitFor,
+  waitForProc,
+  Harness,
+  type Proc,
+} from "../integration/harness.js";
 import { goBin, metric, notePairing, reportPairings } from "./go-harness.js";
 
 const PROXY_SERVER = join(REPO, "packages/cli/dist/proxy-server.js");
