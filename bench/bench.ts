@@ -20,10 +20,11 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import * as os from "node:os";
 import { join } from "node:path";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
-import { Harness } from "../test/integration/harness.js";
+import { Harness, waitFor } from "../test/integration/harness.js";
 import { goBin } from "../test/interop/go-harness.js";
 import {
   BENCH,
+  CLUSTER,
   LOOPBACK,
   MiB,
   PATHS,
@@ -380,15 +381,28 @@ async function main(): Promise<void> {
       ours: await startOurs(h, LOOPBACK),
       go: await startGo(h, LOOPBACK, bin),
     };
-    // A bare node process next to them: the floor a Node.js agent cannot go below.
+    // Two floors next to them: a bare node process (the runtime alone) and a plain node process
+    // holding one mutual-TLS HTTP/2 session to our agent port (any Node.js tunnel agent's floor).
     const bare = h.spawnProc("bare-node", process.execPath, ["-e", "setInterval(() => undefined, 60_000)"]);
+    const agentCert = h.certs.agents.get(CLUSTER)!;
+    const floor = h.spawnProc("node-tunnel-floor", process.execPath, [
+      join(BENCH, "node-tunnel-floor.mjs"),
+      LOOPBACK.agentServerHost,
+      String(stacks.ours!.agentPort),
+      h.certs.ca.cert,
+      agentCert.cert,
+      agentCert.key,
+    ]);
+    await waitFor(`node-tunnel-floor connected\n${floor.output()}`, () => floor.output().includes("connected"));
     await sleep(3000);
     detail.idleAgentRssMiB = {
       ours: rssBytes(stacks.ours?.agent?.child.pid) / MiB,
       go: rssBytes(stacks.go?.agent?.child.pid) / MiB,
       bareNode: rssBytes(bare.child.pid) / MiB,
+      nodeTunnelFloor: rssBytes(floor.child.pid) / MiB,
     };
     await bare.kill("SIGKILL");
+    await floor.kill("SIGKILL");
     const pidsOf = (path: PathName): { server?: number; agent?: number; target?: number } => ({
       server: stacks[path]?.server.child.pid,
       agent: stacks[path]?.agent?.child.pid,

@@ -36,8 +36,11 @@ export interface Detail {
   dialRate: PerPath<DialRateResult> | null;
   agents: Partial<Record<"ours" | "go", AgentScaleResult[]>>;
   idleConns: Partial<Record<"ours" | "go", IdleConnResult[]>>;
-  /** Idle agent RSS; bareNode: a `node -e` process that only waits (the runtime's own floor). */
-  idleAgentRssMiB: Partial<Record<"ours" | "go" | "bareNode", number>>;
+  /**
+   * Idle agent RSS; bareNode: a `node -e` process that only waits (the runtime's own floor);
+   * nodeTunnelFloor: plain node holding one mutual-TLS HTTP/2 session (any Node.js agent's floor).
+   */
+  idleAgentRssMiB: Partial<Record<"ours" | "go" | "bareNode" | "nodeTunnelFloor", number>>;
   /** The 10,000-agent scenario, per server (older details have none). */
   agents10k?: Partial<Record<"ours" | "go", BigFleetResult>>;
   profile: string;
@@ -272,6 +275,11 @@ function rows(d: Detail): Row[] {
   if (d.idleAgentRssMiB.bareNode !== undefined) {
     add("bare `node` process RSS, for reference (MiB)", true, { ours: summarize([d.idleAgentRssMiB.bareNode]) });
   }
+  if (d.idleAgentRssMiB.nodeTunnelFloor !== undefined) {
+    add("plain `node` holding one mTLS HTTP/2 session, for reference (MiB)", true, {
+      ours: summarize([d.idleAgentRssMiB.nodeTunnelFloor]),
+    });
+  }
   if (d.agents.ours?.[0]?.peakBytesPerAgent !== undefined) {
     add(
       "server memory per agent, peak during the connect burst (KiB)",
@@ -362,7 +370,9 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
   }
   const r2 = (x: number | undefined): number | null =>
     x === undefined || !Number.isFinite(x) ? null : Math.round(x * 100) / 100;
-  (json["agent_rss_mib"] as Record<string, number | null>)["bare_node"] = r2(d.idleAgentRssMiB.bareNode);
+  const rss = json["agent_rss_mib"] as Record<string, number | null>;
+  rss["bare_node"] = r2(d.idleAgentRssMiB.bareNode);
+  rss["node_tunnel_floor"] = r2(d.idleAgentRssMiB.nodeTunnelFloor);
   const burst = json["server_kib_per_agent_burst"] as Record<string, number | null>;
   for (const p of ["ours", "go"] as const) burst[`${p}_peak`] = r2((d.agents[p]?.[0]?.peakBytesPerAgent ?? NaN) / KiB);
   const big: Record<string, unknown> = {};
@@ -397,7 +407,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
       "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection; " +
       "first_byte_reusable_ms: the same as first_byte through one long-lived client (ours: our SDK's TunnelClient " +
-      "against each server); agent_rss_mib: idle agent RSS (bare_node: a node process doing nothing); " +
+      "against each server); agent_rss_mib: idle agent RSS (bare_node: a node process doing nothing; node_tunnel_floor: plain node holding one mutual-TLS HTTP/2 session to the agent port); " +
       "server_kib_per_agent_burst: server RSS growth per agent, 13 s after runs.agents agents connected at once " +
       "(*_peak: the highest RSS sampled while they connected); agents_10k: 10,000 load agents on one server next " +
       "to one real agent (kib_per_agent, connect_s for all of them, first byte of new connections through the " +
