@@ -20,10 +20,12 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import * as os from "node:os";
 import { join } from "node:path";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
-import { Harness } from "../test/integration/harness.js";
+import { Harness, waitFor } from "../test/integration/harness.js";
 import { goBin } from "../test/interop/go-harness.js";
 import {
   BENCH,
+  CLUSTER,
+  FLOOR_VARIANTS,
   LOOPBACK,
   MiB,
   PATHS,
@@ -42,6 +44,7 @@ import {
   singleUseOpener,
   sleep,
   startGo,
+  startDialFloor,
   startOurs,
   startTarget,
   rtt,
@@ -380,15 +383,30 @@ async function main(): Promise<void> {
       ours: await startOurs(h, LOOPBACK),
       go: await startGo(h, LOOPBACK, bin),
     };
-    // A bare node process next to them: the floor a Node.js agent cannot go below.
+    // Two floors next to them: a bare node process (the runtime alone) and a plain node process
+    // holding one mutual-TLS HTTP/2 session to our agent port (any Node.js tunnel agent's floor).
     const bare = h.spawnProc("bare-node", process.execPath, ["-e", "setInterval(() => undefined, 60_000)"]);
+    const agentCert = h.certs.agents.get(CLUSTER)!;
+    const floor = h.spawnProc("node-tunnel-floor", process.execPath, [
+      join(BENCH, "node-tunnel-floor.mjs"),
+      LOOPBACK.agentServerHost,
+      String(stacks.ours!.agentPort),
+      h.certs.ca.cert,
+      agentCert.cert,
+      agentCert.key,
+    ]);
+    await waitFor(`node-tunnel-floor connected\n${floor.output()}`, () => floor.output().includes("connected"));
     await sleep(3000);
     detail.idleAgentRssMiB = {
       ours: rssBytes(stacks.ours?.agent?.child.pid) / MiB,
       go: rssBytes(stacks.go?.agent?.child.pid) / MiB,
       bareNode: rssBytes(bare.child.pid) / MiB,
+      nodeTunnelFloor: rssBytes(floor.child.pid) / MiB,
     };
     await bare.kill("SIGKILL");
+    await floor.kill("SIGKILL");
+    // What node's TLS and HTTP/2 alone cost per new connection (first byte, dial rate).
+    const dialFloor = await startDialFloor(h, stacks.ours!.proxy);
     const pidsOf = (path: PathName): { server?: number; agent?: number; target?: number } => ({
       server: stacks[path]?.server.child.pid,
       agent: stacks[path]?.agent?.child.pid,
@@ -450,6 +468,8 @@ async function main(): Promise<void> {
         ["ours reusable client", opener("ours", LOOPBACK, ours)],
         ["go reusable client (our SDK)", opener("go", LOOPBACK, go)],
         ["ours HTTP CONNECT (mTLS)", connectOpener(ours)],
+        [FLOOR_VARIANTS.singleUse, dialFloor.singleUse],
+        [FLOOR_VARIANTS.reusable, dialFloor.reusable],
       ];
       for (const [name, open] of variants) {
         detail.firstByte[name] = await firstByte(open, target.echo, P.fbCount, 60_000);
@@ -464,7 +484,8 @@ async function main(): Promise<void> {
         ours: { windows: [], errors: 0, lastError: "" },
         go: { windows: [], errors: 0, lastError: "" },
       };
-      // The paths take turns window by window, so a change in the machine's load over the
+      const floorRate: DialRateResult = { windows: [], errors: 0, lastError: "" };
+      // The paths (and the node floor) take turns window by window, so a change in the machine's load over the
       // scenario does not favour the path that happened to run first.
       for (let w = 0; w < P.dialWindows; w++) {
         for (const path of PATHS) {
@@ -480,7 +501,13 @@ async function main(): Promise<void> {
           res[path].lastError = r.lastError || res[path].lastError;
           await sleep(500);
         }
+        const f = await dialRate(dialFloor.reusable, target.echo, 1, P.dialWindowMs, DIAL_CONCURRENCY);
+        floorRate.windows.push(...f.windows);
+        floorRate.errors += f.errors;
+        floorRate.lastError = f.lastError || floorRate.lastError;
+        await sleep(500);
       }
+      detail.dialRateFloor = floorRate;
       for (const path of PATHS) {
         const lastErr = res[path].lastError ? `, last: ${res[path].lastError}` : "";
         log(
@@ -500,6 +527,7 @@ async function main(): Promise<void> {
         );
       }
     }
+    await dialFloor.stop();
     for (const st of Object.values(stacks)) await st.stop();
     await target.proc.kill();
   }

@@ -164,6 +164,54 @@ export async function startTarget(h: Harness, topo: Topology): Promise<Target> {
   return { proc, echo: ports!.echo, bulk: ports!.bulk };
 }
 
+/**
+ * bench/dial-floor-server.ts (plain node:http2 answering each dial itself) with our server's
+ * certificates, and the two ways to dial through it that the bench times against ours and Go's.
+ */
+/** First-byte variant names of the {@link DialFloor} (keys of the detail's `firstByte`). */
+export const FLOOR_VARIANTS = {
+  singleUse: "node floor single-use (plain node:http2 answering the dial itself)",
+  reusable: "node floor reusable client (plain node:http2 answering the dial itself)",
+} as const;
+
+export interface DialFloor {
+  /** A new TLS session per connection, as {@link singleUseOpener}. */
+  singleUse: Opener;
+  /** One long-lived client, as {@link opener}. */
+  reusable: Opener;
+  stop(): Promise<void>;
+}
+
+export async function startDialFloor(h: Harness, proxy: ProxyOptions): Promise<DialFloor> {
+  const c = h.certs;
+  const proc = h.spawnProc("dial-floor", process.execPath, [
+    ...TS_NODE,
+    join(BENCH, "dial-floor-server.ts"),
+    c.server.cert,
+    c.server.key,
+    c.clientCa.cert,
+  ]);
+  let port = 0;
+  await waitFor(`dial floor port\n${proc.output()}`, () => {
+    const line = proc
+      .output()
+      .split("\n")
+      .find((l) => l.startsWith("{"));
+    if (line) port = (JSON.parse(line) as { port: number }).port;
+    return port > 0;
+  });
+  const floorProxy = { ...proxy, port };
+  const client = new TunnelClient({ proxy: floorProxy, dialTimeoutMs: 20_000 });
+  return {
+    singleUse: (target) => dial(`127.0.0.1:${target}`, { proxy: floorProxy, timeoutMs: 20_000 }),
+    reusable: (target) => client.dial(`127.0.0.1:${target}`),
+    stop: async () => {
+      await client.close().catch(() => undefined);
+      await proc.kill("SIGKILL");
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tunnel stacks: our server + agent, the Go server + agent
 

@@ -6,6 +6,7 @@
 import { writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import {
+  FLOOR_VARIANTS,
   PATHS,
   percentileOf,
   summarize,
@@ -34,10 +35,15 @@ export interface Detail {
   rtt: PerPath<RttResult[]> | null;
   firstByte: Record<string, number[]>;
   dialRate: PerPath<DialRateResult> | null;
+  /** Dial rate of our SDK's reusable client against bench/dial-floor-server.ts (older details have none). */
+  dialRateFloor?: DialRateResult;
   agents: Partial<Record<"ours" | "go", AgentScaleResult[]>>;
   idleConns: Partial<Record<"ours" | "go", IdleConnResult[]>>;
-  /** Idle agent RSS; bareNode: a `node -e` process that only waits (the runtime's own floor). */
-  idleAgentRssMiB: Partial<Record<"ours" | "go" | "bareNode", number>>;
+  /**
+   * Idle agent RSS; bareNode: a `node -e` process that only waits (the runtime's own floor);
+   * nodeTunnelFloor: plain node holding one mutual-TLS HTTP/2 session (any Node.js agent's floor).
+   */
+  idleAgentRssMiB: Partial<Record<"ours" | "go" | "bareNode" | "nodeTunnelFloor", number>>;
   /** The 10,000-agent scenario, per server (older details have none). */
   agents10k?: Partial<Record<"ours" | "go", BigFleetResult>>;
   profile: string;
@@ -211,11 +217,29 @@ function rows(d: Detail): Row[] {
       direct: fb("direct TCP"),
       ours: fb("ours HTTP CONNECT (mTLS)"),
     });
+    if (d.firstByte[FLOOR_VARIANTS.singleUse]) {
+      add("node floor: single-use, plain node:http2 answering the dial itself (no agent) (ms)", true, {
+        direct: fb("direct TCP"),
+        ours: fb(FLOOR_VARIANTS.singleUse),
+        go: fb("go single-use gRPC tunnel"),
+      });
+      add("node floor: reusable client, plain node:http2 answering the dial itself (ms)", true, {
+        direct: fb("direct TCP"),
+        ours: fb(FLOOR_VARIANTS.reusable),
+        go: fb("go reusable client (our SDK)"),
+      });
+    }
   }
   if (d.dialRate) {
     const dr: Partial<Record<PathName, Summary | null>> = {};
     for (const p of PATHS) if (d.dialRate[p]) dr[p] = summarize(d.dialRate[p].windows);
     add("dials/s (dial, 16 B echo, close; 16 in parallel)", false, dr);
+    if (d.dialRateFloor) {
+      add("node floor: dials/s against plain node:http2 answering the dial itself", false, {
+        ours: summarize(d.dialRateFloor.windows),
+        go: dr.go,
+      });
+    }
   }
   const agentsN = d.agents.ours?.[0]?.agents ?? d.agents.go?.[0]?.agents;
   if (agentsN !== undefined) {
@@ -271,6 +295,11 @@ function rows(d: Detail): Row[] {
   }
   if (d.idleAgentRssMiB.bareNode !== undefined) {
     add("bare `node` process RSS, for reference (MiB)", true, { ours: summarize([d.idleAgentRssMiB.bareNode]) });
+  }
+  if (d.idleAgentRssMiB.nodeTunnelFloor !== undefined) {
+    add("plain `node` holding one mTLS HTTP/2 session, for reference (MiB)", true, {
+      ours: summarize([d.idleAgentRssMiB.nodeTunnelFloor]),
+    });
   }
   if (d.agents.ours?.[0]?.peakBytesPerAgent !== undefined) {
     add(
@@ -362,7 +391,18 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
   }
   const r2 = (x: number | undefined): number | null =>
     x === undefined || !Number.isFinite(x) ? null : Math.round(x * 100) / 100;
-  (json["agent_rss_mib"] as Record<string, number | null>)["bare_node"] = r2(d.idleAgentRssMiB.bareNode);
+  const rss = json["agent_rss_mib"] as Record<string, number | null>;
+  rss["bare_node"] = r2(d.idleAgentRssMiB.bareNode);
+  rss["node_tunnel_floor"] = r2(d.idleAgentRssMiB.nodeTunnelFloor);
+  // The node floors (plain node:http2 answering the dial itself): what no Node.js server can beat.
+  const floorOf = (xs: number[] | undefined): number | null => r2(summarize(xs ?? [])?.median);
+  (json["first_byte_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
+    d.firstByte[FLOOR_VARIANTS.singleUse],
+  );
+  (json["first_byte_reusable_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
+    d.firstByte[FLOOR_VARIANTS.reusable],
+  );
+  (json["dials_per_s"] as Record<string, number | null>)["node_floor"] = floorOf(d.dialRateFloor?.windows);
   const burst = json["server_kib_per_agent_burst"] as Record<string, number | null>;
   for (const p of ["ours", "go"] as const) burst[`${p}_peak`] = r2((d.agents[p]?.[0]?.peakBytesPerAgent ?? NaN) / KiB);
   const big: Record<string, unknown> = {};
@@ -393,15 +433,17 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
     definitions:
       "throughput: Mbit/s (1e6 bit/s), one connection, mean of download and upload per run, median of runs; " +
       "many_conn: 64 concurrent downloads; rtt: 64 B echo on an open connection; first_byte: new connection " +
-      "(ours/go: single-use gRPC tunnel with a TLS handshake) to first echoed byte; dials_per_s: dial + 16 B echo " +
+      "(ours/go: single-use gRPC tunnel with a TLS handshake) to first echoed byte (node_floor in first_byte_ms, first_byte_reusable_ms and dials_per_s: the same against " +
+      "plain node:http2 answering the dial itself, bench/dial-floor-server.ts: the floor of any Node.js server); dials_per_s: dial + 16 B echo " +
       "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
       "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection; " +
       "first_byte_reusable_ms: the same as first_byte through one long-lived client (ours: our SDK's TunnelClient " +
-      "against each server); agent_rss_mib: idle agent RSS (bare_node: a node process doing nothing); " +
+      "against each server); agent_rss_mib: idle agent RSS (bare_node: a node process doing nothing; node_tunnel_floor: plain node holding one mutual-TLS HTTP/2 session to the agent port); " +
       "server_kib_per_agent_burst: server RSS growth per agent, 13 s after runs.agents agents connected at once " +
       "(*_peak: the highest RSS sampled while they connected); agents_10k: 10,000 load agents on one server next " +
       "to one real agent (kib_per_agent, connect_s for all of them, first byte of new connections through the " +
-      "real agent with a reusable client while they are connected, and before); targets: issue 19's ratios ours/Go",
+      "real agent with a reusable client while they are connected, and before); targets: issue 19's ratios ours/Go " +
+      "(node_floor_ratio: the node floor's ratio to Go; reachable_in_node: whether the floor itself meets the target)",
   };
   json["machine"] = d.machine;
   return { json, summaries: s };
@@ -415,23 +457,35 @@ function targets(json: Record<string, unknown>): Record<string, unknown> {
     const go = v?.["go"];
     if (typeof ours !== "number" || typeof go !== "number" || go === 0) continue;
     const ratio = Math.round((ours / go) * 100) / 100;
+    const met = (r: number): boolean => (t.atLeast ? r >= t.limit : r <= t.limit);
+    // The same ratio for the node floor (plain node with TLS and HTTP/2 doing nothing else):
+    // a target the floor misses is out of reach of any Node.js implementation.
+    const floor = v?.["node_floor"] ?? v?.["node_tunnel_floor"];
+    const floorRatio = typeof floor === "number" ? Math.round((floor / go) * 100) / 100 : null;
     out[t.key] = {
       ratio,
       target: `${t.atLeast ? ">=" : "<="} ${t.limit}`,
-      met: t.atLeast ? ratio >= t.limit : ratio <= t.limit,
+      met: met(ratio),
+      node_floor_ratio: floorRatio,
+      reachable_in_node: floorRatio === null ? null : met(floorRatio),
     };
   }
   return out;
 }
 
 function targetTable(json: Record<string, unknown>): string {
-  const got = json["targets"] as Record<string, { ratio: number; target: string; met: boolean }>;
+  type Got = { ratio: number; target: string; met: boolean; node_floor_ratio: number | null };
+  const got = json["targets"] as Record<string, Got>;
   const lines = TARGETS.filter((t) => got[t.key]).map((t) => {
     const g = got[t.key]!;
-    return `| ${t.label} (\`${t.key}\`) | ${g.target} | ${g.ratio.toFixed(2)}x | ${g.met ? "met" : "NOT met"} |`;
+    const floor = g.node_floor_ratio === null ? "n/a" : `${g.node_floor_ratio.toFixed(2)}x`;
+    return `| ${t.label} (\`${t.key}\`) | ${g.target} | ${g.ratio.toFixed(2)}x | ${g.met ? "met" : "NOT met"} | ${floor} |`;
   });
   if (lines.length === 0) return "";
-  return `| Target (ours/Go) | target | measured | |\n| --- | --- | --- | --- |\n${lines.join("\n")}\n`;
+  return (
+    "| Target (ours/Go) | target | measured | | node floor/Go |\n| --- | --- | --- | --- | --- |\n" +
+    `${lines.join("\n")}\n`
+  );
 }
 
 function table(d: Detail): string {
