@@ -13,6 +13,7 @@
 import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as tls from "node:tls";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 import type { Logger } from "./logger.js";
 
 /** One file and the flag it was given with (for messages). */
@@ -45,14 +46,14 @@ export interface CertificateInfo {
 }
 
 /** A TLS file that cannot be used, naming the flag and the file. */
-export class TlsFileError extends Error {
-  readonly code = "CP_ERR_TLS_FILE";
+export class TlsFileError extends ClusterProxyError<typeof ErrorCodes.tlsFile> {
   constructor(
     readonly flag: string,
     readonly path: string,
     reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`${flag}: ${path}: ${reason}`);
+    super(ErrorCodes.tlsFile, `${flag}: ${path}: ${reason}`, options);
     this.name = "TlsFileError";
   }
 }
