@@ -9,7 +9,7 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
-import { portConflictMessage } from "./port-conflicts.js";
+import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -46,9 +46,9 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
     } catch (err) {
       await agent.close().catch(() => undefined);
       const conflict = portConflictMessage(err, agentOptionSpecs, options);
-      if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+      if (conflict) throw new PortInUseError(conflict, { cause: err });
       if (err instanceof ConfigError) throw err;
-      throw new CommandFailure(`agent failed to start: ${(err as Error).message}`, 1, { cause: err });
+      throw new CommandFailure(`agent failed to start: ${(err as Error).message}`, { cause: err });
     }
     logger.info({ cluster: options.clusterName }, "proxy-agent started");
     const code = await runUntilSignalled(ctx.signals, {

@@ -7,7 +7,7 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
-import { portConflictMessage } from "./port-conflicts.js";
+import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -47,9 +47,9 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
     } catch (err) {
       await server.close().catch(() => undefined);
       const conflict = portConflictMessage(err, serverOptionSpecs, options);
-      if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+      if (conflict) throw new PortInUseError(conflict, { cause: err });
       if (err instanceof ConfigError) throw err;
-      throw new CommandFailure(`server failed to start: ${(err as Error).message}`, 1, { cause: err });
+      throw new CommandFailure(`server failed to start: ${(err as Error).message}`, { cause: err });
     }
     logger.info({ serverId: server.serverId, addresses: server.addresses() }, "proxy-server started");
     const code = await runUntilSignalled(ctx.signals, {
