@@ -6,9 +6,7 @@ import {
   ERROR_CATALOG,
   ErrorCodes,
   errorCatalogEntries,
-  findClusterProxyError,
   isClusterProxyError,
-  isErrorCode,
 } from "./errors.js";
 
 describe("error catalog", () => {
@@ -20,9 +18,6 @@ describe("error catalog", () => {
       Object.entries(ErrorCodes),
       Object.entries(ERROR_CATALOG).map(([name, e]) => [name, e.code]),
     );
-    assert.ok(isErrorCode("CP_ERR_DIAL_FAILED"));
-    assert.ok(!isErrorCode("CP_ERR_NOPE"));
-    assert.ok(!isErrorCode("EADDRINUSE"));
   });
 
   test("every entry is documented: a one-line summary, who raises it, and no stray whitespace", () => {
@@ -62,8 +57,5 @@ describe("error catalog", () => {
     assert.equal(err.name, "ConfigError");
     assert.equal(err.cause, cause);
     assert.ok(!isClusterProxyError(cause));
-    const outer = new Error("wrapped", { cause: err });
-    assert.equal(findClusterProxyError(outer), err);
-    assert.equal(findClusterProxyError(cause), undefined);
   });
 });

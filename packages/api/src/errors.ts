@@ -150,11 +150,6 @@ export const ErrorCodes = Object.freeze(
 export const errorCatalogEntries: readonly (ErrorCatalogEntry & { readonly code: ErrorCode })[] =
   Object.values(ERROR_CATALOG);
 
-/** True when `code` is one of the catalog's codes. */
-export function isErrorCode(code: unknown): code is ErrorCode {
-  return typeof code === "string" && errorCatalogEntries.some((e) => e.code === code);
-}
-
 /**
  * The base class of every error a user or caller can see: a stable `code` from
  * {@link ERROR_CATALOG}, and the `cause` it was raised for (ErrorOptions), if any.
@@ -173,14 +168,6 @@ export class ClusterProxyError<C extends ErrorCode = ErrorCode> extends Error {
 /** True when `err` is a {@link ClusterProxyError} (of any code). */
 export function isClusterProxyError(err: unknown): err is ClusterProxyError {
   return err instanceof ClusterProxyError;
-}
-
-/** The first {@link ClusterProxyError} in `err` and its `cause` chain, if any. */
-export function findClusterProxyError(err: unknown): ClusterProxyError | undefined {
-  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
-    if (isClusterProxyError(e)) return e;
-  }
-  return undefined;
 }
 
 /** A flag, file or value the user gave is wrong; the message names it. */

@@ -127,7 +127,7 @@ export function registerCertsCommand(program: Command, ctx: CliContext): void {
       try {
         pki.assertClusterName(cluster);
       } catch (err) {
-        throw new ConfigError(`--cluster: ${(err as Error).message}`);
+        throw new ConfigError(`--cluster: ${(err as Error).message}`, { cause: err });
       }
       if (cluster === "ca") throw new ConfigError('--cluster: "ca" is reserved (agent-ca.crt is the agent CA)');
     }

@@ -269,7 +269,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     try {
       pki.assertClusterName(cluster);
     } catch (err) {
-      throw new ConfigError(`--clusters: ${(err as Error).message}`);
+      throw new ConfigError(`--clusters: ${(err as Error).message}`, { cause: err });
     }
     if (cluster === "ca")
       throw new ConfigError('--clusters: "ca" is reserved (agent-ca.crt in the certificate directory is the agent CA)');

@@ -67,7 +67,9 @@ function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
     try {
       return new X509Certificate(block);
     } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${(err as Error).message}`);
+      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   });
 }
@@ -129,7 +131,9 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
     try {
       key = createPrivateKey(material.key);
     } catch (err) {
-      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${(err as Error).message}`);
+      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     if (leaf && files.cert && !leaf.checkPrivateKey(key))
       throw new TlsFileError(
@@ -143,7 +147,7 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
   } catch (err) {
     const blame = files.cert ?? files.key ?? files.ca;
     if (!blame) throw err;
-    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${(err as Error).message}`);
+    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -157,7 +161,7 @@ export async function readTlsFiles(
     try {
       return await read(file.path);
     } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `cannot read: ${(err as Error).message}`);
+      throw new TlsFileError(file.flag, file.path, `cannot read: ${(err as Error).message}`, { cause: err });
     }
   };
   return { cert: await one(files.cert), key: await one(files.key), ca: await one(files.ca) };

@@ -10,9 +10,7 @@ export {
   ERROR_CATALOG,
   ErrorCodes,
   errorCatalogEntries,
-  findClusterProxyError,
   isClusterProxyError,
-  isErrorCode,
   type ErrorCatalogEntry,
   type ErrorCode,
 } from "@cluster-proxy/api/errors";
