@@ -142,7 +142,9 @@ async function userCredentials(getHub: () => Promise<Hub>, flags: KubeconfigFlag
     try {
       text = readFileSync(file, "utf8");
     } catch (err) {
-      throw new ConfigError(`--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`);
+      throw new ConfigError(`--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`, {
+        cause: err,
+      });
     }
     const { loadYaml } = await import("@kubernetes/client-node");
     try {
