@@ -5,15 +5,7 @@
  */
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 
-export {
-  ClusterProxyError,
-  ERROR_CATALOG,
-  ErrorCodes,
-  errorCatalogEntries,
-  isClusterProxyError,
-  type ErrorCatalogEntry,
-  type ErrorCode,
-} from "@cluster-proxy/api/errors";
+export { ClusterProxyError, ErrorCodes, isClusterProxyError, type ErrorCode } from "@cluster-proxy/api/errors";
 
 /** Why a dial failed. Server-side values match konnectivity's `dial_failure_count` labels. */
 export type DialFailureReason =
