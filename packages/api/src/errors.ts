@@ -171,9 +171,9 @@ export function isClusterProxyError(err: unknown): err is ClusterProxyError {
 }
 
 /** A flag, file or value the user gave is wrong; the message names it. */
-export class ConfigError extends ClusterProxyError<typeof ERROR_CATALOG.config.code> {
+export class ConfigError extends ClusterProxyError<typeof ErrorCodes.config> {
   constructor(message: string, options?: ErrorOptions) {
-    super(ERROR_CATALOG.config.code, message, options);
+    super(ErrorCodes.config, message, options);
     this.name = "ConfigError";
   }
 }
