@@ -31,7 +31,8 @@ export default tseslint.config(
 /**
  * The layering of the packages (each package's README): what a package's source must not
  * import. Test files and src/testing/ may also use the test-only `testing` entry points and
- * `@cluster-proxy/pki`; runtime code may not.
+ * `@cluster-proxy/pki`; runtime code may not. The error catalog (`@cluster-proxy/api/errors`) is
+ * open to all.
  */
 function packageLayers() {
   const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
@@ -53,7 +54,10 @@ function packageLayers() {
       "error",
       { patterns: [{ group, message: `packages/${pkg} must not import this (see packages/${pkg}/README.md)` }] },
     ];
-    const runtime = names.map(spec).flatMap((s) => [s, `${s}/*`]);
+    // `@cluster-proxy/api/errors` (the error catalog, a module that imports nothing) is open to
+    // every package; the rest of api is not.
+    const sub = (s) => (s === "@cluster-proxy/api" ? ["@cluster-proxy/api/*", "!@cluster-proxy/api/errors"] : [`${s}/*`]);
+    const runtime = names.map(spec).flatMap((s) => [s, ...sub(s)]);
     const inTests = names.filter((n) => n !== "pki").map(spec);
     return [
       {

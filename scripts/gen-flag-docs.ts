@@ -1,9 +1,11 @@
 /**
  * Rewrites the flag reference in README.md (between `<!-- flags:begin -->` and
  * `<!-- flags:end -->`) from the option schemas, and the ManagedProxyConfiguration reference
- * (between `<!-- crd:begin -->` and `<!-- crd:end -->`) from the API schema; and the Helm chart's
- * generated files (charts/cluster-proxy: values.schema.json, values.yaml, crds/, the README's values
- * table) from the values schema (packages/cli/src/chart-files.ts).
+ * (between `<!-- crd:begin -->` and `<!-- crd:end -->`) from the API schema; the table of error
+ * codes (between `<!-- errors:begin -->` and `<!-- errors:end -->`) and docs/errors.md from the
+ * error catalog (packages/cli/src/error-reference.ts); and the Helm chart's generated files
+ * (charts/cluster-proxy: values.schema.json, values.yaml, crds/, the README's values table) from
+ * the values schema (packages/cli/src/chart-files.ts).
  *
  *   node --conditions=source --import tsx scripts/gen-flag-docs.ts [--check] [--readme PATH]
  *
@@ -12,7 +14,14 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chartFiles, replaceCrdReference, replaceFlagReference } from "@cluster-proxy/cli";
+import {
+  ERROR_REFERENCE_PATH,
+  chartFiles,
+  errorReferenceMarkdown,
+  replaceCrdReference,
+  replaceErrorReference,
+  replaceFlagReference,
+} from "@cluster-proxy/cli";
 
 const args = process.argv.slice(2);
 const check = args.includes("--check");
@@ -39,12 +48,21 @@ try {
 let wanted: string;
 try {
   wanted = replaceCrdReference(replaceFlagReference(current));
+  // The error table and docs/errors.md: only with the repository's own README (as the chart).
+  if (readmeFlag < 0) wanted = replaceErrorReference(wanted);
 } catch (err) {
   process.stderr.write(`gen-flag-docs: ${readmePath}: ${(err as Error).message}\n`);
   process.exit(1);
 }
 // The chart's generated files (only with the repository's own README: --readme is for tests).
-const files = new Map<string, string>(readmeFlag >= 0 ? [] : await chartFileTargets());
+const files = new Map<string, string>(
+  readmeFlag >= 0
+    ? []
+    : [
+        ...(await chartFileTargets()),
+        [fileURLToPath(new URL(`../${ERROR_REFERENCE_PATH}`, import.meta.url)), errorReferenceMarkdown()],
+      ],
+);
 files.set(readmePath, wanted);
 const stale: string[] = [];
 for (const [path, content] of files) {

@@ -15,7 +15,12 @@
  * old one expires, so certificates of either are trusted during the change.
  */
 import { X509Certificate, createHash, createPrivateKey, createPublicKey } from "node:crypto";
-import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
+import {
+  CertificateError,
+  createCertificateAuthority,
+  issueCertificate,
+  type CertificateAndKey,
+} from "@cluster-proxy/pki";
 import { isAlreadyExists, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import {
   CERT_HASH_ANNOTATION,
@@ -80,7 +85,7 @@ export async function ensureCa(
   const now = policy.now?.() ?? Date.now();
   const secret = await api.tryGet<SecretObject>(Resources.secret, name, namespace);
   if (!secret) {
-    if (!policy.create) throw new Error(`Secret ${namespace}/${name} with the provided CA does not exist`);
+    if (!policy.create) throw new CertificateError(`Secret ${namespace}/${name} with the provided CA does not exist`);
     const created = await createCaSecret(api, role, namespace, name, policy.caValidityMs, now, []);
     return created;
   }
@@ -88,13 +93,14 @@ export async function ensureCa(
   const keyPem = unb64(secret.data?.["ca.key"] ?? secret.data?.["tls.key"]);
   const current = splitPem(certPem)[0];
   if (!current || keyPem === "")
-    throw new Error(
+    throw new CertificateError(
       `Secret ${namespace}/${name} must hold a CA certificate and key (ca.crt and ca.key, or tls.crt and tls.key)`,
     );
   const x = new X509Certificate(current);
-  if (!x.ca) throw new Error(`Secret ${namespace}/${name}: the certificate is not a CA (basicConstraints CA:FALSE)`);
+  if (!x.ca)
+    throw new CertificateError(`Secret ${namespace}/${name}: the certificate is not a CA (basicConstraints CA:FALSE)`);
   if (!keyMatches(current, keyPem))
-    throw new Error(`Secret ${namespace}/${name}: the key does not belong to the CA certificate`);
+    throw new CertificateError(`Secret ${namespace}/${name}: the key does not belong to the CA certificate`);
   const notBefore = Date.parse(x.validFrom);
   const notAfter = Date.parse(x.validTo);
   if (policy.create && now >= notBefore + (notAfter - notBefore) * 0.8) {

@@ -1,5 +1,6 @@
 /** `/healthz`, `/readyz` and `/metrics` of the addon manager on one or two listeners. */
 import http from "node:http";
+import { ConfigError } from "@cluster-proxy/api";
 import type { Registry } from "prom-client";
 
 export interface HealthSources {
@@ -12,7 +13,7 @@ export interface HealthSources {
 export function parseBindAddress(value: string, flag: string): { host: string; port: number } {
   const m = /^(.*):(\d+)$/.exec(value);
   const port = m ? Number(m[2]) : NaN;
-  if (!m || port > 65535) throw new Error(`--${flag}: "${value}" is not host:port or :port`);
+  if (!m || port > 65535) throw new ConfigError(`--${flag}: "${value}" is not host:port or :port`);
   return { host: m[1]!.replace(/^\[(.*)\]$/, "$1"), port };
 }
 

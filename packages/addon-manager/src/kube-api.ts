@@ -8,6 +8,7 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import http from "node:http";
 import https from "node:https";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api";
 
 /** A Kubernetes object as JSON. */
 export interface KubeObject {
@@ -108,15 +109,14 @@ export const Resources = {
 } as const satisfies Record<string, ResourceRef>;
 
 /** The apiserver answered with an error status. */
-export class KubeApiError extends Error {
-  readonly code = "CP_ERR_KUBE_API";
+export class KubeApiError extends ClusterProxyError<typeof ErrorCodes.kubeApi> {
   constructor(
     readonly status: number,
     readonly reason: string,
     message: string,
-    options?: { cause?: unknown },
+    options?: ErrorOptions,
   ) {
-    super(message, options);
+    super(ErrorCodes.kubeApi, message, options);
     this.name = "KubeApiError";
   }
 }

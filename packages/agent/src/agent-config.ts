@@ -132,7 +132,7 @@ export async function resolveHubProxy(
   try {
     url = proxyFromEnvironment(o.proxyServerHost, o.proxyServerPort, env);
   } catch (err) {
-    throw new ConfigError((err as Error).message);
+    throw new ConfigError((err as Error).message, { cause: err });
   }
   if (!url) return undefined;
   if (!o.httpsProxyCaCert) return { url };

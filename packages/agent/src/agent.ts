@@ -70,7 +70,8 @@ export interface ServerHandshake {
 
 /**
  * Read `serverid` (exactly one, non-empty) and `servercount` (an integer) from Connect's
- * response headers, or throw why they are unusable (including a trailers-only refusal).
+ * response headers, or throw a {@link ConnectError} saying why they are unusable (including a
+ * trailers-only refusal).
  */
 export function parseServerHandshake(
   headers: Readonly<Record<string, string | string[] | number | undefined>>,
@@ -78,17 +79,19 @@ export function parseServerHandshake(
   const grpcStatus = headers["grpc-status"];
   if (grpcStatus !== undefined && grpcStatus !== "0") {
     const msg = decodeURIComponent(String(headers["grpc-message"] ?? ""));
-    throw new Error(`server refused the stream: ${msg || "no message"} (gRPC status ${String(grpcStatus)})`);
+    throw new ConnectError(`server refused the stream: ${msg || "no message"} (gRPC status ${String(grpcStatus)})`);
   }
   const httpStatus = Number(headers[":status"]);
-  if (httpStatus !== 200) throw new Error(`server answered HTTP ${httpStatus}`);
+  if (httpStatus !== 200) throw new ConnectError(`server answered HTTP ${httpStatus}`);
   const id = headers[Metadata.serverID];
   if (typeof id !== "string" || id === "" || id.includes(", ")) {
-    throw new Error(`expected exactly one ${Metadata.serverID} response header, got ${JSON.stringify(id ?? null)}`);
+    throw new ConnectError(
+      `expected exactly one ${Metadata.serverID} response header, got ${JSON.stringify(id ?? null)}`,
+    );
   }
   const count = headers[Metadata.serverCount];
   if (typeof count !== "string" || !/^[+-]?\d+$/.test(count)) {
-    throw new Error(
+    throw new ConnectError(
       `expected one integer ${Metadata.serverCount} response header, got ${JSON.stringify(count ?? null)}`,
     );
   }

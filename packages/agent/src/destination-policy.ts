@@ -24,6 +24,7 @@
  * An empty policy (no rules at all) allows everything: the Go agent's behaviour.
  */
 import { BlockList, isIP } from "node:net";
+import { ClusterProxyError, DESTINATION_POLICY_REFUSAL, ErrorCodes } from "@cluster-proxy/api";
 
 /** One rule as written in a policy file. */
 export interface DestinationRuleSpec {
@@ -38,17 +39,16 @@ export interface DestinationPolicySpec {
   deny?: DestinationRuleSpec[];
 }
 
-/** Text every refusal carries; the proxy server recognises it (HTTP CONNECT answers 403). */
-export const DESTINATION_POLICY_REFUSAL = "refused by the agent's destination policy";
+/** Text every refusal carries (defined in the error catalog); the proxy server recognises it (HTTP CONNECT answers 403). */
+export { DESTINATION_POLICY_REFUSAL };
 
 /** Error code of {@link DestinationRefusedError}. */
-export const DESTINATION_REFUSED_CODE = "CP_ERR_DESTINATION_REFUSED";
+export const DESTINATION_REFUSED_CODE = ErrorCodes.destinationRefused;
 
 /** A dial the destination policy refused; its message is sent to the client as DIAL_RSP.error. */
-export class DestinationRefusedError extends Error {
-  readonly code = DESTINATION_REFUSED_CODE;
+export class DestinationRefusedError extends ClusterProxyError<typeof ErrorCodes.destinationRefused> {
   constructor(message: string) {
-    super(message);
+    super(DESTINATION_REFUSED_CODE, message);
     this.name = "DestinationRefusedError";
   }
 }

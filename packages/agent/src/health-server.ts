@@ -30,7 +30,7 @@ export function listenHttp(
   return new Promise((resolve, reject) => {
     const server = http.createServer(handler);
     server.once("error", (err) => {
-      reject(new ConfigError(`--${flag}: cannot listen on ${host || "*"}:${port}: ${err.message}`));
+      reject(new ConfigError(`--${flag}: cannot listen on ${host || "*"}:${port}: ${err.message}`, { cause: err }));
     });
     server.listen({ host: host || undefined, port }, () => {
       server.removeAllListeners("error");

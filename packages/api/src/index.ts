@@ -1,6 +1,7 @@
 /**
  * @cluster-proxy/api: component option schemas (flags, defaults, validation, docs).
  */
+export * from "./errors.js";
 export * from "./options.js";
 export * from "./server-options.js";
 export * from "./agent-options.js";

@@ -3,6 +3,9 @@
  * variables, defaults, validation, `--help` text and the README's flag reference.
  * Every error names the flag it is about.
  */
+import { ConfigError } from "./errors.js";
+
+export { ConfigError };
 
 export type OptionKind = "string" | "int" | "float" | "port" | "duration" | "boolean" | "list" | "path";
 
@@ -60,7 +63,6 @@ export const ENABLE_PROFILING_SPEC: OptionSpec = {
     "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
 };
 
-/** A flag, file or value the user gave is wrong. */
 /** `--enable-contention-profiling`, the same on server and agent (a Go flag with nothing to do here). */
 export const ENABLE_CONTENTION_PROFILING_SPEC: OptionSpec = {
   key: "enableContentionProfiling",
@@ -70,14 +72,6 @@ export const ENABLE_CONTENTION_PROFILING_SPEC: OptionSpec = {
   description: "Go: contention profiling at the admin port's /debug/pprof/block",
   goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
 };
-
-export class ConfigError extends Error {
-  readonly code = "CP_ERR_CONFIG";
-  constructor(message: string) {
-    super(message);
-    this.name = "ConfigError";
-  }
-}
 
 /**
  * Throw one {@link ConfigError} listing every problem found (nothing when there is none), so a

@@ -3,7 +3,12 @@
  * `cluster-proxy manifests crds`: print the CustomResourceDefinitions it needs.
  */
 import type { Command } from "commander";
-import { addonManagerOptionSpecs, managedProxyConfigurationCrd, type AddonManagerOptions } from "@cluster-proxy/api";
+import {
+  ConfigError,
+  addonManagerOptionSpecs,
+  managedProxyConfigurationCrd,
+  type AddonManagerOptions,
+} from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { registerOptionCommand } from "./option-command.js";
@@ -38,9 +43,8 @@ export function registerAddonManagerCommand(
   async function runAddonManager(options: AddonManagerOptions): Promise<void> {
     const dns = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
     if (options.installPlacement && !new RegExp(`^${dns}/${dns}$`).test(options.installPlacement))
-      throw new CommandFailure(
+      throw new ConfigError(
         `--install-placement: "${options.installPlacement}" is not <namespace>/<name> of a Placement`,
-        2,
       );
     const logger = await createLogger(options.logLevel, "addon-manager", ctx.logFd);
     const k8s = await import("@kubernetes/client-node");
@@ -49,14 +53,13 @@ export function registerAddonManagerCommand(
       if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
       else kc.loadFromCluster();
     } catch (err) {
-      throw new CommandFailure(
+      throw new ConfigError(
         `${options.kubeconfig ? `--kubeconfig ${options.kubeconfig}` : "in-cluster configuration"}: ${(err as Error).message}`,
-        2,
         { cause: err },
       );
     }
     if (!kc.getCurrentCluster())
-      throw new CommandFailure("--kubeconfig: no current cluster (set --kubeconfig or run in a pod)", 2);
+      throw new ConfigError("--kubeconfig: no current cluster (set --kubeconfig or run in a pod)");
     const { AddonManager } = await import("@cluster-proxy/addon-manager");
     const manager = new AddonManager(options, { kubeConfig: kc, logger });
     let ports: { healthPort?: number; metricsPort?: number };
@@ -64,7 +67,7 @@ export function registerAddonManagerCommand(
       ports = await manager.start();
     } catch (err) {
       await manager.close().catch(() => undefined);
-      throw new CommandFailure(`addon manager failed to start: ${(err as Error).message}`, 1, { cause: err });
+      throw new CommandFailure(`addon manager failed to start: ${(err as Error).message}`, { cause: err });
     }
     logger.info({ ...ports, identity: manager.identity || undefined }, "addon manager started");
     let lost = false;
@@ -95,7 +98,7 @@ export function registerAddonManagerCommand(
     .description("Print manifests generated from the API schema: `crds` is the ManagedProxyConfiguration CRD.")
     .argument("<what>", "crds")
     .action(async (what: string) => {
-      if (what !== "crds") throw new CommandFailure(`manifests: unknown "${what}" (use crds)`, 2);
+      if (what !== "crds") throw new ConfigError(`manifests: unknown "${what}" (use crds)`);
       const { dumpYaml } = await import("@kubernetes/client-node");
       ctx.stdout(dumpYaml(managedProxyConfigurationCrd()));
     });

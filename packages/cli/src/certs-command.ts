@@ -128,7 +128,7 @@ export function registerCertsCommand(program: Command, ctx: CliContext): void {
       try {
         pki.assertClusterName(cluster);
       } catch (err) {
-        throw new ConfigError(`--cluster: ${(err as Error).message}`);
+        throw new ConfigError(`--cluster: ${(err as Error).message}`, { cause: err });
       }
       if (cluster === "ca") throw new ConfigError('--cluster: "ca" is reserved (agent-ca.crt is the agent CA)');
     }
@@ -166,12 +166,12 @@ export function registerCertsCommand(program: Command, ctx: CliContext): void {
       ctx.stdout(`wrote certificates to ${paths.dir}:\n${describeCertFiles(paths).join("\n")}\n`);
     } catch (err) {
       if (err instanceof pki.SingleCaLayoutError)
-        throw new CommandFailure(`${err.message}: ${migrateHint(err.dir)}`, 1, { cause: err });
+        throw new CommandFailure(`${err.message}: ${migrateHint(err.dir)}`, { cause: err });
       if (err instanceof pki.CertificateError) {
         const hint = /already exists/.test(err.message)
           ? " (pass --update to keep the CAs and issue only what is missing, or --force to replace them)"
           : "";
-        throw new CommandFailure(`${err.message.replace(/; use force to replace it$/, "")}${hint}`, 1, {
+        throw new CommandFailure(`${err.message.replace(/; use force to replace it$/, "")}${hint}`, {
           cause: err,
         });
       }

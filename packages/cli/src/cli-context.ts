@@ -2,6 +2,7 @@
  * What a command needs from its process: output streams, environment and signals. Tests pass
  * their own to run commands in-process.
  */
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api";
 import type { SignalSource } from "./shutdown-signals.js";
 
 /** The process-facing side of a command run. */
@@ -31,15 +32,13 @@ export function processContext(): CliContext {
   };
 }
 
-/** A failure the command has already explained; `exitCode` is what the process should return. */
-export class CommandFailure extends Error {
-  readonly code = "CP_ERR_COMMAND";
-  constructor(
-    message: string,
-    readonly exitCode: number,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
+/**
+ * A command failed while running and its message explains why (exit status 1, see
+ * exit-status.ts). Wrong flags or files are a `ConfigError` instead (exit status 2).
+ */
+export class CommandFailure extends ClusterProxyError<typeof ErrorCodes.command> {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCodes.command, message, options);
     this.name = "CommandFailure";
   }
 }

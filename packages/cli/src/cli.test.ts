@@ -376,7 +376,7 @@ describe("two-stage shutdown", () => {
 });
 
 describe("port conflicts", () => {
-  test("are recognised from errno errors and from messages that carry them", () => {
+  test("are recognised from errno errors and from errors that carry them as their cause", () => {
     const errno = Object.assign(new Error("listen EADDRINUSE: address already in use 127.0.0.1:8090"), {
       code: "EADDRINUSE",
       port: 8090,
@@ -385,6 +385,7 @@ describe("port conflicts", () => {
     assert.deepEqual(portInUse(errno), { port: 8090, address: "127.0.0.1" });
     const wrapped = new ConfigError(
       "--server-port: cannot listen on 127.0.0.1:8090: listen EADDRINUSE: address already in use 127.0.0.1:8090",
+      { cause: errno },
     );
     assert.deepEqual(portInUse(wrapped), { port: 8090, address: "127.0.0.1" });
     assert.equal(portInUse(new Error("connection refused 127.0.0.1:8090")), undefined);

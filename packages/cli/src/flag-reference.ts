@@ -104,7 +104,8 @@ export function replaceCrdReference(readme: string): string {
   return replaceSection(readme, CRD_BEGIN, CRD_END, crdReferenceMarkdown());
 }
 
-function replaceSection(text: string, beginMarker: string, endMarker: string, content: string): string {
+/** `text` with the part between `beginMarker` and `endMarker` replaced by `content`; throws when the markers are missing or out of order. */
+export function replaceSection(text: string, beginMarker: string, endMarker: string, content: string): string {
   const begin = text.indexOf(beginMarker);
   const end = text.indexOf(endMarker);
   if (begin < 0 || end < 0 || end < begin)

@@ -6,7 +6,7 @@
 import { X509Certificate } from "node:crypto";
 import type { Duplex } from "node:stream";
 import type { Command } from "commander";
-import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import { ConfigError, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
@@ -71,13 +71,12 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
   command.action(async () => {
     const flags = command.opts<HealthFlags>();
     if (!(OUTPUT_FORMATS as readonly string[]).includes(flags.output))
-      throw new CommandFailure(`--output: "${flags.output}" is not one of ${OUTPUT_FORMATS.join(", ")}`, 2);
+      throw new ConfigError(`--output: "${flags.output}" is not one of ${OUTPUT_FORMATS.join(", ")}`);
     const timeoutMs = parseDuration("--timeout", flags.timeout);
     const parallel = Number(flags.parallel);
     if (!Number.isInteger(parallel) || parallel < 1)
-      throw new CommandFailure(`--parallel: "${flags.parallel}" is not a positive integer`, 2);
-    if (!flags.probePath.startsWith("/"))
-      throw new CommandFailure(`--probe-path: "${flags.probePath}" must start with /`, 2);
+      throw new ConfigError(`--parallel: "${flags.parallel}" is not a positive integer`);
+    if (!flags.probePath.startsWith("/")) throw new ConfigError(`--probe-path: "${flags.probePath}" must start with /`);
     const hub = await connectHub(flags, ctx.env);
     const rows = await collectHealth(hub, flags, timeoutMs, parallel);
     ctx.stdout(await formatHealth(rows, flags.output));
@@ -88,10 +87,10 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
 /** `10s`, `500ms`, `1m` or a number of seconds, as milliseconds. */
 export function parseDuration(flag: string, text: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (!m) throw new CommandFailure(`${flag}: "${text}" is not a duration (e.g. 10s, 500ms)`, 2);
+  if (!m) throw new ConfigError(`${flag}: "${text}" is not a duration (e.g. 10s, 500ms)`);
   const n = Number(m[1]);
   const ms = m[2] === "ms" ? n : m[2] === "m" ? n * 60_000 : n * 1000;
-  if (ms <= 0) throw new CommandFailure(`${flag}: must be more than 0`, 2);
+  if (ms <= 0) throw new ConfigError(`${flag}: must be more than 0`);
   return ms;
 }
 
@@ -140,7 +139,7 @@ async function collectHealth(
   if (flags.cluster?.length) {
     const known = new Set(clusters.map((c) => c.metadata.name));
     const unknown = flags.cluster.filter((c) => !known.has(c));
-    if (unknown.length) throw new CommandFailure(`--cluster: no ManagedCluster named ${unknown.join(", ")}`, 1);
+    if (unknown.length) throw new CommandFailure(`--cluster: no ManagedCluster named ${unknown.join(", ")}`);
     clusters = clusters.filter((c) => flags.cluster!.includes(c.metadata.name));
   }
   clusters.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));

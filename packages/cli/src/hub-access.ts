@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { Command } from "commander";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
-import type { ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { ConfigError, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
 
 /** The gRPC client door (`--server-port`), the default of `--proxy-server-port`. */
@@ -93,10 +93,10 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
     if (file) kc.loadFromFile(file);
     else kc.loadFromCluster();
   } catch (err) {
-    throw new CommandFailure(`--kubeconfig ${file ?? "(in-cluster)"}: ${(err as Error).message}`, 2, { cause: err });
+    throw new ConfigError(`--kubeconfig ${file ?? "(in-cluster)"}: ${(err as Error).message}`, { cause: err });
   }
   if (!kc.getCurrentCluster()?.server)
-    throw new CommandFailure("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub", 2);
+    throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
   const api = new KubeApi(kc);
   let mpc: ManagedProxyConfiguration | undefined;
   try {
@@ -110,7 +110,6 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
   if (!mpc) {
     throw new CommandFailure(
       `--configuration: ManagedProxyConfiguration "${flags.configuration}" not found on the hub (is the addon installed?)`,
-      1,
     );
   }
   return { api, mpc };
@@ -124,7 +123,7 @@ export function lazyHub(flags: HubFlags, env: NodeJS.ProcessEnv): () => Promise<
 
 /** A readable failure for a hub API error. */
 export function hubError(err: unknown, what: string): CommandFailure {
-  return new CommandFailure(`hub: ${what}: ${(err as Error).message}`, 1, { cause: err });
+  return new CommandFailure(`hub: ${what}: ${(err as Error).message}`, { cause: err });
 }
 
 interface ServiceObject extends KubeObject {
@@ -155,7 +154,7 @@ export async function findProxyEndpoint(
 async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort: number): Promise<ProxyEndpoint> {
   const portFlag = flags.proxyServerPort === undefined ? undefined : Number(flags.proxyServerPort);
   if (portFlag !== undefined && !(Number.isInteger(portFlag) && portFlag > 0 && portFlag < 65536))
-    throw new CommandFailure(`--proxy-server-port: "${flags.proxyServerPort}" is not a port (1-65535)`, 2);
+    throw new ConfigError(`--proxy-server-port: "${flags.proxyServerPort}" is not a port (1-65535)`);
   if (flags.proxyServerHost) {
     return {
       host: flags.proxyServerHost,
@@ -192,7 +191,7 @@ export function readFlagFile(flag: string, file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (err) {
-    throw new CommandFailure(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 2, {
+    throw new ConfigError(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
       cause: err,
     });
   }
@@ -212,11 +211,10 @@ export async function proxyCredentials(getHub: () => Promise<Hub>, flags: HubFla
       cert: readFlagFile("--proxy-cert", flags.proxyCert!),
       key: readFlagFile("--proxy-key", flags.proxyKey!),
     };
-  if (given > 0) throw new CommandFailure("--proxy-ca-cert, --proxy-cert and --proxy-key go together", 2);
+  if (given > 0) throw new ConfigError("--proxy-ca-cert, --proxy-cert and --proxy-key go together");
   if (!flags.inClusterProxyCertLookup)
-    throw new CommandFailure(
+    throw new ConfigError(
       "no client certificate: pass --proxy-ca-cert, --proxy-cert and --proxy-key, or allow --in-cluster-proxy-cert-lookup",
-      2,
     );
   const hub = await getHub();
   const { Resources } = await import("@cluster-proxy/addon-manager");
@@ -236,7 +234,7 @@ export async function proxyCredentials(getHub: () => Promise<Hub>, flags: HubFla
   }
   const field = (s: Secret | undefined, sName: string, k: string): Buffer => {
     const v = s?.data?.[k];
-    if (!v) throw new CommandFailure(`hub: Secret ${ns}/${sName} has no ${k} yet (is the addon manager running?)`, 1);
+    if (!v) throw new CommandFailure(`hub: Secret ${ns}/${sName} has no ${k} yet (is the addon manager running?)`);
     return Buffer.from(v, "base64");
   };
   // The proxy-servers' serving CA: `proxy-server-ca` (the client Secret's ca.crt is the CA that

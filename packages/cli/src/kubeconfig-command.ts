@@ -7,6 +7,7 @@ import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
+import { ConfigError } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   CONNECT_DOOR_PORT,
@@ -73,14 +74,12 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     const flags = command.opts<KubeconfigFlags>();
     const ways = [flags.credentialsFrom, flags.token, flags.managedServiceAccount].filter((v) => v !== undefined);
     if (ways.length !== 1)
-      throw new CommandFailure(
+      throw new ConfigError(
         "credentials for the managed cluster: give exactly one of --credentials-from, --token, --managed-service-account (the hub's credentials are never used)",
-        2,
       );
     if (flags.proxyServerName && flags.proxyServerName !== flags.proxyServerHost)
-      throw new CommandFailure(
+      throw new ConfigError(
         "--proxy-server-name: kubectl verifies the proxy-server by the proxy-url host; use a --proxy-server-host its certificate names",
-        2,
       );
     const hub = lazyHub(flags, ctx.env);
     const ca = flags.clusterCaCert
@@ -123,19 +122,18 @@ async function managedClusterCa(getHub: () => Promise<Hub>, cluster: string): Pr
   } catch (err) {
     throw hubError(err, `reading ManagedCluster ${cluster}`);
   }
-  if (!mc) throw new CommandFailure(`--cluster: no ManagedCluster named ${cluster}`, 1);
+  if (!mc) throw new CommandFailure(`--cluster: no ManagedCluster named ${cluster}`);
   const ca = clusterCa(mc);
   if (!ca)
     throw new CommandFailure(
       `ManagedCluster ${cluster} publishes no spec.managedClusterClientConfigs[].caBundle: its apiserver cannot be verified (or pass --cluster-ca-cert)`,
-      1,
     );
   return ca;
 }
 
 async function userCredentials(getHub: () => Promise<Hub>, flags: KubeconfigFlags): Promise<KubeconfigUser> {
   if (flags.token !== undefined) {
-    if (!flags.token.trim()) throw new CommandFailure("--token: empty", 2);
+    if (!flags.token.trim()) throw new ConfigError("--token: empty");
     return { token: flags.token.trim() };
   }
   if (flags.credentialsFrom !== undefined) {
@@ -144,16 +142,15 @@ async function userCredentials(getHub: () => Promise<Hub>, flags: KubeconfigFlag
     try {
       text = readFileSync(file, "utf8");
     } catch (err) {
-      throw new CommandFailure(
-        `--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`,
-        2,
-      );
+      throw new ConfigError(`--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`, {
+        cause: err,
+      });
     }
     const { loadYaml } = await import("@kubernetes/client-node");
     try {
       return currentUser(loadYaml(text), `--credentials-from ${flags.credentialsFrom}`, dirname(file));
     } catch (err) {
-      throw new CommandFailure((err as Error).message, 2, { cause: err });
+      throw new ConfigError((err as Error).message, { cause: err });
     }
   }
   const name = flags.managedServiceAccount!;
@@ -169,7 +166,6 @@ async function userCredentials(getHub: () => Promise<Hub>, flags: KubeconfigFlag
   if (!token)
     throw new CommandFailure(
       `--managed-service-account: no token in Secret ${flags.cluster}/${name} on the hub (is the ManagedServiceAccount ${name} ready?)`,
-      1,
     );
   return { token: Buffer.from(token, "base64").toString("utf8") };
 }

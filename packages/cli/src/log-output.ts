@@ -85,7 +85,7 @@ export async function createLogger(o: LogOptions | string, name: string, fd = 2)
     target = new CappedLogFile(file, Math.max(0, options.logFileMaxSize ?? 1800) * 1024 * 1024);
   } catch (err) {
     const flag = options.logFile ? "--log-file" : "--log-dir";
-    throw new ConfigError(`${flag}: cannot open log file ${file}: ${(err as Error).message}`);
+    throw new ConfigError(`${flag}: cannot open log file ${file}: ${(err as Error).message}`, { cause: err });
   }
   const threshold = options.alsologtostderr
     ? klogSeverity(options.alsologtostderrthreshold ?? "")

@@ -7,7 +7,7 @@ import type { Command } from "commander";
 import { ConfigError, type OptionSpec } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
-import { portConflictMessage } from "./port-conflicts.js";
+import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
 
 /** A subcommand driven by an option schema. */
 export interface OptionCommand<T> {
@@ -62,8 +62,8 @@ export async function startComponent<T extends object>(
   } catch (err) {
     await component.close().catch(() => undefined);
     const conflict = portConflictMessage(err, specs, options);
-    if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+    if (conflict) throw new PortInUseError(conflict, { cause: err });
     if (err instanceof ConfigError) throw err;
-    throw new CommandFailure(`${what} failed to start: ${(err as Error).message}`, 1, { cause: err });
+    throw new CommandFailure(`${what} failed to start: ${(err as Error).message}`, { cause: err });
   }
 }

@@ -3,7 +3,7 @@
  * chooses the port, instead of as a bare `EADDRINUSE`.
  */
 
-import type { OptionSpec } from "@cluster-proxy/api";
+import { ClusterProxyError, ErrorCodes, type OptionSpec } from "@cluster-proxy/api";
 
 /** The port and address of a listen error, when it is an address-in-use error. */
 export interface PortInUse {
@@ -11,23 +11,25 @@ export interface PortInUse {
   address: string;
 }
 
-function asErrno(err: unknown): (NodeJS.ErrnoException & { port?: unknown; address?: unknown }) | undefined {
-  return err instanceof Error ? err : undefined;
+/** A port a command listens on is taken; the message names the port and the flag that chose it. */
+export class PortInUseError extends ClusterProxyError<typeof ErrorCodes.portInUse> {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCodes.portInUse, message, options);
+    this.name = "PortInUseError";
+  }
 }
 
+type ListenErrno = NodeJS.ErrnoException & { port?: unknown; address?: unknown };
+
 /**
- * If `err` (or an error in its `cause` chain) is an `EADDRINUSE`/`EACCES` listen error, the
- * port and address it is about; otherwise undefined.
+ * If `err` or an error in its `cause` chain is an `EADDRINUSE`/`EACCES` listen error (node's
+ * errno error, which names the port), the port and address it is about; otherwise undefined.
  */
 export function portInUse(err: unknown): PortInUse | undefined {
-  for (let e = asErrno(err), depth = 0; e && depth < 5; e = asErrno(e.cause), depth++) {
-    const byCode = e.code === "EADDRINUSE" || e.code === "EACCES";
-    if (byCode && typeof e.port === "number")
-      return { port: e.port, address: typeof e.address === "string" ? e.address : "" };
-    // Errors re-thrown with the listen error's text (e.g. a ConfigError naming the flag).
-    const m = /\b(?:EADDRINUSE|EACCES)\b.*?(?:\s(\S+):|:)(\d+)\s*$/.exec(e.message);
-    if ((byCode || /\b(?:EADDRINUSE|EACCES)\b/.test(e.message)) && m)
-      return { port: Number(m[2]), address: m[1] ?? "" };
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const { code, port, address } = e as ListenErrno;
+    if ((code === "EADDRINUSE" || code === "EACCES") && typeof port === "number")
+      return { port, address: typeof address === "string" ? address : "" };
   }
   return undefined;
 }

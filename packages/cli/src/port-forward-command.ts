@@ -6,6 +6,7 @@
  */
 import net from "node:net";
 import type { Command } from "commander";
+import { ConfigError } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   GRPC_DOOR_PORT,
@@ -49,7 +50,7 @@ export function parseForwardSpec(text: string): ForwardSpec {
   const localPort = port(m?.[1], 0);
   const remotePort = port(m?.[3], 1);
   if (!m || localPort === undefined || remotePort === undefined)
-    throw new CommandFailure(`"${text}": want <local-port>:<host>:<port>, e.g. 8080:web.default.svc:80`, 2);
+    throw new ConfigError(`"${text}": want <local-port>:<host>:<port>, e.g. 8080:web.default.svc:80`);
   return { localPort, host: m[2]!.replace(/^\[|\]$/g, ""), port: remotePort };
 }
 
@@ -118,7 +119,7 @@ export function registerPortForwardCommand(
       servers.push(server);
       return new Promise((resolveListen, reject) => {
         server.once("error", (err) =>
-          reject(new CommandFailure(`listen on ${flags.address}:${spec.localPort}: ${err.message}`, 1)),
+          reject(new CommandFailure(`listen on ${flags.address}:${spec.localPort}: ${err.message}`, { cause: err })),
         );
         server.listen(spec.localPort, flags.address, () => {
           const { port } = server.address() as net.AddressInfo;

@@ -1,23 +1,22 @@
 /**
  * The `cluster-proxy` command tree and its runner. Errors are one line on stderr naming the
- * flag (exit code 2 for bad usage or configuration, 1 for runtime failures).
+ * flag; the exit status comes from the error's code (exit-status.ts: 2 for bad usage or
+ * configuration, 1 for failures while running).
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError } from "commander";
-import { ConfigError, agentOptionSpecs, serverOptionSpecs } from "@cluster-proxy/api";
+import { agentOptionSpecs, serverOptionSpecs } from "@cluster-proxy/api";
 import { registerAddonManagerCommand } from "./addon-manager-command.js";
 import { registerAgentCommand } from "./agent-command.js";
 import { registerCertsCommand } from "./certs-command.js";
-import { CommandFailure, processContext, type CliContext } from "./cli-context.js";
+import { processContext, type CliContext } from "./cli-context.js";
+import { EXIT_STATUS_BY_CODE, exitStatusOf } from "./exit-status.js";
 import { normalizeGoArgs } from "./option-flags.js";
 import { registerServerCommand } from "./server-command.js";
 import { registerUpCommand } from "./up-command.js";
 import { registerPortForwardCommand } from "./port-forward-command.js";
 import { registerKubeconfigCommand } from "./kubeconfig-command.js";
 import { registerHealthCommand } from "./health-command.js";
-
-/** Exit code of bad flags, files or values. */
-export const EXIT_USAGE = 2;
 
 /** The version in this package's package.json. */
 export function cliVersion(): string {
@@ -114,17 +113,9 @@ export async function runCli(args: readonly string[], ctx: CliContext = processC
       if (err.code === "commander.helpDisplayed" || err.code === "commander.version" || err.exitCode === 0) return 0;
       if (err.code === "commander.help" || err.code === "commander.executeSubCommandAsync") return err.exitCode;
       ctx.stderr(`${commandName}: ${describeCommanderError(err, commandName)}\n`);
-      return EXIT_USAGE;
-    }
-    if (err instanceof ConfigError) {
-      ctx.stderr(`${commandName}: ${err.message}\n`);
-      return EXIT_USAGE;
-    }
-    if (err instanceof CommandFailure) {
-      ctx.stderr(`${commandName}: ${err.message}\n`);
-      return err.exitCode;
+      return EXIT_STATUS_BY_CODE.CP_ERR_USAGE;
     }
     ctx.stderr(`${commandName}: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return exitStatusOf(err);
   }
 }

@@ -38,7 +38,7 @@ import { probeThroughConnect } from "./cluster-probe.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
 import { registerOptionCommand } from "./option-command.js";
-import { portInUse } from "./port-conflicts.js";
+import { PortInUseError, portInUse } from "./port-conflicts.js";
 import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
@@ -227,7 +227,6 @@ async function waitUntilReachable(
   }
   throw new CommandFailure(
     `cluster ${cluster} did not answer through the hub in time${last ? ` (last answer: ${last})` : ""}; see the logs on stderr (--log-level info)`,
-    1,
   );
 }
 
@@ -267,7 +266,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     try {
       pki.assertClusterName(cluster);
     } catch (err) {
-      throw new ConfigError(`--clusters: ${(err as Error).message}`);
+      throw new ConfigError(`--clusters: ${(err as Error).message}`, { cause: err });
     }
     if (cluster === "ca")
       throw new ConfigError('--clusters: "ca" is reserved (agent-ca.crt in the certificate directory is the agent CA)');
@@ -423,7 +422,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     startupAbort.abort();
     await stack.closeAll();
     const conflict = portConflict(err, ports, base);
-    if (conflict) throw new CommandFailure(conflict, 1, { cause: err });
+    if (conflict) throw new PortInUseError(conflict, { cause: err });
     throw err;
   }
 

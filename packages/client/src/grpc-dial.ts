@@ -47,7 +47,10 @@ export function dialOnCall(init: CallDialInit): Promise<TunnelSocket> {
       try {
         packet = packetOfFrame(frame);
       } catch (err) {
-        fail(new DialError(`malformed packet from the proxy server: ${(err as Error).message}`, "unknown"), true);
+        fail(
+          new DialError(`malformed packet from the proxy server: ${(err as Error).message}`, "unknown", { cause: err }),
+          true,
+        );
         return;
       }
       if ("dialResponse" in packet) {

@@ -20,7 +20,9 @@
  *   Node HTTP clients, e.g. `https://east` reaches cluster `east`'s kube-apiserver.
  * - Failures are `DialError` (`reason`: `endpoint`, `timeout`, `context`, `dialclosed`,
  *   `tunnelclosed`, `unknown`), `HttpConnectError` (CONNECT status and body),
- *   `TunnelClosedError` (an open tunnel died) and `ConnectError` (hub unreachable).
+ *   `TunnelClosedError` (an open tunnel died), `ConnectError` (hub unreachable), `ProtocolError`
+ *   and `ConfigError` (bad options or unreadable files). Every one is a `ClusterProxyError` with
+ *   a stable `code` from `ErrorCodes` (docs/errors.md) and keeps its `cause`.
  */
 export { dial, TunnelClient } from "./tunnel-client.js";
 export { TunnelSocket, CLOSE_RESPONSE_TIMEOUT_MS } from "./tunnel-socket.js";
@@ -43,9 +45,11 @@ export {
   type ProxyTlsFiles,
   type TunnelClientOptions,
 } from "./options.js";
+export { ClusterProxyError, ConfigError, ErrorCodes, type ErrorCode } from "@cluster-proxy/api/errors";
 export {
   ConnectError,
   DialError,
+  ProtocolError,
   TunnelClosedError,
   silentLogger,
   type DialFailureReason,

@@ -1,4 +1,5 @@
 /** Options shared by every way of reaching the hub: where the proxy server is and how to trust it. */
+import { ConfigError } from "@cluster-proxy/api/errors";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
 import type { Logger } from "@cluster-proxy/tunnel";
@@ -70,7 +71,7 @@ export interface ProxyTls {
 /**
  * Read CA, certificate and key files (synchronously) into {@link ProxyTls}:
  * `{ proxy: { host, port, ...loadProxyTls({ caFile, certFile, keyFile }) } }`.
- * Throws an error naming the file that cannot be read.
+ * Throws a `ConfigError` (code `CP_ERR_CONFIG`) naming the file that cannot be read.
  */
 export function loadProxyTls(files: ProxyTlsFiles): ProxyTls {
   const read = (what: string, path: string | undefined): Buffer | undefined => {
@@ -78,7 +79,7 @@ export function loadProxyTls(files: ProxyTlsFiles): ProxyTls {
     try {
       return readFileSync(path);
     } catch (err) {
-      throw new Error(`cannot read ${what} file ${path}: ${(err as Error).message}`, { cause: err });
+      throw new ConfigError(`cannot read ${what} file ${path}: ${(err as Error).message}`, { cause: err });
     }
   };
   const out: ProxyTls = {};

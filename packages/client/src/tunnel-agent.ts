@@ -3,6 +3,7 @@
  * client (fetch-less `http.request`, `@kubernetes/client-node`, axios with an agent, ...) can
  * reach `http(s)://<cluster>` or `http://<host>.<cluster>:<port>` by name.
  */
+import { ConfigError } from "@cluster-proxy/api/errors";
 import * as http from "node:http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
@@ -45,7 +46,7 @@ class AgentDialer {
 
   constructor(options: TunnelDialerOptions) {
     const given = [options.client, options.tunnel, options.connect].filter((v) => v !== undefined).length;
-    if (given !== 1) throw new TypeError("tunnel agent: give exactly one of client, tunnel or connect");
+    if (given !== 1) throw new ConfigError("tunnel agent: give exactly one of client, tunnel or connect");
     this.connect = options.connect;
     this.ownsClient = options.tunnel !== undefined;
     this.client = options.client ?? (options.tunnel ? new TunnelClient(options.tunnel) : undefined);

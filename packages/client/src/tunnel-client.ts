@@ -2,6 +2,7 @@
  * Dialling through the hub's gRPC front door: a reusable {@link TunnelClient} (one HTTP/2
  * session, one Proxy stream per dial) and the single-use {@link dial}.
  */
+import { ConfigError } from "@cluster-proxy/api/errors";
 import type * as http2 from "node:http2";
 import { PROXY_METHOD, parseHostPort } from "@cluster-proxy/protocol";
 import {
@@ -65,7 +66,7 @@ export class TunnelClient {
   constructor(options: TunnelClientOptions) {
     const proxy = options.proxy;
     if (!proxy.udsPath && (proxy.port === undefined || !Number.isInteger(proxy.port) || proxy.port <= 0)) {
-      throw new TypeError("TunnelClient: proxy.port (or proxy.udsPath) is required");
+      throw new ConfigError("TunnelClient: proxy.port (or proxy.udsPath) is required");
     }
     this.options = options;
     this.logger = options.logger ?? silentLogger;

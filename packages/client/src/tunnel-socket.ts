@@ -266,7 +266,9 @@ export class TunnelSocket extends Duplex {
     try {
       packet = packetOfFrame(frame);
     } catch (err) {
-      this.destroy(new ProtocolError(`malformed packet from the proxy server: ${(err as Error).message}`));
+      this.destroy(
+        new ProtocolError(`malformed packet from the proxy server: ${(err as Error).message}`, { cause: err }),
+      );
       return;
     }
     if ("data" in packet) {

@@ -8,6 +8,7 @@
  */
 import { KeyObject, createPrivateKey, randomBytes, webcrypto } from "node:crypto";
 import { isIP } from "node:net";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 import { x509 } from "./x509-engine.js";
 
 /** Key algorithms a CA or leaf can be created with. */
@@ -57,10 +58,9 @@ export interface LeafCertificateOptions {
 }
 
 /** A certificate, key or option given to this module is unusable. */
-export class CertificateError extends Error {
-  readonly code = "CP_ERR_CERTIFICATE";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+export class CertificateError extends ClusterProxyError<typeof ErrorCodes.certificate> {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCodes.certificate, message, options);
     this.name = "CertificateError";
   }
 }

@@ -3,6 +3,7 @@
  * `host=east&host=east.ns&ipv4=10.0.0.1&default-route=true`, parsed with the rules of Go's
  * `url.ParseQuery` (the Go server's parser) so both accept and refuse the same inputs.
  */
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 
 /** Identifier kinds the Go agent accepts at startup. */
 export const IDENTIFIER_TYPES = ["host", "ipv4", "ipv6", "cidr", "default-route"] as const;
@@ -17,10 +18,10 @@ export interface AgentIdentifiers {
   defaultRoute: boolean;
 }
 
-export class IdentifiersError extends Error {
-  readonly code = "CP_ERR_AGENT_IDENTIFIERS";
+/** An agent identifiers string that is not valid (see {@link parseAgentIdentifiers}). */
+export class IdentifiersError extends ClusterProxyError<typeof ErrorCodes.agentIdentifiers> {
   constructor(message: string) {
-    super(message);
+    super(ErrorCodes.agentIdentifiers, message);
     this.name = "IdentifiersError";
   }
 }

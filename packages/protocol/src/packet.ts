@@ -11,6 +11,7 @@
  * {@link peekPacket} reads only what a relay needs to route a packet without decoding it.
  */
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 
 /** Packet types, numbered as in the konnectivity `PacketType` enum. */
 export const PacketType = {
@@ -77,10 +78,9 @@ export type Packet =
   | { type: number; unknown: true };
 
 /** Raised for bytes that are not a well-formed Packet. */
-export class PacketDecodeError extends Error {
-  readonly code = "CP_ERR_PACKET_DECODE";
+export class PacketDecodeError extends ClusterProxyError<typeof ErrorCodes.packetDecode> {
   constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(ErrorCodes.packetDecode, message, options);
     this.name = "PacketDecodeError";
   }
 }

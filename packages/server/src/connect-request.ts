@@ -2,6 +2,7 @@
  * HTTP CONNECT front door, wire side: parsing the request head and the exact responses the Go
  * proxy-server (v0.34+) writes for each outcome (protocol doc section 3).
  */
+import { DESTINATION_POLICY_REFUSAL } from "@cluster-proxy/api";
 import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";
 
 /** Largest request head we accept before answering 431. */
@@ -136,11 +137,8 @@ const STATUS_TEXT: Record<number, string> = {
   504: "Gateway Timeout",
 };
 
-/**
- * Text our agent puts in every DIAL_RSP error its destination policy refuses (the agent's
- * `DESTINATION_POLICY_REFUSAL`; the server does not depend on the agent package).
- */
-export const DESTINATION_POLICY_REFUSAL = "refused by the agent's destination policy";
+/** Text our agent puts in every DIAL_RSP error its destination policy refuses (from the error catalog). */
+export { DESTINATION_POLICY_REFUSAL };
 
 /**
  * HTTP status for an agent's dial error text: our agent's destination-policy refusals 403 (the

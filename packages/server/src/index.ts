@@ -14,3 +14,4 @@ export * from "./proxy-service.js";
 export * from "./http-connect.js";
 export * from "./handshake-failures.js";
 export * from "./handshake-pacer.js";
+export { AgentAuthError } from "./token-review.js";

@@ -534,6 +534,29 @@ describe("ProxyServer options and lifecycle", () => {
     blocker.close();
   });
 
+  test("a start failure is a ConfigError that keeps the listen error as its cause", async () => {
+    const blocker = net.createServer();
+    blocker.listen(0, "127.0.0.1");
+    await once(blocker, "listening");
+    const taken = port(blocker.address() ?? undefined);
+    try {
+      const busy = new ProxyServer(testServerOptions(pki, { serverPort: taken }));
+      const err = await busy.start().then(
+        () => assert.fail("start() succeeded on a busy port"),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof ConfigError);
+      assert.equal(err.code, "CP_ERR_CONFIG");
+      const cause = err.cause as NodeJS.ErrnoException & { port?: number; address?: string };
+      assert.equal(cause.code, "EADDRINUSE");
+      assert.equal(cause.port, taken);
+      assert.equal(cause.address, "127.0.0.1");
+      await busy.close();
+    } finally {
+      blocker.close();
+    }
+  });
+
   test("backend dial timeout answers the client; plain CONNECT on loopback", async () => {
     const s = new ProxyServer(
       testServerOptions(pki, {

@@ -94,7 +94,7 @@ async function readPem(flag: string, path: string, kind: "certificate" | "key"):
   try {
     pem = await readFile(path);
   } catch (err) {
-    throw new ConfigError(`${flag}: cannot read "${path}": ${(err as Error).message}`);
+    throw new ConfigError(`${flag}: cannot read "${path}": ${(err as Error).message}`, { cause: err });
   }
   const problem = pemProblem(pem, kind);
   if (problem) throw new ConfigError(`${flag}: "${path}" ${problem}`);
@@ -105,7 +105,7 @@ function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): voi
   try {
     tls.createSecureContext(options);
   } catch (err) {
-    throw new ConfigError(`${flags}: invalid certificate or key: ${(err as Error).message}`);
+    throw new ConfigError(`${flags}: invalid certificate or key: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -417,7 +417,9 @@ export class ProxyServer {
         await unlink(door.path);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-          throw new ConfigError(`${door.flag}: cannot remove stale socket "${door.path}": ${(err as Error).message}`);
+          throw new ConfigError(`${door.flag}: cannot remove stale socket "${door.path}": ${(err as Error).message}`, {
+            cause: err,
+          });
         }
       }
     }
@@ -466,7 +468,7 @@ export class ProxyServer {
 
   private listenOn(server: net.Server, options: net.ListenOptions, what: string): Promise<void> {
     return new Promise((resolve, reject) => {
-      const onError = (err: Error): void => reject(new ConfigError(`${what}: ${err.message}`));
+      const onError = (err: Error): void => reject(new ConfigError(`${what}: ${err.message}`, { cause: err }));
       server.once("error", onError);
       server.listen(options, () => {
         server.off("error", onError);

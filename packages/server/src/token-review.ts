@@ -7,15 +7,15 @@
  *
  * The Kubernetes client is loaded only when token authentication is configured.
  */
-import { ConfigError } from "@cluster-proxy/api";
+import { ClusterProxyError, ConfigError, ErrorCodes } from "@cluster-proxy/api";
 
 /** Who reviews a token: returns the authenticated username, or throws with the reason. */
 export type TokenReviewFn = (token: string, audience: string) => Promise<string>;
 
 /** The agent's token was not accepted; `message` is what the agent is told. */
-export class AgentAuthError extends Error {
-  constructor(message: string) {
-    super(message);
+export class AgentAuthError extends ClusterProxyError<typeof ErrorCodes.agentAuth> {
+  constructor(message: string, options?: ErrorOptions) {
+    super(ErrorCodes.agentAuth, message, options);
     this.name = "AgentAuthError";
   }
 }
@@ -69,14 +69,14 @@ export async function authenticateAgentToken(values: readonly string[], o: Token
   const value = values[0]!;
   const prefix = "Bearer ";
   if (!value.startsWith(prefix)) throw new AgentAuthError(`received token does not have "${prefix}" prefix`);
-  const fail = (why: string): never => {
-    throw new AgentAuthError(`Failed to validate authentication token, err:${why}`);
+  const fail = (why: string, cause?: unknown): never => {
+    throw new AgentAuthError(`Failed to validate authentication token, err:${why}`, cause ? { cause } : undefined);
   };
   let username: string;
   try {
     username = await o.review(value.slice(prefix.length), o.authenticationAudience);
   } catch (err) {
-    return fail((err as Error).message);
+    return fail((err as Error).message, err);
   }
   const parts = username.split(":");
   if (parts.length !== 4) return fail("lookup failed: unexpected username format");
@@ -109,6 +109,7 @@ export async function kubernetesTokenReview(kubeconfig: string, qps = 0, burst =
   } catch (err) {
     throw new ConfigError(
       `--kubeconfig: cannot load ${kubeconfig ? `"${kubeconfig}"` : "the in-cluster config"}: ${(err as Error).message}`,
+      { cause: err },
     );
   }
   const api = kc.makeApiClient(k8s.AuthenticationV1Api);

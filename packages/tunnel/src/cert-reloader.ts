@@ -13,6 +13,7 @@
 import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as tls from "node:tls";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 import type { Logger } from "./logger.js";
 
 /** One file and the flag it was given with (for messages). */
@@ -45,14 +46,14 @@ export interface CertificateInfo {
 }
 
 /** A TLS file that cannot be used, naming the flag and the file. */
-export class TlsFileError extends Error {
-  readonly code = "CP_ERR_TLS_FILE";
+export class TlsFileError extends ClusterProxyError<typeof ErrorCodes.tlsFile> {
   constructor(
     readonly flag: string,
     readonly path: string,
     reason: string,
+    options?: ErrorOptions,
   ) {
-    super(`${flag}: ${path}: ${reason}`);
+    super(ErrorCodes.tlsFile, `${flag}: ${path}: ${reason}`, options);
     this.name = "TlsFileError";
   }
 }
@@ -66,7 +67,9 @@ function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
     try {
       return new X509Certificate(block);
     } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${(err as Error).message}`);
+      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   });
 }
@@ -128,7 +131,9 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
     try {
       key = createPrivateKey(material.key);
     } catch (err) {
-      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${(err as Error).message}`);
+      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     if (leaf && files.cert && !leaf.checkPrivateKey(key))
       throw new TlsFileError(
@@ -142,7 +147,7 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
   } catch (err) {
     const blame = files.cert ?? files.key ?? files.ca;
     if (!blame) throw err;
-    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${(err as Error).message}`);
+    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${(err as Error).message}`, { cause: err });
   }
 }
 
@@ -156,7 +161,7 @@ export async function readTlsFiles(
     try {
       return await read(file.path);
     } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `cannot read: ${(err as Error).message}`);
+      throw new TlsFileError(file.flag, file.path, `cannot read: ${(err as Error).message}`, { cause: err });
     }
   };
   return { cert: await one(files.cert), key: await one(files.key), ca: await one(files.ca) };

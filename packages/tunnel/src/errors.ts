@@ -1,7 +1,11 @@
 /**
- * The error catalog: every failure the tunnel reports has a stable `code` and, for dial
- * failures, a reason from a closed set that is also a metric label (konnectivity names).
+ * The tunnel's errors. Their codes come from the one error catalog (`@cluster-proxy/api/errors`,
+ * re-exported here); dial failures also carry a reason from a closed set that is a metric label
+ * (konnectivity names).
  */
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+
+export { ClusterProxyError, ErrorCodes, isClusterProxyError, type ErrorCode } from "@cluster-proxy/api/errors";
 
 /** Why a dial failed. Server-side values match konnectivity's `dial_failure_count` labels. */
 export type DialFailureReason =
@@ -21,42 +25,30 @@ export type DialFailureReason =
   | "tunnelclosed"
   | "unknown";
 
-export const ErrorCodes = {
-  dialFailed: "CP_ERR_DIAL_FAILED",
-  tunnelClosed: "CP_ERR_TUNNEL_CLOSED",
-  protocol: "CP_ERR_PROTOCOL",
-  connect: "CP_ERR_CONNECT",
-  config: "CP_ERR_CONFIG",
-  timeout: "CP_ERR_TIMEOUT",
-} as const;
-
 /** A dial through the tunnel failed; `message` is the peer's error text where there is one. */
-export class DialError extends Error {
-  readonly code = ErrorCodes.dialFailed;
+export class DialError extends ClusterProxyError<typeof ErrorCodes.dialFailed> {
   constructor(
     message: string,
     readonly reason: DialFailureReason,
     options?: ErrorOptions,
   ) {
-    super(message, options);
+    super(ErrorCodes.dialFailed, message, options);
     this.name = "DialError";
   }
 }
 
 /** The tunnel carrying a connection went away. */
-export class TunnelClosedError extends Error {
-  readonly code = ErrorCodes.tunnelClosed;
+export class TunnelClosedError extends ClusterProxyError<typeof ErrorCodes.tunnelClosed> {
   constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(ErrorCodes.tunnelClosed, message, options);
     this.name = "TunnelClosedError";
   }
 }
 
 /** A peer broke the protocol (bad packet, unexpected type). */
-export class ProtocolError extends Error {
-  readonly code = ErrorCodes.protocol;
+export class ProtocolError extends ClusterProxyError<typeof ErrorCodes.protocol> {
   constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(ErrorCodes.protocol, message, options);
     this.name = "ProtocolError";
   }
 }

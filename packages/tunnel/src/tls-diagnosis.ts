@@ -4,6 +4,7 @@
  * OpenSSL's codes or the `cancelled` / `stream reset` a TLS 1.3 client sees when the server
  * refuses its certificate after the client considered the handshake done.
  */
+import { ErrorCodes } from "@cluster-proxy/api/errors";
 
 /** How the caller names its TLS settings (flags for the agent, option names for the SDK). */
 export interface TlsSettingNames {
@@ -65,7 +66,7 @@ function chain(err: unknown): Error[] {
 function codeOf(err: unknown): string | undefined {
   for (const e of chain(err)) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (typeof code === "string" && code !== "CP_ERR_CONNECT") return code;
+    if (typeof code === "string" && code !== ErrorCodes.connect) return code;
   }
   return undefined;
 }

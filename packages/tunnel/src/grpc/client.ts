@@ -4,7 +4,7 @@
  */
 import * as http2 from "node:http2";
 import { GrpcStream } from "./stream.js";
-import { sessionFailure } from "./session.js";
+import { ConnectError, sessionFailure } from "./session.js";
 import { GrpcStatus, decodeGrpcMessage, type StreamStatus } from "./status.js";
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -57,7 +57,7 @@ export class ClientCall extends GrpcStream {
     });
   }
 
-  /** Resolve with the response headers, or reject if the call ends first. */
+  /** Resolve with the response headers, or reject with a {@link ConnectError} if the call ends first. */
   waitForHeaders(): Promise<http2.IncomingHttpHeaders> {
     if (this.responseHeaders) return Promise.resolve(this.responseHeaders);
     return new Promise((resolve, reject) => {
@@ -67,7 +67,7 @@ export class ClientCall extends GrpcStream {
       };
       const onClose = (s: StreamStatus): void => {
         this.off("headers", onHeaders);
-        reject(new Error(s.details || `stream closed with status ${s.code}`));
+        reject(new ConnectError(s.details || `stream closed with status ${s.code}`));
       };
       this.once("headers", onHeaders);
       this.once("close", onClose);

@@ -7,6 +7,7 @@
  */
 import * as net from "node:net";
 import * as tls from "node:tls";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 
 /** A forward proxy to go through. */
 export interface HttpProxy {
@@ -17,10 +18,9 @@ export interface HttpProxy {
 }
 
 /** Raised when the proxy cannot be reached or refuses the CONNECT. */
-export class ProxyConnectError extends Error {
-  readonly code = "CP_ERR_PROXY";
+export class ProxyConnectError extends ClusterProxyError<typeof ErrorCodes.proxy> {
   constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(ErrorCodes.proxy, message, options);
     this.name = "ProxyConnectError";
   }
 }

@@ -6,6 +6,7 @@
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
 import { SDK_TLS_OPTIONS as SDK_NAMES, describeConnectFailure, type TlsSettingNames } from "../tls-diagnosis.js";
 import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";
@@ -66,10 +67,9 @@ export interface ConnectTarget {
 }
 
 /** Raised when a tunnel connection cannot be established. */
-export class ConnectError extends Error {
-  readonly code = "CP_ERR_CONNECT";
+export class ConnectError extends ClusterProxyError<typeof ErrorCodes.connect> {
   constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
+    super(ErrorCodes.connect, message, options);
     this.name = "ConnectError";
   }
 }
@@ -180,7 +180,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     };
     socket.on("error", (err) => record(err));
     socket.once("end", () => record());
-    const onAbort = (): void => onError(new Error("connect aborted"));
+    const onAbort = (): void => onError(new ConnectError("connect aborted"));
     target.signal?.addEventListener("abort", onAbort, { once: true });
     if (target.signal?.aborted) onAbort();
     socket.once("error", onError);
