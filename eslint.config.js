@@ -50,20 +50,22 @@ function packageLayers() {
     name === "prom-client" ? "prom-client" : name === "k8s" ? "@kubernetes/client-node" : `@cluster-proxy/${name}`;
   const testFiles = ["**/*.test.ts", "**/src/testing/**"];
   return Object.entries(forbidden).flatMap(([pkg, names]) => {
-    const rule = (group) => [
-      "error",
-      { patterns: [{ group, message: `packages/${pkg} must not import this (see packages/${pkg}/README.md)` }] },
-    ];
-    // `@cluster-proxy/api/errors` (the error catalog, a module that imports nothing) is open to
-    // every package; the rest of api is not.
-    const sub = (s) => (s === "@cluster-proxy/api" ? ["@cluster-proxy/api/*", "!@cluster-proxy/api/errors"] : [`${s}/*`]);
-    const runtime = names.map(spec).flatMap((s) => [s, ...sub(s)]);
-    const inTests = names.filter((n) => n !== "pki").map(spec);
+    const message = `packages/${pkg} must not import this (see packages/${pkg}/README.md)`;
+    const rule = (regexes) => ["error", { patterns: regexes.map((regex) => ({ regex, message })) }];
+    const escape = (x) => x.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+    // A package and its subpaths, except `@cluster-proxy/api/errors` (the error catalog, a module
+    // that imports nothing), which is open to every package.
+    const banned = (name) => {
+      const s = escape(spec(name));
+      return name === "api" ? `^${s}(?!\\/errors$)(\\/.*)?$` : `^${s}(\\/.*)?$`;
+    };
+    const runtime = names.map(banned);
+    const inTests = names.filter((n) => n !== "pki").map(banned);
     return [
       {
         files: [`packages/${pkg}/src/**/*.ts`],
         ignores: testFiles,
-        rules: { "no-restricted-imports": rule([...runtime, "@cluster-proxy/*/testing"]) },
+        rules: { "no-restricted-imports": rule([...runtime, "^@cluster-proxy\\/[^/]+\\/testing$"]) },
       },
       {
         files: testFiles.map((t) => `packages/${pkg}/src/${t.replace("**/src/", "")}`),
