@@ -11,3 +11,6 @@ export * from "./tls-profile.js";
 export * from "./go-flags.js";
 export * from "./addon-health.js";
 export * from "./chart-values.js";
+export * from "./option-schema.js";
+export * from "./cluster-name.js";
+export * from "./command-options.js";

@@ -3,10 +3,10 @@
  * `cluster-proxy manifests crds`: print the CustomResourceDefinitions it needs.
  */
 import type { Command } from "commander";
-import { addonManagerOptionSpecs, managedProxyConfigurationCrd, type AddonManagerOptions } from "@cluster-proxy/api";
+import { addonManagerOptionSpecs, addonManagerOptionsSchema, managedProxyConfigurationCrd } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
-import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
+import { addOptionSpecs, parseCommandOptions } from "./option-flags.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -34,13 +34,7 @@ export function registerAddonManagerCommand(
     .addHelpText("after", EXAMPLE);
   addOptionSpecs(command, addonManagerOptionSpecs);
   command.action(async () => {
-    const options = resolveCommandOptions<AddonManagerOptions>(command, addonManagerOptionSpecs, ctx.env);
-    const dns = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-    if (options.installPlacement && !new RegExp(`^${dns}/${dns}$`).test(options.installPlacement))
-      throw new CommandFailure(
-        `--install-placement: "${options.installPlacement}" is not <namespace>/<name> of a Placement`,
-        2,
-      );
+    const options = parseCommandOptions(command, addonManagerOptionsSchema, ctx.env);
     const logger = await createLogger(options.logLevel, "addon-manager", ctx.logFd);
     const k8s = await import("@kubernetes/client-node");
     const kc = new k8s.KubeConfig();

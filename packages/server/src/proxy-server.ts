@@ -11,11 +11,11 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import {
   ConfigError,
-  DEFAULT_MAX_CONCURRENT_HANDSHAKES,
-  DEFAULT_MAX_PENDING_HANDSHAKES,
+  parseServerOptions,
   tlsProfileOptions,
   type ProxyStrategy,
   type ServerOptions,
+  type ServerOptionsInput,
 } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
@@ -42,7 +42,6 @@ import {
   planFrontDoors,
   sharedCaSubjects,
   usesTokenAuth,
-  validateServerOptions,
   type FrontDoor,
 } from "./server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
@@ -123,14 +122,14 @@ export class ProxyServer {
   /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
   private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
   private tokenReview: TokenReviewFn | undefined;
+  /** The options, validated, every default applied. */
+  private readonly options: ServerOptions;
   private readonly handshakeFailures: HandshakeFailureLog;
 
-  constructor(
-    private readonly options: ServerOptions,
-    deps: ProxyServerDeps = {},
-  ) {
-    validateServerOptions(options);
-    this.tlsProfile = tlsProfileOptions(options.cipherSuites ?? [], options.tlsMinVersion ?? "");
+  constructor(input: ServerOptionsInput, deps: ProxyServerDeps = {}) {
+    const options = parseServerOptions(input);
+    this.options = options;
+    this.tlsProfile = tlsProfileOptions(options.cipherSuites, options.tlsMinVersion);
     this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
@@ -194,7 +193,7 @@ export class ProxyServer {
         agentTls,
       );
       if (tokenAuth && !this.tokenReview) {
-        this.tokenReview = await kubernetesTokenReview(o.kubeconfig ?? "", o.kubeconfigQps, o.kubeconfigBurst);
+        this.tokenReview = await kubernetesTokenReview(o.kubeconfig, o.kubeconfigQps, o.kubeconfigBurst);
       }
       const doors = planFrontDoors(o);
       let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
@@ -331,9 +330,9 @@ export class ProxyServer {
     const o = this.options;
     return (authorization) =>
       authenticateAgentToken(authorization, {
-        agentNamespace: o.agentNamespace ?? "",
-        agentServiceAccount: o.agentServiceAccount ?? "",
-        authenticationAudience: o.authenticationAudience ?? "",
+        agentNamespace: o.agentNamespace,
+        agentServiceAccount: o.agentServiceAccount,
+        authenticationAudience: o.authenticationAudience,
         review,
       });
   }
@@ -439,15 +438,15 @@ export class ProxyServer {
     let loggedAt = -Infinity;
     let unlogged = 0;
     return new HandshakePacer(server, {
-      maxConcurrent: this.options.maxConcurrentHandshakes ?? DEFAULT_MAX_CONCURRENT_HANDSHAKES,
-      maxPending: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES,
+      maxConcurrent: this.options.maxConcurrentHandshakes,
+      maxPending: this.options.maxPendingHandshakes,
       onShed: () => {
         this.metrics.handshakesShed.inc({ port });
         unlogged++;
         if (Date.now() - loggedAt < 10_000) return;
         loggedAt = Date.now();
         this.log.warn(
-          { port: flag, shed: unlogged, limit: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES },
+          { port: flag, shed: unlogged, limit: this.options.maxPendingHandshakes },
           "overloaded: shedding new connections (--max-pending-handshakes connections already wait for their TLS handshake)",
         );
         unlogged = 0;

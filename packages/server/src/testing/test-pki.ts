@@ -12,7 +12,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { ServerOptions } from "@cluster-proxy/api";
+import type { ServerOptionsInput } from "@cluster-proxy/api";
 import {
   agentClusterUri,
   createCertificateAuthority,
@@ -96,7 +96,7 @@ export async function createTestPki(): Promise<TestPki> {
 }
 
 /** Server options for in-process tests: loopback, free ports, the test PKI's split trust. */
-export function testServerOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): ServerOptions {
+export function testServerOptions(pki: TestPki, overrides: Partial<ServerOptionsInput> = {}): ServerOptionsInput {
   return {
     mode: "both",
     serverPort: 0,
