@@ -309,7 +309,7 @@ const agentOptionFields = {
 };
 
 /** The rules between the proxy-agent's options. */
-function agentCrossRules(o: AgentOptions, bad: (key: keyof AgentOptions & string, why: string) => void): void {
+function agentCrossRules(o: AgentOptions, bad: (key: Extract<keyof AgentOptions, string>, why: string) => void): void {
   if (Boolean(o.agentCert) !== Boolean(o.agentKey)) {
     bad(o.agentCert ? "agentKey" : "agentCert", "--agent-cert and --agent-key must be given together");
   }

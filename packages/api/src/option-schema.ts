@@ -118,9 +118,7 @@ export function defineOptions<F extends Record<string, OptionField>>(
     key,
     kind: f.kind,
     ...(f.choices ? { choices: f.choices } : {}),
-    default: Array.isArray(f.default)
-      ? [...(f.default as readonly string[])]
-      : (f.default as string | number | boolean),
+    default: copyDefault(f.default),
     ...f.meta,
   }));
   return { fields, object: z.object(shape), specs, crossRules };
@@ -154,11 +152,14 @@ export function parseOptions<F extends Record<string, OptionField>>(
   return result.data;
 }
 
+/** A default as a value (a list default is copied, so no caller shares it). */
+function copyDefault(d: OptionField["default"]): string | number | boolean | string[] {
+  return typeof d === "object" ? [...d] : d;
+}
+
 /** The default of every option of `schema`. */
 export function defaultsOf<F extends Record<string, OptionField>>(schema: OptionsSchema<F>): Record<string, unknown> {
-  return Object.fromEntries(
-    Object.entries(schema.fields).map(([k, f]) => [k, Array.isArray(f.default) ? [...f.default] : f.default]),
-  );
+  return Object.fromEntries(Object.entries(schema.fields).map(([k, f]) => [k, copyDefault(f.default)]));
 }
 
 /**

@@ -482,7 +482,10 @@ export function planFrontDoors(o: ServerOptions): FrontDoor[] {
 }
 
 /** The rules between the proxy-server's options (agent authentication, TLS profile, front doors). */
-function serverCrossRules(o: ServerOptions, bad: (key: keyof ServerOptions & string, why: string) => void): void {
+function serverCrossRules(
+  o: ServerOptions,
+  bad: (key: Extract<keyof ServerOptions, string>, why: string) => void,
+): void {
   if (usesTokenAuth(o)) {
     // As the Go server: all three or none, and no client certificates next to tokens.
     if (o.clusterCaCert) {
