@@ -102,7 +102,7 @@ export function resolveAgentID(o: AgentOptions, env: NodeJS.ProcessEnv = process
  * a cluster name is set and not already listed. May be empty (the header is always sent).
  */
 export function agentIdentifiersHeader(o: AgentOptions): string {
-  const ids = o.agentIdentifiers ?? "";
+  const ids = o.agentIdentifiers;
   if (!o.clusterName) return ids;
   if (validateAgentIdentifiers(ids).host.includes(o.clusterName)) return ids;
   const extra = `host=${encodeURIComponent(o.clusterName)}`;

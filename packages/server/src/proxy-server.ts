@@ -48,9 +48,6 @@ import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } fro
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
-/** A keepalive ping unanswered this long closes the session. */
-export const KEEPALIVE_TIMEOUT_MS = 10_000;
-
 /** Where the server actually listens (ports resolved when 0 was asked for). */
 export interface ServerAddresses {
   /** The --server-port front door (TCP), else its Unix socket path. */
@@ -281,7 +278,7 @@ export class ProxyServer {
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
-      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout ?? KEEPALIVE_TIMEOUT_MS, (reason) =>
+      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout, (reason) =>
         this.log.warn({ what, reason }, "closing dead HTTP/2 session"),
       );
     });
