@@ -5,8 +5,8 @@
  * defaults, the validation, the `--help` text and the README's flag reference (through the
  * derived {@link OptionSpec} table).
  *
- * zod/mini (the functional API) rather than `zod`: same schemas, and it measured a little cheaper
- * in the agent's idle memory (docs/decisions.md).
+ * zod/mini (the functional API) rather than `zod`: same schemas, and cheaper in the agent's idle
+ * memory (+4.0 MiB against +7.2 MiB for full zod; docs/decisions.md).
  */
 import * as z from "zod/mini";
 import { throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";

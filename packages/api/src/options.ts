@@ -1,7 +1,8 @@
 /**
- * Option schemas: one table per component is the single source of its CLI flags, environment
- * variables, defaults, validation, `--help` text and the README's flag reference.
- * Every error names the flag it is about.
+ * The flag layer of the option schemas: {@link OptionSpec}, the flag table each component schema
+ * (option-schema.ts) derives from its fields, and what works on it: parsing flag text and the
+ * environment into values with the schema's defaults, `--help` and README rendering, and the
+ * config error every flag problem is reported with. Every error names the flag it is about.
  */
 
 export type OptionKind = "string" | "int" | "float" | "port" | "duration" | "boolean" | "list" | "path";
