@@ -2,12 +2,12 @@
  * The addon manager's options (`cluster-proxy addon-manager`): one schema (types, defaults, rules,
  * flags). Flag names shared with the Go cluster-proxy addon manager mean the same thing there.
  */
+import { isDns1123Label } from "./cluster-name.js";
 import { defineOptions, opt, parseOptions, type OptionsInputOf, type OptionsOf } from "./option-schema.js";
 
-const DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-
 function placementProblem(placement: string): string | undefined {
-  return placement && !new RegExp(`^${DNS1123_LABEL}/${DNS1123_LABEL}$`).test(placement)
+  const [namespace = "", name = "", ...rest] = placement.split("/");
+  return placement && (rest.length > 0 || !isDns1123Label(namespace) || !isDns1123Label(name))
     ? `"${placement}" is not <namespace>/<name> of a Placement`
     : undefined;
 }

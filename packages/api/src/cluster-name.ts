@@ -24,11 +24,19 @@ export const CLUSTER_NAME_RULE =
   'use lowercase letters, digits and "-", starting and ending with a letter or digit, at most 63 characters (a DNS-1123 label, as OCM requires of a ManagedCluster name)';
 
 /**
+ * True for a DNS-1123 label (what Kubernetes accepts as a namespace name): at most 63 characters,
+ * lowercase letters, digits and `-`, a letter or digit at both ends.
+ */
+export function isDns1123Label(name: string): boolean {
+  return name.length <= CLUSTER_NAME_MAX_LENGTH && DNS1123_LABEL.test(name);
+}
+
+/**
  * Why `name` is not a valid cluster name (`cluster name "East_1" is invalid: use lowercase ...`),
  * or undefined when it is one.
  */
 export function clusterNameProblem(name: string): string | undefined {
-  if (name.length > 0 && name.length <= CLUSTER_NAME_MAX_LENGTH && DNS1123_LABEL.test(name)) return undefined;
+  if (isDns1123Label(name)) return undefined;
   const why = name.length > CLUSTER_NAME_MAX_LENGTH ? `${name.length} characters; ` : "";
   return `cluster name "${name}" is invalid: ${why}${CLUSTER_NAME_RULE}`;
 }

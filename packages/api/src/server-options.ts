@@ -3,6 +3,7 @@
  * the Go proxy-server mean the same thing.
  */
 import { isIP } from "node:net";
+import { isDns1123Label } from "./cluster-name.js";
 import { LOG_OPTION_FIELDS } from "./log-options.js";
 import { ConfigError } from "./options.js";
 import {
@@ -33,7 +34,7 @@ export const DEFAULT_AGENT_IDENTITY_NAMESPACE = "open-cluster-management-agent-a
 
 function namespaceProblem(namespaces: readonly string[]): string[] {
   return namespaces
-    .filter((ns) => !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(ns) || ns.length > 63)
+    .filter((ns) => !isDns1123Label(ns))
     .map((ns) => `"${ns}" is not a Kubernetes namespace name (a DNS-1123 label)`);
 }
 
