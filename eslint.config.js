@@ -31,14 +31,15 @@ export default tseslint.config(
 /**
  * The layering of the packages (each package's README): what a package's source must not
  * import. Test files and src/testing/ may also use the test-only `testing` entry points and
- * `@cluster-proxy/pki`; runtime code may not. The error catalog (`@cluster-proxy/api/errors`) is
- * open to all.
+ * `@cluster-proxy/pki`; runtime code may not. `@cluster-proxy/errors` (the error catalog) may be
+ * imported by every package, and so may `@cluster-proxy/api/cluster-name`.
  */
 function packageLayers() {
   const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
   const forbidden = {
+    errors: ["protocol", "api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
     protocol: ["api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
-    api: ["protocol", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
+    api: ["pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
     pki: ["protocol", "api", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
     tunnel: ["api", "pki", "client", "server", "agent", "addon-manager", "cli", "prom-client"],
     client: ["api", "pki", "server", "agent", "addon-manager", "cli", "prom-client", "k8s"],
@@ -53,11 +54,11 @@ function packageLayers() {
     const message = `packages/${pkg} must not import this (see packages/${pkg}/README.md)`;
     const rule = (regexes) => ["error", { patterns: regexes.map((regex) => ({ regex, message })) }];
     const escape = (x) => x.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
-    // A package and its subpaths, except `@cluster-proxy/api/errors` (the error catalog, a module
-    // that imports nothing), which is open to every package.
+    // A package and its subpaths, except `@cluster-proxy/api/cluster-name` (the cluster-name rule,
+    // a module that loads no schema), which is open to every package.
     const banned = (name) => {
       const s = escape(spec(name));
-      return name === "api" ? `^${s}(?!\\/errors$)(\\/.*)?$` : `^${s}(\\/.*)?$`;
+      return name === "api" ? `^${s}(?!\\/cluster-name$)(\\/.*)?$` : `^${s}(\\/.*)?$`;
     };
     const runtime = names.map(banned);
     const inTests = names.filter((n) => n !== "pki").map(banned);

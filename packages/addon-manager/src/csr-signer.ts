@@ -12,6 +12,7 @@
  * The certificate carries `cluster-proxy://cluster/<cluster>` and clientAuth only; requested
  * SANs are never copied.
  */
+import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
 import type { KubeObject } from "./kube-api.js";
 
@@ -22,7 +23,6 @@ export const CLUSTER_NAME_LABEL = "open-cluster-management.io/cluster-name";
 const USER_PREFIX = "system:open-cluster-management:";
 const MANAGED_CLUSTERS_GROUP = "system:open-cluster-management:managed-clusters";
 const ALLOWED_USAGES = new Set(["digital signature", "key encipherment", "client auth"]);
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 export interface CsrObject extends KubeObject {
   spec: {
@@ -69,7 +69,7 @@ export function clusterOfUsername(username: string | undefined): string | undefi
   if (!username?.startsWith(USER_PREFIX)) return undefined;
   const parts = username.slice(USER_PREFIX.length).split(":");
   if (parts.length !== 2 || !parts[0] || !parts[1]) return undefined;
-  return DNS_LABEL.test(parts[0]) && parts[0].length <= 63 ? parts[0] : undefined;
+  return isClusterName(parts[0]) ? parts[0] : undefined;
 }
 
 const sameSet = (a: readonly string[], b: readonly string[]): boolean =>

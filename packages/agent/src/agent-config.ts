@@ -4,88 +4,38 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import * as net from "node:net";
 import * as tls from "node:tls";
-import { ConfigError, throwConfigProblems, type AgentOptions } from "@cluster-proxy/api";
-import { parseHostPort, validateAgentIdentifiers } from "@cluster-proxy/protocol";
+import { ConfigError, parseAgentOptions, type AgentOptions, type AgentOptionsInput } from "@cluster-proxy/api";
+import { validateAgentIdentifiers } from "@cluster-proxy/protocol";
 import { pemProblem, proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
 import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination-policy.js";
-
-/** Cluster names: what a `host=` identifier and a dial host can carry without escaping. */
-const CLUSTER_NAME = /^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$/;
 
 function fail(flag: string, why: string): never {
   throw new ConfigError(`--${flag}: ${why}`);
 }
 
-type Report = (flag: string, why: string) => void;
-
-function checkDuration(bad: Report, flag: string, ms: number, min: number): void {
-  if (!Number.isFinite(ms) || ms < min) bad(flag, `must be at least ${min} ms (got ${ms})`);
-}
-
-function checkPort(bad: Report, flag: string, port: number, allowZero: boolean): void {
-  if (!Number.isInteger(port) || port < (allowZero ? 0 : 1) || port > 65535) {
-    bad(flag, `${port} is not a port number (${allowZero ? 0 : 1}-65535)`);
-  }
-}
-
 /**
- * Validate agent options without touching files. Throws one {@link ConfigError} naming every flag
- * at fault (all of them, so a user fixes them in one go):
- * required files, identifiers (as the Go agent validates them), cluster name, apiserver
- * address, ports and durations.
+ * Validate agent options without touching files and apply the defaults: the schema of
+ * @cluster-proxy/api (required files, identifiers as the Go agent validates them, cluster name,
+ * apiserver address, ports, durations and the rules between them) plus the destination rules of
+ * `--allow-destinations`, which live with the destination policy. Throws one
+ * {@link ConfigError} naming every flag at fault (all of them, so a user fixes them in one go).
  */
-export function validateAgentOptions(o: AgentOptions): void {
-  const problems: string[] = [];
-  const bad: Report = (flag, why) => void problems.push(`--${flag}: ${why}`);
-  if (!o.proxyServerHost) bad("proxy-server-host", "must not be empty");
-  checkPort(bad, "proxy-server-port", o.proxyServerPort, false);
-  if (!o.caCert) bad("ca-cert", "is required (the CA the proxy server's certificate chains to)");
-  if (Boolean(o.agentCert) !== Boolean(o.agentKey)) {
-    bad(o.agentCert ? "agent-key" : "agent-cert", "--agent-cert and --agent-key must be given together");
-  }
-  if (o.agentId && !/^[\x21-\x7e]+$/.test(o.agentId)) {
-    bad("agent-id", `"${o.agentId}" must be printable ASCII without spaces`);
-  }
-  try {
-    validateAgentIdentifiers(o.agentIdentifiers ?? "");
-  } catch (err) {
-    bad("agent-identifiers", (err as Error).message);
-  }
-  if (o.clusterName && !CLUSTER_NAME.test(o.clusterName)) {
-    bad("cluster-name", `"${o.clusterName}" is not a valid cluster name (letters, digits, ".", "-", "_")`);
-  }
-  const api = o.apiserverAddress;
-  if (!api) bad("apiserver-address", "must not be empty");
-  if (!parseHostPort(api)) {
-    // a bare host (or bracketed IPv6 literal) is fine: the requested port is kept
-    const bare = api.startsWith("[") && api.endsWith("]") ? net.isIPv6(api.slice(1, -1)) : !api.includes(":");
-    if (!bare || /[\s/]/.test(api)) bad("apiserver-address", `"${api}" is neither host:port nor a host`);
-  }
-  checkPort(bad, "health-server-port", o.healthServerPort, true);
-  checkPort(bad, "admin-server-port", o.adminServerPort, true);
-  checkDuration(bad, "sync-interval", o.syncInterval, 1);
-  checkDuration(bad, "sync-interval-cap", o.syncIntervalCap, 1);
-  if (o.syncIntervalCap < o.syncInterval) bad("sync-interval-cap", "must not be below --sync-interval");
-  checkDuration(bad, "keepalive-time", o.keepaliveTime, 0);
-  checkDuration(bad, "keepalive-timeout", o.keepaliveTimeout, 1);
-  checkDuration(bad, "dial-timeout", o.dialTimeout, 1);
-  if (o.handshakeTimeout !== undefined) checkDuration(bad, "handshake-timeout", o.handshakeTimeout, 1);
-  checkDuration(bad, "connection-stall-timeout", o.connectionStallTimeout, 0);
-  if (o.certReloadInterval !== undefined) checkDuration(bad, "cert-reload-interval", o.certReloadInterval, 0);
-  try {
-    allowEntryRules(o);
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    problems.push(err.message);
-  }
-  throwConfigProblems(problems);
+export function validateAgentOptions(o: AgentOptionsInput): AgentOptions {
+  return parseAgentOptions(o, (values) => {
+    try {
+      allowEntryRules(values);
+      return [];
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      return [err.message];
+    }
+  });
 }
 
 /** The `--allow-destinations` entries as rules; throws a ConfigError naming the entry. */
-function allowEntryRules(o: AgentOptions): DestinationRuleSpec[] {
-  return (o.allowDestinations ?? []).map((entry) => {
+function allowEntryRules(o: Pick<AgentOptions, "allowDestinations">): DestinationRuleSpec[] {
+  return o.allowDestinations.map((entry) => {
     try {
       const rule = parseAllowEntry(entry);
       DestinationPolicy.parse({ allow: [rule] });
@@ -152,7 +102,7 @@ export function resolveAgentID(o: AgentOptions, env: NodeJS.ProcessEnv = process
  * a cluster name is set and not already listed. May be empty (the header is always sent).
  */
 export function agentIdentifiersHeader(o: AgentOptions): string {
-  const ids = o.agentIdentifiers ?? "";
+  const ids = o.agentIdentifiers;
   if (!o.clusterName) return ids;
   if (validateAgentIdentifiers(ids).host.includes(o.clusterName)) return ids;
   const extra = `host=${encodeURIComponent(o.clusterName)}`;

@@ -9,7 +9,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
-import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
+import { ConfigError, type AgentOptionsInput } from "@cluster-proxy/api";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { Metadata, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
@@ -30,7 +30,7 @@ after(async () => {
   pki.cleanup();
 });
 
-function options(port: number, over: Partial<AgentOptions> = {}): AgentOptions {
+function options(port: number, over: Partial<AgentOptionsInput> = {}): AgentOptionsInput {
   return {
     proxyServerHost: "127.0.0.1",
     proxyServerPort: port,

@@ -13,7 +13,13 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
-import { DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS, agentAlpnProtocols, type AgentOptions } from "@cluster-proxy/api";
+import {
+  agentAlpnProtocols,
+  agentOptionsSchema,
+  withDefaults,
+  type AgentOptions,
+  type AgentOptionsInput,
+} from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
   AGENT_TLS_FLAGS,
@@ -126,10 +132,20 @@ export class ProxyAgent {
   private health: { server: http.Server; address: AddressInfo } | undefined;
   private admin: { server: http.Server; address: AddressInfo } | undefined;
 
+  /** The options over their defaults; validated (and replaced by the validated ones) in start(). */
+  private opts: AgentOptions;
+
+  /** The agent's options, every default applied (validated once start() has run). */
+  get options(): AgentOptions {
+    return this.opts;
+  }
+
   constructor(
-    readonly options: AgentOptions,
+    private readonly input: AgentOptionsInput,
     private readonly deps: ProxyAgentDeps = {},
   ) {
+    const options = withDefaults(agentOptionsSchema, input);
+    this.opts = options;
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-agent" });
     this.random = deps.random ?? Math.random;
     this.agentID = resolveAgentID(options);
@@ -150,7 +166,7 @@ export class ProxyAgent {
   async start(): Promise<void> {
     if (this.started) throw new Error("ProxyAgent.start() called twice");
     this.started = true;
-    validateAgentOptions(this.options);
+    this.opts = validateAgentOptions(this.input);
     this.tlsMaterial = await loadAgentTls(this.options);
     this.hubProxy = await resolveHubProxy(this.options);
     this.startCertReloading(this.tlsMaterial);
@@ -336,7 +352,7 @@ export class ProxyAgent {
     this.certReloader = new CertReloader({
       what: "agent",
       files,
-      intervalMs: o.certReloadInterval ?? 10_000,
+      intervalMs: o.certReloadInterval,
       initial,
       apply: (material) => {
         this.tlsMaterial = { ca: material.ca ?? initial.ca, cert: material.cert, key: material.key };
@@ -365,7 +381,7 @@ export class ProxyAgent {
     this.attempt = attempt;
     this.log.debug({ server: `${o.proxyServerHost}:${o.proxyServerPort}` }, "connecting to proxy server");
     const timeoutMs = Math.max(o.keepaliveTimeout, o.dialTimeout);
-    const handshakeTimeoutMs = o.handshakeTimeout ?? DEFAULT_AGENT_HANDSHAKE_TIMEOUT_MS;
+    const handshakeTimeoutMs = o.handshakeTimeout;
     let session: http2.ClientHttp2Session | undefined;
     try {
       session = await connectSession({

@@ -1,7 +1,7 @@
 /**
  * @cluster-proxy/api: component option schemas (flags, defaults, validation, docs).
  */
-export * from "./errors.js";
+export * from "@cluster-proxy/errors";
 export * from "./options.js";
 export * from "./server-options.js";
 export * from "./agent-options.js";
@@ -12,3 +12,6 @@ export * from "./tls-profile.js";
 export * from "./go-flags.js";
 export * from "./addon-health.js";
 export * from "./chart-values.js";
+export * from "./option-schema.js";
+export * from "./cluster-name.js";
+export * from "./command-options.js";

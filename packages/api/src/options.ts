@@ -1,9 +1,10 @@
 /**
- * Option schemas: one table per component is the single source of its CLI flags, environment
- * variables, defaults, validation, `--help` text and the README's flag reference.
- * Every error names the flag it is about.
+ * The flag layer of the option schemas: {@link OptionSpec}, the flag table each component schema
+ * (option-schema.ts) derives from its fields, and what works on it: parsing flag text and the
+ * environment into values with the schema's defaults, `--help` and README rendering, and the
+ * config error every flag problem is reported with. Every error names the flag it is about.
  */
-import { ConfigError } from "./errors.js";
+import { ConfigError } from "@cluster-proxy/errors";
 
 export { ConfigError };
 
@@ -51,27 +52,6 @@ export function goFlagStatus(spec: OptionSpec): GoFlagStatus {
   return "ours";
 }
 
-/** `--enable-profiling`, the same on server and agent. */
-export const ENABLE_PROFILING_SPEC: OptionSpec = {
-  key: "enableProfiling",
-  flag: "enable-profiling",
-  kind: "boolean",
-  default: false,
-  goCompatible: true,
-  goDifference: "serves /debug/process (memory, descriptors, handles) where Go serves pprof",
-  description:
-    "Serve /debug/process on the admin port: memory (?gc=1 collects garbage first), open file descriptors and active handles, as JSON (Go serves pprof here)",
-};
-
-/** `--enable-contention-profiling`, the same on server and agent (a Go flag with nothing to do here). */
-export const ENABLE_CONTENTION_PROFILING_SPEC: OptionSpec = {
-  key: "enableContentionProfiling",
-  flag: "enable-contention-profiling",
-  kind: "boolean",
-  default: false,
-  description: "Go: contention profiling at the admin port's /debug/pprof/block",
-  goNote: "accepted, no effect: there is no Go runtime to profile (--enable-profiling serves /debug/process)",
-};
 
 /**
  * Throw one {@link ConfigError} listing every problem found (nothing when there is none), so a
@@ -165,7 +145,9 @@ function parseValue(spec: OptionSpec, raw: string | boolean): string | number | 
 
 /**
  * Build a config object from raw flag values (keyed by flag name without dashes) and the
- * environment. Unknown flags are an error.
+ * environment: flag syntax (numbers, durations, lists, booleans, choices) and the schema's
+ * defaults, not its rules (the component's parse function applies those). Unknown flags are an
+ * error; every problem is reported at once, in one ConfigError naming each flag.
  */
 export function resolveOptions<T>(
   specs: readonly OptionSpec[],
@@ -173,22 +155,30 @@ export function resolveOptions<T>(
   env: NodeJS.ProcessEnv = process.env,
 ): T {
   const byFlag = new Map(specs.map((s) => [s.flag, s]));
+  const problems: string[] = [];
   for (const flag of Object.keys(raw)) {
-    if (raw[flag] !== undefined && !byFlag.has(flag)) throw new ConfigError(`--${flag}: unknown flag`);
+    if (raw[flag] !== undefined && !byFlag.has(flag)) problems.push(`--${flag}: unknown flag`);
   }
   const out: Record<string, unknown> = {};
   for (const spec of specs) {
     const given = raw[spec.flag];
     const fromEnv = spec.env ? env[spec.env] : undefined;
-    if (given !== undefined) out[spec.key] = parseValue(spec, given);
-    else if (fromEnv !== undefined && fromEnv !== "") out[spec.key] = parseValue(spec, fromEnv);
-    else out[spec.key] = spec.default;
+    try {
+      if (given !== undefined) out[spec.key] = parseValue(spec, given);
+      else if (fromEnv !== undefined && fromEnv !== "") out[spec.key] = parseValue(spec, fromEnv);
+      else out[spec.key] = Array.isArray(spec.default) ? [...spec.default] : spec.default;
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      problems.push(err.message);
+      continue;
+    }
     if (spec.unsupported !== undefined && !sameValue(out[spec.key], spec.default)) {
-      throw new ConfigError(
+      problems.push(
         `--${spec.flag}: not supported by cluster-proxy (only ${describeDefault(spec) || "empty"}, the Go default, is accepted): ${spec.unsupported}`,
       );
     }
   }
+  throwConfigProblems(problems);
   return out as T;
 }
 

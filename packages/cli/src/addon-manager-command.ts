@@ -6,7 +6,9 @@ import type { Command } from "commander";
 import {
   ConfigError,
   addonManagerOptionSpecs,
+  addonManagerOptionsSchema,
   managedProxyConfigurationCrd,
+  parseOptions,
   type AddonManagerOptions,
 } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
@@ -37,15 +39,11 @@ export function registerAddonManagerCommand(
       "Run the addon manager: reconciles each ManagedProxyConfiguration into proxy-servers on the hub (Deployment, Services, PodDisruptionBudget), their certificates (CAs kept in Secrets that outlive the configuration) and an honest status.",
     example: EXAMPLE,
     specs: addonManagerOptionSpecs,
+    parse: (resolved) => parseOptions(addonManagerOptionsSchema, resolved),
     run: runAddonManager,
   });
 
   async function runAddonManager(options: AddonManagerOptions): Promise<void> {
-    const dns = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
-    if (options.installPlacement && !new RegExp(`^${dns}/${dns}$`).test(options.installPlacement))
-      throw new ConfigError(
-        `--install-placement: "${options.installPlacement}" is not <namespace>/<name> of a Placement`,
-      );
     const logger = await createLogger(options.logLevel, "addon-manager", ctx.logFd);
     const k8s = await import("@kubernetes/client-node");
     const kc = new k8s.KubeConfig();

@@ -6,70 +6,12 @@
  */
 import { join } from "node:path";
 import type { Command } from "commander";
-import { ConfigError, type OptionSpec } from "@cluster-proxy/api";
+import { certsOptionSpecs, certsOptionsSchema, parseOptions, type CertsOptions } from "@cluster-proxy/api";
+
+export { certsOptionSpecs, type CertsOptions } from "@cluster-proxy/api";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { registerOptionCommand } from "./option-command.js";
-
-/** Options of `cluster-proxy certs`. */
-export interface CertsOptions {
-  dir: string;
-  hubHost: string[];
-  cluster: string[];
-  force: boolean;
-  update: boolean;
-  keyAlgorithm: "ECDSA-P256" | "RSA-2048";
-  validityDays: number;
-}
-
-/** Flags of `cluster-proxy certs`. */
-export const certsOptionSpecs: readonly OptionSpec[] = [
-  { key: "dir", flag: "dir", kind: "path", default: "", description: "Directory to write the files to (required)" },
-  {
-    key: "hubHost",
-    flag: "hub-host",
-    kind: "list",
-    default: ["localhost", "127.0.0.1", "::1"],
-    description: "DNS names and IPs the hub is reached at (server certificate SANs); repeatable or comma-separated",
-  },
-  {
-    key: "cluster",
-    flag: "cluster",
-    kind: "list",
-    default: [],
-    description: "Managed cluster to issue an agent certificate for; repeatable or comma-separated",
-  },
-  {
-    key: "force",
-    flag: "force",
-    kind: "boolean",
-    default: false,
-    description: "Replace the existing CAs (every certificate they issued stops being trusted)",
-  },
-  {
-    key: "update",
-    flag: "update",
-    kind: "boolean",
-    default: false,
-    description:
-      "Keep the CAs in --dir and issue only what is missing or no longer fits: new --cluster names, new --hub-host names, certificates that expire within a day. Keeps the clusters already in --dir and, without --hub-host, the hosts of the existing server.crt. Also splits the single CA of older releases into serving, client and agent CAs",
-  },
-  {
-    key: "keyAlgorithm",
-    flag: "key-algorithm",
-    kind: "string",
-    default: "ECDSA-P256",
-    choices: ["ECDSA-P256", "RSA-2048"],
-    description: "Key algorithm of every key",
-  },
-  {
-    key: "validityDays",
-    flag: "validity-days",
-    kind: "int",
-    default: 365,
-    description: "Validity of the leaf certificates in days (the CAs get 10 years)",
-  },
-];
 
 const EXAMPLE = `
 Example:
@@ -116,23 +58,12 @@ export function registerCertsCommand(program: Command, ctx: CliContext): void {
       "Write the certificates of a standalone deployment (no Kubernetes) to --dir: a serving CA, a client CA and an agent CA, the hub's serving certificate, a client certificate and one agent certificate per --cluster.",
     example: EXAMPLE,
     specs: certsOptionSpecs,
+    parse: (resolved) => parseOptions(certsOptionsSchema, resolved),
     run: writeCerts,
   });
 
   async function writeCerts(options: CertsOptions, command: Command): Promise<void> {
-    if (options.dir === "") throw new ConfigError("--dir: required (the directory to write the certificates to)");
-    if (options.validityDays <= 0) throw new ConfigError(`--validity-days: ${options.validityDays} is not positive`);
-    if (options.update && options.force) throw new ConfigError("--update: cannot be combined with --force");
     const pki = await import("@cluster-proxy/pki");
-    for (const cluster of options.cluster) {
-      try {
-        pki.assertClusterName(cluster);
-      } catch (err) {
-        throw new ConfigError(`--cluster: ${(err as Error).message}`, { cause: err });
-      }
-      if (cluster === "ca") throw new ConfigError('--cluster: "ca" is reserved (agent-ca.crt is the agent CA)');
-    }
-    if (options.hubHost.length === 0) throw new ConfigError("--hub-host: give at least one DNS name or IP");
     const certOptions = {
       hubHosts: options.hubHost,
       clusters: options.cluster,

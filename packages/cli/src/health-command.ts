@@ -6,7 +6,7 @@
 import { X509Certificate } from "node:crypto";
 import type { Duplex } from "node:stream";
 import type { Command } from "commander";
-import { ConfigError, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import { ConfigError, clusterNameProblem, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
@@ -76,6 +76,8 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
     const parallel = Number(flags.parallel);
     if (!Number.isInteger(parallel) || parallel < 1)
       throw new ConfigError(`--parallel: "${flags.parallel}" is not a positive integer`);
+    const badNames = (flags.cluster ?? []).map(clusterNameProblem).filter((p) => p !== undefined);
+    if (badNames.length > 0) throw new ConfigError(`--cluster: ${badNames.join("; ")}`);
     if (!flags.probePath.startsWith("/")) throw new ConfigError(`--probe-path: "${flags.probePath}" must start with /`);
     const hub = await connectHub(flags, ctx.env);
     const rows = await collectHealth(hub, flags, timeoutMs, parallel);

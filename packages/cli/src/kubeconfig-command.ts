@@ -6,6 +6,7 @@
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
+import { clusterNameProblem } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
 import { ConfigError } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
@@ -72,6 +73,8 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
   addHubFlags(command, "connect");
   command.action(async () => {
     const flags = command.opts<KubeconfigFlags>();
+    const badName = clusterNameProblem(flags.cluster);
+    if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
     const ways = [flags.credentialsFrom, flags.token, flags.managedServiceAccount].filter((v) => v !== undefined);
     if (ways.length !== 1)
       throw new ConfigError(

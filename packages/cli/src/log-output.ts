@@ -12,7 +12,7 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, klogSeverity, type LogOptions } from "@cluster-proxy/api";
+import { ConfigError, klogSeverity, parseLogOptions, type LogOptions, type LogOptionsInput } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/tunnel";
 
 /** Log levels accepted by `--log-level`. */
@@ -23,11 +23,11 @@ const SEVERITY_LEVELS = ["debug", "warn", "error", "fatal"] as const;
 
 /** The level the logger runs at: `--log-level`, raised to debug by `-v` 5 or more when left at info. */
 export function effectiveLogLevel(o: Pick<LogOptions, "logLevel" | "v">): string {
-  return o.logLevel === "info" && (o.v ?? 0) >= 5 ? "debug" : o.logLevel;
+  return o.logLevel === "info" && o.v >= 5 ? "debug" : o.logLevel;
 }
 
 /** The file `--logtostderr=false` writes to, or undefined when logging to standard error. */
-export function logFilePath(o: LogOptions, name: string): string | undefined {
+export function logFilePath(o: LogOptionsInput, name: string): string | undefined {
   if (o.logtostderr !== false) return undefined;
   if (o.logFile) return o.logFile;
   return join(o.logDir || tmpdir(), `${name}.log`);
@@ -70,8 +70,8 @@ export class CappedLogFile {
  * (tests pass another). Throws a ConfigError naming --log-file / --log-dir when the file cannot
  * be opened.
  */
-export async function createLogger(o: LogOptions | string, name: string, fd = 2): Promise<Logger> {
-  const options: LogOptions = typeof o === "string" ? { logLevel: o } : o;
+export async function createLogger(o: LogOptionsInput | string, name: string, fd = 2): Promise<Logger> {
+  const options = parseLogOptions(typeof o === "string" ? { logLevel: o } : o);
   const { pino } = await import("pino");
   const level = effectiveLogLevel(options);
   const base = { level, name, base: { pid: process.pid } };
@@ -82,14 +82,14 @@ export async function createLogger(o: LogOptions | string, name: string, fd = 2)
   }
   let target: CappedLogFile;
   try {
-    target = new CappedLogFile(file, Math.max(0, options.logFileMaxSize ?? 1800) * 1024 * 1024);
+    target = new CappedLogFile(file, Math.max(0, options.logFileMaxSize) * 1024 * 1024);
   } catch (err) {
     const flag = options.logFile ? "--log-file" : "--log-dir";
     throw new ConfigError(`${flag}: cannot open log file ${file}: ${(err as Error).message}`, { cause: err });
   }
   const threshold = options.alsologtostderr
-    ? klogSeverity(options.alsologtostderrthreshold ?? "")
-    : klogSeverity(options.stderrthreshold ?? "2");
+    ? klogSeverity(options.alsologtostderrthreshold)
+    : klogSeverity(options.stderrthreshold);
   const stderrLevel = SEVERITY_LEVELS[threshold ?? 2] ?? "error";
   const streams = pino.multistream(
     [

@@ -20,6 +20,12 @@ export interface OptionCommand<T> {
   example: string;
   specs: readonly OptionSpec[];
   /**
+   * Validate the options resolved from flags, environment and defaults against the command's
+   * schema (`parseOptions` of @cluster-proxy/api: every problem in one ConfigError naming its
+   * flag). Without it they are used as resolved (server and agent validate in their constructor).
+   */
+  parse?: (resolved: Record<string, unknown>) => T;
+  /**
    * Run with the resolved options (a ConfigError thrown while resolving names the flag) and the
    * commander command (to tell a flag given from a default).
    */
@@ -35,7 +41,8 @@ export function registerOptionCommand<T>(program: Command, ctx: CliContext, spec
     .addHelpText("after", spec.example);
   addOptionSpecs(command, spec.specs);
   command.action(async () => {
-    await spec.run(resolveCommandOptions<T>(command, spec.specs, ctx.env), command);
+    const resolved = resolveCommandOptions<Record<string, unknown>>(command, spec.specs, ctx.env);
+    await spec.run(spec.parse ? spec.parse(resolved) : (resolved as T), command);
   });
   return command;
 }

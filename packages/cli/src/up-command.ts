@@ -24,15 +24,20 @@ import { setTimeout as delay } from "node:timers/promises";
 import type { Command } from "commander";
 import pc from "picocolors";
 import {
-  ConfigError,
   agentOptionSpecs,
+  parseOptions,
+  parseUpOptions,
   resolveOptions,
   serverOptionSpecs,
+  upOptionSpecs,
+  upOptionsSchema,
   type AgentOptions,
-  type OptionSpec,
   type ServerOptions,
+  type UpOptions,
 } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/tunnel";
+
+export { upOptionSpecs, type UpOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
 import { createLogger } from "./log-output.js";
@@ -43,64 +48,6 @@ import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
-
-/** Options of `cluster-proxy up`. */
-export interface UpOptions {
-  stateDir: string;
-  clusters: string[];
-  portBase: number;
-  connectTimeout: number;
-  exitAfterReady: boolean;
-  logLevel: string;
-}
-
-/** Flags of `cluster-proxy up`. */
-export const upOptionSpecs: readonly OptionSpec[] = [
-  {
-    key: "stateDir",
-    flag: "state-dir",
-    kind: "path",
-    default: "./.cluster-proxy",
-    description: "Directory for the certificates (created; reused on the next run)",
-  },
-  {
-    key: "clusters",
-    flag: "clusters",
-    kind: "list",
-    default: ["east", "west"],
-    description: "Demo clusters to start, each with an agent and a sample HTTP service; repeatable or comma-separated",
-  },
-  {
-    key: "portBase",
-    flag: "port-base",
-    kind: "port",
-    default: 8080,
-    description:
-      "First port: HTTP CONNECT plain on B, gRPC on B+10, agents on B+11, health on B+12, HTTP CONNECT mTLS on B+13, admin on B+15",
-  },
-  {
-    key: "connectTimeout",
-    flag: "connect-timeout",
-    kind: "duration",
-    default: 30_000,
-    description: "How long to wait for every demo cluster to answer through the hub",
-  },
-  {
-    key: "exitAfterReady",
-    flag: "exit-after-ready",
-    kind: "boolean",
-    default: false,
-    description: "Print the instructions, then shut down and exit 0 (for tests and smoke checks)",
-  },
-  {
-    key: "logLevel",
-    flag: "log-level",
-    kind: "string",
-    default: "warn",
-    choices: ["debug", "info", "warn", "error", "silent"],
-    description: "Level of the JSON logs written to stderr",
-  },
-];
 
 /** The ports `up` uses for a port base, with what each one is. */
 export function upPorts(base: number) {
@@ -247,6 +194,7 @@ export function registerUpCommand(program: Command, ctx: CliContext, setExitCode
       "Start a local hub in one process: a proxy-server, and for each demo cluster a sample HTTP service and a proxy-agent. Prints how to reach every cluster (curl and SDK), then runs until Ctrl-C.",
     example: EXAMPLE,
     specs: upOptionSpecs,
+    parse: (resolved) => parseOptions(upOptionsSchema, resolved),
     run: async (options) => setExitCode(await runUp(options, ctx)),
   });
 }
@@ -255,22 +203,10 @@ export function registerUpCommand(program: Command, ctx: CliContext, setExitCode
 export async function runUp(options: UpOptions, ctx: CliContext): Promise<number> {
   const c = pc.createColors(ctx.colors);
   const say = (line: string): void => ctx.stdout(line + "\n");
-  const clusters = [...new Set(options.clusters)];
-  if (clusters.length === 0) throw new ConfigError("--clusters: give at least one cluster name");
-  const base = options.portBase;
-  if (base < 1 || base + 15 > 65_535)
-    throw new ConfigError(`--port-base: ${base} leaves no room for base+15 (use 1-65520)`);
+  const { clusters: given, portBase: base } = parseUpOptions(options);
+  const clusters = [...new Set(given)];
   const ports = upPorts(base);
   const pki = await import("@cluster-proxy/pki");
-  for (const cluster of clusters) {
-    try {
-      pki.assertClusterName(cluster);
-    } catch (err) {
-      throw new ConfigError(`--clusters: ${(err as Error).message}`, { cause: err });
-    }
-    if (cluster === "ca")
-      throw new ConfigError('--clusters: "ca" is reserved (agent-ca.crt in the certificate directory is the agent CA)');
-  }
 
   const stateDir = resolve(options.stateDir);
   const certDir = join(stateDir, "certs");

@@ -45,7 +45,7 @@ export {
   type ProxyTlsFiles,
   type TunnelClientOptions,
 } from "./options.js";
-export { ClusterProxyError, ConfigError, ErrorCodes, type ErrorCode } from "@cluster-proxy/api/errors";
+export { ClusterProxyError, ConfigError, ErrorCodes, type ErrorCode } from "@cluster-proxy/errors";
 export {
   ConnectError,
   DialError,

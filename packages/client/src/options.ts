@@ -1,5 +1,5 @@
 /** Options shared by every way of reaching the hub: where the proxy server is and how to trust it. */
-import { ConfigError } from "@cluster-proxy/api/errors";
+import { ConfigError } from "@cluster-proxy/errors";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
 import type { Logger } from "@cluster-proxy/tunnel";

@@ -3,7 +3,7 @@
  * client (fetch-less `http.request`, `@kubernetes/client-node`, axios with an agent, ...) can
  * reach `http(s)://<cluster>` or `http://<host>.<cluster>:<port>` by name.
  */
-import { ConfigError } from "@cluster-proxy/api/errors";
+import { ConfigError } from "@cluster-proxy/errors";
 import * as http from "node:http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";

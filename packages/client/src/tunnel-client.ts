@@ -2,7 +2,7 @@
  * Dialling through the hub's gRPC front door: a reusable {@link TunnelClient} (one HTTP/2
  * session, one Proxy stream per dial) and the single-use {@link dial}.
  */
-import { ConfigError } from "@cluster-proxy/api/errors";
+import { ConfigError } from "@cluster-proxy/errors";
 import type * as http2 from "node:http2";
 import { PROXY_METHOD, parseHostPort } from "@cluster-proxy/protocol";
 import {

@@ -7,30 +7,27 @@
  *     cluster-proxy://cluster/<name>
  *
  * where `<name>` is the cluster name, percent-encoded as by `encodeURIComponent` (cluster names
- * are DNS-1123 subdomains, so in practice they appear verbatim). A certificate may carry several
+ * are DNS-1123 labels, so in practice they appear verbatim). A certificate may carry several
  * such SANs (one agent serving several clusters); other SANs (DNS, IP, other URIs) are ignored.
  * The proxy server reads the granted names with {@link clusterNamesFromCertificate} and refuses
  * any `agentidentifiers` host that the certificate does not grant, so holding some agent
  * certificate is not enough to receive another cluster's traffic.
  */
 import { X509Certificate as NodeX509Certificate } from "node:crypto";
+import { clusterNameProblem } from "@cluster-proxy/api/cluster-name";
 import { CertificateError } from "./certificates.js";
 import { x509 } from "./x509-engine.js";
 
 /** Prefix of the URI SAN that grants a cluster to an agent certificate. */
 export const AGENT_CLUSTER_URI_PREFIX = "cluster-proxy://cluster/";
 
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
 /**
- * Check that `name` is usable as a cluster name (a DNS-1123 subdomain, at most 253 characters:
- * lowercase letters, digits, `-` and `.`; a leading digit is fine). Throws an error naming it.
+ * Check that `name` is usable as a cluster name: the one rule of `@cluster-proxy/api/cluster-name`
+ * (what OCM accepts for a ManagedCluster name, a DNS-1123 label). Throws a CertificateError naming it.
  */
 export function assertClusterName(name: string): void {
-  if (name.length === 0 || name.length > 253 || !DNS1123_SUBDOMAIN.test(name))
-    throw new CertificateError(
-      `cluster name "${name}" is invalid: use lowercase letters, digits, "-" and "." (a DNS-1123 subdomain, at most 253 characters)`,
-    );
+  const problem = clusterNameProblem(name);
+  if (problem !== undefined) throw new CertificateError(problem);
 }
 
 /** The URI SAN that grants `clusterName` to an agent certificate. */

@@ -8,7 +8,7 @@
  */
 import { KeyObject, createPrivateKey, randomBytes, webcrypto } from "node:crypto";
 import { isIP } from "node:net";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import { x509 } from "./x509-engine.js";
 
 /** Key algorithms a CA or leaf can be created with. */

@@ -3,7 +3,7 @@
  * `host=east&host=east.ns&ipv4=10.0.0.1&default-route=true`, parsed with the rules of Go's
  * `url.ParseQuery` (the Go server's parser) so both accept and refuse the same inputs.
  */
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 /** Identifier kinds the Go agent accepts at startup. */
 export const IDENTIFIER_TYPES = ["host", "ipv4", "ipv6", "cidr", "default-route"] as const;

@@ -11,7 +11,7 @@
  * {@link peekPacket} reads only what a relay needs to route a packet without decoding it.
  */
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 /** Packet types, numbered as in the konnectivity `PacketType` enum. */
 export const PacketType = {

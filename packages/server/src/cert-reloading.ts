@@ -19,9 +19,6 @@ import {
 } from "@cluster-proxy/tunnel";
 import type { ServerMetrics } from "./metrics.js";
 
-/** Default of --cert-reload-interval. */
-export const DEFAULT_CERT_RELOAD_INTERVAL_MS = 10_000;
-
 /** A TLS listener and the options it was created with. */
 export interface TlsListener {
   server: tls.Server;
@@ -82,7 +79,7 @@ export function startServerCertReloading(deps: {
     const reloader = new CertReloader({
       what: set.what,
       files: set.files,
-      intervalMs: o.certReloadInterval ?? DEFAULT_CERT_RELOAD_INTERVAL_MS,
+      intervalMs: o.certReloadInterval,
       initial: set.material,
       apply: (material) => {
         for (const l of deps.listeners)

@@ -11,11 +11,11 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import {
   ConfigError,
-  DEFAULT_MAX_CONCURRENT_HANDSHAKES,
-  DEFAULT_MAX_PENDING_HANDSHAKES,
+  parseServerOptions,
   tlsProfileOptions,
   type ProxyStrategy,
   type ServerOptions,
+  type ServerOptionsInput,
 } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
@@ -44,15 +44,11 @@ import {
   planFrontDoors,
   sharedCaSubjects,
   usesTokenAuth,
-  validateServerOptions,
   type FrontDoor,
 } from "./server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
-
-/** A keepalive ping unanswered this long closes the session. */
-export const KEEPALIVE_TIMEOUT_MS = 10_000;
 
 /** The health port's `/readyz` answer, in the Go server's text (ready: see {@link ProxyServer.ready}). */
 function serverReadiness(ready: boolean): ProbeAnswer {
@@ -130,14 +126,14 @@ export class ProxyServer {
   /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
   private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
   private tokenReview: TokenReviewFn | undefined;
+  /** The options, validated, every default applied. */
+  private readonly options: ServerOptions;
   private readonly handshakeFailures: HandshakeFailureLog;
 
-  constructor(
-    private readonly options: ServerOptions,
-    deps: ProxyServerDeps = {},
-  ) {
-    validateServerOptions(options);
-    this.tlsProfile = tlsProfileOptions(options.cipherSuites ?? [], options.tlsMinVersion ?? "");
+  constructor(input: ServerOptionsInput, deps: ProxyServerDeps = {}) {
+    const options = parseServerOptions(input);
+    this.options = options;
+    this.tlsProfile = tlsProfileOptions(options.cipherSuites, options.tlsMinVersion);
     this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
@@ -201,7 +197,7 @@ export class ProxyServer {
         agentTls,
       );
       if (tokenAuth && !this.tokenReview) {
-        this.tokenReview = await kubernetesTokenReview(o.kubeconfig ?? "", o.kubeconfigQps, o.kubeconfigBurst);
+        this.tokenReview = await kubernetesTokenReview(o.kubeconfig, o.kubeconfigQps, o.kubeconfigBurst);
       }
       const doors = planFrontDoors(o);
       let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
@@ -291,7 +287,7 @@ export class ProxyServer {
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
-      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout ?? KEEPALIVE_TIMEOUT_MS, (reason) =>
+      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout, (reason) =>
         this.log.warn({ what, reason }, "closing dead HTTP/2 session"),
       );
     });
@@ -340,9 +336,9 @@ export class ProxyServer {
     const o = this.options;
     return (authorization) =>
       authenticateAgentToken(authorization, {
-        agentNamespace: o.agentNamespace ?? "",
-        agentServiceAccount: o.agentServiceAccount ?? "",
-        authenticationAudience: o.authenticationAudience ?? "",
+        agentNamespace: o.agentNamespace,
+        agentServiceAccount: o.agentServiceAccount,
+        authenticationAudience: o.authenticationAudience,
         review,
       });
   }
@@ -450,15 +446,15 @@ export class ProxyServer {
     let loggedAt = -Infinity;
     let unlogged = 0;
     return new HandshakePacer(server, {
-      maxConcurrent: this.options.maxConcurrentHandshakes ?? DEFAULT_MAX_CONCURRENT_HANDSHAKES,
-      maxPending: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES,
+      maxConcurrent: this.options.maxConcurrentHandshakes,
+      maxPending: this.options.maxPendingHandshakes,
       onShed: () => {
         this.metrics.handshakesShed.inc({ port });
         unlogged++;
         if (Date.now() - loggedAt < 10_000) return;
         loggedAt = Date.now();
         this.log.warn(
-          { port: flag, shed: unlogged, limit: this.options.maxPendingHandshakes ?? DEFAULT_MAX_PENDING_HANDSHAKES },
+          { port: flag, shed: unlogged, limit: this.options.maxPendingHandshakes },
           "overloaded: shedding new connections (--max-pending-handshakes connections already wait for their TLS handshake)",
         );
         unlogged = 0;

@@ -3,7 +3,7 @@ import { once } from "node:events";
 import type * as net from "node:net";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
-import type { ServerOptions } from "@cluster-proxy/api";
+import type { ServerOptionsInput } from "@cluster-proxy/api";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
 import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
@@ -63,7 +63,7 @@ describe("agent ServiceAccount token check (Go's rules and texts)", () => {
 });
 
 /** The in-process test server, authenticating agents by ServiceAccount token instead of a client CA. */
-function serverOptions(pki: TestPki, overrides: Partial<ServerOptions>): ServerOptions {
+function serverOptions(pki: TestPki, overrides: Partial<ServerOptionsInput>): ServerOptionsInput {
   return testServerOptions(pki, {
     mode: "grpc",
     serverCaCert: pki.paths.ca.cert,

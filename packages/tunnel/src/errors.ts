@@ -1,11 +1,11 @@
 /**
- * The tunnel's errors. Their codes come from the one error catalog (`@cluster-proxy/api/errors`,
+ * The tunnel's errors. Their codes come from the one error catalog (`@cluster-proxy/errors`,
  * re-exported here); dial failures also carry a reason from a closed set that is a metric label
  * (konnectivity names).
  */
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
-export { ClusterProxyError, ErrorCodes, isClusterProxyError, type ErrorCode } from "@cluster-proxy/api/errors";
+export { ClusterProxyError, ErrorCodes, isClusterProxyError, type ErrorCode } from "@cluster-proxy/errors";
 
 /** Why a dial failed. Server-side values match konnectivity's `dial_failure_count` labels. */
 export type DialFailureReason =

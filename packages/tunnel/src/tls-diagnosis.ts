@@ -4,7 +4,7 @@
  * OpenSSL's codes or the `cancelled` / `stream reset` a TLS 1.3 client sees when the server
  * refuses its certificate after the client considered the handshake done.
  */
-import { ErrorCodes } from "@cluster-proxy/api/errors";
+import { ErrorCodes } from "@cluster-proxy/errors";
 
 /** How the caller names its TLS settings (flags for the agent, option names for the SDK). */
 export interface TlsSettingNames {

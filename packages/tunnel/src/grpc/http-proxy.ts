@@ -7,7 +7,7 @@
  */
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 /** A forward proxy to go through. */
 export interface HttpProxy {

@@ -6,7 +6,7 @@
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api/errors";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import { SDK_TLS_OPTIONS as SDK_NAMES, describeConnectFailure, type TlsSettingNames } from "../tls-diagnosis.js";
 import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";

@@ -7,7 +7,7 @@ import {
   ErrorCodes,
   errorCatalogEntries,
   isClusterProxyError,
-} from "./errors.js";
+} from "./index.js";
 
 describe("error catalog", () => {
   test("every code is unique, CP_ERR_ and upper case, and ErrorCodes names each entry", () => {

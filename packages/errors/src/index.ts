@@ -5,7 +5,7 @@
  * (packages/cli/src/exit-status.ts); the README's error table and docs/errors.md are generated
  * from this table (`npm run docs:flags`).
  *
- * This module imports nothing, so every package can depend on it (`@cluster-proxy/api/errors`)
+ * This module imports nothing, so every package can depend on it (`@cluster-proxy/errors`)
  * without loading the option schemas.
  */
 

@@ -1,0 +1,183 @@
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { parseAddonManagerOptions, addonManagerOptionSpecs } from "./addon-manager-options.js";
+import { agentOptionSpecs, parseAgentOptions } from "./agent-options.js";
+import { certsOptionSpecs, parseCertsOptions, parseUpOptions, upOptionSpecs } from "./command-options.js";
+import { ConfigError, resolveOptions } from "./options.js";
+import { parseServerOptions, serverOptionSpecs, type ServerOptionsInput } from "./server-options.js";
+
+/** The minimal valid server: agent port certificates and CA, front door certificates and CA. */
+const SERVER: ServerOptionsInput = {
+  clusterCert: "/s.crt",
+  clusterKey: "/s.key",
+  clusterCaCert: "/agent-ca.crt",
+  serverCert: "/s.crt",
+  serverKey: "/s.key",
+  serverCaCert: "/client-ca.crt",
+};
+
+function problems(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, String(err));
+    assert.equal(err.code, "CP_ERR_CONFIG");
+    const lines = err.message.split("\n");
+    return lines.length === 1 ? lines : lines.slice(1).map((l) => l.trim());
+  }
+  return [];
+}
+
+describe("schema defaults", () => {
+  test("the defaults live in the schema: parsing nothing gives the flag table's defaults", () => {
+    for (const [specs, parse] of [
+      [serverOptionSpecs, () => parseServerOptions(SERVER)],
+      [agentOptionSpecs, () => parseAgentOptions({ caCert: "/ca.crt" })],
+      [addonManagerOptionSpecs, () => parseAddonManagerOptions({})],
+      [certsOptionSpecs, () => parseCertsOptions({ dir: "/d" })],
+      [upOptionSpecs, () => parseUpOptions({})],
+    ] as const) {
+      const parsed: Record<string, unknown> = parse();
+      for (const spec of specs) {
+        if (spec.key in SERVER || spec.key === "caCert" || spec.key === "dir") continue;
+        assert.deepEqual(parsed[spec.key], spec.default, `--${spec.flag}`);
+      }
+      // and resolveOptions (the flag layer) fills in the same defaults
+      const resolved = resolveOptions<Record<string, unknown>>(specs, {}, {});
+      for (const spec of specs) assert.deepEqual(resolved[spec.key], spec.default, `--${spec.flag}`);
+    }
+  });
+
+  test("defaults that used to be constants beside the code", () => {
+    const server = parseServerOptions(SERVER);
+    assert.equal(server.maxConcurrentHandshakes, 16);
+    assert.equal(server.maxPendingHandshakes, 20_000);
+    assert.equal(server.keepaliveTimeout, 10_000);
+    assert.equal(server.certReloadInterval, 10_000);
+    assert.deepEqual(server.agentIdentityNamespaces, ["open-cluster-management-agent-addon"]);
+    assert.deepEqual(server.cipherSuites, []);
+    const agent = parseAgentOptions({ caCert: "/ca.crt" });
+    assert.equal(agent.handshakeTimeout, 60_000);
+    assert.equal(agent.certReloadInterval, 10_000);
+    assert.equal(agent.logFileMaxSize, 1800);
+  });
+
+  test("a list default is a fresh copy each time", () => {
+    const a = parseServerOptions(SERVER);
+    a.proxyStrategies.push("destHost");
+    assert.deepEqual(parseServerOptions(SERVER).proxyStrategies, ["default"]);
+  });
+
+  test("a required value left out is refused like one given empty (defaults pass the rules)", () => {
+    assert.deepEqual(
+      problems(() => parseAgentOptions({})),
+      ["--ca-cert: is required (the CA the proxy server's certificate chains to)"],
+    );
+    assert.deepEqual(
+      problems(() => parseCertsOptions({})),
+      ["--dir: required (the directory to write the certificates to)"],
+    );
+  });
+});
+
+describe("rules", () => {
+  test("every problem at once, each naming its flag: field rules and cross-field rules", () => {
+    const found = problems(() =>
+      parseAgentOptions({
+        caCert: "",
+        proxyServerPort: 0,
+        clusterName: "East_1",
+        agentCert: "/a.crt",
+        syncInterval: 2000,
+        syncIntervalCap: 1000,
+      }),
+    );
+    assert.equal(found.length, 5, found.join("\n"));
+    for (const flag of ["ca-cert", "proxy-server-port", "cluster-name", "agent-key", "sync-interval-cap"])
+      assert.ok(
+        found.some((p) => p.startsWith(`--${flag}: `)),
+        `--${flag} in ${found.join(" / ")}`,
+      );
+    assert.ok(found.includes("--sync-interval-cap: must not be below --sync-interval"));
+    assert.ok(found.includes("--agent-key: --agent-cert and --agent-key must be given together"));
+  });
+
+  test("server cross-field rules (moved from the server package) keep their texts", () => {
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...SERVER, clusterCaCert: "", agentNamespace: "ns" })),
+      [
+        "--agent-service-account: cannot be empty when agent token authentication is enabled",
+        "--authentication-audience: cannot be empty when agent token authentication is enabled",
+      ],
+    );
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...SERVER, mode: "both", httpConnectPlain: true })),
+      [
+        "--http-connect-plain: plain HTTP CONNECT is only allowed on a loopback address, but --http-connect-port binds to all addresses (set --http-connect-bind-address=127.0.0.1, or use a Unix socket)",
+      ],
+    );
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...SERVER, proxyStrategies: ["destHost", "destHost", "x"] })),
+      [
+        '--proxy-strategies: "destHost" is listed twice',
+        '--proxy-strategies: "x" is not one of destHost, default, defaultRoute',
+      ],
+    );
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...SERVER, enableContentionProfiling: true })),
+      ["--enable-contention-profiling: needs --enable-profiling, as in Go"],
+    );
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...SERVER, cipherSuites: ["TLS_RSA_WITH_RC4_128_SHA"] })),
+      [
+        '--cipher-suites: "TLS_RSA_WITH_RC4_128_SHA" is not a supported cipher suite (Go crypto/tls names of secure suites, e.g. TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256; insecure suites such as TLS_RSA_* are refused)',
+      ],
+    );
+  });
+
+  test("a choice names its values", () => {
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...SERVER, mode: "udp" as "grpc" })),
+      ['--mode: "udp" is not one of grpc, http-connect, both'],
+    );
+  });
+
+  test("the flag layer reports every bad flag at once too", () => {
+    assert.deepEqual(
+      problems(() =>
+        resolveOptions(serverOptionSpecs, { "server-port": "x", "keepalive-time": "soon", bogus: "1" }, {}),
+      ),
+      [
+        "--bogus: unknown flag",
+        '--server-port: "x" is not an integer',
+        '--keepalive-time: "soon" is not a duration (use e.g. 500ms, 10s, 1m, 1h)',
+      ],
+    );
+  });
+
+  test("addon manager: --install-placement is <namespace>/<name>", () => {
+    assert.equal(parseAddonManagerOptions({ installPlacement: "ns/all" }).installPlacement, "ns/all");
+    assert.deepEqual(
+      problems(() => parseAddonManagerOptions({ installPlacement: "all" })),
+      ['--install-placement: "all" is not <namespace>/<name> of a Placement'],
+    );
+  });
+
+  test("certs and up: cluster names by the one rule, ca reserved, --update with --force", () => {
+    assert.deepEqual(
+      problems(() => parseCertsOptions({ dir: "/d", cluster: ["east", "ca"], update: true, force: true })),
+      [
+        '--cluster: "ca" is reserved (agent-ca.crt in the certificate directory is the agent CA)',
+        "--update: cannot be combined with --force",
+      ],
+    );
+    assert.match(
+      problems(() => parseUpOptions({ clusters: ["east", "prod.east"] }))[0]!,
+      /^--clusters: cluster name "prod\.east" is invalid/,
+    );
+    assert.deepEqual(
+      problems(() => parseUpOptions({ clusters: [] })),
+      ["--clusters: give at least one cluster name"],
+    );
+  });
+});
