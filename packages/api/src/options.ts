@@ -52,7 +52,6 @@ export function goFlagStatus(spec: OptionSpec): GoFlagStatus {
   return "ours";
 }
 
-
 /**
  * Throw one {@link ConfigError} listing every problem found (nothing when there is none), so a
  * user fixes all missing or bad flags in one go instead of one per start.
