@@ -95,7 +95,7 @@ export function tunnelOver(call: FakeServerCall, deps: Partial<ServerTunnelDeps>
 }
 
 /** A sealed frame of `packet`, as the server sends it. */
-export function serverFrame(packet: Packet): Buffer {
+function serverFrame(packet: Packet): Buffer {
   return sealFrame(encodePacket(packet, FRAME_HEADER));
 }
 
