@@ -168,9 +168,7 @@ export class Relay implements FlowHooks {
     backend.release();
     const text = `agent ${backend.agentId} disconnected before answering the dial: ${why}`;
     for (const dial of [...backend.pending]) {
-      this.forgetDial(dial);
-      this.metrics.dialFailed("agent_gone");
-      dial.end.dialFailed(dial.random, { kind: "agent_gone", text, reason: "agent_gone" });
+      this.failDial(dial, { kind: "agent_gone", text, reason: "agent_gone" });
     }
     for (const conn of [...backend.connections.values()]) {
       this.forgetConnection(conn);
@@ -228,14 +226,7 @@ export class Relay implements FlowHooks {
       case PacketType.DIAL_CLS: {
         const dial = this.pending.get(route.random);
         if (!dial || dial.backend !== backend) return;
-        this.forgetDial(dial);
-        this.metrics.dialFailed("backend_close");
-        dial.end.dialFailed(dial.random, {
-          kind: "dial_closed",
-          text: "dial closed by the agent",
-          reason: "backend_close",
-          frame,
-        });
+        this.failDial(dial, { kind: "dial_closed", text: "dial closed by the agent", reason: "backend_close", frame });
         return;
       }
       case PacketType.DRAIN:
@@ -358,18 +349,12 @@ export class Relay implements FlowHooks {
 
   private dialTimedOut(dial: PendingDial): void {
     if (this.pending.get(dial.random) !== dial) return;
-    this.forgetDial(dial);
     this.sendToAgent(
       dial.backend,
       packetFrame({ type: PacketType.DIAL_CLS, closeDial: { random: dial.random } }),
       PacketType.DIAL_CLS,
     );
-    this.metrics.dialFailed("backend_dial_timeout");
-    dial.end.dialFailed(dial.random, {
-      kind: "timeout",
-      text: DialErrors.backendDialTimeout,
-      reason: "backend_dial_timeout",
-    });
+    this.failDial(dial, { kind: "timeout", text: DialErrors.backendDialTimeout, reason: "backend_dial_timeout" });
   }
 
   /**
@@ -421,6 +406,13 @@ export class Relay implements FlowHooks {
 
   // ---- bookkeeping ------------------------------------------------------------------------
 
+  /** Forget a pending dial, count its failure and tell its frontend. */
+  private failDial(dial: PendingDial, failure: DialFailure): void {
+    this.forgetDial(dial);
+    this.metrics.dialFailed(failure.reason);
+    dial.end.dialFailed(dial.random, failure);
+  }
+
   private forgetDial(dial: PendingDial): void {
     if (dial.timer) clearTimeout(dial.timer);
     if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
@@ -455,13 +447,7 @@ export class Relay implements FlowHooks {
   stopDialing(): void {
     this.shuttingDown = true;
     for (const dial of [...this.pending.values()]) {
-      this.forgetDial(dial);
-      this.metrics.dialFailed("frontend_close");
-      dial.end.dialFailed(dial.random, {
-        kind: "shutdown",
-        text: "proxy server is shutting down",
-        reason: "frontend_close",
-      });
+      this.failDial(dial, { kind: "shutdown", text: "proxy server is shutting down", reason: "frontend_close" });
     }
   }
 }
