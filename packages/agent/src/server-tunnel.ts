@@ -3,16 +3,17 @@
  * session) and the endpoint connections opened through it. Handles DIAL_REQ, DATA, CLOSE_REQ
  * and DIAL_CLS from the server and answers as the Go proxy-agent does.
  *
- * Backpressure (docs/flow-control.md): all connections of a tunnel share this one stream, so it is
- * never paused for one connection. When the stream's send buffer holds more than
- * {@link STREAM_SEND_BUDGET}, every endpoint socket reading into it is paused until "drain"; while
- * the stream is backed up, each busy endpoint reads one quantum per turn between drains, least
- * recently served first ({@link ENDPOINT_SEND_QUANTUM}): a round robin. When one endpoint
- * socket's write buffer exceeds {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE)
- * to stop reading that connection's client and the stall clock starts; an endpoint that reads
- * nothing for the stall timeout is closed with an error. Only when the server ignores FLOW_PAUSE
- * (the Go server) and the socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused
- * until it drains. A FLOW_PAUSE from the server pauses reading that one endpoint socket.
+ * Backpressure (docs/flow-control.md) is the tunnel engine's, shared with the server's relay: all
+ * connections of a tunnel share this one stream, so it is never paused for one connection. When
+ * the stream's send buffer holds more than {@link STREAM_SEND_BUDGET}, every endpoint socket
+ * reading into it is paused until "drain"; while the stream is backed up, each busy endpoint reads
+ * one quantum per turn between drains, least recently served first (the engine's TurnScheduler,
+ * {@link ENDPOINT_SEND_QUANTUM}): a round robin. When one endpoint socket's write buffer exceeds
+ * {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE) to stop reading that
+ * connection's client and the stall clock starts; an endpoint that reads nothing for the stall
+ * timeout is closed with an error. Only when the server ignores FLOW_PAUSE (the Go server) and the
+ * socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused until it drains (the
+ * engine's ConnectionFlow). A FLOW_PAUSE from the server pauses reading that one endpoint socket.
  */
 import { EventEmitter } from "node:events";
 import type * as http2 from "node:http2";
@@ -22,19 +23,26 @@ import {
   FlowControl,
   PacketType,
   decodeFlowControl,
-  encodeFlowControl,
   decodePacket,
   MAX_DATA_CHUNK,
   type DialRequest,
   type Packet,
 } from "@cluster-proxy/protocol";
 import {
+  CONNECTION_BUFFER_BUDGET,
+  CONNECTION_BUFFER_LIMIT,
+  ConnectionFlow,
+  ConnectionTable,
   FRAME_HEADER,
+  FlowState,
+  SEND_QUANTUM,
+  SharedStream,
+  TurnScheduler,
   grpcCodeName,
-  sealFrame,
   sendData,
   sendPacket,
   type ClientCall,
+  type EngineTimers,
   type Logger,
 } from "@cluster-proxy/tunnel";
 import {
@@ -47,19 +55,19 @@ import type { AgentMetrics } from "./metrics.js";
 
 /**
  * Bytes an endpoint socket may have queued for writing before the server is asked (FLOW_PAUSE)
- * to stop reading that connection's client, and the stall clock starts.
+ * to stop reading that connection's client, and the stall clock starts (the engine's budget).
  */
-export const ENDPOINT_WRITE_BUDGET = 4 * 1024 * 1024;
+export const ENDPOINT_WRITE_BUDGET = CONNECTION_BUFFER_BUDGET;
 
 /**
  * Bytes an endpoint socket may have queued before the whole server stream is paused for it.
  * Reached only when the server ignores FLOW_PAUSE (the Go server): ours stops within one HTTP/2
- * window (16 MiB) plus its own send budget after the budget.
+ * window (16 MiB) plus its own send budget after the budget (the engine's limit).
  */
-export const ENDPOINT_WRITE_LIMIT = 64 * 1024 * 1024;
+export const ENDPOINT_WRITE_LIMIT = CONNECTION_BUFFER_LIMIT;
 
 /** Default `--connection-stall-timeout`. */
-export const DEFAULT_CONNECTION_STALL_TIMEOUT_MS = 60_000;
+export { DEFAULT_CONNECTION_STALL_TIMEOUT_MS } from "@cluster-proxy/tunnel";
 
 /**
  * Bytes queued on the server stream before endpoint reads are paused. Above the stream's 16 KiB
@@ -71,16 +79,10 @@ export const STREAM_SEND_BUDGET = 1024 * 1024;
 /**
  * Bytes one endpoint socket may read into the server stream per turn while the stream is backed
  * up (its last send returned false) and other endpoints are sending too; then the socket waits
- * for the stream's next "drain", which starts a new turn. Busy connections thus share the stream
- * round robin, least recently served first. Without it the sockets with the fullest kernel
- * buffers took most of the stream (libuv reads a readable socket up to 32 times 64 KiB in a
- * row), and with the stream budget pausing and resuming all in one fixed order the last
- * connections got nothing. Each quantum costs a pause and a resume of the socket: 64 KiB quanta
- * (one socket read) were as fair but cost 10-25% of the aggregate throughput of 64 downloads;
- * 256 KiB quanta with this budget were less fair for 8 downloads (8 x 256 KiB is twice the
- * budget), and a 2 MiB budget cost a single download ~25% more agent CPU (buffers live longer).
+ * for the stream's next "drain", which starts a new turn (the engine's TurnScheduler and
+ * SEND_QUANTUM, where the choice of 128 KiB with this stream budget is explained).
  */
-export const ENDPOINT_SEND_QUANTUM = 128 * 1024;
+export const ENDPOINT_SEND_QUANTUM = SEND_QUANTUM;
 
 /** How long an endpoint socket closed by CLOSE_REQ may take to flush before it is destroyed. */
 export const CLOSE_LINGER_MS = 10_000;
@@ -119,6 +121,8 @@ export interface ServerTunnelDeps {
   onEndpointCount: (delta: number) => void;
   /** Opens endpoint sockets (tests inject one to simulate hanging dials). */
   connect?: SocketConnector;
+  /** The stall timers' clock (tests drive it; default Node's timers). */
+  timers?: EngineTimers;
 }
 
 interface EndpointConnection {
@@ -131,19 +135,10 @@ interface EndpointConnection {
   early?: Uint8Array[];
   /** The server asked (FLOW_PAUSE) to stop reading this endpoint. */
   pausedByPeer?: boolean;
-  /** We sent FLOW_PAUSE for this connection and owe FLOW_RESUME. */
-  peerPaused?: boolean;
-  /** Over the limit with a server that ignores FLOW_PAUSE: the stream is paused for us. */
-  holding?: boolean;
-  /** The stream turn (see ENDPOINT_SEND_QUANTUM) `sentInTurn` counts for, and the bytes sent in it. */
-  turn?: number;
-  sentInTurn?: number;
-  /** Paused until the next turn: it used its quantum while the stream was backed up. */
-  waitingTurn?: boolean;
+  /** Flow control towards the endpoint (the engine's ConnectionFlow owns it). */
+  readonly flow: FlowState;
   /** Bytes written to the endpoint so far (with writableLength: what it has read). */
   written?: number;
-  stallTimer?: NodeJS.Timeout;
-  stallMark?: number;
 }
 
 export interface ServerTunnelEvents {
@@ -153,25 +148,21 @@ export interface ServerTunnelEvents {
 
 /** A live Connect stream to one server and its endpoint connections. */
 export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
-  private readonly connections = new Map<bigint, EndpointConnection>();
+  /** Endpoint connections (dialling or open) by connectID. */
+  private readonly connections = new ConnectionTable<EndpointConnection>();
   private readonly pendingDials = new Map<bigint, EndpointConnection>();
   private readonly lingering = new Set<net.Socket>();
-  private readonly overBudget = new Set<EndpointConnection>();
+  /** The stream's send buffer is over STREAM_SEND_BUDGET: every endpoint read is paused until "drain". */
   private sendBlocked = false;
-  /** Incremented on every "drain" of the stream: a new turn for endpoints (ENDPOINT_SEND_QUANTUM). */
-  private turn = 0;
-  /** Endpoints that sent in this turn and in the previous one (a quantum applies only if several did). */
-  private turnSenders = 0;
-  private lastTurnSenders = 0;
-  /** Endpoints paused until the next turn. */
-  private readonly waitingTurn = new Set<EndpointConnection>();
+  /** Turns of busy endpoints on the backed-up stream (ENDPOINT_SEND_QUANTUM). */
+  private readonly turns = new TurnScheduler<EndpointConnection>(ENDPOINT_SEND_QUANTUM);
+  /** The stream as flow control sees it (held for an endpoint over its limit when the server ignores FLOW_PAUSE). */
+  private readonly shared: SharedStream;
+  /** Per-endpoint write budgets, FLOW_PAUSE / FLOW_RESUME and stall closes. */
+  private readonly flow: ConnectionFlow<EndpointConnection>;
   private closedReason: string | undefined;
   private drainSent = false;
-  private ignoresFlowControl = false;
   private readonly log: Logger;
-  private readonly stallTimeoutMs: number;
-  private readonly budget: number;
-  private readonly limit: number;
 
   constructor(
     readonly serverID: string,
@@ -181,10 +172,48 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   ) {
     super();
     this.log = deps.logger.child({ serverID });
-    this.stallTimeoutMs = deps.connectionStallTimeoutMs ?? DEFAULT_CONNECTION_STALL_TIMEOUT_MS;
-    this.ignoresFlowControl = deps.serverFlowControl !== true;
-    this.budget = deps.endpointWriteBudget ?? ENDPOINT_WRITE_BUDGET;
-    this.limit = Math.max(this.budget, deps.endpointWriteLimit ?? ENDPOINT_WRITE_LIMIT);
+    const tunnelClosed = (): boolean => this.closed;
+    this.shared = new SharedStream(
+      {
+        pause: () => call.pause(),
+        resume: () => call.resume(),
+        get closed() {
+          return tunnelClosed();
+        },
+      },
+      deps.serverFlowControl !== true,
+    );
+    this.flow = new ConnectionFlow<EndpointConnection>(
+      {
+        budget: deps.endpointWriteBudget,
+        limit: deps.endpointWriteLimit,
+        stallTimeoutMs: deps.connectionStallTimeoutMs,
+        reader: "endpoint",
+        timers: deps.timers,
+      },
+      {
+        stream: () => this.shared,
+        sendFlow: (_conn, type, frame) => {
+          if (this.closed) return;
+          this.deps.metrics.packet("from_agent", type);
+          this.afterSend(this.call.send(frame));
+        },
+        isOpen: (conn) => conn.state === "open" && !this.closed,
+        delivered: (conn) => (conn.written ?? 0) - (conn.socket?.writableLength ?? 0),
+        buffered: (conn) => conn.socket?.writableLength ?? 0,
+        stalled: (conn, error) => {
+          this.log.warn({ connectID: conn.connectID }, error);
+          this.forget(conn);
+          this.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: conn.connectID, error } });
+          conn.socket?.destroy();
+        },
+        peerIgnoresFlowControl: (conn, buffered) =>
+          this.log.info(
+            { connectID: conn.connectID, buffered },
+            "server ignores per-connection flow control; pausing the stream while an endpoint is over the limit",
+          ),
+      },
+    );
     call.on("message", (frame) => this.receive(frame));
     call.on("drain", () => this.onStreamDrain());
     call.on("halfClose", () => this.close("server ended the stream"));
@@ -207,6 +236,11 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
 
   get closed(): boolean {
     return this.closedReason !== undefined;
+  }
+
+  /** Endpoints that used their quantum of the backed-up stream and wait for its next "drain". */
+  get waitingForTurn(): number {
+    return this.turns.waitingCount;
   }
 
   /** Send DRAIN once: the server should prefer other agents for new dials. */
@@ -261,8 +295,8 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
 
   private onDialRequest(req: DialRequest): void {
     const connectID = allocateConnectID();
-    const conn: EndpointConnection = { connectID, random: req.random, state: "dialing" };
-    this.connections.set(connectID, conn);
+    const conn: EndpointConnection = { connectID, random: req.random, state: "dialing", flow: new FlowState() };
+    this.connections.add(conn);
     this.pendingDials.set(req.random, conn);
     this.deps.onEndpointCount(1);
     const target = resolveEndpointAddress(req.address, this.deps.addressing);
@@ -298,34 +332,21 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     conn.socket = socket;
     socket.setNoDelay(true);
     if (this.sendBlocked || conn.pausedByPeer) socket.pause();
+    this.turns.add(conn);
     socket.on("data", (chunk: Buffer) => {
       if (conn.state !== "open") return;
-      // Least recently served first: the map's order is the order `onStreamDrain` resumes in.
-      this.connections.delete(conn.connectID);
-      this.connections.set(conn.connectID, conn);
       this.deps.metrics.packet("from_agent", PacketType.DATA, Math.ceil(chunk.length / MAX_DATA_CHUNK));
       const ok = sendData(this.call, conn.connectID, chunk);
-      if (conn.turn !== this.turn) {
-        conn.turn = this.turn;
-        conn.sentInTurn = 0;
-        this.turnSenders++;
-      }
-      conn.sentInTurn = (conn.sentInTurn ?? 0) + chunk.length;
-      // Only between several busy endpoints (one alone reads on, as fast as the stream takes it).
-      // "drain" follows a send that returned false, so a socket paused here is resumed.
-      const competing = this.turnSenders > 1 || this.lastTurnSenders > 1;
-      if (!ok && competing && conn.sentInTurn >= ENDPOINT_SEND_QUANTUM && !conn.waitingTurn) {
-        conn.waitingTurn = true;
-        this.waitingTurn.add(conn);
-        socket.pause();
-      }
+      // Its quantum used while the stream is backed up: wait for the next turn. "drain" follows
+      // a send that returned false, so a socket paused here is resumed.
+      if (this.turns.sent(conn, chunk.length, ok)) socket.pause();
       this.afterSend(ok);
     });
     // Reads arrive before "end", and sends are queued in order: CLOSE_RSP follows all the data.
     socket.on("end", () => this.endpointGone(conn, "endpoint EOF"));
     socket.on("error", (err) => this.endpointGone(conn, `endpoint error: ${err.message}`));
     socket.on("close", () => this.endpointGone(conn, "endpoint closed"));
-    socket.on("drain", () => this.endpointDrained(conn));
+    socket.on("drain", () => this.flow.drained(conn));
   }
 
   // ---- per-connection flow control (docs/flow-control.md) ----------------------------------
@@ -338,78 +359,6 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     if (conn.state !== "open" || !conn.socket) return;
     if (pause) conn.socket.pause();
     else if (!this.sendBlocked) conn.socket.resume();
-  }
-
-  private sendFlow(conn: EndpointConnection, type: FlowControl): void {
-    if (this.closed || this.ignoresFlowControl) return;
-    this.deps.metrics.packet("from_agent", type);
-    this.afterSend(this.call.send(sealFrame(encodeFlowControl(type, conn.connectID, FRAME_HEADER))));
-  }
-
-  /** The endpoint's write buffer is over the budget. */
-  private endpointOverBudget(conn: EndpointConnection, buffered: number): void {
-    if (!conn.peerPaused) {
-      conn.peerPaused = true;
-      this.sendFlow(conn, FlowControl.PAUSE);
-      this.armStallTimer(conn);
-    }
-    if (buffered > this.limit && !conn.holding) {
-      conn.holding = true;
-      if (!this.ignoresFlowControl) {
-        this.ignoresFlowControl = true;
-        this.log.info(
-          { connectID: conn.connectID, buffered },
-          "server ignores per-connection flow control; pausing the stream while an endpoint is over the limit",
-        );
-      }
-      this.overBudget.add(conn);
-      this.call.pause();
-    }
-  }
-
-  private endpointDrained(conn: EndpointConnection): void {
-    this.clearStallTimer(conn);
-    if (conn.peerPaused) {
-      conn.peerPaused = false;
-      if (conn.state === "open") this.sendFlow(conn, FlowControl.RESUME);
-    }
-    conn.holding = false;
-    if (this.overBudget.delete(conn)) this.maybeResumeStream();
-  }
-
-  private armStallTimer(conn: EndpointConnection): void {
-    if (this.stallTimeoutMs <= 0) return;
-    this.clearStallTimer(conn);
-    conn.stallMark = this.endpointDelivered(conn);
-    conn.stallTimer = setTimeout(() => this.stallCheck(conn), this.stallTimeoutMs);
-    conn.stallTimer.unref();
-  }
-
-  private clearStallTimer(conn: EndpointConnection): void {
-    if (conn.stallTimer) clearTimeout(conn.stallTimer);
-    conn.stallTimer = undefined;
-  }
-
-  private endpointDelivered(conn: EndpointConnection): number {
-    return (conn.written ?? 0) - (conn.socket?.writableLength ?? 0);
-  }
-
-  /** The stall timer fired: close the connection unless the endpoint read something meanwhile. */
-  private stallCheck(conn: EndpointConnection): void {
-    conn.stallTimer = undefined;
-    if (conn.state !== "open" || !conn.peerPaused) return;
-    if (this.endpointDelivered(conn) > (conn.stallMark ?? 0)) {
-      this.armStallTimer(conn); // slow, not stalled
-      return;
-    }
-    const buffered = conn.socket?.writableLength ?? 0;
-    const error =
-      `connection stalled: the endpoint read nothing for ${this.stallTimeoutMs / 1000}s with ` +
-      `${buffered} bytes buffered (--connection-stall-timeout)`;
-    this.log.warn({ connectID: conn.connectID }, error);
-    this.forget(conn);
-    this.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: conn.connectID, error } });
-    conn.socket?.destroy();
   }
 
   private endpointGone(conn: EndpointConnection, why: string): void {
@@ -443,7 +392,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     if (!socket || socket.destroyed || socket.writableEnded || data.length === 0) return;
     conn.written = (conn.written ?? 0) + data.length;
     socket.write(data);
-    if (socket.writableLength > this.budget) this.endpointOverBudget(conn, socket.writableLength);
+    this.flow.queued(conn, socket.writableLength);
   }
 
   private onCloseRequest(connectID: bigint): void {
@@ -483,15 +432,11 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   private forget(conn: EndpointConnection): void {
     if (conn.state === "closed") return;
     conn.state = "closed";
-    this.connections.delete(conn.connectID);
+    this.connections.remove(conn);
     if (this.pendingDials.get(conn.random) === conn) this.pendingDials.delete(conn.random);
-    this.clearStallTimer(conn);
-    conn.peerPaused = false;
-    conn.holding = false;
-    if (this.overBudget.delete(conn)) this.maybeResumeStream();
+    this.flow.release(conn);
+    this.turns.remove(conn);
     conn.early = undefined;
-    conn.waitingTurn = false;
-    this.waitingTurn.delete(conn);
     this.deps.onEndpointCount(-1);
   }
 
@@ -510,22 +455,11 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     for (const conn of this.connections.values()) conn.socket?.pause();
   }
 
+  /** A new turn: resume the endpoints that waited for it, or all when the stream budget paused them. */
   private onStreamDrain(): void {
-    this.turn++;
-    this.lastTurnSenders = this.turnSenders;
-    this.turnSenders = 0;
-    if (!this.sendBlocked && this.waitingTurn.size === 0) return;
     const all = this.sendBlocked;
     this.sendBlocked = false;
-    const waiting = [...this.waitingTurn];
-    for (const conn of waiting) conn.waitingTurn = false;
-    this.waitingTurn.clear();
-    // Least recently served first (see attach() and ENDPOINT_SEND_QUANTUM).
-    for (const conn of all ? this.connections.values() : waiting)
-      if (conn.state === "open" && !conn.pausedByPeer) conn.socket?.resume();
-  }
-
-  private maybeResumeStream(): void {
-    if (this.overBudget.size === 0 && !this.closed) this.call.resume();
+    // Least recently served first (the TurnScheduler's order).
+    for (const conn of this.turns.nextTurn(all)) if (conn.state === "open" && !conn.pausedByPeer) conn.socket?.resume();
   }
 }

@@ -3,8 +3,13 @@
  * the connections established through it, and flow-control bookkeeping in both directions.
  */
 import type { AgentIdentifiers } from "@cluster-proxy/protocol";
-import type { ServerCall } from "@cluster-proxy/tunnel";
-import type { DialFailureReason } from "@cluster-proxy/tunnel";
+import {
+  ConnectionTable,
+  FlowState,
+  SharedStream,
+  type DialFailureReason,
+  type ServerCall,
+} from "@cluster-proxy/tunnel";
 import type { RoutableBackend } from "./strategies.js";
 
 /** How a dial failed, for the frontend to turn into its own answer (DIAL_RSP or HTTP status). */
@@ -73,14 +78,8 @@ export interface FlowHooks {
 export class TunnelConnection {
   /** The frontend is gone and CLOSE_REQ was sent; the entry waits for the agent's CLOSE_RSP. */
   frontendGone = false;
-  /** Over budget: FLOW_PAUSE was sent to the agent and FLOW_RESUME is owed. */
-  peerPaused = false;
-  /** Over the hard limit (agent ignores FLOW_PAUSE): the agent stream is held for this connection. */
-  holding = false;
-  /** Armed while over budget; fires the stall check. */
-  stallTimer: NodeJS.Timeout | undefined;
-  /** `end.delivered()` when the stall timer was (re)armed. */
-  stallMark = 0;
+  /** Flow control towards the frontend's reader (the engine's ConnectionFlow owns it). */
+  readonly flow = new FlowState();
 
   constructor(
     readonly backend: Backend,
@@ -92,7 +91,7 @@ export class TunnelConnection {
   /** The frontend's buffer drained: end any pause or hold this connection caused. */
   drained(): void {
     if (this.hooks) this.hooks.drained(this);
-    else this.backend.unstall(this);
+    else this.backend.shared.release(this);
   }
 }
 
@@ -103,14 +102,14 @@ export class Backend implements RoutableBackend {
   /** Process-unique number of this stream (logs; an agent may hold several streams). */
   readonly serial = nextBackendSerial++;
   /** Established connections by the agent-allocated connectID. */
-  readonly connections = new Map<bigint, TunnelConnection>();
+  readonly connections = new ConnectionTable<TunnelConnection>();
   /** Dials sent to this agent and not answered yet. */
   readonly pending = new Set<PendingDial>();
   /**
-   * Connections over the hard per-connection limit whose agent ignores FLOW_PAUSE (a Go agent);
-   * reading from the agent is paused while any (the fallback of docs/flow-control.md).
+   * The stream as flow control sees it: reading from the agent is held while a connection is over
+   * the hard per-connection limit and the agent ignores FLOW_PAUSE (a Go agent).
    */
-  private readonly stalledBy = new Set<TunnelConnection>();
+  readonly shared: SharedStream;
   private drainWaiters: (() => void)[] = [];
 
   constructor(
@@ -118,6 +117,7 @@ export class Backend implements RoutableBackend {
     readonly identifiers: AgentIdentifiers,
     readonly call: ServerCall,
   ) {
+    this.shared = new SharedStream(call);
     call.on("drain", () => {
       const waiters = this.drainWaiters;
       this.drainWaiters = [];
@@ -144,23 +144,18 @@ export class Backend implements RoutableBackend {
     this.drainWaiters.push(fn);
   }
 
-  /** Whether the agent ignored a FLOW_PAUSE (logged once per stream). */
-  ignoresFlowControl = false;
-
-  /** Stop reading from the agent until `conn` calls {@link unstall}. */
-  stall(conn: TunnelConnection): void {
-    if (this.stalledBy.size === 0) this.call.pause();
-    this.stalledBy.add(conn);
+  /** Whether the agent ignores FLOW_PAUSE (it did not announce flow control, or kept sending past a limit). */
+  get ignoresFlowControl(): boolean {
+    return this.shared.ignoresFlowControl;
   }
 
-  unstall(conn: TunnelConnection): void {
-    if (!this.stalledBy.delete(conn)) return;
-    if (this.stalledBy.size === 0 && !this.call.closed) this.call.resume();
+  set ignoresFlowControl(ignores: boolean) {
+    this.shared.ignoresFlowControl = ignores;
   }
 
   /** Drop all waiters (the stream is gone). */
   release(): void {
     this.drainWaiters = [];
-    this.stalledBy.clear();
+    this.shared.clear();
   }
 }

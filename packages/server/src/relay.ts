@@ -9,7 +9,6 @@ import {
   FlowControl,
   PacketDecodeError,
   decodeFlowControl,
-  encodeFlowControl,
   isFlowControlType,
   PacketType,
   decodePacket,
@@ -18,7 +17,14 @@ import {
   type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, type DialFailureReason, type Logger } from "@cluster-proxy/tunnel";
+import {
+  ConnectionFlow,
+  FRAME_HEADER,
+  sealFrame,
+  type DialFailureReason,
+  type EngineTimers,
+  type Logger,
+} from "@cluster-proxy/tunnel";
 import type { ProxyStrategy } from "@cluster-proxy/api";
 import {
   TunnelConnection,
@@ -51,29 +57,18 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
 const CLOSING_LINGER_MS = 30_000;
 
 /**
- * Per-connection flow control (docs/flow-control.md). Bytes one connection may have buffered
+ * Per-connection flow control (docs/flow-control.md) is the tunnel engine's ConnectionFlow; its
+ * defaults, under the names the server has always exported: the budget a connection may buffer
  * towards its reader before the agent is asked (FLOW_PAUSE) to stop reading that connection's
- * endpoint, and the stall clock starts.
+ * endpoint, the limit past which the relay stops reading the whole agent stream for it (an agent
+ * that ignores FLOW_PAUSE), the default `--connection-stall-timeout`, and the stall error text.
  */
-export const CONNECTION_BUFFER_BUDGET = 4 * 1024 * 1024;
-
-/**
- * Bytes one connection may buffer before the relay stops reading the whole agent stream for it.
- * Reached only when the agent ignores FLOW_PAUSE (the Go agent): our agent stops within one
- * HTTP/2 window (16 MiB) plus its send buffers after the budget, well under this.
- */
-export const CONNECTION_BUFFER_LIMIT = 64 * 1024 * 1024;
-
-/** Default `--connection-stall-timeout`. */
-export const DEFAULT_CONNECTION_STALL_TIMEOUT_MS = 60_000;
-
-/** The error text of a connection closed because its reader stalled. */
-export function stallErrorText(who: string, timeoutMs: number, buffered: number): string {
-  return (
-    `connection stalled: the ${who} read nothing for ${timeoutMs / 1000}s with ${buffered} bytes ` +
-    `buffered (--connection-stall-timeout)`
-  );
-}
+export {
+  CONNECTION_BUFFER_BUDGET,
+  CONNECTION_BUFFER_LIMIT,
+  DEFAULT_CONNECTION_STALL_TIMEOUT_MS,
+  stallErrorText,
+} from "@cluster-proxy/tunnel";
 
 export interface RelayOptions {
   strategies: readonly ProxyStrategy[];
@@ -92,6 +87,8 @@ export interface RelayOptions {
   connectionBufferLimit?: number;
   random?: () => number;
   now?: () => number;
+  /** The stall timers' clock (tests drive it; default Node's timers). */
+  timers?: EngineTimers;
 }
 
 /** What a frontend asks for when it dials. */
@@ -112,18 +109,41 @@ export class Relay implements FlowHooks {
   private readonly now: () => number;
   private shuttingDown = false;
   private idleWaiters: (() => void)[] = [];
-  private readonly stallTimeoutMs: number;
-  private readonly budget: number;
-  private readonly limit: number;
+  /** Per-connection budgets, FLOW_PAUSE / FLOW_RESUME, stall closes and the stream hold. */
+  private readonly flow: ConnectionFlow<TunnelConnection>;
 
   constructor(private readonly options: RelayOptions) {
     this.router = new Router<Backend>(options.strategies, options.random);
     this.log = options.logger;
     this.metrics = options.metrics;
     this.now = options.now ?? Date.now;
-    this.stallTimeoutMs = options.connectionStallTimeoutMs ?? DEFAULT_CONNECTION_STALL_TIMEOUT_MS;
-    this.budget = options.connectionBufferBudget ?? CONNECTION_BUFFER_BUDGET;
-    this.limit = Math.max(this.budget, options.connectionBufferLimit ?? CONNECTION_BUFFER_LIMIT);
+    this.flow = new ConnectionFlow<TunnelConnection>(
+      {
+        budget: options.connectionBufferBudget,
+        limit: options.connectionBufferLimit,
+        stallTimeoutMs: options.connectionStallTimeoutMs,
+        reader: "client",
+        timers: options.timers,
+      },
+      {
+        stream: (conn) => conn.backend.shared,
+        sendFlow: (conn, type, frame) => this.sendToAgent(conn.backend, frame, type),
+        isOpen: (conn) => !conn.frontendGone && !conn.backend.closed && conn.backend.connections.holds(conn),
+        delivered: (conn) => conn.end.delivered(conn),
+        buffered: (conn) => conn.end.buffered(conn),
+        stalled: (conn, why) => {
+          this.log.warn({ agentId: conn.backend.agentId, connectID: conn.connectID }, why);
+          this.metrics.connectionStalled();
+          conn.end.stallClose(conn, why);
+          this.frontendClosed(conn);
+        },
+        peerIgnoresFlowControl: (conn, buffered) =>
+          this.log.info(
+            { agentId: conn.backend.agentId, connectID: conn.connectID, buffered },
+            "agent ignores per-connection flow control; pausing its stream while a reader is over the limit",
+          ),
+      },
+    );
   }
 
   pendingCount(): number {
@@ -148,9 +168,7 @@ export class Relay implements FlowHooks {
     backend.release();
     const text = `agent ${backend.agentId} disconnected before answering the dial: ${why}`;
     for (const dial of [...backend.pending]) {
-      this.forgetDial(dial);
-      this.metrics.dialFailed("agent_gone");
-      dial.end.dialFailed(dial.random, { kind: "agent_gone", text, reason: "agent_gone" });
+      this.failDial(dial, { kind: "agent_gone", text, reason: "agent_gone" });
     }
     for (const conn of [...backend.connections.values()]) {
       this.forgetConnection(conn);
@@ -191,8 +209,7 @@ export class Relay implements FlowHooks {
           return;
         }
         if (conn.frontendGone) return;
-        const buffered = conn.end.data(conn, frame);
-        if (buffered > this.budget) this.overBudget(conn, buffered);
+        this.flow.queued(conn, conn.end.data(conn, frame));
         return;
       }
       case PacketType.CLOSE_RSP: {
@@ -209,14 +226,7 @@ export class Relay implements FlowHooks {
       case PacketType.DIAL_CLS: {
         const dial = this.pending.get(route.random);
         if (!dial || dial.backend !== backend) return;
-        this.forgetDial(dial);
-        this.metrics.dialFailed("backend_close");
-        dial.end.dialFailed(dial.random, {
-          kind: "dial_closed",
-          text: "dial closed by the agent",
-          reason: "backend_close",
-          frame,
-        });
+        this.failDial(dial, { kind: "dial_closed", text: "dial closed by the agent", reason: "backend_close", frame });
         return;
       }
       case PacketType.DRAIN:
@@ -243,86 +253,9 @@ export class Relay implements FlowHooks {
     conn.end.pauseSource(conn, flow.type === FlowControl.PAUSE);
   }
 
-  /** `conn`'s reader has more than the budget buffered. */
-  private overBudget(conn: TunnelConnection, buffered: number): void {
-    const backend = conn.backend;
-    if (!conn.peerPaused) {
-      conn.peerPaused = true;
-      if (!backend.ignoresFlowControl) {
-        this.sendToAgent(
-          backend,
-          sealFrame(encodeFlowControl(FlowControl.PAUSE, conn.connectID, FRAME_HEADER)),
-          FlowControl.PAUSE,
-        );
-      }
-      this.armStallTimer(conn);
-    }
-    if (buffered > this.limit && !conn.holding) {
-      // The agent kept sending past the budget plus everything that can be in flight: it does
-      // not know FLOW_PAUSE. Fall back to holding the agent stream until this reader drains
-      // (bounded by the stall timeout).
-      conn.holding = true;
-      if (!backend.ignoresFlowControl) {
-        backend.ignoresFlowControl = true;
-        this.log.info(
-          { agentId: backend.agentId, connectID: conn.connectID, buffered },
-          "agent ignores per-connection flow control; pausing its stream while a reader is over the limit",
-        );
-      }
-      backend.stall(conn);
-    }
-  }
-
   /** FlowHooks: the reader of `conn` drained its buffer. */
   drained(conn: TunnelConnection): void {
-    this.clearStallTimer(conn);
-    if (conn.peerPaused) {
-      conn.peerPaused = false;
-      if (
-        !conn.backend.ignoresFlowControl &&
-        !conn.frontendGone &&
-        !conn.backend.closed &&
-        conn.backend.connections.get(conn.connectID) === conn
-      ) {
-        this.sendToAgent(
-          conn.backend,
-          sealFrame(encodeFlowControl(FlowControl.RESUME, conn.connectID, FRAME_HEADER)),
-          FlowControl.RESUME,
-        );
-      }
-    }
-    if (conn.holding) {
-      conn.holding = false;
-      conn.backend.unstall(conn);
-    }
-  }
-
-  private armStallTimer(conn: TunnelConnection): void {
-    if (this.stallTimeoutMs <= 0) return;
-    this.clearStallTimer(conn);
-    conn.stallMark = conn.end.delivered(conn);
-    conn.stallTimer = setTimeout(() => this.stallCheck(conn), this.stallTimeoutMs);
-    conn.stallTimer.unref();
-  }
-
-  private clearStallTimer(conn: TunnelConnection): void {
-    if (conn.stallTimer) clearTimeout(conn.stallTimer);
-    conn.stallTimer = undefined;
-  }
-
-  /** The stall timer fired: close the connection unless its reader made progress meanwhile. */
-  private stallCheck(conn: TunnelConnection): void {
-    conn.stallTimer = undefined;
-    if (conn.frontendGone || !conn.peerPaused) return;
-    if (conn.end.delivered(conn) > conn.stallMark) {
-      this.armStallTimer(conn); // slow, not stalled
-      return;
-    }
-    const why = stallErrorText("client", this.stallTimeoutMs, conn.end.buffered(conn));
-    this.log.warn({ agentId: conn.backend.agentId, connectID: conn.connectID }, why);
-    this.metrics.connectionStalled();
-    conn.end.stallClose(conn, why);
-    this.frontendClosed(conn);
+    this.flow.drained(conn);
   }
 
   private onDialResponse(backend: Backend, frame: Buffer, random: bigint, connectID: bigint): void {
@@ -361,7 +294,7 @@ export class Relay implements FlowHooks {
       }
     }
     const conn = new TunnelConnection(backend, connectID, dial.end, this);
-    backend.connections.set(connectID, conn);
+    backend.connections.add(conn);
     this.established++;
     this.metrics.dialDuration.observe((this.now() - dial.startedAt) / 1000);
     dial.end.dialSucceeded(random, conn, frame);
@@ -416,18 +349,12 @@ export class Relay implements FlowHooks {
 
   private dialTimedOut(dial: PendingDial): void {
     if (this.pending.get(dial.random) !== dial) return;
-    this.forgetDial(dial);
     this.sendToAgent(
       dial.backend,
       packetFrame({ type: PacketType.DIAL_CLS, closeDial: { random: dial.random } }),
       PacketType.DIAL_CLS,
     );
-    this.metrics.dialFailed("backend_dial_timeout");
-    dial.end.dialFailed(dial.random, {
-      kind: "timeout",
-      text: DialErrors.backendDialTimeout,
-      reason: "backend_dial_timeout",
-    });
+    this.failDial(dial, { kind: "timeout", text: DialErrors.backendDialTimeout, reason: "backend_dial_timeout" });
   }
 
   /**
@@ -465,8 +392,8 @@ export class Relay implements FlowHooks {
   frontendClosed(conn: TunnelConnection, alreadySent = false): void {
     if (conn.frontendGone) return;
     conn.frontendGone = true;
-    this.releaseFlow(conn);
-    if (conn.backend.connections.get(conn.connectID) !== conn) return;
+    this.flow.release(conn);
+    if (!conn.backend.connections.holds(conn)) return;
     if (!alreadySent && !conn.backend.closed) {
       this.sendToAgent(
         conn.backend,
@@ -479,6 +406,13 @@ export class Relay implements FlowHooks {
 
   // ---- bookkeeping ------------------------------------------------------------------------
 
+  /** Forget a pending dial, count its failure and tell its frontend. */
+  private failDial(dial: PendingDial, failure: DialFailure): void {
+    this.forgetDial(dial);
+    this.metrics.dialFailed(failure.reason);
+    dial.end.dialFailed(dial.random, failure);
+  }
+
   private forgetDial(dial: PendingDial): void {
     if (dial.timer) clearTimeout(dial.timer);
     if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
@@ -486,23 +420,14 @@ export class Relay implements FlowHooks {
   }
 
   private forgetConnection(conn: TunnelConnection): void {
-    if (conn.backend.connections.get(conn.connectID) !== conn) return;
-    conn.backend.connections.delete(conn.connectID);
-    this.releaseFlow(conn);
+    if (!conn.backend.connections.remove(conn)) return;
+    this.flow.release(conn);
     this.established--;
     if (this.established === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
     }
-  }
-
-  /** The connection is over (or its reader is gone): no stall timer, no hold on the agent stream. */
-  private releaseFlow(conn: TunnelConnection): void {
-    this.clearStallTimer(conn);
-    conn.peerPaused = false;
-    conn.holding = false;
-    conn.backend.unstall(conn);
   }
 
   /** Resolve once no connection is established, or after `timeoutMs`. */
@@ -522,13 +447,7 @@ export class Relay implements FlowHooks {
   stopDialing(): void {
     this.shuttingDown = true;
     for (const dial of [...this.pending.values()]) {
-      this.forgetDial(dial);
-      this.metrics.dialFailed("frontend_close");
-      dial.end.dialFailed(dial.random, {
-        kind: "shutdown",
-        text: "proxy server is shutting down",
-        reason: "frontend_close",
-      });
+      this.failDial(dial, { kind: "shutdown", text: "proxy server is shutting down", reason: "frontend_close" });
     }
   }
 }

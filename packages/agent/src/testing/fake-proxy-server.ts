@@ -16,7 +16,8 @@ import {
   type ServerCall,
   type StreamStatus,
 } from "@cluster-proxy/tunnel";
-import type { TestPki } from "./certs.js";
+import type { TestPki } from "@cluster-proxy/pki/testing";
+import { listenTcp, type TcpEndpoint } from "./tcp-endpoints.js";
 
 /** One agent stream as the fake server sees it. */
 export class FakeAgentStream {
@@ -156,25 +157,8 @@ export class FakeProxyServer {
 }
 
 /** A TCP echo server on 127.0.0.1 that tracks its sockets. */
-export async function startEchoServer(): Promise<{ port: number; sockets: Set<net.Socket>; close(): Promise<void> }> {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-    s.on("error", () => undefined);
-    s.pipe(s);
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    sockets,
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
+export function startEchoServer(): Promise<TcpEndpoint> {
+  return listenTcp((s) => s.pipe(s));
 }
 
 /**

@@ -112,7 +112,8 @@ test("session.unref() lets the process exit: it reaches the socket under the JS 
   );
 });
 
-test("SessionTransport: writes complete while the peer does not read, up to the hold limit, then wait for drain", async () => {
+/** A socket connected to a loopback peer that reads nothing until the test resumes it. */
+async function connectedToSilentPeer(): Promise<{ server: net.Server; socket: net.Socket; peer: net.Socket }> {
   const server = net.createServer({ pauseOnConnect: true });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -120,6 +121,11 @@ test("SessionTransport: writes complete while the peer does not read, up to the 
   const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
   await once(socket, "connect");
   const [peer] = await accepted;
+  return { server, socket, peer };
+}
+
+test("SessionTransport: writes complete while the peer does not read, up to the hold limit, then wait for drain", async () => {
+  const { server, socket, peer } = await connectedToSilentPeer();
   const transport = new SessionTransport(socket, 8 * MiB);
   try {
     const completed: number[] = [];
@@ -144,13 +150,7 @@ test("SessionTransport: writes complete while the peer does not read, up to the 
 });
 
 test("SessionTransport: end() finishes once the socket flushed, so the destroy node does next loses nothing", async () => {
-  const server = net.createServer({ pauseOnConnect: true });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const accepted = once(server, "connection") as Promise<[net.Socket]>;
-  const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
-  await once(socket, "connect");
-  const [peer] = await accepted;
+  const { server, socket, peer } = await connectedToSilentPeer();
   const transport = new SessionTransport(socket);
   try {
     const size = 16 * MiB;
