@@ -1,14 +1,14 @@
 /**
- * The building blocks of the component schemas: each option is a zod type (its value type, its
- * default and its rules) plus its flag metadata; a component is a zod object of those plus its
- * cross-field rules. From one component schema come the TypeScript type (`z.output`), the
+ * The building blocks of the component schemas: each option is a field (its value type, its
+ * default, its rules) plus its flag metadata; a component is a table of those plus its
+ * cross-field rules. From one component schema come the TypeScript type ({@link OptionsOf}), the
  * defaults, the validation, the `--help` text and the README's flag reference (through the
  * derived {@link OptionSpec} table).
  *
- * zod/mini (the functional API) rather than `zod`: same schemas, and cheaper in the agent's idle
- * memory (+4.0 MiB against +7.2 MiB for full zod; docs/decisions.md).
+ * Hand-written rather than zod: the schemas need only five value types, defaults and rule
+ * functions, and loading zod/mini cost every agent 7-8 MiB of idle RSS (61 -> 69 MiB, a
+ * process that runs in every managed cluster; A/B in docs/decisions.md).
  */
-import * as z from "zod/mini";
 import { throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
 
 /** A flag's description and Go notes: everything of an {@link OptionSpec} the schema does not own. */
@@ -20,64 +20,84 @@ export type FlagMeta = Omit<OptionSpec, "key" | "kind" | "default" | "choices">;
  */
 export type ValueRule<T> = (value: T) => string | readonly string[] | undefined;
 
-/** One option: its zod type (with default and rules), the kind its flag parses as, and its flag. */
-export interface OptionField<T extends z.ZodMiniType = z.ZodMiniType> {
-  readonly type: T;
+/** One option: its value type `V` (with default and rules), the kind its flag parses as, and its flag. */
+export interface OptionField<V = unknown> {
   readonly kind: OptionKind;
   readonly default: string | number | boolean | readonly string[];
   readonly choices?: readonly string[];
   readonly meta: FlagMeta;
+  /** Why `value` (already defaulted) is not a valid value of this option: its type, then its rules. */
+  readonly problems: (value: unknown) => string[];
+  /** Type-level only: the option's value type. */
+  readonly valueType?: V;
 }
 
-function checks<T>(rules: readonly ValueRule<T>[]): z.core.$ZodCheck<T>[] {
-  return rules.map((rule) =>
-    z.check<T>((ctx) => {
-      const why = rule(ctx.value);
-      for (const message of typeof why === "string" ? [why] : (why ?? []))
-        ctx.issues.push({ code: "custom", message, input: ctx.value });
-    }),
-  );
+/** The type check of a field: why a value is not of its type, or undefined. */
+type TypeCheck = (value: unknown) => string | undefined;
+
+function describe(value: unknown): string {
+  return Array.isArray(value) ? "array" : value === null ? "null" : typeof value;
 }
 
-function field<V, T extends z.ZodMiniType<V, V>>(
-  base: T,
+const is =
+  (type: "string" | "number" | "boolean"): TypeCheck =>
+  (value) =>
+    typeof value === type && (type !== "number" || Number.isFinite(value))
+      ? undefined
+      : `expected a ${type}, got ${describe(value)}`;
+
+const isStringList: TypeCheck = (value) =>
+  Array.isArray(value) && value.every((v) => typeof v === "string")
+    ? undefined
+    : `expected a list of strings, got ${describe(value)}`;
+
+function field<V>(
+  isType: TypeCheck,
   kind: OptionKind,
   def: V & OptionField["default"],
   meta: FlagMeta,
   rules: readonly ValueRule<V>[],
   choices?: readonly string[],
-): OptionField<z.ZodMiniPrefault<T>> {
-  // prefault, not default: an absent value becomes the default and then passes the rules too
-  // (an empty required path is refused whether it was given empty or left out).
-  const checked = rules.length > 0 ? base.check(...checks<V>(rules)) : base;
+): OptionField<V> {
   return {
-    type: z.prefault(checked, def as z.core.input<T>),
     kind,
     default: def,
     meta,
     ...(choices ? { choices } : {}),
+    // The rules run on a value of the right type only; a default passes them too (an empty
+    // required path is refused whether it was given empty or left out).
+    problems: (value) => {
+      const wrongType = isType(value);
+      if (wrongType !== undefined) return [wrongType];
+      return rules.flatMap((rule) => {
+        const why = rule(value as V);
+        return typeof why === "string" ? [why] : [...(why ?? [])];
+      });
+    },
   };
 }
 
 /** Field builders, one per flag kind. Each takes the default, the flag metadata and value rules. */
 export const opt = {
-  string: (def: string, meta: FlagMeta, ...rules: ValueRule<string>[]) => field(z.string(), "string", def, meta, rules),
-  path: (def: string, meta: FlagMeta, ...rules: ValueRule<string>[]) => field(z.string(), "path", def, meta, rules),
-  int: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(z.number(), "int", def, meta, rules),
-  float: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(z.number(), "float", def, meta, rules),
-  port: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(z.number(), "port", def, meta, rules),
+  string: (def: string, meta: FlagMeta, ...rules: ValueRule<string>[]) =>
+    field(is("string"), "string", def, meta, rules),
+  path: (def: string, meta: FlagMeta, ...rules: ValueRule<string>[]) => field(is("string"), "path", def, meta, rules),
+  int: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(is("number"), "int", def, meta, rules),
+  float: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(is("number"), "float", def, meta, rules),
+  port: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(is("number"), "port", def, meta, rules),
   /** Milliseconds; the flag takes Go durations (`500ms`, `10s`, `1m`). */
   duration: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) =>
-    field(z.number(), "duration", def, meta, rules),
-  boolean: (def: boolean, meta: FlagMeta) => field(z.boolean(), "boolean", def, meta, []),
+    field(is("number"), "duration", def, meta, rules),
+  boolean: (def: boolean, meta: FlagMeta) => field(is("boolean"), "boolean", def, meta, []),
   list: (def: readonly string[], meta: FlagMeta, ...rules: ValueRule<string[]>[]) =>
-    field(z.array(z.string()), "list", [...def], meta, rules),
+    field<string[]>(isStringList, "list", [...def], meta, rules),
   /** One of `values` (a string flag whose help lists them). */
   choice: <const V extends readonly [string, ...string[]]>(values: V, def: V[number], meta: FlagMeta) =>
-    field(
-      z.enum(values, {
-        error: (issue) => `"${String(issue.input)}" is not one of ${values.filter((v) => v !== "").join(", ")}`,
-      }),
+    field<V[number]>(
+      (value) =>
+        typeof value === "string" && values.includes(value)
+          ? undefined
+          : `"${String(value)}" is not one of ${values.filter((v) => v !== "").join(", ")}`,
       "string",
       def,
       meta,
@@ -86,8 +106,8 @@ export const opt = {
     ),
 };
 
-/** The zod shape of a field table. */
-export type ShapeOf<F extends Record<string, OptionField>> = { -readonly [K in keyof F]: F[K]["type"] };
+/** The value type of a field. */
+type ValueOf<T> = T extends OptionField<infer V> ? V : never;
 
 /** Report a problem with the option `key` (the message names its flag). */
 export type Report<K extends string> = (key: K, why: string) => void;
@@ -95,8 +115,6 @@ export type Report<K extends string> = (key: K, why: string) => void;
 /** A component's option schema. */
 export interface OptionsSchema<F extends Record<string, OptionField>> {
   readonly fields: F;
-  /** The zod object: field types, defaults and rules (not the cross-field rules). */
-  readonly object: z.ZodMiniObject<ShapeOf<F>>;
   /** The flag table derived from the fields (help, docs, Go compatibility, flag parsing). */
   readonly specs: readonly OptionSpec[];
   /** Rules between fields, run on the values with defaults applied. */
@@ -104,16 +122,17 @@ export interface OptionsSchema<F extends Record<string, OptionField>> {
 }
 
 /** The validated options of a field table (every default applied). */
-export type OptionsOf<F extends Record<string, OptionField>> = z.output<z.ZodMiniObject<ShapeOf<F>>>;
-/** What a caller may give for a field table (every option with a default may be left out). */
-export type OptionsInputOf<F extends Record<string, OptionField>> = z.input<z.ZodMiniObject<ShapeOf<F>>>;
+export type OptionsOf<F extends Record<string, OptionField>> = { -readonly [K in keyof F]: ValueOf<F[K]> };
+/** What a caller may give for a field table (every option has a default, so each may be left out). */
+export type OptionsInputOf<F extends Record<string, OptionField>> = {
+  -readonly [K in keyof F]?: ValueOf<F[K]> | undefined;
+};
 
 /** Define a component's options: its fields (in flag-reference order) and its cross-field rules. */
 export function defineOptions<F extends Record<string, OptionField>>(
   fields: F,
   crossRules: OptionsSchema<F>["crossRules"] = () => undefined,
 ): OptionsSchema<F> {
-  const shape = Object.fromEntries(Object.entries(fields).map(([k, f]) => [k, f.type])) as ShapeOf<F>;
   const specs = Object.entries(fields).map(([key, f]): OptionSpec => ({
     key,
     kind: f.kind,
@@ -121,7 +140,7 @@ export function defineOptions<F extends Record<string, OptionField>>(
     default: copyDefault(f.default),
     ...f.meta,
   }));
-  return { fields, object: z.object(shape), specs, crossRules };
+  return { fields, specs, crossRules };
 }
 
 /**
@@ -134,22 +153,26 @@ export function parseOptions<F extends Record<string, OptionField>>(
   input: unknown,
   extra: (o: OptionsOf<F>) => string[] = () => [],
 ): OptionsOf<F> {
-  const result = z.safeParse(schema.object, input);
-  const flagOf = (key: PropertyKey | undefined): string =>
-    (typeof key === "string" ? schema.fields[key]?.meta.flag : undefined) ?? String(key);
-  const problems = result.success ? [] : result.error.issues.map((i) => `--${flagOf(i.path[0])}: ${i.message}`);
-  // The cross-field rules also run when a field is bad, on the given values over the defaults,
-  // so one run reports everything; a rule tripping over a badly typed field is then ignored.
-  const o = result.success ? result.data : withDefaults(schema, input);
+  const given = definedEntries(input);
+  const flagOf = (key: string): string => schema.fields[key]?.meta.flag ?? key;
+  const problems: string[] = [];
+  const o: Record<string, unknown> = {};
+  for (const [key, f] of Object.entries(schema.fields)) {
+    const value = key in given ? given[key] : copyDefault(f.default);
+    for (const why of f.problems(value)) problems.push(`--${f.meta.flag}: ${why}`);
+    o[key] = Array.isArray(value) ? [...(value as unknown[])] : value;
+  }
+  const fieldsOk = problems.length === 0;
+  // The cross-field rules also run when a field is bad, so one run reports everything; a rule
+  // tripping over a badly typed field is then ignored.
   try {
-    schema.crossRules(o, (key, why) => void problems.push(`--${flagOf(key)}: ${why}`));
-    problems.push(...extra(o));
+    schema.crossRules(o as OptionsOf<F>, (key, why) => void problems.push(`--${flagOf(key)}: ${why}`));
+    problems.push(...extra(o as OptionsOf<F>));
   } catch (err) {
-    if (result.success) throw err;
+    if (fieldsOk) throw err;
   }
   throwConfigProblems(problems);
-  if (!result.success) throw result.error; // not reached: a failed parse has issues
-  return result.data;
+  return o as OptionsOf<F>;
 }
 
 /** A default as a value (a list default is copied, so no caller shares it). */
