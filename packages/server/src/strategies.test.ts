@@ -12,12 +12,17 @@ function backend(name: string, identifiers = "", agentId = name): FakeBackend {
   return { name, agentId, identifiers: parseAgentIdentifiers(identifiers), draining: false };
 }
 
-test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers", () => {
+/** A destHost strategy holding `backends`, added in order. */
+function destHost(...backends: FakeBackend[]): DestHostStrategy<FakeBackend> {
   const s = new DestHostStrategy<FakeBackend>();
+  for (const b of backends) s.add(b);
+  return s;
+}
+
+test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers", () => {
   const a = backend("a", "host=cluster1");
   const b = backend("b", "host=cluster2&ipv6=fd00::1&ipv4=10.0.0.1");
-  s.add(a);
-  s.add(b);
+  const s = destHost(a, b);
   assert.equal(s.pick("cluster1:443")?.backend, a);
   assert.equal(s.pick("cluster1")?.backend, a);
   assert.equal(s.pick("[fd00::1]:443")?.backend, b);
@@ -32,11 +37,9 @@ test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers",
 });
 
 test("destHost: first non-draining backend under a key, else a draining one", () => {
-  const s = new DestHostStrategy<FakeBackend>();
   const a = backend("a", "host=east");
   const b = backend("b", "host=east");
-  s.add(a);
-  s.add(b);
+  const s = destHost(a, b);
   assert.equal(s.pick("east:443")?.backend, a);
   a.draining = true;
   assert.equal(s.pick("east:443")?.backend, b);
@@ -45,11 +48,9 @@ test("destHost: first non-draining backend under a key, else a draining one", ()
 });
 
 test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips the suffix", () => {
-  const s = new DestHostStrategy<FakeBackend>();
   const east = backend("east", "host=east&host=east.ns");
   const ns = backend("ns", "host=ns");
-  s.add(east);
-  s.add(ns);
+  const s = destHost(east, ns);
   const r = s.pick("grafana.monitoring.svc.east:3000");
   assert.equal(r?.backend, east);
   assert.equal(r?.address, "grafana.monitoring.svc:3000");
@@ -73,19 +74,16 @@ test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips th
 });
 
 test("destHost: exact match wins over suffix match", () => {
-  const s = new DestHostStrategy<FakeBackend>();
   const east = backend("east", "host=east");
   const exact = backend("exact", "host=api.east");
-  s.add(east);
-  s.add(exact);
+  const s = destHost(east, exact);
   const r = s.pick("api.east:443");
   assert.equal(r?.backend, exact);
   assert.equal(r?.address, "api.east:443");
 });
 
 test("destHost: suffix matching uses host identifiers only, not ipv4", () => {
-  const s = new DestHostStrategy<FakeBackend>();
-  s.add(backend("a", "ipv4=10.0.0.1"));
+  const s = destHost(backend("a", "ipv4=10.0.0.1"));
   assert.equal(s.pick("x.10.0.0.1:80"), undefined);
 });
 
