@@ -65,6 +65,20 @@ function expectType<T extends Packet["type"]>(p: Packet, type: T): Extract<Packe
   return p as Extract<Packet, { type: T }>;
 }
 
+/** Client `c` dials `address` through `agent`, which accepts it as `connectID`; both ends see their packet. */
+async function establish(
+  c: FakePeer,
+  agent: FakePeer,
+  address: string,
+  random: bigint,
+  connectID: bigint,
+): Promise<void> {
+  c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random } });
+  expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+  agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID, error: "" } });
+  expectType(await c.packets.next(), PacketType.DIAL_RSP);
+}
+
 describe("ProxyServer in-process", () => {
   let pki: TestPki;
   let server: ProxyServer;
@@ -208,10 +222,7 @@ describe("ProxyServer in-process", () => {
     const north = await agent("agent-north", "host=north");
     await north.call.waitForHeaders();
     const c = await client();
-    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "north:80", random: 31n } });
-    expectType(await north.packets.next(), PacketType.DIAL_REQ);
-    north.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 31n, connectID: 1n, error: "" } });
-    expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    await establish(c, north, "north:80", 31n, 1n);
     north.close();
     const close = expectType(await c.packets.next(), PacketType.CLOSE_RSP);
     assert.equal(close.closeResponse.connectID, 1n);
@@ -220,10 +231,7 @@ describe("ProxyServer in-process", () => {
 
   test("client going away: DIAL_CLS for pending dials, CLOSE_REQ for established; late DIAL_RSP closed", async () => {
     const c1 = await client();
-    c1.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 41n } });
-    expectType(await east.packets.next(), PacketType.DIAL_REQ);
-    east.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 41n, connectID: 41n, error: "" } });
-    expectType(await c1.packets.next(), PacketType.DIAL_RSP);
+    await establish(c1, east, "east:1", 41n, 41n);
     c1.close();
     const closeReq = expectType(await east.packets.next(), PacketType.CLOSE_REQ);
     assert.equal(closeReq.closeRequest.connectID, 41n);
