@@ -451,32 +451,22 @@ describe("ProxyAgent against a fake proxy server", () => {
 });
 
 describe("ProxyAgent.start() refuses bad configuration", () => {
-  it("names --ca-cert for an unreadable CA file", async () => {
-    const agent = new ProxyAgent(options(1, { caCert: "/nonexistent/ca.crt" }));
-    await assert.rejects(
-      agent.start(),
-      (err: Error) => err instanceof ConfigError && err.message.startsWith("--ca-cert:"),
-    );
-    await agent.close();
-  });
-
-  it("names --agent-key for a key that is not a key", async () => {
-    const agent = new ProxyAgent(options(1, { agentKey: pki.paths.ca.cert }));
-    await assert.rejects(
-      agent.start(),
-      (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-key:"),
-    );
-    await agent.close();
-  });
-
-  it("names --agent-identifiers for an unknown identifier type", async () => {
-    const agent = new ProxyAgent(options(1, { agentIdentifiers: "zone=eu" }));
-    await assert.rejects(
-      agent.start(),
-      (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-identifiers:"),
-    );
-    await agent.close();
-  });
+  // `over` is a function: the PKI paths exist only once `before` has run.
+  const cases: { name: string; over: () => Partial<AgentOptionsInput>; flag: string }[] = [
+    { name: "an unreadable CA file", over: () => ({ caCert: "/nonexistent/ca.crt" }), flag: "--ca-cert" },
+    { name: "a key that is not a key", over: () => ({ agentKey: pki.paths.ca.cert }), flag: "--agent-key" },
+    { name: "an unknown identifier type", over: () => ({ agentIdentifiers: "zone=eu" }), flag: "--agent-identifiers" },
+  ];
+  for (const { name, over, flag } of cases) {
+    it(`names ${flag} for ${name}`, async () => {
+      const agent = new ProxyAgent(options(1, over()));
+      await assert.rejects(
+        agent.start(),
+        (err: Error) => err instanceof ConfigError && err.message.startsWith(`${flag}:`),
+      );
+      await agent.close();
+    });
+  }
 });
 
 describe("ProxyAgent backpressure", () => {
