@@ -1,7 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseAgentIdentifiers } from "@cluster-proxy/protocol";
-import { DefaultRouteStrategy, DefaultStrategy, DestHostStrategy, Router, type RoutableBackend } from "./strategies.js";
+import {
+  DefaultRouteStrategy,
+  DefaultStrategy,
+  DestHostStrategy,
+  Router,
+  type RoutableBackend,
+  type Route,
+} from "./strategies.js";
 
 interface FakeBackend extends RoutableBackend {
   draining: boolean;
@@ -10,6 +17,12 @@ interface FakeBackend extends RoutableBackend {
 
 function backend(name: string, identifiers = "", agentId = name): FakeBackend {
   return { name, agentId, identifiers: parseAgentIdentifiers(identifiers), draining: false };
+}
+
+/** `route` goes to `backend` with the dial address `address`. */
+function assertRoute(route: Route<FakeBackend> | undefined, backend: FakeBackend, address: string): void {
+  assert.equal(route?.backend, backend);
+  assert.equal(route?.address, address);
 }
 
 /** A destHost strategy holding `backends`, added in order. */
@@ -51,15 +64,11 @@ test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips th
   const east = backend("east", "host=east&host=east.ns");
   const ns = backend("ns", "host=ns");
   const s = destHost(east, ns);
-  const r = s.pick("grafana.monitoring.svc.east:3000");
-  assert.equal(r?.backend, east);
-  assert.equal(r?.address, "grafana.monitoring.svc:3000");
+  assertRoute(s.pick("grafana.monitoring.svc.east:3000"), east, "grafana.monitoring.svc:3000");
   const ip = s.pick("10.0.0.7.east:5432");
   assert.equal(ip?.address, "10.0.0.7:5432");
   // Longest identifier wins: "east.ns" beats "ns".
-  const longest = s.pick("db.east.ns:5432");
-  assert.equal(longest?.backend, east);
-  assert.equal(longest?.address, "db:5432");
+  assertRoute(s.pick("db.east.ns:5432"), east, "db:5432");
   // Only the ns agent matches "x.ns".
   assert.equal(s.pick("x.ns:80")?.backend, ns);
   assert.equal(s.pick("x.ns:80")?.address, "x:80");
@@ -68,18 +77,14 @@ test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips th
   // A bare identifier is never stripped to an empty host.
   assert.equal(s.pick(".east:80"), undefined);
   // An IPv6 literal in front of a cluster suffix is re-bracketed.
-  const v6 = s.pick("[fd00::1.east]:443");
-  assert.equal(v6?.backend, east);
-  assert.equal(v6?.address, "[fd00::1]:443");
+  assertRoute(s.pick("[fd00::1.east]:443"), east, "[fd00::1]:443");
 });
 
 test("destHost: exact match wins over suffix match", () => {
   const east = backend("east", "host=east");
   const exact = backend("exact", "host=api.east");
   const s = destHost(east, exact);
-  const r = s.pick("api.east:443");
-  assert.equal(r?.backend, exact);
-  assert.equal(r?.address, "api.east:443");
+  assertRoute(s.pick("api.east:443"), exact, "api.east:443");
 });
 
 test("destHost: suffix matching uses host identifiers only, not ipv4", () => {
