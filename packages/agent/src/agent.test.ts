@@ -30,6 +30,13 @@ after(async () => {
   pki.cleanup();
 });
 
+/** A fake proxy server with the test PKI, listening on a free loopback port. */
+async function listeningServer(config: ConstructorParameters<typeof FakeProxyServer>[1]): Promise<FakeProxyServer> {
+  const server = new FakeProxyServer(pki, config);
+  await server.listen(0);
+  return server;
+}
+
 function options(port: number, over: Partial<AgentOptionsInput> = {}): AgentOptionsInput {
   return {
     proxyServerHost: "127.0.0.1",
@@ -106,8 +113,7 @@ describe("ProxyAgent against a fake proxy server", () => {
       error: at("error"),
       child: () => logger,
     };
-    const server = new FakeProxyServer(pki, { serverID: "server-r", serverCount: 1 });
-    await server.listen(0);
+    const server = await listeningServer({ serverID: "server-r", serverCount: 1 });
     const agent = new ProxyAgent(
       options(server.port, { agentCert: certPath, agentKey: keyPath, certReloadInterval: 50 }),
       { logger },
@@ -174,8 +180,7 @@ describe("ProxyAgent against a fake proxy server", () => {
   });
 
   it("sends its metadata, reads the handshake and relays a connection to an endpoint", async () => {
-    const server = new FakeProxyServer(pki, { serverID: "server-a", serverCount: 1 });
-    await server.listen(0);
+    const server = await listeningServer({ serverID: "server-a", serverCount: 1 });
     const healthPort = await freePort();
     const adminPort = await freePort();
     const agent = new ProxyAgent(options(server.port, { healthServerPort: healthPort, adminServerPort: adminPort }));
@@ -271,8 +276,7 @@ describe("ProxyAgent against a fake proxy server", () => {
   });
 
   it("abandons a pending dial on DIAL_CLS and times out hanging dials with Go's i/o timeout", async () => {
-    const server = new FakeProxyServer(pki, { serverID: "server-b", serverCount: 1 });
-    await server.listen(0);
+    const server = await listeningServer({ serverID: "server-b", serverCount: 1 });
     const hanging: net.Socket[] = [];
     const agent = new ProxyAgent(options(server.port, { dialTimeout: 200, agentIdentifiers: "" }), {
       connectEndpoint: () => {
@@ -372,8 +376,7 @@ describe("ProxyAgent against a fake proxy server", () => {
   });
 
   it("closes a duplicate server connection and keeps one stream", async () => {
-    const a = new FakeProxyServer(pki, { serverID: "dup-1", serverCount: 2 });
-    await a.listen(0);
+    const a = await listeningServer({ serverID: "dup-1", serverCount: 2 });
     const agent = new ProxyAgent(options(a.port));
     try {
       await agent.start();
@@ -390,8 +393,7 @@ describe("ProxyAgent against a fake proxy server", () => {
   });
 
   it("reconnects after the server restarts, within the backoff cap", async () => {
-    const server = new FakeProxyServer(pki, { serverID: "restart-1", serverCount: 1 });
-    await server.listen(0);
+    const server = await listeningServer({ serverID: "restart-1", serverCount: 1 });
     const healthPort = await freePort();
     let failures = 0;
     const logger: Logger = {
@@ -429,8 +431,7 @@ describe("ProxyAgent against a fake proxy server", () => {
   });
 
   it("detects a server that stops answering with keepalive pings", async () => {
-    const server = new FakeProxyServer(pki, { serverID: "ka-1", serverCount: 1 });
-    await server.listen(0);
+    const server = await listeningServer({ serverID: "ka-1", serverCount: 1 });
     const lb = new TcpBalancer(() => [server.port]);
     await lb.listen();
     const agent = new ProxyAgent(options(lb.port, { keepaliveTime: 100, keepaliveTimeout: 300 }));
@@ -450,38 +451,27 @@ describe("ProxyAgent against a fake proxy server", () => {
 });
 
 describe("ProxyAgent.start() refuses bad configuration", () => {
-  it("names --ca-cert for an unreadable CA file", async () => {
-    const agent = new ProxyAgent(options(1, { caCert: "/nonexistent/ca.crt" }));
-    await assert.rejects(
-      agent.start(),
-      (err: Error) => err instanceof ConfigError && err.message.startsWith("--ca-cert:"),
-    );
-    await agent.close();
-  });
-
-  it("names --agent-key for a key that is not a key", async () => {
-    const agent = new ProxyAgent(options(1, { agentKey: pki.paths.ca.cert }));
-    await assert.rejects(
-      agent.start(),
-      (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-key:"),
-    );
-    await agent.close();
-  });
-
-  it("names --agent-identifiers for an unknown identifier type", async () => {
-    const agent = new ProxyAgent(options(1, { agentIdentifiers: "zone=eu" }));
-    await assert.rejects(
-      agent.start(),
-      (err: Error) => err instanceof ConfigError && err.message.startsWith("--agent-identifiers:"),
-    );
-    await agent.close();
-  });
+  // `over` is a function: the PKI paths exist only once `before` has run.
+  const cases: { name: string; over: () => Partial<AgentOptionsInput>; flag: string }[] = [
+    { name: "an unreadable CA file", over: () => ({ caCert: "/nonexistent/ca.crt" }), flag: "--ca-cert" },
+    { name: "a key that is not a key", over: () => ({ agentKey: pki.paths.ca.cert }), flag: "--agent-key" },
+    { name: "an unknown identifier type", over: () => ({ agentIdentifiers: "zone=eu" }), flag: "--agent-identifiers" },
+  ];
+  for (const { name, over, flag } of cases) {
+    it(`names ${flag} for ${name}`, async () => {
+      const agent = new ProxyAgent(options(1, over()));
+      await assert.rejects(
+        agent.start(),
+        (err: Error) => err instanceof ConfigError && err.message.startsWith(`${flag}:`),
+      );
+      await agent.close();
+    });
+  }
 });
 
 describe("ProxyAgent backpressure", () => {
   it("pauses endpoint reads while the server stream is full, and the server stream while an endpoint is slow", async () => {
-    const server = new FakeProxyServer(pki, { serverID: "bp-1", serverCount: 1 });
-    await server.listen(0);
+    const server = await listeningServer({ serverID: "bp-1", serverCount: 1 });
     const endpointSockets: net.Socket[] = [];
     const agent = new ProxyAgent(options(server.port), {
       connectEndpoint: (o) => {

@@ -40,68 +40,65 @@ export class AgentMetrics {
 
   constructor() {
     const registers = [this.registry];
-    this.openServerConnections = new Gauge({
-      name: `${PREFIX}open_server_connections`,
-      help: "Current number of open server connections.",
-      registers,
-    });
-    this.knownServerCount = new Gauge({
-      name: `${PREFIX}known_server_count`,
-      help: "Current number of servers the agent wants to be connected to (from the servercount header).",
-      registers,
-    });
+    // Every metric registers in this registry only (never prom-client's global one).
+    const counter = <L extends string = string>(
+      name: string,
+      help: string,
+      labelNames: readonly L[] = [],
+    ): Counter<L> => new Counter({ name, help, labelNames, registers });
+    const gauge = <L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Gauge<L> =>
+      new Gauge({ name, help, labelNames, registers });
+    this.openServerConnections = gauge(
+      `${PREFIX}open_server_connections`,
+      "Current number of open server connections.",
+    );
+    this.knownServerCount = gauge(
+      `${PREFIX}known_server_count`,
+      "Current number of servers the agent wants to be connected to (from the servercount header).",
+    );
     this.knownServerCount.set(1);
-    this.openEndpointConnections = new Gauge({
-      name: `${PREFIX}open_endpoint_connections`,
-      help: "Current number of open endpoint connections (including dials in progress).",
-      registers,
-    });
-    this.endpointDialFailures = new Counter({
-      name: `${PREFIX}endpoint_dial_failure_total`,
-      help: "Number of failed endpoint dials, by reason (timeout, unknown, policy: refused by the destination policy).",
-      labelNames: ["reason"],
-      registers,
-    });
+    this.openEndpointConnections = gauge(
+      `${PREFIX}open_endpoint_connections`,
+      "Current number of open endpoint connections (including dials in progress).",
+    );
+    this.endpointDialFailures = counter(
+      `${PREFIX}endpoint_dial_failure_total`,
+      "Number of failed endpoint dials, by reason (timeout, unknown, policy: refused by the destination policy).",
+      ["reason"],
+    );
     this.dialDuration = new Histogram({
       name: `${PREFIX}dial_duration_seconds`,
       help: "Latency of successful endpoint dials in seconds.",
       buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30],
       registers,
     });
-    const { packetCounts } = this;
     this.streamPackets = new Counter({
-      name: `${PREFIX}stream_packets_total`,
-      help: "Count of packets processed, by segment and packet type.",
-      labelNames: ["segment", "packet_type"],
-      registers,
-      collect() {
-        packetCounts.report((labels, delta) => this.inc(labels, delta));
-      },
-    });
-    this.certificateExpiry = new Gauge({
-      name: "cluster_proxy_agent_certificate_expiry_timestamp_seconds",
-      help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: --agent-cert, and the earliest-expiring CA of --ca-cert",
-      labelNames: ["flag"],
+      ...this.packetCounts.counterConfig(
+        `${PREFIX}stream_packets_total`,
+        "Count of packets processed, by segment and packet type.",
+      ),
       registers,
     });
-    this.certificateReloads = new Counter({
-      name: "cluster_proxy_agent_certificate_reloads_total",
-      help: "Reloads of changed --ca-cert/--agent-cert/--agent-key files, by result (success, failure: refused, the old certificates stay)",
-      labelNames: ["result"],
-      registers,
-    });
-    this.serverConnectionFailures = new Counter({
-      name: `${PREFIX}server_connection_failure_count`,
-      help: "Count of failures to send to or receive from the proxy server, labeled by the direction (from_server or to_server). DEPRECATED, please use stream_packets_total and stream_errors_total",
-      labelNames: ["direction"],
-      registers,
-    });
-    this.streamErrors = new Counter({
-      name: `${PREFIX}stream_errors_total`,
-      help: "Count of gRPC stream errors, by segment, status code and packet type.",
-      labelNames: ["segment", "code", "packet_type"],
-      registers,
-    });
+    this.certificateExpiry = gauge(
+      "cluster_proxy_agent_certificate_expiry_timestamp_seconds",
+      "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: --agent-cert, and the earliest-expiring CA of --ca-cert",
+      ["flag"],
+    );
+    this.certificateReloads = counter(
+      "cluster_proxy_agent_certificate_reloads_total",
+      "Reloads of changed --ca-cert/--agent-cert/--agent-key files, by result (success, failure: refused, the old certificates stay)",
+      ["result"],
+    );
+    this.serverConnectionFailures = counter(
+      `${PREFIX}server_connection_failure_count`,
+      "Count of failures to send to or receive from the proxy server, labeled by the direction (from_server or to_server). DEPRECATED, please use stream_packets_total and stream_errors_total",
+      ["direction"],
+    );
+    this.streamErrors = counter(
+      `${PREFIX}stream_errors_total`,
+      "Count of gRPC stream errors, by segment, status code and packet type.",
+      ["segment", "code", "packet_type"],
+    );
   }
 
   /** Count `n` packets of `type` on `segment` (the hot path: plain numbers, see {@link PacketCounts}). */

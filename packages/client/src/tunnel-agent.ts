@@ -70,8 +70,40 @@ class AgentDialer {
     return this.client!.dial(address, dialOptions);
   }
 
+  /**
+   * Dial the request's address and hand `callback` the stream, passed through `wrap` (e.g. TLS
+   * inside the tunnel); a dial error, or an error thrown by `wrap`, goes to `callback` instead.
+   */
+  open(
+    request: http.ClientRequestArgs,
+    defaultPort: number,
+    callback: Callback | undefined,
+    wrap: (socket: Duplex) => Duplex | null | undefined = (socket) => socket,
+  ): void {
+    this.dial(AgentDialer.addressOf(request, defaultPort), request.signal).then(
+      (socket) => {
+        let wrapped: Duplex | null | undefined;
+        try {
+          wrapped = wrap(socket);
+        } catch (err) {
+          socket.destroy();
+          callback?.(err as Error, undefined as unknown as Duplex);
+          return;
+        }
+        if (wrapped) callback?.(null, wrapped);
+      },
+      (err: unknown) => callback?.(err as Error, undefined as unknown as Duplex),
+    );
+  }
+
   close(): void {
     if (this.ownsClient) void this.client?.close();
+  }
+
+  /** The options meant for Node's own agent: all but the dialer's. */
+  static nodeAgentOptions<T extends TunnelDialerOptions>(options: T): Omit<T, keyof TunnelDialerOptions> {
+    const { client: _c, tunnel: _t, connect: _x, dialTimeoutMs: _d, ...agentOptions } = options;
+    return agentOptions;
   }
 }
 
@@ -83,17 +115,12 @@ export class TunnelHttpAgent extends http.Agent {
   private readonly dialer: AgentDialer;
 
   constructor(options: TunnelAgentOptions) {
-    const { client: _c, tunnel: _t, connect: _x, dialTimeoutMs: _d, ...agentOptions } = options;
-    super(agentOptions);
+    super(AgentDialer.nodeAgentOptions(options));
     this.dialer = new AgentDialer(options);
   }
 
   override createConnection(options: http.ClientRequestArgs, callback?: Callback): Duplex | null | undefined {
-    const address = AgentDialer.addressOf(options, 80);
-    this.dialer.dial(address, options.signal).then(
-      (socket) => callback?.(null, socket),
-      (err: unknown) => callback?.(err as Error, undefined as unknown as Duplex),
-    );
+    this.dialer.open(options, 80, callback);
     return undefined;
   }
 
@@ -113,28 +140,15 @@ export class TunnelHttpsAgent extends https.Agent {
   private readonly dialer: AgentDialer;
 
   constructor(options: TunnelHttpsAgentOptions) {
-    const { client: _c, tunnel: _t, connect: _x, dialTimeoutMs: _d, ...agentOptions } = options;
-    super(agentOptions);
+    super(AgentDialer.nodeAgentOptions(options));
     this.dialer = new AgentDialer(options);
   }
 
   override createConnection(options: https.RequestOptions, callback?: Callback): Duplex | null | undefined {
-    const address = AgentDialer.addressOf(options, 443);
-    this.dialer.dial(address, options.signal).then(
-      (socket) => {
-        let tlsSocket: Duplex | null | undefined;
-        try {
-          // https.Agent's own createConnection runs tls.connect (with TLS session reuse); with
-          // `socket` set it speaks TLS over our tunnel instead of opening a TCP connection.
-          tlsSocket = super.createConnection({ ...options, socket } as https.RequestOptions);
-        } catch (err) {
-          socket.destroy();
-          callback?.(err as Error, undefined as unknown as Duplex);
-          return;
-        }
-        if (tlsSocket) callback?.(null, tlsSocket);
-      },
-      (err: unknown) => callback?.(err as Error, undefined as unknown as Duplex),
+    // https.Agent's own createConnection runs tls.connect (with TLS session reuse); with
+    // `socket` set it speaks TLS over our tunnel instead of opening a TCP connection.
+    this.dialer.open(options, 443, callback, (socket) =>
+      super.createConnection({ ...options, socket } as https.RequestOptions),
     );
     return undefined;
   }

@@ -41,6 +41,16 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
     pki.cleanup();
   });
 
+  /** Run `use` with a TunnelClient on the fake hub, closed afterwards whatever happens. */
+  const withClient = async (use: (client: TunnelClient) => Promise<void>): Promise<void> => {
+    const client = new TunnelClient(options);
+    try {
+      await use(client);
+    } finally {
+      await client.close();
+    }
+  };
+
   test("single-use dial echoes 8 MiB byte-exact; end() sends CLOSE_REQ, EOF after CLOSE_RSP, session closed", async () => {
     const closedBefore = fake.sessionsClosed;
     const socket = await dial("echo.east:443", options);
@@ -121,8 +131,7 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
   });
 
   test("int64 randoms: sent exactly, matched on all 64 bits", async () => {
-    const client = new TunnelClient(options);
-    try {
+    await withClient(async (client) => {
       // A DIAL_RSP differing in the lowest bit only is ignored (a Number compare could not tell).
       const socket = await client.dial("decoy:1");
       const req = await fake.waitForPacket((p) => dialReqOf(p) === socket.dialRandom);
@@ -136,9 +145,7 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
         s.destroy();
       }
       assert.ok(above > 0, "a random above 2^53 went over the wire intact");
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test("newDialRandom is a non-zero non-negative int64", () => {
@@ -153,8 +160,7 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
 
   test("reusable client: 20 dials share one TLS connection", async () => {
     const tlsBefore = fake.tlsConnections;
-    const client = new TunnelClient(options);
-    try {
+    await withClient(async (client) => {
       const sockets = await Promise.all(Array.from({ length: 20 }, (_, i) => client.dial(`echo${i}:80`)));
       assert.equal(new Set(sockets.map((s) => s.connectID)).size, 20);
       await Promise.all(
@@ -167,27 +173,21 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
       const again = await client.dial("echo:1");
       again.destroy();
       assert.equal(fake.tlsConnections - tlsBefore, 1);
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test("destroy() sends CLOSE_REQ", async () => {
-    const client = new TunnelClient(options);
-    try {
+    await withClient(async (client) => {
       const socket = await client.dial("echo:1");
       socket.destroy();
       await fake.waitForPacket(
         (p) => "closeRequest" in p.packet && p.packet.closeRequest.connectID === socket.connectID,
       );
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test("backpressure: a reader that stops pushes back on the writer; all bytes arrive once it reads", async () => {
-    const client = new TunnelClient(options);
-    try {
+    await withClient(async (client) => {
       const socket = await client.dial("echo:1");
       const chunk = randomBytes(1024 * 1024);
       const total = 64;
@@ -220,14 +220,11 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
       assert.ok(refused > 0);
       assert.equal(received, total * chunk.length);
       assert.equal(mismatch, false);
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test("a tunnel that dies destroys the socket with TunnelClosedError; the client reconnects", async () => {
-    const client = new TunnelClient(options);
-    try {
+    await withClient(async (client) => {
       const socket = await client.dial("echo:1");
       const errored = once(socket, "error");
       fake.destroySessions();
@@ -237,9 +234,7 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
       const reading = readAll(again);
       again.end("still works");
       assert.equal((await reading).toString(), "still works");
-    } finally {
-      await client.close();
-    }
+    });
   });
 
   test("the proxy being unreachable rejects", async () => {

@@ -33,6 +33,15 @@ export interface ServerCertReloading {
   stop(): void;
 }
 
+/** The files of the `--<prefix>-cert`, `--<prefix>-key` and (when given) `--<prefix>-ca-cert` flags. */
+function flagFiles(prefix: "cluster" | "server", cert: string, key: string, ca: string | undefined): TlsFiles {
+  return {
+    cert: { flag: `--${prefix}-cert`, path: cert },
+    key: { flag: `--${prefix}-key`, path: key },
+    ...(ca !== undefined ? { ca: { flag: `--${prefix}-ca-cert`, path: ca } } : {}),
+  };
+}
+
 /** Start reloading; `front` is undefined when no TCP front door uses TLS. */
 export function startServerCertReloading(deps: {
   options: ServerOptions;
@@ -48,12 +57,8 @@ export function startServerCertReloading(deps: {
       role: "agent",
       what: "agent port",
       material: deps.agent,
-      files: {
-        cert: { flag: "--cluster-cert", path: o.clusterCert },
-        key: { flag: "--cluster-key", path: o.clusterKey },
-        // With ServiceAccount token authentication the agent port trusts no client CA.
-        ...(o.clusterCaCert ? { ca: { flag: "--cluster-ca-cert", path: o.clusterCaCert } } : {}),
-      },
+      // With ServiceAccount token authentication the agent port trusts no client CA.
+      files: flagFiles("cluster", o.clusterCert, o.clusterKey, o.clusterCaCert || undefined),
     },
   ];
   if (deps.front)
@@ -61,11 +66,7 @@ export function startServerCertReloading(deps: {
       role: "front",
       what: "client front doors",
       material: deps.front,
-      files: {
-        cert: { flag: "--server-cert", path: o.serverCert },
-        key: { flag: "--server-key", path: o.serverKey },
-        ca: { flag: "--server-ca-cert", path: o.serverCaCert },
-      },
+      files: flagFiles("server", o.serverCert, o.serverKey, o.serverCaCert),
     });
   /** Expiry of the leaf (the first certificate of the file) and of the earliest CA of the bundle. */
   const setExpiry = (files: TlsFiles, material: TlsMaterial | undefined): void => {

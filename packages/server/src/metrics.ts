@@ -60,6 +60,18 @@ function scrapedGaugeByLabel(
   });
 }
 
+/** Metric constructors that register in `registers` only (never prom-client's global registry). */
+function registeringIn(registers: Registry[]) {
+  return {
+    counter: <L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Counter<L> =>
+      new Counter({ name, help, labelNames, registers }),
+    gauge: <L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Gauge<L> =>
+      new Gauge({ name, help, labelNames, registers }),
+    histogram: (name: string, help: string, buckets: number[]): Histogram =>
+      new Histogram({ name, help, buckets, registers }),
+  };
+}
+
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly dialDuration: Histogram;
@@ -86,35 +98,32 @@ export class ServerMetrics {
 
   constructor(source: MetricsSource) {
     const registers = [this.registry];
-    this.dialDuration = new Histogram({
-      name: `${PREFIX}dial_duration_seconds`,
-      help: "Latency of dial to the remote endpoint in seconds",
-      buckets: GO_SERVER_LATENCY_BUCKETS,
-      registers,
-    });
-    this.frontendWriteDuration = new Histogram({
-      name: `${PREFIX}frontend_write_duration_seconds`,
-      help: "Latency of write to the frontend in seconds",
-      buckets: GO_SERVER_LATENCY_BUCKETS,
-      registers,
-    });
-    this.streamErrors = new Counter({
-      name: `${PREFIX}stream_errors_total`,
-      help: "Count of gRPC stream errors, by segment, grpc Code, packet type.",
-      labelNames: ["segment", "code", "packet_type"],
-      registers,
-    });
+    const { counter, gauge, histogram } = registeringIn(registers);
+    this.dialDuration = histogram(
+      `${PREFIX}dial_duration_seconds`,
+      "Latency of dial to the remote endpoint in seconds",
+      GO_SERVER_LATENCY_BUCKETS,
+    );
+    this.frontendWriteDuration = histogram(
+      `${PREFIX}frontend_write_duration_seconds`,
+      "Latency of write to the frontend in seconds",
+      GO_SERVER_LATENCY_BUCKETS,
+    );
+    this.streamErrors = counter(
+      `${PREFIX}stream_errors_total`,
+      "Count of gRPC stream errors, by segment, grpc Code, packet type.",
+      ["segment", "code", "packet_type"],
+    );
     scrapedGauge(
       registers,
       `${PREFIX}ready_backend_connections`,
       "Number of konnectivity agent connected to the proxy server. DEPRECATED, please use ready_backends",
       () => source.backendCount(),
     );
-    new Counter({
-      name: `${PREFIX}culled_leases_count`,
-      help: "Count of expired leases that the lease garbage collection controller has culled. Always 0 here: there is no lease controller (--enable-lease-controller is refused)",
-      registers,
-    });
+    counter(
+      `${PREFIX}culled_leases_count`,
+      "Count of expired leases that the lease garbage collection controller has culled. Always 0 here: there is no lease controller (--enable-lease-controller is refused)",
+    );
     new Gauge({
       name: `${PREFIX}full_receive_channels`,
       help: "Number of current connections blocked by a full receive channel, partitioned by service method. Always 0 here: connections are flow-controlled one by one, none blocks a stream (docs/flow-control.md)",
@@ -125,17 +134,8 @@ export class ServerMetrics {
         this.set({ service_method: "Connect" }, 0);
       },
     });
-    this.grpcConnections = new Gauge({
-      name: `${PREFIX}grpc_connections`,
-      help: "Number of current gRPC streams",
-      labelNames: ["service_method"],
-      registers,
-    });
-    this.httpConnections = new Gauge({
-      name: `${PREFIX}http_connections`,
-      help: "Number of current HTTP CONNECT connections",
-      registers,
-    });
+    this.grpcConnections = gauge(`${PREFIX}grpc_connections`, "Number of current gRPC streams", ["service_method"]);
+    this.httpConnections = gauge(`${PREFIX}http_connections`, "Number of current HTTP CONNECT connections");
     new Gauge({
       name: `${PREFIX}ready_backends`,
       help: "Number of agent streams each proxy strategy can route to",
@@ -151,23 +151,16 @@ export class ServerMetrics {
     scrapedGauge(registers, `${PREFIX}established_connections`, "Connections established through agents", () =>
       source.establishedConnections(),
     );
-    this.dialFailures = new Counter({
-      name: `${PREFIX}dial_failure_count`,
-      help: "Dials that failed, by reason",
-      labelNames: ["reason"],
-      registers,
-    });
-    this.stalledConnections = new Counter({
-      name: "cluster_proxy_server_stalled_connections_total",
-      help: "Connections closed because their reader read nothing for --connection-stall-timeout",
-      registers,
-    });
-    this.handshakesShed = new Counter({
-      name: "cluster_proxy_server_tls_handshakes_shed_total",
-      help: "Connections refused with a TLS user_canceled alert because --max-pending-handshakes connections already waited for their handshake, by port flag",
-      labelNames: ["port"],
-      registers,
-    });
+    this.dialFailures = counter(`${PREFIX}dial_failure_count`, "Dials that failed, by reason", ["reason"]);
+    this.stalledConnections = counter(
+      "cluster_proxy_server_stalled_connections_total",
+      "Connections closed because their reader read nothing for --connection-stall-timeout",
+    );
+    this.handshakesShed = counter(
+      "cluster_proxy_server_tls_handshakes_shed_total",
+      "Connections refused with a TLS user_canceled alert because --max-pending-handshakes connections already waited for their handshake, by port flag",
+      ["port"],
+    );
     scrapedGaugeByLabel(
       registers,
       "cluster_proxy_server_tls_handshakes_waiting",
@@ -175,38 +168,31 @@ export class ServerMetrics {
       "port",
       () => source.handshakesWaiting(),
     );
-    this.certificateExpiry = new Gauge({
-      name: "cluster_proxy_server_certificate_expiry_timestamp_seconds",
-      help: "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: the serving certificate (--server-cert, --cluster-cert) and the earliest-expiring CA of each bundle (--server-ca-cert, --cluster-ca-cert)",
-      labelNames: ["flag"],
-      registers,
-    });
-    this.certificateReloads = new Counter({
-      name: "cluster_proxy_server_certificate_reloads_total",
-      help: "Certificate reloads after the files changed, by listener (agent, front) and result (success, failure: the new files were refused and the old certificates stay)",
-      labelNames: ["listener", "result"],
-      registers,
-    });
-    this.agentIdentityRefusals = new Counter({
-      name: "cluster_proxy_server_agent_identity_refusals_total",
-      help: "Agent streams refused because their agentidentifiers claim what their certificate does not grant, by reason (host_not_granted, address_identifier, unreadable_certificate)",
-      labelNames: ["reason"],
-      registers,
-    });
-    this.agentAuthFailures = new Counter({
-      name: "cluster_proxy_server_agent_token_auth_failures_total",
-      help: "Agent streams refused because their ServiceAccount token was missing or not accepted (--agent-namespace, --agent-service-account, --authentication-audience)",
-      registers,
-    });
-    const { packetCounts } = this;
+    this.certificateExpiry = gauge(
+      "cluster_proxy_server_certificate_expiry_timestamp_seconds",
+      "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: the serving certificate (--server-cert, --cluster-cert) and the earliest-expiring CA of each bundle (--server-ca-cert, --cluster-ca-cert)",
+      ["flag"],
+    );
+    this.certificateReloads = counter(
+      "cluster_proxy_server_certificate_reloads_total",
+      "Certificate reloads after the files changed, by listener (agent, front) and result (success, failure: the new files were refused and the old certificates stay)",
+      ["listener", "result"],
+    );
+    this.agentIdentityRefusals = counter(
+      "cluster_proxy_server_agent_identity_refusals_total",
+      "Agent streams refused because their agentidentifiers claim what their certificate does not grant, by reason (host_not_granted, address_identifier, unreadable_certificate)",
+      ["reason"],
+    );
+    this.agentAuthFailures = counter(
+      "cluster_proxy_server_agent_token_auth_failures_total",
+      "Agent streams refused because their ServiceAccount token was missing or not accepted (--agent-namespace, --agent-service-account, --authentication-audience)",
+    );
     new Counter({
-      name: `${PREFIX}stream_packets_total`,
-      help: "Packets on the gRPC streams, by segment and packet type",
-      labelNames: ["segment", "packet_type"],
+      ...this.packetCounts.counterConfig(
+        `${PREFIX}stream_packets_total`,
+        "Packets on the gRPC streams, by segment and packet type",
+      ),
       registers,
-      collect() {
-        packetCounts.report((labels, delta) => this.inc(labels, delta));
-      },
     });
     scrapedGaugeByLabel(
       registers,

@@ -65,6 +65,35 @@ function expectType<T extends Packet["type"]>(p: Packet, type: T): Extract<Packe
   return p as Extract<Packet, { type: T }>;
 }
 
+/** A fake agent on `s`'s agent port, with the test PKI's agent certificate. */
+function connectAgentTo(
+  s: ProxyServer,
+  pki: TestPki,
+  metadata: Parameters<typeof connectFakeAgent>[1],
+): Promise<FakePeer> {
+  const tls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
+  return connectFakeAgent({ host: "127.0.0.1", port: port(s.addresses().agent), tls }, metadata);
+}
+
+/** Client `c` dials `address`; the DIAL_REQ reaches `agent`, which has not answered yet. */
+async function dialPending(c: FakePeer, agent: FakePeer, address: string, random: bigint): Promise<void> {
+  c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random } });
+  expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+}
+
+/** Client `c` dials `address` through `agent`, which accepts it as `connectID`; both ends see their packet. */
+async function establish(
+  c: FakePeer,
+  agent: FakePeer,
+  address: string,
+  random: bigint,
+  connectID: bigint,
+): Promise<void> {
+  await dialPending(c, agent, address, random);
+  agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random, connectID, error: "" } });
+  expectType(await c.packets.next(), PacketType.DIAL_RSP);
+}
+
 describe("ProxyServer in-process", () => {
   let pki: TestPki;
   let server: ProxyServer;
@@ -196,8 +225,7 @@ describe("ProxyServer in-process", () => {
     const west = await agent("agent-west", "host=west");
     await west.call.waitForHeaders();
     const c = await client();
-    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "west:80", random: 21n } });
-    expectType(await west.packets.next(), PacketType.DIAL_REQ);
+    await dialPending(c, west, "west:80", 21n);
     west.close();
     const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
     assert.equal(rsp.dialResponse.random, 21n);
@@ -208,10 +236,7 @@ describe("ProxyServer in-process", () => {
     const north = await agent("agent-north", "host=north");
     await north.call.waitForHeaders();
     const c = await client();
-    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "north:80", random: 31n } });
-    expectType(await north.packets.next(), PacketType.DIAL_REQ);
-    north.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 31n, connectID: 1n, error: "" } });
-    expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    await establish(c, north, "north:80", 31n, 1n);
     north.close();
     const close = expectType(await c.packets.next(), PacketType.CLOSE_RSP);
     assert.equal(close.closeResponse.connectID, 1n);
@@ -220,18 +245,14 @@ describe("ProxyServer in-process", () => {
 
   test("client going away: DIAL_CLS for pending dials, CLOSE_REQ for established; late DIAL_RSP closed", async () => {
     const c1 = await client();
-    c1.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 41n } });
-    expectType(await east.packets.next(), PacketType.DIAL_REQ);
-    east.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 41n, connectID: 41n, error: "" } });
-    expectType(await c1.packets.next(), PacketType.DIAL_RSP);
+    await establish(c1, east, "east:1", 41n, 41n);
     c1.close();
     const closeReq = expectType(await east.packets.next(), PacketType.CLOSE_REQ);
     assert.equal(closeReq.closeRequest.connectID, 41n);
     east.packets.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: 41n, error: "" } });
 
     const c2 = await client();
-    c2.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:2", random: 42n } });
-    expectType(await east.packets.next(), PacketType.DIAL_REQ);
+    await dialPending(c2, east, "east:2", 42n);
     c2.close();
     const dialCls = expectType(await east.packets.next(), PacketType.DIAL_CLS);
     assert.equal(dialCls.closeDial.random, 42n);
@@ -568,16 +589,11 @@ describe("ProxyServer options and lifecycle", () => {
     );
     await s.start();
     const tlsOpts = { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
-    const agentTls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
-    const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
-      { agentid: "slow", agentidentifiers: "" },
-    );
+    const a = await connectAgentTo(s, pki, { agentid: "slow", agentidentifiers: "" });
     try {
       await a.call.waitForHeaders();
       const c = await connectFakeClient({ host: "127.0.0.1", port: port(s.addresses().server), tls: tlsOpts });
-      c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "x:1", random: 9n } });
-      expectType(await a.packets.next(), PacketType.DIAL_REQ);
+      await dialPending(c, a, "x:1", 9n);
       const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
       assert.equal(rsp.dialResponse.error, DialErrors.backendDialTimeout);
       expectType(await a.packets.next(), PacketType.DIAL_CLS);
@@ -610,11 +626,7 @@ describe("ProxyServer options and lifecycle", () => {
     await s.start();
     assert.equal(s.addresses().server, `${pki.dir}/grpc.sock`);
     assert.equal(s.addresses().httpConnect, `${pki.dir}/connect.sock`);
-    const agentTls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
-    const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: agentTls },
-      { agentid: "uds-agent", agentidentifiers: "host=east" },
-    );
+    const a = await connectAgentTo(s, pki, { agentid: "uds-agent", agentidentifiers: "host=east" });
     try {
       await a.call.waitForHeaders();
       const c = await connectFakeClient({ udsPath: `${pki.dir}/grpc.sock` });

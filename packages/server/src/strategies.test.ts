@@ -1,7 +1,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { parseAgentIdentifiers } from "@cluster-proxy/protocol";
-import { DefaultRouteStrategy, DefaultStrategy, DestHostStrategy, Router, type RoutableBackend } from "./strategies.js";
+import {
+  DefaultRouteStrategy,
+  DefaultStrategy,
+  DestHostStrategy,
+  Router,
+  type RoutableBackend,
+  type Route,
+} from "./strategies.js";
 
 interface FakeBackend extends RoutableBackend {
   draining: boolean;
@@ -12,12 +19,23 @@ function backend(name: string, identifiers = "", agentId = name): FakeBackend {
   return { name, agentId, identifiers: parseAgentIdentifiers(identifiers), draining: false };
 }
 
-test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers", () => {
+/** `route` goes to `backend` with the dial address `address`. */
+function assertRoute(route: Route<FakeBackend> | undefined, backend: FakeBackend, address: string): void {
+  assert.equal(route?.backend, backend);
+  assert.equal(route?.address, address);
+}
+
+/** A destHost strategy holding `backends`, added in order. */
+function destHost(...backends: FakeBackend[]): DestHostStrategy<FakeBackend> {
   const s = new DestHostStrategy<FakeBackend>();
+  for (const b of backends) s.add(b);
+  return s;
+}
+
+test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers", () => {
   const a = backend("a", "host=cluster1");
   const b = backend("b", "host=cluster2&ipv6=fd00::1&ipv4=10.0.0.1");
-  s.add(a);
-  s.add(b);
+  const s = destHost(a, b);
   assert.equal(s.pick("cluster1:443")?.backend, a);
   assert.equal(s.pick("cluster1")?.backend, a);
   assert.equal(s.pick("[fd00::1]:443")?.backend, b);
@@ -32,11 +50,9 @@ test("destHost: exact, case-sensitive match on host, ipv4 and ipv6 identifiers",
 });
 
 test("destHost: first non-draining backend under a key, else a draining one", () => {
-  const s = new DestHostStrategy<FakeBackend>();
   const a = backend("a", "host=east");
   const b = backend("b", "host=east");
-  s.add(a);
-  s.add(b);
+  const s = destHost(a, b);
   assert.equal(s.pick("east:443")?.backend, a);
   a.draining = true;
   assert.equal(s.pick("east:443")?.backend, b);
@@ -45,20 +61,14 @@ test("destHost: first non-draining backend under a key, else a draining one", ()
 });
 
 test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips the suffix", () => {
-  const s = new DestHostStrategy<FakeBackend>();
   const east = backend("east", "host=east&host=east.ns");
   const ns = backend("ns", "host=ns");
-  s.add(east);
-  s.add(ns);
-  const r = s.pick("grafana.monitoring.svc.east:3000");
-  assert.equal(r?.backend, east);
-  assert.equal(r?.address, "grafana.monitoring.svc:3000");
+  const s = destHost(east, ns);
+  assertRoute(s.pick("grafana.monitoring.svc.east:3000"), east, "grafana.monitoring.svc:3000");
   const ip = s.pick("10.0.0.7.east:5432");
   assert.equal(ip?.address, "10.0.0.7:5432");
   // Longest identifier wins: "east.ns" beats "ns".
-  const longest = s.pick("db.east.ns:5432");
-  assert.equal(longest?.backend, east);
-  assert.equal(longest?.address, "db:5432");
+  assertRoute(s.pick("db.east.ns:5432"), east, "db:5432");
   // Only the ns agent matches "x.ns".
   assert.equal(s.pick("x.ns:80")?.backend, ns);
   assert.equal(s.pick("x.ns:80")?.address, "x:80");
@@ -67,25 +77,18 @@ test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips th
   // A bare identifier is never stripped to an empty host.
   assert.equal(s.pick(".east:80"), undefined);
   // An IPv6 literal in front of a cluster suffix is re-bracketed.
-  const v6 = s.pick("[fd00::1.east]:443");
-  assert.equal(v6?.backend, east);
-  assert.equal(v6?.address, "[fd00::1]:443");
+  assertRoute(s.pick("[fd00::1.east]:443"), east, "[fd00::1]:443");
 });
 
 test("destHost: exact match wins over suffix match", () => {
-  const s = new DestHostStrategy<FakeBackend>();
   const east = backend("east", "host=east");
   const exact = backend("exact", "host=api.east");
-  s.add(east);
-  s.add(exact);
-  const r = s.pick("api.east:443");
-  assert.equal(r?.backend, exact);
-  assert.equal(r?.address, "api.east:443");
+  const s = destHost(east, exact);
+  assertRoute(s.pick("api.east:443"), exact, "api.east:443");
 });
 
 test("destHost: suffix matching uses host identifiers only, not ipv4", () => {
-  const s = new DestHostStrategy<FakeBackend>();
-  s.add(backend("a", "ipv4=10.0.0.1"));
+  const s = destHost(backend("a", "ipv4=10.0.0.1"));
   assert.equal(s.pick("x.10.0.0.1:80"), undefined);
 });
 

@@ -89,16 +89,22 @@ class AgentPool<B extends RoutableBackend> {
   }
 }
 
-/** `default`: any agent, random start, first non-draining. */
-export class DefaultStrategy<B extends RoutableBackend> implements Strategy<B> {
-  readonly name = "default" as const;
+/**
+ * `default` and `defaultRoute`: among the agents this strategy admits, random start, first
+ * non-draining. The two differ only in which backends they admit.
+ */
+class RandomAgentStrategy<B extends RoutableBackend> implements Strategy<B> {
   private readonly pool: AgentPool<B>;
 
-  constructor(random: () => number = Math.random) {
+  constructor(
+    readonly name: "default" | "defaultRoute",
+    private readonly admits: (backend: B) => boolean,
+    random: () => number,
+  ) {
     this.pool = new AgentPool(random);
   }
   add(backend: B): void {
-    this.pool.add(backend);
+    if (this.admits(backend)) this.pool.add(backend);
   }
   remove(backend: B): void {
     this.pool.remove(backend);
@@ -112,26 +118,17 @@ export class DefaultStrategy<B extends RoutableBackend> implements Strategy<B> {
   }
 }
 
-/** `defaultRoute`: like `default`, among agents that sent `default-route=true`. */
-export class DefaultRouteStrategy<B extends RoutableBackend> implements Strategy<B> {
-  readonly name = "defaultRoute" as const;
-  private readonly pool: AgentPool<B>;
-
+/** `default`: any agent, random start, first non-draining. */
+export class DefaultStrategy<B extends RoutableBackend> extends RandomAgentStrategy<B> {
   constructor(random: () => number = Math.random) {
-    this.pool = new AgentPool(random);
+    super("default", () => true, random);
   }
-  add(backend: B): void {
-    if (backend.identifiers.defaultRoute) this.pool.add(backend);
-  }
-  remove(backend: B): void {
-    this.pool.remove(backend);
-  }
-  pick(address: string): Route<B> | undefined {
-    const backend = this.pool.pickRandom();
-    return backend && { backend, address, strategy: this.name };
-  }
-  size(): number {
-    return this.pool.size();
+}
+
+/** `defaultRoute`: like `default`, among agents that sent `default-route=true`. */
+export class DefaultRouteStrategy<B extends RoutableBackend> extends RandomAgentStrategy<B> {
+  constructor(random: () => number = Math.random) {
+    super("defaultRoute", (backend) => Boolean(backend.identifiers.defaultRoute), random);
   }
 }
 

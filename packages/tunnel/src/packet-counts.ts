@@ -49,4 +49,29 @@ export class PacketCounts<S extends string> {
       );
     }
   }
+
+  /**
+   * The configuration of the counter these counts feed (`stream_packets_total`): its labels and a
+   * `collect()` that hands the counter the packets counted since its last scrape. Add `registers`.
+   * Structural, so this package needs no prom-client.
+   */
+  counterConfig(name: string, help: string): PacketCounterConfig<S> {
+    const report = this.report.bind(this);
+    return {
+      name,
+      help,
+      labelNames: ["segment", "packet_type"],
+      collect() {
+        report((labels, delta) => this.inc(labels, delta));
+      },
+    };
+  }
+}
+
+/** What {@link PacketCounts.counterConfig} returns: a prom-client `CounterConfiguration` without `registers`. */
+export interface PacketCounterConfig<S extends string> {
+  name: string;
+  help: string;
+  labelNames: ("segment" | "packet_type")[];
+  collect(this: { inc(labels: PacketLabels<S>, value: number): void }): void;
 }
