@@ -16,7 +16,6 @@ import {
   type ServerOptions,
 } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
-import type { CliContext } from "./cli-context.js";
 import { CRD_BEGIN, CRD_END } from "./crd-reference.js";
 import {
   FLAGS_BEGIN,
@@ -29,28 +28,9 @@ import { addOptionSpecs, normalizeGoArgs, resolveCommandOptions } from "./option
 import { portConflictMessage, portInUse } from "./port-conflicts.js";
 import { runCli } from "./program.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
+import { capture } from "./testing/capture.js";
 import { certsOptionSpecs } from "./certs-command.js";
 import { upOptionSpecs } from "./up-command.js";
-
-interface Captured extends CliContext {
-  out: string[];
-  err: string[];
-}
-
-function capture(env: NodeJS.ProcessEnv = {}): Captured {
-  const out: string[] = [];
-  const err: string[] = [];
-  return {
-    out,
-    err,
-    stdout: (t) => void out.push(t),
-    stderr: (t) => void err.push(t),
-    env,
-    signals: new EventEmitter(),
-    colors: false,
-    logFd: 2,
-  };
-}
 
 async function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
   const ctx = capture(env);

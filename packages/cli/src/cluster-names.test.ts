@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { runCli } from "./program.js";
+import { runCaptured } from "./testing/capture.js";
 
 let dir = "";
 before(async () => {
@@ -14,18 +13,7 @@ after(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function run(args: string[]): Promise<{ code: number; err: string }> {
-  const err: string[] = [];
-  const code = await runCli(args, {
-    stdout: () => undefined,
-    stderr: (t) => void err.push(t),
-    env: {},
-    signals: new EventEmitter(),
-    colors: false,
-    logFd: 2,
-  });
-  return { code, err: err.join("") };
-}
+const run = runCaptured;
 
 const RULE =
   /cluster name "East_1" is invalid: use lowercase letters, digits and "-", starting and ending with a letter or digit, at most 63 characters \(a DNS-1123 label, as OCM requires of a ManagedCluster name\)/;

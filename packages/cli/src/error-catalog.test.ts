@@ -28,7 +28,7 @@ import {
   TlsFileError,
   TunnelClosedError,
 } from "@cluster-proxy/tunnel";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure } from "./cli-context.js";
 import {
   ERRORS_BEGIN,
   ERRORS_END,
@@ -38,7 +38,7 @@ import {
 } from "./error-reference.js";
 import { EXIT_FAILURE, EXIT_STATUS_BY_CODE, EXIT_USAGE, exitStatusOf } from "./exit-status.js";
 import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
-import { runCli } from "./program.js";
+import { runCaptured } from "./testing/capture.js";
 
 /** One instance of every user-visible error class, by class name. */
 function oneOfEach(): Map<string, ClusterProxyError> {
@@ -106,16 +106,15 @@ describe("exit statuses", () => {
   });
 
   test("runCli exits with the status of the error's code", async () => {
-    const run = async (args: string[]): Promise<{ code: number; err: string }> => {
-      const err: string[] = [];
-      const code = await runCli(args, context(err));
-      return { code, err: err.join("") };
-    };
-    assert.deepEqual(await run(["health", "--output", "yaml2"]), {
-      code: 2,
-      err: 'cluster-proxy health: --output: "yaml2" is not one of table, wide, json, yaml\n',
-    });
-    assert.equal((await run(["server", "--no-such-flag"])).code, 2);
+    const { code, err } = await runCaptured(["health", "--output", "yaml2"]);
+    assert.deepEqual(
+      { code, err },
+      {
+        code: 2,
+        err: 'cluster-proxy health: --output: "yaml2" is not one of table, wide, json, yaml\n',
+      },
+    );
+    assert.equal((await runCaptured(["server", "--no-such-flag"])).code, 2);
   });
 });
 
@@ -134,8 +133,8 @@ describe("cause through a proxy-server start failure", () => {
 
   test("a busy --server-port ends `server` naming the port and its flag, exit status 1", async () => {
     const certs = join(dir, "certs");
-    const err: string[] = [];
-    assert.equal(await runCli(["certs", "--dir", certs], context(err)), 0, err.join(""));
+    const written = await runCaptured(["certs", "--dir", certs]);
+    assert.equal(written.code, 0, written.err);
     const taken = (blocker.address() as net.AddressInfo).port;
     const options = {
       serverPort: taken,
@@ -156,11 +155,10 @@ describe("cause through a proxy-server start failure", () => {
       clusterKey: join(certs, "server.key"),
       clusterCaCert: join(certs, "agent-ca.crt"),
     }).map(([key, value]) => `--${serverOptionSpecs.find((s) => s.key === key)!.flag}=${value}`);
-    const stderr: string[] = [];
-    const code = await runCli(["server", ...flags], context(stderr));
-    assert.equal(code, 1, stderr.join(""));
+    const { code, err } = await runCaptured(["server", ...flags]);
+    assert.equal(code, 1, err);
     assert.equal(
-      stderr.join(""),
+      err,
       `cluster-proxy server: port ${taken} (--server-port) on 127.0.0.1 is already in use: free it or choose another with --server-port\n`,
     );
     // The conflict is found through the cause, not by parsing the message.
@@ -198,14 +196,3 @@ describe("generated error reference", () => {
     }
   });
 });
-
-function context(err: string[]): CliContext {
-  return {
-    stdout: () => undefined,
-    stderr: (t) => void err.push(t),
-    env: {},
-    signals: new EventEmitter(),
-    colors: false,
-    logFd: 2,
-  };
-}
