@@ -2,21 +2,13 @@
  * Commander wiring generated from the option schemas of @cluster-proxy/api: one commander
  * option per {@link OptionSpec} (the flag table a schema derives), and the parsed flags turned
  * back into a config object by `resolveOptions` (flag syntax, environment, the schema's defaults)
- * and, for the CLI's own commands, validated by the schema (`parseCommandOptions`).
+ * and, for the CLI's own commands, validated by the schema (`parse` of option-command.ts).
  *
  * Commander itself applies no defaults, reads no environment and validates nothing here, so a
  * value has exactly one source of truth and every error is the schema's, naming the flag.
  */
 import { Option, type Command } from "commander";
-import {
-  describeDefault,
-  parseOptions,
-  resolveOptions,
-  type OptionField,
-  type OptionSpec,
-  type OptionsOf,
-  type OptionsSchema,
-} from "@cluster-proxy/api";
+import { describeDefault, resolveOptions, type OptionSpec } from "@cluster-proxy/api";
 
 const VALUE_NAMES: Record<OptionSpec["kind"], string> = {
   string: "string",
@@ -79,18 +71,6 @@ export function resolveCommandOptions<T>(
     if (typeof value === "string" || typeof value === "boolean") raw[spec.flag] = value;
   }
   return resolveOptions<T>(specs, raw, env);
-}
-
-/**
- * {@link resolveCommandOptions} for `schema`'s flags, then validated by the schema: every default
- * applied, every problem reported in one ConfigError naming each flag.
- */
-export function parseCommandOptions<F extends Record<string, OptionField>>(
-  command: Command,
-  schema: OptionsSchema<F>,
-  env: NodeJS.ProcessEnv = process.env,
-): OptionsOf<F> {
-  return parseOptions(schema, resolveCommandOptions<Record<string, unknown>>(command, schema.specs, env));
 }
 
 /**
