@@ -22,7 +22,8 @@ export interface OptionCommand<T> {
   /**
    * Validate the options resolved from flags, environment and defaults against the command's
    * schema (`parseOptions` of @cluster-proxy/api: every problem in one ConfigError naming its
-   * flag). Without it they are used as resolved (server and agent validate in their constructor).
+   * flag). Without it they are used as resolved (server and agent validate in
+   * their constructor, `up` in `runUp`).
    */
   parse?: (resolved: Record<string, unknown>) => T;
   /**

@@ -25,12 +25,10 @@ import type { Command } from "commander";
 import pc from "picocolors";
 import {
   agentOptionSpecs,
-  parseOptions,
   parseUpOptions,
   resolveOptions,
   serverOptionSpecs,
   upOptionSpecs,
-  upOptionsSchema,
   type AgentOptions,
   type ServerOptions,
   type UpOptions,
@@ -194,12 +192,11 @@ export function registerUpCommand(program: Command, ctx: CliContext, setExitCode
       "Start a local hub in one process: a proxy-server, and for each demo cluster a sample HTTP service and a proxy-agent. Prints how to reach every cluster (curl and SDK), then runs until Ctrl-C.",
     example: EXAMPLE,
     specs: upOptionSpecs,
-    parse: (resolved) => parseOptions(upOptionsSchema, resolved),
     run: async (options) => setExitCode(await runUp(options, ctx)),
   });
 }
 
-/** Run `up` with parsed options; resolves with the exit code. */
+/** Run `up` with its options (validated here by the `up` schema); resolves with the exit code. */
 export async function runUp(options: UpOptions, ctx: CliContext): Promise<number> {
   const c = pc.createColors(ctx.colors);
   const say = (line: string): void => ctx.stdout(line + "\n");
