@@ -51,6 +51,12 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
   /** `cluster-proxy <args>` in the lab namespace against the hub. */
   const cli = (args: string[], timeoutMs = 60_000): RunResult =>
     env.exec("lab", process.execPath, [...NODE_FLAGS, CLI, ...args], { timeoutMs, allowFail: true });
+  /** `kubectl --kubeconfig <file> <args>` in the lab namespace (a client outside the hub). */
+  const labKubectl = (file: string, args: string[]): RunResult =>
+    env.exec("lab", join(env.state.binDir, "kubectl"), ["--kubeconfig", file, ...args], {
+      allowFail: true,
+      timeoutMs: 60_000,
+    });
   const hubFlag = (): string => `--kubeconfig=${env.kubeconfigPath("hub")}`;
   const health = (...args: string[]): { run: RunResult; items: HealthItem[] } => {
     const run = cli(["health", hubFlag(), "-o", "json", "--timeout=8s", ...args]);
@@ -262,31 +268,12 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       const text = readFileSync(file, "utf8");
       assert.doesNotMatch(text, /insecure-skip-tls-verify/);
       assert.match(text, new RegExp(`proxy-url: https://${c}@${DOOR_IP.replace(/\./g, "\\.")}:8093`));
-      const ns = env.exec(
-        "lab",
-        join(env.state.binDir, "kubectl"),
-        ["--kubeconfig", file, "get", "namespaces", "-o", "name"],
-        {
-          allowFail: true,
-          timeoutMs: 60_000,
-        },
-      );
+      const ns = labKubectl(file, ["get", "namespaces", "-o", "name"]);
       assert.equal(ns.status, 0, ns.stderr);
       assert.match(ns.stdout, /^namespace\/open-cluster-management-cluster-proxy$/m, ns.stdout);
-      const table = env.exec("lab", join(env.state.binDir, "kubectl"), ["--kubeconfig", file, "get", "namespaces"], {
-        allowFail: true,
-        timeoutMs: 60_000,
-      });
+      const table = labKubectl(file, ["get", "namespaces"]);
       t.diagnostic(`kubectl --kubeconfig ${c}.kubeconfig get namespaces\n${table.stdout}${table.stderr}`);
-      const who = env.exec(
-        "lab",
-        join(env.state.binDir, "kubectl"),
-        ["--kubeconfig", file, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
-        {
-          allowFail: true,
-          timeoutMs: 60_000,
-        },
-      );
+      const who = labKubectl(file, ["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
       assert.equal(who.stdout, "system:serviceaccount:default:ops-user", `the user's own credentials: ${who.stderr}`);
     }
     // A ManagedServiceAccount's token, as its addon projects it into the hub (Secret <cluster>/<name>).
@@ -306,12 +293,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       msaFile,
     ]);
     assert.equal(msa.status, 0, msa.stderr);
-    const msaWho = env.exec(
-      "lab",
-      join(env.state.binDir, "kubectl"),
-      ["--kubeconfig", msaFile, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"],
-      { allowFail: true, timeoutMs: 60_000 },
-    );
+    const msaWho = labKubectl(msaFile, ["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
     assert.equal(msaWho.stdout, "system:serviceaccount:default:ops-user", msaWho.stderr);
     await hub.delete(Resources.secret, "ops-msa", "mc2");
     // A user certificate cannot travel through the hub: refused with the reason, not silently dropped.
