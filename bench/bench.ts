@@ -44,7 +44,7 @@ import {
   singleUseOpener,
   sleep,
   startGo,
-  startDialFloor,
+  startRelayFloor,
   startOurs,
   startTarget,
   rtt,
@@ -387,7 +387,7 @@ async function main(): Promise<void> {
     // holding one mutual-TLS HTTP/2 session to our agent port (any Node.js tunnel agent's floor).
     const bare = h.spawnProc("bare-node", process.execPath, ["-e", "setInterval(() => undefined, 60_000)"]);
     const agentCert = h.certs.agents.get(CLUSTER)!;
-    const floor = h.spawnProc("node-tunnel-floor", process.execPath, [
+    const tunnelFloor = h.spawnProc("node-tunnel-floor", process.execPath, [
       join(BENCH, "node-tunnel-floor.mjs"),
       LOOPBACK.agentServerHost,
       String(stacks.ours!.agentPort),
@@ -395,18 +395,21 @@ async function main(): Promise<void> {
       agentCert.cert,
       agentCert.key,
     ]);
-    await waitFor(`node-tunnel-floor connected\n${floor.output()}`, () => floor.output().includes("connected"));
+    await waitFor(`node-tunnel-floor connected\n${tunnelFloor.output()}`, () =>
+      tunnelFloor.output().includes("connected"),
+    );
     await sleep(3000);
     detail.idleAgentRssMiB = {
       ours: rssBytes(stacks.ours?.agent?.child.pid) / MiB,
       go: rssBytes(stacks.go?.agent?.child.pid) / MiB,
       bareNode: rssBytes(bare.child.pid) / MiB,
-      nodeTunnelFloor: rssBytes(floor.child.pid) / MiB,
+      nodeTunnelFloor: rssBytes(tunnelFloor.child.pid) / MiB,
     };
     await bare.kill("SIGKILL");
-    await floor.kill("SIGKILL");
-    // What node's TLS and HTTP/2 alone cost per new connection (first byte, dial rate).
-    const dialFloor = await startDialFloor(h, stacks.ours!.proxy);
+    await tunnelFloor.kill("SIGKILL");
+    // Our design in plain Node.js and nothing else (bench/relay-floor.ts): what any Node.js
+    // implementation costs per new connection (first byte, dial rate).
+    const floor = await startRelayFloor(h);
     const pidsOf = (path: PathName): { server?: number; agent?: number; target?: number } => ({
       server: stacks[path]?.server.child.pid,
       agent: stacks[path]?.agent?.child.pid,
@@ -468,8 +471,8 @@ async function main(): Promise<void> {
         ["ours reusable client", opener("ours", LOOPBACK, ours)],
         ["go reusable client (our SDK)", opener("go", LOOPBACK, go)],
         ["ours HTTP CONNECT (mTLS)", connectOpener(ours)],
-        [FLOOR_VARIANTS.singleUse, dialFloor.singleUse],
-        [FLOOR_VARIANTS.reusable, dialFloor.reusable],
+        [FLOOR_VARIANTS.singleUse, singleUseOpener(floor)],
+        [FLOOR_VARIANTS.reusable, opener("ours", LOOPBACK, floor)],
       ];
       for (const [name, open] of variants) {
         detail.firstByte[name] = await firstByte(open, target.echo, P.fbCount, 60_000);
@@ -501,7 +504,7 @@ async function main(): Promise<void> {
           res[path].lastError = r.lastError || res[path].lastError;
           await sleep(500);
         }
-        const f = await dialRate(dialFloor.reusable, target.echo, 1, P.dialWindowMs, DIAL_CONCURRENCY);
+        const f = await dialRate(opener("ours", LOOPBACK, floor), target.echo, 1, P.dialWindowMs, DIAL_CONCURRENCY);
         floorRate.windows.push(...f.windows);
         floorRate.errors += f.errors;
         floorRate.lastError = f.lastError || floorRate.lastError;
@@ -527,7 +530,7 @@ async function main(): Promise<void> {
         );
       }
     }
-    await dialFloor.stop();
+    await floor.stop();
     for (const st of Object.values(stacks)) await st.stop();
     await target.proc.kill();
   }

@@ -5,6 +5,8 @@
  * time (bench/profile.ts).
  *
  *   hotpath.ts dialrate [--secs=10] [--conc=16]   dial, 16 B echo, close; CPU ms per dial
+ *   hotpath.ts firstbyte [--count=200]             new connection to first echoed byte, single-use
+ *                                                 tunnel and reusable client; p50 and CPU ms per connection
  *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
  *   hotpath.ts bulk [--mib=512] [--perf]          one connection each way; CPU s per GB; with --perf,
  *                                                 server's and agent's CPU s per GB by category
@@ -12,7 +14,7 @@
  *   hotpath.ts agents [--agents=1000] [--settle=120]   idle agents: server RSS per agent
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
- * Common: --rounds=3, --paths=ours,go (add `ours2` for an A/B of two builds or flag sets of ours:
+ * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts; add `ours2` for an A/B of two builds or flag sets of ours:
  * --ours2-cli=<other build's packages/cli/dist/main.js>, --ours2-server-node-args="...",
  * --ours2-agent-node-args="..."), --server-node-args="..." / --agent-node-args="..." for ours,
  * --prof [--top=25], --abba (reverse the order of the paths every other round). Run from bench/ with `node --conditions=source --import tsx hotpath.ts ...`
@@ -31,12 +33,16 @@ import {
   bulk,
   cpuSeconds,
   dialRate,
+  firstByte,
   manyBytes,
   opener,
+  percentileOf,
   selfCpuSeconds,
+  singleUseOpener,
   sleep,
   startGo,
   startOurs,
+  startRelayFloor,
   startTarget,
   type Opener,
   type Stack,
@@ -58,7 +64,7 @@ if (scenario === "summary") {
   process.exit(0);
 }
 
-type Path = "ours" | "ours2" | "go";
+type Path = "ours" | "ours2" | "go" | "floor";
 const paths = (opt("paths") ?? "ours,go").split(",") as Path[];
 const rounds = num("rounds", 3);
 /** The paths in round `r`: reversed every other round with --abba (cancels an order effect). */
@@ -105,6 +111,7 @@ function oursOptions(path: "ours" | "ours2", profDir: string | undefined, noAgen
 }
 
 async function startPath(path: Path, bin: string, profDir: string | undefined, noAgent = false): Promise<Stack> {
+  if (path === "floor") return startRelayFloor(h);
   return path === "go"
     ? startGo(h, LOOPBACK, bin, { noAgent })
     : startOurs(h, LOOPBACK, oursOptions(path, profDir, noAgent));
@@ -188,6 +195,7 @@ async function main(): Promise<void> {
   const stacks: Partial<Record<Path, Stack>> = {};
   for (const path of paths) stacks[path] = await startPath(path, bin, profDir);
   await sleep(1000);
+  const firstBytes: Record<string, number[]> = {};
   const open = (path: Path): Opener => opener(path === "go" ? "go" : "ours", LOOPBACK, stacks[path]);
 
   if (scenario === "dialrate") {
@@ -265,6 +273,34 @@ async function main(): Promise<void> {
             `CPU s/GB: ${perOp(c0, c1, total / 1e9, 1)}`,
         );
         if (flag("per-conn")) log(`  per conn in dial order: ${got.map(mb).join(" ")}`);
+      }
+    }
+  } else if (scenario === "firstbyte") {
+    // New connection to first echoed byte: a single-use tunnel (new TLS session) and the reusable client.
+    const count = num("count", 200);
+    for (let r = 0; r < rounds; r++) {
+      for (const path of order(r)) {
+        const st = stacks[path]!;
+        const line: string[] = [];
+        for (const [kind, opn] of [
+          ["single-use", singleUseOpener(st)],
+          ["reusable", open(path)],
+        ] as const) {
+          const c0 = cpuOf(st, tpid);
+          const ms = await firstByte(opn, target.echo, count, 60_000);
+          const c1 = cpuOf(st, tpid);
+          const p50 = percentileOf(ms, 50);
+          (firstBytes[`${path} ${kind}`] ??= []).push(p50);
+          line.push(`${kind} p50 ${p50.toFixed(3)} ms (CPU ms/conn: ${perOp(c0, c1, ms.length, 1000)})`);
+        }
+        log(`round ${r + 1} ${path}: ${line.join("; ")}`);
+      }
+    }
+    for (const p of paths.filter((x) => x !== "go" && firstBytes["go reusable"])) {
+      for (const kind of ["single-use", "reusable"]) {
+        const mine = firstBytes[`${p} ${kind}`]!;
+        const go = firstBytes[`go ${kind}`]!;
+        log(`${p}/go ${kind} per round: ${mine.map((o, i) => (o / go[i]!).toFixed(3)).join(" ")}`);
       }
     }
   } else {

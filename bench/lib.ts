@@ -164,59 +164,17 @@ export async function startTarget(h: Harness, topo: Topology): Promise<Target> {
   return { proc, echo: ports!.echo, bulk: ports!.bulk };
 }
 
-/**
- * bench/dial-floor-server.ts (plain node:http2 answering each dial itself) with our server's
- * certificates, and the two ways to dial through it that the bench times against ours and Go's.
- */
-/** First-byte variant names of the {@link DialFloor} (keys of the detail's `firstByte`). */
+/** First-byte variant names of the relay floor ({@link startRelayFloor}; keys of the detail's `firstByte`). */
 export const FLOOR_VARIANTS = {
-  singleUse: "node floor single-use (plain node:http2 answering the dial itself)",
-  reusable: "node floor reusable client (plain node:http2 answering the dial itself)",
+  singleUse: "node floor single-use (bench/relay-floor.ts)",
+  reusable: "node floor reusable client (bench/relay-floor.ts)",
 } as const;
-
-export interface DialFloor {
-  /** A new TLS session per connection, as {@link singleUseOpener}. */
-  singleUse: Opener;
-  /** One long-lived client, as {@link opener}. */
-  reusable: Opener;
-  stop(): Promise<void>;
-}
-
-export async function startDialFloor(h: Harness, proxy: ProxyOptions): Promise<DialFloor> {
-  const c = h.certs;
-  const proc = h.spawnProc("dial-floor", process.execPath, [
-    ...TS_NODE,
-    join(BENCH, "dial-floor-server.ts"),
-    c.server.cert,
-    c.server.key,
-    c.clientCa.cert,
-  ]);
-  let port = 0;
-  await waitFor(`dial floor port\n${proc.output()}`, () => {
-    const line = proc
-      .output()
-      .split("\n")
-      .find((l) => l.startsWith("{"));
-    if (line) port = (JSON.parse(line) as { port: number }).port;
-    return port > 0;
-  });
-  const floorProxy = { ...proxy, port };
-  const client = new TunnelClient({ proxy: floorProxy, dialTimeoutMs: 20_000 });
-  return {
-    singleUse: (target) => dial(`127.0.0.1:${target}`, { proxy: floorProxy, timeoutMs: 20_000 }),
-    reusable: (target) => client.dial(`127.0.0.1:${target}`),
-    stop: async () => {
-      await client.close().catch(() => undefined);
-      await proc.kill("SIGKILL");
-    },
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tunnel stacks: our server + agent, the Go server + agent
 
 export interface Stack {
-  path: "ours" | "go";
+  path: "ours" | "go" | "floor";
   server: Proc;
   agent: Proc | undefined;
   grpcPort: number;
@@ -257,7 +215,7 @@ async function readyz(port: number): Promise<boolean> {
 }
 
 function stack(
-  path: "ours" | "go",
+  path: Stack["path"],
   h: Harness,
   server: Proc,
   agent: Proc | undefined,
@@ -359,6 +317,46 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
   }
   // `<host>.<cluster>` is routed to the agent serving <cluster> and dialled as <host> there.
   return stack("ours", h, server, agent, { grpc, connect, agent: agentPort, health }, `127.0.0.1.${CLUSTER}`);
+}
+
+/**
+ * bench/relay-floor.ts (plain Node.js server and agent with our design and nothing else) as a
+ * stack: the floor of any Node.js implementation on the new-connection path.
+ */
+export async function startRelayFloor(h: Harness): Promise<Stack> {
+  const c = h.certs;
+  const server = h.spawnProc("relay-floor-server", process.execPath, [
+    ...NODE_FLAGS,
+    ...TS_NODE,
+    join(BENCH, "relay-floor.ts"),
+    "server",
+    c.server.cert,
+    c.server.key,
+    c.clientCa.cert,
+    c.agentCa.cert,
+  ]);
+  let ports: { port: number; agentPort: number } | undefined;
+  await waitFor(`relay floor ports\n${server.output()}`, () => {
+    const line = server
+      .output()
+      .split("\n")
+      .find((l) => l.startsWith("{"));
+    if (line) ports = JSON.parse(line) as { port: number; agentPort: number };
+    return ports !== undefined;
+  });
+  const cert = c.agents.get(CLUSTER)!;
+  const agent = h.spawnProc("relay-floor-agent", process.execPath, [
+    ...NODE_FLAGS,
+    ...TS_NODE,
+    join(BENCH, "relay-floor.ts"),
+    "agent",
+    String(ports!.agentPort),
+    c.ca.cert,
+    cert.cert,
+    cert.key,
+  ]);
+  await waitFor(`relay floor agent connected\n${agent.output()}`, () => agent.output().includes("connected"));
+  return stack("floor", h, server, agent, { grpc: ports!.port, agent: ports!.agentPort, health: 0 }, "127.0.0.1");
 }
 
 export async function startGo(h: Harness, topo: Topology, bin: string, o: StackOptions = {}): Promise<Stack> {
@@ -742,7 +740,7 @@ export interface IdleConnResult {
 }
 
 export async function idleConns(st: Stack, echoPort: number, n: number, concurrency: number): Promise<IdleConnResult> {
-  const open = opener(st.path, LOOPBACK, st);
+  const open = opener(st.path === "go" ? "go" : "ours", LOOPBACK, st);
   const serverPid = st.server.child.pid;
   const agentPid = st.agent?.child.pid;
   await sleep(1000);

@@ -35,7 +35,7 @@ export interface Detail {
   rtt: PerPath<RttResult[]> | null;
   firstByte: Record<string, number[]>;
   dialRate: PerPath<DialRateResult> | null;
-  /** Dial rate of our SDK's reusable client against bench/dial-floor-server.ts (older details have none). */
+  /** Dial rate of our SDK's reusable client through bench/relay-floor.ts (older details have none). */
   dialRateFloor?: DialRateResult;
   agents: Partial<Record<"ours" | "go", AgentScaleResult[]>>;
   idleConns: Partial<Record<"ours" | "go", IdleConnResult[]>>;
@@ -218,12 +218,12 @@ function rows(d: Detail): Row[] {
       ours: fb("ours HTTP CONNECT (mTLS)"),
     });
     if (d.firstByte[FLOOR_VARIANTS.singleUse]) {
-      add("node floor: single-use, plain node:http2 answering the dial itself (no agent) (ms)", true, {
+      add("node floor: single-use, our design in plain node, nothing else (bench/relay-floor.ts) (ms)", true, {
         direct: fb("direct TCP"),
         ours: fb(FLOOR_VARIANTS.singleUse),
         go: fb("go single-use gRPC tunnel"),
       });
-      add("node floor: reusable client, plain node:http2 answering the dial itself (ms)", true, {
+      add("node floor: reusable client, our design in plain node, nothing else (ms)", true, {
         direct: fb("direct TCP"),
         ours: fb(FLOOR_VARIANTS.reusable),
         go: fb("go reusable client (our SDK)"),
@@ -235,7 +235,7 @@ function rows(d: Detail): Row[] {
     for (const p of PATHS) if (d.dialRate[p]) dr[p] = summarize(d.dialRate[p].windows);
     add("dials/s (dial, 16 B echo, close; 16 in parallel)", false, dr);
     if (d.dialRateFloor) {
-      add("node floor: dials/s against plain node:http2 answering the dial itself", false, {
+      add("node floor: dials/s, our design in plain node, nothing else", false, {
         ours: summarize(d.dialRateFloor.windows),
         go: dr.go,
       });
@@ -394,7 +394,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
   const rss = json["agent_rss_mib"] as Record<string, number | null>;
   rss["bare_node"] = r2(d.idleAgentRssMiB.bareNode);
   rss["node_tunnel_floor"] = r2(d.idleAgentRssMiB.nodeTunnelFloor);
-  // The node floors (plain node:http2 answering the dial itself): what no Node.js server can beat.
+  // The node floors (bench/relay-floor.ts: our design in plain node, nothing else): what no Node.js implementation can beat.
   const floorOf = (xs: number[] | undefined): number | null => r2(summarize(xs ?? [])?.median);
   (json["first_byte_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
     d.firstByte[FLOOR_VARIANTS.singleUse],
@@ -434,7 +434,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "throughput: Mbit/s (1e6 bit/s), one connection, mean of download and upload per run, median of runs; " +
       "many_conn: 64 concurrent downloads; rtt: 64 B echo on an open connection; first_byte: new connection " +
       "(ours/go: single-use gRPC tunnel with a TLS handshake) to first echoed byte (node_floor in first_byte_ms, first_byte_reusable_ms and dials_per_s: the same against " +
-      "plain node:http2 answering the dial itself, bench/dial-floor-server.ts: the floor of any Node.js server); dials_per_s: dial + 16 B echo " +
+      "bench/relay-floor.ts, a plain node server and agent that relay as ours do with no flow control, metrics or limits: the floor of any Node.js implementation of this design); dials_per_s: dial + 16 B echo " +
       "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
       "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection; " +
       "first_byte_reusable_ms: the same as first_byte through one long-lived client (ours: our SDK's TunnelClient " +
@@ -458,7 +458,7 @@ function targets(json: Record<string, unknown>): Record<string, unknown> {
     if (typeof ours !== "number" || typeof go !== "number" || go === 0) continue;
     const ratio = Math.round((ours / go) * 100) / 100;
     const met = (r: number): boolean => (t.atLeast ? r >= t.limit : r <= t.limit);
-    // The same ratio for the node floor (plain node with TLS and HTTP/2 doing nothing else):
+    // The same ratio for the node floor (our design in plain node doing nothing else):
     // a target the floor misses is out of reach of any Node.js implementation.
     const floor = v?.["node_floor"] ?? v?.["node_tunnel_floor"];
     const floorRatio = typeof floor === "number" ? Math.round((floor / go) * 100) / 100 : null;
