@@ -14,10 +14,10 @@
  *   hotpath.ts agents [--agents=1000] [--settle=120]   idle agents: server RSS per agent
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
- * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts; add `ours2` for an A/B of two builds or flag sets of ours:
+ * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
  * --ours2-cli=<other build's packages/cli/dist/main.js>, --ours2-server-node-args="...",
  * --ours2-agent-node-args="..."), --server-node-args="..." / --agent-node-args="..." for ours,
- * --prof [--top=25], --abba (reverse the order of the paths every other round). Run from bench/ with `node --conditions=source --import tsx hotpath.ts ...`
+ * --prof [--top=25] (profiles of ours, floor and floorsrv), --abba (reverse the order of the paths every other round). Run from bench/ with `node --conditions=source --import tsx hotpath.ts ...`
  * after `npm run build` (the processes run the built CLI). Everything started is killed by PID.
  */
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -64,7 +64,7 @@ if (scenario === "summary") {
   process.exit(0);
 }
 
-type Path = "ours" | "ours2" | "go" | "floor";
+type Path = "ours" | "ours2" | "go" | "floor" | "floorsrv";
 const paths = (opt("paths") ?? "ours,go").split(",") as Path[];
 const rounds = num("rounds", 3);
 /** The paths in round `r`: reversed every other round with --abba (cancels an order effect). */
@@ -91,6 +91,13 @@ function perOp(a: Cpu, b: Cpu, ops: number, unit: number): string {
   return `client ${f("client")} server ${f("server")} agent ${f("agent")} target ${f("target")}`;
 }
 
+/** Node flags that write a CPU profile of `who` (server, agent) of `path` under `profDir`. */
+function profArgs(profDir: string | undefined, path: Path, who: string): string[] {
+  if (!profDir) return [];
+  mkdirSync(join(profDir, path, who), { recursive: true });
+  return ["--cpu-prof", `--cpu-prof-dir=${join(profDir, path, who)}`];
+}
+
 /** Our stack of `path` (ours or ours2) with its options. */
 function oursOptions(path: "ours" | "ours2", profDir: string | undefined, noAgent = false): StackOptions {
   if (path === "ours2") {
@@ -102,23 +109,28 @@ function oursOptions(path: "ours" | "ours2", profDir: string | undefined, noAgen
       ...(cli ? { cli } : {}),
     };
   }
-  const prof = (who: string): string[] => (profDir ? ["--cpu-prof", `--cpu-prof-dir=${join(profDir, who)}`] : []);
   return {
     noAgent,
-    serverNodeArgs: [...prof("server"), ...words("server-node-args")],
-    agentNodeArgs: [...prof("agent"), ...words("agent-node-args")],
+    serverNodeArgs: [...profArgs(profDir, path, "server"), ...words("server-node-args")],
+    agentNodeArgs: [...profArgs(profDir, path, "agent"), ...words("agent-node-args")],
   };
 }
 
 async function startPath(path: Path, bin: string, profDir: string | undefined, noAgent = false): Promise<Stack> {
-  if (path === "floor") return startRelayFloor(h);
+  if (path === "floor" || path === "floorsrv") {
+    return startRelayFloor(h, {
+      serverNodeArgs: profArgs(profDir, path, "server"),
+      agentNodeArgs: profArgs(profDir, path, "agent"),
+      ...(path === "floorsrv" ? { ourAgent: {} } : {}),
+    });
+  }
   return path === "go"
     ? startGo(h, LOOPBACK, bin, { noAgent })
     : startOurs(h, LOOPBACK, oursOptions(path, profDir, noAgent));
 }
 
 /** Stop a profiled stack gracefully (SIGTERM) so node writes its profiles, then print them. */
-async function stopAndSummarise(st: Stack, profDir: string): Promise<void> {
+async function stopAndSummarise(st: Stack, dir: string): Promise<void> {
   await st.client.close().catch(() => undefined);
   for (const p of [st.agent, st.server]) {
     if (!p) continue;
@@ -127,8 +139,8 @@ async function stopAndSummarise(st: Stack, profDir: string): Promise<void> {
   }
   await st.stop();
   for (const who of ["server", "agent"]) {
-    for (const f of readdirSync(join(profDir, who)).filter((x) => x.endsWith(".cpuprofile"))) {
-      log(`\n${summarizeProfile(readFileSync(join(profDir, who, f), "utf8"), num("top", 25), `Our ${who} (${f})`)}`);
+    for (const f of readdirSync(join(dir, who)).filter((x) => x.endsWith(".cpuprofile"))) {
+      log(`\n${summarizeProfile(readFileSync(join(dir, who, f), "utf8"), num("top", 25), `${st.path} ${who} (${f})`)}`);
     }
   }
 }
@@ -148,7 +160,7 @@ async function agents(bin: string): Promise<void> {
           log(
             `round ${r + 1} ${path}: ${x.agents} agents, baseline ${x.baselineRssMiB.toFixed(1)} MiB, ` +
               `RSS ${x.rssMiB.toFixed(1)} MiB: ${kib(x.bytesPerAgent)} KiB/agent ` +
-              `(second half ${kib(x.marginalBytesPerAgent)})` +
+              `(second half ${kib(x.marginalBytesPerAgent)}, peak while connecting ${kib(x.peakBytesPerAgent)})` +
               (x.settledAfterS !== undefined ? `; after ${x.settledAfterS} s idle ${kib(x.settledBytesPerAgent)}` : ""),
           );
         } finally {
@@ -188,7 +200,6 @@ async function main(): Promise<void> {
   h.certs = await writeStandaloneCerts(join(h.dir, "pki"), { clusters: ["bench"], hubHosts: ["127.0.0.1"] });
   if (scenario === "agents") return agents(bin);
   const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
-  if (profDir) for (const who of ["server", "agent"]) mkdirSync(join(profDir, who), { recursive: true });
 
   const target = await startTarget(h, LOOPBACK);
   const tpid = target.proc.child.pid;
@@ -309,7 +320,7 @@ async function main(): Promise<void> {
 
   for (const path of paths) {
     const st = stacks[path]!;
-    if (path === "ours" && profDir) await stopAndSummarise(st, profDir);
+    if (path !== "go" && path !== "ours2" && profDir) await stopAndSummarise(st, join(profDir, path));
     else await st.stop();
   }
   await target.proc.kill();

@@ -249,14 +249,33 @@ function stack(
 
 export const CLUSTER = "bench";
 
+/** Our agent (the built CLI of `o.cli`) connecting to a server's agent port. */
+async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: StackOptions): Promise<Proc> {
+  const c = h.certs;
+  const cert = c.agents.get(CLUSTER)!;
+  return spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
+    ...NODE_FLAGS,
+    ...(o.agentNodeArgs ?? []),
+    o.cli ?? CLI,
+    "agent",
+    `--proxy-server-host=${topo.agentServerHost}`,
+    `--proxy-server-port=${agentPort}`,
+    `--ca-cert=${c.ca.cert}`,
+    `--agent-cert=${cert.cert}`,
+    `--agent-key=${cert.key}`,
+    `--cluster-name=${CLUSTER}`,
+    "--agent-id=bench-ours-agent",
+    "--health-server-host=127.0.0.1",
+    `--health-server-port=${await freePort()}`,
+    "--admin-server-port=0",
+    "--keepalive-time=30s",
+    "--keepalive-timeout=10s",
+    "--log-level=warn",
+  ]);
+}
+
 export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}): Promise<Stack> {
-  const [grpc, connect, agentPort, health, agentHealth] = [
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-    await freePort(),
-  ];
+  const [grpc, connect, agentPort, health] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const c = h.certs;
   // As the `cluster-proxy` executable runs them; a later `--initial-old-space-size=0` undoes it.
   const nodeArgs = [
@@ -290,26 +309,7 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
   });
   let agent: Proc | undefined;
   if (!o.noAgent) {
-    const cert = c.agents.get(CLUSTER)!;
-    agent = spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
-      ...NODE_FLAGS,
-      ...(o.agentNodeArgs ?? []),
-      cli,
-      "agent",
-      `--proxy-server-host=${topo.agentServerHost}`,
-      `--proxy-server-port=${agentPort}`,
-      `--ca-cert=${c.ca.cert}`,
-      `--agent-cert=${cert.cert}`,
-      `--agent-key=${cert.key}`,
-      `--cluster-name=${CLUSTER}`,
-      "--agent-id=bench-ours-agent",
-      "--health-server-host=127.0.0.1",
-      `--health-server-port=${agentHealth}`,
-      "--admin-server-port=0",
-      "--keepalive-time=30s",
-      "--keepalive-timeout=10s",
-      "--log-level=warn",
-    ]);
+    agent = await spawnOurAgent(h, topo, agentPort, o);
     const a = agent;
     await waitFor("our agent connected", () => readyz(health), 20_000).catch((e: Error) => {
       throw new Error(`${e.message}\nserver: ${server.output()}\nagent: ${a.output()}`);
@@ -323,10 +323,14 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
  * bench/relay-floor.ts (plain Node.js server and agent with our design and nothing else) as a
  * stack: the floor of any Node.js implementation on the new-connection path.
  */
-export async function startRelayFloor(h: Harness): Promise<Stack> {
+export async function startRelayFloor(
+  h: Harness,
+  o: { ourAgent?: StackOptions; serverNodeArgs?: string[]; agentNodeArgs?: string[] } = {},
+): Promise<Stack> {
   const c = h.certs;
   const server = h.spawnProc("relay-floor-server", process.execPath, [
     ...NODE_FLAGS,
+    ...(o.serverNodeArgs ?? []),
     ...TS_NODE,
     join(BENCH, "relay-floor.ts"),
     "server",
@@ -345,17 +349,23 @@ export async function startRelayFloor(h: Harness): Promise<Stack> {
     return ports !== undefined;
   });
   const cert = c.agents.get(CLUSTER)!;
-  const agent = h.spawnProc("relay-floor-agent", process.execPath, [
-    ...NODE_FLAGS,
-    ...TS_NODE,
-    join(BENCH, "relay-floor.ts"),
-    "agent",
-    String(ports!.agentPort),
-    c.ca.cert,
-    cert.cert,
-    cert.key,
-  ]);
-  await waitFor(`relay floor agent connected\n${agent.output()}`, () => agent.output().includes("connected"));
+  // With `ourAgent`: our agent against the floor's server, to tell the server's share from the agent's.
+  const agent = o.ourAgent
+    ? await spawnOurAgent(h, LOOPBACK, ports!.agentPort, { agentNodeArgs: o.agentNodeArgs, ...o.ourAgent })
+    : h.spawnProc("relay-floor-agent", process.execPath, [
+        ...NODE_FLAGS,
+        ...(o.agentNodeArgs ?? []),
+        ...TS_NODE,
+        join(BENCH, "relay-floor.ts"),
+        "agent",
+        String(ports!.agentPort),
+        c.ca.cert,
+        cert.cert,
+        cert.key,
+      ]);
+  await waitFor(`relay floor agent connected\n${agent.output()}`, () =>
+    o.ourAgent ? server.output().includes("agent connected") : agent.output().includes("connected"),
+  );
   return stack("floor", h, server, agent, { grpc: ports!.port, agent: ports!.agentPort, health: 0 }, "127.0.0.1");
 }
 

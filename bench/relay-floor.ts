@@ -96,6 +96,7 @@ function server(cert: string, key: string, clientCa: string, agentCa: string): v
     if (headers[":path"] !== AGENT_CONNECT_METHOD) return void stream.respond({ ":status": 404 }, { endStream: true });
     grpcRespond(stream, { [Metadata.serverID]: "relay-floor", [Metadata.serverCount]: "1" });
     agent = stream;
+    process.stdout.write("agent connected\n");
     readMessages(stream, (body, framed) => {
       const p = peekPacket(body);
       let client: ServerHttp2Stream | undefined;
@@ -168,6 +169,8 @@ function agent(port: string, ca: string, cert: string, key: string): void {
   });
 }
 
+// Exit normally on SIGTERM, so that --cpu-prof writes its profile.
+process.on("SIGTERM", () => process.exit(0));
 const [role, ...args] = process.argv.slice(2) as [string, string, string, string, string];
 if (role === "server") server(args[0]!, args[1]!, args[2]!, args[3]!);
 else if (role === "agent") agent(args[0]!, args[1]!, args[2]!, args[3]!);
