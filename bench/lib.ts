@@ -152,16 +152,22 @@ export async function startTarget(h: Harness, topo: Topology): Promise<Target> {
     join(BENCH, "target.ts"),
     topo.targetBind,
   ]);
-  let ports: { echo: number; bulk: number } | undefined;
-  await waitFor(`target ports\n${proc.output()}`, () => {
+  const ports = await firstJsonLine<{ echo: number; bulk: number }>(proc, "target ports");
+  return { proc, echo: ports.echo, bulk: ports.bulk };
+}
+
+/** The first line of `proc`'s output that is a JSON object (a helper process's ports), once written. */
+async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
+  let value: T | undefined;
+  await waitFor(`${what}\n${proc.output()}`, () => {
     const line = proc
       .output()
       .split("\n")
       .find((l) => l.startsWith("{"));
-    if (line) ports = JSON.parse(line) as { echo: number; bulk: number };
-    return ports !== undefined;
+    if (line) value = JSON.parse(line) as T;
+    return value !== undefined;
   });
-  return { proc, echo: ports!.echo, bulk: ports!.bulk };
+  return value!;
 }
 
 /** First-byte variant names of the relay floor ({@link startRelayFloor}; keys of the detail's `firstByte`). */
@@ -339,26 +345,18 @@ export async function startRelayFloor(
     c.clientCa.cert,
     c.agentCa.cert,
   ]);
-  let ports: { port: number; agentPort: number } | undefined;
-  await waitFor(`relay floor ports\n${server.output()}`, () => {
-    const line = server
-      .output()
-      .split("\n")
-      .find((l) => l.startsWith("{"));
-    if (line) ports = JSON.parse(line) as { port: number; agentPort: number };
-    return ports !== undefined;
-  });
+  const ports = await firstJsonLine<{ port: number; agentPort: number }>(server, "relay floor ports");
   const cert = c.agents.get(CLUSTER)!;
   // With `ourAgent`: our agent against the floor's server, to tell the server's share from the agent's.
   const agent = o.ourAgent
-    ? await spawnOurAgent(h, LOOPBACK, ports!.agentPort, { agentNodeArgs: o.agentNodeArgs, ...o.ourAgent })
+    ? await spawnOurAgent(h, LOOPBACK, ports.agentPort, { agentNodeArgs: o.agentNodeArgs, ...o.ourAgent })
     : h.spawnProc("relay-floor-agent", process.execPath, [
         ...NODE_FLAGS,
         ...(o.agentNodeArgs ?? []),
         ...TS_NODE,
         join(BENCH, "relay-floor.ts"),
         "agent",
-        String(ports!.agentPort),
+        String(ports.agentPort),
         c.ca.cert,
         cert.cert,
         cert.key,
@@ -366,7 +364,7 @@ export async function startRelayFloor(
   await waitFor(`relay floor agent connected\n${agent.output()}`, () =>
     o.ourAgent ? server.output().includes("agent connected") : agent.output().includes("connected"),
   );
-  return stack("floor", h, server, agent, { grpc: ports!.port, agent: ports!.agentPort, health: 0 }, "127.0.0.1");
+  return stack("floor", h, server, agent, { grpc: ports.port, agent: ports.agentPort, health: 0 }, "127.0.0.1");
 }
 
 export async function startGo(h: Harness, topo: Topology, bin: string, o: StackOptions = {}): Promise<Stack> {
