@@ -206,7 +206,6 @@ async function main(): Promise<void> {
   const stacks: Partial<Record<Path, Stack>> = {};
   for (const path of paths) stacks[path] = await startPath(path, bin, profDir);
   await sleep(1000);
-  const firstBytes: Record<string, number[]> = {};
   const open = (path: Path): Opener => opener(path === "go" ? "go" : "ours", LOOPBACK, stacks[path]);
 
   if (scenario === "dialrate") {
@@ -289,6 +288,7 @@ async function main(): Promise<void> {
   } else if (scenario === "firstbyte") {
     // New connection to first echoed byte: a single-use tunnel (new TLS session) and the reusable client.
     const count = num("count", 200);
+    const firstBytes: Record<string, number[]> = {};
     for (let r = 0; r < rounds; r++) {
       for (const path of order(r)) {
         const st = stacks[path]!;
