@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import * as net from "node:net";
 import { test } from "node:test";
-import { freePort, waitUntil } from "./wait.js";
+import { FREE_PORT_LOW, ephemeralPortLow, freePort, waitUntil } from "./wait.js";
 
 test("waitUntil resolves once the check holds, sync or async, and counts a throwing check as not yet", async () => {
   let n = 0;
@@ -45,4 +45,28 @@ test("freePort returns a port that can be listened on", async () => {
   await once(server, "listening");
   assert.equal((server.address() as net.AddressInfo).port, port);
   await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+test("freePort stays below the kernel's ephemeral range and never hands out a port twice", async () => {
+  const ports = [];
+  for (let i = 0; i < 50; i++) ports.push(await freePort());
+  assert.equal(new Set(ports).size, ports.length);
+  for (const port of ports) assert.ok(port >= FREE_PORT_LOW && port < ephemeralPortLow(), `port ${port}`);
+});
+
+test("freePort passes over a port that is in use", async () => {
+  const first = await freePort();
+  // The next port of its walk, held by a listener (or by someone else already): not returned.
+  const next = first + 1 < ephemeralPortLow() ? first + 1 : FREE_PORT_LOW;
+  const held = net.createServer();
+  const listening = new Promise<void>((resolve) => {
+    held.once("error", () => resolve());
+    held.listen(next, "127.0.0.1", () => resolve());
+  });
+  await listening;
+  try {
+    assert.notEqual(await freePort(), next);
+  } finally {
+    if (held.listening) await new Promise<void>((resolve) => held.close(() => resolve()));
+  }
 });
