@@ -4,7 +4,6 @@ import assert from "node:assert/strict";
 import { execFile, execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
-import * as net from "node:net";
 import { join } from "node:path";
 import * as tls from "node:tls";
 import { promisify } from "node:util";
@@ -15,25 +14,12 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
+import { canListen } from "@cluster-proxy/tunnel/testing";
 import { CLI, Harness, REPO, waitFor, type Proc } from "./harness.js";
 
 const run = promisify(execFile);
 const h = new Harness();
 after(() => h.close());
-
-/** Whether `port` can be listened on at 127.0.0.1 right now. */
-async function canListen(port: number): Promise<boolean> {
-  const srv = net.createServer();
-  try {
-    srv.listen(port, "127.0.0.1");
-    await once(srv, "listening");
-    return true;
-  } catch {
-    return false;
-  } finally {
-    srv.close();
-  }
-}
 
 async function freeBase(): Promise<number> {
   // base..base+15 must be free. Below the kernel's ephemeral range (32768+), so the local ports

@@ -58,7 +58,8 @@ export function ephemeralPortLow(): number {
 const handedOut = new Set<number>();
 let cursor: number | undefined;
 
-function listensOn(port: number): Promise<boolean> {
+/** Whether `port` can be listened on at 127.0.0.1 right now. */
+export function canListen(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const server = net.createServer();
     server.once("error", () => resolve(false));
@@ -81,7 +82,7 @@ export async function freePort(): Promise<number> {
   for (let tries = 0; tries < span; tries++) {
     const port = cursor;
     cursor = cursor + 1 >= high ? FREE_PORT_LOW : cursor + 1;
-    if (handedOut.has(port) || !(await listensOn(port))) continue;
+    if (handedOut.has(port) || !(await canListen(port))) continue;
     handedOut.add(port);
     return port;
   }
