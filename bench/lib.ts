@@ -13,6 +13,7 @@ import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-pro
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import {
   CLI,
+  agentCertFlags,
   freePort,
   httpGet,
   serverCertFlags,
@@ -257,8 +258,6 @@ export const CLUSTER = "bench";
 
 /** Our agent (the built CLI of `o.cli`) connecting to a server's agent port. */
 async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: StackOptions): Promise<Proc> {
-  const c = h.certs;
-  const cert = c.agents.get(CLUSTER)!;
   return spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
     ...NODE_FLAGS,
     ...(o.agentNodeArgs ?? []),
@@ -266,9 +265,7 @@ async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: S
     "agent",
     `--proxy-server-host=${topo.agentServerHost}`,
     `--proxy-server-port=${agentPort}`,
-    `--ca-cert=${c.ca.cert}`,
-    `--agent-cert=${cert.cert}`,
-    `--agent-key=${cert.key}`,
+    ...agentCertFlags(h.certs, CLUSTER),
     `--cluster-name=${CLUSTER}`,
     "--agent-id=bench-ours-agent",
     "--health-server-host=127.0.0.1",
@@ -398,13 +395,10 @@ export async function startGo(h: Harness, topo: Topology, bin: string, o: StackO
   });
   let agent: Proc | undefined;
   if (!o.noAgent) {
-    const cert = c.agents.get(CLUSTER)!;
     agent = spawnWrapped(h, "go-agent", topo.clusterWrap, join(bin, "proxy-agent"), [
       `--proxy-server-host=${topo.agentServerHost}`,
       `--proxy-server-port=${agentPort}`,
-      `--ca-cert=${c.ca.cert}`,
-      `--agent-cert=${cert.cert}`,
-      `--agent-key=${cert.key}`,
+      ...agentCertFlags(h.certs, CLUSTER),
       "--agent-id=bench-go-agent",
       "--agent-identifiers=ipv4=127.0.0.1",
       "--health-server-host=127.0.0.1",

@@ -22,6 +22,7 @@ import {
   CLI_ARGV,
   Harness,
   REPO,
+  agentCertFlags,
   prerequisiteSkip,
   serverCertFlags,
   waitFor,
@@ -192,16 +193,12 @@ export class FaultLab {
 
   /** Start the agent of `c`; resolves when it is connected (unless `waitReady` is false). */
   async startAgent(c: ClusterName, extra: string[] = [], waitReady = true): Promise<AgentHandle> {
-    const cert = this.h.certs.agents.get(c);
-    if (!cert) throw new Error(`no agent certificate for ${c}`);
     const proc = this.inNs(this.ns(c), `agent-${c}`, process.execPath, [
       ...CLI_ARGV,
       "agent",
       `--proxy-server-host=${linkAddresses(c).hub}`,
       `--proxy-server-port=${PORT.agent}`,
-      `--ca-cert=${this.h.certs.ca.cert}`,
-      `--agent-cert=${cert.cert}`,
-      `--agent-key=${cert.key}`,
+      ...agentCertFlags(this.h.certs, c),
       `--cluster-name=${c}`,
       "--health-server-host=127.0.0.1",
       `--health-server-port=${PORT.agentHealth}`,

@@ -27,6 +27,13 @@ export const CLI_ARGV: readonly string[] = [...NODE_FLAGS, CLI];
  * The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS, the
  * client front doors trusting the client CA and the agent port the agent CA.
  */
+/** An agent's trust and identity flags for `cluster`'s certificate (`--ca-cert`, `--agent-cert`, `--agent-key`). */
+export function agentCertFlags(c: StandaloneCertPaths, cluster: string): string[] {
+  const cert = c.agents.get(cluster);
+  if (!cert) throw new Error(`no agent certificate for ${cluster}`);
+  return [`--ca-cert=${c.ca.cert}`, `--agent-cert=${cert.cert}`, `--agent-key=${cert.key}`];
+}
+
 export function serverCertFlags(c: StandaloneCertPaths): string[] {
   return [
     `--server-cert=${c.server.cert}`,
@@ -238,18 +245,13 @@ export class Harness {
     env?: NodeJS.ProcessEnv,
   ): Promise<AgentHandle> {
     const healthPort = await freePort();
-    const c = this.certs;
-    const agentCert = c.agents.get(cluster);
-    if (!agentCert) throw new Error(`no agent certificate for ${cluster}`);
     const proc = this.spawnCli(
       `agent-${cluster}`,
       [
         "agent",
         "--proxy-server-host=127.0.0.1",
         `--proxy-server-port=${agentPort}`,
-        `--ca-cert=${c.ca.cert}`,
-        `--agent-cert=${agentCert.cert}`,
-        `--agent-key=${agentCert.key}`,
+        ...agentCertFlags(this.certs, cluster),
         `--cluster-name=${cluster}`,
         "--health-server-host=127.0.0.1",
         `--health-server-port=${healthPort}`,

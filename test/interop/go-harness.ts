@@ -17,6 +17,7 @@ import { FRAME_HEADER, connectSession, openCall, sealFrame } from "@cluster-prox
 import {
   PatternStream,
   REPO,
+  agentCertFlags,
   freePort,
   httpGet,
   serverCertFlags,
@@ -185,15 +186,11 @@ function agentCtl(kind: "go" | "ts", name: string, proc: Proc, healthPort: numbe
 
 export async function startGoAgent(h: Harness, agentPort: number, o: AgentOptions): Promise<AgentCtl> {
   const [healthPort, adminPort] = [await freePort(), await freePort()];
-  const cert = h.certs.agents.get(o.cluster);
-  if (!cert) throw new Error(`no agent certificate for ${o.cluster}`);
   const name = o.agentId ?? `go-agent-${o.cluster}`;
   const proc = h.spawnProc(name, join(goBin(), "proxy-agent"), [
     "--proxy-server-host=127.0.0.1",
     `--proxy-server-port=${agentPort}`,
-    `--ca-cert=${h.certs.ca.cert}`,
-    `--agent-cert=${cert.cert}`,
-    `--agent-key=${cert.key}`,
+    ...agentCertFlags(h.certs, o.cluster),
     `--agent-id=${name}`,
     `--agent-identifiers=${o.identifiers}`,
     "--health-server-host=127.0.0.1",
