@@ -477,9 +477,9 @@ async function main(): Promise<void> {
       // The variants take turns, P.runs rounds of a share of the connections each, so a change in the
       // machine's load over the scenario does not favour the variant that happened to run first.
       for (const [name] of variants) detail.firstByte[name] = [];
+      const share = Math.ceil(P.fbCount / P.runs);
       for (let run = 0; run < P.runs; run++) {
         for (const [name, open] of variants) {
-          const share = Math.ceil(P.fbCount / P.runs);
           detail.firstByte[name]!.push(...(await firstByte(open, target.echo, share, 60_000 / P.runs)));
         }
       }
