@@ -219,7 +219,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
         sendFlow: (_conn, type, frame) => {
           if (this.closed) return;
           this.deps.metrics.packet("from_agent", type);
-          this.afterSend(this.call.send(frame));
+          this.afterSend(this.call.sendControl(frame));
         },
         isOpen: (conn) => conn.state === "open" && !this.closed,
         delivered: (conn) => (conn.written ?? 0) - (conn.socket?.writableLength ?? 0),
