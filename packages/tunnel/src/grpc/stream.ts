@@ -28,11 +28,12 @@ export interface GrpcStreamEvents {
 }
 
 /**
- * Bytes of control frames (`sendControl`) a stream may hold unflushed before it is cut: about
- * 60,000 CLOSE_RSP or DIAL_RSP packets, far beyond what a peer that reads ever has queued, and a
- * bound on what one that never reads costs (with Node's per-write bookkeeping, ~20 MiB).
+ * Bytes of control frames (`sendControl`) a stream may hold unflushed before it is cut: some
+ * 30,000 to 70,000 CLOSE_RSP, DIAL_RSP or DIAL_REQ packets, far beyond what a peer that reads ever
+ * has queued, and a bound on what one that never reads costs (with Node's per-write bookkeeping,
+ * a few tens of MiB).
  */
-export const CONTROL_SEND_LIMIT = 4 * 1024 * 1024;
+export const CONTROL_SEND_LIMIT = 2 * 1024 * 1024;
 
 /**
  * Bytes a stream's send buffer may hold before it is cut: a backstop above every data bound (a
