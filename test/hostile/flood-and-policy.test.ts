@@ -37,6 +37,14 @@ import { footprint, rssMiB, waitForBaseline } from "./process-probe.js";
 
 const REFUSAL = "refused by the agent's destination policy";
 
+/** A dial that should be refused; if it connects after all, the socket is closed and the result is that socket. */
+function refusedDial(client: TunnelClient, target: string): Promise<TunnelSocket> {
+  return client.dial(target).then((s) => {
+    s.destroy();
+    return s;
+  });
+}
+
 /** The README's deny list (Security: destination policy at the agent). */
 const README_DENY = [{ cidrs: ["169.254.0.0/16", "fe80::/10", "127.0.0.0/8", "::1/128"] }];
 
@@ -146,11 +154,12 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
     assert.ok(await healthy(ports.health), "/healthz after the flood");
     await legitimateTraffic(ports, `localhost.east:${echo}`);
     const after = await waitForBaseline(pid, baseline, "server");
+    t.diagnostic(`after the flood: server fds ${baseline.fds} -> ${after.fds}, RSS ${after.rssMiB.toFixed(0)} MiB`);
     assert.equal(proc.child.exitCode, null, `server alive (fds ${after.fds}, RSS ${after.rssMiB.toFixed(0)} MiB)`);
     await proc.kill();
   });
 
-  test("a dial flood through one tunnel stops at --max-dials-per-tunnel; the other tunnel's clients still dial", async () => {
+  test("a dial flood through one tunnel stops at --max-dials-per-tunnel; the other tunnel's clients still dial", async (t) => {
     const a = await h.startServer(["--server-count=2", "--server-id=flood-a"]);
     const b = await h.startServer(["--server-count=2", "--server-id=flood-b"]);
     const lb = await tcpBalancer(h, [a.ports.agent, b.ports.agent]);
@@ -189,6 +198,9 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
         160,
       );
       const during = await footprint(pid);
+      t.diagnostic(
+        `dial flood: ${held.length} held, ${refused.length} refused; agent fds ${baseline.fds} -> ${during.fds}, RSS ${baseline.rssMiB.toFixed(0)} -> ${during.rssMiB.toFixed(0)} MiB`,
+      );
       assert.ok(during.fds <= baseline.fds + 40 + 16, `agent fds ${during.fds} (baseline ${baseline.fds}, cap 40)`);
       // while the flood holds the cap: the other server's clients dial, the agent answers health
       await legitimateTraffic(b.ports, `localhost.east:${echo}`);
@@ -202,7 +214,8 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
       for (const s of held) s.destroy();
       await attacker.close();
     }
-    await waitForBaseline(pid, baseline, "agent");
+    const back = await waitForBaseline(pid, baseline, "agent");
+    t.diagnostic(`after the flood: agent fds ${back.fds}, RSS ${back.rssMiB.toFixed(0)} MiB`);
     await legitimateTraffic(a.ports, `localhost.east:${echo}`);
     assert.equal(agent.proc.child.exitCode, null, "agent alive");
     for (const s of [a, b]) assert.ok(await healthy(s.ports.health));
@@ -249,38 +262,41 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
         const flags = [`--admin-server-port=${admin}`, "--health-server-host=127.0.0.1"];
         if (variant === "the README's deny list") flags.push(`--destination-policy=${join(h.dir, "readme-deny.json")}`);
         const agent = await h.startAgent("east", ports.agent, flags);
-        // the admin port is there to be reached (locally)
-        assert.equal((await httpGet(`http://127.0.0.1:${admin}/metrics`)).status, 200);
-        const client = grpcClient(ports);
-        const targets = [...ownPortSpellings(admin), ...ownPortSpellings(agent.healthPort), ...METADATA];
-        for (const target of targets) {
+        try {
+          // the admin port is there to be reached (locally)
+          assert.equal((await httpGet(`http://127.0.0.1:${admin}/metrics`)).status, 200);
+          const client = grpcClient(ports);
+          const targets = [...ownPortSpellings(admin), ...ownPortSpellings(agent.healthPort), ...METADATA];
+          for (const target of targets) {
+            await assert.rejects(
+              refusedDial(client, target),
+              (e: Error) => e instanceof DialError && e.message.includes(REFUSAL),
+              `${target} must be refused by the policy`,
+            );
+          }
           await assert.rejects(
-            client.dial(target),
-            (e: Error) => e instanceof DialError && e.message.includes(REFUSAL),
-            `${target} must be refused by the policy`,
+            dialConnect(`0.0.0.0:${admin}`, { proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tlsOpts } }),
+            (e: Error) => e instanceof HttpConnectError && e.statusCode === 403 && e.body.includes(REFUSAL),
           );
+          assert.equal(
+            await metricSum(
+              agent.healthPort,
+              'konnectivity_network_proxy_agent_endpoint_dial_failure_total{reason="policy"}',
+            ),
+            targets.length + 1,
+          );
+          // the agent is alive, and other destinations still work where the policy allows them
+          assert.ok(await healthy(agent.healthPort));
+          if (variant === "the default policy (none configured)") {
+            await legitimateTraffic(ports, `127.0.0.1:${echo}`);
+            const ok: TunnelSocket = await client.dial(`0x7f.1:${echo}`);
+            assert.ok(await echoRoundTrip(ok, Buffer.from("spelled")), "another port of this host, spelled in hex");
+          } else {
+            await assert.rejects(refusedDial(client, `127.0.0.1:${echo}`), new RegExp(REFUSAL));
+          }
+        } finally {
+          await agent.proc.kill();
         }
-        await assert.rejects(
-          dialConnect(`0.0.0.0:${admin}`, { proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tlsOpts } }),
-          (e: Error) => e instanceof HttpConnectError && e.statusCode === 403 && e.body.includes(REFUSAL),
-        );
-        assert.equal(
-          await metricSum(
-            agent.healthPort,
-            'konnectivity_network_proxy_agent_endpoint_dial_failure_total{reason="policy"}',
-          ),
-          targets.length + 1,
-        );
-        // the agent is alive, and other destinations still work where the policy allows them
-        assert.ok(await healthy(agent.healthPort));
-        if (variant === "the default policy (none configured)") {
-          await legitimateTraffic(ports, `127.0.0.1:${echo}`);
-          const ok: TunnelSocket = await client.dial(`0x7f.1:${echo}`);
-          assert.ok(await echoRoundTrip(ok, Buffer.from("spelled")), "another port of this host, spelled in hex");
-        } else {
-          await assert.rejects(client.dial(`127.0.0.1:${echo}`), new RegExp(REFUSAL));
-        }
-        await agent.proc.kill();
       });
     }
   });
