@@ -308,6 +308,29 @@ export async function echoRoundTrip(s: Duplex, payload: Buffer): Promise<boolean
   return Buffer.concat(back).equals(payload);
 }
 
+/**
+ * A round-robin L4 balancer on loopback in front of `ports` (e.g. the agent ports of servers
+ * started with `--server-count`), closed with the harness; resolves with its port.
+ */
+export async function tcpBalancer(h: Harness, ports: readonly number[]): Promise<number> {
+  let next = 0;
+  const lb = net.createServer((down) => {
+    const up = net.connect(ports[next++ % ports.length]!, "127.0.0.1");
+    down.pipe(up).pipe(down);
+    up.on("error", () => down.destroy());
+    down.on("error", () => up.destroy());
+  });
+  return listen(h, lb);
+}
+
+/** The sum of every sample of the Prometheus series starting with `name` on a loopback `/metrics` port. */
+export async function metricSum(port: number, name: string): Promise<number> {
+  const { body } = await httpGet(`http://127.0.0.1:${port}/metrics`);
+  let total = 0;
+  for (const line of body.split("\n")) if (line.startsWith(name)) total += Number(line.split(" ").pop());
+  return total;
+}
+
 /** A TCP server that echoes everything back. */
 export async function echoServer(h: Harness): Promise<number> {
   const srv = net.createServer((s) => {

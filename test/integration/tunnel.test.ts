@@ -35,6 +35,7 @@ import {
   freePort,
   helloServer,
   httpGet,
+  tcpBalancer,
   transferServer,
   waitFor,
   type ServerPorts,
@@ -398,18 +399,7 @@ describe("server restarts and several servers", () => {
     const a = await h.startServer(["--server-count=2", "--server-id=server-a"]);
     const b = await h.startServer(["--server-count=2", "--server-id=server-b"]);
     // round-robin L4 balancer in front of both agent ports
-    let next = 0;
-    const lb = net.createServer((down) => {
-      const port = [a.ports.agent, b.ports.agent][next++ % 2]!;
-      const up = net.connect(port, "127.0.0.1");
-      down.pipe(up).pipe(down);
-      up.on("error", () => down.destroy());
-      down.on("error", () => up.destroy());
-    });
-    lb.listen(0, "127.0.0.1");
-    await once(lb, "listening");
-    h.onClose(() => void lb.close());
-    const lbPort = (lb.address() as net.AddressInfo).port;
+    const lbPort = await tcpBalancer(h, [a.ports.agent, b.ports.agent]);
     await h.startAgent("east", lbPort, [`--apiserver-address=127.0.0.1:${api}`]);
     for (const srv of [a, b]) {
       await waitFor(

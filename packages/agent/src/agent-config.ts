@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
+import { networkInterfaces } from "node:os";
 import * as tls from "node:tls";
 import { ConfigError, parseAgentOptions, type AgentOptions, type AgentOptionsInput } from "@cluster-proxy/api";
 import { validateAgentIdentifiers } from "@cluster-proxy/protocol";
@@ -46,14 +47,31 @@ function allowEntryRules(o: Pick<AgentOptions, "allowDestinations">): Destinatio
   });
 }
 
+/** The addresses of this host's network interfaces (a dial to them reaches the agent's own ports). */
+export function localInterfaceAddresses(): string[] {
+  return Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+}
+
 /**
  * The destination policy: the JSON file of `--destination-policy` (if any) plus the rules of
- * `--allow-destinations`; open when neither is given. Throws a {@link ConfigError} naming the flag,
- * the file and the entry (e.g. `--destination-policy: /etc/policy.json: allow[1].cidrs[0]: ...`).
+ * `--allow-destinations`. When neither is given, the built-in default
+ * ({@link DestinationPolicy.builtIn}: no link-local/metadata addresses, not the agent's own
+ * health and admin ports on this host); `--allow-destinations '*'` alone is the open policy
+ * (Go's). Throws a {@link ConfigError} naming the flag, the file and the entry (e.g.
+ * `--destination-policy: /etc/policy.json: allow[1].cidrs[0]: ...`).
  */
-export async function loadDestinationPolicy(o: AgentOptions): Promise<DestinationPolicy> {
+export async function loadDestinationPolicy(
+  o: AgentOptions,
+  localAddresses: () => string[] = localInterfaceAddresses,
+): Promise<DestinationPolicy> {
   const extra = allowEntryRules(o);
-  if (!o.destinationPolicy) return extra.length ? DestinationPolicy.parse({ allow: extra }) : DestinationPolicy.open();
+  if (!o.destinationPolicy) {
+    if (extra.length === 0) {
+      return DestinationPolicy.builtIn([o.healthServerPort, o.adminServerPort], localAddresses());
+    }
+    if (o.allowDestinations.every((entry) => entry.trim() === "*")) return DestinationPolicy.open();
+    return DestinationPolicy.parse({ allow: extra });
+  }
   const file = o.destinationPolicy;
   const text = (await readFlagFile("destination-policy", file)).toString("utf8");
   let spec: unknown;

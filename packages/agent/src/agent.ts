@@ -457,6 +457,11 @@ export class ProxyAgent {
       metrics: this.metrics,
       logger: this.log,
       onEndpointCount: (delta) => this.onEndpointCount(delta),
+      dialLimits: {
+        perTunnel: this.options.maxDialsPerTunnel,
+        perAgent: this.options.maxDials,
+        agentCount: () => this.endpointCount,
+      },
       connect: this.connectEndpoint,
     });
     this.tunnels.set(serverID, tunnel);

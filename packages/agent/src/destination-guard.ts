@@ -1,6 +1,7 @@
 /**
  * Enforcing the destination policy at dial time. {@link guardedConnector} wraps the socket
- * connector the endpoint dialer uses: a dial to an IP literal is judged before connecting; a dial
+ * connector the endpoint dialer uses: a dial to an IP address (in any spelling, canonicalised by
+ * destination-address.ts) is judged before connecting, and made to that canonical address; a dial
  * to a name is judged once without an address (so a refused port or name never reaches DNS), then
  * the name is resolved through the socket's `lookup` hook and only the allowed addresses are
  * handed to the connect, so the agent connects to exactly the addresses it judged. A refusal
@@ -17,6 +18,7 @@ import {
   type PolicyVerdict,
 } from "./destination-policy.js";
 import type { SocketConnector } from "./endpoint-dialer.js";
+import { canonicalAddress } from "./destination-address.js";
 
 /** Resolves a name to all its addresses (dns.lookup with `all: true`; injectable for tests). */
 export type Resolver = (
@@ -59,9 +61,13 @@ export function guardedConnector(
     const host = tcp.host ?? "localhost";
     const port = tcp.port;
     const target = joinHostPort(host, port);
-    if (net.isIP(host)) {
-      const verdict = policy.check({ ip: host, port });
-      return verdict.allowed === true ? base(options) : refuse(refusalMessage(target, reason(verdict)));
+    // An address in any spelling (127.1, 0x7f.1, 2130706433, ...) is judged, and dialled, as
+    // the canonical address; the resolver would have read it the same way.
+    const literal = net.isIP(host) ? host : canonicalAddress(host)?.ip;
+    if (literal !== undefined) {
+      const verdict = policy.check({ ip: literal, port });
+      if (verdict.allowed !== true) return refuse(refusalMessage(target, reason(verdict)));
+      return base(literal === host ? options : { ...tcp, host: literal });
     }
     const early = policy.check({ name: host, port });
     if (early.allowed === false) return refuse(refusalMessage(target, early.because));

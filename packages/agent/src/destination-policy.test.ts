@@ -5,9 +5,11 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
+import fc from "fast-check";
 import { ConfigError, agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
 import { loadDestinationPolicy } from "./agent-config.js";
 import { guardedConnector, type Resolver } from "./destination-guard.js";
+import { canonicalAddress } from "./destination-address.js";
 import { DESTINATION_POLICY_REFUSAL, DestinationPolicy, parseAllowEntry } from "./destination-policy.js";
 import { dialEndpoint, type DialFailure } from "./endpoint-dialer.js";
 
@@ -117,7 +119,14 @@ function opts(over: Partial<AgentOptions>): AgentOptions {
 test("loadDestinationPolicy: file plus flag rules; errors name the flag, the file and the entry", async () => {
   const dir = await mkdtemp(join(tmpdir(), "cp-policy-"));
   try {
-    assert.ok((await loadDestinationPolicy(opts({}))).isOpen);
+    const builtIn = await loadDestinationPolicy(opts({ healthServerPort: 8093, adminServerPort: 8094 }), () => [
+      "10.1.2.3",
+    ]);
+    assert.equal(builtIn.isOpen, false, "no policy configured: the built-in default, not the open one");
+    assert.equal(builtIn.check({ ip: "10.1.2.3", port: 8094 }).allowed, false, "own admin port on a local address");
+    assert.equal(builtIn.check({ ip: "10.1.2.3", port: 443 }).allowed, true);
+    assert.equal(builtIn.check({ ip: "169.254.169.254", port: 80 }).allowed, false);
+    assert.ok((await loadDestinationPolicy(opts({ allowDestinations: ["*"] }))).isOpen, "'*' alone: open, as Go");
     const good = join(dir, "good.json");
     await writeFile(good, JSON.stringify({ allow: [{ hosts: ["a.example"] }] }));
     const p = await loadDestinationPolicy(opts({ destinationPolicy: good, allowDestinations: ["10.0.0.0/8:80"] }));
@@ -226,6 +235,14 @@ test("guarded dials: literals and names are judged; a name is dialled at the add
       `dial to evil.test:${port} (resolves to 127.0.0.99) ${DESTINATION_POLICY_REFUSAL} (denied by deny[0]: 127.0.0.99/32)`,
     );
     lookups.length = 0;
+    assert.equal(
+      await guardedDial(p, `127.1:${port}`, resolver),
+      `127.0.0.1:${port}`,
+      "a short form is dialled canonical",
+    );
+    const spelled = await guardedDial(p, `0x7f.0.0.99:${port}`, resolver);
+    assert.equal(typeof spelled === "object" && spelled.reason, "policy", "a hex spelling of a denied address");
+    assert.deepEqual(lookups, [], "address spellings are never looked up");
     const early = await guardedDial(p, `x.allowed.test:22`, resolver);
     assert.equal(typeof early === "object" && early.reason, "policy");
     assert.deepEqual(lookups, [], "a port no rule allows is refused before any lookup");
@@ -241,4 +258,85 @@ test("guarded dials: literals and names are judged; a name is dialled at the add
   } finally {
     srv.close();
   }
+});
+
+test("every spelling of an address is judged as the address the kernel connects to", () => {
+  const deny = DestinationPolicy.parse({
+    deny: [{ cidrs: ["127.0.0.0/8", "::1/128", "169.254.0.0/16", "fe80::/10"] }],
+  });
+  const loopback = [
+    "127.0.0.1",
+    "::ffff:127.0.0.1",
+    "::ffff:7f00:1",
+    "0:0:0:0:0:ffff:7f00:1",
+    "::127.0.0.1",
+    "0.0.0.0",
+    "0.1.2.3",
+    "::",
+    "::0",
+    "::ffff:0.0.0.0",
+    "0:0:0:0:0:0:0:1",
+  ];
+  for (const ip of loopback) assert.equal(deny.check({ ip, port: 80 }).allowed, false, ip);
+  assert.equal(deny.check({ ip: "fe80::1%eth0", port: 80 }).allowed, false, "a zone does not hide link-local");
+  assert.equal(deny.check({ ip: "::ffff:a9fe:a9fe", port: 80 }).allowed, false, "mapped metadata address");
+  assert.equal(deny.check({ ip: "10.0.0.1", port: 80 }).allowed, true);
+  // 0.0.0.0 is judged as loopback by allow rules, and still by a deny rule written for it
+  const allowLoopback = DestinationPolicy.parse({ allow: [{ cidrs: ["127.0.0.1/32"] }] });
+  assert.equal(allowLoopback.check({ ip: "0.0.0.0", port: 80 }).allowed, true);
+  const denyZero = DestinationPolicy.parse({ deny: [{ cidrs: ["0.0.0.0/32"] }] });
+  assert.equal(denyZero.check({ ip: "0.0.0.0", port: 80 }).allowed, false);
+});
+
+test("the built-in default: no link-local or metadata address, not the agent's own ports on this host", () => {
+  const p = DestinationPolicy.builtIn([8093, 8094, 0], ["10.1.2.3", "fd00::5"]);
+  const allowed = (ip: string, port: number): boolean | "unknown" => p.check({ ip, port }).allowed;
+  for (const ip of ["127.0.0.1", "127.9.9.9", "0.0.0.0", "::", "::1", "::ffff:7f00:1", "10.1.2.3", "fd00::5"]) {
+    assert.equal(allowed(ip, 8094), false, `${ip}:8094`);
+    assert.equal(allowed(ip, 8093), false, `${ip}:8093`);
+    assert.equal(allowed(ip, 8095), true, `${ip}:8095: other local ports stay reachable`);
+  }
+  for (const ip of ["169.254.169.254", "::ffff:169.254.169.254", "fe80::1", "fd00:ec2::254"]) {
+    assert.equal(allowed(ip, 80), false, ip);
+  }
+  assert.equal(allowed("10.9.9.9", 8094), true, "another host's port 8094");
+  const r = p.check({ ip: "169.254.169.254", port: 80 });
+  assert.match(r.allowed === false ? r.because : "", /^denied by the default policy \(link-local.*'\*' for every/);
+  assert.match(p.describe(), /deny 169\.254\.0\.0\/16/);
+});
+
+test("property: an IPv4 address in any resolver spelling gets the verdict of its dotted form", () => {
+  const p = DestinationPolicy.builtIn([8094], []);
+  const spellings = (o: number[]): string[] => {
+    const n = ((o[0]! << 24) | (o[1]! << 16) | (o[2]! << 8) | o[3]!) >>> 0;
+    return [
+      o.join("."),
+      String(n),
+      `0x${n.toString(16)}`,
+      o.map((b) => `0${b.toString(8)}`).join("."),
+      o.map((b) => `0x${b.toString(16)}`).join("."),
+      `${o[0]}.${(o[1]! << 16) | (o[2]! << 8) | o[3]!}`,
+      `${o[0]}.${o[1]}.${(o[2]! << 8) | o[3]!}`,
+      `::ffff:${o.join(".")}`,
+      `::ffff:${((o[0]! << 8) | o[1]!).toString(16)}:${((o[2]! << 8) | o[3]!).toString(16)}`,
+    ];
+  };
+  const octet = fc.integer({ min: 0, max: 255 });
+  const interesting = fc.oneof(
+    fc.tuple(octet, octet, octet, octet),
+    fc.tuple(fc.constantFrom(0, 127, 169), fc.constantFrom(0, 254), octet, octet),
+  );
+  fc.assert(
+    fc.property(interesting, fc.constantFrom(80, 8094), (o, port) => {
+      const [dotted, ...others] = spellings(o);
+      const expected = p.check({ ip: dotted!, port }).allowed;
+      for (const s of others) {
+        const canonical = canonicalAddress(s);
+        assert.ok(canonical, s);
+        assert.equal(canonical.ip, dotted, s);
+        assert.equal(p.check({ ip: canonical.ip, port }).allowed, expected, s);
+      }
+    }),
+    { numRuns: 500 },
+  );
 });

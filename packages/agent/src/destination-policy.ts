@@ -13,18 +13,24 @@
  *   or the pattern is `*.suffix` and the name ends in `.suffix` with at least one label before
  *   it, or the pattern is `*` (any name). Host patterns never match a dial to an IP literal: use
  *   `cidrs` for addresses.
- * - `cidrs`: the IP address the agent will connect to lies in one of the IPv4 / IPv6 prefixes
- *   (IPv4-mapped IPv6 addresses count as IPv4). For a name this is the *resolved* address.
+ * - `cidrs`: the IP address the agent will connect to lies in one of the IPv4 / IPv6 prefixes.
+ *   For a name this is the *resolved* address. Every spelling of an address is canonicalised
+ *   first (destination-address.ts: octal, hex, short forms, IPv4-mapped IPv6 count as the plain
+ *   address); `0.0.0.0/8` and `::`, which Linux connects to this host, also count as
+ *   `127.0.0.1` / `::1`: a deny rule matching either form refuses them, an allow rule must match
+ *   the loopback form.
  * - `ports`: the port is one of the numbers or inclusive `low-high` ranges.
  *
  * A destination is refused when any deny rule matches it; otherwise it is allowed when the policy
  * has no allow rules or when some allow rule matches. A name is resolved first and every address
  * is judged on its own (name, address, port); the agent dials only addresses that are allowed, so a
  * name that points into a refused range is refused (no second lookup at connect time).
- * An empty policy (no rules at all) allows everything: the Go agent's behaviour.
+ * An empty policy (no rules at all) allows everything: the Go agent's behaviour. The agent's
+ * default when no policy is configured is {@link DestinationPolicy.builtIn}.
  */
 import { BlockList, isIP } from "node:net";
 import { ClusterProxyError, DESTINATION_POLICY_REFUSAL, ErrorCodes } from "@cluster-proxy/api";
+import { canonicalAddress } from "./destination-address.js";
 
 /** One rule as written in a policy file. */
 export interface DestinationRuleSpec {
@@ -73,6 +79,15 @@ interface Rule {
   cidrs?: Cidr[];
   ports?: [number, number][];
 }
+
+/**
+ * Link-local ranges, where cloud metadata services answer (169.254.169.254, fd00:ec2::254 on AWS
+ * IPv6, metadata.google.internal), refused by the {@link DestinationPolicy.builtIn} policy.
+ */
+export const METADATA_CIDRS: readonly string[] = ["169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128"];
+
+/** Addresses that reach this host: loopback, and what Linux connects to the local host. */
+export const THIS_HOST_CIDRS: readonly string[] = ["127.0.0.0/8", "::1/128", "0.0.0.0/8", "::/128"];
 
 const NAME = /^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$/;
 
@@ -212,6 +227,8 @@ export class DestinationPolicy {
   private constructor(
     private readonly allow: readonly Rule[] | undefined,
     private readonly deny: readonly Rule[],
+    /** How refusals name the deny rules (the built-in policy's are named, not numbered). */
+    private readonly denyNames?: readonly string[],
   ) {}
 
   /** The open policy: everything allowed (the default, as in Go). */
@@ -243,6 +260,34 @@ export class DestinationPolicy {
     return new DestinationPolicy(allow, rules("deny") ?? []);
   }
 
+  /**
+   * The agent's policy when none is configured (no `--destination-policy`, no
+   * `--allow-destinations`): everything is allowed except
+   * - link-local addresses, where cloud metadata services live ({@link METADATA_CIDRS}), and
+   * - the agent's own listening `ports` on this host: loopback, `0.0.0.0/8`, `::` and the
+   *   `localAddresses` of its network interfaces (so a hub client cannot read the agent's
+   *   `/metrics` or `/debug` endpoints through its own tunnel).
+   * `--allow-destinations '*'` opts out (Go's fully open agent).
+   */
+  static builtIn(ports: readonly number[], localAddresses: readonly string[] = []): DestinationPolicy {
+    const deny: Rule[] = [{ cidrs: METADATA_CIDRS.map(parseCidr) }];
+    const names = [
+      "the default policy (link-local and cloud metadata addresses; set --destination-policy or --allow-destinations, '*' for every destination)",
+    ];
+    const own = ports.filter((p) => Number.isInteger(p) && p >= 1 && p <= 65535);
+    if (own.length) {
+      const local = [
+        ...THIS_HOST_CIDRS,
+        ...localAddresses.filter((a) => isIP(a)).map((a) => `${a}/${isIP(a) === 6 ? 128 : 32}`),
+      ];
+      deny.push({ cidrs: local.map(parseCidr), ports: own.map((p): [number, number] => [p, p]) });
+      names.push(
+        "the default policy (the agent's own ports on this host; set --destination-policy or --allow-destinations, '*' for every destination)",
+      );
+    }
+    return new DestinationPolicy(undefined, deny, names);
+  }
+
   /** True when the policy allows every destination (no rules at all). */
   get isOpen(): boolean {
     return this.allow === undefined && this.deny.length === 0;
@@ -250,21 +295,28 @@ export class DestinationPolicy {
 
   /** Judge a destination. With `ip` absent the answer may be `unknown` (resolve and ask again). */
   check(d: Destination): PolicyVerdict {
-    const dest: Destination = {
+    const name = d.name === undefined ? {} : { name: normalizeName(d.name) };
+    const address = d.ip === undefined ? undefined : canonicalAddress(d.ip);
+    // The address the kernel connects to decides; for 0.0.0.0/8 and :: the literal form is
+    // judged by the deny rules too, so a rule written for it still holds.
+    const effective: Destination = {
       port: d.port,
-      ...(d.name === undefined ? {} : { name: normalizeName(d.name) }),
-      ...(d.ip === undefined ? {} : { ip: normalizeIp(d.ip) }),
+      ...name,
+      ...(d.ip === undefined ? {} : { ip: address ? (address.thisHost ?? address.ip) : d.ip }),
     };
+    const forms = address?.thisHost ? [effective, { ...effective, ip: address.ip }] : [effective];
     let unknown = false;
     for (const [i, rule] of this.deny.entries()) {
-      const m = ruleMatches(rule, dest);
-      if (m === true) return { allowed: false, because: `denied by deny[${i}]: ${describeRule(rule)}` };
-      if (m === "unknown") unknown = true;
+      const matches = forms.map((f) => ruleMatches(rule, f));
+      if (matches.includes(true)) {
+        return { allowed: false, because: `denied by ${this.ruleName("deny", i)}: ${describeRule(rule)}` };
+      }
+      if (matches.includes("unknown")) unknown = true;
     }
     if (this.allow !== undefined) {
       let allowUnknown = false;
       for (const rule of this.allow) {
-        const m = ruleMatches(rule, dest);
+        const m = ruleMatches(rule, effective);
         if (m === true) return unknown ? { allowed: "unknown" } : { allowed: true };
         if (m === "unknown") allowUnknown = true;
       }
@@ -275,6 +327,10 @@ export class DestinationPolicy {
       return { allowed: "unknown" };
     }
     return unknown ? { allowed: "unknown" } : { allowed: true };
+  }
+
+  private ruleName(list: "deny", index: number): string {
+    return this.denyNames?.[index] ?? `${list}[${index}]`;
   }
 
   /** A one-line summary for logs. */

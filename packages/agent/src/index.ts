@@ -10,6 +10,7 @@ export {
   loadAgentTls,
   readAuthorization,
   loadDestinationPolicy,
+  localInterfaceAddresses,
   type AgentTlsMaterial,
 } from "./agent-config.js";
 export {
@@ -18,11 +19,14 @@ export {
   DESTINATION_POLICY_REFUSAL,
   DESTINATION_REFUSED_CODE,
   parseAllowEntry,
+  METADATA_CIDRS,
+  THIS_HOST_CIDRS,
   type Destination,
   type DestinationPolicySpec,
   type DestinationRuleSpec,
   type PolicyVerdict,
 } from "./destination-policy.js";
+export { canonicalAddress, type CanonicalAddress } from "./destination-address.js";
 export { guardedConnector, refusalMessage, type Resolver } from "./destination-guard.js";
 export {
   resolveEndpointAddress,
@@ -33,10 +37,12 @@ export {
   type DialFailure,
   type SocketConnector,
 } from "./endpoint-dialer.js";
-export { AgentMetrics, type AgentSegment, type EndpointDialFailureReason } from "./metrics.js";
+export { AgentMetrics, type AgentSegment, type DialLimitFlag, type EndpointDialFailureReason } from "./metrics.js";
 export {
   ServerTunnel,
   allocateConnectID,
+  dialLimitError,
+  type DialLimits,
   ENDPOINT_WRITE_BUDGET,
   STREAM_SEND_BUDGET,
   CLOSE_LINGER_MS,

@@ -11,9 +11,13 @@ const PREFIX = "konnectivity_network_proxy_agent_";
 
 /**
  * Why an endpoint dial failed (label values of `endpoint_dial_failure_total`): Go's `timeout` and
- * `unknown`, plus our `policy` (refused by the destination policy, see destination-policy.ts).
+ * `unknown`, plus our `policy` (refused by the destination policy, see destination-policy.ts) and
+ * `limit` (refused by `--max-dials` / `--max-dials-per-tunnel`).
  */
-export type EndpointDialFailureReason = "timeout" | "unknown" | "policy";
+export type EndpointDialFailureReason = "timeout" | "unknown" | "policy" | "limit";
+
+/** The flag of a dial cap that refused a dial (label of `dial_limit_refusals_total`). */
+export type DialLimitFlag = "--max-dials" | "--max-dials-per-tunnel";
 
 /** Stream segments as konnectivity labels them: packets the agent sends / receives. */
 export type AgentSegment = "from_agent" | "to_agent";
@@ -26,6 +30,8 @@ export class AgentMetrics {
   readonly knownServerCount: Gauge;
   readonly openEndpointConnections: Gauge;
   readonly endpointDialFailures: Counter<"reason">;
+  /** Dials refused because a dial cap was reached, by the cap's flag. */
+  readonly dialLimitRefusals: Counter<"flag">;
   readonly dialDuration: Histogram;
   readonly streamPackets: Counter<"segment" | "packet_type">;
   readonly streamErrors: Counter<"segment" | "code" | "packet_type">;
@@ -63,8 +69,13 @@ export class AgentMetrics {
     );
     this.endpointDialFailures = counter(
       `${PREFIX}endpoint_dial_failure_total`,
-      "Number of failed endpoint dials, by reason (timeout, unknown, policy: refused by the destination policy).",
+      "Number of failed endpoint dials, by reason (timeout, unknown, policy: refused by the destination policy, limit: refused by --max-dials or --max-dials-per-tunnel).",
       ["reason"],
+    );
+    this.dialLimitRefusals = counter(
+      "cluster_proxy_agent_dial_limit_refusals_total",
+      "Dials refused because the agent (--max-dials) or the server tunnel (--max-dials-per-tunnel) already held that many endpoint connections, by flag",
+      ["flag"],
     );
     this.dialDuration = new Histogram({
       name: `${PREFIX}dial_duration_seconds`,

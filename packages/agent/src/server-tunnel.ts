@@ -51,7 +51,7 @@ import {
   type EndpointAddressing,
   type SocketConnector,
 } from "./endpoint-dialer.js";
-import type { AgentMetrics } from "./metrics.js";
+import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
 
 /**
  * Bytes an endpoint socket may have queued for writing before the server is asked (FLOW_PAUSE)
@@ -119,10 +119,33 @@ export interface ServerTunnelDeps {
   logger: Logger;
   /** Called with +1 / -1 as endpoint connections (dialling or open) come and go. */
   onEndpointCount: (delta: number) => void;
+  /**
+   * The dial caps: most endpoint connections (dialling or open) this tunnel (`perTunnel`) and the
+   * whole agent (`perAgent`, counted by `agentCount`) may hold; 0 is no cap. A DIAL_REQ beyond a
+   * cap is answered with a DIAL_RSP error naming its flag. Default: no caps.
+   */
+  dialLimits?: DialLimits;
   /** Opens endpoint sockets (tests inject one to simulate hanging dials). */
   connect?: SocketConnector;
   /** The stall timers' clock (tests drive it; default Node's timers). */
   timers?: EngineTimers;
+}
+
+/** See {@link ServerTunnelDeps.dialLimits}. */
+export interface DialLimits {
+  perTunnel: number;
+  perAgent: number;
+  /** Endpoint connections (dialling or open) of the whole agent now. */
+  agentCount: () => number;
+}
+
+/**
+ * The DIAL_RSP error of a dial refused by a cap: `dial to <address> refused: the agent already
+ * holds <n> endpoint connections<where> (<flag>=<n>)`.
+ */
+export function dialLimitError(address: string, flag: DialLimitFlag, limit: number): string {
+  const where = flag === "--max-dials-per-tunnel" ? " through this proxy server's tunnel" : "";
+  return `dial to ${address} refused: the agent already holds ${limit} endpoint connections${where} (${flag}=${limit})`;
 }
 
 interface EndpointConnection {
@@ -196,7 +219,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
         sendFlow: (_conn, type, frame) => {
           if (this.closed) return;
           this.deps.metrics.packet("from_agent", type);
-          this.afterSend(this.call.send(frame));
+          this.afterSend(this.call.sendControl(frame));
         },
         isOpen: (conn) => conn.state === "open" && !this.closed,
         delivered: (conn) => (conn.written ?? 0) - (conn.socket?.writableLength ?? 0),
@@ -293,7 +316,29 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     else this.log.debug({ type: packet.type }, "ignoring packet type the agent does not handle");
   }
 
+  /** The cap a new dial would pass, if any. */
+  private dialCapReached(): { flag: DialLimitFlag; limit: number } | undefined {
+    const limits = this.deps.dialLimits;
+    if (!limits) return undefined;
+    if (limits.perTunnel > 0 && this.connections.size >= limits.perTunnel) {
+      return { flag: "--max-dials-per-tunnel", limit: limits.perTunnel };
+    }
+    if (limits.perAgent > 0 && limits.agentCount() >= limits.perAgent) {
+      return { flag: "--max-dials", limit: limits.perAgent };
+    }
+    return undefined;
+  }
+
   private onDialRequest(req: DialRequest): void {
+    const cap = this.dialCapReached();
+    if (cap) {
+      const error = dialLimitError(req.address, cap.flag, cap.limit);
+      this.deps.metrics.endpointDialFailures.labels("limit").inc();
+      this.deps.metrics.dialLimitRefusals.labels(cap.flag).inc();
+      this.log.debug({ address: req.address, error }, "dial refused by a dial cap");
+      this.send({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID: 0n, error } });
+      return;
+    }
     const connectID = allocateConnectID();
     const conn: EndpointConnection = { connectID, random: req.random, state: "dialing", flow: new FlowState() };
     this.connections.add(conn);

@@ -211,13 +211,31 @@ const agentOptionFields = {
   destinationPolicy: opt.path("", {
     flag: "destination-policy",
     description:
-      'JSON file of what this agent may dial: {"allow": [rules], "deny": [rules]}, a rule being {"hosts": ["name", "*.suffix"], "cidrs": ["10.0.0.0/8", "fd00::/8"], "ports": [443, "8000-8999"]}. Empty (and no --allow-destinations): every destination is allowed, as in Go. See Security in the README',
+      'JSON file of what this agent may dial: {"allow": [rules], "deny": [rules]}, a rule being {"hosts": ["name", "*.suffix"], "cidrs": ["10.0.0.0/8", "fd00::/8"], "ports": [443, "8000-8999"]}. Empty (and no --allow-destinations): every destination is allowed except link-local/cloud metadata addresses and the agent\'s own ports on this host; --allow-destinations \'*\' allows everything, as in Go. See Security in the README',
   }),
   allowDestinations: opt.list([], {
     flag: "allow-destinations",
     description:
-      "Comma list of allow rules added to --destination-policy, each <host pattern or CIDR>[:<port or range>], e.g. *.svc.cluster.local:443,10.96.0.0/12,[fd00::/8]:8000-8999. Any rule makes the policy closed: what no rule allows is refused",
+      "Comma list of allow rules added to --destination-policy, each <host pattern or CIDR>[:<port or range>], e.g. *.svc.cluster.local:443,10.96.0.0/12,[fd00::/8]:8000-8999. Any rule makes the policy closed: what no rule allows is refused. '*' alone (without --destination-policy) allows every destination, as the Go agent does",
   }),
+  maxDials: opt.int(
+    8192,
+    {
+      flag: "max-dials",
+      description:
+        "Most endpoint connections (dialling or open) the agent holds at once over all its server tunnels; a dial beyond it is answered with an error naming this flag (0: no limit). Bounds the agent's file descriptors",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must be a non-negative integer, got ${n}` : undefined),
+  ),
+  maxDialsPerTunnel: opt.int(
+    4096,
+    {
+      flag: "max-dials-per-tunnel",
+      description:
+        "Most endpoint connections (dialling or open) one server tunnel may hold at once, so the clients of one proxy server cannot take all of --max-dials; a dial beyond it is answered with an error naming this flag (0: no limit)",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must be a non-negative integer, got ${n}` : undefined),
+  ),
   connectionStallTimeout: opt.duration(
     60_000,
     {

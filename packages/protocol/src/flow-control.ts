@@ -45,7 +45,7 @@ export function encodeFlowControl(type: FlowControl, connectID: bigint, headroom
  * is malformed).
  */
 export function decodeFlowControl(bytes: Uint8Array): { type: FlowControl; connectID: bigint } | undefined {
-  if (bytes.length < 5 || bytes[0] !== 0x08 || !isFlowControlType(bytes[1] ?? -1) || bytes[2] !== 0x22) return;
+  if (bytes.length < 4 || bytes[0] !== 0x08 || !isFlowControlType(bytes[1] ?? -1) || bytes[2] !== 0x22) return;
   const type = bytes[1] as FlowControl;
   let p = 3;
   const varint = (): bigint | undefined => {

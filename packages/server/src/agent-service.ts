@@ -134,6 +134,10 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
     metrics.grpcConnections.dec({ service_method: "Connect" });
     // Go counts a failed Recv on the agent stream (not a clean end) as stream_errors_total.
     if (status.code !== GrpcStatus.OK) metrics.streamErrorNoPacket("from_agent", status.code);
+    if (call.overflowed) {
+      metrics.streamCut("Connect");
+      log.warn({ details: status.details }, "agent stream cut: the agent does not read");
+    }
     relay.removeBackend(backend, status.details || `stream ended with status ${status.code}`);
     log.info({ code: status.code, details: status.details }, "agent disconnected");
   });

@@ -2,7 +2,7 @@
  * One agent stream (`/AgentService/Connect`) as the server sees it: identity, draining state,
  * the connections established through it, and flow-control bookkeeping in both directions.
  */
-import type { AgentIdentifiers } from "@cluster-proxy/protocol";
+import { PacketType, type AgentIdentifiers } from "@cluster-proxy/protocol";
 import {
   ConnectionTable,
   FlowState,
@@ -125,9 +125,12 @@ export class Backend implements RoutableBackend {
     });
   }
 
-  /** Send a sealed frame to the agent. False: the stream's send buffer is full (or it closed). */
-  send(frame: Buffer): boolean {
-    return this.call.send(frame);
+  /**
+   * Send a sealed frame to the agent: DATA as data, any other `type` as a control frame (bounded,
+   * see the tunnel's SendLimits). False: the stream's send buffer is full (or it closed).
+   */
+  send(frame: Buffer, type: number): boolean {
+    return type === PacketType.DATA ? this.call.send(frame) : this.call.sendControl(frame);
   }
 
   /** Bytes queued towards the agent. */

@@ -87,6 +87,8 @@ export class ServerMetrics {
   /** Agents whose ServiceAccount token was not accepted (token-review.ts). */
   readonly agentAuthFailures: Counter;
   readonly stalledConnections: Counter;
+  /** Streams cut because their peer did not read (see the tunnel's SendLimits). */
+  readonly streamsCut: Counter<"service_method">;
   /** Connections shed (TLS user_canceled alert) because too many waited for their handshake. */
   readonly handshakesShed: Counter<"port">;
   /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
@@ -156,6 +158,11 @@ export class ServerMetrics {
       "cluster_proxy_server_stalled_connections_total",
       "Connections closed because their reader read nothing for --connection-stall-timeout",
     );
+    this.streamsCut = counter(
+      "cluster_proxy_server_streams_cut_total",
+      "gRPC streams reset because their peer did not read what was queued for it past the stream's bound (control replies or data), by service method: Proxy (clients), Connect (agents)",
+      ["service_method"],
+    );
     this.handshakesShed = counter(
       "cluster_proxy_server_tls_handshakes_shed_total",
       "Connections refused with a TLS user_canceled alert because --max-pending-handshakes connections already waited for their handshake, by port flag",
@@ -216,6 +223,11 @@ export class ServerMetrics {
   /** A stream that ended with an error status (Go: a failed Recv, packet type "Unknown"). */
   streamErrorNoPacket(segment: Segment, code: number): void {
     this.streamErrors.inc({ segment, code: grpcCodeName(code), packet_type: "Unknown" });
+  }
+
+  /** A stream was cut for not reading (`Proxy`: a client, `Connect`: an agent). */
+  streamCut(method: "Proxy" | "Connect"): void {
+    this.streamsCut.inc({ service_method: method });
   }
 
   connectionStalled(): void {

@@ -48,14 +48,22 @@ export class ProxyStream implements FrontendEnd {
       this.cleanup("client half-closed the stream");
       call.finish({ code: GrpcStatus.OK, details: "" });
     });
-    call.on("close", (status) => this.cleanup(status.details));
+    call.on("close", (status) => {
+      if (call.overflowed) {
+        metrics.streamCut("Proxy");
+        log.warn({ details: status.details }, "client stream cut: the client does not read");
+      }
+      this.cleanup(status.details);
+    });
   }
 
   private send(frame: Buffer, type: number): boolean {
     this.metrics.packet("to_client", type);
     this.sentBytes += frame.length;
     const started = process.hrtime.bigint();
-    const ok = this.call.send(frame);
+    // Replies and close packets are bounded control frames: a client that sends requests and
+    // never reads the replies is cut (the tunnel's SendLimits), its data is flow-controlled.
+    const ok = type === PacketType.DATA ? this.call.send(frame) : this.call.sendControl(frame);
     this.metrics.frontendWrite(started);
     return ok;
   }

@@ -30,6 +30,9 @@ class FakeCall extends EventEmitter {
     this.sent.push(frame);
     return true;
   }
+  sendControl(frame: Buffer): boolean {
+    return this.send(frame);
+  }
   pause(): void {
     this.paused = true;
   }

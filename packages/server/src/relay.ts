@@ -178,7 +178,7 @@ export class Relay implements FlowHooks {
 
   private sendToAgent(backend: Backend, frame: Buffer, type: number): boolean {
     this.metrics.packet("to_agent", type);
-    return backend.send(frame);
+    return backend.send(frame, type);
   }
 
   /** A frame from an agent stream. */

@@ -3,9 +3,13 @@ import { MAX_DATA_CHUNK, encodeData, encodePacket, type Packet } from "@cluster-
 import { FRAME_HEADER, sealFrame } from "./grpc/framing.js";
 import type { GrpcStream } from "./grpc/stream.js";
 
-/** Encode and send one packet. Returns false when the stream wants the caller to wait for "drain". */
+/**
+ * Encode and send one packet: DATA as data, every other type as a control frame (bounded, see
+ * {@link GrpcStream.sendControl}). Returns false when the stream wants the caller to wait for "drain".
+ */
 export function sendPacket(stream: GrpcStream, packet: Packet): boolean {
-  return stream.send(sealFrame(encodePacket(packet, FRAME_HEADER)));
+  const frame = sealFrame(encodePacket(packet, FRAME_HEADER));
+  return "data" in packet ? stream.send(frame) : stream.sendControl(frame);
 }
 
 /**

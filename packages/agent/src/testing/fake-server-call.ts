@@ -35,6 +35,9 @@ export class FakeServerCall extends EventEmitter {
     this.sent.push(frame);
     return !this.congested;
   }
+  sendControl(frame: Buffer): boolean {
+    return this.send(frame);
+  }
   pause(): void {
     this.paused = true;
     this.pauses++;

@@ -55,6 +55,11 @@ export class ServerCall extends GrpcStream {
     return super.send(frame);
   }
 
+  override sendControl(frame: Buffer): boolean {
+    if (!this.headersSent) this.sendHeaders();
+    return super.sendControl(frame);
+  }
+
   /** End the call with a status (trailers; a trailers-only response if nothing was sent). */
   finish(status: StreamStatus): void {
     if (this.closed) return;

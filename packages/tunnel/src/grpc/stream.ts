@@ -3,9 +3,15 @@
  * Messages travel as sealed frames (see framing.ts). Flow control is HTTP/2's: `send` returns
  * false when the stream's buffer is full (wait for "drain"); `pause` stops reading so the peer's
  * window closes.
+ *
+ * What a stream queues for a peer that does not read is bounded ({@link SendLimits}): control
+ * frames (replies, close and dial packets, sent with `sendControl`) by the bytes of them not yet
+ * flushed, everything by the stream's send buffer. A stream past a bound is cut: reset at once
+ * (RST_STREAM ENHANCE_YOUR_CALM, which frees its buffer) and closed with RESOURCE_EXHAUSTED, so
+ * one peer that does not read costs at most its bound, and the session's other streams go on.
  */
 import { EventEmitter } from "node:events";
-import type * as http2 from "node:http2";
+import * as http2 from "node:http2";
 import { FrameDecoder, FrameError } from "./framing.js";
 import { GrpcStatus, type StreamStatus } from "./status.js";
 
@@ -21,9 +27,35 @@ export interface GrpcStreamEvents {
   close: [status: StreamStatus];
 }
 
+/**
+ * Bytes of control frames (`sendControl`) a stream may hold unflushed before it is cut: some
+ * 30,000 to 70,000 CLOSE_RSP, DIAL_RSP or DIAL_REQ packets, far beyond what a peer that reads ever
+ * has queued, and a bound on what one that never reads costs (with Node's per-write bookkeeping,
+ * a few tens of MiB).
+ */
+export const CONTROL_SEND_LIMIT = 2 * 1024 * 1024;
+
+/**
+ * Bytes a stream's send buffer may hold before it is cut: a backstop above every data bound (a
+ * connection's 64 MiB flow-control limit, the 4 MiB shared-stream budgets).
+ */
+export const STREAM_SEND_LIMIT = 256 * 1024 * 1024;
+
+/** The bounds of what one stream queues for its peer (see the module comment); 0 is no bound. */
+export interface SendLimits {
+  /** Unflushed bytes of control frames; default {@link CONTROL_SEND_LIMIT}. */
+  controlBytes: number;
+  /** Bytes in the send buffer; default {@link STREAM_SEND_LIMIT}. */
+  queuedBytes: number;
+}
+
 export abstract class GrpcStream extends EventEmitter<GrpcStreamEvents> {
   protected readonly decoder: FrameDecoder;
   private closedStatus: StreamStatus | undefined;
+  private limits: SendLimits = { controlBytes: CONTROL_SEND_LIMIT, queuedBytes: STREAM_SEND_LIMIT };
+  /** Bytes of control frames written and not yet flushed. */
+  private controlQueued = 0;
+  private overflowedBound = false;
 
   constructor(
     readonly http2Stream: http2.Http2Stream,
@@ -49,10 +81,76 @@ export abstract class GrpcStream extends EventEmitter<GrpcStreamEvents> {
     });
   }
 
-  /** Send a sealed frame. Returns false when the caller should wait for "drain". */
+  /** Change the bounds of what this stream queues (tests and special streams). */
+  limitSends(limits: Partial<SendLimits>): void {
+    this.limits = { ...this.limits, ...limits };
+  }
+
+  /** Whether the stream can take a frame now. */
+  private get writable(): boolean {
+    return !this.closedStatus && !this.http2Stream.destroyed && !this.http2Stream.writableEnded;
+  }
+
+  /**
+   * Send a sealed frame. Returns false when the caller should wait for "drain", or when the
+   * stream is over (a frame that passes {@link SendLimits.queuedBytes} cuts it).
+   */
   send(frame: Buffer): boolean {
-    if (this.closedStatus || this.http2Stream.destroyed || this.http2Stream.writableEnded) return false;
-    return this.http2Stream.write(frame);
+    if (!this.writable) return false;
+    const ok = this.http2Stream.write(frame);
+    const bound = this.limits.queuedBytes;
+    if (bound > 0 && this.http2Stream.writableLength > bound) {
+      this.cut(`the peer does not read: ${this.http2Stream.writableLength} bytes queued (limit ${bound})`);
+      return false;
+    }
+    return ok;
+  }
+
+  /**
+   * Send a control frame (a reply or a close/dial packet rather than a connection's data): as
+   * {@link send}, and its bytes count against {@link SendLimits.controlBytes} until flushed.
+   */
+  sendControl(frame: Buffer): boolean {
+    if (!this.writable) return false;
+    const bound = this.limits.controlBytes;
+    if (bound <= 0) return this.send(frame);
+    const length = frame.length;
+    this.controlQueued += length;
+    const ok = this.http2Stream.write(frame, () => {
+      this.controlQueued -= length;
+    });
+    if (this.controlQueued > bound) {
+      this.cut(
+        `the peer does not read its replies: ${this.controlQueued} bytes of control packets queued (limit ${bound})`,
+      );
+      return false;
+    }
+    const total = this.limits.queuedBytes;
+    if (total > 0 && this.http2Stream.writableLength > total) {
+      this.cut(`the peer does not read: ${this.http2Stream.writableLength} bytes queued (limit ${total})`);
+      return false;
+    }
+    return ok;
+  }
+
+  /** The stream was cut because the peer did not read (it passed a {@link SendLimits} bound). */
+  get overflowed(): boolean {
+    return this.overflowedBound;
+  }
+
+  /** Bytes of control frames written and not yet flushed. */
+  get controlBytesQueued(): number {
+    return this.controlQueued;
+  }
+
+  /**
+   * Cut the stream: close it with RESOURCE_EXHAUSTED and `details`, and reset it so its buffer
+   * is freed now (trailers would queue behind what the peer does not read).
+   */
+  private cut(details: string): void {
+    this.overflowedBound = true;
+    this.settle({ code: GrpcStatus.RESOURCE_EXHAUSTED, details });
+    if (!this.http2Stream.destroyed) this.http2Stream.close(http2.constants.NGHTTP2_ENHANCE_YOUR_CALM);
   }
 
   /** Bytes queued for sending. */

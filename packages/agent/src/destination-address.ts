@@ -1,0 +1,64 @@
+/**
+ * The address the kernel will actually connect to, for judging a dial: every spelling of an IP
+ * address is brought to one canonical text before any rule is matched.
+ *
+ * - IPv4 in any form `inet_aton` (and so `getaddrinfo`, and so the agent's own DNS lookup) accepts:
+ *   dotted decimal, octal (`0177.0.0.1`), hex (`0x7f.1`), short forms (`127.1`) and a single
+ *   number (`2130706433`) all become `127.0.0.1`;
+ * - IPv6 in any notation becomes its compressed form; an IPv4-mapped (`::ffff:7f00:1`) or
+ *   IPv4-compatible address becomes the IPv4 address it reaches; a zone (`%eth0`) is dropped;
+ * - `0.0.0.0/8` and `::` are *this host*: Linux connects a dial to them to the local host, so they
+ *   are judged as the loopback address as well (`127.0.0.1`, `::1`).
+ *
+ * Parsing is ipaddr.js's (the library the Express/proxy-addr stack relies on), not our own.
+ */
+import ipaddr from "ipaddr.js";
+
+/** A destination address brought to canonical form. */
+export interface CanonicalAddress {
+  /** The address itself, canonical (`127.0.0.1`, `fe80::1`). */
+  ip: string;
+  /** What the kernel connects to when that is another address: `127.0.0.1` for 0.0.0.0/8, `::1` for `::`. */
+  thisHost?: string;
+}
+
+const THIS_NETWORK_V4 = ipaddr.parseCIDR("0.0.0.0/8");
+
+/**
+ * The canonical form of `text` when it is an IP address in any spelling the system resolver
+ * would take as one, else undefined (a name). Brackets around an IPv6 literal are accepted.
+ */
+export function canonicalAddress(text: string): CanonicalAddress | undefined {
+  let t = text.trim();
+  if (t.startsWith("[") && t.endsWith("]")) t = t.slice(1, -1);
+  const zone = t.indexOf("%");
+  if (zone >= 0 && t.includes(":")) t = t.slice(0, zone);
+  if (t === "" || !ipaddr.isValid(t)) return undefined;
+  let addr: ipaddr.IPv4 | ipaddr.IPv6;
+  try {
+    addr = ipaddr.parse(t);
+  } catch {
+    return undefined;
+  }
+  if (addr instanceof ipaddr.IPv6) {
+    if (addr.isIPv4MappedAddress()) addr = addr.toIPv4Address();
+    else if (isIPv4Compatible(addr)) addr = new ipaddr.IPv4(addr.toByteArray().slice(12));
+  }
+  const ip = addr.toString();
+  if (addr instanceof ipaddr.IPv4) return addr.match(THIS_NETWORK_V4) ? { ip, thisHost: "127.0.0.1" } : { ip };
+  return addr.range() === "unspecified" ? { ip, thisHost: "::1" } : { ip };
+}
+
+/**
+ * `::a.b.c.d` (deprecated IPv4-compatible IPv6: the first 96 bits zero), except `::` and `::1`.
+ * Judged as the IPv4 address, so a deny rule for it cannot be dodged this way.
+ */
+function isIPv4Compatible(addr: ipaddr.IPv6): boolean {
+  const range = addr.range();
+  return range !== "unspecified" && range !== "loopback" && addr.parts.slice(0, 6).every((p) => p === 0);
+}
+
+/** True when `text` is an IP address in some spelling (see {@link canonicalAddress}). */
+export function isAddressSpelling(text: string): boolean {
+  return canonicalAddress(text) !== undefined;
+}
