@@ -219,12 +219,13 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       socket.once("data", (chunk: Buffer) => {
         heard = true;
         const answer = httpOneStatusLine(chunk);
-        if (answer !== undefined) {
-          fail(
-            new ConnectError(
-              `cannot connect to ${where}: wrong port or protocol: the server answered in HTTP/1 ("${answer}"), not HTTP/2: not a gRPC port (an HTTP CONNECT port, or another HTTP server?)`,
-            ),
-          );
+        if (answer === undefined) return;
+        const why = `wrong port or protocol: ${where} answered in HTTP/1 ("${answer}"), not HTTP/2: not a gRPC port (an HTTP CONNECT port, or another HTTP server?)`;
+        // Over a Unix socket the session counts as connected before the server said a word.
+        if (!settled) fail(new ConnectError(`cannot connect to ${where}: ${why}`));
+        else if (!transportFailures.has(s)) {
+          transportFailures.set(s, why);
+          s.destroy();
         }
       });
       // The JS stream node puts between the session and the transport holds no libuv handle:
