@@ -281,9 +281,11 @@ describe("hostile clients: admission (silent, slow and half-open peers)", () => 
         (_, i) =>
           new Promise<tls.TLSSocket>((resolve, reject) => {
             const s = tls.connect({
-              port: ports.httpConnect,
-              host: "127.0.0.1",
-              localAddress: `127.0.0.${2 + (i % ATTACK_SOURCES)}`,
+              socket: net.connect({
+                port: ports.httpConnect,
+                host: "127.0.0.1",
+                localAddress: `127.0.0.${2 + (i % ATTACK_SOURCES)}`,
+              }),
               servername: "localhost",
               ...tlsOpts,
             });
