@@ -39,7 +39,7 @@ export function looksLikeTls(bytes: Buffer): boolean {
 export function classifyFirstBytes(bytes: Buffer): FirstBytes {
   if (bytes.length === 0) return { kind: "incomplete" };
   const first = bytes[0]!;
-  if (first >= 0x41 && first <= 0x5a) return { kind: "http" };
+  if (isUpper(first)) return requestLine(bytes);
   if (first !== TLS_HANDSHAKE_RECORD) return { kind: "not-tls", reason: `first byte 0x${hex(first)}` };
   if (bytes.length >= 2 && bytes[1] !== 0x03)
     return { kind: "not-tls", reason: `TLS record version 0x${hex(bytes[1]!)}` };
@@ -49,6 +49,24 @@ export function classifyFirstBytes(bytes: Buffer): FirstBytes {
   if (bytes.length >= 6 && bytes[5] !== CLIENT_HELLO)
     return { kind: "not-tls", reason: `handshake message type ${bytes[5]} instead of a ClientHello` };
   return bytes.length >= 5 + length ? { kind: "client-hello" } : { kind: "incomplete" };
+}
+
+/** Longest request method we wait for (the registered ones are at most 17 letters). */
+const MAX_METHOD = 20;
+
+function isUpper(byte: number): boolean {
+  return byte >= 0x41 && byte <= 0x5a;
+}
+
+/** An HTTP request line starts with an upper-case method and a space (`GET `, `PRI `, `CONNECT `). */
+function requestLine(bytes: Buffer): FirstBytes {
+  for (let i = 0; i < Math.min(bytes.length, MAX_METHOD + 1); i++) {
+    const byte = bytes[i]!;
+    if (byte === 0x20 && i > 0) return { kind: "http" };
+    if (!isUpper(byte) && byte !== 0x5f && byte !== 0x2d)
+      return { kind: "not-tls", reason: `"${bytes.subarray(0, i + 1).toString("latin1")}"...` };
+  }
+  return bytes.length > MAX_METHOD ? { kind: "not-tls", reason: "a long upper-case word" } : { kind: "incomplete" };
 }
 
 function hex(byte: number): string {
