@@ -28,6 +28,7 @@ import {
 } from "@cluster-proxy/pki";
 import { HandshakeFailureLog, ProxyServer, SHED_ALERT, SLOT_MS } from "@cluster-proxy/server";
 import { connectSession, serverIsShedding, silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { waitFor } from "./harness.js";
 
 /** A logger that keeps warnings (message and fields). */
@@ -101,11 +102,15 @@ function agentOptions(port: number, flags: Record<string, string> = {}): AgentOp
 
 const portOf = (a: net.AddressInfo | string | undefined): number => (a as net.AddressInfo).port;
 
-/** A TCP connection that sends nothing: its TLS handshake holds a pacer slot until destroyed. */
-async function silentConnection(port: number): Promise<net.Socket> {
+/**
+ * A TCP connection that sends a ClientHello and then nothing: its TLS handshake holds a pacer slot
+ * (up to SLOT_MS) until destroyed. (A connection that sends nothing at all holds no slot.)
+ */
+async function stalledHandshake(port: number): Promise<net.Socket> {
   const s = net.connect(port, "127.0.0.1");
   s.on("error", () => undefined);
   await new Promise<void>((resolve, reject) => s.once("connect", resolve).once("error", reject));
+  s.write(await captureClientHello());
   return s;
 }
 
@@ -127,11 +132,11 @@ async function firstWarning(
 }
 
 describe("overload: handshakes are paced, waiting connections succeed later, shedding makes agents back off", () => {
-  test("a connection queued behind a busy handshake slot waits past its connect deadline and then succeeds; a silent peer holds a slot only briefly", async () => {
+  test("a connection queued behind a busy handshake slot waits past its connect deadline and then succeeds; a peer that stalls after its ClientHello holds a slot only briefly", async () => {
     const server = new ProxyServer(serverOptions({ "max-concurrent-handshakes": "1", "max-pending-handshakes": "5" }));
     await server.start();
     const port = portOf(server.addresses().agent);
-    const blocker = await silentConnection(port);
+    const blocker = await stalledHandshake(port);
     try {
       const east = certs.agents.get("east")!;
       const started = Date.now();
@@ -149,11 +154,11 @@ describe("overload: handshakes are paced, waiting connections succeed later, she
         );
       await waitFor("the connection to wait for its handshake", waiting, 10_000);
       // ...longer than its connect deadline (1 s), which stopped counting once the server accepted,
-      // until the silent blocker's slot expires (SLOT_MS): then it succeeds, the blocker still open.
+      // until the stalled blocker's slot expires (SLOT_MS): then it succeeds, the blocker still open.
       const s = await session;
       const tookMs = Date.now() - started;
       assert.ok(tookMs >= 1_000, `waited ${tookMs} ms, past its 1 s connect deadline, without failing`);
-      assert.ok(tookMs < SLOT_MS + 8_000, `a silent peer held the only slot for ${tookMs} ms`);
+      assert.ok(tookMs < SLOT_MS + 8_000, `a stalled peer held the only slot for ${tookMs} ms`);
       assert.equal(blocker.destroyed, false);
       s.destroy();
     } finally {
@@ -169,7 +174,7 @@ describe("overload: handshakes are paced, waiting connections succeed later, she
     });
     await server.start();
     const port = portOf(server.addresses().agent);
-    const blocker = await silentConnection(port);
+    const blocker = await stalledHandshake(port);
     try {
       const err = await connectSession({
         host: "127.0.0.1",

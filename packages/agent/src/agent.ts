@@ -395,6 +395,7 @@ export class ProxyAgent {
         },
         timeoutMs,
         handshakeTimeoutMs,
+        tcpKeepaliveMs: o.tcpKeepalive,
         tlsNames: AGENT_TLS_FLAGS,
         signal: attempt.signal,
         ...(this.hubProxy ? { proxy: this.hubProxy } : {}),
@@ -452,6 +453,7 @@ export class ProxyAgent {
     const tunnel = new ServerTunnel(serverID, session, call, {
       addressing: { clusterName: this.options.clusterName, apiserverAddress: this.options.apiserverAddress },
       dialTimeoutMs: this.options.dialTimeout,
+      tcpKeepaliveMs: this.options.tcpKeepalive,
       connectionStallTimeoutMs: this.options.connectionStallTimeout,
       serverFlowControl,
       metrics: this.metrics,

@@ -103,6 +103,11 @@ export interface ServerTunnelDeps {
   addressing: EndpointAddressing;
   dialTimeoutMs: number;
   /**
+   * TCP keepalive on endpoint sockets (ms of idle before the first probe; 0 or absent: off): an
+   * endpoint that vanished without a FIN is noticed and its tunnelled connection closed.
+   */
+  tcpKeepaliveMs?: number;
+  /**
    * Close a connection whose endpoint, while over its write budget, read nothing for this many
    * ms (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
    */
@@ -363,6 +368,8 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
           return;
         }
         this.deps.metrics.dialDuration.observe((performance.now() - started) / 1000);
+        const keepalive = this.deps.tcpKeepaliveMs ?? 0;
+        if (keepalive > 0) socket.setKeepAlive(true, keepalive);
         this.attach(conn, socket);
         this.send({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID, error: "" } });
         for (const chunk of conn.early ?? []) this.writeEndpoint(conn, chunk);

@@ -200,6 +200,15 @@ const agentOptionFields = {
     },
     rules.atLeastMs(1),
   ),
+  tcpKeepalive: opt.duration(
+    30_000,
+    {
+      flag: "tcp-keepalive",
+      description:
+        "TCP keepalive on the connections to the proxy servers and to endpoints: idle time before the first probe; on Linux probes follow every second and a peer silent for 10 of them is dropped, so a server or endpoint that vanished without a FIN is noticed after about this plus 10s (0 disables)",
+    },
+    rules.atLeastMs(0),
+  ),
   dialTimeout: opt.duration(
     5_000,
     {

@@ -266,6 +266,60 @@ const serverOptionFields = {
     },
     (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
   ),
+  maxHandshakesPerSource: opt.int(
+    2_000,
+    {
+      flag: "max-handshakes-per-source",
+      description:
+        "Connections one source address (an IPv6 /64) may hold on a TLS port before their TLS handshake is done: waiting for their ClientHello, for their turn or in the handshake. At the limit the oldest of its connections that has sent nothing yet is closed for the new one, or else the new one is closed. The default lets a NAT address with 2,000 agents behind it reconnect at once (more retry after their backoff) and keeps one address from holding more",
+    },
+    (n) => (!Number.isInteger(n) || n < 1 ? `must be a positive integer, got ${n}` : undefined),
+  ),
+  maxConnectionsAwaitingHello: opt.int(
+    20_000,
+    {
+      flag: "max-connections-awaiting-hello",
+      description:
+        "Accepted connections per TLS port that have not sent their TLS ClientHello yet; at the limit the oldest is closed to make room (a silent flood cannot lock clients out: a real client sends its ClientHello within milliseconds)",
+    },
+    (n) => (!Number.isInteger(n) || n < 1 ? `must be a positive integer, got ${n}` : undefined),
+  ),
+  clientHelloTimeout: opt.duration(
+    10_000,
+    {
+      flag: "client-hello-timeout",
+      description:
+        "Close a connection to a TLS port that has not sent its complete TLS ClientHello this long after it was accepted. Only a connection with a ClientHello waits for a handshake slot (--max-concurrent-handshakes)",
+    },
+    rules.atLeastMs(1),
+  ),
+  handshakeTimeout: opt.duration(
+    30_000,
+    {
+      flag: "handshake-timeout",
+      description:
+        "Close a connection whose TLS handshake has not finished this long after its turn came (the wait for a slot is not counted: a queued client succeeds later instead of failing)",
+    },
+    rules.atLeastMs(1),
+  ),
+  httpConnectHeaderTimeout: opt.duration(
+    60_000,
+    {
+      flag: "http-connect-header-timeout",
+      description:
+        "An HTTP CONNECT request head must be complete this long after the connection was accepted (or its TLS handshake done); a head trickled a byte at a time does not extend it (Go's ReadHeaderTimeout is 60s)",
+    },
+    rules.atLeastMs(1),
+  ),
+  tcpKeepalive: opt.duration(
+    30_000,
+    {
+      flag: "tcp-keepalive",
+      description:
+        "TCP keepalive on every accepted TCP connection (agent port, front doors): idle time before the first probe; on Linux probes follow every second and a peer silent for 10 of them is dropped, so a peer that vanished without a FIN (its tunnels and CONNECT sockets with it) is noticed after about this plus 10s (0 disables)",
+    },
+    rules.notNegative,
+  ),
   backendDialTimeout: opt.duration(
     0,
     {

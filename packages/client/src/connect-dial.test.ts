@@ -162,6 +162,30 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
     await assert.rejects(dialing, { reason: "context" });
   });
 
+  test("a TLS port's 400 to plain HTTP (ours and Go's net/http) says wrong port or protocol", async () => {
+    const tlsPort = net.createServer((s) => {
+      s.on("error", () => undefined);
+      s.once("data", () =>
+        s.end(
+          "HTTP/1.1 400 Bad Request\r\nContent-Length: 48\r\n\r\nClient sent an HTTP request to an HTTPS server.\n",
+        ),
+      );
+    });
+    const port = await listen(tlsPort, 0);
+    try {
+      await assert.rejects(dialConnect("ok:1", { proxy: { port } }), (err: unknown) => {
+        assert.ok(err instanceof DialError);
+        assert.match(
+          err.message,
+          /wrong port or protocol: proxy .* speaks TLS .*give proxy\.ca, proxy\.cert and proxy\.key/,
+        );
+        return true;
+      });
+    } finally {
+      tlsPort.close();
+    }
+  });
+
   test("an address without a port is refused before connecting", async () => {
     await assert.rejects(dialConnect("east", { proxy: { port: plainPort } }), DialError);
   });

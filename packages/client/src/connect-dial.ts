@@ -179,7 +179,18 @@ function handshake(
     resolve(socket);
   };
   const failWithHead = (head: ParsedHead, body: Buffer): void => {
-    fail(new HttpConnectError(head.statusCode, head.statusText, body.toString("utf8").trim()));
+    const text = body.toString("utf8").trim();
+    // What a TLS port answers plain HTTP with (our server and Go's net/http alike).
+    if (head.statusCode === 400 && /HTTP request to an HTTPS server/i.test(text)) {
+      fail(
+        new DialError(
+          `wrong port or protocol: proxy ${describeProxy(proxy)} speaks TLS (it answered "${head.statusCode} ${head.statusText}: ${text}"): give proxy.ca, proxy.cert and proxy.key`,
+          "unknown",
+        ),
+      );
+      return;
+    }
+    fail(new HttpConnectError(head.statusCode, head.statusText, text));
   };
   const onData = (chunk: Buffer): void => {
     buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);

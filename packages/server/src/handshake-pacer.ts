@@ -1,22 +1,31 @@
 /**
- * Pacing of TLS handshakes on a port (issue 18: overload must degrade into slower success).
+ * Admission and pacing of TLS handshakes on a port (issue 18: overload must degrade into slower
+ * success; issue 25: silent or slow peers cannot starve the server).
  *
  * A reconnect storm (every agent of a fleet dialling a restarted server within a second) used to
  * start every TLS handshake at once: the server's one thread worked on all of them in turn, each
  * finished late, the agents' deadlines expired, and their retries added more handshakes: the storm
- * fed itself. The pacer accepts the TCP connections itself and hands at most
- * `maxConcurrent` of them to the TLS server at a time, first come first served. The others wait,
- * accepted and untouched (a client sees a slow handshake, not an error), with no deadline of their
- * own: the TLS server's handshake timeout starts when a connection's turn comes. A handshake
- * holds its slot at most {@link SLOT_MS}: a peer that connects and sends nothing (or a very slow
- * one) cannot stall the queue; its handshake goes on, outside the count.
+ * fed itself. The pacer accepts the TCP connections itself and hands at most `maxConcurrent` of
+ * them to the TLS server at a time. The others wait, accepted (a client sees a slow handshake, not
+ * an error), with no deadline of their own: the TLS server's handshake timeout starts when a
+ * connection's turn comes. A handshake holds its slot at most {@link SLOT_MS}.
  *
- * Only when `maxPending` connections already wait does the server shed: a new connection gets a
- * TLS `user_canceled` alert as soon as its ClientHello arrives, so the client learns that the
- * server is overloaded (our agent backs off by `--sync-interval-cap` instead of retrying at once;
- * other clients see a TLS alert, not a hang). Shedding costs no handshake.
+ * A connection enters the queue only once its complete TLS ClientHello has arrived (read here and
+ * handed to the TLS server unread, see first-bytes.ts): a peer that connects and sends nothing
+ * costs a socket until `helloTimeoutMs`, never a slot or a place in the queue, and the oldest such
+ * peer is closed when `maxAwaitingHello` of them wait. Plain HTTP gets a 400 at once, other bytes
+ * that are not TLS are closed at once. Turns go round-robin over source addresses and one source
+ * holds at most `maxPerSource` unfinished connections (admission-ledger.ts).
+ *
+ * When `maxPending` connections already wait, a new ClientHello is shed: it gets a TLS
+ * `user_canceled` alert at once, so the client learns that the server is overloaded (our agent
+ * backs off by `--sync-interval-cap` instead of retrying at once; other clients see a TLS alert,
+ * not a hang). Shedding costs no handshake.
  */
 import * as net from "node:net";
+import { realTimers, type EngineTimers } from "@cluster-proxy/tunnel";
+import { AdmissionLedger, sourceKey, type AdmissionDropReason } from "./admission-ledger.js";
+import { classifyFirstBytes } from "./first-bytes.js";
 
 /** The TLS alert record a shedding server answers a ClientHello with: fatal `user_canceled` (90). */
 export const SHED_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 90]);
@@ -24,22 +33,49 @@ export const SHED_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 90]);
 /** How long one handshake may hold a slot before the next waiting connection starts anyway. */
 export const SLOT_MS = 2_000;
 
-/** How long a shed connection may take to send its ClientHello before it is dropped. */
-const SHED_LINGER_MS = 5_000;
+/** How long a refused connection may take to read our answer (a 400, an alert) before it is closed. */
+const ANSWER_LINGER_MS = 2_000;
+
+/** Why the pacer closed a connection before its handshake. */
+export type DropReason =
+  | AdmissionDropReason
+  /** No complete ClientHello within `helloTimeoutMs`. */
+  | "hello_timeout"
+  /** A plain HTTP request on this TLS port (answered with a 400). */
+  | "http_request"
+  /** Bytes that are not TLS. */
+  | "not_tls";
 
 export interface HandshakePacerOptions {
   /** TLS handshakes in progress at most (>= 1). */
   maxConcurrent: number;
-  /** Connections waiting for their turn at most; beyond, new ones are shed (>= 0). */
+  /** Connections with a ClientHello waiting for their turn at most; beyond, new ones are shed (>= 0). */
   maxPending: number;
+  /** Unfinished connections per source address (>= 1; default: no limit). */
+  maxPerSource?: number;
+  /** Connections waiting for their ClientHello (>= 1; default: no limit); the oldest is closed for a new one. */
+  maxAwaitingHello?: number;
+  /** A connection must have sent its ClientHello this long after it was accepted (ms; default 10 s). */
+  helloTimeoutMs?: number;
+  /** TCP keepalive idle time of accepted connections (ms; 0 or absent: off). */
+  tcpKeepaliveMs?: number;
+  /** What plain HTTP on this port is answered with (default: nothing, the connection is closed). */
+  httpAnswer?: Buffer;
+  /** The deadlines' clock (tests drive it; default Node's timers, unref'd). */
+  timers?: EngineTimers;
   /** Called once per shed connection. */
   onShed?: (socket: net.Socket) => void;
+  /** Called once per connection closed before its handshake, with why. */
+  onDrop?: (socket: net.Socket, reason: DropReason, detail?: string) => void;
 }
 
 /** A snapshot of the pacer's queue (for metrics and tests). */
 export interface PacerState {
   handshaking: number;
+  /** Connections with a ClientHello waiting for a slot. */
   waiting: number;
+  /** Connections that have not sent their ClientHello yet. */
+  awaitingHello: number;
   shed: number;
 }
 
@@ -51,17 +87,25 @@ export interface PacerState {
 export class HandshakePacer {
   /** The listening server; its connections are fed to the TLS server. */
   readonly server: net.Server;
-  /** Connections waiting for a slot, oldest first (a Set: closing one is O(1)). */
-  private readonly waiting = new Set<net.Socket>();
+  private readonly ledger: AdmissionLedger<net.Socket>;
   private handshaking = 0;
   private shedCount = 0;
   /** Raw sockets whose handshake runs, and what ends their turn. */
   private readonly inHandshake = new Map<net.Socket, () => void>();
+  /** Sockets waiting for their ClientHello, and what stops reading it. */
+  private readonly readingHello = new Map<net.Socket, () => void>();
+  private readonly timers: EngineTimers;
 
   constructor(
     private readonly tlsServer: net.Server,
     private readonly options: HandshakePacerOptions,
   ) {
+    this.timers = options.timers ?? realTimers;
+    this.ledger = new AdmissionLedger({
+      maxPerSource: options.maxPerSource ?? Number.MAX_SAFE_INTEGER,
+      maxAwaitingHello: options.maxAwaitingHello ?? Number.MAX_SAFE_INTEGER,
+      maxQueued: options.maxPending,
+    });
     this.server = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket));
     // The TLS server wraps each raw socket in a TLSSocket whose `_parent` is the raw socket.
     tlsServer.on("secureConnection", (tlsSocket: net.Socket & { _parent?: net.Socket }) => {
@@ -70,28 +114,85 @@ export class HandshakePacer {
   }
 
   state(): PacerState {
-    return { handshaking: this.handshaking, waiting: this.waiting.size, shed: this.shedCount };
+    const counts = this.ledger.counts();
+    return {
+      handshaking: this.handshaking,
+      waiting: counts.queued,
+      awaitingHello: counts.awaitingHello,
+      shed: this.shedCount,
+    };
   }
 
-  /** Drop every connection still waiting (at shutdown). */
+  /** Drop every connection still waiting for its ClientHello or its turn (at shutdown). */
   dropWaiting(): void {
-    const waiting = [...this.waiting];
-    this.waiting.clear();
-    for (const socket of waiting) socket.destroy();
+    for (const [socket, stop] of [...this.readingHello]) {
+      stop();
+      this.ledger.finished(socket);
+      socket.destroy();
+    }
+    for (let socket = this.ledger.next(); socket; socket = this.ledger.next()) socket.destroy();
   }
 
   private accept(socket: net.Socket): void {
-    if (this.handshaking < this.options.maxConcurrent) {
-      this.begin(socket);
+    socket.on("error", () => undefined);
+    const arrival = this.ledger.arrive(socket, sourceKey(socket.remoteAddress));
+    for (const { conn, reason } of arrival.evicted) this.drop(conn, reason);
+    if (!arrival.admitted) {
+      this.drop(socket, "source_limit");
       return;
     }
-    if (this.waiting.size >= this.options.maxPending) {
+    const keepalive = this.options.tcpKeepaliveMs ?? 0;
+    if (keepalive > 0) socket.setKeepAlive(true, keepalive);
+    socket.once("close", () => {
+      this.readingHello.get(socket)?.();
+      this.ledger.finished(socket);
+    });
+    this.readHello(socket);
+  }
+
+  /** Read the first bytes until they make a complete ClientHello, then queue the connection. */
+  private readHello(socket: net.Socket): void {
+    let bytes: Buffer = Buffer.alloc(0);
+    const stop = (): void => {
+      this.timers.clearTimeout(deadline);
+      socket.off("data", onData);
+      this.readingHello.delete(socket);
+    };
+    const deadline = this.timers.setTimeout(
+      () => this.drop(socket, "hello_timeout"),
+      this.options.helloTimeoutMs ?? 10_000,
+    );
+    const onData = (chunk: Buffer): void => {
+      bytes = bytes.length === 0 ? chunk : Buffer.concat([bytes, chunk]);
+      const seen = classifyFirstBytes(bytes);
+      switch (seen.kind) {
+        case "incomplete":
+          return;
+        case "http":
+          this.answerAndDrop(socket, this.options.httpAnswer, "http_request");
+          return;
+        case "not-tls":
+          this.drop(socket, "not_tls", seen.reason);
+          return;
+        case "client-hello":
+          stop();
+          socket.pause();
+          // The TLS server reads what the socket holds before reading on (TLSSocket's set-up).
+          socket.unshift(bytes);
+          this.helloed(socket);
+      }
+    };
+    this.readingHello.set(socket, stop);
+    socket.on("data", onData);
+    socket.resume();
+  }
+
+  private helloed(socket: net.Socket): void {
+    if (this.ledger.helloed(socket, this.handshaking < this.options.maxConcurrent) === "shed") {
       this.shed(socket);
       return;
     }
-    this.waiting.add(socket);
-    socket.on("error", () => undefined);
-    socket.once("close", () => this.waiting.delete(socket));
+    this.next();
   }
 
   private begin(socket: net.Socket): void {
@@ -100,38 +201,67 @@ export class HandshakePacer {
     const release = (): void => {
       if (!holding) return;
       holding = false;
-      clearTimeout(slot);
+      this.timers.clearTimeout(slot);
       this.handshaking--;
       this.next();
     };
-    const slot = setTimeout(release, SLOT_MS);
-    slot.unref();
+    const slot = this.timers.setTimeout(release, SLOT_MS);
     this.inHandshake.set(socket, () => {
       this.inHandshake.delete(socket);
+      this.ledger.finished(socket);
       release();
     });
     // A failed handshake destroys the raw socket; a good one shows as "secureConnection".
     socket.once("close", () => this.inHandshake.get(socket)?.());
-    socket.resume();
     this.tlsServer.emit("connection", socket);
   }
 
   private next(): void {
-    for (const socket of this.waiting) {
-      if (this.handshaking >= this.options.maxConcurrent) return;
-      this.waiting.delete(socket);
+    while (this.handshaking < this.options.maxConcurrent) {
+      const socket = this.ledger.next();
+      if (!socket) return;
       if (!socket.destroyed) this.begin(socket);
+      else this.ledger.finished(socket);
     }
+  }
+
+  /** Close `socket` before its handshake (it never had a turn). */
+  private drop(socket: net.Socket, reason: DropReason, detail?: string): void {
+    this.readingHello.get(socket)?.();
+    this.ledger.finished(socket);
+    this.options.onDrop?.(socket, reason, detail);
+    socket.destroy();
+  }
+
+  /** Send `answer` (if any), then close; read and discard what the client still sends meanwhile. */
+  private answerAndDrop(socket: net.Socket, answer: Buffer | undefined, reason: DropReason): void {
+    if (!answer) {
+      this.drop(socket, reason);
+      return;
+    }
+    this.readingHello.get(socket)?.();
+    this.ledger.finished(socket);
+    this.options.onDrop?.(socket, reason);
+    this.linger(socket);
+    socket.end(answer);
   }
 
   private shed(socket: net.Socket): void {
     this.shedCount++;
     this.options.onShed?.(socket);
-    socket.on("error", () => undefined);
-    const timer = setTimeout(() => socket.destroy(), SHED_LINGER_MS);
-    timer.unref();
-    socket.once("close", () => clearTimeout(timer));
-    socket.once("data", () => socket.end(SHED_ALERT));
+    this.linger(socket);
+    socket.end(SHED_ALERT);
+  }
+
+  /**
+   * Keep reading (and discarding) a socket we answered and ended, so that the answer is not lost
+   * to a reset for unread bytes; close it after {@link ANSWER_LINGER_MS} at most.
+   */
+  private linger(socket: net.Socket): void {
+    const timer = this.timers.setTimeout(() => socket.destroy(), ANSWER_LINGER_MS);
+    socket.once("close", () => this.timers.clearTimeout(timer));
+    socket.removeAllListeners("data");
+    socket.on("data", () => undefined);
     socket.resume();
   }
 }

@@ -25,10 +25,35 @@ import {
   parseConnectHead,
   textResponse,
 } from "./connect-request.js";
+import { looksLikeTls } from "./first-bytes.js";
 import { STREAM_BUFFER_BUDGET } from "./proxy-service.js";
 
-/** Go's `ReadHeaderTimeout` for the CONNECT server. */
+/**
+ * Go's `ReadHeaderTimeout` for the CONNECT server: the whole request head must arrive within this
+ * time of the connection's start (an absolute deadline: a head trickled a byte at a time does not
+ * extend it).
+ */
 export const CONNECT_HEAD_TIMEOUT_MS = 60_000;
+
+/** How long a rejected client may take to read the answer and close before the socket is destroyed. */
+const REJECT_LINGER_MS = 5_000;
+
+/** The plain CONNECT door's answer to a TLS ClientHello (the client then reports "not TLS" at once). */
+export const TLS_ON_PLAIN_PORT_RESPONSE = textResponse(
+  400,
+  "Bad Request",
+  "Client sent a TLS handshake to a plain HTTP port: this HTTP CONNECT port does not speak TLS.\n",
+);
+
+/** How a {@link ConnectSession} is served. */
+export interface ConnectSessionOptions {
+  /** The door is plain (no TLS): a TLS ClientHello is answered at once. */
+  plain?: boolean;
+  /** Called when a TLS ClientHello arrives on a plain door. */
+  onTlsOnPlainPort?: () => void;
+  /** The request head deadline (ms; default {@link CONNECT_HEAD_TIMEOUT_MS}). */
+  headTimeoutMs?: number;
+}
 
 /** A random dial id, like Go's `rand.Int63()` (non-negative int64). */
 export function randomDialId(): bigint {
@@ -58,17 +83,20 @@ export class ConnectSession implements FrontendEnd {
   private pausedByAgent = false;
   /** Payload bytes written to the socket so far (with writableLength: what left it). */
   private written = 0;
+  /** Ends the wait for the request head (cleared once it is complete or the socket closes). */
+  private readonly headDeadline: NodeJS.Timeout;
 
   constructor(
     private readonly socket: Socket,
     private readonly relay: Relay,
     private readonly metrics: ServerMetrics,
     private readonly log: Logger,
+    private readonly options: ConnectSessionOptions = {},
   ) {
     metrics.httpConnections.inc();
-    socket.setTimeout(CONNECT_HEAD_TIMEOUT_MS, () => {
+    this.headDeadline = setTimeout(() => {
       if (this.state === "head") this.reject(textResponse(408, "Request Timeout", "request header timeout\n"));
-    });
+    }, options.headTimeoutMs ?? CONNECT_HEAD_TIMEOUT_MS);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("drain", () => this.conn?.drained());
     socket.on("error", (err) => this.log.debug({ err: err.message }, "CONNECT socket error"));
@@ -85,6 +113,12 @@ export class ConnectSession implements FrontendEnd {
       return;
     }
     if (this.state !== "head") return;
+    if (this.head.length === 0 && this.options.plain && looksLikeTls(chunk)) {
+      this.log.debug({}, "TLS ClientHello on the plain HTTP CONNECT port");
+      this.options.onTlsOnPlainPort?.();
+      this.reject(TLS_ON_PLAIN_PORT_RESPONSE);
+      return;
+    }
     this.head = this.head.length === 0 ? chunk : Buffer.concat([this.head, chunk]);
     const parsed = parseConnectHead(this.head);
     if (parsed.kind === "incomplete") return;
@@ -93,7 +127,7 @@ export class ConnectSession implements FrontendEnd {
       this.reject(parsed.response);
       return;
     }
-    this.socket.setTimeout(0);
+    clearTimeout(this.headDeadline);
     this.socket.pause();
     this.head = Buffer.from(parsed.rest); // pipelined bytes, sent once the tunnel is open
     this.state = "dialing";
@@ -130,6 +164,8 @@ export class ConnectSession implements FrontendEnd {
   private reject(response: Buffer): void {
     this.state = "closed";
     this.socket.end(response);
+    // A client that never closes its side must not hold the socket.
+    setTimeout(() => this.socket.destroy(), REJECT_LINGER_MS).unref();
   }
 
   // ---- FrontendEnd ------------------------------------------------------------------------
@@ -221,6 +257,7 @@ export class ConnectSession implements FrontendEnd {
 
   /** The client went away (or finished): tell the agent. */
   private shutdown(): void {
+    clearTimeout(this.headDeadline);
     const previous = this.state;
     this.state = "closed";
     if (this.dial) {

@@ -15,3 +15,4 @@ export * from "./http-connect.js";
 export * from "./handshake-failures.js";
 export * from "./handshake-pacer.js";
 export { AgentAuthError } from "./token-review.js";
+export * from "./first-bytes.js";

@@ -26,6 +26,8 @@ export interface MetricsSource {
   backendsByIdentifier(): Map<string, number>;
   /** Connections waiting for their TLS handshake, per port flag (without the dashes). */
   handshakesWaiting(): Map<string, number>;
+  /** Connections that have not sent their TLS ClientHello yet, per port flag (without the dashes). */
+  awaitingHello(): Map<string, number>;
 }
 
 /** A gauge set from `read()` whenever it is scraped. */
@@ -91,6 +93,8 @@ export class ServerMetrics {
   readonly streamsCut: Counter<"service_method">;
   /** Connections shed (TLS user_canceled alert) because too many waited for their handshake. */
   readonly handshakesShed: Counter<"port">;
+  /** Connections closed before their TLS handshake or request (admission limits, deadlines, wrong protocol). */
+  readonly connectionsRefused: Counter<"port" | "reason">;
   /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
@@ -174,6 +178,18 @@ export class ServerMetrics {
       "Accepted connections waiting for their TLS handshake to start (--max-concurrent-handshakes are in progress), by port flag",
       "port",
       () => source.handshakesWaiting(),
+    );
+    this.connectionsRefused = counter(
+      "cluster_proxy_server_connections_refused_total",
+      "Connections closed before their TLS handshake, by port flag and reason: source_limit (--max-handshakes-per-source), hello_limit (--max-connections-awaiting-hello, the oldest silent one closed), hello_timeout (--client-hello-timeout), http_request (plain HTTP on a TLS port, answered 400), not_tls, tls_on_plain_port (a TLS ClientHello on a plain port, answered 400)",
+      ["port", "reason"],
+    );
+    scrapedGaugeByLabel(
+      registers,
+      "cluster_proxy_server_tls_connections_awaiting_hello",
+      "Accepted connections that have not sent their TLS ClientHello yet (they hold no handshake slot), by port flag",
+      "port",
+      () => source.awaitingHello(),
     );
     this.certificateExpiry = gauge(
       "cluster_proxy_server_certificate_expiry_timestamp_seconds",

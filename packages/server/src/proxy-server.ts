@@ -34,7 +34,9 @@ import {
 import { handleAgentCall } from "./agent-service.js";
 import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
 import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
-import { HandshakePacer } from "./handshake-pacer.js";
+import { AdmissionLog } from "./admission-log.js";
+import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
+import { HandshakePacer, type PacerState } from "./handshake-pacer.js";
 import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
@@ -129,6 +131,7 @@ export class ProxyServer {
   /** The options, validated, every default applied. */
   private readonly options: ServerOptions;
   private readonly handshakeFailures: HandshakeFailureLog;
+  private readonly admissionLog: AdmissionLog;
 
   constructor(input: ServerOptionsInput, deps: ProxyServerDeps = {}) {
     const options = parseServerOptions(input);
@@ -138,6 +141,7 @@ export class ProxyServer {
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
     this.handshakeFailures = new HandshakeFailureLog(this.log);
+    this.admissionLog = new AdmissionLog(this.log);
     const strategies = options.proxyStrategies as ProxyStrategy[];
     // The gauges read the relay at scrape time (after construction).
     this.metrics = new ServerMetrics({
@@ -152,14 +156,8 @@ export class ProxyServer {
         }
         return counts;
       },
-      handshakesWaiting: () => {
-        const waiting = new Map<string, number>();
-        for (const l of this.listeners) {
-          const flag = l.door?.flag ?? (l.role === "agent" ? "--agent-port" : undefined);
-          if (l.pacer && flag) waiting.set(flag.replace(/^--/, ""), l.pacer.state().waiting);
-        }
-        return waiting;
-      },
+      handshakesWaiting: () => this.pacerStates((s) => s.waiting),
+      awaitingHello: () => this.pacerStates((s) => s.awaitingHello),
     });
     this.relay = new Relay({
       strategies,
@@ -168,6 +166,16 @@ export class ProxyServer {
       logger: this.log,
       metrics: this.metrics,
     });
+  }
+
+  /** One number of each TLS port's pacer, by port flag (without the dashes). */
+  private pacerStates(pick: (state: PacerState) => number): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const l of this.listeners) {
+      const flag = l.door?.flag ?? (l.role === "agent" ? "--agent-port" : undefined);
+      if (l.pacer && flag) out.set(flag.replace(/^--/, ""), pick(l.pacer.state()));
+    }
+    return out;
   }
 
   /** Agent streams currently connected. */
@@ -272,6 +280,7 @@ export class ProxyServer {
       ALPNProtocols: ["h2"],
       ...this.tlsProfile,
       allowHTTP1: false,
+      handshakeTimeout: this.options.handshakeTimeout,
     };
   }
 
@@ -379,7 +388,15 @@ export class ProxyServer {
         socket.destroy();
         return;
       }
-      new ConnectSession(socket, this.relay, this.metrics, log);
+      new ConnectSession(socket, this.relay, this.metrics, log, {
+        plain: door.transport === "uds" || door.plain,
+        headTimeoutMs: this.options.httpConnectHeaderTimeout,
+        onTlsOnPlainPort: () => {
+          const port = door.flag.replace(/^--/, "");
+          this.metrics.connectionsRefused.inc({ port, reason: "tls_on_plain_port" });
+          this.admissionLog.refused(door.flag, "tls_on_plain_port", { remote: socket.remoteAddress });
+        },
+      });
     };
     if (door.transport === "tcp" && !door.plain && material) {
       const options: tls.TlsOptions = {
@@ -389,6 +406,7 @@ export class ProxyServer {
         ALPNProtocols: ["http/1.1"],
         ...this.tlsProfile,
         secureOptions: SSL_OP_NO_TICKET,
+        handshakeTimeout: this.options.handshakeTimeout,
       };
       const server = tls.createServer(options);
       this.tlsListeners.push({ server, role: "front", options });
@@ -435,6 +453,10 @@ export class ProxyServer {
     const where = `${host === "" ? "*" : host}:${port}`;
     const pacer = server instanceof tls.Server ? this.pace(server, flag) : undefined;
     const listening = pacer?.server ?? server;
+    const keepalive = this.options.tcpKeepalive;
+    // The pacer sets keepalive on the connections it accepts; plain TCP ports here.
+    if (!pacer && keepalive > 0 && (role === "agent" || role === "front"))
+      listening.on("connection", (socket: net.Socket) => socket.setKeepAlive(true, keepalive));
     await this.listenOn(listening, host === "" ? { port } : { port, host }, `${flag}: cannot listen on ${where}`);
     this.listeners.push({ server: listening, role, ...(door ? { door } : {}), ...(pacer ? { pacer } : {}) });
   }
@@ -445,9 +467,22 @@ export class ProxyServer {
     // One warning per 10 s at most while shedding, with the count since the last one.
     let loggedAt = -Infinity;
     let unlogged = 0;
+    const o = this.options;
     return new HandshakePacer(server, {
-      maxConcurrent: this.options.maxConcurrentHandshakes,
-      maxPending: this.options.maxPendingHandshakes,
+      maxConcurrent: o.maxConcurrentHandshakes,
+      maxPending: o.maxPendingHandshakes,
+      maxPerSource: o.maxHandshakesPerSource,
+      maxAwaitingHello: o.maxConnectionsAwaitingHello,
+      helloTimeoutMs: o.clientHelloTimeout,
+      tcpKeepaliveMs: o.tcpKeepalive,
+      httpAnswer: plainHttpOnTlsPortResponse(flag),
+      onDrop: (socket, reason, detail) => {
+        this.metrics.connectionsRefused.inc({ port, reason });
+        this.admissionLog.refused(flag, reason, {
+          remote: socket.remoteAddress,
+          ...(detail ? { detail } : {}),
+        });
+      },
       onShed: () => {
         this.metrics.handshakesShed.inc({ port });
         unlogged++;

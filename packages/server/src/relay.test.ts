@@ -91,6 +91,7 @@ const metrics = new ServerMetrics({
   backendCount: () => 0,
   backendsByIdentifier: () => new Map(),
   handshakesWaiting: () => new Map(),
+  awaitingHello: () => new Map(),
 });
 
 function setup(stallMs: number): { relay: Relay; call: FakeCall; backend: Backend; open: (id: bigint) => FakeEnd } {

@@ -64,6 +64,11 @@ export interface ConnectTarget {
   proxy?: HttpProxy;
   /** An already open byte stream to the peer to speak TLS over (set from `proxy`). */
   socket?: net.Socket;
+  /**
+   * TCP keepalive on the connection (ms of idle before the first probe; 0 or absent: off): a
+   * server that vanished without a FIN is noticed even while the session is idle.
+   */
+  tcpKeepaliveMs?: number;
 }
 
 /** Raised when a tunnel connection cannot be established. */
@@ -154,9 +159,20 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
         handshakeMs,
       );
     };
+    const keepalive = target.tcpKeepaliveMs ?? 0;
+    const keepAlive = (): void => {
+      if (keepalive > 0) (target.socket ?? socket).setKeepAlive(true, keepalive);
+    };
     // Through a forward proxy the byte stream is already connected: the handshake starts now.
-    if (target.socket && !target.udsPath) awaitHandshake();
-    else if (!target.udsPath) socket.once("connect", awaitHandshake);
+    if (target.socket && !target.udsPath) {
+      keepAlive();
+      awaitHandshake();
+    } else if (!target.udsPath) {
+      socket.once("connect", () => {
+        keepAlive();
+        awaitHandshake();
+      });
+    }
     const names = target.tlsNames ?? SDK_NAMES;
     const onError = (err: Error): void =>
       fail(
@@ -186,10 +202,32 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     socket.once("error", onError);
     socket.once(target.udsPath ? "connect" : "secureConnect", () => {
       if (settled) return;
+      const alpn = socket instanceof tls.TLSSocket ? socket.alpnProtocol : false;
+      // (An agent may offer other protocols before h2 with --alpn-proto; HTTP/1.1 is never gRPC.)
+      if (alpn === "http/1.1") {
+        fail(
+          new ConnectError(
+            `cannot connect to ${where}: wrong port or protocol: the server chose ALPN "${alpn}" instead of h2 (HTTP/2): not a gRPC port (an HTTP CONNECT port speaks http/1.1)`,
+          ),
+        );
+        return;
+      }
       const s = http2.connect(url, { ...TUNNEL_HTTP2_OPTIONS, createConnection: () => new SessionTransport(socket) });
       session = s;
-      // After the transport's own listener (it must see every byte): did the server say anything?
-      socket.once("data", () => void (heard = true));
+      // After the transport's own listener (it must see every byte): did the server say anything,
+      // and was it HTTP/2? An HTTP/1 server answers our connection preface with a status line.
+      socket.once("data", (chunk: Buffer) => {
+        heard = true;
+        const answer = httpOneStatusLine(chunk);
+        if (answer === undefined) return;
+        const why = `wrong port or protocol: ${where} answered in HTTP/1 ("${answer}"), not HTTP/2: not a gRPC port (an HTTP CONNECT port, or another HTTP server?)`;
+        // Over a Unix socket the session counts as connected before the server said a word.
+        if (!settled) fail(new ConnectError(`cannot connect to ${where}: ${why}`));
+        else if (!transportFailures.has(s)) {
+          transportFailures.set(s, why);
+          s.destroy();
+        }
+      });
       // The JS stream node puts between the session and the transport holds no libuv handle:
       // ref()/unref() must reach the socket, or an idle session would keep the process alive.
       const ref = s.ref.bind(s);
@@ -214,6 +252,16 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       });
     });
   });
+}
+
+/** The status line of an HTTP/1 response that `bytes` start with, or undefined. */
+function httpOneStatusLine(bytes: Buffer): string | undefined {
+  if (bytes.subarray(0, 5).toString("latin1") !== "HTTP/") return undefined;
+  const end = bytes.indexOf("\r\n");
+  return bytes
+    .subarray(0, end < 0 ? Math.min(bytes.length, 80) : Math.min(end, 80))
+    .toString("latin1")
+    .replace(/[^\x20-\x7e]/g, "?");
 }
 
 /**

@@ -4,3 +4,4 @@
  * condition tests run with).
  */
 export * from "./wait.js";
+export * from "./client-hello.js";

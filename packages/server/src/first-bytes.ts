@@ -1,0 +1,86 @@
+/**
+ * What a connection's first bytes say about its protocol, read before any TLS work (issue 25:
+ * admission that silent peers cannot starve; issue 26: wrong-protocol mistakes answered at once).
+ *
+ * A TLS port admits a connection to its handshake queue only once a complete ClientHello record
+ * has arrived; plain HTTP there is answered with a 400 at once, anything else is closed. The plain
+ * HTTP CONNECT door recognises a TLS ClientHello the same way and answers it at once instead of
+ * waiting for a request head that never comes.
+ */
+import { textResponse } from "./connect-request.js";
+
+/** TLS record type `handshake`. */
+const TLS_HANDSHAKE_RECORD = 0x16;
+/** Handshake message type `client_hello`. */
+const CLIENT_HELLO = 0x01;
+/** Largest TLS plaintext record (2^14) a ClientHello may come in. */
+const MAX_RECORD_LENGTH = 16_384;
+
+export type FirstBytes =
+  /** Not enough bytes yet to tell. */
+  | { kind: "incomplete" }
+  /** A complete TLS record carrying (the start of) a ClientHello. */
+  | { kind: "client-hello" }
+  /** A plain HTTP request (a request line starts with an upper-case method). */
+  | { kind: "http" }
+  /** Anything else: not a TLS client. */
+  | { kind: "not-tls"; reason: string };
+
+/** Whether `bytes` start like a TLS handshake record (a ClientHello, most likely). */
+export function looksLikeTls(bytes: Buffer): boolean {
+  return bytes.length > 0 && bytes[0] === TLS_HANDSHAKE_RECORD;
+}
+
+/**
+ * Classify the first bytes a client sent to a TLS port. A ClientHello is recognised by its record
+ * header (type 22, version 3.x, a plausible length) and its first handshake byte; the whole first
+ * record must have arrived (node's TLS server then has all it needs to answer at once).
+ */
+export function classifyFirstBytes(bytes: Buffer): FirstBytes {
+  if (bytes.length === 0) return { kind: "incomplete" };
+  const first = bytes[0]!;
+  if (isUpper(first)) return requestLine(bytes);
+  if (first !== TLS_HANDSHAKE_RECORD) return { kind: "not-tls", reason: `first byte 0x${hex(first)}` };
+  if (bytes.length >= 2 && bytes[1] !== 0x03)
+    return { kind: "not-tls", reason: `TLS record version 0x${hex(bytes[1]!)}` };
+  if (bytes.length < 5) return { kind: "incomplete" };
+  const length = bytes.readUInt16BE(3);
+  if (length === 0 || length > MAX_RECORD_LENGTH) return { kind: "not-tls", reason: `TLS record length ${length}` };
+  if (bytes.length >= 6 && bytes[5] !== CLIENT_HELLO)
+    return { kind: "not-tls", reason: `handshake message type ${bytes[5]} instead of a ClientHello` };
+  return bytes.length >= 5 + length ? { kind: "client-hello" } : { kind: "incomplete" };
+}
+
+/** Longest request method we wait for (the registered ones are at most 17 letters). */
+const MAX_METHOD = 20;
+
+function isUpper(byte: number): boolean {
+  return byte >= 0x41 && byte <= 0x5a;
+}
+
+/** An HTTP request line starts with an upper-case method and a space (`GET `, `PRI `, `CONNECT `). */
+function requestLine(bytes: Buffer): FirstBytes {
+  for (let i = 0; i < Math.min(bytes.length, MAX_METHOD + 1); i++) {
+    const byte = bytes[i]!;
+    if (byte === 0x20 && i > 0) return { kind: "http" };
+    if (!isUpper(byte) && byte !== 0x5f && byte !== 0x2d)
+      return { kind: "not-tls", reason: `"${bytes.subarray(0, i + 1).toString("latin1")}"...` };
+  }
+  return bytes.length > MAX_METHOD ? { kind: "not-tls", reason: "a long upper-case word" } : { kind: "incomplete" };
+}
+
+function hex(byte: number): string {
+  return byte.toString(16).padStart(2, "0");
+}
+
+/**
+ * The answer of a TLS port to a plain HTTP request, as Go's net/http gives it ("Client sent an
+ * HTTP request to an HTTPS server"), naming the port's flag.
+ */
+export function plainHttpOnTlsPortResponse(flag: string): Buffer {
+  return textResponse(
+    400,
+    "Bad Request",
+    `Client sent an HTTP request to an HTTPS server: this port (${flag}) speaks TLS.\n`,
+  );
+}

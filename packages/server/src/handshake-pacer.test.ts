@@ -1,0 +1,207 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import type { EngineTimers } from "@cluster-proxy/tunnel";
+import { captureClientHello, waitUntil } from "@cluster-proxy/tunnel/testing";
+import { HandshakePacer, SHED_ALERT, type DropReason, type HandshakePacerOptions } from "./handshake-pacer.js";
+import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
+
+/** Timers the test advances by hand (the pacer's clock). */
+class ManualTimers implements EngineTimers {
+  now = 0;
+  private readonly pending = new Map<number, { at: number; fn: () => void }>();
+  private nextId = 1;
+  setTimeout(fn: () => void, ms: number): number {
+    const id = this.nextId++;
+    this.pending.set(id, { at: this.now + ms, fn });
+    return id;
+  }
+  clearTimeout(handle: unknown): void {
+    this.pending.delete(handle as number);
+  }
+  advance(ms: number): void {
+    this.now += ms;
+    for (const [id, t] of [...this.pending].sort((x, y) => x[1].at - y[1].at)) {
+      if (t.at > this.now) break;
+      this.pending.delete(id);
+      t.fn();
+    }
+  }
+}
+
+let pki: TestPki;
+let clientHello: Buffer;
+
+before(async () => {
+  pki = await createTestPki();
+  clientHello = await captureClientHello();
+});
+after(() => pki.cleanup());
+
+interface Rig {
+  pacer: HandshakePacer;
+  port: number;
+  drops: DropReason[];
+  close(): Promise<void>;
+}
+
+async function rig(options: Partial<HandshakePacerOptions>): Promise<Rig> {
+  const tlsServer = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
+  tlsServer.on("tlsClientError", () => undefined);
+  const drops: DropReason[] = [];
+  const pacer = new HandshakePacer(tlsServer, {
+    maxConcurrent: 1,
+    maxPending: 100,
+    onDrop: (_s, reason) => drops.push(reason),
+    ...options,
+  });
+  const sockets = new Set<net.Socket>();
+  pacer.server.on("connection", (s: net.Socket) => {
+    sockets.add(s);
+    s.once("close", () => sockets.delete(s));
+  });
+  pacer.server.listen(0, "127.0.0.1");
+  await once(pacer.server, "listening");
+  return {
+    pacer,
+    port: (pacer.server.address() as net.AddressInfo).port,
+    drops,
+    close: async () => {
+      pacer.dropWaiting();
+      for (const s of sockets) s.destroy();
+      pacer.server.close();
+      await once(pacer.server, "close");
+    },
+  };
+}
+
+/** Resolves when `s` has closed (an error first is fine). */
+function closed(s: net.Socket): Promise<void> {
+  return new Promise((resolve) => s.once("close", () => resolve()));
+}
+
+async function rawConnection(port: number): Promise<net.Socket> {
+  const s = net.connect(port, "127.0.0.1");
+  s.on("error", () => undefined);
+  await once(s, "connect");
+  return s;
+}
+
+/** A TLS client's first read ("hello" from the rig's server) or its error. */
+function tlsClient(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const c = tls.connect({ port, host: "127.0.0.1", ca: pki.ca, servername: "localhost" });
+    c.once("data", (d: Buffer) => {
+      resolve(d.toString());
+      c.destroy();
+    });
+    c.once("error", (err: NodeJS.ErrnoException) => resolve(`error ${err.code ?? err.message}`));
+  });
+}
+
+/** Everything `s` receives until the peer closes. */
+async function readAll(s: net.Socket): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  s.on("data", (c: Buffer) => chunks.push(c));
+  await closed(s);
+  return Buffer.concat(chunks);
+}
+
+describe("HandshakePacer admission", () => {
+  test("a silent connection holds no handshake slot: a client behind it is served at once", async () => {
+    const r = await rig({ maxConcurrent: 1 });
+    try {
+      const silent = await rawConnection(r.port);
+      await waitUntil("the silent connection to be accepted", () => r.pacer.state().awaitingHello === 1);
+      assert.equal(r.pacer.state().handshaking, 0);
+      assert.equal(await tlsClient(r.port), "hello");
+      assert.equal(silent.destroyed, false);
+      silent.destroy();
+    } finally {
+      await r.close();
+    }
+  });
+
+  test("no complete ClientHello within helloTimeoutMs: closed (also when it trickles in)", async () => {
+    const timers = new ManualTimers();
+    const r = await rig({ helloTimeoutMs: 10_000, timers });
+    try {
+      const silent = await rawConnection(r.port);
+      const trickle = await rawConnection(r.port);
+      const silentClosed = closed(silent);
+      const trickleClosed = closed(trickle);
+      await waitUntil("both to be accepted", () => r.pacer.state().awaitingHello === 2);
+      trickle.write(clientHello.subarray(0, 3));
+      timers.advance(9_999);
+      trickle.write(clientHello.subarray(3, 6));
+      await new Promise((resolve) => setImmediate(resolve));
+      assert.equal(r.pacer.state().awaitingHello, 2, "still within the deadline");
+      timers.advance(1);
+      await Promise.all([silentClosed, trickleClosed]);
+      assert.deepEqual(r.drops, ["hello_timeout", "hello_timeout"]);
+      assert.equal(r.pacer.state().awaitingHello, 0);
+    } finally {
+      await r.close();
+    }
+  });
+
+  test("plain HTTP on the TLS port is answered with a 400 at once; other bytes are closed at once", async () => {
+    const r = await rig({ httpAnswer: plainHttpOnTlsPortResponse("--agent-port") });
+    try {
+      const http = await rawConnection(r.port);
+      http.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      const answer = (await readAll(http)).toString();
+      assert.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/);
+      assert.match(answer, /Client sent an HTTP request to an HTTPS server: this port \(--agent-port\) speaks TLS/);
+      const ssh = await rawConnection(r.port);
+      ssh.write("\x00\x00SSH-2.0-OpenSSH\r\n");
+      assert.equal((await readAll(ssh)).length, 0);
+      assert.deepEqual(r.drops, ["http_request", "not_tls"]);
+    } finally {
+      await r.close();
+    }
+  });
+
+  test("a ClientHello that then stalls holds its slot; past maxPending a new ClientHello is shed with the alert at once", async () => {
+    let shed = 0;
+    const r = await rig({ maxConcurrent: 1, maxPending: 0, onShed: () => shed++ });
+    try {
+      const staller = await rawConnection(r.port);
+      staller.write(clientHello);
+      await waitUntil("the stalled handshake to take the slot", () => r.pacer.state().handshaking === 1);
+      const shedClient = await rawConnection(r.port);
+      shedClient.write(clientHello);
+      const answer = await readAll(shedClient);
+      assert.deepEqual(answer, SHED_ALERT);
+      assert.equal(shed, 1);
+      staller.destroy();
+      await waitUntil("the slot to be free", () => r.pacer.state().handshaking === 0);
+      assert.equal(await tlsClient(r.port), "hello");
+    } finally {
+      await r.close();
+    }
+  });
+
+  test("one source at its limit cannot hold more; its silent connections make room for its new ones", async () => {
+    const r = await rig({ maxPerSource: 2, maxConcurrent: 1 });
+    try {
+      const staller = await rawConnection(r.port);
+      staller.write(clientHello);
+      await waitUntil("the stalled handshake to take the slot", () => r.pacer.state().handshaking === 1);
+      const silent = await rawConnection(r.port);
+      const silentClosed = closed(silent);
+      await waitUntil("the silent one to wait", () => r.pacer.state().awaitingHello === 1);
+      // The source holds 2: the silent one is closed for the client.
+      const client = tlsClient(r.port);
+      await silentClosed;
+      staller.destroy();
+      assert.equal(await client, "hello");
+      assert.deepEqual(r.drops, ["source_limit"]);
+    } finally {
+      await r.close();
+    }
+  });
+});
