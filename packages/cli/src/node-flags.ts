@@ -11,13 +11,16 @@
  * every ~20 MiB: about 50 full collections per GB relayed, a third of the server's CPU (profile in
  * docs/decisions.md).
  *
- * - Node 20-23: `--initial-old-space-size=64`, a 64 MiB floor under that limit: the young
- *   ArrayBuffers are freed by scavenges before it is reached, 0-1 full collections per GB.
- * - Node 24 and later: the floor alone no longer does it (V8 13 checks external memory against a
- *   limit of its own: 22-30 full collections per GB in the server, 37-47 in the agent, on 24 and
- *   26). `--external-memory-accounted-in-global-limit` makes V8 count it against the global limit
- *   instead, and with `--initial-old-space-size=128` under that: 0 per GB (figures in
- *   docs/decisions.md). Node 20 refuses the first flag ("bad option", exit 9).
+ * `--initial-old-space-size=64` (Node 20-23): a 64 MiB floor under that limit. The young
+ * ArrayBuffers are freed by scavenges before it is reached: 0-1 full collections per GB.
+ *
+ * `--external-memory-accounted-in-global-limit --initial-old-space-size=128` (Node 24 and later):
+ * there the floor alone no longer does it: V8 checks external memory against a limit of its own,
+ * which the floor does not raise (dozens of full collections per GB, more in the agent than in the
+ * server). With the first flag V8 counts it against the global limit, which has the floor; with a
+ * 64 MiB floor a fresh agent on Node 24 still ran ~25 per GB in its first GB, with 128 MiB none
+ * did: 0 per GB on 24 and 26 (figures in docs/decisions.md). Node 20 refuses the first flag ("bad
+ * option", exit 9).
  *
  * `--max-semi-space-size=4` (every major): V8's young generation may grow to 2 x 4 MiB instead of
  * 2 x 16 MiB. A burst of connections (1,000 agents connecting at once) grew it to the maximum,
@@ -27,12 +30,11 @@
  *
  * V8 reads these flags only at start-up, and node refuses them in NODE_OPTIONS.
  */
-const YOUNG_GENERATION = ["--max-semi-space-size=4"] as const;
-const FLAGS_BEFORE_24: readonly string[] = ["--initial-old-space-size=64", ...YOUNG_GENERATION];
+const FLAGS_BEFORE_24: readonly string[] = ["--initial-old-space-size=64", "--max-semi-space-size=4"];
 const FLAGS_FROM_24: readonly string[] = [
   "--external-memory-accounted-in-global-limit",
   "--initial-old-space-size=128",
-  ...YOUNG_GENERATION,
+  "--max-semi-space-size=4",
 ];
 
 /** The major of a Node.js version ("26.12.1", "v20.20.2"); NaN if it is not one. */
