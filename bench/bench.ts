@@ -19,6 +19,7 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
 import { Harness, waitFor } from "../test/integration/harness.js";
 import { goBin } from "../test/interop/go-harness.js";
@@ -59,7 +60,7 @@ import {
   type Stack,
 } from "./lib.js";
 import { summarizeProfile } from "./profile.js";
-import { report, type Detail } from "./report.js";
+import { report, type Detail, type Runtime } from "./report.js";
 import type { ShapedConfig, ShapedResult } from "./shaped.js";
 
 const argv = process.argv.slice(2);
@@ -249,6 +250,17 @@ function machine(bin: string): Record<string, unknown> {
   };
 }
 
+/** The node this run is on, its flags, and the one the image ships (`npm run bench` starts the latter). */
+function runtime(): Runtime {
+  const image = (
+    JSON.parse(readFileSync(join(REPO, "image", "versions.json"), "utf8")) as { node: { version: string } }
+  ).node.version;
+  if (process.version !== `v${image}`) {
+    log(`warning: running on node ${process.version}, the image ships ${image} (npm run bench runs on it)`);
+  }
+  return { node: process.version, nodeFlags: [...NODE_FLAGS], image };
+}
+
 async function runShaped(bin: string, detail: Detail): Promise<void> {
   if (process.getuid?.() !== 0) {
     log("shaped: skipped (needs root for network namespaces and tc)");
@@ -355,6 +367,7 @@ async function main(): Promise<void> {
     quick,
     params: { ...P, dialConcurrency: DIAL_CONCURRENCY, many: MANY },
     machine: machine(bin),
+    runtime: runtime(),
     notes: [],
     loopback: null,
     shaped: null,

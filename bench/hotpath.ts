@@ -8,23 +8,26 @@
  *   hotpath.ts firstbyte [--count=200]             new connection to first echoed byte, single-use
  *                                                 tunnel and reusable client; p50 and CPU ms per connection
  *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
- *   hotpath.ts bulk [--mib=512] [--perf]          one connection each way; CPU s per GB; with --perf,
+ *   hotpath.ts bulk [--mib=512] [--perf] [--gc]   one connection each way; CPU s per GB; with --perf,
  *                                                 server's and agent's CPU s per GB by category
- *                                                 (Linux perf; writes results/perf-bulk.json)
+ *                                                 (Linux perf; writes results/perf-bulk.json); with
+ *                                                 --gc, their full (mark-compact) collections per GB
+ *                                                 (node --trace-gc; not for the Go path)
  *   hotpath.ts agents [--agents=1000] [--settle=120]   idle agents: server RSS per agent
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
  * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
  * --ours2-cli=<other build's packages/cli/dist/main.js>, --ours2-server-node-args="...",
  * --ours2-agent-node-args="..."), --server-node-args="..." / --agent-node-args="..." for ours,
- * --prof [--top=25] (profiles of ours, floor and floorsrv), --abba (reverse the order of the paths every other round). Run from bench/ with `node --conditions=source --import tsx hotpath.ts ...`
- * after `npm run build` (the processes run the built CLI). Everything started is killed by PID.
+ * --prof [--top=25] (profiles of ours, floor and floorsrv), --abba (reverse the order of the paths every other round). Run from bench/ with `"$(node ../scripts/node-runtime.mjs)" --conditions=source --import tsx hotpath.ts ...`
+ * (on the Node.js the image ships; every process it starts runs on the same node) after `npm run
+ * build` (the processes run the built CLI). Everything started is killed by PID.
  */
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
-import { Harness } from "../test/integration/harness.js";
+import { Harness, type Proc } from "../test/integration/harness.js";
 import { goBin } from "../test/interop/go-harness.js";
 import {
   LOOPBACK,
@@ -100,20 +103,33 @@ function profArgs(profDir: string | undefined, path: Path, who: string): string[
 
 /** Our stack of `path` (ours or ours2) with its options. */
 function oursOptions(path: "ours" | "ours2", profDir: string | undefined, noAgent = false): StackOptions {
+  const gc = scenario === "bulk" && flag("gc") ? ["--trace-gc"] : [];
   if (path === "ours2") {
     const cli = opt("ours2-cli");
     return {
       noAgent,
-      serverNodeArgs: words("ours2-server-node-args"),
-      agentNodeArgs: words("ours2-agent-node-args"),
+      serverNodeArgs: [...gc, ...words("ours2-server-node-args")],
+      agentNodeArgs: [...gc, ...words("ours2-agent-node-args")],
       ...(cli ? { cli } : {}),
     };
   }
   return {
     noAgent,
-    serverNodeArgs: [...profArgs(profDir, path, "server"), ...words("server-node-args")],
-    agentNodeArgs: [...profArgs(profDir, path, "agent"), ...words("agent-node-args")],
+    serverNodeArgs: [...profArgs(profDir, path, "server"), ...gc, ...words("server-node-args")],
+    agentNodeArgs: [...profArgs(profDir, path, "agent"), ...gc, ...words("agent-node-args")],
   };
+}
+
+/** How many full collections (`Mark-Compact` lines of node's --trace-gc) `proc` has reported since this call. */
+function markCompacts(proc: Proc | undefined): () => number {
+  let n = 0;
+  let partial = "";
+  proc?.child.stdout?.on("data", (c: Buffer) => {
+    const lines = (partial + c.toString()).split("\n");
+    partial = lines.pop()!;
+    n += lines.filter((l) => l.includes("Mark-Compact")).length;
+  });
+  return () => n;
 }
 
 async function startPath(path: Path, bin: string, profDir: string | undefined, noAgent = false): Promise<Stack> {
@@ -231,6 +247,12 @@ async function main(): Promise<void> {
     }
   } else if (scenario === "bulk") {
     const perf = flag("perf");
+    const gcCounters = Object.fromEntries(
+      Object.entries(stacks).map(([path, st]) => [
+        path,
+        { server: markCompacts(st.server), agent: markCompacts(st.agent) },
+      ]),
+    );
     if (perf && !perfAvailable()) throw new Error("--perf needs Linux perf allowed to sample other processes");
     // path -> direction/process -> category -> CPU s/GB summed over rounds
     const byCategory: Record<string, Record<string, Record<string, number>>> = {};
@@ -248,7 +270,14 @@ async function main(): Promise<void> {
               })
             : [];
           if (perf) await sleep(300); // perf attaches before the transfer starts
+          const gc = gcCounters[path]!;
+          const gc0 = { server: gc.server(), agent: gc.agent() };
           const res = await bulk(open(path), target.bulk, dir, num("mib", 512) * MiB, pids);
+          const gb = res.bytes / 1e9;
+          const gcs =
+            flag("gc") && path !== "go"
+              ? `, mark-compacts/GB server ${((gc.server() - gc0.server) / gb).toFixed(1)} agent ${((gc.agent() - gc0.agent) / gb).toFixed(1)}`
+              : "";
           for (const rec of recordings) {
             await stopPerf(rec.proc);
             const sums = ((byCategory[path] ??= {})[`${dir} ${rec.name}`] ??= {});
@@ -257,7 +286,7 @@ async function main(): Promise<void> {
           }
           line.push(
             `${dir} ${res.mbps.toFixed(0)} Mbit/s (CPU s/GB server ${res.cpuPerGB.server.toFixed(2)} ` +
-              `agent ${res.cpuPerGB.agent.toFixed(2)})`,
+              `agent ${res.cpuPerGB.agent.toFixed(2)}${gcs})`,
           );
         }
         log(`round ${r + 1} ${path}: ${line.join(", ")}`);

@@ -280,7 +280,7 @@ async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: S
 export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}): Promise<Stack> {
   const [grpc, connect, agentPort, health] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const c = h.certs;
-  // As the `cluster-proxy` executable runs them; a later `--initial-old-space-size=0` undoes it.
+  // The CLI's flags for this node (nodeFlagsFor); a later `--initial-old-space-size=0` undoes the floor.
   const nodeArgs = [
     ...NODE_FLAGS,
     ...(o.cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${o.cpuProfDir}`] : []),

@@ -23,10 +23,22 @@ import type { ShapedResult } from "./shaped.js";
 
 type PerPath<T> = Record<PathName, T>;
 
+/** The Node.js the run's processes ran on (every node process of ours starts with process.execPath). */
+export interface Runtime {
+  /** process.version */
+  node: string;
+  /** The V8 flags our server and agent ran with (nodeFlagsFor that version). */
+  nodeFlags: string[];
+  /** The version the container image ships (image/versions.json), which the bench should run on. */
+  image: string;
+}
+
 export interface Detail {
   quick: boolean;
   params: Record<string, unknown>;
   machine: Record<string, unknown>;
+  /** Older details have none (they ran on machine.node). */
+  runtime?: Runtime;
   notes: string[];
   loopback: ShapedResult | null;
   shaped: ShapedResult | null;
@@ -445,6 +457,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "real agent with a reusable client while they are connected, and before); targets: issue 19's ratios ours/Go " +
       "(node_floor_ratio: the node floor's ratio to Go; reachable_in_node: whether the floor itself meets the target)",
   };
+  json["runtime"] = d.runtime ?? { node: d.machine["node"] };
   json["machine"] = d.machine;
   return { json, summaries: s };
 }

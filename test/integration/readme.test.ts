@@ -27,3 +27,17 @@ test("README flag reference is generated from the option schemas and up to date"
     },
   );
 });
+
+test("README states the Node.js versions image/versions.json pins and the packages' engines", () => {
+  const readme = readFileSync(join(REPO, "README.md"), "utf8");
+  const versions = JSON.parse(readFileSync(join(REPO, "image", "versions.json"), "utf8")) as {
+    node: { version: string };
+    nodeSupported: { version: string }[];
+  };
+  const engines = (
+    JSON.parse(readFileSync(join(REPO, "packages", "cli", "package.json"), "utf8")) as { engines: { node: string } }
+  ).engines.node;
+  assert.ok(readme.includes(`ships Node.js ${versions.node.version}`), `README names ${versions.node.version}`);
+  for (const { version } of versions.nodeSupported) assert.ok(readme.includes(`Node.js ${version}`), version);
+  assert.ok(readme.includes(`"engines": {"node": "${engines}"}`), `README states engines ${engines}`);
+});

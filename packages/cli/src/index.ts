@@ -26,6 +26,6 @@ export {
   ERROR_REFERENCE_PATH,
 } from "./error-reference.js";
 export { startSampleService, type SampleService } from "./sample-service.js";
-export { NODE_FLAGS, SHEBANG, missingNodeFlags } from "./node-flags.js";
+export { NODE_FLAGS, SHEBANG, missingNodeFlags, nodeFlagsFor } from "./node-flags.js";
 export { PortInUseError, portInUse, portConflictMessage, type PortInUse } from "./port-conflicts.js";
 export { CHART_GENERATED, chartFiles, valuesSchemaJson, valuesYaml, valuesTableMarkdown } from "./chart-files.js";

@@ -1,34 +1,93 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { readFile } from "node:fs/promises";
+import { readFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { NODE_FLAGS, SHEBANG, missingNodeFlags } from "./node-flags.js";
+import { NODE_FLAGS, SHEBANG, missingNodeFlags, nodeFlagsFor } from "./node-flags.js";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "../../..");
+/** The flags of the `#!` line: those every Node major accepts. */
+const shebangFlags = SHEBANG.split(" ").slice(3);
 
-test("the cluster-proxy executable starts node with NODE_FLAGS", async () => {
+test("the cluster-proxy executable starts node with the flags of its #! line", async () => {
   const main = await readFile(join(import.meta.dirname, "main.ts"), "utf8");
   assert.equal(main.split("\n")[0], SHEBANG);
   // What the kernel runs for that line: env with everything after it as one argument.
   const [env, rest] = [SHEBANG.slice(2).split(" ")[0]!, SHEBANG.slice(2).split(" ").slice(1).join(" ")];
   const { stdout } = await run(env, [rest, "-p", "JSON.stringify(process.execArgv)"]);
-  assert.deepEqual((JSON.parse(stdout) as string[]).slice(0, NODE_FLAGS.length), NODE_FLAGS);
+  assert.deepEqual((JSON.parse(stdout) as string[]).slice(0, shebangFlags.length), shebangFlags);
 });
 
-test("npm start and npm run up pass NODE_FLAGS too", async () => {
+test("npm start and npm run up pass the #! line's flags too", async () => {
   const scripts = (
     JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { scripts: Record<string, string> }
   ).scripts;
-  for (const name of ["start", "up"]) assert.ok(scripts[name]!.includes(`node ${NODE_FLAGS.join(" ")} `), name);
+  for (const name of ["start", "up"]) assert.ok(scripts[name]!.includes(`node ${shebangFlags.join(" ")} `), name);
 });
 
-test("missingNodeFlags names the flags a process started without", () => {
-  assert.deepEqual(missingNodeFlags([]), NODE_FLAGS);
-  assert.deepEqual(missingNodeFlags(["--inspect", ...NODE_FLAGS]), []);
+test("nodeFlagsFor: the old-space floor before Node 24, external memory in the global limit from 24 on", () => {
+  for (const v of ["20.20.2", "v22.23.3", "23.0.0"]) {
+    assert.deepEqual(nodeFlagsFor(v), ["--initial-old-space-size=64", "--max-semi-space-size=4"], v);
+  }
+  for (const v of ["24.0.0", "v24.21.0", "26.12.1", "27.0.0-pre"]) {
+    assert.deepEqual(
+      nodeFlagsFor(v),
+      ["--external-memory-accounted-in-global-limit", "--initial-old-space-size=128", "--max-semi-space-size=4"],
+      v,
+    );
+  }
+  assert.deepEqual(NODE_FLAGS, nodeFlagsFor(process.version));
+  assert.deepEqual(shebangFlags, nodeFlagsFor("20.9.0"));
+  assert.throws(() => nodeFlagsFor("lts"), /not a Node.js version/);
+});
+
+test("missingNodeFlags names the flags a process started without, for its Node major", () => {
+  assert.deepEqual(missingNodeFlags([], "20.20.2"), nodeFlagsFor("20.20.2"));
+  assert.deepEqual(missingNodeFlags(["--inspect", ...nodeFlagsFor("26.12.1")], "26.12.1"), []);
   // V8 accepts either spelling and any value: the operator may have chosen other sizes.
-  assert.deepEqual(missingNodeFlags(["--initial_old_space_size=256", "--max_semi_space_size=8"]), []);
-  assert.deepEqual(missingNodeFlags(["--initial-old-space-size=64"]), ["--max-semi-space-size=4"]);
+  assert.deepEqual(missingNodeFlags(["--initial_old_space_size=256", "--max_semi_space_size=8"], "20.20.2"), []);
+  assert.deepEqual(missingNodeFlags(["--initial-old-space-size=64"], "20.20.2"), ["--max-semi-space-size=4"]);
+  // The #! line's flags on Node 26: the old-space floor is there, external memory is not counted.
+  assert.deepEqual(missingNodeFlags(shebangFlags, "26.12.1"), ["--external-memory-accounted-in-global-limit"]);
+  assert.deepEqual(missingNodeFlags(NODE_FLAGS), []);
+});
+
+/**
+ * Every runtime we support (image/versions.json: the image's and the other majors', fetched by
+ * scripts/node-runtime.mjs; scripts/test.sh fetches them before its loopback-only namespace) and
+ * the node running this test start with their flags: no "bad option", no warning.
+ */
+test("every supported Node.js runtime accepts its flags", async () => {
+  const { stdout } = await run(process.execPath, [join(root, "scripts", "node-runtime.mjs"), "--supported"], {
+    timeout: 300_000,
+  });
+  const runtimes = [...stdout.trim().split("\n"), process.execPath];
+  assert.ok(runtimes.length >= 3, stdout);
+  for (const node of runtimes) {
+    const version = (await run(node, ["--version"])).stdout.trim();
+    const flags = nodeFlagsFor(version);
+    const res = await run(node, [...flags, "-p", "JSON.stringify(process.execArgv)"]).catch((e: Error) => e);
+    if (res instanceof Error) assert.fail(`${version} (${node}) refuses ${flags.join(" ")}: ${res.message}`);
+    assert.equal(res.stderr, "", `${version}: ${res.stderr}`);
+    assert.deepEqual((JSON.parse(res.stdout) as string[]).slice(0, flags.length), flags, version);
+  }
+});
+
+test("the published packages' engines are the majors image/versions.json pins", async () => {
+  const versions = JSON.parse(await readFile(join(root, "image", "versions.json"), "utf8")) as {
+    node: { version: string };
+    nodeSupported: { version: string }[];
+  };
+  const majors = [versions.node, ...versions.nodeSupported].map((p) => Number(p.version.split(".")[0]));
+  const oldest = Math.min(...majors);
+  // Every major from the oldest supported to the image's is pinned (so the test above starts it).
+  for (let m = oldest; m <= Math.max(...majors); m += 2) assert.ok(majors.includes(m), `no pinned Node ${m}`);
+  for (const dir of await readdir(join(root, "packages"))) {
+    const pkg = JSON.parse(await readFile(join(root, "packages", dir, "package.json"), "utf8")) as {
+      engines?: { node?: string };
+    };
+    assert.equal(pkg.engines?.node, `>=${oldest}`, `packages/${dir}/package.json engines.node`);
+  }
 });

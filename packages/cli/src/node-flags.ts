@@ -1,41 +1,84 @@
 /**
- * The Node.js flags a long-running cluster-proxy process (server, agent, up) should start with.
- * `cluster-proxy` passes them through its `#!` line; whoever starts `node .../main.js` directly
- * (a container command, a test harness, a benchmark) passes {@link NODE_FLAGS} before the script.
+ * The Node.js flags a long-running cluster-proxy process (server, agent, up) should start with,
+ * by Node major: {@link nodeFlagsFor}. Whoever starts `node .../main.js` (a container entry
+ * point, a test harness, the benchmark, a launcher) passes `nodeFlagsFor(<that node's version>)`
+ * before the script; {@link NODE_FLAGS} are those of the node running this process.
  *
- * `--initial-old-space-size=64`: a floor of 64 MiB under V8's old-generation limit. V8 counts
- * the ArrayBuffer memory allocated since the last full collection against that limit, and node
- * gives every TLS read of a tunnel (16 KiB) its own ArrayBuffer. A relay's live heap is ~10 MiB,
- * so V8 sets its limit ~16-24 MiB above it, and a bulk transfer crossed that every ~20 MiB: about
- * 50 full (mark-compact) collections per GB relayed, a third of the server's CPU (profile in
- * docs/decisions.md). With the floor the young ArrayBuffers are freed by scavenges before the
- * limit is reached: 0-1 full collections per GB, and the server spends ~1.0 instead of ~1.7
- * CPU-s per GB. The flag is not allowed in NODE_OPTIONS and V8 reads it only at start-up.
+ * The old-space flags keep full (mark-compact) garbage collections off the bulk path. V8 counts
+ * the ArrayBuffer memory allocated since the last full collection against the old generation's
+ * limit, and node gives every TLS read of a tunnel (16 KiB) its own ArrayBuffer. A relay's live
+ * heap is ~10 MiB, so V8 sets its limit ~16-24 MiB above it, and a bulk transfer crossed that
+ * every ~20 MiB: about 50 full collections per GB relayed, a third of the server's CPU (profile in
+ * docs/decisions.md).
  *
- * `--max-semi-space-size=4`: V8's young generation may grow to 2 x 4 MiB instead of 2 x 16 MiB.
- * A burst of connections (1,000 agents connecting at once) grew it to the maximum, and node keeps
- * it until the process has idled for a while: ~30 KiB of server RSS per agent of the burst (104
- * -> 78 KiB per agent, Go: 74-76). The bulk relay costs the same CPU with it; dial churn costs the
- * server 14% more CPU per dial at the same dial rate (A/B in docs/decisions.md).
+ * `--initial-old-space-size=64` (Node 20-23): a 64 MiB floor under that limit. The young
+ * ArrayBuffers are freed by scavenges before it is reached: 0-1 full collections per GB.
+ *
+ * `--external-memory-accounted-in-global-limit --initial-old-space-size=128` (Node 24 and later):
+ * there the floor alone no longer does it: V8 checks external memory against a limit of its own,
+ * which the floor does not raise (dozens of full collections per GB, more in the agent than in the
+ * server). With the first flag V8 counts it against the global limit, which has the floor; with a
+ * 64 MiB floor a fresh agent on Node 24 still ran ~25 per GB in its first GB, with 128 MiB none
+ * did: 0 per GB on 24 and 26 (figures in docs/decisions.md). Node 20 refuses the first flag ("bad
+ * option", exit 9).
+ *
+ * `--max-semi-space-size=4` (every major): V8's young generation may grow to 2 x 4 MiB instead of
+ * 2 x 16 MiB. A burst of connections (1,000 agents connecting at once) grew it to the maximum,
+ * and node keeps it until the process has idled for a while: ~30 KiB of server RSS per agent of
+ * the burst (104 -> 78 KiB per agent, Go: 74-76). The bulk relay costs the same CPU with it; dial
+ * churn costs the server 14% more CPU per dial at the same dial rate (A/B in docs/decisions.md).
+ *
+ * V8 reads these flags only at start-up, and node refuses them in NODE_OPTIONS.
  */
-export const NODE_FLAGS: readonly string[] = ["--initial-old-space-size=64", "--max-semi-space-size=4"];
+const FLAGS_BEFORE_24: readonly string[] = ["--initial-old-space-size=64", "--max-semi-space-size=4"];
+const FLAGS_FROM_24: readonly string[] = [
+  "--external-memory-accounted-in-global-limit",
+  "--initial-old-space-size=128",
+  "--max-semi-space-size=4",
+];
 
-/** The `#!` line of the `cluster-proxy` executable: `env -S` passes {@link NODE_FLAGS} to node. */
-export const SHEBANG = `#!/usr/bin/env -S node ${NODE_FLAGS.join(" ")}`;
-
-/** The flags of {@link NODE_FLAGS} this process was started without (by name). */
-export function missingNodeFlags(execArgv: readonly string[] = process.execArgv): string[] {
-  const name = (flag: string): string => flag.split("=")[0]!.replaceAll("_", "-");
-  const given = new Set(execArgv.map(name));
-  return NODE_FLAGS.filter((flag) => !given.has(name(flag)));
+/** The major of a Node.js version ("26.12.1", "v20.20.2"); NaN if it is not one. */
+function majorOf(version: string): number {
+  const m = /^v?(\d+)\./.exec(version);
+  return m ? Number(m[1]) : NaN;
 }
 
-/** Say at start-up (info) which of {@link NODE_FLAGS} this process runs without, and what it costs. */
+/** The flags cluster-proxy's processes should run with on Node.js `version` ("26.12.1" or "v26.12.1"). */
+export function nodeFlagsFor(version: string): readonly string[] {
+  const major = majorOf(version);
+  if (Number.isNaN(major)) throw new Error(`not a Node.js version: ${JSON.stringify(version)}`);
+  return major >= 24 ? FLAGS_FROM_24 : FLAGS_BEFORE_24;
+}
+
+/** {@link nodeFlagsFor} the node running this process: for children started with `process.execPath`. */
+export const NODE_FLAGS: readonly string[] = nodeFlagsFor(process.versions.node);
+
+/**
+ * The `#!` line of the `cluster-proxy` executable. A `#!` line cannot choose by Node version, so
+ * it carries the flags every Node major accepts (Node 20's); {@link logMissingNodeFlags} says at
+ * start-up what a newer node runs without.
+ */
+export const SHEBANG = `#!/usr/bin/env -S node ${FLAGS_BEFORE_24.join(" ")}`;
+
+/**
+ * The flags of `nodeFlagsFor(version)` a process started with `execArgv` lacks (by name: any value
+ * counts, the operator may have chosen other sizes; V8 takes `_` for `-`).
+ */
+export function missingNodeFlags(
+  execArgv: readonly string[] = process.execArgv,
+  version: string = process.versions.node,
+): string[] {
+  const name = (flag: string): string => flag.split("=")[0]!.replaceAll("_", "-");
+  const given = new Set(execArgv.map(name));
+  return nodeFlagsFor(version).filter((flag) => !given.has(name(flag)));
+}
+
+/** Say at start-up (info) which of this node's flags ({@link nodeFlagsFor}) this process runs without, and what it costs. */
 export function logMissingNodeFlags(logger: { info(obj: object, msg: string): void }): void {
   const missing = missingNodeFlags();
   if (missing.length === 0) return;
   logger.info(
-    { missing, run: `node ${NODE_FLAGS.join(" ")} <path to cluster-proxy's main.js> ...` },
-    "node runs without cluster-proxy's V8 flags: bulk transfers cost up to 1.7x the CPU and connection bursts ~30 KiB more memory per connection (the `cluster-proxy` executable passes them itself)",
+    { missing, node: process.version, run: `node ${NODE_FLAGS.join(" ")} <path to cluster-proxy's main.js> ...` },
+    "node runs without cluster-proxy's V8 flags for this Node.js version: bulk transfers cost up to 1.7x the CPU and connection bursts ~30 KiB more memory per connection",
   );
 }
