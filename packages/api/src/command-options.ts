@@ -102,6 +102,11 @@ const upOptionFields = {
     flag: "connect-timeout",
     description: "How long to wait for every demo cluster to answer through the hub",
   }),
+  force: opt.boolean(false, {
+    flag: "force",
+    description:
+      "Replace the CAs and certificates in --state-dir with new ones (kubeconfigs and certificates handed out before stop working)",
+  }),
   exitAfterReady: opt.boolean(false, {
     flag: "exit-after-ready",
     description: "Print the instructions, then shut down and exit 0 (for tests and smoke checks)",
