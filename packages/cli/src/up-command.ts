@@ -21,6 +21,7 @@
 import { existsSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import { delimiter, dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { isatty } from "node:tty";
 import { fileURLToPath } from "node:url";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Command } from "commander";
@@ -194,6 +195,7 @@ async function waitUntilReachable(
   cluster: string,
   deadline: number,
   abort: AbortSignal,
+  logsAt: string,
 ): Promise<void> {
   let wait = 25;
   let last = "";
@@ -214,7 +216,7 @@ async function waitUntilReachable(
     wait = Math.min(wait * 2, 500);
   }
   throw new CommandFailure(
-    `cluster ${cluster} did not answer through the hub in time${last ? ` (last answer: ${last})` : ""}; see the logs on stderr (--log-level info)`,
+    `cluster ${cluster} did not answer through the hub in time${last ? ` (last answer: ${last})` : ""}; see the logs on ${logsAt} (--log-level info)`,
   );
 }
 
@@ -296,7 +298,17 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       : `  certificates: wrote ${written.length} files to ${displayPath(certDir)}`,
   );
 
-  const log = await createLogger(options.logLevel, "cluster-proxy-up", ctx.logFd);
+  // On a terminal the logs go to a file: they would tear the instructions apart.
+  const logFile = ctx.logFd === undefined && isatty(2) ? join(stateDir, "up.log") : undefined;
+  const log = await createLogger(
+    logFile
+      ? { logLevel: options.logLevel, logtostderr: false, logFile, stderrthreshold: "FATAL" }
+      : { logLevel: options.logLevel, logFormat: options.logFormat },
+    "cluster-proxy-up",
+    ctx.logFd,
+  );
+  const logsAt = logFile ? displayPath(logFile) : "stderr";
+  if (logFile) say(`  logs: ${logsAt} (--log-level ${options.logLevel})`);
   logMissingNodeFlags(log);
   const stack = new Stack(log);
   const startupAbort = new AbortController();
@@ -405,7 +417,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     const started = Date.now();
     await Promise.all(
       clusters.map(async (cluster) => {
-        await waitUntilReachable(ports.connectPlain.port, cluster, deadline, startupAbort.signal);
+        await waitUntilReachable(ports.connectPlain.port, cluster, deadline, startupAbort.signal, logsAt);
         say(`  cluster ${cluster}: ${c.green("connected")} (answers through the hub after ${Date.now() - started} ms)`);
       }),
     );

@@ -136,7 +136,7 @@ export class ProxyServer {
     this.tlsProfile = tlsProfileOptions(options.cipherSuites, options.tlsMinVersion);
     this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
-    this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
+    this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverID: this.serverId });
     this.handshakeFailures = new HandshakeFailureLog(this.log);
     const strategies = options.proxyStrategies as ProxyStrategy[];
     // The gauges read the relay at scrape time (after construction).
