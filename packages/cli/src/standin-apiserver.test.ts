@@ -51,6 +51,30 @@ test("a demo cluster's port serves the sample service over HTTP and a stand-in a
       assert.deepEqual(names, ["default", "kube-system", "east-apps"]);
       const health = await get(`https://127.0.0.1:${service.port}/healthz`, tlsOptions, https);
       assert.deepEqual(health, { status: 200, body: "ok" });
+      // kubectl exec / port-forward: the pod is there, the upgrade is answered with a Status
+      // saying it reached the stand-in (which runs no containers).
+      const auth = { authorization: "Bearer demo-token-east" };
+      const pod = await get(
+        `https://127.0.0.1:${service.port}/api/v1/namespaces/default/pods/sample`,
+        { ...tlsOptions, headers: auth },
+        https,
+      );
+      assert.equal((JSON.parse(pod.body) as { status: { phase: string } }).status.phase, "Running");
+      for (const [sub, upgrade] of [
+        ["exec?command=date", "websocket"],
+        ["portforward", "SPDY/3.1"],
+      ] as const) {
+        const answer = await get(
+          `https://127.0.0.1:${service.port}/api/v1/namespaces/default/pods/sample/${sub}`,
+          { ...tlsOptions, headers: { ...auth, connection: "Upgrade", upgrade } },
+          https,
+        );
+        assert.equal(answer.status, 400, sub);
+        assert.match(
+          answer.body,
+          /(exec|portforward) reached the stand-in kube-apiserver of cluster east through the hub/,
+        );
+      }
     } finally {
       await service.close();
     }
