@@ -164,6 +164,14 @@ export function readyText(hub: ReadyHub, colors: boolean): string {
       ? ""
       : ` --hub-profile ${displayPath(profilePath(hub.stateDir))}`;
   const kubeconfig = displayPath(join(hub.stateDir, `${first}.kubeconfig`));
+  if (hub.binDir) {
+    lines.push(
+      `The ${c.bold("cluster-proxy")} command below is this checkout's; put it on PATH in your shell first (or write npx cluster-proxy in the checkout):`,
+    );
+    lines.push("");
+    lines.push(`  export PATH=${hub.binDir}:$PATH`);
+    lines.push("");
+  }
   lines.push(
     `kubectl through the hub (each demo cluster has a stand-in kube-apiserver answering ${c.bold("kubectl get namespaces")}):`,
   );
@@ -178,12 +186,6 @@ export function readyText(hub: ReadyHub, colors: boolean): string {
   lines.push(`  cluster-proxy health${profileFlag}`);
   lines.push(`  cluster-proxy port-forward --cluster ${first} 0:${first}:80${profileFlag}`);
   lines.push("");
-  if (hub.binDir)
-    lines.push(
-      c.dim(
-        `cluster-proxy is ${join(hub.binDir, "cluster-proxy")}: put it on PATH with export PATH=${hub.binDir}:$PATH (or write npx cluster-proxy inside the checkout).`,
-      ),
-    );
   lines.push(
     `Also: any host:port in a cluster as <host>.<cluster>:<port>; health at http://127.0.0.1:${ports.health.port}/readyz, metrics at /metrics.`,
   );
