@@ -69,6 +69,7 @@ async function sh(command: string, exports: string[]): Promise<{ code: number; o
 
 /** What a command must show besides exiting 0. */
 function expectOutput(command: string, out: string): void {
+  assert.doesNotMatch(out, /DeprecationWarning|DEP0\d+|ExperimentalWarning/, `${command}: no node warnings\n${out}`);
   if (/^curl .*http:\/\/(east|west):80\//.test(command))
     assert.match(out, new RegExp(`hello from ${/(east|west):80/.exec(command)![1]}`), command);
   if (/^cluster-proxy health/.test(command)) {
