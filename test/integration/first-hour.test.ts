@@ -172,6 +172,19 @@ test("every command up's ready screen prints succeeds as printed", async () => {
   await runAll("ready screen", commands);
 });
 
+test("the --help examples for the local hub succeed as printed", async () => {
+  const exports = [`export PATH=${join(work, "node_modules", ".bin")}:$PATH`];
+  const examples: string[] = [];
+  for (const command of ["health", "kubeconfig", "port-forward"]) {
+    const help = await sh(`cluster-proxy ${command} --help`, exports);
+    assert.equal(help.code, 0, help.out);
+    for (const m of help.out.matchAll(/^ {2}(cluster-proxy .+?)\s+# the local hub of "cluster-proxy up"/gm))
+      examples.push(m[1]!);
+  }
+  assert.equal(examples.length, 3, examples.join("\n"));
+  await runAll("--help", [...exports, ...examples]);
+});
+
 test("the SDK snippets of the README and of the ready screen print east's answer", async () => {
   const readme = readFileSync(join(REPO, "README.md"), "utf8");
   const sdk = readme.slice(readme.indexOf("## The SDK in five lines"));

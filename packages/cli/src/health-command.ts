@@ -39,7 +39,7 @@ Examples:
   cluster-proxy health --kubeconfig hub.kubeconfig
   cluster-proxy health --cluster mc1 -o wide
   cluster-proxy health -o json | jq '.items[] | select(.healthy | not) | .cluster'
-  cluster-proxy health      # in the directory of "cluster-proxy up": its demo clusters
+  cluster-proxy health   # the local hub of "cluster-proxy up" (run where it runs): its demo clusters
 
 The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
 cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its

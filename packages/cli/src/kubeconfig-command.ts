@@ -39,7 +39,7 @@ Examples:
   cluster-proxy kubeconfig --cluster mc1 --credentials-from ~/.kube/mc1-oidc.kubeconfig -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster mc1 --managed-service-account my-msa -o mc1.kubeconfig
   kubectl --kubeconfig mc1.kubeconfig get namespaces
-  cluster-proxy kubeconfig --cluster east --token demo-token-east -o .cluster-proxy/east.kubeconfig   # the local hub
+  cluster-proxy kubeconfig --cluster east --token demo-token-east -o .cluster-proxy/east.kubeconfig   # the local hub of "cluster-proxy up"
 
 kubectl connects to the proxy-servers' HTTP CONNECT door (mTLS, the hub's proxy client
 certificate), which opens a tunnel to mc1; inside it kubectl speaks TLS to mc1's kube-apiserver,
