@@ -78,6 +78,9 @@ function expectOutput(command: string, out: string): void {
   }
   if (/^cluster-proxy kubeconfig/.test(command)) assert.match(out, /^wrote \S+\.kubeconfig/m, out);
   if (/^kubectl .* get namespaces/.test(command)) assert.match(out, /^east-apps +Active/m, out);
+  const echo = /^kubectl .* exec sample -- echo (.+)$/.exec(command);
+  if (echo) assert.equal(out, `${echo[1]}\n`);
+  if (/^kubectl .* exec sample -- hostname$/.test(command)) assert.equal(out, "sample\n");
 }
 
 /** Start a long-running printed command (port-forward), use what it forwards, stop it with Ctrl-C. */
@@ -202,7 +205,7 @@ test("the SDK snippets of the README and of the ready screen print east's answer
   assert.match(await runSnippet("screen-sdk", snippet), /^HTTP\/1\.1 200 OK[^]*hello from /);
 });
 
-test("kubectl exec and port-forward through the generated kubeconfig reach east's stand-in apiserver", async () => {
+test("kubectl exec and port-forward through the generated kubeconfig reach east's stand-in apiserver (exec runs)", async () => {
   const kubeconfig = join(work, ".cluster-proxy", "east.kubeconfig");
   if (!existsSync(kubeconfig)) {
     const { code, out } = await sh(
@@ -212,12 +215,14 @@ test("kubectl exec and port-forward through the generated kubeconfig reach east'
     assert.equal(code, 0, out);
   }
   // Before the fix the proxy URL lacked the ":" and kubectl's WebSocket dialer sent no
-  // Proxy-Authorization: the door answered Internal Server Error. Now the upgrade request reaches
-  // the stand-in, which answers that it runs no containers.
-  const exec = await sh(`kubectl --kubeconfig ${kubeconfig} exec sample -- date`, []);
-  assert.notEqual(exec.code, 0);
-  assert.match(exec.out, /exec reached the stand-in kube-apiserver of cluster east through the hub/, exec.out);
-  assert.doesNotMatch(exec.out, /Internal Server Error/);
+  // Proxy-Authorization: the door answered Internal Server Error. Now exec runs in east's
+  // pretend container, and port-forward reaches the stand-in, which says it runs no containers.
+  const exec = await sh(`kubectl --kubeconfig ${kubeconfig} exec sample -- echo exec through the hub`, []);
+  assert.equal(exec.code, 0, exec.out);
+  assert.equal(exec.out, "exec through the hub\n");
+  const missing = await sh(`kubectl --kubeconfig ${kubeconfig} exec sample -- date`, []);
+  assert.equal(missing.code, 127, missing.out);
+  assert.match(missing.out, /date: command not found/);
   const forward = await sh(`kubectl --kubeconfig ${kubeconfig} port-forward pod/sample :80`, []);
   assert.notEqual(forward.code, 0);
   assert.match(
@@ -225,7 +230,6 @@ test("kubectl exec and port-forward through the generated kubeconfig reach east'
     /portforward reached the stand-in kube-apiserver of cluster east through the hub/,
     forward.out,
   );
-
   // The proxy URL of older releases (https://east@..., no password): plain requests still carry
   // the cluster, exec and port-forward do not, and the door now says what is missing instead of
   // a bare Internal Server Error.

@@ -5,10 +5,11 @@
  * bearer token, and answers what `kubectl get namespaces` and `kubectl get --watch` need:
  * discovery, /healthz, /version, and the Namespaces list (as a Table when asked) and watch.
  *
- * `kubectl exec`, `attach` and `port-forward` get as far as they can without containers: the pod
- * `default/sample` exists and is Running, and the upgrade request they then send (WebSocket or
- * SPDY) is answered with a Status saying that it reached this stand-in through the hub, which
- * shows that the kubeconfig's proxy-url carried the cluster to the hub's CONNECT door.
+ * `kubectl exec`, `attach` and `port-forward` find the pod `default/sample` Running. An exec over
+ * WebSocket (what kubectl uses) runs in a pretend container (standin-exec.ts: `echo`, `hostname`);
+ * the other upgrades (attach, port-forward, SPDY) are answered with a Status saying that they
+ * reached this stand-in through the hub, which shows that the kubeconfig's proxy-url carried the
+ * cluster to the hub's CONNECT door.
  *
  * It shares the demo cluster's one loopback port with the sample HTTP service: a connection
  * that starts with a TLS handshake goes to the stand-in apiserver, anything else to the sample
@@ -20,6 +21,7 @@ import type http from "node:http";
 import https from "node:https";
 import type net from "node:net";
 import type { Duplex } from "node:stream";
+import { isWebSocketExec, serveWebSocketExec } from "./standin-exec.js";
 import { join } from "node:path";
 
 /** The stand-in's certificate and the token it accepts. */
@@ -140,7 +142,7 @@ const STREAMING = /^\/api\/v1\/namespaces\/[^/]+\/pods\/[^/]+\/(exec|attach|port
 /** What the stand-in answers an exec, attach or port-forward request of `path` with. */
 export function streamingMessage(cluster: string, path: string): string {
   const what = STREAMING.exec(path)?.[1] ?? "streaming";
-  return `${what} reached the stand-in kube-apiserver of cluster ${cluster} through the hub, but the stand-in runs no containers (cluster-proxy up demo)`;
+  return `${what} reached the stand-in kube-apiserver of cluster ${cluster} through the hub, but the stand-in runs no containers: only exec over WebSocket is played (cluster-proxy up demo)`;
 }
 
 function samplePod(cluster: string, created: string): Record<string, unknown> {
@@ -174,19 +176,26 @@ function samplePod(cluster: string, created: string): Record<string, unknown> {
 }
 
 /**
- * Answer an upgrade request (WebSocket or SPDY: exec, attach, port-forward) on `socket`: with the
- * token, a 400 Status naming what reached the stand-in; without, 401. Never switches protocols.
+ * Answer an upgrade request on `socket`: without the token 401; an exec over WebSocket runs in
+ * the pretend container (standin-exec.ts); anything else (attach, port-forward, SPDY) gets a 400
+ * Status naming what reached the stand-in.
  */
-export function standinUpgrade(options: StandinOptions): (req: http.IncomingMessage, socket: Duplex) => void {
-  return (req, socket) => {
+export function standinUpgrade(
+  options: StandinOptions,
+): (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void {
+  return (req, socket, head) => {
     const path = new URL(req.url ?? "/", "https://kubernetes.default.svc").pathname;
     const authorized = req.headers.authorization === `Bearer ${options.token}`;
+    socket.on("error", () => undefined);
+    if (authorized && STREAMING.test(path) && isWebSocketExec(req, path)) {
+      serveWebSocketExec(req, socket, head).catch(() => socket.destroy());
+      return;
+    }
     const body = JSON.stringify(
       authorized
         ? status(400, "BadRequest", streamingMessage(options.cluster, path))
         : status(401, "Unauthorized", "Unauthorized"),
     );
-    socket.on("error", () => undefined);
     socket.end(
       `HTTP/1.1 ${authorized ? "400 Bad Request" : "401 Unauthorized"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
     );

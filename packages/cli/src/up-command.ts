@@ -180,6 +180,7 @@ export function readyText(hub: ReadyHub, colors: boolean): string {
     `  cluster-proxy kubeconfig --cluster ${first} --token ${standinToken(first)} --output ${kubeconfig}${profileFlag}`,
   );
   lines.push(`  kubectl --kubeconfig ${kubeconfig} get namespaces`);
+  lines.push(`  kubectl --kubeconfig ${kubeconfig} exec sample -- hostname`);
   lines.push("");
   lines.push("Health of every demo cluster, and a local port forwarded into one (until Ctrl-C):");
   lines.push("");
