@@ -267,7 +267,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       assert.equal(statSync(file).mode & 0o777, 0o600, "mode 0600");
       const text = readFileSync(file, "utf8");
       assert.doesNotMatch(text, /insecure-skip-tls-verify/);
-      assert.match(text, new RegExp(`proxy-url: https://${c}@${DOOR_IP.replace(/\./g, "\\.")}:8093`));
+      assert.match(text, new RegExp(`proxy-url: https://${c}:@${DOOR_IP.replace(/\./g, "\\.")}:8093`));
       const ns = labKubectl(file, ["get", "namespaces", "-o", "name"]);
       assert.equal(ns.status, 0, ns.stderr);
       assert.match(ns.stdout, /^namespace\/open-cluster-management-cluster-proxy$/m, ns.stdout);

@@ -110,6 +110,7 @@ describe("the container image", { timeout: 180_000 }, () => {
     assert.equal(config.User, "65532:65532");
     assert.deepEqual(config.Entrypoint, ["/usr/bin/cluster-proxy"]);
     assert.ok(config.Env?.includes("NODE_ENV=production"), String(config.Env));
+    assert.ok(config.Env?.includes("CLUSTER_PROXY_LOG_FORMAT=json"), String(config.Env));
     // Only the runtime: node, env and the libraries node links against (no shell, no package manager).
     assert.deepEqual(readdirSync(join(rootfs, "usr", "bin")).sort(), ["cluster-proxy", "env", "node"]);
   });

@@ -160,17 +160,18 @@ export class Harness {
   /**
    * Run any executable; output is kept for failure messages (stdout too unless `keepStdout` is
    * false, for binary streams read by the caller) and the process is killed by PID in
-   * {@link Harness.close}. `stdin: true` pipes stdin, else it is ignored.
+   * {@link Harness.close}. `stdin: true` pipes stdin, else it is ignored; `cwd` is where it runs.
    */
   spawnProc(
     name: string,
     command: string,
     args: string[],
-    opts: { stdin?: boolean; keepStdout?: boolean; env?: NodeJS.ProcessEnv } = {},
+    opts: { stdin?: boolean; keepStdout?: boolean; env?: NodeJS.ProcessEnv; cwd?: string } = {},
   ): Proc {
     const child = spawn(command, args, {
       stdio: [opts.stdin ? "pipe" : "ignore", "pipe", "pipe"],
       ...(opts.env ? { env: opts.env } : {}),
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
     });
     let out = "";
     if (opts.keepStdout !== false)

@@ -227,11 +227,13 @@ test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo cl
   }
   // The printed kubeconfig line, then the real kubectl through the mTLS CONNECT door to east's
   // stand-in apiserver (TLS verified, the demo token).
+  // (The state directory is not ./.cluster-proxy: the printed line names its hub profile.)
   const kubeconfigLine = /^ {2}cluster-proxy kubeconfig (.+)$/m.exec(up.output())?.[1];
   assert.ok(kubeconfigLine, up.output());
-  const kubeconfig = join(h.dir, "east.kubeconfig");
-  const args = kubeconfigLine.split(" ").map((a) => (a === "east.kubeconfig" ? kubeconfig : a));
-  await run(process.execPath, [CLI, "kubeconfig", ...args]);
+  assert.match(kubeconfigLine, / --hub-profile \S+hub\.json$/);
+  const kubeconfig = /^ {2}kubectl --kubeconfig (\S+) get namespaces$/m.exec(up.output())?.[1];
+  assert.ok(kubeconfig, up.output());
+  await run(process.execPath, [CLI, "kubeconfig", ...kubeconfigLine.split(" ")]);
   const kubectl = join(
     execFileSync(process.execPath, [join(REPO, "scripts", "k8s-binaries.mjs")], { encoding: "utf8" })
       .trim()

@@ -3,6 +3,7 @@
  * flags). Flag names shared with the Go cluster-proxy addon manager mean the same thing there.
  */
 import { isDns1123Label } from "./cluster-name.js";
+import { LOG_FORMAT_FIELD } from "./log-options.js";
 import { defineOptions, opt, parseOptions, type OptionsInputOf, type OptionsOf } from "./option-schema.js";
 
 function placementProblem(placement: string): string | undefined {
@@ -109,6 +110,7 @@ const addonManagerOptionFields = {
     flag: "log-level",
     description: "Log level",
   }),
+  logFormat: LOG_FORMAT_FIELD,
 };
 
 /** The addon manager's option schema. */

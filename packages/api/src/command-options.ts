@@ -4,6 +4,7 @@
  * {@link clusterNameProblem}.
  */
 import { clusterNameProblem } from "./cluster-name.js";
+import { LOG_FORMAT_FIELD } from "./log-options.js";
 import { defineOptions, opt, parseOptions, rules, type OptionsInputOf, type OptionsOf } from "./option-schema.js";
 
 /** Why each name of a list is not a cluster name that can get an agent certificate. */
@@ -102,14 +103,21 @@ const upOptionFields = {
     flag: "connect-timeout",
     description: "How long to wait for every demo cluster to answer through the hub",
   }),
+  force: opt.boolean(false, {
+    flag: "force",
+    description:
+      "Replace the CAs and certificates in --state-dir with new ones (kubeconfigs and certificates handed out before stop working)",
+  }),
   exitAfterReady: opt.boolean(false, {
     flag: "exit-after-ready",
     description: "Print the instructions, then shut down and exit 0 (for tests and smoke checks)",
   }),
   logLevel: opt.choice(["debug", "info", "warn", "error", "silent"] as const, "warn", {
     flag: "log-level",
-    description: "Level of the JSON logs written to stderr",
+    description:
+      "Level of the logs: on a terminal they go to <state-dir>/up.log, so they never mix with the instructions; otherwise to standard error",
   }),
+  logFormat: LOG_FORMAT_FIELD,
 };
 
 /** The schema of `cluster-proxy up`. */

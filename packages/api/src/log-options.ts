@@ -28,14 +28,26 @@ const SEVERITY_CHOICES: [string, ...string[]] = [
   "3",
 ];
 
-const HEADER_NOTE = "accepted, no effect: it shapes klog's text headers, and ours writes JSON lines";
+const HEADER_NOTE =
+  "accepted, no effect: it shapes klog's text headers, and ours writes JSON lines or pino's text (--log-format)";
 
-/** klog's flags plus `--log-level`, the same on server and agent (fields of their schemas). */
+/** The forms of `--log-format` (empty: text on a terminal, JSON otherwise). */
+export const LOG_FORMATS = ["", "text", "json"] as const;
+/** `--log-format`, shared by every command that logs. */
+export const LOG_FORMAT_FIELD = opt.choice(LOG_FORMATS, "", {
+  flag: "log-format",
+  env: "CLUSTER_PROXY_LOG_FORMAT",
+  description:
+    "Form of the log lines on standard error: text (one readable line each) or json (one JSON object each). Empty: text when standard error is a terminal, json otherwise (log files are always json; the container image sets json)",
+});
+
+/** klog's flags plus `--log-level` and `--log-format`, the same on server and agent (fields of their schemas). */
 export const LOG_OPTION_FIELDS = {
   logLevel: opt.choice(["debug", "info", "warn", "error", "silent"] as const, "info", {
     flag: "log-level",
-    description: "Log level of the JSON log lines",
+    description: "Log level of the log lines",
   }),
+  logFormat: LOG_FORMAT_FIELD,
   v: opt.int(4, {
     flag: "v",
     short: "v",

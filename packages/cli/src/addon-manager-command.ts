@@ -44,7 +44,11 @@ export function registerAddonManagerCommand(
   });
 
   async function runAddonManager(options: AddonManagerOptions): Promise<void> {
-    const logger = await createLogger(options.logLevel, "addon-manager", ctx.logFd);
+    const logger = await createLogger(
+      { logLevel: options.logLevel, logFormat: options.logFormat },
+      "addon-manager",
+      ctx.logFd,
+    );
     const k8s = await import("@kubernetes/client-node");
     const kc = new k8s.KubeConfig();
     try {

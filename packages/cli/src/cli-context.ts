@@ -19,6 +19,8 @@ export interface CliContext {
   colors: boolean;
   /** File descriptor pino writes JSON logs to (default 2). */
   logFd?: number;
+  /** Where relative defaults (the local hub's `./.cluster-proxy/hub.json`) are looked for (default: process.cwd()). */
+  cwd?: string;
 }
 
 /** The context of the real process. */

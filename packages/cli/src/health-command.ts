@@ -4,6 +4,7 @@
  * the ManagedCluster's CA)? Exit status 1 when any selected cluster is not healthy.
  */
 import { X509Certificate } from "node:crypto";
+import { readFileSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import type { Command } from "commander";
 import { ConfigError, clusterNameProblem, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
@@ -22,6 +23,14 @@ import {
   type HubFlags,
   type ManagedClusterObject,
 } from "./hub-access.js";
+import {
+  addLocalHubFlag,
+  localCredentials,
+  localEndpoint,
+  requireConfiguredHub,
+  selectLocalHub,
+  type LocalHubProfile,
+} from "./local-hub.js";
 import { mapLimited, probeApiserver, type ProbeOutcome, type TunnelDialer } from "./health-probe.js";
 import { OUTPUT_FORMATS, formatHealth, isHealthy, type ClusterHealth, type OutputFormat } from "./health-report.js";
 
@@ -30,6 +39,7 @@ Examples:
   cluster-proxy health --kubeconfig hub.kubeconfig
   cluster-proxy health --cluster mc1 -o wide
   cluster-proxy health -o json | jq '.items[] | select(.healthy | not) | .cluster'
+  cluster-proxy health   # the local hub of "cluster-proxy up" (run where it runs): its demo clusters
 
 The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
 cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its
@@ -43,6 +53,7 @@ interface HealthFlags extends HubFlags {
   timeout: string;
   probePath: string;
   parallel: string;
+  hubProfile?: string;
 }
 
 interface Mca extends KubeObject {
@@ -68,6 +79,7 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
     .option("--probe-path <path>", "apiserver path to probe (/healthz or /readyz)", "/healthz")
     .option("--parallel <n>", "probes at a time", "32");
   addHubFlags(command, "grpc");
+  addLocalHubFlag(command);
   command.action(async () => {
     const flags = command.opts<HealthFlags>();
     if (!(OUTPUT_FORMATS as readonly string[]).includes(flags.output))
@@ -79,8 +91,15 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
     const badNames = (flags.cluster ?? []).map(clusterNameProblem).filter((p) => p !== undefined);
     if (badNames.length > 0) throw new ConfigError(`--cluster: ${badNames.join("; ")}`);
     if (!flags.probePath.startsWith("/")) throw new ConfigError(`--probe-path: "${flags.probePath}" must start with /`);
-    const hub = await connectHub(flags, ctx.env);
-    const rows = await collectHealth(hub, flags, timeoutMs, parallel);
+    const local = selectLocalHub(flags, ctx.cwd);
+    const rows = local
+      ? await collectLocalHealth(local, flags, timeoutMs, parallel)
+      : await collectHealth(
+          await requireConfiguredHub(() => connectHub(flags, ctx.env), flags, ctx.env)(),
+          flags,
+          timeoutMs,
+          parallel,
+        );
     ctx.stdout(await formatHealth(rows, flags.output));
     setExitCode(rows.every(isHealthy) ? 0 : 1);
   });
@@ -202,4 +221,72 @@ async function tunnelDialer(
   const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
   const dial = (address: string, signal: AbortSignal): Promise<Duplex> => client.dial(address, { signal });
   return Object.assign(dial, { close: () => client.close() });
+}
+
+/**
+ * The rows for the local hub of `cluster-proxy up`: every demo cluster is installed; AVAILABLE is
+ * whether the proxy-server has an agent stream for it (its `cluster_proxy_server_backends`
+ * metric), and the probe reaches its stand-in kube-apiserver through the gRPC door.
+ */
+async function collectLocalHealth(
+  profile: LocalHubProfile,
+  flags: HealthFlags,
+  timeoutMs: number,
+  parallel: number,
+): Promise<ClusterHealth[]> {
+  const unknown = (flags.cluster ?? []).filter((c) => !profile.clusters.includes(c));
+  if (unknown.length)
+    throw new ConfigError(
+      `--cluster: the local hub has no cluster named ${unknown.join(", ")} (its clusters: ${profile.clusters.join(", ")})`,
+    );
+  const clusters = [...profile.clusters]
+    .filter((c) => !flags.cluster?.length || flags.cluster.includes(c))
+    .sort((a, b) => a.localeCompare(b));
+  const backends = await localBackends(profile, timeoutMs);
+  const ca = readFileSync(profile.files.apiserverCa);
+  const { TunnelClient } = await import("@cluster-proxy/client");
+  const client = new TunnelClient({ proxy: { ...localEndpoint(profile, "grpc"), ...localCredentials(profile) } });
+  const dial: TunnelDialer = (address, signal) => client.dial(address, { signal });
+  try {
+    return await mapLimited(clusters, parallel, async (cluster) => {
+      const connected = backends.counts.get(cluster) ?? 0;
+      const available = backends.error ? "Unknown" : connected > 0 ? "True" : "False";
+      const probe = await probeApiserver(dial, cluster, ca, flags.probePath, timeoutMs);
+      const reasons: string[] = [];
+      if (backends.error) reasons.push(backends.error);
+      else if (connected === 0) reasons.push("no agent of this cluster is connected to the local hub");
+      if (probe.reason) reasons.push(probe.reason);
+      return {
+        cluster,
+        installed: true,
+        available,
+        probedHealth: probe.ok,
+        latencyMs: probe.latencyMs,
+        reason: reasons.join("; "),
+      };
+    });
+  } finally {
+    await client.close();
+  }
+}
+
+/** Agent streams per cluster, from the local proxy-server's /metrics (health port). */
+async function localBackends(
+  profile: LocalHubProfile,
+  timeoutMs: number,
+): Promise<{ counts: Map<string, number>; error?: string }> {
+  const url = `http://${profile.host}:${profile.ports.health}/metrics`;
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    const text = await res.text();
+    const counts = new Map<string, number>();
+    for (const m of text.matchAll(/^cluster_proxy_server_backends\{identifier="([^"]+)"\} (\d+)/gm))
+      counts.set(m[1]!, Number(m[2]));
+    return { counts };
+  } catch (err) {
+    return {
+      counts: new Map(),
+      error: `the local hub's health port ${url} did not answer (${(err as Error).message})`,
+    };
+  }
 }

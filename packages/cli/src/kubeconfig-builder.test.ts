@@ -21,7 +21,7 @@ test("the kubeconfig goes through the hub's CONNECT door with the cluster in the
   };
   const cluster = doc.clusters[0]!.cluster;
   assert.equal(cluster.server, "https://kubernetes.default.svc");
-  assert.equal(cluster["proxy-url"], "https://mc1@10.200.30.90:8093");
+  assert.equal(cluster["proxy-url"], "https://mc1:@10.200.30.90:8093");
   assert.equal(cluster["insecure-skip-tls-verify"], undefined);
   assert.equal(cluster["tls-server-name"], undefined, "it would apply to the proxy as well");
   const bundle = Buffer.from(cluster["certificate-authority-data"]!, "base64").toString();
@@ -34,7 +34,7 @@ test("the kubeconfig goes through the hub's CONNECT door with the cluster in the
   const v6 = buildKubeconfig({ ...baseInput(), proxy: { host: "fd00::1", port: 8093 } }) as {
     clusters: { cluster: Record<string, string> }[];
   };
-  assert.equal(v6.clusters[0]!.cluster["proxy-url"], "https://mc1@[fd00::1]:8093");
+  assert.equal(v6.clusters[0]!.cluster["proxy-url"], "https://mc1:@[fd00::1]:8093");
 });
 
 function baseInput(): Parameters<typeof buildKubeconfig>[0] {

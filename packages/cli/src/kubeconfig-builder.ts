@@ -5,9 +5,11 @@
  * - `server: https://kubernetes.default.svc`: the name every kube-apiserver certificate carries,
  *   so TLS to the managed apiserver is verified without `tls-server-name` (which Go would also
  *   apply to the proxy);
- * - `proxy-url: https://<cluster>@<hub door>`: Go's transport sends the user name as
- *   `Proxy-Authorization: Basic`, and the door turns `kubernetes.default.svc:443` into
- *   `<cluster>:443`, the cluster's kube-apiserver as its agent reaches it;
+ * - `proxy-url: https://<cluster>:@<hub door>`: Go's transport sends the user as
+ *   `Proxy-Authorization: Basic base64("<cluster>:")`, and the door turns
+ *   `kubernetes.default.svc:443` into `<cluster>:443`, the cluster's kube-apiserver as its agent
+ *   reaches it. The empty password (`:`) matters: the WebSocket dialer kubectl uses for `exec`,
+ *   `attach` and `port-forward` (gorilla/websocket) sends the header only when the URL has one;
  * - `certificate-authority-data`: the cluster's CA and the proxy-servers' CA (Go verifies both
  *   TLS sessions against the same roots);
  * - the user: the hub's proxy client certificate (Go presents it to the door; the managed
@@ -53,7 +55,7 @@ export function buildKubeconfig(input: KubeconfigInput): Record<string, unknown>
         name: input.cluster,
         cluster: {
           server: "https://kubernetes.default.svc",
-          "proxy-url": `https://${input.cluster}@${host}:${input.proxy.port}`,
+          "proxy-url": `https://${input.cluster}:@${host}:${input.proxy.port}`,
           "certificate-authority-data": b64(Buffer.concat([withNewline(input.clusterCa), withNewline(input.proxyCa)])),
         },
       },

@@ -24,6 +24,14 @@ import {
   type ManagedClusterObject,
 } from "./hub-access.js";
 import { buildKubeconfig, currentUser, type KubeconfigUser } from "./kubeconfig-builder.js";
+import {
+  addLocalHubFlag,
+  localCluster,
+  localCredentials,
+  localEndpoint,
+  requireConfiguredHub,
+  selectLocalHub,
+} from "./local-hub.js";
 
 const EXAMPLE = `
 Examples:
@@ -31,6 +39,7 @@ Examples:
   cluster-proxy kubeconfig --cluster mc1 --credentials-from ~/.kube/mc1-oidc.kubeconfig -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster mc1 --managed-service-account my-msa -o mc1.kubeconfig
   kubectl --kubeconfig mc1.kubeconfig get namespaces
+  cluster-proxy kubeconfig --cluster east --token demo-token-east -o .cluster-proxy/east.kubeconfig   # the local hub of "cluster-proxy up"
 
 kubectl connects to the proxy-servers' HTTP CONNECT door (mTLS, the hub's proxy client
 certificate), which opens a tunnel to mc1; inside it kubectl speaks TLS to mc1's kube-apiserver,
@@ -47,6 +56,7 @@ interface KubeconfigFlags extends HubFlags {
   managedServiceAccount?: string;
   output?: string;
   clusterCaCert?: string;
+  hubProfile?: string;
 }
 
 /** Register `kubeconfig` on `program`. */
@@ -71,6 +81,7 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       "CA bundle of the cluster's kube-apiserver (default: from its ManagedCluster); with --proxy-server-host and the --proxy-* files no hub is read",
     );
   addHubFlags(command, "connect");
+  addLocalHubFlag(command);
   command.action(async () => {
     const flags = command.opts<KubeconfigFlags>();
     const badName = clusterNameProblem(flags.cluster);
@@ -84,13 +95,24 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       throw new ConfigError(
         "--proxy-server-name: kubectl verifies the proxy-server by the proxy-url host; use a --proxy-server-host its certificate names",
       );
-    const hub = lazyHub(flags, ctx.env);
+    const local = selectLocalHub(flags, ctx.cwd);
+    if (local) localCluster(local, flags.cluster);
+    const hub = local
+      ? (): Promise<Hub> =>
+          Promise.reject(
+            new ConfigError(
+              "--managed-service-account: the local hub of cluster-proxy up has no ManagedServiceAccounts; use --token (its ready screen prints each cluster's)",
+            ),
+          )
+      : requireConfiguredHub(lazyHub(flags, ctx.env), flags, ctx.env);
     const ca = flags.clusterCaCert
       ? readFlagFile("--cluster-ca-cert", flags.clusterCaCert)
-      : await managedClusterCa(hub, flags.cluster);
+      : local
+        ? readFlagFile("the local hub's apiserver CA", local.files.apiserverCa)
+        : await managedClusterCa(hub, flags.cluster);
     const credentials = await userCredentials(hub, flags);
-    const endpoint = await findProxyEndpoint(hub, flags, CONNECT_DOOR_PORT);
-    const creds = await proxyCredentials(hub, flags);
+    const endpoint = local ? localEndpoint(local, "connect") : await findProxyEndpoint(hub, flags, CONNECT_DOOR_PORT);
+    const creds = local ? localCredentials(local) : await proxyCredentials(hub, flags);
     const { dumpYaml } = await import("@kubernetes/client-node");
     const text = dumpYaml(
       buildKubeconfig({

@@ -4,7 +4,15 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { CappedLogFile, createLogger, effectiveLogLevel, logFilePath } from "./log-output.js";
+import { withoutOpensslInternals } from "@cluster-proxy/tunnel";
+import {
+  CappedLogFile,
+  cleanLogFields,
+  createLogger,
+  effectiveLogLevel,
+  logFilePath,
+  logFormatFor,
+} from "./log-output.js";
 
 describe("klog's log flags", () => {
   let dir: string;
@@ -73,5 +81,64 @@ describe("klog's log flags", () => {
       createLogger({ logLevel: "info", logtostderr: false, logFile: join(dir, "no", "such", "dir.log") }, "x"),
       /^ConfigError: --log-file: cannot open log file/,
     );
+  });
+});
+
+describe("--log-format and error texts", () => {
+  let dir: string;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), "cp-logfmt-"));
+  });
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const OPENSSL =
+    "error:0A000412:SSL routines:ssl3_read_bytes:sslv3 alert bad certificate:../deps/openssl/openssl/ssl/record/rec_layer_s3.c:1605:SSL alert number 42";
+
+  /** Log one warning through a logger of `options` into a file, and return what was written. */
+  async function written(options: Parameters<typeof createLogger>[0], name: string): Promise<string> {
+    const file = join(dir, `${name}.out`);
+    const fd = openSync(file, "w");
+    try {
+      const log = await createLogger(options, "proxy-agent", fd);
+      log.warn({ serverID: "s1", err: OPENSSL }, "cannot connect");
+    } finally {
+      closeSync(fd);
+    }
+    return readFileSync(file, "utf8");
+  }
+
+  test("not a terminal: JSON by default (what collectors and the tests read); text when asked", async () => {
+    const json = JSON.parse(await written({ logLevel: "info" }, "default")) as Record<string, unknown>;
+    assert.equal(json.msg, "cannot connect");
+    assert.equal(json.serverID, "s1");
+    assert.equal(json.err, "sslv3 alert bad certificate (SSL alert number 42)", "no OpenSSL internals");
+    const text = await written({ logLevel: "info", logFormat: "text" }, "text");
+    assert.match(text, /^\[\d\d:\d\d:\d\d\.\d{3}\] WARN \(proxy-agent\): cannot connect /);
+    assert.match(text, /"serverID":"s1"/);
+    assert.doesNotMatch(text, /deps\/openssl|0A000412/);
+    assert.equal(text.trim().split("\n").length, 1, "one line per entry");
+    assert.equal(logFormatFor("", openSync(join(dir, "text.out"), "r")), "json");
+    assert.equal(logFormatFor("text", 0), "text");
+  });
+
+  test("OpenSSL error strings keep their reason and detail, other text is untouched", () => {
+    assert.equal(withoutOpensslInternals(OPENSSL), "sslv3 alert bad certificate (SSL alert number 42)");
+    assert.equal(
+      withoutOpensslInternals(
+        "C0D7A2B7F87F0000:error:0A00010B:SSL routines:ssl3_get_record:wrong version number:../deps/openssl/openssl/ssl/record/ssl3_record.c:354:\n",
+      ),
+      "wrong version number",
+    );
+    assert.equal(
+      withoutOpensslInternals(`refused --agent-cert [${OPENSSL}]`),
+      "refused --agent-cert [sslv3 alert bad certificate (SSL alert number 42)]",
+    );
+    assert.equal(withoutOpensslInternals("connect ECONNREFUSED 127.0.0.1:1"), "connect ECONNREFUSED 127.0.0.1:1");
+    assert.deepEqual(cleanLogFields({ err: OPENSSL, n: 1 }), {
+      err: "sslv3 alert bad certificate (SSL alert number 42)",
+      n: 1,
+    });
   });
 });

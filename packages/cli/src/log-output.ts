@@ -1,7 +1,12 @@
 /**
- * The process logger of long-running commands: pino, JSON lines, written synchronously so nothing
- * is lost when the process exits right after a log line. pino is loaded on first use so
- * `cluster-proxy --help` does not pay for it.
+ * The process logger of long-running commands: pino, written synchronously so nothing is lost
+ * when the process exits right after a log line. pino (and pino-pretty, for text) is loaded on
+ * first use so `cluster-proxy --help` does not pay for it.
+ *
+ * Form (`--log-format`): on a terminal one readable line per entry (pino-pretty: time, level,
+ * message, fields), elsewhere one JSON object per line, as log collectors want; log files are
+ * always JSON. Error texts lose OpenSSL's internals (`error:0A000412:SSL routines:...:
+ * ../deps/openssl/...c:1605:`) in both forms.
  *
  * Where the lines go follows klog's flags, as the Go binaries read them: standard error by
  * default (`--logtostderr=true`); with `--logtostderr=false` a file (`--log-file`, else
@@ -12,8 +17,10 @@
 import { closeSync, fstatSync, ftruncateSync, openSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { isatty } from "node:tty";
+import type { DestinationStream, pino as pinoFactory } from "pino";
 import { ConfigError, klogSeverity, parseLogOptions, type LogOptions, type LogOptionsInput } from "@cluster-proxy/api";
-import type { Logger } from "@cluster-proxy/tunnel";
+import { withoutOpensslInternals, type Logger } from "@cluster-proxy/tunnel";
 
 /** Log levels accepted by `--log-level`. */
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
@@ -65,19 +72,63 @@ export class CappedLogFile {
   }
 }
 
+/** The form of the lines written to `fd`: `--log-format`, else text on a terminal and JSON otherwise. */
+export function logFormatFor(format: string | undefined, fd: number): "text" | "json" {
+  if (format === "text" || format === "json") return format;
+  return isatty(fd) ? "text" : "json";
+}
+
+/** Fields whose string values are error texts (cleaned of OpenSSL internals). */
+const ERROR_FIELDS = ["err", "error", "reason", "cause"];
+
+/** pino's `formatters.log`: error texts without library internals. */
+export function cleanLogFields(fields: Record<string, unknown>): Record<string, unknown> {
+  let out = fields;
+  for (const key of ERROR_FIELDS) {
+    const v = fields[key];
+    if (typeof v !== "string") continue;
+    const clean = withoutOpensslInternals(v);
+    if (clean !== v) out = { ...out, [key]: clean };
+  }
+  return out;
+}
+
+type Pino = typeof pinoFactory;
+
+/** The destination of the lines for standard error (`fd`), in `format`. */
+async function standardError(pino: Pino, fd: number, format: "text" | "json"): Promise<DestinationStream> {
+  const out = pino.destination({ dest: fd, sync: true });
+  if (format === "json") return out;
+  const { prettyFactory } = await import("pino-pretty");
+  const pretty = prettyFactory({
+    colorize: isatty(fd) && !("NO_COLOR" in process.env),
+    singleLine: true,
+    translateTime: "HH:MM:ss.l",
+    ignore: "pid,hostname",
+    // Our error fields are message strings: keep them on the line.
+    errorLikeObjectKeys: [],
+  });
+  return { write: (line: string) => void out.write(pretty(line)) };
+}
+
 /**
  * A pino logger for `o` with `name` bound to every line. `fd` is standard error's descriptor
  * (tests pass another). Throws a ConfigError naming --log-file / --log-dir when the file cannot
  * be opened.
  */
-export async function createLogger(o: LogOptionsInput | string, name: string, fd = 2): Promise<Logger> {
+export async function createLogger(
+  o: (LogOptionsInput & { logFormat?: string }) | string,
+  name: string,
+  fd = 2,
+): Promise<Logger> {
   const options = parseLogOptions(typeof o === "string" ? { logLevel: o } : o);
   const { pino } = await import("pino");
   const level = effectiveLogLevel(options);
-  const base = { level, name, base: { pid: process.pid } };
+  const base = { level, name, base: { pid: process.pid }, formatters: { log: cleanLogFields } };
+  const format = logFormatFor(options.logFormat, fd);
   const file = logFilePath(options, name);
   if (file === undefined) {
-    const logger: Logger = pino(base, pino.destination({ dest: fd, sync: true }));
+    const logger: Logger = pino(base, await standardError(pino, fd, format));
     return logger;
   }
   let target: CappedLogFile;
@@ -94,7 +145,7 @@ export async function createLogger(o: LogOptionsInput | string, name: string, fd
   const streams = pino.multistream(
     [
       { level: "trace", stream: target },
-      { level: stderrLevel, stream: pino.destination({ dest: fd, sync: true }) },
+      { level: stderrLevel, stream: await standardError(pino, fd, format) },
     ],
     { dedupe: false },
   );

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { test } from "node:test";
 import { forwardAddress, parseForwardSpec } from "./port-forward-command.js";
+import { runCli } from "./program.js";
 
 test("port-forward specs: <local-port>:<host>:<port>, addressed inside the cluster", () => {
   assert.deepEqual(parseForwardSpec("8080:web.default.svc:80"), { localPort: 8080, host: "web.default.svc", port: 80 });
@@ -10,4 +15,37 @@ test("port-forward specs: <local-port>:<host>:<port>, addressed inside the clust
   assert.equal(forwardAddress({ localPort: 0, host: "web.default.svc", port: 80 }, "mc1"), "web.default.svc.mc1:80");
   assert.equal(forwardAddress({ localPort: 0, host: "mc1", port: 443 }, "mc1"), "mc1:443", "the cluster's apiserver");
   assert.equal(forwardAddress({ localPort: 0, host: "web.mc1", port: 80 }, "mc1"), "web.mc1:80");
+});
+
+test("port-forward refuses a --cluster that is no cluster name, as up and certs do, before any hub is asked", async () => {
+  const err: string[] = [];
+  const code = await runCli(["port-forward", "--cluster", "North", "0:web:80"], {
+    stdout: () => undefined,
+    stderr: (t) => void err.push(t),
+    env: {},
+    signals: new EventEmitter(),
+    colors: false,
+  });
+  assert.equal(code, 2);
+  assert.match(err.join(""), /^cluster-proxy port-forward: --cluster: cluster name "North" is invalid/);
+});
+
+test("hub operations with no hub at all say what to give, not Invalid URL", async () => {
+  const cwd = await mkdtemp(join(tmpdir(), "cp-nohub-"));
+  for (const args of [["health"], ["port-forward", "--cluster", "east", "0:web:80"]]) {
+    const err: string[] = [];
+    const code = await runCli(args, {
+      stdout: () => undefined,
+      stderr: (t) => void err.push(t),
+      env: {},
+      signals: new EventEmitter(),
+      colors: false,
+      cwd,
+    });
+    assert.equal(code, 2, err.join(""));
+    assert.match(
+      err.join(""),
+      /no hub to ask: start a local one with "cluster-proxy up"[^\n]*--kubeconfig or KUBECONFIG/,
+    );
+  }
 });

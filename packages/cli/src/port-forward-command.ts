@@ -6,7 +6,7 @@
  */
 import net from "node:net";
 import type { Command } from "commander";
-import { ConfigError } from "@cluster-proxy/api";
+import { ConfigError, clusterNameProblem } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   GRPC_DOOR_PORT,
@@ -16,12 +16,21 @@ import {
   proxyCredentials,
   type HubFlags,
 } from "./hub-access.js";
+import {
+  addLocalHubFlag,
+  localCluster,
+  localCredentials,
+  localEndpoint,
+  requireConfiguredHub,
+  selectLocalHub,
+} from "./local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
 Examples:
   cluster-proxy port-forward --cluster mc1 8080:web.default.svc:80
   cluster-proxy port-forward --cluster mc1 6443:mc1:443 9090:10.0.3.7:9090
+  cluster-proxy port-forward --cluster east 0:east:80   # the local hub of "cluster-proxy up"
 
 <host> is any address inside the cluster's network as the agent resolves it (a Service name, a
 pod IP); the cluster's own name is its kube-apiserver. Local port 0 picks a free port.
@@ -31,6 +40,7 @@ Stops on SIGINT/SIGTERM.
 interface PortForwardFlags extends HubFlags {
   cluster: string;
   address: string;
+  hubProfile?: string;
 }
 
 /** One `<local-port>:<host>:<port>` argument. */
@@ -77,12 +87,24 @@ export function registerPortForwardCommand(
     .requiredOption("--cluster <name>", "the managed cluster")
     .option("--address <ip>", "local address to listen on", "127.0.0.1");
   addHubFlags(command, "grpc");
+  addLocalHubFlag(command);
   command.action(async (specTexts: string[]) => {
     const flags = command.opts<PortForwardFlags>();
+    const badName = clusterNameProblem(flags.cluster);
+    if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
     const specs = specTexts.map(parseForwardSpec);
-    const hub = lazyHub(flags, ctx.env);
-    const endpoint = await findProxyEndpoint(hub, flags, GRPC_DOOR_PORT);
-    const creds = await proxyCredentials(hub, flags);
+    const local = selectLocalHub(flags, ctx.cwd);
+    let endpoint;
+    let creds;
+    if (local) {
+      localCluster(local, flags.cluster);
+      endpoint = localEndpoint(local, "grpc");
+      creds = localCredentials(local);
+    } else {
+      const hub = requireConfiguredHub(lazyHub(flags, ctx.env), flags, ctx.env);
+      endpoint = await findProxyEndpoint(hub, flags, GRPC_DOOR_PORT);
+      creds = await proxyCredentials(hub, flags);
+    }
     const { TunnelClient } = await import("@cluster-proxy/client");
     const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
     const sockets = new Set<net.Socket>();

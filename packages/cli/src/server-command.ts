@@ -43,7 +43,7 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
     const { ProxyServer } = await import("@cluster-proxy/server");
     const server = new ProxyServer(options, { logger });
     await startComponent("server", server, serverOptionSpecs, options);
-    logger.info({ serverId: server.serverId, addresses: server.addresses() }, "proxy-server started");
+    logger.info({ serverID: server.serverId, addresses: server.addresses() }, "proxy-server started");
     const code = await runUntilSignalled(ctx.signals, {
       graceful: async (signal) => {
         logger.info({ signal }, "shutting down (a second signal exits at once)");

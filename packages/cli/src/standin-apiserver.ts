@@ -5,6 +5,12 @@
  * bearer token, and answers what `kubectl get namespaces` and `kubectl get --watch` need:
  * discovery, /healthz, /version, and the Namespaces list (as a Table when asked) and watch.
  *
+ * `kubectl exec`, `attach` and `port-forward` find the pod `default/sample` Running. An exec over
+ * WebSocket (what kubectl uses) runs in a pretend container (standin-exec.ts: `echo`, `hostname`);
+ * the other upgrades (attach, port-forward, SPDY) are answered with a Status saying that they
+ * reached this stand-in through the hub, which shows that the kubeconfig's proxy-url carried the
+ * cluster to the hub's CONNECT door.
+ *
  * It shares the demo cluster's one loopback port with the sample HTTP service: a connection
  * that starts with a TLS handshake goes to the stand-in apiserver, anything else to the sample
  * service, so `<cluster>:80` keeps answering "hello from <cluster>" and `<cluster>:443` (where the
@@ -14,6 +20,8 @@ import { access, mkdir, writeFile } from "node:fs/promises";
 import type http from "node:http";
 import https from "node:https";
 import type net from "node:net";
+import type { Duplex } from "node:stream";
+import { isWebSocketExec, serveWebSocketExec } from "./standin-exec.js";
 import { join } from "node:path";
 
 /** The stand-in's certificate and the token it accepts. */
@@ -86,6 +94,22 @@ export function standinHandler(options: StandinOptions): http.RequestListener {
             verbs: ["get", "list", "watch"],
             shortNames: ["ns"],
           },
+          { name: "pods", singularName: "pod", namespaced: true, kind: "Pod", verbs: ["get"], shortNames: ["po"] },
+          { name: "pods/exec", singularName: "", namespaced: true, kind: "PodExecOptions", verbs: ["create", "get"] },
+          {
+            name: "pods/attach",
+            singularName: "",
+            namespaced: true,
+            kind: "PodAttachOptions",
+            verbs: ["create", "get"],
+          },
+          {
+            name: "pods/portforward",
+            singularName: "",
+            namespaced: true,
+            kind: "PodPortForwardOptions",
+            verbs: ["create", "get"],
+          },
         ],
       });
     } else if (path === "/api/v1/namespaces" && url.searchParams.get("watch") === "true") {
@@ -95,6 +119,10 @@ export function standinHandler(options: StandinOptions): http.RequestListener {
     } else if (path === "/api/v1/namespaces") {
       const list = { kind: "NamespaceList", apiVersion: "v1", metadata: { resourceVersion: "1" }, items: namespaces };
       json(res, 200, /as=Table/.test(req.headers.accept ?? "") ? namespaceTable(namespaces) : list);
+    } else if (path === `/api/v1/namespaces/default/pods/${SAMPLE_POD}`) {
+      json(res, 200, samplePod(options.cluster, created));
+    } else if (STREAMING.test(path)) {
+      json(res, 400, status(400, "BadRequest", streamingMessage(options.cluster, path)));
     } else if (path.startsWith("/api/v1/namespaces/")) {
       const ns = namespaces.find((n) => (n.metadata as { name: string }).name === path.split("/")[4]);
       if (ns) json(res, 200, ns);
@@ -102,6 +130,75 @@ export function standinHandler(options: StandinOptions): http.RequestListener {
     } else {
       json(res, 404, status(404, "NotFound", "the server could not find the requested resource (stand-in apiserver)"));
     }
+  };
+}
+
+/** The one pod of a demo cluster: what `kubectl exec` and `kubectl port-forward` look up first. */
+export const SAMPLE_POD = "sample";
+
+/** The streaming subresources (their requests upgrade to WebSocket or SPDY). */
+const STREAMING = /^\/api\/v1\/namespaces\/[^/]+\/pods\/[^/]+\/(exec|attach|portforward)$/;
+
+/** What the stand-in answers an exec, attach or port-forward request of `path` with. */
+export function streamingMessage(cluster: string, path: string): string {
+  const what = STREAMING.exec(path)?.[1] ?? "streaming";
+  return `${what} reached the stand-in kube-apiserver of cluster ${cluster} through the hub, but the stand-in runs no containers: only exec over WebSocket is played (cluster-proxy up demo)`;
+}
+
+function samplePod(cluster: string, created: string): Record<string, unknown> {
+  return {
+    kind: "Pod",
+    apiVersion: "v1",
+    metadata: {
+      name: SAMPLE_POD,
+      namespace: "default",
+      uid: `${cluster}-pod-${SAMPLE_POD}`,
+      resourceVersion: "1",
+      creationTimestamp: created,
+    },
+    spec: { containers: [{ name: SAMPLE_POD, image: "cluster-proxy-up/sample", ports: [{ containerPort: 80 }] }] },
+    status: {
+      phase: "Running",
+      conditions: [{ type: "Ready", status: "True" }],
+      containerStatuses: [
+        {
+          name: SAMPLE_POD,
+          ready: true,
+          started: true,
+          restartCount: 0,
+          image: "cluster-proxy-up/sample",
+          imageID: "",
+          state: { running: { startedAt: created } },
+        },
+      ],
+    },
+  };
+}
+
+/**
+ * Answer an upgrade request on `socket`: without the token 401; an exec over WebSocket runs in
+ * the pretend container (standin-exec.ts); anything else (attach, port-forward, SPDY) gets a 400
+ * Status naming what reached the stand-in.
+ */
+export function standinUpgrade(
+  options: StandinOptions,
+): (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void {
+  return (req, socket, head) => {
+    const path = new URL(req.url ?? "/", "https://kubernetes.default.svc").pathname;
+    const authorized = req.headers.authorization === `Bearer ${options.token}`;
+    socket.on("error", () => undefined);
+    if (authorized && STREAMING.test(path) && isWebSocketExec(req, path)) {
+      serveWebSocketExec(req, socket, head).catch(() => socket.destroy());
+      return;
+    }
+    const body = JSON.stringify(
+      authorized
+        ? status(400, "BadRequest", streamingMessage(options.cluster, path))
+        : status(401, "Unauthorized", "Unauthorized"),
+    );
+    socket.end(
+      `HTTP/1.1 ${authorized ? "400 Bad Request" : "401 Unauthorized"}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
   };
 }
 
@@ -127,6 +224,7 @@ function namespaceTable(namespaces: Record<string, unknown>[]): Record<string, u
  */
 export function attachStandin(server: net.Server, options: StandinOptions): { close(): void } {
   const apiserver = https.createServer({ cert: options.cert, key: options.key }, standinHandler(options));
+  apiserver.on("upgrade", standinUpgrade(options));
   const plain = server.listeners("connection") as ((socket: net.Socket) => void)[];
   server.removeAllListeners("connection");
   server.on("connection", (socket: net.Socket) => {

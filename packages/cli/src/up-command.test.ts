@@ -1,11 +1,12 @@
 import assert from "node:assert/strict";
 import { EventEmitter } from "node:events";
-import { mkdtemp, rm } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import net from "node:net";
 import { once } from "node:events";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { CliContext } from "./cli-context.js";
 import { runCli } from "./program.js";
 import type { SignalSource } from "./shutdown-signals.js";
@@ -97,3 +98,91 @@ test("bad --clusters and --port-base values exit 2 naming the flag", async () =>
   });
   assert.equal(out, 2);
 });
+
+test("--state-dir naming a file, and a state directory up cannot reuse, say what to do", async () => {
+  const file = join(stateDir, "a-file");
+  await writeFile(file, "not a directory");
+  const r = await runCli(["up", "--state-dir", file, "--exit-after-ready", "--log-level", "silent"], {
+    stdout: () => undefined,
+    stderr: (t) => assert.match(t, /^cluster-proxy up: --state-dir \S+a-file: not a directory/),
+    env: {},
+    signals: new EventEmitter() as unknown as SignalSource,
+    colors: false,
+  });
+  assert.equal(r, 2);
+  // A client CA without the serving CA: the pki refuses to replace CAs; up names --force.
+  const odd = join(stateDir, "odd");
+  await mkdir(join(odd, "certs"), { recursive: true });
+  const first = await up(["--clusters", "east", "--state-dir", join(stateDir, "seed")]);
+  assert.equal(first.code, 0, first.err);
+  await copyFile(join(stateDir, "seed", "certs", "client-ca.crt"), join(odd, "certs", "client-ca.crt"));
+  await copyFile(join(stateDir, "seed", "certs", "client-ca.key"), join(odd, "certs", "client-ca.key"));
+  const refused = await up(["--clusters", "east", "--state-dir", odd]);
+  assert.equal(refused.code, 2, refused.err);
+  assert.match(refused.err, /--state-dir \S+odd: [^\n]*run up again with --force/);
+  const forced = await up(["--clusters", "east", "--state-dir", odd, "--force"]);
+  assert.equal(forced.code, 0, forced.err);
+  assert.match(forced.out, /certificates: wrote 12 files/, "new CAs, server, client and east's certificates");
+});
+
+test("up writes a hub profile that health, kubeconfig and port-forward use, and removes it when it stops", async () => {
+  const dir = join(stateDir, "profiled");
+  const out: string[] = [];
+  const signals = new EventEmitter();
+  const ctx: CliContext = {
+    stdout: (t) => void out.push(t),
+    stderr: (t) => void out.push(t),
+    env: {},
+    signals,
+    colors: false,
+  };
+  const running = runCli(
+    ["up", "--state-dir", dir, "--log-level", "silent", "--port-base", String(base), "--clusters", "east,west"],
+    ctx,
+  );
+  try {
+    await waitUntil("up to print its ready screen", () => out.join("").includes("Running; press Ctrl-C"), {
+      timeoutMs: 60_000,
+      everyMs: 50,
+    });
+    const text = out.join("");
+    const profile = join(dir, "hub.json");
+    assert.ok(text.includes(`  cluster-proxy health --hub-profile ${profile}\n`), text);
+    assert.ok(
+      text.includes(
+        `  cluster-proxy kubeconfig --cluster east --token demo-token-east --output ${join(dir, "east.kubeconfig")} --hub-profile ${profile}\n`,
+      ),
+      text,
+    );
+    const health = await cli(["health", "--hub-profile", profile]);
+    assert.equal(health.code, 0, health.err);
+    assert.match(health.out, /^east +True +True +True +\d+ms +-$/m);
+    assert.match(health.out, /^west +True +True +True +\d+ms +-$/m);
+    const unknown = await cli(["health", "--hub-profile", profile, "--cluster", "north"]);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.err, /--cluster: the local hub has no cluster named north \(its clusters: east, west\)/);
+    const kc = await cli(["kubeconfig", "--hub-profile", profile, "--cluster", "west", "--token", "demo-token-west"]);
+    assert.equal(kc.code, 0, kc.err);
+    assert.match(kc.out, new RegExp(`proxy-url: https://west:@127\\.0\\.0\\.1:${base + 13}`));
+  } finally {
+    signals.emit("SIGINT");
+  }
+  assert.equal(await running, 0, out.join(""));
+  await assert.rejects(stat(join(dir, "hub.json")), /ENOENT/, "the profile goes with the hub");
+  const stopped = await cli(["health"], {});
+  assert.equal(stopped.code, 2);
+  assert.match(stopped.err, /no hub to ask: start a local one with "cluster-proxy up"/);
+});
+
+async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(args, {
+    stdout: (t) => void out.push(t),
+    stderr: (t) => void err.push(t),
+    env,
+    signals: new EventEmitter(),
+    colors: false,
+  });
+  return { code, out: out.join(""), err: err.join("") };
+}

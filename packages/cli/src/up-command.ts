@@ -18,12 +18,16 @@
  * | B+13 | HTTP CONNECT over mTLS |
  * | B+15 | admin (`/metrics`) |
  */
-import { readFile } from "node:fs/promises";
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
+import { delimiter, dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { isatty } from "node:tty";
+import { fileURLToPath } from "node:url";
 import { setTimeout as delay } from "node:timers/promises";
 import type { Command } from "commander";
 import pc from "picocolors";
 import {
+  ConfigError,
   agentOptionSpecs,
   parseUpOptions,
   resolveOptions,
@@ -38,6 +42,7 @@ import type { Logger } from "@cluster-proxy/tunnel";
 export { upOptionSpecs, type UpOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
+import { DEFAULT_STATE_DIR, profilePath, removeLocalHubProfile, writeLocalHubProfile } from "./local-hub.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
 import { registerOptionCommand } from "./option-command.js";
@@ -97,6 +102,27 @@ interface ReadyHub {
   paths: { ca: string; clientCert: string; clientKey: string; apiserverCa: string };
   ports: ReturnType<typeof upPorts>;
   services: SampleService[];
+  /** The state directory (absolute). */
+  stateDir: string;
+  /**
+   * The directory holding the `cluster-proxy` command of this checkout (node_modules/.bin), when
+   * the user's PATH may lack it; undefined when nothing needs saying.
+   */
+  binDir?: string;
+}
+
+/**
+ * node_modules/.bin of the checkout this command runs from, when `cluster-proxy` there is not on
+ * PATH as the user's shell has it (npm run puts it on PATH for its own child only).
+ */
+export function binDirHint(env: NodeJS.ProcessEnv): string | undefined {
+  const bin = resolve(dirname(fileURLToPath(import.meta.url)), "../../../node_modules/.bin");
+  if (!existsSync(join(bin, "cluster-proxy"))) return undefined;
+  const npmBins = new Set([bin]);
+  const path = (env.PATH ?? "").split(delimiter).filter((d) => d !== "");
+  // Under npm run, npm prepended its node_modules/.bin directories: the user's shell lacks them.
+  const userPath = env.npm_lifecycle_event !== undefined ? path.filter((d) => !d.endsWith("node_modules/.bin")) : path;
+  return userPath.some((d) => npmBins.has(resolve(d))) ? undefined : bin;
 }
 
 /** The instructions printed once every cluster answers. */
@@ -131,14 +157,35 @@ export function readyText(hub: ReadyHub, colors: boolean): string {
   );
   lines.push("");
   lines.push("");
+  // health, kubeconfig and port-forward find this hub by its profile: ./.cluster-proxy/hub.json
+  // by default, else --hub-profile.
+  const profileFlag =
+    resolve(hub.stateDir) === resolve(DEFAULT_STATE_DIR)
+      ? ""
+      : ` --hub-profile ${displayPath(profilePath(hub.stateDir))}`;
+  const kubeconfig = displayPath(join(hub.stateDir, `${first}.kubeconfig`));
+  if (hub.binDir) {
+    lines.push(
+      `The ${c.bold("cluster-proxy")} command below is this checkout's; put it on PATH in your shell first (or write npx cluster-proxy in the checkout):`,
+    );
+    lines.push("");
+    lines.push(`  export PATH=${hub.binDir}:$PATH`);
+    lines.push("");
+  }
   lines.push(
     `kubectl through the hub (each demo cluster has a stand-in kube-apiserver answering ${c.bold("kubectl get namespaces")}):`,
   );
   lines.push("");
   lines.push(
-    `  cluster-proxy kubeconfig --cluster ${first} --token ${standinToken(first)} --proxy-server-host 127.0.0.1 --proxy-server-port ${ports.connectTls.port} --proxy-ca-cert ${ca} --proxy-cert ${cert} --proxy-key ${key} --cluster-ca-cert ${displayPath(paths.apiserverCa)} --output ${first}.kubeconfig`,
+    `  cluster-proxy kubeconfig --cluster ${first} --token ${standinToken(first)} --output ${kubeconfig}${profileFlag}`,
   );
-  lines.push(`  kubectl --kubeconfig ${first}.kubeconfig get namespaces`);
+  lines.push(`  kubectl --kubeconfig ${kubeconfig} get namespaces`);
+  lines.push(`  kubectl --kubeconfig ${kubeconfig} exec sample -- hostname`);
+  lines.push("");
+  lines.push("Health of every demo cluster, and a local port forwarded into one (until Ctrl-C):");
+  lines.push("");
+  lines.push(`  cluster-proxy health${profileFlag}`);
+  lines.push(`  cluster-proxy port-forward --cluster ${first} 0:${first}:80${profileFlag}`);
   lines.push("");
   lines.push(
     `Also: any host:port in a cluster as <host>.<cluster>:<port>; health at http://127.0.0.1:${ports.health.port}/readyz, metrics at /metrics.`,
@@ -151,6 +198,7 @@ async function waitUntilReachable(
   cluster: string,
   deadline: number,
   abort: AbortSignal,
+  logsAt: string,
 ): Promise<void> {
   let wait = 25;
   let last = "";
@@ -171,7 +219,7 @@ async function waitUntilReachable(
     wait = Math.min(wait * 2, 500);
   }
   throw new CommandFailure(
-    `cluster ${cluster} did not answer through the hub in time${last ? ` (last answer: ${last})` : ""}; see the logs on stderr (--log-level info)`,
+    `cluster ${cluster} did not answer through the hub in time${last ? ` (last answer: ${last})` : ""}; see the logs on ${logsAt} (--log-level info)`,
   );
 }
 
@@ -181,6 +229,31 @@ function portConflict(err: unknown, ports: ReturnType<typeof upPorts>, base: num
   const role = Object.values(ports).find((p) => p.port === inUse.port);
   const what = role ? ` (${role.what}, --port-base ${base} + ${role.offset})` : "";
   return `port ${inUse.port}${what} on 127.0.0.1 is already in use (another cluster-proxy up?): stop what holds it or choose other ports with --port-base, e.g. --port-base ${base + 10_000 <= 65_500 ? base + 10_000 : 18080}`;
+}
+
+/** --state-dir must be a directory (or not exist yet): say so, naming the flag. */
+async function checkStateDir(given: string, stateDir: string): Promise<void> {
+  const st = await stat(stateDir).catch(() => undefined);
+  if (st && !st.isDirectory())
+    throw new ConfigError(
+      `--state-dir ${given}: not a directory (a file is in the way; remove it or choose another path)`,
+    );
+}
+
+/** A failure to read or write the state directory, as a message naming --state-dir (and --force). */
+export function stateDirError(given: string, err: unknown): Error {
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === "ENOTDIR" || e.code === "EACCES" || e.code === "EPERM" || e.code === "EROFS" || e.code === "EEXIST")
+    return new ConfigError(
+      `--state-dir ${given}: cannot write the certificates there (${e.code}${e.path ? ` at ${e.path}` : ""}); choose another directory`,
+      { cause: err },
+    );
+  if (e instanceof Error && /\buse force\b/.test(e.message))
+    return new ConfigError(
+      `--state-dir ${given}: ${e.message.replace(/\buse force( to replace it)?/, "run up again with --force to replace them")}`,
+      { cause: err },
+    );
+  return e instanceof Error ? e : new Error(String(err));
 }
 
 /** Register `up` on `program`. */
@@ -207,11 +280,17 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
 
   const stateDir = resolve(options.stateDir);
   const certDir = join(stateDir, "certs");
+  await checkStateDir(options.stateDir, stateDir);
   say(`${c.bold("cluster-proxy up")}: state in ${displayPath(stateDir)}`);
-  const { paths, written, migrated } = await pki.ensureStandaloneCerts(certDir, {
-    clusters,
-    hubHosts: ["localhost", "127.0.0.1", "::1"],
-  });
+  const { paths, written, migrated } = await pki
+    .ensureStandaloneCerts(certDir, {
+      clusters,
+      hubHosts: ["localhost", "127.0.0.1", "::1"],
+      force: options.force,
+    })
+    .catch((err: unknown) => {
+      throw stateDirError(options.stateDir, err);
+    });
   if (migrated)
     say(
       `  certificates: ${displayPath(certDir)} had one CA for everything (older cluster-proxy); split it: ca.crt now signs only the hub's serving certificate, client-ca.crt the client certificates, agent-ca.crt the agent certificates (client.crt and the agent certificates were re-issued)`,
@@ -222,7 +301,17 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       : `  certificates: wrote ${written.length} files to ${displayPath(certDir)}`,
   );
 
-  const log = await createLogger(options.logLevel, "cluster-proxy-up", ctx.logFd);
+  // On a terminal the logs go to a file: they would tear the instructions apart.
+  const logFile = ctx.logFd === undefined && isatty(2) ? join(stateDir, "up.log") : undefined;
+  const log = await createLogger(
+    logFile
+      ? { logLevel: options.logLevel, logtostderr: false, logFile, stderrthreshold: "FATAL" }
+      : { logLevel: options.logLevel, logFormat: options.logFormat },
+    "cluster-proxy-up",
+    ctx.logFd,
+  );
+  const logsAt = logFile ? displayPath(logFile) : "stderr";
+  if (logFile) say(`  logs: ${logsAt} (--log-level ${options.logLevel})`);
   logMissingNodeFlags(log);
   const stack = new Stack(log);
   const startupAbort = new AbortController();
@@ -331,11 +420,30 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     const started = Date.now();
     await Promise.all(
       clusters.map(async (cluster) => {
-        await waitUntilReachable(ports.connectPlain.port, cluster, deadline, startupAbort.signal);
+        await waitUntilReachable(ports.connectPlain.port, cluster, deadline, startupAbort.signal, logsAt);
         say(`  cluster ${cluster}: ${c.green("connected")} (answers through the hub after ${Date.now() - started} ms)`);
       }),
     );
 
+    await writeLocalHubProfile(stateDir, {
+      kind: "cluster-proxy-local-hub",
+      pid: process.pid,
+      clusters,
+      host: "127.0.0.1",
+      ports: {
+        grpc: ports.grpc.port,
+        connectTls: ports.connectTls.port,
+        connectPlain: ports.connectPlain.port,
+        health: ports.health.port,
+      },
+      files: {
+        ca: paths.ca.cert,
+        clientCert: paths.client.cert,
+        clientKey: paths.client.key,
+        apiserverCa: standin.ca,
+      },
+    });
+    stack.push("hub profile", () => removeLocalHubProfile(stateDir, process.pid));
     ctx.stdout(
       readyText(
         {
@@ -347,6 +455,8 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
           },
           ports,
           services,
+          stateDir,
+          binDir: binDirHint(ctx.env),
         },
         ctx.colors,
       ),

@@ -69,7 +69,7 @@ export function handleAgentCall(call: ServerCall, options: AgentServiceOptions):
         const message = err instanceof Error ? err.message : String(err);
         options.metrics.agentAuthFailures.inc();
         options.logger.warn(
-          { agentId: call.metadataValues(Metadata.agentID)[0], error: message },
+          { agentID: call.metadataValues(Metadata.agentID)[0], error: message },
           "Client authentication failed",
         );
         if (!call.closed) call.finish({ code: GrpcStatus.UNAUTHENTICATED, details: message });
@@ -103,7 +103,7 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
   if (refusal) {
     metrics.agentIdentityRefusals.inc({ reason: refusal.reason });
     options.logger.warn(
-      { agentId: identity.agentId, identifier: refusal.identifier, granted, reason: refusal.reason },
+      { agentID: identity.agentId, identifier: refusal.identifier, granted, reason: refusal.reason },
       "refusing agent: identifiers not granted by its certificate",
     );
     call.finish({ code: GrpcStatus.PERMISSION_DENIED, details: refusal.message });
@@ -117,7 +117,7 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
   const backend = new Backend(identity.agentId, identity.identifiers, call);
   // Only an agent that announced it gets FLOW_PAUSE / FLOW_RESUME (Go agents never do).
   backend.ignoresFlowControl = call.metadataValues(FLOW_CONTROL_METADATA)[0] !== "1";
-  const log = options.logger.child({ agentId: identity.agentId, stream: backend.serial });
+  const log = options.logger.child({ agentID: identity.agentId, stream: backend.serial });
   metrics.grpcConnections.inc({ service_method: "Connect" });
   relay.addBackend(backend);
   log.info(

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import {
   CONNECT_ESTABLISHED,
   NO_AGENT_RESPONSE,
+  noAgentResponse,
   backendGoneResponse,
   dialErrorResponse,
   dialErrorStatus,
@@ -84,13 +85,35 @@ test("fixed responses", () => {
   );
 });
 
-test("parseConnectHead: the proxy URL's user name picks the cluster (kubectl proxy-url https://mc1@hub:8093)", () => {
+test("no agent: Go's bytes without a header, the reason in the status line when a cluster is meant", () => {
+  assert.equal(noAgentResponse("nowhere:443"), NO_AGENT_RESPONSE, "no header: exactly Go's answer");
+  const named = noAgentResponse("mc1:443", "mc1").toString();
+  assert.match(named, /^HTTP\/1\.1 503 No agent available for cluster mc1\r\n/);
+  assert.match(
+    named,
+    /\r\n\r\ncurrently no tunnels available: No agent available for mc1:443 \(no agent of cluster mc1/,
+  );
+  // A kubeconfig whose proxy URL lost the cluster: Go's status and body, the fix in the reason
+  // phrase (the only part of the answer kubectl shows).
+  const unnamed = noAgentResponse("kubernetes.default.svc:443").toString();
+  assert.match(
+    unnamed,
+    /^HTTP\/1\.1 500 No agent available for kubernetes\.default\.svc:443: name the cluster in the proxy URL \(https:\/\/<cluster>:@host:port\)\r\n/,
+  );
+  assert.ok(unnamed.endsWith("\r\n\r\ncurrently no tunnels available: No agent available"));
+});
+
+test("parseConnectHead: the proxy URL's user name picks the cluster (kubectl proxy-url https://mc1:@hub:8093)", () => {
   const auth = (user: string): string => `Proxy-Authorization: Basic ${Buffer.from(user).toString("base64")}\r\n`;
   const connect = (target: string, header: string): ReturnType<typeof parseConnectHead> =>
     parseConnectHead(b(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n${header}\r\n`));
   const address = (r: ReturnType<typeof parseConnectHead>): string | undefined =>
     r.kind === "connect" ? r.address : undefined;
   assert.equal(address(connect("kubernetes.default.svc:443", auth("mc1:"))), "mc1:443", "the cluster's apiserver");
+  const named = connect("kubernetes.default.svc:443", auth("mc1:"));
+  assert.equal(named.kind === "connect" ? named.cluster : "-", "mc1");
+  const plain = connect("east:443", "");
+  assert.equal(plain.kind === "connect" ? plain.cluster : "-", undefined);
   assert.equal(address(connect("web.default.svc:80", auth("mc1:"))), "web.default.svc.mc1:80");
   assert.equal(address(connect("10.0.0.5:80", auth("mc1:"))), "10.0.0.5.mc1:80");
   assert.equal(address(connect("mc1:443", auth("mc1:"))), "mc1:443", "already the cluster");

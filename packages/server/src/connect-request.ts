@@ -14,7 +14,13 @@ export const CONNECT_ESTABLISHED = Buffer.from("HTTP/1.1 200 Connection Establis
 /** Outcome of feeding bytes to {@link parseConnectHead}. */
 export type ConnectHead =
   | { kind: "incomplete" }
-  | { kind: "connect"; address: string; rest: Buffer }
+  | {
+      kind: "connect";
+      address: string;
+      rest: Buffer;
+      /** The cluster a `Proxy-Authorization: Basic` header named (our extension), if any. */
+      cluster?: string;
+    }
   | { kind: "reject"; response: Buffer; reason: string };
 
 const END_OF_HEAD = Buffer.from("\r\n\r\n", "latin1");
@@ -68,14 +74,14 @@ export function parseConnectHead(buffered: Buffer): ConnectHead {
   if (!address) {
     return reject(400, "Bad Request", "an IPv6 target cannot be qualified with a cluster name\n", "IPv6 with cluster");
   }
-  return { kind: "connect", address, rest };
+  return cluster ? { kind: "connect", address, rest, cluster } : { kind: "connect", address, rest };
 }
 
 /** The kube-apiserver's name inside every cluster (and in every apiserver certificate). */
 export const APISERVER_SERVICE_NAME = "kubernetes.default.svc";
 
 /**
- * The cluster named by the proxy URL's user name (`https://<cluster>@proxy:8093` makes Go's
+ * The cluster named by the proxy URL's user name (`https://<cluster>:@proxy:8093` makes Go's
  * net/http, and so kubectl's `proxy-url`, send `Proxy-Authorization: Basic base64("<cluster>:")`).
  * undefined without such a header (other schemes are ignored, as Go's server ignores the header);
  * null when a Basic header names no valid cluster.
@@ -129,6 +135,35 @@ export const NO_AGENT_RESPONSE = Buffer.from(
   `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: ${DialErrors.noAgent}`,
   "latin1",
 );
+
+/**
+ * The answer when no agent serves `address`. Go clients (kubectl among them) report only the
+ * status line's reason phrase of a failed CONNECT, so that is where the explanation goes:
+ *
+ * - the `Proxy-Authorization` header named `cluster` (our extension): 503 `No agent available for
+ *   cluster <cluster>`, its agent is not connected (or does not serve the address);
+ * - no header and the in-cluster apiserver name (`kubernetes.default.svc`): Go's status and body,
+ *   with a reason phrase saying the proxy URL names no cluster (what a kubeconfig whose proxy-url
+ *   lost its `<cluster>:@` user, or a client that dropped the header, sends);
+ * - otherwise exactly Go's bytes ({@link NO_AGENT_RESPONSE}).
+ */
+export function noAgentResponse(address: string, cluster?: string): Buffer {
+  if (cluster !== undefined) {
+    return textResponse(
+      503,
+      `No agent available for cluster ${cluster}`,
+      `currently no tunnels available: ${DialErrors.noAgent} for ${address} (no agent of cluster ${cluster} is connected to this proxy-server, or none serves this address)\n`,
+    );
+  }
+  if (parseHostPort(address)?.host === APISERVER_SERVICE_NAME) {
+    return Buffer.from(
+      `HTTP/1.1 500 No agent available for ${address}: name the cluster in the proxy URL (https://<cluster>:@host:port)\r\n` +
+        `Content-Type: text/plain\r\n\r\ncurrently no tunnels available: ${DialErrors.noAgent}`,
+      "latin1",
+    );
+  }
+  return NO_AGENT_RESPONSE;
+}
 
 const STATUS_TEXT: Record<number, string> = {
   403: "Forbidden",

@@ -4,7 +4,7 @@
  * a misconfigured fleet cannot flood the log.
  */
 import type * as tls from "node:tls";
-import { NOT_SIGNED_BY_CA, NOT_TLS, type Logger } from "@cluster-proxy/tunnel";
+import { NOT_SIGNED_BY_CA, NOT_TLS, withoutOpensslInternals, type Logger } from "@cluster-proxy/tunnel";
 
 /** Which port refused, and the flags that configure its certificates. */
 export interface PortTls {
@@ -55,7 +55,7 @@ export function explainRejectedHandshake(
   if (code === "ERR_SSL_NO_APPLICATION_PROTOCOL")
     return `the client offered no ALPN protocol this port serves (${code})`;
   if (code === "ECONNRESET" || code === "EPIPE" || code === "ERR_SSL_PROTOCOL_ERROR" || code === "") return undefined;
-  return `${code}: ${err.message}`;
+  return `${code}: ${withoutOpensslInternals(err.message)}`;
 }
 
 /**
@@ -94,6 +94,6 @@ export class HandshakeFailureLog {
     const client = socket?.remoteAddress ? `${socket.remoteAddress}:${socket.remotePort}` : undefined;
     const extra = this.suppressed > 0 ? { suppressedBefore: this.suppressed } : {};
     this.suppressed = 0;
-    this.log.warn({ port: port.port, client, reason, ...extra }, `rejected a TLS handshake: ${reason}`);
+    this.log.warn({ port: port.port, client, ...extra }, `rejected a TLS handshake: ${reason}`);
   }
 }

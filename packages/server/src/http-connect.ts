@@ -17,11 +17,11 @@ import type { Relay } from "./relay.js";
 import type { ServerMetrics } from "./metrics.js";
 import {
   CONNECT_ESTABLISHED,
-  NO_AGENT_RESPONSE,
   backendDialTimeoutResponse,
   backendGoneResponse,
   dialErrorResponse,
   dialSendFailedResponse,
+  noAgentResponse,
   parseConnectHead,
   textResponse,
 } from "./connect-request.js";
@@ -78,6 +78,8 @@ export class ConnectSession implements FrontendEnd {
   private state: State = "head";
   private head: Buffer = Buffer.alloc(0);
   private dial: PendingDial | undefined;
+  /** The dial's address and the cluster the request's Proxy-Authorization named (for the no-agent answer). */
+  private target: { address: string; cluster?: string } = { address: "" };
   private conn: TunnelConnection | undefined;
   private waitingForAgent = false;
   private pausedByAgent = false;
@@ -131,6 +133,7 @@ export class ConnectSession implements FrontendEnd {
     this.socket.pause();
     this.head = Buffer.from(parsed.rest); // pipelined bytes, sent once the tunnel is open
     this.state = "dialing";
+    this.target = { address: parsed.address, cluster: parsed.cluster };
     this.dial = this.relay.dial(this, { address: parsed.address, random: randomDialId() });
   }
 
@@ -192,7 +195,7 @@ export class ConnectSession implements FrontendEnd {
     switch (failure.kind) {
       case "no_agent":
       case "shutdown":
-        this.reject(NO_AGENT_RESPONSE);
+        this.reject(noAgentResponse(this.target.address, this.target.cluster));
         return;
       case "agent_error":
         this.reject(dialErrorResponse(failure.text));

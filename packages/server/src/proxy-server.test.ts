@@ -296,6 +296,14 @@ describe("ProxyServer in-process", () => {
       (await r1).toString(),
       "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: No agent available",
     );
+    // The cluster named by the proxy URL's user (kubectl's proxy-url https://nowhere:@hub): 503
+    // with the reason in the status line, which is all a Go client reports.
+    const named = await connectTls("client");
+    const rNamed = readUntil(named, () => false);
+    named.write(
+      `CONNECT kubernetes.default.svc:443 HTTP/1.1\r\nProxy-Authorization: Basic ${Buffer.from("nowhere:").toString("base64")}\r\n\r\n`,
+    );
+    assert.match((await rNamed).toString(), /^HTTP\/1\.1 503 No agent available for cluster nowhere\r\n/);
 
     for (const [error, status] of [
       ["dial tcp 127.0.0.1:1: connect: connection refused", 502],
@@ -437,7 +445,7 @@ describe("ProxyServer in-process", () => {
     const { status, body } = await httpGet(port(server.addresses().health), "/metrics");
     assert.equal(status, 200);
     assert.match(body, /konnectivity_network_proxy_server_ready_backends\{proxy_strategy="destHost"\} 1/);
-    assert.match(body, /konnectivity_network_proxy_server_dial_failure_count\{reason="no_agent"\} 2/);
+    assert.match(body, /konnectivity_network_proxy_server_dial_failure_count\{reason="no_agent"\} 3/);
     assert.match(
       body,
       /konnectivity_network_proxy_server_stream_packets_total\{segment="from_agent",packet_type="DIAL_RSP"\}/,

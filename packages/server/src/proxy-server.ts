@@ -139,7 +139,7 @@ export class ProxyServer {
     this.tlsProfile = tlsProfileOptions(options.cipherSuites, options.tlsMinVersion);
     this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
-    this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverId: this.serverId });
+    this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverID: this.serverId });
     this.handshakeFailures = new HandshakeFailureLog(this.log);
     this.admissionLog = new AdmissionLog(this.log);
     const strategies = options.proxyStrategies as ProxyStrategy[];

@@ -132,14 +132,14 @@ export class Relay implements FlowHooks {
         delivered: (conn) => conn.end.delivered(conn),
         buffered: (conn) => conn.end.buffered(conn),
         stalled: (conn, why) => {
-          this.log.warn({ agentId: conn.backend.agentId, connectID: conn.connectID }, why);
+          this.log.warn({ agentID: conn.backend.agentId, connectID: conn.connectID }, why);
           this.metrics.connectionStalled();
           conn.end.stallClose(conn, why);
           this.frontendClosed(conn);
         },
         peerIgnoresFlowControl: (conn, buffered) =>
           this.log.info(
-            { agentId: conn.backend.agentId, connectID: conn.connectID, buffered },
+            { agentID: conn.backend.agentId, connectID: conn.connectID, buffered },
             "agent ignores per-connection flow control; pausing its stream while a reader is over the limit",
           ),
       },
@@ -188,7 +188,7 @@ export class Relay implements FlowHooks {
       ({ route, frame } = routeFrame(frame));
     } catch (err) {
       if (!(err instanceof PacketDecodeError)) throw err;
-      this.log.warn({ agentId: backend.agentId, err: err.message }, "dropping malformed packet from agent");
+      this.log.warn({ agentID: backend.agentId, err: err.message }, "dropping malformed packet from agent");
       return;
     }
     this.metrics.packet("from_agent", route.type);
@@ -200,7 +200,7 @@ export class Relay implements FlowHooks {
         if (route.connectID === 0n) return;
         const conn = backend.connections.get(route.connectID);
         if (!conn) {
-          this.log.debug({ agentId: backend.agentId, connectID: route.connectID }, "DATA for unknown connection");
+          this.log.debug({ agentID: backend.agentId, connectID: route.connectID }, "DATA for unknown connection");
           this.sendToAgent(
             backend,
             packetFrame({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: route.connectID } }),
@@ -230,7 +230,7 @@ export class Relay implements FlowHooks {
         return;
       }
       case PacketType.DRAIN:
-        if (!backend.draining) this.log.info({ agentId: backend.agentId }, "agent is draining");
+        if (!backend.draining) this.log.info({ agentID: backend.agentId }, "agent is draining");
         backend.draining = true;
         return;
       default:
@@ -238,7 +238,7 @@ export class Relay implements FlowHooks {
           this.onFlowControl(backend, frame);
           return;
         }
-        this.log.debug({ agentId: backend.agentId, type: route.type }, "ignoring unexpected packet from agent");
+        this.log.debug({ agentID: backend.agentId, type: route.type }, "ignoring unexpected packet from agent");
     }
   }
 
@@ -286,7 +286,7 @@ export class Relay implements FlowHooks {
       return;
     }
     if (backend.connections.has(connectID)) {
-      this.log.warn({ agentId: backend.agentId, connectID }, "agent reused a connectID; closing the old connection");
+      this.log.warn({ agentID: backend.agentId, connectID }, "agent reused a connectID; closing the old connection");
       const old = backend.connections.get(connectID);
       if (old) {
         this.forgetConnection(old);

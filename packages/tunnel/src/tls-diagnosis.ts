@@ -117,8 +117,26 @@ export function explainTlsCode(code: string, where: string, names: TlsSettingNam
  * the error shows it (the original message follows in brackets), else the error's own message.
  */
 export function describeConnectFailure(err: unknown, names: TlsSettingNames, where?: string): string {
-  const message = err instanceof Error ? err.message : String(err);
+  const message = withoutOpensslInternals(err instanceof Error ? err.message : String(err));
   const code = codeOf(err);
   const explained = code ? explainTlsCode(code, where ?? "the proxy server", names) : undefined;
   return explained ? `${explained} [${message}]` : message;
+}
+
+/** One OpenSSL error string: optional thread id, `error:<code>:<library>:<function>:<reason>`, then the source file, line and detail. */
+const OPENSSL_ERROR =
+  /(?:\b[0-9A-F]{6,}:)?error:[0-9A-F]{8}:[^:\n]*:[^:\n]*:([^:\n]+)(?::[^\n]*?\.c:\d+:?)?([^\n\]]*)/g;
+
+/**
+ * `text` with OpenSSL's error strings reduced to their reason and detail:
+ * `error:0A000412:SSL routines:ssl3_read_bytes:sslv3 alert bad certificate:../deps/openssl/openssl/ssl/record/rec_layer_s3.c:1605:SSL alert number 42`
+ * becomes `sslv3 alert bad certificate (SSL alert number 42)`. Other text is kept as it is.
+ */
+export function withoutOpensslInternals(text: string): string {
+  if (!text.includes("error:")) return text;
+  return text
+    .replace(OPENSSL_ERROR, (_all, reason: string, detail: string) =>
+      detail.trim() ? `${reason} (${detail.trim()})` : reason,
+    )
+    .trim();
 }
