@@ -3,6 +3,10 @@
 // only when the file exists at install time, and dist/ does not exist before `npm run build`:
 // this committed launcher is what `npm ci` links (so `npx cluster-proxy` runs ours), and it loads
 // the built command, or says how to build it.
+//
+// The `#!` line carries the V8 flags every Node major accepts. On a node that wants others
+// (nodeFlagsFor: Node 24 and later), the launcher replaces itself with the same command under
+// those flags (process.execve; given after the `#!` ones, so they win), once.
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
@@ -13,5 +17,15 @@ if (!existsSync(main)) {
     `cluster-proxy: not built yet (${fileURLToPath(main)} is missing): run "npm run build" in ${root}\n`,
   );
   process.exit(1);
+}
+const { missingNodeFlags, nodeFlagsFor } = await import(new URL("../dist/node-flags.js", import.meta.url).href);
+if (missingNodeFlags().length > 0 && typeof process.execve === "function") {
+  process.execve(process.execPath, [
+    process.execPath,
+    ...process.execArgv,
+    ...nodeFlagsFor(process.versions.node),
+    fileURLToPath(main),
+    ...process.argv.slice(2),
+  ]);
 }
 await import(main.href);

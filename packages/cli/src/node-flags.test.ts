@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { readFile, readdir } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 import { promisify } from "node:util";
 import { NODE_FLAGS, SHEBANG, missingNodeFlags, nodeFlagsFor } from "./node-flags.js";
@@ -72,6 +74,46 @@ test("every supported Node.js runtime accepts its flags", async () => {
     if (res instanceof Error) assert.fail(`${version} (${node}) refuses ${flags.join(" ")}: ${res.message}`);
     assert.equal(res.stderr, "", `${version}: ${res.stderr}`);
     assert.deepEqual((JSON.parse(res.stdout) as string[]).slice(0, flags.length), flags, version);
+  }
+});
+
+/**
+ * The committed launcher (what `npm ci` links as `cluster-proxy`) runs through its `#!` line and,
+ * on a node that wants other flags, replaces itself once with them: the process that runs the
+ * command ends up with every flag of nodeFlagsFor, each at our value.
+ */
+test("the cluster-proxy launcher runs the command under its node's flags, on every supported runtime", async () => {
+  const { stdout } = await run(process.execPath, [join(root, "scripts", "node-runtime.mjs"), "--supported"], {
+    timeout: 300_000,
+  });
+  const dir = await mkdtemp(join(tmpdir(), "cp-launcher-"));
+  try {
+    // Loaded by every node the launcher starts; only the last one reaches 'exit' (execve replaces the others).
+    const preload = join(dir, "report.mjs");
+    await writeFile(
+      preload,
+      "process.on('exit', () => process.stderr.write('EXECARGV ' + JSON.stringify(process.execArgv) + '\\n'));\n",
+    );
+    for (const node of [...stdout.trim().split("\n"), process.execPath]) {
+      const version = (await run(node, ["--version"])).stdout.trim();
+      const res = await run(join(root, "packages", "cli", "bin", "cluster-proxy.js"), ["--version"], {
+        env: {
+          ...process.env,
+          PATH: `${dirname(node)}:${process.env["PATH"] ?? ""}`,
+          NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`,
+        },
+      });
+      const line = /^EXECARGV (.*)$/m.exec(res.stderr)?.[1];
+      assert.ok(line, `${version}: no report in ${res.stderr}`);
+      const execArgv = JSON.parse(line) as string[];
+      const flagName = (f: string): string => f.split("=")[0]!;
+      for (const flag of nodeFlagsFor(version)) {
+        const last = execArgv.filter((f) => flagName(f) === flagName(flag)).at(-1);
+        assert.equal(last, flag, `${version}: ${JSON.stringify(execArgv)}`);
+      }
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });
 
