@@ -153,6 +153,15 @@ func runWithTTY(proc *exec.Cmd, in io.Reader, out io.Writer, resize <-chan remot
 		return err
 	}
 	defer func() { _ = master.Close() }()
+	// kubectl sends its terminal's size right after the streams are set up: apply it before the
+	// command starts, so that the command sees it from its first instruction (bounded wait).
+	select {
+	case sz, ok := <-resize:
+		if ok {
+			setWinsize(master, sz)
+		}
+	case <-time.After(time.Second):
+	}
 	proc.Stdin, proc.Stdout, proc.Stderr = slave, slave, slave
 	proc.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := proc.Start(); err != nil {
