@@ -381,8 +381,10 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
     });
   }
 
-  test("kubectl logs --previous after a restart (mc1)", async () => {
+  test("kubectl logs -f ends when the container exits; --previous shows the run before (mc1)", async () => {
     const before = pods.get("mc1")!;
+    const follow = new Kubectl(env, "mc1", ["logs", "-f", "--tail=1", before.name]);
+    await follow.until("a followed line", 30_000, () => follow.lines.length > 0);
     const r = await env.podExec("mc1", NS, before.name, "curl", [
       "-sS",
       "--max-time",
@@ -390,6 +392,12 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
       "http://127.0.0.1:8080/exit",
     ]);
     assert.equal(r.stdout, `hello from ${before.name}\n`);
+    // As with a kubelet: the stream ends (kubectl exits 0) once the container has stopped.
+    const killer = setTimeout(() => follow.child.kill("SIGKILL"), 30_000);
+    const ended = await follow.exited;
+    clearTimeout(killer);
+    assert.equal(ended.code, 0, ended.stderr);
+    assert.match(ended.stdout, /^exit requested$/m);
     const now = await waitFor("the container restarted", 60_000, async () => {
       const p = await readyPod("mc1");
       return p.restarts >= 1 ? p : null;
