@@ -2,7 +2,18 @@
 // npm run env:down -> removes everything env:up made
 // node --conditions=source --import tsx test/env/cli.ts status|prepare
 import { stateDir } from "./config.js";
-import { buildBinaries, buildHelm, describe, down, isRunning, log, ocmApiDir, readState, up } from "./environment.js";
+import {
+  buildBinaries,
+  buildHelm,
+  buildKubeletApi,
+  describe,
+  down,
+  isRunning,
+  log,
+  ocmApiDir,
+  readState,
+  up,
+} from "./environment.js";
 import { checkNetworkPrereqs, ensureNft } from "./network.js";
 
 async function main(): Promise<void> {
@@ -19,6 +30,7 @@ async function main(): Promise<void> {
     const dir = buildBinaries();
     ocmApiDir();
     buildHelm();
+    buildKubeletApi();
     process.stdout.write(`${dir}\n`);
   } else if (cmd === "down") {
     await down();

@@ -109,6 +109,8 @@ export const routedRanges = (name: ClusterName | "lab"): string[] =>
   name === "lab" ? [`${HOST_ADDR.lab}/32`] : [`${HOST_ADDR[name]}/32`, POD_CIDR[name], LB_POOL[name]];
 
 export const APISERVER_PORT = 6443;
+/** The kubelet API (test/k8s/kubelet-api) on each cluster's node address, as a kubelet's. */
+export const KUBELET_PORT = 10250;
 export const apiserverUrl = (c: ClusterName): string => `https://${HOST_ADDR[c]}:${APISERVER_PORT}`;
 
 /** User name (client certificate CN) the klusterlets bootstrap with; the hub auto-approves it. */

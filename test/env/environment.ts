@@ -27,6 +27,7 @@ import {
   type ClusterName,
   HOST_ADDR,
   HUB_NAMESPACE,
+  KUBELET_PORT,
   MANAGED,
   NS_PREFIX,
   SERVICE_CIDR,
@@ -45,7 +46,7 @@ import {
   listNamespaces,
   pidsInOurNamespaces,
 } from "./network.js";
-import { createPki, kubeconfig, pkiFile } from "./pki.js";
+import { KUBELET_CLIENT_CN, createPki, kubeconfig, pkiFile } from "./pki.js";
 
 export interface ProcRecord {
   name: string;
@@ -112,6 +113,13 @@ export function buildHelm(): string {
   const helm = join(runBuildScript("helm-binary.mjs", "helm"), "helm");
   if (!existsSync(helm)) throw new CommandError(`helm-binary printed no bin dir holding helm (${helm})`);
   return helm;
+}
+
+/** Runs scripts/kubelet-api-binary.mjs and returns the path of the `kubelet-api` test peer. */
+export function buildKubeletApi(): string {
+  const bin = join(runBuildScript("kubelet-api-binary.mjs", "the kubelet-api test peer"), "kubelet-api");
+  if (!existsSync(bin)) throw new CommandError(`kubelet-api-binary printed no bin dir holding kubelet-api (${bin})`);
+  return bin;
 }
 
 /** The OCM API module dir in the Go module cache (CRDs are read from there, never copied into the repo). */
@@ -270,6 +278,11 @@ function startApiserver(state: EnvState, c: ClusterName): ProcRecord {
     "--requestheader-group-headers=X-Remote-Group",
     "--requestheader-extra-headers-prefix=X-Remote-Extra-",
     `--service-cluster-ip-range=${SERVICE_CIDR[c]}`,
+    // pods/log, exec, attach, portforward go to the kubelet API on the Node's InternalIP (kubelet-api).
+    `--kubelet-client-certificate=${f("apiserver-kubelet-client.crt")}`,
+    `--kubelet-client-key=${f("apiserver-kubelet-client.key")}`,
+    `--kubelet-certificate-authority=${f("ca.crt")}`,
+    "--kubelet-preferred-address-types=InternalIP",
     "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
     `--service-account-key-file=${f("sa.pub")}`,
     `--service-account-signing-key-file=${f("sa.key")}`,
@@ -546,6 +559,7 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
   binDir = join(cacheDir, "bin");
   const apiDir = ocmApiDir();
   const helmBinary = buildHelm();
+  const kubeletApiBinary = buildKubeletApi();
   return withLock(async () => {
     writeHelmWrapper(helmBinary);
     const prev = readState();
@@ -649,7 +663,26 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
           true,
         ),
       );
-      const all = [...core, ...hubProcs, ...agents, ...kubelets];
+      // The kubelet API of each node (the Node object the process kubelet registers points here).
+      const kubeletApis = CLUSTERS.map((c) =>
+        startProc(
+          state,
+          c,
+          `${c}-kubelet-api`,
+          kubeletApiBinary,
+          [
+            `--address=${HOST_ADDR[c]}:${KUBELET_PORT}`,
+            `--tls-cert-file=${pkiFile(c, "kubelet.crt")}`,
+            `--tls-private-key-file=${pkiFile(c, "kubelet.key")}`,
+            `--client-ca-file=${pkiFile(c, "ca.crt")}`,
+            `--allowed-users=${KUBELET_CLIENT_CN}`,
+            `--pods-dir=${join(paths.data, c, "kubelet")}`,
+          ],
+          process.env,
+          true,
+        ),
+      );
+      const all = [...core, ...hubProcs, ...agents, ...kubelets, ...kubeletApis];
 
       for (const mc of MANAGED) {
         await waitFor(`ManagedCluster ${mc} to appear on the hub`, left(), () => {

@@ -18,19 +18,35 @@
 //   itself). The pod's service account token, ca.crt and namespace are written the same way and
 //   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them; in a pod with its own network
 //   namespace they are also bind-mounted at that path (its private mount namespace).
+// It registers the cluster's Node (the address of the kubelet API, test/k8s/kubelet-api), writes
+// each container's output as CRI log files, and describes every pod in <pod dir>/pod.json for the
+// kubelet API (logs, exec, attach, port-forward through kube-apiserver).
 import * as k8s from "@kubernetes/client-node";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync } from "node:fs";
+import {
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import net from "node:net";
+import os from "node:os";
 import { join } from "node:path";
 import {
   APISERVER_PORT,
   type ClusterName,
   HOST_ADDR,
+  KUBELET_PORT,
   LB_INGRESS_ANNOTATION,
   LB_POOL,
   NETNS_ANNOTATION,
@@ -39,6 +55,7 @@ import {
   podNsPrefix,
   repoRoot,
 } from "./config.js";
+import { CriLogWriter, type CriStream } from "./crilog.js";
 import { LB_DOMAIN, clusterResolver, serveDns } from "./dns.js";
 import { run } from "./exec.js";
 import { type PodNet, PodIpam, setupPodNetwork, teardownPodNetwork } from "./podnet.js";
@@ -111,6 +128,8 @@ interface Container {
   env: NodeJS.ProcessEnv;
   readiness?: k8s.V1Probe;
   liveness?: k8s.V1Probe;
+  /** the FIFO that is the container's stdin (spec `stdin: true`; kubectl attach -i writes to it) */
+  stdinFifo?: string;
   child: ChildProcess | null;
   startedAt: number;
   restarts: number;
@@ -496,10 +515,16 @@ async function prepare(pod: Pod): Promise<void> {
     const argv = [...ep, ...(c.command ?? []).slice(1), ...(c.args ?? [])].map((a, i) =>
       i < ep.length ? a : sub(expand(a)),
     );
+    let stdinFifo: string | undefined;
+    if (c.stdin) {
+      stdinFifo = join(pod.dir, `${c.name}.stdin`);
+      run("mkfifo", ["-m", "600", stdinFifo]);
+    }
     containers.push({
       name: c.name,
       argv,
       env,
+      stdinFifo,
       readiness: c.readinessProbe,
       liveness: c.livenessProbe,
       child: null,
@@ -516,17 +541,45 @@ async function prepare(pod: Pod): Promise<void> {
 }
 
 function startContainer(pod: Pod, c: Container): void {
-  const logFile = join(pod.dir, `${c.name}.log`);
-  const fd = openSync(logFile, "a");
+  // The process's output: the container's CRI-format log file for this run
+  // (<pod dir>/logs/<container>/<restart count>.log, served by the kubelet API as a runtime's
+  // would be) and, as before, everything in <pod dir>/<container>.log.
+  const logDir = join(pod.dir, "logs", c.name);
+  mkdirSync(logDir, { recursive: true });
+  const criFd = openSync(join(logDir, `${c.restarts}.log`), "a");
+  const rawFd = openSync(join(pod.dir, `${c.name}.log`), "a");
+  // A FIFO opened read-write never reports end-of-file and never blocks its writers.
+  const stdinFd = c.stdinFifo ? openSync(c.stdinFifo, fsConstants.O_RDWR) : null;
   const argv = network.wrap(pod, mountServiceAccount(pod, c.argv));
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: pod.dir, env: c.env, stdio: ["ignore", fd, fd] });
-  closeSync(fd);
+  const child = spawn(argv[0]!, argv.slice(1), {
+    cwd: pod.dir,
+    env: c.env,
+    stdio: [stdinFd ?? "ignore", "pipe", "pipe"],
+  });
+  if (stdinFd !== null) closeSync(stdinFd);
+  const cri = new CriLogWriter((entry) => writeSync(criFd, entry));
+  let open = 2;
+  for (const stream of ["stdout", "stderr"] as const satisfies CriStream[]) {
+    const pipe = child[stream]!;
+    pipe.on("data", (chunk: Buffer) => {
+      writeSync(rawFd, chunk);
+      cri.push(stream, chunk);
+    });
+    pipe.on("close", () => {
+      cri.end(stream);
+      if (--open === 0) {
+        closeSync(criFd);
+        closeSync(rawFd);
+      }
+    });
+  }
   c.child = child;
   c.startedAt = Date.now();
   c.ready = false;
   c.streak = { readiness: 0, liveness: 0 };
   c.lastProbe = { readiness: 0, liveness: 0 };
   log(`started ${pod.namespace}/${pod.name}/${c.name} pid ${child.pid}: ${c.argv.join(" ")}`);
+  writePodInfo(pod);
   child.on("error", (err) => {
     c.lastError = err.message;
   });
@@ -539,8 +592,41 @@ function startContainer(pod: Pod, c: Container): void {
     c.nextStart = Date.now() + backoff;
     c.lastError = `container ${c.name} exited ${code ?? sig}`;
     log(`${pod.namespace}/${pod.name}/${c.name} exited (${code ?? sig}); restart ${c.restarts} in ${backoff}ms`);
+    if (!pod.terminating) writePodInfo(pod);
     wake();
   });
+}
+
+/**
+ * <pod dir>/pod.json: what the kubelet API (test/k8s/kubelet-api) needs to serve a pod's logs,
+ * exec, attach and port-forward: its network namespace, and per container the process (whose
+ * namespaces exec enters), the restart count (which log file is current), the environment and the
+ * stdin FIFO. Replaced atomically on every change.
+ */
+function writePodInfo(pod: Pod): void {
+  const info = {
+    namespace: pod.namespace,
+    name: pod.name,
+    uid: pod.uid,
+    netns: pod.net?.ns ?? "",
+    dir: pod.dir,
+    containers: pod.containers.map((c) => ({
+      name: c.name,
+      pid: c.child?.pid ?? 0,
+      restarts: c.restarts,
+      env: Object.entries(c.env)
+        .filter(([, v]) => v !== undefined)
+        .map(([k, v]) => `${k}=${v}`),
+      stdin: c.stdinFifo ?? "",
+    })),
+  };
+  const file = join(pod.dir, "pod.json");
+  try {
+    writeFileSync(`${file}.tmp`, JSON.stringify(info));
+    renameSync(`${file}.tmp`, file);
+  } catch (err) {
+    log(`pod ${pod.namespace}/${pod.name}: writing pod.json: ${firstLine(err)}`);
+  }
 }
 
 function runProbe(pod: Pod, c: Container, pr: k8s.V1Probe): Promise<boolean> {
@@ -1219,6 +1305,80 @@ async function ensureDnsService(): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------- Node
+
+/**
+ * The cluster's one Node object, named after the cluster (every Pod's spec.nodeName), as a
+ * kubelet registers its node: the address kube-apiserver reaches the kubelet API on (InternalIP,
+ * the node's address), daemonEndpoints.kubeletEndpoint (the kubelet-api peer's port), capacity
+ * and the Ready condition. No node lifecycle controller runs, so nothing marks it NotReady.
+ */
+async function ensureNode(): Promise<void> {
+  const arch = process.arch === "x64" ? "amd64" : process.arch;
+  try {
+    await core.createNode({
+      body: {
+        metadata: {
+          name: cluster,
+          labels: {
+            "kubernetes.io/hostname": cluster,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": arch,
+            "app.kubernetes.io/managed-by": MANAGED_BY,
+          },
+        },
+      },
+    });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 409) throw err;
+  }
+  const now = new Date();
+  const capacity = {
+    cpu: String(os.availableParallelism()),
+    memory: `${Math.floor(os.totalmem() / 1024)}Ki`,
+    pods: "253",
+  };
+  const cur = await core.readNodeStatus({ name: cluster });
+  await core.replaceNodeStatus({
+    name: cluster,
+    body: {
+      ...cur,
+      status: {
+        addresses: [
+          { type: "InternalIP", address: nodeAddr },
+          { type: "Hostname", address: cluster },
+        ],
+        daemonEndpoints: { kubeletEndpoint: { Port: KUBELET_PORT } },
+        capacity,
+        allocatable: capacity,
+        conditions: [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "KubeletReady",
+            message: "process kubelet is posting ready status",
+            lastHeartbeatTime: now,
+            lastTransitionTime: now,
+          },
+        ],
+        nodeInfo: {
+          architecture: arch,
+          operatingSystem: "linux",
+          osImage: "cluster-proxy test environment",
+          kernelVersion: os.release(),
+          kubeletVersion: "v0.0.0-process-kubelet",
+          kubeProxyVersion: "",
+          containerRuntimeVersion: "process://local",
+          machineID: "",
+          systemUUID: "",
+          bootID: "",
+        },
+      },
+    },
+  });
+  log(`Node ${cluster} registered (${nodeAddr}, kubelet API port ${KUBELET_PORT})`);
+}
+
 let stopping = false;
 const orphansDeleted = new Set<string>();
 
@@ -1308,6 +1468,7 @@ async function main(): Promise<void> {
     }
   }
   await ensureDnsService();
+  await ensureNode();
   // The cluster DNS, on the node's address (kube-system/kube-dns forwards its ClusterIP here).
   const dns = await serveDns(nodeAddr, 53, clusterResolver(dnsLookup));
   log(`cluster DNS on ${nodeAddr}:53 (Service kube-system/kube-dns ${dnsServiceIp(cluster)})`);

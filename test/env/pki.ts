@@ -105,6 +105,18 @@ export function createPki(): void {
     const client =
       "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n";
     leaf(dir, "admin", "/O=system:masters/CN=cpenv-admin", client);
+    // The kubelet API (test/k8s/kubelet-api) as in a real cluster: a serving certificate for the
+    // node's address, which kube-apiserver verifies against the cluster CA
+    // (--kubelet-certificate-authority), and kube-apiserver's client certificate towards it
+    // (--kubelet-client-certificate), which the kubelet API requires.
+    leaf(
+      dir,
+      "kubelet",
+      `/O=system:nodes/CN=system:node:${c}`,
+      "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n" +
+        `subjectAltName=IP:${HOST_ADDR[c]},DNS:${c}\n`,
+    );
+    leaf(dir, "apiserver-kubelet-client", `/O=system:masters/CN=${KUBELET_CLIENT_CN}`, client);
     key(join(dir, "sa.key"));
     ossl(["pkey", "-in", join(dir, "sa.key"), "-pubout", "-out", join(dir, "sa.pub")]);
     if (c === "hub") {
@@ -130,5 +142,8 @@ export function createPki(): void {
     );
   }
 }
+
+/** Common name of kube-apiserver's client certificate towards the kubelet API (as kubeadm names it). */
+export const KUBELET_CLIENT_CN = "kube-apiserver-kubelet-client";
 
 export const pkiFile = (c: ClusterName, f: string): string => join(paths.pki, c, f);
