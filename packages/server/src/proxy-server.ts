@@ -119,6 +119,13 @@ export class ProxyServer {
   private readonly listeners: Listener[] = [];
   private readonly sessions = new Set<http2.Http2Session>();
   private readonly sockets = new Set<net.Socket>();
+  /**
+   * Every connection a listener accepted and that is still open, whatever it is doing (in or
+   * before its TLS handshake, half-closed, upgraded to a session): what shutdown destroys last so
+   * that it completes within --graceful-shutdown-timeout (a listener closes only when all its
+   * connections are gone, and node gives a stalled TLS handshake 120 s).
+   */
+  private readonly accepted = new Set<net.Socket>();
   private readonly tlsListeners: TlsListener[] = [];
   private certReloading: ServerCertReloading | undefined;
   private started = false;
@@ -466,6 +473,10 @@ export class ProxyServer {
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(new ConfigError(`${what}: ${err.message}`, { cause: err }));
       server.once("error", onError);
+      server.on("connection", (socket: net.Socket) => {
+        this.accepted.add(socket);
+        socket.once("close", () => this.accepted.delete(socket));
+      });
       server.listen(options, () => {
         server.off("error", onError);
         server.on("error", (err) => this.log.error({ err: err.message }, "listener error"));
@@ -525,6 +536,7 @@ export class ProxyServer {
     for (const l of this.listeners) {
       if (l.server instanceof http.Server) l.server.closeAllConnections();
     }
+    for (const s of this.accepted) s.destroy();
     await Promise.all(closed);
     this.listeners.length = 0;
   }
