@@ -89,6 +89,12 @@ export class ServerMetrics {
   readonly stalledConnections: Counter;
   /** Connections shed (TLS user_canceled alert) because too many waited for their handshake. */
   readonly handshakesShed: Counter<"port">;
+  /**
+   * HTTP/2 sessions closed because a PING went unanswered, by port (`agent`, `proxy`) and why
+   * (`keepalive`: the periodic --keepalive-time/--frontend-keepalive-time ping; `idle_probe`: the
+   * ping of a session that went quiet, which frees sessions nghttp2 ended with GOAWAY).
+   */
+  readonly unresponsiveSessions: Counter<"port" | "probe">;
   /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
@@ -155,6 +161,11 @@ export class ServerMetrics {
     this.stalledConnections = counter(
       "cluster_proxy_server_stalled_connections_total",
       "Connections closed because their reader read nothing for --connection-stall-timeout",
+    );
+    this.unresponsiveSessions = counter(
+      "cluster_proxy_server_unresponsive_sessions_closed_total",
+      "HTTP/2 sessions closed because a PING went unanswered for --keepalive-timeout, by port (agent, proxy) and probe (keepalive: the periodic keepalive ping; idle_probe: the ping of a session quiet for 5 s, which frees sessions the server ended with GOAWAY after a protocol error or a flood)",
+      ["port", "probe"],
     );
     this.handshakesShed = counter(
       "cluster_proxy_server_tls_handshakes_shed_total",

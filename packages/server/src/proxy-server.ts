@@ -23,8 +23,10 @@ import {
   TUNNEL_HTTP2_OPTIONS,
   adminPortHandler,
   healthPortHandler,
+  IDLE_PROBE_MS,
   keepSessionAlive,
   pemProblem,
+  probeIdleSession,
   serveGrpc,
   silentLogger,
   widenSessionWindow,
@@ -49,6 +51,9 @@ import {
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
+
+/** How long the idle probe waits for a PING answer when --keepalive-timeout is 0. */
+const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
 
 /** The health port's `/readyz` answer, in the Go server's text (ready: see {@link ProxyServer.ready}). */
 function serverReadiness(ready: boolean): ProbeAnswer {
@@ -294,9 +299,16 @@ export class ProxyServer {
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
-      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout, (reason) =>
-        this.log.warn({ what, reason }, "closing dead HTTP/2 session"),
-      );
+      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout, (reason) => {
+        this.metrics.unresponsiveSessions.inc({ port: what, probe: "keepalive" });
+        this.log.warn({ what, reason }, "closing dead HTTP/2 session");
+      });
+      // A session nghttp2 ended by itself (GOAWAY after a protocol error or a flood) reads and
+      // writes nothing more and node never closes it: the idle probe frees it (issue 25).
+      probeIdleSession(session, IDLE_PROBE_MS, this.options.keepaliveTimeout || DEFAULT_PROBE_TIMEOUT_MS, (reason) => {
+        this.metrics.unresponsiveSessions.inc({ port: what, probe: "idle_probe" });
+        this.log.debug({ what, reason }, "closing an HTTP/2 session that stopped answering");
+      });
     });
     server.on("sessionError", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
     if (portTls) {

@@ -4,3 +4,4 @@
  * condition tests run with).
  */
 export * from "./wait.js";
+export * as rawH2 from "./h2-frames.js";
