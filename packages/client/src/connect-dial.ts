@@ -10,6 +10,7 @@ import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } fr
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
   describeProxy,
+  proxyTlsError,
   tlsOptionsOf,
   type DialOptions,
   type ProxyOptions,
@@ -132,6 +133,8 @@ export function dialConnect(address: string, options: DialConnectOptions): Promi
   if (!parseHostPort(address)) {
     return Promise.reject(new DialError(`invalid dial address "${address}": want host:port`, "unknown"));
   }
+  const badTls = options.proxy.udsPath ? undefined : proxyTlsError(options.proxy, "dialConnect");
+  if (badTls) return Promise.reject(badTls);
   const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal);
   if (limits.signal?.aborted) return Promise.reject(dialAbortError(address, limits.signal));
   return new Promise<net.Socket>((resolve, reject) => {
