@@ -235,7 +235,7 @@ const serverOptionFields = {
     {
       flag: "keepalive-timeout",
       description:
-        "Close an agent's or a gRPC client's HTTP/2 session, and every connection in it, when a keepalive ping (--keepalive-time, --frontend-keepalive-time) is unanswered this long: how fast a peer that vanished behind a silent network is noticed",
+        "Close an agent's or a gRPC client's HTTP/2 session, and every connection in it, when a keepalive ping (--keepalive-time, --frontend-keepalive-time), or the ping a session gets after 5 s of silence, is unanswered this long: how fast a peer that vanished behind a silent network is noticed, and a session the server ended with GOAWAY (a protocol error, a flood) is freed",
     },
     rules.notNegative,
   ),

@@ -30,6 +30,7 @@ export interface TlsFrontDoor {
 
 /** Listen with mutual TLS and forward every accepted connection to `target`. */
 export async function startTlsFrontDoor(options: TlsFrontDoorOptions): Promise<TlsFrontDoor> {
+  /** Every accepted connection still open, handshaking or not: what close() destroys. */
   const open = new Set<net.Socket>();
   const server = tls.createServer(
     {
@@ -38,10 +39,14 @@ export async function startTlsFrontDoor(options: TlsFrontDoorOptions): Promise<T
       ca: options.ca,
       requestCert: true,
       rejectUnauthorized: true,
-      allowHalfOpen: true,
+      // Not half-open while handshaking: a client that gives up on the handshake (it refused
+      // our certificate) ends its side, and this socket must close with it, not sit in
+      // CLOSE-WAIT until node's handshake timeout. Half-close is allowed once authenticated.
+      allowHalfOpen: false,
       ALPNProtocols: ["http/1.1"],
     },
     (client) => {
+      client.allowHalfOpen = true;
       const upstream = net.connect({ ...options.target, allowHalfOpen: true });
       open.add(client).add(upstream);
       const teardown = (): void => {
@@ -61,6 +66,10 @@ export async function startTlsFrontDoor(options: TlsFrontDoorOptions): Promise<T
       upstream.once("end", onEnd);
     },
   );
+  server.on("connection", (socket: net.Socket) => {
+    open.add(socket);
+    socket.once("close", () => open.delete(socket));
+  });
   // A client without a valid certificate fails the handshake; nothing to do but drop it.
   server.on("tlsClientError", () => undefined);
   server.listen(options.port, options.host);

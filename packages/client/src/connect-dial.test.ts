@@ -1,5 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { once } from "node:events";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -121,6 +122,24 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
     viaUds.write("uds");
     assert.equal(await readToEnd(viaUds, "early bytes|uds".length), "early bytes|uds");
     viaUds.destroy();
+  });
+
+  test("a refused TCP connect is reported as such, not as a refused certificate", async () => {
+    // Issue 25: ECONNREFUSED on the mTLS door was reported as "closed the connection right after
+    // the TLS handshake, so it most likely refused proxy.cert".
+    const closed = net.createServer();
+    closed.listen(0, "127.0.0.1");
+    await once(closed, "listening");
+    const port = (closed.address() as net.AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    await assert.rejects(
+      dialConnect("ok:1", { proxy: { host: "127.0.0.1", port, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey } }),
+      (err: Error) => {
+        assert.match(err.message, /ECONNREFUSED/);
+        assert.doesNotMatch(err.message, /TLS handshake|proxy\.cert/);
+        return true;
+      },
+    );
   });
 
   test("500 no agent: status and body", async () => {

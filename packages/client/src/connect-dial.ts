@@ -10,6 +10,7 @@ import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } fr
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
   describeProxy,
+  proxyTlsError,
   tlsOptionsOf,
   type DialOptions,
   type ProxyOptions,
@@ -57,9 +58,6 @@ interface ParsedHead {
 }
 
 /** Parse one HTTP/1.x response head if `buf` holds it complete; undefined if more is needed. */
-function isSecure(socket: net.Socket): boolean {
-  return socket instanceof tls.TLSSocket && socket.encrypted && !socket.connecting;
-}
 
 /** Why the proxy may have closed a connection before answering CONNECT. */
 function closedUnanswered(socket: net.Socket, proxy: ConnectProxyOptions, address: string, heard: boolean): string {
@@ -132,6 +130,8 @@ export function dialConnect(address: string, options: DialConnectOptions): Promi
   if (!parseHostPort(address)) {
     return Promise.reject(new DialError(`invalid dial address "${address}": want host:port`, "unknown"));
   }
+  const badTls = options.proxy.udsPath ? undefined : proxyTlsError(options.proxy, "dialConnect");
+  if (badTls) return Promise.reject(badTls);
   const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal);
   if (limits.signal?.aborted) return Promise.reject(dialAbortError(address, limits.signal));
   return new Promise<net.Socket>((resolve, reject) => {
@@ -154,6 +154,12 @@ function handshake(
   let okHead: ParsedHead | undefined;
   /** Set once an error head came; we read its body until close or Content-Length. */
   let errorHead: ParsedHead | undefined;
+  /**
+   * Set once the TLS handshake is done: only a connection that got that far and then ended can
+   * have been refused for its certificate (a refused TCP connect is not; it was once reported so).
+   */
+  let secured = false;
+  socket.once("secureConnect", () => void (secured = true));
 
   const cleanup = (): void => {
     settled = true;
@@ -250,7 +256,7 @@ function handshake(
       const why = describeConnectFailure(err, SDK_TLS_OPTIONS, describeProxy(proxy));
       fail(
         new DialError(
-          why === err.message && buffered.length === 0 && isSecure(socket)
+          why === err.message && buffered.length === 0 && secured
             ? closedUnanswered(socket, proxy, address, false) + ` [${err.message}]`
             : `CONNECT ${address} via ${describeProxy(proxy)} failed: ${why}`,
           "tunnelclosed",

@@ -1,7 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { ConfigError } from "@cluster-proxy/errors";
+import { dialConnect } from "./connect-dial.js";
 import { loadProxyTls, tlsOptionsOf, describeProxy } from "./options.js";
+import { TunnelClient } from "./tunnel-client.js";
 import { createTestPki } from "@cluster-proxy/pki/testing";
 
 test("loadProxyTls reads the files and names the one it cannot read", async () => {
@@ -26,4 +30,42 @@ test("tlsOptionsOf and describeProxy", () => {
   assert.deepEqual(tlsOptionsOf({ port: 1, ca: "x", servername: "hub" }), { ca: "x", servername: "hub" });
   assert.equal(describeProxy({ host: "::1", port: 8090 }), "[::1]:8090");
   assert.equal(describeProxy({ udsPath: "/run/p.sock" }), "unix:/run/p.sock");
+});
+
+test("a CA that holds no certificate is refused naming the option, not blamed on the server", async () => {
+  // Issue 25: README.md given as the CA was accepted; every connection then failed as if the
+  // server's certificate were wrong.
+  const pki = await createTestPki();
+  try {
+    const notPem = join(pki.dir, "README.md");
+    writeFileSync(notPem, "# cluster-proxy\n\nNot a certificate.\n");
+    assert.throws(
+      () => loadProxyTls({ caFile: notPem }),
+      (err: Error) =>
+        err instanceof ConfigError && /^caFile: CA file .*README\.md holds no PEM certificate/.test(err.message),
+    );
+    assert.throws(
+      () => loadProxyTls({ keyFile: notPem }),
+      /keyFile: client key file .*README\.md not a PEM private key/,
+    );
+    const readme = readFileSync(notPem);
+    assert.throws(
+      () => new TunnelClient({ proxy: { host: "127.0.0.1", port: 1, ca: readme } }),
+      (err: Error) =>
+        err instanceof ConfigError && /^TunnelClient: proxy\.ca holds no PEM certificate/.test(err.message),
+    );
+    assert.throws(
+      () => new TunnelClient({ proxy: { host: "127.0.0.1", port: 1, ca: pki.ca, cert: pki.clientCert, key: readme } }),
+      /proxy\.key not a PEM private key/,
+    );
+    await assert.rejects(
+      dialConnect("east:443", { proxy: { host: "127.0.0.1", port: 1, ca: readme } }),
+      (err: Error) =>
+        err instanceof ConfigError && /^dialConnect: proxy\.ca holds no PEM certificate/.test(err.message),
+    );
+    // Good material passes.
+    new TunnelClient({ proxy: { host: "127.0.0.1", port: 1, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey } });
+  } finally {
+    pki.cleanup();
+  }
 });

@@ -2,7 +2,7 @@
 import { ConfigError } from "@cluster-proxy/errors";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
-import type { Logger } from "@cluster-proxy/tunnel";
+import { pemProblem, type Logger } from "@cluster-proxy/tunnel";
 
 /** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
 export const DEFAULT_DIAL_TIMEOUT_MS = 30_000;
@@ -68,24 +68,51 @@ export interface ProxyTls {
   key?: Buffer;
 }
 
+/** The PEM options of {@link ProxyOptions}, what each must hold, and its file option. */
+const PEM_FIELDS = [
+  { field: "ca", kind: "certificate", file: "caFile", what: "CA" },
+  { field: "cert", kind: "certificate", file: "certFile", what: "client certificate" },
+  { field: "key", kind: "key", file: "keyFile", what: "client key" },
+] as const;
+
+/**
+ * The `ConfigError` naming the option for TLS material that is not what the option says (a CA
+ * bundle without a certificate, a key that does not parse), or undefined when all is well: given
+ * such a "CA", node trusts nothing and every connection fails as if the server's certificate
+ * were wrong. `who` starts the message (e.g. `TunnelClient`).
+ */
+export function proxyTlsError(proxy: Pick<ProxyOptions, "ca" | "cert" | "key">, who: string): ConfigError | undefined {
+  for (const { field, kind } of PEM_FIELDS) {
+    const value = proxy[field];
+    if (value === undefined) continue;
+    const problem = pemProblem(value, kind);
+    if (problem) return new ConfigError(`${who}: proxy.${field} ${problem}`);
+  }
+  return undefined;
+}
+
 /**
  * Read CA, certificate and key files (synchronously) into {@link ProxyTls}:
  * `{ proxy: { host, port, ...loadProxyTls({ caFile, certFile, keyFile }) } }`.
- * Throws a `ConfigError` (code `CP_ERR_CONFIG`) naming the file that cannot be read.
+ * Throws a `ConfigError` (code `CP_ERR_CONFIG`) naming the file that cannot be read or does not
+ * hold what it should (e.g. a `caFile` without a PEM certificate).
  */
 export function loadProxyTls(files: ProxyTlsFiles): ProxyTls {
-  const read = (what: string, path: string | undefined): Buffer | undefined => {
+  const read = (spec: (typeof PEM_FIELDS)[number]): Buffer | undefined => {
+    const path = files[spec.file];
     if (path === undefined || path === "") return undefined;
+    let pem: Buffer;
     try {
-      return readFileSync(path);
+      pem = readFileSync(path);
     } catch (err) {
-      throw new ConfigError(`cannot read ${what} file ${path}: ${(err as Error).message}`, { cause: err });
+      throw new ConfigError(`cannot read ${spec.what} file ${path}: ${(err as Error).message}`, { cause: err });
     }
+    const problem = pemProblem(pem, spec.kind);
+    if (problem) throw new ConfigError(`${spec.file}: ${spec.what} file ${path} ${problem}`);
+    return pem;
   };
   const out: ProxyTls = {};
-  const ca = read("CA", files.caFile);
-  const cert = read("client certificate", files.certFile);
-  const key = read("client key", files.keyFile);
+  const [ca, cert, key] = PEM_FIELDS.map(read);
   if (ca) out.ca = ca;
   if (cert) out.cert = cert;
   if (key) out.key = key;

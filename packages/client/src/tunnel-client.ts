@@ -22,6 +22,7 @@ import type { TunnelSocket } from "./tunnel-socket.js";
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
   describeProxy,
+  proxyTlsError,
   tlsOptionsOf,
   type DialOptions,
   type TunnelClientOptions,
@@ -68,6 +69,8 @@ export class TunnelClient {
     if (!proxy.udsPath && (proxy.port === undefined || !Number.isInteger(proxy.port) || proxy.port <= 0)) {
       throw new ConfigError("TunnelClient: proxy.port (or proxy.udsPath) is required");
     }
+    const badTls = proxy.udsPath ? undefined : proxyTlsError(proxy, "TunnelClient");
+    if (badTls) throw badTls;
     this.options = options;
     this.logger = options.logger ?? silentLogger;
     this.singleUse = (options as InternalOptions)[SINGLE_USE] === true;

@@ -95,6 +95,12 @@ export class ServerMetrics {
   readonly handshakesShed: Counter<"port">;
   /** Connections closed before their TLS handshake or request (admission limits, deadlines, wrong protocol). */
   readonly connectionsRefused: Counter<"port" | "reason">;
+  /**
+   * HTTP/2 sessions closed because a PING went unanswered, by port (`agent`, `proxy`) and why
+   * (`keepalive`: the periodic --keepalive-time/--frontend-keepalive-time ping; `idle_probe`: the
+   * ping of a session that went quiet, which frees sessions nghttp2 ended with GOAWAY).
+   */
+  readonly unresponsiveSessions: Counter<"port" | "probe">;
   /** Expiry (Unix seconds) of the certificates in use, by flag (leaf: `--server-cert`, `--cluster-cert`; earliest CA of a bundle: `--server-ca-cert`, `--cluster-ca-cert`). */
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
@@ -166,6 +172,11 @@ export class ServerMetrics {
       "cluster_proxy_server_streams_cut_total",
       "gRPC streams reset because their peer did not read what was queued for it past the stream's bound (control replies or data), by service method: Proxy (clients), Connect (agents)",
       ["service_method"],
+    );
+    this.unresponsiveSessions = counter(
+      "cluster_proxy_server_unresponsive_sessions_closed_total",
+      "HTTP/2 sessions closed because a PING went unanswered for --keepalive-timeout, by port (agent, proxy) and probe (keepalive: the periodic keepalive ping; idle_probe: the ping of a session quiet for 5 s, which frees sessions the server ended with GOAWAY after a protocol error or a flood)",
+      ["port", "probe"],
     );
     this.handshakesShed = counter(
       "cluster_proxy_server_tls_handshakes_shed_total",

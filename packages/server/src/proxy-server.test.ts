@@ -656,4 +656,43 @@ describe("ProxyServer options and lifecycle", () => {
       await s.close();
     }
   });
+
+  test("close() completes whatever the open sockets do: silent, mid-handshake, half-closed, on every port", async () => {
+    // Issue 25: a connection still in (or never starting) its TLS handshake kept the listening
+    // server open until node's 120 s handshake timeout, so shutdown hung.
+    const s = new ProxyServer(testServerOptions(pki, { gracefulShutdownTimeout: 1000 }));
+    await s.start();
+    const a = s.addresses();
+    const ports = [port(a.server), port(a.httpConnect), port(a.agent), port(a.health), port(a.admin)];
+    const sockets: net.Socket[] = [];
+    const open = (p: number, first?: Buffer, end = false): void => {
+      const sock = net.connect(p, "127.0.0.1");
+      sock.on("error", () => undefined);
+      sock.once("connect", () => {
+        if (first) sock.write(first);
+        if (end) sock.end();
+      });
+      sockets.push(sock);
+    };
+    // The first bytes of a TLS ClientHello record, never completed.
+    const partialHello = Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01]);
+    for (const p of ports) {
+      open(p);
+      open(p, partialHello);
+      open(p, partialHello, true);
+    }
+    await Promise.all(sockets.map((sock) => once(sock, "connect")));
+    const started = Date.now();
+    try {
+      await Promise.race([
+        s.close(),
+        new Promise((_, reject) =>
+          setTimeout(() => reject(new Error("close() still running after 10 s")), 10_000).unref(),
+        ),
+      ]);
+      assert.ok(Date.now() - started < 10_000);
+    } finally {
+      for (const sock of sockets) sock.destroy();
+    }
+  });
 });

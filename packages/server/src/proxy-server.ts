@@ -23,8 +23,10 @@ import {
   TUNNEL_HTTP2_OPTIONS,
   adminPortHandler,
   healthPortHandler,
+  IDLE_PROBE_MS,
   keepSessionAlive,
   pemProblem,
+  probeIdleSession,
   serveGrpc,
   silentLogger,
   widenSessionWindow,
@@ -51,6 +53,9 @@ import {
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
+
+/** How long the idle probe waits for a PING answer when --keepalive-timeout is 0. */
+const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
 
 /** The health port's `/readyz` answer, in the Go server's text (ready: see {@link ProxyServer.ready}). */
 function serverReadiness(ready: boolean): ProbeAnswer {
@@ -121,6 +126,13 @@ export class ProxyServer {
   private readonly listeners: Listener[] = [];
   private readonly sessions = new Set<http2.Http2Session>();
   private readonly sockets = new Set<net.Socket>();
+  /**
+   * Every connection a listener accepted and that is still open, whatever it is doing (in or
+   * before its TLS handshake, half-closed, upgraded to a session): what shutdown destroys last so
+   * that it completes within --graceful-shutdown-timeout (a listener closes only when all its
+   * connections are gone, and node gives a stalled TLS handshake 120 s).
+   */
+  private readonly accepted = new Set<net.Socket>();
   private readonly tlsListeners: TlsListener[] = [];
   private certReloading: ServerCertReloading | undefined;
   private started = false;
@@ -296,9 +308,16 @@ export class ProxyServer {
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
-      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout, (reason) =>
-        this.log.warn({ what, reason }, "closing dead HTTP/2 session"),
-      );
+      keepSessionAlive(session, keepaliveMs, this.options.keepaliveTimeout, (reason) => {
+        this.metrics.unresponsiveSessions.inc({ port: what, probe: "keepalive" });
+        this.log.warn({ what, reason }, "closing dead HTTP/2 session");
+      });
+      // A session nghttp2 ended by itself (GOAWAY after a protocol error or a flood) reads and
+      // writes nothing more and node never closes it: the idle probe frees it (issue 25).
+      probeIdleSession(session, IDLE_PROBE_MS, this.options.keepaliveTimeout || DEFAULT_PROBE_TIMEOUT_MS, (reason) => {
+        this.metrics.unresponsiveSessions.inc({ port: what, probe: "idle_probe" });
+        this.log.debug({ what, reason }, "closing an HTTP/2 session that stopped answering");
+      });
     });
     server.on("sessionError", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
     if (portTls) {
@@ -501,6 +520,10 @@ export class ProxyServer {
     return new Promise((resolve, reject) => {
       const onError = (err: Error): void => reject(new ConfigError(`${what}: ${err.message}`, { cause: err }));
       server.once("error", onError);
+      server.on("connection", (socket: net.Socket) => {
+        this.accepted.add(socket);
+        socket.once("close", () => this.accepted.delete(socket));
+      });
       server.listen(options, () => {
         server.off("error", onError);
         server.on("error", (err) => this.log.error({ err: err.message }, "listener error"));
@@ -560,6 +583,7 @@ export class ProxyServer {
     for (const l of this.listeners) {
       if (l.server instanceof http.Server) l.server.closeAllConnections();
     }
+    for (const s of this.accepted) s.destroy();
     await Promise.all(closed);
     this.listeners.length = 0;
   }

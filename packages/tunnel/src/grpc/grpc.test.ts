@@ -8,6 +8,7 @@ import { openCall } from "./client.js";
 import { frameMessage } from "./framing.js";
 import { GrpcStatus } from "./status.js";
 import { TUNNEL_HTTP2_OPTIONS } from "./session.js";
+import { waitUntil } from "../testing/index.js";
 
 async function withServer(
   handlers: Record<string, (call: ServerCall) => void>,
@@ -110,6 +111,38 @@ test("client cancel is seen by the server as CANCELLED", async () => {
       call.abort({ code: GrpcStatus.CANCELLED, details: "bye" });
       const [status] = (await serverClosed!) as [{ code: number }];
       assert.equal(status.code, GrpcStatus.CANCELLED);
+    },
+  );
+});
+
+test("a client that destroys its session under open calls cannot make finish/send/sendHeaders throw", async () => {
+  // Issue 25: two or more calls with nothing sent, then the session destroyed: node emits "end"
+  // on each stream after it closed, and responding from that half-close threw
+  // ERR_HTTP2_INVALID_STREAM out of the event loop (the process exited).
+  const calls: ServerCall[] = [];
+  const ended: Promise<unknown[]>[] = [];
+  const halfClosed: ServerCall[] = [];
+  await withServer(
+    {
+      "/X/Y": (call) => {
+        calls.push(call);
+        ended.push(once(call, "close"));
+        call.on("halfClose", () => {
+          halfClosed.push(call);
+          call.send(frameMessage(Buffer.from("late")));
+          call.sendHeaders({ late: "1" });
+          call.finish({ code: GrpcStatus.OK, details: "" });
+        });
+      },
+    },
+    async (session) => {
+      for (let i = 0; i < 3; i++) openCall(session, "/X/Y");
+      await waitUntil("the server has the three calls", () => calls.length === 3);
+      session.destroy();
+      const statuses = (await Promise.all(ended)).map(([s]) => (s as { code: number }).code);
+      assert.equal(statuses.length, 3);
+      // Whatever each call saw first (the peer's end or the close), none of them threw.
+      for (const call of calls) assert.equal(call.closed, true);
     },
   );
 });

@@ -8,8 +8,10 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import * as http2 from "node:http2";
+import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { keepSessionAlive } from "./session.js";
+import { rawH2 } from "../testing/index.js";
+import { keepSessionAlive, probeIdleSession } from "./session.js";
 
 /** Busy-wait: this process does nothing else for `ms`. */
 function stall(ms: number): void {
@@ -75,5 +77,60 @@ test("a peer that stopped answering is found dead within about the timeout", asy
   } finally {
     peer.kill("SIGCONT");
     peer.kill("SIGKILL");
+  }
+});
+
+/** An HTTP/2 server whose sessions are probed when idle for 200 ms (answer deadline 300 ms). */
+async function probedServer(): Promise<{ server: http2.Http2Server; port: number; dead: string[] }> {
+  const server = http2.createServer();
+  const dead: string[] = [];
+  server.on("session", (session) => {
+    session.on("error", () => undefined);
+    probeIdleSession(session, 200, 300, (reason) => dead.push(reason));
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return { server, port: (server.address() as AddressInfo).port, dead };
+}
+
+test("a session nghttp2 ended with GOAWAY is closed once it idles, though the client keeps its end open", async () => {
+  // Issue 25: after a protocol error nghttp2 sends GOAWAY and stops reading and writing; node
+  // emits nothing and kept the socket open for as long as the client did.
+  const { server, port, dead } = await probedServer();
+  const attacks = [
+    rawH2.oversizedFrameHeader(),
+    Buffer.concat(
+      Array.from({ length: 1500 }, (_, i) => [rawH2.openStream(1 + 2 * i, "/x"), rawH2.resetStream(1 + 2 * i)]).flat(),
+    ),
+  ];
+  try {
+    for (const attack of attacks) {
+      const socket = net.connect(port, "127.0.0.1");
+      socket.on("error", () => undefined);
+      socket.resume();
+      await once(socket, "connect");
+      socket.write(Buffer.concat([rawH2.clientStart(), attack]));
+      const closed = once(socket, "close");
+      const timeout = new Promise<string>((resolve) => setTimeout(() => resolve("still open"), 10_000).unref());
+      assert.notEqual(await Promise.race([closed.then(() => "closed"), timeout]), "still open");
+      socket.destroy();
+    }
+    assert.equal(dead.length, attacks.length);
+  } finally {
+    server.close();
+  }
+});
+
+test("an idle healthy session answers the probes and stays open", async () => {
+  const { server, port, dead } = await probedServer();
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  try {
+    await once(session, "connect");
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // several probe periods
+    assert.deepEqual(dead, []);
+    assert.equal(session.destroyed, false);
+  } finally {
+    session.destroy();
+    server.close();
   }
 });

@@ -40,9 +40,19 @@ export class ServerCall extends GrpcStream {
     return socket && typeof socket.getPeerCertificate === "function" ? socket : undefined;
   }
 
+  /**
+   * Whether the HTTP/2 stream can take no more frames: destroyed, or closed (reset by the peer,
+   * or its session gone) before node destroys it. node throws from `respond` in both states, and
+   * a peer reaches them at will (issue 25: the "end" of a stream whose session was just
+   * destroyed arrives after the stream closed), so every response path checks this first.
+   */
+  private get streamGone(): boolean {
+    return this.http2Stream.destroyed || this.http2Stream.closed;
+  }
+
   /** Send response headers now (flushes before any message, as Go agents expect). */
   sendHeaders(metadata: Record<string, string> = {}): void {
-    if (this.headersSent || this.closed) return;
+    if (this.headersSent || this.closed || this.streamGone) return;
     this.headersSent = true;
     (this.http2Stream as http2.ServerHttp2Stream).respond(
       { [HTTP2_HEADER_STATUS]: 200, [HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...metadata },
@@ -51,6 +61,7 @@ export class ServerCall extends GrpcStream {
   }
 
   override send(frame: Buffer): boolean {
+    if (this.streamGone) return false;
     if (!this.headersSent) this.sendHeaders();
     return super.send(frame);
   }
@@ -66,7 +77,7 @@ export class ServerCall extends GrpcStream {
     const stream = this.http2Stream as http2.ServerHttp2Stream;
     const trailers = { "grpc-status": String(status.code), "grpc-message": encodeGrpcMessage(status.details) };
     this.settle(status);
-    if (stream.destroyed) return;
+    if (this.streamGone) return;
     if (!this.headersSent) {
       this.headersSent = true;
       stream.respond(

@@ -265,17 +265,25 @@ function httpOneStatusLine(bytes: Buffer): string | undefined {
 }
 
 /**
- * Ping the peer every `intervalMs`; destroy the session if an answer takes longer than
- * `timeoutMs`. Returns a function that stops pinging.
+ * Ping the peer once; destroy the session if the answer takes longer than `timeoutMs`. `settled`
+ * runs once the ping is over, with whether the peer answered (false: it failed, timed out or was
+ * cancelled). Returns a function that cancels the wait.
  */
-export function keepSessionAlive(
+function pingWithDeadline(
   session: http2.Http2Session,
-  intervalMs: number,
   timeoutMs: number,
   onDead: (reason: string) => void,
+  settled: (answered: boolean) => void,
 ): () => void {
-  if (intervalMs <= 0) return () => undefined;
   let deadline: NodeJS.Timeout | undefined;
+  let over = false;
+  const finish = (answered: boolean): void => {
+    if (over) return;
+    over = true;
+    clearTimeout(deadline);
+    deadline = undefined;
+    settled(answered);
+  };
   // An overloaded process must not mistake its own slowness for a dead peer (issue 18: that
   // turned a busy server into a reconnect storm of healthy agents). The verdict waits for the
   // event loop's I/O phase (setImmediate), where an answer that is already in the socket is read,
@@ -291,6 +299,7 @@ export function keepSessionAlive(
           arm(timeoutMs, true);
           return;
         }
+        finish(false);
         onDead(`no keepalive answer within ${timeoutMs} ms`);
         session.destroy();
       });
@@ -298,27 +307,82 @@ export function keepSessionAlive(
     timer.unref();
     deadline = timer;
   };
+  arm(timeoutMs, false);
+  try {
+    session.ping((err) => {
+      if (over) return;
+      finish(!err);
+      if (err && !session.destroyed) {
+        onDead(`keepalive ping failed: ${err.message}`);
+        session.destroy();
+      }
+    });
+  } catch {
+    finish(false);
+  }
+  return () => finish(false);
+}
+
+/**
+ * Ping the peer every `intervalMs`; destroy the session if an answer takes longer than
+ * `timeoutMs`. Returns a function that stops pinging.
+ */
+export function keepSessionAlive(
+  session: http2.Http2Session,
+  intervalMs: number,
+  timeoutMs: number,
+  onDead: (reason: string) => void,
+): () => void {
+  if (intervalMs <= 0) return () => undefined;
+  let pending: (() => void) | undefined;
   const tick = setInterval(() => {
-    if (deadline || session.destroyed) return;
-    arm(timeoutMs, false);
-    try {
-      session.ping((err) => {
-        clearTimeout(deadline);
-        deadline = undefined;
-        if (err && !session.destroyed) {
-          onDead(`keepalive ping failed: ${err.message}`);
-          session.destroy();
-        }
-      });
-    } catch {
-      clearTimeout(deadline);
-      deadline = undefined;
-    }
+    if (pending || session.destroyed) return;
+    pending = pingWithDeadline(session, timeoutMs, onDead, () => (pending = undefined));
   }, intervalMs);
   tick.unref();
   const stop = (): void => {
     clearInterval(tick);
-    if (deadline) clearTimeout(deadline);
+    pending?.();
+  };
+  session.once("close", stop);
+  return stop;
+}
+
+/** How long a server session may go without a frame before it is probed ({@link probeIdleSession}). */
+export const IDLE_PROBE_MS = 5_000;
+
+/**
+ * Ask a session that went quiet whether it is still there: after `idleMs` without a frame either
+ * way (node's session timeout), ping it; no answer within `timeoutMs` destroys it, an answer
+ * starts the next quiet period. Returns a function that stops probing.
+ *
+ * This is what frees a session nghttp2 has ended by itself (issue 25): on a protocol error (an
+ * oversized frame, a header block too large) or a flood (rapid reset) it sends GOAWAY and then
+ * neither reads nor writes again, node emits nothing and never closes the socket, and a client
+ * that keeps its end open held the socket, its descriptor and memory for as long as it liked.
+ * A healthy peer answers the ping at once (every HTTP/2 endpoint must); a dead one cannot.
+ */
+export function probeIdleSession(
+  session: http2.Http2Session,
+  idleMs: number,
+  timeoutMs: number,
+  onDead: (reason: string) => void,
+): () => void {
+  if (idleMs <= 0 || session.destroyed) return () => undefined;
+  let pending: (() => void) | undefined;
+  let stopped = false;
+  session.setTimeout(idleMs, () => {
+    if (pending || stopped || session.destroyed) return;
+    pending = pingWithDeadline(session, timeoutMs, onDead, (answered) => {
+      pending = undefined;
+      // Answered: watch the next quiet period (node's timer restarts only on frames it sees).
+      if (answered && !stopped && !session.destroyed) session.setTimeout(idleMs);
+    });
+  });
+  const stop = (): void => {
+    stopped = true;
+    pending?.();
+    if (!session.destroyed) session.setTimeout(0);
   };
   session.once("close", stop);
   return stop;
