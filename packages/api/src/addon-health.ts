@@ -43,3 +43,23 @@ export function parseTunnelHealth(message: string | undefined): { reachable: num
   const m = HEAD.exec(message ?? "");
   return m ? { reachable: Number(m[1]), servers: Number(m[2]) } : undefined;
 }
+
+/**
+ * The condition each proxy-agent writes into its own Deployment's status (its connection to the
+ * proxy-servers, with its last error), which the agent's ManifestWork reads back as status
+ * feedback so the hub can say why agents cannot connect.
+ */
+export const AGENT_CONNECTION_CONDITION = "ProxyAgentConnected";
+
+/** Reasons of {@link AGENT_CONNECTION_CONDITION}. */
+export const AgentConnectionReason = {
+  /** Connected to every proxy-server the servers announced. */
+  connected: "Connected",
+  /** Connected to some, not all, proxy-servers (the message carries the last error). */
+  partial: "PartiallyConnected",
+  /** Connected to no proxy-server (the message carries the last error). */
+  disconnected: "NotConnected",
+} as const;
+
+/** The longest message an agent writes into {@link AGENT_CONNECTION_CONDITION}. */
+export const AGENT_CONNECTION_MESSAGE_MAX = 400;
