@@ -3,13 +3,17 @@
  * (condition `Available`) and as `cluster-proxy health` reads it back. The message is for people
  * and, through {@link parseTunnelHealth}, for programs: it starts with
  * "tunnel works through <n> of <m> proxy-servers" and names each failing replica after "; ".
+ *
+ * `Available` is True while the tunnel works through at least one replica (a hub client whose
+ * connection lands on a replica without a tunnel is a partial outage, shown as "<n> of <m>", not
+ * an unavailable cluster: scaling the proxy-servers must not flip it).
  */
 
 /** Reasons of the `Available` condition the manager writes. */
 export const TunnelHealthReason = {
-  /** A dial through every proxy-server replica reached the cluster. */
+  /** A dial through at least one proxy-server replica reached the cluster (the message counts them). */
   available: "ProxyAgentAvailable",
-  /** At least one replica could not reach the cluster (message names which and why). */
+  /** No replica could reach the cluster (the message names each and why, and what the agents report). */
   unavailable: "ProxyAgentUnavailable",
   /** No proxy-server replica to probe through yet. */
   noServer: "NoProxyServer",
