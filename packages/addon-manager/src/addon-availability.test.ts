@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { TunnelHealthReason, parseTunnelHealth, type ReplicaProbe } from "@cluster-proxy/api";
-import { agentFeedback, availableCondition, type AvailabilityInput } from "./addon-availability.js";
+import { agentFeedback, availability, availableCondition, type AvailabilityInput } from "./addon-availability.js";
 
 const ok = (server: string): ReplicaProbe => ({ server, address: `10.0.0.${server.at(-1)}`, ok: true, latencyMs: 2 });
 const failed = (server: string, error = "503 Service Unavailable: no agent available"): ReplicaProbe => ({
@@ -111,5 +111,31 @@ describe("Available", () => {
       readyReplicas: 2,
     });
     assert.equal(agent?.connected, "False");
+  });
+
+  test("the proxy-servers being replaced (scaling rolls them) keep Available True for a grace time; a cut-off cluster does not", () => {
+    const lastPass = { at: 1_000, replicas: ["old1"] };
+    // The old replica is terminating (not probed); the new ones have no tunnel yet.
+    const rolling = { probes: [failed("new1"), failed("new2"), failed("new3")], lastPass };
+    const held = availability({ ...base, picture: rolling, now: 6_000, changeGraceMs: 30_000 });
+    assert.equal(held.condition.status, "True");
+    assert.equal(held.condition.reason, TunnelHealthReason.changing);
+    assert.deepEqual(parseTunnelHealth(held.condition.message), { reachable: 0, servers: 3 });
+    assert.match(held.condition.message, /being replaced: the tunnel worked through old1 moments ago/);
+    assert.equal(held.recheckAfterMs, 25_100, "looked at again when the grace ends");
+    // The grace is over: what the probes say.
+    const over = availability({ ...base, picture: rolling, now: 31_000, changeGraceMs: 30_000 });
+    assert.equal(over.condition.status, "False");
+    assert.equal(over.recheckAfterMs, undefined);
+    // The same replicas as when it last worked, all failing: the tunnel broke, False at once.
+    const cut = availability({ ...base, picture: { probes: [failed("old1")], lastPass }, now: 2_000 });
+    assert.equal(cut.condition.status, "False");
+    assert.equal(cut.condition.reason, TunnelHealthReason.unavailable);
+    // One replica passes: plain True, nothing held.
+    const partial = availability({ ...base, picture: { probes: [ok("new1"), failed("new2")], lastPass }, now: 2_000 });
+    assert.deepEqual(
+      [partial.condition.status, partial.condition.reason, partial.recheckAfterMs],
+      ["True", TunnelHealthReason.available, undefined],
+    );
   });
 });

@@ -5,7 +5,13 @@
  * - the hub's tunnel probes through every ready proxy-server replica (tunnel-prober.ts): True
  *   while the tunnel works through at least one replica, the message counting them ("through 2 of
  *   3") and naming each failing one, so scaling the proxy-servers (a new replica the agents have
- *   not reached yet, one going away) shows as partial coverage, never as an unavailable cluster;
+ *   not reached yet, one going away) shows as partial coverage, never as an unavailable cluster.
+ *   Scaling also replaces every replica (the servers' --server-count is in their pod template):
+ *   the old ones, which hold the agents' tunnels until they exit, leave the probed set (they are
+ *   terminating) before the agents have reached the new ones. So when no replica has a tunnel
+ *   but the set of replicas differs from the last one through which the tunnel worked, and that
+ *   was less than {@link REPLICA_CHANGE_GRACE_MS} ago, Available stays True
+ *   (`ProxyServersChanging`); a cut-off cluster (same replicas, all failing) turns False at once;
  * - what the agents say about themselves, read from the agent ManifestWork's status feedback: the
  *   agent Deployment's ready replicas and the `ProxyAgentConnected` condition each agent writes
  *   into that Deployment's status with its own last connection error
@@ -52,6 +58,9 @@ export function agentFeedback(values: readonly FeedbackValue[] | undefined): Age
   return feedback;
 }
 
+/** How long Available is held True while the proxy-servers are being replaced (see the module comment). */
+export const REPLICA_CHANGE_GRACE_MS = 30_000;
+
 export interface AvailabilityInput {
   cluster: string;
   /** False when probing is disabled (--tunnel-probe-interval=0). */
@@ -61,9 +70,41 @@ export interface AvailabilityInput {
   /** The cluster's ManagedProxyConfiguration, when it exists. */
   configuration?: { name: string; serverNamespace: string; agentReplicas?: number };
   agent?: AgentFeedback;
+  /** The prober's clock now (the clock of `picture.lastPass.at`). */
+  now?: number;
+  /** Default {@link REPLICA_CHANGE_GRACE_MS}. */
+  changeGraceMs?: number;
 }
 
-/** The `Available` condition (see the module comment). */
+/** The `Available` condition, and when to look again (a held condition ends by time, not by an event). */
+export interface Availability {
+  condition: ConditionInput;
+  recheckAfterMs?: number;
+}
+
+/** The `Available` condition and when to re-evaluate it (see the module comment). */
+export function availability(input: AvailabilityInput): Availability {
+  const { picture } = input;
+  const lastPass = picture?.lastPass;
+  if (picture?.probes !== undefined && !picture.probes.some((p) => p.ok) && lastPass && input.now !== undefined) {
+    const left = lastPass.at + (input.changeGraceMs ?? REPLICA_CHANGE_GRACE_MS) - input.now;
+    const names = picture.probes.map((p) => p.server).sort();
+    const changed = names.length !== lastPass.replicas.length || names.some((n, i) => n !== lastPass.replicas[i]);
+    if (changed && left > 0)
+      return {
+        condition: {
+          type: "Available",
+          status: "True",
+          reason: TunnelHealthReason.changing,
+          message: `${formatTunnelHealth(picture.probes)}; the proxy-servers are being replaced: the tunnel worked through ${lastPass.replicas.join(", ")} moments ago and the agents are moving to the new replicas (Available is kept for up to ${Math.round((input.changeGraceMs ?? REPLICA_CHANGE_GRACE_MS) / 1000)} s)`,
+        },
+        recheckAfterMs: Math.ceil(left) + 100,
+      };
+  }
+  return { condition: availableCondition(input) };
+}
+
+/** The `Available` condition from the probes alone (no grace for a changing set of replicas). */
 export function availableCondition(input: AvailabilityInput): ConditionInput {
   const { cluster, picture } = input;
   if (!picture || picture.probes === undefined)

@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import { MPC_API_VERSION, defaultedSpec, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
-import { agentFeedback, availableCondition, type FeedbackValue } from "./addon-availability.js";
+import { agentFeedback, availability, type Availability, type FeedbackValue } from "./addon-availability.js";
 import {
   AGENT_DEPLOYMENT,
   DEFAULT_AGENT_NAMESPACE,
@@ -369,7 +369,10 @@ export class AddonReconciler {
     // Health (Customized mode is ours to report), unless the hub already says the cluster is Unknown.
     const clusterAvailable = mc.status?.conditions?.find((c) => c.type === "ManagedClusterConditionAvailable");
     if (clusterAvailable?.status !== "Unknown") {
-      conditions.push(this.health(cluster, mpc));
+      const health = this.health(cluster, mpc);
+      conditions.push(health.condition);
+      // A held Available ends by time: look again then.
+      if (health.recheckAfterMs !== undefined) requeue = Math.min(requeue ?? Infinity, health.recheckAfterMs);
     }
     await this.writeStatus(mca, status, conditions);
     return requeue !== undefined ? { requeueAfterMs: requeue } : undefined;
@@ -459,17 +462,18 @@ export class AddonReconciler {
    * Available from the tunnel probes through every proxy-server replica (tunnel-prober.ts), with
    * what the agents report through the work's status feedback (addon-availability.ts).
    */
-  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): ConditionInput {
+  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): Availability {
     const manifest = this.cache
       .work(cluster)
       ?.status?.resourceStatus?.manifests?.find(
         (m) => m.resourceMeta?.kind === "Deployment" && m.resourceMeta.name === AGENT_DEPLOYMENT,
       );
     const agent = agentFeedback(manifest?.statusFeedback?.values);
-    return availableCondition({
+    return availability({
       cluster,
       probing: this.prober !== undefined,
       picture: this.prober?.result(cluster),
+      ...(this.prober ? { now: this.prober.now() } : {}),
       ...(mpc
         ? {
             configuration: {

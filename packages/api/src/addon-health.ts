@@ -6,7 +6,8 @@
  *
  * `Available` is True while the tunnel works through at least one replica (a hub client whose
  * connection lands on a replica without a tunnel is a partial outage, shown as "<n> of <m>", not
- * an unavailable cluster: scaling the proxy-servers must not flip it).
+ * an unavailable cluster), and for a short grace time while the replicas are being replaced
+ * (scaling rolls them): scaling the proxy-servers must not flip it.
  */
 
 /** Reasons of the `Available` condition the manager writes. */
@@ -17,6 +18,11 @@ export const TunnelHealthReason = {
   unavailable: "ProxyAgentUnavailable",
   /** No proxy-server replica to probe through yet. */
   noServer: "NoProxyServer",
+  /**
+   * No replica has a tunnel now, but the proxy-servers changed (scaled, rolled) since one had,
+   * moments ago: the agents are moving to the new replicas. Available stays True for a grace time.
+   */
+  changing: "ProxyServersChanging",
 } as const;
 
 /** One proxy-server replica's last probe of a cluster. */
