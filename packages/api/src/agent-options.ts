@@ -306,7 +306,7 @@ const agentOptionFields = {
   kubeApiContentType: opt.string("application/vnd.kubernetes.protobuf", {
     flag: "kube-api-content-type",
     description: "Go: content type of requests sent to the apiserver",
-    goNote: "accepted, no effect: the agent sends no requests to the apiserver",
+    goNote: "accepted, no effect: the agent's one apiserver request (--status-deployment) is a JSON patch",
   }),
   enableContentionProfiling: ENABLE_CONTENTION_PROFILING_FIELD,
   xfrChannelSize: opt.int(
