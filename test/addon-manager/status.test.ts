@@ -132,7 +132,9 @@ describe(
       t.diagnostic(`Available after ${elapsed} ms: ${told.status} ${told.reason}: ${told.message}`);
       assert.ok(elapsed <= 30_000, `the hub said why ${elapsed} ms after the agent could start (limit 30 s)`);
       assert.equal(told.status, "False");
-      assert.equal(told.reason, TunnelHealthReason.unavailable);
+      // The proxy-server may still be starting (NoProxyServer) or have no agent (ProxyAgentUnavailable).
+      const falseReasons: string[] = [TunnelHealthReason.unavailable, TunnelHealthReason.noServer];
+      assert.ok(falseReasons.includes(told.reason ?? ""), String(told.reason));
       assert.match(
         told.message ?? "",
         new RegExp(
