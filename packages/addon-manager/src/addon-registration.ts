@@ -10,15 +10,9 @@
  * registration agent) set are kept; a 409 means our cache was stale and the key is retried.
  */
 import { createHash } from "node:crypto";
-import {
-  MPC_API_VERSION,
-  TunnelHealthReason,
-  defaultedSpec,
-  formatTunnelHealth,
-  type Condition,
-  type ManagedProxyConfiguration,
-} from "@cluster-proxy/api";
+import { MPC_API_VERSION, defaultedSpec, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
+import { agentFeedback, availability, type Availability, type FeedbackValue } from "./addon-availability.js";
 import {
   AGENT_DEPLOYMENT,
   DEFAULT_AGENT_NAMESPACE,
@@ -87,7 +81,7 @@ interface ManifestWork extends KubeObject {
     resourceStatus?: {
       manifests?: {
         resourceMeta?: { kind?: string; name?: string; namespace?: string };
-        statusFeedback?: { values?: { name: string; fieldValue?: { integer?: number } }[] };
+        statusFeedback?: { values?: FeedbackValue[] };
       }[];
     };
   };
@@ -375,7 +369,10 @@ export class AddonReconciler {
     // Health (Customized mode is ours to report), unless the hub already says the cluster is Unknown.
     const clusterAvailable = mc.status?.conditions?.find((c) => c.type === "ManagedClusterConditionAvailable");
     if (clusterAvailable?.status !== "Unknown") {
-      conditions.push(this.health(cluster, mpc));
+      const health = this.health(cluster, mpc);
+      conditions.push(health.condition);
+      // A held Available ends by time: look again then.
+      if (health.recheckAfterMs !== undefined) requeue = Math.min(requeue ?? Infinity, health.recheckAfterMs);
     }
     await this.writeStatus(mca, status, conditions);
     return requeue !== undefined ? { requeueAfterMs: requeue } : undefined;
@@ -462,51 +459,32 @@ export class AddonReconciler {
   }
 
   /**
-   * Available from the tunnel probes through every proxy-server replica (tunnel-prober.ts); the
-   * agent Deployment's ready replicas, as the work agent reports them, complete the message when
-   * the tunnel does not work.
+   * Available from the tunnel probes through every proxy-server replica (tunnel-prober.ts), with
+   * what the agents report through the work's status feedback (addon-availability.ts).
    */
-  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): ConditionInput {
-    const picture = this.prober?.result(cluster);
-    if (!picture || picture.probes === undefined)
-      return {
-        type: "Available",
-        status: "Unknown",
-        reason: "NoProbeResult",
-        message: !this.prober
-          ? "tunnel probing is disabled (--tunnel-probe-interval=0)"
-          : `the tunnel to ${cluster} has not been probed yet${picture ? `: ${picture.error}` : ""}`,
-      };
-    const ns = mpc?.spec.proxyServer.namespace ?? "";
-    if (picture.probes.length === 0)
-      return {
-        type: "Available",
-        status: "False",
-        reason: TunnelHealthReason.noServer,
-        message: `no proxy-server replica of ${mpc?.metadata.name ?? "the configuration"} is ready in namespace ${ns}`,
-      };
-    const message = formatTunnelHealth(picture.probes);
-    if (picture.probes.every((p) => p.ok))
-      return { type: "Available", status: "True", reason: TunnelHealthReason.available, message };
-    return {
-      type: "Available",
-      status: "False",
-      reason: TunnelHealthReason.unavailable,
-      message: `${message}${this.agentDeploymentNote(cluster, mpc)}`,
-    };
-  }
-
-  /** "; agent Deployment: 0 of 1 ready" from the work's status feedback, when reported. */
-  private agentDeploymentNote(cluster: string, mpc: ManagedProxyConfiguration | undefined): string {
+  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): Availability {
     const manifest = this.cache
       .work(cluster)
       ?.status?.resourceStatus?.manifests?.find(
         (m) => m.resourceMeta?.kind === "Deployment" && m.resourceMeta.name === AGENT_DEPLOYMENT,
       );
-    const values = new Map((manifest?.statusFeedback?.values ?? []).map((v) => [v.name, v.fieldValue?.integer]));
-    if (values.size === 0) return "";
-    const desired = mpc?.spec.proxyAgent?.replicas ?? values.get("Replicas") ?? 0;
-    return `; agent Deployment in ${cluster}: ${values.get("ReadyReplicas") ?? 0} of ${desired} ready`;
+    const agent = agentFeedback(manifest?.statusFeedback?.values);
+    return availability({
+      cluster,
+      probing: this.prober !== undefined,
+      picture: this.prober?.result(cluster),
+      ...(this.prober ? { now: this.prober.now() } : {}),
+      ...(mpc
+        ? {
+            configuration: {
+              name: mpc.metadata.name,
+              serverNamespace: mpc.spec.proxyServer.namespace,
+              ...(mpc.spec.proxyAgent?.replicas !== undefined ? { agentReplicas: mpc.spec.proxyAgent.replicas } : {}),
+            },
+          }
+        : {}),
+      ...(agent ? { agent } : {}),
+    });
   }
 
   private async writeStatus(

@@ -39,6 +39,7 @@ const deployment = (work: KubeObject): Dep =>
   (work.spec as { workload: { manifests: KubeObject[] } }).workload.manifests.find(
     (m) => m.kind === "Deployment",
   ) as Dep;
+const c0 = (dep: Dep): Dep["spec"]["template"]["spec"]["containers"][number] => dep.spec.template.spec.containers[0]!;
 const owner = {
   apiVersion: "addon.open-cluster-management.io/v1alpha1",
   kind: "ManagedClusterAddOn",
@@ -70,8 +71,46 @@ describe("the agent's ManifestWork", () => {
     const manifests = (work.spec as { workload: { manifests: KubeObject[] } }).workload.manifests;
     assert.equal(manifests[0]!.kind, "Namespace");
     assert.ok(manifests.every((m) => m.kind === "Namespace" || m.metadata.namespace === "agents"));
-    assert.ok(!manifests.some((m) => /Role|Service$/.test(m.kind ?? "")), "no RBAC, no ExternalName Service");
+    assert.ok(
+      !manifests.some((m) => /Service$|ClusterRole/.test(m.kind ?? "")),
+      "no cluster RBAC, no ExternalName Service",
+    );
+    // One right: patch the agent Deployment's status (its connection condition), nothing else.
+    const role = manifests.find((m) => m.kind === "Role") as KubeObject & { rules: unknown };
+    assert.deepEqual(role.rules, [
+      {
+        apiGroups: ["apps"],
+        resources: ["deployments/status"],
+        resourceNames: ["cluster-proxy-proxy-agent"],
+        verbs: ["patch"],
+      },
+    ]);
+    const binding = manifests.find((m) => m.kind === "RoleBinding") as KubeObject & {
+      roleRef: { name: string };
+      subjects: unknown;
+    };
+    assert.equal(binding.roleRef.name, role.metadata.name);
+    assert.deepEqual(binding.subjects, [{ kind: "ServiceAccount", name: "cluster-proxy", namespace: "agents" }]);
     const dep = deployment(work);
+    assert.ok(c0(dep).args.includes("--status-deployment=agents/cluster-proxy-proxy-agent"));
+    assert.equal(
+      (dep.spec.template.spec as { automountServiceAccountToken?: boolean }).automountServiceAccountToken,
+      true,
+    );
+    // The work reads the agents' condition back (OCM evaluates the path against the whole object).
+    const feedback = (work.spec as { manifestConfigs: { feedbackRules: unknown[]; feedbackScrapeType: string }[] })
+      .manifestConfigs[0]!;
+    assert.equal(feedback.feedbackScrapeType, "Watch");
+    assert.deepEqual(feedback.feedbackRules, [
+      { type: "WellKnownStatus" },
+      {
+        type: "JSONPaths",
+        jsonPaths: [
+          { name: "AgentConnected", path: '.status.conditions[?(@.type=="ProxyAgentConnected")].status' },
+          { name: "AgentConnectionMessage", path: '.status.conditions[?(@.type=="ProxyAgentConnected")].message' },
+        ],
+      },
+    ]);
     assert.equal(dep.spec.replicas, 2);
     const c = dep.spec.template.spec.containers[0]!;
     assert.deepEqual(c.command, ["cluster-proxy", "agent"]);

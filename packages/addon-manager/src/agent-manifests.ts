@@ -3,12 +3,15 @@
  * (`addon-cluster-proxy-deploy-0` in the cluster's namespace; OCM's work agent applies it).
  *
  * Contents, in apply order: the agent Namespace (= the ManagedClusterAddOn's `status.namespace`,
- * where OCM's registration agent writes the agent's certificate Secret), a ServiceAccount (the
- * agent needs no Kubernetes API rights, so no RBAC is shipped), Secret `cluster-proxy-ca` with the
- * proxy-servers' serving CA bundle, and Deployment `cluster-proxy-proxy-agent`.
+ * where OCM's registration agent writes the agent's certificate Secret), a ServiceAccount with one
+ * right (a Role and RoleBinding: `patch` on its own Deployment's `status`, where each agent
+ * writes its connection state and last error, read back by the work's status feedback), Secret
+ * `cluster-proxy-ca` with the proxy-servers' serving CA bundle, and Deployment
+ * `cluster-proxy-proxy-agent`.
  */
 import { createHash } from "node:crypto";
-import type { ManagedProxyConfiguration, NodePlacement } from "@cluster-proxy/api";
+import { AGENT_CONNECTION_CONDITION, type ManagedProxyConfiguration, type NodePlacement } from "@cluster-proxy/api";
+import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
 import type { KubeObject, OwnerReference } from "./kube-api.js";
 import { FAST_KEEPALIVE_ARGS } from "./render-proxy-server.js";
@@ -17,6 +20,9 @@ export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;
 export const DEFAULT_AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
 export const AGENT_DEPLOYMENT = "cluster-proxy-proxy-agent";
 export const AGENT_CONTAINER = "proxy-agent";
+export const AGENT_SERVICE_ACCOUNT = "cluster-proxy";
+/** The Role (and RoleBinding) letting the agents write their connection state into their Deployment. */
+export const AGENT_STATUS_ROLE = "cluster-proxy-agent-status";
 export const AGENT_CA_SECRET = "cluster-proxy-ca";
 /** The CA bundle of an https:// forward proxy (AddOnDeploymentConfig proxyConfig.caBundle). */
 export const PROXY_CA_SECRET = "cluster-proxy-forward-proxy-ca";
@@ -108,7 +114,27 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
   const caPem = input.servingCaPem;
   const manifests: KubeObject[] = [
     { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } },
-    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: "cluster-proxy", namespace } },
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: AGENT_SERVICE_ACCOUNT, namespace } },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata: { name: AGENT_STATUS_ROLE, namespace },
+      rules: [
+        {
+          apiGroups: ["apps"],
+          resources: ["deployments/status"],
+          resourceNames: [AGENT_DEPLOYMENT],
+          verbs: ["patch"],
+        },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata: { name: AGENT_STATUS_ROLE, namespace },
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: AGENT_STATUS_ROLE },
+      subjects: [{ kind: "ServiceAccount", name: AGENT_SERVICE_ACCOUNT, namespace }],
+    },
     {
       apiVersion: "v1",
       kind: "Secret",
@@ -147,8 +173,9 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
             },
           },
           spec: {
-            serviceAccountName: "cluster-proxy",
-            automountServiceAccountToken: false,
+            serviceAccountName: AGENT_SERVICE_ACCOUNT,
+            // The token is for --status-deployment only (the Role above: nothing else).
+            automountServiceAccountToken: true,
             ...(placement.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
             ...(placement.tolerations ? { tolerations: placement.tolerations } : {}),
             ...(agent.imagePullSecrets?.length
@@ -171,6 +198,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   // least every 3 s, so a cluster is back within seconds of its network.
                   ...FAST_KEEPALIVE_ARGS,
                   "--sync-interval-cap=3s",
+                  `--status-deployment=${namespace}/${AGENT_DEPLOYMENT}`,
                   ...(proxyCa ? ["--https-proxy-ca-cert=/etc/proxy-ca/ca.crt"] : []),
                   ...(agent.additionalArgs ?? []),
                 ],
@@ -223,7 +251,24 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
       manifestConfigs: [
         {
           resourceIdentifier: { group: "apps", resource: "deployments", name: AGENT_DEPLOYMENT, namespace },
-          feedbackRules: [{ type: "WellKnownStatus" }],
+          feedbackRules: [
+            { type: "WellKnownStatus" },
+            // The agents' own condition. OCM v1.2.1's work agent evaluates the path against the whole
+            // object (its own well-known rules read `.status.readyReplicas`) and keeps a string.
+            {
+              type: "JSONPaths",
+              jsonPaths: [
+                {
+                  name: AGENT_CONNECTED_FEEDBACK,
+                  path: `.status.conditions[?(@.type=="${AGENT_CONNECTION_CONDITION}")].status`,
+                },
+                {
+                  name: AGENT_CONNECTION_MESSAGE_FEEDBACK,
+                  path: `.status.conditions[?(@.type=="${AGENT_CONNECTION_CONDITION}")].message`,
+                },
+              ],
+            },
+          ],
           feedbackScrapeType: "Watch",
         },
       ],

@@ -102,6 +102,25 @@ describe("TunnelProber", () => {
     assert.deepEqual(calls.filter((c) => c.startsWith("server-a")).length, 1);
   });
 
+  test("the last round that passed is kept (with its replicas) while every replica fails, without a change to report", async () => {
+    let down = false;
+    const { prober, changes } = scripted(() => (down ? "no agent" : true));
+    prober.track("mc1", "cluster-proxy");
+    await prober.tick();
+    const pass = prober.result("mc1")?.lastPass;
+    assert.deepEqual(pass?.replicas, ["server-a", "server-b"]);
+    assert.ok(pass && pass.at <= prober.now());
+    down = true;
+    await prober.tick();
+    assert.deepEqual(prober.result("mc1")?.lastPass, pass, "kept from the round that passed");
+    changes.length = 0;
+    await prober.tick();
+    assert.deepEqual(changes, [], "the kept pass is no change");
+    down = false;
+    await prober.tick();
+    assert.ok(prober.result("mc1")!.lastPass!.at > pass.at);
+  });
+
   test("a configuration that cannot be probed gives the reason; untracked clusters are forgotten", async () => {
     const { prober, calls, changes } = scripted(() => true);
     prober.track("mc1", "missing");

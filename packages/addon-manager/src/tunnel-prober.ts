@@ -65,8 +65,20 @@ export interface TunnelProberOptions {
   probe?: ProbeFn;
 }
 
-/** A cluster's probe results: per replica, or why there are none. */
-export type ClusterProbes = { probes: ReplicaProbe[] } | { error: string; probes?: undefined };
+/** The last round in which a cluster's tunnel worked through at least one replica. */
+export interface LastPass {
+  /** When (performance.now() of the prober, milliseconds). */
+  at: number;
+  /** The replicas probed in that round (pod names, sorted). */
+  replicas: string[];
+}
+
+/**
+ * A cluster's probe results: per replica (with the last round that passed, to tell a fleet of
+ * proxy-servers being replaced from a tunnel that broke), or why there are none.
+ */
+export type ClusterProbes =
+  { probes: ReplicaProbe[]; lastPass?: LastPass } | { error: string; probes?: undefined; lastPass?: undefined };
 
 export class TunnelProber {
   private readonly tracked = new Map<string, string>();
@@ -87,6 +99,11 @@ export class TunnelProber {
   untrack(cluster: string): void {
     this.tracked.delete(cluster);
     this.results.delete(cluster);
+  }
+
+  /** The clock of {@link LastPass.at}. */
+  now(): number {
+    return performance.now();
   }
 
   /** The last picture of `cluster` (undefined: not probed yet). */
@@ -130,10 +147,16 @@ export class TunnelProber {
       }
     }
     await runLimited(jobs, this.options.concurrency ?? 64);
+    const now = performance.now();
     for (const [cluster, picture] of next) {
       if (!this.tracked.has(cluster)) continue;
-      picture.probes?.sort((a, b) => a.server.localeCompare(b.server));
       const before = this.results.get(cluster);
+      if (picture.probes !== undefined) {
+        picture.probes.sort((a, b) => a.server.localeCompare(b.server));
+        if (picture.probes.some((p) => p.ok))
+          picture.lastPass = { at: now, replicas: picture.probes.map((p) => p.server) };
+        else if (before?.lastPass) picture.lastPass = before.lastPass;
+      }
       this.results.set(cluster, picture);
       if (signature(before) !== signature(picture)) this.options.onChange(cluster);
     }

@@ -52,9 +52,11 @@ import {
 } from "./agent-config.js";
 import { guardedConnector } from "./destination-guard.js";
 import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
+import { connectionCondition } from "./connection-report.js";
 import { agentReadiness, closeHttp, listenHttp } from "./health-server.js";
 import { AgentMetrics } from "./metrics.js";
 import { ServerTunnel } from "./server-tunnel.js";
+import { StatusPublisher, type PatchSender } from "./status-publisher.js";
 
 /** Optional collaborators of a {@link ProxyAgent}. */
 export interface ProxyAgentDeps {
@@ -63,6 +65,8 @@ export interface ProxyAgentDeps {
   random?: () => number;
   /** Opens endpoint sockets (tests inject one to simulate dials that hang). */
   connectEndpoint?: SocketConnector;
+  /** Sends the `--status-deployment` patch (tests inject one; the pod's service account otherwise). */
+  sendStatus?: PatchSender;
 }
 
 /** How one connect attempt ended (errors are thrown). */
@@ -130,6 +134,9 @@ export class ProxyAgent {
   private endpointCount = 0;
   private readonly idleWaiters = new Set<() => void>();
   private health: { server: http.Server; address: AddressInfo } | undefined;
+  /** Writes the connection state into the agent's Deployment (--status-deployment). */
+  private status: StatusPublisher | undefined;
+  private lastConnectError: string | undefined;
   private admin: { server: http.Server; address: AddressInfo } | undefined;
 
   /** The options over their defaults; validated (and replaced by the validated ones) in start(). */
@@ -203,6 +210,15 @@ export class ProxyAgent {
       throw err;
     }
     if (this.closed) return;
+    if (o.statusDeployment) {
+      const [namespace, deployment] = o.statusDeployment.split("/") as [string, string];
+      this.status = new StatusPublisher({
+        namespace,
+        deployment,
+        logger: this.log,
+        ...(this.deps.sendStatus ? { send: this.deps.sendStatus } : {}),
+      });
+    }
     this.log.info(
       {
         agentID: this.agentID,
@@ -234,6 +250,7 @@ export class ProxyAgent {
     if (!this.closed) {
       this.closed = true;
       this.certReloader?.stop();
+      this.status?.close();
       clearTimeout(this.timer);
       this.timer = undefined;
       this.attempt?.abort();
@@ -302,6 +319,8 @@ export class ProxyAgent {
       (err: unknown) => {
         const shedding = serverIsShedding(err);
         const delay = this.retryDelay(Date.now() - started, shedding);
+        this.lastConnectError = err instanceof Error ? err.message : String(err);
+        this.reportStatus();
         this.log.warn(
           {
             err: err instanceof Error ? err.message : String(err),
@@ -472,14 +491,31 @@ export class ProxyAgent {
     this.metrics.knownServerCount.set(this.knownServerCount);
     this.metrics.openServerConnections.set(this.tunnels.size);
     this.log.info({ serverID, serverCount: count, connected: this.tunnels.size }, "connected to proxy server");
+    this.reportStatus();
     tunnel.once("close", (reason) => {
       if (this.tunnels.get(serverID) === tunnel) this.tunnels.delete(serverID);
       this.metrics.openServerConnections.set(this.tunnels.size);
       this.log.info({ serverID, reason, connected: this.tunnels.size }, "disconnected from proxy server");
+      this.reportStatus();
     });
     for (const frame of early) tunnel.receive(frame);
     if (call.closed || session.destroyed) tunnel.close("stream ended during the handshake");
     else if (this.draining) tunnel.drain();
+  }
+
+  /** Publish the connection state (--status-deployment); only changes are written. */
+  private reportStatus(): void {
+    if (!this.status) return;
+    // An error from before the agent reached every server is history, not a reason.
+    if (this.tunnels.size >= this.knownServerCount) this.lastConnectError = undefined;
+    this.status.publish(
+      connectionCondition({
+        agent: this.agentID,
+        connected: this.tunnels.size,
+        known: this.knownServerCount,
+        ...(this.lastConnectError ? { lastError: this.lastConnectError } : {}),
+      }),
+    );
   }
 
   private onEndpointCount(delta: number): void {

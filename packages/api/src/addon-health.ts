@@ -3,16 +3,26 @@
  * (condition `Available`) and as `cluster-proxy health` reads it back. The message is for people
  * and, through {@link parseTunnelHealth}, for programs: it starts with
  * "tunnel works through <n> of <m> proxy-servers" and names each failing replica after "; ".
+ *
+ * `Available` is True while the tunnel works through at least one replica (a hub client whose
+ * connection lands on a replica without a tunnel is a partial outage, shown as "<n> of <m>", not
+ * an unavailable cluster), and for a short grace time while the replicas are being replaced
+ * (scaling rolls them): scaling the proxy-servers must not flip it.
  */
 
 /** Reasons of the `Available` condition the manager writes. */
 export const TunnelHealthReason = {
-  /** A dial through every proxy-server replica reached the cluster. */
+  /** A dial through at least one proxy-server replica reached the cluster (the message counts them). */
   available: "ProxyAgentAvailable",
-  /** At least one replica could not reach the cluster (message names which and why). */
+  /** No replica could reach the cluster (the message names each and why, and what the agents report). */
   unavailable: "ProxyAgentUnavailable",
   /** No proxy-server replica to probe through yet. */
   noServer: "NoProxyServer",
+  /**
+   * No replica has a tunnel now, but the proxy-servers changed (scaled, rolled) since one had,
+   * moments ago: the agents are moving to the new replicas. Available stays True for a grace time.
+   */
+  changing: "ProxyServersChanging",
 } as const;
 
 /** One proxy-server replica's last probe of a cluster. */
@@ -43,3 +53,23 @@ export function parseTunnelHealth(message: string | undefined): { reachable: num
   const m = HEAD.exec(message ?? "");
   return m ? { reachable: Number(m[1]), servers: Number(m[2]) } : undefined;
 }
+
+/**
+ * The condition each proxy-agent writes into its own Deployment's status (its connection to the
+ * proxy-servers, with its last error), which the agent's ManifestWork reads back as status
+ * feedback so the hub can say why agents cannot connect.
+ */
+export const AGENT_CONNECTION_CONDITION = "ProxyAgentConnected";
+
+/** Reasons of {@link AGENT_CONNECTION_CONDITION}. */
+export const AgentConnectionReason = {
+  /** Connected to every proxy-server the servers announced. */
+  connected: "Connected",
+  /** Connected to some, not all, proxy-servers (the message carries the last error). */
+  partial: "PartiallyConnected",
+  /** Connected to no proxy-server (the message carries the last error). */
+  disconnected: "NotConnected",
+} as const;
+
+/** The longest message an agent writes into {@link AGENT_CONNECTION_CONDITION}. */
+export const AGENT_CONNECTION_MESSAGE_MAX = 400;

@@ -36,6 +36,16 @@ function apiserverAddressProblem(api: string): string | undefined {
   return !bare || /[\s/]/.test(api) ? `"${api}" is neither host:port nor a host` : undefined;
 }
 
+/** `<namespace>/<name>` (DNS names), or empty. */
+function statusDeploymentProblem(value: string): string | undefined {
+  if (!value) return undefined;
+  const dns = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+  const parts = value.split("/");
+  return parts.length === 2 && parts.every((p) => dns.test(p))
+    ? undefined
+    : `must be <namespace>/<deployment name>, got ${JSON.stringify(value)}`;
+}
+
 /** The proxy-agent's option fields (in flag-reference order). */
 const agentOptionFields = {
   proxyServerHost: opt.string(
@@ -268,6 +278,15 @@ const agentOptionFields = {
     },
     rules.atLeastMs(0),
   ),
+  statusDeployment: opt.string(
+    "",
+    {
+      flag: "status-deployment",
+      description:
+        "<namespace>/<name> of the agent's own Deployment: the agent writes its connection to the proxy-servers, with its last connection error, as status condition ProxyAgentConnected there (with the pod's service account; needs only patch on that deployments/status), so the hub can show why agents cannot connect. Empty: not written",
+    },
+    statusDeploymentProblem,
+  ),
   enableProfiling: ENABLE_PROFILING_FIELD,
   alpnProto: opt.list([], {
     flag: "alpn-proto",
@@ -314,7 +333,7 @@ const agentOptionFields = {
   kubeApiContentType: opt.string("application/vnd.kubernetes.protobuf", {
     flag: "kube-api-content-type",
     description: "Go: content type of requests sent to the apiserver",
-    goNote: "accepted, no effect: the agent sends no requests to the apiserver",
+    goNote: "accepted, no effect: the agent's one apiserver request (--status-deployment) is a JSON patch",
   }),
   enableContentionProfiling: ENABLE_CONTENTION_PROFILING_FIELD,
   xfrChannelSize: opt.int(

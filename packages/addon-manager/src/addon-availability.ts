@@ -1,0 +1,147 @@
+/**
+ * The `Available` condition of a ManagedClusterAddOn `cluster-proxy` (docs/addon-manager.md,
+ * "Health"), from two sources:
+ *
+ * - the hub's tunnel probes through every ready proxy-server replica (tunnel-prober.ts): True
+ *   while the tunnel works through at least one replica, the message counting them ("through 2 of
+ *   3") and naming each failing one, so scaling the proxy-servers (a new replica the agents have
+ *   not reached yet, one going away) shows as partial coverage, never as an unavailable cluster.
+ *   Scaling also replaces every replica (the servers' --server-count is in their pod template):
+ *   the old ones, which hold the agents' tunnels until they exit, leave the probed set (they are
+ *   terminating) before the agents have reached the new ones. So when no replica has a tunnel
+ *   but the set of replicas differs from the last one through which the tunnel worked, and that
+ *   was less than {@link REPLICA_CHANGE_GRACE_MS} ago, Available stays True
+ *   (`ProxyServersChanging`); a cut-off cluster (same replicas, all failing) turns False at once;
+ * - what the agents say about themselves, read from the agent ManifestWork's status feedback: the
+ *   agent Deployment's ready replicas and the `ProxyAgentConnected` condition each agent writes
+ *   into that Deployment's status with its own last connection error
+ *   (`getaddrinfo ENOTFOUND proxy-entrypoint...`). They complete the message when the tunnel
+ *   does not work, so the hub says why without a look into the managed cluster.
+ */
+import { TunnelHealthReason, formatTunnelHealth } from "@cluster-proxy/api";
+import type { ConditionInput } from "./conditions.js";
+import type { ClusterProbes } from "./tunnel-prober.js";
+
+/** Feedback names the agent ManifestWork asks for (agent-manifests.ts) beside the well-known ones. */
+export const AGENT_CONNECTED_FEEDBACK = "AgentConnected";
+export const AGENT_CONNECTION_MESSAGE_FEEDBACK = "AgentConnectionMessage";
+
+/** What the work agent reports about the agent Deployment. */
+export interface AgentFeedback {
+  readyReplicas?: number;
+  replicas?: number;
+  /** Status of the agents' `ProxyAgentConnected` condition ("True"/"False"), when written. */
+  connected?: string;
+  /** Its message: the last writer's pod name, server count and last error. */
+  message?: string;
+}
+
+/** A feedback value as the ManifestWork status carries it. */
+export interface FeedbackValue {
+  name: string;
+  fieldValue?: { type?: string; integer?: number; string?: string; boolean?: boolean };
+}
+
+/** Read {@link AgentFeedback} from the feedback values of the agent Deployment (undefined: none yet). */
+export function agentFeedback(values: readonly FeedbackValue[] | undefined): AgentFeedback | undefined {
+  if (!values?.length) return undefined;
+  const byName = new Map(values.map((v) => [v.name, v.fieldValue]));
+  const feedback: AgentFeedback = {};
+  const ready = byName.get("ReadyReplicas")?.integer;
+  const replicas = byName.get("Replicas")?.integer;
+  const connected = byName.get(AGENT_CONNECTED_FEEDBACK)?.string;
+  const message = byName.get(AGENT_CONNECTION_MESSAGE_FEEDBACK)?.string;
+  if (ready !== undefined) feedback.readyReplicas = ready;
+  if (replicas !== undefined) feedback.replicas = replicas;
+  if (connected) feedback.connected = connected;
+  if (message) feedback.message = message;
+  return feedback;
+}
+
+/** How long Available is held True while the proxy-servers are being replaced (see the module comment). */
+export const REPLICA_CHANGE_GRACE_MS = 30_000;
+
+export interface AvailabilityInput {
+  cluster: string;
+  /** False when probing is disabled (--tunnel-probe-interval=0). */
+  probing: boolean;
+  /** The prober's last picture of the cluster (undefined: not probed yet). */
+  picture: ClusterProbes | undefined;
+  /** The cluster's ManagedProxyConfiguration, when it exists. */
+  configuration?: { name: string; serverNamespace: string; agentReplicas?: number };
+  agent?: AgentFeedback;
+  /** The prober's clock now (the clock of `picture.lastPass.at`). */
+  now?: number;
+  /** Default {@link REPLICA_CHANGE_GRACE_MS}. */
+  changeGraceMs?: number;
+}
+
+/** The `Available` condition, and when to look again (a held condition ends by time, not by an event). */
+export interface Availability {
+  condition: ConditionInput;
+  recheckAfterMs?: number;
+}
+
+/** The `Available` condition and when to re-evaluate it (see the module comment). */
+export function availability(input: AvailabilityInput): Availability {
+  const { picture } = input;
+  const lastPass = picture?.lastPass;
+  if (picture?.probes !== undefined && !picture.probes.some((p) => p.ok) && lastPass && input.now !== undefined) {
+    const left = lastPass.at + (input.changeGraceMs ?? REPLICA_CHANGE_GRACE_MS) - input.now;
+    const names = picture.probes.map((p) => p.server).sort();
+    const changed = names.length !== lastPass.replicas.length || names.some((n, i) => n !== lastPass.replicas[i]);
+    if (changed && left > 0)
+      return {
+        condition: {
+          type: "Available",
+          status: "True",
+          reason: TunnelHealthReason.changing,
+          message: `${formatTunnelHealth(picture.probes)}; the proxy-servers are being replaced: the tunnel worked through ${lastPass.replicas.join(", ")} moments ago and the agents are moving to the new replicas (Available is kept for up to ${Math.round((input.changeGraceMs ?? REPLICA_CHANGE_GRACE_MS) / 1000)} s)`,
+        },
+        recheckAfterMs: Math.ceil(left) + 100,
+      };
+  }
+  return { condition: availableCondition(input) };
+}
+
+/** The `Available` condition from the probes alone (no grace for a changing set of replicas). */
+export function availableCondition(input: AvailabilityInput): ConditionInput {
+  const { cluster, picture } = input;
+  if (!picture || picture.probes === undefined)
+    return {
+      type: "Available",
+      status: "Unknown",
+      reason: "NoProbeResult",
+      message: !input.probing
+        ? "tunnel probing is disabled (--tunnel-probe-interval=0)"
+        : `the tunnel to ${cluster} has not been probed yet${picture ? `: ${picture.error}` : ""}`,
+    };
+  if (picture.probes.length === 0)
+    return {
+      type: "Available",
+      status: "False",
+      reason: TunnelHealthReason.noServer,
+      message: `no proxy-server replica of ${input.configuration?.name ?? "the configuration"} is ready in namespace ${input.configuration?.serverNamespace ?? ""}${agentNote(input)}`,
+    };
+  const message = formatTunnelHealth(picture.probes);
+  if (picture.probes.some((p) => p.ok))
+    return { type: "Available", status: "True", reason: TunnelHealthReason.available, message };
+  return {
+    type: "Available",
+    status: "False",
+    reason: TunnelHealthReason.unavailable,
+    message: `${message}${agentNote(input)}`,
+  };
+}
+
+/** "; agent Deployment in mc1: 0 of 3 ready; agents report: <pod>: connected to 0 of 1 ...; last error: ..." */
+function agentNote({ cluster, configuration, agent }: AvailabilityInput): string {
+  if (!agent) return "";
+  let note = "";
+  if (agent.readyReplicas !== undefined || agent.replicas !== undefined) {
+    const desired = configuration?.agentReplicas ?? agent.replicas ?? 0;
+    note += `; agent Deployment in ${cluster}: ${agent.readyReplicas ?? 0} of ${desired} ready`;
+  }
+  if (agent.message) note += `; agents report: ${agent.message}`;
+  return note;
+}
