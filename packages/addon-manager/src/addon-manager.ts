@@ -6,7 +6,11 @@
 import { setMaxListeners } from "node:events";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { AddonManagerOptions, ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  managedProxyConfigurationFromApi,
+  type AddonManagerOptions,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
 import { AddonReconciler, type AddonCache } from "./addon-registration.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
@@ -167,6 +171,12 @@ export class AddonManager {
       : { ok: false, detail: `watches not synced: ${waiting.join(", ")}` };
   }
 
+  /** The watched ManagedProxyConfiguration `name` with the schema's defaults filled in. */
+  private configuration(name: string): ManagedProxyConfiguration | undefined {
+    const stored = this.mpcWatch?.get(name);
+    return stored && managedProxyConfigurationFromApi(stored);
+  }
+
   private async runControllers(signal: AbortSignal): Promise<void> {
     const o = this.options;
     // Every watch and queue listens for the end of leadership.
@@ -256,7 +266,7 @@ export class AddonManager {
         addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
         cluster: (name) => w.clusters.get(name),
         work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
-        configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
+        configuration: (name) => this.configuration(name),
         deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
         managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
         csr: (name) => w.csrs.get(name) as CsrObject | undefined,
@@ -295,7 +305,7 @@ export class AddonManager {
       ...(this.ocmWatches ? Object.values(this.ocmWatches) : []),
     ];
     const cache: ObjectCache = {
-      configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
+      configuration: (name) => this.configuration(name),
       owned: (kind, name) =>
         (this.ownedWatches.get(kind)?.items() ?? []).filter(
           (obj) => obj.metadata.labels?.[CONFIGURATION_LABEL] === name,

@@ -13,7 +13,6 @@ import { createHash } from "node:crypto";
 import {
   MPC_API_VERSION,
   TunnelHealthReason,
-  defaultedSpec,
   formatTunnelHealth,
   type Condition,
   type ManagedProxyConfiguration,
@@ -106,6 +105,7 @@ export interface AddonCache {
   addon(cluster: string): ManagedClusterAddOn | undefined;
   cluster(name: string): ManagedCluster | undefined;
   work(cluster: string): ManifestWork | undefined;
+  /** The configuration `name` with the schema's defaults filled in (`managedProxyConfigurationFromApi`). */
   configuration(name: string): ManagedProxyConfiguration | undefined;
   deploymentConfig(namespace: string, name: string): (KubeObject & { spec?: AddOnDeploymentConfigSpec }) | undefined;
   managementAddOn(): ClusterManagementAddOn | undefined;
@@ -341,9 +341,7 @@ export class AddonReconciler {
     });
 
     // The agent's ManifestWork.
-    // The cache holds what the apiserver stored: fill in the schema's defaults.
-    const stored = this.cache.configuration(mpcName);
-    const mpc = stored && { ...stored, spec: defaultedSpec(stored.spec) };
+    const mpc = this.cache.configuration(mpcName);
     this.prober?.track(cluster, mpcName);
     const problem = await this.applyWork(mca, cluster, namespace, mpc, adc?.spec, refs);
     if (problem) {

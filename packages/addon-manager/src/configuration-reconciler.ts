@@ -8,7 +8,7 @@
  * status. It returns when to look again (the next certificate rotation, or the resync period).
  */
 import { isIP } from "node:net";
-import { defaultedSpec, MpcConditions, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { MpcConditions, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import {
   ensureCa,
   fingerprintOf,
@@ -61,6 +61,7 @@ interface ServiceObject extends KubeObject {
 
 /** Reads cached objects (from the manager's watches) instead of asking the apiserver. */
 export interface ObjectCache {
+  /** The configuration `name` with the schema's defaults filled in (`managedProxyConfigurationFromApi`). */
   configuration(name: string): ManagedProxyConfiguration | undefined;
   owned(resource: "deployment" | "service" | "podDisruptionBudget", configuration: string): KubeObject[];
 }
@@ -75,9 +76,8 @@ export class ConfigurationReconciler {
   ) {}
 
   async reconcile(name: string): Promise<ReconcileResult> {
-    const cached = this.cache.configuration(name);
-    if (!cached || cached.metadata.deletionTimestamp) return; // owned objects go with it (ownerReferences)
-    const mpc: ManagedProxyConfiguration = { ...cached, spec: defaultedSpec(cached.spec) };
+    const mpc = this.cache.configuration(name);
+    if (!mpc || mpc.metadata.deletionTimestamp) return; // owned objects go with it (ownerReferences)
     const conditions: ConditionInput[] = [];
     const status: NonNullable<ManagedProxyConfiguration["status"]> = {};
     let recheckMs = this.options.resyncMs;

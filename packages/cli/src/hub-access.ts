@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { Command } from "commander";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
-import { ConfigError, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { ConfigError, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
 
 /** The gRPC client door (`--server-port`), the default of `--proxy-server-port`. */
@@ -98,21 +98,19 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
   if (!kc.getCurrentCluster()?.server)
     throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
   const api = new KubeApi(kc);
-  let mpc: ManagedProxyConfiguration | undefined;
+  let stored: KubeObject | undefined;
   try {
-    mpc = await api.tryGet<ManagedProxyConfiguration & KubeObject>(
-      Resources.managedProxyConfiguration,
-      flags.configuration,
-    );
+    stored = await api.tryGet(Resources.managedProxyConfiguration, flags.configuration);
   } catch (err) {
     throw hubError(err, `reading ManagedProxyConfiguration ${flags.configuration}`);
   }
-  if (!mpc) {
+  if (!stored) {
     throw new CommandFailure(
       `--configuration: ManagedProxyConfiguration "${flags.configuration}" not found on the hub (is the addon installed?)`,
     );
   }
-  return { api, mpc };
+  // A chart-installed configuration sets few fields: the schema's defaults give the rest.
+  return { api, mpc: managedProxyConfigurationFromApi(stored) };
 }
 
 /** `connectHub` once, on first use (commands given every flag never touch the hub). */
