@@ -17,7 +17,7 @@ import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from
 import { EventRecorder } from "./events.js";
 import { HealthServer } from "./health-server.js";
 import { backoffDelay, delay } from "./backoff.js";
-import { isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
+import { isConflict, isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
 import { LeaderElector } from "./leader-election.js";
 import { silentLogger, type Logger } from "./logger.js";
@@ -171,6 +171,16 @@ export class AddonManager {
       : { ok: false, detail: `watches not synced: ${waiting.join(", ")}` };
   }
 
+  /**
+   * Where a failed reconcile is logged: a conflict (our cache was behind a newer object; the key is
+   * re-read and retried) is routine and goes to debug, anything else is a warning.
+   */
+  private retryLog(routine: boolean): Logger["warn"] {
+    return routine
+      ? (fields, message) => this.log.debug(fields, message)
+      : (fields, message) => this.log.warn(fields, message);
+  }
+
   /** The watched ManagedProxyConfiguration `name` with the schema's defaults filled in. */
   private configuration(name: string): ManagedProxyConfiguration | undefined {
     const stored = this.mpcWatch?.get(name);
@@ -183,8 +193,14 @@ export class AddonManager {
     setMaxListeners(64, signal);
     const queue: WorkQueue = new WorkQueue(
       (key) => this.measured(() => reconciler.reconcile(key)),
-      (key, err, retryInMs) =>
-        this.log.warn({ configuration: key, err: (err as Error).message, retryInMs }, "reconcile failed; retrying"),
+      (key, err, retryInMs, routine) =>
+        this.retryLog(routine)(
+          { configuration: key, err: (err as Error).message, retryInMs },
+          "reconcile failed; retrying",
+        ),
+      undefined,
+      undefined,
+      isConflict,
     );
     const enqueueAll = (): void => {
       for (const m of this.mpcWatch?.items() ?? []) queue.add(m.metadata.name);
@@ -391,8 +407,11 @@ export class AddonManager {
               : r.reconcileCsr(name),
         );
       },
-      (key, err, retryInMs) =>
-        this.log.warn({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
+      (key, err, retryInMs, routine) =>
+        this.retryLog(routine)({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
+      undefined,
+      undefined,
+      isConflict,
     );
   }
 }

@@ -23,7 +23,8 @@ import {
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
-import { mergeConditions, type ConditionInput } from "./conditions.js";
+import type { ConditionInput } from "./conditions.js";
+import { writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./events.js";
 import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
@@ -378,25 +379,7 @@ export class ConfigurationReconciler {
     status: NonNullable<ManagedProxyConfiguration["status"]>,
   ): Promise<void> {
     const now = new Date(this.options.now?.() ?? Date.now());
-    const generation = mpc.metadata.generation;
-    const next = {
-      ...(mpc.status ?? {}),
-      ...status,
-      lastObservedGeneration: generation,
-      conditions: mergeConditions(mpc.status?.conditions, conditions, generation, now),
-    };
-    if (JSON.stringify(next) === JSON.stringify(mpc.status ?? {})) return;
-    for (const type of conditions) {
-      const old = mpc.status?.conditions?.find((c) => c.type === type.type);
-      if (old?.status !== type.status && type.status === "True" && type.type === MpcConditions.ProxyServerDeployed)
-        void this.events.record(mpc, "Normal", "ProxyServerDeployed", type.message);
-    }
-    // PUT with the resourceVersion we read: a conflict means newer news; the queue retries.
-    await this.api.replace(
-      Resources.managedProxyConfiguration,
-      { ...(mpc as unknown as KubeObject), status: next },
-      "status",
-    );
+    await writeConfigurationStatus(this.api, this.events, mpc, conditions, status, now);
   }
 }
 
