@@ -49,7 +49,7 @@ export function addHubFlags(command: Command, door: "grpc" | "connect"): Command
     )
     .option(
       "--proxy-server-name <name>",
-      "TLS name to verify the proxy-server as (default: --proxy-server-host; the serving certificate carries <service>.<namespace>.svc, localhost, 127.0.0.1 and additionalSANs)",
+      "TLS name to verify the proxy-server as (default: --proxy-server-host, or <service>.<namespace>.svc for a door found through a LoadBalancer Service; the serving certificate carries <service>.<namespace>.svc, localhost, 127.0.0.1 and additionalSANs)",
     )
     .option(
       "--in-cluster-proxy-cert-lookup [bool]",
@@ -179,7 +179,9 @@ async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort:
     const port = svc.spec.ports?.find((p) => (p.targetPort ?? p.port) === doorPort);
     const ingress = svc.status?.loadBalancer?.ingress?.[0];
     const host = ingress?.hostname ?? ingress?.ip;
-    if (port && host) return { host, port: portFlag ?? port.port, servername: flags.proxyServerName ?? host };
+    // Verified as the in-cluster Service name, which every serving certificate carries (the
+    // LoadBalancer's address is in it only when added to additionalSANs).
+    if (port && host) return { host, port: portFlag ?? port.port, servername: flags.proxyServerName ?? inCluster };
   }
   return { host: inCluster, port: portFlag ?? doorPort, servername: flags.proxyServerName ?? inCluster };
 }
