@@ -8,7 +8,7 @@
  * status. It returns when to look again (the next certificate rotation, or the resync period).
  */
 import { isIP } from "node:net";
-import { MpcConditions, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { MpcConditions, configurationProblems, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import {
   ensureCa,
   fingerprintOf,
@@ -24,7 +24,7 @@ import {
   type SigningCa,
 } from "./certificate-authority.js";
 import type { ConditionInput } from "./conditions.js";
-import { writeConfigurationStatus } from "./configuration-status.js";
+import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./events.js";
 import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
@@ -82,6 +82,19 @@ export class ConfigurationReconciler {
     const conditions: ConditionInput[] = [];
     const status: NonNullable<ManagedProxyConfiguration["status"]> = {};
     let recheckMs = this.options.resyncMs;
+
+    // What the CRD refuses but an older CRD let in: refused here too, deploying nothing.
+    const problems = configurationProblems(mpc.spec);
+    if (problems.length > 0) {
+      conditions.push({
+        type: MpcConditions.ProxyServerDeployed,
+        status: "False",
+        reason: INVALID_CONFIGURATION,
+        message: `refused: ${problems.join("; ")}`,
+      });
+      await this.writeStatus(mpc, conditions, status);
+      return;
+    }
 
     let cas: { serving: SigningCa; client: SigningCa; agent: SigningCa };
     try {

@@ -98,4 +98,21 @@ describe("writeConfigurationStatus", () => {
       /bad/,
     );
   });
+
+  it("a refused configuration gives one Warning event", async () => {
+    const api = fakeApi(mpc("1"));
+    const events: string[] = [];
+    const recorder = {
+      record: (_o: unknown, type: string, reason: string) => Promise.resolve(void events.push(`${type} ${reason}`)),
+    };
+    const refused = {
+      type: "ProxyServerDeployed",
+      status: "False",
+      reason: "InvalidConfiguration",
+      message: "refused: spec.proxyServer.entrypoint.type: entrypoint type PortForward is not supported",
+    } as const;
+    await writeConfigurationStatus(api, recorder, api.current, [refused], {}, NOW);
+    await writeConfigurationStatus(api, recorder, api.current, [refused], {}, NOW);
+    assert.deepEqual(events, ["Warning InvalidConfiguration"]);
+  });
 });

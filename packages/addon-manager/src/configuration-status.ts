@@ -4,12 +4,16 @@
  * routine: the object is read again, the same observations are merged into its newer status and
  * written once more (nothing is logged). Events about a condition's transition are recorded
  * after the write that made it, compared with the status that write replaced: each transition
- * gives one event, however often the write was retried.
+ * gives one event, however often the write was retried: `ProxyServerDeployed` (Normal) when it
+ * turns True, `InvalidConfiguration` (Warning) when the manager refuses a configuration.
  */
 import { MpcConditions, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { mergeConditions, type ConditionInput } from "./conditions.js";
 import type { EventRecorder } from "./events.js";
 import { isConflict, Resources, type KubeApi } from "./kube-api.js";
+
+/** The reason of ProxyServerDeployed=False for a configuration the manager refuses (a Warning event too). */
+export const INVALID_CONFIGURATION = "InvalidConfiguration";
 
 /** Writes after a conflict before the error is left to the work queue. */
 const CONFLICT_ATTEMPTS = 3;
@@ -49,9 +53,12 @@ export async function writeConfigurationStatus(
       continue;
     }
     for (const c of conditions) {
+      if (c.type !== MpcConditions.ProxyServerDeployed) continue;
       const before = current.status?.conditions?.find((old) => old.type === c.type);
-      if (c.type === MpcConditions.ProxyServerDeployed && c.status === "True" && before?.status !== "True")
+      if (c.status === "True" && before?.status !== "True")
         await events.record(current, "Normal", "ProxyServerDeployed", c.message);
+      if (c.reason === INVALID_CONFIGURATION && (before?.reason !== c.reason || before.message !== c.message))
+        await events.record(current, "Warning", INVALID_CONFIGURATION, c.message);
     }
     return true;
   }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
+  configurationProblems,
   defaultedSpec,
   managedProxyConfigurationCrd,
   managedProxyConfigurationFromApi,
@@ -170,5 +171,44 @@ describe("ManagedProxyConfiguration schema", () => {
     assert.deepEqual(mpc.metadata, stored.metadata);
     assert.equal(stored.spec.authentication.signer.type, "SelfSigned", "the stored object is not changed");
     assert.equal("dump" in stored.spec.authentication, false);
+  });
+
+  it("configurationProblems: what the CRD refuses, for objects a CRD without the rules let in", () => {
+    const spec = (over: Record<string, unknown>): Parameters<typeof configurationProblems>[0] =>
+      defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" }, ...over } as never);
+    assert.deepEqual(configurationProblems(spec({})), []);
+    const server = (entrypoint: unknown): Parameters<typeof configurationProblems>[0] =>
+      spec({ proxyServer: { image: "s", entrypoint } });
+    assert.deepEqual(configurationProblems(server({ type: "Hostname", hostname: { value: "proxy.example" } })), []);
+    const one = (s: Parameters<typeof configurationProblems>[0]): string => {
+      const p = configurationProblems(s);
+      assert.equal(p.length, 1, p.join("\n"));
+      return p[0]!;
+    };
+    assert.match(
+      one(spec({ authentication: { signer: { type: "CertManager" } } })),
+      /^spec\.authentication\.signer\.type: signer type CertManager is not supported/,
+    );
+    assert.match(
+      one(server({ type: "PortForward" })),
+      /^spec\.proxyServer\.entrypoint\.type: .*PortForward is not supported/,
+    );
+    assert.match(
+      one(server({ type: "Hostname" })),
+      /^spec\.proxyServer\.entrypoint\.hostname: .*needs hostname\.value/,
+    );
+    assert.match(
+      one(server({ type: "Hostname", hostname: { value: "not a host!" } })),
+      /^spec\.proxyServer\.entrypoint\.hostname\.value: hostname\.value must be a DNS name or an IP address/,
+    );
+    assert.match(
+      one(server({ type: "LoadBalancerService", loadBalancerService: {}, hostname: { value: "proxy.example" } })),
+      /^spec\.proxyServer\.entrypoint\.hostname: /,
+    );
+    assert.match(one(spec({ userServer: {} })), /^spec\.userServer: userServer is not supported/);
+    assert.match(
+      one(spec({ proxyAgent: { image: "a", additionalServiceProxyArgs: ["--x"] } })),
+      /^spec\.proxyAgent\.additionalServiceProxyArgs: /,
+    );
   });
 });

@@ -587,6 +587,47 @@ export function managedProxyConfigurationFromApi(obj: {
   };
 }
 
+/** The message of the CEL rule of the spec node at `path` whose fieldPath is `fieldPath` ("" for none). */
+function ruleMessage(path: readonly string[], fieldPath: string): string {
+  let node: JsonSchemaProps | undefined = specSchema;
+  for (const key of path) node = node?.properties?.[key];
+  const rule = node?.["x-kubernetes-validations"]?.find((r) => (r.fieldPath ?? "") === fieldPath);
+  if (!rule) throw new Error(`no rule at spec.${path.join(".")} for "${fieldPath}"`);
+  return rule.message;
+}
+
+/**
+ * What the CRD's CEL rules refuse about what is not implemented (and an entrypoint whose type does
+ * not match its sub-object), checked again by the addon manager: a CRD installed by an older chart
+ * (helm never upgrades `crds/`) or by the Go addon lets such an object in, and the manager must
+ * refuse it rather than ignore it. Each problem names the field, with the CRD's own message.
+ */
+export function configurationProblems(spec: ManagedProxyConfigurationSpec): string[] {
+  const problems: string[] = [];
+  const add = (field: string, path: string[], fieldPath: string): void => {
+    problems.push(`spec.${field}: ${ruleMessage(path, fieldPath)}`);
+  };
+  if (spec.authentication.signer.type === "CertManager")
+    add("authentication.signer.type", ["authentication", "signer"], ".type");
+  const entrypoint = spec.proxyServer.entrypoint;
+  if (entrypoint) {
+    const at = ["proxyServer", "entrypoint"];
+    if (entrypoint.type === "PortForward") add("proxyServer.entrypoint.type", at, ".type");
+    if ((entrypoint.type === "Hostname") !== (entrypoint.hostname !== undefined))
+      add("proxyServer.entrypoint.hostname", at, ".hostname");
+    else if (entrypoint.hostname && !new RegExp(HOST_OR_IP).test(entrypoint.hostname.value))
+      add("proxyServer.entrypoint.hostname.value", [...at, "hostname"], ".value");
+    if (entrypoint.loadBalancerService && entrypoint.type !== "LoadBalancerService")
+      add("proxyServer.entrypoint.loadBalancerService", at, ".loadBalancerService");
+  }
+  if (spec.proxyAgent.additionalServiceProxyArgs?.length)
+    add("proxyAgent.additionalServiceProxyArgs", ["proxyAgent"], ".additionalServiceProxyArgs");
+  if (spec.proxyAgent.additionalServiceCAConfigMap)
+    add("proxyAgent.additionalServiceCAConfigMap", ["proxyAgent"], ".additionalServiceCAConfigMap");
+  if (spec.userServer) add("userServer", ["userServer"], "");
+  return problems;
+}
+
 /** Every field path of the schema with its type, default and description (for the README's reference). */
 export function schemaReference(
   schema: JsonSchemaProps = specSchema,
