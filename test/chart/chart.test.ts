@@ -9,7 +9,6 @@ import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadAllYaml } from "@kubernetes/client-node";
-import { notesCommands } from "../addon-manager/readme-install.js";
 import { CHART, helm } from "./helm.js";
 
 interface Obj {
@@ -118,28 +117,6 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     // between the chart's Placement and yours never deletes the binding under the one in use.
     assert.equal(find(own, "ManagedClusterSetBinding", "global").metadata.namespace, "open-cluster-management-addon");
     assert.deepEqual(cma(own), { type: "Placements", placements: [{ name: "prod", namespace: "fleet" }] });
-  });
-
-  test("the notes print only commands that run as printed (no <placeholder>), whatever the values", () => {
-    for (const set of [
-      [],
-      ["--set", "proxyServer.entrypointLoadBalancer=true"],
-      ["--set", "proxyServer.entrypointAddress=proxy.example.com"],
-      ["--set", "installByPlacement.placementName=prod", "--set", "installByPlacement.placementNamespace=fleet"],
-    ]) {
-      const r = helm([
-        "install",
-        "--dry-run=client",
-        "cluster-proxy",
-        CHART,
-        "-n",
-        "open-cluster-management-addon",
-        ...set,
-      ]);
-      assert.equal(r.status, 0, r.stderr);
-      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
-      assert.ok(notesCommands(notes).length >= 3, `${set.join(" ")}:\n${notes}`);
-    }
   });
 
   test("RBAC: no wildcard; secrets never deleted; CSR signing only for the addon's signer", () => {

@@ -181,8 +181,18 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     assert.match(mpc.status?.entrypoint ?? "", /^10\.200\.30\.\d+:8091$/, "the LoadBalancer entrypoint's ingress");
   });
 
-  test("every command the chart's notes print runs as printed", async () => {
+  test("every command the chart's notes print runs as printed; with other values they print none with a <placeholder>", async () => {
     await runNotes();
+    for (const set of [
+      [],
+      ["--set", "proxyServer.entrypointAddress=proxy.example.com"],
+      ["--set", "installByPlacement.placementName=prod", "--set", "installByPlacement.placementNamespace=fleet"],
+    ]) {
+      // helm renders notes only with a cluster (install --dry-run), never in `helm template`.
+      const r = helm(["install", "--dry-run=client", "notes-check", CHART, "-n", NS, ...set]);
+      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+      assert.ok(notesCommands(notes).length >= 2, `${set.join(" ")}:\n${notes}`);
+    }
   });
 
   test("a hub client reaches both clusters' apiservers through the tunnel (TLS verified)", async () => {
