@@ -184,12 +184,12 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
   test("every command the chart's notes print runs as printed; with other values they print none with a <placeholder>", async () => {
     await runNotes();
     for (const set of [
-      [],
+      ["--set", "proxyServer.entrypointLoadBalancer=false"],
       ["--set", "proxyServer.entrypointAddress=proxy.example.com"],
       ["--set", "installByPlacement.placementName=prod", "--set", "installByPlacement.placementNamespace=fleet"],
     ]) {
-      // helm renders notes only with a cluster (install --dry-run), never in `helm template`.
-      const r = helm(["install", "--dry-run=client", "notes-check", CHART, "-n", NS, ...set]);
+      // helm renders notes only against a cluster (a dry run of this release), never in `helm template`.
+      const r = helm(["upgrade", "--dry-run=client", "-n", NS, RELEASE, CHART, "--reuse-values", ...set]);
       const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
       assert.ok(notesCommands(notes).length >= 2, `${set.join(" ")}:\n${notes}`);
     }
