@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
@@ -19,7 +19,7 @@ import { goBin } from "../interop/go-harness.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { probeClusterFromLab, type ClusterProbeResult } from "./hub-setup.js";
-import { managerFlags, readmeInstallSteps } from "./readme-install.js";
+import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
 
 // The README's namespaces (its install commands are what this suite runs).
@@ -219,14 +219,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   test("the README's install commands: the manager creates the ClusterManagementAddOn; each ManagedClusterAddOn gets its registration, OCM's conditions kept", async () => {
     const steps = readmeInstallSteps();
     // `cluster-proxy` on PATH, as an installed CLI (or the image) has it.
-    const bin = join(dir, "bin");
-    mkdirSync(bin, { recursive: true });
-    writeFileSync(
-      join(bin, "cluster-proxy"),
-      `#!/bin/sh\nexec "${process.execPath}" ${NODE_FLAGS.join(" ")} "${join(repoRoot, "packages", "cli", "dist", "main.js")}" "$@"\n`,
-      { mode: 0o755 },
-    );
-    const path = [bin, env.state.binDir, dirname(process.execPath), process.env.PATH].join(":");
+    const path = operatorPath(env, dir);
     for (const step of steps) {
       if (step.kind === "manager") {
         const { args, namespace } = managerFlags(step.args);

@@ -1,8 +1,11 @@
 // Test helpers shared by the addon-manager and chart suites: install the ManagedProxyConfiguration
-// CRD on the hub (generated from the schema, as `cluster-proxy manifests crds` prints it) and wait
-// until it serves; list a managed cluster's namespaces from the lab through a proxy-server.
+// CRD on the hub (the chart's own file, charts/cluster-proxy/crds, which a unit test keeps equal to
+// what `cluster-proxy manifests crds` prints) and wait until it serves; list a managed cluster's
+// namespaces from the lab through a proxy-server.
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { managedProxyConfigurationCrd, type Condition } from "@cluster-proxy/api";
+import { load } from "js-yaml";
+import type { Condition } from "@cluster-proxy/api";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import { repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
@@ -16,8 +19,10 @@ const CRD = {
 };
 
 export async function installCrd(api: KubeApi): Promise<void> {
-  const crd = managedProxyConfigurationCrd();
-  await api.apply(CRD, crd as unknown as KubeObject);
+  const crd = load(
+    readFileSync(join(repoRoot, "charts", "cluster-proxy", "crds", "managedproxyconfigurations.yaml"), "utf8"),
+  ) as KubeObject;
+  await api.apply(CRD, crd);
   await waitFor("the CRD to be Established", 60_000, async () => {
     const live = (await api.get(CRD, crd.metadata.name)) as { status?: { conditions?: Condition[] } };
     return live.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");

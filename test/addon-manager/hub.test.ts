@@ -147,18 +147,37 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     await env?.close();
   });
 
-  test("the apiserver refuses a bad or unsupported configuration with a message naming the field", async () => {
+  test("the apiserver refuses a bad or unsupported configuration with a message naming the field (the chart's CRD file)", async () => {
     const bad: [string, Record<string, unknown>, RegExp][] = [
-      ["Hostname without hostname", { proxyServer: { image: "x", entrypoint: { type: "Hostname" } } }, /hostname/],
+      [
+        "Hostname without hostname",
+        { proxyServer: { image: "x", entrypoint: { type: "Hostname" } } },
+        /spec\.proxyServer\.entrypoint\.hostname: .*Hostname needs hostname\.value/,
+      ],
+      [
+        "a hostname that is no host",
+        { proxyServer: { image: "x", entrypoint: { type: "Hostname", hostname: { value: "not a host!" } } } },
+        /spec\.proxyServer\.entrypoint\.hostname\.value: .*must be a DNS name or an IP address/,
+      ],
+      [
+        "LoadBalancerService with a leftover hostname",
+        {
+          proxyServer: {
+            image: "x",
+            entrypoint: { type: "LoadBalancerService", loadBalancerService: {}, hostname: { value: "proxy.example" } },
+          },
+        },
+        /spec\.proxyServer\.entrypoint\.hostname: .*hostname is only valid with type Hostname/,
+      ],
       [
         "PortForward",
         { proxyServer: { image: "x", entrypoint: { type: "PortForward" } } },
-        /PortForward is not supported/,
+        /spec\.proxyServer\.entrypoint\.type: .*PortForward is not supported/,
       ],
       [
         "CertManager",
         { proxyServer: { image: "x" }, authentication: { signer: { type: "CertManager" } } },
-        /CertManager is not supported/,
+        /spec\.authentication\.signer\.type: .*CertManager is not supported/,
       ],
       [
         "Provided without a Secret",
@@ -283,6 +302,10 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
       events.some((e) => e.reason === "CertificateIssued" && e.involvedObject?.name === NAME),
       "CertificateIssued events reach the API",
     );
+    // A status write that lost a race with the manager's own previous write (409 Conflict) is
+    // re-read and retried quietly: no warnings about it (pino: warn is level 40).
+    const conflicts = m.logs.filter((l) => l.level >= 40 && /409|Conflict|has been modified/.test(JSON.stringify(l)));
+    assert.deepEqual(conflicts, [], "no warnings about conflicts");
   });
 
   test("certificates: Go's Secret names, trust split by role, entrypoint in the agent-server SANs", async () => {

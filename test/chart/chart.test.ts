@@ -83,9 +83,22 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     assert.equal(spec(render()).proxyServer.entrypoint, undefined);
   });
 
-  test("installByPlacement: the chart's Placement over global by default, or the one named", () => {
+  test("installByPlacement: the chart's Placement over global by default, or the one named; global stays bound", () => {
     const objs = render();
-    assert.deepEqual(find(objs, "Placement", "cluster-proxy").spec?.clusterSets, ["global"]);
+    const placement = find(objs, "Placement", "cluster-proxy").spec;
+    assert.deepEqual(placement?.clusterSets, ["global"]);
+    // A cluster labelled proxy.open-cluster-management.io/install=false is left out.
+    assert.deepEqual(placement?.predicates, [
+      {
+        requiredClusterSelector: {
+          labelSelector: {
+            matchExpressions: [
+              { key: "proxy.open-cluster-management.io/install", operator: "NotIn", values: ["false"] },
+            ],
+          },
+        },
+      },
+    ]);
     assert.equal(find(objs, "ManagedClusterSetBinding", "global").spec?.clusterSet, "global");
     const cma = (o: Obj[]): unknown =>
       (find(o, "ClusterManagementAddOn", "cluster-proxy").spec as { installStrategy: unknown }).installStrategy;
@@ -99,7 +112,10 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       "--set",
       "installByPlacement.placementNamespace=fleet",
     );
-    assert.ok(!own.some((o) => o.kind === "Placement" || o.kind === "ManagedClusterSetBinding"));
+    assert.ok(!own.some((o) => o.kind === "Placement"));
+    // Kept: a Placement of yours in the release namespace selects from global too, and switching
+    // between the chart's Placement and yours never deletes the binding under the one in use.
+    assert.equal(find(own, "ManagedClusterSetBinding", "global").metadata.namespace, "open-cluster-management-addon");
     assert.deepEqual(cma(own), { type: "Placements", placements: [{ name: "prod", namespace: "fleet" }] });
   });
 

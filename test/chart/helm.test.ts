@@ -1,14 +1,14 @@
 /**
  * The Helm chart on the test environment's hub (real OCM hub and klusterlets, the process kubelet
  * running the chart's pods: the addon manager with its in-cluster service account, the
- * proxy-servers, and the agents in mc1 and mc2), with the README's install commands:
- * install -> cluster-proxy Available on mc1 and mc2 and a hub client reaches both apiservers (TLS
- * verified) -> upgrade to 3 proxy-servers, every agent connected to each -> uninstall removes the
- * agents from both clusters and keeps the CA Secrets.
- *
- * The entrypoint is `--set proxyServer.entrypointAddress=<address>` (type Hostname): routing that
- * address to the proxy-servers is the operator's part; here a LoadBalancer Service with a fixed
- * address of the hub's pool plays it.
+ * proxy-servers, and the agents in mc1 and mc2), driven by the commands the documentation gives
+ * an operator, run as written (test/addon-manager/readme-install.ts): the README's chart install
+ * -> cluster-proxy Available on mc1 and mc2, every command the chart's notes print, a hub client
+ * reaching both apiservers (TLS verified) -> the README's client doors and `cluster-proxy health`
+ * from outside the hub -> the chart README's "take one cluster out" -> upgrade to 2 managers, every
+ * agent connected to each of the 3 proxy-servers -> the chart README's own Placement (no cluster
+ * loses its agent) -> uninstall removes the agents from both clusters and keeps the CA Secrets.
+ * The test creates nothing an operator is not told to create.
  */
 import assert from "node:assert/strict";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -21,14 +21,23 @@ import { paths } from "../env/config.js";
 import { type RunResult, waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { probeClusterFromLab, type ClusterProbeResult } from "../addon-manager/hub-setup.js";
+import { markedShellBlock, notesCommands, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
 import { CHART, helmBinary } from "./helm.js";
 
 const NS = "open-cluster-management-addon";
 const RELEASE = "cluster-proxy";
 const AGENT_NS = "open-cluster-management-cluster-proxy";
 const CLUSTERS = ["mc1", "mc2"] as const;
-/** A free address of the hub's LoadBalancer pool (docs/test-environment.md): the "hub address". */
+/** An address the entrypoint of a mistyped install would have named (nothing is installed). */
 const ENTRYPOINT = "10.200.30.50";
+/** What the README's client doors block and the chart README's own Placement create. */
+const OPERATOR_OBJECTS = { service: "cluster-proxy-client-doors", placement: "cluster-proxy-fleet" };
+const PLACEMENT = {
+  apiVersion: "cluster.open-cluster-management.io/v1beta1",
+  kind: "Placement",
+  plural: "placements",
+  namespaced: true,
+};
 
 interface Pod extends KubeObject {
   status?: { podIP?: string; phase?: string };
@@ -41,6 +50,22 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
   let env: TestEnv;
   let hub: KubeApi;
   let dir = "";
+  let path = "";
+
+  /** An operator's commands (from the docs, as written) in the lab; fails the test with their trace. */
+  const operator = async (what: string, script: string, timeoutMs = 600_000): Promise<string> => {
+    const r = await runAsOperator(env, path, script, timeoutMs);
+    assert.equal(r.status, 0, `${what} failed:\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
+    console.log(`# ${what}\n# ${r.stdout.trim().split("\n").join("\n# ")}`);
+    return r.stdout;
+  };
+  /** The commands the release's notes print, as helm renders them now. */
+  const runNotes = async (): Promise<void> => {
+    const notes = helm(["get", "notes", "-n", NS, RELEASE]).stdout;
+    const commands = notesCommands(notes);
+    assert.ok(commands.length >= 3, notes);
+    for (const c of commands) await operator(`NOTES.txt: ${c}`, c, 120_000);
+  };
 
   const helm = (args: string[], allowFail = false): RunResult =>
     env.exec("lab", paths.helm, [...args, "--kubeconfig", env.kubeconfigPath("hub")], {
@@ -79,6 +104,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       env = await startTestEnv();
       hub = new KubeApi(env.kubeConfig("hub"));
       dir = mkdtempSync(join(tmpdir(), "cp-helm-e2e-"));
+      path = operatorPath(env, dir);
       helmBinary(); // built (or found) before the environment's wrapper uses it
       // A release left by an interrupted run, and the addon's CSRs of earlier runs (OCM's
       // registration agent stops requesting at 10 per cluster).
@@ -92,6 +118,12 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
   );
   after(async () => {
     if (env) helm(["uninstall", "-n", NS, RELEASE], true);
+    await hub?.delete(Resources.service, OPERATOR_OBJECTS.service, NS).catch(() => undefined);
+    await hub?.delete(PLACEMENT, OPERATOR_OBJECTS.placement, NS).catch(() => undefined);
+    if (env)
+      env.kubectl("hub", ["label", "managedcluster", "mc2", "proxy.open-cluster-management.io/install-"], {
+        allowFail: true,
+      });
     if (dir) rmSync(dir, { recursive: true, force: true });
     await env?.close();
   });
@@ -115,46 +147,19 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     assert.equal(helm(["list", "-n", NS, "-q"]).stdout.trim(), "");
   });
 
-  test("helm install (the README's command line): Available on mc1 and mc2 within two minutes", async () => {
+  test("the README's chart install, as written: Available on mc1 and mc2", async () => {
+    const out = await operator("README install-chart", markedShellBlock("README.md", "install-chart"));
+    assert.match(out, /STATUS: deployed/);
+    assert.match(out, /kubectl get managedclusteraddon -A/, "NOTES.txt says what to run next");
+    // The CA EXPIRY column shows the date, not the age of a time in the future ("<invalid>").
+    const columns = out.split("\n").find((l) => /^cluster-proxy\s/.test(l) && /:8091/.test(l)) ?? "";
+    assert.match(columns, /\s\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s/, out);
+    assert.doesNotMatch(columns, /<invalid>/);
     const t0 = Date.now();
-    const r = helm([
-      "install",
-      "-n",
-      NS,
-      "--create-namespace",
-      RELEASE,
-      CHART,
-      "--set",
-      `proxyServer.entrypointAddress=${ENTRYPOINT}`,
-      // One server and one agent per cluster first (a light start on a busy machine); the upgrade below scales.
-      "--set",
-      "proxyServer.replicas=1",
-      "--set",
-      "proxyAgent.replicas=1",
-    ]);
-    assert.match(r.stdout, /STATUS: deployed/);
-    assert.match(r.stdout, /kubectl get managedclusteraddon -A/, "NOTES.txt says what to run next");
-    // The operator's route from the entrypoint address to the proxy-servers' agent port.
-    env.kubectl("hub", ["apply", "-f", "-"], {
-      input: JSON.stringify({
-        apiVersion: "v1",
-        kind: "Service",
-        metadata: { name: "agent-entrypoint", namespace: NS },
-        spec: {
-          type: "LoadBalancer",
-          loadBalancerIP: ENTRYPOINT,
-          selector: {
-            "proxy.open-cluster-management.io/component-name": "proxy-server",
-            "proxy.open-cluster-management.io/configuration": "cluster-proxy",
-          },
-          ports: [{ name: "agent-server", port: 8091, targetPort: 8091 }],
-        },
-      }),
-    });
     let last: Record<string, Condition | undefined> = {};
     await waitFor(
       "cluster-proxy Available on mc1 and mc2",
-      120_000 - (Date.now() - t0),
+      300_000 - (Date.now() - t0),
       () => {
         last = availability();
         return CLUSTERS.every((c) => last[c]?.status === "True") || undefined;
@@ -173,7 +178,21 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     const mpc = JSON.parse(kubectl(["get", "managedproxyconfiguration", "cluster-proxy", "-o", "json"])) as {
       status?: { entrypoint?: string };
     };
-    assert.equal(mpc.status?.entrypoint, `${ENTRYPOINT}:8091`);
+    assert.match(mpc.status?.entrypoint ?? "", /^10\.200\.30\.\d+:8091$/, "the LoadBalancer entrypoint's ingress");
+  });
+
+  test("every command the chart's notes print runs as printed; with other values they print none with a <placeholder>", async () => {
+    await runNotes();
+    for (const set of [
+      ["--set", "proxyServer.entrypointLoadBalancer=false"],
+      ["--set", "proxyServer.entrypointAddress=proxy.example.com"],
+      ["--set", "installByPlacement.placementName=prod", "--set", "installByPlacement.placementNamespace=fleet"],
+    ]) {
+      // helm renders notes only against a cluster (a dry run of this release), never in `helm template`.
+      const r = helm(["upgrade", "--dry-run=client", "-n", NS, RELEASE, CHART, "--reuse-values", ...set]);
+      const notes = r.stdout.slice(r.stdout.indexOf("NOTES:"));
+      assert.ok(notesCommands(notes).length >= 2, `${set.join(" ")}:\n${notes}`);
+    }
   });
 
   test("a hub client reaches both clusters' apiservers through the tunnel (TLS verified)", async () => {
@@ -214,19 +233,27 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     }
   });
 
-  test("helm upgrade to 3 proxy-servers (and 2 managers): every agent connected to each server", async () => {
-    const r = helm([
-      "upgrade",
-      "-n",
-      NS,
-      RELEASE,
-      CHART,
-      "--reuse-values",
-      "--set",
-      "proxyServer.replicas=3",
-      "--set",
-      "replicas=2",
-    ]);
+  test("the README's client doors: cluster-proxy health from outside the hub, every cluster healthy", async () => {
+    const out = await operator("README operations-chart", markedShellBlock("README.md", "operations-chart"), 900_000);
+    for (const c of CLUSTERS) assert.match(out, new RegExp(`^${c}\\s+True\\s+True\\s+True\\s`, "m"), out);
+  });
+
+  test("the chart README's take-one-cluster-out: mc2 loses its agent, health lists it not installed and passes", async () => {
+    const mca = await hub.get(Resources.managedClusterAddOn, RELEASE, "mc2");
+    const out = await operator(
+      "chart README take-one-out",
+      markedShellBlock("charts/cluster-proxy/README.md", "take-one-out"),
+    );
+    assert.match(out, /^mc2\s+False\s/m, out);
+    assert.match(out, /^mc1\s+True\s+True\s+True\s/m, out);
+    // And back in: a new ManagedClusterAddOn, Available again.
+    const back = await hub.get(Resources.managedClusterAddOn, RELEASE, "mc2");
+    assert.notEqual(back.metadata.uid, mca.metadata.uid);
+    await waitFor("mc2 Available again", 300_000, () => availability().mc2?.status === "True" || undefined, 1000);
+  });
+
+  test("helm upgrade to 2 managers: every agent connected to each of the 3 proxy-servers", async () => {
+    const r = helm(["upgrade", "-n", NS, RELEASE, CHART, "--reuse-values", "--set", "replicas=2"]);
     assert.match(r.stdout, /has been upgraded/);
     let seen = "";
     await waitFor(
@@ -235,7 +262,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       async () => {
         const pods = await serverPods();
         if (pods.length !== 3) return ((seen = `${pods.length} running proxy-server pods`), undefined);
-        // The agents now running in the clusters (one per cluster after the rollout).
+        // The agents now running in the clusters (the chart's default, 3 per cluster).
         let agents = 0;
         for (const c of CLUSTERS) {
           const list = (await new KubeApi(env.kubeConfig(c)).list(Resources.pod, { namespace: AGENT_NS }))
@@ -252,7 +279,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
           };
         });
         seen = JSON.stringify({ agents, per });
-        return agents === 2 && per.every((s) => s.connections === agents && s.mc1 >= 1 && s.mc2 >= 1)
+        return agents === 3 * CLUSTERS.length && per.every((s) => s.connections === agents && s.mc1 >= 1 && s.mc2 >= 1)
           ? true
           : undefined;
       },
@@ -309,6 +336,59 @@ last: ${JSON.stringify(avail)}`,
       managers.includes(lease.spec?.holderIdentity ?? ""),
       `${lease.spec?.holderIdentity} in ${managers.join(", ")}`,
     );
+  });
+
+  test("the chart README's own Placement: no cluster loses its agent, and the notes' commands run", async () => {
+    const before = Object.fromEntries(
+      await Promise.all(
+        CLUSTERS.map(async (c) => [c, (await hub.get(Resources.managedClusterAddOn, RELEASE, c)).metadata.uid]),
+      ),
+    ) as Record<string, string | undefined>;
+    await operator("chart README own-placement", markedShellBlock("charts/cluster-proxy/README.md", "own-placement"));
+    const cma = await hub.get<KubeObject & { spec: { installStrategy: { placements: { name: string }[] } } }>(
+      Resources.clusterManagementAddOn,
+      RELEASE,
+    );
+    assert.deepEqual(
+      cma.spec.installStrategy.placements.map((p) => p.name),
+      [OPERATOR_OBJECTS.placement],
+    );
+    // The new Placement decides for both clusters (it selects from the global set the chart keeps
+    // bound), and then for a while neither ManagedClusterAddOn is removed or replaced.
+    await waitFor(
+      "the Placement's decisions name mc1 and mc2",
+      120_000,
+      () => {
+        const decisions = kubectl([
+          "-n",
+          NS,
+          "get",
+          "placementdecisions",
+          "-l",
+          `cluster.open-cluster-management.io/placement=${OPERATOR_OBJECTS.placement}`,
+          "-o",
+          "jsonpath={.items[*].status.decisions[*].clusterName}",
+        ]);
+        return CLUSTERS.every((c) => decisions.split(" ").includes(c)) || undefined;
+      },
+      1000,
+    );
+    const deadline = Date.now() + 30_000;
+    const lost: string[] = [];
+    await waitFor(
+      "30 s of watching the ManagedClusterAddOns",
+      60_000,
+      async () => {
+        for (const c of CLUSTERS) {
+          const mca = await hub.tryGet(Resources.managedClusterAddOn, RELEASE, c);
+          if (mca?.metadata.uid !== before[c] || mca?.metadata.deletionTimestamp) lost.push(c);
+        }
+        return lost.length > 0 || Date.now() >= deadline;
+      },
+      1000,
+    );
+    assert.deepEqual(lost, [], "a ManagedClusterAddOn was removed or replaced after the switch to the own Placement");
+    await runNotes();
   });
 
   test("helm uninstall removes the agents from mc1 and mc2 and keeps the CA Secrets", async () => {

@@ -6,14 +6,18 @@
 import { setMaxListeners } from "node:events";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { AddonManagerOptions, ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  managedProxyConfigurationFromApi,
+  type AddonManagerOptions,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
 import { AddonReconciler, type AddonCache } from "./addon-registration.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import { EventRecorder } from "./events.js";
 import { HealthServer } from "./health-server.js";
 import { backoffDelay, delay } from "./backoff.js";
-import { isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
+import { isConflict, isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
 import { LeaderElector } from "./leader-election.js";
 import { silentLogger, type Logger } from "./logger.js";
@@ -167,14 +171,36 @@ export class AddonManager {
       : { ok: false, detail: `watches not synced: ${waiting.join(", ")}` };
   }
 
+  /**
+   * Where a failed reconcile is logged: a conflict (our cache was behind a newer object; the key is
+   * re-read and retried) is routine and goes to debug, anything else is a warning.
+   */
+  private retryLog(routine: boolean): Logger["warn"] {
+    return routine
+      ? (fields, message) => this.log.debug(fields, message)
+      : (fields, message) => this.log.warn(fields, message);
+  }
+
+  /** The watched ManagedProxyConfiguration `name` with the schema's defaults filled in. */
+  private configuration(name: string): ManagedProxyConfiguration | undefined {
+    const stored = this.mpcWatch?.get(name);
+    return stored && managedProxyConfigurationFromApi(stored);
+  }
+
   private async runControllers(signal: AbortSignal): Promise<void> {
     const o = this.options;
     // Every watch and queue listens for the end of leadership.
     setMaxListeners(64, signal);
     const queue: WorkQueue = new WorkQueue(
       (key) => this.measured(() => reconciler.reconcile(key)),
-      (key, err, retryInMs) =>
-        this.log.warn({ configuration: key, err: (err as Error).message, retryInMs }, "reconcile failed; retrying"),
+      (key, err, retryInMs, routine) =>
+        this.retryLog(routine)(
+          { configuration: key, err: (err as Error).message, retryInMs },
+          "reconcile failed; retrying",
+        ),
+      undefined,
+      undefined,
+      isConflict,
     );
     const enqueueAll = (): void => {
       for (const m of this.mpcWatch?.items() ?? []) queue.add(m.metadata.name);
@@ -256,7 +282,7 @@ export class AddonManager {
         addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
         cluster: (name) => w.clusters.get(name),
         work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
-        configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
+        configuration: (name) => this.configuration(name),
         deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
         managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
         csr: (name) => w.csrs.get(name) as CsrObject | undefined,
@@ -295,7 +321,7 @@ export class AddonManager {
       ...(this.ocmWatches ? Object.values(this.ocmWatches) : []),
     ];
     const cache: ObjectCache = {
-      configuration: (name) => this.mpcWatch?.get(name) as unknown as ManagedProxyConfiguration | undefined,
+      configuration: (name) => this.configuration(name),
       owned: (kind, name) =>
         (this.ownedWatches.get(kind)?.items() ?? []).filter(
           (obj) => obj.metadata.labels?.[CONFIGURATION_LABEL] === name,
@@ -381,8 +407,11 @@ export class AddonManager {
               : r.reconcileCsr(name),
         );
       },
-      (key, err, retryInMs) =>
-        this.log.warn({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
+      (key, err, retryInMs, routine) =>
+        this.retryLog(routine)({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
+      undefined,
+      undefined,
+      isConflict,
     );
   }
 }

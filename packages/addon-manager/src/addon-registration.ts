@@ -10,7 +10,7 @@
  * registration agent) set are kept; a 409 means our cache was stale and the key is retried.
  */
 import { createHash } from "node:crypto";
-import { MPC_API_VERSION, defaultedSpec, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { MPC_API_VERSION, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
 import { agentFeedback, availability, type Availability, type FeedbackValue } from "./addon-availability.js";
 import {
@@ -100,6 +100,7 @@ export interface AddonCache {
   addon(cluster: string): ManagedClusterAddOn | undefined;
   cluster(name: string): ManagedCluster | undefined;
   work(cluster: string): ManifestWork | undefined;
+  /** The configuration `name` with the schema's defaults filled in (`managedProxyConfigurationFromApi`). */
   configuration(name: string): ManagedProxyConfiguration | undefined;
   deploymentConfig(namespace: string, name: string): (KubeObject & { spec?: AddOnDeploymentConfigSpec }) | undefined;
   managementAddOn(): ClusterManagementAddOn | undefined;
@@ -335,9 +336,7 @@ export class AddonReconciler {
     });
 
     // The agent's ManifestWork.
-    // The cache holds what the apiserver stored: fill in the schema's defaults.
-    const stored = this.cache.configuration(mpcName);
-    const mpc = stored && { ...stored, spec: defaultedSpec(stored.spec) };
+    const mpc = this.cache.configuration(mpcName);
     this.prober?.track(cluster, mpcName);
     const problem = await this.applyWork(mca, cluster, namespace, mpc, adc?.spec, refs);
     if (problem) {

@@ -8,7 +8,7 @@
  * status. It returns when to look again (the next certificate rotation, or the resync period).
  */
 import { isIP } from "node:net";
-import { defaultedSpec, MpcConditions, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { MpcConditions, configurationProblems, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import {
   ensureCa,
   fingerprintOf,
@@ -23,7 +23,8 @@ import {
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
-import { mergeConditions, type ConditionInput } from "./conditions.js";
+import type { ConditionInput } from "./conditions.js";
+import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./events.js";
 import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
@@ -61,6 +62,7 @@ interface ServiceObject extends KubeObject {
 
 /** Reads cached objects (from the manager's watches) instead of asking the apiserver. */
 export interface ObjectCache {
+  /** The configuration `name` with the schema's defaults filled in (`managedProxyConfigurationFromApi`). */
   configuration(name: string): ManagedProxyConfiguration | undefined;
   owned(resource: "deployment" | "service" | "podDisruptionBudget", configuration: string): KubeObject[];
 }
@@ -75,12 +77,24 @@ export class ConfigurationReconciler {
   ) {}
 
   async reconcile(name: string): Promise<ReconcileResult> {
-    const cached = this.cache.configuration(name);
-    if (!cached || cached.metadata.deletionTimestamp) return; // owned objects go with it (ownerReferences)
-    const mpc: ManagedProxyConfiguration = { ...cached, spec: defaultedSpec(cached.spec) };
+    const mpc = this.cache.configuration(name);
+    if (!mpc || mpc.metadata.deletionTimestamp) return; // owned objects go with it (ownerReferences)
     const conditions: ConditionInput[] = [];
     const status: NonNullable<ManagedProxyConfiguration["status"]> = {};
     let recheckMs = this.options.resyncMs;
+
+    // What the CRD refuses but an older CRD let in: refused here too, deploying nothing.
+    const problems = configurationProblems(mpc.spec);
+    if (problems.length > 0) {
+      conditions.push({
+        type: MpcConditions.ProxyServerDeployed,
+        status: "False",
+        reason: INVALID_CONFIGURATION,
+        message: `refused: ${problems.join("; ")}`,
+      });
+      await this.writeStatus(mpc, conditions, status);
+      return;
+    }
 
     let cas: { serving: SigningCa; client: SigningCa; agent: SigningCa };
     try {
@@ -378,25 +392,7 @@ export class ConfigurationReconciler {
     status: NonNullable<ManagedProxyConfiguration["status"]>,
   ): Promise<void> {
     const now = new Date(this.options.now?.() ?? Date.now());
-    const generation = mpc.metadata.generation;
-    const next = {
-      ...(mpc.status ?? {}),
-      ...status,
-      lastObservedGeneration: generation,
-      conditions: mergeConditions(mpc.status?.conditions, conditions, generation, now),
-    };
-    if (JSON.stringify(next) === JSON.stringify(mpc.status ?? {})) return;
-    for (const type of conditions) {
-      const old = mpc.status?.conditions?.find((c) => c.type === type.type);
-      if (old?.status !== type.status && type.status === "True" && type.type === MpcConditions.ProxyServerDeployed)
-        void this.events.record(mpc, "Normal", "ProxyServerDeployed", type.message);
-    }
-    // PUT with the resourceVersion we read: a conflict means newer news; the queue retries.
-    await this.api.replace(
-      Resources.managedProxyConfiguration,
-      { ...(mpc as unknown as KubeObject), status: next },
-      "status",
-    );
+    await writeConfigurationStatus(this.api, this.events, mpc, conditions, status, now);
   }
 }
 

@@ -13,7 +13,7 @@
  */
 import { performance } from "node:perf_hooks";
 import tls from "node:tls";
-import { defaultedSpec, type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-proxy/api";
+import { type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-proxy/api";
 import { delay } from "./backoff.js";
 import { unb64, type SecretObject } from "./certificate-authority.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
@@ -277,6 +277,7 @@ interface PodObject extends KubeObject {
  * The {@link TunnelProberOptions.replicas} of a manager: the ready proxy-server pods of a
  * configuration (listed each round: one request per configuration) and its proxy-client
  * certificate and serving CA (read again every `credentialTtlMs`, so rotations are followed).
+ * `configuration` gives it with the schema's defaults filled in.
  */
 export function replicaFinder(
   api: KubeApi,
@@ -287,8 +288,7 @@ export function replicaFinder(
   return async (name) => {
     const mpc = configuration(name);
     if (!mpc) return { error: `ManagedProxyConfiguration ${name} does not exist` };
-    // The cache holds what the apiserver stored: fill in the schema's defaults.
-    const spec = defaultedSpec(mpc.spec);
+    const spec = mpc.spec;
     const ns = spec.proxyServer.namespace;
     let credentials = cached.get(name);
     if (!credentials || performance.now() - credentials.at > credentialTtlMs) {

@@ -75,4 +75,35 @@ describe("WorkQueue", () => {
     stop.abort();
     await running;
   });
+
+  it("retries a routine failure (a conflict) after the base delay, without growing the backoff", async () => {
+    const reports: [number, boolean][] = [];
+    let runs = 0;
+    const conflict = new Error("409 Conflict");
+    const queue = new WorkQueue(
+      () => {
+        runs++;
+        return Promise.reject(runs <= 4 ? conflict : new Error("boom"));
+      },
+      (_key, _err, retryInMs, routine) => reports.push([retryInMs, routine]),
+      20,
+      10_000,
+      (err) => err === conflict,
+    );
+    const stop = new AbortController();
+    const running = queue.run(stop.signal);
+    queue.add("k");
+    await until(() => reports.length === 5, "five failures");
+    stop.abort();
+    await running;
+    assert.deepEqual(reports.slice(0, 4), [
+      [20, true],
+      [20, true],
+      [20, true],
+      [20, true],
+    ]);
+    // The first real failure starts the backoff from the beginning.
+    assert.equal(reports[4]![1], false);
+    assert.ok(reports[4]![0] <= 40, `first backoff ${reports[4]![0]}`);
+  });
 });

@@ -2,7 +2,9 @@
  * A work queue of keys for level-based reconcilers: a key queued several times is processed once;
  * a key is never processed by two workers at once (a key queued while it is being processed runs
  * again afterwards); failures are retried with per-key exponential backoff; `addAfter` requeues
- * later (e.g. before a certificate must be rotated).
+ * later (e.g. before a certificate must be rotated). A routine failure (`isRoutine`, e.g. a 409
+ * Conflict because the cache lagged behind a write) is retried after the base delay and does not
+ * grow the backoff; `onError` gets it with `routine` true.
  */
 import { backoffDelay } from "./backoff.js";
 
@@ -19,9 +21,10 @@ export class WorkQueue {
 
   constructor(
     private readonly handler: (key: string) => Promise<ReconcileResult>,
-    private readonly onError: (key: string, err: unknown, retryInMs: number) => void,
+    private readonly onError: (key: string, err: unknown, retryInMs: number, routine: boolean) => void,
     private readonly baseDelayMs = 500,
     private readonly maxDelayMs = 60_000,
+    private readonly isRoutine: (err: unknown) => boolean = () => false,
   ) {}
 
   add(key: string): void {
@@ -77,10 +80,11 @@ export class WorkQueue {
         this.failures.delete(key);
         if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
       } catch (err) {
+        const routine = this.isRoutine(err);
         const n = this.failures.get(key) ?? 0;
-        this.failures.set(key, n + 1);
-        const wait = backoffDelay(n, this.baseDelayMs, this.maxDelayMs);
-        this.onError(key, err, wait);
+        if (!routine) this.failures.set(key, n + 1);
+        const wait = routine ? this.baseDelayMs : backoffDelay(n, this.baseDelayMs, this.maxDelayMs);
+        this.onError(key, err, wait, routine);
         this.addAfter(key, wait);
       } finally {
         this.active.delete(key);

@@ -177,7 +177,7 @@ export function chartValuesSchema(): ValuesSchema {
         additionalArgs: fromCrd(crdField("proxyAgent.additionalArgs"), { default: [] }),
       }),
       installByPlacement: obj(
-        "Which managed clusters get an agent. Empty placementName: the chart's Placement `cluster-proxy` selects every cluster of the ManagedClusterSet `global` (with a ManagedClusterSetBinding in the release namespace).",
+        "Which managed clusters get an agent. Empty placementName: the chart's Placement `cluster-proxy` selects every cluster of the ManagedClusterSet `global` but those labelled `proxy.open-cluster-management.io/install=false`. The chart binds `global` to the release namespace (ManagedClusterSetBinding `global`) either way, so a Placement of yours there selects from it too.",
         {
           placementName: str("An existing Placement to install by instead of the chart's.", ""),
           placementNamespace: str("Namespace of that Placement (default: the release namespace).", ""),

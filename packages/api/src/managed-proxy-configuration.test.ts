@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import {
+  configurationProblems,
   defaultedSpec,
   managedProxyConfigurationCrd,
+  managedProxyConfigurationFromApi,
   managedProxyConfigurationSchema,
   schemaReference,
   type JsonSchemaProps,
@@ -63,7 +65,7 @@ describe("ManagedProxyConfiguration schema", () => {
     assert.equal(crd.metadata.name, "managedproxyconfigurations.proxy.open-cluster-management.io");
     const spec = crd.spec as {
       scope: string;
-      versions: { name: string; subresources: unknown; additionalPrinterColumns: { name: string }[] }[];
+      versions: { name: string; subresources: unknown; additionalPrinterColumns: { name: string; type: string }[] }[];
     };
     assert.equal(spec.scope, "Cluster");
     assert.equal(spec.versions[0]!.name, "v1alpha1");
@@ -72,6 +74,9 @@ describe("ManagedProxyConfiguration schema", () => {
       spec.versions[0]!.additionalPrinterColumns.map((c) => c.name),
       ["Entrypoint", "Replicas", "Ready", "CA Expiry", "Age"],
     );
+    // A "date" column prints the age since then: "<invalid>" for an expiry in the future.
+    const caExpiry = spec.versions[0]!.additionalPrinterColumns.find((c) => c.name === "CA Expiry");
+    assert.equal(caExpiry?.type, "string");
   });
 
   it("is structural: every object has a type and no object mixes properties with additionalProperties", () => {
@@ -130,5 +135,80 @@ describe("ManagedProxyConfiguration schema", () => {
     assert.equal(spec.proxyAgent.replicas, 3);
     // A given value is kept.
     assert.equal(defaultedSpec({ proxyServer: { image: "s", replicas: 1 } } as never).proxyServer.replicas, 1);
+  });
+
+  it("refuses an entrypoint hostname that is neither a DNS name nor an IP address", () => {
+    const entrypoint =
+      managedProxyConfigurationSchema.properties!.spec!.properties!.proxyServer!.properties!.entrypoint!;
+    const rule = entrypoint.properties!.hostname!["x-kubernetes-validations"]![0]!;
+    const pattern = /^self\.value\.matches\('(.*)'\)$/.exec(rule.rule)?.[1];
+    assert.ok(pattern, rule.rule);
+    const re = new RegExp(pattern);
+    for (const ok of ["proxy.hub.example", "Proxy.Hub.Example.", "10.0.0.7", "fd00::1", "::ffff:10.0.0.1", "localhost"])
+      assert.match(ok, re, ok);
+    for (const bad of ["not a host!", "-a.example", "a..example", "a_b.example", "http://a.example", "a.example:8091"])
+      assert.doesNotMatch(bad, re, bad);
+    assert.equal(rule.fieldPath, ".value");
+  });
+
+  it("managedProxyConfigurationFromApi fills the defaults of an object as the chart writes it", () => {
+    const stored = {
+      apiVersion: "proxy.open-cluster-management.io/v1alpha1",
+      kind: "ManagedProxyConfiguration",
+      metadata: { name: "cluster-proxy", resourceVersion: "7", labels: { a: "b" } },
+      spec: {
+        authentication: { signer: { type: "SelfSigned" } },
+        proxyServer: { image: "s", namespace: "open-cluster-management-addon" },
+        proxyAgent: { image: "a" },
+      },
+      status: { caExpiry: "2030-01-01T00:00:00Z" },
+    };
+    const mpc = managedProxyConfigurationFromApi(stored);
+    assert.equal(mpc.spec.authentication.dump.secrets.signingProxyClientSecretName, "proxy-client");
+    assert.equal(mpc.spec.proxyServer.inClusterServiceName, "proxy-entrypoint");
+    assert.equal(mpc.spec.proxyServer.namespace, "open-cluster-management-addon");
+    assert.deepEqual(mpc.status, stored.status);
+    assert.deepEqual(mpc.metadata, stored.metadata);
+    assert.equal(stored.spec.authentication.signer.type, "SelfSigned", "the stored object is not changed");
+    assert.equal("dump" in stored.spec.authentication, false);
+  });
+
+  it("configurationProblems: what the CRD refuses, for objects a CRD without the rules let in", () => {
+    const spec = (over: Record<string, unknown>): Parameters<typeof configurationProblems>[0] =>
+      defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" }, ...over } as never);
+    assert.deepEqual(configurationProblems(spec({})), []);
+    const server = (entrypoint: unknown): Parameters<typeof configurationProblems>[0] =>
+      spec({ proxyServer: { image: "s", entrypoint } });
+    assert.deepEqual(configurationProblems(server({ type: "Hostname", hostname: { value: "proxy.example" } })), []);
+    const one = (s: Parameters<typeof configurationProblems>[0]): string => {
+      const p = configurationProblems(s);
+      assert.equal(p.length, 1, p.join("\n"));
+      return p[0]!;
+    };
+    assert.match(
+      one(spec({ authentication: { signer: { type: "CertManager" } } })),
+      /^spec\.authentication\.signer\.type: signer type CertManager is not supported/,
+    );
+    assert.match(
+      one(server({ type: "PortForward" })),
+      /^spec\.proxyServer\.entrypoint\.type: .*PortForward is not supported/,
+    );
+    assert.match(
+      one(server({ type: "Hostname" })),
+      /^spec\.proxyServer\.entrypoint\.hostname: .*needs hostname\.value/,
+    );
+    assert.match(
+      one(server({ type: "Hostname", hostname: { value: "not a host!" } })),
+      /^spec\.proxyServer\.entrypoint\.hostname\.value: hostname\.value must be a DNS name or an IP address/,
+    );
+    assert.match(
+      one(server({ type: "LoadBalancerService", loadBalancerService: {}, hostname: { value: "proxy.example" } })),
+      /^spec\.proxyServer\.entrypoint\.hostname: /,
+    );
+    assert.match(one(spec({ userServer: {} })), /^spec\.userServer: userServer is not supported/);
+    assert.match(
+      one(spec({ proxyAgent: { image: "a", additionalServiceProxyArgs: ["--x"] } })),
+      /^spec\.proxyAgent\.additionalServiceProxyArgs: /,
+    );
   });
 });

@@ -92,6 +92,9 @@ const stringMap = (description: string): JsonSchemaProps => ({
 
 const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/** A DNS name (any case, as agents resolve it), an IPv4 address, or an IPv6 address (hex digits and colons). */
+const HOST_OR_IP =
+  "^([a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*[.]?|[0-9a-fA-F.]*:[0-9a-fA-F:.]*)$";
 
 const tolerations = list(
   "Tolerations of the pods (core/v1 Toleration).",
@@ -247,7 +250,17 @@ const specSchema: JsonSchemaProps = obj(
             hostname: obj(
               "Type Hostname: agents dial this name (it is added to the agent-server certificate).",
               { value: str("DNS name or IP address.", { minLength: 1, maxLength: 253 }) },
-              { required: ["value"] },
+              {
+                required: ["value"],
+                "x-kubernetes-validations": [
+                  {
+                    rule: `self.value.matches('${HOST_OR_IP}')`,
+                    message:
+                      "hostname.value must be a DNS name or an IP address (letters, digits, '-', '.'; ':' in IPv6)",
+                    fieldPath: ".value",
+                  },
+                ],
+              },
             ),
             loadBalancerService: obj(
               "Type LoadBalancerService: a Service of type LoadBalancer in the proxy-servers' namespace; agents dial its ingress IP or hostname.",
@@ -429,7 +442,8 @@ export function managedProxyConfigurationCrd(): CustomResourceDefinition {
             { name: "Entrypoint", type: "string", jsonPath: ".status.entrypoint" },
             { name: "Replicas", type: "integer", jsonPath: ".spec.proxyServer.replicas" },
             { name: "Ready", type: "integer", jsonPath: ".status.readyReplicas" },
-            { name: "CA Expiry", type: "date", jsonPath: ".status.caExpiry" },
+            // "string", not "date": kubectl prints a date column as the age since then, "<invalid>" for a future time.
+            { name: "CA Expiry", type: "string", jsonPath: ".status.caExpiry" },
             { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
           ],
           schema: { openAPIV3Schema: managedProxyConfigurationSchema },
@@ -548,6 +562,70 @@ export function withSchemaDefaults<T>(value: T, schema: JsonSchemaProps = specSc
 /** A spec with every default filled in. */
 export function defaultedSpec(spec: Partial<ManagedProxyConfigurationSpec> | undefined): ManagedProxyConfigurationSpec {
   return withSchemaDefaults((spec ?? {}) as ManagedProxyConfigurationSpec, specSchema);
+}
+
+/**
+ * A ManagedProxyConfiguration as read from the API (a GET, a list or a watch event), with every
+ * default of the schema filled in: the one place the addon manager and the CLI read it through.
+ * The apiserver defaults what it stores only when the installed CRD carries the defaults (a CRD
+ * from an older release or from the Go addon does not), so nothing downstream may rely on it.
+ * Returns a new object; `status` and `metadata` are kept as they are.
+ */
+export function managedProxyConfigurationFromApi(obj: {
+  metadata: ManagedProxyConfiguration["metadata"];
+  spec?: unknown;
+  status?: unknown;
+}): ManagedProxyConfiguration {
+  const spec = defaultedSpec(obj.spec as Partial<ManagedProxyConfigurationSpec> | undefined);
+  const { status, ...rest } = obj;
+  return {
+    ...rest,
+    apiVersion: MPC_API_VERSION,
+    kind: MPC_KIND,
+    spec,
+    ...(status ? { status } : {}),
+  };
+}
+
+/** The message of the CEL rule of the spec node at `path` whose fieldPath is `fieldPath` ("" for none). */
+function ruleMessage(path: readonly string[], fieldPath: string): string {
+  let node: JsonSchemaProps | undefined = specSchema;
+  for (const key of path) node = node?.properties?.[key];
+  const rule = node?.["x-kubernetes-validations"]?.find((r) => (r.fieldPath ?? "") === fieldPath);
+  if (!rule) throw new Error(`no rule at spec.${path.join(".")} for "${fieldPath}"`);
+  return rule.message;
+}
+
+/**
+ * What the CRD's CEL rules refuse about what is not implemented (and an entrypoint whose type does
+ * not match its sub-object), checked again by the addon manager: a CRD installed by an older chart
+ * (helm never upgrades `crds/`) or by the Go addon lets such an object in, and the manager must
+ * refuse it rather than ignore it. Each problem names the field, with the CRD's own message.
+ */
+export function configurationProblems(spec: ManagedProxyConfigurationSpec): string[] {
+  const problems: string[] = [];
+  const add = (field: string, path: string[], fieldPath: string): void => {
+    problems.push(`spec.${field}: ${ruleMessage(path, fieldPath)}`);
+  };
+  if (spec.authentication.signer.type === "CertManager")
+    add("authentication.signer.type", ["authentication", "signer"], ".type");
+  const entrypoint = spec.proxyServer.entrypoint;
+  if (entrypoint) {
+    const at = ["proxyServer", "entrypoint"];
+    if (entrypoint.type === "PortForward") add("proxyServer.entrypoint.type", at, ".type");
+    if ((entrypoint.type === "Hostname") !== (entrypoint.hostname !== undefined))
+      add("proxyServer.entrypoint.hostname", at, ".hostname");
+    else if (entrypoint.hostname && !new RegExp(HOST_OR_IP).test(entrypoint.hostname.value))
+      add("proxyServer.entrypoint.hostname.value", [...at, "hostname"], ".value");
+    if (entrypoint.loadBalancerService && entrypoint.type !== "LoadBalancerService")
+      add("proxyServer.entrypoint.loadBalancerService", at, ".loadBalancerService");
+  }
+  if (spec.proxyAgent.additionalServiceProxyArgs?.length)
+    add("proxyAgent.additionalServiceProxyArgs", ["proxyAgent"], ".additionalServiceProxyArgs");
+  if (spec.proxyAgent.additionalServiceCAConfigMap)
+    add("proxyAgent.additionalServiceCAConfigMap", ["proxyAgent"], ".additionalServiceCAConfigMap");
+  if (spec.userServer) add("userServer", ["userServer"], "");
+  return problems;
 }
 
 /** Every field path of the schema with its type, default and description (for the README's reference). */

@@ -7,11 +7,11 @@ import {
   ConfigError,
   addonManagerOptionSpecs,
   addonManagerOptionsSchema,
-  managedProxyConfigurationCrd,
   parseOptions,
   type AddonManagerOptions,
 } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
+import { crdManifestYaml } from "./crd-manifest.js";
 import { createLogger } from "./log-output.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
@@ -101,7 +101,6 @@ export function registerAddonManagerCommand(
     .argument("<what>", "crds")
     .action(async (what: string) => {
       if (what !== "crds") throw new ConfigError(`manifests: unknown "${what}" (use crds)`);
-      const { dumpYaml } = await import("@kubernetes/client-node");
-      ctx.stdout(dumpYaml(managedProxyConfigurationCrd()));
+      ctx.stdout(await crdManifestYaml());
     });
 }

@@ -2,8 +2,10 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
-import { chartValuesSchema } from "@cluster-proxy/api";
-import { chartFiles, replaceValuesTable, schemaDefaults, valuesYaml } from "./chart-files.js";
+import { load } from "js-yaml";
+import { chartValuesSchema, managedProxyConfigurationCrd, type JsonSchemaProps } from "@cluster-proxy/api";
+import { CHART_GENERATED, chartFiles, replaceValuesTable, schemaDefaults, valuesYaml } from "./chart-files.js";
+import { crdManifestYaml } from "./crd-manifest.js";
 
 const chartDir = fileURLToPath(new URL("../../../charts/cluster-proxy/", import.meta.url));
 
@@ -44,5 +46,33 @@ describe("the Helm chart's generated files", () => {
     assert.match(yaml, /^# Image tag; empty: the chart's appVersion\.\ntag: ""$/m);
     assert.match(yaml, /^ {2}entrypointLoadBalancer: false$/m);
     assert.throws(() => replaceValuesTable("# no markers\n"), /values:begin/);
+  });
+
+  test("the shipped CRD holds the schema's CEL rules and defaults (what the apiserver enforces and fills in)", async () => {
+    type Crd = { spec: { versions: { schema: { openAPIV3Schema: JsonSchemaProps } }[] } };
+    const shipped = load(await readFile(`${chartDir}${CHART_GENERATED.crd}`, "utf8")) as Crd;
+    assert.deepEqual(shipped, managedProxyConfigurationCrd());
+    assert.deepEqual(load(await crdManifestYaml()), managedProxyConfigurationCrd(), "cluster-proxy manifests crds");
+    const spec = shipped.spec.versions[0]!.schema.openAPIV3Schema.properties!.spec!;
+    const server = spec.properties!.proxyServer!.properties!;
+    const rules = (s: JsonSchemaProps | undefined): string[] =>
+      (s?.["x-kubernetes-validations"] ?? []).map((r) => `${r.fieldPath ?? ""} ${r.message}`);
+    assert.equal(server.replicas!.default, 3);
+    assert.equal(server.inClusterServiceName!.default, "proxy-entrypoint");
+    assert.deepEqual(spec.properties!.authentication!.default, {});
+    assert.equal(
+      spec.properties!.authentication!.properties!.dump!.properties!.secrets!.properties!.signingProxyClientSecretName!
+        .default,
+      "proxy-client",
+    );
+    assert.match(rules(server.entrypoint).join("\n"), /\.type entrypoint type PortForward is not supported/);
+    assert.match(rules(server.entrypoint).join("\n"), /\.hostname entrypoint type Hostname needs hostname\.value/);
+    assert.match(rules(server.entrypoint!.properties!.hostname).join("\n"), /\.value hostname\.value must be/);
+    assert.match(
+      rules(spec.properties!.authentication!.properties!.signer).join("\n"),
+      /\.type signer type CertManager is not supported/,
+    );
+    // No YAML aliases: every shared sub-schema is written out.
+    assert.doesNotMatch(await crdManifestYaml(), /[&*]ref_/);
   });
 });

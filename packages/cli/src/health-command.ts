@@ -1,7 +1,8 @@
 /**
  * `cluster-proxy health`: for each ManagedCluster, is the addon installed, does the manager report
  * it Available, and does a probe through the tunnel reach its kube-apiserver (TLS verified against
- * the ManagedCluster's CA)? Exit status 1 when any selected cluster is not healthy.
+ * the ManagedCluster's CA)? Exit status 1 when a cluster with the addon is not healthy, or a cluster
+ * named with --cluster does not have it.
  */
 import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -32,7 +33,13 @@ import {
   type LocalHubProfile,
 } from "./local-hub.js";
 import { mapLimited, probeApiserver, type ProbeOutcome, type TunnelDialer } from "./health-probe.js";
-import { OUTPUT_FORMATS, formatHealth, isHealthy, type ClusterHealth, type OutputFormat } from "./health-report.js";
+import {
+  OUTPUT_FORMATS,
+  formatHealth,
+  healthExitCode,
+  type ClusterHealth,
+  type OutputFormat,
+} from "./health-report.js";
 
 const EXAMPLE = `
 Examples:
@@ -44,7 +51,8 @@ Examples:
 The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
 cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its
 ManagedCluster, then GETs --probe-path anonymously: no hub credential reaches a managed cluster.
-Exit status: 0 when every selected cluster is healthy, 1 otherwise.
+Exit status: 0 when every cluster with the addon is healthy, 1 otherwise. A cluster without the
+addon is listed as not installed (INSTALLED False) and fails the command only when named with --cluster.
 `;
 
 interface HealthFlags extends HubFlags {
@@ -101,7 +109,7 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
           parallel,
         );
     ctx.stdout(await formatHealth(rows, flags.output));
-    setExitCode(rows.every(isHealthy) ? 0 : 1);
+    setExitCode(healthExitCode(rows, flags.cluster));
   });
 }
 

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { healthDocument } from "./health-report.js";
-import { alignColumns, formatHealth, formatLatency, isHealthy, type ClusterHealth } from "./health-report.js";
+import {
+  alignColumns,
+  formatHealth,
+  formatLatency,
+  healthExitCode,
+  isHealthy,
+  type ClusterHealth,
+} from "./health-report.js";
 
 const healthy: ClusterHealth = {
   cluster: "mc1",
@@ -107,4 +114,12 @@ test("latency text and column alignment", () => {
     ]),
     "A     BB\nCCC   D\n",
   );
+});
+
+test("a cluster left without the addon is listed but fails health only when named with --cluster", () => {
+  assert.equal(healthExitCode([healthy, notInstalled]), 0);
+  assert.equal(healthExitCode([healthy, notInstalled], ["edge"]), 1);
+  assert.equal(healthExitCode([healthy, notInstalled], ["mc1"]), 0);
+  assert.equal(healthExitCode([healthy, cutOff, notInstalled]), 1, "an installed cluster that is not healthy fails");
+  assert.equal(healthExitCode([]), 0);
 });

@@ -32,6 +32,16 @@ export function isHealthy(h: ClusterHealth): boolean {
   return h.installed && h.available === "True" && h.probedHealth;
 }
 
+/**
+ * The exit status of `health`: 1 when a cluster with the addon is not healthy, or a cluster named
+ * with `--cluster` does not have it; a cluster deliberately left without the addon is listed
+ * (INSTALLED False) but does not fail the command.
+ */
+export function healthExitCode(rows: readonly ClusterHealth[], named: readonly string[] = []): 0 | 1 {
+  const failing = rows.filter((h) => !isHealthy(h) && (h.installed || named.includes(h.cluster)));
+  return failing.length === 0 ? 0 : 1;
+}
+
 const cap = (b: boolean): string => (b ? "True" : "False");
 
 /** Latency as kubectl-style text ("12ms", "1.2s"), "-" when unknown. */

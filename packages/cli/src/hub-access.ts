@@ -8,7 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { Command } from "commander";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
-import { ConfigError, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { ConfigError, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
 
 /** The gRPC client door (`--server-port`), the default of `--proxy-server-port`. */
@@ -49,7 +49,7 @@ export function addHubFlags(command: Command, door: "grpc" | "connect"): Command
     )
     .option(
       "--proxy-server-name <name>",
-      "TLS name to verify the proxy-server as (default: --proxy-server-host; the serving certificate carries <service>.<namespace>.svc, localhost, 127.0.0.1 and additionalSANs)",
+      "TLS name to verify the proxy-server as (default: --proxy-server-host, or <service>.<namespace>.svc for a door found through a LoadBalancer Service; the serving certificate carries <service>.<namespace>.svc, localhost, 127.0.0.1 and additionalSANs)",
     )
     .option(
       "--in-cluster-proxy-cert-lookup [bool]",
@@ -98,21 +98,19 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
   if (!kc.getCurrentCluster()?.server)
     throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
   const api = new KubeApi(kc);
-  let mpc: ManagedProxyConfiguration | undefined;
+  let stored: KubeObject | undefined;
   try {
-    mpc = await api.tryGet<ManagedProxyConfiguration & KubeObject>(
-      Resources.managedProxyConfiguration,
-      flags.configuration,
-    );
+    stored = await api.tryGet(Resources.managedProxyConfiguration, flags.configuration);
   } catch (err) {
     throw hubError(err, `reading ManagedProxyConfiguration ${flags.configuration}`);
   }
-  if (!mpc) {
+  if (!stored) {
     throw new CommandFailure(
       `--configuration: ManagedProxyConfiguration "${flags.configuration}" not found on the hub (is the addon installed?)`,
     );
   }
-  return { api, mpc };
+  // A chart-installed configuration sets few fields: the schema's defaults give the rest.
+  return { api, mpc: managedProxyConfigurationFromApi(stored) };
 }
 
 /** `connectHub` once, on first use (commands given every flag never touch the hub). */
@@ -181,7 +179,9 @@ async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort:
     const port = svc.spec.ports?.find((p) => (p.targetPort ?? p.port) === doorPort);
     const ingress = svc.status?.loadBalancer?.ingress?.[0];
     const host = ingress?.hostname ?? ingress?.ip;
-    if (port && host) return { host, port: portFlag ?? port.port, servername: flags.proxyServerName ?? host };
+    // Verified as the in-cluster Service name, which every serving certificate carries (the
+    // LoadBalancer's address is in it only when added to additionalSANs).
+    if (port && host) return { host, port: portFlag ?? port.port, servername: flags.proxyServerName ?? inCluster };
   }
   return { host: inCluster, port: portFlag ?? doorPort, servername: flags.proxyServerName ?? inCluster };
 }

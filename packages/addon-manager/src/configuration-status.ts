@@ -1,0 +1,65 @@
+/**
+ * Writing a ManagedProxyConfiguration's status. The status is a PUT with the resourceVersion it
+ * was computed from; the manager's cache can lag behind its own last write, so a 409 Conflict is
+ * routine: the object is read again, the same observations are merged into its newer status and
+ * written once more (nothing is logged). Events about a condition's transition are recorded
+ * after the write that made it, compared with the status that write replaced: each transition
+ * gives one event, however often the write was retried: `ProxyServerDeployed` (Normal) when it
+ * turns True, `InvalidConfiguration` (Warning) when the manager refuses a configuration.
+ */
+import { MpcConditions, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import { mergeConditions, type ConditionInput } from "./conditions.js";
+import type { EventRecorder } from "./events.js";
+import { isConflict, Resources, type KubeApi } from "./kube-api.js";
+
+/** The reason of ProxyServerDeployed=False for a configuration the manager refuses (a Warning event too). */
+export const INVALID_CONFIGURATION = "InvalidConfiguration";
+
+/** Writes after a conflict before the error is left to the work queue. */
+const CONFLICT_ATTEMPTS = 3;
+
+/** The status fields a reconcile observed (conditions apart). */
+export type ObservedStatus = NonNullable<ManagedProxyConfiguration["status"]>;
+
+/**
+ * Write `conditions` and `status` onto `mpc`'s status unless nothing changed; on a conflict re-read
+ * the object and retry (up to {@link CONFLICT_ATTEMPTS} writes). Returns whether a write happened.
+ */
+export async function writeConfigurationStatus(
+  api: Pick<KubeApi, "replace" | "tryGet">,
+  events: Pick<EventRecorder, "record">,
+  mpc: ManagedProxyConfiguration,
+  conditions: readonly ConditionInput[],
+  status: ObservedStatus,
+  now: Date,
+): Promise<boolean> {
+  let current = mpc;
+  for (let attempt = 1; ; attempt++) {
+    const generation = current.metadata.generation;
+    const next = {
+      ...(current.status ?? {}),
+      ...status,
+      lastObservedGeneration: generation,
+      conditions: mergeConditions(current.status?.conditions, conditions, generation, now),
+    };
+    if (JSON.stringify(next) === JSON.stringify(current.status ?? {})) return false;
+    try {
+      await api.replace(Resources.managedProxyConfiguration, { ...current, status: next }, "status");
+    } catch (err) {
+      if (!isConflict(err) || attempt >= CONFLICT_ATTEMPTS) throw err;
+      const fresh = await api.tryGet(Resources.managedProxyConfiguration, current.metadata.name);
+      if (!fresh || fresh.metadata.uid !== current.metadata.uid) return false; // deleted: nothing to report on
+      current = managedProxyConfigurationFromApi(fresh);
+      continue;
+    }
+    for (const c of conditions) {
+      if (c.type !== MpcConditions.ProxyServerDeployed) continue;
+      const before = current.status?.conditions?.find((old) => old.type === c.type);
+      if (c.status === "True" && before?.status !== "True")
+        await events.record(current, "Normal", "ProxyServerDeployed", c.message);
+      if (c.reason === INVALID_CONFIGURATION && (before?.reason !== c.reason || before.message !== c.message))
+        await events.record(current, "Warning", INVALID_CONFIGURATION, c.message);
+    }
+    return true;
+  }
+}

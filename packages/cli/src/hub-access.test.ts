@@ -1,0 +1,49 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
+import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
+import { findProxyEndpoint, type Hub, type HubFlags } from "./hub-access.js";
+
+/** A hub whose configuration is the chart's (no inClusterServiceName, no dump) and whose proxy-server namespace holds `services`. */
+function hubWith(services: KubeObject[]): () => Promise<Hub> {
+  const mpc = managedProxyConfigurationFromApi({
+    metadata: { name: "cluster-proxy" },
+    spec: { proxyServer: { image: "s", namespace: "open-cluster-management-addon" }, proxyAgent: { image: "a" } },
+  });
+  const api = { list: () => Promise.resolve({ items: services, resourceVersion: "1" }) } as unknown as KubeApi;
+  return () => Promise.resolve({ api, mpc });
+}
+const flags: HubFlags = { configuration: "cluster-proxy", inClusterProxyCertLookup: true };
+const doors: KubeObject = {
+  metadata: { name: "cluster-proxy-client-doors", namespace: "open-cluster-management-addon" },
+  spec: {
+    type: "LoadBalancer",
+    selector: { "proxy.open-cluster-management.io/component-name": "proxy-server" },
+    ports: [
+      { name: "grpc", port: 8090 },
+      { name: "http-connect", port: 8093 },
+    ],
+  },
+  status: { loadBalancer: { ingress: [{ ip: "10.200.30.7" }] } },
+};
+
+test("a door behind a LoadBalancer Service is verified as the in-cluster Service name its certificate carries", async () => {
+  assert.deepEqual(await findProxyEndpoint(hubWith([doors]), flags, 8090), {
+    host: "10.200.30.7",
+    port: 8090,
+    servername: "proxy-entrypoint.open-cluster-management-addon.svc",
+  });
+  assert.deepEqual(
+    await findProxyEndpoint(hubWith([doors]), { ...flags, proxyServerName: "doors.example" }, 8093),
+    { host: "10.200.30.7", port: 8093, servername: "doors.example" },
+    "--proxy-server-name wins",
+  );
+});
+
+test("without a LoadBalancer the in-cluster name of a chart-installed configuration (defaults filled in)", async () => {
+  assert.deepEqual(await findProxyEndpoint(hubWith([]), flags, 8090), {
+    host: "proxy-entrypoint.open-cluster-management-addon.svc",
+    port: 8090,
+    servername: "proxy-entrypoint.open-cluster-management-addon.svc",
+  });
+});
