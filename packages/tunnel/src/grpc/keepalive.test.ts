@@ -94,8 +94,10 @@ async function probedServer(): Promise<{ server: http2.Http2Server; port: number
 }
 
 test("a session nghttp2 ended with GOAWAY is closed once it idles, though the client keeps its end open", async () => {
-  // Issue 25: after a protocol error nghttp2 sends GOAWAY and stops reading and writing; node
-  // emits nothing and kept the socket open for as long as the client did.
+  // Issue 25: after a protocol error nghttp2 sends GOAWAY and stops reading and writing; node 20
+  // emits nothing and kept the socket open for as long as the client did, so the idle probe is
+  // what closes it there. Node 24 and later close such a session themselves (the probe then
+  // finds nothing to do): either way the socket must close.
   const { server, port, dead } = await probedServer();
   const attacks = [
     rawH2.oversizedFrameHeader(),
@@ -115,7 +117,8 @@ test("a session nghttp2 ended with GOAWAY is closed once it idles, though the cl
       assert.notEqual(await Promise.race([closed.then(() => "closed"), timeout]), "still open");
       socket.destroy();
     }
-    assert.equal(dead.length, attacks.length);
+    // Closed by node itself, or by the probe (one death each).
+    assert.ok(dead.length === 0 || dead.length === attacks.length, `probe deaths: ${dead.length}`);
   } finally {
     server.close();
   }
