@@ -4,7 +4,10 @@
 // build (get, and a watch that sees an object created during it), and `cluster-proxy
 // port-forward` to a Service inside mc1. Every CLI runs in the lab namespace, where an operator
 // outside the hub would be, and finds the proxy-servers by itself (a LoadBalancer Service that
-// exposes their client doors, whose address is in the configuration's additionalSANs).
+// exposes their client doors, whose address is in the configuration's additionalSANs). Every `$`
+// line of the README's transcripts of these commands runs as written (extracted, never re-typed),
+// as a user types it outside the hub with KUBECONFIG the hub's, and the output the README shows
+// must be what it prints (latencies, ages, times, client ports, pod names and addresses aside).
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -19,6 +22,14 @@ import { waitFor, type RunResult } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
+import {
+  assertShownOutput,
+  markedBlock,
+  operatorPath,
+  runAsOperator,
+  transcriptSteps,
+  type TranscriptStep,
+} from "./readme-install.js";
 
 const MANAGER_NS = "cluster-proxy-addon-ops";
 const SERVER_NS = "cluster-proxy-ops";
@@ -27,6 +38,13 @@ const CLUSTERS = ["mc1", "mc2"] as const;
 /** The hub LoadBalancer address of the proxy-servers' client doors (in the hub's pool). */
 const DOOR_IP = "10.200.30.90";
 const CLI = join(repoRoot, "packages", "cli", "dist", "main.js");
+
+/** The `$` lines of the README's transcript between the markers `<name>:begin` and `<name>:end`. */
+const transcript = (name: string, count: number): TranscriptStep[] => {
+  const steps = transcriptSteps(markedBlock("README.md", name, "console"));
+  assert.equal(steps.length, count, `the README's ${name} transcript has ${count} commands`);
+  return steps;
+};
 
 type Mca = KubeObject & { status?: { conditions?: Condition[] } };
 
@@ -44,6 +62,8 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
   let env: TestEnv;
   let hub: KubeApi;
   let dir: string;
+  /** The user's PATH: cluster-proxy, kubectl, curl. */
+  let userPath: string;
   let manager: ManagerProcess | undefined;
   const children: ChildProcess[] = [];
   const tokens: Partial<Record<(typeof CLUSTERS)[number], string>> = {};
@@ -58,6 +78,12 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       timeoutMs: 60_000,
     });
   const hubFlag = (): string => `--kubeconfig=${env.kubeconfigPath("hub")}`;
+  /**
+   * A transcript's `$` line as the user types it: in the lab namespace (outside the hub), in the
+   * directory `dir`, with KUBECONFIG the hub's and what the README asks of the reader (`env`).
+   */
+  const typed = (step: TranscriptStep, extraEnv: Record<string, string> = {}): Promise<RunResult> =>
+    runAsOperator(env, userPath, step.command, 120_000, { cwd: dir, env: extraEnv, typed: true });
   const health = (...args: string[]): { run: RunResult; items: HealthItem[] } => {
     const run = cli(["health", hubFlag(), "-o", "json", "--timeout=8s", ...args]);
     let items: HealthItem[] = [];
@@ -124,6 +150,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       env = await startTestEnv();
       hub = new KubeApi(env.kubeConfig("hub"));
       dir = mkdtempSync(join(tmpdir(), "cp-ops-e2e-"));
+      userPath = operatorPath(env, join(dir, "user"));
       await installCrd(hub);
       await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
       await deleteAddonCsrs();
@@ -248,20 +275,17 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       run.stdout,
     );
     for (const i of items) assert.ok(typeof i.latencyMs === "number" && i.latencyMs >= 0, JSON.stringify(i));
-    const table = cli(["health", hubFlag()]);
-    t.diagnostic(`cluster-proxy health\n${table.stdout}`);
+    const [all, wideStep] = transcript("operations-health", 3);
+    const table = await typed(all!);
+    t.diagnostic(`$ ${all!.command}\n${table.stdout}${table.stderr}`);
     assert.equal(table.status, 0, table.stderr);
+    assertShownOutput(all!, table.stdout);
     // No Node warning (DEP0123: a TLS ServerName set to an IP address, the door's LoadBalancer IP).
     for (const r of [run, table]) assert.doesNotMatch(r.stderr, /Warning|DEP\d{4}|ServerName/, r.stderr);
-    const lines = table.stdout.trimEnd().split("\n");
-    assert.match(lines[0]!, /^CLUSTER NAME\s+INSTALLED\s+AVAILABLE\s+PROBED HEALTH\s+LATENCY\s+REASON$/);
-    assert.match(lines[1]!, /^mc1\s+True\s+True\s+True\s+\d+(ms|\.\ds)\s+-$/);
-    assert.match(lines[2]!, /^mc2\s+True\s+True\s+True\s+\d+(ms|\.\ds)\s+-$/);
-    const wide = cli(["health", hubFlag(), "-o", "wide", "--cluster", "mc2"]);
-    t.diagnostic(`cluster-proxy health -o wide --cluster mc2\n${wide.stdout}`);
+    const wide = await typed(wideStep!);
+    t.diagnostic(`$ ${wideStep!.command}\n${wide.stdout}${wide.stderr}`);
     assert.equal(wide.status, 0, wide.stderr);
-    assert.match(wide.stdout, /PROXY-SERVERS\s+AGENT CERT EXPIRY\s+REASON/);
-    assert.match(wide.stdout, /^mc2\s+True\s+True\s+True\s+\S+\s+1\/1\s+\d{4}-\d\d-\d\dT\S+Z\s+-$/m);
+    assertShownOutput(wideStep!, wide.stdout);
     assert.doesNotMatch(wide.stdout, /^mc1/m, "--cluster filters");
   });
 
@@ -284,10 +308,13 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       assert.equal(items.find((i) => i.cluster === "mc2")?.probedHealth, true, "mc2 is not affected");
       const only2 = health("--cluster", "mc2");
       assert.equal(only2.run.status, 0, "only mc2 selected: healthy");
-      const table = cli(["health", hubFlag(), "--timeout=5s"]);
-      t.diagnostic(`cluster-proxy health --timeout=5s (mc1 cut off; exit ${table.status})\n${table.stdout}`);
-      assert.equal(table.status, 1);
-      assert.match(table.stdout, /^mc1\s+True\s+False\s+False\s+-\s+.*probe through the tunnel/m);
+      // The README's line for this situation, with its `echo "exit $?"`.
+      const cutOff = transcript("operations-health", 3)[2]!;
+      assert.match(cutOff.command, /# mc1 cut off from the hub$/);
+      const table = await typed(cutOff);
+      t.diagnostic(`$ ${cutOff.command}\n${table.stdout}${table.stderr}`);
+      assert.match(table.stdout, /\nexit 1\n$/);
+      assertShownOutput(cutOff, table.stdout);
     } finally {
       env.blackhole("mc1", false);
     }
@@ -295,11 +322,30 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
   });
 
   test("the real kubectl with a generated kubeconfig reaches mc1 and mc2 through the hub, TLS verified", async (t) => {
+    // mc1 as the README has it, with MC1_TOKEN set to a token of the user's for mc1, as it says.
+    const [write, get] = transcript("operations-kubeconfig", 2);
+    const wrote = await typed(write!, { MC1_TOKEN: tokens.mc1! });
+    t.diagnostic(`$ ${write!.command}\n${wrote.stdout}${wrote.stderr}`);
+    assert.equal(wrote.status, 0, wrote.stderr);
+    assertShownOutput(write!, wrote.stdout + wrote.stderr);
+    const got = await typed(get!);
+    t.diagnostic(`$ ${get!.command}\n${got.stdout}${got.stderr}`);
+    assert.equal(got.status, 0, got.stderr);
+    assertShownOutput(get!, got.stdout);
+    // mc2 the same way, by hand; then the same checks for both files.
+    const mc2 = cli([
+      "kubeconfig",
+      hubFlag(),
+      "--cluster",
+      "mc2",
+      "--token",
+      tokens.mc2!,
+      "--output",
+      join(dir, "mc2.kubeconfig"),
+    ]);
+    assert.equal(mc2.status, 0, mc2.stderr);
     for (const c of CLUSTERS) {
       const file = join(dir, `${c}.kubeconfig`);
-      const run = cli(["kubeconfig", hubFlag(), "--cluster", c, "--token", tokens[c]!, "--output", file]);
-      assert.equal(run.status, 0, run.stderr);
-      t.diagnostic(`cluster-proxy kubeconfig --cluster ${c} --token ... --output ${c}.kubeconfig\n${run.stderr}`);
       assert.equal(statSync(file).mode & 0o777, 0o600, "mode 0600");
       const text = readFileSync(file, "utf8");
       assert.doesNotMatch(text, /insecure-skip-tls-verify/);
@@ -307,8 +353,6 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       const ns = labKubectl(file, ["get", "namespaces", "-o", "name"]);
       assert.equal(ns.status, 0, ns.stderr);
       assert.match(ns.stdout, /^namespace\/open-cluster-management-cluster-proxy$/m, ns.stdout);
-      const table = labKubectl(file, ["get", "namespaces"]);
-      t.diagnostic(`kubectl --kubeconfig ${c}.kubeconfig get namespaces\n${table.stdout}${table.stderr}`);
       const who = labKubectl(file, ["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
       assert.equal(who.stdout, "system:serviceaccount:default:ops-user", `the user's own credentials: ${who.stderr}`);
     }
@@ -427,15 +471,13 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
         const d = await env.apps("mc1").readNamespacedDeployment({ name: "ops-web", namespace: "default" });
         return d.status?.readyReplicas === 1;
       });
-      const pf = spawnInLab(process.execPath, [
-        ...NODE_FLAGS,
-        CLI,
-        "port-forward",
-        hubFlag(),
-        "--cluster=mc1",
-        "0:ops-web.default.svc:80",
-        "0:127.0.0.1:1",
-      ]);
+      // The README's port-forward line as typed in one terminal, its curl lines in a second one.
+      const [forward] = transcript("operations-port-forward", 1);
+      const [curlWeb, curlRefused] = transcript("operations-port-forward-use", 2);
+      const pf = spawnInLab("bash", ["-c", `exec ${forward!.command}`], {
+        PATH: userPath,
+        KUBECONFIG: env.kubeconfigPath("hub"),
+      });
       const ports = await waitFor(
         "port-forward to listen",
         60_000,
@@ -457,37 +499,27 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       const answers = JSON.parse(got.stdout) as string[];
       assert.equal(answers.length, 20);
       for (const a of answers) assert.match(a, /^hello from ops-web-/);
-      // A connection that cannot be made is reported, and the forwarder keeps serving.
-      const refused = ports["127.0.0.1.mc1:1"]!;
-      env.exec(
-        "lab",
-        process.execPath,
-        [
-          "-e",
-          `require("net").connect(${refused},"127.0.0.1").on("close",()=>process.exit(0)).on("error",()=>process.exit(0))`,
-        ],
-        { allowFail: true, timeoutMs: 60_000 },
-      );
+      // The README's curl lines: the Service answers; a connection that cannot be made is
+      // reported by the forwarder, which keeps serving.
+      const web1 = await typed(curlWeb!);
+      t.diagnostic(`$ ${curlWeb!.command}\n${web1.stdout}${web1.stderr}`);
+      assert.equal(web1.status, 0, web1.stderr);
+      assertShownOutput(curlWeb!, web1.stdout);
+      const refused = await typed(curlRefused!);
+      t.diagnostic(`$ ${curlRefused!.command}\n${refused.stdout}${refused.stderr}(exit ${refused.status})`);
+      assert.notEqual(refused.status, 0);
+      assertShownOutput(curlRefused!, refused.stdout + refused.stderr);
       await waitFor(
         "a message for the failed connection",
         60_000,
         () => /to 127\.0\.0\.1\.mc1:1 failed: /.test(pf.err()),
         200,
       );
-      const again = env.exec(
-        "lab",
-        process.execPath,
-        ["-e", `fetch("http://127.0.0.1:${web}/").then(r=>r.text()).then(t=>console.log(t))`],
-        {
-          allowFail: true,
-          timeoutMs: 60_000,
-        },
-      );
-      assert.match(again.stdout, /^hello from ops-web-/);
-      t.diagnostic(
-        `cluster-proxy port-forward --cluster=mc1 0:ops-web.default.svc:80 0:127.0.0.1:1\n${pf.out()}${pf.err()}`,
-      );
-      t.diagnostic(`curl http://127.0.0.1:${web}/\n${again.stdout}`);
+      t.diagnostic(`$ ${forward!.command}\n${pf.out()}${pf.err()}`);
+      assertShownOutput(forward!, pf.out() + pf.err());
+      const again = await typed(curlWeb!);
+      assert.equal(again.status, 0, again.stderr);
+      assertShownOutput(curlWeb!, again.stdout);
       pf.child.kill("SIGTERM");
     } finally {
       await env

@@ -22,13 +22,86 @@ export function markedShellBlock(
   name: string,
   text = readFileSync(join(repoRoot, file), "utf8"),
 ): string {
+  return markedBlock(file, name, "sh", text);
+}
+
+/** The ```<lang> code between the markers `<name>:begin` and `<name>:end` (see markedShellBlock). */
+export function markedBlock(
+  file: string,
+  name: string,
+  lang: "sh" | "console",
+  text = readFileSync(join(repoRoot, file), "utf8"),
+): string {
   const begin = `<!-- ${name}:begin -->`;
   const start = text.indexOf(begin);
   const end = text.indexOf(`<!-- ${name}:end -->`);
   if (start < 0 || end < start) throw new Error(`${file} has no ${begin} ... <!-- ${name}:end --> block`);
-  const block = /```sh\n([\s\S]*?)```/.exec(text.slice(start, end))?.[1];
-  if (!block) throw new Error(`the ${name} block of ${file} has no \`\`\`sh code`);
+  const block = new RegExp("```" + lang + "\\n([\\s\\S]*?)```").exec(text.slice(start, end))?.[1];
+  if (!block) throw new Error(`the ${name} block of ${file} has no \`\`\`${lang} code`);
   return block;
+}
+
+/** One command of a ```console transcript (its `$ ` line, as typed) and the output shown after it. */
+export interface TranscriptStep {
+  command: string;
+  output: string[];
+}
+
+/** The steps of a ```console transcript (markedBlock(..., "console")), in order. */
+export function transcriptSteps(block: string): TranscriptStep[] {
+  const steps: TranscriptStep[] = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith("$ ")) steps.push({ command: line.slice(2), output: [] });
+    else if (steps.length === 0) {
+      if (line.trim()) throw new Error(`a transcript starts with a "$ " line, not: ${line}`);
+    } else if (line.trim()) steps[steps.length - 1]!.output.push(line);
+  }
+  return steps;
+}
+
+/**
+ * A transcript's output line as a pattern for the real output: runs of spaces match any (tables
+ * line up differently), and what varies from run to run matches any value of its shape (latencies,
+ * times, kubectl's ages, source ports, pod names' hashes, pod addresses in parentheses).
+ */
+export function transcriptLinePattern(line: string): RegExp {
+  const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/\s+/g, "\\s+");
+  const shapes: [RegExp, (m: RegExpExecArray) => string][] = [
+    [/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/y, () => "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ"],
+    [/\d+ms(?=\s|$)/y, () => "\\d+(?:ms|\\.\\ds)"],
+    [/(?<=\s)\d+[smhd](?:\d+[smhd])?(?=\s|$)/y, () => "\\d+[smhd](?:\\d+[smhd])?"],
+    [/(?<=from 127\.0\.0\.1:)\d+(?= to )/y, () => "\\d+"],
+    [/(?<=\()\d+\.\d+\.\d+\.\d+(?=\))/y, () => "\\d+\\.\\d+\\.\\d+\\.\\d+"],
+    [/\b([a-z][a-z0-9-]*)-[a-z0-9]{8,10}-[a-z0-9]{5}\b/y, (m) => `${escape(m[1]!)}-[a-z0-9]+-[a-z0-9]+`],
+  ];
+  const text = line.trim();
+  let source = "";
+  let literal = "";
+  for (let i = 0; i < text.length;) {
+    let matched = false;
+    for (const [shape, pattern] of shapes) {
+      shape.lastIndex = i;
+      const m = shape.exec(text);
+      if (!m) continue;
+      source += escape(literal) + pattern(m);
+      literal = "";
+      i += m[0].length;
+      matched = true;
+      break;
+    }
+    if (!matched) literal += text[i++];
+  }
+  return new RegExp(`^${source}${escape(literal)}$`);
+}
+
+/** Each line a transcript shows after `step.command` is a line of `actual` (of its shape, see above). */
+export function assertShownOutput(step: TranscriptStep, actual: string): void {
+  const lines = actual.split("\n").map((l) => l.trim());
+  for (const shown of step.output) {
+    const pattern = transcriptLinePattern(shown);
+    if (!lines.some((l) => pattern.test(l)))
+      throw new Error(`the README shows after \`${step.command}\`:\n  ${shown}\nbut it printed:\n${actual}`);
+  }
 }
 
 /**
@@ -64,10 +137,19 @@ export function operatorPath(env: TestEnv, dir: string): string {
 
 /**
  * Runs `script` as an operator on a machine outside the hub: in the lab namespace, from the
- * repository root (where `charts/cluster-proxy` is), with `path` and KUBECONFIG the hub's; bash
- * stops at the first failing command and traces each (`-x`) to stderr.
+ * repository root (where `charts/cluster-proxy` is) or `opts.cwd`, with `path`, KUBECONFIG the
+ * hub's and `opts.env`; bash stops at the first failing command and traces each (`-x`) to stderr.
+ * With `opts.typed`, `script` is one line as typed at a prompt: no `-euxo pipefail`, so
+ * `cmd; echo "exit $?"` shows cmd's status.
  */
-export function runAsOperator(env: TestEnv, path: string, script: string, timeoutMs: number): Promise<RunResult> {
+export function runAsOperator(
+  env: TestEnv,
+  path: string,
+  script: string,
+  timeoutMs: number,
+  opts: { cwd?: string; env?: Record<string, string>; typed?: boolean } = {},
+): Promise<RunResult> {
+  const extra = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`);
   return new Promise((resolve) => {
     execFile(
       "ip",
@@ -78,13 +160,13 @@ export function runAsOperator(env: TestEnv, path: string, script: string, timeou
         "env",
         `PATH=${path}`,
         `KUBECONFIG=${env.kubeconfigPath("hub")}`,
+        ...extra,
         "bash",
-        "-euxo",
-        "pipefail",
+        ...(opts.typed ? [] : ["-euxo", "pipefail"]),
         "-c",
         script,
       ],
-      { timeout: timeoutMs, cwd: repoRoot, maxBuffer: 64 * 1024 * 1024 },
+      { timeout: timeoutMs, cwd: opts.cwd ?? repoRoot, maxBuffer: 64 * 1024 * 1024 },
       (err, stdout, stderr) =>
         resolve({ status: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
     );
