@@ -4,33 +4,9 @@ import { once } from "node:events";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import type { EngineTimers } from "@cluster-proxy/tunnel";
-import { captureClientHello, waitUntil } from "@cluster-proxy/tunnel/testing";
+import { ManualTimers, captureClientHello, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { HandshakePacer, SHED_ALERT, type DropReason, type HandshakePacerOptions } from "./handshake-pacer.js";
 import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
-
-/** Timers the test advances by hand (the pacer's clock). */
-class ManualTimers implements EngineTimers {
-  now = 0;
-  private readonly pending = new Map<number, { at: number; fn: () => void }>();
-  private nextId = 1;
-  setTimeout(fn: () => void, ms: number): number {
-    const id = this.nextId++;
-    this.pending.set(id, { at: this.now + ms, fn });
-    return id;
-  }
-  clearTimeout(handle: unknown): void {
-    this.pending.delete(handle as number);
-  }
-  advance(ms: number): void {
-    this.now += ms;
-    for (const [id, t] of [...this.pending].sort((x, y) => x[1].at - y[1].at)) {
-      if (t.at > this.now) break;
-      this.pending.delete(id);
-      t.fn();
-    }
-  }
-}
 
 let pki: TestPki;
 let clientHello: Buffer;

@@ -10,33 +10,7 @@ import { FRAME_HEADER } from "../grpc/framing.js";
 import { ConnectionFlow, FlowState, stallErrorText } from "./connection-flow.js";
 import { ConnectionTable } from "./connection-table.js";
 import { SharedStream } from "./shared-stream.js";
-import type { EngineTimers } from "./timers.js";
-
-/** Timers that fire only when the test advances the clock. */
-class ManualTimers implements EngineTimers {
-  now = 0;
-  private readonly pending = new Map<number, { at: number; fn: () => void }>();
-  private nextId = 1;
-  setTimeout(fn: () => void, ms: number): number {
-    const id = this.nextId++;
-    this.pending.set(id, { at: this.now + ms, fn });
-    return id;
-  }
-  clearTimeout(handle: unknown): void {
-    this.pending.delete(handle as number);
-  }
-  get armed(): number {
-    return this.pending.size;
-  }
-  advance(ms: number): void {
-    this.now += ms;
-    for (const [id, t] of [...this.pending].sort((x, y) => x[1].at - y[1].at)) {
-      if (t.at > this.now) break;
-      this.pending.delete(id);
-      t.fn();
-    }
-  }
-}
+import { ManualTimers } from "../testing/manual-timers.js";
 
 class Conn {
   readonly flow = new FlowState();
