@@ -160,6 +160,13 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   };
   const getMca = (cluster: string): Promise<Mca | undefined> =>
     hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
+  /**
+   * Available turns True with the first replica that reaches the cluster; a probe through one
+   * particular replica's door needs them all.
+   */
+  const availableThroughAll = (m: Mca): boolean =>
+    cond(m, "Available")?.status === "True" &&
+    parseTunnelHealth(cond(m, "Available")?.message)?.reachable === SERVER_REPLICAS;
   const waitMca = async (cluster: string, what: string, ok: (m: Mca) => boolean, timeoutMs = 180_000): Promise<Mca> => {
     let last: Mca | undefined;
     try {
@@ -368,8 +375,8 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     for (const c of CLUSTERS) {
       const mca = await waitMca(
         c,
-        "ManifestApplied and Available",
-        (m) => cond(m, "ManifestApplied")?.status === "True" && cond(m, "Available")?.status === "True",
+        `ManifestApplied, and Available through all ${SERVER_REPLICAS} proxy-servers`,
+        (m) => cond(m, "ManifestApplied")?.status === "True" && availableThroughAll(m),
         240_000,
       );
       assert.equal(cond(mca, "Available")?.reason, TunnelHealthReason.available);
@@ -769,7 +776,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         throw new Error(`${err.message}\nmetric: ${metric}, expected ${expected}`, { cause: err });
       });
     }
-    await waitMca("mc1", "Available with the new certificate", (m) => cond(m, "Available")?.status === "True", 180_000);
+    await waitMca("mc1", "Available through every proxy-server with the new certificate", availableThroughAll, 180_000);
     const after = await pods();
     assert.deepEqual(
       after.map((p) => [p.metadata.name, p.status?.containerStatuses?.[0]?.restartCount ?? 0]),
