@@ -7,6 +7,11 @@
 //   node scripts/node-runtime.mjs --supported  one bin/node per line: every pinned runtime, the
 //                                              image's first, then "supported" (other majors the
 //                                              CLI and SDK support; node-flags.test.ts starts each)
+//   node scripts/node-runtime.mjs --exec <script> [args...]
+//                                              runs <script> on the image's bin/node (fetched if
+//                                              needed) with stdio passed through, and exits with its
+//                                              status: how `npm run up` and `npm start` run what we
+//                                              ship whatever node runs npm
 //
 // Cache: .cache/node-runtime/<version>-<first 16 hex of the integrity>/ holds the unpacked package
 // (bin/node, ...). A fetch goes to .cache/node-runtime/.tmp-<key>-<pid>/ and is renamed into place
@@ -14,9 +19,19 @@
 // when the cache is empty. Plain ESM for the machine's Node, no dependencies; also imported by
 // scripts/image.mjs and the tests (runtimes(), cachedNode()).
 
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { constants } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -122,13 +137,51 @@ function pidAlive(pid) {
   }
 }
 
+const USAGE = "usage: node scripts/node-runtime.mjs [--supported | --exec <script> [args...]]";
+
+/**
+ * Runs a script on the image's runtime as a child with the terminal's stdio. The child gets the
+ * signals: Ctrl-C reaches it with its process group, and a SIGTERM or SIGHUP sent to this process
+ * alone is passed on; this process exits with the child's status (128 + signal number if killed).
+ */
+function execOnRuntime(node, script, args) {
+  const child = spawn(node, [script, ...args], { stdio: "inherit" });
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+    process.on(sig, () => {
+      if (sig !== "SIGINT") child.kill(sig);
+    });
+  }
+  child.on("error", (err) => {
+    log(`error: ${node}: ${err.message}`);
+    process.exit(1);
+  });
+  child.on("exit", (code, signal) => {
+    process.exit(code ?? 128 + (constants.signals[signal] ?? 0));
+  });
+}
+
 function main() {
   const args = process.argv.slice(2);
+  const { image, supported } = runtimes();
+  if (args[0] === "--exec") {
+    if (!args[1]) {
+      log(`error: --exec needs a script to run (${USAGE})`);
+      process.exit(1);
+    }
+    let node;
+    try {
+      node = fetchNode(image);
+    } catch (err) {
+      log(`error: ${err.message}`);
+      process.exit(1);
+    }
+    execOnRuntime(node, args[1], args.slice(2));
+    return;
+  }
   if (args.some((a) => a !== "--supported")) {
-    log(`error: unknown argument(s): ${args.join(" ")} (usage: node scripts/node-runtime.mjs [--supported])`);
+    log(`error: unknown argument(s): ${args.join(" ")} (${USAGE})`);
     process.exit(1);
   }
-  const { image, supported } = runtimes();
   try {
     const pins = args.includes("--supported") ? [image, ...supported] : [image];
     for (const pin of pins) process.stdout.write(`${fetchNode(pin)}\n`);
@@ -138,4 +191,5 @@ function main() {
   }
 }
 
-if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();
+// Run as a script (also through a symlinked scripts/), not imported.
+if (process.argv[1] && realpathSync(resolve(process.argv[1])) === fileURLToPath(import.meta.url)) main();

@@ -7,8 +7,8 @@
  * the generated kubeconfig reach east's stand-in apiserver.
  *
  * `up` uses its defaults (port base 8080, ./.cluster-proxy): the README's commands name them.
- * The work directory is a temp dir whose node_modules is the checkout's, so ./.cluster-proxy
- * there is this test's own.
+ * The work directory is a temp dir linked to the checkout's files (node_modules, packages, ...),
+ * so ./.cluster-proxy there is this test's own.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -119,7 +119,17 @@ async function runAll(where: string, commands: string[]): Promise<void> {
 before(async () => {
   await h.init([]);
   work = await mkdtemp(join(tmpdir(), "cp-first-hour-"));
-  await symlink(join(REPO, "node_modules"), join(work, "node_modules"));
+  // A checkout to run npm in: what `npm run up` reads, linked.
+  for (const f of [
+    "node_modules",
+    "package.json",
+    "packages",
+    "scripts",
+    "image",
+    "tsconfig.base.json",
+    "tsconfig.build.json",
+  ])
+    await symlink(join(REPO, f), join(work, f));
   for (let p = 8080; p <= 8095; p++)
     assert.ok(await canListen(p), `port ${p} is taken: the README's commands use up's default ports 8080-8095`);
   const kubectlDir = join(
@@ -135,15 +145,19 @@ before(async () => {
     dirname(process.execPath),
     ...(process.env.PATH ?? "").split(delimiter).filter((d) => !d.includes("node_modules")),
   ].join(delimiter);
-  // As the README's first line has it (npm run up), with the command npm ci linked.
-  up = h.spawnProc("up", join(work, "node_modules", ".bin", "cluster-proxy"), ["up"], { env: env(), cwd: work });
+  // The README's first line as written, after its `npm ci` (the install CI has done; its
+  // node_modules is linked): `npm run up` builds and runs up on the image's Node.js, in a process
+  // group of its own that gets Ctrl-C as a terminal's would.
+  const firstLine = readFileSync(join(REPO, "README.md"), "utf8").split("\n")[1] ?? "";
+  const command = /^npm ci && (.+?)\s+#/.exec(firstLine)?.[1];
+  if (command !== "npm run up") assert.fail(`the README's first line runs npm run up: ${firstLine}`);
+  up = h.spawnProc("up", "bash", ["-c", command], { env: env(), cwd: work, processGroup: true });
   await waitForProc(up, "up's ready screen", () => Promise.resolve(/Running; press Ctrl-C/.test(up.output())));
 });
 
 after(async () => {
   if (up) {
-    up.child.kill("SIGINT");
-    await up.exited;
+    await up.kill("SIGINT");
   }
   await h.close();
   if (work) await rm(work, { recursive: true, force: true });

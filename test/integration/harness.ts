@@ -161,17 +161,20 @@ export class Harness {
    * Run any executable; output is kept for failure messages (stdout too unless `keepStdout` is
    * false, for binary streams read by the caller) and the process is killed by PID in
    * {@link Harness.close}. `stdin: true` pipes stdin, else it is ignored; `cwd` is where it runs.
+   * `processGroup: true` starts it in a process group of its own and signals go to the whole group,
+   * as a terminal's Ctrl-C does (for commands such as `npm run` that start a tree of processes).
    */
   spawnProc(
     name: string,
     command: string,
     args: string[],
-    opts: { stdin?: boolean; keepStdout?: boolean; env?: NodeJS.ProcessEnv; cwd?: string } = {},
+    opts: { stdin?: boolean; keepStdout?: boolean; env?: NodeJS.ProcessEnv; cwd?: string; processGroup?: boolean } = {},
   ): Proc {
     const child = spawn(command, args, {
       stdio: [opts.stdin ? "pipe" : "ignore", "pipe", "pipe"],
       ...(opts.env ? { env: opts.env } : {}),
       ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      ...(opts.processGroup ? { detached: true } : {}),
     });
     let out = "";
     if (opts.keepStdout !== false)
@@ -184,7 +187,10 @@ export class Harness {
       output: () => out,
       exited,
       kill: async (signal = "SIGKILL") => {
-        if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+        if (child.exitCode === null && child.signalCode === null) {
+          if (opts.processGroup && child.pid !== undefined) process.kill(-child.pid, signal);
+          else child.kill(signal);
+        }
         const code = await exited;
         this.procs.delete(proc);
         return code;

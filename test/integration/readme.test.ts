@@ -13,7 +13,7 @@ test("README opens with the two commands: run the main job, run all tests", () =
   assert.match(lines[2] ?? "", /^npm ci && npm test\b/);
   assert.equal(lines[3], "```");
   const pkg = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")) as { scripts: Record<string, string> };
-  assert.match(pkg.scripts["up"] ?? "", /main\.js up/);
+  assert.match(pkg.scripts["up"] ?? "", /cluster-proxy\.js up$/);
   assert.match(readFileSync(join(REPO, ".ci/run"), "utf8"), /npm test/);
 });
 

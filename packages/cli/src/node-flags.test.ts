@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -22,11 +22,49 @@ test("the cluster-proxy executable starts node with the flags of its #! line", a
   assert.deepEqual((JSON.parse(stdout) as string[]).slice(0, shebangFlags.length), shebangFlags);
 });
 
-test("npm start and npm run up pass the #! line's flags too", async () => {
+/**
+ * `npm start` and `npm run up` run the committed launcher on the image's runtime (whatever node
+ * runs npm): scripts/node-runtime.mjs --exec passes the arguments, the terminal and the exit
+ * status through, and a SIGTERM sent to it alone reaches the command.
+ */
+test("npm start and npm run up run the launcher on the image's runtime, status and signals passed through", async () => {
   const scripts = (
     JSON.parse(await readFile(join(root, "package.json"), "utf8")) as { scripts: Record<string, string> }
   ).scripts;
-  for (const name of ["start", "up"]) assert.ok(scripts[name]!.includes(`node ${shebangFlags.join(" ")} `), name);
+  const launch = "node scripts/node-runtime.mjs --exec packages/cli/bin/cluster-proxy.js";
+  assert.equal(scripts["start"], launch);
+  assert.match(scripts["up"]!, new RegExp(`&& ${launch.replaceAll(".", "\\.")} up$`));
+
+  const { stdout } = await run(process.execPath, [join(root, "scripts", "node-runtime.mjs")], { timeout: 300_000 });
+  const imageNode = stdout.trim().split("\n").at(-1)!;
+  const dir = await mkdtemp(join(tmpdir(), "cp-exec-"));
+  try {
+    const script = join(dir, "report.mjs");
+    await writeFile(
+      script,
+      [
+        "if (process.argv[2] === 'wait') { process.on('SIGTERM', () => process.exit(7)); setInterval(() => {}, 1000); }",
+        "else process.exitCode = 3;",
+        "process.stdout.write(JSON.stringify({ execPath: process.execPath, argv: process.argv.slice(2) }) + '\\n');",
+      ].join("\n"),
+    );
+    const runner = join(root, "scripts", "node-runtime.mjs");
+    const res = spawnSync(process.execPath, [runner, "--exec", script, "a b", "--c"], { encoding: "utf8" });
+    assert.equal(res.status, 3, "the exit status is passed on");
+    assert.deepEqual(JSON.parse(res.stdout), { execPath: imageNode, argv: ["a b", "--c"] });
+
+    const child = spawn(process.execPath, [runner, "--exec", script, "wait"], { stdio: ["ignore", "pipe", "inherit"] });
+    await new Promise<void>((resolve) => child.stdout.once("data", () => resolve()));
+    child.kill("SIGTERM");
+    const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+    assert.equal(code, 7, "the command saw the SIGTERM and its status came back");
+
+    const usage = spawnSync(process.execPath, [runner, "--exec"], { encoding: "utf8" });
+    assert.equal(usage.status, 1);
+    assert.match(usage.stderr, /--exec needs a script to run/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test("nodeFlagsFor: the old-space floor before Node 24, external memory in the global limit from 24 on", () => {
