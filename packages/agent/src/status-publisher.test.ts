@@ -121,6 +121,8 @@ describe("inClusterPatchSender", () => {
         inClusterPatchSender("agents", "x", env, join(dir, "missing"))("{}"),
         /no service account token/,
       );
+      await rm(join(dir, "ca.crt"));
+      await assert.rejects(send("{}"), /cannot read the cluster CA of the service account in .*ENOENT/);
     } finally {
       server.close();
       server.closeAllConnections();

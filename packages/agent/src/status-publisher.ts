@@ -49,12 +49,13 @@ export function inClusterPatchSender(
     const host = env.KUBERNETES_SERVICE_HOST;
     const port = Number(env.KUBERNETES_SERVICE_PORT || 443);
     if (!host) throw new Error("KUBERNETES_SERVICE_HOST is not set (not running in a pod?)");
-    const [token, ca] = await Promise.all([
-      readFile(`${dir}/token`, "utf8").catch(() => {
-        throw new Error(`no service account token in ${dir} (automountServiceAccountToken: false?)`);
-      }),
-      readFile(`${dir}/ca.crt`),
-    ]);
+    // One after the other, so that a missing service account mount is always reported as such.
+    const token = await readFile(`${dir}/token`, "utf8").catch(() => {
+      throw new Error(`no service account token in ${dir} (automountServiceAccountToken: false?)`);
+    });
+    const ca = await readFile(`${dir}/ca.crt`).catch((err: Error) => {
+      throw new Error(`cannot read the cluster CA of the service account in ${dir}: ${err.message}`);
+    });
     const path = `/apis/apps/v1/namespaces/${encodeURIComponent(namespace)}/deployments/${encodeURIComponent(deployment)}/status`;
     await new Promise<void>((resolve, reject) => {
       const req = https.request(
