@@ -10,7 +10,7 @@
 // Cache: .cache/go-peers/<key>/bin/ where <key> hashes versions.json, both
 // go.mod/go.sum files, the client's .go sources, `go version` and this recipe.
 // Builds go to a temp dir that is renamed into place, so an interrupted build
-// never leaves a half cache. See docs/go-peers.md; the shared machinery (Go
+// never leaves a half cache. See docs/testing/go-peers.md; the shared machinery (Go
 // check, cache key, build, install, signals, pruning) is scripts/go-build-cache.mjs.
 
 import { readdirSync } from "node:fs";

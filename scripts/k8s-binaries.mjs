@@ -15,7 +15,7 @@
 // and `ocmApiDir`: the open-cluster-management.io/api module directory in the Go
 // module cache, from which test/env reads the CRDs at run time).
 // Builds go to a temp dir renamed into place: an interrupted build never leaves a
-// half cache. See docs/test-environment.md; the shared machinery (Go check, cache key,
+// half cache. See docs/testing/environment.md; the shared machinery (Go check, cache key,
 // build, install, signals, pruning) is scripts/go-build-cache.mjs.
 
 import { spawnSync } from "node:child_process";

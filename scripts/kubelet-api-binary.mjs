@@ -9,7 +9,7 @@
 //
 // Progress goes to stderr; stdout carries only the bin directory (last line), which holds
 // `kubelet-api`. Cache: .cache/kubelet-api/<key>/bin/, <key> hashing test/k8s/versions.json, the
-// module's go.mod/go.sum and .go sources, `go version` and this recipe. See docs/test-environment.md.
+// module's go.mod/go.sum and .go sources, `go version` and this recipe. See docs/testing/environment.md.
 
 import { readdirSync } from "node:fs";
 import { join } from "node:path";

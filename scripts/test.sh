@@ -52,7 +52,7 @@ fi
 # the run: node applies --test-timeout to each test and each suite and file around them (a suite
 # with its own `timeout` keeps it). 30 minutes by default, for the longest files on a busy
 # machine; CP_TEST_TIMEOUT_MS overrides it. CP_TEST_CPU_BURNERS=<n> makes the scale fault tests
-# run n CPU-bound processes beside themselves (docs/faults.md).
+# run n CPU-bound processes beside themselves (docs/testing/faults.md).
 timeout_ms=${CP_TEST_TIMEOUT_MS:-1800000}
 runner=(env "PATH=$(dirname "$runtime"):$PATH" "$runtime" --conditions=source --import tsx --test --test-reporter=spec
   --test-concurrency=1 "--test-timeout=$timeout_ms" "${files[@]}")

@@ -1,4 +1,4 @@
-// Names, addresses and paths of the multi-cluster test environment. See docs/test-environment.md.
+// Names, addresses and paths of the multi-cluster test environment. See docs/testing/environment.md.
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 

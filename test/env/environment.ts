@@ -82,7 +82,7 @@ export const log = (msg: string): void => {
 function runBuildScript(script: string, what: string): string {
   let out: string;
   try {
-    // The build needs the Go module proxy only on a cold cache; see docs/test-environment.md for
+    // The build needs the Go module proxy only on a cold cache; see docs/testing/environment.md for
     // running it from inside a namespace without a route out.
     out = execFileSync(process.execPath, [join(repoRoot, "scripts", script)], {
       encoding: "utf8",

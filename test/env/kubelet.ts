@@ -6,7 +6,7 @@
 //
 //   node --conditions=source --import tsx test/env/kubelet.ts --cluster=mc1 --kubeconfig=F --work-dir=D
 //
-// Mapping (see docs/test-environment.md):
+// Mapping (see docs/testing/environment.md):
 //   image "cpenv.local/node[:tag]"      -> node (this Node.js)
 //   image containing "cluster-proxy"    -> node <repo>/packages/cli/dist/main.js
 //   anything else: the pod cannot start and the Deployment reports the image as not mapped.

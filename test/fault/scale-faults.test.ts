@@ -69,7 +69,7 @@ describe("fault suite at scale: reconnect storm, never-read connections", { skip
     const serverFlags = ["--agent-identity=shared"];
     server = await lab.startServer(serverFlags);
     // The next test opens 10,000 connections through this agent's one tunnel: past the default
-    // dial caps (4,096 per tunnel, 8,192 in all; docs/hostile-clients.md), so it raises them.
+    // dial caps (4,096 per tunnel, 8,192 in all; docs/testing/hostile-clients.md), so it raises them.
     await lab.startAgent("mc1", ["--max-dials=12000", "--max-dials-per-tunnel=12000"]);
     const cert = lab.h.certs.agents.get("mc2")!;
     const cfg: FleetConfig = {

@@ -45,7 +45,7 @@ function refusedDial(client: TunnelClient, target: string): Promise<TunnelSocket
   });
 }
 
-/** The README's deny list (Security: destination policy at the agent). */
+/** The deny list of docs/guides/security.md (destination policy at the agent). */
 const README_DENY = [{ cidrs: ["169.254.0.0/16", "fe80::/10", "127.0.0.0/8", "::1/128"] }];
 
 describe("hostile clients: floods, dial caps and destination spellings", () => {

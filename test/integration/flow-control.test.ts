@@ -1,5 +1,5 @@
 /**
- * Per-connection flow control end to end (docs/flow-control.md), real processes on loopback.
+ * Per-connection flow control end to end (docs/design/flow-control.md), real processes on loopback.
  * Through one agent, stalled neighbours (a client that never reads, over gRPC and over HTTP
  * CONNECT, and a target that never reads) must not slow a healthy connection moving 128 MiB
  * each way; server and agent memory stay bounded; each stalled connection is closed with the

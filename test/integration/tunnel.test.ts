@@ -205,7 +205,7 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
     assert.deepEqual(await got, { hash: expected.digest("hex"), bytes: size });
     // Without the old-space flags of nodeFlagsFor V8 ran ~20 mark-compacts in the server for this
     // relay on Node 20; on Node 26 the 64 MiB floor alone left 9 in the server and ~11 in the agent
-    // (docs/decisions.md).
+    // (docs/design/decisions.md).
     const gcAfter = await majorGcs();
     for (const who of ["server", "agent"] as const) {
       const gcs = gcAfter[who] - gcBefore[who];

@@ -57,7 +57,7 @@ export function goBin(): string {
   } catch (err) {
     throw new Error(
       "interop tests need the real Go konnectivity binaries, and `node scripts/go-peers.mjs` failed " +
-        "(is Go >= 1.26.2 on PATH? see docs/go-peers.md and the go-peers error above): " +
+        "(is Go >= 1.26.2 on PATH? see docs/testing/go-peers.md and the go-peers error above): " +
         (err as Error).message,
       { cause: err },
     );

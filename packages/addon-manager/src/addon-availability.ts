@@ -1,5 +1,5 @@
 /**
- * The `Available` condition of a ManagedClusterAddOn `cluster-proxy` (docs/addon-manager.md,
+ * The `Available` condition of a ManagedClusterAddOn `cluster-proxy` (docs/design/addon-manager.md,
  * "Health"), from two sources:
  *
  * - the hub's tunnel probes through every ready proxy-server replica (tunnel-prober.ts): True

@@ -1,7 +1,7 @@
 /**
  * The cluster-proxy addon manager: one process on the hub that, while it holds the leader Lease,
  * watches ManagedProxyConfigurations and what it made for them, and reconciles each into the
- * proxy-servers, their Services and certificates, and an honest status (docs/addon-manager.md).
+ * proxy-servers, their Services and certificates, and an honest status (docs/design/addon-manager.md).
  */
 import { setMaxListeners } from "node:events";
 import type { KubeConfig } from "@kubernetes/client-node";

@@ -1,5 +1,5 @@
 /**
- * The OCM side of the addon (docs/addon-manager.md, "OCM addon"): the ClusterManagementAddOn
+ * The OCM side of the addon (docs/design/addon-manager.md, "OCM addon"): the ClusterManagementAddOn
  * `cluster-proxy`, and for every ManagedClusterAddOn `cluster-proxy` that OCM has given to it:
  * the registration (custom signer, per-cluster subject, agent namespace, Customized health),
  * the agent ManifestWork, ManifestApplied and Available; the spec hashes of the configs; and the

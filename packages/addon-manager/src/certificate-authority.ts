@@ -1,7 +1,7 @@
 /**
  * The manager's certificate authorities and the leaf certificates they issue.
  *
- * Three CAs, so trust is split by role (docs/pki.md):
+ * Three CAs, so trust is split by role (docs/design/pki.md):
  * - **serving** (`<signer>`): signs the proxy-servers' serving certificates; hub clients and
  *   agents trust it. With signer type Provided, it is your CA and the manager never writes it.
  * - **client** (`<signer>-client`): signs hub client certificates; only the client front doors trust it.

@@ -1,5 +1,5 @@
 /**
- * What each ManagedClusterAddOn's `Available` says (docs/addon-manager.md, "Health"): every few
+ * What each ManagedClusterAddOn's `Available` says (docs/design/addon-manager.md, "Health"): every few
  * seconds the manager opens, through every ready proxy-server replica (its pod address, the HTTP
  * CONNECT door, with the configuration's proxy-client certificate), a tunnel to `<cluster>:443`:
  * the replica routes it to that cluster's agent, which dials the cluster's kube-apiserver. A 200

@@ -3,7 +3,7 @@
  * Deployment status condition ({@link AGENT_CONNECTION_CONDITION}), True when connected to every
  * server announced, otherwise False with the agent's last connection error in its own words
  * ("cannot connect to proxy.example.com:8091: getaddrinfo ENOTFOUND proxy.example.com"). The hub
- * reads it back through the ManifestWork's status feedback (docs/addon-manager.md, "Health").
+ * reads it back through the ManifestWork's status feedback (docs/design/addon-manager.md, "Health").
  *
  * The message leaves the cluster, so it is bounded ({@link AGENT_CONNECTION_MESSAGE_MAX}) and
  * stripped of what could be a secret: the user:password of a forward proxy URL (HTTPS_PROXY), and

@@ -1,5 +1,5 @@
 /**
- * Per-connection flow control at the agent (docs/flow-control.md): an endpoint that does not
+ * Per-connection flow control at the agent (docs/design/flow-control.md): an endpoint that does not
  * read makes the tunnel send FLOW_PAUSE for that connection, never pause the shared server
  * stream (while the server honours FLOW_PAUSE), and close the connection with the stall error
  * after the stall timeout; FLOW_PAUSE from the server pauses that endpoint socket only.

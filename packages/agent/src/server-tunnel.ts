@@ -3,7 +3,7 @@
  * session) and the endpoint connections opened through it. Handles DIAL_REQ, DATA, CLOSE_REQ
  * and DIAL_CLS from the server and answers as the Go proxy-agent does.
  *
- * Backpressure (docs/flow-control.md) is the tunnel engine's, shared with the server's relay: all
+ * Backpressure (docs/design/flow-control.md) is the tunnel engine's, shared with the server's relay: all
  * connections of a tunnel share this one stream, so it is never paused for one connection. When
  * the stream's send buffer holds more than {@link STREAM_SEND_BUDGET}, every endpoint socket
  * reading into it is paused until "drain"; while the stream is backed up, each busy endpoint reads
@@ -401,7 +401,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     socket.on("drain", () => this.flow.drained(conn));
   }
 
-  // ---- per-connection flow control (docs/flow-control.md) ----------------------------------
+  // ---- per-connection flow control (docs/design/flow-control.md) ----------------------------------
 
   /** FLOW_PAUSE / FLOW_RESUME from our server: that connection's client is slow. */
   private onFlowControl(connectID: bigint, pause: boolean): void {

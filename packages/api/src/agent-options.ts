@@ -260,7 +260,7 @@ const agentOptionFields = {
     {
       flag: "connection-stall-timeout",
       description:
-        "Close a tunnelled connection whose endpoint, with more than its 4 MiB buffer budget waiting, reads nothing for this long (0 never closes; docs/flow-control.md)",
+        "Close a tunnelled connection whose endpoint, with more than its 4 MiB buffer budget waiting, reads nothing for this long (0 never closes; docs/design/flow-control.md)",
     },
     rules.atLeastMs(0),
   ),
@@ -342,7 +342,7 @@ const agentOptionFields = {
       flag: "xfr-channel-size",
       description: "Go: size of the agent's packet channel",
       goNote:
-        "accepted (must be positive), no effect: ours has no packet channel; each connection has its own flow-control budget (docs/flow-control.md)",
+        "accepted (must be positive), no effect: ours has no packet channel; each connection has its own flow-control budget (docs/design/flow-control.md)",
     },
     (n) => (n <= 0 ? `must be positive, got ${n}` : undefined),
   ),

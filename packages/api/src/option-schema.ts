@@ -7,7 +7,7 @@
  *
  * Hand-written rather than zod: the schemas need only five value types, defaults and rule
  * functions, and loading zod/mini cost every agent 7-8 MiB of idle RSS (61 -> 69 MiB, a
- * process that runs in every managed cluster; A/B in docs/decisions.md).
+ * process that runs in every managed cluster; A/B in docs/design/decisions.md).
  */
 import { throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
 

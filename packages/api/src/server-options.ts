@@ -335,7 +335,7 @@ const serverOptionFields = {
     {
       flag: "connection-stall-timeout",
       description:
-        "Close a tunnelled connection whose client, with more than its 4 MiB buffer budget waiting, reads nothing for this long (0 never closes; docs/flow-control.md)",
+        "Close a tunnelled connection whose client, with more than its 4 MiB buffer budget waiting, reads nothing for this long (0 never closes; docs/design/flow-control.md)",
     },
     rules.notNegative,
   ),
@@ -416,7 +416,7 @@ const serverOptionFields = {
       flag: "xfr-channel-size",
       description: "Go: size of the server's packet channels",
       goNote:
-        "accepted (must be positive), no effect: ours has no packet channels; each connection has its own flow-control budget (docs/flow-control.md)",
+        "accepted (must be positive), no effect: ours has no packet channels; each connection has its own flow-control budget (docs/design/flow-control.md)",
     },
     (n) => (n <= 0 ? `must be positive, got ${n}` : undefined),
   ),

@@ -1,7 +1,7 @@
 /**
  * The CLI's exit statuses: one table from error codes (the catalog of `@cluster-proxy/errors`)
  * to the status `cluster-proxy` exits with. 0 is success; 2 means the command line or a file it
- * names is wrong (fix the invocation); 1 is every failure while running. docs/errors.md is
+ * names is wrong (fix the invocation); 1 is every failure while running. docs/reference/errors.md is
  * generated from this table and the catalog.
  */
 import { isClusterProxyError, type ErrorCode } from "@cluster-proxy/api";

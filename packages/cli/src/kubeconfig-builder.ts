@@ -1,5 +1,5 @@
 /**
- * The kubeconfig `cluster-proxy kubeconfig` writes (design: docs/hub-operations.md). kubectl
+ * The kubeconfig `cluster-proxy kubeconfig` writes (design: docs/guides/hub-operations.md). kubectl
  * reaches the cluster through the proxy-server's mTLS HTTP CONNECT door:
  *
  * - `server: https://kubernetes.default.svc`: the name every kube-apiserver certificate carries,

@@ -1,7 +1,7 @@
 /**
  * `cluster-proxy kubeconfig --cluster <name>`: a kubeconfig with which plain kubectl reaches a
  * managed cluster's kube-apiserver through the hub (see kubeconfig-builder.ts and
- * docs/hub-operations.md), written with mode 0600.
+ * docs/guides/hub-operations.md), written with mode 0600.
  */
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";

@@ -9,7 +9,7 @@
  * limit, and node gives every TLS read of a tunnel (16 KiB) its own ArrayBuffer. A relay's live
  * heap is ~10 MiB, so V8 sets its limit ~16-24 MiB above it, and a bulk transfer crossed that
  * every ~20 MiB: about 50 full collections per GB relayed, a third of the server's CPU (profile in
- * docs/decisions.md).
+ * docs/design/decisions.md).
  *
  * `--initial-old-space-size=64` (Node 20-23): a 64 MiB floor under that limit. The young
  * ArrayBuffers are freed by scavenges before it is reached: 0-1 full collections per GB.
@@ -19,14 +19,14 @@
  * which the floor does not raise (dozens of full collections per GB, more in the agent than in the
  * server). With the first flag V8 counts it against the global limit, which has the floor; with a
  * 64 MiB floor a fresh agent on Node 24 still ran ~25 per GB in its first GB, with 128 MiB none
- * did: 0 per GB on 24 and 26 (figures in docs/decisions.md). Node 20 refuses the first flag ("bad
+ * did: 0 per GB on 24 and 26 (figures in docs/design/decisions.md). Node 20 refuses the first flag ("bad
  * option", exit 9).
  *
  * `--max-semi-space-size=4` (every major): V8's young generation may grow to 2 x 4 MiB instead of
  * 2 x 16 MiB. A burst of connections (1,000 agents connecting at once) grew it to the maximum,
  * and node keeps it until the process has idled for a while: ~30 KiB of server RSS per agent of
  * the burst (104 -> 78 KiB per agent, Go: 74-76). The bulk relay costs the same CPU with it; dial
- * churn costs the server 14% more CPU per dial at the same dial rate (A/B in docs/decisions.md).
+ * churn costs the server 14% more CPU per dial at the same dial rate (A/B in docs/design/decisions.md).
  *
  * V8 reads these flags only at start-up, and node refuses them in NODE_OPTIONS.
  */

@@ -22,7 +22,7 @@
  *   `tunnelclosed`, `unknown`), `HttpConnectError` (CONNECT status and body),
  *   `TunnelClosedError` (an open tunnel died), `ConnectError` (hub unreachable), `ProtocolError`
  *   and `ConfigError` (bad options or unreadable files). Every one is a `ClusterProxyError` with
- *   a stable `code` from `ErrorCodes` (docs/errors.md) and keeps its `cause`.
+ *   a stable `code` from `ErrorCodes` (docs/reference/errors.md) and keeps its `cause`.
  */
 export { dial, TunnelClient } from "./tunnel-client.js";
 export { TunnelSocket, CLOSE_RESPONSE_TIMEOUT_MS } from "./tunnel-socket.js";

@@ -2,7 +2,7 @@
  * The error catalog: every error a user or an SDK caller can see has a stable `code` from
  * {@link ERROR_CATALOG} and is a {@link ClusterProxyError}. Codes are public (scripts and callers
  * match on them): never rename one; add new ones. The CLI maps codes to exit statuses
- * (packages/cli/src/exit-status.ts); the README's error table and docs/errors.md are generated
+ * (packages/cli/src/exit-status.ts); the troubleshooting guide's error table and docs/reference/errors.md are generated
  * from this table (`npm run docs:flags`).
  *
  * This module imports nothing, so every package can depend on it (`@cluster-proxy/errors`)

@@ -1,6 +1,6 @@
 /**
  * cluster-proxy's per-connection flow-control signal, an extension of the konnectivity protocol
- * (see docs/flow-control.md). It travels on the shared agent stream in either direction:
+ * (see docs/design/flow-control.md). It travels on the shared agent stream in either direction:
  * `FLOW_PAUSE{connectID}` asks the peer to stop reading the source of that one connection (the
  * endpoint socket at an agent, the client socket or Proxy stream at a server), `FLOW_RESUME`
  * lets it read again.

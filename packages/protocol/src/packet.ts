@@ -1,7 +1,7 @@
 /**
  * The konnectivity `Packet` message and its protobuf codec.
  *
- * Wire facts (see docs/protocol.md): no protobuf package; `type` is field 1 and is absent on the
+ * Wire facts (see docs/design/protocol.md): no protobuf package; `type` is field 1 and is absent on the
  * wire for DIAL_REQ (enum value 0); each type has one oneof arm (fields 2-8); every int64 is a
  * plain varint and is represented here as `bigint` so values above 2^53 survive.
  *

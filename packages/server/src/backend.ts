@@ -34,7 +34,7 @@ export interface FrontendEnd {
   /**
    * DATA from the agent. Returns the bytes this connection now has buffered towards its reader.
    * Over the per-connection budget the relay applies the flow-control policy
-   * (docs/flow-control.md); the frontend calls `conn.drained()` once its buffer is empty.
+   * (docs/design/flow-control.md); the frontend calls `conn.drained()` once its buffer is empty.
    */
   data(conn: TunnelConnection, frame: Buffer): number;
   /**

@@ -2,7 +2,7 @@
  * The HTTP CONNECT front door, one socket at a time: read the request head, dial through the
  * relay, answer exactly as the Go server does, then pump bytes both ways as DATA packets.
  *
- * Backpressure (docs/flow-control.md): socket -> agent pauses the socket while the shared agent
+ * Backpressure (docs/design/flow-control.md): socket -> agent pauses the socket while the shared agent
  * stream's send buffer is over budget, or while our agent asked (FLOW_PAUSE) because this
  * connection's endpoint is slow. agent -> socket: the socket's write buffer is this connection's
  * buffer; the relay applies the per-connection budget, limit and stall timeout to it, and never

@@ -138,7 +138,7 @@ export class ServerMetrics {
     );
     new Gauge({
       name: `${PREFIX}full_receive_channels`,
-      help: "Number of current connections blocked by a full receive channel, partitioned by service method. Always 0 here: connections are flow-controlled one by one, none blocks a stream (docs/flow-control.md)",
+      help: "Number of current connections blocked by a full receive channel, partitioned by service method. Always 0 here: connections are flow-controlled one by one, none blocks a stream (docs/design/flow-control.md)",
       labelNames: ["service_method"],
       registers,
       collect() {

@@ -16,7 +16,7 @@ import type { ServerMetrics } from "./metrics.js";
  * Bytes the shared agent stream may hold in its send buffer before a frontend stops reading its
  * client (every connection of the agent shares that stream, so this is fair-share backpressure,
  * not per connection). Towards the client, buffering is per connection: see the relay's
- * CONNECTION_BUFFER_BUDGET and docs/flow-control.md.
+ * CONNECTION_BUFFER_BUDGET and docs/design/flow-control.md.
  */
 export const STREAM_BUFFER_BUDGET = 4 * 1024 * 1024;
 

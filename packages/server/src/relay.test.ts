@@ -1,5 +1,5 @@
 /**
- * Per-connection flow control in the relay (docs/flow-control.md): a reader over its budget
+ * Per-connection flow control in the relay (docs/design/flow-control.md): a reader over its budget
  * makes the relay send FLOW_PAUSE to the agent and never pauses the shared agent stream; the
  * stream is held only past the hard limit (an agent that ignores FLOW_PAUSE); a reader that
  * reads nothing for the stall timeout is closed with the stall error.

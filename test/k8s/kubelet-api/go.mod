@@ -1,6 +1,6 @@
 // A test peer for the multi-cluster test environment (test/env): the kubelet API (containerLogs,
 // exec, attach, portForward) for the pods the process kubelet runs. Built by
-// scripts/kubelet-api-binary.mjs; see docs/test-environment.md.
+// scripts/kubelet-api-binary.mjs; see docs/testing/environment.md.
 module cluster-proxy.local/k8s/kubelet-api
 
 go 1.26.0

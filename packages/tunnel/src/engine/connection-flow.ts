@@ -1,5 +1,5 @@
 /**
- * Per-connection flow control towards a slow reader (docs/flow-control.md), the same at both ends
+ * Per-connection flow control towards a slow reader (docs/design/flow-control.md), the same at both ends
  * of a tunnel: the server's frontends (client readers) and the agent's endpoint sockets.
  *
  * Each connection has a budget of bytes buffered towards its reader. Over it, the peer is asked

@@ -1,7 +1,7 @@
 /**
  * The stream all connections of a table share, as flow control sees it: whether its peer honours
  * per-connection FLOW_PAUSE, and which connections hold reading from it paused (the fallback for
- * a peer that does not: docs/flow-control.md).
+ * a peer that does not: docs/design/flow-control.md).
  */
 
 /** The operations of a stream the engine uses to hold it (a gRPC call). */

@@ -1,6 +1,6 @@
 /**
  * The byte stream under a client HTTP/2 session: the TLS (or Unix) socket behind a JS Duplex.
- * Works around a mutual-write deadlock between two node:http2 endpoints (docs/flow-control.md,
+ * Works around a mutual-write deadlock between two node:http2 endpoints (docs/design/flow-control.md,
  * "Two node:http2 peers can deadlock").
  *
  * node's Http2Session stops reading its socket while one of its own writes is in progress
