@@ -22,7 +22,7 @@ import { probeClusterFromLab, type ClusterProbeResult } from "./hub-setup.js";
 import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
 
-// The README's namespaces (its install commands are what this suite runs).
+// The install guide's namespaces (its commands by hand, docs/guides/install-hub.md, are what this suite runs).
 const MANAGER_NS = "open-cluster-management-addon";
 const SERVER_NS = "open-cluster-management-cluster-proxy";
 const SERVER_REPLICAS = 2;
@@ -91,7 +91,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   const spoke: Partial<Record<(typeof CLUSTERS)[number], KubeApi>> = {};
   let dir: string;
   let manager: ManagerProcess | undefined;
-  /** The manager's flags from the README (kept for restarts). */
+  /** The manager's flags from the install guide (kept for restarts). */
   let managerArgs: string[] = [];
   const managers: ManagerProcess[] = [];
 
@@ -194,7 +194,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       for (const c of CLUSTERS) spoke[c] = new KubeApi(env.kubeConfig(c));
       dir = mkdtempSync(join(tmpdir(), "cp-addon-e2e-"));
       writeFileSync(join(dir, "hub.kubeconfig"), env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
-      // The README creates these: an earlier run's may still be terminating.
+      // The install guide creates these: an earlier run's may still be terminating.
       for (const ns of [MANAGER_NS, SERVER_NS])
         await waitFor(
           `namespace ${ns} from an earlier run to be gone`,
@@ -223,7 +223,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     await env?.close();
   });
 
-  test("the README's install commands: the manager creates the ClusterManagementAddOn; each ManagedClusterAddOn gets its registration, OCM's conditions kept", async () => {
+  test("the install guide's commands by hand: the manager creates the ClusterManagementAddOn; each ManagedClusterAddOn gets its registration, OCM's conditions kept", async () => {
     const steps = readmeInstallSteps();
     // `cluster-proxy` on PATH, as an installed CLI (or the image) has it.
     const path = operatorPath(env, dir);
@@ -252,11 +252,11 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       assert.equal(
         r.status,
         0,
-        `README step failed:\n${step.script}\n${r.stdout}${r.stderr}\n--- manager\n${manager?.tail(20) ?? ""}`,
+        `install guide step failed:\n${step.script}\n${r.stdout}${r.stderr}\n--- manager\n${manager?.tail(20) ?? ""}`,
       );
       if (/get managedclusteraddon -A/.test(step.script)) console.log(`# ${r.stdout.trim().split("\n").join("\n# ")}`);
     }
-    assert.ok(manager, "the README starts the manager");
+    assert.ok(manager, "the install guide starts the manager");
     const cma = await waitFor(
       "the ClusterManagementAddOn",
       60_000,

@@ -5,9 +5,10 @@
 // port-forward` to a Service inside mc1. Every CLI runs in the lab namespace, where an operator
 // outside the hub would be, and finds the proxy-servers by itself (a LoadBalancer Service that
 // exposes their client doors, whose address is in the configuration's additionalSANs). Every `$`
-// line of the README's transcripts of these commands runs as written (extracted, never re-typed),
-// as a user types it outside the hub with KUBECONFIG the hub's, and the output the README shows
-// must be what it prints (latencies, ages, times, client ports, pod names and addresses aside).
+// line of the transcripts of these commands in docs/guides/hub-operations.md runs as written
+// (extracted, never re-typed), as a user types it outside the hub with KUBECONFIG the hub's, and
+// the output the guide shows must be what it prints (latencies, ages, times, client ports, pod
+// names and addresses aside).
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -23,11 +24,13 @@ import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 import {
+  DOC_BLOCKS,
   assertShownOutput,
-  markedBlock,
+  docBlock,
   operatorPath,
   runAsOperator,
   transcriptSteps,
+  type DocBlockName,
   type TranscriptStep,
 } from "./readme-install.js";
 
@@ -39,10 +42,10 @@ const CLUSTERS = ["mc1", "mc2"] as const;
 const DOOR_IP = "10.200.30.90";
 const CLI = join(repoRoot, "packages", "cli", "dist", "main.js");
 
-/** The `$` lines of the README's transcript between the markers `<name>:begin` and `<name>:end`. */
-const transcript = (name: string, count: number): TranscriptStep[] => {
-  const steps = transcriptSteps(markedBlock("README.md", name, "console"));
-  assert.equal(steps.length, count, `the README's ${name} transcript has ${count} commands`);
+/** The `$` lines of the hub operations guide's transcript between `<name>:begin` and `<name>:end`. */
+const transcript = (name: DocBlockName, count: number): TranscriptStep[] => {
+  const steps = transcriptSteps(docBlock(name));
+  assert.equal(steps.length, count, `the ${DOC_BLOCKS[name].file} ${name} transcript has ${count} commands`);
   return steps;
 };
 

@@ -1,6 +1,6 @@
-// The commands the README, the chart's README and the chart's notes give an operator, as the
-// end-to-end tests run them: every command exactly as written (kubectl, helm and cluster-proxy on
-// PATH, KUBECONFIG the hub's). In the README's install block by hand, the long-running
+// The commands the README, the guides in docs/, the chart's README and the chart's notes give an
+// operator, as the end-to-end tests run them: every command exactly as written (kubectl, helm and
+// cluster-proxy on PATH, KUBECONFIG the hub's). In the guide's install block by hand, the long-running
 // `cluster-proxy addon-manager ... &` becomes a ManagerProcess of the test (with the same flags) so
 // the test can read its log, restart it and stop it.
 import { execFile } from "node:child_process";
@@ -14,18 +14,9 @@ import type { TestEnv } from "../env/fixture.js";
 export type InstallStep = { kind: "shell"; script: string } | { kind: "manager"; args: string[] };
 
 /**
- * The ```sh code between `<!-- <name>:begin -->` and `<!-- <name>:end -->` of the repository file
- * `file` (e.g. README.md, charts/cluster-proxy/README.md), exactly as the reader sees it.
+ * The ```<lang> code between `<!-- <name>:begin -->` and `<!-- <name>:end -->` of the repository
+ * file `file` (e.g. README.md, docs/guides/install-hub.md), exactly as the reader sees it.
  */
-export function markedShellBlock(
-  file: string,
-  name: string,
-  text = readFileSync(join(repoRoot, file), "utf8"),
-): string {
-  return markedBlock(file, name, "sh", text);
-}
-
-/** The ```<lang> code between the markers `<name>:begin` and `<name>:end` (see markedShellBlock). */
 export function markedBlock(
   file: string,
   name: string,
@@ -39,6 +30,31 @@ export function markedBlock(
   const block = new RegExp("```" + lang + "\\n([\\s\\S]*?)```").exec(text.slice(start, end))?.[1];
   if (!block) throw new Error(`the ${name} block of ${file} has no \`\`\`${lang} code`);
   return block;
+}
+
+/**
+ * Every marked block a suite runs, and the repository file it lives in. A block moves with its
+ * markers; test/integration/docs.test.ts checks that each one is where this table says.
+ */
+export const DOC_BLOCKS = {
+  "install-chart": { file: "README.md", lang: "sh" },
+  "install-hub": { file: "docs/guides/install-hub.md", lang: "sh" },
+  "operations-chart": { file: "docs/guides/install-hub.md", lang: "sh" },
+  "operations-health": { file: "docs/guides/hub-operations.md", lang: "console" },
+  "operations-kubeconfig": { file: "docs/guides/hub-operations.md", lang: "console" },
+  "operations-port-forward": { file: "docs/guides/hub-operations.md", lang: "console" },
+  "operations-port-forward-use": { file: "docs/guides/hub-operations.md", lang: "console" },
+  "operations-local-hub": { file: "docs/guides/hub-operations.md", lang: "console" },
+  "take-one-out": { file: "charts/cluster-proxy/README.md", lang: "sh" },
+  "own-placement": { file: "charts/cluster-proxy/README.md", lang: "sh" },
+} as const satisfies Record<string, { file: string; lang: "sh" | "console" }>;
+
+export type DocBlockName = keyof typeof DOC_BLOCKS;
+
+/** The code of the marked block `name` (see DOC_BLOCKS), exactly as the reader sees it. */
+export function docBlock(name: DocBlockName): string {
+  const { file, lang } = DOC_BLOCKS[name];
+  return markedBlock(file, name, lang);
 }
 
 /** One command of a ```console transcript (its `$ ` line, as typed) and the output shown after it. */
@@ -173,9 +189,9 @@ export function runAsOperator(
   });
 }
 
-/** The steps of the README's install block, in order. */
-export function readmeInstallSteps(readme = readFileSync(join(repoRoot, "README.md"), "utf8")): InstallStep[] {
-  const block = markedShellBlock("README.md", "install-hub", readme);
+/** The steps of the install block by hand (docs/guides/install-hub.md), in order. */
+export function readmeInstallSteps(): InstallStep[] {
+  const block = docBlock("install-hub");
   const steps: InstallStep[] = [];
   const lines = block.split("\n");
   for (let i = 0; i < lines.length; i++) {

@@ -4,8 +4,8 @@
  * proxy-servers, and the agents in mc1 and mc2), driven by the commands the documentation gives
  * an operator, run as written (test/addon-manager/readme-install.ts): the README's chart install
  * -> cluster-proxy Available on mc1 and mc2, every command the chart's notes print, a hub client
- * reaching both apiservers (TLS verified) -> the README's client doors and `cluster-proxy health`
- * from outside the hub -> the chart README's "take one cluster out" -> upgrade to 2 managers, every
+ * reaching both apiservers (TLS verified) -> the install guide's client doors and `cluster-proxy
+ * health` from outside the hub -> the chart README's "take one cluster out" -> upgrade to 2 managers, every
  * agent connected to each of the 3 proxy-servers -> the chart README's own Placement (no cluster
  * loses its agent) -> uninstall removes the agents from both clusters and keeps the CA Secrets.
  * The test creates nothing an operator is not told to create.
@@ -21,7 +21,7 @@ import { paths } from "../env/config.js";
 import { type RunResult, waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { probeClusterFromLab, type ClusterProbeResult } from "../addon-manager/hub-setup.js";
-import { markedShellBlock, notesCommands, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
+import { docBlock, notesCommands, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
 import { CHART, helmBinary } from "./helm.js";
 
 const NS = "open-cluster-management-addon";
@@ -148,7 +148,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
   });
 
   test("the README's chart install, as written: Available on mc1 and mc2", async () => {
-    const out = await operator("README install-chart", markedShellBlock("README.md", "install-chart"));
+    const out = await operator("README install-chart", docBlock("install-chart"));
     assert.match(out, /STATUS: deployed/);
     assert.match(out, /kubectl get managedclusteraddon -A/, "NOTES.txt says what to run next");
     // The CA EXPIRY column shows the date, not the age of a time in the future ("<invalid>").
@@ -234,16 +234,13 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
   });
 
   test("the README's client doors: cluster-proxy health from outside the hub, every cluster healthy", async () => {
-    const out = await operator("README operations-chart", markedShellBlock("README.md", "operations-chart"), 900_000);
+    const out = await operator("install guide operations-chart", docBlock("operations-chart"), 900_000);
     for (const c of CLUSTERS) assert.match(out, new RegExp(`^${c}\\s+True\\s+True\\s+True\\s`, "m"), out);
   });
 
   test("the chart README's take-one-cluster-out: mc2 loses its agent, health lists it not installed and passes", async () => {
     const mca = await hub.get(Resources.managedClusterAddOn, RELEASE, "mc2");
-    const out = await operator(
-      "chart README take-one-out",
-      markedShellBlock("charts/cluster-proxy/README.md", "take-one-out"),
-    );
+    const out = await operator("chart README take-one-out", docBlock("take-one-out"));
     assert.match(out, /^mc2\s+False\s/m, out);
     assert.match(out, /^mc1\s+True\s+True\s+True\s/m, out);
     // And back in: a new ManagedClusterAddOn, Available again.
@@ -344,7 +341,7 @@ last: ${JSON.stringify(avail)}`,
         CLUSTERS.map(async (c) => [c, (await hub.get(Resources.managedClusterAddOn, RELEASE, c)).metadata.uid]),
       ),
     ) as Record<string, string | undefined>;
-    await operator("chart README own-placement", markedShellBlock("charts/cluster-proxy/README.md", "own-placement"));
+    await operator("chart README own-placement", docBlock("own-placement"));
     const cma = await hub.get<KubeObject & { spec: { installStrategy: { placements: { name: string }[] } } }>(
       Resources.clusterManagementAddOn,
       RELEASE,

@@ -20,7 +20,7 @@ import { delimiter, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { canListen } from "@cluster-proxy/tunnel/testing";
 import { Harness, REPO, waitForProc, type Proc } from "./harness.js";
-import { assertShownOutput, markedBlock, transcriptSteps } from "../addon-manager/readme-install.js";
+import { assertShownOutput, docBlock, transcriptSteps } from "../addon-manager/readme-install.js";
 
 const run = promisify(execFile);
 const h = new Harness();
@@ -174,10 +174,10 @@ test("every command of the README's local-hub block succeeds as written", async 
   await runAll("README", commands);
 });
 
-test("the README's local-hub transcript in its hub operations section runs as shown", async () => {
+test("the local-hub transcript of the hub operations guide runs as shown", async () => {
   // After the local-hub block, which wrote .cluster-proxy/east.kubeconfig.
   assert.ok(existsSync(join(work, ".cluster-proxy", "east.kubeconfig")), "the local-hub block ran first");
-  const steps = transcriptSteps(markedBlock("README.md", "operations-local-hub", "console"));
+  const steps = transcriptSteps(docBlock("operations-local-hub"));
   assert.ok(steps.length > 0);
   for (const step of steps) {
     const { code, out } = await sh(step.command, []);

@@ -1,7 +1,7 @@
 /**
  * @kubernetes/client-node reaching a managed cluster's API server by name through the hub: the
  * kubeconfig's server is `https://east`, its auth and CA stay in force, only the transport is
- * the tunnel (createTunnelHttpsAgent). This is the README's Kubernetes example, executed.
+ * the tunnel (createTunnelHttpsAgent). This is the Kubernetes example of docs/guides/sdk.md, executed.
  */
 import { after, test } from "node:test";
 import assert from "node:assert/strict";
