@@ -1,4 +1,4 @@
-/** The README stays true: its opening commands and the generated flag reference. */
+/** The README stays true (its opening commands, the Node.js versions), and every generated page is up to date. */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -17,7 +17,7 @@ test("README opens with the two commands: run the main job, run all tests", () =
   assert.match(readFileSync(join(REPO, ".ci/run"), "utf8"), /npm test/);
 });
 
-test("README flag reference is generated from the option schemas and up to date", () => {
+test("the generated pages (docs/reference, the error table, the chart files) are up to date: npm run docs:flags --check", () => {
   execFileSync(
     process.execPath,
     ["--conditions=source", "--import", "tsx", join(REPO, "scripts/gen-flag-docs.ts"), "--check"],

@@ -376,7 +376,7 @@ describe("port conflicts", () => {
   });
 });
 
-describe("flag reference for the README", () => {
+describe("flag and CRD reference (docs/reference)", () => {
   test("covers every flag of every command and replaces only the marked section", () => {
     const md = flagReferenceMarkdown();
     for (const spec of [...serverOptionSpecs, ...agentOptionSpecs, ...certsOptionSpecs, ...upOptionSpecs])
@@ -390,7 +390,7 @@ describe("flag reference for the README", () => {
     assert.throws(() => replaceFlagReference("# no markers\n"), /flags:begin/);
   });
 
-  test("scripts/gen-flag-docs.ts --check fails on a stale README and passes once written", async () => {
+  test("scripts/gen-flag-docs.ts --check fails on a stale page and passes once written", async () => {
     const dir = await mkdtemp(join(tmpdir(), "cp-flag-docs-"));
     try {
       const readme = join(dir, "README.md");
@@ -416,8 +416,11 @@ describe("flag reference for the README", () => {
     }
   });
 
-  test("the README's generated sections match the schemas (run npm run docs:flags)", async () => {
-    const readme = await readFile(fileURLToPath(new URL("../../../README.md", import.meta.url)), "utf8");
-    assert.equal(replaceCrdReference(replaceFlagReference(readme)), readme);
+  test("docs/reference/flags.md and crd.md match the schemas (run npm run docs:flags)", async () => {
+    const page = (rel: string) => readFile(fileURLToPath(new URL(`../../../${rel}`, import.meta.url)), "utf8");
+    const flags = await page("docs/reference/flags.md");
+    assert.equal(replaceFlagReference(flags), flags, "docs/reference/flags.md is stale");
+    const crd = await page("docs/reference/crd.md");
+    assert.equal(replaceCrdReference(crd), crd, "docs/reference/crd.md is stale");
   });
 });

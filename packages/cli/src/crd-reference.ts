@@ -1,5 +1,5 @@
 /**
- * The README's ManagedProxyConfiguration reference, generated from the API schema
+ * The ManagedProxyConfiguration reference (docs/reference/crd.md), generated from the API schema
  * (scripts/gen-flag-docs.ts writes it between `<!-- crd:begin -->` and `<!-- crd:end -->`).
  */
 import { MpcConditions, schemaReference } from "@cluster-proxy/api";

@@ -33,6 +33,7 @@ import {
   ERRORS_BEGIN,
   ERRORS_END,
   ERROR_REFERENCE_PATH,
+  ERROR_TABLE_PATH,
   errorReferenceMarkdown,
   replaceErrorReference,
 } from "./error-reference.js";
@@ -177,15 +178,15 @@ describe("cause through a proxy-server start failure", () => {
 });
 
 describe("generated error reference", () => {
-  test("the README's error table and docs/errors.md match the catalog (run npm run docs:flags)", async () => {
+  test("the troubleshooting guide's error table and the error reference match the catalog (run npm run docs:flags)", async () => {
     const root = new URL("../../../", import.meta.url);
-    const readme = await readFile(fileURLToPath(new URL("README.md", root)), "utf8");
-    assert.equal(replaceErrorReference(readme), readme, "README.md's error table is stale");
+    const guide = await readFile(fileURLToPath(new URL(ERROR_TABLE_PATH, root)), "utf8");
+    assert.equal(replaceErrorReference(guide), guide, `${ERROR_TABLE_PATH}'s error table is stale`);
     const reference = await readFile(fileURLToPath(new URL(ERROR_REFERENCE_PATH, root)), "utf8");
     assert.equal(reference, errorReferenceMarkdown(), `${ERROR_REFERENCE_PATH} is stale`);
   });
 
-  test("documents every code, and the README table every code still raised", () => {
+  test("documents every code, and the table every code still raised", () => {
     const reference = errorReferenceMarkdown();
     const table = replaceErrorReference(`${ERRORS_BEGIN}\n${ERRORS_END}\n`);
     for (const entry of errorCatalogEntries) {

@@ -1,6 +1,6 @@
 /**
- * The README's flag reference, generated from the option schemas (scripts/gen-flag-docs.ts
- * writes it between `<!-- flags:begin -->` and `<!-- flags:end -->`).
+ * The flag reference (docs/reference/flags.md), generated from the option schemas
+ * (scripts/gen-flag-docs.ts writes it between `<!-- flags:begin -->` and `<!-- flags:end -->`).
  */
 import {
   addonManagerOptionSpecs,
@@ -109,6 +109,6 @@ export function replaceSection(text: string, beginMarker: string, endMarker: str
   const begin = text.indexOf(beginMarker);
   const end = text.indexOf(endMarker);
   if (begin < 0 || end < 0 || end < begin)
-    throw new Error(`README has no "${beginMarker}" ... "${endMarker}" section (add both markers, in that order)`);
+    throw new Error(`no "${beginMarker}" ... "${endMarker}" section (add both markers, in that order)`);
   return `${text.slice(0, begin + beginMarker.length)}\n${content}${text.slice(end)}`;
 }

@@ -24,6 +24,7 @@ export {
   ERRORS_BEGIN,
   ERRORS_END,
   ERROR_REFERENCE_PATH,
+  ERROR_TABLE_PATH,
 } from "./error-reference.js";
 export { startSampleService, type SampleService } from "./sample-service.js";
 export { NODE_FLAGS, SHEBANG, missingNodeFlags, nodeFlagsFor } from "./node-flags.js";
