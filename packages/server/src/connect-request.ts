@@ -1,6 +1,6 @@
 /**
  * HTTP CONNECT front door, wire side: parsing the request head and the exact responses the Go
- * proxy-server (v0.34+) writes for each outcome (protocol doc section 3).
+ * proxy-server (v0.34+) writes for each outcome (docs/design/protocol.md, section 3).
  */
 import { DESTINATION_POLICY_REFUSAL } from "@cluster-proxy/api";
 import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";

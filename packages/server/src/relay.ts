@@ -1,7 +1,7 @@
 /**
  * The switchboard between frontends and agent streams: routing, pending dials (one global map
  * keyed by `random`), established connections (per agent stream, keyed by connectID), and the
- * packet rules of the protocol doc (sections 2.1, 2.5, 2.6). Packets are relayed as the sealed
+ * packet rules of docs/design/protocol.md (sections 2.1, 2.5, 2.6). Packets are relayed as the sealed
  * frames they arrived in; only a DIAL_REQ whose address a suffix match rewrote is re-encoded.
  */
 import {
@@ -57,7 +57,7 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
 const CLOSING_LINGER_MS = 30_000;
 
 /**
- * Per-connection flow control (docs/flow-control.md) is the tunnel engine's ConnectionFlow; its
+ * Per-connection flow control (docs/design/flow-control.md) is the tunnel engine's ConnectionFlow; its
  * defaults, under the names the server has always exported: the budget a connection may buffer
  * towards its reader before the agent is asked (FLOW_PAUSE) to stop reading that connection's
  * endpoint, the limit past which the relay stops reading the whole agent stream for it (an agent
@@ -242,7 +242,7 @@ export class Relay implements FlowHooks {
     }
   }
 
-  // ---- per-connection flow control (docs/flow-control.md) ----------------------------------
+  // ---- per-connection flow control (docs/design/flow-control.md) ----------------------------------
 
   /** FLOW_PAUSE / FLOW_RESUME from our agent: its endpoint is slow, pause this client's source. */
   private onFlowControl(backend: Backend, frame: Buffer): void {

@@ -1,7 +1,7 @@
 /**
  * Routing strategies (`--proxy-strategies`): which agent stream serves a dial address.
  *
- * Rules follow the Go proxy-server exactly (protocol doc section 4), plus our addressing
+ * Rules follow the Go proxy-server exactly (docs/design/protocol.md, section 4), plus our addressing
  * extension in `destHost`: when no identifier matches the dial host exactly, a host of the form
  * `<host>.<id>` where `<id>` is a registered `host` identifier routes to that agent and the dial
  * address is rewritten to `<host>:<port>` (longest `<id>` wins; an exact match always wins).
