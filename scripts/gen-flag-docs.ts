@@ -11,6 +11,8 @@
  *   (packages/cli/src/error-reference.ts);
  * - the Helm chart's generated files (charts/cluster-proxy: values.schema.json, values.yaml,
  *   crds/, the README's values table), from the values schema (packages/cli/src/chart-files.ts);
+ * - docs/reference/metrics.md, between `<!-- metrics:begin -->` and `<!-- metrics:end -->`: every
+ *   series of the server's and the agent's metrics registries (scripts/metrics-reference.ts);
  * - docs/reference/performance.md, between `<!-- performance:begin -->` and
  *   `<!-- performance:end -->`, from bench/results (scripts/performance-page.ts).
  *
@@ -31,6 +33,7 @@ import {
   replaceErrorReference,
   replaceFlagReference,
 } from "@cluster-proxy/cli";
+import { METRICS_PAGE_PATH, replaceMetricsSection } from "./metrics-reference.js";
 import { PERFORMANCE_PAGE_PATH, readBenchResults, replacePerformanceSection } from "./performance-page.js";
 
 /** Pages with a generated section, relative to the repository root. */
@@ -60,6 +63,7 @@ const targets: Target[] = readmePath
       [join(root, CRD_REFERENCE_PATH), replaceCrdReference],
       [join(root, ERROR_TABLE_PATH), replaceErrorReference],
       [join(root, ERROR_REFERENCE_PATH), () => errorReferenceMarkdown()],
+      [join(root, METRICS_PAGE_PATH), replaceMetricsSection],
       [
         join(root, PERFORMANCE_PAGE_PATH),
         async (text) => replacePerformanceSection(text, await readBenchResults(join(root, "bench", "results"))),
