@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { execFile, spawn, spawnSync } from "node:child_process";
+import { realpathSync } from "node:fs";
 import { mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -36,7 +37,8 @@ test("npm start and npm run up run the launcher on the image's runtime, status a
   assert.match(scripts["up"]!, new RegExp(`&& ${launch.replaceAll(".", "\\.")} up$`));
 
   const { stdout } = await run(process.execPath, [join(root, "scripts", "node-runtime.mjs")], { timeout: 300_000 });
-  const imageNode = stdout.trim().split("\n").at(-1)!;
+  // process.execPath is the binary's real path (a checkout's .cache may be a link).
+  const imageNode = realpathSync(stdout.trim().split("\n").at(-1)!);
   const dir = await mkdtemp(join(tmpdir(), "cp-exec-"));
   try {
     const script = join(dir, "report.mjs");
