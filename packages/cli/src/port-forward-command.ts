@@ -71,6 +71,24 @@ export function forwardAddress(spec: ForwardSpec, cluster: string): string {
 }
 
 /** Register `port-forward` on `program`. */
+/** How long a connection that could not be forwarded is given to close its side after ours. */
+const UNSERVED_LINGER_MS = 5_000;
+
+/**
+ * Closes a local connection whose remote side could not be dialled with a FIN, never a reset: what
+ * it sent is read and dropped (closing a socket with unread input would reset it, and whether the
+ * client had sent anything yet is a race), and the socket goes once the client closes too, or
+ * after {@link UNSERVED_LINGER_MS}. The client sees an empty reply every time.
+ */
+function closeUnserved(local: net.Socket): void {
+  const linger = setTimeout(() => local.destroy(), UNSERVED_LINGER_MS);
+  linger.unref();
+  local.once("close", () => clearTimeout(linger));
+  local.once("end", () => local.destroy());
+  local.resume();
+  local.end();
+}
+
 export function registerPortForwardCommand(
   program: Command,
   ctx: CliContext,
@@ -134,7 +152,7 @@ export function registerPortForwardCommand(
           },
           (err: Error) => {
             ctx.stderr(`connection from ${from} to ${target} failed: ${err.message}\n`);
-            local.destroy();
+            closeUnserved(local);
           },
         );
       });

@@ -164,6 +164,7 @@ test("up writes a hub profile that health, kubeconfig and port-forward use, and 
     const kc = await cli(["kubeconfig", "--hub-profile", profile, "--cluster", "west", "--token", "demo-token-west"]);
     assert.equal(kc.code, 0, kc.err);
     assert.match(kc.out, new RegExp(`proxy-url: https://west:@127\\.0\\.0\\.1:${base + 13}`));
+    await unservedConnectionsEndCleanly(profile);
   } finally {
     signals.emit("SIGINT");
   }
@@ -173,6 +174,52 @@ test("up writes a hub profile that health, kubeconfig and port-forward use, and 
   assert.equal(stopped.code, 2);
   assert.match(stopped.err, /no hub to ask: start a local one with "cluster-proxy up"/);
 });
+
+/**
+ * A port-forward to a target that refuses: every connection is reported on stderr and closed with
+ * a FIN (the client reads an empty reply), never reset, even when the client sent its request at
+ * once (a socket closed with unread input is reset).
+ */
+async function unservedConnectionsEndCleanly(profile: string): Promise<void> {
+  const out: string[] = [];
+  const signals = new EventEmitter();
+  const forwarding = runCli(["port-forward", "--hub-profile", profile, "--cluster", "east", "0:127.0.0.1:1"], {
+    stdout: (t) => void out.push(t),
+    stderr: (t) => void out.push(t),
+    env: {},
+    signals,
+    colors: false,
+  });
+  try {
+    const listening = /Forwarding from 127\.0\.0\.1:(\d+)/;
+    await waitUntil("port-forward to listen", () => listening.test(out.join("")), { timeoutMs: 30_000, everyMs: 20 });
+    const port = Number(listening.exec(out.join(""))![1]);
+    for (let i = 0; i < 5; i++) {
+      // Requests that come after the dial failed and the forwarder closed its side (the race curl
+      // loses on a busy machine): they are read and dropped, never answered with a reset, so the
+      // client reads an empty reply and closes. Written for a while after the FIN: a reset, had
+      // there been one, fails the next write.
+      const socket = net.connect({ port, host: "127.0.0.1", allowHalfOpen: true });
+      const errors: string[] = [];
+      socket.on("error", (err: Error) => errors.push(err.message));
+      const received: Buffer[] = [];
+      socket.on("data", (c: Buffer) => received.push(c));
+      const closed = once(socket, "close");
+      await once(socket, "end");
+      for (let k = 0; k < 20 && errors.length === 0; k++) {
+        await new Promise<void>((resolve) => socket.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n", () => resolve()));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      socket.end();
+      await closed;
+      assert.deepEqual({ errors, bytes: Buffer.concat(received).length }, { errors: [], bytes: 0 }, `connection ${i}`);
+    }
+    assert.equal(out.join("").match(/to 127\.0\.0\.1\.east:1 failed: /g)?.length, 5, out.join(""));
+  } finally {
+    signals.emit("SIGINT");
+  }
+  assert.equal(await forwarding, 0, out.join(""));
+}
 
 async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [];
