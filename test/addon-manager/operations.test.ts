@@ -33,6 +33,7 @@ import {
   type DocBlockName,
   type TranscriptStep,
 } from "./readme-install.js";
+import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss } from "../env/kubectl-streaming.js";
 
 const MANAGER_NS = "cluster-proxy-addon-ops";
 const SERVER_NS = "cluster-proxy-ops";
@@ -538,11 +539,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
 
   describe("kubectl exec, logs -f and port-forward to a pod in mc1 with the generated kubeconfig", () => {
     const APP = "ops-shell";
-    /** kubectl's client protocols: WebSocket (its default) and SPDY (the fallback switches). */
-    const MODES = {
-      websocket: {},
-      spdy: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: "false", KUBECTL_PORT_FORWARD_WEBSOCKETS: "false" },
-    } as const;
+    const MODES = KUBECTL_STREAMING_MODES;
     // Ticks every 200 ms and serves HTTP on 8080.
     const script =
       'let n=0;setInterval(()=>console.log("tick "+n++),200);' +
@@ -640,10 +637,19 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
         // the hub; kubernetes/kubernetes#73056, fixed by its WebSocket default). The status is
         // proven above on both protocols; over SPDY this checks only what stdin carries.
         const code = mode === "websocket" ? 3 : 0;
-        const stdin = await kubectlAsync(
-          file(),
-          ["exec", "-i", pod, "--", "sh", "-c", `read a; read b; echo got:$a:$b; exit ${code}`],
-          { env: kenv, input: "one\ntwo\n" },
+        const stdin = await execTolerantOfSpdyLoss(
+          mode,
+          () =>
+            kubectlAsync(
+              file(),
+              ["exec", "-i", pod, "--", "sh", "-c", `read a; read b; echo got:$a:$b; exit ${code}`],
+              {
+                env: kenv,
+                input: "one\ntwo\n",
+              },
+            ),
+          (r) => r.stdout !== "",
+          (m) => t.diagnostic(m),
         );
         t.diagnostic(
           `kubectl exec -i ${pod} -- sh -c 'read a; read b; ...' (${mode}): exit ${stdin.code}, ${stdin.ms} ms`,

@@ -11,6 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { CLUSTERS, type ClusterName, HOST_ADDR, KUBELET_PORT, nsOf } from "./config.js";
 import { waitFor } from "./exec.js";
 import { type TestEnv, startTestEnv } from "./fixture.js";
+import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss, type KubectlStreamingMode } from "./kubectl-streaming.js";
 
 const NS = "default";
 const APP = "kubelet-api-demo";
@@ -33,12 +34,8 @@ http.createServer((q, s) => {
 process.stdin.on("data", (d) => console.log("stdin: " + d.toString().trim()));
 `;
 
-/** kubectl's client protocol: WebSocket (its default) or SPDY (the fallback switches). */
-const MODES = {
-  websocket: {},
-  spdy: { KUBECTL_REMOTE_COMMAND_WEBSOCKETS: "false", KUBECTL_PORT_FORWARD_WEBSOCKETS: "false" },
-} as const;
-type Mode = keyof typeof MODES;
+const MODES = KUBECTL_STREAMING_MODES;
+type Mode = KubectlStreamingMode;
 
 const shellQuote = (a: string): string => `'${a.replace(/'/g, `'\\''`)}'`;
 
@@ -294,7 +291,7 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
 
       for (const mode of Object.keys(MODES) as Mode[]) {
         const kenv = MODES[mode];
-        test(`kubectl exec (${mode}): environment, the pod's namespaces, stdin, exit status`, async () => {
+        test(`kubectl exec (${mode}): environment, the pod's namespaces, stdin, exit status`, async (t) => {
           const { name, ip } = pods.get(c)!;
           const echo = await kubectl(c, ["exec", name, "--", "sh", "-c", "echo $POD_IP"], { env: kenv });
           assert.equal(echo.code, 0, echo.stderr);
@@ -318,10 +315,16 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
           assert.equal(where.code, 0, where.stderr);
           assert.match(where.stdout, new RegExp(`inet ${ip.replace(/\./g, "\\.")}/32`));
           assert.match(where.stdout, new RegExp(`${NS}$`));
-          const stdin = await kubectl(c, ["exec", "-i", name, "--", "sh", "-c", "read a; read b; echo got:$a:$b >&2"], {
-            env: kenv,
-            input: "one\ntwo\n",
-          });
+          const stdin = await execTolerantOfSpdyLoss(
+            mode,
+            () =>
+              kubectl(c, ["exec", "-i", name, "--", "sh", "-c", "read a; read b; echo got:$a:$b >&2"], {
+                env: kenv,
+                input: "one\ntwo\n",
+              }),
+            (r) => r.stderr !== "",
+            (m) => t.diagnostic(m),
+          );
           assert.equal(stdin.code, 0, stdin.stderr);
           assert.equal(stdin.stderr, "got:one:two\n");
           const fail = await kubectl(c, ["exec", name, "--", "sh", "-c", "echo bye; exit 7"], { env: kenv });
