@@ -56,20 +56,6 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
 const CLOSING_LINGER_MS = 30_000;
 
-/**
- * Per-connection flow control (docs/design/flow-control.md) is the tunnel engine's ConnectionFlow; its
- * defaults, under the names the server has always exported: the budget a connection may buffer
- * towards its reader before the agent is asked (FLOW_PAUSE) to stop reading that connection's
- * endpoint, the limit past which the relay stops reading the whole agent stream for it (an agent
- * that ignores FLOW_PAUSE), the default `--connection-stall-timeout`, and the stall error text.
- */
-export {
-  CONNECTION_BUFFER_BUDGET,
-  CONNECTION_BUFFER_LIMIT,
-  DEFAULT_CONNECTION_STALL_TIMEOUT_MS,
-  stallErrorText,
-} from "@cluster-proxy/tunnel";
-
 export interface RelayOptions {
   strategies: readonly ProxyStrategy[];
   /** Fail dials the agent has not answered within this many ms (0: wait forever). */
@@ -78,12 +64,12 @@ export interface RelayOptions {
   metrics: ServerMetrics;
   /**
    * Close a connection whose reader, while over its buffer budget, read nothing for this many ms
-   * (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
+   * (0: never). Default: the tunnel engine's `DEFAULT_CONNECTION_STALL_TIMEOUT_MS`.
    */
   connectionStallTimeoutMs?: number;
-  /** Per-connection budget (default {@link CONNECTION_BUFFER_BUDGET}). */
+  /** Per-connection budget (default: the tunnel engine's `CONNECTION_BUFFER_BUDGET`). */
   connectionBufferBudget?: number;
-  /** Per-connection hard limit (default {@link CONNECTION_BUFFER_LIMIT}). */
+  /** Per-connection hard limit (default: the tunnel engine's `CONNECTION_BUFFER_LIMIT`). */
   connectionBufferLimit?: number;
   random?: () => number;
   now?: () => number;
