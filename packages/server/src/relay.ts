@@ -17,14 +17,7 @@ import {
   type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
-import {
-  ConnectionFlow,
-  FRAME_HEADER,
-  sealFrame,
-  type DialFailureReason,
-  type EngineTimers,
-  type Logger,
-} from "@cluster-proxy/tunnel";
+import { ConnectionFlow, FRAME_HEADER, sealFrame, type EngineTimers, type Logger } from "@cluster-proxy/tunnel";
 import type { ProxyStrategy } from "@cluster-proxy/api";
 import {
   TunnelConnection,
@@ -35,7 +28,7 @@ import {
   type PendingDial,
 } from "./backend.js";
 import { Router } from "./strategies.js";
-import type { ServerMetrics } from "./metrics.js";
+import type { ServerDialFailureReason, ServerMetrics } from "./metrics.js";
 
 /** Encode a packet as a sealed gRPC frame. */
 export function packetFrame(packet: Packet): Buffer {
@@ -293,7 +286,7 @@ export class Relay implements FlowHooks {
    * and the result is undefined.
    */
   dial(end: FrontendEnd, order: DialOrder): PendingDial | undefined {
-    const fail = (kind: DialFailure["kind"], text: string, reason: DialFailureReason): undefined => {
+    const fail = (kind: DialFailure["kind"], text: string, reason: ServerDialFailureReason): undefined => {
       this.metrics.dialFailed(reason);
       end.dialFailed(order.random, { kind, text, reason });
       return undefined;
