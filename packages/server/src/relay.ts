@@ -319,7 +319,7 @@ export class Relay implements FlowHooks {
             dialRequest: { protocol: "tcp", address: route.address, random: order.random },
           });
     this.log.debug(
-      { address: order.address, forwarded: route.address, agentId: backend.agentId, strategy: route.strategy },
+      { address: order.address, forwarded: route.address, agentID: backend.agentId, strategy: route.strategy },
       "dial",
     );
     this.sendToAgent(backend, frame, PacketType.DIAL_REQ);
