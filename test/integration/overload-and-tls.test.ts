@@ -350,9 +350,7 @@ describe("diagnosable TLS and configuration failures", () => {
   test("all missing required flags are reported at once", () => {
     assert.throws(
       () =>
-        new ProxyServer(
-          serverOptions({ "cluster-cert": "", "cluster-key": "", "cluster-ca-cert": "", "server-ca-cert": "" }),
-        ),
+        new ProxyServer({ ...serverOptions(), clusterCert: "", clusterKey: "", clusterCaCert: "", serverCaCert: "" }),
       (e: Error) =>
         e instanceof ConfigError &&
         /4 problems/.test(e.message) &&
@@ -360,7 +358,8 @@ describe("diagnosable TLS and configuration failures", () => {
           e.message.includes(`${f}:`),
         ),
     );
-    const agent = new ProxyAgent(agentOptions(0, { "ca-cert": "", "proxy-server-host": "" }));
+    // (changed copies of valid option sets: the flag helpers validate, a component re-checks a copy)
+    const agent = new ProxyAgent({ ...agentOptions(1), caCert: "", proxyServerHost: "", proxyServerPort: 0 });
     return assert.rejects(
       agent.start(),
       (e: Error) =>
