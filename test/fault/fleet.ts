@@ -13,7 +13,7 @@
  *     recorded since then
  */
 import { createInterface } from "node:readline";
-import { agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
+import { agentOptionsSchema, resolveOptions } from "@cluster-proxy/api";
 import { ProxyAgent } from "@cluster-proxy/agent";
 import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
 
@@ -47,7 +47,7 @@ const recorder: Logger = {
 
 const agents: ProxyAgent[] = [];
 for (let i = 0; i < cfg.count; i++) {
-  const options = resolveOptions<AgentOptions>(agentOptionSpecs, {
+  const options = resolveOptions(agentOptionsSchema, {
     "proxy-server-host": cfg.host,
     "proxy-server-port": String(cfg.port),
     "ca-cert": cfg.ca,

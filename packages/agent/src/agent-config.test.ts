@@ -1,11 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ConfigError, agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
+import { ConfigError, agentOptionsSchema, withDefaults, type AgentOptions } from "@cluster-proxy/api";
 import { agentIdentifiersHeader, resolveAgentID, validateAgentOptions } from "./agent-config.js";
 import { parseServerHandshake } from "./agent.js";
 
 function opts(over: Partial<AgentOptions> = {}): AgentOptions {
-  return { ...resolveOptions<AgentOptions>(agentOptionSpecs, {}, {}), caCert: "/ca.crt", ...over };
+  return { ...withDefaults(agentOptionsSchema, {}), caCert: "/ca.crt", ...over };
 }
 
 function rejects(over: Partial<AgentOptions>, flag: string): void {

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { once } from "node:events";
 import fc from "fast-check";
-import { ConfigError, agentOptionSpecs, resolveOptions, type AgentOptions } from "@cluster-proxy/api";
+import { ConfigError, agentOptionsSchema, withDefaults, type AgentOptions } from "@cluster-proxy/api";
 import { loadDestinationPolicy } from "./agent-config.js";
 import { guardedConnector, type Resolver } from "./destination-guard.js";
 import { canonicalAddress } from "./destination-address.js";
@@ -113,7 +113,7 @@ test("--allow-destinations entries", () => {
 });
 
 function opts(over: Partial<AgentOptions>): AgentOptions {
-  return { ...resolveOptions<AgentOptions>(agentOptionSpecs, {}, {}), caCert: "/ca.crt", ...over };
+  return { ...withDefaults(agentOptionsSchema, {}), caCert: "/ca.crt", ...over };
 }
 
 test("loadDestinationPolicy: file plus flag rules; errors name the flag, the file and the entry", async () => {

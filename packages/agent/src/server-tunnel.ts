@@ -66,9 +66,6 @@ export const ENDPOINT_WRITE_BUDGET = CONNECTION_BUFFER_BUDGET;
  */
 export const ENDPOINT_WRITE_LIMIT = CONNECTION_BUFFER_LIMIT;
 
-/** Default `--connection-stall-timeout`. */
-export { DEFAULT_CONNECTION_STALL_TIMEOUT_MS } from "@cluster-proxy/tunnel";
-
 /**
  * Bytes queued on the server stream before endpoint reads are paused. Above the stream's 16 KiB
  * high-water mark so endpoint sockets are not paused and resumed for every 64 KiB chunk; "drain"
@@ -109,7 +106,7 @@ export interface ServerTunnelDeps {
   tcpKeepaliveMs?: number;
   /**
    * Close a connection whose endpoint, while over its write budget, read nothing for this many
-   * ms (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
+   * ms (0: never). Default: the tunnel engine's `DEFAULT_CONNECTION_STALL_TIMEOUT_MS`.
    */
   connectionStallTimeoutMs?: number;
   /**

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { agentOptionSpecs } from "./agent-options.js";
 import { GO_AGENT_FLAGS, GO_SERVER_FLAGS, type GoFlag } from "./go-flags.js";
-import { ConfigError, goFlagStatus, resolveOptions, type OptionSpec } from "./options.js";
+import { ConfigError, flagValues, goFlagStatus, type OptionSpec } from "./options.js";
 import { serverOptionSpecs } from "./server-options.js";
 import { agentAlpnProtocols, tlsProfileOptions } from "./tls-profile.js";
 
@@ -38,10 +38,10 @@ for (const [component, goFlags, specs] of [
     });
 
     test("has Go's default: passing the Go default explicitly changes nothing", () => {
-      const defaults = resolveOptions<Record<string, unknown>>(specs, {}, {});
+      const defaults = flagValues(specs, {}, {});
       for (const g of goFlags) {
         const spec = byFlag.get(g.flag)!;
-        const given = resolveOptions<Record<string, unknown>>(specs, { [g.flag]: goDefaultArg(g) }, {});
+        const given = flagValues(specs, { [g.flag]: goDefaultArg(g) }, {});
         assert.deepEqual(given[spec.key], defaults[spec.key], `--${g.flag}=${goDefaultArg(g)}`);
       }
     });
@@ -50,7 +50,7 @@ for (const [component, goFlags, specs] of [
       for (const spec of specs.filter((s) => s.unsupported)) {
         const other = spec.kind === "boolean" ? String(spec.default !== true) : "something-else";
         assert.throws(
-          () => resolveOptions(specs, { [spec.flag]: other }, {}),
+          () => flagValues(specs, { [spec.flag]: other }, {}),
           (err: Error) =>
             err instanceof ConfigError &&
             err.message.startsWith(`--${spec.flag}: not supported by cluster-proxy`) &&

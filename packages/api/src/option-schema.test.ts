@@ -3,8 +3,14 @@ import { describe, test } from "node:test";
 import { parseAddonManagerOptions, addonManagerOptionSpecs } from "./addon-manager-options.js";
 import { agentOptionSpecs, parseAgentOptions } from "./agent-options.js";
 import { certsOptionSpecs, parseCertsOptions, parseUpOptions, upOptionSpecs } from "./command-options.js";
-import { ConfigError, resolveOptions } from "./options.js";
-import { parseServerOptions, serverOptionSpecs, type ServerOptionsInput } from "./server-options.js";
+import { ConfigError, flagValues } from "./options.js";
+import { resolveOptions } from "./option-schema.js";
+import {
+  parseServerOptions,
+  serverOptionSpecs,
+  serverOptionsSchema,
+  type ServerOptionsInput,
+} from "./server-options.js";
 
 /** The minimal valid server: agent port certificates and CA, front door certificates and CA. */
 const SERVER: ServerOptionsInput = {
@@ -42,8 +48,8 @@ describe("schema defaults", () => {
         if (spec.key in SERVER || spec.key === "caCert" || spec.key === "dir") continue;
         assert.deepEqual(parsed[spec.key], spec.default, `--${spec.flag}`);
       }
-      // and resolveOptions (the flag layer) fills in the same defaults
-      const resolved = resolveOptions<Record<string, unknown>>(specs, {}, {});
+      // and flagValues (the flag layer) fills in the same defaults
+      const resolved = flagValues(specs, {}, {});
       for (const spec of specs) assert.deepEqual(resolved[spec.key], spec.default, `--${spec.flag}`);
     }
   });
@@ -144,9 +150,7 @@ describe("rules", () => {
 
   test("the flag layer reports every bad flag at once too", () => {
     assert.deepEqual(
-      problems(() =>
-        resolveOptions(serverOptionSpecs, { "server-port": "x", "keepalive-time": "soon", bogus: "1" }, {}),
-      ),
+      problems(() => flagValues(serverOptionSpecs, { "server-port": "x", "keepalive-time": "soon", bogus: "1" }, {})),
       [
         "--bogus: unknown flag",
         '--server-port: "x" is not an integer',
@@ -178,6 +182,48 @@ describe("rules", () => {
     assert.deepEqual(
       problems(() => parseUpOptions({ clusters: [] })),
       ["--clusters: give at least one cluster name"],
+    );
+  });
+});
+
+describe("one pass from flags to a component", () => {
+  test("resolveOptions gives the schema's validated options, typed by the schema", () => {
+    const server = resolveOptions(
+      serverOptionsSchema,
+      {
+        "cluster-cert": "/s.crt",
+        "cluster-key": "/s.key",
+        "cluster-ca-cert": "/agent-ca.crt",
+        "server-cert": "/s.crt",
+        "server-key": "/s.key",
+        "server-ca-cert": "/client-ca.crt",
+        mode: "both",
+        "keepalive-time": "30s",
+      },
+      {},
+    );
+    const mode: "grpc" | "http-connect" | "both" = server.mode;
+    assert.equal(mode, "both");
+    assert.equal(server.keepaliveTime, 30_000);
+    assert.deepEqual(
+      problems(() => resolveOptions(serverOptionsSchema, { "server-port": "1" }, {})),
+      problems(() => parseServerOptions({ serverPort: 1 })),
+    );
+  });
+
+  test("a validated set handed on is not validated again; a changed copy is", () => {
+    const server = parseServerOptions(SERVER);
+    assert.equal(parseServerOptions(server), server);
+    assert.notEqual(parseServerOptions({ ...server }), server);
+    assert.deepEqual(
+      problems(() => parseServerOptions({ ...server, serverCert: "" })),
+      problems(() => parseServerOptions({ ...SERVER, serverCert: "" })),
+    );
+    // checks that live with their owner still run on an already validated set
+    const agent = parseAgentOptions({ caCert: "/ca.crt" });
+    assert.deepEqual(
+      problems(() => parseAgentOptions(agent, () => ["--allow-destinations: bad"])),
+      ["--allow-destinations: bad"],
     );
   });
 });

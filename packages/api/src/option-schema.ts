@@ -9,7 +9,7 @@
  * functions, and loading zod/mini cost every agent 7-8 MiB of idle RSS (61 -> 69 MiB, a
  * process that runs in every managed cluster; A/B in docs/design/decisions.md).
  */
-import { throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
+import { flagValues, throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
 
 /** A flag's description and Go notes: everything of an {@link OptionSpec} the schema does not own. */
 export type FlagMeta = Omit<OptionSpec, "key" | "kind" | "default" | "choices">;
@@ -144,15 +144,35 @@ export function defineOptions<F extends Record<string, OptionField>>(
 }
 
 /**
+ * The option sets {@link parseOptions} produced, with the schema that validated them. A set
+ * handed on unchanged (flags resolved by the CLI, then given to the component) is not validated
+ * a second time; a copy (`{ ...options, x }`) is not in here, so it is.
+ */
+const validatedSets = new WeakMap<object, object>();
+
+/** Whether `input` is an option set {@link parseOptions} produced with `schema`. */
+function validatedBy<F extends Record<string, OptionField>>(
+  schema: OptionsSchema<F>,
+  input: unknown,
+): input is OptionsOf<F> {
+  return typeof input === "object" && input !== null && validatedSets.get(input) === schema;
+}
+
+/**
  * Validate `input` against `schema`: fill in defaults, check every field and the cross-field
  * rules, plus `extra` problems (checks that live with their owner, e.g. the agent's destination
- * rules). Throws one ConfigError listing every problem, each naming its flag.
+ * rules). Throws one ConfigError listing every problem, each naming its flag. An option set this
+ * function returned for the same schema is not checked again (only `extra` runs on it).
  */
 export function parseOptions<F extends Record<string, OptionField>>(
   schema: OptionsSchema<F>,
   input: unknown,
   extra: (o: OptionsOf<F>) => string[] = () => [],
 ): OptionsOf<F> {
+  if (validatedBy(schema, input)) {
+    throwConfigProblems(extra(input));
+    return input;
+  }
   const given = definedEntries(input);
   const flagOf = (key: string): string => schema.fields[key]?.meta.flag ?? key;
   const problems: string[] = [];
@@ -162,17 +182,35 @@ export function parseOptions<F extends Record<string, OptionField>>(
     for (const why of f.problems(value)) problems.push(`--${f.meta.flag}: ${why}`);
     o[key] = Array.isArray(value) ? [...(value as unknown[])] : value;
   }
+  // The one place the option type is asserted: every field was checked against its value type
+  // above (and the set is not returned unless all passed).
+  const options = o as OptionsOf<F>;
   const fieldsOk = problems.length === 0;
   // The cross-field rules also run when a field is bad, so one run reports everything; a rule
   // tripping over a badly typed field is then ignored.
   try {
-    schema.crossRules(o as OptionsOf<F>, (key, why) => void problems.push(`--${flagOf(key)}: ${why}`));
-    problems.push(...extra(o as OptionsOf<F>));
+    schema.crossRules(options, (key, why) => void problems.push(`--${flagOf(key)}: ${why}`));
+    problems.push(...extra(options));
   } catch (err) {
     if (fieldsOk) throw err;
   }
   throwConfigProblems(problems);
-  return o as OptionsOf<F>;
+  validatedSets.set(options, schema);
+  return options;
+}
+
+/**
+ * The options of `schema` from raw flag values (keyed by flag name without dashes) and the
+ * environment: flag syntax, environment and defaults (the flag layer, `flagValues`), then the
+ * schema's validation, which gives the result its type. Throws one ConfigError naming every bad
+ * flag (flag syntax problems first).
+ */
+export function resolveOptions<F extends Record<string, OptionField>>(
+  schema: OptionsSchema<F>,
+  raw: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+): OptionsOf<F> {
+  return parseOptions(schema, flagValues(schema.specs, raw, env));
 }
 
 /** A default as a value (a list default is copied, so no caller shares it). */

@@ -143,16 +143,18 @@ function parseValue(spec: OptionSpec, raw: string | boolean): string | number | 
 }
 
 /**
- * Build a config object from raw flag values (keyed by flag name without dashes) and the
- * environment: flag syntax (numbers, durations, lists, booleans, choices) and the schema's
- * defaults, not its rules (the component's parse function applies those). Unknown flags are an
- * error; every problem is reported at once, in one ConfigError naming each flag.
+ * The flag layer: raw flag values (keyed by flag name without dashes) and the environment turned
+ * into values keyed by option: flag syntax (numbers, durations, lists, booleans, choices), the
+ * spec defaults and the refusal of unsupported Go flags, not the schema's rules. Untyped on
+ * purpose: `resolveOptions` of option-schema.ts validates the result against the component
+ * schema, which is what gives it its type. Unknown flags are an error; every problem is reported
+ * at once, in one ConfigError naming each flag.
  */
-export function resolveOptions<T>(
+export function flagValues(
   specs: readonly OptionSpec[],
   raw: Record<string, string | boolean | undefined>,
   env: NodeJS.ProcessEnv = process.env,
-): T {
+): Record<string, unknown> {
   const byFlag = new Map(specs.map((s) => [s.flag, s]));
   const problems: string[] = [];
   for (const flag of Object.keys(raw)) {
@@ -178,7 +180,7 @@ export function resolveOptions<T>(
     }
   }
   throwConfigProblems(problems);
-  return out as T;
+  return out;
 }
 
 function sameValue(a: unknown, b: unknown): boolean {

@@ -3,13 +3,7 @@
  * `cluster-proxy manifests crds`: print the CustomResourceDefinitions it needs.
  */
 import type { Command } from "commander";
-import {
-  ConfigError,
-  addonManagerOptionSpecs,
-  addonManagerOptionsSchema,
-  parseOptions,
-  type AddonManagerOptions,
-} from "@cluster-proxy/api";
+import { ConfigError, addonManagerOptionsSchema, type AddonManagerOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { crdManifestYaml } from "./crd-manifest.js";
 import { createLogger } from "./log-output.js";
@@ -32,14 +26,13 @@ export function registerAddonManagerCommand(
   ctx: CliContext,
   setExitCode: (code: number) => void,
 ): void {
-  registerOptionCommand<AddonManagerOptions>(program, ctx, {
+  registerOptionCommand(program, ctx, {
     name: "addon-manager",
     summary: "run the addon manager (hub controller for ManagedProxyConfiguration)",
     description:
       "Run the addon manager: reconciles each ManagedProxyConfiguration into proxy-servers on the hub (Deployment, Services, PodDisruptionBudget), their certificates (CAs kept in Secrets that outlive the configuration) and an honest status.",
     example: EXAMPLE,
-    specs: addonManagerOptionSpecs,
-    parse: (resolved) => parseOptions(addonManagerOptionsSchema, resolved),
+    schema: addonManagerOptionsSchema,
     run: runAddonManager,
   });
 

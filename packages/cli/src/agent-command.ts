@@ -4,7 +4,7 @@
  * a second signal closes at once.
  */
 import type { Command } from "commander";
-import { agentOptionSpecs, type AgentOptions } from "@cluster-proxy/api";
+import { agentOptionSpecs, agentOptionsSchema, type AgentOptions } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
@@ -26,13 +26,13 @@ accepted with the note's meaning, and a Go flag we do not support is refused nam
 
 /** Register `agent` on `program`. */
 export function registerAgentCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  registerOptionCommand<AgentOptions>(program, ctx, {
+  registerOptionCommand(program, ctx, {
     name: "agent",
     summary: "run the proxy-agent (managed-cluster side)",
     description:
       "Run the proxy-agent: keeps outbound mTLS tunnels to every proxy-server behind --proxy-server-host and dials endpoints in this cluster for them.",
     example: EXAMPLE,
-    specs: agentOptionSpecs,
+    schema: agentOptionsSchema,
     run: runAgent,
   });
 

@@ -6,9 +6,8 @@
  */
 import { join } from "node:path";
 import type { Command } from "commander";
-import { certsOptionSpecs, certsOptionsSchema, parseOptions, type CertsOptions } from "@cluster-proxy/api";
+import { certsOptionsSchema, type CertsOptions } from "@cluster-proxy/api";
 
-export { certsOptionSpecs, type CertsOptions } from "@cluster-proxy/api";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { registerOptionCommand } from "./option-command.js";
@@ -51,14 +50,13 @@ function migrateHint(dir: string): string {
 
 /** Register `certs` on `program`. */
 export function registerCertsCommand(program: Command, ctx: CliContext): void {
-  registerOptionCommand<CertsOptions>(program, ctx, {
+  registerOptionCommand(program, ctx, {
     name: "certs",
     summary: "write the CAs and the server, client and per-cluster agent certificates",
     description:
       "Write the certificates of a standalone deployment (no Kubernetes) to --dir: a serving CA, a client CA and an agent CA, the hub's serving certificate, a client certificate and one agent certificate per --cluster.",
     example: EXAMPLE,
-    specs: certsOptionSpecs,
-    parse: (resolved) => parseOptions(certsOptionsSchema, resolved),
+    schema: certsOptionsSchema,
     run: writeCerts,
   });
 

@@ -11,9 +11,15 @@ import { Command } from "commander";
 import {
   ConfigError,
   agentOptionSpecs,
+  agentOptionsSchema,
+  certsOptionSpecs,
   serverOptionSpecs,
-  type AgentOptions,
-  type ServerOptions,
+  serverOptionsSchema,
+  upOptionSpecs,
+  withDefaults,
+  type OptionField,
+  type OptionsOf,
+  type OptionsSchema,
 } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { CRD_BEGIN, CRD_END } from "./crd-reference.js";
@@ -24,13 +30,11 @@ import {
   replaceCrdReference,
   replaceFlagReference,
 } from "./flag-reference.js";
-import { addOptionSpecs, normalizeGoArgs, resolveCommandOptions } from "./option-flags.js";
+import { addOptionSpecs, commandFlagValues, normalizeGoArgs } from "./option-flags.js";
 import { portConflictMessage, portInUse } from "./port-conflicts.js";
 import { runCli } from "./program.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 import { capture } from "./testing/capture.js";
-import { certsOptionSpecs } from "./certs-command.js";
-import { upOptionSpecs } from "./up-command.js";
 
 async function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {
   const ctx = capture(env);
@@ -38,28 +42,33 @@ async function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code:
   return { code, out: ctx.out.join(""), err: ctx.err.join("") };
 }
 
-function parse<T>(specs: typeof serverOptionSpecs, args: string[], env: NodeJS.ProcessEnv = {}): T {
+/** The flag layer only (flag syntax, environment, defaults), not the schema's rules. */
+function parse<F extends Record<string, OptionField>>(
+  schema: OptionsSchema<F>,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): OptionsOf<F> {
   const command = new Command("t").exitOverride();
-  addOptionSpecs(command, specs);
+  addOptionSpecs(command, schema.specs);
   command.parse(args, { from: "user" });
-  return resolveCommandOptions<T>(command, specs, env);
+  return withDefaults(schema, commandFlagValues(command, schema.specs, env));
 }
 
 describe("flag wiring from the option schemas", () => {
   test("defaults come from the schema; flags and env override them", () => {
-    const server = parse<ServerOptions>(serverOptionSpecs, []);
+    const server = parse(serverOptionsSchema, []);
     assert.equal(server.serverPort, 8090);
     assert.deepEqual(server.proxyStrategies, ["default"]);
     assert.equal(server.mode, "grpc");
     assert.equal(server.keepaliveTime, 3_600_000);
     assert.equal(server.deleteExistingUdsFile, true);
-    const agent = parse<AgentOptions>(agentOptionSpecs, ["--agent-id", "from-flag"], { PROXY_AGENT_ID: "from-env" });
+    const agent = parse(agentOptionsSchema, ["--agent-id", "from-flag"], { PROXY_AGENT_ID: "from-env" });
     assert.equal(agent.agentId, "from-flag");
-    assert.equal(parse<AgentOptions>(agentOptionSpecs, [], { PROXY_AGENT_ID: "from-env" }).agentId, "from-env");
+    assert.equal(parse(agentOptionsSchema, [], { PROXY_AGENT_ID: "from-env" }).agentId, "from-env");
   });
 
   test("durations, ports, lists and booleans are parsed the Go way", () => {
-    const agent = parse<AgentOptions>(agentOptionSpecs, [
+    const agent = parse(agentOptionsSchema, [
       "--sync-interval",
       "1m30s",
       "--keepalive-time=500ms",
@@ -71,7 +80,7 @@ describe("flag wiring from the option schemas", () => {
     assert.equal(agent.keepaliveTime, 500);
     assert.equal(agent.drainGracePeriod, 2_000);
     assert.equal(agent.proxyServerPort, 9000);
-    const server = parse<ServerOptions>(serverOptionSpecs, [
+    const server = parse(serverOptionsSchema, [
       "--proxy-strategies",
       "destHost",
       "--proxy-strategies=defaultRoute,default",
@@ -85,11 +94,11 @@ describe("flag wiring from the option schemas", () => {
 
   test("bad values throw a ConfigError naming the flag", () => {
     assert.throws(
-      () => parse(serverOptionSpecs, ["--server-port", "70000"]),
+      () => parse(serverOptionsSchema, ["--server-port", "70000"]),
       (err: Error) => err instanceof ConfigError && err.message.startsWith("--server-port:"),
     );
-    assert.throws(() => parse(agentOptionSpecs, ["--sync-interval", "soon"]), /^ConfigError: --sync-interval:/);
-    assert.throws(() => parse(serverOptionSpecs, ["--mode", "udp"]), /--mode: "udp" is not one of/);
+    assert.throws(() => parse(agentOptionsSchema, ["--sync-interval", "soon"]), /^ConfigError: --sync-interval:/);
+    assert.throws(() => parse(serverOptionsSchema, ["--mode", "udp"]), /--mode: "udp" is not one of/);
   });
 });
 
@@ -185,8 +194,8 @@ describe("Go flag spellings", () => {
     const a = await run(["agent", "--count-server-leases=true"]);
     assert.equal(a.code, 2);
     assert.match(a.err, /--count-server-leases: not supported/);
-    const server = parse<ServerOptions>(serverOptionSpecs, ["--enable-lease-controller=false", "--logtostderr=true"]);
-    assert.equal((server as ServerOptions & { enableLeaseController: boolean }).enableLeaseController, false);
+    const server = parse(serverOptionsSchema, ["--enable-lease-controller=false", "--logtostderr=true"]);
+    assert.equal(server.enableLeaseController, false);
   });
 
   test("help marks Go flags we accept with what they do here", async () => {

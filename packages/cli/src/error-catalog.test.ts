@@ -47,7 +47,7 @@ function oneOfEach(): Map<string, ClusterProxyError> {
     new ConfigError("--x: bad"),
     new CommandFailure("step failed"),
     new PortInUseError("port 1 is already in use"),
-    new DialError("no agent", "no_agent"),
+    new DialError("no agent", "endpoint"),
     new HttpConnectError(403, "Forbidden", "refused"),
     new TunnelClosedError("cut"),
     new ProtocolError("bad packet"),

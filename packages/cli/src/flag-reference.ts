@@ -7,16 +7,16 @@ import {
   GO_AGENT_FLAGS,
   GO_SERVER_FLAGS,
   agentOptionSpecs,
+  certsOptionSpecs,
   describeDefault,
   goFlagStatus,
   optionsMarkdown,
   serverOptionSpecs,
+  upOptionSpecs,
   type GoFlag,
   type OptionSpec,
 } from "@cluster-proxy/api";
 import { CRD_BEGIN, CRD_END, crdReferenceMarkdown } from "./crd-reference.js";
-import { certsOptionSpecs } from "./certs-command.js";
-import { upOptionSpecs } from "./up-command.js";
 
 /** Marker lines that delimit the generated section. */
 export const FLAGS_BEGIN = "<!-- flags:begin -->";

@@ -7,8 +7,7 @@ export { EXIT_FAILURE, EXIT_STATUS_BY_CODE, EXIT_USAGE, exitStatusOf } from "./e
 export { processContext, CommandFailure, type CliContext } from "./cli-context.js";
 export { addOptionSpecs, commanderOption, optionHelpText, resolveCommandOptions } from "./option-flags.js";
 export { runUntilSignalled, SHUTDOWN_SIGNALS, type SignalSource, type ShutdownStages } from "./shutdown-signals.js";
-export { certsOptionSpecs, type CertsOptions } from "./certs-command.js";
-export { upOptionSpecs, upPorts, runUp, type UpOptions } from "./up-command.js";
+export { upPorts, runUp } from "./up-command.js";
 export {
   flagReferenceMarkdown,
   replaceFlagReference,

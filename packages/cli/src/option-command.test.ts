@@ -1,10 +1,20 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ConfigError, serverOptionSpecs } from "@cluster-proxy/api";
+import { Command } from "commander";
+import {
+  ConfigError,
+  defineOptions,
+  opt,
+  parseOptions,
+  rules,
+  serverOptionSpecs,
+  type OptionsOf,
+} from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
 import { exitStatusOf } from "./exit-status.js";
-import { startComponent } from "./option-command.js";
+import { registerOptionCommand, startComponent } from "./option-command.js";
 import { PortInUseError } from "./port-conflicts.js";
+import { capture } from "./testing/capture.js";
 
 /** A component whose start fails with `err`; records whether it was closed. */
 function failing(err: Error): { start(): Promise<void>; close(): Promise<void>; closed: boolean } {
@@ -58,5 +68,39 @@ describe("startComponent", () => {
       assert.deepEqual([e.message, exitStatusOf(e), e.cause], ["agent failed to start: disk on fire", 1, other]);
       return true;
     });
+  });
+});
+
+describe("registerOptionCommand", () => {
+  const fields = {
+    name: opt.string("", { flag: "name", description: "a name" }, rules.nonEmpty()),
+    wait: opt.duration(1000, { flag: "wait", description: "a wait" }),
+  };
+  const schema = defineOptions(fields);
+
+  function program(ran: OptionsOf<typeof fields>[]): Command {
+    const root = new Command("t").exitOverride();
+    registerOptionCommand(root, capture({}), {
+      name: "cmd",
+      summary: "s",
+      description: "d",
+      example: "",
+      schema,
+      run: (options) => Promise.resolve(void ran.push(options)),
+    });
+    return root;
+  }
+
+  test("runs with the schema's validated options, which are not validated again", async () => {
+    const ran: OptionsOf<typeof fields>[] = [];
+    await program(ran).parseAsync(["cmd", "--name", "x", "--wait", "2s"], { from: "user" });
+    assert.deepEqual(ran, [{ name: "x", wait: 2000 }]);
+    assert.equal(parseOptions(schema, ran[0]), ran[0]);
+  });
+
+  test("a schema problem is a ConfigError naming the flag, before run", async () => {
+    const ran: OptionsOf<typeof fields>[] = [];
+    await assert.rejects(program(ran).parseAsync(["cmd"], { from: "user" }), /^ConfigError: --name: must not be empty/);
+    assert.deepEqual(ran, []);
   });
 });

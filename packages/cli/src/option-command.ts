@@ -4,13 +4,13 @@
  * spec, and run with the options resolved from flags, environment and defaults.
  */
 import type { Command } from "commander";
-import { ConfigError, type OptionSpec } from "@cluster-proxy/api";
+import { ConfigError, type OptionField, type OptionSpec, type OptionsOf, type OptionsSchema } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
 
-/** A subcommand driven by an option schema. */
-export interface OptionCommand<T> {
+/** A subcommand driven by an option schema (its field table `F`). */
+export interface OptionCommand<F extends Record<string, OptionField>> {
   name: string;
   /** One line for the command list. */
   summary: string;
@@ -18,32 +18,33 @@ export interface OptionCommand<T> {
   description: string;
   /** Examples and notes at the end of its --help. */
   example: string;
-  specs: readonly OptionSpec[];
   /**
-   * Validate the options resolved from flags, environment and defaults against the command's
-   * schema (`parseOptions` of @cluster-proxy/api: every problem in one ConfigError naming its
-   * flag). Without it they are used as resolved (server and agent validate in
-   * their constructor, `up` in `runUp`).
+   * The command's schema: one flag per spec, and the validation of the options resolved from
+   * flags, environment and defaults (every problem in one ConfigError naming its flag). A
+   * component handed these options does not validate them again.
    */
-  parse?: (resolved: Record<string, unknown>) => T;
+  schema: OptionsSchema<F>;
   /**
-   * Run with the resolved options (a ConfigError thrown while resolving names the flag) and the
-   * commander command (to tell a flag given from a default).
+   * Run with the validated options and the commander command (to tell a flag given from a
+   * default).
    */
-  run(options: T, command: Command): Promise<void>;
+  run(options: OptionsOf<F>, command: Command): Promise<void>;
 }
 
 /** Register `spec` as a subcommand of `program`. */
-export function registerOptionCommand<T>(program: Command, ctx: CliContext, spec: OptionCommand<T>): Command {
+export function registerOptionCommand<F extends Record<string, OptionField>>(
+  program: Command,
+  ctx: CliContext,
+  spec: OptionCommand<F>,
+): Command {
   const command = program
     .command(spec.name)
     .summary(spec.summary)
     .description(spec.description)
     .addHelpText("after", spec.example);
-  addOptionSpecs(command, spec.specs);
+  addOptionSpecs(command, spec.schema.specs);
   command.action(async () => {
-    const resolved = resolveCommandOptions<Record<string, unknown>>(command, spec.specs, ctx.env);
-    await spec.run(spec.parse ? spec.parse(resolved) : (resolved as T), command);
+    await spec.run(resolveCommandOptions(command, spec.schema, ctx.env), command);
   });
   return command;
 }

@@ -1,14 +1,22 @@
 /**
  * Commander wiring generated from the option schemas of @cluster-proxy/api: one commander
  * option per {@link OptionSpec} (the flag table a schema derives), and the parsed flags turned
- * back into a config object by `resolveOptions` (flag syntax, environment, the schema's defaults)
- * and, for the CLI's own commands, validated by the schema (`parse` of option-command.ts).
+ * back into the schema's options: flag syntax, environment and defaults (`flagValues`), then the
+ * schema's validation, which gives them their type (`parseOptions`).
  *
  * Commander itself applies no defaults, reads no environment and validates nothing here, so a
  * value has exactly one source of truth and every error is the schema's, naming the flag.
  */
 import { Option, type Command } from "commander";
-import { describeDefault, resolveOptions, type OptionSpec } from "@cluster-proxy/api";
+import {
+  describeDefault,
+  flagValues,
+  parseOptions,
+  type OptionField,
+  type OptionSpec,
+  type OptionsOf,
+  type OptionsSchema,
+} from "@cluster-proxy/api";
 
 const VALUE_NAMES: Record<OptionSpec["kind"], string> = {
   string: "string",
@@ -55,22 +63,34 @@ export function addOptionSpecs(command: Command, specs: readonly OptionSpec[]): 
 }
 
 /**
- * Turn the options commander parsed for `command` into a config object of `specs`
- * (defaults and environment applied, values validated). Throws the schema's ConfigError, which
- * names the flag.
+ * The values commander parsed for `command`, keyed by option, with the environment and the
+ * spec defaults applied: the flag layer only, not validated (hence untyped). Throws a
+ * ConfigError naming the flag for a flag syntax problem.
  */
-export function resolveCommandOptions<T>(
+export function commandFlagValues(
   command: Command,
   specs: readonly OptionSpec[],
   env: NodeJS.ProcessEnv = process.env,
-): T {
+): Record<string, unknown> {
   const parsed = command.opts<Record<string, unknown>>();
   const raw: Record<string, string | boolean | undefined> = {};
   for (const spec of specs) {
     const value = parsed[commanderOption(spec).attributeName()];
     if (typeof value === "string" || typeof value === "boolean") raw[spec.flag] = value;
   }
-  return resolveOptions<T>(specs, raw, env);
+  return flagValues(specs, raw, env);
+}
+
+/**
+ * The options of `schema` commander parsed for `command`: defaults and environment applied,
+ * validated by the schema. Throws the schema's ConfigError, which names every bad flag.
+ */
+export function resolveCommandOptions<F extends Record<string, OptionField>>(
+  command: Command,
+  schema: OptionsSchema<F>,
+  env: NodeJS.ProcessEnv = process.env,
+): OptionsOf<F> {
+  return parseOptions(schema, commandFlagValues(command, schema.specs, env));
 }
 
 /**

@@ -2,7 +2,7 @@
  * `cluster-proxy server`: run the proxy-server until SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
-import { serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
+import { serverOptionSpecs, serverOptionsSchema, type ServerOptions } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
@@ -27,13 +27,13 @@ not support is refused naming it. SIGTERM or SIGINT stops accepting and closes w
 
 /** Register `server` on `program`. */
 export function registerServerCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  registerOptionCommand<ServerOptions>(program, ctx, {
+  registerOptionCommand(program, ctx, {
     name: "server",
     summary: "run the proxy-server (hub side)",
     description:
       "Run the proxy-server: agents connect to --agent-port (mTLS, or ServiceAccount tokens); clients dial <cluster>:<port> through --server-port / --uds-name, with the gRPC ProxyService (--mode=grpc, the default) or HTTP CONNECT (--mode=http-connect), or both at once (--mode=both, HTTP CONNECT on --http-connect-port). Every flag of the Go proxy-server is accepted (see the Go notes below); -v is klog's verbosity.",
     example: EXAMPLE,
-    specs: serverOptionSpecs,
+    schema: serverOptionsSchema,
     run: runServer,
   });
 

@@ -28,18 +28,15 @@ import type { Command } from "commander";
 import pc from "picocolors";
 import {
   ConfigError,
-  agentOptionSpecs,
+  agentOptionsSchema,
   parseUpOptions,
   resolveOptions,
-  serverOptionSpecs,
-  upOptionSpecs,
-  type AgentOptions,
-  type ServerOptions,
+  serverOptionsSchema,
+  upOptionsSchema,
   type UpOptions,
 } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/tunnel";
 
-export { upOptionSpecs, type UpOptions } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
 import { DEFAULT_STATE_DIR, profilePath, removeLocalHubProfile, writeLocalHubProfile } from "./local-hub.js";
@@ -258,13 +255,13 @@ export function stateDirError(given: string, err: unknown): Error {
 
 /** Register `up` on `program`. */
 export function registerUpCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  registerOptionCommand<UpOptions>(program, ctx, {
+  registerOptionCommand(program, ctx, {
     name: "up",
     summary: "start a local hub with demo clusters (no Kubernetes needed)",
     description:
       "Start a local hub in one process: a proxy-server, and for each demo cluster a sample HTTP service and a proxy-agent. Prints how to reach every cluster (curl and SDK), then runs until Ctrl-C.",
     example: EXAMPLE,
-    specs: upOptionSpecs,
+    schema: upOptionsSchema,
     run: async (options) => setExitCode(await runUp(options, ctx)),
   });
 }
@@ -320,8 +317,8 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       import("@cluster-proxy/server"),
       import("@cluster-proxy/agent"),
     ]);
-    const serverOptions = resolveOptions<ServerOptions>(
-      serverOptionSpecs,
+    const serverOptions = resolveOptions(
+      serverOptionsSchema,
       {
         mode: "both",
         "server-port": String(ports.grpc.port),
@@ -389,8 +386,8 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       stack.push(`sample service ${cluster}`, () => service.close());
       services.push(service);
       const agentPaths = paths.agents.get(cluster)!;
-      const agentOptions = resolveOptions<AgentOptions>(
-        agentOptionSpecs,
+      const agentOptions = resolveOptions(
+        agentOptionsSchema,
         {
           "proxy-server-host": "127.0.0.1",
           "proxy-server-port": String(ports.agent.port),

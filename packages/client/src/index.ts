@@ -52,6 +52,6 @@ export {
   ProtocolError,
   TunnelClosedError,
   silentLogger,
-  type DialFailureReason,
+  type ClientDialFailureReason,
   type Logger,
 } from "@cluster-proxy/tunnel";

@@ -3,13 +3,8 @@
  * the connections established through it, and flow-control bookkeeping in both directions.
  */
 import { PacketType, type AgentIdentifiers } from "@cluster-proxy/protocol";
-import {
-  ConnectionTable,
-  FlowState,
-  SharedStream,
-  type DialFailureReason,
-  type ServerCall,
-} from "@cluster-proxy/tunnel";
+import { ConnectionTable, FlowState, SharedStream, type ServerCall } from "@cluster-proxy/tunnel";
+import type { ServerDialFailureReason } from "./metrics.js";
 import type { RoutableBackend } from "./strategies.js";
 
 /** How a dial failed, for the frontend to turn into its own answer (DIAL_RSP or HTTP status). */
@@ -17,7 +12,7 @@ export interface DialFailure {
   kind: "no_agent" | "agent_error" | "agent_gone" | "timeout" | "send_failed" | "dial_closed" | "shutdown";
   /** The error text (DIAL_RSP.error). */
   text: string;
-  reason: DialFailureReason;
+  reason: ServerDialFailureReason;
   /** The agent's own packet (DIAL_RSP with error, DIAL_CLS) to forward unchanged, if any. */
   frame?: Buffer;
 }

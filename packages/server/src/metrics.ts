@@ -4,7 +4,7 @@
  * (`cluster_proxy_server_*`). Each server owns its Registry (several servers can share a process).
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { PacketCounts, grpcCodeName, type DialFailureReason } from "@cluster-proxy/tunnel";
+import { PacketCounts, grpcCodeName } from "@cluster-proxy/tunnel";
 
 const PREFIX = "konnectivity_network_proxy_server_";
 
@@ -13,6 +13,17 @@ export const GO_SERVER_LATENCY_BUCKETS = [0.000001, 0.00001, 0.0001, 0.005, 0.02
 
 /** Stream segments (konnectivity label values). */
 export type Segment = "from_client" | "to_client" | "from_agent" | "to_agent";
+
+/** Why a dial through the server failed: the `reason` labels of konnectivity's `dial_failure_count`. */
+export type ServerDialFailureReason =
+  | "no_agent"
+  | "error_response"
+  | "unrecognized_response"
+  | "send_rsp"
+  | "backend_close"
+  | "backend_dial_timeout"
+  | "frontend_close"
+  | "agent_gone";
 const SEGMENTS: readonly Segment[] = ["from_client", "to_client", "from_agent", "to_agent"];
 
 /** Live values the gauges read at scrape time. */
@@ -261,7 +272,7 @@ export class ServerMetrics {
     this.stalledConnections.inc();
   }
 
-  dialFailed(reason: DialFailureReason): void {
+  dialFailed(reason: ServerDialFailureReason): void {
     this.dialFailures.inc({ reason });
   }
 }

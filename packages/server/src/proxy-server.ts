@@ -11,8 +11,12 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import {
   ConfigError,
+  effectiveAgentIdentity,
   parseServerOptions,
+  planFrontDoors,
   tlsProfileOptions,
+  usesTokenAuth,
+  type FrontDoor,
   type ProxyStrategy,
   type ServerOptions,
   type ServerOptionsInput,
@@ -43,13 +47,7 @@ import { ConnectSession } from "./http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./proxy-service.js";
 import { Relay } from "./relay.js";
-import {
-  effectiveAgentIdentity,
-  planFrontDoors,
-  sharedCaSubjects,
-  usesTokenAuth,
-  type FrontDoor,
-} from "./server-config.js";
+import { sharedCaSubjects } from "./server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;

@@ -17,14 +17,7 @@ import {
   type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
-import {
-  ConnectionFlow,
-  FRAME_HEADER,
-  sealFrame,
-  type DialFailureReason,
-  type EngineTimers,
-  type Logger,
-} from "@cluster-proxy/tunnel";
+import { ConnectionFlow, FRAME_HEADER, sealFrame, type EngineTimers, type Logger } from "@cluster-proxy/tunnel";
 import type { ProxyStrategy } from "@cluster-proxy/api";
 import {
   TunnelConnection,
@@ -35,7 +28,7 @@ import {
   type PendingDial,
 } from "./backend.js";
 import { Router } from "./strategies.js";
-import type { ServerMetrics } from "./metrics.js";
+import type { ServerDialFailureReason, ServerMetrics } from "./metrics.js";
 
 /** Encode a packet as a sealed gRPC frame. */
 export function packetFrame(packet: Packet): Buffer {
@@ -56,20 +49,6 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
 const CLOSING_LINGER_MS = 30_000;
 
-/**
- * Per-connection flow control (docs/design/flow-control.md) is the tunnel engine's ConnectionFlow; its
- * defaults, under the names the server has always exported: the budget a connection may buffer
- * towards its reader before the agent is asked (FLOW_PAUSE) to stop reading that connection's
- * endpoint, the limit past which the relay stops reading the whole agent stream for it (an agent
- * that ignores FLOW_PAUSE), the default `--connection-stall-timeout`, and the stall error text.
- */
-export {
-  CONNECTION_BUFFER_BUDGET,
-  CONNECTION_BUFFER_LIMIT,
-  DEFAULT_CONNECTION_STALL_TIMEOUT_MS,
-  stallErrorText,
-} from "@cluster-proxy/tunnel";
-
 export interface RelayOptions {
   strategies: readonly ProxyStrategy[];
   /** Fail dials the agent has not answered within this many ms (0: wait forever). */
@@ -78,12 +57,12 @@ export interface RelayOptions {
   metrics: ServerMetrics;
   /**
    * Close a connection whose reader, while over its buffer budget, read nothing for this many ms
-   * (0: never). Default {@link DEFAULT_CONNECTION_STALL_TIMEOUT_MS}.
+   * (0: never). Default: the tunnel engine's `DEFAULT_CONNECTION_STALL_TIMEOUT_MS`.
    */
   connectionStallTimeoutMs?: number;
-  /** Per-connection budget (default {@link CONNECTION_BUFFER_BUDGET}). */
+  /** Per-connection budget (default: the tunnel engine's `CONNECTION_BUFFER_BUDGET`). */
   connectionBufferBudget?: number;
-  /** Per-connection hard limit (default {@link CONNECTION_BUFFER_LIMIT}). */
+  /** Per-connection hard limit (default: the tunnel engine's `CONNECTION_BUFFER_LIMIT`). */
   connectionBufferLimit?: number;
   random?: () => number;
   now?: () => number;
@@ -307,7 +286,7 @@ export class Relay implements FlowHooks {
    * and the result is undefined.
    */
   dial(end: FrontendEnd, order: DialOrder): PendingDial | undefined {
-    const fail = (kind: DialFailure["kind"], text: string, reason: DialFailureReason): undefined => {
+    const fail = (kind: DialFailure["kind"], text: string, reason: ServerDialFailureReason): undefined => {
       this.metrics.dialFailed(reason);
       end.dialFailed(order.random, { kind, text, reason });
       return undefined;
@@ -340,7 +319,7 @@ export class Relay implements FlowHooks {
             dialRequest: { protocol: "tcp", address: route.address, random: order.random },
           });
     this.log.debug(
-      { address: order.address, forwarded: route.address, agentId: backend.agentId, strategy: route.strategy },
+      { address: order.address, forwarded: route.address, agentID: backend.agentId, strategy: route.strategy },
       "dial",
     );
     this.sendToAgent(backend, frame, PacketType.DIAL_REQ);

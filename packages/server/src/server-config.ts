@@ -1,18 +1,9 @@
 /**
  * What the server needs of its options beyond the schema: the schema, its cross-field rules and
- * the front-door plan live in @cluster-proxy/api (re-exported here for the server's callers); this
- * module keeps the checks of the certificates' contents.
+ * the front-door plan live in @cluster-proxy/api; this module keeps the checks of the
+ * certificates' contents.
  */
 import { X509Certificate } from "node:crypto";
-
-export {
-  effectiveAgentIdentity,
-  isLoopbackAddress,
-  planFrontDoors,
-  usesTokenAuth,
-  validateServerOptions,
-  type FrontDoor,
-} from "@cluster-proxy/api";
 
 /** The certificates of a PEM bundle (unreadable blocks are skipped: the TLS layer reports those). */
 function pemCertificates(pem: Buffer | string): X509Certificate[] {

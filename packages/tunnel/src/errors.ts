@@ -1,35 +1,24 @@
 /**
  * The tunnel's errors. Their codes come from the one error catalog (`@cluster-proxy/errors`,
- * re-exported here); dial failures also carry a reason from a closed set that is a metric label
- * (konnectivity names).
+ * re-exported here); dial failures also carry a reason from a closed set, the client's (named as
+ * the konnectivity client's `dial_failure_total` labels).
  */
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 export { ClusterProxyError, ErrorCodes, isClusterProxyError, type ErrorCode } from "@cluster-proxy/errors";
 
-/** Why a dial failed. Server-side values match konnectivity's `dial_failure_count` labels. */
-export type DialFailureReason =
-  | "no_agent"
-  | "error_response"
-  | "unrecognized_response"
-  | "send_rsp"
-  | "backend_close"
-  | "backend_dial_timeout"
-  | "frontend_close"
-  | "agent_gone"
-  // client-side reasons (konnectivity client `dial_failure_total`)
-  | "timeout"
-  | "context"
-  | "endpoint"
-  | "dialclosed"
-  | "tunnelclosed"
-  | "unknown";
+/**
+ * Why a client's dial failed (the reasons of konnectivity client's `dial_failure_total`): the
+ * dial timed out, was aborted, the endpoint (hub or agent) refused it, the hub closed it, the
+ * tunnel went away, or something else. The server's own dial failure labels are its metrics'.
+ */
+export type ClientDialFailureReason = "timeout" | "context" | "endpoint" | "dialclosed" | "tunnelclosed" | "unknown";
 
 /** A dial through the tunnel failed; `message` is the peer's error text where there is one. */
 export class DialError extends ClusterProxyError<typeof ErrorCodes.dialFailed> {
   constructor(
     message: string,
-    readonly reason: DialFailureReason,
+    readonly reason: ClientDialFailureReason,
     options?: ErrorOptions,
   ) {
     super(ErrorCodes.dialFailed, message, options);

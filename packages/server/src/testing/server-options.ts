@@ -2,7 +2,7 @@
  * Test-only: server options for in-process tests on loopback with free ports and the split trust
  * of a test PKI (`@cluster-proxy/pki/testing`).
  */
-import { resolveOptions, serverOptionSpecs, type ServerOptions } from "@cluster-proxy/api";
+import { serverOptionsSchema, withDefaults, type ServerOptions } from "@cluster-proxy/api";
 import type { TestPki } from "@cluster-proxy/pki/testing";
 
 /**
@@ -11,7 +11,7 @@ import type { TestPki } from "@cluster-proxy/pki/testing";
  */
 export function testServerOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): ServerOptions {
   return {
-    ...resolveOptions<ServerOptions>(serverOptionSpecs, {}, {}),
+    ...withDefaults(serverOptionsSchema, {}),
     mode: "both",
     serverPort: 0,
     serverBindAddress: "127.0.0.1",
