@@ -44,6 +44,9 @@ const cond = (o: { status?: { conditions?: Condition[] } } | undefined, type: st
   o?.status?.conditions?.find((c) => c.type === type);
 const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
 
+/** Agent replicas per cluster: "every agent" reaches every proxy-server, not just one of them. */
+const AGENTS = 2;
+
 const mpcBody = (replicas: number): KubeObject => ({
   apiVersion: Resources.managedProxyConfiguration.apiVersion,
   kind: Resources.managedProxyConfiguration.kind,
@@ -55,9 +58,16 @@ const mpcBody = (replicas: number): KubeObject => ({
       replicas,
       entrypoint: { type: "PortForward" },
     },
-    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:latest" },
+    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:latest", replicas: AGENTS },
   },
 });
+
+interface LogEvent {
+  time: number;
+  msg: string;
+  serverID?: string;
+  pod?: string;
+}
 
 describe(
   "entrypoint PortForward: agents reach the proxy-servers through the hub kube-apiserver only",
@@ -68,7 +78,7 @@ describe(
     const spoke: Partial<Record<(typeof CLUSTERS)[number], KubeApi>> = {};
     let dir: string;
     let manager: ManagerProcess | undefined;
-    const replicas = 2;
+    let replicas = 1;
 
     const getMca = (cluster: string): Promise<Mca | undefined> =>
       hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
@@ -126,6 +136,81 @@ describe(
         (p) =>
           !p.metadata.deletionTimestamp && p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
       );
+    /** The agents' own account of their tunnels: each running agent pod's log, in order. */
+    const agentEvents = async (cluster: (typeof CLUSTERS)[number]): Promise<Map<string, LogEvent[]>> => {
+      const pods = (await spoke[cluster]!.list(Resources.pod, { namespace: AGENT_NS })).items as Pod[];
+      const out = new Map<string, LogEvent[]>();
+      for (const p of pods.filter((p) => !p.metadata.deletionTimestamp)) {
+        let text: string;
+        try {
+          text = readFileSync(
+            join(stateDir, "data", cluster, "kubelet", `${AGENT_NS}_${p.metadata.name}`, "proxy-agent.log"),
+            "utf8",
+          );
+        } catch {
+          continue;
+        }
+        const events: LogEvent[] = [];
+        for (const line of text.split("\n")) {
+          try {
+            events.push(JSON.parse(line) as LogEvent);
+          } catch {
+            /* not a log record */
+          }
+        }
+        out.set(p.metadata.name, events);
+      }
+      return out;
+    };
+    /** The proxy-server pods each agent of `cluster` holds a tunnel to now (from its log). */
+    const heldByAgent = async (cluster: (typeof CLUSTERS)[number]): Promise<Map<string, string[]>> => {
+      const out = new Map<string, string[]>();
+      for (const [agent, events] of await agentEvents(cluster)) {
+        const held = new Map<string, string>();
+        for (const e of events) {
+          if (e.msg === "connected to proxy server" && e.serverID && e.pod) held.set(e.serverID, e.pod);
+          else if (e.msg === "disconnected from proxy server" && e.serverID) held.delete(e.serverID);
+        }
+        out.set(agent, [...held.values()].sort());
+      }
+      return out;
+    };
+    /** Waits until the Deployment runs `n` ready replicas of its current template and every agent of both clusters holds a tunnel to each. */
+    const waitEveryAgentOnEveryReplica = async (n: number): Promise<string[]> => {
+      let last = "";
+      return waitFor(
+        `${n} ready proxy-servers, every agent of mc1 and mc2 connected to each`,
+        300_000,
+        async () => {
+          const dep = await hub.get<KubeObject & { spec: { replicas: number }; status?: Record<string, number> }>(
+            Resources.deployment,
+            NAME,
+            SERVER_NS,
+          );
+          const s = dep.status ?? {};
+          const ready = (await serverPods()).map((p) => p.metadata.name).sort();
+          last = `deployment ${JSON.stringify(s)}; ready ${ready.join(",")}`;
+          if (
+            s.observedGeneration !== dep.metadata.generation ||
+            s.updatedReplicas !== n ||
+            s.readyReplicas !== n ||
+            s.replicas !== n ||
+            ready.length !== n
+          )
+            return undefined;
+          for (const c of CLUSTERS) {
+            const held = await heldByAgent(c);
+            last += `; ${c} ${JSON.stringify(Object.fromEntries(held))}`;
+            if (held.size !== AGENTS || [...held.values()].some((pods) => pods.join(",") !== ready.join(",")))
+              return undefined;
+          }
+          return ready;
+        },
+        1000,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}\nlast: ${last}\n${agentLogs("mc1")}`, { cause: err });
+      });
+    };
     const deleteAddonCsrs = async (): Promise<void> => {
       const csrs = await hub.list(Resources.certificateSigningRequest, {
         labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
@@ -139,6 +224,8 @@ describe(
         hub = new KubeApi(env.kubeConfig("hub"));
         for (const c of CLUSTERS) spoke[c] = new KubeApi(env.kubeConfig(c));
         dir = mkdtempSync(join(tmpdir(), "cp-portforward-e2e-"));
+        // Left by an earlier suite (helm uninstall keeps the release namespace): gone before we start.
+        for (const ns of [MANAGER_NS, SERVER_NS]) await hub.delete(Resources.namespace, ns);
         for (const ns of [MANAGER_NS, SERVER_NS])
           await waitFor(
             `namespace ${ns} from an earlier run to be gone`,
@@ -375,6 +462,36 @@ describe(
       ];
       for (const [method, path, body] of refused)
         assert.equal(await status(method, path, body), 403, `${method} ${path}`);
+    });
+
+    test("HA: proxy-servers scaled 1 -> 3 -> 2: every agent ends with one tunnel to every ready replica", async () => {
+      await waitEveryAgentOnEveryReplica(replicas);
+      for (const n of [3, 2]) {
+        replicas = n;
+        await hub.apply(Resources.managedProxyConfiguration, mpcBody(n));
+        const ready = await waitEveryAgentOnEveryReplica(n);
+        for (const c of CLUSTERS) await waitMca(c, `Available through all ${n} proxy-servers`, (m) => throughAll(m, n));
+        console.log(`# ${n} replicas: ${ready.join(", ")}`);
+      }
+    });
+
+    test("killing one proxy-server pod drops no other tunnel; the agents reach its replacement", async () => {
+      const before = await waitEveryAgentOnEveryReplica(replicas);
+      const victim = before[0]!;
+      const killedAt = Date.now();
+      await hub.request("DELETE", `/api/v1/namespaces/${SERVER_NS}/pods/${victim}`, { gracePeriodSeconds: 0 });
+      const after = await waitEveryAgentOnEveryReplica(replicas);
+      assert.ok(!after.includes(victim), `${victim} is gone: ${after.join(", ")}`);
+      for (const c of CLUSTERS) {
+        for (const [agent, events] of await agentEvents(c)) {
+          // serverID -> pod, from every connection the agent made.
+          const podOf = new Map(events.filter((e) => e.serverID && e.pod).map((e) => [e.serverID!, e.pod!]));
+          const dropped = events
+            .filter((e) => e.msg === "disconnected from proxy server" && e.time >= killedAt)
+            .map((e) => podOf.get(e.serverID!) ?? e.serverID);
+          assert.deepEqual(dropped, [victim], `${c} ${agent}: tunnels dropped after the kill`);
+        }
+      }
     });
   },
 );

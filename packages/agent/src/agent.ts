@@ -376,7 +376,10 @@ export class ProxyAgent {
     this.connectOnce().then(
       (result) => {
         if (result !== "closed") this.backoff.reset();
-        this.schedule(this.jitteredSyncInterval());
+        // Through the hub the missing replicas are known: the next one at once.
+        this.schedule(
+          result === "connected" && this.hubAccess && this.wantsAnotherTunnel() ? 0 : this.jitteredSyncInterval(),
+        );
       },
       (err: unknown) => {
         const shedding = serverIsShedding(err);
