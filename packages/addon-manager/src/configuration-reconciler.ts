@@ -31,7 +31,7 @@ import {
 import type { ConditionInput } from "./conditions.js";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./events.js";
-import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { KubeApiError, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
 import type { Logger } from "./logger.js";
 import {
@@ -128,8 +128,12 @@ export class ConfigurationReconciler {
     const isWorkload = (r: RenderedObject): boolean =>
       r.resource === Resources.deployment || r.resource === Resources.podDisruptionBudget;
     if (usesPortForward(spec)) await this.ensureAgentTunnelRole();
-    // Not PortForward (any more): the agents' hub identity gets nothing here.
-    else await this.api.delete(Resources.roleBinding, AGENT_TUNNEL_BINDING, ns);
+    // Not PortForward (any more): the agents' hub identity gets nothing here. A manager without
+    // the right to delete RoleBindings (an older chart's) could not have made one either.
+    else
+      await this.api.delete(Resources.roleBinding, AGENT_TUNNEL_BINDING, ns).catch((err: unknown) => {
+        if (!(err instanceof KubeApiError && err.status === 403)) throw err;
+      });
     for (const r of rendered.filter((r) => !isWorkload(r))) await this.api.apply(r.resource, r.object);
 
     // Where agents dial.
