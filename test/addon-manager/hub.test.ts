@@ -170,11 +170,6 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
         /spec\.proxyServer\.entrypoint\.hostname: .*hostname is only valid with type Hostname/,
       ],
       [
-        "PortForward",
-        { proxyServer: { image: "x", entrypoint: { type: "PortForward" } } },
-        /spec\.proxyServer\.entrypoint\.type: .*PortForward is not supported/,
-      ],
-      [
         "CertManager",
         { proxyServer: { image: "x" }, authentication: { signer: { type: "CertManager" } } },
         /spec\.authentication\.signer\.type: .*CertManager is not supported/,

@@ -65,7 +65,7 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     }
   });
 
-  test("entrypointAddress gives a Hostname entrypoint, entrypointLoadBalancer a LoadBalancer one", () => {
+  test("entrypointAddress gives a Hostname entrypoint, entrypointLoadBalancer a LoadBalancer one, neither PortForward", () => {
     const spec = (objs: Obj[]): { proxyServer: Record<string, unknown> } =>
       find(objs, "ManagedProxyConfiguration", "cluster-proxy").spec as { proxyServer: Record<string, unknown> };
     const host = spec(
@@ -80,7 +80,7 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     assert.equal(host.proxyServer.image, "localhost/cluster-proxy:0.1.0");
     const lb = spec(render("--set", "proxyServer.entrypointLoadBalancer=true"));
     assert.deepEqual(lb.proxyServer.entrypoint, { type: "LoadBalancerService", loadBalancerService: {}, port: 8091 });
-    assert.equal(spec(render()).proxyServer.entrypoint, undefined);
+    assert.deepEqual(spec(render()).proxyServer.entrypoint, { type: "PortForward", port: 8091 });
   });
 
   test("installByPlacement: the chart's Placement over global by default, or the one named; global stays bound", () => {
@@ -119,9 +119,16 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     assert.deepEqual(cma(own), { type: "Placements", placements: [{ name: "prod", namespace: "fleet" }] });
   });
 
-  test("RBAC: no wildcard; secrets never deleted; CSR signing only for the addon's signer", () => {
+  test("RBAC: no wildcard; secrets never deleted; CSR signing only for the addon's signer; the agents' tunnel role", () => {
     const objs = render();
-    const rules = objs.filter((o) => o.kind === "ClusterRole" || o.kind === "Role").flatMap((o) => o.rules ?? []);
+    const tunnel = find(objs, "ClusterRole", "open-cluster-management:cluster-proxy:agent-tunnel");
+    assert.deepEqual(tunnel.rules, [
+      { apiGroups: [""], resources: ["pods/proxy"], verbs: ["get"] },
+      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list", "watch"] },
+    ]);
+    const rules = objs
+      .filter((o) => (o.kind === "ClusterRole" || o.kind === "Role") && o !== tunnel)
+      .flatMap((o) => o.rules ?? []);
     assert.ok(rules.length > 10);
     for (const r of rules) {
       for (const field of [r.apiGroups, r.resources, r.verbs]) assert.ok(!field?.includes("*"), JSON.stringify(r));
@@ -131,8 +138,21 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       secrets.flatMap((r) => r.verbs),
       ["get", "list", "watch", "create", "update", "patch"],
     );
-    const signers = rules.find((r) => r.resources?.includes("signers"));
-    assert.deepEqual(signers?.resourceNames, ["open-cluster-management.io/proxy-agent-signer"]);
+    const signers = rules.filter((r) => r.resources?.includes("signers"));
+    assert.deepEqual(
+      signers.map((r) => [r.resourceNames, r.verbs]),
+      [
+        [["open-cluster-management.io/proxy-agent-signer"], ["approve", "sign"]],
+        [["kubernetes.io/kube-apiserver-client"], ["approve"]],
+      ],
+    );
+    // It binds the tunnel role without holding its rights.
+    const clusterRoles = rules.filter((r) => r.resources?.includes("clusterroles"));
+    assert.deepEqual(
+      clusterRoles.map((r) => [r.resourceNames, r.verbs]),
+      [[["open-cluster-management:cluster-proxy:agent-tunnel"], ["get", "bind"]]],
+    );
+    assert.ok(!rules.some((r) => r.resources?.includes("pods/proxy") || r.resources?.includes("endpointslices")));
     const pods = rules.filter((r) => r.resources?.includes("pods"));
     assert.deepEqual(
       pods.flatMap((r) => r.verbs),

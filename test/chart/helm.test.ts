@@ -113,6 +113,8 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
         labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
       });
       for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
+      // As the issue's operator has it: the managed clusters reach the hub only at its kube-apiserver.
+      for (const c of CLUSTERS) env.hubApiserverOnly(c, true);
     },
     { timeout: 90 * 60_000 },
   );
@@ -124,6 +126,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       env.kubectl("hub", ["label", "managedcluster", "mc2", "proxy.open-cluster-management.io/install-"], {
         allowFail: true,
       });
+    for (const c of CLUSTERS) env?.hubApiserverOnly(c, false);
     if (dir) rmSync(dir, { recursive: true, force: true });
     await env?.close();
   });
@@ -147,12 +150,17 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     assert.equal(helm(["list", "-n", NS, "-q"]).stdout.trim(), "");
   });
 
-  test("the README's chart install, as written: Available on mc1 and mc2", async () => {
+  test("the README's bare chart install, as written, with mc1 and mc2 reaching the hub only at its kube-apiserver: entrypoint PortForward, Available on both", async () => {
+    assert.match(
+      docBlock("install-chart"),
+      /^helm install -n open-cluster-management-addon --create-namespace cluster-proxy charts\/cluster-proxy\n/,
+      "the README leads with the bare install (no entrypoint value)",
+    );
     const out = await operator("README install-chart", docBlock("install-chart"));
     assert.match(out, /STATUS: deployed/);
     assert.match(out, /kubectl get managedclusteraddon -A/, "NOTES.txt says what to run next");
     // The CA EXPIRY column shows the date, not the age of a time in the future ("<invalid>").
-    const columns = out.split("\n").find((l) => /^cluster-proxy\s/.test(l) && /:8091/.test(l)) ?? "";
+    const columns = out.split("\n").find((l) => /^cluster-proxy\s/.test(l) && /\.svc:8096/.test(l)) ?? "";
     assert.match(columns, /\s\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s/, out);
     assert.doesNotMatch(columns, /<invalid>/);
     const t0 = Date.now();
@@ -178,7 +186,21 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
     const mpc = JSON.parse(kubectl(["get", "managedproxyconfiguration", "cluster-proxy", "-o", "json"])) as {
       status?: { entrypoint?: string };
     };
-    assert.match(mpc.status?.entrypoint ?? "", /^10\.200\.30\.\d+:8091$/, "the LoadBalancer entrypoint's ingress");
+    assert.equal(
+      mpc.status?.entrypoint,
+      `proxy-entrypoint.${NS}.svc:8096`,
+      "entrypoint PortForward: the agent upgrade door",
+    );
+    assert.match(
+      out,
+      /Entrypoint PortForward .* through this hub's kube-apiserver/s,
+      "NOTES.txt says which entrypoint and its cost",
+    );
+    assert.match(
+      out,
+      /one\s+long-lived kube-apiserver connection per agent and proxy-server/,
+      "NOTES.txt says its cost",
+    );
   });
 
   test("every command the chart's notes print runs as printed; with other values they print none with a <placeholder>", async () => {

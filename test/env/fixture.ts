@@ -12,7 +12,7 @@ import net from "node:net";
 import { CLUSTERS, type ClusterName, MANAGED, NETNS_ANNOTATION, nsOf, paths, stateDir } from "./config.js";
 import { type RunResult, runIn } from "./exec.js";
 import { type EnvState, down, log, up } from "./environment.js";
-import { setBlackhole } from "./network.js";
+import { setBlackhole, setHubApiserverOnly } from "./network.js";
 import { pkiFile } from "./pki.js";
 
 export interface TestEnv {
@@ -54,6 +54,11 @@ export interface TestEnv {
    * (off); see network.ts setBlackhole. Lifted again by close() if left on.
    */
   blackhole(mc: "mc1" | "mc2", on: boolean): void;
+  /**
+   * Lets `mc` reach the hub only at its kube-apiserver port (on), or lifts that (off); see
+   * network.ts setHubApiserverOnly. Lifted again by close() if left on.
+   */
+  hubApiserverOnly(mc: "mc1" | "mc2", on: boolean): void;
   /** Stops the forwarders; tears the environment down if this fixture started it (unless CPENV_KEEP=1). */
   close(): Promise<void>;
 }
@@ -149,10 +154,14 @@ export async function startTestEnv(): Promise<TestEnv> {
       return runIn(netns, cmd, args, { timeoutMs: opts.timeoutMs ?? 30_000, allowFail: opts.allowFail });
     },
     blackhole: (mc, on) => setBlackhole(mc, on),
+    hubApiserverOnly: (mc, on) => setHubApiserverOnly(mc, on),
     close: async () => {
       if (closed) return;
       closed = true;
-      for (const mc of MANAGED) setBlackhole(mc as "mc1" | "mc2", false);
+      for (const mc of MANAGED) {
+        setBlackhole(mc as "mc1" | "mc2", false);
+        setHubApiserverOnly(mc as "mc1" | "mc2", false);
+      }
       for (const s of servers.values()) s.close();
       for (const s of openSockets) s.destroy();
       if (!reused && process.env.CPENV_KEEP !== "1") {

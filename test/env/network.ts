@@ -10,6 +10,7 @@ import {
   ALL_NAMESPACES,
   CLUSTERS,
   type ClusterName,
+  APISERVER_PORT,
   HOST_ADDR,
   LB_POOL,
   LINKS,
@@ -145,6 +146,30 @@ export function setBlackhole(mc: Exclude<ClusterName, "hub">, on: boolean): void
       `table inet ${table} {\n` +
       `  chain in { type filter hook prerouting priority -300; policy accept; iifname "${dev}" counter drop; }\n` +
       `  chain out { type filter hook postrouting priority 300; policy accept; oifname "${dev}" counter drop; }\n` +
+      `}\n`,
+  });
+}
+
+/**
+ * Lets managed cluster `mc` open connections to the hub only at the hub kube-apiserver
+ * (`HOST_ADDR.hub:APISERVER_PORT`), the one connection an OCM-registered cluster is guaranteed
+ * (on), or lifts that (off): every other new connection from `mc` to anything of the hub (its
+ * node, pods, Services, LoadBalancers, other ports) is dropped silently, as a firewall would.
+ * Connections already open stay. Idempotent.
+ */
+export function setHubApiserverOnly(mc: Exclude<ClusterName, "hub">, on: boolean): void {
+  const table = `cpenv-apiserver-only-${mc}`;
+  runIn(nsOf("hub"), "nft", ["delete", "table", "inet", table], { allowFail: true });
+  if (!on) return;
+  const dev = ifName("hub", mc);
+  runIn(nsOf("hub"), "nft", ["-f", "-"], {
+    input:
+      `table inet ${table} {\n` +
+      `  chain in {\n` +
+      `    type filter hook prerouting priority -150; policy accept;\n` +
+      `    iifname "${dev}" ct state new ip daddr ${HOST_ADDR.hub} tcp dport ${APISERVER_PORT} accept\n` +
+      `    iifname "${dev}" ct state new counter drop\n` +
+      `  }\n` +
       `}\n`,
   });
 }

@@ -25,6 +25,7 @@ import { mergeConditions, type ConditionInput } from "./conditions.js";
 import {
   ADDON_NAME,
   AGENT_SIGNER,
+  HUB_CLIENT_SIGNER,
   checkCsr,
   csrState,
   isOurCsr,
@@ -36,6 +37,7 @@ import { isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "./logger.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
+import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";
 import type { TunnelProber } from "./tunnel-prober.js";
 import type { ReconcileResult } from "./work-queue.js";
 
@@ -165,6 +167,18 @@ export function agentSubject(agentCa: SigningCa): RegistrationSubject {
   };
 }
 export const AGENT_USER = "open-cluster-management:cluster-proxy:proxy-agent";
+
+/**
+ * The agent's hub identity with entrypoint PortForward (signer kubernetes.io/kube-apiserver-client):
+ * OCM's default per-cluster user, and two groups: the per-cluster one, and {@link AGENT_HUB_GROUP},
+ * which the proxy-servers' namespace binds to get pods/proxy and list/watch endpointslices.
+ */
+export function agentHubSubject(cluster: string): RegistrationSubject {
+  return {
+    user: `system:open-cluster-management:cluster:${cluster}:addon:${ADDON_NAME}:agent:proxy-agent`,
+    groups: [`system:open-cluster-management:cluster:${cluster}:addon:${ADDON_NAME}`, AGENT_HUB_GROUP],
+  };
+}
 export const AGENT_GROUP = "open-cluster-management:cluster-proxy";
 
 const refKey = (r: { group?: string; resource: string }): string => `${r.resource}.${r.group ?? ""}`;
@@ -324,19 +338,25 @@ export class AddonReconciler {
     // Registration.
     const namespace = adc?.spec?.agentInstallNamespace || DEFAULT_AGENT_NAMESPACE;
     const agentCa = await this.agentCa();
+    const mpc = this.cache.configuration(mpcName);
+    const throughHub = mpc !== undefined && usesPortForward(mpc.spec);
     status.supportedConfigs = SUPPORTED_CONFIGS;
     status.namespace = namespace;
-    status.registrations = [{ signerName: AGENT_SIGNER, subject: agentSubject(agentCa) }];
+    status.registrations = [
+      { signerName: AGENT_SIGNER, subject: agentSubject(agentCa) },
+      ...(throughHub ? [{ signerName: HUB_CLIENT_SIGNER, subject: agentHubSubject(cluster) }] : []),
+    ];
     status.healthCheck = { mode: "Customized" };
     conditions.push({
       type: "RegistrationApplied",
       status: "True",
       reason: "SetPermissionApplied",
-      message: `the agent's certificate comes from signer ${AGENT_SIGNER} into namespace ${namespace}; the agent gets no hub API rights`,
+      message: throughHub
+        ? `the agent's certificate comes from signer ${AGENT_SIGNER} into namespace ${namespace}; its hub identity (signer ${HUB_CLIENT_SIGNER}, group ${AGENT_HUB_GROUP}) may only reach the proxy-servers in ${mpc.spec.proxyServer.namespace} (entrypoint PortForward: get pods/proxy, list/watch endpointslices)`
+        : `the agent's certificate comes from signer ${AGENT_SIGNER} into namespace ${namespace}; the agent gets no hub API rights`,
     });
 
     // The agent's ManifestWork.
-    const mpc = this.cache.configuration(mpcName);
     this.prober?.track(cluster, mpcName);
     const problem = await this.applyWork(mca, cluster, namespace, mpc, adc?.spec, refs);
     if (problem) {
@@ -525,8 +545,15 @@ export class AddonReconciler {
       addon: (cluster) => {
         const mca = this.cache.addon(cluster);
         if (!mca) return undefined;
-        const subject = mca.status?.registrations?.find((r) => r.signerName === AGENT_SIGNER)?.subject;
-        return { deleting: Boolean(mca.metadata.deletionTimestamp), ...(subject ? { subject } : {}) };
+        const registered = (signer: string): RegistrationSubject | undefined =>
+          mca.status?.registrations?.find((r) => r.signerName === signer)?.subject;
+        const subject = registered(AGENT_SIGNER);
+        const hubClientSubject = registered(HUB_CLIENT_SIGNER);
+        return {
+          deleting: Boolean(mca.metadata.deletionTimestamp),
+          ...(subject ? { subject } : {}),
+          ...(hubClientSubject ? { hubClientSubject } : {}),
+        };
       },
     };
   }
@@ -559,6 +586,11 @@ export class AddonReconciler {
         "AutoApprovedByClusterProxyAddonManager",
         `requested by cluster ${verdict.cluster}'s registration agent for its cluster-proxy agent`,
       );
+    // The hub apiserver's client signer is kube-controller-manager's to sign.
+    if (csr.spec.signerName === HUB_CLIENT_SIGNER) {
+      this.logger.info({ csr: name, cluster: verdict.cluster }, "approved the agent's hub client certificate request");
+      return;
+    }
     const ca = await this.agentCa();
     const validityDays = Math.min(
       this.options.certValidityMs / DAY_MS,

@@ -211,4 +211,43 @@ describe("the agent's ManifestWork", () => {
     const obj = { apiVersion: "x", metadata: { name: "n" }, spec: { z: "1", a: 2 }, status: { q: 1 } };
     assert.equal(specHash(obj), createHash("sha256").update('{"spec":{"a":2,"z":"1"}}').digest("hex"));
   });
+
+  test("entrypoint PortForward: the agent goes through the hub with OCM's hub kubeconfig Secret, mounted whole", () => {
+    const pf = mpc();
+    pf.spec.proxyServer.entrypoint = { type: "PortForward", port: 8091 };
+    const work = renderAgentWork({
+      cluster: "mc1",
+      namespace: "agents",
+      mpc: pf,
+      entrypoint: "proxy-entrypoint.open-cluster-management-cluster-proxy.svc:8096",
+      servingCaPem: "CA",
+      owner,
+      configHashes: {},
+    });
+    const dep = deployment(work);
+    const args = c0(dep).args;
+    for (const want of [
+      "--proxy-server-host=proxy-entrypoint.open-cluster-management-cluster-proxy.svc",
+      "--proxy-server-port=8096",
+      "--hub-kubeconfig=/etc/hub/kubeconfig",
+      "--proxy-server-namespace=open-cluster-management-cluster-proxy",
+      "--proxy-server-service=proxy-entrypoint",
+    ])
+      assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
+    assert.ok(dep.spec.template.spec.volumes.some((v) => v.secret.secretName === "cluster-proxy-hub-kubeconfig"));
+    // Without PortForward: no hub kubeconfig.
+    const direct = deployment(
+      renderAgentWork({
+        cluster: "mc1",
+        namespace: "agents",
+        mpc: mpc(),
+        entrypoint: "10.0.0.1:8091",
+        servingCaPem: "CA",
+        owner,
+        configHashes: {},
+      }),
+    );
+    assert.ok(!c0(direct).args.some((a) => a.startsWith("--hub-kubeconfig")));
+    assert.ok(!direct.spec.template.spec.volumes.some((v) => v.secret.secretName === "cluster-proxy-hub-kubeconfig"));
+  });
 });

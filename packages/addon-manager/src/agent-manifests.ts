@@ -14,7 +14,7 @@ import { AGENT_CONNECTION_CONDITION, type ManagedProxyConfiguration, type NodePl
 import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
 import type { KubeObject, OwnerReference } from "./kube-api.js";
-import { FAST_KEEPALIVE_ARGS } from "./render-proxy-server.js";
+import { FAST_KEEPALIVE_ARGS, usesPortForward } from "./render-proxy-server.js";
 
 export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;
 export const DEFAULT_AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
@@ -30,6 +30,10 @@ export const PROXY_CA_SECRET = "cluster-proxy-forward-proxy-ca";
 export const DEFAULT_AGENT_RESOURCES = { requests: { cpu: "20m", memory: "96Mi" } };
 /** Where OCM's registration agent writes the certificate our signer issued (ocm-addon-contract §3e). */
 export const AGENT_CERT_SECRET = `${ADDON_NAME}-${AGENT_SIGNER.replace("/", "-")}-client-cert`;
+/** The Secret OCM's registration agent writes for the kube-apiserver-client registration (PortForward). */
+export const HUB_KUBECONFIG_SECRET = `${ADDON_NAME}-hub-kubeconfig`;
+/** Where the agent mounts it (its kubeconfig names tls.crt / tls.key relative to itself). */
+const HUB_KUBECONFIG_MOUNT = "/etc/hub";
 export const AGENT_HEALTH_PORT = 8093;
 /** The annotation acknowledging which configs (by spec hash) a work was rendered from. */
 export const CONFIG_SPEC_HASH_ANNOTATION = "open-cluster-management.io/config-spec-hash";
@@ -112,6 +116,9 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
   const proxyCa = proxy.caBundle ? Buffer.from(proxy.caBundle, "base64").toString("utf8") : "";
   const labels = { "app.kubernetes.io/name": "cluster-proxy", "app.kubernetes.io/component": "proxy-agent" };
   const caPem = input.servingCaPem;
+  // Entrypoint PortForward: through the hub kube-apiserver with the addon's hub kubeconfig (written
+  // by OCM's registration agent for the kube-apiserver-client registration).
+  const throughHub = usesPortForward(mpc.spec);
   const manifests: KubeObject[] = [
     { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: AGENT_SERVICE_ACCOUNT, namespace } },
@@ -200,6 +207,13 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   "--sync-interval-cap=3s",
                   `--status-deployment=${namespace}/${AGENT_DEPLOYMENT}`,
                   ...(proxyCa ? ["--https-proxy-ca-cert=/etc/proxy-ca/ca.crt"] : []),
+                  ...(throughHub
+                    ? [
+                        `--hub-kubeconfig=${HUB_KUBECONFIG_MOUNT}/kubeconfig`,
+                        `--proxy-server-namespace=${mpc.spec.proxyServer.namespace}`,
+                        `--proxy-server-service=${mpc.spec.proxyServer.inClusterServiceName}`,
+                      ]
+                    : []),
                   ...(agent.additionalArgs ?? []),
                 ],
                 env: [{ name: "PROXY_AGENT_ID", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }, ...proxyEnv],
@@ -221,6 +235,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   { name: "ca", mountPath: "/etc/ca", readOnly: true },
                   { name: "agent-certificate", mountPath: "/etc/tls", readOnly: true },
                   ...(proxyCa ? [{ name: "proxy-ca", mountPath: "/etc/proxy-ca", readOnly: true }] : []),
+                  ...(throughHub ? [{ name: "hub-kubeconfig", mountPath: HUB_KUBECONFIG_MOUNT, readOnly: true }] : []),
                 ],
               },
             ],
@@ -228,6 +243,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
               { name: "ca", secret: { secretName: AGENT_CA_SECRET } },
               { name: "agent-certificate", secret: { secretName: AGENT_CERT_SECRET } },
               ...(proxyCa ? [{ name: "proxy-ca", secret: { secretName: PROXY_CA_SECRET } }] : []),
+              ...(throughHub ? [{ name: "hub-kubeconfig", secret: { secretName: HUB_KUBECONFIG_SECRET } }] : []),
             ],
           },
         },

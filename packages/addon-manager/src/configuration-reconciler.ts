@@ -8,7 +8,12 @@
  * status. It returns when to look again (the next certificate rotation, or the resync period).
  */
 import { isIP } from "node:net";
-import { MpcConditions, configurationProblems, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  AGENT_UPGRADE_PORT,
+  MpcConditions,
+  configurationProblems,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
 import {
   ensureCa,
   fingerprintOf,
@@ -26,12 +31,16 @@ import {
 import type { ConditionInput } from "./conditions.js";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./events.js";
-import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { KubeApiError, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
 import type { Logger } from "./logger.js";
 import {
   AGENT_CA_KEY,
+  AGENT_TUNNEL_BINDING,
+  AGENT_TUNNEL_CLUSTER_ROLE,
+  AGENT_TUNNEL_RULES,
   CLIENT_CA_KEY,
+  usesPortForward,
   ownerReference,
   renderProxyServer,
   type RenderedObject,
@@ -118,6 +127,13 @@ export class ConfigurationReconciler {
     // Workloads last, so their Secret volumes exist when the pods start.
     const isWorkload = (r: RenderedObject): boolean =>
       r.resource === Resources.deployment || r.resource === Resources.podDisruptionBudget;
+    if (usesPortForward(spec)) await this.ensureAgentTunnelRole();
+    // Not PortForward (any more): the agents' hub identity gets nothing here. A manager without
+    // the right to delete RoleBindings (an older chart's) could not have made one either.
+    else
+      await this.api.delete(Resources.roleBinding, AGENT_TUNNEL_BINDING, ns).catch((err: unknown) => {
+        if (!(err instanceof KubeApiError && err.status === 403)) throw err;
+      });
     for (const r of rendered.filter((r) => !isWorkload(r))) await this.api.apply(r.resource, r.object);
 
     // Where agents dial.
@@ -319,6 +335,25 @@ export class ConfigurationReconciler {
     return { serving, client, agent };
   }
 
+  /**
+   * The ClusterRole the PortForward RoleBinding refers to: shipped by the chart; created here when
+   * missing (a manager run without the chart). Its rules are never changed by the manager.
+   */
+  private async ensureAgentTunnelRole(): Promise<void> {
+    if (await this.api.tryGet(Resources.clusterRole, AGENT_TUNNEL_CLUSTER_ROLE)) return;
+    try {
+      await this.api.create(Resources.clusterRole, {
+        metadata: { name: AGENT_TUNNEL_CLUSTER_ROLE, labels: { "app.kubernetes.io/part-of": "cluster-proxy" } },
+        rules: AGENT_TUNNEL_RULES,
+      });
+    } catch (err) {
+      throw new Error(
+        `ClusterRole ${AGENT_TUNNEL_CLUSTER_ROLE} (the agents' rights with entrypoint PortForward) is missing and cannot be created: install it from the chart (${(err as Error).message})`,
+        { cause: err },
+      );
+    }
+  }
+
   private async entrypoint(
     mpc: ManagedProxyConfiguration,
   ): Promise<{ host?: string; address?: string; condition: ConditionInput }> {
@@ -335,6 +370,19 @@ export class ConfigurationReconciler {
           status: "True",
           reason: "InClusterService",
           message: `no entrypoint set: agents dial ${host}:${spec.deploy.ports.agentServer}, which only agents inside the hub cluster can reach`,
+        },
+      };
+    }
+    if (entry.type === "PortForward") {
+      const host = `${spec.proxyServer.inClusterServiceName}.${spec.proxyServer.namespace}.svc`;
+      return {
+        host,
+        address: `${host}:${AGENT_UPGRADE_PORT}`,
+        condition: {
+          type,
+          status: "True",
+          reason: "PortForward",
+          message: `agents reach the proxy-servers through the hub kube-apiserver (pods/<pod>:${AGENT_UPGRADE_PORT}/proxy, upgraded; their mTLS runs inside) with their OCM hub credentials: one long-lived apiserver connection per agent and proxy-server replica`,
         },
       };
     }

@@ -109,7 +109,7 @@ describe("writeConfigurationStatus", () => {
       type: "ProxyServerDeployed",
       status: "False",
       reason: "InvalidConfiguration",
-      message: "refused: spec.proxyServer.entrypoint.type: entrypoint type PortForward is not supported",
+      message: "refused: spec.proxyServer.authentication.signer.type: signer type CertManager is not supported",
     } as const;
     await writeConfigurationStatus(api, recorder, api.current, [refused], {}, NOW);
     await writeConfigurationStatus(api, recorder, api.current, [refused], {}, NOW);

@@ -6,8 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import { createCertificateAuthority, signCertificateRequest } from "@cluster-proxy/pki";
+import { certificateRequest } from "@cluster-proxy/pki/testing";
 import {
   AGENT_SIGNER,
+  HUB_CLIENT_SIGNER,
   checkCsr,
   checkCsrIdentity,
   clusterOfUsername,
@@ -146,7 +148,8 @@ describe("the cluster of a CSR is the one its requester authenticated as", () =>
     ["a name outside OCM's pattern", csr({ name: "mc1-cluster-proxy" }), /is not addon-mc1-cluster-proxy-<suffix>/],
     ["server auth usage", csr({ usages: ["digital signature", "server auth", "client auth"] }), /only client auth/],
     ["no client auth", csr({ usages: ["digital signature"] }), /only client auth/],
-    ["another signer", csr({ signerName: "kubernetes.io/kube-apiserver-client" }), /is not ours/],
+    ["another signer", csr({ signerName: "example.com/other" }), /is not ours/],
+    ["another kubernetes signer", csr({ signerName: "kubernetes.io/kubelet-serving" }), /is not ours/],
     [
       "a cluster the hub does not know",
       csr({
@@ -221,5 +224,38 @@ describe("signing", () => {
     );
     assert.ok(Date.parse(cert.validTo) <= Date.parse(new X509Certificate(ca.certPem).validTo), "not beyond the CA");
     assert.equal(cert.ca, false);
+  });
+
+  test("the agent's hub identity (PortForward): only the published per-cluster subject, only from that cluster's registration agent", async () => {
+    const hubSubject: RegistrationSubject = {
+      user: "system:open-cluster-management:cluster:mc1:addon:cluster-proxy:agent:proxy-agent",
+      groups: [
+        "system:open-cluster-management:cluster:mc1:addon:cluster-proxy",
+        "system:open-cluster-management:addon:cluster-proxy",
+      ],
+    };
+    // OCM's default user names are longer than openssl allows a CN: made as Go makes them.
+    const good = await certificateRequest(hubSubject.user, hubSubject.groups);
+    const withHub = {
+      ...ctx(),
+      addon: (c: string) =>
+        c === "mc1" ? { deleting: false, subject: SUBJECT, hubClientSubject: hubSubject } : undefined,
+    };
+    const hubCsr = (over: Parameters<typeof csr>[0] = {}): CsrObject =>
+      csr({ signerName: HUB_CLIENT_SIGNER, request: good, ...over });
+    // Not registered (the configuration is not PortForward): not approved.
+    assert.equal((await checkCsr(hubCsr(), ctx())).action, "wait");
+    assert.deepEqual(await checkCsr(hubCsr(), withHub), { action: "approve", cluster: "mc1" });
+    // Another subject: system:masters, or mc2's subject asked by mc1's registration agent.
+    for (const [cn, o] of [
+      [hubSubject.user, ["system:masters"]],
+      [hubSubject.user.replace(":mc1:", ":mc2:"), hubSubject.groups.map((g) => g.replace(":mc1:", ":mc2:"))],
+      [SUBJECT.user, SUBJECT.groups],
+    ] as const) {
+      const verdict = await checkCsr(hubCsr({ request: await certificateRequest(cn, [...o]) }), withHub);
+      assert.equal(verdict.action, "deny", `${cn} ${o.join(",")}`);
+    }
+    // From someone who is not mc1's registration agent.
+    assert.equal((await checkCsr(hubCsr({ username: "system:serviceaccount:default:x" }), withHub)).action, "deny");
   });
 });

@@ -18,6 +18,11 @@ import type { KubeObject } from "./kube-api.js";
 
 export const ADDON_NAME = "cluster-proxy";
 export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";
+/**
+ * The hub apiserver's client signer: the agent's hub identity with entrypoint PortForward. We only
+ * approve (kube-controller-manager signs), after the same checks as for our own signer.
+ */
+export const HUB_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client";
 export const ADDON_NAME_LABEL = "open-cluster-management.io/addon-name";
 export const CLUSTER_NAME_LABEL = "open-cluster-management.io/cluster-name";
 const USER_PREFIX = "system:open-cluster-management:";
@@ -47,8 +52,13 @@ export interface RegistrationSubject {
 export interface CsrContext {
   /** The ManagedCluster `name`, if it exists. */
   cluster(name: string): { hubAcceptsClient: boolean } | undefined;
-  /** Our ManagedClusterAddOn in namespace `cluster`, if it exists. */
-  addon(cluster: string): { deleting: boolean; subject?: RegistrationSubject } | undefined;
+  /**
+   * Our ManagedClusterAddOn in namespace `cluster`, if it exists, with the subjects it registers:
+   * `subject` for our signer, `hubClientSubject` for {@link HUB_CLIENT_SIGNER} (PortForward only).
+   */
+  addon(
+    cluster: string,
+  ): { deleting: boolean; subject?: RegistrationSubject; hubClientSubject?: RegistrationSubject } | undefined;
 }
 
 export type CsrVerdict =
@@ -61,7 +71,15 @@ export type CsrVerdict =
 
 /** Whether a CSR is one of ours at all (the filter; everything else is left alone). */
 export function isOurCsr(csr: CsrObject): boolean {
-  return csr.metadata.labels?.[ADDON_NAME_LABEL] === ADDON_NAME && csr.spec.signerName === AGENT_SIGNER;
+  return (
+    csr.metadata.labels?.[ADDON_NAME_LABEL] === ADDON_NAME &&
+    (csr.spec.signerName === AGENT_SIGNER || csr.spec.signerName === HUB_CLIENT_SIGNER)
+  );
+}
+
+/** The subject the addon registers for the CSR's signer. */
+function registeredSubject(csr: CsrObject, addon: ReturnType<CsrContext["addon"]>): RegistrationSubject | undefined {
+  return csr.spec.signerName === HUB_CLIENT_SIGNER ? addon?.hubClientSubject : addon?.subject;
 }
 
 /** The cluster named by an OCM registration agent's username, or undefined when it is not one. */
@@ -77,7 +95,7 @@ const sameSet = (a: readonly string[], b: readonly string[]): boolean =>
 
 /** The checks that need no parsing of the request (everything but the subject). */
 export function checkCsrIdentity(csr: CsrObject, ctx: CsrContext): CsrVerdict {
-  if (csr.spec.signerName !== AGENT_SIGNER)
+  if (csr.spec.signerName !== AGENT_SIGNER && csr.spec.signerName !== HUB_CLIENT_SIGNER)
     return { action: "deny", reason: `signer ${csr.spec.signerName} is not ours` };
   const cluster = clusterOfUsername(csr.spec.username);
   if (!cluster)
@@ -116,8 +134,11 @@ export function checkCsrIdentity(csr: CsrObject, ctx: CsrContext): CsrVerdict {
   if (!addon) return { action: "wait", reason: `ManagedClusterAddOn ${cluster}/${ADDON_NAME} does not exist` };
   if (addon.deleting)
     return { action: "wait", reason: `ManagedClusterAddOn ${cluster}/${ADDON_NAME} is being deleted` };
-  if (!addon.subject)
-    return { action: "wait", reason: `ManagedClusterAddOn ${cluster}/${ADDON_NAME} has no registration yet` };
+  if (!registeredSubject(csr, addon))
+    return {
+      action: "wait",
+      reason: `ManagedClusterAddOn ${cluster}/${ADDON_NAME} has no registration of signer ${csr.spec.signerName}${csr.spec.signerName === HUB_CLIENT_SIGNER ? " (only with entrypoint PortForward)" : " yet"}`,
+    };
   return { action: "approve", cluster };
 }
 
@@ -145,7 +166,7 @@ export async function checkCsr(csr: CsrObject, ctx: CsrContext): Promise<CsrVerd
   } catch (err) {
     return { action: "deny", reason: (err as Error).message };
   }
-  const subject = ctx.addon(verdict.cluster)?.subject;
+  const subject = registeredSubject(csr, ctx.addon(verdict.cluster));
   const mismatch = subject ? checkRequestSubject(parsed, subject) : "no registered subject";
   // A request for another subject (also one made before the agent CA rotated, which changes the
   // OU we publish) is refused: the registration agent then asks again with the current subject.

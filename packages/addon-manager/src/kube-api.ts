@@ -63,6 +63,18 @@ export const Resources = {
     namespaced: true,
   },
   lease: { apiVersion: "coordination.k8s.io/v1", kind: "Lease", plural: "leases", namespaced: true },
+  clusterRole: {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    plural: "clusterroles",
+    namespaced: false,
+  },
+  roleBinding: {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    plural: "rolebindings",
+    namespaced: true,
+  },
   managedProxyConfiguration: {
     apiVersion: "proxy.open-cluster-management.io/v1alpha1",
     kind: "ManagedProxyConfiguration",

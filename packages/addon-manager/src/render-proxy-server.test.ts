@@ -135,4 +135,41 @@ describe("renderProxyServer", () => {
     assert.equal(hash(base), hash(base));
     assert.notEqual(hash(base), hash({ proxyServer: { ...base.proxyServer!, image: "other" } }));
   });
+
+  it("entrypoint PortForward: the agent upgrade door on 8096 and the RoleBinding of the agents' hub group to the tunnel role, nothing more", () => {
+    const objs = renderProxyServer(
+      mpc({ proxyServer: { ...base.proxyServer!, entrypoint: { type: "PortForward" } } } as never),
+    );
+    const spec = find(objs, "Deployment")!.spec as DeploymentSpec & {
+      template: { spec: { containers: { ports: { name: string; containerPort: number }[] }[] } };
+    };
+    const container = spec.template.spec.containers[0]!;
+    assert.ok(container.args.includes("--agent-upgrade-port=8096"), container.args.join(" "));
+    assert.ok(container.ports.some((p) => p.name === "agent-upgrade" && p.containerPort === 8096));
+    const binding = find(objs, "RoleBinding", "cluster-proxy-agent-tunnel")!;
+    assert.equal(binding.metadata.namespace, "open-cluster-management-cluster-proxy");
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "ClusterRole",
+      name: "open-cluster-management:cluster-proxy:agent-tunnel",
+    });
+    assert.deepEqual(binding.subjects, [
+      {
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "Group",
+        name: "system:open-cluster-management:addon:cluster-proxy",
+      },
+    ]);
+    // The door is not on the Service: nothing but the hub apiserver's pods/proxy needs it.
+    const service = find(objs, "Service", "proxy-entrypoint")!.spec as { ports: { port: number }[] };
+    assert.ok(!service.ports.some((p) => p.port === 8096));
+    // Any other entrypoint: no door, no binding.
+    const hostname = renderProxyServer(mpc(base));
+    assert.ok(
+      !(find(hostname, "Deployment")!.spec as DeploymentSpec).template.spec.containers[0]!.args.some((a) =>
+        a.startsWith("--agent-upgrade-port"),
+      ),
+    );
+    assert.equal(find(hostname, "RoleBinding"), undefined);
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { createHash } from "node:crypto";
 import {
+  AGENT_UPGRADE_PORT,
   MPC_API_VERSION,
   MPC_KIND,
   type ManagedProxyConfiguration,
@@ -103,8 +104,37 @@ export function serverArgs(spec: ManagedProxyConfigurationSpec): string[] {
     // An agent behind a network that silently drops its packets is let go within 10 s, so the
     // tunnel probes see "no agent" and the agent's next connection is the only one.
     ...FAST_KEEPALIVE_ARGS,
+    // Entrypoint PortForward: agents come through the hub kube-apiserver's pods/<pod>:<port>/proxy.
+    ...(usesPortForward(spec) ? [`--agent-upgrade-port=${AGENT_UPGRADE_PORT}`] : []),
   ];
 }
+
+/** Whether agents reach the proxy-servers through the hub kube-apiserver (docs/design/portforward.md). */
+export function usesPortForward(spec: ManagedProxyConfigurationSpec): boolean {
+  return spec.proxyServer.entrypoint?.type === "PortForward";
+}
+
+/**
+ * The ClusterRole of the agents' hub identity with entrypoint PortForward (the chart ships it; the
+ * manager creates it when missing and binds it, never holding these rights itself):
+ * - `get` on `pods/proxy`: the upgrade GET through `pods/<pod>:<port>/proxy` (an upgrade is
+ *   authorized as the request's verb; pods/proxy has no "create on upgrade" rule, unlike
+ *   exec/attach/portforward);
+ * - `list`/`watch` on `endpointslices`: the ready proxy-server pods (EndpointSlice names are
+ *   generated, so resourceNames cannot narrow it; the RoleBinding confines it to one namespace).
+ */
+export const AGENT_TUNNEL_CLUSTER_ROLE = "open-cluster-management:cluster-proxy:agent-tunnel";
+export const AGENT_TUNNEL_RULES = [
+  { apiGroups: [""], resources: ["pods/proxy"], verbs: ["get"] },
+  { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["list", "watch"] },
+];
+/** The RoleBinding (in the proxy-servers' namespace) of that ClusterRole to the agents' hub group. */
+export const AGENT_TUNNEL_BINDING = "cluster-proxy-agent-tunnel";
+/**
+ * The group of every cluster-proxy agent's hub identity (the kube-apiserver-client registration's
+ * subject; our manager approves such CSRs only from a cluster's own registration agent).
+ */
+export const AGENT_HUB_GROUP = "system:open-cluster-management:addon:cluster-proxy";
 
 /** Every hub object of `mpc` except Secrets, in apply order. */
 export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObject[] {
@@ -132,6 +162,16 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
     resource: Resources.serviceAccount,
     object: { metadata: meta(SERVICE_ACCOUNT), automountServiceAccountToken: false },
   });
+  if (usesPortForward(spec)) {
+    out.push({
+      resource: Resources.roleBinding,
+      object: {
+        metadata: meta(AGENT_TUNNEL_BINDING),
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: AGENT_TUNNEL_CLUSTER_ROLE },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: AGENT_HUB_GROUP }],
+      },
+    });
+  }
   out.push({
     resource: Resources.service,
     object: {
@@ -216,6 +256,9 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                   { name: "agent-server", containerPort: ports.agentServer, protocol: "TCP" },
                   { name: "http-connect", containerPort: HTTP_CONNECT_PORT, protocol: "TCP" },
                   { name: "health", containerPort: ports.healthServer, protocol: "TCP" },
+                  ...(usesPortForward(spec)
+                    ? [{ name: "agent-upgrade", containerPort: AGENT_UPGRADE_PORT, protocol: "TCP" }]
+                    : []),
                 ],
                 // Ready = the agent port accepts connections. Not /readyz: like Go's, it answers 500
                 // until some agent is connected, so a hub without clusters (or a LoadBalancer that

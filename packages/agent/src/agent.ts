@@ -12,7 +12,7 @@
  */
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import {
   agentAlpnProtocols,
   agentOptionsSchema,
@@ -51,6 +51,7 @@ import {
   type AgentTlsMaterial,
 } from "./agent-config.js";
 import { guardedConnector } from "./destination-guard.js";
+import { HubAccess, openHubTunnel, ReplicaWatch } from "./hub-tunnel.js";
 import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
 import { connectionCondition } from "./connection-report.js";
 import { agentReadiness, closeHttp, listenHttp } from "./health-server.js";
@@ -138,6 +139,16 @@ export class ProxyAgent {
   private status: StatusPublisher | undefined;
   private lastConnectError: string | undefined;
   private admin: { server: http.Server; address: AddressInfo } | undefined;
+  /** --hub-kubeconfig: tunnels go through the hub kube-apiserver, one per ready proxy-server pod. */
+  private hubAccess: HubAccess | undefined;
+  private replicaWatch: ReplicaWatch | undefined;
+  /** The ready proxy-server pods (sorted), with --hub-kubeconfig. */
+  private readyReplicas: string[] = [];
+  /** The pod each tunnel was opened to, by serverID (with --hub-kubeconfig). */
+  private readonly podOfServer = new Map<string, string>();
+  /** The pod of the last attempt: the next attempt tries the next one, so one bad pod blocks none. */
+  private lastTriedPod = "";
+  private replicaError: string | undefined;
 
   /** The options over their defaults; validated (and replaced by the validated ones) in start(). */
   private opts: AgentOptions;
@@ -176,6 +187,10 @@ export class ProxyAgent {
     this.opts = validateAgentOptions(this.input);
     this.tlsMaterial = await loadAgentTls(this.options);
     this.hubProxy = await resolveHubProxy(this.options);
+    if (this.options.hubKubeconfig) {
+      this.hubAccess = new HubAccess(this.options.hubKubeconfig);
+      await this.hubAccess.load();
+    }
     this.startCertReloading(this.tlsMaterial);
     await readAuthorization(this.options);
     const policy = await loadDestinationPolicy(this.options);
@@ -219,11 +234,15 @@ export class ProxyAgent {
         ...(this.deps.sendStatus ? { send: this.deps.sendStatus } : {}),
       });
     }
+    if (this.hubAccess) this.watchReplicas(this.hubAccess);
     this.log.info(
       {
         agentID: this.agentID,
         identifiers: this.identifiers,
         server: `${o.proxyServerHost}:${o.proxyServerPort}`,
+        ...(this.hubAccess
+          ? { through: `hub kube-apiserver, pods of ${o.proxyServerNamespace}/${o.proxyServerService}` }
+          : {}),
         ...(this.hubProxy ? { through: `${this.hubProxy.url.protocol}//${this.hubProxy.url.host}` } : {}),
         destinationPolicy: policy.describe(),
       },
@@ -251,6 +270,7 @@ export class ProxyAgent {
       this.closed = true;
       this.certReloader?.stop();
       this.status?.close();
+      this.replicaWatch?.stop();
       clearTimeout(this.timer);
       this.timer = undefined;
       this.attempt?.abort();
@@ -293,6 +313,48 @@ export class ProxyAgent {
     return this.endpointCount;
   }
 
+  /** Follow the ready proxy-server pods (--hub-kubeconfig): one tunnel to each. */
+  private watchReplicas(access: HubAccess): void {
+    const o = this.options;
+    this.replicaWatch = new ReplicaWatch({
+      access,
+      namespace: o.proxyServerNamespace,
+      service: o.proxyServerService,
+      timeoutMs: Math.max(o.keepaliveTimeout, o.dialTimeout),
+      retryMs: o.syncIntervalCap,
+      logger: this.log,
+      onChange: (pods) => {
+        this.readyReplicas = pods;
+        this.knownServerCount = Math.max(1, pods.length);
+        this.metrics.knownServerCount.set(this.knownServerCount);
+        this.log.info({ replicas: pods }, "ready proxy-server replicas changed");
+        this.reportStatus();
+        if (this.nextPod() !== undefined && this.timer !== undefined && !this.attempt) this.schedule(0);
+      },
+      onError: (message) => {
+        this.replicaError = message;
+        if (message) this.reportStatus();
+      },
+    });
+    this.replicaWatch.start();
+  }
+
+  /**
+   * The ready pod to open a tunnel to next (--hub-kubeconfig): one without a tunnel, the first
+   * after the last one tried (in name order, wrapping), so every agent covers every replica.
+   */
+  private nextPod(): string | undefined {
+    const held = new Set(this.podOfServer.values());
+    const missing = this.readyReplicas.filter((p) => !held.has(p));
+    return missing.find((p) => p > this.lastTriedPod) ?? missing[0];
+  }
+
+  /** Whether another tunnel is wanted: a ready pod without one, or fewer servers than announced. */
+  private wantsAnotherTunnel(): boolean {
+    if (this.hubAccess) return this.nextPod() !== undefined;
+    return this.tunnels.size < this.knownServerCount;
+  }
+
   private schedule(delayMs: number): void {
     if (this.closed || this.draining) return;
     clearTimeout(this.timer);
@@ -306,7 +368,7 @@ export class ProxyAgent {
   private tick(): void {
     this.timer = undefined;
     if (this.closed || this.draining) return;
-    if (this.tunnels.size >= this.knownServerCount) {
+    if (!this.wantsAnotherTunnel()) {
       this.schedule(this.jitteredSyncInterval());
       return;
     }
@@ -314,7 +376,10 @@ export class ProxyAgent {
     this.connectOnce().then(
       (result) => {
         if (result !== "closed") this.backoff.reset();
-        this.schedule(this.jitteredSyncInterval());
+        // Through the hub the missing replicas are known: the next one at once.
+        this.schedule(
+          result === "connected" && this.hubAccess && this.wantsAnotherTunnel() ? 0 : this.jitteredSyncInterval(),
+        );
       },
       (err: unknown) => {
         const shedding = serverIsShedding(err);
@@ -402,8 +467,19 @@ export class ProxyAgent {
     const timeoutMs = Math.max(o.keepaliveTimeout, o.dialTimeout);
     const handshakeTimeoutMs = o.handshakeTimeout;
     let session: http2.ClientHttp2Session | undefined;
+    let pod: string | undefined;
     try {
+      let throughHub: { socket: Socket } | undefined;
+      if (this.hubAccess) {
+        pod = this.nextPod();
+        if (pod === undefined) return "closed";
+        this.lastTriedPod = pod;
+        const hub = await this.hubAccess.load();
+        const target = { namespace: o.proxyServerNamespace, pod, port: o.proxyServerPort };
+        throughHub = { socket: await openHubTunnel(hub, target, timeoutMs, attempt.signal) };
+      }
       session = await connectSession({
+        ...(throughHub ?? {}),
         host: o.proxyServerHost,
         port: o.proxyServerPort,
         tls: {
@@ -417,7 +493,7 @@ export class ProxyAgent {
         tcpKeepaliveMs: o.tcpKeepalive,
         tlsNames: AGENT_TLS_FLAGS,
         signal: attempt.signal,
-        ...(this.hubProxy ? { proxy: this.hubProxy } : {}),
+        ...(this.hubProxy && !throughHub ? { proxy: this.hubProxy } : {}),
       });
       const s = session;
       const onAbort = (): void => void s.destroy();
@@ -451,7 +527,7 @@ export class ProxyAgent {
         s.close();
         return "duplicate";
       }
-      this.register(serverID, s, call, serverCount, early, headers[FLOW_CONTROL_METADATA] === "1");
+      this.register(serverID, s, call, serverCount, early, headers[FLOW_CONTROL_METADATA] === "1", pod);
       return "connected";
     } catch (err) {
       session?.destroy();
@@ -468,6 +544,7 @@ export class ProxyAgent {
     count: number,
     early: Buffer[],
     serverFlowControl: boolean,
+    pod?: string,
   ): void {
     const tunnel = new ServerTunnel(serverID, session, call, {
       addressing: { clusterName: this.options.clusterName, apiserverAddress: this.options.apiserverAddress },
@@ -486,14 +563,22 @@ export class ProxyAgent {
       connect: this.connectEndpoint,
     });
     this.tunnels.set(serverID, tunnel);
+    if (pod !== undefined) this.podOfServer.set(serverID, pod);
     // Go uses the count as given; a count below 1 would stop reconnecting after a server loss.
-    this.knownServerCount = Math.max(1, count);
+    // Through the hub the ready pods are the count (the server's is its --server-count).
+    if (!this.hubAccess) this.knownServerCount = Math.max(1, count);
     this.metrics.knownServerCount.set(this.knownServerCount);
     this.metrics.openServerConnections.set(this.tunnels.size);
-    this.log.info({ serverID, serverCount: count, connected: this.tunnels.size }, "connected to proxy server");
+    this.log.info(
+      { serverID, serverCount: count, connected: this.tunnels.size, ...(pod ? { pod } : {}) },
+      "connected to proxy server",
+    );
     this.reportStatus();
     tunnel.once("close", (reason) => {
-      if (this.tunnels.get(serverID) === tunnel) this.tunnels.delete(serverID);
+      if (this.tunnels.get(serverID) === tunnel) {
+        this.tunnels.delete(serverID);
+        this.podOfServer.delete(serverID);
+      }
       this.metrics.openServerConnections.set(this.tunnels.size);
       this.log.info({ serverID, reason, connected: this.tunnels.size }, "disconnected from proxy server");
       this.reportStatus();
@@ -513,7 +598,10 @@ export class ProxyAgent {
         agent: this.agentID,
         connected: this.tunnels.size,
         known: this.knownServerCount,
-        ...(this.lastConnectError ? { lastError: this.lastConnectError } : {}),
+        ...(this.hubAccess ? { path: "through the hub kube-apiserver (entrypoint PortForward)" } : {}),
+        ...(this.replicaError || this.lastConnectError
+          ? { lastError: this.replicaError ?? this.lastConnectError }
+          : {}),
       }),
     );
   }

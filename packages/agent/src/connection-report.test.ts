@@ -28,6 +28,22 @@ test("the condition: True when connected to every server, else False with the ag
   assert.match(partial.message, /^agent-a: connected to 1 of 3 proxy-servers; last error: x$/);
 });
 
+test("through the hub kube-apiserver (PortForward) the message says so, with the apiserver's refusal explained", () => {
+  const refused = connectionCondition({
+    agent: "agent-a",
+    connected: 1,
+    known: 2,
+    path: "through the hub kube-apiserver (entrypoint PortForward)",
+    lastError:
+      "hub kube-apiserver answered 403 to the tunnel upgrade through pods/p-1/proxy: refused by RBAC (the agent needs get on pods/proxy in namespace ns; ...)",
+  });
+  assert.equal(refused.status, "False");
+  assert.match(
+    refused.message,
+    /^agent-a: connected to 1 of 2 proxy-servers through the hub kube-apiserver \(entrypoint PortForward\); last error: hub kube-apiserver answered 403 .* refused by RBAC/,
+  );
+});
+
 test("the message leaves the cluster: no proxy credentials, no tokens, no control characters, bounded", () => {
   assert.equal(
     safeErrorText(

@@ -21,6 +21,8 @@ export interface ConnectionState {
   known: number;
   /** The last failed connection attempt's error (cleared by nothing: it is "the last one"). */
   lastError?: string;
+  /** How the agent reaches the proxy-servers, when not directly (e.g. "through the hub kube-apiserver"). */
+  path?: string;
 }
 
 /** The condition as written into the Deployment's status (times are added by the writer). */
@@ -49,7 +51,9 @@ export function safeErrorText(text: string, max = AGENT_CONNECTION_MESSAGE_MAX):
 /** The condition for a connection state. */
 export function connectionCondition(state: ConnectionState): ConnectionCondition {
   const known = Math.max(1, state.known);
-  const head = `${state.agent}: connected to ${Math.min(state.connected, known)} of ${known} proxy-server${known === 1 ? "" : "s"}`;
+  const head =
+    `${state.agent}: connected to ${Math.min(state.connected, known)} of ${known} proxy-server${known === 1 ? "" : "s"}` +
+    (state.path ? ` ${state.path}` : "");
   if (state.connected >= known)
     return {
       type: AGENT_CONNECTION_CONDITION,

@@ -196,6 +196,19 @@ const agentOptionFields = {
     },
     rules.atLeastMs(1),
   ),
+  hubKubeconfig: opt.path("", {
+    flag: "hub-kubeconfig",
+    description:
+      "Reach the proxy-servers through the hub's kube-apiserver (entrypoint type PortForward) with this kubeconfig: the one OCM's registration agent writes for the addon (a client certificate of signer kubernetes.io/kube-apiserver-client). The agent learns the ready proxy-server pods from the EndpointSlices of --proxy-server-service in --proxy-server-namespace and holds one tunnel to each, through `pods/<pod>:<--proxy-server-port>/proxy` upgraded to the proxy-server's agent upgrade door; its mTLS to the proxy-server runs inside (--proxy-server-host is then only the TLS server name). Needs only `get` on pods/proxy and `list`/`watch` on endpointslices in that namespace",
+  }),
+  proxyServerNamespace: opt.string("", {
+    flag: "proxy-server-namespace",
+    description: "With --hub-kubeconfig: the hub namespace of the proxy-servers",
+  }),
+  proxyServerService: opt.string("", {
+    flag: "proxy-server-service",
+    description: "With --hub-kubeconfig: the proxy-servers' Service, whose EndpointSlices name the ready pods",
+  }),
   httpsProxyCaCert: opt.path("", {
     flag: "https-proxy-ca-cert",
     description:
@@ -360,6 +373,13 @@ function agentCrossRules(o: AgentOptions, bad: (key: Extract<keyof AgentOptions,
     bad(o.agentCert ? "agentKey" : "agentCert", "--agent-cert and --agent-key must be given together");
   }
   if (o.syncIntervalCap < o.syncInterval) bad("syncIntervalCap", "must not be below --sync-interval");
+  if (o.hubKubeconfig) {
+    if (!o.proxyServerNamespace) bad("proxyServerNamespace", "is required with --hub-kubeconfig");
+    if (!o.proxyServerService) bad("proxyServerService", "is required with --hub-kubeconfig");
+  } else {
+    if (o.proxyServerNamespace) bad("proxyServerNamespace", "is only used with --hub-kubeconfig");
+    if (o.proxyServerService) bad("proxyServerService", "is only used with --hub-kubeconfig");
+  }
 }
 
 /** The proxy-agent's option schema. */

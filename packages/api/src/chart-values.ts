@@ -151,14 +151,14 @@ export function chartValuesSchema(): ValuesSchema {
       ),
       proxyServer: obj("The proxy-servers on the hub (the ManagedProxyConfiguration `cluster-proxy`).", {
         entrypointAddress: str(
-          "Hostname or IP address agents dial to reach the proxy-servers (entrypoint type Hostname; added to the agent-server certificate). Empty, and entrypointLoadBalancer false: agents dial the in-cluster Service (only agents inside the hub cluster can).",
+          "Hostname or IP address agents dial to reach the proxy-servers (entrypoint type Hostname; added to the agent-server certificate). Empty, and entrypointLoadBalancer false: entrypoint type PortForward, agents reach the proxy-servers through the hub kube-apiserver with their OCM hub credentials (works wherever the clusters are registered; costs one long-lived apiserver connection per agent and proxy-server).",
           "",
           { maxLength: 253 },
         ),
         entrypointLoadBalancer: {
           type: "boolean",
           description:
-            "Expose the agent port through a Service of type LoadBalancer and let agents dial its ingress (entrypoint type LoadBalancerService). Ignored when entrypointAddress is set.",
+            "Expose the agent port through a Service of type LoadBalancer and let agents dial its ingress (entrypoint type LoadBalancerService; for large fleets: no apiserver connections). Ignored when entrypointAddress is set.",
           default: false,
         },
         port: fromCrd(crdField("proxyServer.entrypoint.port")),

@@ -15,3 +15,4 @@ export * from "./chart-values.js";
 export * from "./option-schema.js";
 export * from "./cluster-name.js";
 export * from "./command-options.js";
+export * from "./agent-upgrade.js";

@@ -106,7 +106,6 @@ describe("ManagedProxyConfiguration schema", () => {
     const messages = rules(managedProxyConfigurationSchema).join("\n");
     for (const unsupported of [
       "CertManager",
-      "PortForward",
       "userServer",
       "additionalServiceProxyArgs",
       "additionalServiceCAConfigMap",
@@ -189,10 +188,7 @@ describe("ManagedProxyConfiguration schema", () => {
       one(spec({ authentication: { signer: { type: "CertManager" } } })),
       /^spec\.authentication\.signer\.type: signer type CertManager is not supported/,
     );
-    assert.match(
-      one(server({ type: "PortForward" })),
-      /^spec\.proxyServer\.entrypoint\.type: .*PortForward is not supported/,
-    );
+    assert.deepEqual(configurationProblems(server({ type: "PortForward" })), []);
     assert.match(
       one(server({ type: "Hostname" })),
       /^spec\.proxyServer\.entrypoint\.hostname: .*needs hostname\.value/,

@@ -7,8 +7,6 @@
  * unchanged. What this implementation does not support is refused by the apiserver with a
  * message naming the field (CEL), never silently ignored:
  * - `authentication.signer.type: CertManager`;
- * - `proxyServer.entrypoint.type: PortForward` (it would give agents hub rights beyond
- *   reaching the proxy-server);
  * - `userServer`, `proxyAgent.additionalServiceProxyArgs` and `proxyAgent.additionalServiceCAConfigMap`
  *   (the Go addon's user-server and service-proxy, which cluster-proxy replaces with its front doors
  *   and `<host>.<cluster>` addressing).
@@ -244,9 +242,12 @@ const specSchema: JsonSchemaProps = obj(
         entrypoint: obj(
           "How agents reach the proxy-servers. Without it, agents dial the in-cluster Service name (only agents inside the hub cluster can).",
           {
-            type: str("Hostname or LoadBalancerService. (PortForward is refused: not implemented.)", {
-              enum: ["Hostname", "LoadBalancerService", "PortForward"],
-            }),
+            type: str(
+              "Hostname, LoadBalancerService or PortForward (agents reach the proxy-servers through the hub kube-apiserver with their OCM hub credentials; see docs/design/portforward.md).",
+              {
+                enum: ["Hostname", "LoadBalancerService", "PortForward"],
+              },
+            ),
             hostname: obj(
               "Type Hostname: agents dial this name (it is added to the agent-server certificate).",
               { value: str("DNS name or IP address.", { minLength: 1, maxLength: 253 }) },
@@ -281,12 +282,6 @@ const specSchema: JsonSchemaProps = obj(
           {
             required: ["type"],
             "x-kubernetes-validations": [
-              {
-                rule: "self.type != 'PortForward'",
-                message:
-                  "entrypoint type PortForward is not supported (it would give agents hub rights beyond reaching the proxy-server): use Hostname or LoadBalancerService",
-                fieldPath: ".type",
-              },
               {
                 rule: "(self.type == 'Hostname') == has(self.hostname)",
                 message: "entrypoint type Hostname needs hostname.value, and hostname is only valid with type Hostname",
@@ -612,7 +607,6 @@ export function configurationProblems(spec: ManagedProxyConfigurationSpec): stri
   const entrypoint = spec.proxyServer.entrypoint;
   if (entrypoint) {
     const at = ["proxyServer", "entrypoint"];
-    if (entrypoint.type === "PortForward") add("proxyServer.entrypoint.type", at, ".type");
     if ((entrypoint.type === "Hostname") !== (entrypoint.hostname !== undefined))
       add("proxyServer.entrypoint.hostname", at, ".hostname");
     else if (entrypoint.hostname && !new RegExp(HOST_OR_IP).test(entrypoint.hostname.value))

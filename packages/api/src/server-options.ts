@@ -110,6 +110,20 @@ const serverOptionFields = {
     goCompatible: true,
     description: "Address the agent port binds to (empty: all)",
   }),
+  agentUpgradePort: opt.port(0, {
+    flag: "agent-upgrade-port",
+    description:
+      "Port of the agent upgrade door (plain HTTP; 0: off). It answers only `GET` with `Connection: Upgrade` and `Upgrade: cluster-proxy-agent-tunnel` with 101 and hands the connection to the agent port, where the agent's mTLS handshake runs as on --agent-port: agents whose only way to the hub is its kube-apiserver reach it through `pods/<pod>:<port>/proxy` (entrypoint type PortForward). Anything else is refused",
+  }),
+  agentUpgradeHeaderTimeout: opt.duration(
+    10_000,
+    {
+      flag: "agent-upgrade-header-timeout",
+      description:
+        "A request on --agent-upgrade-port must have sent its whole head this long after the connection was accepted, else the connection is closed",
+    },
+    rules.atLeastMs(1),
+  ),
   healthPort: opt.port(8092, {
     flag: "health-port",
     goCompatible: true,

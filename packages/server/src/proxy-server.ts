@@ -40,6 +40,7 @@ import {
 import { handleAgentCall } from "./agent-service.js";
 import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
 import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
+import { createAgentUpgradeDoor } from "./agent-upgrade-door.js";
 import { AdmissionLog } from "./admission-log.js";
 import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
 import { HandshakePacer, type PacerState } from "./handshake-pacer.js";
@@ -71,6 +72,8 @@ export interface ServerAddresses {
   /** Unix socket of the HTTP CONNECT front door, when it also has a TCP port. */
   httpConnectUds?: string;
   agent?: net.AddressInfo;
+  /** The agent upgrade door (--agent-upgrade-port), when on. */
+  agentUpgrade?: net.AddressInfo;
   health?: net.AddressInfo;
   admin?: net.AddressInfo;
 }
@@ -86,7 +89,7 @@ interface Listener {
   /** Feeds `server`'s connections to a TLS server at a bounded rate (TLS ports). */
   pacer?: HandshakePacer;
   door?: FrontDoor;
-  role: "agent" | "front" | "health" | "admin";
+  role: "agent" | "agent-upgrade" | "front" | "health" | "admin";
 }
 
 /** Read and parse a PEM file, naming the flag when it cannot be read or is not what it should be. */
@@ -241,6 +244,7 @@ export class ProxyServer {
         o.agentBindAddress,
         "--agent-port",
       );
+      if (o.agentUpgradePort > 0) await this.listenAgentUpgradeDoor();
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
         http.createServer(
@@ -292,6 +296,28 @@ export class ProxyServer {
       allowHTTP1: false,
       handshakeTimeout: this.options.handshakeTimeout,
     };
+  }
+
+  /**
+   * The agent upgrade door (--agent-upgrade-port): upgraded connections join the agent port's
+   * listener (its handshake pacer), exactly as if they had been accepted there.
+   */
+  private async listenAgentUpgradeDoor(): Promise<void> {
+    const o = this.options;
+    const agentListener = this.listeners.find((l) => l.role === "agent")?.server;
+    if (!agentListener) throw new Error("the agent port must listen before its upgrade door");
+    const door = createAgentUpgradeDoor({
+      headerTimeoutMs: o.agentUpgradeHeaderTimeout,
+      handOver: (socket) => {
+        if (this.closing) socket.destroy();
+        else agentListener.emit("connection", socket);
+      },
+      onRefused: (reason, remote) => {
+        this.metrics.connectionsRefused.inc({ port: "agent-upgrade-port", reason });
+        this.admissionLog.refused("--agent-upgrade-port", reason, { remote });
+      },
+    });
+    await this.listenTcp(door, "agent-upgrade", o.agentUpgradePort, o.agentBindAddress, "--agent-upgrade-port");
   }
 
   /** Common hardening and session tracking for an HTTP/2 server. */
@@ -537,6 +563,7 @@ export class ProxyServer {
       const addr = l.server.address();
       if (addr === null) continue;
       if (l.role === "agent" && typeof addr !== "string") out.agent = addr;
+      else if (l.role === "agent-upgrade" && typeof addr !== "string") out.agentUpgrade = addr;
       else if (l.role === "health" && typeof addr !== "string") out.health = addr;
       else if (l.role === "admin" && typeof addr !== "string") out.admin = addr;
       else if (l.role === "front" && l.door) {

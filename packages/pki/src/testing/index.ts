@@ -3,3 +3,4 @@
  * import path (the subpath resolves only under the `source` condition tests run with).
  */
 export * from "./test-pki.js";
+export * from "./certificate-request.js";

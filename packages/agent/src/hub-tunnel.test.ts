@@ -1,0 +1,234 @@
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { copyFileSync, writeFileSync } from "node:fs";
+import type * as http from "node:http";
+import * as https from "node:https";
+import type * as net from "node:net";
+import type * as tls from "node:tls";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import { silentLogger } from "@cluster-proxy/tunnel";
+import { waitUntil } from "@cluster-proxy/tunnel/testing";
+import { explainRefusal, HubAccess, openHubTunnel, readyPods, ReplicaWatch } from "./hub-tunnel.js";
+
+/**
+ * A stand-in hub apiserver: mTLS as a real one (client certificates of the test client CA); the
+ * upgrade of `pods/good:8096/proxy/` is answered 101 and then echoes; other pods get the
+ * apiserver's refusals; EndpointSlices are listed and watched from `slices`/`events`.
+ */
+class FakeHub {
+  readonly server: https.Server;
+  readonly requests: { method: string; url: string; headers: http.IncomingHttpHeaders; user: string }[] = [];
+  slices: unknown[] = [];
+  private watchers = new Set<http.ServerResponse>();
+
+  constructor(pki: TestPki) {
+    this.server = https.createServer(
+      { cert: pki.serverCert, key: pki.serverKey, ca: pki.clientCa, requestCert: true, rejectUnauthorized: true },
+      (req, res) => {
+        this.record(req);
+        const url = new URL(req.url ?? "/", "https://hub");
+        if (!url.pathname.endsWith("/endpointslices")) {
+          res.writeHead(404).end();
+          return;
+        }
+        if (url.searchParams.get("watch") === "1") {
+          res.writeHead(200, { "content-type": "application/json" });
+          this.watchers.add(res);
+          res.once("close", () => this.watchers.delete(res));
+          return;
+        }
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ metadata: { resourceVersion: "7" }, items: this.slices }));
+      },
+    );
+    this.server.on("upgrade", (req: http.IncomingMessage, socket: net.Socket) => {
+      this.record(req);
+      const pod = /\/pods\/([^/:]+):8096\/proxy\/$/.exec(req.url ?? "")?.[1];
+      const status = (code: number, message: string): void => {
+        const body = JSON.stringify({ kind: "Status", status: "Failure", message, code });
+        socket.end(
+          `HTTP/1.1 ${code} X\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      };
+      if (pod === "forbidden") status(403, 'pods "forbidden" is forbidden: User "x" cannot get resource "pods/proxy"');
+      else if (pod === "gone") status(404, 'pods "gone" not found');
+      else if (pod === "wrong")
+        socket.write("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+      else if (pod === "good") {
+        socket.write(
+          `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${AGENT_UPGRADE_PROTOCOL}\r\n\r\n`,
+        );
+        socket.pipe(socket);
+      } else status(503, "error trying to reach service: dial tcp 10.0.0.1:8096: connect: connection refused");
+    });
+  }
+
+  private record(req: http.IncomingMessage): void {
+    const cert = (req.socket as tls.TLSSocket).getPeerCertificate();
+    this.requests.push({
+      method: req.method ?? "",
+      url: req.url ?? "",
+      headers: req.headers,
+      user: String(cert.subject?.CN ?? ""),
+    });
+  }
+
+  event(type: string, object: unknown): void {
+    for (const w of this.watchers) w.write(`${JSON.stringify({ type, object })}\n`);
+  }
+
+  endWatches(): void {
+    for (const w of this.watchers) w.end();
+  }
+
+  get watching(): number {
+    return this.watchers.size;
+  }
+}
+
+const slice = (name: string, endpoints: { pod: string; ready?: boolean }[]): unknown => ({
+  metadata: { name },
+  endpoints: endpoints.map((e) => ({
+    conditions: e.ready === undefined ? {} : { ready: e.ready },
+    targetRef: { kind: "Pod", name: e.pod },
+  })),
+});
+
+describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
+  let pki: TestPki;
+  let hub: FakeHub;
+  let access: HubAccess;
+
+  before(async () => {
+    pki = await createTestPki();
+    hub = new FakeHub(pki);
+    hub.server.listen(0, "127.0.0.1");
+    await once(hub.server, "listening");
+    const port = (hub.server.address() as net.AddressInfo).port;
+    // As OCM's registration agent writes it: the certificate files named relative to the kubeconfig.
+    copyFileSync(pki.paths.client.cert, join(pki.dir, "tls.crt"));
+    copyFileSync(pki.paths.client.key, join(pki.dir, "tls.key"));
+    writeFileSync(
+      join(pki.dir, "kubeconfig"),
+      [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:",
+        "- name: hub",
+        "  cluster:",
+        `    server: https://127.0.0.1:${port}`,
+        `    certificate-authority-data: ${pki.ca.toString("base64")}`,
+        "contexts:",
+        "- name: default-context",
+        "  context: {cluster: hub, user: default-auth, namespace: configuration}",
+        "current-context: default-context",
+        "users:",
+        "- name: default-auth",
+        "  user: {client-certificate: tls.crt, client-key: tls.key}",
+        "",
+      ].join("\n"),
+    );
+    access = new HubAccess(join(pki.dir, "kubeconfig"));
+  });
+  after(() => {
+    hub.endWatches();
+    hub.server.close();
+    hub.server.closeAllConnections();
+    pki.cleanup();
+  });
+
+  test("the upgrade GET carries the token and the agent's client certificate; the 101 socket is a byte stream to the door", async () => {
+    const socket = await openHubTunnel(await access.load(), { namespace: "ns", pod: "good", port: 8096 }, 5_000);
+    const request = hub.requests.at(-1)!;
+    assert.equal(request.method, "GET");
+    assert.equal(request.url, "/api/v1/namespaces/ns/pods/good:8096/proxy/");
+    assert.equal(request.headers.upgrade, AGENT_UPGRADE_PROTOCOL);
+    assert.match(String(request.headers.connection), /upgrade/i);
+    assert.ok(request.user, "authenticated with the kubeconfig's client certificate");
+    socket.resume();
+    socket.write("ping");
+    const [echo] = (await once(socket, "data")) as [Buffer];
+    assert.equal(echo.toString(), "ping");
+    socket.destroy();
+  });
+
+  test("refusals say why: RBAC, a pod gone, the pod unreachable, another protocol", async () => {
+    const hubEndpoint = await access.load();
+    const fail = (pod: string): Promise<string> =>
+      openHubTunnel(hubEndpoint, { namespace: "ns", pod, port: 8096 }, 5_000).then(
+        () => "opened",
+        (err: Error) => err.message,
+      );
+    assert.match(
+      await fail("forbidden"),
+      /answered 403 .* refused by RBAC \(the agent needs get on pods\/proxy in namespace ns/,
+    );
+    assert.match(await fail("gone"), /answered 404 .* the proxy-server pod is gone: pods "gone" not found/);
+    assert.match(
+      await fail("down"),
+      /answered 503 .* cannot reach the pod's agent upgrade door: error trying to reach service/,
+    );
+    assert.match(await fail("wrong"), /upgraded to "websocket"/);
+    assert.match(explainRefusal(429, "", { namespace: "ns", pod: "p" }), /limiting requests/);
+    assert.match(explainRefusal(401, "Unauthorized", { namespace: "ns", pod: "p" }), /hub credentials .* not accepted/);
+  });
+
+  test("a kubeconfig that cannot be loaded is a ConfigError naming --hub-kubeconfig", async () => {
+    await assert.rejects(new HubAccess(join(pki.dir, "missing")).load(), (err: Error) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /^--hub-kubeconfig: cannot load/);
+      return true;
+    });
+  });
+
+  test("ready pods from EndpointSlices: listed, then followed by the watch, re-listed when it ends", async () => {
+    assert.deepEqual(
+      readyPods(slice("s", [{ pod: "a" }, { pod: "b", ready: false }, { pod: "c", ready: true }]) as never),
+      ["a", "c"],
+    );
+    hub.slices = [slice("s1", [{ pod: "p-b" }, { pod: "p-a" }])];
+    const seen: string[][] = [];
+    const errors: (string | undefined)[] = [];
+    const watch = new ReplicaWatch({
+      access,
+      namespace: "ns",
+      service: "proxy-entrypoint",
+      timeoutMs: 5_000,
+      retryMs: 50,
+      logger: silentLogger,
+      onChange: (pods) => seen.push(pods),
+      onError: (e) => errors.push(e),
+    });
+    watch.start();
+    try {
+      await waitUntil("the listed pods", () => seen.length === 1 && hub.watching === 1);
+      assert.deepEqual(seen[0], ["p-a", "p-b"]);
+      const list = hub.requests.find((r) => r.url.includes("endpointslices"))!;
+      assert.match(list.url, /labelSelector=kubernetes\.io%2Fservice-name%3Dproxy-entrypoint/);
+      hub.event("ADDED", slice("s2", [{ pod: "p-c" }]));
+      await waitUntil("a new replica", () => seen.length === 2);
+      assert.deepEqual(seen[1], ["p-a", "p-b", "p-c"]);
+      hub.event("MODIFIED", slice("s1", [{ pod: "p-a", ready: false }, { pod: "p-b" }]));
+      await waitUntil("a replica no longer ready", () => seen.length === 3);
+      assert.deepEqual(seen[2], ["p-b", "p-c"]);
+      hub.event("MODIFIED", slice("s1", [{ pod: "p-a", ready: false }, { pod: "p-b" }]));
+      hub.event("DELETED", slice("s2", []));
+      await waitUntil("a slice deleted", () => seen.length === 4);
+      assert.deepEqual(seen[3], ["p-b"], "an unchanged set is not reported again");
+      // The watch ends (apiserver timeout): the agent lists again, changes made meanwhile included.
+      hub.slices = [slice("s1", [{ pod: "p-b" }, { pod: "p-d" }])];
+      hub.endWatches();
+      await waitUntil("the re-list", () => seen.length === 5);
+      assert.deepEqual(seen[4], ["p-b", "p-d"]);
+      assert.ok(
+        errors.every((e) => e === undefined),
+        JSON.stringify(errors),
+      );
+    } finally {
+      watch.stop();
+    }
+  });
+});
