@@ -188,7 +188,11 @@ describe("clusterNamesFromCertificate", () => {
   test("a URI with a comma or a quote grants exactly its own text, never a second name (node quotes such values)", async () => {
     const leaf = await issueCertificate(ca, {
       commonName: "agent",
-      uris: [`${AGENT_CLUSTER_URI_PREFIX}a,URI:${AGENT_CLUSTER_URI_PREFIX}b`, `${AGENT_CLUSTER_URI_PREFIX}c"d`, `${AGENT_CLUSTER_URI_PREFIX}ok`],
+      uris: [
+        `${AGENT_CLUSTER_URI_PREFIX}a,URI:${AGENT_CLUSTER_URI_PREFIX}b`,
+        `${AGENT_CLUSTER_URI_PREFIX}c"d`,
+        `${AGENT_CLUSTER_URI_PREFIX}ok`,
+      ],
       usage: "client",
     });
     const san = new X509Certificate(leaf.certPem).subjectAltName ?? "";
@@ -208,7 +212,10 @@ describe("clusterNamesFromCertificate", () => {
       ),
       ["east", `x"q, URI:${P}y`, "west"],
     );
-    assert.throws(() => clusterNamesFromSubjectAltName(`URI:"${P}unterminated`), /unreadable subject alternative names/);
+    assert.throws(
+      () => clusterNamesFromSubjectAltName(`URI:"${P}unterminated`),
+      /unreadable subject alternative names/,
+    );
     assert.throws(() => clusterNamesFromSubjectAltName(`, URI:${P}east`), /unreadable subject alternative names/);
   });
 });
