@@ -68,6 +68,10 @@ export interface BigFleetResult extends AgentScaleResult {
   firstByteBeforeMs: number[];
   /** The same while every agent is connected. */
   firstByteMs: number[];
+  /** The same, one dial every 200 ms, while the agents connected (the storm; older details have none). */
+  firstByteStormMs?: number[];
+  /** Client dials through the real agent that failed while the agents connected. */
+  stormDialFailures?: number;
 }
 
 /**
@@ -376,6 +380,18 @@ function rows(d: Detail): Row[] {
       true,
       each((b) => percentileOf(b.firstByteBeforeMs, 50)),
     );
+    if (big.ours?.firstByteStormMs !== undefined) {
+      add(
+        `${bigN} agents: first byte p50, reusable client, while they connected (ms)`,
+        true,
+        each((b) => percentileOf(b.firstByteStormMs ?? [], 50)),
+      );
+      add(
+        `${bigN} agents: client dials through the real agent that failed while they connected`,
+        true,
+        each((b) => b.stormDialFailures ?? NaN),
+      );
+    }
   }
   return r;
 }
@@ -449,6 +465,9 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       first_byte_p50_ms: r2(percentileOf(b.firstByteMs, 50)),
       first_byte_p99_ms: r2(percentileOf(b.firstByteMs, 99)),
       first_byte_p50_ms_before: r2(percentileOf(b.firstByteBeforeMs, 50)),
+      first_byte_p50_ms_storm: r2(percentileOf(b.firstByteStormMs ?? [], 50)),
+      storm_dials: b.firstByteStormMs?.length ?? null,
+      storm_dial_failures: b.stormDialFailures ?? null,
     };
   }
   json["agents_10k"] = big;
@@ -477,7 +496,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "server_kib_per_agent_burst: server RSS growth per agent, 13 s after runs.agents agents connected at once " +
       "(*_peak: the highest RSS sampled while they connected); agents_10k: 10,000 load agents on one server next " +
       "to one real agent (kib_per_agent, connect_s for all of them, first byte of new connections through the " +
-      "real agent with a reusable client while they are connected, and before); targets: issue 19's and 27's ratios ours/Go " +
+      "real agent with a reusable client while they are connected, and before; *_storm: one such dial every 200 ms while they connected, storm_dial_failures: those that failed); targets: issue 19's and 27's ratios ours/Go " +
       "(node_floor_ratio: the node floor's ratio to Go; reachable_in_node: whether the floor itself meets the target; " +
       "agent_rss_mib_absolute: issue 27's target in MiB, its ratio and node_floor_ratio are MiB); agents_10k_connect_s: " +
       "agents_10k's connect_s of each server, for the target; agents_10k.*.server_cpu_ms_per_agent: the server's CPU while they connected",
