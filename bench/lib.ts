@@ -276,6 +276,10 @@ async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: S
     "--keepalive-time=30s",
     "--keepalive-timeout=10s",
     "--log-level=warn",
+    // The conns scenario holds 10,000 connections through this agent's one tunnel: past the
+    // default dial caps (4,096 per tunnel, 8,192 in all; docs/hostile-clients.md). Go's agent has none.
+    "--max-dials=12000",
+    "--max-dials-per-tunnel=12000",
   ]);
 }
 
