@@ -7,8 +7,8 @@
  * 64 concurrent downloads), latency (64-byte round trips, time to first byte), dialrate (the paths
  * take turns window by window), agents (idle agents on one server: RSS once they are in, per agent
  * of the second half alone, and after two minutes idle), agents10k (10,000 load agents on one
- * server next to a real agent: connect time, server RSS, first-byte latency before and while they
- * are connected), conns (idle connections through one agent), profile (our server under --cpu-prof during bulk transfers; full runs only unless
+ * server next to a real agent: connect time, server RSS and CPU per agent, first-byte latency before,
+ * while they connect (failed client dials counted) and once they are connected), conns (idle connections through one agent), profile (our server under --cpu-prof during bulk transfers; full runs only unless
  * --profile). `--report-only` re-renders the table, latest.json and the chart from
  * results/latest-detail.json. bench/hotpath.ts runs one scenario at a time, with profiles.
  *
@@ -606,14 +606,42 @@ async function main(): Promise<void> {
         try {
           const open = opener(path, LOOPBACK, st);
           const before = await firstByte(open, target.echo, P.bigFbCount, 60_000);
-          fleet = await agentFleet(h, st, P.bigAgents, P.bigAgentProcs, 3000, "host=load", "load");
+          // While the agents storm in: a client dials through the real agent every 200 ms (one
+          // at a time, at most 1,000), counting the dials that fail.
+          const storm = { ms: [] as number[], failed: 0, lastError: "" };
+          let storming = true;
+          const probe = (async () => {
+            for (let i = 0; storming && i < 1000; i++) {
+              try {
+                storm.ms.push(...(await firstByte(open, target.echo, 1, 30_000)));
+              } catch (e) {
+                storm.failed++;
+                storm.lastError = (e as Error).message;
+              }
+              await sleep(200);
+            }
+          })();
+          try {
+            fleet = await agentFleet(h, st, P.bigAgents, P.bigAgentProcs, 3000, "host=load", "load");
+          } finally {
+            storming = false;
+            await probe;
+          }
           const during = await firstByte(open, target.echo, P.bigFbCount, 60_000);
           const r = fleet.result;
-          (detail.agents10k ??= {})[path] = { ...r, firstByteBeforeMs: before, firstByteMs: during };
+          (detail.agents10k ??= {})[path] = {
+            ...r,
+            firstByteBeforeMs: before,
+            firstByteMs: during,
+            firstByteStormMs: storm.ms,
+            stormDialFailures: storm.failed,
+          };
           log(
             `  ${path}: ${r.agents} agents in ${r.connectSeconds.toFixed(1)} s, ${r.rssMiB.toFixed(0)} MiB RSS ` +
               `(${(r.bytesPerAgent / 1024).toFixed(1)} KiB/agent), first byte p50 ` +
-              `${percentileOf(during, 50).toFixed(2)} ms (before: ${percentileOf(before, 50).toFixed(2)} ms)`,
+              `${percentileOf(during, 50).toFixed(2)} ms (before: ${percentileOf(before, 50).toFixed(2)} ms; ` +
+              `while they connected: ${percentileOf(storm.ms, 50).toFixed(2)} ms, ${storm.ms.length} dials, ` +
+              `${storm.failed} failed${storm.lastError ? `: ${storm.lastError}` : ""})`,
           );
         } finally {
           await fleet?.release();

@@ -13,12 +13,16 @@
  *                                                 (Linux perf; writes results/perf-bulk.json); with
  *                                                 --gc, their full (mark-compact) collections per GB
  *                                                 (node --trace-gc; not for the Go path)
- *   hotpath.ts agents [--agents=1000] [--settle=120]   idle agents: server RSS per agent
+ *   hotpath.ts agents [--agents=1000] [--procs=4] [--settle=120]   idle agents: server RSS per
+ *                                                 agent, connect time (--prof: our server's profile)
+ *   hotpath.ts agentrss [--variants="a|b"] [--at=5,30]   our idle agent's RSS (RssFile/RssAnon) with
+ *                                                 each variant of extra agent node flags ("" = the
+ *                                                 CLI's flags alone), variants alternating round by round
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
  * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
  * --ours2-cli=<other build's packages/cli/dist/main.js>, --ours2-server-node-args="...",
- * --ours2-agent-node-args="..."), --server-node-args="..." / --agent-node-args="..." for ours,
+ * --ours2-agent-node-args="...", --ours2-server-args="<server flags>"), --server-node-args="..." / --agent-node-args="..." for ours,
  * --prof [--top=25] (profiles of ours, floor and floorsrv), --abba (reverse the order of the paths every other round). Run from bench/ with `"$(node ../scripts/node-runtime.mjs)" --conditions=source --import tsx hotpath.ts ...`
  * (on the Node.js the image ships; every process it starts runs on the same node) after `npm run
  * build` (the processes run the built CLI). Everything started is killed by PID.
@@ -110,6 +114,7 @@ function oursOptions(path: "ours" | "ours2", profDir: string | undefined, noAgen
       noAgent,
       serverNodeArgs: [...gc, ...words("ours2-server-node-args")],
       agentNodeArgs: [...gc, ...words("ours2-agent-node-args")],
+      serverArgs: words("ours2-server-args"),
       ...(cli ? { cli } : {}),
     };
   }
@@ -164,28 +169,125 @@ async function stopAndSummarise(st: Stack, dir: string): Promise<void> {
 async function agents(bin: string): Promise<void> {
   const n = num("agents", 1000);
   const settleMs = num("settle", 0) * 1000;
+  const procs = num("procs", Math.min(4, Math.ceil(n / 250)));
   for (let r = 0; r < rounds; r++) {
     for (const path of paths) {
-      const st = await startPath(path, bin, undefined, true);
+      const profDir = flag("prof") && (path === "ours" || path === "ours2") ? join(h.dir, `prof-${r}`) : undefined;
+      const st = await startPath(path, bin, profDir, true);
       try {
-        const fleet = await agentFleet(h, st, n, Math.min(4, Math.ceil(n / 250)), 3000, "host=bench");
+        const fleet = await agentFleet(h, st, n, procs, 3000, "host=bench");
         try {
           if (settleMs > 0) await fleet.settle(settleMs);
+          if (flag("smaps")) log(`server smaps [${path}]:\n${smapsSummary(st.server.child.pid)}`);
           const x = fleet.result;
           const kib = (b: number | undefined): string => ((b ?? NaN) / 1024).toFixed(1);
           log(
             `round ${r + 1} ${path}: ${x.agents} agents, baseline ${x.baselineRssMiB.toFixed(1)} MiB, ` +
               `RSS ${x.rssMiB.toFixed(1)} MiB: ${kib(x.bytesPerAgent)} KiB/agent ` +
               `(second half ${kib(x.marginalBytesPerAgent)}, peak while connecting ${kib(x.peakBytesPerAgent)})` +
-              (x.settledAfterS !== undefined ? `; after ${x.settledAfterS} s idle ${kib(x.settledBytesPerAgent)}` : ""),
+              (x.settledAfterS !== undefined
+                ? `; after ${x.settledAfterS} s idle ${kib(x.settledBytesPerAgent)}`
+                : "") +
+              `; connect ${x.connectSeconds.toFixed(1)} s, CPU ms per agent: server ${x.serverCpuMsPerAgent?.toFixed(2)}, ` +
+              `load agents ${x.loadAgentCpuMsPerAgent?.toFixed(2)}`,
           );
         } finally {
           await fleet.release();
         }
       } finally {
-        await st.stop();
+        if (profDir) await stopAndSummarise(st, join(profDir, path));
+        else await st.stop();
       }
     }
+  }
+}
+
+/** kB fields of /proc/<pid>/status (VmRSS, RssAnon, RssFile), in MiB. */
+function procStatusMiB(pid: number | undefined): Record<string, number> {
+  const out: Record<string, number> = {};
+  try {
+    for (const m of readFileSync(`/proc/${pid}/status`, "utf8").matchAll(/^(VmRSS|RssAnon|RssFile):\s+(\d+) kB/gm)) {
+      out[m[1]!] = Number(m[2]) / 1024;
+    }
+  } catch {
+    // exited
+  }
+  return out;
+}
+
+/** RSS by mapping (file name, or [heap]/[anon]) of /proc/<pid>/smaps, largest first, in MiB. */
+function smapsSummary(pid: number | undefined): string {
+  const by = new Map<string, number>();
+  let name = "";
+  try {
+    for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+      const head = /^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+      if (head) name = head[1] || "[anon]";
+      const rss = /^Rss:\s+(\d+) kB/.exec(line);
+      if (rss) by.set(name, (by.get(name) ?? 0) + Number(rss[1]) / 1024);
+    }
+  } catch {
+    return "(gone)";
+  }
+  return [...by]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 12)
+    .map(([n, m]) => `  ${m.toFixed(1)}  ${n}`)
+    .join("\n");
+}
+
+async function agentRss(bin: string): Promise<void> {
+  const variants = (opt("variants") ?? "").split("|").map((v) => v.split(" ").filter(Boolean));
+  const at = (opt("at") ?? "5,30").split(",").map(Number);
+  const seen: Record<string, Record<number, number[]>> = {};
+  for (let r = 0; r < rounds; r++) {
+    for (const v of r % 2 === 1 ? [...variants].reverse() : variants) {
+      const name = v.join(" ") || "(CLI flags only)";
+      const floor = v[0] === "floor";
+      const st =
+        v[0] === "go"
+          ? await startGo(h, LOOPBACK, bin)
+          : await startOurs(h, LOOPBACK, floor ? { noAgent: true } : { agentNodeArgs: v });
+      // "floor": plain node holding one mTLS HTTP/2 session (bench/node-tunnel-floor.mjs), with the given node flags.
+      const agentCert = h.certs.agents.get("bench")!;
+      const floorProc = floor
+        ? h.spawnProc("node-tunnel-floor", process.execPath, [
+            ...v.slice(1),
+            join(import.meta.dirname, "node-tunnel-floor.mjs"),
+            LOOPBACK.agentServerHost,
+            String(st.agentPort),
+            h.certs.ca.cert,
+            agentCert.cert,
+            agentCert.key,
+          ])
+        : undefined;
+      const pid = floorProc ? floorProc.child.pid : st.agent?.child.pid;
+      const t0 = performance.now();
+      const line: string[] = [];
+      try {
+        for (const s of at) {
+          await sleep(t0 + s * 1000 - performance.now());
+          const st2 = procStatusMiB(pid);
+          if (st2["VmRSS"] === undefined) log(`process gone: ${floorProc?.output() ?? st.agent?.output()}`);
+          ((seen[name] ??= {})[s] ??= []).push(st2["VmRSS"] ?? NaN);
+          line.push(
+            `${s}s: RSS ${st2["VmRSS"]?.toFixed(1)} (file ${st2["RssFile"]?.toFixed(1)}, anon ${st2["RssAnon"]?.toFixed(1)})`,
+          );
+        }
+        if (flag("smaps")) log(`smaps [${v.join(" ")}]:\n${smapsSummary(pid)}`);
+      } finally {
+        await floorProc?.kill("SIGKILL");
+        await st.stop();
+      }
+      log(`round ${r + 1} [${name}]: ${line.join("; ")} MiB`);
+    }
+  }
+  for (const [name, bySec] of Object.entries(seen)) {
+    log(
+      `median [${name}]: ${Object.entries(bySec)
+        .map(([s, v]) => `${s}s ${percentileOf(v, 50).toFixed(1)}`)
+        .join(", ")} MiB`,
+    );
   }
 }
 
@@ -213,8 +315,12 @@ function reportPerf(sums: Record<string, Record<string, Record<string, number>>>
 async function main(): Promise<void> {
   const bin = goBin();
   h.dir = join(os.tmpdir(), `cphot-${process.pid}`);
-  h.certs = await writeStandaloneCerts(join(h.dir, "pki"), { clusters: ["bench"], hubHosts: ["127.0.0.1"] });
+  h.certs = await writeStandaloneCerts(join(h.dir, "pki"), {
+    clusters: ["bench"],
+    hubHosts: ["127.0.0.1", "localhost"],
+  });
   if (scenario === "agents") return agents(bin);
+  if (scenario === "agentrss") return agentRss(bin);
   const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
 
   const target = await startTarget(h, LOOPBACK);

@@ -205,6 +205,8 @@ export interface StackOptions {
   agentNodeArgs?: string[];
   /** Another build of the CLI (A/B comparisons, bench/hotpath.ts). */
   cli?: string;
+  /** Extra flags for our server (after BENCH_OUR_SERVER_ARGS; A/B comparisons of server flags). */
+  serverArgs?: string[];
 }
 
 function proxyOf(certs: StandaloneCertPaths, port: number): ProxyOptions {
@@ -274,6 +276,10 @@ async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: S
     "--keepalive-time=30s",
     "--keepalive-timeout=10s",
     "--log-level=warn",
+    // The conns scenario holds 10,000 connections through this agent's one tunnel: past the
+    // default dial caps (4,096 per tunnel, 8,192 in all; docs/hostile-clients.md). Go's agent has none.
+    "--max-dials=12000",
+    "--max-dials-per-tunnel=12000",
   ]);
 }
 
@@ -306,6 +312,7 @@ export async function startOurs(h: Harness, topo: Topology, o: StackOptions = {}
     "--log-level=warn",
     // Extra flags for our server, e.g. BENCH_OUR_SERVER_ARGS="--agent-identity=shared".
     ...(process.env["BENCH_OUR_SERVER_ARGS"] ?? "").split(" ").filter(Boolean),
+    ...(o.serverArgs ?? []),
   ]);
   await waitFor(`our server health\n${server.output()}`, async () => {
     return (await httpGet(`http://127.0.0.1:${health}/healthz`)).status === 200;
@@ -801,6 +808,9 @@ export interface AgentScaleResult {
   /** Server CPU while idle with every agent connected, in % of one core. */
   idleCpuPercent: number;
   connectSeconds: number;
+  /** CPU seconds per agent while they connected: the server's, and the load agents' (all processes). */
+  serverCpuMsPerAgent?: number;
+  loadAgentCpuMsPerAgent?: number;
   /** Highest server RSS sampled (every 100 ms) while the agents connected, and over the baseline per agent. */
   peakRssMiB?: number;
   peakBytesPerAgent?: number;
@@ -883,6 +893,9 @@ export async function agentFleet(
   let peak = baseline;
   const sampler = setInterval(() => void (peak = Math.max(peak, rssBytes(pid))), 100);
   const t0 = performance.now();
+  const serverCpu0 = cpuSeconds(pid);
+  /** CPU seconds of the load agents so far (their processes' own, read before they are killed). */
+  const loadCpu = (): number => procs.reduce((a, p) => a + cpuSeconds(p.child.pid), 0);
   try {
     // Two halves: the RSS between them gives the marginal cost of an agent (see AgentScaleResult).
     const firstProcs = Math.max(1, Math.floor(processes / 2));
@@ -895,6 +908,8 @@ export async function agentFleet(
     for (let p = firstProcs; p < processes; p++) spawn(p);
     const connected = await allConnected();
     const connectSeconds = (performance.now() - t0 - paused) / 1000;
+    const serverCpuMsPerAgent = ((cpuSeconds(pid) - serverCpu0) / connected) * 1000;
+    const loadAgentCpuMsPerAgent = (loadCpu() / connected) * 1000;
     const connectedAt = performance.now();
     clearInterval(sampler);
     peak = Math.max(peak, rssBytes(pid));
@@ -915,6 +930,8 @@ export async function agentFleet(
         : {}),
       idleCpuPercent,
       connectSeconds,
+      serverCpuMsPerAgent,
+      loadAgentCpuMsPerAgent,
       peakRssMiB: peak / MiB,
       peakBytesPerAgent: (peak - baseline) / connected,
     };

@@ -3,7 +3,7 @@
  * results/latest-detail.json (every sample), results/latest-table.md and the printed table
  * (medians [min-max], ours/direct, ours/Go), and results/chart.svg.
  */
-import { writeFileSync, mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   FLOOR_VARIANTS,
@@ -67,19 +67,32 @@ export interface BigFleetResult extends AgentScaleResult {
   firstByteBeforeMs: number[];
   /** The same while every agent is connected. */
   firstByteMs: number[];
+  /** The same, one dial every 200 ms, while the agents connected (the storm; older details have none). */
+  firstByteStormMs?: number[];
+  /** Client dials through the real agent that failed while the agents connected. */
+  stormDialFailures?: number;
 }
 
 /**
  * The targets of issue 19, as ratios ours/Go (lower is better unless `atLeast`). Read from the
  * medians of latest.json and printed with the table, so every run says whether they are met.
  */
-const TARGETS: { key: string; label: string; limit: number; atLeast?: boolean }[] = [
+/**
+ * The targets: ratios ours/Go (issues 19 and 27), or with `absolute` ours itself (issue 27's idle
+ * agent RSS in MiB).
+ */
+const TARGETS: { key: string; label: string; limit: number; atLeast?: boolean; absolute?: boolean }[] = [
   { key: "first_byte_ms", label: "first byte, single-use gRPC tunnel", limit: 0.8 },
   { key: "first_byte_reusable_ms", label: "first byte, reusable client", limit: 0.8 },
   { key: "dials_per_s", label: "dial rate", limit: 1.2, atLeast: true },
   { key: "agent_rss_mib", label: "idle agent RSS", limit: 1.3 },
+  { key: "agent_rss_mib", label: "idle agent RSS, MiB (issue 27)", limit: 65, absolute: true },
   { key: "server_kib_per_agent_burst", label: "server memory per agent right after a connect burst", limit: 1.0 },
+  { key: "agents_10k_connect_s", label: "10,000 agents: time for all to connect", limit: 1.0 },
 ];
+
+/** The key of a target in `targets` (an absolute one gets its own). */
+const targetKey = (t: (typeof TARGETS)[number]): string => (t.absolute ? `${t.key}_absolute` : t.key);
 
 type Row = {
   label: string;
@@ -339,6 +352,13 @@ function rows(d: Detail): Row[] {
       true,
       each((b) => b.bytesPerAgent / KiB),
     );
+    if (big.ours?.serverCpuMsPerAgent !== undefined) {
+      add(
+        `${bigN} agents: server CPU per agent while they connected (ms)`,
+        true,
+        each((b) => b.serverCpuMsPerAgent ?? NaN),
+      );
+    }
     add(
       `${bigN} agents: server memory per agent, peak while connecting (KiB)`,
       true,
@@ -359,6 +379,18 @@ function rows(d: Detail): Row[] {
       true,
       each((b) => percentileOf(b.firstByteBeforeMs, 50)),
     );
+    if (big.ours?.firstByteStormMs !== undefined) {
+      add(
+        `${bigN} agents: first byte p50, reusable client, while they connected (ms)`,
+        true,
+        each((b) => percentileOf(b.firstByteStormMs ?? [], 50)),
+      );
+      add(
+        `${bigN} agents: client dials through the real agent that failed while they connected`,
+        true,
+        each((b) => b.stormDialFailures ?? NaN),
+      );
+    }
   }
   return r;
 }
@@ -427,12 +459,21 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       server_rss_mib: r2(b.rssMiB),
       kib_per_agent: r2(b.bytesPerAgent / KiB),
       kib_per_agent_peak: r2((b.peakBytesPerAgent ?? NaN) / KiB),
+      server_cpu_ms_per_agent: r2(b.serverCpuMsPerAgent),
+      load_agent_cpu_ms_per_agent: r2(b.loadAgentCpuMsPerAgent),
       first_byte_p50_ms: r2(percentileOf(b.firstByteMs, 50)),
       first_byte_p99_ms: r2(percentileOf(b.firstByteMs, 99)),
       first_byte_p50_ms_before: r2(percentileOf(b.firstByteBeforeMs, 50)),
+      first_byte_p50_ms_storm: r2(percentileOf(b.firstByteStormMs ?? [], 50)),
+      storm_dials: b.firstByteStormMs?.length ?? null,
+      storm_dial_failures: b.stormDialFailures ?? null,
     };
   }
   json["agents_10k"] = big;
+  json["agents_10k_connect_s"] = {
+    ours: r2(d.agents10k?.ours?.connectSeconds),
+    go: r2(d.agents10k?.go?.connectSeconds),
+  };
   json["targets"] = targets(json);
   json["runs"] = {
     repeats: d.params["runs"],
@@ -454,8 +495,10 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "server_kib_per_agent_burst: server RSS growth per agent, 13 s after runs.agents agents connected at once " +
       "(*_peak: the highest RSS sampled while they connected); agents_10k: 10,000 load agents on one server next " +
       "to one real agent (kib_per_agent, connect_s for all of them, first byte of new connections through the " +
-      "real agent with a reusable client while they are connected, and before); targets: issue 19's ratios ours/Go " +
-      "(node_floor_ratio: the node floor's ratio to Go; reachable_in_node: whether the floor itself meets the target)",
+      "real agent with a reusable client while they are connected, and before; *_storm: one such dial every 200 ms while they connected, storm_dial_failures: those that failed); targets: issue 19's and 27's ratios ours/Go " +
+      "(node_floor_ratio: the node floor's ratio to Go; reachable_in_node: whether the floor itself meets the target; " +
+      "agent_rss_mib_absolute: issue 27's target in MiB, its ratio and node_floor_ratio are MiB); agents_10k_connect_s: " +
+      "agents_10k's connect_s of each server, for the target; agents_10k.*.server_cpu_ms_per_agent: the server's CPU while they connected",
   };
   json["runtime"] = d.runtime ?? { node: d.machine["node"] };
   json["machine"] = d.machine;
@@ -467,7 +510,7 @@ function targets(json: Record<string, unknown>): Record<string, unknown> {
   for (const t of TARGETS) {
     const v = json[t.key] as Record<string, number | null> | undefined;
     const ours = v?.["ours"];
-    const go = v?.["go"];
+    const go = t.absolute ? 1 : v?.["go"];
     if (typeof ours !== "number" || typeof go !== "number" || go === 0) continue;
     const ratio = Math.round((ours / go) * 100) / 100;
     const met = (r: number): boolean => (t.atLeast ? r >= t.limit : r <= t.limit);
@@ -475,7 +518,7 @@ function targets(json: Record<string, unknown>): Record<string, unknown> {
     // a target the floor misses is out of reach of any Node.js implementation.
     const floor = v?.["node_floor"] ?? v?.["node_tunnel_floor"];
     const floorRatio = typeof floor === "number" ? Math.round((floor / go) * 100) / 100 : null;
-    out[t.key] = {
+    out[targetKey(t)] = {
       ratio,
       target: `${t.atLeast ? ">=" : "<="} ${t.limit}`,
       met: met(ratio),
@@ -489,14 +532,15 @@ function targets(json: Record<string, unknown>): Record<string, unknown> {
 function targetTable(json: Record<string, unknown>): string {
   type Got = { ratio: number; target: string; met: boolean; node_floor_ratio: number | null };
   const got = json["targets"] as Record<string, Got>;
-  const lines = TARGETS.filter((t) => got[t.key]).map((t) => {
-    const g = got[t.key]!;
-    const floor = g.node_floor_ratio === null ? "n/a" : `${g.node_floor_ratio.toFixed(2)}x`;
-    return `| ${t.label} (\`${t.key}\`) | ${g.target} | ${g.ratio.toFixed(2)}x | ${g.met ? "met" : "NOT met"} | ${floor} |`;
+  const lines = TARGETS.filter((t) => got[targetKey(t)]).map((t) => {
+    const g = got[targetKey(t)]!;
+    const unit = t.absolute ? "" : "x";
+    const floor = g.node_floor_ratio === null ? "n/a" : `${g.node_floor_ratio.toFixed(2)}${unit}`;
+    return `| ${t.label} (\`${t.key}\`) | ${g.target} | ${g.ratio.toFixed(2)}${unit} | ${g.met ? "met" : "NOT met"} | ${floor} |`;
   });
   if (lines.length === 0) return "";
   return (
-    "| Target (ours/Go) | target | measured | | node floor/Go |\n| --- | --- | --- | --- | --- |\n" +
+    "| Target (ours/Go; MiB: ours) | target | measured | | node floor |\n| --- | --- | --- | --- | --- |\n" +
     `${lines.join("\n")}\n`
   );
 }
@@ -601,7 +645,8 @@ export function report(d: Detail, dir: string): void {
   writeFileSync(join(dir, "chart.svg"), chart(summaries, subtitle));
   const t = table(d) + (targetTable(json) ? `\n${targetTable(json)}` : "");
   const notes = d.notes.map((n) => `- ${n}`).join("\n");
-  writeFileSync(join(dir, "latest-table.md"), `${subtitle}\n\n${t}${notes ? `\n${notes}\n` : ""}`);
+  const tableMd = `${subtitle}\n\n${t}${notes ? `\n${notes}\n` : ""}`;
+  writeFileSync(join(dir, "latest-table.md"), tableMd);
   process.stdout.write(`\n${subtitle}\nmedian [min-max] over runs; ↓ = lower is better\n\n${t}\n`);
   if (notes) process.stdout.write(`${notes}\n`);
   if (d.profile) process.stdout.write(`\n${d.profile}`);

@@ -11,6 +11,7 @@ import {
   AGENT_CLUSTER_URI_PREFIX,
   CertificateError,
   clusterNamesFromCertificate,
+  clusterNamesFromSubjectAltName,
   createCertificateAuthority,
   SingleCaLayoutError,
   ensureStandaloneCerts,
@@ -182,6 +183,40 @@ describe("clusterNamesFromCertificate", () => {
     assert.deepEqual(clusterNamesFromCertificate(ca.certPem), []);
     assert.throws(() => clusterNamesFromCertificate("not a certificate"), /not a PEM certificate/);
     assert.throws(() => clusterNamesFromCertificate(new Uint8Array([1, 2, 3])));
+  });
+
+  test("a URI with a comma or a quote grants exactly its own text, never a second name (node quotes such values)", async () => {
+    const leaf = await issueCertificate(ca, {
+      commonName: "agent",
+      uris: [
+        `${AGENT_CLUSTER_URI_PREFIX}a,URI:${AGENT_CLUSTER_URI_PREFIX}b`,
+        `${AGENT_CLUSTER_URI_PREFIX}c"d`,
+        `${AGENT_CLUSTER_URI_PREFIX}ok`,
+      ],
+      usage: "client",
+    });
+    const san = new X509Certificate(leaf.certPem).subjectAltName ?? "";
+    assert.match(san, /URI:"cluster-proxy:\/\/cluster\/a\\u002cURI:/);
+    const expected = [`a,URI:${AGENT_CLUSTER_URI_PREFIX}b`, 'c"d', "ok"];
+    assert.deepEqual(clusterNamesFromCertificate(leaf.certPem), expected);
+    assert.deepEqual(clusterNamesFromSubjectAltName(san), expected);
+  });
+
+  test("node's subject-alternative-name text: entry types, quoted values, and text that does not parse", () => {
+    const P = AGENT_CLUSTER_URI_PREFIX;
+    assert.deepEqual(clusterNamesFromSubjectAltName(undefined), []);
+    assert.deepEqual(clusterNamesFromSubjectAltName(""), []);
+    assert.deepEqual(
+      clusterNamesFromSubjectAltName(
+        `DNS:east, IP Address:10.0.0.1, DirName:"CN=x, O=${P}evil", URI:${P}east, email:a@b, URI:"${P}x\\"q, URI:${P}y", URI:${P}%ZZ, URI:${P}we%73t`,
+      ),
+      ["east", `x"q, URI:${P}y`, "west"],
+    );
+    assert.throws(
+      () => clusterNamesFromSubjectAltName(`URI:"${P}unterminated`),
+      /unreadable subject alternative names/,
+    );
+    assert.throws(() => clusterNamesFromSubjectAltName(`, URI:${P}east`), /unreadable subject alternative names/);
   });
 });
 

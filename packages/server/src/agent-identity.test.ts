@@ -110,6 +110,18 @@ describe("verifyAgentIdentity with certificates from @cluster-proxy/pki", () => 
     assert.equal(verifyAgentIdentity("shared", ids("host=west&default-route=true"), plainDer, NS).refusal, undefined);
   });
 
+  test("node's own parse of the peer certificate (getPeerX509Certificate) is read as it is, its DER never parsed again", () => {
+    const cert = new X509Certificate(Buffer.from(twoDer));
+    Object.defineProperty(cert, "raw", {
+      get: (): never => {
+        throw new Error("the DER was read again");
+      },
+    });
+    assert.deepEqual(verifyAgentIdentity("certificate", ids("host=1prod.west"), cert, NS), {
+      granted: ["east", "1prod.west"],
+    });
+  });
+
   test("an unreadable certificate is refused", () => {
     const r = verifyAgentIdentity("certificate", ids("host=east"), new Uint8Array([1, 2, 3]), NS);
     assert.equal(r.refusal?.reason, "unreadable_certificate");

@@ -107,20 +107,20 @@ export function checkAgentIdentifiers(
 }
 
 /**
- * Decide whether an agent may announce `identifiers`, given its peer certificate (DER, as from
- * `tlsSocket.getPeerCertificate().raw`; undefined when none was presented).
+ * Decide whether an agent may announce `identifiers`, given its peer certificate (as node's
+ * `tlsSocket.getPeerX509Certificate()`, or DER; undefined when none was presented).
  */
 export function verifyAgentIdentity(
   mode: AgentIdentityMode,
   identifiers: AgentIdentifiers,
-  peerCertificate: Uint8Array | undefined,
+  peerCertificate: X509Certificate | Uint8Array | undefined,
   namespaces: readonly string[],
 ): { granted: string[]; refusal?: IdentityRefusal } {
   if (mode === "shared") return { granted: [] };
   let granted: string[] = [];
-  if (peerCertificate && peerCertificate.length > 0) {
+  if (peerCertificate && (peerCertificate instanceof X509Certificate || peerCertificate.length > 0)) {
     try {
-      granted = clusterNamesFromCertificate(new X509Certificate(peerCertificate));
+      granted = clusterNamesFromCertificate(peerCertificate);
     } catch (err) {
       return {
         granted,

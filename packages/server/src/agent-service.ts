@@ -97,7 +97,7 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
   const { granted, refusal } = verifyAgentIdentity(
     mode,
     identity.identifiers,
-    mode === "certificate" ? tls?.getPeerCertificate().raw : undefined,
+    mode === "certificate" ? tls?.getPeerX509Certificate() : undefined,
     options.agentIdentityNamespaces ?? [DEFAULT_AGENT_IDENTITY_NAMESPACE],
   );
   if (refusal) {
