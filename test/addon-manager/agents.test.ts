@@ -42,6 +42,12 @@ const SET_BINDING = {
   plural: "managedclustersetbindings",
   namespaced: true,
 };
+const PLACEMENT_DECISION = {
+  apiVersion: "cluster.open-cluster-management.io/v1beta1",
+  kind: "PlacementDecision",
+  plural: "placementdecisions",
+  namespaced: true,
+};
 const CLUSTER_SET = {
   apiVersion: "cluster.open-cluster-management.io/v1beta2",
   kind: "ManagedClusterSet",
@@ -826,6 +832,24 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         ],
       },
     });
+    // As an operator switching existing addons over: first the Placement selects the clusters. OCM
+    // removes the addons of clusters a Placement does not select, and a switch made before its
+    // decision exists would take mc1's and mc2's agents away for a moment.
+    await waitFor(
+      "the Placement's decision to select mc1 and mc2",
+      120_000,
+      async () => {
+        const decisions = (
+          await hub.list(PLACEMENT_DECISION, {
+            namespace: MANAGER_NS,
+            labelSelector: `cluster.open-cluster-management.io/placement=${NAME}`,
+          })
+        ).items as (KubeObject & { status?: { decisions?: { clusterName: string }[] } })[];
+        const selected = new Set(decisions.flatMap((d) => d.status?.decisions ?? []).map((d) => d.clusterName));
+        return CLUSTERS.every((c) => selected.has(c));
+      },
+      500,
+    );
     await hub.mergePatch(Resources.clusterManagementAddOn, NAME, undefined, {
       spec: { installStrategy: { type: "Placements", placements: [{ name: NAME, namespace: MANAGER_NS }] } },
     });
