@@ -5,7 +5,7 @@
 // OCM's registration agent and approved and signed by our manager.
 import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -14,11 +14,18 @@ import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manage
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { nsOf, repoRoot, stateDir } from "../env/config.js";
+import { nsOf, repoRoot } from "../env/config.js";
 import { goBin } from "../interop/go-harness.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { probeClusterFromLab, type ClusterProbeResult } from "./hub-setup.js";
+import {
+  agentLogs as sharedAgentLogs,
+  availableThroughAll as availableThroughReplicas,
+  cond,
+  probeClusterFromLab,
+  waitForAddon,
+  type ClusterProbeResult,
+} from "./hub-setup.js";
 import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
 
@@ -87,8 +94,6 @@ const mcaBody = (cluster: string): KubeObject => ({
   metadata: { name: NAME, namespace: cluster },
   spec: {},
 });
-const cond = (o: { status?: { conditions?: Condition[] } } | undefined, type: string): Condition | undefined =>
-  o?.status?.conditions?.find((c) => c.type === type);
 const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
 
 describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 60_000 }, () => {
@@ -110,28 +115,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     return m;
   };
   /** The last lines of the agent containers' logs in `cluster` (for failure messages). */
-  const agentLogs = (cluster: string): string => {
-    const base = join(stateDir, "data", cluster, "kubelet");
-    try {
-      return readdirSync(base)
-        .filter((d) => d.startsWith(`${AGENT_NS}_cluster-proxy-proxy-agent-`))
-        .map((d) => {
-          let text: string;
-          try {
-            text = readFileSync(join(base, d, "proxy-agent.log"), "utf8")
-              .split("\n")
-              .slice(-15)
-              .join("\n");
-          } catch {
-            text = "(no log)";
-          }
-          return `--- ${cluster} ${d}\n${text}`;
-        })
-        .join("\n");
-    } catch {
-      return `(no pods in ${base})`;
-    }
-  };
+  const agentLogs = (cluster: string): string => sharedAgentLogs(cluster, AGENT_NS, 15);
   let podIp = "";
   const clientFiles = (): string => join(dir, "client");
   /** Lists namespaces of `cluster` from the lab through the proxy-server pod's client door (cluster-probe.ts). */
@@ -166,32 +150,13 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
   };
   const getMca = (cluster: string): Promise<Mca | undefined> =>
     hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
-  /**
-   * Available turns True with the first replica that reaches the cluster; a probe through one
-   * particular replica's door needs them all.
-   */
-  const availableThroughAll = (m: Mca): boolean =>
-    cond(m, "Available")?.status === "True" &&
-    parseTunnelHealth(cond(m, "Available")?.message)?.reachable === SERVER_REPLICAS;
-  const waitMca = async (cluster: string, what: string, ok: (m: Mca) => boolean, timeoutMs = 180_000): Promise<Mca> => {
-    let last: Mca | undefined;
-    try {
-      return await waitFor(
-        `${cluster}: ${what}`,
-        timeoutMs,
-        async () => {
-          last = await getMca(cluster);
-          return last && ok(last) ? last : undefined;
-        },
-        250,
-      );
-    } catch (err) {
-      throw new Error(
-        `${(err as Error).message}\nlast status: ${JSON.stringify(last?.status)}\n--- manager\n${manager?.tail(20) ?? ""}\n${agentLogs(cluster)}`,
-        { cause: err },
-      );
-    }
-  };
+  const availableThroughAll = (m: Mca): boolean => availableThroughReplicas(m, SERVER_REPLICAS);
+  const waitMca = (cluster: string, what: string, ok: (m: Mca) => boolean, timeoutMs = 180_000): Promise<Mca> =>
+    waitForAddon<Mca>(hub, NAME, cluster, what, ok, {
+      timeoutMs,
+      everyMs: 250,
+      diagnose: () => `--- manager\n${manager?.tail(20) ?? ""}\n${agentLogs(cluster)}`,
+    });
 
   before(
     async () => {

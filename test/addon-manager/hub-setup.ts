@@ -1,13 +1,14 @@
 // Test helpers shared by the addon-manager and chart suites: install the ManagedProxyConfiguration
 // CRD on the hub (the chart's own file, charts/cluster-proxy/crds, which a unit test keeps equal to
 // what `cluster-proxy manifests crds` prints) and wait until it serves; list a managed cluster's
-// namespaces from the lab through a proxy-server.
-import { readFileSync } from "node:fs";
+// namespaces from the lab through a proxy-server; wait for a cluster's ManagedClusterAddOn, with
+// the proxy-agents' logs when it does not come.
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
-import type { Condition } from "@cluster-proxy/api";
-import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
-import { repoRoot } from "../env/config.js";
+import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import { Resources, type KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
+import { repoRoot, stateDir } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import type { TestEnv } from "../env/fixture.js";
 
@@ -74,4 +75,70 @@ export function probeClusterFromLab(
     { timeoutMs: 60_000, allowFail: true },
   ).stdout;
   return JSON.parse(out.trim().split("\n").at(-1) || "{}") as ClusterProbeResult;
+}
+
+/** The condition `type` of an object's status. */
+export const cond = (o: { status?: { conditions?: Condition[] } } | undefined, type: string): Condition | undefined =>
+  o?.status?.conditions?.find((c) => c.type === type);
+
+/**
+ * Available, through all `replicas` proxy-servers: Available turns True with the first replica that
+ * reaches the cluster, and a probe through one particular replica's door needs them all.
+ */
+export const availableThroughAll = (m: { status?: { conditions?: Condition[] } }, replicas: number): boolean =>
+  cond(m, "Available")?.status === "True" && parseTunnelHealth(cond(m, "Available")?.message)?.reachable === replicas;
+
+/** The last `lines` lines of each proxy-agent's log in `cluster` (the process kubelet's files). */
+export function agentLogs(cluster: string, agentNamespace: string, lines: number): string {
+  const base = join(stateDir, "data", cluster, "kubelet");
+  try {
+    return readdirSync(base)
+      .filter((d) => d.startsWith(`${agentNamespace}_cluster-proxy-proxy-agent-`))
+      .map((d) => {
+        let text: string;
+        try {
+          text = readFileSync(join(base, d, "proxy-agent.log"), "utf8")
+            .split("\n")
+            .slice(-lines)
+            .join("\n");
+        } catch {
+          text = "(no log)";
+        }
+        return `--- ${cluster} ${d}\n${text}`;
+      })
+      .join("\n");
+  } catch {
+    return `(no pods in ${base})`;
+  }
+}
+
+/**
+ * Waits until `cluster`'s ManagedClusterAddOn `name` satisfies `ok` (polled every `everyMs`) and
+ * returns it; on a timeout the error carries its last status and what `diagnose` adds (the
+ * manager's and the agents' last log lines).
+ */
+export async function waitForAddon<M extends KubeObject & { status?: unknown }>(
+  hub: KubeApi,
+  name: string,
+  cluster: string,
+  what: string,
+  ok: (m: M) => boolean,
+  o: { timeoutMs: number; everyMs: number; diagnose: () => string },
+): Promise<M> {
+  let last: M | undefined;
+  try {
+    return await waitFor(
+      `${cluster}: ${what}`,
+      o.timeoutMs,
+      async () => {
+        last = await hub.tryGet<M>(Resources.managedClusterAddOn, name, cluster);
+        return last && ok(last) ? last : undefined;
+      },
+      o.everyMs,
+    );
+  } catch (err) {
+    throw new Error(`${(err as Error).message}\nlast status: ${JSON.stringify(last?.status)}\n${o.diagnose()}`, {
+      cause: err,
+    });
+  }
 }

@@ -16,7 +16,7 @@ import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { installCrd } from "./hub-setup.js";
+import { cond, installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-it";
@@ -64,8 +64,6 @@ const mpcBody = (spec: Record<string, unknown> = {}): Mpc => ({
   },
 });
 
-const cond = (m: Mpc | undefined, type: string): Condition | undefined =>
-  m?.status?.conditions?.find((c) => c.type === type);
 const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
 
 describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {

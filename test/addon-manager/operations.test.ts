@@ -20,7 +20,7 @@ import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manage
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor, type RunResult } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
 import { installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 import {
@@ -439,29 +439,14 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     const server = 'require("http").createServer((q,r)=>r.end("hello from "+process.env.POD_NAME+"\\n")).listen(8080)';
     await env.apps("mc1").createNamespacedDeployment({
       namespace: "default",
-      body: {
-        metadata: { name: "ops-web" },
-        spec: {
-          replicas: 1,
-          selector: { matchLabels: { app: "ops-web" } },
-          template: {
-            metadata: { labels: { app: "ops-web" } },
-            spec: {
-              containers: [
-                {
-                  name: "web",
-                  image: "cpenv.local/node",
-                  command: ["node"],
-                  args: ["-e", server],
-                  ports: [{ name: "http", containerPort: 8080 }],
-                  env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
-                  readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 },
-                },
-              ],
-            },
-          },
-        },
-      },
+      body: nodeScriptDeployment({
+        name: "ops-web",
+        script: server,
+        containerName: "web",
+        port: 8080,
+        portName: "http",
+        readiness: true,
+      }),
     });
     await env.core("mc1").createNamespacedService({
       namespace: "default",
@@ -550,28 +535,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     before(async () => {
       await env.apps("mc1").createNamespacedDeployment({
         namespace: "default",
-        body: {
-          metadata: { name: APP },
-          spec: {
-            replicas: 1,
-            selector: { matchLabels: { app: APP } },
-            template: {
-              metadata: { labels: { app: APP } },
-              spec: {
-                containers: [
-                  {
-                    name: "app",
-                    image: "cpenv.local/node",
-                    command: ["node", "-e", script],
-                    ports: [{ containerPort: 8080 }],
-                    env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }],
-                    readinessProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1 },
-                  },
-                ],
-              },
-            },
-          },
-        },
+        body: nodeScriptDeployment({ name: APP, script, port: 8080, readiness: true }),
       });
       pod = await waitFor(`a ready ${APP} pod in mc1`, 120_000, async () => {
         const list = await env.core("mc1").listNamespacedPod({ namespace: "default", labelSelector: `app=${APP}` });

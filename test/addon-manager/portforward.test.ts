@@ -5,18 +5,25 @@
 // (signer kubernetes.io/kube-apiserver-client, approved by our manager, signed by the hub's
 // kube-controller-manager). That identity is refused everything outside its grant.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
-import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { nsOf, stateDir } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { installCrd, probeClusterFromLab } from "./hub-setup.js";
+import {
+  agentLogs as sharedAgentLogs,
+  availableThroughAll,
+  cond,
+  installCrd,
+  probeClusterFromLab,
+  waitForAddon,
+} from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "open-cluster-management-addon";
@@ -40,8 +47,6 @@ interface Pod extends KubeObject {
   status?: { podIP?: string; conditions?: { type: string; status: string }[] };
 }
 
-const cond = (o: { status?: { conditions?: Condition[] } } | undefined, type: string): Condition | undefined =>
-  o?.status?.conditions?.find((c) => c.type === type);
 const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
 
 /** Agent replicas per cluster: "every agent" reaches every proxy-server, not just one of them. */
@@ -80,57 +85,13 @@ describe(
     let manager: ManagerProcess | undefined;
     let replicas = 1;
 
-    const getMca = (cluster: string): Promise<Mca | undefined> =>
-      hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
-    const agentLogs = (cluster: string): string => {
-      const base = join(stateDir, "data", cluster, "kubelet");
-      try {
-        return readdirSync(base)
-          .filter((d) => d.startsWith(`${AGENT_NS}_cluster-proxy-proxy-agent-`))
-          .map((d) => {
-            let text = "(no log)";
-            try {
-              text = readFileSync(join(base, d, "proxy-agent.log"), "utf8")
-                .split("\n")
-                .slice(-12)
-                .join("\n");
-            } catch {
-              /* not started */
-            }
-            return `--- ${cluster} ${d}\n${text}`;
-          })
-          .join("\n");
-      } catch {
-        return `(no pods in ${base})`;
-      }
-    };
-    /** Available through every ready proxy-server replica (each holds a tunnel from the cluster's agent). */
-    const throughAll = (m: Mca, n: number): boolean =>
-      cond(m, "Available")?.status === "True" && parseTunnelHealth(cond(m, "Available")?.message)?.reachable === n;
-    const waitMca = async (
-      cluster: string,
-      what: string,
-      ok: (m: Mca) => boolean,
-      timeoutMs = 240_000,
-    ): Promise<Mca> => {
-      let last: Mca | undefined;
-      try {
-        return await waitFor(
-          `${cluster}: ${what}`,
-          timeoutMs,
-          async () => {
-            last = await getMca(cluster);
-            return last && ok(last) ? last : undefined;
-          },
-          500,
-        );
-      } catch (err) {
-        throw new Error(
-          `${(err as Error).message}\nlast status: ${JSON.stringify(last?.status?.conditions)}\n--- manager\n${manager?.tail(20) ?? ""}\n${agentLogs(cluster)}`,
-          { cause: err },
-        );
-      }
-    };
+    const agentLogs = (cluster: string): string => sharedAgentLogs(cluster, AGENT_NS, 12);
+    const waitMca = (cluster: string, what: string, ok: (m: Mca) => boolean, timeoutMs = 240_000): Promise<Mca> =>
+      waitForAddon<Mca>(hub, NAME, cluster, what, ok, {
+        timeoutMs,
+        everyMs: 500,
+        diagnose: () => `--- manager\n${manager?.tail(20) ?? ""}\n${agentLogs(cluster)}`,
+      });
     const serverPods = async (): Promise<Pod[]> =>
       ((await hub.list(Resources.pod, { namespace: SERVER_NS })).items as Pod[]).filter(
         (p) =>
@@ -324,7 +285,9 @@ describe(
 
     test("agents in mc1 and mc2 tunnel through the hub kube-apiserver and become Available through every replica; a hub client reaches both kube-apiservers with TLS verified", async () => {
       for (const c of CLUSTERS) {
-        const mca = await waitMca(c, `Available through all ${replicas} proxy-servers`, (m) => throughAll(m, replicas));
+        const mca = await waitMca(c, `Available through all ${replicas} proxy-servers`, (m) =>
+          availableThroughAll(m, replicas),
+        );
         assert.equal(cond(mca, "ManifestApplied")?.status, "True");
         const dep = await spoke[c]!.get<
           KubeObject & { spec: { template: { spec: { containers: { args: string[] }[] } } } }
@@ -470,7 +433,8 @@ describe(
         replicas = n;
         await hub.apply(Resources.managedProxyConfiguration, mpcBody(n));
         const ready = await waitEveryAgentOnEveryReplica(n);
-        for (const c of CLUSTERS) await waitMca(c, `Available through all ${n} proxy-servers`, (m) => throughAll(m, n));
+        for (const c of CLUSTERS)
+          await waitMca(c, `Available through all ${n} proxy-servers`, (m) => availableThroughAll(m, n));
         console.log(`# ${n} replicas: ${ready.join(", ")}`);
       }
     });

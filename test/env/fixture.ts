@@ -171,3 +171,49 @@ export async function startTestEnv(): Promise<TestEnv> {
     },
   };
 }
+
+/** What {@link nodeScriptDeployment} runs. */
+export interface NodeScriptApp {
+  /** The Deployment's name and its pods' label `app`. */
+  name: string;
+  /** The program, run as `node -e <script>` in image cpenv.local/node. */
+  script: string;
+  /** Default `app`. */
+  containerName?: string;
+  /** The container's port (the script listens there); `portName` names it. */
+  port: number;
+  portName?: string;
+  /** Environment besides POD_NAME (the pod's name). */
+  env?: k8s.V1EnvVar[];
+  /** Keep the container's stdin open (for kubectl attach). */
+  stdin?: boolean;
+  /** Ready once `port` accepts connections (probed every second). */
+  readiness?: boolean;
+}
+
+/** A one-replica Deployment of a node script for the environment's process kubelets. */
+export function nodeScriptDeployment(app: NodeScriptApp): k8s.V1Deployment {
+  return {
+    metadata: { name: app.name },
+    spec: {
+      replicas: 1,
+      selector: { matchLabels: { app: app.name } },
+      template: {
+        metadata: { labels: { app: app.name } },
+        spec: {
+          containers: [
+            {
+              name: app.containerName ?? "app",
+              image: "cpenv.local/node",
+              command: ["node", "-e", app.script],
+              ...(app.stdin ? { stdin: true } : {}),
+              ports: [{ containerPort: app.port, ...(app.portName ? { name: app.portName } : {}) }],
+              env: [{ name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }, ...(app.env ?? [])],
+              ...(app.readiness ? { readinessProbe: { tcpSocket: { port: app.port }, periodSeconds: 1 } } : {}),
+            },
+          ],
+        },
+      },
+    },
+  };
+}

@@ -3,14 +3,13 @@
 // namespaces), port-forward and attach, against every cluster, over both of kubectl's client
 // protocols (WebSocket, the default, and SPDY). kube-apiserver speaks SPDY/3.1 to the kubelet
 // (test/k8s/kubelet-api) either way. Needs root and Go, like env.test.ts.
-import type * as k8s from "@kubernetes/client-node";
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { CLUSTERS, type ClusterName, HOST_ADDR, KUBELET_PORT, nsOf } from "./config.js";
 import { waitFor } from "./exec.js";
-import { type TestEnv, startTestEnv } from "./fixture.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "./fixture.js";
 import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss, type KubectlStreamingMode } from "./kubectl-streaming.js";
 
 const NS = "default";
@@ -174,31 +173,14 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
   before(
     async () => {
       env = await startTestEnv();
-      const body: k8s.V1Deployment = {
-        metadata: { name: APP, namespace: NS },
-        spec: {
-          replicas: 1,
-          selector: { matchLabels: { app: APP } },
-          template: {
-            metadata: { labels: { app: APP } },
-            spec: {
-              containers: [
-                {
-                  name: "app",
-                  image: "cpenv.local/node",
-                  command: ["node", "-e", POD_SCRIPT],
-                  stdin: true,
-                  ports: [{ containerPort: 8080, name: "http" }],
-                  env: [
-                    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
-                    { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
-                  ],
-                },
-              ],
-            },
-          },
-        },
-      };
+      const body = nodeScriptDeployment({
+        name: APP,
+        script: POD_SCRIPT,
+        port: 8080,
+        portName: "http",
+        stdin: true,
+        env: [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }],
+      });
       for (const c of CLUSTERS) {
         await env
           .apps(c)
