@@ -29,34 +29,38 @@ const (
 	streamCreationTimeout = 30 * time.Second
 )
 
-func (k *kubelet) serveExec(w http.ResponseWriter, r *http.Request) {
+// remoteCommandTarget reads the stream options of an exec or attach request and checks that its
+// container runs; ok is false once the request has been answered with why not.
+func (k *kubelet) remoteCommandTarget(w http.ResponseWriter, r *http.Request) (key, container string, opts *remotecommand.Options, ok bool) {
 	ns, name, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
 	opts, err := remotecommand.NewOptions(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+		return "", "", nil, false
 	}
 	if _, err := k.running(ns, name, container); err != nil {
 		podError(w, err, ns, name)
+		return "", "", nil, false
+	}
+	return podKey(ns, name), container, opts, true
+}
+
+func (k *kubelet) serveExec(w http.ResponseWriter, r *http.Request) {
+	key, container, opts, ok := k.remoteCommandTarget(w, r)
+	if !ok {
 		return
 	}
 	cmd := r.URL.Query()["command"]
-	remotecommand.ServeExec(w, r, k, podKey(ns, name), r.PathValue("uid"), container, cmd, opts,
+	remotecommand.ServeExec(w, r, k, key, r.PathValue("uid"), container, cmd, opts,
 		idleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 }
 
 func (k *kubelet) serveAttach(w http.ResponseWriter, r *http.Request) {
-	ns, name, container := r.PathValue("ns"), r.PathValue("pod"), r.PathValue("container")
-	opts, err := remotecommand.NewOptions(r)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	key, container, opts, ok := k.remoteCommandTarget(w, r)
+	if !ok {
 		return
 	}
-	if _, err := k.running(ns, name, container); err != nil {
-		podError(w, err, ns, name)
-		return
-	}
-	remotecommand.ServeAttach(w, r, k, podKey(ns, name), r.PathValue("uid"), container, opts,
+	remotecommand.ServeAttach(w, r, k, key, r.PathValue("uid"), container, opts,
 		idleTimeout, streamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 }
 
