@@ -21,10 +21,11 @@ import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import {
   agentLogs as sharedAgentLogs,
   availableThroughAll as availableThroughReplicas,
+  type ClusterProbeResult,
   cond,
+  deleteAddonCsrs,
   probeClusterFromLab,
   waitForAddon,
-  type ClusterProbeResult,
 } from "./hub-setup.js";
 import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
@@ -137,17 +138,6 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
         resolve({ status: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
       );
     });
-  /**
-   * OCM's registration agent stops requesting certificates for a cluster while 10 CSRs of the addon
-   * exist on the hub (kube-controller-manager removes issued ones only after an hour): earlier
-   * runs against the same environment must not count.
-   */
-  const deleteAddonCsrs = async (): Promise<void> => {
-    const csrs = await hub.list(Resources.certificateSigningRequest, {
-      labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
-    });
-    for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
-  };
   const getMca = (cluster: string): Promise<Mca | undefined> =>
     hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, cluster);
   const availableThroughAll = (m: Mca): boolean => availableThroughReplicas(m, SERVER_REPLICAS);
@@ -173,7 +163,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
           async () => !(await hub.tryGet(Resources.namespace, ns)),
           1000,
         );
-      await deleteAddonCsrs();
+      await deleteAddonCsrs(hub);
     },
     { timeout: 90 * 60_000 },
   );
@@ -187,7 +177,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     await hub?.delete(PLACEMENT, NAME, MANAGER_NS).catch(() => undefined);
     await hub?.delete(SET_BINDING, "global", MANAGER_NS).catch(() => undefined);
     await hub?.delete(Resources.addOnDeploymentConfig, "cluster-proxy-mc1", "mc1").catch(() => undefined);
-    if (hub) await deleteAddonCsrs().catch(() => undefined);
+    if (hub) await deleteAddonCsrs(hub).catch(() => undefined);
     await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
     for (const ns of [MANAGER_NS, SERVER_NS]) await hub?.delete(Resources.namespace, ns).catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });

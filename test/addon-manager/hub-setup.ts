@@ -142,3 +142,15 @@ export async function waitForAddon<M extends KubeObject & { status?: unknown }>(
     });
   }
 }
+
+/**
+ * Deletes every CSR of the addon on the hub. OCM's registration agent stops requesting certificates
+ * for a cluster while 10 CSRs of the addon exist (kube-controller-manager removes issued ones only
+ * after an hour): earlier runs against the same environment must not count.
+ */
+export async function deleteAddonCsrs(hub: KubeApi): Promise<void> {
+  const csrs = await hub.list(Resources.certificateSigningRequest, {
+    labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
+  });
+  for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
+}

@@ -21,7 +21,7 @@ import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor, type RunResult } from "../env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
-import { installCrd } from "./hub-setup.js";
+import { deleteAddonCsrs, installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 import {
   DOC_BLOCKS,
@@ -142,12 +142,6 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
         resolve({ code, stdout, stderr, ms: Date.now() - started });
       });
     });
-  const deleteAddonCsrs = async (): Promise<void> => {
-    const csrs = await hub.list(Resources.certificateSigningRequest, {
-      labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
-    });
-    for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
-  };
 
   before(
     async () => {
@@ -157,7 +151,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
       userPath = operatorPath(env, join(dir, "user"));
       await installCrd(hub);
       await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
-      await deleteAddonCsrs();
+      await deleteAddonCsrs(hub);
       // In the hub's network namespace, as a manager pod: its tunnel probes reach the servers' pods.
       manager = new ManagerProcess(
         "manager-ops",
@@ -250,7 +244,7 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
     await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
     await manager?.stop();
     await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
-    if (hub) await deleteAddonCsrs().catch(() => undefined);
+    if (hub) await deleteAddonCsrs(hub).catch(() => undefined);
     await hub?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
     if (dir) rmSync(dir, { recursive: true, force: true });
     await env?.close();

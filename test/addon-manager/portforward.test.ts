@@ -20,6 +20,7 @@ import {
   agentLogs as sharedAgentLogs,
   availableThroughAll,
   cond,
+  deleteAddonCsrs,
   installCrd,
   probeClusterFromLab,
   waitForAddon,
@@ -172,12 +173,6 @@ describe(
         throw new Error(`${err.message}\nlast: ${last}\n${agentLogs("mc1")}`, { cause: err });
       });
     };
-    const deleteAddonCsrs = async (): Promise<void> => {
-      const csrs = await hub.list(Resources.certificateSigningRequest, {
-        labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
-      });
-      for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
-    };
 
     before(
       async () => {
@@ -194,7 +189,7 @@ describe(
             async () => !(await hub.tryGet(Resources.namespace, ns)),
             1000,
           );
-        await deleteAddonCsrs();
+        await deleteAddonCsrs(hub);
         // The managed clusters reach the hub only at its kube-apiserver from now on.
         for (const c of CLUSTERS) env.hubApiserverOnly(c, true);
         await installCrd(hub);
@@ -222,7 +217,7 @@ describe(
       await manager?.stop();
       for (const c of CLUSTERS) await hub?.delete(Resources.managedClusterAddOn, NAME, c).catch(() => undefined);
       await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
-      if (hub) await deleteAddonCsrs().catch(() => undefined);
+      if (hub) await deleteAddonCsrs(hub).catch(() => undefined);
       await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
       await hub?.delete(Resources.clusterRole, TUNNEL_ROLE).catch(() => undefined);
       for (const ns of [MANAGER_NS, SERVER_NS]) await hub?.delete(Resources.namespace, ns).catch(() => undefined);

@@ -13,7 +13,7 @@ import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manage
 import { nsOf } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { installCrd } from "./hub-setup.js";
+import { deleteAddonCsrs, installCrd } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-status";
@@ -45,12 +45,6 @@ describe(
       (await hub.tryGet<Mca>(Resources.managedClusterAddOn, NAME, "mc1"))?.status?.conditions?.find(
         (c) => c.type === "Available",
       );
-    const deleteAddonCsrs = async (): Promise<void> => {
-      const csrs = await hub.list(Resources.certificateSigningRequest, {
-        labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
-      });
-      for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
-    };
     const withManagerLog = (err: Error): never => {
       throw new Error(`${err.message}\n--- manager\n${manager?.tail(20) ?? ""}`, { cause: err });
     };
@@ -62,7 +56,7 @@ describe(
         mc1 = new KubeApi(env.kubeConfig("mc1"));
         await installCrd(hub);
         await hub.apply(Resources.namespace, { metadata: { name: MANAGER_NS } });
-        await deleteAddonCsrs();
+        await deleteAddonCsrs(hub);
         manager = new ManagerProcess(
           "manager-status",
           env.kubeconfigPath("hub"),
@@ -80,7 +74,7 @@ describe(
       await hub?.delete(Resources.managedProxyConfiguration, NAME).catch(() => undefined);
       await manager?.stop();
       await hub?.delete(Resources.clusterManagementAddOn, NAME).catch(() => undefined);
-      if (hub) await deleteAddonCsrs().catch(() => undefined);
+      if (hub) await deleteAddonCsrs(hub).catch(() => undefined);
       await hub?.delete(Resources.namespace, MANAGER_NS).catch(() => undefined);
       await env?.close();
     });
