@@ -17,6 +17,7 @@ import * as https from "node:https";
 import type * as net from "node:net";
 import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
 import { ConnectError, type Logger } from "@cluster-proxy/tunnel";
+import { apiStatusMessage } from "./kube-status.js";
 
 /** What a request to the hub apiserver needs. */
 export interface HubEndpoint {
@@ -80,14 +81,7 @@ function requestOptions(hub: HubEndpoint, path: string, timeoutMs: number): http
 
 /** What the hub apiserver's answer to the upgrade means for an operator. */
 export function explainRefusal(status: number, body: string, where: { namespace: string; pod: string }): string {
-  let message = body.trim();
-  try {
-    const parsed = JSON.parse(body) as { message?: unknown };
-    if (typeof parsed.message === "string") message = parsed.message;
-  } catch {
-    /* not a Status object */
-  }
-  message = message.slice(0, 300);
+  const message = apiStatusMessage(body.trim());
   const head = `hub kube-apiserver answered ${status} to the tunnel upgrade through pods/${where.pod}/proxy`;
   switch (status) {
     case 401:

@@ -15,6 +15,7 @@ import { readFile } from "node:fs/promises";
 import https from "node:https";
 import type { Logger } from "@cluster-proxy/tunnel";
 import type { ConnectionCondition } from "./connection-report.js";
+import { apiStatusMessage } from "./kube-status.js";
 
 /** Where the kubelet mounts the pod's service account token, CA and namespace. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -81,7 +82,7 @@ export function inClusterPatchSender(
           });
           res.on("end", () => {
             if (res.statusCode !== undefined && res.statusCode >= 200 && res.statusCode < 300) resolve();
-            else reject(new Error(`PATCH ${path}: HTTP ${res.statusCode}: ${apiMessage(text)}`));
+            else reject(new Error(`PATCH ${path}: HTTP ${res.statusCode}: ${apiStatusMessage(text)}`));
           });
           res.on("error", reject);
         },
@@ -91,16 +92,6 @@ export function inClusterPatchSender(
       req.end(body);
     });
   };
-}
-
-function apiMessage(text: string): string {
-  try {
-    const status = JSON.parse(text) as { message?: unknown };
-    if (typeof status.message === "string") return status.message.slice(0, 300);
-  } catch {
-    // not a Status object
-  }
-  return text.slice(0, 300);
 }
 
 /**
