@@ -115,11 +115,10 @@ interface ReadyHub {
 export function binDirHint(env: NodeJS.ProcessEnv): string | undefined {
   const bin = resolve(dirname(fileURLToPath(import.meta.url)), "../../../node_modules/.bin");
   if (!existsSync(join(bin, "cluster-proxy"))) return undefined;
-  const npmBins = new Set([bin]);
   const path = (env.PATH ?? "").split(delimiter).filter((d) => d !== "");
   // Under npm run, npm prepended its node_modules/.bin directories: the user's shell lacks them.
   const userPath = env.npm_lifecycle_event !== undefined ? path.filter((d) => !d.endsWith("node_modules/.bin")) : path;
-  return userPath.some((d) => npmBins.has(resolve(d))) ? undefined : bin;
+  return userPath.some((d) => resolve(d) === bin) ? undefined : bin;
 }
 
 /** The instructions printed once every cluster answers. */
