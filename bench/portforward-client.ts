@@ -7,10 +7,9 @@
 //
 // certDir holds ca.crt, tls.crt and tls.key (the proxy-client Secret's keys).
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { TunnelClient } from "@cluster-proxy/client";
+import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
 
 const [address, servername, certDir, target, mode, arg] = process.argv.slice(2);
 const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
@@ -20,9 +19,11 @@ const client = new TunnelClient({
     host: host!,
     port: Number(portText),
     servername: servername!,
-    ca: readFileSync(join(certDir!, "ca.crt")),
-    cert: readFileSync(join(certDir!, "tls.crt")),
-    key: readFileSync(join(certDir!, "tls.key")),
+    ...loadProxyTls({
+      caFile: join(certDir!, "ca.crt"),
+      certFile: join(certDir!, "tls.crt"),
+      keyFile: join(certDir!, "tls.key"),
+    }),
   },
 });
 

@@ -15,7 +15,7 @@ import https from "node:https";
 import { join } from "node:path";
 import { Duplex } from "node:stream";
 import tls from "node:tls";
-import { TunnelClient } from "@cluster-proxy/client";
+import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
 
 const [address, servername, certDir, cluster, clusterCaFile, kubeconfig, target] = process.argv.slice(2);
 const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
@@ -94,9 +94,11 @@ async function main(): Promise<void> {
       host: host!,
       port: Number(portText),
       servername: servername!,
-      ca: readFileSync(join(certDir!, "ca.crt")),
-      cert: readFileSync(join(certDir!, "tls.crt")),
-      key: readFileSync(join(certDir!, "tls.key")),
+      ...loadProxyTls({
+        caFile: join(certDir!, "ca.crt"),
+        certFile: join(certDir!, "tls.crt"),
+        keyFile: join(certDir!, "tls.key"),
+      }),
     },
   });
   try {
