@@ -5,7 +5,7 @@
  */
 export { ProxyServer, type ProxyServerDeps, type ServerAddresses } from "./proxy-server.js";
 export { AgentAuthError, type TokenReviewFn } from "./token-review.js";
-export { ServerMetrics } from "./metrics.js";
+export { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 /** The TLS handshake overload behaviour (tests check what a shed client sees and what is logged). */
 export { HandshakeFailureLog } from "./handshake-failures.js";
 export { SHED_ALERT, SLOT_MS } from "./handshake-pacer.js";

@@ -41,6 +41,17 @@ export interface MetricsSource {
   awaitingHello(): Map<string, number>;
 }
 
+/** A source for metrics of no running server: every gauge reads zero (the metrics reference, tests). */
+export const IDLE_METRICS_SOURCE: MetricsSource = {
+  readyBackends: () => [],
+  pendingDials: () => 0,
+  establishedConnections: () => 0,
+  backendCount: () => 0,
+  backendsByIdentifier: () => new Map(),
+  handshakesWaiting: () => new Map(),
+  awaitingHello: () => new Map(),
+};
+
 /** A gauge set from `read()` whenever it is scraped. */
 function scrapedGauge(registers: Registry[], name: string, help: string, read: () => number): void {
   new Gauge({

@@ -17,7 +17,7 @@ import {
 } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame, silentLogger, type ServerCall } from "@cluster-proxy/tunnel";
 import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
-import { ServerMetrics } from "./metrics.js";
+import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 import { Relay, packetFrame } from "./relay.js";
 
 /** The parts of a ServerCall the Backend uses. */
@@ -84,15 +84,7 @@ class FakeEnd implements FrontendEnd {
   }
 }
 
-const metrics = new ServerMetrics({
-  readyBackends: () => [],
-  pendingDials: () => 0,
-  establishedConnections: () => 0,
-  backendCount: () => 0,
-  backendsByIdentifier: () => new Map(),
-  handshakesWaiting: () => new Map(),
-  awaitingHello: () => new Map(),
-});
+const metrics = new ServerMetrics(IDLE_METRICS_SOURCE);
 
 function setup(stallMs: number): { relay: Relay; call: FakeCall; backend: Backend; open: (id: bigint) => FakeEnd } {
   const relay = new Relay({
