@@ -26,6 +26,7 @@ import {
   deleteAddonCsrs,
   probeClusterFromLab,
   waitForAddon,
+  waitForNamespacesGone,
 } from "./hub-setup.js";
 import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
 import { ManagerProcess } from "./manager-process.js";
@@ -156,13 +157,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       dir = mkdtempSync(join(tmpdir(), "cp-addon-e2e-"));
       writeFileSync(join(dir, "hub.kubeconfig"), env.kubeConfig("hub").exportConfig(), { mode: 0o600 });
       // The install guide creates these: an earlier run's may still be terminating.
-      for (const ns of [MANAGER_NS, SERVER_NS])
-        await waitFor(
-          `namespace ${ns} from an earlier run to be gone`,
-          180_000,
-          async () => !(await hub.tryGet(Resources.namespace, ns)),
-          1000,
-        );
+      await waitForNamespacesGone(hub, [MANAGER_NS, SERVER_NS]);
       await deleteAddonCsrs(hub);
     },
     { timeout: 90 * 60_000 },

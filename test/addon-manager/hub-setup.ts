@@ -154,3 +154,14 @@ export async function deleteAddonCsrs(hub: KubeApi): Promise<void> {
   });
   for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
 }
+
+/** Waits (up to 3 minutes) until the namespaces an earlier run left are gone. */
+export async function waitForNamespacesGone(hub: KubeApi, namespaces: readonly string[]): Promise<void> {
+  for (const ns of namespaces)
+    await waitFor(
+      `namespace ${ns} from an earlier run to be gone`,
+      180_000,
+      async () => !(await hub.tryGet(Resources.namespace, ns)),
+      1000,
+    );
+}

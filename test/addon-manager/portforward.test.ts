@@ -24,6 +24,7 @@ import {
   installCrd,
   probeClusterFromLab,
   waitForAddon,
+  waitForNamespacesGone,
 } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
@@ -182,13 +183,7 @@ describe(
         dir = mkdtempSync(join(tmpdir(), "cp-portforward-e2e-"));
         // Left by an earlier suite (helm uninstall keeps the release namespace): gone before we start.
         for (const ns of [MANAGER_NS, SERVER_NS]) await hub.delete(Resources.namespace, ns);
-        for (const ns of [MANAGER_NS, SERVER_NS])
-          await waitFor(
-            `namespace ${ns} from an earlier run to be gone`,
-            180_000,
-            async () => !(await hub.tryGet(Resources.namespace, ns)),
-            1000,
-          );
+        await waitForNamespacesGone(hub, [MANAGER_NS, SERVER_NS]);
         await deleteAddonCsrs(hub);
         // The managed clusters reach the hub only at its kube-apiserver from now on.
         for (const c of CLUSTERS) env.hubApiserverOnly(c, true);
