@@ -365,14 +365,14 @@ describe("hostile clients: admission (silent, slow and half-open peers)", () => 
         const target = [...echoSockets].find((s) => !before.has(s));
         assert.ok(target, "the agent opened a target socket for the client");
         // Keepalive on every long-lived socket: the server's side of the client's connection, the
-        // agent's connection to the server and its endpoint socket.
-        const keepalive = (filter: string): boolean => sockets(filter).some((l) => l.includes("timer:(keepalive"));
-        assert.ok(keepalive(`( sport = :${ports.httpConnect} and dst 10.203.0.2 )`), "server: the CONNECT socket");
-        assert.ok(keepalive(`( dport = :${ports.agent} )`), "agent: its connection to the server");
-        assert.ok(
-          keepalive(`( dport = :${echoPort} and sport = :${target.remotePort} )`),
-          "agent: its endpoint socket",
-        );
+        // agent's connection to the server and its endpoint socket. ss shows one timer per socket,
+        // and a socket with data not yet acknowledged shows its retransmission timer instead: each
+        // is read until the socket is idle and its keepalive timer shows (bounded).
+        const keepalive = (what: string, filter: string): Promise<void> =>
+          waitFor(what, () => sockets(filter).some((l) => l.includes("timer:(keepalive")), 10_000, 100);
+        await keepalive("server: the CONNECT socket", `( sport = :${ports.httpConnect} and dst 10.203.0.2 )`);
+        await keepalive("agent: its connection to the server", `( dport = :${ports.agent} )`);
+        await keepalive("agent: its endpoint socket", `( dport = :${echoPort} and sport = :${target.remotePort} )`);
         const targetClosed = new Promise<void>((resolve) => target.once("close", () => resolve()));
         // The client's namespace now drops everything, silently: no FIN, no RST, no ICMP.
         const cutAt = Date.now();
