@@ -14,13 +14,13 @@
  * not told to create, but the workload it reaches and the ConfigMaps it watches.
  */
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { HOST_ADDR, paths } from "../env/config.js";
+import { HOST_ADDR, paths, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
 import {
@@ -201,6 +201,9 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
       mc1 = new KubeApi(env.kubeConfig("mc1"));
       dir = mkdtempSync(join(tmpdir(), "cp-gateway-e2e-"));
       path = operatorPath(env, dir);
+      // The operator works in a directory of their own with the chart at hand (the guide's files,
+      // alice.kubeconfig and the like, land there, not in the checkout).
+      symlinkSync(join(repoRoot, "charts"), join(dir, "charts"));
       // What an interrupted run left: the release, the guide's objects, the addon's CSRs.
       helm(["uninstall", "-n", NS, RELEASE, "--wait", "--timeout", "120s"], true);
       deleteObjects("hub", HUB_OBJECTS);
