@@ -61,7 +61,7 @@ import { run } from "./exec.js";
 import { type PodNet, PodIpam, setupPodNetwork, teardownPodNetwork } from "./podnet.js";
 import { type PodView, planRollout, surgeAndUnavailable, templateHash } from "./rollout.js";
 import { type ServiceRule, renderServiceTable, resolveTargetPort } from "./services.js";
-import { type Payload, payloadDigest, writeAtomic } from "./volumes.js";
+import { type Payload, payloadDigest, substituteMountPaths, writeAtomic } from "./volumes.js";
 
 const MANAGED_BY = "process-kubelet.cpenv.cluster-proxy.io";
 
@@ -474,11 +474,7 @@ async function prepare(pod: Pod): Promise<void> {
       if (!dir) throw new Error(`container ${c.name} mounts volume ${m.name}, which the pod does not define`);
       cSubs.push([m.mountPath.replace(/\/+$/, ""), m.subPath ? join(dir, m.subPath) : dir]);
     }
-    cSubs.sort((a, b) => b[0].length - a[0].length);
-    const sub = (s: string): string => {
-      for (const [from, to] of cSubs) s = s.split(from).join(to);
-      return s;
-    };
+    const sub = substituteMountPaths(cSubs);
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: pod.dir,

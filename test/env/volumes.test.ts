@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { writeAtomic } from "./volumes.js";
+import { substituteMountPaths, writeAtomic } from "./volumes.js";
 
 test("writeAtomic lays files out like a kubelet and swaps ..data on change", () => {
   const dir = mkdtempSync(join(tmpdir(), "cpenv-vol-"));
@@ -43,4 +43,21 @@ test("writeAtomic refuses paths that leave the volume", () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("substituteMountPaths replaces whole mount paths once, the longest first", () => {
+  const sub = substituteMountPaths([
+    ["/tmp", "/state/pod/volumes/tmp"],
+    ["/etc/app/serving", "/tmp/state/pod/volumes/serving"],
+    ["/etc/app", "/state/pod/volumes/app"],
+  ]);
+  // A directory put in (here under /tmp) is not rewritten by the /tmp mount.
+  assert.equal(sub("--cert=/etc/app/serving/tls.crt"), "--cert=/tmp/state/pod/volumes/serving/tls.crt");
+  assert.equal(
+    sub("--conf=/etc/app/x.yaml --scratch=/tmp"),
+    "--conf=/state/pod/volumes/app/x.yaml --scratch=/state/pod/volumes/tmp",
+  );
+  // Only whole paths: /tmpfiles and /etc/apple are not mounts.
+  assert.equal(sub("/tmpfiles /etc/apple"), "/tmpfiles /etc/apple");
+  assert.equal(substituteMountPaths([])("/tmp"), "/tmp");
 });

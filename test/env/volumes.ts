@@ -82,3 +82,19 @@ export function writeAtomic(dir: string, payload: Payload, now = new Date()): st
   }
   return payloadDigest(payload);
 }
+
+/**
+ * Replaces each occurrence of a mount path (a whole path: not followed by more of a file name) by
+ * its directory, in one pass, longest path first: a directory put in is never scanned again, so a
+ * mount at `/tmp` does not rewrite a state directory under /tmp that another mount put in.
+ */
+export function substituteMountPaths(subs: readonly (readonly [string, string])[]): (s: string) => string {
+  const sorted = [...subs].sort((a, b) => b[0].length - a[0].length);
+  if (sorted.length === 0) return (s) => s;
+  const to = new Map(sorted.map(([from, dir]) => [from, dir]));
+  const pattern = new RegExp(
+    `(${sorted.map(([from]) => from.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})(?![A-Za-z0-9._-])`,
+    "g",
+  );
+  return (s) => s.replace(pattern, (m: string) => to.get(m) ?? m);
+}
