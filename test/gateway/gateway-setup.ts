@@ -18,10 +18,10 @@ export const NS = "open-cluster-management-addon";
 export const GATEWAY = "cluster-proxy-addon-user";
 
 interface Pod extends KubeObject {
-  status?: { phase?: string; podIP?: string };
+  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
 }
 
-/** The gateway's pods that run and are not being deleted, found by its Deployment's selector. */
+/** The gateway's ready pods (not being deleted), found by its Deployment's selector. */
 export async function gatewayPods(hub: KubeApi): Promise<string[]> {
   const d = await hub.get<KubeObject & { spec: { selector: { matchLabels?: Record<string, string> } } }>(
     Resources.deployment,
@@ -33,7 +33,12 @@ export async function gatewayPods(hub: KubeApi): Promise<string[]> {
     .join(",");
   const pods = (await hub.list(Resources.pod, { namespace: NS, labelSelector })).items as Pod[];
   return pods
-    .filter((p) => p.status?.phase === "Running" && !p.metadata.deletionTimestamp)
+    .filter(
+      (p) =>
+        p.status?.phase === "Running" &&
+        !p.metadata.deletionTimestamp &&
+        p.status.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+    )
     .map((p) => p.metadata.name)
     .sort();
 }

@@ -258,7 +258,7 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
   });
 
   test("the guide: the gateway's two replicas behind a LoadBalancer, alice granted mc1 on the hub and a view of mc1 there", async () => {
-    await waitFor("two running gateway pods", 180_000, async () => (await gatewayPods(hub)).length === 2, 1000);
+    await waitFor("two ready gateway pods", 180_000, async () => (await gatewayPods(hub)).length === 2, 1000);
     await operator("guide gateway-expose", docBlock("gateway-expose"));
     await operator("guide gateway-grant-hub", docBlock("gateway-grant-hub"));
     await mc1Admin("guide gateway-grant-managed (mc1's admin)", docBlock("gateway-grant-managed"));
@@ -515,7 +515,7 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
       1000,
     );
     await env.core("mc1").deleteNamespacedConfigMap({ name, namespace: "default" });
-    await waitFor("two running gateway pods again", 180_000, async () => (await gatewayPods(hub)).length === 2, 1000);
+    await waitFor("two ready gateway pods again", 180_000, async () => (await gatewayPods(hub)).length === 2, 1000);
   });
 
   test("OIDC: an ID token of a trusted issuer reaches mc1 when hub RBAC grants its oidc: user; a key rotation keeps new tokens working", async () => {
