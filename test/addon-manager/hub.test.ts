@@ -9,14 +9,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { cond, installCrd } from "./hub-setup.js";
+import { cond, installCrd, mpcBody as sharedMpcBody } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-it";
@@ -47,22 +47,14 @@ let lbAnnotations: { key: string; value: string }[] = [{ key: "example.com/load-
 const LB_INGRESS_ANNOTATION = "cpenv.cluster-proxy.io/load-balancer-ingress";
 const LB_POOL = /^10\.200\.30\.\d+$/;
 
-const mpcBody = (spec: Record<string, unknown> = {}): Mpc => ({
-  apiVersion: MPC_API_VERSION,
-  kind: MPC_KIND,
-  metadata: { name: NAME },
-  spec: {
-    proxyServer: {
-      image: "quay.io/open-cluster-management/cluster-proxy:dev",
-      replicas: 1,
-      namespace: SERVER_NS,
-      entrypoint: { type: "LoadBalancerService", loadBalancerService: { annotations: lbAnnotations } },
-    },
-    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev" },
-    authentication: {},
-    ...spec,
-  },
-});
+const mpcBody = (spec: Record<string, unknown> = {}): Mpc => {
+  const base = sharedMpcBody({
+    name: NAME,
+    namespace: SERVER_NS,
+    entrypoint: { type: "LoadBalancerService", loadBalancerService: { annotations: lbAnnotations } },
+  });
+  return { ...base, spec: { ...base.spec, ...spec } };
+};
 
 const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
 
