@@ -74,6 +74,8 @@ export class GatewayEndpoint implements InProcessEndpoint {
         headersTimeout,
         // A watch or an exec may run for hours: no deadline for a whole request.
         requestTimeout: 0,
+        // The Host a caller sends is not where the request goes: the target headers say that.
+        requireHostHeader: false,
         keepAliveTimeout: options.keepAliveTimeoutMs ?? 60_000,
         connectionsCheckingInterval: Math.min(headersTimeout, 30_000),
       },

@@ -48,6 +48,8 @@ function openUpstream(
     method: req.method,
     path: req.url,
     headers,
+    // The Host header is in `headers` (Node would add a second one).
+    setHost: false,
     agent: upstream.agent,
     ...(upstream.lookup ? { lookup: upstream.lookup } : {}),
   };
