@@ -305,7 +305,7 @@ const agentOptionFields = {
     {
       flag: "cert-reload-interval",
       description:
-        "How often to re-read --ca-cert/--agent-cert/--agent-key (by content, so Kubernetes Secret volumes work; each connection attempt re-reads them too). New files that check out are used from the next connection attempt, established tunnels keep running; a bad file is refused and logged, the old certificates stay (0: only at connection attempts)",
+        "How often to re-read --ca-cert/--agent-cert/--agent-key and --gateway-ca-file (by content, so Kubernetes Secret volumes work; each connection attempt re-reads them too). New files that check out are used from the next connection attempt, established tunnels keep running; a bad file is refused and logged, the old certificates stay (0: only at connection attempts)",
     },
     rules.atLeastMs(0),
   ),
