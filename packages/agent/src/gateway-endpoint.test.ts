@@ -9,6 +9,7 @@ import { writeFile } from "node:fs/promises";
 import * as https from "node:https";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
+import { freePort } from "@cluster-proxy/tunnel/testing";
 import { headerValues } from "./gateway-request.js";
 import { startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
 
@@ -164,8 +165,26 @@ describe("gateway endpoint", () => {
     }
   });
 
+  test("an unreachable target is a 502 naming it and the cause", async () => {
+    const closed = await freePort();
+    const answer = await call(fx, {
+      headers: [
+        ["Cluster-Proxy-Target", "service"],
+        ["Cluster-Proxy-Service", `http://${TEST_SERVICE_HOST}:${closed}`],
+      ],
+    });
+    assert.equal(answer.status, 502);
+    assert.match(
+      answer.body,
+      new RegExp(`^gateway endpoint: service http://${TEST_SERVICE_HOST}:${closed}: .*ECONNREFUSED`),
+    );
+    assert.equal(answer.body.trim().split("\n").length, 1, "one line");
+  });
+
   test("a chunked response flows before it ends (a watch)", async () => {
-    const first = await new Promise<string>((resolve, reject) => {
+    // The first chunk arrives while the stand-in still holds the response open; only then is it released.
+    let firstChunk = "";
+    const whole = await new Promise<string>((resolve, reject) => {
       const req = https.request({
         host: "127.0.0.1",
         port: fx.port,
@@ -181,16 +200,18 @@ describe("gateway endpoint", () => {
         let text = "";
         res.on("data", (chunk: Buffer) => {
           text += chunk.toString("utf8");
-          if (text === "first\n") {
-            resolve(text);
+          if (!firstChunk) {
+            firstChunk = text;
             fx.apiserver.releaseStream();
           }
         });
-        res.on("end", () => assert.equal(text, "first\nsecond\n"));
+        res.on("error", reject);
+        res.on("end", () => resolve(text));
       });
       req.end();
     });
-    assert.equal(first, "first\n");
+    assert.equal(firstChunk, "first\n");
+    assert.equal(whole, "first\nsecond\n");
   });
 
   test("an upgrade is relayed both ways with half-close", async () => {
@@ -279,7 +300,7 @@ describe("gateway endpoint", () => {
 
 describe("gateway endpoint, Service with a CA it is not signed by", () => {
   test("the Service's certificate is refused: 502 naming the Service", async () => {
-    const fx = await startGatewayFixture("wrong");
+    const fx = await startGatewayFixture({ serviceCa: "wrong" });
     try {
       const answer = await call(fx, {
         headers: [
@@ -293,6 +314,30 @@ describe("gateway endpoint, Service with a CA it is not signed by", () => {
         new RegExp(`^gateway endpoint: service https://${TEST_SERVICE_HOST}:${fx.service.port}: `),
       );
       assert.equal(fx.service.received.length, 0);
+    } finally {
+      await fx.close();
+    }
+  });
+});
+
+describe("gateway endpoint connection cap", () => {
+  test("a connection over the cap is closed at once; the one under it is served", async () => {
+    const fx = await startGatewayFixture({ maxConnections: 1 });
+    try {
+      const first = tls.connect({
+        host: "127.0.0.1",
+        port: fx.port,
+        ca: fx.agentCa,
+        ...fx.gatewayClient,
+        checkServerIdentity: () => undefined,
+      });
+      await new Promise<void>((resolve, reject) => {
+        first.once("secureConnect", () => resolve());
+        first.once("error", reject);
+      });
+      assert.equal(fx.endpoint.connectionCount, 1);
+      await assert.rejects(call(fx, { headers: [KUBE, ["Impersonate-User", "alice"]] }));
+      first.destroy();
     } finally {
       await fx.close();
     }

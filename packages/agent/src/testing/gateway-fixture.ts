@@ -144,8 +144,17 @@ export interface GatewayFixture {
   close(): Promise<void>;
 }
 
-/** Build the world; `serviceCa` chooses what `--service-ca-file` holds. */
-export async function startGatewayFixture(serviceCa: "right" | "wrong" = "right"): Promise<GatewayFixture> {
+/** Choices of {@link startGatewayFixture}. */
+export interface GatewayFixtureOptions {
+  /** What `--service-ca-file` holds: the stand-in Service's CA (default) or an unrelated one. */
+  serviceCa?: "right" | "wrong";
+  /** The endpoint's connection cap. */
+  maxConnections?: number;
+}
+
+/** Build the world. */
+export async function startGatewayFixture(options: GatewayFixtureOptions = {}): Promise<GatewayFixture> {
+  const serviceCa = options.serviceCa ?? "right";
   const dir = await mkdtemp(join(tmpdir(), "cp-gateway-"));
   const days = { validityDays: 2 };
   const gatewayCa = await createCertificateAuthority({ commonName: "gateway-ca", ...days });
@@ -211,6 +220,7 @@ export async function startGatewayFixture(serviceCa: "right" | "wrong" = "right"
     upstreams,
     logger: silentLogger,
     connectTimeoutMs: 5_000,
+    ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
   });
   const front = net.createServer({ allowHalfOpen: true }, (socket) => endpoint.accept(socket));
   await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));
