@@ -14,6 +14,7 @@ import {
   endToEndHeaders,
   forwardedHeaders,
   gatewayTarget,
+  headerPairs,
   isUpgradeRequest,
   type GatewayTarget,
   type RawHeaders,
@@ -34,7 +35,7 @@ function badGateway(name: string, cause: string): string {
   return `gateway endpoint: ${name}: ${cause}`;
 }
 
-/** Open the upstream request; `onConnectTimeout` fires when connecting takes too long. */
+/** Open the upstream request; it fails with a connect timeout when connecting takes longer than `timeoutMs`. */
 function openUpstream(
   upstream: Upstream,
   req: http.IncomingMessage,
@@ -72,7 +73,7 @@ function cause(err: Error): string {
 /** The response head of a non-101 answer to an upgrade, written on the raw connection (then closed). */
 function rawHead(status: number, statusMessage: string, headers: RawHeaders): string {
   const lines = [`HTTP/1.1 ${status} ${statusMessage}`];
-  for (let i = 0; i + 1 < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
+  for (const [name, value] of headerPairs(headers)) lines.push(`${name}: ${value}`);
   return `${lines.join("\r\n")}\r\n\r\n`;
 }
 
@@ -243,16 +244,21 @@ export class GatewayProxy {
       // Not upgraded: relay the answer as a normal response, delimited by closing the connection.
       answered = true;
       socket.off("close", onClientGone);
-      const kept = endToEndHeaders(answer.rawHeaders, false).filter((_, i, all) => {
-        const name = (i % 2 === 0 ? all[i] : all[i - 1])?.toLowerCase();
-        return name !== "content-length";
-      });
+      // The body is relayed as it was decoded, delimited by the close: no length.
+      const kept = withoutHeader(endToEndHeaders(answer.rawHeaders, false), "content-length");
       socket.write(rawHead(answer.statusCode ?? 502, answer.statusMessage ?? "", [...kept, "Connection", "close"]));
       answer.pipe(socket);
       answer.on("error", () => socket.destroy());
     });
     out.end();
   }
+}
+
+/** Raw headers without every `name` (lowercase) entry. */
+function withoutHeader(headers: RawHeaders, name: string): string[] {
+  const out: string[] = [];
+  for (const [n, v] of headerPairs(headers)) if (n.toLowerCase() !== name) out.push(n, v);
+  return out;
 }
 
 /** The target of a request for messages before its upstream is known. */

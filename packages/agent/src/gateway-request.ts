@@ -38,10 +38,15 @@ function single(headers: RawHeaders, name: string): string | undefined | TargetR
 /** Raw headers as Node gives them: `[name, value, name, value, ...]`. */
 export type RawHeaders = readonly string[];
 
+/** The `[name, value]` pairs of raw headers, in order. */
+export function* headerPairs(headers: RawHeaders): Generator<[name: string, value: string]> {
+  for (let i = 0; i + 1 < headers.length; i += 2) yield [headers[i] ?? "", headers[i + 1] ?? ""];
+}
+
 /** Every value of a header (case-insensitive name), in order. */
 export function headerValues(headers: RawHeaders, name: string): string[] {
   const out: string[] = [];
-  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i]!.toLowerCase() === name) out.push(headers[i + 1]!);
+  for (const [n, v] of headerPairs(headers)) if (n.toLowerCase() === name) out.push(v);
   return out;
 }
 
@@ -128,11 +133,10 @@ export function isUpgradeRequest(headers: RawHeaders): boolean {
 export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[] {
   const listed = connectionTokens(headers);
   const out: string[] = [];
-  for (let i = 0; i + 1 < headers.length; i += 2) {
-    const name = headers[i]!;
+  for (const [name, value] of headerPairs(headers)) {
     const lower = name.toLowerCase();
-    if (upgrade && lower === "upgrade") out.push(name, headers[i + 1]!);
-    else if (!HOP_BY_HOP.has(lower) && !listed.has(lower)) out.push(name, headers[i + 1]!);
+    if (upgrade && lower === "upgrade") out.push(name, value);
+    else if (!HOP_BY_HOP.has(lower) && !listed.has(lower)) out.push(name, value);
   }
   if (upgrade) out.push("Connection", "Upgrade");
   return out;
@@ -153,12 +157,11 @@ export function forwardedHeaders(
 ): string[] {
   const keepAuthorization = target.kind === "kube" && target.credential === "passthrough";
   const out: string[] = [];
-  const kept = endToEndHeaders(headers, upgrade);
-  for (let i = 0; i + 1 < kept.length; i += 2) {
-    const lower = kept[i]!.toLowerCase();
+  for (const [name, value] of headerPairs(endToEndHeaders(headers, upgrade))) {
+    const lower = name.toLowerCase();
     if (lower.startsWith("cluster-proxy-") || lower === "host") continue;
     if (lower === "authorization" && !keepAuthorization) continue;
-    out.push(kept[i]!, kept[i + 1]!);
+    out.push(name, value);
   }
   out.unshift("Host", host);
   if (target.kind === "kube" && target.credential === "impersonate" && agentToken !== undefined) {
