@@ -52,8 +52,7 @@ import {
 } from "./agent-config.js";
 import { guardedConnector } from "./destination-guard.js";
 import { loadGatewaySettings } from "./gateway-config.js";
-import { GatewayEndpoint } from "./gateway-endpoint.js";
-import { ClusterUpstreams } from "./gateway-upstreams.js";
+import type { GatewayEndpoint } from "./gateway-endpoint.js";
 import { HubAccess, openHubTunnel, ReplicaWatch } from "./hub-tunnel.js";
 import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
 import { connectionCondition } from "./connection-report.js";
@@ -200,6 +199,11 @@ export class ProxyAgent {
     await readAuthorization(this.options);
     const gateway = await loadGatewaySettings(this.options);
     if (gateway && this.tlsMaterial.cert && this.tlsMaterial.key) {
+      // Loaded only when enabled: every managed cluster runs an agent, its idle memory counts.
+      const [{ GatewayEndpoint }, { ClusterUpstreams }] = await Promise.all([
+        import("./gateway-endpoint.js"),
+        import("./gateway-upstreams.js"),
+      ]);
       this.gateway = new GatewayEndpoint({
         material: { cert: this.tlsMaterial.cert, key: this.tlsMaterial.key, ca: gateway.gatewayCa },
         files: gateway.files,
