@@ -598,7 +598,8 @@ export class AddonReconciler {
     );
     const certPem = await signCertificateRequest(ca.cert, Buffer.from(csr.spec.request, "base64").toString("utf8"), {
       uris: [agentClusterUri(verdict.cluster)],
-      usage: "client",
+      // clientAuth towards the proxy-servers, serverAuth for the agent's gateway endpoint.
+      usage: "both",
       validityDays,
     });
     try {
