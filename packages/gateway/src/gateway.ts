@@ -321,6 +321,9 @@ export class Gateway {
   private async onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
     const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics);
     rec.record.upgrade = true;
+    // Each direction of an upgraded stream ends on its own (half-close), so the caller's end of
+    // input must not end our output to it.
+    socket.allowHalfOpen = true;
     this.upgrades.add(socket);
     socket.once("close", () => this.upgrades.delete(socket));
     socket.on("error", () => socket.destroy());

@@ -207,6 +207,7 @@ export function relayUpgrade(
     });
     up.on("upgrade", (res, endpoint: Duplex, endpointHead: Buffer) => {
       answered = true;
+      endpoint.allowHalfOpen = true;
       track(endpoint);
       client.write(rawHead(101, res.statusMessage ?? "Switching Protocols", res.rawHeaders));
       if (endpointHead.length) {

@@ -83,12 +83,10 @@ export function parseRequestTarget(url: string): ParsedTarget {
     const problem = segmentProblem(s);
     if (problem) return bad(problem);
   }
-  const servicePrefix = ["api", "v1", "namespaces"];
-  if (rest.length >= 6 && servicePrefix.every((p, i) => rest[i] === p) && rest[5] === "proxy-service") {
-    if (rest[3] !== "services") return bad(`"proxy-service" must follow services/<service>`);
-    return serviceTarget(cluster, rest, query);
-  }
-  if (rest.includes("proxy-service") && rest[0] === "api" && rest[3] === "services")
+  // api/v1/namespaces/<ns>/services/<ref>/proxy-service/<path>
+  const isServicePath = rest[0] === "api" && rest[1] === "v1" && rest[2] === "namespaces" && rest[4] === "services";
+  if (isServicePath && rest[6] === "proxy-service") return serviceTarget(cluster, rest, query);
+  if (rest.includes("proxy-service") && rest[0] === "api")
     return bad(
       "malformed service path: use /<cluster>/api/v1/namespaces/<ns>/services/<[scheme:]name:port>/proxy-service/<path>",
     );
@@ -96,10 +94,10 @@ export function parseRequestTarget(url: string): ParsedTarget {
 }
 
 function serviceTarget(cluster: string, rest: string[], query: string): ParsedTarget {
-  const namespace = rest[2]!;
+  const namespace = rest[3]!;
   if (!isDns1123Label(namespace)) return bad(`"${namespace}" is not a namespace name`);
-  const ref = SERVICE_REF.exec(rest[4]!);
-  if (!ref) return bad(`"${rest[4]}" is not <[scheme:]name:port> (scheme http or https, port a number)`);
+  const ref = SERVICE_REF.exec(rest[5]!);
+  if (!ref) return bad(`"${rest[5]}" is not <[scheme:]name:port> (scheme http or https, port a number)`);
   const port = Number(ref[4]);
   if (port < 1 || port > 65535) return bad(`port ${ref[4]} is not a port number`);
   const scheme = ref[1] === "http" ? "http" : "https";
@@ -112,7 +110,7 @@ function serviceTarget(cluster: string, rest: string[], query: string): ParsedTa
       service: ref[2]!,
       scheme,
       port,
-      path: `/${rest.slice(6).join("/")}`,
+      path: `/${rest.slice(7).join("/")}`,
       query,
     },
   };
