@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { writeFile } from "node:fs/promises";
-import * as http from "node:http";
+import type * as http from "node:http";
 import * as http2 from "node:http2";
 import * as https from "node:https";
 import { join } from "node:path";
