@@ -430,3 +430,58 @@ describe("gateway: pool bound, client certificates, pass-through, services, tunn
     }
   });
 });
+
+describe("gateway: shutdown and removed clusters", () => {
+  test("SIGTERM path: readyz turns 503, no new connections, in-flight requests finish, then upgrades close", async () => {
+    const f = await startGatewayFixture();
+    try {
+      f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
+      f.hub.grantProxy(ALICE, "mc1", "get");
+      const held = f.request("/mc1/hold", { headers: { authorization: `Bearer ${TOKEN}` } });
+      await f.endpoint.heldCount(1);
+      const up = tls.connect({
+        host: "127.0.0.1",
+        port: f.port,
+        ca: f.servingCa,
+        servername: "localhost",
+        ALPNProtocols: ["http/1.1"],
+      });
+      await once(up, "secureConnect");
+      up.write(
+        `GET /mc1/api/v1/namespaces/a/pods/p/attach HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
+      );
+      let got = "";
+      up.on("data", (c: Buffer) => (got += c.toString()));
+      await waitFor(() => got.includes("101"));
+      const upClosed = once(up, "close");
+      const closing = f.gateway.close(10_000);
+      assert.equal((await fetch(`http://127.0.0.1:${f.healthPort}/readyz`)).status, 503);
+      await assert.rejects(f.request("/mc1/api"), /ECONNREFUSED/);
+      assert.equal(up.destroyed, false, "upgrades stay while requests are in flight");
+      f.endpoint.release();
+      assert.equal((await held).status, 200);
+      await closing;
+      await upClosed;
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("a removed cluster's series are dropped", async () => {
+    const f = await startGatewayFixture();
+    try {
+      f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
+      f.hub.grantProxy(ALICE, "mc2", "get");
+      assert.equal((await f.request("/mc2/api", { headers: { authorization: `Bearer ${TOKEN}` } })).status, 200);
+      const metrics = async (): Promise<string> => (await fetch(`http://127.0.0.1:${f.healthPort}/metrics`)).text();
+      assert.match(await metrics(), /cluster="mc2"/);
+      f.hub.clusters.delete("mc2");
+      f.advance(60_000);
+      assert.equal((await f.request("/mc2/api", { headers: { authorization: `Bearer ${TOKEN}` } })).status, 404);
+      const text = await metrics();
+      assert.ok(!text.includes('cluster="mc2"'), text);
+    } finally {
+      await f.close();
+    }
+  });
+});
