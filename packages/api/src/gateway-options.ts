@@ -111,7 +111,7 @@ const gatewayOptionFields = {
     {
       flag: "identity-cert",
       description:
-        "The gateway identity: client certificate (signed by the gateway CA) presented to the agents' gateway endpoint, and accepted nowhere else (required)",
+        "The gateway identity: client certificate (signed by the gateway CA) presented to the agents' gateway endpoint, and accepted nowhere else (required; reloaded when it changes, with --identity-key and --agent-ca)",
     },
     rules.nonEmpty("required (gateway identity certificate)"),
   ),
@@ -252,7 +252,7 @@ const gatewayOptionFields = {
     {
       flag: "max-connections-per-cluster",
       description:
-        "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. Upgraded connections (exec, port-forward) count while open",
+        "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. An upgraded connection (exec, attach, port-forward) leaves the pool and does not count",
     },
     positiveInt,
   ),

@@ -50,6 +50,8 @@ type Callback = (err: Error | null, stream: Duplex) => void;
 export class ClusterAgent extends https.Agent {
   /** Tunnel dials made (for tests and metrics). */
   dials = 0;
+  /** Set when new TLS material replaced this agent: its connections close once idle. */
+  private retired = false;
 
   constructor(
     readonly cluster: string,
@@ -68,6 +70,19 @@ export class ClusterAgent extends https.Agent {
       servername: GATEWAY_ENDPOINT_HOST,
       checkServerIdentity: (_host, cert) => endpointIdentityProblem(cluster, cert),
     });
+  }
+
+  /** Stop keeping connections: idle ones close now, busy ones when their request is done. */
+  retire(): void {
+    this.retired = true;
+    for (const sockets of Object.values(this.freeSockets)) for (const s of sockets ?? []) s.destroy();
+  }
+
+  override keepSocketAlive(socket: Parameters<https.Agent["keepSocketAlive"]>[0]): boolean {
+    if (this.retired) return false;
+    // Node's implementation answers whether the socket may be kept (its typings say void).
+    const keep: unknown = super.keepSocketAlive(socket);
+    return keep !== false;
   }
 
   override createConnection(options: https.RequestOptions, callback?: Callback): Duplex | null | undefined {
@@ -96,15 +111,25 @@ export class ClusterPool {
 
   constructor(
     private readonly dial: Dialer,
-    private readonly tls: () => EndpointTls,
+    private tls: EndpointTls,
     private readonly maxConnectionsPerCluster: number,
   ) {}
+
+  /**
+   * Use new TLS material (a renewed gateway identity, a new agent CA bundle) for new
+   * connections; the old connections finish their requests and close.
+   */
+  renew(tls: EndpointTls): void {
+    this.tls = tls;
+    for (const agent of this.agents.values()) agent.retire();
+    this.agents.clear();
+  }
 
   /** The agent of `cluster` (created on first use). */
   agentFor(cluster: string): ClusterAgent {
     let agent = this.agents.get(cluster);
     if (!agent) {
-      agent = new ClusterAgent(cluster, this.dial, this.tls(), this.maxConnectionsPerCluster);
+      agent = new ClusterAgent(cluster, this.dial, this.tls, this.maxConnectionsPerCluster);
       this.agents.set(cluster, agent);
     }
     return agent;

@@ -274,6 +274,20 @@ describe("gateway", () => {
     socket.destroy();
   });
 
+  test("a renewed gateway identity is used for new connections without a restart", async () => {
+    assert.equal((await f.request("/mc1/api", { headers: bearer })).status, 200);
+    const fresh = await issueCertificate(f.gatewayAuthority, {
+      commonName: "gateway-renewed",
+      usage: "client",
+      validityDays: 1,
+    });
+    await writeFile(join(f.dir, "identity.crt"), fresh.certPem);
+    await writeFile(join(f.dir, "identity.key"), fresh.keyPem);
+    assert.equal(await f.gateway.reloadIdentity(), "reloaded");
+    assert.equal((await f.request("/mc1/api", { headers: bearer })).status, 200);
+    assert.match(f.endpoint.clientSubjects.at(-1) ?? "", /CN=gateway-renewed/);
+  });
+
   test("connections are pooled: many requests, one dial", async () => {
     const before = f.endpoint.dialed.length;
     const agent = f.gateway.pool.agentFor("mc1");

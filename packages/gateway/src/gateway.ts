@@ -1,6 +1,7 @@
 /**
  * The gateway component: the HTTPS port (HTTP/1.1 and HTTP/2, upgrades over HTTP/1.1), its
- * serving certificate reloaded when the files change, the health port (/healthz, /readyz,
+ * serving certificate and the gateway identity reloaded when their files change (polled by
+ * content: Secret volumes swap symlinks), the health port (/healthz, /readyz,
  * /metrics), the ConfigMap watch of the exposed Services, and a graceful shutdown.
  */
 import { once } from "node:events";
@@ -94,6 +95,7 @@ export class Gateway {
   private server: http2.Http2SecureServer | undefined;
   private health: http.Server | undefined;
   private reloader: CertReloader | undefined;
+  private readonly identityReloader: CertReloader;
   private stopWatch: (() => void) | undefined;
   private ready = false;
   private closing: Promise<void> | undefined;
@@ -163,7 +165,21 @@ export class Gateway {
       key: readFileSync(options.identityKey),
       ca: readFileSync(options.agentCa),
     };
-    this.pool = new ClusterPool(dialer, () => endpointTls, options.maxConnectionsPerCluster);
+    this.pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
+    this.identityReloader = new CertReloader({
+      what: "gateway identity",
+      files: {
+        cert: { flag: "--identity-cert", path: options.identityCert },
+        key: { flag: "--identity-key", path: options.identityKey },
+        ca: { flag: "--agent-ca", path: options.agentCa },
+      },
+      intervalMs: SERVING_CERT_POLL_MS,
+      initial: endpointTls,
+      apply: (m) => {
+        if (m.cert && m.key && m.ca) this.pool.renew({ cert: m.cert, key: m.key, ca: m.ca });
+      },
+      logger: this.logger,
+    });
   }
 
   /** The namespace of the services ConfigMap: --namespace, else the pod's. */
@@ -210,6 +226,7 @@ export class Gateway {
       logger: this.logger,
     });
     this.reloader.start();
+    this.identityReloader.start();
     const health = http.createServer(
       healthPortHandler({
         registry: this.metrics.registry,
@@ -259,6 +276,11 @@ export class Gateway {
   /** Check the serving certificate files now (tests; they are polled anyway). */
   reloadServingCertificate(): Promise<ReloadResult> {
     return this.reloader?.check() ?? Promise.resolve("unchanged");
+  }
+
+  /** Check the identity files (--identity-cert, --identity-key, --agent-ca) now (tests). */
+  reloadIdentity(): Promise<ReloadResult> {
+    return this.identityReloader.check();
   }
 
   private clusterRemoved(cluster: string): void {
@@ -367,6 +389,7 @@ export class Gateway {
       this.ready = false;
       this.stopWatch?.();
       this.reloader?.stop();
+      this.identityReloader.stop();
       const server = this.server;
       const closed = server ? new Promise<void>((r) => server.close(() => r())) : Promise.resolve();
       if (this.inFlight > 0) {

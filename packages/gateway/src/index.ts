@@ -26,3 +26,4 @@ export { parseRequestTarget, type RequestTarget, type KubeTarget, type ServiceTa
 export { kubeRequestInfo, type KubeRequestInfo } from "./request-info.js";
 export { parseExposedServices, CLUSTER_SET_LABEL, type ExposedService } from "./exposed-services.js";
 export type { AuditRecord, AuditSink } from "./audit-log.js";
+export { GatewayMetrics, UNKNOWN_CLUSTER } from "./metrics.js";

@@ -13,6 +13,7 @@ import type * as http from "node:http";
 import * as https from "node:https";
 import * as net from "node:net";
 import type { Duplex } from "node:stream";
+import type * as tls from "node:tls";
 import type { Dialer } from "../cluster-pool.js";
 
 /** What an echo answer holds. */
@@ -27,6 +28,8 @@ export class FakeEndpoint {
   readonly dialed: string[] = [];
   /** TLS connections accepted. */
   connections = 0;
+  /** The client certificate subject of each accepted connection. */
+  readonly clientSubjects: string[] = [];
   /** Requests being held (`/stream`, `/hold`). */
   readonly held: http.ServerResponse[] = [];
   private readonly waiters: (() => void)[] = [];
@@ -39,7 +42,10 @@ export class FakeEndpoint {
     const server = https.createServer({ ...this.tls, requestCert: true, rejectUnauthorized: true }, (req, res) =>
       this.handle(req, res),
     );
-    server.on("secureConnection", () => this.connections++);
+    server.on("secureConnection", (socket: tls.TLSSocket) => {
+      this.connections++;
+      this.clientSubjects.push(socket.getPeerX509Certificate()?.subject ?? "");
+    });
     server.on("upgrade", (req: http.IncomingMessage, socket: Duplex) => {
       socket.allowHalfOpen = true;
       socket.write(

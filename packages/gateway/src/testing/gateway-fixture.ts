@@ -41,6 +41,8 @@ export interface GatewayFixture {
   client: { cert: Buffer; key: Buffer };
   /** The serving CA (to issue new serving certificates). */
   servingAuthority: CertificateAndKey;
+  /** The gateway CA (to issue new identities). */
+  gatewayAuthority: CertificateAndKey;
   audit: AuditRecord[];
   /** Move the caches' clock forward (expire cached hub answers). */
   advance(ms: number): void;
@@ -149,6 +151,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     dir,
     servingCa: ca,
     servingAuthority: servingCa,
+    gatewayAuthority: gatewayCa,
     client: { cert: Buffer.from(client.certPem), key: Buffer.from(client.keyPem) },
     audit,
     advance: (ms) => void (offset += ms),
