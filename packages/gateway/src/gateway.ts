@@ -211,6 +211,7 @@ export class Gateway {
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
     });
+    server.on("sessionError", (err: Error) => this.logger.debug({ err: err.message }, "HTTP/2 session error"));
     server.on("tlsClientError", (err: Error) =>
       this.logger.debug({ err: err.message }, "TLS handshake with a caller failed"),
     );

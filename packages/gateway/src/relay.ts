@@ -188,6 +188,10 @@ export function relayUpgrade(
       }
     });
     client.on("error", () => up.destroy());
+    // A caller gone before the endpoint answered: abandon the request.
+    client.once("close", () => {
+      if (!answered) up.destroy(new Error("the caller closed the connection"));
+    });
     up.on("response", (res) => {
       answered = true;
       client.write(
@@ -207,6 +211,11 @@ export function relayUpgrade(
     });
     up.on("upgrade", (res, endpoint: Duplex, endpointHead: Buffer) => {
       answered = true;
+      if (client.destroyed) {
+        endpoint.destroy();
+        resolve(101);
+        return;
+      }
       endpoint.allowHalfOpen = true;
       track(endpoint);
       client.write(rawHead(101, res.statusMessage ?? "Switching Protocols", res.rawHeaders));
