@@ -2,70 +2,27 @@
  * OIDC ID tokens against a test issuer served over https on loopback (discovery document and
  * JWKS): accepted tokens map to user and groups with their prefixes; a key rotation mid-test is
  * picked up by refetching the JWKS; wrong audience, expiry, a missing required claim and a
- * foreign issuer are refused or not recognised.
+ * foreign issuer are refused or not recognised. Then the same through a running gateway.
  */
 import assert from "node:assert/strict";
-import { once } from "node:events";
-import * as https from "node:https";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
-import { SignJWT, exportJWK, generateKeyPair, type JWK, type CryptoKey } from "jose";
-import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
 import { JWKS_REFETCH_MIN_MS, OidcAuthenticator, type OidcSettings } from "./oidc.js";
-
-interface SigningKey {
-  kid: string;
-  privateKey: CryptoKey;
-  jwk: JWK;
-}
-
-async function signingKey(kid: string): Promise<SigningKey> {
-  const { privateKey, publicKey } = await generateKeyPair("ES256");
-  return { kid, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg: "ES256", use: "sig" } };
-}
+import type { EchoBody } from "./testing/fake-endpoint.js";
+import { startGatewayFixture } from "./testing/gateway-fixture.js";
+import { TestIssuer, signingKey } from "./testing/test-issuer.js";
 
 describe("OIDC ID tokens", () => {
-  let server: https.Server;
-  let issuer: string;
-  let ca: Buffer;
-  let keys: SigningKey[] = [];
-  let jwksFetches = 0;
+  const issuer = new TestIssuer();
   let clock = Date.now();
+  const now = (): number => Math.floor(clock / 1000);
 
-  before(async () => {
-    const authority = await createCertificateAuthority({ commonName: "oidc-ca", validityDays: 1 });
-    const cert = await issueCertificate(authority, {
-      commonName: "issuer",
-      ipAddresses: ["127.0.0.1"],
-      usage: "server",
-      validityDays: 1,
-    });
-    ca = Buffer.from(authority.certPem);
-    server = https.createServer({ cert: cert.certPem, key: cert.keyPem }, (req, res) => {
-      if (req.url === "/.well-known/openid-configuration") {
-        res.end(JSON.stringify({ issuer, jwks_uri: `${issuer}/keys` }));
-      } else if (req.url === "/keys") {
-        jwksFetches++;
-        res.end(JSON.stringify({ keys: keys.map((k) => k.jwk) }));
-      } else {
-        res.statusCode = 404;
-        res.end();
-      }
-    });
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    issuer = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    keys = [await signingKey("k1")];
-  });
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  before(() => issuer.start());
+  after(() => issuer.close());
 
   const settings = (over: Partial<OidcSettings> = {}): OidcSettings => ({
-    issuerUrl: issuer,
+    issuerUrl: issuer.url,
     clientId: "gateway",
-    ca,
+    ca: issuer.ca,
     usernameClaim: "email",
     usernamePrefix: "",
     groupsClaim: "groups",
@@ -75,62 +32,69 @@ describe("OIDC ID tokens", () => {
     ...over,
   });
 
-  const token = (
-    key: SigningKey,
-    claims: Record<string, unknown> = {},
-    opts: { aud?: string; expIn?: number; iss?: string } = {},
-  ): Promise<string> => {
-    const now = Math.floor(clock / 1000);
-    return new SignJWT({ email: "dana@example.com", groups: ["admins"], hd: "example.com", ...claims })
-      .setProtectedHeader({ alg: "ES256", kid: key.kid })
-      .setIssuer(opts.iss ?? issuer)
-      .setAudience(opts.aud ?? "gateway")
-      .setSubject("dana")
-      .setIssuedAt(now)
-      .setExpirationTime(now + (opts.expIn ?? 300))
-      .sign(key.privateKey);
-  };
-
   test("a valid token is the user with the prefixes", async () => {
     const oidc = new OidcAuthenticator(settings());
-    const r = await oidc.authenticate(await token(keys[0]!));
+    const r = await oidc.authenticate(await issuer.token({ now: now() }));
     assert.deepEqual(r, {
       kind: "user",
-      user: { username: `${issuer}#dana@example.com`, groups: ["oidc:admins"], extra: {} },
+      user: { username: `${issuer.url}#dana@example.com`, groups: ["oidc:admins"], extra: {} },
     });
     const plain = new OidcAuthenticator(settings({ usernamePrefix: "-" }));
-    const p = await plain.authenticate(await token(keys[0]!));
+    const p = await plain.authenticate(await issuer.token({ now: now() }));
     assert.equal(p.kind === "user" ? p.user.username : "", "dana@example.com");
   });
 
   test("a rotated key is fetched on its first token, at most every few seconds", async () => {
     const oidc = new OidcAuthenticator(settings());
-    assert.equal((await oidc.authenticate(await token(keys[0]!))).kind, "user");
-    const fetches = jwksFetches;
+    assert.equal((await oidc.authenticate(await issuer.token({ now: now() }))).kind, "user");
+    const fetches = issuer.jwksFetches;
     const k2 = await signingKey("k2");
-    keys = [k2];
+    issuer.keys = [k2];
     // Within the refetch limit an unknown key is refused without asking the issuer again...
-    const early = await oidc.authenticate(await token(k2));
-    assert.equal(early.kind, "refused");
-    assert.equal(jwksFetches, fetches);
+    assert.equal((await oidc.authenticate(await issuer.token({ key: k2, now: now() }))).kind, "refused");
+    assert.equal(issuer.jwksFetches, fetches);
     // ...after it, the JWKS is refetched and the new key accepted.
     clock += JWKS_REFETCH_MIN_MS + 1;
-    assert.equal((await oidc.authenticate(await token(k2))).kind, "user");
-    assert.equal(jwksFetches, fetches + 1);
+    assert.equal((await oidc.authenticate(await issuer.token({ key: k2, now: now() }))).kind, "user");
+    assert.equal(issuer.jwksFetches, fetches + 1);
   });
 
   test("wrong audience, expired, missing required claim are refused; other issuers are not recognised", async () => {
     const oidc = new OidcAuthenticator(settings());
-    const k = keys[0]!;
     const refused = async (t: string, why: RegExp): Promise<void> => {
       const r = await oidc.authenticate(t);
       assert.equal(r.kind, "refused");
       assert.match(r.kind === "refused" ? r.reason : "", why);
     };
-    await refused(await token(k, {}, { aud: "someone-else" }), /aud/);
-    await refused(await token(k, {}, { expIn: -120 }), /exp/);
-    await refused(await token(k, { hd: "evil.com" }), /required claim "hd"/);
-    assert.equal((await oidc.authenticate(await token(k, {}, { iss: "https://other.example" }))).kind, "unrecognized");
+    await refused(await issuer.token({ aud: "someone-else", now: now() }), /aud/);
+    await refused(await issuer.token({ expIn: -120, now: now() }), /exp/);
+    await refused(await issuer.token({ claims: { hd: "evil.com" }, now: now() }), /required claim "hd"/);
+    assert.equal(
+      (await oidc.authenticate(await issuer.token({ iss: "https://other.example", now: now() }))).kind,
+      "unrecognized",
+    );
     assert.equal((await oidc.authenticate("not-a-jwt")).kind, "unrecognized");
+  });
+
+  test("through the gateway: an OIDC caller reaches the cluster as its prefixed identity; a refused token is 401", async () => {
+    const g = await startGatewayFixture({
+      oidc: { issuerUrl: issuer.url, ca: issuer.ca },
+    });
+    try {
+      g.hub.grantProxy("group:oidc:admins", "mc1", "get");
+      const token = await issuer.token({ key: issuer.keys[0]! });
+      const r = await g.request("/mc1/api", { headers: { authorization: `Bearer ${token}` } });
+      assert.equal(r.status, 200, r.body);
+      const e = JSON.parse(r.body) as EchoBody;
+      assert.equal(e.headers["impersonate-user"], `cluster:hub:${issuer.url}#dana@example.com`);
+      assert.equal(g.audit.at(-1)?.authentication, "oidc");
+      const bad = await g.request("/mc1/api", {
+        headers: { authorization: `Bearer ${await issuer.token({ aud: "other" })}` },
+      });
+      assert.equal(bad.status, 401);
+      assert.match(bad.body, /OIDC token refused/);
+    } finally {
+      await g.close();
+    }
   });
 });

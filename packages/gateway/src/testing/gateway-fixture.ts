@@ -59,6 +59,8 @@ export interface FixtureOptions {
   options?: GatewayOptionsInput;
   /** Trust the fixture's client CA (--client-ca-file). */
   clientCa?: boolean;
+  /** Accept ID tokens of this issuer (--oidc-*: client id `gateway`, username claim email, groups claim groups, prefix oidc:). */
+  oidc?: { issuerUrl: string; ca: Buffer };
   /** Replace the endpoint's dialer (e.g. one that fails). */
   dialer?: (endpointDialer: Dialer) => Dialer;
 }
@@ -104,6 +106,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     "agent-ca.crt": agentCa.certPem,
     "client-ca.crt": clientCa.certPem,
   };
+  if (f.oidc) files["oidc-ca.crt"] = f.oidc.ca.toString();
   for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
   const endpoint = new FakeEndpoint({
     cert: Buffer.from(agent.certPem),
@@ -129,6 +132,16 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     agentCa: join(dir, "agent-ca.crt"),
     namespace: "cluster-proxy",
     ...(f.clientCa ? { clientCaFile: join(dir, "client-ca.crt") } : {}),
+    ...(f.oidc
+      ? {
+          oidcIssuerUrl: f.oidc.issuerUrl,
+          oidcClientId: "gateway",
+          oidcCaFile: join(dir, "oidc-ca.crt"),
+          oidcUsernameClaim: "email",
+          oidcGroupsClaim: "groups",
+          oidcGroupsPrefix: "oidc:",
+        }
+      : {}),
     ...f.options,
   });
   const endpointDialer = endpoint.dialer();

@@ -5,3 +5,4 @@
 export * from "./fake-hub.js";
 export * from "./fake-endpoint.js";
 export * from "./gateway-fixture.js";
+export * from "./test-issuer.js";
