@@ -28,9 +28,16 @@ type Dep = KubeObject & {
   spec: {
     replicas: number;
     template: {
+      metadata: { annotations?: Record<string, string> };
       spec: {
         nodeSelector?: Record<string, string>;
-        containers: { image: string; command: string[]; args: string[]; resources?: unknown }[];
+        containers: {
+          image: string;
+          command: string[];
+          args: string[];
+          resources?: unknown;
+          volumeMounts: { name: string; mountPath: string }[];
+        }[];
         volumes: { secret: { secretName: string } }[];
       };
     };
@@ -304,16 +311,14 @@ describe("the agent's ManifestWork", () => {
       "the Secret precedes the Deployment",
     );
     const dep = deployment(work);
-    const c = c0(dep) as ReturnType<typeof c0> & { volumeMounts: { name: string; mountPath: string }[] };
+    const c = c0(dep);
     assert.ok(c.args.includes("--gateway-ca-file=/etc/gateway-ca/ca.crt"), c.args.join(" "));
     assert.ok(c.volumeMounts.some((v) => v.name === "gateway-ca" && v.mountPath === "/etc/gateway-ca"));
     assert.ok(dep.spec.template.spec.volumes.some((v) => v.secret.secretName === "cluster-proxy-gateway-ca"));
     // A rotated gateway CA changes the work (the manager re-applies it), the Secret and the pods' record.
     const rotated = render("GATEWAY CA 1\nGATEWAY CA 2");
     const annotation = (w: KubeObject): string | undefined =>
-      (deployment(w).spec.template as { metadata: { annotations: Record<string, string> } }).metadata.annotations[
-        GATEWAY_CA_HASH_ANNOTATION
-      ];
+      deployment(w).spec.template.metadata.annotations?.[GATEWAY_CA_HASH_ANNOTATION];
     assert.ok(annotation(work));
     assert.notEqual(annotation(rotated), annotation(work));
     assert.notDeepEqual(manifestsOf(rotated), manifests);
