@@ -296,7 +296,9 @@ export class ConfigurationReconciler {
         ownerReferences: [ownerReference(mpc)],
       },
       type: "Opaque",
-      data: { "ca.crt": b64(cas.serving.bundlePem) },
+      // The agent CA bundle too (public, like the serving one): `cluster-proxy health` verifies the
+      // agents' gateway endpoints with it, reading no Secret that holds a key.
+      data: { "ca.crt": b64(cas.serving.bundlePem), [AGENT_CA_KEY]: b64(cas.agent.bundlePem) },
     });
     conditions.push(
       cas.serving.replaced.length > 0
