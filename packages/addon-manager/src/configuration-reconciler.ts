@@ -2,10 +2,11 @@
  * The level-based reconciler of one ManagedProxyConfiguration: read the world, compute the
  * desired hub objects and certificates, apply the difference, write an honest status.
  *
- * Order: CAs (serving, client, agent, gateway) -> entrypoint address -> Namespace/SA/Services/Deployment/PDB (server-side apply, so
- * an edited object is put back and a deleted one re-created) -> leaf certificate Secrets (issued
- * or rotated when missing, changed, from another CA, or due) -> stale owned objects deleted ->
- * status. It returns when to look again (the next certificate rotation, or the resync period).
+ * Order: CAs (serving, client, agent, gateway) -> entrypoint address ->
+ * Namespace/SA/Services/Deployment/PDB (server-side apply, so an edited object is put back and a
+ * deleted one re-created) -> leaf certificate Secrets (the proxy-servers', the hub client's and the
+ * gateway's; issued or rotated when missing, changed, from another CA, or due) -> stale owned
+ * objects deleted -> status. It returns when to look again (the next certificate rotation, or the resync period).
  */
 import { isIP } from "node:net";
 import {
