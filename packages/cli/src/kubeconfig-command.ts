@@ -87,7 +87,7 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     .command("kubeconfig")
     .summary("write a kubeconfig that reaches a managed cluster through the hub")
     .description(
-      "Write a kubeconfig (mode 0600) with which unmodified kubectl reaches a managed cluster's kube-apiserver through the hub, TLS verified against the cluster's CA, with your own credentials for that cluster.",
+      "Write a kubeconfig (mode 0600) with which unmodified kubectl reaches a managed cluster's kube-apiserver through the hub, TLS verified against the cluster's CA, with your own credentials for that cluster. With --gateway: a kubeconfig for the gateway, one context per cluster, with your hub credentials (each cluster's RBAC applies to you, impersonated).",
     )
     .addHelpText("after", EXAMPLE)
     .option("--cluster <name>", "the managed cluster (with --gateway: only this one; default every ManagedCluster)")
