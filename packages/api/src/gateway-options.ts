@@ -3,6 +3,7 @@
  * The flag names are the contract of docs/design/gateway.md (the chart passes them).
  */
 import { isDns1123Label } from "./cluster-name.js";
+import { LOG_FORMAT_FIELD } from "./log-options.js";
 import {
   defineOptions,
   opt,
@@ -264,6 +265,11 @@ const gatewayOptionFields = {
     },
     rules.atLeastMs(1),
   ),
+  logLevel: opt.choice(["debug", "info", "warn", "error"] as const, "info", {
+    flag: "log-level",
+    description: "Log level of the gateway's own log lines (audit records are written whatever the level)",
+  }),
+  logFormat: LOG_FORMAT_FIELD,
 };
 
 /** The gateway's option schema. */

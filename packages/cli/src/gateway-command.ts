@@ -38,11 +38,11 @@ export function registerGatewayCommand(program: Command, ctx: CliContext, setExi
   });
 
   async function runGateway(options: GatewayOptions): Promise<void> {
-    // The gateway's flags are the contract's; its log lines follow CLUSTER_PROXY_LOG_FORMAT (the
-    // image sets json) at level info.
-    const format = ctx.env.CLUSTER_PROXY_LOG_FORMAT;
-    const logFormat = format === "json" || format === "text" ? format : "";
-    const logger = await createLogger({ logLevel: "info", logFormat }, "gateway", ctx.logFd);
+    const logger = await createLogger(
+      { logLevel: options.logLevel, logFormat: options.logFormat },
+      "gateway",
+      ctx.logFd,
+    );
     const k8s = await import("@kubernetes/client-node");
     const kc = new k8s.KubeConfig();
     try {
