@@ -33,10 +33,17 @@ export const AGENT_GATEWAY_CA_SECRET = "cluster-proxy-gateway-ca";
 export const AGENT_GATEWAY_CA_MOUNT = "/etc/gateway-ca";
 /** The ClusterRole (and its ClusterRoleBinding) letting the agent impersonate the gateway's callers. */
 export const IMPERSONATOR_CLUSTER_ROLE = "open-cluster-management:cluster-proxy:impersonator";
-/** Its rules: `impersonate` on every kind of identity a request can carry, nothing else. */
+/**
+ * Its rules: `impersonate` on every kind of identity a request can carry, nothing else. Extras are
+ * checked as `userextras/<key>` and keys have slashes (a ServiceAccount token's
+ * `authentication.kubernetes.io/credential-id`); RBAC has no prefix wildcard for them (a rule matches
+ * a resource exactly, all with `*`, or one subresource of any resource), so the group's resources
+ * are `*`: with the verb `impersonate` that is
+ * `uids` and every `userextras/<key>`, the only impersonable resources of `authentication.k8s.io`.
+ */
 export const IMPERSONATOR_RULES = [
   { apiGroups: [""], resources: ["users", "groups", "serviceaccounts"], verbs: ["impersonate"] },
-  { apiGroups: ["authentication.k8s.io"], resources: ["uids", "userextras/*"], verbs: ["impersonate"] },
+  { apiGroups: ["authentication.k8s.io"], resources: ["*"], verbs: ["impersonate"] },
 ];
 /** Pod annotation recording which gateway CA bundle the agents were started with. */
 export const GATEWAY_CA_HASH_ANNOTATION = "proxy.open-cluster-management.io/gateway-ca-bundle-hash";
