@@ -181,6 +181,34 @@ describe("gateway", () => {
     assert.equal(rest, "last\n");
   });
 
+  test("a watch with no events yet gets its response head at once, over HTTP/1.1 and HTTP/2", async () => {
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      https
+        .get(
+          {
+            host: "127.0.0.1",
+            port: f.port,
+            path: "/mc1/quiet?watch=1",
+            ca: f.servingCa,
+            agent: false,
+            headers: bearer,
+          },
+          resolve,
+        )
+        .on("error", reject);
+    });
+    assert.equal(res.statusCode, 200);
+    const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
+    const stream = session.request({ ":path": "/mc1/quiet?watch=1", ...bearer });
+    const [headers] = (await once(stream, "response")) as [http2.IncomingHttpHeaders];
+    assert.equal(headers[":status"], 200);
+    f.endpoint.release();
+    res.resume();
+    stream.resume();
+    await Promise.all([once(res, "end"), once(stream, "end")]);
+    session.close();
+  });
+
   test("request bodies reach the endpoint", async () => {
     const r = await f.request("/mc1/api/v1/namespaces/default/configmaps", {
       method: "POST",

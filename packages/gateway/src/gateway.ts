@@ -45,7 +45,26 @@ export interface GatewayDeps {
   bindAddress?: string;
   /** Clock of the caches and OIDC (tests). */
   now?: () => number;
+  /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
+  limits?: Partial<CallerLimits>;
 }
+
+/** What one caller may hold at the gateway's port, so stalled or flooding clients cannot exhaust it. */
+export interface CallerLimits {
+  /** TLS connections open at once; further ones are closed on arrival until some end. */
+  maxConnections: number;
+  /** A TLS handshake not finished within this is cut. */
+  handshakeTimeoutMs: number;
+  /** An HTTP/1.1 request whose headers have not all arrived within this is answered 408 and cut. */
+  headersTimeoutMs: number;
+}
+
+/** The limits the gateway runs with. */
+export const DEFAULT_CALLER_LIMITS: CallerLimits = {
+  maxConnections: 8192,
+  handshakeTimeoutMs: 10_000,
+  headersTimeoutMs: 30_000,
+};
 
 type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -71,7 +90,11 @@ function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
 function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
   return {
     body: req,
-    writeHead: (status, headers) => void res.writeHead(status, headers),
+    // The head goes out at once: a watch with no events yet must not look hung.
+    writeHead: (status, headers) => {
+      res.writeHead(status, headers);
+      if (!("stream" in res)) res.flushHeaders();
+    },
     write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
     end: () => void res.end(),
     destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
@@ -80,6 +103,22 @@ function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
     headersSent: () => res.headersSent,
     writableEnded: () => res.writableEnded,
   };
+}
+
+/** How long a connection gets at shutdown to flush what was written to it. */
+const SOCKET_END_MS = 1000;
+
+/** Ends `s` after its pending writes; destroys it if it has not closed within `ms`. */
+function endGracefully(s: Duplex, ms: number): Promise<void> {
+  if (s.destroyed) return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => s.destroy(), ms);
+    s.once("close", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    s.end();
+  });
 }
 
 /** See the module comment. */
@@ -200,7 +239,22 @@ export class Gateway {
     };
     const cert = readFileSync(o.servingCert);
     const key = readFileSync(o.servingKey);
-    const server = http2.createSecureServer({ ...base, cert, key, allowHTTP1: true });
+    const limits = { ...DEFAULT_CALLER_LIMITS, ...this.deps.limits };
+    const server = http2.createSecureServer({
+      ...base,
+      cert,
+      key,
+      allowHTTP1: true,
+      handshakeTimeout: limits.handshakeTimeoutMs,
+    });
+    server.maxConnections = limits.maxConnections;
+    // With allowHTTP1, Node serves HTTP/1.1 with http.Server's machinery and honours its
+    // headersTimeout (and checks it every connectionsCheckingInterval); @types/node does not
+    // declare them on Http2SecureServer.
+    Object.assign(server, {
+      headersTimeout: limits.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, limits.headersTimeoutMs / 4)),
+    });
     this.server = server;
     server.on("request", (req: AnyRequest, res: AnyResponse) => void this.onRequest(req, res));
     server.on(
@@ -208,6 +262,8 @@ export class Gateway {
       (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.onUpgrade(req, socket, head),
     );
     server.on("secureConnection", (socket: tls.TLSSocket) => {
+      // Answers are small and latency-bound (Nagle's algorithm cost ~40 ms per HTTP/1.1 answer).
+      socket.setNoDelay(true);
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
     });
@@ -400,7 +456,9 @@ export class Gateway {
         clearTimeout(timer);
       }
       for (const s of this.upgrades) s.destroy();
-      for (const s of this.sockets) s.destroy();
+      // A response that finished just now may still be on its way out: connections end after what
+      // was written to them, and one that does not close within a second is cut.
+      await Promise.all([...this.sockets].map((s) => endGracefully(s, SOCKET_END_MS)));
       await closed;
       this.pool.destroy();
       await this.tunnel?.close();

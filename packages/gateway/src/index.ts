@@ -5,7 +5,14 @@
  * request through the tunnel to the cluster's gateway endpoint with the caller's identity to
  * impersonate (docs/design/gateway.md). Every request leaves an audit record.
  */
-export { Gateway, SERVING_CERT_POLL_MS, SHUTDOWN_GRACE_MS, type GatewayDeps } from "./gateway.js";
+export {
+  Gateway,
+  DEFAULT_CALLER_LIMITS,
+  SERVING_CERT_POLL_MS,
+  SHUTDOWN_GRACE_MS,
+  type CallerLimits,
+  type GatewayDeps,
+} from "./gateway.js";
 export { kubeHubApi } from "./kube-hub.js";
 export type {
   HubApi,

@@ -4,6 +4,7 @@
  * with the cluster's URI SAN. It answers
  *
  * - `/stream`: the head and a first chunk at once, the rest when {@link FakeEndpoint.release} is called;
+ * - `/quiet`: the head at once and no body until released (a watch with no events yet);
  * - `/hold`: nothing until released (to fill a pool);
  * - any other path: 200 with a JSON echo of method, url and headers;
  * - an upgrade: 101, then echoes every byte; when the caller ends its side it writes `bye` and ends.
@@ -77,6 +78,12 @@ export class FakeEndpoint {
     if (path.startsWith("/stream")) {
       res.writeHead(200, { "content-type": "text/plain" });
       res.write("first\n");
+      this.hold(res);
+      return;
+    }
+    if (path.startsWith("/quiet")) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.flushHeaders();
       this.hold(res);
       return;
     }

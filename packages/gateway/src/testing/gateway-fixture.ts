@@ -17,7 +17,7 @@ import {
 } from "@cluster-proxy/pki";
 import type { AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
-import { Gateway } from "../gateway.js";
+import { Gateway, type CallerLimits } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
 import { FakeHub } from "./fake-hub.js";
 
@@ -61,6 +61,8 @@ export interface FixtureOptions {
   clientCa?: boolean;
   /** Accept ID tokens of this issuer (--oidc-*: client id `gateway`, username claim email, groups claim groups, prefix oidc:). */
   oidc?: { issuerUrl: string; ca: Buffer };
+  /** Bounds on callers (default: the gateway's). */
+  limits?: Partial<CallerLimits>;
   /** Replace the endpoint's dialer (e.g. one that fails). */
   dialer?: (endpointDialer: Dialer) => Dialer;
 }
@@ -152,6 +154,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     audit: { write: (r) => void audit.push(structuredClone(r)), close: () => undefined },
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
+    ...(f.limits ? { limits: f.limits } : {}),
   });
   const { port, healthPort } = await gateway.start();
   const ca = Buffer.from(servingCa.certPem);
