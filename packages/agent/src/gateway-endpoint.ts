@@ -18,8 +18,11 @@ import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
 import type { InProcessEndpoint } from "./server-tunnel.js";
 
-/** Default cap on concurrent endpoint connections. */
-export const GATEWAY_MAX_CONNECTIONS = 512;
+/**
+ * Default cap on concurrent endpoint connections: room for four gateway replicas' full pools
+ * (`--max-connections-per-cluster` 256 each, a watch holding one for as long as it runs) and upgrades.
+ */
+export const GATEWAY_MAX_CONNECTIONS = 2048;
 
 /** Options of a {@link GatewayEndpoint}. */
 export interface GatewayEndpointOptions {

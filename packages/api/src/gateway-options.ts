@@ -249,11 +249,11 @@ const gatewayOptionFields = {
     (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
   ),
   maxConnectionsPerCluster: opt.int(
-    64,
+    256,
     {
       flag: "max-connections-per-cluster",
       description:
-        "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. An upgraded connection (exec, attach, port-forward) leaves the pool and does not count",
+        "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. Each request (a watch too) holds one for as long as it runs. An upgraded connection (exec, attach, port-forward) leaves the pool and does not count",
     },
     positiveInt,
   ),
