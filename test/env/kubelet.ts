@@ -475,9 +475,18 @@ async function prepare(pod: Pod): Promise<void> {
       cSubs.push([m.mountPath.replace(/\/+$/, ""), m.subPath ? join(dir, m.subPath) : dir]);
     }
     cSubs.sort((a, b) => b[0].length - a[0].length);
+    // One pass, longest mount path first: what a replacement wrote is never rewritten again (a
+    // mount at /tmp must not rewrite the pod directory when the state dir is under /tmp).
     const sub = (s: string): string => {
-      for (const [from, to] of cSubs) s = s.split(from).join(to);
-      return s;
+      let out = "";
+      for (let i = 0; i < s.length;) {
+        const hit = cSubs.find(([from]) => from !== "" && s.startsWith(from, i));
+        if (hit) {
+          out += hit[1];
+          i += hit[0].length;
+        } else out += s[i++];
+      }
+      return out;
     };
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
