@@ -316,7 +316,7 @@ subjects:
     assert.ok(mc1.namespaces.includes(AGENT_NS), mc1.namespaces.join(", "));
     const mc2 = await runConsumer("mc2");
     assert.notEqual(mc2.status, 0, mc2.stdout);
-    assert.match(mc2.stderr, /forbidden/i);
+    assert.match(mc2.stderr, /listing namespaces of mc2 through .*: Forbidden: /);
   });
 
   test("real kubectl with a kubeconfig assembled from the ClusterProfile and the plugin does the same", async () => {

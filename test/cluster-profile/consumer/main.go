@@ -17,6 +17,7 @@ import (
 	"os"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -69,7 +70,8 @@ func run(providerFile, hubKubeconfig, namespace, name string) error {
 
 	list, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("listing namespaces of %s through %s: %w", name, config.Host, err)
+		// The reason of an API error (Forbidden, Unauthorized, ...) names the refusal.
+		return fmt.Errorf("listing namespaces of %s through %s: %s: %w", name, config.Host, apierrors.ReasonForError(err), err)
 	}
 	out := result{Server: config.Host}
 	for _, ns := range list.Items {
