@@ -61,7 +61,7 @@ import { run } from "./exec.js";
 import { type PodNet, PodIpam, setupPodNetwork, teardownPodNetwork } from "./podnet.js";
 import { type PodView, planRollout, surgeAndUnavailable, templateHash } from "./rollout.js";
 import { type ServiceRule, renderServiceTable, resolveTargetPort } from "./services.js";
-import { type Payload, payloadDigest, writeAtomic } from "./volumes.js";
+import { type Payload, mountPathRewriter, payloadDigest, writeAtomic } from "./volumes.js";
 
 const MANAGED_BY = "process-kubelet.cpenv.cluster-proxy.io";
 
@@ -474,20 +474,7 @@ async function prepare(pod: Pod): Promise<void> {
       if (!dir) throw new Error(`container ${c.name} mounts volume ${m.name}, which the pod does not define`);
       cSubs.push([m.mountPath.replace(/\/+$/, ""), m.subPath ? join(dir, m.subPath) : dir]);
     }
-    cSubs.sort((a, b) => b[0].length - a[0].length);
-    // One pass, longest mount path first: what a replacement wrote is never rewritten again (a
-    // mount at /tmp must not rewrite the pod directory when the state dir is under /tmp).
-    const sub = (s: string): string => {
-      let out = "";
-      for (let i = 0; i < s.length;) {
-        const hit = cSubs.find(([from]) => from !== "" && s.startsWith(from, i));
-        if (hit) {
-          out += hit[1];
-          i += hit[0].length;
-        } else out += s[i++];
-      }
-      return out;
-    };
+    const sub = mountPathRewriter(cSubs);
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: pod.dir,

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { writeAtomic } from "./volumes.js";
+import { mountPathRewriter, writeAtomic } from "./volumes.js";
 
 test("writeAtomic lays files out like a kubelet and swaps ..data on change", () => {
   const dir = mkdtempSync(join(tmpdir(), "cpenv-vol-"));
@@ -43,4 +43,16 @@ test("writeAtomic refuses paths that leave the volume", () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test("mount paths are rewritten in one pass, longest first: a mount at /tmp leaves a pod directory under /tmp alone", () => {
+  const pod = "/tmp/env/data/hub/kubelet/ns_pod";
+  const sub = mountPathRewriter([
+    ["/tmp", `${pod}/volumes/tmp`],
+    ["/etc/gateway/serving", `${pod}/volumes/serving`],
+    ["/etc/gateway", `${pod}/volumes/gateway`],
+  ]);
+  assert.equal(sub("--proxy-ca=/etc/gateway/serving/ca.crt"), `--proxy-ca=${pod}/volumes/serving/ca.crt`);
+  assert.equal(sub("--x=/etc/gateway/x --t=/tmp/a"), `--x=${pod}/volumes/gateway/x --t=${pod}/volumes/tmp/a`);
+  assert.equal(sub("unchanged"), "unchanged");
 });

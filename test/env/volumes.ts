@@ -82,3 +82,24 @@ export function writeAtomic(dir: string, payload: Payload, now = new Date()): st
   }
   return payloadDigest(payload);
 }
+
+/**
+ * A rewriter of the mount paths `subs` ([mountPath, host dir]) in a command line or environment
+ * value, as the process kubelet runs a container: one pass, the longest mount path first, so what
+ * a replacement wrote is never rewritten again (a mount at `/tmp` must not rewrite a pod directory
+ * under `/tmp`).
+ */
+export function mountPathRewriter(subs: readonly (readonly [string, string])[]): (s: string) => string {
+  const ordered = subs.filter(([from]) => from !== "").sort((a, b) => b[0].length - a[0].length);
+  return (s) => {
+    let out = "";
+    for (let i = 0; i < s.length;) {
+      const hit = ordered.find(([from]) => s.startsWith(from, i));
+      if (hit) {
+        out += hit[1];
+        i += hit[0].length;
+      } else out += s[i++];
+    }
+    return out;
+  };
+}
