@@ -229,6 +229,8 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
         "ProxyServerSecretSigned",
         "AgentServerSecretSigned",
         "ProxyClientSecretSigned",
+        "GatewayServingSecretSigned",
+        "GatewayIdentitySecretSigned",
         "EntrypointReady",
         "SignerCAConsistent",
       ].every((t) => cond(mpc, t)?.status === "True");
@@ -317,6 +319,24 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     );
     // CA Secrets are owned by nothing.
     assert.equal((await get("cluster-proxy-signer", MANAGER_NS)).metadata.ownerReferences, undefined);
+    // The gateway: served by the serving CA; its identity from the fourth CA, which nothing else uses.
+    const gatewayCa = await get("cluster-proxy-signer-gateway", MANAGER_NS);
+    assert.equal(gatewayCa.metadata.ownerReferences, undefined);
+    const gatewayCaCert = new X509Certificate(pem(gatewayCa, "ca.crt"));
+    const gwServing = new X509Certificate(pem(await get("cluster-proxy-gateway-serving"), "tls.crt"));
+    assert.ok(gwServing.checkIssued(serverCa));
+    assert.ok(
+      (gwServing.subjectAltName ?? "").includes(`DNS:cluster-proxy-addon-user.${SERVER_NS}.svc`),
+      gwServing.subjectAltName,
+    );
+    const identity = await get("cluster-proxy-gateway-identity");
+    const identityCert = new X509Certificate(pem(identity, "tls.crt"));
+    assert.ok(identityCert.checkIssued(gatewayCaCert));
+    assert.ok(
+      !identityCert.checkIssued(clientCa) && !identityCert.checkIssued(agentCa) && !identityCert.checkIssued(serverCa),
+    );
+    assert.equal(new X509Certificate(pem(identity, "agent-ca.crt")).fingerprint256, agentCa.fingerprint256);
+    assert.ok(!agentServerCert.checkIssued(gatewayCaCert) && !clientCert.checkIssued(gatewayCaCert));
   });
 
   test("LoadBalancer entrypoint: a hostname-only ingress is used, and the Service's annotations follow the configuration", async () => {
