@@ -21,7 +21,6 @@ import {
   CLUSTER_MANAGER_LABEL,
   ClusterProfileReconciler,
   ClusterProfileResource,
-  GATEWAY_SERVING_SECRET_NAME,
   OCM_CLUSTER_MANAGER,
   profileCluster,
   type ClusterProfileCache,
@@ -30,6 +29,7 @@ import { ConfigurationReconciler, type ObjectCache } from "./configuration-recon
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./events.js";
+import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-server.js";
 import { backoffDelay, delay } from "./backoff.js";
 import { isConflict, isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
@@ -471,7 +471,7 @@ export class AddonManager {
       gatewayCaBundle: (namespace) => {
         const secret: SecretObject | undefined = this.ownedWatches
           .get("secret")
-          ?.get(GATEWAY_SERVING_SECRET_NAME, namespace);
+          ?.get(GATEWAY_SERVING_SECRET, namespace);
         const ca = secret?.data?.["ca.crt"];
         return ca ? Buffer.from(ca, "base64").toString() : undefined;
       },

@@ -287,7 +287,7 @@ describe("the agent's ManifestWork", () => {
     const role = manifests.find((m) => m.kind === "ClusterRole") as KubeObject & { rules: unknown };
     assert.deepEqual(role.rules, [
       { apiGroups: [""], resources: ["users", "groups", "serviceaccounts"], verbs: ["impersonate"] },
-      { apiGroups: ["authentication.k8s.io"], resources: ["uids", "userextras/*"], verbs: ["impersonate"] },
+      { apiGroups: ["authentication.k8s.io"], resources: ["*"], verbs: ["impersonate"] },
     ]);
     const binding = manifests.find((m) => m.kind === "ClusterRoleBinding") as KubeObject & {
       roleRef: unknown;

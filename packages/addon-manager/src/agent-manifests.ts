@@ -33,10 +33,16 @@ export const AGENT_GATEWAY_CA_SECRET = "cluster-proxy-gateway-ca";
 export const AGENT_GATEWAY_CA_MOUNT = "/etc/gateway-ca";
 /** The ClusterRole (and its ClusterRoleBinding) letting the agent impersonate the gateway's callers. */
 export const IMPERSONATOR_CLUSTER_ROLE = "open-cluster-management:cluster-proxy:impersonator";
-/** Its rules: `impersonate` on every kind of identity a request can carry, nothing else. */
+/**
+ * Its rules: `impersonate` on every kind of identity a request can carry, nothing else. An extra
+ * is authorized as `userextras/<key>`, and an RBAC rule for `userextras/` followed by `*` matches
+ * no key (RBAC's wildcards are a whole `*` and `*` before a subresource), so the group's resources
+ * are `*`: uids and every extra key (a ServiceAccount token's
+ * `authentication.kubernetes.io/credential-id` included).
+ */
 export const IMPERSONATOR_RULES = [
   { apiGroups: [""], resources: ["users", "groups", "serviceaccounts"], verbs: ["impersonate"] },
-  { apiGroups: ["authentication.k8s.io"], resources: ["uids", "userextras/*"], verbs: ["impersonate"] },
+  { apiGroups: ["authentication.k8s.io"], resources: ["*"], verbs: ["impersonate"] },
 ];
 /** Pod annotation recording which gateway CA bundle the agents were started with. */
 export const GATEWAY_CA_HASH_ANNOTATION = "proxy.open-cluster-management.io/gateway-ca-bundle-hash";

@@ -16,6 +16,7 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import type { EventRecorder } from "./events.js";
+import { GATEWAY_PORT, GATEWAY_SERVICE } from "./gateway-names.js";
 import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
 import type { Logger } from "./logger.js";
 import type { ReconcileResult } from "./work-queue.js";
@@ -37,11 +38,6 @@ export const CLUSTER_MANAGER_LABEL = "x-k8s.io/cluster-manager";
 export const OCM_CLUSTER_MANAGER = "open-cluster-management";
 /** Label naming the ManagedCluster a profile describes (OCM sets it). */
 export const PROFILE_CLUSTER_LABEL = "open-cluster-management.io/cluster-name";
-/** The gateway's Service and port (docs/design/gateway.md). */
-export const GATEWAY_SERVICE_NAME = "cluster-proxy-addon-user";
-export const GATEWAY_SERVICE_PORT = 9092;
-/** The gateway's serving certificate Secret; its `ca.crt` is the serving CA bundle. */
-export const GATEWAY_SERVING_SECRET_NAME = "cluster-proxy-gateway-serving";
 /** Reason of the Warning Event recorded on a profile that could not be updated. */
 export const PROFILE_UPDATE_FAILED = "AccessProviderUpdateFailed";
 
@@ -86,7 +82,7 @@ export interface GatewayEndpoint {
 
 /** The gateway's default base URL: its Service in the proxy-servers' namespace. */
 export function defaultGatewayUrl(namespace: string): string {
-  return `https://${GATEWAY_SERVICE_NAME}.${namespace}.svc:${GATEWAY_SERVICE_PORT}`;
+  return `https://${GATEWAY_SERVICE}.${namespace}.svc:${GATEWAY_PORT}`;
 }
 
 /** The managed cluster an OCM ClusterProfile describes, or undefined for any other profile. */
