@@ -47,6 +47,13 @@ export const DOC_BLOCKS = {
   "operations-local-hub": { file: "docs/guides/hub-operations.md", lang: "console" },
   "take-one-out": { file: "charts/cluster-proxy/README.md", lang: "sh" },
   "own-placement": { file: "charts/cluster-proxy/README.md", lang: "sh" },
+  "gateway-expose": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-grant-hub": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-grant-managed": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-kubeconfig": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-oidc": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-exposed-services": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-audit": { file: "docs/guides/gateway.md", lang: "sh" },
 } as const satisfies Record<string, { file: string; lang: "sh" | "console" }>;
 
 export type DocBlockName = keyof typeof DOC_BLOCKS;

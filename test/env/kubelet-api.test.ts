@@ -4,13 +4,14 @@
 // protocols (WebSocket, the default, and SPDY). kube-apiserver speaks SPDY/3.1 to the kubelet
 // (test/k8s/kubelet-api) either way. Needs root and Go, like env.test.ts.
 import assert from "node:assert/strict";
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { CLUSTERS, type ClusterName, HOST_ADDR, KUBELET_PORT, nsOf } from "./config.js";
 import { waitFor } from "./exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "./fixture.js";
 import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss, type KubectlStreamingMode } from "./kubectl-streaming.js";
+import { type KubectlDone as Done, KubectlProcess, runKubectl } from "./kubectl-process.js";
 
 const NS = "default";
 const APP = "kubelet-api-demo";
@@ -54,104 +55,19 @@ function runLocal(cmd: string, args: string[], extraEnv: Record<string, string>)
   });
 }
 
-interface Done {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** A kubectl process in the lab namespace, with its output lines and their arrival times. */
-class Kubectl {
-  readonly child: ChildProcess;
-  stdout = "";
-  stderr = "";
-  readonly lines: { at: number; line: string }[] = [];
-  private partial = "";
-  private readonly waiters = new Set<() => void>();
-  readonly exited: Promise<Done>;
-
-  constructor(env: TestEnv, c: ClusterName, args: string[], extraEnv: Record<string, string> = {}) {
-    this.child = spawn(
-      "ip",
-      ["netns", "exec", nsOf("lab"), join(env.state.binDir, "kubectl"), "--kubeconfig", env.kubeconfigPath(c), ...args],
-      { env: { ...process.env, ...extraEnv }, stdio: ["pipe", "pipe", "pipe"] },
-    );
-    this.child.stdout!.on("data", (d: Buffer) => {
-      const at = Date.now();
-      this.stdout += d.toString();
-      const parts = (this.partial + d.toString()).split("\n");
-      this.partial = parts.pop()!;
-      for (const line of parts) this.lines.push({ at, line });
-      this.notify();
-    });
-    this.child.stderr!.on("data", (d: Buffer) => {
-      this.stderr += d.toString();
-      this.notify();
-    });
-    this.exited = new Promise((resolve) => {
-      this.child.on("close", (code) => {
-        this.notify();
-        resolve({ code, stdout: this.stdout, stderr: this.stderr });
-      });
-    });
-  }
-
-  private notify(): void {
-    for (const w of this.waiters) w();
-  }
-
-  /** Resolves once `check` holds (checked on every output), or fails after timeoutMs. */
-  until<T>(what: string, timeoutMs: number, check: () => T | undefined | null | false): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const attempt = (): void => {
-        const v = check();
-        if (v) {
-          cleanup();
-          resolve(v);
-        } else if (this.child.exitCode !== null || this.child.signalCode !== null) {
-          cleanup();
-          reject(new Error(`kubectl ended before ${what}: ${this.stdout}${this.stderr}`));
-        }
-      };
-      const timer = setTimeout(() => {
-        cleanup();
-        reject(new Error(`timed out after ${timeoutMs}ms waiting for ${what}: ${this.stdout}${this.stderr}`));
-      }, timeoutMs);
-      const cleanup = (): void => {
-        clearTimeout(timer);
-        this.waiters.delete(attempt);
-      };
-      this.waiters.add(attempt);
-      attempt();
-    });
-  }
-
-  async stop(): Promise<void> {
-    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGTERM");
-    const t = setTimeout(() => this.child.kill("SIGKILL"), 5_000);
-    await this.exited;
-    clearTimeout(t);
-  }
-}
-
 describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver", { timeout: 60 * 60_000 }, () => {
   let env: TestEnv;
   const pods = new Map<ClusterName, { name: string; ip: string }>();
 
   /** Runs kubectl to its end (bounded), with optional stdin. */
-  const kubectl = async (
+  const kubectl = (
     c: ClusterName,
     args: string[],
     opts: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {},
-  ): Promise<Done> => {
-    const k = new Kubectl(env, c, ["--request-timeout=60s", ...args], opts.env);
-    if (opts.input !== undefined) k.child.stdin!.end(opts.input);
-    else k.child.stdin!.end();
-    const t = setTimeout(() => k.child.kill("SIGKILL"), opts.timeoutMs ?? 60_000);
-    const done = await k.exited;
-    clearTimeout(t);
-    return done;
-  };
+  ): Promise<Done> => runKubectl(env, env.kubeconfigPath(c), ["--request-timeout=60s", ...args], opts);
+  /** A long-running kubectl against cluster `c`. */
+  const kubectlProcess = (c: ClusterName, args: string[], extraEnv: Record<string, string> = {}): KubectlProcess =>
+    new KubectlProcess(env, env.kubeconfigPath(c), args, { env: extraEnv });
 
   const readyPod = async (c: ClusterName): Promise<{ name: string; ip: string; restarts: number }> =>
     waitFor(`a ready ${APP} pod in ${c}`, 120_000, async () => {
@@ -250,7 +166,7 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
 
       test("kubectl logs -f: a line written by the pod appears within 1 s", async (t) => {
         const { name } = pods.get(c)!;
-        const k = new Kubectl(env, c, ["logs", "-f", "--tail=1", name]);
+        const k = kubectlProcess(c, ["logs", "-f", "--tail=1", name]);
         try {
           const first = k.lines.length;
           await k.until("10 followed tick lines", 30_000, () => k.lines.length >= first + 11);
@@ -335,7 +251,7 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
 
         test(`kubectl port-forward (${mode}): a request through it reaches the pod`, async () => {
           const { name } = pods.get(c)!;
-          const k = new Kubectl(env, c, ["port-forward", `pod/${name}`, "0:8080"], kenv);
+          const k = kubectlProcess(c, ["port-forward", `pod/${name}`, "0:8080"], kenv);
           try {
             const port = await k.until(
               "Forwarding from",
@@ -353,7 +269,7 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
 
         test(`kubectl attach (${mode}): the container's output, and its stdin`, async () => {
           const { name } = pods.get(c)!;
-          const k = new Kubectl(env, c, ["attach", "-i", name, "-c", "app"], kenv);
+          const k = kubectlProcess(c, ["attach", "-i", name, "-c", "app"], kenv);
           try {
             await k.until("a tick line through attach", 60_000, () => k.lines.some((l) => /^tick \d+/.test(l.line)));
             k.child.stdin!.write(`ping ${mode}\n`);
@@ -368,7 +284,7 @@ describe("kubelet API: logs, exec, attach, port-forward through kube-apiserver",
 
   test("kubectl logs -f ends when the container exits; --previous shows the run before (mc1)", async () => {
     const before = pods.get("mc1")!;
-    const follow = new Kubectl(env, "mc1", ["logs", "-f", "--tail=1", before.name]);
+    const follow = kubectlProcess("mc1", ["logs", "-f", "--tail=1", before.name]);
     await follow.until("a followed line", 30_000, () => follow.lines.length > 0);
     const r = await env.podExec("mc1", NS, before.name, "curl", [
       "-sS",

@@ -61,7 +61,7 @@ import { run } from "./exec.js";
 import { type PodNet, PodIpam, setupPodNetwork, teardownPodNetwork } from "./podnet.js";
 import { type PodView, planRollout, surgeAndUnavailable, templateHash } from "./rollout.js";
 import { type ServiceRule, renderServiceTable, resolveTargetPort } from "./services.js";
-import { type Payload, mountPathRewriter, payloadDigest, writeAtomic } from "./volumes.js";
+import { type Payload, payloadDigest, substituteMountPaths, writeAtomic } from "./volumes.js";
 
 const MANAGED_BY = "process-kubelet.cpenv.cluster-proxy.io";
 
@@ -474,7 +474,7 @@ async function prepare(pod: Pod): Promise<void> {
       if (!dir) throw new Error(`container ${c.name} mounts volume ${m.name}, which the pod does not define`);
       cSubs.push([m.mountPath.replace(/\/+$/, ""), m.subPath ? join(dir, m.subPath) : dir]);
     }
-    const sub = mountPathRewriter(cSubs);
+    const sub = substituteMountPaths(cSubs);
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: pod.dir,
@@ -1017,15 +1017,28 @@ function syncPodObject(pod: Pod): void {
   const summary = JSON.stringify([
     status.phase,
     status.podIP,
+    pod.net?.ns,
     status.conditions?.map((c) => c.status),
     status.containerStatuses?.map((c) => [c.ready, c.restartCount, !!c.state?.running]),
   ]);
   if (summary === pod.api.lastStatus) return;
   pod.api.lastStatus = summary;
   // Read it typed (informer objects from watch events are plain JSON, which the client cannot send back).
+  // A pod whose start was retried has a network namespace other than the one (or none) its Pod
+  // object was created with: the annotation follows it.
+  const netns = pod.net?.ns;
   core
     .readNamespacedPodStatus({ name: pod.name, namespace: depNs })
-    .then((cur) => core.replaceNamespacedPodStatus({ name: pod.name, namespace: depNs, body: { ...cur, status } }))
+    .then(async (cur) => {
+      const annotations = cur.metadata?.annotations ?? {};
+      if (netns && annotations[NETNS_ANNOTATION] !== netns)
+        cur = await core.replaceNamespacedPod({
+          name: pod.name,
+          namespace: depNs,
+          body: { ...cur, metadata: { ...cur.metadata, annotations: { ...annotations, [NETNS_ANNOTATION]: netns } } },
+        });
+      return core.replaceNamespacedPodStatus({ name: pod.name, namespace: depNs, body: { ...cur, status } });
+    })
     .catch((err: unknown) => {
       pod.api.lastStatus = undefined; // retry on the next tick
       if ((err as { code?: number }).code !== 409) log(`status of Pod ${depNs}/${pod.name}: ${firstLine(err)}`);

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { mountPathRewriter, writeAtomic } from "./volumes.js";
+import { substituteMountPaths, writeAtomic } from "./volumes.js";
 
 test("writeAtomic lays files out like a kubelet and swaps ..data on change", () => {
   const dir = mkdtempSync(join(tmpdir(), "cpenv-vol-"));
@@ -45,14 +45,19 @@ test("writeAtomic refuses paths that leave the volume", () => {
   }
 });
 
-test("mount paths are rewritten in one pass, longest first: a mount at /tmp leaves a pod directory under /tmp alone", () => {
-  const pod = "/tmp/env/data/hub/kubelet/ns_pod";
-  const sub = mountPathRewriter([
-    ["/tmp", `${pod}/volumes/tmp`],
-    ["/etc/gateway/serving", `${pod}/volumes/serving`],
-    ["/etc/gateway", `${pod}/volumes/gateway`],
+test("substituteMountPaths replaces whole mount paths once, the longest first", () => {
+  const sub = substituteMountPaths([
+    ["/tmp", "/state/pod/volumes/tmp"],
+    ["/etc/app/serving", "/tmp/state/pod/volumes/serving"],
+    ["/etc/app", "/state/pod/volumes/app"],
   ]);
-  assert.equal(sub("--proxy-ca=/etc/gateway/serving/ca.crt"), `--proxy-ca=${pod}/volumes/serving/ca.crt`);
-  assert.equal(sub("--x=/etc/gateway/x --t=/tmp/a"), `--x=${pod}/volumes/gateway/x --t=${pod}/volumes/tmp/a`);
-  assert.equal(sub("unchanged"), "unchanged");
+  // A directory put in (here under /tmp) is not rewritten by the /tmp mount.
+  assert.equal(sub("--cert=/etc/app/serving/tls.crt"), "--cert=/tmp/state/pod/volumes/serving/tls.crt");
+  assert.equal(
+    sub("--conf=/etc/app/x.yaml --scratch=/tmp"),
+    "--conf=/state/pod/volumes/app/x.yaml --scratch=/state/pod/volumes/tmp",
+  );
+  // Only whole paths: /tmpfiles and /etc/apple are not mounts.
+  assert.equal(sub("/tmpfiles /etc/apple"), "/tmpfiles /etc/apple");
+  assert.equal(substituteMountPaths([])("/tmp"), "/tmp");
 });

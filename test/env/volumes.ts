@@ -84,22 +84,17 @@ export function writeAtomic(dir: string, payload: Payload, now = new Date()): st
 }
 
 /**
- * A rewriter of the mount paths `subs` ([mountPath, host dir]) in a command line or environment
- * value, as the process kubelet runs a container: one pass, the longest mount path first, so what
- * a replacement wrote is never rewritten again (a mount at `/tmp` must not rewrite a pod directory
- * under `/tmp`).
+ * Replaces each occurrence of a mount path (a whole path: not followed by more of a file name) by
+ * its directory, in one pass, longest path first: a directory put in is never scanned again, so a
+ * mount at `/tmp` does not rewrite a state directory under /tmp that another mount put in.
  */
-export function mountPathRewriter(subs: readonly (readonly [string, string])[]): (s: string) => string {
-  const ordered = subs.filter(([from]) => from !== "").sort((a, b) => b[0].length - a[0].length);
-  return (s) => {
-    let out = "";
-    for (let i = 0; i < s.length;) {
-      const hit = ordered.find(([from]) => s.startsWith(from, i));
-      if (hit) {
-        out += hit[1];
-        i += hit[0].length;
-      } else out += s[i++];
-    }
-    return out;
-  };
+export function substituteMountPaths(subs: readonly (readonly [string, string])[]): (s: string) => string {
+  const sorted = [...subs].sort((a, b) => b[0].length - a[0].length);
+  if (sorted.length === 0) return (s) => s;
+  const to = new Map(sorted.map(([from, dir]) => [from, dir]));
+  const pattern = new RegExp(
+    `(${sorted.map(([from]) => from.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})(?![A-Za-z0-9._-])`,
+    "g",
+  );
+  return (s) => s.replace(pattern, (m: string) => to.get(m) ?? m);
 }

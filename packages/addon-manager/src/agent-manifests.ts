@@ -34,11 +34,12 @@ export const AGENT_GATEWAY_CA_MOUNT = "/etc/gateway-ca";
 /** The ClusterRole (and its ClusterRoleBinding) letting the agent impersonate the gateway's callers. */
 export const IMPERSONATOR_CLUSTER_ROLE = "open-cluster-management:cluster-proxy:impersonator";
 /**
- * Its rules: `impersonate` on every kind of identity a request can carry, nothing else. An extra
- * is authorized as `userextras/<key>`, and an RBAC rule for `userextras/` followed by `*` matches
- * no key (RBAC's wildcards are a whole `*` and `*` before a subresource), so the group's resources
- * are `*`: uids and every extra key (a ServiceAccount token's
- * `authentication.kubernetes.io/credential-id` included).
+ * Its rules: `impersonate` on every kind of identity a request can carry, nothing else. Extras are
+ * checked as `userextras/<key>` and keys have slashes (a ServiceAccount token's
+ * `authentication.kubernetes.io/credential-id`); RBAC has no prefix wildcard for them (a rule matches
+ * a resource exactly, all with `*`, or one subresource of any resource), so the group's resources
+ * are `*`: with the verb `impersonate` that is
+ * `uids` and every `userextras/<key>`, the only impersonable resources of `authentication.k8s.io`.
  */
 export const IMPERSONATOR_RULES = [
   { apiGroups: [""], resources: ["users", "groups", "serviceaccounts"], verbs: ["impersonate"] },
