@@ -10,8 +10,8 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { TunnelClient, type TunnelSocket } from "@cluster-proxy/client";
+import type { TunnelClient } from "@cluster-proxy/client";
+import { type TunnelSocket } from "@cluster-proxy/client";
 import { Harness, echoServer, type ServerPorts } from "./harness.js";
 
 const LOOPS = 16;
@@ -55,19 +55,9 @@ describe("dial churn: many short tunnelled connections on one client session", (
     echoPort = await echoServer(h);
     ports = (await h.startServer()).ports;
     await h.startAgent("churn", ports.agent);
-    client = new TunnelClient({
-      proxy: {
-        host: "127.0.0.1",
-        port: ports.server,
-        ca: readFileSync(h.certs.ca.cert),
-        cert: readFileSync(h.certs.client.cert),
-        key: readFileSync(h.certs.client.key),
-      },
-      dialTimeoutMs: 10_000,
-    });
+    client = h.tunnelClient(ports.server);
   });
   after(async () => {
-    await client?.close();
     await h.close();
   });
 

@@ -14,7 +14,8 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
-import { DialError, TunnelClient } from "@cluster-proxy/client";
+import type { TunnelClient } from "@cluster-proxy/client";
+import { DialError } from "@cluster-proxy/client";
 import { clusterNamesFromCertificate, createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
 import { Harness, type ServerPorts } from "./harness.js";
 
@@ -80,19 +81,9 @@ describe("gateway endpoint through a proxy-server and agent", () => {
     ]);
     await h.startAgent("west", ports.agent);
     agentCa = readFileSync(h.certs.agentCa.cert);
-    client = new TunnelClient({
-      proxy: {
-        host: "127.0.0.1",
-        port: ports.server,
-        ca: readFileSync(h.certs.ca.cert),
-        cert: readFileSync(h.certs.client.cert),
-        key: readFileSync(h.certs.client.key),
-      },
-      dialTimeoutMs: 10_000,
-    });
+    client = h.tunnelClient(ports.server);
   });
   after(async () => {
-    await client?.close();
     await h.close();
   });
 

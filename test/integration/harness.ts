@@ -12,6 +12,8 @@ import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
+import { readFileSync } from "node:fs";
+import { TunnelClient } from "@cluster-proxy/client";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
@@ -280,6 +282,25 @@ export class Harness {
       );
     }
     return { proc, healthPort };
+  }
+
+  /**
+   * A TunnelClient to the gRPC door on `serverPort` with the hub client certificate (dial timeout
+   * 10 s), closed with the harness.
+   */
+  tunnelClient(serverPort: number): TunnelClient {
+    const client = new TunnelClient({
+      proxy: {
+        host: "127.0.0.1",
+        port: serverPort,
+        ca: readFileSync(this.certs.ca.cert),
+        cert: readFileSync(this.certs.client.cert),
+        key: readFileSync(this.certs.client.key),
+      },
+      dialTimeoutMs: 10_000,
+    });
+    this.onClose(() => client.close());
+    return client;
   }
 
   /** Register something to close at the end. */

@@ -16,7 +16,7 @@ import {
   createConfiguration,
   type RequestContext,
 } from "@kubernetes/client-node";
-import { TunnelClient, createTunnelHttpsAgent } from "@cluster-proxy/client";
+import { createTunnelHttpsAgent } from "@cluster-proxy/client";
 import { issueCertificate } from "@cluster-proxy/pki";
 import { Harness } from "./harness.js";
 
@@ -52,16 +52,7 @@ test("CoreV1Api lists namespaces of cluster east through the tunnel, with the ku
     `--apiserver-address=127.0.0.1:${(apiserver.address() as AddressInfo).port}`,
   ]);
 
-  const hub = new TunnelClient({
-    proxy: {
-      host: "127.0.0.1",
-      port: ports.server,
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    },
-  });
-  h.onClose(() => hub.close());
+  const hub = h.tunnelClient(ports.server);
 
   const kc = new KubeConfig();
   kc.loadFromOptions({

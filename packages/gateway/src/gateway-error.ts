@@ -36,3 +36,10 @@ export class GatewayError extends Error {
     return this.status < 500 ? "deny" : "error";
   }
 }
+
+/** `err` as a {@link GatewayError}: itself, or a 500 for anything unexpected. */
+export function asGatewayError(err: unknown): GatewayError {
+  if (err instanceof GatewayError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new GatewayError(500, "endpoint-error", `internal error: ${message}`, { cause: err });
+}

@@ -21,7 +21,7 @@ import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { ExposedServices } from "./exposed-services.js";
-import { GatewayError } from "./gateway-error.js";
+import { GatewayError, asGatewayError } from "./gateway-error.js";
 import type { HubApi } from "./hub-api.js";
 import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
@@ -322,10 +322,7 @@ export class Gateway {
       }
       rec.finish(code);
     } catch (err) {
-      const e =
-        err instanceof GatewayError
-          ? err
-          : new GatewayError(500, "endpoint-error", `internal error: ${(err as Error).message}`);
+      const e = asGatewayError(err);
       if (e.status >= 500 && e.status !== 503) this.logger.warn({ err: e.message }, "request failed");
       if (!res.headersSent) {
         const body = `${e.message}\n`;
@@ -372,10 +369,7 @@ export class Gateway {
       );
       rec.finish(code);
     } catch (err) {
-      const e =
-        err instanceof GatewayError
-          ? err
-          : new GatewayError(500, "endpoint-error", `internal error: ${(err as Error).message}`);
+      const e = asGatewayError(err);
       writeRawError(socket, e);
       rec.finish(e.status, e);
     }
