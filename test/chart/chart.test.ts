@@ -160,6 +160,28 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     );
   });
 
+  test("clusterProfile.enabled: the manager's --cluster-profiles and only read + status rights on ClusterProfiles", () => {
+    const rulesOf = (objs: Obj[]) =>
+      find(objs, "ClusterRole", "cluster-proxy-addon-manager").rules!.filter((r) =>
+        r.apiGroups?.includes("multicluster.x-k8s.io"),
+      );
+    const argsOf = (objs: Obj[]): string[] =>
+      (
+        find(objs, "Deployment", "cluster-proxy-addon-manager").spec as {
+          template: { spec: { containers: { args: string[] }[] } };
+        }
+      ).template.spec.containers[0]!.args;
+    const off = render();
+    assert.deepEqual(rulesOf(off), []);
+    assert.ok(!argsOf(off).some((a) => a.startsWith("--cluster-profile")));
+    const on = render("--set", "clusterProfile.enabled=true");
+    assert.ok(argsOf(on).includes("--cluster-profiles=true"));
+    assert.deepEqual(rulesOf(on), [
+      { apiGroups: ["multicluster.x-k8s.io"], resources: ["clusterprofiles"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["multicluster.x-k8s.io"], resources: ["clusterprofiles/status"], verbs: ["update", "patch"] },
+    ]);
+  });
+
   test("the addon manager: leader election, probes, resources, restricted security context", () => {
     const d = find(render(), "Deployment", "cluster-proxy-addon-manager").spec as {
       template: { spec: { securityContext: Record<string, unknown>; containers: Record<string, unknown>[] } };

@@ -1,4 +1,5 @@
 // npm run env:up   -> brings the environment up (or reuses a running one); last stdout line = its dir
+//                     (CPENV_CLUSTER_PROFILE=1: with ClusterProfiles, see EnvOptions in environment.ts)
 // npm run env:down -> removes everything env:up made
 // node --conditions=source --import tsx test/env/cli.ts status|prepare
 import { stateDir } from "./config.js";
@@ -6,6 +7,7 @@ import {
   buildBinaries,
   buildHelm,
   buildKubeletApi,
+  clusterInventoryApiDir,
   describe,
   down,
   isRunning,
@@ -29,6 +31,7 @@ async function main(): Promise<void> {
     ensureNft(log);
     const dir = buildBinaries();
     ocmApiDir();
+    clusterInventoryApiDir();
     buildHelm();
     buildKubeletApi();
     process.stdout.write(`${dir}\n`);

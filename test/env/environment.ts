@@ -67,6 +67,19 @@ export interface EnvState {
   procs: ProcRecord[];
   ready: boolean;
   readySeconds?: number;
+  /** OCM's ClusterProfile feature gate is on and the ClusterProfile CRD installed (see {@link EnvOptions}). */
+  clusterProfile?: boolean;
+}
+
+/** Optional parts of the environment; a running environment without a part asked for is replaced. */
+export interface EnvOptions {
+  /**
+   * SIG-Multicluster ClusterProfiles: the CRD of the `sigs.k8s.io/cluster-inventory-api` version
+   * OCM v1.2.1 requires (read from the Go module cache) on the hub, and the registration hub's
+   * `ClusterProfile` feature gate on, so OCM keeps a ClusterProfile per ManagedCluster in every
+   * namespace with a bound ManagedClusterSetBinding. Also `CPENV_CLUSTER_PROFILE=1`.
+   */
+  clusterProfile?: boolean;
 }
 
 export const log = (msg: string): void => {
@@ -124,17 +137,25 @@ export function buildKubeletApi(): string {
 
 /** The OCM API module dir in the Go module cache (CRDs are read from there, never copied into the repo). */
 export function ocmApiDir(): string {
-  const res = run("go", ["list", "-mod=readonly", "-m", "-json", "open-cluster-management.io/api"], {
+  return ocmModuleDir("open-cluster-management.io/api");
+}
+
+/** The dir of the `sigs.k8s.io/cluster-inventory-api` version OCM requires (ClusterProfile CRD, consumer library). */
+export function clusterInventoryApiDir(): string {
+  return ocmModuleDir("sigs.k8s.io/cluster-inventory-api");
+}
+
+/** `module`'s dir in the Go module cache, at the version the OCM wrapper module requires. */
+function ocmModuleDir(module: string): string {
+  const res = run("go", ["list", "-mod=readonly", "-m", "-json", module], {
     allowFail: true,
     cwd: join(repoRoot, "test", "k8s", "ocm"),
     env: { ...process.env, GOTOOLCHAIN: "local", GOPROXY: "off", GOFLAGS: "-mod=readonly" },
   });
-  if (res.status !== 0) throw new CommandError(`cannot resolve open-cluster-management.io/api: ${res.stderr}`);
+  if (res.status !== 0) throw new CommandError(`cannot resolve ${module}: ${res.stderr}`);
   const dir = (JSON.parse(res.stdout) as { Dir?: string }).Dir;
   if (!dir || !existsSync(dir)) {
-    throw new CommandError(
-      "open-cluster-management.io/api is not in the Go module cache: run node scripts/k8s-binaries.mjs",
-    );
+    throw new CommandError(`${module} is not in the Go module cache: run node scripts/k8s-binaries.mjs`);
   }
   return dir;
 }
@@ -423,7 +444,7 @@ function conversionPatch(): string {
   });
 }
 
-function startOcmHub(state: EnvState): ProcRecord[] {
+function startOcmHub(state: EnvState, clusterProfile: boolean): ProcRecord[] {
   const kc = paths.localKubeconfig("hub");
   const common = [`--kubeconfig=${kc}`, `--namespace=${HUB_NAMESPACE}`, "--disable-leader-election"];
   const webhookCerts = join(paths.data, "hub", "addon-webhook-certs");
@@ -435,7 +456,7 @@ function startOcmHub(state: EnvState): ProcRecord[] {
       "controller",
       ...common,
       "--listen=127.0.0.1:9601",
-      "--feature-gates=ManagedClusterAutoApproval=true",
+      `--feature-gates=ManagedClusterAutoApproval=true${clusterProfile ? ",ClusterProfile=true" : ""}`,
       `--auto-approved-csr-users=${BOOTSTRAP_USER}`,
     ]),
     startProc(state, "hub", "hub-ocm-placement", bin("placement"), [
@@ -552,18 +573,24 @@ export interface UpResult {
 }
 
 /** Brings the environment up, or reuses a running one. Every wait is bounded. */
-export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture" } = {}): Promise<UpResult> {
+export async function up(
+  opts: { timeoutMs?: number; owner?: "manual" | "fixture" } & EnvOptions = {},
+): Promise<UpResult> {
   const owner = opts.owner ?? "manual";
+  const clusterProfile = opts.clusterProfile === true || process.env.CPENV_CLUSTER_PROFILE === "1";
   checkNetworkPrereqs();
   const cacheDir = buildBinaries();
   binDir = join(cacheDir, "bin");
   const apiDir = ocmApiDir();
+  const inventoryDir = clusterProfile ? clusterInventoryApiDir() : "";
   const helmBinary = buildHelm();
   const kubeletApiBinary = buildKubeletApi();
   return withLock(async () => {
     writeHelmWrapper(helmBinary);
     const prev = readState();
-    if (isRunning(prev) && prev.binDir === binDir) {
+    const lacks = isRunning(prev) && clusterProfile && !prev.clusterProfile;
+    if (lacks) log("the running environment has no ClusterProfile support, which was asked for: replacing it");
+    if (isRunning(prev) && prev.binDir === binDir && !lacks) {
       if (owner === "fixture" && prev.owner === "fixture" && !pidAlive(prev.ownerPid)) {
         // Left behind by a test process that was killed before its teardown: adopt it, so that
         // this fixture tears it down.
@@ -594,6 +621,7 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
       namespaces: [],
       procs: [],
       ready: false,
+      clusterProfile,
     };
     writeState(state);
     try {
@@ -627,9 +655,13 @@ export async function up(opts: { timeoutMs?: number; owner?: "manual" | "fixture
       applyCrds("hub", crdFiles(apiDir, HUB_CRDS));
       for (const mc of MANAGED) applyCrds(mc, crdFiles(apiDir, MANAGED_CRDS));
       kubectlLocal("hub", ["apply", "-f", "-"], { input: bootstrapRbac() });
+      if (clusterProfile) {
+        log("installing the ClusterProfile CRD (sigs.k8s.io/cluster-inventory-api, from the Go module cache) ...");
+        applyCrds("hub", [join(inventoryDir, "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")]);
+      }
 
       log("starting the OCM hub (registration, placement, addon manager, addon webhook) ...");
-      const hubProcs = startOcmHub(state);
+      const hubProcs = startOcmHub(state, clusterProfile);
       await waitFor("addon conversion webhook on 127.0.0.1:9443", left(), () => {
         assertAlive(hubProcs);
         return (

@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import net from "node:net";
 import { CLUSTERS, type ClusterName, MANAGED, NETNS_ANNOTATION, nsOf, paths, stateDir } from "./config.js";
 import { type RunResult, runIn } from "./exec.js";
-import { type EnvState, down, log, up } from "./environment.js";
+import { type EnvOptions, type EnvState, down, log, up } from "./environment.js";
 import { setBlackhole, setHubApiserverOnly } from "./network.js";
 import { pkiFile } from "./pki.js";
 
@@ -88,8 +88,9 @@ function forwarder(socketPath: string): Promise<net.Server> {
   });
 }
 
-export async function startTestEnv(): Promise<TestEnv> {
-  const { state, reused } = await up({ owner: "fixture" });
+/** Bring the environment up (or reuse it) with the optional parts `options` asks for. */
+export async function startTestEnv(options: EnvOptions = {}): Promise<TestEnv> {
+  const { state, reused } = await up({ owner: "fixture", ...options });
   const servers = new Map<ClusterName, net.Server>();
   const configs = new Map<ClusterName, k8s.KubeConfig>();
   try {

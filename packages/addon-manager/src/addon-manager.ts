@@ -11,10 +11,25 @@ import {
   type AddonManagerOptions,
   type ManagedProxyConfiguration,
 } from "@cluster-proxy/api";
-import { AddonReconciler, type AddonCache } from "./addon-registration.js";
+import {
+  AddonReconciler,
+  DEFAULT_CONFIGURATION,
+  type AddonCache,
+  type ManagedClusterAddOn,
+} from "./addon-registration.js";
+import {
+  CLUSTER_MANAGER_LABEL,
+  ClusterProfileReconciler,
+  ClusterProfileResource,
+  OCM_CLUSTER_MANAGER,
+  profileCluster,
+  type ClusterProfileCache,
+} from "./cluster-profile.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
+import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./events.js";
+import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-server.js";
 import { backoffDelay, delay } from "./backoff.js";
 import { isConflict, isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
@@ -206,7 +221,17 @@ export class AddonManager {
       for (const m of this.mpcWatch?.items() ?? []) queue.add(m.metadata.name);
     };
     const addonQueue = this.addonQueue();
+    // ClusterProfiles (--cluster-profiles): every profile is looked at again whenever the addons'
+    // inputs change (configurations, the gateway's serving Secret); level-based, so a look that
+    // changes nothing writes nothing.
+    const profileQueue = this.profileQueue();
+    const enqueueProfiles = (cluster?: string): void => {
+      for (const p of this.profileWatch?.items() ?? [])
+        if (cluster === undefined || profileCluster(p) === cluster)
+          profileQueue.add(`${p.metadata.namespace}/${p.metadata.name}`);
+    };
     const enqueueAddons = (): void => {
+      enqueueProfiles();
       addonQueue.add("cma");
       for (const a of this.ocmWatches?.addons.items() ?? []) addonQueue.add(`addon/${a.metadata.namespace}`);
     };
@@ -264,6 +289,7 @@ export class AddonManager {
         addons: ocm(Resources.managedClusterAddOn, (obj) => {
           if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
           addonQueue.add(`addon/${obj.metadata.namespace}`);
+          enqueueProfiles(obj.metadata.namespace);
           csrsOf(obj.metadata.namespace);
         }),
         clusters: ocm(Resources.managedCluster, (obj) => {
@@ -315,10 +341,27 @@ export class AddonManager {
         {},
         "the Open Cluster Management addon APIs (addon.open-cluster-management.io/v1alpha1, work.open-cluster-management.io/v1) are not served: no agents are installed into managed clusters",
       );
+    if (withOcm && o.clusterProfiles && (await this.clusterProfileApiPresent(signal))) {
+      this.profileWatch = new SupervisedWatch(
+        this.api,
+        ClusterProfileResource,
+        { labelSelector: `${CLUSTER_MANAGER_LABEL}=${OCM_CLUSTER_MANAGER}` },
+        (_t, obj) => profileQueue.add(`${obj.metadata.namespace}/${obj.metadata.name}`),
+        this.log,
+      );
+      this.profileReconciler = new ClusterProfileReconciler(
+        this.api,
+        this.profileCache(),
+        new EventRecorder(this.api, this.log),
+        { gatewayUrl: o.clusterProfileServer },
+        this.log,
+      );
+    }
     this.watches = [
       this.mpcWatch,
       ...this.ownedWatches.values(),
       ...(this.ocmWatches ? Object.values(this.ocmWatches) : []),
+      ...(this.profileWatch ? [this.profileWatch] : []),
     ];
     const cache: ObjectCache = {
       configuration: (name) => this.configuration(name),
@@ -350,7 +393,13 @@ export class AddonManager {
       addonQueue.add("cma");
       enqueueAddons();
     }
-    await Promise.all([queue.run(signal), addonQueue.run(signal), prober?.run(signal), ...watching]);
+    await Promise.all([
+      queue.run(signal),
+      addonQueue.run(signal),
+      profileQueue.run(signal),
+      prober?.run(signal),
+      ...watching,
+    ]);
   }
 
   /** Whether the hub serves the OCM APIs the addon side needs (asked until the apiserver answers). */
@@ -374,6 +423,78 @@ export class AddonManager {
   }
 
   private addonReconciler: AddonReconciler | undefined;
+  private profileWatch: SupervisedWatch | undefined;
+  private profileReconciler: ClusterProfileReconciler | undefined;
+
+  /**
+   * Whether the hub serves the ClusterProfile API (asked until the apiserver answers). Not served:
+   * a warning, and no ClusterProfile is looked at until the manager restarts.
+   */
+  private async clusterProfileApiPresent(signal: AbortSignal): Promise<boolean> {
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      try {
+        await this.api.request("GET", `/apis/${ClusterProfileResource.apiVersion}`);
+        return true;
+      } catch (err) {
+        if (isNotFound(err)) {
+          this.log.warn(
+            { api: ClusterProfileResource.apiVersion },
+            "--cluster-profiles: the ClusterProfile API is not served; no access provider is published",
+          );
+          return false;
+        }
+        this.log.warn({ err: (err as Error).message }, "cannot discover the ClusterProfile API; retrying");
+        await delay(backoffDelay(attempt, 500, 10_000), signal);
+      }
+    }
+    return false;
+  }
+
+  /** What the ClusterProfile reconciler reads: the watch caches of profiles, addons, configurations and Secrets. */
+  private profileCache(): ClusterProfileCache {
+    const addon = (cluster: string): ManagedClusterAddOn | undefined =>
+      this.ocmWatches?.addons.get(ADDON_NAME, cluster);
+    return {
+      profile: (namespace, name) => this.profileWatch?.get(name, namespace),
+      addonInstalled: (cluster) => {
+        const a = addon(cluster);
+        return a !== undefined && !a.metadata.deletionTimestamp;
+      },
+      gatewayNamespace: (cluster) => {
+        const ref = addon(cluster)?.status?.configReferences?.find(
+          (r) => r.resource === "managedproxyconfigurations" && r.group === "proxy.open-cluster-management.io",
+        );
+        // OCM may list a reference with an empty name while it resolves the configs.
+        const name = ref?.desiredConfig?.name || ref?.name || DEFAULT_CONFIGURATION;
+        return this.configuration(name)?.spec.proxyServer.namespace;
+      },
+      gatewayCaBundle: (namespace) => {
+        const secret: SecretObject | undefined = this.ownedWatches
+          .get("secret")
+          ?.get(GATEWAY_SERVING_SECRET, namespace);
+        const ca = secret?.data?.["ca.crt"];
+        return ca ? Buffer.from(ca, "base64").toString() : undefined;
+      },
+    };
+  }
+
+  /** The queue of ClusterProfile keys (`<namespace>/<name>`). */
+  private profileQueue(): WorkQueue {
+    return new WorkQueue(
+      async (key) => {
+        const r = this.profileReconciler;
+        return r ? this.measured(() => r.reconcile(key)) : undefined;
+      },
+      (key, err, retryInMs, routine) =>
+        this.retryLog(routine)(
+          { clusterProfile: key, err: (err as Error).message, retryInMs },
+          "ClusterProfile reconcile failed; retrying",
+        ),
+      undefined,
+      undefined,
+      isConflict,
+    );
+  }
 
   /** Run one reconcile, counting it by result and timing it (both queues). */
   private async measured(reconcile: () => Promise<ReconcileResult>): Promise<ReconcileResult> {

@@ -101,6 +101,16 @@ const addonManagerOptionFields = {
     description:
       "A probe not answered within this time fails; a replica counts as failing after two failed probes in a row (the second at once), so a cut-off cluster is reported within about interval + 2 x timeout",
   }),
+  clusterProfiles: opt.boolean(false, {
+    flag: "cluster-profiles",
+    description:
+      "Keep the access provider cluster-proxy (the gateway's address and serving CA bundle, and the cluster's name for `cluster-proxy credential`) in the status of every ClusterProfile (multicluster.x-k8s.io/v1alpha1) of a managed cluster with the addon, and remove it when the addon leaves; off when the ClusterProfile API is not served",
+  }),
+  clusterProfileServer: opt.string("", {
+    flag: "cluster-profile-server",
+    description:
+      "Base URL of the gateway written into ClusterProfiles (the cluster's name is appended); empty: https://cluster-proxy-addon-user.<proxy-server namespace>.svc:9092",
+  }),
   identity: opt.string("", {
     flag: "identity",
     env: "POD_NAME",

@@ -244,6 +244,17 @@ export function chartValuesSchema(): ValuesSchema {
           placementNamespace: str("Namespace of that Placement (default: the release namespace).", ""),
         },
       ),
+      clusterProfile: obj(
+        "SIG-Multicluster ClusterProfiles (docs/guides/cluster-profile.md): the addon manager keeps the access provider `cluster-proxy` (the gateway's address and serving CA bundle) on the ClusterProfile of every cluster with the addon, for consumers with the `cluster-proxy credential` exec plugin.",
+        {
+          enabled: {
+            type: "boolean",
+            description:
+              "Publish the access provider (addon manager --cluster-profiles, with the rights to read ClusterProfiles and write their status). Needs the ClusterProfile API (OCM's ClusterProfile feature gate).",
+            default: false,
+          },
+        },
+      ),
       gateway: gatewayValues(),
       addonManager: obj("The addon manager Deployment (`<release>-addon-manager`).", {
         logLevel: fromFlag("log-level"),

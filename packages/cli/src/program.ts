@@ -18,6 +18,7 @@ import { registerUpCommand } from "./up-command.js";
 import { registerPortForwardCommand } from "./port-forward-command.js";
 import { registerKubeconfigCommand } from "./kubeconfig-command.js";
 import { registerHealthCommand } from "./health-command.js";
+import { registerCredentialCommand } from "./credential-command.js";
 
 /** The version in this package's package.json. */
 export function cliVersion(): string {
@@ -37,6 +38,7 @@ Examples:
   cluster-proxy health --kubeconfig hub.kubeconfig   # addon and tunnel health per managed cluster
   cluster-proxy kubeconfig --cluster mc1 --token T   # kubectl to mc1 through the hub
   cluster-proxy port-forward --cluster mc1 8080:web.default.svc:80
+  cluster-proxy credential --service-account team-a/reader   # exec plugin: a short-lived token for the gateway
 
 Addressing: <cluster>:<port> reaches the cluster's kube-apiserver (for an agent's own cluster,
 --apiserver-address); <host>.<cluster>:<port> reaches host:port inside that cluster's network.
@@ -67,6 +69,7 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
   registerHealthCommand(program, ctx, setExitCode);
   registerKubeconfigCommand(program, ctx);
   registerPortForwardCommand(program, ctx, setExitCode);
+  registerCredentialCommand(program, ctx);
   program.commands.forEach((cmd) => cmd.helpOption("-h, --help", "show help"));
   return program;
 }

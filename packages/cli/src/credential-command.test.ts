@@ -1,0 +1,166 @@
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { execCredential, jwtExpiry, parseExecInfo, tokenServiceAccount } from "./exec-credential.js";
+import { runCaptured } from "./testing/capture.js";
+
+const jwt = (claims: Record<string, unknown>): string =>
+  ["e30", Buffer.from(JSON.stringify(claims)).toString("base64url"), "c2ln"].join(".");
+const execInfo = (apiVersion: string, config?: unknown): string =>
+  JSON.stringify({
+    apiVersion,
+    kind: "ExecCredential",
+    spec: { interactive: false, cluster: { server: "https://gw/mc1", config } },
+  });
+
+let dir: string;
+let server: http.Server;
+const requests: { method: string; url: string; body: unknown; auth: string }[] = [];
+let kubeconfig: string;
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "cp-credential-"));
+  server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => (body += c.toString()));
+    req.on("end", () => {
+      requests.push({
+        method: req.method ?? "",
+        url: req.url ?? "",
+        body: JSON.parse(body || "null"),
+        auth: req.headers.authorization ?? "",
+      });
+      if (req.url?.includes("/serviceaccounts/missing/")) {
+        res.writeHead(404, { "content-type": "application/json" });
+        res.end(JSON.stringify({ kind: "Status", reason: "NotFound", message: 'serviceaccounts "missing" not found' }));
+        return;
+      }
+      res.writeHead(201, { "content-type": "application/json" });
+      res.end(JSON.stringify({ status: { token: "issued-token", expirationTimestamp: "2026-11-26T20:00:00Z" } }));
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const port = (server.address() as AddressInfo).port;
+  kubeconfig = join(dir, "hub.kubeconfig");
+  const userToken = jwt({ sub: "system:serviceaccount:team-a:reader", exp: 2_000_000_000 });
+  writeFileSync(
+    kubeconfig,
+    JSON.stringify({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "hub", cluster: { server: `http://127.0.0.1:${port}`, "insecure-skip-tls-verify": true } }],
+      users: [{ name: "u", user: { token: userToken } }],
+      contexts: [{ name: "c", context: { cluster: "hub", user: "u" } }],
+      "current-context": "c",
+    }),
+  );
+});
+
+after(() => {
+  server?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("KUBERNETES_EXEC_INFO: the version to answer in and the cluster of the access provider's extension", () => {
+  assert.deepEqual(parseExecInfo(undefined), { apiVersion: "client.authentication.k8s.io/v1", interactive: false });
+  assert.deepEqual(parseExecInfo(execInfo("client.authentication.k8s.io/v1", { cluster: "mc1" })), {
+    apiVersion: "client.authentication.k8s.io/v1",
+    interactive: false,
+    cluster: "mc1",
+  });
+  assert.equal(
+    parseExecInfo(execInfo("client.authentication.k8s.io/v1beta1")).apiVersion,
+    "client.authentication.k8s.io/v1beta1",
+  );
+  assert.throws(() => parseExecInfo(execInfo("client.authentication.k8s.io/v1alpha1")), /not one of/);
+  assert.throws(() => parseExecInfo(execInfo("client.authentication.k8s.io/v1", { name: "x" })), /is not \{"cluster"/);
+  assert.throws(() => parseExecInfo("{"), /not JSON/);
+});
+
+test("ExecCredential answers carry the token and an RFC 3339 expiry; JWT claims give the ServiceAccount and expiry", () => {
+  assert.deepEqual(execCredential("client.authentication.k8s.io/v1", "t", new Date("2026-11-26T20:00:00.000Z")), {
+    apiVersion: "client.authentication.k8s.io/v1",
+    kind: "ExecCredential",
+    status: { token: "t", expirationTimestamp: "2026-11-26T20:00:00Z" },
+  });
+  assert.deepEqual(execCredential("client.authentication.k8s.io/v1", "t").status, { token: "t" });
+  assert.deepEqual(tokenServiceAccount(jwt({ sub: "system:serviceaccount:ns:sa" })), { namespace: "ns", name: "sa" });
+  assert.equal(tokenServiceAccount(jwt({ sub: "alice" })), undefined);
+  assert.equal(tokenServiceAccount("opaque"), undefined);
+  assert.equal(jwtExpiry(jwt({ exp: 1_800_000_000 }))?.toISOString(), "2027-01-15T08:00:00.000Z");
+  assert.equal(jwtExpiry("opaque"), undefined);
+});
+
+test("a TokenRequest for the named ServiceAccount, default audience, the asked lifetime; no Secret is created", async () => {
+  requests.length = 0;
+  const r = await runCaptured(
+    ["credential", "--kubeconfig", kubeconfig, "--service-account", "fleet/consumer", "--expiration", "20m"],
+    { KUBERNETES_EXEC_INFO: execInfo("client.authentication.k8s.io/v1", { cluster: "mc1" }) },
+  );
+  assert.equal(r.code, 0, r.err);
+  assert.deepEqual(JSON.parse(r.out), {
+    apiVersion: "client.authentication.k8s.io/v1",
+    kind: "ExecCredential",
+    status: { token: "issued-token", expirationTimestamp: "2026-11-26T20:00:00Z" },
+  });
+  assert.equal(requests.length, 1);
+  assert.equal(requests[0]!.method, "POST");
+  assert.equal(requests[0]!.url, "/api/v1/namespaces/fleet/serviceaccounts/consumer/token");
+  assert.deepEqual(requests[0]!.body, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: { expirationSeconds: 1200 },
+  });
+});
+
+test("without --service-account: the kubeconfig's own ServiceAccount; audiences when asked; v1beta1 when asked", async () => {
+  requests.length = 0;
+  const r = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--audience", "a1", "--audience", "a2"], {
+    KUBERNETES_EXEC_INFO: execInfo("client.authentication.k8s.io/v1beta1"),
+  });
+  assert.equal(r.code, 0, r.err);
+  assert.equal((JSON.parse(r.out) as { apiVersion: string }).apiVersion, "client.authentication.k8s.io/v1beta1");
+  assert.equal(requests[0]!.url, "/api/v1/namespaces/team-a/serviceaccounts/reader/token");
+  assert.deepEqual(requests[0]!.body, {
+    apiVersion: "authentication.k8s.io/v1",
+    kind: "TokenRequest",
+    spec: { expirationSeconds: 3600, audiences: ["a1", "a2"] },
+  });
+});
+
+test("failures name the ServiceAccount and the cluster; bad flags exit 2", async () => {
+  const r = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--service-account", "fleet/missing"], {
+    KUBERNETES_EXEC_INFO: execInfo("client.authentication.k8s.io/v1", { cluster: "mc2" }),
+  });
+  assert.equal(r.code, 1);
+  assert.match(r.err, /TokenRequest for ServiceAccount fleet\/missing \(for cluster mc2\): .*not found/);
+  const short = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--expiration", "5m"]);
+  assert.equal(short.code, 2);
+  assert.match(short.err, /--expiration: at least 10m/);
+  const bad = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--service-account", "nope"]);
+  assert.equal(bad.code, 2);
+  assert.match(bad.err, /--service-account: "nope" is not <namespace>\/<name>/);
+});
+
+test("--token-file passes a token through with the expiry it carries, re-read on every call", async () => {
+  const file = join(dir, "id-token");
+  const token = jwt({ sub: "alice", exp: 1_800_000_000 });
+  writeFileSync(file, `${token}\n`);
+  const r = await runCaptured(["credential", "--token-file", file]);
+  assert.equal(r.code, 0, r.err);
+  assert.deepEqual(JSON.parse(r.out), {
+    apiVersion: "client.authentication.k8s.io/v1",
+    kind: "ExecCredential",
+    status: { token, expirationTimestamp: "2027-01-15T08:00:00Z" },
+  });
+  writeFileSync(file, "");
+  const empty = await runCaptured(["credential", "--token-file", file]);
+  assert.equal(empty.code, 1);
+  assert.match(empty.err, /is empty/);
+});

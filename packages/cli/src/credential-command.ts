@@ -1,0 +1,153 @@
+/**
+ * `cluster-proxy credential`: the exec credential plugin of the ClusterProfile access provider
+ * `cluster-proxy` (docs/guides/cluster-profile.md). It answers client-go (and kubectl) with a
+ * short-lived bearer token that the gateway accepts: a TokenRequest for a hub ServiceAccount
+ * (the caller's own by default; no Secret, nothing long-lived is created), or the token of a file
+ * that something else keeps fresh (an OIDC ID token, a projected ServiceAccount token). The token
+ * is the same for every cluster: the gateway asks the hub whether its owner may reach the cluster
+ * the request names.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import type { Command } from "commander";
+import { ConfigError, parseDuration } from "@cluster-proxy/api";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import {
+  execCredential,
+  jwtExpiry,
+  parseExecInfo,
+  parseServiceAccount,
+  tokenRequest,
+  tokenRequestStatus,
+  tokenServiceAccount,
+  type ExecInfo,
+} from "./exec-credential.js";
+
+/** Where a pod's own ServiceAccount token is mounted. */
+export const IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/** The shortest lifetime the apiserver grants a TokenRequest. */
+const MIN_EXPIRATION_S = 600;
+
+const EXAMPLE = `
+Examples (in a provider file of sigs.k8s.io/cluster-inventory-api/pkg/credentials, or a kubeconfig user):
+  {"providers": [{"name": "cluster-proxy", "execConfig": {"apiVersion": "client.authentication.k8s.io/v1",
+    "command": "cluster-proxy", "args": ["credential"], "provideClusterInfo": true}}]}
+  cluster-proxy credential                                       # in a hub pod: a token for its own ServiceAccount
+  cluster-proxy credential --kubeconfig hub.kubeconfig --service-account team-a/fleet-reader
+  cluster-proxy credential --token-file /var/run/oidc/id-token  # pass an OIDC ID token through
+
+Prints an ExecCredential (client.authentication.k8s.io/v1, or v1beta1 when KUBERNETES_EXEC_INFO asks
+for it) with the token and its expirationTimestamp. A TokenRequest needs "create" on
+serviceaccounts/token for that ServiceAccount (its own: resourceNames [<name>]); the token carries the
+hub's default audience, which the gateway's TokenReview accepts. The gateway lets the ServiceAccount
+reach a cluster when hub RBAC allows it managedclusters/proxy with the cluster as resource name.
+`;
+
+interface CredentialFlags {
+  kubeconfig?: string;
+  serviceAccount?: string;
+  tokenFile?: string;
+  expiration: string;
+  audience: string[];
+}
+
+/** Register `cluster-proxy credential`. */
+export function registerCredentialCommand(program: Command, ctx: CliContext): void {
+  const command = program
+    .command("credential")
+    .summary("exec credential plugin: a short-lived hub token for the gateway (ClusterProfile access provider)")
+    .description(
+      "An exec credential plugin (client.authentication.k8s.io/v1) for the ClusterProfile access provider cluster-proxy and for kubeconfigs that reach clusters through the gateway: prints an ExecCredential with a short-lived token the gateway accepts.",
+    )
+    .addHelpText("after", EXAMPLE)
+    .option("--kubeconfig <file>", "hub kubeconfig for the TokenRequest (default: $KUBECONFIG, then in-cluster)")
+    .option(
+      "--service-account <namespace/name>",
+      "the hub ServiceAccount to request a token for (default: the kubeconfig's or the pod's own ServiceAccount)",
+    )
+    .option("--token-file <file>", "print the token in this file instead (re-read on every call; no hub request)")
+    .option("--expiration <duration>", "lifetime of a requested token (at least 10m)", "1h")
+    .option(
+      "--audience <audience>",
+      "audience of the requested token; repeatable (default: the hub apiserver's, which the gateway accepts)",
+      (v: string, all: string[]) => [...all, v],
+      [],
+    );
+  command.action(async () => {
+    const flags = command.opts<CredentialFlags>();
+    const info = parseExecInfo(ctx.env.KUBERNETES_EXEC_INFO);
+    const credential = flags.tokenFile ? fromFile(flags.tokenFile, info) : await fromTokenRequest(flags, info, ctx.env);
+    ctx.stdout(`${JSON.stringify(credential)}\n`);
+  });
+}
+
+function forCluster(info: ExecInfo): string {
+  return info.cluster ? ` (for cluster ${info.cluster})` : "";
+}
+
+function fromFile(file: string, info: ExecInfo): ReturnType<typeof execCredential> {
+  let token: string;
+  try {
+    token = readFileSync(file, "utf8").trim();
+  } catch (err) {
+    throw new ConfigError(`--token-file: ${(err as Error).message}`, { cause: err });
+  }
+  if (token === "") throw new CommandFailure(`--token-file ${file} is empty${forCluster(info)}`);
+  return execCredential(info.apiVersion, token, jwtExpiry(token));
+}
+
+async function fromTokenRequest(
+  flags: CredentialFlags,
+  info: ExecInfo,
+  env: NodeJS.ProcessEnv,
+): Promise<ReturnType<typeof execCredential>> {
+  let expirationMs: number;
+  try {
+    expirationMs = parseDuration(flags.expiration);
+  } catch (err) {
+    throw new ConfigError(`--expiration: ${(err as Error).message}`, { cause: err });
+  }
+  const seconds = Math.floor(expirationMs / 1000);
+  if (seconds < MIN_EXPIRATION_S) throw new ConfigError(`--expiration: at least 10m (the apiserver's minimum)`);
+  const k8s = await import("@kubernetes/client-node");
+  const { KubeApi } = await import("@cluster-proxy/addon-manager");
+  const kc = new k8s.KubeConfig();
+  const file = flags.kubeconfig ?? env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
+  try {
+    if (file) kc.loadFromFile(file);
+    else kc.loadFromCluster();
+  } catch (err) {
+    throw new ConfigError(`--kubeconfig ${file ?? "(in-cluster)"}: ${(err as Error).message}`, { cause: err });
+  }
+  if (!kc.getCurrentCluster()?.server)
+    throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
+  const own = (): { namespace: string; name: string } | undefined => {
+    const token = kc.getCurrentUser()?.token;
+    if (token) return tokenServiceAccount(token);
+    if (!file && existsSync(IN_CLUSTER_TOKEN_FILE))
+      return tokenServiceAccount(readFileSync(IN_CLUSTER_TOKEN_FILE, "utf8").trim());
+    return undefined;
+  };
+  const sa = flags.serviceAccount ? parseServiceAccount("--service-account", flags.serviceAccount) : own();
+  if (!sa)
+    throw new ConfigError(
+      "--service-account: required unless the hub credentials are a ServiceAccount's token (in a pod, or a kubeconfig with one)",
+    );
+  const api = new KubeApi(kc);
+  let answer: unknown;
+  try {
+    answer = await api.request(
+      "POST",
+      `/api/v1/namespaces/${sa.namespace}/serviceaccounts/${encodeURIComponent(sa.name)}/token`,
+      tokenRequest(seconds, flags.audience),
+    );
+  } catch (err) {
+    throw new CommandFailure(
+      `TokenRequest for ServiceAccount ${sa.namespace}/${sa.name}${forCluster(info)}: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+  const issued = tokenRequestStatus(answer);
+  if (!issued)
+    throw new CommandFailure(`TokenRequest for ServiceAccount ${sa.namespace}/${sa.name}: the answer has no token`);
+  return execCredential(info.apiVersion, issued.token, issued.expires ?? jwtExpiry(issued.token));
+}
