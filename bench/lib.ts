@@ -158,7 +158,7 @@ export async function startTarget(h: Harness, topo: Topology): Promise<Target> {
 }
 
 /** The first line of `proc`'s output that is a JSON object (a helper process's ports), once written. */
-async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
+export async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
   let value: T | undefined;
   await waitFor(`${what}\n${proc.output()}`, () => {
     const line = proc
@@ -203,6 +203,8 @@ export interface StackOptions {
   /** Extra node flags for our server / agent process (e.g. --cpu-prof, --heapsnapshot-signal). */
   serverNodeArgs?: string[];
   agentNodeArgs?: string[];
+  /** Extra flags for our agent (after the bench's own; bench/gateway.ts: its gateway endpoint). */
+  agentArgs?: string[];
   /** Another build of the CLI (A/B comparisons, bench/hotpath.ts). */
   cli?: string;
   /** Extra flags for our server (after BENCH_OUR_SERVER_ARGS; A/B comparisons of server flags). */
@@ -280,6 +282,7 @@ async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: S
     // default dial caps (4,096 per tunnel, 8,192 in all; docs/hostile-clients.md). Go's agent has none.
     "--max-dials=12000",
     "--max-dials-per-tunnel=12000",
+    ...(o.agentArgs ?? []),
   ]);
 }
 
