@@ -118,6 +118,7 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     return json(res, 201, {
       ...review,
       apiVersion: "authorization.k8s.io/v1",
+      kind: "SubjectAccessReview",
       status: { allowed: true, reason: "bench" },
     });
   }
