@@ -10,8 +10,12 @@ import { percentileOf, summarize, type Summary } from "./lib.js";
 import type { LoadWindow } from "./http-load.js";
 import type { Runtime } from "./run-info.js";
 
-/** The four ways a small GET reaches the managed apiserver. */
-export type GatewayPath = "gateway" | "tunnel" | "tunnelPerRequest" | "direct";
+/**
+ * The ways a small GET reaches the managed apiserver: the four compared, and (e) the agent's
+ * gateway endpoint addressed by the bench itself, which tells the gateway's share of (a) from the
+ * endpoint's.
+ */
+export type GatewayPath = "gateway" | "tunnel" | "tunnelPerRequest" | "direct" | "endpoint";
 
 /** The paths in the order of the table, with their labels. */
 export const GATEWAY_PATHS: Record<GatewayPath, string> = {
@@ -19,6 +23,7 @@ export const GATEWAY_PATHS: Record<GatewayPath, string> = {
   tunnel: "(b) direct tunnel (SDK TunnelClient + keep-alive agent)",
   tunnelPerRequest: "(c) new tunnel per request (single-use dial, TLS, one request)",
   direct: "(d) no tunnel (floor)",
+  endpoint: "(e) the agent's gateway endpoint, no gateway (SDK TunnelClient, gateway identity)",
 };
 
 /** CPU time of each process per request in a window (µs); NaN where the path does not pass it. */
@@ -43,9 +48,13 @@ export interface WindowSample {
   errors: number;
   lastError: string;
   cpuUsPerRequest: CpuPerRequest;
+  /** Tunnel dials the proxy-server saw per request (0 for a pooled path, 1 for a dial per request). */
+  tunnelDialsPerRequest: number;
+  /** TLS connections the stand-in apiserver accepted per request. */
+  apiserverConnectionsPerRequest: number;
 }
 
-/** RSS and CPU of the processes on the watch path over a window. */
+/** RSS and CPU of the processes on the watch path over a window (agent: the sum over the clusters' agents). */
 export interface WatchState {
   /** Watches open at the stand-in apiserver during the window. */
   watches: number;
@@ -64,10 +73,18 @@ export interface WatchState {
 /** The watch scenario: the same gateway with no watches, then `count` open and idle, then with events. */
 export interface WatchResult {
   count: number;
+  /** The watches go to this many clusters in turn, one agent each. */
+  clusters: number;
   /** Time to open them all (s). */
   openSeconds: number;
   /** Each watch gets one event every this many ms while events flow. */
   eventPeriodMs: number;
+  /**
+   * Watches whose response head (200) had reached the bench while they were idle, and at the
+   * end: an apiserver sends a watch's head at once, before any event.
+   */
+  headsWhileIdle: number;
+  headsAtEnd: number;
   none: WatchState;
   idle: WatchState;
   flowing: WatchState;
@@ -104,6 +121,9 @@ export interface PathSummary {
   last_error: string;
   /** Median over the rounds of each process's CPU per request (µs). */
   cpu_us_per_request: Partial<Record<keyof CpuPerRequest, number | null>>;
+  /** Medians over the rounds: tunnel dials and apiserver TLS connections per request. */
+  tunnel_dials_per_request: number | null;
+  apiserver_connections_per_request: number | null;
 }
 
 /** One target and whether the run met it. */
@@ -151,6 +171,7 @@ export function windowSample(
   round: number,
   w: LoadWindow,
   cpuSeconds: Record<keyof CpuPerRequest, number>,
+  counts: { tunnelDials: number; apiserverConnections: number },
 ): WindowSample {
   const n = w.latencyMs.length;
   const perRequest = (s: number): number => (n > 0 ? (s / n) * 1e6 : NaN);
@@ -172,6 +193,8 @@ export function windowSample(
       agent: perRequest(cpuSeconds.agent),
       apiserver: perRequest(cpuSeconds.apiserver),
     },
+    tunnelDialsPerRequest: n > 0 ? counts.tunnelDials / n : NaN,
+    apiserverConnectionsPerRequest: n > 0 ? counts.apiserverConnections / n : NaN,
   };
 }
 
@@ -193,6 +216,8 @@ function summarizePath(ws: WindowSample[]): PathSummary {
         .filter(Boolean)
         .at(-1) ?? "",
     cpu_us_per_request: cpu,
+    tunnel_dials_per_request: r3(summarize(ws.map((w) => w.tunnelDialsPerRequest))?.median),
+    apiserver_connections_per_request: r3(summarize(ws.map((w) => w.apiserverConnectionsPerRequest))?.median),
   };
 }
 
@@ -208,12 +233,16 @@ function ratiosOf(s: Record<GatewayPath, PathSummary>): Record<string, number | 
     rps_gateway_over_direct: div(s.gateway.rps, s.direct.rps),
     rps_tunnel_over_direct: div(s.tunnel.rps, s.direct.rps),
     p50_gateway_over_tunnel: div(s.gateway.p50_ms, s.tunnel.p50_ms),
+    p50_endpoint_over_tunnel: div(s.endpoint.p50_ms, s.tunnel.p50_ms),
+    rps_endpoint_over_tunnel: div(s.endpoint.rps, s.tunnel.rps),
     p50_tunnel_per_request_over_tunnel: div(s.tunnelPerRequest.p50_ms, s.tunnel.p50_ms),
     p50_gateway_over_direct: div(s.gateway.p50_ms, s.direct.p50_ms),
     p50_tunnel_over_direct: div(s.tunnel.p50_ms, s.direct.p50_ms),
     p99_gateway_over_tunnel: div(s.gateway.p99_ms, s.tunnel.p99_ms),
     p50_overhead_gateway_minus_tunnel_ms:
       s.gateway.p50_ms && s.tunnel.p50_ms ? r3(s.gateway.p50_ms.median - s.tunnel.p50_ms.median) : null,
+    p50_overhead_endpoint_minus_tunnel_ms:
+      s.endpoint.p50_ms && s.tunnel.p50_ms ? r3(s.endpoint.p50_ms.median - s.tunnel.p50_ms.median) : null,
   };
 }
 
@@ -253,8 +282,11 @@ const DEFINITIONS =
   "impersonated; tunnel = the SDK's reusable TunnelClient through the same proxy-server and agent, TLS to the apiserver " +
   "inside the tunnel on a keep-alive https.Agent; tunnelPerRequest = a new single-use tunnel (its own HTTP/2 session and " +
   "TLS to the hub), TLS to the apiserver, one request, close (the model of the Go addon before upstream cluster-proxy " +
-  "#368); direct = a keep-alive https.Agent straight to the apiserver. watches: `count` watches through one gateway, " +
-  "RSS at the end of each window and CPU over it, with none open, open and idle, and with one event per watch every " +
+  "#368); direct = a keep-alive https.Agent straight to the apiserver; endpoint = the agent's gateway endpoint " +
+  "(gateway.cluster-proxy.invalid.<cluster>:443) through the reusable TunnelClient, mutual TLS with the gateway identity, " +
+  "the headers the gateway would set (Cluster-Proxy-Target: kube, Impersonate-User), no gateway. watches: `count` watches through one gateway " +
+  "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 512 connections), RSS at the end " +
+  "of each window and CPU over it (agent: summed over the agents), with none open, open and idle, and with one event per watch every " +
   "eventPeriodMs. targets: p50_overhead_ms = p50(gateway) - p50(tunnel) at the lowest concurrency; " +
   "rps_over_tunnel_per_request = the lowest over the levels of rps(gateway) / rps(tunnelPerRequest).";
 
@@ -294,8 +326,8 @@ const ratio = (x: number | null | undefined): string => (x === null || x === und
 export function gatewayTable(j: GatewayJson): string {
   const out: string[] = [];
   out.push(
-    "| concurrency | path | requests/s | p50 ms ↓ | p99 ms ↓ | rps vs (b) | p50 vs (b) | gateway CPU µs/req | errors |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| concurrency | path | requests/s | p50 ms ↓ | p99 ms ↓ | rps vs (b) | p50 vs (b) | gateway CPU µs/req | tunnel dials/req | errors |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
   );
   for (const [c, byPath] of Object.entries(j.requests)) {
     const base = byPath.tunnel;
@@ -304,7 +336,7 @@ export function gatewayTable(j: GatewayJson): string {
       const vs = (a: Stat | null, b: Stat | null): string => ratio(a && b && b.median > 0 ? a.median / b.median : null);
       out.push(
         `| ${c} | ${GATEWAY_PATHS[p]} | ${cell(s.rps)} | ${cell(s.p50_ms)} | ${cell(s.p99_ms)} | ${vs(s.rps, base.rps)} | ` +
-          `${vs(s.p50_ms, base.p50_ms)} | ${fmt(s.cpu_us_per_request.gateway ?? null)} | ${s.errors}${s.last_error ? ` (${s.last_error.slice(0, 60)})` : ""} |`,
+          `${vs(s.p50_ms, base.p50_ms)} | ${fmt(s.cpu_us_per_request.gateway ?? null)} | ${fmt(s.tunnel_dials_per_request)} | ${s.errors}${s.last_error ? ` (${s.last_error.slice(0, 60)})` : ""} |`,
       );
     }
   }
@@ -312,7 +344,7 @@ export function gatewayTable(j: GatewayJson): string {
   if (w) {
     out.push(
       "",
-      `| ${w.count} watches through one gateway | watches | gateway RSS MiB | gateway CPU % | server RSS MiB | server CPU % | agent RSS MiB | agent CPU % | events/s received |`,
+      `| ${w.count} watches through one gateway (${w.clusters} clusters) | watches | gateway RSS MiB | gateway CPU % | server RSS MiB | server CPU % | agent RSS MiB | agent CPU % | events/s received |`,
       "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     );
     for (const [name, s] of [

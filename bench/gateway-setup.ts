@@ -19,7 +19,7 @@ import {
   type StandaloneCertPaths,
 } from "@cluster-proxy/pki";
 import { CLI, freePort, httpGet, waitForProc, type Harness, type Proc } from "../test/integration/harness.js";
-import { BENCH, CLUSTER, TS_NODE, firstJsonLine } from "./lib.js";
+import { BENCH, TS_NODE, firstJsonLine } from "./lib.js";
 
 /** Hosts every serving certificate of the bench is valid for. */
 const LOOPBACK_HOSTS = { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] };
@@ -54,22 +54,23 @@ async function readPair(paths: CertKeyPaths): Promise<CertificateAndKey> {
   return { certPem: await readFile(paths.cert, "utf8"), keyPem: await readFile(paths.key, "utf8") };
 }
 
-/** Write every certificate into `dir` (created). */
-export async function writeGatewayBenchCerts(dir: string): Promise<GatewayBenchCerts> {
+/** Write every certificate into `dir` (created), with agent certificates for `clusters`. */
+export async function writeGatewayBenchCerts(dir: string, clusters: readonly string[]): Promise<GatewayBenchCerts> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
-  const standalone = await writeStandaloneCerts(dir, { clusters: [CLUSTER], hubHosts: ["localhost", "127.0.0.1"] });
-  // The agent certificate serves the gateway endpoint too: serverAuth + clientAuth, the cluster's URI SAN.
+  const standalone = await writeStandaloneCerts(dir, { clusters, hubHosts: ["localhost", "127.0.0.1"] });
+  // Agent certificates serve the gateway endpoint too: serverAuth + clientAuth, the cluster's URI SAN.
   const agentCa = await readPair(standalone.agentCa);
-  await writePair(
-    dir,
-    `agent-${CLUSTER}`,
-    await issueCertificate(agentCa, {
-      commonName: `cluster-proxy-agent:${CLUSTER}`,
-      organization: "cluster-proxy-agents",
-      uris: [agentClusterUri(CLUSTER)],
-      usage: "both",
-    }),
-  );
+  for (const cluster of clusters)
+    await writePair(
+      dir,
+      `agent-${cluster}`,
+      await issueCertificate(agentCa, {
+        commonName: `cluster-proxy-agent:${cluster}`,
+        organization: "cluster-proxy-agents",
+        uris: [agentClusterUri(cluster)],
+        usage: "both",
+      }),
+    );
   const serving = await readPair(standalone.ca);
   const gatewayCa = await createCertificateAuthority({ commonName: "cluster-proxy-gateway-ca" });
   const clusterCa = await createCertificateAuthority({ commonName: "bench-cluster-ca" });

@@ -11,9 +11,11 @@
  *   turns: (a) through the gateway (keep-alive client), (b) through the tunnel with the SDK's
  *   reusable TunnelClient and a keep-alive https.Agent (the "direct tunnel"), (c) a new single-use
  *   tunnel per request (dial, TLS, one request, close: the Go addon before upstream
- *   cluster-proxy #368), (d) straight to the apiserver (the floor);
- * - N concurrent watches through the one gateway: its RSS and CPU (and the server's and agent's)
- *   with none open, with all open and idle, and with events flowing.
+ *   cluster-proxy #368), (d) straight to the apiserver (the floor), and (e) the agent's gateway
+ *   endpoint addressed by the bench as the gateway would (the gateway's share of (a) is (a) - (e));
+ *   with the tunnel dials and apiserver connections each path makes per request;
+ * - N concurrent watches through the one gateway, to two clusters (one agent each): its RSS and CPU
+ *   (and the server's and agents') with none open, with all open and idle, and with events flowing.
  *
  * Prints a table and writes bench/results/gateway.json (read by scripts/performance-page.ts).
  * Every process it starts is stopped by PID at the end; every loop is bounded in count and time.
@@ -21,12 +23,13 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
-import type { IncomingMessage } from "node:http";
+import type { ClientRequest } from "node:http";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTunnelHttpsAgent, dial } from "@cluster-proxy/client";
-import { Harness, waitFor } from "../test/integration/harness.js";
+import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
+import { Harness, metricSum, waitFor, type Proc } from "../test/integration/harness.js";
 import {
   KUBE_APISERVER_NAME,
   startGateway,
@@ -59,6 +62,7 @@ import {
   rssBytes,
   selfCpuSeconds,
   sleep,
+  spawnOurAgent,
   startOurs,
   withTimeout,
   type Stack,
@@ -75,15 +79,17 @@ const P = quick
       warmupMs: 300,
       levels: [1, 8, 32],
       watches: 200,
+      watchClusters: 2,
       stateMs: 3000,
       eventPeriodMs: 1000,
     }
   : {
-      rounds: 3,
-      windowMs: 4000,
+      rounds: 5,
+      windowMs: 3000,
       warmupMs: 500,
       levels: [1, 8, 32],
       watches: 1000,
+      watchClusters: 2,
       stateMs: 10_000,
       eventPeriodMs: 1000,
     };
@@ -96,6 +102,14 @@ const GATEWAY_HUB_TOKEN = "bench-gateway-hub-token";
 const AGENT_SA_TOKEN = "bench-agent-sa-token";
 const USER = "bench";
 const PATH = "/api/v1/namespaces/default";
+/**
+ * The clusters the watches go to, one agent each (the first also carries the request load): an
+ * agent's gateway endpoint serves at most 512 connections at once (no flag), so 1,000 watches
+ * need two.
+ */
+const CLUSTERS = Array.from({ length: P.watchClusters }, (_, i) => (i === 0 ? CLUSTER : `${CLUSTER}-${i + 1}`));
+/** The reserved host of the agents' gateway endpoint (docs/design/gateway.md). */
+const ENDPOINT_HOST = "gateway.cluster-proxy.invalid";
 
 const log = (s: string): void => void process.stderr.write(`gateway bench: ${s}\n`);
 const t0 = Date.now();
@@ -135,8 +149,11 @@ process.on("uncaughtException", (err: Error & { code?: string }) => {
 interface Pids {
   gateway: number | undefined;
   server: number | undefined;
+  /** The agent of {@link CLUSTER}. */
   agent: number | undefined;
   apiserver: number | undefined;
+  /** Every agent (one per cluster of {@link CLUSTERS}). */
+  agents: (number | undefined)[];
 }
 
 function cpuNow(pids: Pids): Record<"client" | keyof Pids, number> {
@@ -146,11 +163,17 @@ function cpuNow(pids: Pids): Record<"client" | keyof Pids, number> {
     server: cpuSeconds(pids.server),
     agent: cpuSeconds(pids.agent),
     apiserver: cpuSeconds(pids.apiserver),
+    agents: pids.agents.reduce<number>((a, pid) => a + cpuSeconds(pid), 0),
   };
 }
 
 /** Requests/s and latency of every path at every level, the paths taking turns. */
-async function measureRequests(sends: Record<GatewayPath, Send>, pids: Pids, run: GatewayRun): Promise<void> {
+async function measureRequests(
+  sends: Record<GatewayPath, Send>,
+  pids: Pids,
+  counts: () => Promise<{ tunnelDials: number; apiserverConnections: number }>,
+  run: GatewayRun,
+): Promise<void> {
   const paths = Object.keys(GATEWAY_PATHS) as GatewayPath[];
   for (let round = 0; round < P.rounds; round++) {
     for (const c of P.levels) {
@@ -158,9 +181,11 @@ async function measureRequests(sends: Record<GatewayPath, Send>, pids: Pids, run
       const order = paths.map((_, i) => paths[(i + round) % paths.length]!);
       for (const p of order) {
         await runLoad(sends[p], c, { ...LIMITS, durationMs: P.warmupMs });
+        const counts0 = await counts();
         const before = cpuNow(pids);
         const w = await runLoad(sends[p], c, { ...LIMITS, durationMs: P.windowMs });
         const after = cpuNow(pids);
+        const counts1 = await counts();
         const spent = {
           client: after.client - before.client,
           gateway: p === "gateway" ? after.gateway - before.gateway : NaN,
@@ -168,7 +193,10 @@ async function measureRequests(sends: Record<GatewayPath, Send>, pids: Pids, run
           agent: p === "direct" ? NaN : after.agent - before.agent,
           apiserver: after.apiserver - before.apiserver,
         };
-        const s = windowSample(p, round, w, spent);
+        const s = windowSample(p, round, w, spent, {
+          tunnelDials: counts1.tunnelDials - counts0.tunnelDials,
+          apiserverConnections: counts1.apiserverConnections - counts0.apiserverConnections,
+        });
         run.windows.push(s);
         log(
           `  round ${round + 1} c=${c} ${p}: ${s.rps.toFixed(0)} req/s, p50 ${s.p50Ms.toFixed(2)} ms, ` +
@@ -179,10 +207,16 @@ async function measureRequests(sends: Record<GatewayPath, Send>, pids: Pids, run
   }
 }
 
-/** Open watches through the gateway and count the event lines they receive. */
+/**
+ * Watches through the gateway: each request is sent and counted open once the stand-in
+ * apiserver holds it (not once its response head arrives: see {@link WatchResult.headsWhileIdle});
+ * the event lines the bench receives are counted.
+ */
 class Watches {
   private readonly agent: https.Agent;
-  private readonly responses = new Set<IncomingMessage>();
+  private readonly requests = new Set<ClientRequest>();
+  /** Response heads (200) received. */
+  heads = 0;
   lines = 0;
   failed = 0;
   lastError = "";
@@ -196,68 +230,67 @@ class Watches {
     clients.push(this.agent);
   }
 
-  get open(): number {
-    return this.responses.size;
+  private one(cluster: string): void {
+    const req = https.request(
+      {
+        agent: this.agent,
+        host: "127.0.0.1",
+        port: this.gateway.port,
+        path: `/${cluster}/api/v1/namespaces/default/configmaps?watch=true`,
+        headers: this.headers,
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          this.failed++;
+          this.lastError = `watch: HTTP ${res.statusCode}`;
+          res.resume();
+          return;
+        }
+        this.heads++;
+        res.on("data", (c: Buffer) => {
+          for (let i = c.indexOf(10); i >= 0; i = c.indexOf(10, i + 1)) this.lines++;
+        });
+        res.on("error", () => undefined);
+      },
+    );
+    req.on("error", (e) => {
+      this.failed++;
+      this.lastError = e.message;
+    });
+    this.requests.add(req);
+    req.on("close", () => this.requests.delete(req));
+    req.end();
   }
 
-  private one(): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      const req = https.request(
-        {
-          agent: this.agent,
-          host: "127.0.0.1",
-          port: this.gateway.port,
-          path: `/${CLUSTER}/api/v1/namespaces/default/configmaps?watch=true`,
-          headers: this.headers,
-        },
-        (res) => {
-          clearTimeout(timer);
-          if (res.statusCode !== 200) {
-            res.resume();
-            reject(new Error(`watch: HTTP ${res.statusCode}`));
-            return;
-          }
-          // From here the watch lives until closed.
-          this.responses.add(res);
-          res.on("data", (c: Buffer) => {
-            for (let i = c.indexOf(10); i >= 0; i = c.indexOf(10, i + 1)) this.lines++;
-          });
-          res.on("error", () => undefined);
-          res.on("close", () => this.responses.delete(res));
-          resolve();
-        },
+  /**
+   * Send `n` watches, to the clusters in turn, `batch` every `batchMs`, and wait (at most `limitMs`) until the stand-in
+   * apiserver holds them all; throws when it does not or more than a few failed.
+   */
+  async open(n: number, kube: StandIn, batch: number, batchMs: number, limitMs: number): Promise<void> {
+    const deadline = performance.now() + limitMs;
+    for (let i = 0; i < n && this.failed < 10; i++) {
+      this.one(CLUSTERS[i % CLUSTERS.length]!);
+      if ((i + 1) % batch === 0) await sleep(batchMs);
+    }
+    let held = 0;
+    await waitFor(
+      `${n} watches at the stand-in apiserver`,
+      async () => {
+        if (this.failed >= 10) throw new Error(`${this.failed} watches failed: ${this.lastError}`);
+        held = (await kube.stats<StandInStats>()).watches;
+        return held >= n;
+      },
+      Math.max(1000, deadline - performance.now()),
+      250,
+    ).catch((e: Error) => {
+      throw new Error(
+        `${held} of ${n} watches reached the apiserver (${this.failed} failed: ${this.lastError}): ${e.message}`,
       );
-      // Until the answer's head arrives; the watch itself is open-ended.
-      const timer = setTimeout(() => req.destroy(new Error("watch: no answer within 30 s")), 30_000);
-      req.on("error", (e) => {
-        clearTimeout(timer);
-        reject(e);
-      });
-      req.end();
     });
   }
 
-  /** Open `n`, `concurrency` at a time, within `limitMs`; resolves with how many opened. */
-  async openMany(n: number, concurrency: number, limitMs: number): Promise<number> {
-    let next = 0;
-    const deadline = performance.now() + limitMs;
-    const worker = async (): Promise<void> => {
-      while (next < n && performance.now() < deadline && this.failed < 100) {
-        next++;
-        try {
-          await this.one();
-        } catch (e) {
-          this.failed++;
-          this.lastError = (e as Error).message;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: concurrency }, () => worker()));
-    return this.open;
-  }
-
   close(): void {
-    for (const res of this.responses) res.destroy();
+    for (const req of this.requests) req.destroy();
     this.agent.destroy();
   }
 }
@@ -271,6 +304,8 @@ async function state(pids: Pids, ms: number, kube: StandIn, w: Watches | undefin
   const secs = (performance.now() - s0) / 1000;
   const cpu1 = cpuNow(pids);
   const pct = (k: keyof Pids): number => ((cpu1[k] - cpu0[k]) / secs) * 100;
+  const rss = (pidList: (number | undefined)[]): number =>
+    pidList.reduce<number>((a, pid) => a + rssBytes(pid), 0) / MiB;
   return {
     watches: (await kube.stats<StandInStats>()).watches,
     seconds: secs,
@@ -278,8 +313,8 @@ async function state(pids: Pids, ms: number, kube: StandIn, w: Watches | undefin
     gatewayCpuPercent: pct("gateway"),
     serverRssMiB: rssBytes(pids.server) / MiB,
     serverCpuPercent: pct("server"),
-    agentRssMiB: rssBytes(pids.agent) / MiB,
-    agentCpuPercent: pct("agent"),
+    agentRssMiB: rss(pids.agents),
+    agentCpuPercent: pct("agents"),
     eventsPerSecond: ((w?.lines ?? 0) - lines0) / secs,
   };
 }
@@ -298,20 +333,14 @@ async function measureWatches(
   const w = new Watches(gateway, ca, headers);
   try {
     const o0 = performance.now();
-    const opened = await w.openMany(P.watches, 50, 180_000);
+    await w.open(P.watches, kube, 50, 100, 180_000);
     const openSeconds = (performance.now() - o0) / 1000;
-    if (opened < P.watches) {
-      throw new Error(`only ${opened} of ${P.watches} watches opened (${w.failed} failed: ${w.lastError})`);
-    }
-    await waitFor(
-      `${P.watches} watches at the stand-in apiserver`,
-      async () => (await kube.stats<StandInStats>()).watches >= P.watches,
-      60_000,
-      250,
+    log(
+      `  ${P.watches} watches open in ${openSeconds.toFixed(1)} s, ${w.heads} response heads received [${elapsed()}]`,
     );
-    log(`  ${opened} watches open in ${openSeconds.toFixed(1)} s [${elapsed()}]`);
     await sleep(3000);
     const idle = await state(pids, P.stateMs, kube, w);
+    const headsWhileIdle = w.heads;
     log(`  idle: gateway ${idle.gatewayRssMiB.toFixed(1)} MiB, ${idle.gatewayCpuPercent.toFixed(2)}% CPU`);
     kube.command(`events ${P.eventPeriodMs}`);
     await sleep(Math.max(2000, P.eventPeriodMs * 2));
@@ -323,7 +352,22 @@ async function measureWatches(
     );
     if (flowing.watches < P.watches)
       run.notes.push(`watches: only ${flowing.watches} still open at the end of the events window`);
-    return { count: opened, openSeconds, eventPeriodMs: P.eventPeriodMs, none, idle, flowing };
+    if (headsWhileIdle < P.watches)
+      run.notes.push(
+        `watches: ${headsWhileIdle} of ${P.watches} response heads reached the client while the watches were idle ` +
+          `(${w.heads} once events flowed): the gateway path sends a watch's head only with its first event`,
+      );
+    return {
+      count: P.watches,
+      clusters: CLUSTERS.length,
+      openSeconds,
+      eventPeriodMs: P.eventPeriodMs,
+      headsWhileIdle,
+      headsAtEnd: w.heads,
+      none,
+      idle,
+      flowing,
+    };
   } finally {
     w.close();
     await waitFor(
@@ -343,7 +387,7 @@ async function main(): Promise<void> {
     execFileSync("npm", ["run", "build"], { cwd: REPO, stdio: ["ignore", process.stderr, "inherit"] });
   }
   h.dir = await mkdtemp(join(tmpdir(), "cpbench-gateway-"));
-  const certs = await writeGatewayBenchCerts(join(h.dir, "pki"));
+  const certs = await writeGatewayBenchCerts(join(h.dir, "pki"), CLUSTERS);
   h.certs = certs.standalone;
   const run: GatewayRun = {
     quick,
@@ -368,7 +412,7 @@ async function main(): Promise<void> {
     h,
     "hub-apiserver",
     "hub-apiserver-stand-in.ts",
-    { cert: certs.hubApiserver.cert, key: certs.hubApiserver.key, cluster: CLUSTER, user: USER },
+    { cert: certs.hubApiserver.cert, key: certs.hubApiserver.key, clusters: CLUSTERS, user: USER },
     certs.hubCa.cert,
   );
   const saDir = await writeServiceAccountDir(join(h.dir, "serviceaccount"), AGENT_SA_TOKEN, certs.clusterCa.cert);
@@ -379,13 +423,25 @@ async function main(): Promise<void> {
     GATEWAY_HUB_TOKEN,
   );
   log(`starting proxy-server, proxy-agent and gateway [${elapsed()}]`);
-  stack = await startOurs(h, LOOPBACK, {
-    agentArgs: [
-      `--gateway-ca-file=${certs.gatewayCa.cert}`,
-      `--kube-apiserver-url=https://127.0.0.1:${kube.port}`,
-      `--service-account-dir=${saDir}`,
-    ],
-  });
+  const agentArgs = [
+    `--gateway-ca-file=${certs.gatewayCa.cert}`,
+    `--kube-apiserver-url=https://127.0.0.1:${kube.port}`,
+    `--service-account-dir=${saDir}`,
+  ];
+  stack = await startOurs(h, LOOPBACK, { agentArgs });
+  const st = stack;
+  // The other clusters' agents (for the watches), all reaching the same stand-in apiserver.
+  const moreAgents: Proc[] = [];
+  for (const cluster of CLUSTERS.slice(1)) {
+    const agent = await spawnOurAgent(h, LOOPBACK, st.agentPort, { agentArgs }, cluster);
+    moreAgents.push(agent);
+    await waitFor(
+      `agent of ${cluster} connected\n${agent.output()}`,
+      async () => (await metricSum(st.healthPort, `cluster_proxy_server_backends{identifier="${cluster}"}`)) >= 1,
+      20_000,
+      100,
+    );
+  }
   // Every watch holds one connection to the cluster's endpoint, and the gateway queues requests
   // beyond --max-connections-per-cluster (default 64): room for all of them.
   const maxConnectionsPerCluster = P.watches + 100;
@@ -414,7 +470,21 @@ async function main(): Promise<void> {
     servername: KUBE_APISERVER_NAME,
   });
   const directAgent = new https.Agent({ keepAlive: true, maxSockets, ca: clusterCa });
-  clients.push(gatewayAgent, tunnelAgent, directAgent);
+  // As the gateway reaches the endpoint: its identity, the agent CA, the cluster's URI SAN.
+  const endpointAgent = createTunnelHttpsAgent({
+    client: stack.client,
+    keepAlive: true,
+    maxSockets,
+    ca: readFileSync(certs.standalone.agentCa.cert),
+    cert: readFileSync(certs.gatewayIdentity.cert),
+    key: readFileSync(certs.gatewayIdentity.key),
+    servername: ENDPOINT_HOST,
+    checkServerIdentity: (_host, cert) =>
+      clusterNamesFromCertificate(cert.raw).includes(CLUSTER)
+        ? undefined
+        : new Error(`the endpoint's certificate does not grant ${CLUSTER}`),
+  });
+  clients.push(gatewayAgent, tunnelAgent, directAgent, endpointAgent);
   const spec: RequestSpec = { path: PATH, headers };
   const proxy = stack.proxy;
   const sends: Record<GatewayPath, Send> = {
@@ -427,18 +497,28 @@ async function main(): Promise<void> {
       KUBE_APISERVER_NAME,
     ),
     direct: keepAliveGet(directAgent, "127.0.0.1", kube.port, spec),
+    endpoint: keepAliveGet(endpointAgent, `${ENDPOINT_HOST}.${CLUSTER}`, 443, {
+      path: PATH,
+      headers: {
+        "cluster-proxy-target": "kube",
+        "impersonate-user": `cluster:hub:${USER}`,
+        "impersonate-group": "system:authenticated",
+        accept: "application/json",
+      },
+    }),
   };
   // Each path must work before it is measured; the gateway's request must arrive impersonated.
-  for (const [p, send] of Object.entries(sends)) {
-    await withTimeout(send(AbortSignal.timeout(20_000)), 25_000, `first request, ${p}`).catch((e: Error) => {
+  const firstRequest = (p: string, send: Send): Promise<void> =>
+    withTimeout(send(AbortSignal.timeout(20_000)), 25_000, `first request, ${p}`).catch((e: Error) => {
       throw new Error(
         `${p}: ${e.message}\ngateway: ${gateway.proc.output().slice(-3000)}\nagent: ${stack?.agent?.output().slice(-3000)}`,
       );
     });
-  }
+  await firstRequest("gateway", sends.gateway);
   const seen = await kube.stats<StandInStats>();
   if (seen.lastImpersonateUser === "")
     throw new Error("the gateway's request reached the apiserver without Impersonate-User");
+  for (const [p, send] of Object.entries(sends)) await firstRequest(p, send);
   log(
     `every path answers; the gateway's requests arrive as Impersonate-User ${seen.lastImpersonateUser} [${elapsed()}]`,
   );
@@ -448,11 +528,17 @@ async function main(): Promise<void> {
     server: stack.server.child.pid,
     agent: stack.agent?.child.pid,
     apiserver: kube.proc.child.pid,
+    agents: [stack.agent?.child.pid, ...moreAgents.map((a) => a.child.pid)],
   };
   log(
-    `requests: ${P.rounds} rounds x levels ${P.levels.join(", ")} x 4 paths x ${P.windowMs} ms (+${P.warmupMs} ms warm-up) [${elapsed()}]`,
+    `requests: ${P.rounds} rounds x levels ${P.levels.join(", ")} x 5 paths x ${P.windowMs} ms (+${P.warmupMs} ms warm-up) [${elapsed()}]`,
   );
-  await measureRequests(sends, pids, run);
+  const serverHealth = stack.healthPort;
+  const counts = async (): Promise<{ tunnelDials: number; apiserverConnections: number }> => ({
+    tunnelDials: await metricSum(serverHealth, "konnectivity_network_proxy_server_dial_duration_seconds_count"),
+    apiserverConnections: (await kube.stats<StandInStats>()).connections,
+  });
+  await measureRequests(sends, pids, counts, run);
 
   log(`watches: ${P.watches} through one gateway [${elapsed()}]`);
   try {

@@ -1,15 +1,15 @@
 /**
  * The hub kube-apiserver as the gateway sees it in bench/gateway.ts: an HTTPS server on 127.0.0.1
- * that authenticates every bearer token as one user, allows every access review, knows one
- * ManagedCluster, and has no ConfigMaps (so the exposed-services allowlist is empty). It does
+ * that authenticates every bearer token as one user, allows every access review, knows the given
+ * ManagedClusters, and has no ConfigMaps (so the exposed-services allowlist is empty). It does
  * not check who asks: the bench measures the gateway, not the hub.
  *
- *   node --import tsx hub-apiserver-stand-in.ts '{"cert":"...","key":"...","cluster":"bench","user":"bench"}'
+ *   node --import tsx hub-apiserver-stand-in.ts '{"cert":"...","key":"...","clusters":["bench"],"user":"bench"}'
  *
  * - `POST /apis/authentication.k8s.io/v1/tokenreviews`: authenticated, user `user`, group
  *   `system:authenticated`, the audiences asked for.
  * - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews` (and selfsubjectaccessreviews): allowed.
- * - `GET /apis/cluster.open-cluster-management.io/v1/managedclusters[/<cluster>]`: the cluster.
+ * - `GET /apis/cluster.open-cluster-management.io/v1/managedclusters[/<cluster>]`: the clusters.
  * - ConfigMaps: `GET` of one is 404, lists are empty, watches stay open and quiet.
  * - `POST` of Events (core or events.k8s.io): accepted.
  * - Anything else: 404, and counted under `unhandled` with its method and path.
@@ -34,7 +34,7 @@ export interface HubStats {
   unhandled: Record<string, number>;
 }
 
-const args = JSON.parse(process.argv[2] ?? "{}") as { cert: string; key: string; cluster: string; user: string };
+const args = JSON.parse(process.argv[2] ?? "{}") as { cert: string; key: string; clusters: string[]; user: string };
 const stats: HubStats = {
   tokenReviews: 0,
   accessReviews: 0,
@@ -48,13 +48,17 @@ const MAX_BODY = 1024 * 1024;
 /** Quiet watches are ended after this long, as an apiserver ends watches. */
 const WATCH_LIFETIME_MS = 15 * 60_000;
 
-const managedCluster = {
+const managedCluster = (name: string): Record<string, unknown> => ({
   apiVersion: "cluster.open-cluster-management.io/v1",
   kind: "ManagedCluster",
-  metadata: { name: args.cluster, uid: "0b9c5f8e-1d2a-4c3b-8e4f-5a6b7c8d9e0f", resourceVersion: "7" },
+  metadata: {
+    name,
+    uid: `0b9c5f8e-1d2a-4c3b-8e4f-${Buffer.from(name).toString("hex").padEnd(12, "0").slice(0, 12)}`,
+    resourceVersion: "7",
+  },
   spec: { hubAcceptsClient: true },
   status: { conditions: [{ type: "ManagedClusterConditionAvailable", status: "True" }] },
-};
+});
 
 async function body(req: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
@@ -131,9 +135,10 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
         apiVersion: "cluster.open-cluster-management.io/v1",
         kind: "ManagedClusterList",
         metadata: { resourceVersion: "7" },
-        items: [managedCluster],
+        items: args.clusters.map(managedCluster),
       });
-    return path === `${clusters}/${args.cluster}` ? json(res, 200, managedCluster) : notFound(res, path);
+    const name = path.slice(clusters.length + 1);
+    return args.clusters.includes(name) ? json(res, 200, managedCluster(name)) : notFound(res, path);
   }
   if (/^\/api\/v1\/(namespaces\/[^/]+\/)?configmaps(\/|$)/.test(path)) {
     stats.configMapRequests++;

@@ -4,7 +4,7 @@
  * (any GET with `watch=true` or `watch=1`) open, writing one MODIFIED event per watch every period
  * while events are on. It checks no credentials; it counts requests by how they were
  * authenticated (Impersonate-User set, or not) so the bench can tell the gateway's requests
- * arrived impersonated.
+ * arrived impersonated, and the TLS connections it accepted (how well clients reuse theirs).
  *
  *   node --import tsx kube-apiserver-stand-in.ts '{"cert":"...","key":"..."}'
  *
@@ -30,6 +30,8 @@ export interface StandInStats {
   lastImpersonateUser: string;
   /** Watch events written since the start. */
   events: number;
+  /** TLS connections accepted since the start (how well clients reuse theirs). */
+  connections: number;
 }
 
 const args = JSON.parse(process.argv[2] ?? "{}") as { cert: string; key: string };
@@ -41,7 +43,14 @@ const NAMESPACE = JSON.stringify({
   status: { phase: "Active" },
 });
 
-const stats: StandInStats = { watches: 0, impersonated: 0, notImpersonated: 0, lastImpersonateUser: "", events: 0 };
+const stats: StandInStats = {
+  watches: 0,
+  impersonated: 0,
+  notImpersonated: 0,
+  lastImpersonateUser: "",
+  events: 0,
+  connections: 0,
+};
 let periodMs = 0;
 /** A watch is ended after this long, as an apiserver ends watches (the bench's take minutes). */
 const WATCH_LIFETIME_MS = 15 * 60_000;
@@ -127,6 +136,7 @@ const server = https.createServer(
       .end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404 }));
   },
 );
+server.on("secureConnection", () => void stats.connections++);
 server.maxConnections = 20_000;
 server.listen({ port: 0, host: "127.0.0.1", backlog: 4096 });
 await once(server, "listening");

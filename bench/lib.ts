@@ -260,18 +260,28 @@ function stack(
 
 export const CLUSTER = "bench";
 
-/** Our agent (the built CLI of `o.cli`) connecting to a server's agent port. */
-async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: StackOptions): Promise<Proc> {
-  return spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
+/**
+ * Our agent (the built CLI of `o.cli`) for `cluster` (default {@link CLUSTER}; its certificate
+ * must be in `h.certs`) connecting to a server's agent port.
+ */
+export async function spawnOurAgent(
+  h: Harness,
+  topo: Topology,
+  agentPort: number,
+  o: StackOptions,
+  cluster: string = CLUSTER,
+): Promise<Proc> {
+  const suffix = cluster === CLUSTER ? "" : `-${cluster}`;
+  return spawnWrapped(h, `ours-agent${suffix}`, topo.clusterWrap, process.execPath, [
     ...NODE_FLAGS,
     ...(o.agentNodeArgs ?? []),
     o.cli ?? CLI,
     "agent",
     `--proxy-server-host=${topo.agentServerHost}`,
     `--proxy-server-port=${agentPort}`,
-    ...agentCertFlags(h.certs, CLUSTER),
-    `--cluster-name=${CLUSTER}`,
-    "--agent-id=bench-ours-agent",
+    ...agentCertFlags(h.certs, cluster),
+    `--cluster-name=${cluster}`,
+    `--agent-id=bench-ours-agent${suffix}`,
     "--health-server-host=127.0.0.1",
     `--health-server-port=${await freePort()}`,
     "--admin-server-port=0",

@@ -54,6 +54,7 @@ interface GatewayJson {
   ratios: Record<string, Record<string, number | null>>;
   watches: {
     count: number;
+    clusters: number;
     eventPeriodMs: number;
     none: GatewayWatchState;
     idle: GatewayWatchState;
@@ -145,6 +146,7 @@ const GATEWAY_RATIOS: [key: string, label: string][] = [
   ["p99_gateway_over_tunnel", "p99 latency: (a) gateway / (b) direct tunnel ↓"],
   ["p50_tunnel_per_request_over_tunnel", "p50 latency: (c) tunnel per request / (b) direct tunnel ↓"],
   ["p50_gateway_over_direct", "p50 latency: (a) gateway / (d) no tunnel ↓"],
+  ["p50_endpoint_over_tunnel", "p50 latency: (e) agent's endpoint without the gateway / (b) direct tunnel ↓"],
 ];
 
 /** The gateway section: ratios between the four paths per concurrency, the targets, the watches. */
@@ -160,7 +162,8 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
       "(keep-alive client, a hub token checked by a stand-in hub), (b) through the tunnel with the SDK's reusable " +
       "TunnelClient and a keep-alive agent (the direct tunnel), (c) on a new single-use tunnel per request (its own " +
       "session and TLS, one request, close: the Go addon before upstream cluster-proxy #368), (d) straight to the " +
-      `apiserver (no tunnel); one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
+      "apiserver (no tunnel), and (e) to the agent's gateway endpoint as the gateway would, without the gateway (what " +
+      `of (a) is the gateway's own); one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
       `(${g.machine.cpu_model}), Node.js ${g.runtime.node}. Started ${g.machine.date}${minutes}; ` +
       `${g.run.quick ? "a --quick run" : "a full run"}, ${g.run.params.rounds} rounds of ${g.run.params.windowMs / 1000} s ` +
       "per path and level, the paths taking turns. Ratios of medians over the rounds; ↓ = lower is better.",
@@ -182,7 +185,8 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
     const kib = ((w.idle.gatewayRssMiB - w.none.gatewayRssMiB) * 1024) / w.count;
     out.push(
       `${w.count} watches through one gateway replica, one event per watch every ${w.eventPeriodMs / 1000} s ` +
-        `while events flow; the gateway's RSS grew by ${kib.toFixed(0)} KiB per open watch:`,
+        `while events flow, to ${w.clusters} clusters in turn (an agent's endpoint serves at most 512 connections); ` +
+        `the gateway's RSS grew by ${kib.toFixed(0)} KiB per open watch:`,
       "",
       "| watches | gateway RSS (MiB) | gateway CPU (% of one core) | events/s received |",
       "| --- | --- | --- | --- |",
