@@ -1,6 +1,6 @@
 /**
- * `npm --prefix bench run gateway [-- --quick] [--no-build]`: what the gateway (docs/design/gateway.md)
- * costs, all on loopback, on the Node.js the image ships.
+ * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches]`: what the gateway
+ * (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
  *
  * Starts one proxy-server and one proxy-agent (with its gateway endpoint), a stand-in managed
  * kube-apiserver (bench/kube-apiserver-stand-in.ts), a stand-in hub apiserver for TokenReview,
@@ -71,6 +71,7 @@ import { currentRuntime, machineInfo } from "./run-info.js";
 
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
+const watches = !argv.includes("--no-watches");
 
 const P = quick
   ? {
@@ -540,12 +541,16 @@ async function main(): Promise<void> {
   });
   await measureRequests(sends, pids, counts, run);
 
-  log(`watches: ${P.watches} through one gateway [${elapsed()}]`);
-  try {
-    run.watches = await measureWatches(gateway, kube, servingCa, headers, pids, run);
-  } catch (e) {
-    log(`watches: FAILED: ${(e as Error).message}`);
-    run.notes.push(`watch scenario failed: ${(e as Error).message.split("\n")[0]}`);
+  if (watches) {
+    log(`watches: ${P.watches} through one gateway [${elapsed()}]`);
+    try {
+      run.watches = await measureWatches(gateway, kube, servingCa, headers, pids, run);
+    } catch (e) {
+      log(`watches: FAILED: ${(e as Error).message}`);
+      run.notes.push(`watch scenario failed: ${(e as Error).message.split("\n")[0]}`);
+    }
+  } else {
+    run.notes.push("--no-watches: no watch scenario");
   }
 
   const hubStats = await hub.stats<HubStats>();
