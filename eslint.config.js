@@ -46,6 +46,7 @@ function packageLayers() {
     server: ["client", "agent", "addon-manager", "cli"],
     agent: ["pki", "client", "server", "addon-manager", "cli", "k8s"],
     "addon-manager": [...dataPlane, "cli"],
+    gateway: ["server", "agent", "addon-manager", "cli", "protocol"],
   };
   const spec = (name) =>
     name === "prom-client" ? "prom-client" : name === "k8s" ? "@kubernetes/client-node" : `@cluster-proxy/${name}`;

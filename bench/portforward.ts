@@ -21,7 +21,7 @@ import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manage
 import { HOST_ADDR, nsOf, repoRoot } from "../test/env/config.js";
 import { waitFor } from "../test/env/exec.js";
 import { startTestEnv } from "../test/env/fixture.js";
-import { installCrd } from "../test/addon-manager/hub-setup.js";
+import { installCrd, mpcBody as sharedMpcBody } from "../test/addon-manager/hub-setup.js";
 import { ManagerProcess } from "../test/addon-manager/manager-process.js";
 
 const MANAGER_NS = "open-cluster-management-addon";
@@ -45,21 +45,13 @@ interface Sample {
   firstByteMsP90: number;
 }
 
-const mpcBody = (entrypoint: (typeof ENTRYPOINTS)[number], agents: number): KubeObject => ({
-  apiVersion: Resources.managedProxyConfiguration.apiVersion,
-  kind: Resources.managedProxyConfiguration.kind,
-  metadata: { name: NAME },
-  spec: {
-    authentication: {},
-    proxyServer: {
-      image: "quay.io/open-cluster-management/cluster-proxy:latest",
-      replicas: SERVERS,
-      entrypoint:
-        entrypoint === "PortForward" ? { type: "PortForward" } : { type: entrypoint, loadBalancerService: {} },
-    },
-    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:latest", replicas: agents },
-  },
-});
+const mpcBody = (entrypoint: (typeof ENTRYPOINTS)[number], agents: number): KubeObject =>
+  sharedMpcBody({
+    name: NAME,
+    entrypoint: entrypoint === "PortForward" ? { type: "PortForward" } : { type: entrypoint, loadBalancerService: {} },
+    serverReplicas: SERVERS,
+    agentReplicas: agents,
+  });
 
 const ticks = (pid: number): number => {
   const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");

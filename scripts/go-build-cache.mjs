@@ -20,6 +20,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { pidAlive } from "./node-runtime.mjs";
 
 /**
  * @typedef {object} GoTarget One binary to build.
@@ -192,15 +193,6 @@ export function cacheKey(recipe, goLine, inputs) {
 export function isComplete(dir, targets) {
   if (!existsSync(join(dir, "manifest.json"))) return false;
   return targets.every((t) => existsSync(join(dir, "bin", t.name)));
-}
-
-function pidAlive(pid) {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return err.code === "EPERM";
-  }
 }
 
 /**

@@ -128,7 +128,8 @@ export function fetchNode(pin) {
   return join(final, "bin", "node");
 }
 
-function pidAlive(pid) {
+/** Whether process `pid` exists (also when it belongs to another user). */
+export function pidAlive(pid) {
   try {
     process.kill(pid, 0);
     return true;

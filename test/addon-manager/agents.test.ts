@@ -269,7 +269,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
       assert.equal(cert.subjectAltName, `URI:cluster-proxy://cluster/${c}`, "no requested SAN is copied");
       assert.match(cert.subject, /CN=open-cluster-management:cluster-proxy:proxy-agent/, "the subject as requested");
       const eku = cert.keyUsage ?? [];
-      assert.deepEqual(eku, ["1.3.6.1.5.5.7.3.2"], "clientAuth only");
+      assert.deepEqual(eku.slice().sort(), ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"], "serverAuth and clientAuth");
     }
     const csrs = (
       await hub.list(Resources.certificateSigningRequest, {

@@ -6,7 +6,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
-import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import { MPC_API_VERSION, MPC_KIND, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { Resources, type KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
 import { repoRoot, stateDir } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
@@ -28,6 +28,43 @@ export async function installCrd(api: KubeApi): Promise<void> {
     const live = (await api.get(CRD, crd.metadata.name)) as { status?: { conditions?: Condition[] } };
     return live.status?.conditions?.some((c) => c.type === "Established" && c.status === "True");
   });
+}
+
+/** The image the suites' proxy-servers and agents name (the process kubelet runs this checkout's CLI for it). */
+export const DEV_IMAGE = "quay.io/open-cluster-management/cluster-proxy:dev";
+
+/** What differs between the suites' ManagedProxyConfigurations. */
+export interface MpcBodyOptions {
+  name: string;
+  /** The proxy-servers' namespace (absent: the CRD's default). */
+  namespace?: string;
+  /** `spec.proxyServer.entrypoint`. */
+  entrypoint: Record<string, unknown>;
+  /** `spec.proxyServer.replicas` (default 1). */
+  serverReplicas?: number;
+  /** `spec.proxyAgent.replicas` (absent: the CRD's default). */
+  agentReplicas?: number;
+  /** `spec.authentication` (default `{}`). */
+  authentication?: Record<string, unknown>;
+}
+
+/** A ManagedProxyConfiguration body running {@link DEV_IMAGE}, as the suites apply it. */
+export function mpcBody(o: MpcBodyOptions): KubeObject & { spec: Record<string, unknown> } {
+  return {
+    apiVersion: MPC_API_VERSION,
+    kind: MPC_KIND,
+    metadata: { name: o.name },
+    spec: {
+      proxyServer: {
+        image: DEV_IMAGE,
+        replicas: o.serverReplicas ?? 1,
+        ...(o.namespace === undefined ? {} : { namespace: o.namespace }),
+        entrypoint: o.entrypoint,
+      },
+      proxyAgent: { image: DEV_IMAGE, ...(o.agentReplicas === undefined ? {} : { replicas: o.agentReplicas }) },
+      authentication: o.authentication ?? {},
+    },
+  };
 }
 
 export interface ClusterProbeResult {

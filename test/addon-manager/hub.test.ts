@@ -9,14 +9,14 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { cond, installCrd } from "./hub-setup.js";
+import { cond, installCrd, mpcBody as sharedMpcBody } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-it";
@@ -47,22 +47,14 @@ let lbAnnotations: { key: string; value: string }[] = [{ key: "example.com/load-
 const LB_INGRESS_ANNOTATION = "cpenv.cluster-proxy.io/load-balancer-ingress";
 const LB_POOL = /^10\.200\.30\.\d+$/;
 
-const mpcBody = (spec: Record<string, unknown> = {}): Mpc => ({
-  apiVersion: MPC_API_VERSION,
-  kind: MPC_KIND,
-  metadata: { name: NAME },
-  spec: {
-    proxyServer: {
-      image: "quay.io/open-cluster-management/cluster-proxy:dev",
-      replicas: 1,
-      namespace: SERVER_NS,
-      entrypoint: { type: "LoadBalancerService", loadBalancerService: { annotations: lbAnnotations } },
-    },
-    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev" },
-    authentication: {},
-    ...spec,
-  },
-});
+const mpcBody = (spec: Record<string, unknown> = {}): Mpc => {
+  const base = sharedMpcBody({
+    name: NAME,
+    namespace: SERVER_NS,
+    entrypoint: { type: "LoadBalancerService", loadBalancerService: { annotations: lbAnnotations } },
+  });
+  return { ...base, spec: { ...base.spec, ...spec } };
+};
 
 const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?.[key] ?? "", "base64").toString();
 
@@ -237,6 +229,8 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
         "ProxyServerSecretSigned",
         "AgentServerSecretSigned",
         "ProxyClientSecretSigned",
+        "GatewayServingSecretSigned",
+        "GatewayIdentitySecretSigned",
         "EntrypointReady",
         "SignerCAConsistent",
       ].every((t) => cond(mpc, t)?.status === "True");
@@ -325,6 +319,24 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
     );
     // CA Secrets are owned by nothing.
     assert.equal((await get("cluster-proxy-signer", MANAGER_NS)).metadata.ownerReferences, undefined);
+    // The gateway: served by the serving CA; its identity from the fourth CA, which nothing else uses.
+    const gatewayCa = await get("cluster-proxy-signer-gateway", MANAGER_NS);
+    assert.equal(gatewayCa.metadata.ownerReferences, undefined);
+    const gatewayCaCert = new X509Certificate(pem(gatewayCa, "ca.crt"));
+    const gwServing = new X509Certificate(pem(await get("cluster-proxy-gateway-serving"), "tls.crt"));
+    assert.ok(gwServing.checkIssued(serverCa));
+    assert.ok(
+      (gwServing.subjectAltName ?? "").includes(`DNS:cluster-proxy-addon-user.${SERVER_NS}.svc`),
+      gwServing.subjectAltName,
+    );
+    const identity = await get("cluster-proxy-gateway-identity");
+    const identityCert = new X509Certificate(pem(identity, "tls.crt"));
+    assert.ok(identityCert.checkIssued(gatewayCaCert));
+    assert.ok(
+      !identityCert.checkIssued(clientCa) && !identityCert.checkIssued(agentCa) && !identityCert.checkIssued(serverCa),
+    );
+    assert.equal(new X509Certificate(pem(identity, "agent-ca.crt")).fingerprint256, agentCa.fingerprint256);
+    assert.ok(!agentServerCert.checkIssued(gatewayCaCert) && !clientCert.checkIssued(gatewayCaCert));
   });
 
   test("LoadBalancer entrypoint: a hostname-only ingress is used, and the Service's annotations follow the configuration", async () => {

@@ -15,13 +15,13 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { MPC_API_VERSION, MPC_KIND, type Condition } from "@cluster-proxy/api";
+import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { nsOf, repoRoot } from "../env/config.js";
 import { waitFor, type RunResult } from "../env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
-import { deleteAddonCsrs, installCrd } from "./hub-setup.js";
+import { deleteAddonCsrs, installCrd, mpcBody } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 import {
   DOC_BLOCKS,
@@ -161,21 +161,16 @@ describe("hub operations: health, kubeconfig, port-forward", { timeout: 30 * 60_
         nsOf("hub"),
       );
       await manager.waitForLog("controllers started", 60_000);
-      await hub.apply(Resources.managedProxyConfiguration, {
-        apiVersion: MPC_API_VERSION,
-        kind: MPC_KIND,
-        metadata: { name: NAME },
-        spec: {
-          proxyServer: {
-            image: "quay.io/open-cluster-management/cluster-proxy:dev",
-            replicas: 1,
-            namespace: SERVER_NS,
-            entrypoint: { type: "LoadBalancerService", loadBalancerService: {} },
-          },
-          proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev", replicas: 1 },
+      await hub.apply(
+        Resources.managedProxyConfiguration,
+        mpcBody({
+          name: NAME,
+          namespace: SERVER_NS,
+          entrypoint: { type: "LoadBalancerService", loadBalancerService: {} },
+          agentReplicas: 1,
           authentication: { signer: { type: "SelfSigned", selfSigned: { additionalSANs: [DOOR_IP] } } },
-        },
-      });
+        }),
+      );
       // How an operator exposes the client doors outside the hub.
       await hub.apply(Resources.namespace, { metadata: { name: SERVER_NS } });
       await hub.apply(Resources.service, {

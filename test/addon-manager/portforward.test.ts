@@ -22,6 +22,7 @@ import {
   cond,
   deleteAddonCsrs,
   installCrd,
+  mpcBody as sharedMpcBody,
   probeClusterFromLab,
   waitForAddon,
   waitForNamespacesGone,
@@ -54,20 +55,8 @@ const pem = (s: Secret | undefined, key: string): string => Buffer.from(s?.data?
 /** Agent replicas per cluster: "every agent" reaches every proxy-server, not just one of them. */
 const AGENTS = 2;
 
-const mpcBody = (replicas: number): KubeObject => ({
-  apiVersion: Resources.managedProxyConfiguration.apiVersion,
-  kind: Resources.managedProxyConfiguration.kind,
-  metadata: { name: NAME },
-  spec: {
-    authentication: {},
-    proxyServer: {
-      image: "quay.io/open-cluster-management/cluster-proxy:latest",
-      replicas,
-      entrypoint: { type: "PortForward" },
-    },
-    proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:latest", replicas: AGENTS },
-  },
-});
+const mpcBody = (replicas: number): KubeObject =>
+  sharedMpcBody({ name: NAME, entrypoint: { type: "PortForward" }, serverReplicas: replicas, agentReplicas: AGENTS });
 
 interface LogEvent {
   time: number;

@@ -8,12 +8,12 @@
 //   shows partial coverage, then all three, then one again.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { MPC_API_VERSION, MPC_KIND, TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import { TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { nsOf } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { deleteAddonCsrs, installCrd } from "./hub-setup.js";
+import { deleteAddonCsrs, installCrd, mpcBody } from "./hub-setup.js";
 import { ManagerProcess } from "./manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-status";
@@ -81,21 +81,16 @@ describe(
 
     test("agents that cannot resolve the entrypoint: the hub says so in the agent's own words within 30 s", async (t) => {
       // An operator's typo in the entrypoint: the agents dial a name that does not exist.
-      await hub.apply(Resources.managedProxyConfiguration, {
-        apiVersion: MPC_API_VERSION,
-        kind: MPC_KIND,
-        metadata: { name: NAME },
-        spec: {
-          proxyServer: {
-            image: "quay.io/open-cluster-management/cluster-proxy:dev",
-            replicas: 1,
-            namespace: SERVER_NS,
-            entrypoint: { type: "Hostname", hostname: { value: UNRESOLVABLE } },
-          },
-          proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:dev", replicas: 1 },
+      await hub.apply(
+        Resources.managedProxyConfiguration,
+        mpcBody({
+          name: NAME,
+          namespace: SERVER_NS,
+          entrypoint: { type: "Hostname", hostname: { value: UNRESOLVABLE } },
+          agentReplicas: 1,
           authentication: { signer: { type: "SelfSigned" } },
-        },
-      });
+        }),
+      );
       await hub.apply(Resources.managedClusterAddOn, {
         apiVersion: Resources.managedClusterAddOn.apiVersion,
         kind: Resources.managedClusterAddOn.kind,

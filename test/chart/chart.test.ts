@@ -176,4 +176,197 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       capabilities: { drop: ["ALL"] },
     });
   });
+
+  test("the gateway: Deployment and Service cluster-proxy-addon-user with the contract's flags and the manager's Secrets, least-privilege RBAC, off with gateway.enabled=false", () => {
+    const objs = render();
+    type Container = {
+      command: string[];
+      args: string[];
+      ports: { name: string; containerPort: number }[];
+      readinessProbe: { httpGet: { path: string; port: string } };
+      livenessProbe: { httpGet: { path: string; port: string } };
+      volumeMounts: { name: string; mountPath: string }[];
+      securityContext: unknown;
+    };
+    type Pod = {
+      serviceAccountName: string;
+      containers: Container[];
+      volumes: { name: string; secret?: { secretName: string }; configMap?: { name: string } }[];
+    };
+    const deployment = find(objs, "Deployment", "cluster-proxy-addon-user").spec as {
+      replicas: number;
+      template: { spec: Pod };
+    };
+    assert.equal(deployment.replicas, 2);
+    const pod = deployment.template.spec;
+    assert.equal(pod.serviceAccountName, "cluster-proxy-addon-user");
+    const c = pod.containers[0]!;
+    assert.deepEqual(c.command, ["cluster-proxy", "gateway"]);
+    assert.deepEqual(c.args, [
+      "--port=9092",
+      "--health-port=9093",
+      "--serving-cert=/etc/gateway/serving/tls.crt",
+      "--serving-key=/etc/gateway/serving/tls.key",
+      "--proxy-server-host=proxy-entrypoint.open-cluster-management-addon.svc",
+      "--proxy-server-port=8090",
+      "--proxy-ca=/etc/gateway/serving/ca.crt",
+      "--proxy-cert=/etc/gateway/proxy-client/tls.crt",
+      "--proxy-key=/etc/gateway/proxy-client/tls.key",
+      "--identity-cert=/etc/gateway/identity/tls.crt",
+      "--identity-key=/etc/gateway/identity/tls.key",
+      "--agent-ca=/etc/gateway/identity/agent-ca.crt",
+      "--namespace=$(POD_NAMESPACE)",
+      "--impersonation-prefix=cluster:hub:",
+      "--passthrough-unrecognized-tokens=false",
+    ]);
+    // Every file a flag names is in a mounted volume of the Secret that holds it.
+    const mounts = Object.fromEntries(c.volumeMounts.map((m) => [m.mountPath, m.name]));
+    const secretOf = (volume: string): string | undefined =>
+      pod.volumes.find((v) => v.name === volume)?.secret?.secretName;
+    assert.equal(secretOf(mounts["/etc/gateway/serving"]!), "cluster-proxy-gateway-serving");
+    assert.equal(secretOf(mounts["/etc/gateway/proxy-client"]!), "proxy-client");
+    assert.equal(secretOf(mounts["/etc/gateway/identity"]!), "cluster-proxy-gateway-identity");
+    assert.deepEqual(c.readinessProbe.httpGet, { path: "/readyz", port: "health" });
+    assert.deepEqual(c.livenessProbe.httpGet, { path: "/healthz", port: "health" });
+    assert.deepEqual(
+      c.ports.map((p) => [p.name, p.containerPort]),
+      [
+        ["https", 9092],
+        ["health", 9093],
+      ],
+    );
+    assert.deepEqual(c.securityContext, {
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ["ALL"] },
+    });
+    const service = find(objs, "Service", "cluster-proxy-addon-user").spec as {
+      ports: { port: number; targetPort: number }[];
+      selector: Record<string, string>;
+    };
+    assert.deepEqual(
+      service.ports.map((p) => [p.port, p.targetPort]),
+      [[9092, 9092]],
+    );
+    assert.equal(service.selector["app.kubernetes.io/component"], "gateway");
+    const allowlist = find(objs, "ConfigMap", "cluster-proxy-exposed-services") as Obj & { data: { services: string } };
+    assert.equal(allowlist.data.services.trim(), "[]");
+
+    // Least privilege: authenticate, authorize, know the clusters; its allowlist and Events in its namespace.
+    assert.deepEqual(find(objs, "ClusterRole", "cluster-proxy-addon-user").rules, [
+      { apiGroups: ["authentication.k8s.io"], resources: ["tokenreviews"], verbs: ["create"] },
+      { apiGroups: ["authorization.k8s.io"], resources: ["subjectaccessreviews"], verbs: ["create"] },
+      {
+        apiGroups: ["cluster.open-cluster-management.io"],
+        resources: ["managedclusters"],
+        verbs: ["get", "list", "watch"],
+      },
+    ]);
+    const role = find(objs, "Role", "cluster-proxy-addon-user");
+    assert.equal(role.metadata.namespace, "open-cluster-management-addon");
+    assert.deepEqual(role.rules, [
+      {
+        apiGroups: [""],
+        resources: ["configmaps"],
+        resourceNames: ["cluster-proxy-exposed-services"],
+        verbs: ["get", "list", "watch"],
+      },
+      { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
+    ]);
+    for (const kind of ["ClusterRoleBinding", "RoleBinding"]) {
+      const b = find(objs, kind, "cluster-proxy-addon-user") as Obj & { subjects: unknown; roleRef: { name: string } };
+      assert.equal(b.roleRef.name, "cluster-proxy-addon-user");
+      assert.deepEqual(b.subjects, [
+        { kind: "ServiceAccount", name: "cluster-proxy-addon-user", namespace: "open-cluster-management-addon" },
+      ]);
+    }
+    find(objs, "ServiceAccount", "cluster-proxy-addon-user");
+
+    // Off: none of it.
+    const off = render("--set", "gateway.enabled=false");
+    assert.deepEqual(
+      off.filter(
+        (o) =>
+          o.metadata.name.startsWith("cluster-proxy-addon-user") ||
+          o.metadata.name === "cluster-proxy-exposed-services",
+      ),
+      [],
+    );
+  });
+
+  test("gateway values: OIDC flags (and its CA ConfigMap mounted) only with an issuer, log level, allowlist, extra arguments last", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-chart-"));
+    try {
+      const values = join(dir, "gateway.yaml");
+      writeFileSync(
+        values,
+        [
+          "gateway:",
+          "  replicas: 3",
+          "  logLevel: debug",
+          "  impersonationPrefix: 'hub:'",
+          "  passthroughUnrecognizedTokens: true",
+          "  oidc:",
+          "    issuerURL: https://idp.example.com",
+          "    clientID: cluster-proxy",
+          "    usernamePrefix: 'oidc:'",
+          "    groupsClaim: groups",
+          "    groupsPrefix: 'oidc:'",
+          "    caConfigMap: idp-ca",
+          "  exposedServices:",
+          "    - {cluster: mc1, namespace: web, name: frontend, port: 8080}",
+          "  additionalArgs: [--dial-timeout=5s]",
+          "",
+        ].join("\n"),
+      );
+      const objs = render("-f", values);
+      const pod = (
+        find(objs, "Deployment", "cluster-proxy-addon-user").spec as {
+          replicas: number;
+          template: {
+            spec: {
+              containers: { args: string[]; volumeMounts: { name: string; mountPath: string }[] }[];
+              volumes: { name: string; configMap?: { name: string } }[];
+            };
+          };
+        }
+      ).template.spec;
+      const args = pod.containers[0]!.args;
+      for (const want of [
+        "--impersonation-prefix=hub:",
+        "--passthrough-unrecognized-tokens=true",
+        "--log-level=debug",
+        "--oidc-issuer-url=https://idp.example.com",
+        "--oidc-client-id=cluster-proxy",
+        "--oidc-username-claim=sub",
+        "--oidc-username-prefix=oidc:",
+        "--oidc-groups-claim=groups",
+        "--oidc-groups-prefix=oidc:",
+        "--oidc-ca-file=/etc/gateway/oidc-ca/ca.crt",
+      ])
+        assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
+      assert.equal(args.at(-1), "--dial-timeout=5s");
+      assert.equal(pod.volumes.find((v) => v.name === "oidc-ca")?.configMap?.name, "idp-ca");
+      assert.ok(pod.containers[0]!.volumeMounts.some((m) => m.mountPath === "/etc/gateway/oidc-ca"));
+      const allowlist = find(objs, "ConfigMap", "cluster-proxy-exposed-services") as Obj & {
+        data: { services: string };
+      };
+      assert.deepEqual(loadAllYaml(allowlist.data.services), [
+        [{ cluster: "mc1", namespace: "web", name: "frontend", port: 8080 }],
+      ]);
+      // No issuer: no OIDC flag at all (the CA ConfigMap is not mounted either).
+      const plain = (
+        find(render("--set", "gateway.oidc.caConfigMap=idp-ca"), "Deployment", "cluster-proxy-addon-user").spec as {
+          template: { spec: { containers: { args: string[] }[]; volumes: { name: string }[] } };
+        }
+      ).template.spec;
+      assert.ok(!plain.containers[0]!.args.some((a) => a.startsWith("--oidc-")));
+      assert.ok(!plain.volumes.some((v) => v.name === "oidc-ca"));
+      const bad = helm(["template", "cluster-proxy", CHART, "--set", "gateway.oidc.issuerURL=http://idp.example.com"]);
+      assert.notEqual(bad.status, 0);
+      assert.match(bad.stderr, /gateway\/oidc\/issuerURL/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -53,18 +53,18 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
   let path = "";
 
   /** An operator's commands (from the docs, as written) in the lab; fails the test with their trace. */
-  const operator = async (what: string, script: string, timeoutMs = 600_000): Promise<string> => {
-    const r = await runAsOperator(env, path, script, timeoutMs);
+  const operator = async (what: string, script: string, timeoutMs = 600_000, cwd?: string): Promise<string> => {
+    const r = await runAsOperator(env, path, script, timeoutMs, cwd ? { cwd } : {});
     assert.equal(r.status, 0, `${what} failed:\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
     console.log(`# ${what}\n# ${r.stdout.trim().split("\n").join("\n# ")}`);
     return r.stdout;
   };
-  /** The commands the release's notes print, as helm renders them now. */
+  /** The commands the release's notes print, as helm renders them now, from a scratch directory (they may write files). */
   const runNotes = async (): Promise<void> => {
     const notes = helm(["get", "notes", "-n", NS, RELEASE]).stdout;
     const commands = notesCommands(notes);
     assert.ok(commands.length >= 3, notes);
-    for (const c of commands) await operator(`NOTES.txt: ${c}`, c, 120_000);
+    for (const c of commands) await operator(`NOTES.txt: ${c}`, c, 120_000, dir);
   };
 
   const helm = (args: string[], allowFail = false): RunResult =>
@@ -182,7 +182,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       );
     });
     const deploys = kubectl(["-n", NS, "get", "deploy", "-o", "jsonpath={.items[*].metadata.name}"]).split(" ");
-    assert.deepEqual(deploys.sort(), ["cluster-proxy", "cluster-proxy-addon-manager"]);
+    assert.deepEqual(deploys.sort(), ["cluster-proxy", "cluster-proxy-addon-manager", "cluster-proxy-addon-user"]);
     const mpc = JSON.parse(kubectl(["get", "managedproxyconfiguration", "cluster-proxy", "-o", "json"])) as {
       status?: { entrypoint?: string };
     };
@@ -426,7 +426,12 @@ last: ${JSON.stringify(avail)}`,
       1000,
     );
     assert.equal(kubectl(["get", "managedclusteraddon", "-A", "-o", "name"]).trim(), "");
-    for (const name of ["cluster-proxy-signer", "cluster-proxy-signer-client", "cluster-proxy-signer-agent"]) {
+    for (const name of [
+      "cluster-proxy-signer",
+      "cluster-proxy-signer-client",
+      "cluster-proxy-signer-agent",
+      "cluster-proxy-signer-gateway",
+    ]) {
       assert.ok(await hub.tryGet(Resources.secret, name, NS), `CA Secret ${name} is kept`);
     }
   });

@@ -25,3 +25,9 @@ app.kubernetes.io/component: addon-manager
 {{- define "cluster-proxy.placementNamespace" -}}
 {{- .Values.installByPlacement.placementNamespace | default .Release.Namespace -}}
 {{- end -}}
+
+{{/* Labels selecting the gateway's pods. */}}
+{{- define "cluster-proxy.gatewaySelector" -}}
+app.kubernetes.io/name: cluster-proxy
+app.kubernetes.io/component: gateway
+{{- end -}}

@@ -230,7 +230,7 @@ export class AddonManager {
           { labelSelector: selector },
           (_t, obj: KubeObject) => {
             const owner = obj.metadata.labels?.[CONFIGURATION_LABEL];
-            // The serving CA bundle the agents get is published in a Secret of the configuration.
+            // The serving and gateway CA bundles the agents get are published in Secrets of the configuration.
             if (kind === "secret") enqueueAddons();
             if (owner) queue.add(owner);
             else if (obj.metadata.labels?.[SIGNER_LABEL]) enqueueAll();

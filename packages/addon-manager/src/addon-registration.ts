@@ -37,6 +37,7 @@ import { isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "./logger.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
+import { GATEWAY_IDENTITY_SECRET } from "./gateway-names.js";
 import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";
 import type { TunnelProber } from "./tunnel-prober.js";
 import type { ReconcileResult } from "./work-queue.js";
@@ -420,6 +421,11 @@ export class AddonReconciler {
     const servingCaPem = unb64(caSecret?.data?.["ca.crt"]);
     if (!servingCaPem)
       return `Secret ${serverNs}/${SERVER_CA_SECRET} with the proxy-servers' CA bundle does not exist yet`;
+    // The gateway CA bundle, published with the gateway's identity (issued in the same reconcile as
+    // proxy-server-ca, so normally present; when not, the agents run without a gateway endpoint and
+    // get it once the Secret appears: a change of it requeues every addon).
+    const identity = await this.api.tryGet<SecretObject>(Resources.secret, GATEWAY_IDENTITY_SECRET, serverNs);
+    const gatewayCaPem = unb64(identity?.data?.["ca.crt"]);
     const configHashes: Record<string, string> = {};
     for (const r of refs) {
       if (!r.desiredConfig) continue;
@@ -433,6 +439,7 @@ export class AddonReconciler {
       mpc,
       entrypoint,
       servingCaPem,
+      ...(gatewayCaPem ? { gatewayCaPem } : {}),
       ...(adc ? { adc } : {}),
       owner: {
         apiVersion: Resources.managedClusterAddOn.apiVersion,
@@ -598,7 +605,8 @@ export class AddonReconciler {
     );
     const certPem = await signCertificateRequest(ca.cert, Buffer.from(csr.spec.request, "base64").toString("utf8"), {
       uris: [agentClusterUri(verdict.cluster)],
-      usage: "client",
+      // clientAuth towards the proxy-servers, serverAuth for the agent's gateway endpoint.
+      usage: "both",
       validityDays,
     });
     try {

@@ -4,6 +4,7 @@ import { describe, test } from "node:test";
 import { defaultedSpec, MPC_API_VERSION, MPC_KIND, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import {
   AGENT_CERT_SECRET,
+  GATEWAY_CA_HASH_ANNOTATION,
   PROXY_CA_SECRET,
   goJson,
   mirroredImage,
@@ -27,9 +28,16 @@ type Dep = KubeObject & {
   spec: {
     replicas: number;
     template: {
+      metadata: { annotations?: Record<string, string> };
       spec: {
         nodeSelector?: Record<string, string>;
-        containers: { image: string; command: string[]; args: string[]; resources?: unknown }[];
+        containers: {
+          image: string;
+          command: string[];
+          args: string[];
+          resources?: unknown;
+          volumeMounts: { name: string; mountPath: string }[];
+        }[];
         volumes: { secret: { secretName: string } }[];
       };
     };
@@ -249,5 +257,75 @@ describe("the agent's ManifestWork", () => {
     );
     assert.ok(!c0(direct).args.some((a) => a.startsWith("--hub-kubeconfig")));
     assert.ok(!direct.spec.template.spec.volumes.some((v) => v.secret.secretName === "cluster-proxy-hub-kubeconfig"));
+  });
+
+  test("gateway CA bundle: Secret cluster-proxy-gateway-ca mounted and named by flag, impersonation and nothing else cluster-wide; a new bundle re-renders", () => {
+    const render = (gatewayCaPem?: string): KubeObject =>
+      renderAgentWork({
+        cluster: "mc1",
+        namespace: "agents",
+        mpc: mpc(),
+        entrypoint: "10.0.0.1:8091",
+        servingCaPem: "CA",
+        ...(gatewayCaPem !== undefined ? { gatewayCaPem } : {}),
+        owner,
+        configHashes: {},
+      });
+    const manifestsOf = (work: KubeObject): KubeObject[] =>
+      (work.spec as { workload: { manifests: KubeObject[] } }).workload.manifests;
+    const work = render("GATEWAY CA 1");
+    const manifests = manifestsOf(work);
+    // Cluster-scoped: the Namespace, the impersonator ClusterRole and its binding, nothing more.
+    assert.deepEqual(
+      manifests.filter((m) => m.metadata.namespace === undefined).map((m) => `${m.kind}/${m.metadata.name}`),
+      [
+        "Namespace/agents",
+        "ClusterRole/open-cluster-management:cluster-proxy:impersonator",
+        "ClusterRoleBinding/open-cluster-management:cluster-proxy:impersonator",
+      ],
+    );
+    const role = manifests.find((m) => m.kind === "ClusterRole") as KubeObject & { rules: unknown };
+    assert.deepEqual(role.rules, [
+      { apiGroups: [""], resources: ["users", "groups", "serviceaccounts"], verbs: ["impersonate"] },
+      { apiGroups: ["authentication.k8s.io"], resources: ["uids", "userextras/*"], verbs: ["impersonate"] },
+    ]);
+    const binding = manifests.find((m) => m.kind === "ClusterRoleBinding") as KubeObject & {
+      roleRef: unknown;
+      subjects: unknown;
+    };
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "ClusterRole",
+      name: "open-cluster-management:cluster-proxy:impersonator",
+    });
+    assert.deepEqual(binding.subjects, [{ kind: "ServiceAccount", name: "cluster-proxy", namespace: "agents" }]);
+    const secret = manifests.find((m) => m.metadata.name === "cluster-proxy-gateway-ca") as KubeObject & {
+      data: Record<string, string>;
+    };
+    assert.equal(secret.metadata.namespace, "agents");
+    assert.deepEqual(Object.keys(secret.data), ["ca.crt"]);
+    assert.equal(Buffer.from(secret.data["ca.crt"]!, "base64").toString(), "GATEWAY CA 1");
+    // Before the Deployment, so the volume exists when the pods start.
+    assert.ok(
+      manifests.indexOf(secret) < manifests.findIndex((m) => m.kind === "Deployment"),
+      "the Secret precedes the Deployment",
+    );
+    const dep = deployment(work);
+    const c = c0(dep);
+    assert.ok(c.args.includes("--gateway-ca-file=/etc/gateway-ca/ca.crt"), c.args.join(" "));
+    assert.ok(c.volumeMounts.some((v) => v.name === "gateway-ca" && v.mountPath === "/etc/gateway-ca"));
+    assert.ok(dep.spec.template.spec.volumes.some((v) => v.secret.secretName === "cluster-proxy-gateway-ca"));
+    // A rotated gateway CA changes the work (the manager re-applies it), the Secret and the pods' record.
+    const rotated = render("GATEWAY CA 1\nGATEWAY CA 2");
+    const annotation = (w: KubeObject): string | undefined =>
+      deployment(w).spec.template.metadata.annotations?.[GATEWAY_CA_HASH_ANNOTATION];
+    assert.ok(annotation(work));
+    assert.notEqual(annotation(rotated), annotation(work));
+    assert.notDeepEqual(manifestsOf(rotated), manifests);
+    // No bundle (not issued yet): no endpoint, no impersonation right.
+    const without = manifestsOf(render());
+    assert.ok(!without.some((m) => /ClusterRole/.test(m.kind ?? "") || m.metadata.name === "cluster-proxy-gateway-ca"));
+    assert.ok(!c0(deployment(render())).args.some((a) => a.startsWith("--gateway-ca-file")));
+    assert.equal(annotation(render()), undefined);
   });
 });

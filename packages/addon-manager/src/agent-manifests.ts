@@ -7,7 +7,10 @@
  * right (a Role and RoleBinding: `patch` on its own Deployment's `status`, where each agent
  * writes its connection state and last error, read back by the work's status feedback), Secret
  * `cluster-proxy-ca` with the proxy-servers' serving CA bundle, and Deployment
- * `cluster-proxy-proxy-agent`.
+ * `cluster-proxy-proxy-agent`. With a gateway CA bundle (docs/design/gateway.md): Secret
+ * `cluster-proxy-gateway-ca` (mounted, `--gateway-ca-file`) and the one cluster-wide right the
+ * agent's gateway endpoint needs, ClusterRole `open-cluster-management:cluster-proxy:impersonator`
+ * (verb `impersonate` only) bound to the agent's ServiceAccount.
  */
 import { createHash } from "node:crypto";
 import { AGENT_CONNECTION_CONDITION, type ManagedProxyConfiguration, type NodePlacement } from "@cluster-proxy/api";
@@ -24,6 +27,19 @@ export const AGENT_SERVICE_ACCOUNT = "cluster-proxy";
 /** The Role (and RoleBinding) letting the agents write their connection state into their Deployment. */
 export const AGENT_STATUS_ROLE = "cluster-proxy-agent-status";
 export const AGENT_CA_SECRET = "cluster-proxy-ca";
+/** The gateway CA bundle: the agent's gateway endpoint accepts client certificates of this CA only. */
+export const AGENT_GATEWAY_CA_SECRET = "cluster-proxy-gateway-ca";
+/** Where the agent mounts {@link AGENT_GATEWAY_CA_SECRET}. */
+export const AGENT_GATEWAY_CA_MOUNT = "/etc/gateway-ca";
+/** The ClusterRole (and its ClusterRoleBinding) letting the agent impersonate the gateway's callers. */
+export const IMPERSONATOR_CLUSTER_ROLE = "open-cluster-management:cluster-proxy:impersonator";
+/** Its rules: `impersonate` on every kind of identity a request can carry, nothing else. */
+export const IMPERSONATOR_RULES = [
+  { apiGroups: [""], resources: ["users", "groups", "serviceaccounts"], verbs: ["impersonate"] },
+  { apiGroups: ["authentication.k8s.io"], resources: ["uids", "userextras/*"], verbs: ["impersonate"] },
+];
+/** Pod annotation recording which gateway CA bundle the agents were started with. */
+export const GATEWAY_CA_HASH_ANNOTATION = "proxy.open-cluster-management.io/gateway-ca-bundle-hash";
 /** The CA bundle of an https:// forward proxy (AddOnDeploymentConfig proxyConfig.caBundle). */
 export const PROXY_CA_SECRET = "cluster-proxy-forward-proxy-ca";
 /** Requests when no AddOnDeploymentConfig sets resources (measured idle: ~60 MiB RSS, ~0 CPU). */
@@ -59,6 +75,11 @@ export interface AgentRenderInput {
   entrypoint: string;
   /** PEM of the serving CA bundle the agents verify the proxy-servers with. */
   servingCaPem: string;
+  /**
+   * PEM of the gateway CA bundle (`cluster-proxy-gateway-identity` `ca.crt`): enables the agent's
+   * gateway endpoint. Absent (not issued yet): no endpoint and no impersonation right.
+   */
+  gatewayCaPem?: string;
   adc?: AddOnDeploymentConfigSpec;
   owner: OwnerReference;
   /** The config-spec-hash map (omitted when empty). */
@@ -116,6 +137,9 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
   const proxyCa = proxy.caBundle ? Buffer.from(proxy.caBundle, "base64").toString("utf8") : "";
   const labels = { "app.kubernetes.io/name": "cluster-proxy", "app.kubernetes.io/component": "proxy-agent" };
   const caPem = input.servingCaPem;
+  const gatewayCaPem = input.gatewayCaPem ?? "";
+  const hash16 = (pem: string): string => createHash("sha256").update(pem).digest("hex").slice(0, 16);
+  const serviceAccount = { kind: "ServiceAccount", name: AGENT_SERVICE_ACCOUNT, namespace };
   // Entrypoint PortForward: through the hub kube-apiserver with the addon's hub kubeconfig (written
   // by OCM's registration agent for the kube-apiserver-client registration).
   const throughHub = usesPortForward(mpc.spec);
@@ -140,8 +164,32 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
       kind: "RoleBinding",
       metadata: { name: AGENT_STATUS_ROLE, namespace },
       roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: AGENT_STATUS_ROLE },
-      subjects: [{ kind: "ServiceAccount", name: AGENT_SERVICE_ACCOUNT, namespace }],
+      subjects: [serviceAccount],
     },
+    ...(gatewayCaPem
+      ? [
+          {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRole",
+            metadata: { name: IMPERSONATOR_CLUSTER_ROLE },
+            rules: IMPERSONATOR_RULES,
+          },
+          {
+            apiVersion: "rbac.authorization.k8s.io/v1",
+            kind: "ClusterRoleBinding",
+            metadata: { name: IMPERSONATOR_CLUSTER_ROLE },
+            roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: IMPERSONATOR_CLUSTER_ROLE },
+            subjects: [serviceAccount],
+          },
+          {
+            apiVersion: "v1",
+            kind: "Secret",
+            metadata: { name: AGENT_GATEWAY_CA_SECRET, namespace },
+            type: "Opaque",
+            data: { "ca.crt": Buffer.from(gatewayCaPem).toString("base64") },
+          },
+        ]
+      : []),
     {
       apiVersion: "v1",
       kind: "Secret",
@@ -173,15 +221,14 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
             // A new serving CA bundle restarts nothing (the agent re-reads its files); this records
             // which one the pods were started with.
             annotations: {
-              "proxy.open-cluster-management.io/ca-bundle-hash": createHash("sha256")
-                .update(caPem)
-                .digest("hex")
-                .slice(0, 16),
+              "proxy.open-cluster-management.io/ca-bundle-hash": hash16(caPem),
+              ...(gatewayCaPem ? { [GATEWAY_CA_HASH_ANNOTATION]: hash16(gatewayCaPem) } : {}),
             },
           },
           spec: {
             serviceAccountName: AGENT_SERVICE_ACCOUNT,
-            // The token is for --status-deployment only (the Role above: nothing else).
+            // The token is for --status-deployment (the Role above) and, with the gateway, for the
+            // impersonated requests of the gateway endpoint (the ClusterRole above): nothing else.
             automountServiceAccountToken: true,
             ...(placement.nodeSelector ? { nodeSelector: placement.nodeSelector } : {}),
             ...(placement.tolerations ? { tolerations: placement.tolerations } : {}),
@@ -207,6 +254,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   "--sync-interval-cap=3s",
                   `--status-deployment=${namespace}/${AGENT_DEPLOYMENT}`,
                   ...(proxyCa ? ["--https-proxy-ca-cert=/etc/proxy-ca/ca.crt"] : []),
+                  ...(gatewayCaPem ? [`--gateway-ca-file=${AGENT_GATEWAY_CA_MOUNT}/ca.crt`] : []),
                   ...(throughHub
                     ? [
                         `--hub-kubeconfig=${HUB_KUBECONFIG_MOUNT}/kubeconfig`,
@@ -235,6 +283,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                   { name: "ca", mountPath: "/etc/ca", readOnly: true },
                   { name: "agent-certificate", mountPath: "/etc/tls", readOnly: true },
                   ...(proxyCa ? [{ name: "proxy-ca", mountPath: "/etc/proxy-ca", readOnly: true }] : []),
+                  ...(gatewayCaPem ? [{ name: "gateway-ca", mountPath: AGENT_GATEWAY_CA_MOUNT, readOnly: true }] : []),
                   ...(throughHub ? [{ name: "hub-kubeconfig", mountPath: HUB_KUBECONFIG_MOUNT, readOnly: true }] : []),
                 ],
               },
@@ -243,6 +292,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
               { name: "ca", secret: { secretName: AGENT_CA_SECRET } },
               { name: "agent-certificate", secret: { secretName: AGENT_CERT_SECRET } },
               ...(proxyCa ? [{ name: "proxy-ca", secret: { secretName: PROXY_CA_SECRET } }] : []),
+              ...(gatewayCaPem ? [{ name: "gateway-ca", secret: { secretName: AGENT_GATEWAY_CA_SECRET } }] : []),
               ...(throughHub ? [{ name: "hub-kubeconfig", secret: { secretName: HUB_KUBECONFIG_SECRET } }] : []),
             ],
           },

@@ -1,11 +1,13 @@
 /**
  * The manager's certificate authorities and the leaf certificates they issue.
  *
- * Three CAs, so trust is split by role (docs/design/pki.md):
+ * Four CAs, so trust is split by role (docs/design/pki.md):
  * - **serving** (`<signer>`): signs the proxy-servers' serving certificates; hub clients and
  *   agents trust it. With signer type Provided, it is your CA and the manager never writes it.
  * - **client** (`<signer>-client`): signs hub client certificates; only the client front doors trust it.
  * - **agent** (`<signer>-agent`): signs agent certificates; only the agent port trusts it.
+ * - **gateway** (`<signer>-gateway`): signs the gateway's identity certificate; only the agents'
+ *   gateway endpoint trusts it (its bundle reaches them in the agent's ManifestWork).
  * An agent certificate is therefore never accepted at a client door, nor a client certificate at
  * the agent port.
  *
@@ -31,7 +33,8 @@ import {
   SIGNER_LABEL,
 } from "./labels.js";
 
-export type SignerRole = "serving" | "client" | "agent";
+/** What a CA signs (and so who trusts it). */
+export type SignerRole = "serving" | "client" | "agent" | "gateway";
 
 /** A CA the manager signs with. */
 export interface SigningCa {

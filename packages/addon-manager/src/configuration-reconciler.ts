@@ -2,10 +2,11 @@
  * The level-based reconciler of one ManagedProxyConfiguration: read the world, compute the
  * desired hub objects and certificates, apply the difference, write an honest status.
  *
- * Order: CAs -> entrypoint address -> Namespace/SA/Services/Deployment/PDB (server-side apply, so
- * an edited object is put back and a deleted one re-created) -> leaf certificate Secrets (issued
- * or rotated when missing, changed, from another CA, or due) -> stale owned objects deleted ->
- * status. It returns when to look again (the next certificate rotation, or the resync period).
+ * Order: CAs (serving, client, agent, gateway) -> entrypoint address ->
+ * Namespace/SA/Services/Deployment/PDB (server-side apply, so an edited object is put back and a
+ * deleted one re-created) -> leaf certificate Secrets (the proxy-servers', the hub client's and the
+ * gateway's; issued or rotated when missing, changed, from another CA, or due) -> stale owned
+ * objects deleted -> status. It returns when to look again (the next certificate rotation, or the resync period).
  */
 import { isIP } from "node:net";
 import {
@@ -26,11 +27,21 @@ import {
   type LeafPolicy,
   type LeafRequest,
   type SecretObject,
+  type SignerRole,
   type SigningCa,
 } from "./certificate-authority.js";
 import type { ConditionInput } from "./conditions.js";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./events.js";
+import {
+  GATEWAY_AGENT_CA_KEY,
+  GATEWAY_CA_SUFFIX,
+  GATEWAY_IDENTITY_CN,
+  GATEWAY_IDENTITY_SECRET,
+  GATEWAY_SERVICE,
+  GATEWAY_SERVING_SECRET,
+  gatewayServiceNames,
+} from "./gateway-names.js";
 import { KubeApiError, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
 import type { Logger } from "./logger.js";
@@ -56,6 +67,9 @@ export interface ReconcilerOptions {
   resyncMs: number;
   now?: () => number;
 }
+
+/** The manager's CAs, one per role. */
+type Cas = Record<SignerRole, SigningCa>;
 
 /** The Secret that publishes the serving CA bundle to hub clients (the Go addon's name). */
 export const SERVER_CA_SECRET = "proxy-server-ca";
@@ -105,7 +119,7 @@ export class ConfigurationReconciler {
       return;
     }
 
-    let cas: { serving: SigningCa; client: SigningCa; agent: SigningCa };
+    let cas: Cas;
     try {
       cas = await this.ensureCas(mpc);
     } catch (err) {
@@ -114,6 +128,8 @@ export class ConfigurationReconciler {
         MpcConditions.ProxyServerSecretSigned,
         MpcConditions.AgentServerSecretSigned,
         MpcConditions.ProxyClientSecretSigned,
+        MpcConditions.GatewayServingSecretSigned,
+        MpcConditions.GatewayIdentitySecretSigned,
       ])
         conditions.push({ type, status: "False", reason: "SignerUnavailable", message });
       await this.writeStatus(mpc, conditions, status);
@@ -182,6 +198,27 @@ export class ConfigurationReconciler {
         },
         ca: cas.client,
         condition: MpcConditions.ProxyClientSecretSigned,
+      },
+      // The gateway (chart Deployment `cluster-proxy-addon-user`): hub users verify it with the
+      // serving CA; agents' gateway endpoints accept its identity (gateway CA) and nothing else,
+      // and it checks their endpoints against the agent CA bundle.
+      {
+        secret: GATEWAY_SERVING_SECRET,
+        request: {
+          commonName: `${GATEWAY_SERVICE}.${ns}.svc`,
+          ...splitNames([...gatewayServiceNames(ns), ...extra]),
+          usage: "server",
+        },
+        ca: cas.serving,
+        condition: MpcConditions.GatewayServingSecretSigned,
+      },
+      {
+        secret: GATEWAY_IDENTITY_SECRET,
+        request: { commonName: GATEWAY_IDENTITY_CN, dnsNames: [], ipAddresses: [], usage: "client" },
+        ca: cas.gateway,
+        bundleKey: GATEWAY_AGENT_CA_KEY,
+        bundle: cas.agent,
+        condition: MpcConditions.GatewayIdentitySecretSigned,
       },
     ];
     for (const leaf of leaves) {
@@ -260,7 +297,9 @@ export class ConfigurationReconciler {
         ownerReferences: [ownerReference(mpc)],
       },
       type: "Opaque",
-      data: { "ca.crt": b64(cas.serving.bundlePem) },
+      // The agent CA bundle too (public, like the serving one): `cluster-proxy health` verifies the
+      // agents' gateway endpoints with it, reading no Secret that holds a key.
+      data: { "ca.crt": b64(cas.serving.bundlePem), [AGENT_CA_KEY]: b64(cas.agent.bundlePem) },
     });
     conditions.push(
       cas.serving.replaced.length > 0
@@ -305,9 +344,7 @@ export class ConfigurationReconciler {
     return { requeueAfterMs: Math.max(1000, recheckMs) };
   }
 
-  private async ensureCas(
-    mpc: ManagedProxyConfiguration,
-  ): Promise<{ serving: SigningCa; client: SigningCa; agent: SigningCa }> {
+  private async ensureCas(mpc: ManagedProxyConfiguration): Promise<Cas> {
     const o = this.options;
     const policy = { caValidityMs: o.caValidityMs, ...(o.now ? { now: o.now } : {}) };
     const signer = mpc.spec.authentication.signer;
@@ -332,7 +369,13 @@ export class ConfigurationReconciler {
       ...policy,
       create: true,
     });
-    return { serving, client, agent };
+    // Always the manager's, also with a Provided serving CA: only the agents' gateway endpoint
+    // trusts it, so there is nothing to integrate with (docs/design/pki.md).
+    const gateway = await ensureCa(this.api, "gateway", o.signerNamespace, `${o.signerName}${GATEWAY_CA_SUFFIX}`, {
+      ...policy,
+      create: true,
+    });
+    return { serving, client, agent, gateway };
   }
 
   /**

@@ -146,7 +146,7 @@ describe("the cluster of a CSR is the one its requester authenticated as", () =>
       /addon-name is not cluster-proxy/,
     ],
     ["a name outside OCM's pattern", csr({ name: "mc1-cluster-proxy" }), /is not addon-mc1-cluster-proxy-<suffix>/],
-    ["server auth usage", csr({ usages: ["digital signature", "server auth", "client auth"] }), /only client auth/],
+    ["another usage", csr({ usages: ["digital signature", "client auth", "code signing"] }), /only client auth/],
     ["no client auth", csr({ usages: ["digital signature"] }), /only client auth/],
     ["another signer", csr({ signerName: "example.com/other" }), /is not ours/],
     ["another kubernetes signer", csr({ signerName: "kubernetes.io/kubelet-serving" }), /is not ours/],
@@ -203,11 +203,11 @@ describe("the cluster of a CSR is the one its requester authenticated as", () =>
 });
 
 describe("signing", () => {
-  test("the certificate names only the requester's cluster, clientAuth only, subject verbatim, capped at the CA", async () => {
+  test("the certificate names only the requester's cluster, clientAuth and serverAuth, subject verbatim, capped at the CA", async () => {
     const ca = await createCertificateAuthority({ commonName: "agent-ca", validityDays: 10 });
     const pem = await signCertificateRequest(ca, goodRequest, {
       uris: ["cluster-proxy://cluster/mc1"],
-      usage: "client",
+      usage: "both",
       validityDays: 365,
     });
     const cert = new X509Certificate(pem);
@@ -217,7 +217,7 @@ describe("signing", () => {
       "URI:cluster-proxy://cluster/mc1",
       "the requested DNS and URI SANs are not copied",
     );
-    assert.deepEqual(cert.keyUsage, ["1.3.6.1.5.5.7.3.2"]);
+    assert.deepEqual(cert.keyUsage?.slice().sort(), ["1.3.6.1.5.5.7.3.1", "1.3.6.1.5.5.7.3.2"]);
     assert.equal(
       cert.subject,
       "O=open-cluster-management:cluster-proxy\nOU=signer-abc\nCN=open-cluster-management:cluster-proxy:proxy-agent",

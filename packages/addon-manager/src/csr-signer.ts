@@ -9,8 +9,10 @@
  * ManagedClusterAddOn in that cluster's namespace, and the subject we published in its
  * `status.registrations`. Labels alone prove nothing (any registration agent may create CSRs
  * cluster-wide with any labels), and names are compared exactly, so `mc1` never approves `mc10`.
- * The certificate carries `cluster-proxy://cluster/<cluster>` and clientAuth only; requested
- * SANs are never copied.
+ * The certificate carries `cluster-proxy://cluster/<cluster>` and the extended key usages clientAuth
+ * (the agent's identity at the proxy-servers) and serverAuth (the agent's gateway endpoint serves
+ * with it, docs/design/gateway.md), whatever usages the request lists; requested SANs are never
+ * copied.
  */
 import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
@@ -27,7 +29,8 @@ export const ADDON_NAME_LABEL = "open-cluster-management.io/addon-name";
 export const CLUSTER_NAME_LABEL = "open-cluster-management.io/cluster-name";
 const USER_PREFIX = "system:open-cluster-management:";
 const MANAGED_CLUSTERS_GROUP = "system:open-cluster-management:managed-clusters";
-const ALLOWED_USAGES = new Set(["digital signature", "key encipherment", "client auth"]);
+/** Usages a request may list (OCM's registration agent asks for client auth; the certificate gets both). */
+const ALLOWED_USAGES = new Set(["digital signature", "key encipherment", "client auth", "server auth"]);
 
 export interface CsrObject extends KubeObject {
   spec: {
@@ -124,7 +127,7 @@ export function checkCsrIdentity(csr: CsrObject, ctx: CsrContext): CsrVerdict {
   if (extra.length > 0 || !usages.includes("client auth"))
     return {
       action: "deny",
-      reason: `usages ${usages.join(", ")}: only client auth (with digital signature, key encipherment) is signed`,
+      reason: `usages ${usages.join(", ")}: only client auth (with digital signature, key encipherment, server auth) is signed`,
     };
   const mc = ctx.cluster(cluster);
   if (!mc) return { action: "wait", reason: `ManagedCluster ${cluster} does not exist` };

@@ -42,6 +42,11 @@ test("every bad option names its flag", () => {
   rejects({ keepaliveTimeout: 0 }, "keepalive-timeout");
   rejects({ dialTimeout: 0 }, "dial-timeout");
   rejects({ agentId: "has space" }, "agent-id");
+  rejects({ gatewayCaFile: "/gw-ca.crt" }, "gateway-ca-file");
+  rejects({ kubeApiserverUrl: "10.96.0.1:443" }, "kube-apiserver-url");
+  rejects({ kubeApiserverUrl: "https://10.96.0.1/api" }, "kube-apiserver-url");
+  rejects({ kubeApiserverUrl: "https://u:p@10.96.0.1" }, "kube-apiserver-url");
+  validateAgentOptions(opts({ kubeApiserverUrl: "https://[fd00::1]:6443" }));
 });
 
 test("identifiers header adds host=<cluster-name> once", () => {

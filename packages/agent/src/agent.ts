@@ -51,6 +51,8 @@ import {
   type AgentTlsMaterial,
 } from "./agent-config.js";
 import { guardedConnector } from "./destination-guard.js";
+import { loadGatewaySettings } from "./gateway-config.js";
+import type { GatewayEndpoint } from "./gateway-endpoint.js";
 import { HubAccess, openHubTunnel, ReplicaWatch } from "./hub-tunnel.js";
 import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
 import { connectionCondition } from "./connection-report.js";
@@ -125,6 +127,8 @@ export class ProxyAgent {
   /** The forward proxy to the proxy server (HTTPS_PROXY), if any. */
   private hubProxy: HttpProxy | undefined;
   private certReloader: CertReloader | undefined;
+  /** The in-process gateway endpoint (--gateway-ca-file), if enabled. */
+  private gateway: GatewayEndpoint | undefined;
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
   private connectEndpoint: SocketConnector | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -193,6 +197,22 @@ export class ProxyAgent {
     }
     this.startCertReloading(this.tlsMaterial);
     await readAuthorization(this.options);
+    const gateway = await loadGatewaySettings(this.options);
+    if (gateway && this.tlsMaterial.cert && this.tlsMaterial.key) {
+      // Loaded only when enabled: every managed cluster runs an agent, its idle memory counts.
+      const [{ GatewayEndpoint }, { ClusterUpstreams }] = await Promise.all([
+        import("./gateway-endpoint.js"),
+        import("./gateway-upstreams.js"),
+      ]);
+      this.gateway = new GatewayEndpoint({
+        material: { cert: this.tlsMaterial.cert, key: this.tlsMaterial.key, ca: gateway.gatewayCa },
+        files: gateway.files,
+        reloadIntervalMs: this.options.certReloadInterval,
+        upstreams: new ClusterUpstreams(gateway.upstreams),
+        logger: this.log,
+        connectTimeoutMs: this.options.dialTimeout,
+      });
+    }
     const policy = await loadDestinationPolicy(this.options);
     this.connectEndpoint = policy.isOpen
       ? this.deps.connectEndpoint
@@ -245,6 +265,7 @@ export class ProxyAgent {
           : {}),
         ...(this.hubProxy ? { through: `${this.hubProxy.url.protocol}//${this.hubProxy.url.host}` } : {}),
         destinationPolicy: policy.describe(),
+        gatewayEndpoint: this.gateway ? "enabled" : "disabled",
       },
       "proxy-agent started",
     );
@@ -269,6 +290,7 @@ export class ProxyAgent {
     if (!this.closed) {
       this.closed = true;
       this.certReloader?.stop();
+      this.gateway?.close();
       this.status?.close();
       this.replicaWatch?.stop();
       clearTimeout(this.timer);
@@ -561,6 +583,7 @@ export class ProxyAgent {
         agentCount: () => this.endpointCount,
       },
       connect: this.connectEndpoint,
+      ...(this.gateway ? { gateway: this.gateway } : {}),
     });
     this.tunnels.set(serverID, tunnel);
     if (pod !== undefined) this.podOfServer.set(serverID, pod);

@@ -17,7 +17,7 @@
  */
 import { EventEmitter } from "node:events";
 import type * as http2 from "node:http2";
-import type * as net from "node:net";
+import type { Duplex } from "node:stream";
 import {
   DialErrors,
   FlowControl,
@@ -51,6 +51,7 @@ import {
   type EndpointAddressing,
   type SocketConnector,
 } from "./endpoint-dialer.js";
+import { GATEWAY_DISABLED_ERROR, isGatewayAddress, openInProcessStream } from "./gateway-address.js";
 import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
 
 /**
@@ -131,6 +132,18 @@ export interface ServerTunnelDeps {
   connect?: SocketConnector;
   /** The stall timers' clock (tests drive it; default Node's timers). */
   timers?: EngineTimers;
+  /**
+   * Serves the reserved gateway address (`gateway.cluster-proxy.invalid`, any port) in-process:
+   * each accepted connection's byte stream is handed to `accept`. Absent: the gateway endpoint is
+   * disabled and such dials are answered with {@link GATEWAY_DISABLED_ERROR}.
+   */
+  gateway?: InProcessEndpoint;
+}
+
+/** An endpoint served inside the agent process (the gateway endpoint). */
+export interface InProcessEndpoint {
+  /** Take one connection's byte stream (the tunnel owns the other end, with its flow control). */
+  accept(stream: Duplex): void;
 }
 
 /** See {@link ServerTunnelDeps.dialLimits}. */
@@ -154,7 +167,8 @@ interface EndpointConnection {
   connectID: bigint;
   random: bigint;
   state: "dialing" | "open" | "closed";
-  socket?: net.Socket;
+  /** The endpoint's byte stream: a dialled socket, or the tunnel end of an in-process stream. */
+  socket?: Duplex;
   cancelDial?: () => void;
   /** DATA that arrived before the dial finished (Go queues it the same way). */
   early?: Uint8Array[];
@@ -176,7 +190,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   /** Endpoint connections (dialling or open) by connectID. */
   private readonly connections = new ConnectionTable<EndpointConnection>();
   private readonly pendingDials = new Map<bigint, EndpointConnection>();
-  private readonly lingering = new Set<net.Socket>();
+  private readonly lingering = new Set<Duplex>();
   /** The stream's send buffer is over STREAM_SEND_BUDGET: every endpoint read is paused until "drain". */
   private sendBlocked = false;
   /** Turns of busy endpoints on the backed-up stream (ENDPOINT_SEND_QUANTUM). */
@@ -341,6 +355,10 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
       this.send({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID: 0n, error } });
       return;
     }
+    if (isGatewayAddress(req.address)) {
+      this.serveGateway(req);
+      return;
+    }
     const connectID = allocateConnectID();
     const conn: EndpointConnection = { connectID, random: req.random, state: "dialing", flow: new FlowState() };
     this.connections.add(conn);
@@ -367,6 +385,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
         this.deps.metrics.dialDuration.observe((performance.now() - started) / 1000);
         const keepalive = this.deps.tcpKeepaliveMs ?? 0;
         if (keepalive > 0) socket.setKeepAlive(true, keepalive);
+        socket.setNoDelay(true);
         this.attach(conn, socket);
         this.send({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID, error: "" } });
         for (const chunk of conn.early ?? []) this.writeEndpoint(conn, chunk);
@@ -376,10 +395,37 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     );
   }
 
-  private attach(conn: EndpointConnection, socket: net.Socket): void {
+  /**
+   * A dial to the reserved gateway address: never dialled and not subject to the destination
+   * policy. With the endpoint enabled the connection is open at once and its byte stream goes to
+   * the in-process endpoint (same flow control as a dialled socket); else a DIAL_RSP error.
+   */
+  private serveGateway(req: DialRequest): void {
+    const gateway = this.deps.gateway;
+    if (!gateway) {
+      this.deps.metrics.endpointDialFailures.labels("unknown").inc();
+      this.log.debug({ address: req.address }, GATEWAY_DISABLED_ERROR);
+      this.send({
+        type: PacketType.DIAL_RSP,
+        dialResponse: { random: req.random, connectID: 0n, error: GATEWAY_DISABLED_ERROR },
+      });
+      return;
+    }
+    const connectID = allocateConnectID();
+    const conn: EndpointConnection = { connectID, random: req.random, state: "dialing", flow: new FlowState() };
+    this.connections.add(conn);
+    this.deps.onEndpointCount(1);
+    const { tunnelSide, endpointSide } = openInProcessStream();
+    this.log.debug({ connectID, address: req.address }, "serving the gateway endpoint in-process");
+    this.attach(conn, tunnelSide);
+    this.send({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID, error: "" } });
+    gateway.accept(endpointSide);
+  }
+
+  /** Start relaying an endpoint's byte stream (a connected socket or an in-process stream). */
+  private attach(conn: EndpointConnection, socket: Duplex): void {
     conn.state = "open";
     conn.socket = socket;
-    socket.setNoDelay(true);
     if (this.sendBlocked || conn.pausedByPeer) socket.pause();
     this.turns.add(conn);
     socket.on("data", (chunk: Buffer) => {

@@ -36,6 +36,24 @@ function apiserverAddressProblem(api: string): string | undefined {
   return !bare || /[\s/]/.test(api) ? `"${api}" is neither host:port nor a host` : undefined;
 }
 
+/** An http(s) URL with a host and no path, query or credentials, or empty (the in-cluster default). */
+function kubeApiserverUrlProblem(value: string): string | undefined {
+  if (!value) return undefined;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `${JSON.stringify(value)} is not a URL (e.g. https://10.96.0.1:443)`;
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") return `must be an http:// or https:// URL, got ${value}`;
+  if (!url.hostname) return `has no host: ${value}`;
+  if (url.username || url.password) return "must not hold credentials";
+  if ((url.pathname !== "/" && url.pathname !== "") || url.search || url.hash) {
+    return `must be scheme://host[:port] without a path or query, got ${value}`;
+  }
+  return undefined;
+}
+
 /** `<namespace>/<name>` (DNS names), or empty. */
 function statusDeploymentProblem(value: string): string | undefined {
   if (!value) return undefined;
@@ -287,7 +305,7 @@ const agentOptionFields = {
     {
       flag: "cert-reload-interval",
       description:
-        "How often to re-read --ca-cert/--agent-cert/--agent-key (by content, so Kubernetes Secret volumes work; each connection attempt re-reads them too). New files that check out are used from the next connection attempt, established tunnels keep running; a bad file is refused and logged, the old certificates stay (0: only at connection attempts)",
+        "How often to re-read --ca-cert/--agent-cert/--agent-key and --gateway-ca-file (by content, so Kubernetes Secret volumes work; each connection attempt re-reads them too). New files that check out are used from the next connection attempt, established tunnels keep running; a bad file is refused and logged, the old certificates stay (0: only at connection attempts)",
     },
     rules.atLeastMs(0),
   ),
@@ -300,6 +318,30 @@ const agentOptionFields = {
     },
     statusDeploymentProblem,
   ),
+  gatewayCaFile: opt.path("", {
+    flag: "gateway-ca-file",
+    description:
+      "CA bundle (PEM) of the gateway's identity certificates. Set, the agent serves the gateway endpoint in-process at the reserved dial address gateway.cluster-proxy.invalid (mutual TLS with --agent-cert/--agent-key, a client certificate from this CA required; requests are forwarded to the kube-apiserver as the identity the gateway names, impersonated with the agent's ServiceAccount, or to a Service). Re-read every --cert-reload-interval. Empty: the endpoint is disabled and dials to the reserved address are refused",
+  }),
+  serviceCaFile: opt.path("", {
+    flag: "service-ca-file",
+    description:
+      "Extra CA bundle (PEM) the gateway endpoint trusts, besides the ServiceAccount ca.crt, when it forwards to an https:// Service (e.g. the cluster's service-serving CA)",
+  }),
+  kubeApiserverUrl: opt.string(
+    "",
+    {
+      flag: "kube-apiserver-url",
+      description:
+        "Where the gateway endpoint forwards kube-apiserver requests (scheme://host[:port]). Empty: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (in-cluster); TLS is verified against the ServiceAccount ca.crt",
+    },
+    kubeApiserverUrlProblem,
+  ),
+  serviceAccountDir: opt.path("/var/run/secrets/kubernetes.io/serviceaccount", {
+    flag: "service-account-dir",
+    description:
+      "Directory of the agent's ServiceAccount token (token, re-read when it rotates) and cluster CA (ca.crt), with which the gateway endpoint forwards impersonated requests to the kube-apiserver",
+  }),
   enableProfiling: ENABLE_PROFILING_FIELD,
   alpnProto: opt.list([], {
     flag: "alpn-proto",
@@ -371,6 +413,9 @@ const agentOptionFields = {
 function agentCrossRules(o: AgentOptions, bad: (key: Extract<keyof AgentOptions, string>, why: string) => void): void {
   if (Boolean(o.agentCert) !== Boolean(o.agentKey)) {
     bad(o.agentCert ? "agentKey" : "agentCert", "--agent-cert and --agent-key must be given together");
+  }
+  if (o.gatewayCaFile && !o.agentCert) {
+    bad("gatewayCaFile", "needs --agent-cert and --agent-key (the gateway endpoint serves with the agent certificate)");
   }
   if (o.syncIntervalCap < o.syncInterval) bad("syncIntervalCap", "must not be below --sync-interval");
   if (o.hubKubeconfig) {

@@ -7,7 +7,9 @@
  * manager flag takes its kind, choices and default from {@link addonManagerOptionSpecs}. Names follow
  * the Go cluster-proxy chart where the concept is the same (`registry`, `image`, `tag`, `replicas`,
  * `spokeAddonNamespace`, `proxyServer.entrypointAddress`, `proxyServer.entrypointLoadBalancer`,
- * `proxyServer.port`, `installByPlacement`). The chart's `values.yaml`, `values.schema.json` and the
+ * `proxyServer.port`, `installByPlacement`). `gateway` configures the gateway Deployment
+ * `cluster-proxy-addon-user` (docs/design/gateway.md): its values become `cluster-proxy gateway`
+ * flags of the contract's names. The chart's `values.yaml`, `values.schema.json` and the
  * values table of its README are generated from this (`npm run docs:flags`).
  */
 import { addonManagerOptionSpecs } from "./addon-manager-options.js";
@@ -107,6 +109,65 @@ const resources = (description: string, dflt: Record<string, Record<string, stri
 
 const placement = crdField("proxyServer.nodePlacement");
 
+const bool = (description: string, dflt: boolean): ValuesSchema => ({ type: "boolean", description, default: dflt });
+
+/**
+ * `gateway.*`: the gateway Deployment and Service `cluster-proxy-addon-user` (port 9092), through
+ * which hub users reach managed clusters as themselves (docs/design/gateway.md).
+ */
+function gatewayValues(): ValuesSchema {
+  return obj(
+    "The gateway (Deployment and Service `cluster-proxy-addon-user`, port 9092): hub users reach managed clusters through it as themselves, impersonated by the agents, so each cluster's RBAC decides (docs/design/gateway.md; `cluster-proxy kubeconfig --gateway` writes a kubeconfig for it).",
+    {
+      enabled: bool("Run the gateway.", true),
+      replicas: { type: "integer", description: "Gateway replicas (stateless).", default: 2, minimum: 1, maximum: 20 },
+      resources: resources("Compute resources of each gateway.", {
+        requests: { cpu: "50m", memory: "96Mi" },
+        limits: { memory: "384Mi" },
+      }),
+      logLevel: str("Log level of the gateway (--log-level); empty: the gateway's default.", "", {
+        enum: ["", "debug", "info", "warn", "error"],
+      }),
+      oidc: obj(
+        "Authenticate OIDC ID tokens besides hub tokens (the gateway's --oidc-* flags); off while issuerURL is empty.",
+        {
+          issuerURL: str("The OIDC issuer URL (https; --oidc-issuer-url).", "", { pattern: "^(https://.*)?$" }),
+          clientID: str("The audience ID tokens must carry (--oidc-client-id).", ""),
+          usernameClaim: str("The claim that names the user (--oidc-username-claim).", "sub"),
+          usernamePrefix: str("Prefix of OIDC user names (--oidc-username-prefix).", ""),
+          groupsClaim: str("The claim listing the user's groups (--oidc-groups-claim); empty: none.", ""),
+          groupsPrefix: str("Prefix of OIDC group names (--oidc-groups-prefix).", ""),
+          caConfigMap: str(
+            "A ConfigMap in the release namespace whose key ca.crt verifies the issuer (mounted, --oidc-ca-file); empty: the system roots.",
+            "",
+          ),
+        },
+      ),
+      passthroughUnrecognizedTokens: bool(
+        "Forward a bearer token the hub does not recognise unchanged to the managed cluster, which authenticates it itself (--passthrough-unrecognized-tokens).",
+        false,
+      ),
+      impersonationPrefix: str(
+        "Prefix of the user and group names the agents impersonate, so hub identities never collide with a cluster's own (--impersonation-prefix).",
+        "cluster:hub:",
+      ),
+      exposedServices: {
+        type: "array",
+        description:
+          "Services of managed clusters reachable through the gateway (`.../services/<svc>/proxy-service`), in the gateway's allowlist format; rendered into ConfigMap cluster-proxy-exposed-services, key services.",
+        default: [],
+        items: { type: "object" },
+      },
+      additionalArgs: {
+        type: "array",
+        description: "Extra gateway command-line arguments, appended last.",
+        default: [],
+        items: { type: "string" },
+      },
+    },
+  );
+}
+
 /** The chart's values schema (values.schema.json). */
 export function chartValuesSchema(): ValuesSchema {
   return {
@@ -183,6 +244,7 @@ export function chartValuesSchema(): ValuesSchema {
           placementNamespace: str("Namespace of that Placement (default: the release namespace).", ""),
         },
       ),
+      gateway: gatewayValues(),
       addonManager: obj("The addon manager Deployment (`<release>-addon-manager`).", {
         logLevel: fromFlag("log-level"),
         leaderElect: fromFlag("leader-elect"),

@@ -7,6 +7,7 @@ export * from "./server-options.js";
 export * from "./agent-options.js";
 export * from "./managed-proxy-configuration.js";
 export * from "./addon-manager-options.js";
+export * from "./gateway-options.js";
 export * from "./log-options.js";
 export * from "./tls-profile.js";
 export * from "./go-flags.js";

@@ -26,6 +26,10 @@ export const MpcConditions = {
   ProxyServerSecretSigned: "ProxyServerSecretSigned",
   AgentServerSecretSigned: "AgentServerSecretSigned",
   ProxyClientSecretSigned: "ProxyClientSecretSigned",
+  /** The gateway's serving certificate (`cluster-proxy-gateway-serving`) is issued. */
+  GatewayServingSecretSigned: "GatewayServingSecretSigned",
+  /** The gateway's identity towards the agents (`cluster-proxy-gateway-identity`, gateway CA) is issued. */
+  GatewayIdentitySecretSigned: "GatewayIdentitySecretSigned",
   /** True when agents have an address to dial (for a LoadBalancer: an ingress is assigned). */
   EntrypointReady: "EntrypointReady",
   /** False when the signer CA was re-created while certificates of an earlier CA are still out there. */

@@ -116,6 +116,30 @@ describe("cluster-proxy command line", () => {
     assert.match(r.err, /--install-placement: "global" is not <namespace>\/<name> of a Placement/);
   });
 
+  test("gateway: bad and missing flags exit 2, each problem naming its flag", async () => {
+    const r = await run([
+      "gateway",
+      "--dial-timeout",
+      "0s",
+      "--oidc-issuer-url",
+      "http://idp",
+      "--oidc-required-claim",
+      "x",
+    ]);
+    assert.equal(r.code, 2);
+    for (const flag of [
+      "--serving-cert",
+      "--proxy-server-host",
+      "--identity-cert",
+      "--agent-ca",
+      "--dial-timeout",
+      "--oidc-issuer-url",
+      "--oidc-client-id",
+      "--oidc-required-claim",
+    ])
+      assert.match(r.err, new RegExp(`${flag}: `), flag);
+  });
+
   test("an unknown flag exits 2 naming the flag", async () => {
     const r = await run(["agent", "--sync-intervall", "1s"]);
     assert.equal(r.code, 2);

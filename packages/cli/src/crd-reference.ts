@@ -16,6 +16,10 @@ const CONDITION_TEXT: Record<string, string> = {
     "The agent port's serving certificate is issued; the message carries its expiry.",
   [MpcConditions.ProxyClientSecretSigned]:
     "The hub client certificate (`proxy-client`) is issued; the message carries its expiry.",
+  [MpcConditions.GatewayServingSecretSigned]:
+    "The gateway's serving certificate (`cluster-proxy-gateway-serving`, serving CA) is issued; the message carries its expiry.",
+  [MpcConditions.GatewayIdentitySecretSigned]:
+    "The gateway's identity towards the agents (`cluster-proxy-gateway-identity`, gateway CA) is issued; the message carries its expiry.",
   [MpcConditions.EntrypointReady]: "Agents have an address to dial (a LoadBalancer has an ingress IP or hostname).",
   [MpcConditions.SignerCAConsistent]:
     "False when the serving CA was re-created while the previous one was still published (a lost CA Secret): clients and agents holding the old bundle cannot connect.",

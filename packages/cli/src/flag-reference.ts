@@ -8,6 +8,7 @@ import {
   GO_SERVER_FLAGS,
   agentOptionSpecs,
   certsOptionSpecs,
+  gatewayOptionSpecs,
   describeDefault,
   goFlagStatus,
   optionsMarkdown,
@@ -87,6 +88,11 @@ export function flagReferenceMarkdown(): string {
       "`cluster-proxy addon-manager`",
       "The hub controller for ManagedProxyConfiguration. Names shared with the Go addon manager mean the same.",
       optionsMarkdown(addonManagerOptionSpecs),
+    ),
+    section(
+      "`cluster-proxy gateway`",
+      "Hub users reach managed clusters as themselves: authentication, hub authorization, impersonation and audit (docs/design/gateway.md).",
+      optionsMarkdown(gatewayOptionSpecs, false),
     ),
   ].join("\n");
 }

@@ -14,6 +14,7 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   ADDON_NAME,
   GRPC_DOOR_PORT,
+  SERVER_CA_SECRET,
   addHubFlags,
   clusterCa,
   connectHub,
@@ -32,7 +33,13 @@ import {
   selectLocalHub,
   type LocalHubProfile,
 } from "./local-hub.js";
-import { mapLimited, probeApiserver, type ProbeOutcome, type TunnelDialer } from "./health-probe.js";
+import {
+  mapLimited,
+  probeApiserver,
+  probeGatewayEndpoint,
+  type ProbeOutcome,
+  type TunnelDialer,
+} from "./health-probe.js";
 import {
   OUTPUT_FORMATS,
   formatHealth,
@@ -51,6 +58,11 @@ Examples:
 The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
 cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its
 ManagedCluster, then GETs --probe-path anonymously: no hub credential reaches a managed cluster.
+With -o wide, json or yaml, GATEWAY probes each agent's gateway endpoint the same way (dial
+gateway.cluster-proxy.invalid.<cluster>:443, a TLS handshake without a client certificate, the
+agent's certificate verified against the agent CA bundle of Secret proxy-server-ca and checked
+for the cluster's name); it says nothing about the gateway's own pods and does not change the
+exit status.
 Exit status: 0 when every cluster with the addon is healthy, 1 otherwise. A cluster without the
 addon is listed as not installed (INSTALLED False) and fails the command only when named with --cluster.
 `;
@@ -173,6 +185,7 @@ async function collectHealth(
   }
   clusters.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
   const expiries = await agentCertificateExpiries(hub);
+  const agentCa = flags.output === "table" ? undefined : await agentCaBundle(hub);
   const installedNames = new Set(addons.map((a) => a.metadata.namespace));
   const dial = await tunnelDialer(
     hub,
@@ -196,6 +209,15 @@ async function collectHealth(
       else if (available.status !== "True")
         reasons.push(`Available=${available.status} (${available.reason}): ${available.message}`);
       if (probe.reason) reasons.push(probe.reason);
+      let gatewayEndpoint: boolean | undefined;
+      if (mca && agentCa !== undefined) {
+        const gw: ProbeOutcome =
+          typeof agentCa === "string"
+            ? { ok: false, reason: agentCa }
+            : await probeGatewayEndpoint(dial!, name, agentCa, timeoutMs);
+        gatewayEndpoint = gw.ok;
+        if (gw.reason) reasons.push(gw.reason);
+      }
       const servers = parseTunnelHealth(available?.message);
       return {
         cluster: name,
@@ -205,11 +227,34 @@ async function collectHealth(
         latencyMs: probe.latencyMs,
         proxyServers: servers ? { connected: servers.reachable, total: servers.servers } : undefined,
         agentCertificateExpiry: expiries.get(name),
+        gatewayEndpoint,
         reason: reasons.join("; "),
       };
     });
   } finally {
     await dial?.close();
+  }
+}
+
+/**
+ * The agent CA bundle that verifies the agents' gateway endpoints (`proxy-server-ca`'s
+ * `agent-ca.crt`), or why there is none (a string: the GATEWAY column's reason).
+ */
+async function agentCaBundle(hub: Hub): Promise<Buffer | string> {
+  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const ns = hub.mpc.spec.proxyServer.namespace;
+  try {
+    const secret = await hub.api.tryGet<KubeObject & { data?: Record<string, string> }>(
+      Resources.secret,
+      SERVER_CA_SECRET,
+      ns,
+    );
+    const b64 = secret?.data?.["agent-ca.crt"];
+    return b64
+      ? Buffer.from(b64, "base64")
+      : `gateway endpoint not probed: Secret ${ns}/${SERVER_CA_SECRET} has no agent-ca.crt (an addon manager without the gateway)`;
+  } catch (err) {
+    return `gateway endpoint not probed: reading Secret ${ns}/${SERVER_CA_SECRET}: ${(err as Error).message}`;
   }
 }
 

@@ -73,6 +73,65 @@ export async function probeApiserver(
   }
 }
 
+/** The reserved host of the agents' gateway endpoint (docs/design/gateway.md); dialled as `<host>.<cluster>:443`. */
+export const GATEWAY_ENDPOINT_HOST = "gateway.cluster-proxy.invalid";
+
+/**
+ * Probe `cluster`'s agent gateway endpoint through `dial`: a TLS handshake with no client
+ * certificate, the agent's certificate verified against the agent CA bundle `agentCa` and checked
+ * for the cluster's URI SAN. It shows that the tunnel reaches the agent, the endpoint is enabled
+ * (the agent has the gateway CA) and it presents the cluster's certificate; the endpoint then
+ * refuses the session (no gateway certificate), so nothing is sent and no hub credential is
+ * offered. With TLS 1.3 the server's certificate is verified before it can refuse. Never rejects.
+ */
+export async function probeGatewayEndpoint(
+  dial: TunnelDialer,
+  cluster: string,
+  agentCa: Buffer,
+  timeoutMs: number,
+): Promise<ProbeOutcome> {
+  const started = performance.now();
+  const signal = AbortSignal.timeout(timeoutMs);
+  let socket: Duplex | undefined;
+  let session: tls.TLSSocket | undefined;
+  try {
+    const { agentClusterUri } = await import("@cluster-proxy/pki");
+    socket = await dial(`${GATEWAY_ENDPOINT_HOST}.${cluster}:443`, signal);
+    const tunnel = socket;
+    await new Promise<void>((resolve, reject) => {
+      const s = tls.connect({
+        socket: tunnel,
+        ca: agentCa,
+        minVersion: "TLSv1.3",
+        checkServerIdentity: (_host, cert) => {
+          const uris = (cert.subjectaltname ?? "").split(", ").filter((n) => n.startsWith("URI:"));
+          return uris.includes(`URI:${agentClusterUri(cluster)}`)
+            ? undefined
+            : new Error(`the endpoint's certificate is not ${cluster}'s (${uris.join(", ") || "no URI SAN"})`);
+        },
+      });
+      session = s;
+      const onAbort = (): void => void s.destroy(new Error("aborted"));
+      signal.addEventListener("abort", onAbort, { once: true });
+      s.once("secureConnect", () => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      });
+      s.once("error", (err: Error) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      });
+    });
+    return { ok: true, latencyMs: performance.now() - started, reason: "" };
+  } catch (err) {
+    const text = signal.aborted ? `no answer within ${timeoutMs / 1000}s` : (err as Error).message;
+    return { ok: false, reason: `gateway endpoint: ${text}` };
+  } finally {
+    session?.destroy();
+    socket?.destroy();
+  }
+}
+
 /** Run `fn` over `items` with at most `limit` at a time, keeping the order of results. */
 export async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const results = new Array<R>(items.length);

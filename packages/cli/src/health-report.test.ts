@@ -18,6 +18,7 @@ const healthy: ClusterHealth = {
   latencyMs: 12.4,
   proxyServers: { connected: 2, total: 2 },
   agentCertificateExpiry: "2027-11-24T01:00:00Z",
+  gatewayEndpoint: true,
   reason: "",
 };
 const cutOff: ClusterHealth = {
@@ -58,11 +59,19 @@ test("the table keeps clusteradm's first five columns, in its order and spelling
   ]);
 });
 
-test("-o wide adds the proxy-servers the tunnel works through and the agent certificate's expiry", async () => {
-  const lines = (await formatHealth([healthy, cutOff], "wide")).split("\n");
-  assert.match(lines[0]!, /LATENCY\s+PROXY-SERVERS\s+AGENT CERT EXPIRY\s+REASON$/);
-  assert.match(lines[1]!, /12ms\s+2\/2\s+2027-11-24T01:00:00Z\s+-$/);
-  assert.match(lines[2]!, /-\s+-\s+-\s+probe through/, "unknown shows -");
+test("-o wide adds the proxy-servers the tunnel works through, the agent certificate's expiry and the gateway endpoint", async () => {
+  const gatewayDown: ClusterHealth = {
+    ...healthy,
+    cluster: "mc3",
+    gatewayEndpoint: false,
+    reason: "gateway endpoint: x",
+  };
+  const lines = (await formatHealth([healthy, cutOff, gatewayDown], "wide")).split("\n");
+  assert.match(lines[0]!, /LATENCY\s+PROXY-SERVERS\s+AGENT CERT EXPIRY\s+GATEWAY\s+REASON$/);
+  assert.match(lines[1]!, /12ms\s+2\/2\s+2027-11-24T01:00:00Z\s+True\s+-$/);
+  assert.match(lines[2]!, /-\s+-\s+-\s+-\s+probe through/, "unknown shows -");
+  assert.match(lines[3]!, /2027-11-24T01:00:00Z\s+False\s+gateway endpoint: x$/);
+  assert.equal(isHealthy(gatewayDown), true, "the gateway endpoint does not count towards healthy");
 });
 
 test("JSON and YAML carry every field; unknown values are null", async () => {
@@ -77,6 +86,7 @@ test("JSON and YAML carry every field; unknown values are null", async () => {
     latencyMs: 12,
     proxyServers: { connected: 2, total: 2 },
     agentCertificateExpiry: "2027-11-24T01:00:00Z",
+    gatewayEndpoint: true,
     reason: "",
   });
   assert.deepEqual(doc.items[1], {
@@ -88,6 +98,7 @@ test("JSON and YAML carry every field; unknown values are null", async () => {
     latencyMs: null,
     proxyServers: null,
     agentCertificateExpiry: null,
+    gatewayEndpoint: null,
     reason: "probe through the tunnel: no answer within 10s",
   });
   const yaml = await formatHealth([healthy], "yaml");

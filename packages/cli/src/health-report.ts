@@ -2,7 +2,8 @@
  * The rows of `cluster-proxy health` and their output forms. The table's first five columns are
  * `clusteradm proxy health`'s, in its order and spelling (CLUSTER NAME, INSTALLED, AVAILABLE,
  * PROBED HEALTH, LATENCY), so scripts that parse them keep working; what an operator needs next
- * follows: REASON (why something is false), and with `-o wide` PROXY-SERVERS and AGENT CERT EXPIRY.
+ * follows: REASON (why something is false), and with `-o wide` PROXY-SERVERS, AGENT CERT EXPIRY and
+ * GATEWAY (the agent's gateway endpoint answered through the tunnel with the cluster's certificate).
  */
 /** One cluster's health as `cluster-proxy health` reports it. */
 export interface ClusterHealth {
@@ -19,6 +20,11 @@ export interface ClusterHealth {
   proxyServers?: { connected: number; total: number };
   /** Expiry of the newest agent certificate issued for the cluster (ISO 8601), if any. */
   agentCertificateExpiry?: string;
+  /**
+   * The agent's gateway endpoint answered through the tunnel with the cluster's certificate
+   * (`-o wide`, json, yaml); undefined when not probed. It does not count towards `healthy`.
+   */
+  gatewayEndpoint?: boolean;
   /** Why something is false (empty when healthy). */
   reason: string;
 }
@@ -65,10 +71,10 @@ export function alignColumns(rows: readonly (readonly string[])[]): string {
     .join("");
 }
 
-/** The table (`-o wide` adds PROXY-SERVERS and AGENT CERT EXPIRY before REASON). */
+/** The table (`-o wide` adds PROXY-SERVERS, AGENT CERT EXPIRY and GATEWAY before REASON). */
 export function formatTable(rows: readonly ClusterHealth[], wide: boolean): string {
   const head = ["CLUSTER NAME", "INSTALLED", "AVAILABLE", "PROBED HEALTH", "LATENCY"];
-  const extra = wide ? ["PROXY-SERVERS", "AGENT CERT EXPIRY"] : [];
+  const extra = wide ? ["PROXY-SERVERS", "AGENT CERT EXPIRY", "GATEWAY"] : [];
   const lines = rows.map((h) => [
     h.cluster,
     cap(h.installed),
@@ -76,7 +82,11 @@ export function formatTable(rows: readonly ClusterHealth[], wide: boolean): stri
     cap(h.probedHealth),
     formatLatency(h.latencyMs),
     ...(wide
-      ? [h.proxyServers ? `${h.proxyServers.connected}/${h.proxyServers.total}` : "-", h.agentCertificateExpiry ?? "-"]
+      ? [
+          h.proxyServers ? `${h.proxyServers.connected}/${h.proxyServers.total}` : "-",
+          h.agentCertificateExpiry ?? "-",
+          h.gatewayEndpoint === undefined ? "-" : cap(h.gatewayEndpoint),
+        ]
       : []),
     h.reason || "-",
   ]);
@@ -101,6 +111,7 @@ export function healthDocument(rows: readonly ClusterHealth[]): {
       latencyMs: h.latencyMs === undefined ? null : Math.round(h.latencyMs),
       proxyServers: h.proxyServers ?? null,
       agentCertificateExpiry: h.agentCertificateExpiry ?? null,
+      gatewayEndpoint: h.gatewayEndpoint ?? null,
       reason: h.reason,
     })),
   };

@@ -82,12 +82,24 @@ interface KubeconfigDoc {
   users?: { name: string; user?: KubeconfigUser }[];
 }
 
+/** A kubeconfig user that authenticates with a client certificate (one of {@link CERTIFICATE_FIELDS}). */
+export function hasClientCertificate(user: KubeconfigUser): boolean {
+  return CERTIFICATE_FIELDS.some((f) => f in user);
+}
+
 /**
  * The current context's user of a kubeconfig, to carry into the generated one. Relative file
- * paths (`tokenFile`, exec `command`) are made absolute against `baseDir`. Throws with a
- * user-facing message when it has none or when it authenticates with a client certificate.
+ * paths (`tokenFile`, exec `command`, and with `allowCertificate` `client-certificate` and
+ * `client-key`) are made absolute against `baseDir`. Throws with a user-facing message when it has
+ * none, or when it authenticates with a client certificate and `allowCertificate` is not set
+ * (through the CONNECT door a certificate cannot reach the cluster).
  */
-export function currentUser(doc: unknown, source: string, baseDir: string): KubeconfigUser {
+export function currentUser(
+  doc: unknown,
+  source: string,
+  baseDir: string,
+  options: { allowCertificate?: boolean } = {},
+): KubeconfigUser {
   const kc = (doc ?? {}) as KubeconfigDoc;
   const ctxName = kc["current-context"];
   const context = kc.contexts?.find((c) => c.name === ctxName);
@@ -95,7 +107,7 @@ export function currentUser(doc: unknown, source: string, baseDir: string): Kube
   const entry = kc.users?.find((u) => u.name === context.context!.user);
   if (!entry?.user) throw new Error(`${source}: user "${context.context.user}" is not defined`);
   const user = { ...entry.user };
-  if (CERTIFICATE_FIELDS.some((f) => f in user)) {
+  if (!options.allowCertificate && hasClientCertificate(user)) {
     throw new Error(
       `${source}: user "${entry.name}" authenticates with a client certificate; through the hub kubectl presents the hub's proxy client certificate in every TLS session (Go uses one TLS configuration for the proxy and the cluster), so use --token or --managed-service-account for this cluster`,
     );
@@ -105,6 +117,7 @@ export function currentUser(doc: unknown, source: string, baseDir: string): Kube
   const abs = (p: unknown, always: boolean): unknown =>
     typeof p === "string" && p !== "" && !p.startsWith("/") && (always || p.includes("/")) ? join(baseDir, p) : p;
   if ("tokenFile" in user) user.tokenFile = abs(user.tokenFile, true);
+  for (const f of ["client-certificate", "client-key"]) if (f in user) user[f] = abs(user[f], true);
   if (user.exec && typeof user.exec === "object") {
     const exec = { ...(user.exec as Record<string, unknown>) };
     exec.command = abs(exec.command, false);

@@ -1,9 +1,11 @@
 /**
  * `cluster-proxy kubeconfig --cluster <name>`: a kubeconfig with which plain kubectl reaches a
  * managed cluster's kube-apiserver through the hub (see kubeconfig-builder.ts and
- * docs/guides/hub-operations.md), written with mode 0600.
+ * docs/guides/hub-operations.md), written with mode 0600. With `--gateway[=<url>]`: a kubeconfig
+ * for the gateway instead, one context per cluster, with the caller's hub credentials
+ * (gateway-kubeconfig.ts).
  */
-import { chmodSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import { clusterNameProblem } from "@cluster-proxy/api";
@@ -23,7 +25,13 @@ import {
   type HubFlags,
   type ManagedClusterObject,
 } from "./hub-access.js";
-import { buildKubeconfig, currentUser, type KubeconfigUser } from "./kubeconfig-builder.js";
+import {
+  buildGatewayKubeconfig,
+  defaultGatewayUrl,
+  gatewayTlsServerName,
+  parseGatewayUrl,
+} from "./gateway-kubeconfig.js";
+import { buildKubeconfig, currentUser, hasClientCertificate, type KubeconfigUser } from "./kubeconfig-builder.js";
 import {
   addLocalHubFlag,
   localCluster,
@@ -39,6 +47,10 @@ Examples:
   cluster-proxy kubeconfig --cluster mc1 --credentials-from ~/.kube/mc1-oidc.kubeconfig -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster mc1 --managed-service-account my-msa -o mc1.kubeconfig
   kubectl --kubeconfig mc1.kubeconfig get namespaces
+  cluster-proxy kubeconfig --gateway -o hub-clusters.kubeconfig   # every cluster, through the gateway, as you
+  kubectl --kubeconfig hub-clusters.kubeconfig --context mc1 get pods
+  kubectl -n open-cluster-management-addon port-forward service/cluster-proxy-addon-user 9092 &
+  cluster-proxy kubeconfig --gateway=https://127.0.0.1:9092 --cluster mc1 -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster east --token demo-token-east -o .cluster-proxy/east.kubeconfig   # the local hub of "cluster-proxy up"
 
 kubectl connects to the proxy-servers' HTTP CONNECT door (mTLS, the hub's proxy client
@@ -47,10 +59,20 @@ verified against the CA of mc1's ManagedCluster, and authenticates with the cred
 never the hub's. Nothing else has to run. The door must be reachable from where kubectl runs
 (--proxy-server-host, or a LoadBalancer Service exposing port ${CONNECT_DOOR_PORT} of the proxy-servers,
 whose address is in the ManagedProxyConfiguration's additionalSANs).
+
+With --gateway, kubectl talks to the gateway (Service cluster-proxy-addon-user, port 9092) at
+https://<gateway>/<cluster>, verified with the serving CA of Secret cluster-proxy-gateway-serving
+(tls-server-name set when the URL's host is not in its certificate, e.g. a port-forward), and
+authenticates with the current user of your hub kubeconfig (or --token / --credentials-from): a
+hub token or exec plugin (OIDC) the gateway checks against the hub. A client certificate is copied
+too, but the gateway accepts one only when started with --client-ca-file naming its CA (the
+chart does not set it). The hub then decides, per cluster, whether you may use
+managedclusters/proxy, and the cluster's own RBAC what you may do there (as cluster:hub:<you>).
 `;
 
 interface KubeconfigFlags extends HubFlags {
-  cluster: string;
+  cluster?: string;
+  gateway?: string | true;
   credentialsFrom?: string;
   token?: string;
   managedServiceAccount?: string;
@@ -65,12 +87,19 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     .command("kubeconfig")
     .summary("write a kubeconfig that reaches a managed cluster through the hub")
     .description(
-      "Write a kubeconfig (mode 0600) with which unmodified kubectl reaches a managed cluster's kube-apiserver through the hub, TLS verified against the cluster's CA, with your own credentials for that cluster.",
+      "Write a kubeconfig (mode 0600) with which unmodified kubectl reaches a managed cluster's kube-apiserver through the hub, TLS verified against the cluster's CA, with your own credentials for that cluster. With --gateway: a kubeconfig for the gateway, one context per cluster, with your hub credentials (each cluster's RBAC applies to you, impersonated).",
     )
     .addHelpText("after", EXAMPLE)
-    .requiredOption("--cluster <name>", "the managed cluster")
-    .option("--credentials-from <kubeconfig>", "copy the current user of this kubeconfig (token, exec plugin, ...)")
-    .option("--token <token>", "a bearer token for the managed cluster")
+    .option("--cluster <name>", "the managed cluster (with --gateway: only this one; default every ManagedCluster)")
+    .option(
+      "--gateway [url]",
+      "through the gateway instead, as yourself: its URL (default https://cluster-proxy-addon-user.<namespace>.svc:9092, the proxy-servers' namespace), your hub credentials",
+    )
+    .option(
+      "--credentials-from <kubeconfig>",
+      "copy the current user of this kubeconfig (token, exec plugin, ...; with --gateway: your hub user, default the hub kubeconfig's)",
+    )
+    .option("--token <token>", "a bearer token for the managed cluster (with --gateway: for the hub)")
     .option(
       "--managed-service-account <name>",
       "use the token of this ManagedServiceAccount (hub Secret <name> in the cluster's namespace)",
@@ -84,7 +113,15 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
   addLocalHubFlag(command);
   command.action(async () => {
     const flags = command.opts<KubeconfigFlags>();
-    const badName = clusterNameProblem(flags.cluster);
+    if (flags.gateway !== undefined) {
+      const doc = await gatewayKubeconfig(flags, ctx.env);
+      await writeKubeconfig(ctx, flags.output, doc.kubeconfig, doc.summary);
+      return;
+    }
+    if (flags.cluster === undefined)
+      throw new ConfigError("--cluster: required (or --gateway, for every cluster through the gateway)");
+    const cluster = flags.cluster;
+    const badName = clusterNameProblem(cluster);
     if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
     const ways = [flags.credentialsFrom, flags.token, flags.managedServiceAccount].filter((v) => v !== undefined);
     if (ways.length !== 1)
@@ -96,7 +133,7 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
         "--proxy-server-name: kubectl verifies the proxy-server by the proxy-url host; use a --proxy-server-host its certificate names",
       );
     const local = selectLocalHub(flags, ctx.cwd);
-    if (local) localCluster(local, flags.cluster);
+    if (local) localCluster(local, cluster);
     const hub = local
       ? (): Promise<Hub> =>
           Promise.reject(
@@ -109,32 +146,175 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       ? readFlagFile("--cluster-ca-cert", flags.clusterCaCert)
       : local
         ? readFlagFile("the local hub's apiserver CA", local.files.apiserverCa)
-        : await managedClusterCa(hub, flags.cluster);
-    const credentials = await userCredentials(hub, flags);
+        : await managedClusterCa(hub, cluster);
+    const credentials = await userCredentials(hub, { ...flags, cluster });
     const endpoint = local ? localEndpoint(local, "connect") : await findProxyEndpoint(hub, flags, CONNECT_DOOR_PORT);
     const creds = local ? localCredentials(local) : await proxyCredentials(hub, flags);
-    const { dumpYaml } = await import("@kubernetes/client-node");
-    const text = dumpYaml(
-      buildKubeconfig({
-        cluster: flags.cluster,
-        proxy: { host: endpoint.host, port: endpoint.port },
-        clusterCa: ca,
-        proxyCa: creds.ca,
-        proxyCert: creds.cert,
-        proxyKey: creds.key,
-        credentials,
-      }),
-    );
-    if (!flags.output) {
-      ctx.stdout(text);
-      return;
-    }
-    writeFileSync(flags.output, text, { mode: 0o600 });
-    chmodSync(flags.output, 0o600); // an existing file keeps its mode on write
-    ctx.stderr(
-      `wrote ${flags.output} (context ${flags.cluster}; kubectl --kubeconfig ${flags.output} get namespaces)\n`,
+    const kubeconfig = buildKubeconfig({
+      cluster,
+      proxy: { host: endpoint.host, port: endpoint.port },
+      clusterCa: ca,
+      proxyCa: creds.ca,
+      proxyCert: creds.cert,
+      proxyKey: creds.key,
+      credentials,
+    });
+    await writeKubeconfig(
+      ctx,
+      flags.output,
+      kubeconfig,
+      (file) => `context ${cluster}; kubectl --kubeconfig ${file} get namespaces`,
     );
   });
+}
+
+/** Write `kubeconfig` to `output` (mode 0600) and say so with `summary`, or to standard output. */
+async function writeKubeconfig(
+  ctx: CliContext,
+  output: string | undefined,
+  kubeconfig: Record<string, unknown>,
+  summary: (file: string) => string,
+): Promise<void> {
+  const { dumpYaml } = await import("@kubernetes/client-node");
+  const text = dumpYaml(kubeconfig);
+  if (!output) {
+    ctx.stdout(text);
+    return;
+  }
+  writeFileSync(output, text, { mode: 0o600 });
+  chmodSync(output, 0o600); // an existing file keeps its mode on write
+  ctx.stderr(`wrote ${output} (${summary(output)})\n`);
+}
+
+/** Flags that choose the CONNECT door or the local hub, which a gateway kubeconfig does not use. */
+const DOOR_ONLY_FLAGS: [keyof KubeconfigFlags, string][] = [
+  ["managedServiceAccount", "--managed-service-account"],
+  ["clusterCaCert", "--cluster-ca-cert"],
+  ["proxyServerHost", "--proxy-server-host"],
+  ["proxyServerPort", "--proxy-server-port"],
+  ["proxyServerName", "--proxy-server-name"],
+  ["proxyCaCert", "--proxy-ca-cert"],
+  ["proxyCert", "--proxy-cert"],
+  ["proxyKey", "--proxy-key"],
+  ["hubProfile", "--hub-profile"],
+];
+
+/**
+ * The gateway kubeconfig: the clusters (--cluster, or every ManagedCluster), the gateway URL and
+ * its serving CA from the hub, and the caller's hub credentials. Warns (in `summary`) when those
+ * are a client certificate.
+ */
+async function gatewayKubeconfig(
+  flags: KubeconfigFlags,
+  env: NodeJS.ProcessEnv,
+): Promise<{ kubeconfig: Record<string, unknown>; summary: (file: string) => string }> {
+  const misplaced = DOOR_ONLY_FLAGS.filter(([k]) => flags[k] !== undefined).map(([, f]) => f);
+  if (misplaced.length > 0)
+    throw new ConfigError(`--gateway: ${misplaced.join(", ")} belong to the CONNECT door, not the gateway`);
+  if (flags.token !== undefined && flags.credentialsFrom !== undefined)
+    throw new ConfigError(
+      "--gateway: give at most one of --token and --credentials-from (default: your hub kubeconfig's user)",
+    );
+  if (flags.cluster !== undefined) {
+    const badName = clusterNameProblem(flags.cluster);
+    if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
+  }
+  const explicitUrl = typeof flags.gateway === "string" ? parseGatewayUrl(flags.gateway) : undefined;
+  const user = await hubUser(flags, env);
+  const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
+  const { Resources, GATEWAY_PORT, GATEWAY_SERVICE, GATEWAY_SERVING_SECRET } =
+    await import("@cluster-proxy/addon-manager");
+  const ns = hub.mpc.spec.proxyServer.namespace;
+  let clusters: string[];
+  let serving: (KubeObject & { data?: Record<string, string> }) | undefined;
+  try {
+    if (flags.cluster !== undefined) {
+      if (!(await hub.api.tryGet(Resources.managedCluster, flags.cluster)))
+        throw new CommandFailure(`--cluster: no ManagedCluster named ${flags.cluster}`);
+      clusters = [flags.cluster];
+    } else {
+      clusters = (await hub.api.list(Resources.managedCluster)).items.map((c) => c.metadata.name).sort();
+    }
+    serving = await hub.api.tryGet(Resources.secret, GATEWAY_SERVING_SECRET, ns);
+  } catch (err) {
+    if (err instanceof CommandFailure) throw err;
+    throw hubError(err, `listing ManagedClusters and reading Secret ${ns}/${GATEWAY_SERVING_SECRET}`);
+  }
+  if (clusters.length === 0) throw new CommandFailure("no ManagedCluster on the hub: nothing to reach");
+  const ca = serving?.data?.["ca.crt"];
+  if (!ca)
+    throw new CommandFailure(
+      `hub: Secret ${ns}/${GATEWAY_SERVING_SECRET} has no ca.crt yet (is an addon manager with the gateway running?)`,
+    );
+  const inCluster = `${GATEWAY_SERVICE}.${ns}.svc`;
+  const gateway = explicitUrl ?? parseGatewayUrl(defaultGatewayUrl(GATEWAY_SERVICE, ns, GATEWAY_PORT));
+  const tlsServerName = gatewayTlsServerName(
+    gateway,
+    Buffer.from(serving?.data?.["tls.crt"] ?? "", "base64").toString("utf8"),
+    inCluster,
+  );
+  const current = flags.cluster ?? clusters[0]!;
+  const note = hasClientCertificate(user)
+    ? "; the user is a client certificate: the gateway accepts it only when run with --client-ca-file naming its CA, else use --token or --credentials-from"
+    : "";
+  return {
+    kubeconfig: buildGatewayKubeconfig({
+      gateway,
+      clusters,
+      currentContext: current,
+      servingCa: Buffer.from(ca, "base64"),
+      ...(tlsServerName ? { tlsServerName } : {}),
+      user,
+    }),
+    summary: (file) =>
+      `${clusters.length === 1 ? "context" : "contexts"} ${clusters.join(", ")} through ${gateway.href.replace(/\/$/, "")}; kubectl --kubeconfig ${file} --context ${current} get namespaces${note}`,
+  };
+}
+
+/** Service account files a pod's token is read from (in-cluster hub access). */
+const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/**
+ * The caller's hub credentials for the gateway: --token, the current user of --credentials-from,
+ * else of the hub kubeconfig (--kubeconfig, else the first existing KUBECONFIG file), else the
+ * pod's service account token.
+ */
+async function hubUser(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): Promise<KubeconfigUser> {
+  if (flags.token !== undefined) {
+    if (!flags.token.trim()) throw new ConfigError("--token: empty");
+    return { token: flags.token.trim() };
+  }
+  const [file, source] =
+    flags.credentialsFrom !== undefined
+      ? [flags.credentialsFrom, `--credentials-from ${flags.credentialsFrom}`]
+      : flags.kubeconfig !== undefined
+        ? [flags.kubeconfig, `--kubeconfig ${flags.kubeconfig}`]
+        : ((f) => (f ? [f, `KUBECONFIG file ${f}`] : [undefined, ""]))(
+            env.KUBECONFIG?.split(":").find((f) => f && existsSync(f)),
+          );
+  if (file === undefined) return { tokenFile: IN_CLUSTER_TOKEN };
+  return readCurrentUser(file, source, { allowCertificate: true });
+}
+
+/** The current user of the kubeconfig `file` (a usage error naming `source` when unreadable). */
+async function readCurrentUser(
+  file: string,
+  source: string,
+  options: { allowCertificate?: boolean } = {},
+): Promise<KubeconfigUser> {
+  const path = resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError(`${source}: ${(err as NodeJS.ErrnoException).code}`, { cause: err });
+  }
+  const { loadYaml } = await import("@kubernetes/client-node");
+  try {
+    return currentUser(loadYaml(text), source, dirname(path), options);
+  } catch (err) {
+    throw new ConfigError((err as Error).message, { cause: err });
+  }
 }
 
 /** The CA bundle of `cluster`'s kube-apiserver, from its ManagedCluster. */
@@ -156,28 +336,16 @@ async function managedClusterCa(getHub: () => Promise<Hub>, cluster: string): Pr
   return ca;
 }
 
-async function userCredentials(getHub: () => Promise<Hub>, flags: KubeconfigFlags): Promise<KubeconfigUser> {
+async function userCredentials(
+  getHub: () => Promise<Hub>,
+  flags: KubeconfigFlags & { cluster: string },
+): Promise<KubeconfigUser> {
   if (flags.token !== undefined) {
     if (!flags.token.trim()) throw new ConfigError("--token: empty");
     return { token: flags.token.trim() };
   }
-  if (flags.credentialsFrom !== undefined) {
-    const file = resolve(flags.credentialsFrom);
-    let text: string;
-    try {
-      text = readFileSync(file, "utf8");
-    } catch (err) {
-      throw new ConfigError(`--credentials-from ${flags.credentialsFrom}: ${(err as NodeJS.ErrnoException).code}`, {
-        cause: err,
-      });
-    }
-    const { loadYaml } = await import("@kubernetes/client-node");
-    try {
-      return currentUser(loadYaml(text), `--credentials-from ${flags.credentialsFrom}`, dirname(file));
-    } catch (err) {
-      throw new ConfigError((err as Error).message, { cause: err });
-    }
-  }
+  if (flags.credentialsFrom !== undefined)
+    return readCurrentUser(flags.credentialsFrom, `--credentials-from ${flags.credentialsFrom}`);
   const name = flags.managedServiceAccount!;
   const hub = await getHub();
   const { Resources } = await import("@cluster-proxy/addon-manager");

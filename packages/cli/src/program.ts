@@ -9,6 +9,7 @@ import { agentOptionSpecs, serverOptionSpecs } from "@cluster-proxy/api";
 import { registerAddonManagerCommand } from "./addon-manager-command.js";
 import { registerAgentCommand } from "./agent-command.js";
 import { registerCertsCommand } from "./certs-command.js";
+import { registerGatewayCommand } from "./gateway-command.js";
 import { processContext, type CliContext } from "./cli-context.js";
 import { EXIT_STATUS_BY_CODE, exitStatusOf } from "./exit-status.js";
 import { normalizeGoArgs } from "./option-flags.js";
@@ -32,6 +33,7 @@ Examples:
   cluster-proxy server --help                        # proxy-server flags (Go-compatible names)
   cluster-proxy agent --help                         # proxy-agent flags
   cluster-proxy addon-manager --help                 # the hub controller (ManagedProxyConfiguration)
+  cluster-proxy gateway --help                       # hub users reach clusters as themselves
   cluster-proxy health --kubeconfig hub.kubeconfig   # addon and tunnel health per managed cluster
   cluster-proxy kubeconfig --cluster mc1 --token T   # kubectl to mc1 through the hub
   cluster-proxy port-forward --cluster mc1 8080:web.default.svc:80
@@ -61,6 +63,7 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
   registerAgentCommand(program, ctx, setExitCode);
   registerCertsCommand(program, ctx);
   registerAddonManagerCommand(program, ctx, setExitCode);
+  registerGatewayCommand(program, ctx, setExitCode);
   registerHealthCommand(program, ctx, setExitCode);
   registerKubeconfigCommand(program, ctx);
   registerPortForwardCommand(program, ctx, setExitCode);

@@ -246,7 +246,7 @@ describe("writeStandaloneCerts", () => {
     }
   });
 
-  test("three distinct CAs; each leaf chains to the CA of its role only, with one usage", async () => {
+  test("three distinct CAs; each leaf chains to the CA of its role only, with its role's usages", async () => {
     const load = async (f: string) => new X509Certificate(await readFile(f));
     const cas = {
       serving: await load(paths.ca.cert),
@@ -275,7 +275,7 @@ describe("writeStandaloneCerts", () => {
     assert.deepEqual(server.keyUsage, [SERVER_AUTH]);
     assert.deepEqual(leaves.client[0]!.keyUsage, [CLIENT_AUTH]);
     const east = await readFile(paths.agents.get("east")!.cert, "utf8");
-    assert.deepEqual(new X509Certificate(east).keyUsage, [CLIENT_AUTH]);
+    assert.deepEqual(new X509Certificate(east).keyUsage?.slice().sort(), [SERVER_AUTH, CLIENT_AUTH].sort());
     assert.deepEqual(clusterNamesFromCertificate(east), ["east"]);
     assert.deepEqual(clusterNamesFromCertificate(await readFile(paths.agents.get("0west")!.cert)), ["0west"]);
   });
@@ -285,6 +285,8 @@ describe("writeStandaloneCerts", () => {
     assert.throws(() => opensslVerify(paths.ca.cert, paths.server.cert, "sslclient"), "serving only");
     assert.match(opensslVerify(paths.clientCa.cert, paths.client.cert, "sslclient"), /OK/);
     assert.match(opensslVerify(paths.agentCa.cert, paths.agents.get("east")!.cert, "sslclient"), /OK/);
+    // The agent's gateway endpoint serves with its agent certificate.
+    assert.match(opensslVerify(paths.agentCa.cert, paths.agents.get("east")!.cert, "sslserver"), /OK/);
     assert.throws(() => opensslVerify(paths.clientCa.cert, paths.client.cert, "sslserver"));
     assert.throws(() => opensslVerify(paths.clientCa.cert, paths.agents.get("east")!.cert, "sslclient"));
     assert.throws(() => opensslVerify(paths.agentCa.cert, paths.client.cert, "sslclient"));
@@ -443,6 +445,19 @@ describe("ensureStandaloneCerts", () => {
     await writeFile(more.paths.client.key, wrong.keyPem);
     const fixed = await ensureStandaloneCerts(dir, { clusters: ["east", "west"], hubHosts: ["hub.local"] });
     assert.deepEqual(fixed.written.sort(), [join(dir, "client.crt"), join(dir, "client.key")]);
+
+    // A clientAuth-only agent certificate (from before the gateway endpoint) is reissued with serverAuth too.
+    const old = await issueCertificate(agentCa, {
+      commonName: "east",
+      uris: [`${AGENT_CLUSTER_URI_PREFIX}east`],
+      usage: "client",
+    });
+    await writeFile(more.paths.agents.get("east")!.cert, old.certPem);
+    await writeFile(more.paths.agents.get("east")!.key, old.keyPem);
+    const upgraded = await ensureStandaloneCerts(dir, { clusters: ["east", "west"], hubHosts: ["hub.local"] });
+    assert.deepEqual(upgraded.written.sort(), [join(dir, "agent-east.crt"), join(dir, "agent-east.key")]);
+    const reissued = new X509Certificate(await readFile(more.paths.agents.get("east")!.cert));
+    assert.deepEqual(reissued.keyUsage?.slice().sort(), [SERVER_AUTH, CLIENT_AUTH].sort());
   });
 
   test("a half-present CA is refused", async () => {

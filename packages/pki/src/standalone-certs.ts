@@ -10,7 +10,7 @@
  * | `agent-ca.crt`, `agent-ca.key` | the agent CA: signs agent certificates only | server `--cluster-ca-cert` (trust of the agent port) |
  * | `server.crt`, `server.key` | the hub's serving certificate from `ca`, SANs = the hub hosts, extended key usage serverAuth only | server `--server-cert`/`--server-key` and `--cluster-cert`/`--cluster-key` |
  * | `client.crt`, `client.key` | a client certificate from `client-ca`, clientAuth only | SDK `certFile`/`keyFile`, curl `--proxy-cert`/`--proxy-key` |
- * | `agent-<cluster>.crt`, `.key` | one client certificate per managed cluster from `agent-ca`, clientAuth only, granting exactly that cluster (see agent-identity) | agent `--agent-cert`/`--agent-key` |
+ * | `agent-<cluster>.crt`, `.key` | one certificate per managed cluster from `agent-ca`, clientAuth and serverAuth (the agent's gateway endpoint serves with it), granting exactly that cluster (see agent-identity) | agent `--agent-cert`/`--agent-key` |
  *
  * So an agent certificate (whose key sits in a managed cluster) is refused at the client front
  * doors, a client certificate is refused at the agent port, and neither can serve as the hub
@@ -270,7 +270,8 @@ function issueAgent(issuer: Issuer, cluster: string): Promise<CertificateAndKey>
     commonName: `cluster-proxy-agent:${cluster}`.slice(0, 64),
     organization: "cluster-proxy-agents",
     uris: [agentClusterUri(cluster)],
-    usage: "client",
+    // clientAuth towards the proxy-servers, serverAuth for the agent's gateway endpoint.
+    usage: "both",
     validityDays: issuer.options.validityDays,
     keyAlgorithm: issuer.options.keyAlgorithm,
   });
@@ -318,8 +319,13 @@ async function readPair(paths: CertKeyPaths): Promise<CertificateAndKey | undefi
 
 /** True when the certificate's extended key usage is exactly `oid`. */
 function onlyUsage(cert: X509Certificate, oid: string): boolean {
+  return exactUsages(cert, [oid]);
+}
+
+/** True when the certificate's extended key usages are exactly `oids` (in any order). */
+function exactUsages(cert: X509Certificate, oids: readonly string[]): boolean {
   const usages = cert.keyUsage ?? [];
-  return usages.length === 1 && usages[0] === oid;
+  return usages.length === oids.length && oids.every((oid) => usages.includes(oid));
 }
 
 /** True when `pem` is a certificate issued by `ca` with its own key, valid now, for which `fits` holds. */
@@ -436,8 +442,9 @@ export async function ensureStandaloneCerts(dir: string, options: StandaloneCert
   if (!reusable(await readPair(paths.client), client.cert, (cert) => onlyUsage(cert, CLIENT_AUTH)))
     await writePair(paths.client, await issueClient(issuer), written);
   for (const [cluster, agentPaths] of paths.agents) {
+    // A clientAuth-only agent certificate (from before the gateway) is stale: re-issued.
     const fits = (cert: X509Certificate): boolean =>
-      onlyUsage(cert, CLIENT_AUTH) && clusterNamesFromCertificate(cert).includes(cluster);
+      exactUsages(cert, [SERVER_AUTH, CLIENT_AUTH]) && clusterNamesFromCertificate(cert).includes(cluster);
     if (!reusable(await readPair(agentPaths), agent.cert, fits))
       await writePair(agentPaths, await issueAgent(issuer, cluster), written);
   }

@@ -124,3 +124,25 @@ export async function dialThrough(
   );
   return id;
 }
+
+/** Send a DIAL_REQ for `address` and resolve with the DIAL_RSP the tunnel answers. */
+export async function dialAddress(
+  t: ServerTunnel,
+  call: FakeServerCall,
+  address: string,
+  random: bigint,
+): Promise<{ connectID: bigint; error: string }> {
+  t.receive(serverFrame({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random } }));
+  let answer: { connectID: bigint; error: string } | undefined;
+  await waitUntil(
+    "DIAL_RSP",
+    () =>
+      call.packets().some((p) => {
+        if ("dialResponse" in p && p.dialResponse.random === random) answer = p.dialResponse;
+        return answer !== undefined;
+      }),
+    { timeoutMs: 10_000 },
+  );
+  if (!answer) throw new Error("no DIAL_RSP");
+  return answer;
+}

@@ -72,7 +72,7 @@ export async function createTestPki(): Promise<TestPki> {
     const uris = TEST_AGENT_CLUSTERS.map(agentClusterUri);
     await writePair(
       agent,
-      await issueCertificate(agentCa, { commonName: "agent", uris, usage: "client", validityDays: VALIDITY_DAYS }),
+      await issueCertificate(agentCa, { commonName: "agent", uris, usage: "both", validityDays: VALIDITY_DAYS }),
     );
     const strangerCa = await createCertificateAuthority({ commonName: "stranger-ca", validityDays: VALIDITY_DAYS });
     const stranger = { cert: join(dir, "stranger.crt"), key: join(dir, "stranger.key") };

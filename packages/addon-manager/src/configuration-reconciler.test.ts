@@ -1,0 +1,197 @@
+import assert from "node:assert/strict";
+import { X509Certificate } from "node:crypto";
+import { describe, it } from "node:test";
+import {
+  defaultedSpec,
+  type Condition,
+  type ManagedProxyConfiguration,
+  type ManagedProxyConfigurationSpec,
+} from "@cluster-proxy/api";
+import { createCertificateAuthority } from "@cluster-proxy/pki";
+import { b64, unb64, type SecretObject } from "./certificate-authority.js";
+import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
+import { EventRecorder } from "./events.js";
+import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
+import { silentLogger } from "./logger.js";
+
+const DAY = 86_400_000;
+const SIGNER_NS = "cp-manager";
+const NS = "cp-servers";
+const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
+const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
+
+/** A fake apiserver: objects by kind, namespace and name; apply merges metadata and replaces the rest. */
+function fakeApi(): { api: KubeApi; objects: Map<string, KubeObject> } {
+  const objects = new Map<string, KubeObject>();
+  const key = (ref: ResourceRef, name: string, namespace?: string): string =>
+    `${ref.kind}/${ref.namespaced ? (namespace ?? "") : ""}/${name}`;
+  let rv = 0;
+  const put = (ref: ResourceRef, obj: KubeObject): KubeObject => {
+    const stored = structuredClone({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
+    objects.set(key(ref, obj.metadata.name, obj.metadata.namespace), stored);
+    return structuredClone(stored);
+  };
+  const api = {
+    tryGet: (ref: ResourceRef, name: string, namespace?: string) =>
+      Promise.resolve(structuredClone(objects.get(key(ref, name, namespace)))),
+    create: (ref: ResourceRef, obj: KubeObject) =>
+      objects.has(key(ref, obj.metadata.name, obj.metadata.namespace))
+        ? Promise.reject(new KubeApiError(409, "AlreadyExists", "exists"))
+        : Promise.resolve(put(ref, obj)),
+    replace: (ref: ResourceRef, obj: KubeObject) => Promise.resolve(put(ref, obj)),
+    apply: (ref: ResourceRef, obj: KubeObject) => {
+      const old = objects.get(key(ref, obj.metadata.name, obj.metadata.namespace));
+      return Promise.resolve(
+        put(ref, { ...(old ?? {}), ...obj, metadata: { ...(old?.metadata ?? {}), ...obj.metadata } }),
+      );
+    },
+    delete: (ref: ResourceRef, name: string, namespace?: string) => {
+      objects.delete(key(ref, name, namespace));
+      return Promise.resolve();
+    },
+  };
+  return { api: api as unknown as KubeApi, objects };
+}
+
+function configuration(spec: Partial<ManagedProxyConfigurationSpec> = {}): ManagedProxyConfiguration {
+  return {
+    apiVersion: "proxy.open-cluster-management.io/v1alpha1",
+    kind: "ManagedProxyConfiguration",
+    metadata: { name: "cluster-proxy", uid: "u-1", generation: 1 },
+    spec: defaultedSpec({
+      proxyServer: { image: "s", namespace: NS },
+      proxyAgent: { image: "a" },
+      authentication: { signer: { type: "SelfSigned", selfSigned: { additionalSANs: ["gw.example.com"] } } },
+      ...spec,
+    } as ManagedProxyConfigurationSpec),
+  };
+}
+
+function reconciler(api: KubeApi, mpc: ManagedProxyConfiguration, now: () => number): ConfigurationReconciler {
+  const cache: ObjectCache = { configuration: () => mpc, owned: () => [] };
+  return new ConfigurationReconciler(
+    api,
+    cache,
+    new EventRecorder(api, silentLogger),
+    {
+      signerNamespace: SIGNER_NS,
+      signerName: "cluster-proxy-signer",
+      caValidityMs: 3650 * DAY,
+      leaf: { validityMs: 180 * DAY, refreshAfterMs: 144 * DAY, now },
+      resyncMs: 600_000,
+      now,
+    },
+    silentLogger,
+  );
+}
+
+const secretIn = (objects: Map<string, KubeObject>, ns: string, name: string): SecretObject => {
+  const s = objects.get(`Secret/${ns}/${name}`);
+  assert.ok(s, `Secret ${ns}/${name}`);
+  return s;
+};
+const certOf = (s: SecretObject, k = "tls.crt"): X509Certificate => new X509Certificate(unb64(s.data?.[k]));
+const caOf = (objects: Map<string, KubeObject>, name: string): X509Certificate =>
+  certOf(secretIn(objects, SIGNER_NS, name), "ca.crt");
+
+describe("the gateway's certificates (ConfigurationReconciler)", () => {
+  it("a fourth CA signs the identity (client, agent CA bundle beside it); the serving CA signs the serving certificate for the gateway's Service names", async () => {
+    const { api, objects } = fakeApi();
+    const mpc = configuration();
+    const now = (): number => Date.now();
+    await reconciler(api, mpc, now).reconcile("cluster-proxy");
+
+    const gatewayCa = secretIn(objects, SIGNER_NS, "cluster-proxy-signer-gateway");
+    assert.equal(gatewayCa.metadata.labels?.["proxy.open-cluster-management.io/signer"], "gateway");
+    assert.equal(gatewayCa.metadata.ownerReferences, undefined, "the CA outlives the configuration");
+
+    const serving = secretIn(objects, NS, "cluster-proxy-gateway-serving");
+    const servingCert = certOf(serving);
+    assert.ok(servingCert.checkIssued(caOf(objects, "cluster-proxy-signer")));
+    assert.deepEqual(servingCert.keyUsage, [SERVER_AUTH]);
+    assert.deepEqual(servingCert.subjectAltName?.split(", ").sort(), [
+      "DNS:cluster-proxy-addon-user",
+      `DNS:cluster-proxy-addon-user.${NS}`,
+      `DNS:cluster-proxy-addon-user.${NS}.svc`,
+      `DNS:cluster-proxy-addon-user.${NS}.svc.cluster.local`,
+      "DNS:gw.example.com",
+    ]);
+    assert.equal(unb64(serving.data?.["ca.crt"]).trim(), caOf(objects, "cluster-proxy-signer").toString().trim());
+    assert.deepEqual(Object.keys(serving.data ?? {}).sort(), ["ca.crt", "tls.crt", "tls.key"]);
+
+    const identity = secretIn(objects, NS, "cluster-proxy-gateway-identity");
+    const idCert = certOf(identity);
+    assert.ok(idCert.checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
+    assert.ok(!idCert.checkIssued(caOf(objects, "cluster-proxy-signer-client")), "not a hub client certificate");
+    assert.deepEqual(idCert.keyUsage, [CLIENT_AUTH]);
+    assert.match(idCert.subject, /CN=open-cluster-management:cluster-proxy:gateway/);
+    assert.equal(idCert.subjectAltName, undefined);
+    assert.equal(
+      unb64(identity.data?.["ca.crt"]).trim(),
+      caOf(objects, "cluster-proxy-signer-gateway").toString().trim(),
+    );
+    assert.equal(
+      unb64(identity.data?.["agent-ca.crt"]).trim(),
+      caOf(objects, "cluster-proxy-signer-agent").toString().trim(),
+    );
+    for (const s of [serving, identity]) {
+      assert.equal(s.type, "kubernetes.io/tls");
+      assert.equal(s.metadata.ownerReferences?.[0]?.name, "cluster-proxy");
+      assert.equal(s.metadata.labels?.["proxy.open-cluster-management.io/configuration"], "cluster-proxy");
+    }
+    // The agent CA bundle is published (public) beside the serving one, for `cluster-proxy health`.
+    const published = secretIn(objects, NS, "proxy-server-ca");
+    assert.equal(
+      unb64(published.data?.["agent-ca.crt"]).trim(),
+      caOf(objects, "cluster-proxy-signer-agent").toString().trim(),
+    );
+
+    const written = objects.get("ManagedProxyConfiguration//cluster-proxy") as ManagedProxyConfiguration | undefined;
+    for (const type of ["GatewayServingSecretSigned", "GatewayIdentitySecretSigned"]) {
+      const c: Condition | undefined = written?.status?.conditions?.find((x) => x.type === type);
+      assert.equal(c?.status, "True", type);
+      assert.match(c?.message ?? "", /^Expiry:\d{4}-/);
+    }
+    const events = [...objects.values()].filter((o) => o.kind === undefined && o.metadata.namespace === "default");
+    const messages = events.map((e) => (e as KubeObject & { message?: string }).message ?? "");
+    for (const name of ["cluster-proxy-gateway-serving", "cluster-proxy-gateway-identity"])
+      assert.ok(
+        messages.some((m) => m.startsWith(`Issued ${NS}/${name} (missing)`)),
+        messages.join("\n"),
+      );
+
+    // Nothing changes on the next pass; a new gateway CA re-issues the identity at once.
+    const before = identity.data?.["tls.crt"];
+    await reconciler(api, mpc, now).reconcile("cluster-proxy");
+    assert.equal(secretIn(objects, NS, "cluster-proxy-gateway-identity").data?.["tls.crt"], before);
+    assert.equal(secretIn(objects, NS, "cluster-proxy-gateway-serving").data?.["tls.crt"], serving.data?.["tls.crt"]);
+    objects.delete(`Secret/${SIGNER_NS}/cluster-proxy-signer-gateway`);
+    await reconciler(api, mpc, now).reconcile("cluster-proxy");
+    const reissued = secretIn(objects, NS, "cluster-proxy-gateway-identity");
+    assert.notEqual(reissued.data?.["tls.crt"], before);
+    assert.ok(certOf(reissued).checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
+  });
+
+  it("with a Provided serving CA the gateway is served by it, and its identity stays on the manager's gateway CA", async () => {
+    const { api, objects } = fakeApi();
+    const mine = await createCertificateAuthority({ commonName: "my-org-ca" });
+    await api.create(
+      { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+      {
+        metadata: { name: "my-ca", namespace: SIGNER_NS },
+        data: { "tls.crt": b64(mine.certPem), "tls.key": b64(mine.keyPem) },
+      },
+    );
+    const mpc = configuration({
+      authentication: defaultedSpec({
+        authentication: { signer: { type: "Provided", provided: { secretName: "my-ca" } } },
+      } as ManagedProxyConfigurationSpec).authentication,
+    });
+    await reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy");
+    const myCa = new X509Certificate(mine.certPem);
+    assert.ok(certOf(secretIn(objects, NS, "cluster-proxy-gateway-serving")).checkIssued(myCa));
+    const identity = certOf(secretIn(objects, NS, "cluster-proxy-gateway-identity"));
+    assert.ok(!identity.checkIssued(myCa));
+    assert.ok(identity.checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
+  });
+});

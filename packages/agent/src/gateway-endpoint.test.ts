@@ -1,0 +1,345 @@
+/**
+ * The gateway endpoint against stand-ins on loopback (docs/design/gateway.md, the gateway ->
+ * agent contract): impersonation with the agent's token (rotations picked up), pass-through,
+ * refusals, Service targets with verified TLS, header stripping, streaming, upgrades with
+ * half-close, and the mutual TLS (client certificates from the gateway CA only, reloaded).
+ */
+import assert from "node:assert/strict";
+import { writeFile } from "node:fs/promises";
+import * as https from "node:https";
+import * as tls from "node:tls";
+import { after, before, describe, test } from "node:test";
+import { freePort } from "@cluster-proxy/tunnel/testing";
+import { headerValues } from "./gateway-request.js";
+import { startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
+
+interface Answer {
+  status: number;
+  body: string;
+}
+
+interface Call {
+  path?: string;
+  method?: string;
+  headers?: [string, string][];
+  client?: { cert: string; key: string } | null;
+  body?: string;
+}
+
+/** One request to the endpoint over a fresh mutual-TLS connection. */
+function call(fx: GatewayFixture, c: Call): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const client = c.client === undefined ? fx.gatewayClient : c.client;
+    const req = https.request({
+      host: "127.0.0.1",
+      port: fx.port,
+      path: c.path ?? "/api/v1/namespaces/default/pods?limit=1",
+      method: c.method ?? "GET",
+      ca: fx.agentCa,
+      ...(client ?? {}),
+      agent: false,
+      // The agent certificate names its cluster as a URI SAN, no host name.
+      checkServerIdentity: () => undefined,
+      headers: (c.headers ?? []).flat(),
+    });
+    req.on("error", reject);
+    req.on("response", (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("error", reject);
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
+    });
+    req.end(c.body);
+  });
+}
+
+const KUBE: [string, string] = ["Cluster-Proxy-Target", "kube"];
+
+describe("gateway endpoint", () => {
+  let fx: GatewayFixture;
+  before(async () => {
+    fx = await startGatewayFixture();
+  });
+  after(async () => {
+    await fx.close();
+  });
+
+  test("impersonation: the agent's token replaces Authorization, Impersonate-* arrive exactly, Cluster-Proxy-* are gone", async () => {
+    const answer = await call(fx, {
+      path: "/api/v1/namespaces/default/pods?watch=false&limit=2",
+      headers: [
+        KUBE,
+        ["Impersonate-User", "cluster:hub:alice"],
+        ["Impersonate-Group", "cluster:hub:devs"],
+        ["Impersonate-Group", "cluster:hub:system:authenticated"],
+        ["Impersonate-Uid", "1234"],
+        ["Impersonate-Extra-Scopes", "view"],
+        ["Authorization", "Bearer the-callers-token"],
+        ["Cluster-Proxy-Audit-Id", "abc"],
+        ["Accept", "application/json"],
+      ],
+    });
+    assert.equal(answer.status, 200);
+    const got = fx.apiserver.received.at(-1);
+    assert.ok(got);
+    assert.equal(got.url, "/api/v1/namespaces/default/pods?watch=false&limit=2");
+    const h = got.rawHeaders;
+    assert.deepEqual(headerValues(h, "authorization"), ["Bearer sa-token-1"]);
+    assert.deepEqual(headerValues(h, "impersonate-user"), ["cluster:hub:alice"]);
+    assert.deepEqual(headerValues(h, "impersonate-group"), ["cluster:hub:devs", "cluster:hub:system:authenticated"]);
+    assert.deepEqual(headerValues(h, "impersonate-uid"), ["1234"]);
+    assert.deepEqual(headerValues(h, "impersonate-extra-scopes"), ["view"]);
+    assert.deepEqual(headerValues(h, "accept"), ["application/json"]);
+    assert.deepEqual(headerValues(h, "host"), [`127.0.0.1:${fx.apiserver.port}`]);
+    for (let i = 0; i < h.length; i += 2) assert.doesNotMatch(h[i] ?? "", /^cluster-proxy-/i);
+  });
+
+  test("a rotated ServiceAccount token is used by the next request", async () => {
+    await writeFile(fx.paths.token, "sa-token-2\n");
+    const answer = await call(fx, { headers: [KUBE, ["Impersonate-User", "bob"]] });
+    assert.equal(answer.status, 200);
+    assert.deepEqual(headerValues(fx.apiserver.received.at(-1)?.rawHeaders ?? [], "authorization"), [
+      "Bearer sa-token-2",
+    ]);
+  });
+
+  test("pass-through forwards the caller's Authorization unchanged and adds no credential", async () => {
+    const answer = await call(fx, {
+      headers: [KUBE, ["Cluster-Proxy-Passthrough", "true"], ["Authorization", "Bearer callers-own"]],
+    });
+    assert.equal(answer.status, 200);
+    const h = fx.apiserver.received.at(-1)?.rawHeaders ?? [];
+    assert.deepEqual(headerValues(h, "authorization"), ["Bearer callers-own"]);
+    assert.deepEqual(headerValues(h, "cluster-proxy-passthrough"), []);
+  });
+
+  test("kube without an identity, an unknown target and no target are refused with 400", async () => {
+    const before = fx.apiserver.received.length;
+    const none = await call(fx, { headers: [KUBE, ["Authorization", "Bearer x"]] });
+    assert.equal(none.status, 400);
+    assert.match(none.body, /refusing to send a request as the agent itself/);
+    const unknown = await call(fx, { headers: [["Cluster-Proxy-Target", "node"]] });
+    assert.equal(unknown.status, 400);
+    assert.match(unknown.body, /unknown Cluster-Proxy-Target "node"/);
+    const missing = await call(fx, { headers: [["Impersonate-User", "alice"]] });
+    assert.equal(missing.status, 400);
+    assert.match(missing.body, /missing Cluster-Proxy-Target/);
+    assert.equal(fx.apiserver.received.length, before, "nothing reached the apiserver");
+  });
+
+  test("a Service target: forwarded over verified TLS, Authorization dropped; a malformed one is a 400 naming the header", async () => {
+    const answer = await call(fx, {
+      path: "/metrics?x=1",
+      method: "POST",
+      body: "payload",
+      headers: [
+        ["Cluster-Proxy-Target", "service"],
+        ["Cluster-Proxy-Service", `https://${TEST_SERVICE_HOST}:${fx.service.port}`],
+        ["Authorization", "Bearer hub-token"],
+      ],
+    });
+    assert.equal(answer.status, 200, answer.body);
+    const got = fx.service.received.at(-1);
+    assert.ok(got);
+    assert.equal(got.url, "/metrics?x=1");
+    assert.equal(got.method, "POST");
+    assert.equal(got.body, "payload");
+    assert.deepEqual(headerValues(got.rawHeaders, "authorization"), []);
+    assert.deepEqual(headerValues(got.rawHeaders, "host"), [`${TEST_SERVICE_HOST}:${fx.service.port}`]);
+    for (const bad of [
+      "https://web.apps.svc",
+      "ftp://web.apps.svc:80",
+      "https://Web.apps.svc:80",
+      "https://web.apps.svc:70000",
+      "https://web.apps.svc.cluster.local:80",
+      "https://web.apps.svc:80/x",
+    ]) {
+      const refused = await call(fx, {
+        headers: [
+          ["Cluster-Proxy-Target", "service"],
+          ["Cluster-Proxy-Service", bad],
+        ],
+      });
+      assert.equal(refused.status, 400, bad);
+      assert.match(refused.body, /^Cluster-Proxy-Service /, bad);
+    }
+  });
+
+  test("an unreachable target is a 502 naming it and the cause", async () => {
+    const closed = await freePort();
+    const answer = await call(fx, {
+      headers: [
+        ["Cluster-Proxy-Target", "service"],
+        ["Cluster-Proxy-Service", `http://${TEST_SERVICE_HOST}:${closed}`],
+      ],
+    });
+    assert.equal(answer.status, 502);
+    assert.match(
+      answer.body,
+      new RegExp(`^gateway endpoint: service http://${TEST_SERVICE_HOST}:${closed}: .*ECONNREFUSED`),
+    );
+    assert.equal(answer.body.trim().split("\n").length, 1, "one line");
+  });
+
+  test("a chunked response flows before it ends (a watch)", async () => {
+    // The first chunk arrives while the stand-in still holds the response open; only then is it released.
+    let firstChunk = "";
+    const whole = await new Promise<string>((resolve, reject) => {
+      const req = https.request({
+        host: "127.0.0.1",
+        port: fx.port,
+        path: "/stream",
+        ca: fx.agentCa,
+        ...fx.gatewayClient,
+        agent: false,
+        checkServerIdentity: () => undefined,
+        headers: { "Cluster-Proxy-Target": "kube", "Impersonate-User": "alice" },
+      });
+      req.on("error", reject);
+      req.on("response", (res) => {
+        let text = "";
+        res.on("data", (chunk: Buffer) => {
+          text += chunk.toString("utf8");
+          if (!firstChunk) {
+            firstChunk = text;
+            fx.apiserver.releaseStream();
+          }
+        });
+        res.on("error", reject);
+        res.on("end", () => resolve(text));
+      });
+      req.end();
+    });
+    assert.equal(firstChunk, "first\n");
+    assert.equal(whole, "first\nsecond\n");
+  });
+
+  test("an upgrade is relayed both ways with half-close", async () => {
+    const socket = tls.connect({
+      host: "127.0.0.1",
+      port: fx.port,
+      ca: fx.agentCa,
+      ...fx.gatewayClient,
+      checkServerIdentity: () => undefined,
+    });
+    let received = "";
+    const ended = new Promise<void>((resolve, reject) => {
+      socket.on("data", (chunk: Buffer) => {
+        received += chunk.toString("latin1");
+        if (received.endsWith("echo:hello") && !socket.writableEnded) socket.end();
+      });
+      socket.on("end", () => resolve());
+      socket.on("error", reject);
+    });
+    socket.write(
+      [
+        "POST /api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1",
+        "Host: gateway",
+        "Connection: Upgrade",
+        "Upgrade: SPDY/3.1",
+        "X-Stream-Protocol-Version: v4.channel.k8s.io",
+        "Cluster-Proxy-Target: kube",
+        "Impersonate-User: alice",
+        "",
+        "",
+      ].join("\r\n"),
+    );
+    await new Promise<void>((resolve) =>
+      socket.on("data", () => {
+        if (received.includes("\r\n\r\n")) resolve();
+      }),
+    );
+    assert.match(received, /^HTTP\/1\.1 101 /);
+    assert.match(received, /\r\nX-Stream-Protocol-Version: v4\.channel\.k8s\.io\r\n/i);
+    socket.write("hello");
+    // After our end, the stand-in still sends "bye" (half-close), then ends.
+    assert.equal(await fx.apiserver.upgradeClientEnded, "hello");
+    await ended;
+    assert.ok(received.endsWith("echo:hellobye"), received);
+    const upgrade = fx.apiserver.received.at(-1);
+    assert.deepEqual(headerValues(upgrade?.rawHeaders ?? [], "upgrade"), ["SPDY/3.1"]);
+    assert.deepEqual(headerValues(upgrade?.rawHeaders ?? [], "authorization"), ["Bearer sa-token-2"]);
+    socket.destroy();
+  });
+
+  test("an upgrade the target answers without 101 is relayed as a normal response", async () => {
+    const socket = tls.connect({
+      host: "127.0.0.1",
+      port: fx.port,
+      ca: fx.agentCa,
+      ...fx.gatewayClient,
+      checkServerIdentity: () => undefined,
+    });
+    let text = "";
+    socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    socket.write(
+      "GET /no-upgrade HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\n",
+    );
+    await closed;
+    assert.match(text, /^HTTP\/1\.1 403 Forbidden\r\n/);
+    assert.ok(text.endsWith("\r\n\r\nnope"), text);
+  });
+
+  test("client certificates from another CA, or none, are refused at the handshake", async () => {
+    const before = fx.apiserver.received.length;
+    await assert.rejects(call(fx, { client: fx.agentCaClient, headers: [KUBE, ["Impersonate-User", "alice"]] }));
+    await assert.rejects(call(fx, { client: null, headers: [KUBE, ["Impersonate-User", "alice"]] }));
+    assert.equal(fx.apiserver.received.length, before);
+  });
+
+  test("a changed gateway CA file is picked up", async () => {
+    const headers: [string, string][] = [KUBE, ["Impersonate-User", "alice"]];
+    await assert.rejects(call(fx, { client: fx.nextGatewayClient, headers }));
+    await writeFile(fx.paths.gatewayCa, fx.nextGatewayCaPem);
+    assert.equal(await fx.endpoint.reloadNow(), "reloaded");
+    assert.equal((await call(fx, { client: fx.nextGatewayClient, headers })).status, 200);
+    await assert.rejects(call(fx, { headers }));
+  });
+});
+
+describe("gateway endpoint, Service with a CA it is not signed by", () => {
+  test("the Service's certificate is refused: 502 naming the Service", async () => {
+    const fx = await startGatewayFixture({ serviceCa: "wrong" });
+    try {
+      const answer = await call(fx, {
+        headers: [
+          ["Cluster-Proxy-Target", "service"],
+          ["Cluster-Proxy-Service", `https://${TEST_SERVICE_HOST}:${fx.service.port}`],
+        ],
+      });
+      assert.equal(answer.status, 502);
+      assert.match(
+        answer.body,
+        new RegExp(`^gateway endpoint: service https://${TEST_SERVICE_HOST}:${fx.service.port}: `),
+      );
+      assert.equal(fx.service.received.length, 0);
+    } finally {
+      await fx.close();
+    }
+  });
+});
+
+describe("gateway endpoint connection cap", () => {
+  test("a connection over the cap is closed at once; the one under it is served", async () => {
+    const fx = await startGatewayFixture({ maxConnections: 1 });
+    try {
+      const first = tls.connect({
+        host: "127.0.0.1",
+        port: fx.port,
+        ca: fx.agentCa,
+        ...fx.gatewayClient,
+        checkServerIdentity: () => undefined,
+      });
+      await new Promise<void>((resolve, reject) => {
+        first.once("secureConnect", () => resolve());
+        first.once("error", reject);
+      });
+      assert.equal(fx.endpoint.connectionCount, 1);
+      await assert.rejects(call(fx, { headers: [KUBE, ["Impersonate-User", "alice"]] }));
+      first.destroy();
+    } finally {
+      await fx.close();
+    }
+  });
+});

@@ -1,0 +1,160 @@
+/**
+ * Where the gateway endpoint forwards to, and with what: the kube-apiserver (`--kube-apiserver-url`,
+ * TLS verified against the ServiceAccount `ca.crt`) with the agent's ServiceAccount token, and
+ * Services (TLS verified against `ca.crt` plus `--service-ca-file`). The token and the CA files
+ * are read again for every request, so a rotated projected token or CA bundle is used at once;
+ * the connection pools are rebuilt only when the CA content changes.
+ */
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import * as http from "node:http";
+import * as https from "node:https";
+import type { LookupFunction } from "node:net";
+import { join } from "node:path";
+import type { GatewayTarget } from "./gateway-request.js";
+
+/** Where one request goes: origin, connection pool and the TLS name to verify. */
+export interface Upstream {
+  /** The target for messages, e.g. `kube-apiserver https://10.96.0.1:443`. */
+  name: string;
+  /** `http:` or `https:`. */
+  protocol: string;
+  /** Host to connect to (no brackets around an IPv6 literal). */
+  host: string;
+  port: number;
+  /** The `Host` header value. */
+  hostHeader: string;
+  agent: http.Agent;
+  /** The agent's ServiceAccount token, when the request impersonates. */
+  token?: string;
+  /** Name resolution for Services (tests point `<name>.<namespace>.svc` at loopback). */
+  lookup?: LookupFunction;
+}
+
+/** The files of {@link ClusterUpstreams}. */
+export interface UpstreamSettings {
+  /** The kube-apiserver origin. */
+  apiserverUrl: URL;
+  /** Holds `token` and `ca.crt`. */
+  serviceAccountDir: string;
+  /** Extra CA bundle for https Services ("" = none). */
+  serviceCaFile: string;
+  /** Close pooled connections idle for this long. */
+  idleSocketTimeoutMs?: number;
+  /** Name resolution for Services (default: the system resolver). */
+  serviceLookup?: LookupFunction;
+}
+
+/** The ServiceAccount token file's content without trailing line breaks. */
+function tokenText(data: Buffer): string {
+  return data.toString("utf8").replace(/[\r\n]+$/, "");
+}
+
+/** A connection pool per trust bundle, rebuilt when the bundle's content changes. */
+class PoolByCa {
+  private digest = "";
+  private agent: https.Agent | undefined;
+
+  constructor(private readonly idleMs: number) {}
+
+  get(ca: Buffer): https.Agent {
+    const digest = createHash("sha256").update(ca).digest("hex");
+    if (!this.agent || digest !== this.digest) {
+      // The old pool's busy connections finish; its idle ones time out.
+      this.agent = new https.Agent({ keepAlive: true, ca, minVersion: "TLSv1.2", timeout: this.idleMs });
+      this.digest = digest;
+    }
+    return this.agent;
+  }
+
+  destroy(): void {
+    this.agent?.destroy();
+    this.agent = undefined;
+  }
+}
+
+/** The unbracketed host and the port of a URL (its default port when none is given). */
+function hostAndPort(url: URL): { host: string; port: number } {
+  const host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+  const port = url.port ? Number(url.port) : url.protocol === "https:" ? 443 : 80;
+  return { host, port };
+}
+
+/** Upstreams of the gateway endpoint; see the module comment. */
+export class ClusterUpstreams {
+  private readonly kubePool: PoolByCa;
+  private readonly servicePool: PoolByCa;
+  private readonly plain: http.Agent;
+
+  constructor(
+    private readonly settings: UpstreamSettings,
+    private readonly read: (path: string) => Promise<Buffer> = readFile,
+  ) {
+    const idle = settings.idleSocketTimeoutMs ?? 60_000;
+    this.kubePool = new PoolByCa(idle);
+    this.servicePool = new PoolByCa(idle);
+    this.plain = new http.Agent({ keepAlive: true, timeout: idle });
+  }
+
+  /** The ServiceAccount token file. */
+  get tokenFile(): string {
+    return join(this.settings.serviceAccountDir, "token");
+  }
+
+  /** The ServiceAccount CA file. */
+  get caFile(): string {
+    return join(this.settings.serviceAccountDir, "ca.crt");
+  }
+
+  /** Where a request for `target` goes now (reads the token and CA files; rejects when unreadable). */
+  async resolve(target: GatewayTarget): Promise<Upstream> {
+    if (target.kind === "kube") {
+      const url = this.settings.apiserverUrl;
+      const { host, port } = hostAndPort(url);
+      const token = target.credential === "impersonate" ? tokenText(await this.readFile(this.tokenFile)) : undefined;
+      const agent = url.protocol === "https:" ? this.kubePool.get(await this.readFile(this.caFile)) : this.plain;
+      return {
+        name: `kube-apiserver ${url.origin}`,
+        protocol: url.protocol,
+        host,
+        port,
+        hostHeader: url.host,
+        agent,
+        ...(token !== undefined ? { token } : {}),
+      };
+    }
+    const { host, port } = hostAndPort(target.url);
+    let agent: http.Agent = this.plain;
+    if (target.url.protocol === "https:") {
+      const bundle = [await this.readFile(this.caFile)];
+      if (this.settings.serviceCaFile) bundle.push(await this.readFile(this.settings.serviceCaFile));
+      agent = this.servicePool.get(Buffer.concat(bundle.flatMap((b) => [b, Buffer.from("\n")])));
+    }
+    return {
+      name: `service ${target.url.origin}`,
+      protocol: target.url.protocol,
+      host,
+      port,
+      hostHeader: target.url.host,
+      agent,
+      ...(this.settings.serviceLookup ? { lookup: this.settings.serviceLookup } : {}),
+    };
+  }
+
+  /** Close the pooled connections. */
+  close(): void {
+    this.kubePool.destroy();
+    this.servicePool.destroy();
+    this.plain.destroy();
+  }
+
+  private async readFile(path: string): Promise<Buffer> {
+    try {
+      return await this.read(path);
+    } catch (err) {
+      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+}

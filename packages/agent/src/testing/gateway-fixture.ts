@@ -1,0 +1,249 @@
+/**
+ * Test-only: the gateway endpoint's world on loopback. A gateway CA and its client certificate,
+ * an agent CA and the agent's serving certificate, a stand-in kube-apiserver and a stand-in
+ * Service (https servers with certificates from their own CAs, recording what they receive), a
+ * ServiceAccount directory (token, ca.crt) and the endpoint itself behind a loopback TCP port
+ * (each accepted socket handed to {@link GatewayEndpoint.accept}, as the tunnel hands its streams).
+ */
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import * as https from "node:https";
+import * as net from "node:net";
+import type { IncomingMessage } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Duplex } from "node:stream";
+import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
+import { silentLogger } from "@cluster-proxy/tunnel";
+import { GatewayEndpoint } from "../gateway-endpoint.js";
+import { ClusterUpstreams } from "../gateway-upstreams.js";
+
+/** The Service the stand-in answers as. */
+export const TEST_SERVICE_HOST = "web.apps.svc";
+
+/** What a stand-in received. */
+export interface ReceivedRequest {
+  method: string;
+  url: string;
+  rawHeaders: string[];
+  body: string;
+}
+
+/** A stand-in https server (apiserver or Service). */
+export interface StandIn {
+  port: number;
+  received: ReceivedRequest[];
+  /** Lets `/stream` send its second chunk and end. */
+  releaseStream(): void;
+  /** Bytes an upgraded connection received before its client ended (resolves on that end). */
+  upgradeClientEnded: Promise<string>;
+  close(): Promise<void>;
+}
+
+function pem(x: CertificateAndKey): { cert: string; key: string } {
+  return { cert: x.certPem, key: x.keyPem };
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/**
+ * Start a stand-in: `/stream` answers `first\n` at once and `second\n` after
+ * {@link StandIn.releaseStream}; an upgrade (any protocol) is answered 101 and then echoes
+ * `echo:<bytes>`, and after the client ends its writing sends `bye` and ends; every other path
+ * answers 200 with what it received as JSON.
+ */
+async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
+  const received: ReceivedRequest[] = [];
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let upgradeEnded: (text: string) => void = () => undefined;
+  const upgradeClientEnded = new Promise<string>((resolve) => (upgradeEnded = resolve));
+  const server = https.createServer(pem(identity), (req, res) => {
+    void (async () => {
+      const body = await readBody(req);
+      const record = { method: req.method ?? "", url: req.url ?? "", rawHeaders: req.rawHeaders, body };
+      received.push(record);
+      if (req.url === "/stream") {
+        res.writeHead(200, { "Content-Type": "text/plain" });
+        res.write("first\n");
+        await released;
+        res.end("second\n");
+        return;
+      }
+      if (req.url === "/forbidden") {
+        res.writeHead(403, { "Content-Type": "application/json" });
+        res.end('{"kind":"Status","message":"forbidden"}');
+        return;
+      }
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify(record));
+    })();
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
+    received.push({ method: req.method ?? "", url: req.url ?? "", rawHeaders: req.rawHeaders, body: "" });
+    if (req.url === "/no-upgrade") {
+      socket.end("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nnope");
+      return;
+    }
+    socket.allowHalfOpen = true;
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${req.headers.upgrade ?? ""}\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n`,
+    );
+    let got = "";
+    socket.on("data", (chunk: Buffer) => {
+      got += chunk.toString("utf8");
+      socket.write(`echo:${chunk.toString("utf8")}`);
+    });
+    socket.on("end", () => {
+      upgradeEnded(got);
+      socket.end("bye");
+    });
+    socket.on("error", () => socket.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    port,
+    received,
+    releaseStream: () => release(),
+    upgradeClientEnded,
+    close: () =>
+      new Promise<void>((resolve) => {
+        release();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The endpoint and everything around it. */
+export interface GatewayFixture {
+  dir: string;
+  /** Files: the gateway CA bundle, the ServiceAccount token. */
+  paths: { gatewayCa: string; token: string; saDir: string; serviceCa: string };
+  /** A client certificate from the gateway CA. */
+  gatewayClient: { cert: string; key: string };
+  /** A second gateway CA's client certificate (trusted only after a reload of the gateway CA file). */
+  nextGatewayClient: { cert: string; key: string };
+  nextGatewayCaPem: string;
+  /** A client certificate from the agent CA (not the gateway CA): refused. */
+  agentCaClient: { cert: string; key: string };
+  /** The CA the endpoint's serving (agent) certificate chains to. */
+  agentCa: string;
+  /** The stand-in Service's CA and a CA unrelated to it (for the wrong-CA case). */
+  serviceCaPem: string;
+  strangerCaPem: string;
+  endpoint: GatewayEndpoint;
+  /** The loopback port in front of the endpoint. */
+  port: number;
+  apiserver: StandIn;
+  service: StandIn;
+  close(): Promise<void>;
+}
+
+/** Choices of {@link startGatewayFixture}. */
+export interface GatewayFixtureOptions {
+  /** What `--service-ca-file` holds: the stand-in Service's CA (default) or an unrelated one. */
+  serviceCa?: "right" | "wrong";
+  /** The endpoint's connection cap. */
+  maxConnections?: number;
+}
+
+/** Build the world. */
+export async function startGatewayFixture(options: GatewayFixtureOptions = {}): Promise<GatewayFixture> {
+  const serviceCa = options.serviceCa ?? "right";
+  const dir = await mkdtemp(join(tmpdir(), "cp-gateway-"));
+  const days = { validityDays: 2 };
+  const gatewayCa = await createCertificateAuthority({ commonName: "gateway-ca", ...days });
+  const nextGatewayCa = await createCertificateAuthority({ commonName: "gateway-ca-next", ...days });
+  const agentCa = await createCertificateAuthority({ commonName: "agent-ca", ...days });
+  const clusterCa = await createCertificateAuthority({ commonName: "cluster-ca", ...days });
+  const serviceCaKey = await createCertificateAuthority({ commonName: "service-ca", ...days });
+  const strangerCa = await createCertificateAuthority({ commonName: "stranger-ca", ...days });
+  const client = (ca: CertificateAndKey, cn: string): Promise<CertificateAndKey> =>
+    issueCertificate(ca, { commonName: cn, usage: "client", ...days });
+  const agent = await issueCertificate(agentCa, {
+    commonName: "agent",
+    uris: ["cluster-proxy://cluster/east"],
+    usage: "both",
+    ...days,
+  });
+  const apiserverIdentity = await issueCertificate(clusterCa, {
+    commonName: "kube-apiserver",
+    ipAddresses: ["127.0.0.1"],
+    usage: "server",
+    ...days,
+  });
+  const serviceIdentity = await issueCertificate(serviceCaKey, {
+    commonName: TEST_SERVICE_HOST,
+    dnsNames: [TEST_SERVICE_HOST],
+    usage: "server",
+    ...days,
+  });
+  const saDir = join(dir, "sa");
+  const paths = {
+    gatewayCa: join(dir, "gateway-ca.crt"),
+    token: join(saDir, "token"),
+    saDir,
+    serviceCa: join(dir, "service-ca.crt"),
+  };
+  await writeFile(paths.gatewayCa, gatewayCa.certPem);
+  await mkdir(saDir);
+  await writeFile(paths.token, "sa-token-1\n");
+  await writeFile(join(saDir, "ca.crt"), clusterCa.certPem);
+  await writeFile(paths.serviceCa, serviceCa === "right" ? serviceCaKey.certPem : strangerCa.certPem);
+  const agentCert = join(dir, "agent.crt");
+  const agentKey = join(dir, "agent.key");
+  await writeFile(agentCert, agent.certPem);
+  await writeFile(agentKey, agent.keyPem);
+
+  const apiserver = await startStandIn(apiserverIdentity);
+  const service = await startStandIn(serviceIdentity);
+  const upstreams = new ClusterUpstreams({
+    apiserverUrl: new URL(`https://127.0.0.1:${apiserver.port}`),
+    serviceAccountDir: saDir,
+    serviceCaFile: paths.serviceCa,
+    // <name>.<namespace>.svc is the stand-in Service on loopback (its port is in the header).
+    serviceLookup: (_host, _options, callback) => callback(null, [{ address: "127.0.0.1", family: 4 }]),
+  });
+  const endpoint = new GatewayEndpoint({
+    material: { cert: Buffer.from(agent.certPem), key: Buffer.from(agent.keyPem), ca: Buffer.from(gatewayCa.certPem) },
+    files: {
+      cert: { flag: "--agent-cert", path: agentCert },
+      key: { flag: "--agent-key", path: agentKey },
+      ca: { flag: "--gateway-ca-file", path: paths.gatewayCa },
+    },
+    reloadIntervalMs: 0,
+    upstreams,
+    logger: silentLogger,
+    connectTimeoutMs: 5_000,
+    ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+  });
+  const front = net.createServer({ allowHalfOpen: true }, (socket) => endpoint.accept(socket));
+  await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));
+  return {
+    dir,
+    paths,
+    gatewayClient: pem(await client(gatewayCa, "gateway")),
+    nextGatewayClient: pem(await client(nextGatewayCa, "gateway-next")),
+    nextGatewayCaPem: nextGatewayCa.certPem,
+    agentCaClient: pem(await client(agentCa, "some-agent")),
+    agentCa: agentCa.certPem,
+    serviceCaPem: serviceCaKey.certPem,
+    strangerCaPem: strangerCa.certPem,
+    endpoint,
+    port: (front.address() as net.AddressInfo).port,
+    apiserver,
+    service,
+    close: async () => {
+      endpoint.close();
+      await new Promise<void>((resolve) => front.close(() => resolve()));
+      await apiserver.close();
+      await service.close();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

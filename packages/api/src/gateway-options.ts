@@ -1,0 +1,297 @@
+/**
+ * The gateway's options (`cluster-proxy gateway`): one schema (types, defaults, rules, flags).
+ * The flag names are the contract of docs/design/gateway.md (the chart passes them).
+ */
+import { isDns1123Label } from "./cluster-name.js";
+import { LOG_FORMAT_FIELD } from "./log-options.js";
+import {
+  defineOptions,
+  opt,
+  parseOptions,
+  rules,
+  type OptionsInputOf,
+  type OptionsOf,
+  type ValueRule,
+} from "./option-schema.js";
+
+const positiveInt: ValueRule<number> = (n) =>
+  !Number.isInteger(n) || n < 1 ? `must be a positive integer, got ${n}` : undefined;
+
+/** `key=value` pairs with a non-empty key, each key once. */
+function requiredClaimsProblem(list: readonly string[]): string[] {
+  const seen = new Set<string>();
+  const problems: string[] = [];
+  for (const entry of list) {
+    const eq = entry.indexOf("=");
+    const key = eq < 0 ? "" : entry.slice(0, eq);
+    if (key === "") problems.push(`"${entry}" is not key=value`);
+    else if (seen.has(key)) problems.push(`claim "${key}" is required twice`);
+    seen.add(key);
+  }
+  return problems;
+}
+
+function httpsUrlProblem(url: string): string | undefined {
+  if (url === "") return undefined;
+  try {
+    const u = new URL(url);
+    if (u.protocol !== "https:") return `"${url}" is not an https URL`;
+    if (u.search || u.hash) return `"${url}" must not have a query or fragment`;
+    return undefined;
+  } catch {
+    return `"${url}" is not a URL`;
+  }
+}
+
+/** The gateway's option fields (in flag-reference order). */
+const gatewayOptionFields = {
+  port: opt.port(
+    9092,
+    {
+      flag: "port",
+      description:
+        "HTTPS port hub users send Kubernetes API requests to: https://<gateway>/<cluster>/<kube-api path> (HTTP/1.1 and HTTP/2; 0 picks a free port)",
+    },
+    rules.port(true),
+  ),
+  healthPort: opt.port(
+    9093,
+    {
+      flag: "health-port",
+      description: "Plain HTTP port serving /healthz, /readyz and /metrics (0 picks a free port)",
+    },
+    rules.port(true),
+  ),
+  servingCert: opt.path(
+    "",
+    {
+      flag: "serving-cert",
+      description:
+        "Serving certificate of --port (PEM, required); re-read when the file changes, new connections get the new one without a restart",
+    },
+    rules.nonEmpty("required (serving certificate of --port)"),
+  ),
+  servingKey: opt.path(
+    "",
+    { flag: "serving-key", description: "Private key of --serving-cert (PEM, required; reloaded with it)" },
+    rules.nonEmpty("required (private key of --serving-cert)"),
+  ),
+  proxyServerHost: opt.string(
+    "",
+    {
+      flag: "proxy-server-host",
+      description: "Host of the proxy-servers' gRPC client front door the gateway dials clusters through (required)",
+    },
+    rules.nonEmpty("required (host of the proxy-servers' client front door)"),
+  ),
+  proxyServerPort: opt.port(
+    8090,
+    { flag: "proxy-server-port", description: "Port of the proxy-servers' gRPC client front door" },
+    rules.port(false),
+  ),
+  proxyCa: opt.path(
+    "",
+    { flag: "proxy-ca", description: "CA bundle the proxy-servers' serving certificate is verified with (required)" },
+    rules.nonEmpty("required (CA of the proxy-servers)"),
+  ),
+  proxyCert: opt.path(
+    "",
+    {
+      flag: "proxy-cert",
+      description: "Client certificate presented to the proxy-servers (the proxy-client Secret's, required)",
+    },
+    rules.nonEmpty("required (client certificate for the proxy-servers)"),
+  ),
+  proxyKey: opt.path(
+    "",
+    { flag: "proxy-key", description: "Private key of --proxy-cert (required)" },
+    rules.nonEmpty("required (private key of --proxy-cert)"),
+  ),
+  identityCert: opt.path(
+    "",
+    {
+      flag: "identity-cert",
+      description:
+        "The gateway identity: client certificate (signed by the gateway CA) presented to the agents' gateway endpoint, and accepted nowhere else (required; reloaded when it changes, with --identity-key and --agent-ca)",
+    },
+    rules.nonEmpty("required (gateway identity certificate)"),
+  ),
+  identityKey: opt.path(
+    "",
+    { flag: "identity-key", description: "Private key of --identity-cert (required)" },
+    rules.nonEmpty("required (private key of --identity-cert)"),
+  ),
+  agentCa: opt.path(
+    "",
+    {
+      flag: "agent-ca",
+      description:
+        "CA the agents' endpoint certificates are verified with; the certificate must also grant the cluster dialled (URI SAN cluster-proxy://cluster/<cluster>) (required)",
+    },
+    rules.nonEmpty("required (CA of the agents' certificates)"),
+  ),
+  hubKubeconfig: opt.path("", {
+    flag: "hub-kubeconfig",
+    env: "KUBECONFIG",
+    description:
+      "Kubeconfig of the hub (TokenReview, SubjectAccessReview, ManagedClusters, the services ConfigMap, Events); empty: the in-cluster ServiceAccount",
+  }),
+  namespace: opt.string(
+    "",
+    {
+      flag: "namespace",
+      env: "POD_NAMESPACE",
+      description:
+        "Namespace of the --exposed-services-configmap and of the Events about it (empty: the pod's namespace from the ServiceAccount mount)",
+    },
+    (ns) => (ns !== "" && !isDns1123Label(ns) ? `"${ns}" is not a namespace name` : undefined),
+  ),
+  tokenReview: opt.boolean(true, {
+    flag: "token-review",
+    description: "Authenticate bearer tokens with a hub TokenReview (ServiceAccount tokens, any token the hub accepts)",
+  }),
+  authenticationCacheTtl: opt.duration(
+    10_000,
+    {
+      flag: "authentication-cache-ttl",
+      description:
+        "How long a TokenReview result is cached (keyed by a hash of the token, never the token); rejections are cached for at most 1s (0 disables)",
+    },
+    rules.notNegative,
+  ),
+  authorizationCacheTtl: opt.duration(
+    5_000,
+    {
+      flag: "authorization-cache-ttl",
+      description:
+        "How long a hub SubjectAccessReview decision (cluster access, impersonation) is cached; denials for at most 1s (0 disables)",
+    },
+    rules.notNegative,
+  ),
+  oidcIssuerUrl: opt.string(
+    "",
+    {
+      flag: "oidc-issuer-url",
+      description:
+        "Accept OIDC ID tokens of this issuer (https; its discovery document and JWKS are fetched from it, and a token with an unknown key id refetches the JWKS, at most every 10s). Empty: no OIDC",
+    },
+    httpsUrlProblem,
+  ),
+  oidcClientId: opt.string("", {
+    flag: "oidc-client-id",
+    description: "The audience OIDC ID tokens must be issued for (required with --oidc-issuer-url)",
+  }),
+  oidcCaFile: opt.path("", {
+    flag: "oidc-ca-file",
+    description: "CA bundle the issuer's https certificate is verified with (empty: the system's)",
+  }),
+  oidcUsernameClaim: opt.string("sub", {
+    flag: "oidc-username-claim",
+    description: "Claim that holds the user name",
+  }),
+  oidcUsernamePrefix: opt.string("", {
+    flag: "oidc-username-prefix",
+    description:
+      "Prefix of OIDC user names (empty: '<issuer>#', so they cannot pose as hub ServiceAccounts or other issuers' users; '-': none)",
+  }),
+  oidcGroupsClaim: opt.string("", {
+    flag: "oidc-groups-claim",
+    description: "Claim that holds the groups (a string or a list of strings; empty: no groups)",
+  }),
+  oidcGroupsPrefix: opt.string("", { flag: "oidc-groups-prefix", description: "Prefix of OIDC group names" }),
+  oidcRequiredClaim: opt.list(
+    [],
+    {
+      flag: "oidc-required-claim",
+      description: "key=value a token's claims must hold (repeat the flag for several); tokens without it are refused",
+    },
+    requiredClaimsProblem,
+  ),
+  clientCaFile: opt.path("", {
+    flag: "client-ca-file",
+    description:
+      "Accept client certificates signed by this CA: the subject's CN is the user, its O entries the groups (empty: no client certificates)",
+  }),
+  passthroughUnrecognizedTokens: opt.boolean(false, {
+    flag: "passthrough-unrecognized-tokens",
+    description:
+      "A bearer token neither the hub nor OIDC recognises is sent to the cluster unchanged (Cluster-Proxy-Passthrough), where the cluster authenticates and authorizes it; hub authorization is skipped for it. Off: such a request is refused with 401",
+  }),
+  impersonationPrefix: opt.string("cluster:hub:", {
+    flag: "impersonation-prefix",
+    description:
+      "Prefix of the user and group names the cluster sees (Impersonate-User: <prefix><user>), so hub names cannot pose as the cluster's own",
+  }),
+  exposedServicesConfigmap: opt.string(
+    "cluster-proxy-exposed-services",
+    {
+      flag: "exposed-services-configmap",
+      description:
+        "ConfigMap in --namespace whose key 'services' lists the Services users may reach (default deny; watched, a bad update keeps the last good list)",
+    },
+    rules.nonEmpty(),
+  ),
+  auditLog: opt.path("-", {
+    flag: "audit-log",
+    description: "Where audit records (one JSON line per request) go: '-' is standard output, else a file",
+  }),
+  auditLogMaxSize: opt.int(
+    100,
+    { flag: "audit-log-max-size", description: "MiB an audit log file may reach before it is rotated" },
+    positiveInt,
+  ),
+  auditLogMaxFiles: opt.int(
+    5,
+    {
+      flag: "audit-log-max-files",
+      description: "Rotated audit log files kept (<file>.1 is the newest); older ones are deleted",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
+  ),
+  maxConnectionsPerCluster: opt.int(
+    64,
+    {
+      flag: "max-connections-per-cluster",
+      description:
+        "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. An upgraded connection (exec, attach, port-forward) leaves the pool and does not count",
+    },
+    positiveInt,
+  ),
+  dialTimeout: opt.duration(
+    10_000,
+    {
+      flag: "dial-timeout",
+      description: "A tunnel dial to a cluster not connected within this time fails with 504",
+    },
+    rules.atLeastMs(1),
+  ),
+  logLevel: opt.choice(["debug", "info", "warn", "error"] as const, "info", {
+    flag: "log-level",
+    description: "Log level of the gateway's own log lines (audit records are written whatever the level)",
+  }),
+  logFormat: LOG_FORMAT_FIELD,
+};
+
+/** The gateway's option schema. */
+export const gatewayOptionsSchema = defineOptions(gatewayOptionFields, (o, bad) => {
+  if (o.oidcIssuerUrl !== "" && o.oidcClientId === "") bad("oidcClientId", "required with --oidc-issuer-url");
+  if (o.oidcIssuerUrl === "" && o.oidcClientId !== "") bad("oidcIssuerUrl", "required with --oidc-client-id");
+  if (!o.tokenReview && o.oidcIssuerUrl === "" && o.clientCaFile === "" && !o.passthroughUnrecognizedTokens)
+    bad(
+      "tokenReview",
+      "with --token-review=false, set --oidc-issuer-url, --client-ca-file or --passthrough-unrecognized-tokens: no caller could authenticate",
+    );
+});
+
+/** The gateway's flags (help, docs reference). */
+export const gatewayOptionSpecs = gatewayOptionsSchema.specs;
+
+/** The gateway's options, validated, every default applied. */
+export type GatewayOptions = OptionsOf<typeof gatewayOptionFields>;
+/** What a caller may give the gateway (options with a default may be left out). */
+export type GatewayOptionsInput = OptionsInputOf<typeof gatewayOptionFields>;
+
+/** Validate gateway options and apply the defaults; one ConfigError names every bad flag. */
+export function parseGatewayOptions(input: GatewayOptionsInput): GatewayOptions {
+  return parseOptions(gatewayOptionsSchema, input);
+}

@@ -1,0 +1,86 @@
+/**
+ * `cluster-proxy gateway`: run the gateway (hub users reach managed clusters as themselves) until
+ * SIGTERM/SIGINT.
+ */
+import type { Command } from "commander";
+import { ConfigError, gatewayOptionsSchema, type GatewayOptions } from "@cluster-proxy/api";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import { createLogger } from "./log-output.js";
+import { registerOptionCommand } from "./option-command.js";
+import { runUntilSignalled } from "./shutdown-signals.js";
+
+const EXAMPLE = `
+Example (the Secrets of docs/design/gateway.md mounted under /etc/gateway):
+  cluster-proxy gateway --hub-kubeconfig hub.kubeconfig \\
+    --serving-cert /etc/gateway/serving/tls.crt --serving-key /etc/gateway/serving/tls.key \\
+    --proxy-server-host cluster-proxy-addon-anp.open-cluster-management-addon.svc \\
+    --proxy-ca /etc/gateway/proxy/ca.crt --proxy-cert /etc/gateway/proxy/tls.crt --proxy-key /etc/gateway/proxy/tls.key \\
+    --identity-cert /etc/gateway/identity/tls.crt --identity-key /etc/gateway/identity/tls.key \\
+    --agent-ca /etc/gateway/identity/agent-ca.crt
+
+Then: kubectl --server https://<gateway>:9092/<cluster> --token <hub token> get pods
+The caller needs create/get/update/patch/delete (per HTTP verb) on managedclusters/proxy
+(group cluster.open-cluster-management.io, resourceNames: [<cluster>]) on the hub. SIGTERM
+turns /readyz to 503, stops accepting and lets requests in flight finish (25s); a second signal
+exits at once. Audit records go to --audit-log, one JSON line each.
+`;
+
+/** Register `gateway` on `program`. */
+export function registerGatewayCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
+  registerOptionCommand(program, ctx, {
+    name: "gateway",
+    summary: "run the gateway (hub users reach managed clusters as themselves)",
+    description:
+      "Run the gateway: https://<gateway>/<cluster>/<kube-api path> authenticates the caller on the hub (TokenReview, OIDC, client certificates), authorizes it with a hub SubjectAccessReview on managedclusters/proxy, and relays the request through the proxy-servers to the cluster's agent, which performs it as the caller (impersonation with --impersonation-prefix).",
+    example: EXAMPLE,
+    schema: gatewayOptionsSchema,
+    run: runGateway,
+  });
+
+  async function runGateway(options: GatewayOptions): Promise<void> {
+    const logger = await createLogger(
+      { logLevel: options.logLevel, logFormat: options.logFormat },
+      "gateway",
+      ctx.logFd,
+    );
+    const k8s = await import("@kubernetes/client-node");
+    const kc = new k8s.KubeConfig();
+    try {
+      if (options.hubKubeconfig) kc.loadFromFile(options.hubKubeconfig);
+      else kc.loadFromCluster();
+    } catch (err) {
+      throw new ConfigError(
+        `--hub-kubeconfig: cannot load ${options.hubKubeconfig ? `"${options.hubKubeconfig}"` : "the in-cluster config"}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+    if (!kc.getCurrentCluster()) throw new ConfigError("--hub-kubeconfig: no current cluster (set it or run in a pod)");
+    const { Gateway, kubeHubApi } = await import("@cluster-proxy/gateway");
+    let gateway;
+    try {
+      gateway = new Gateway(options, { hub: kubeHubApi(kc, logger), logger });
+    } catch (err) {
+      throw new ConfigError((err as Error).message, { cause: err });
+    }
+    let ports;
+    try {
+      ports = await gateway.start();
+    } catch (err) {
+      await gateway.close(0).catch(() => undefined);
+      throw new CommandFailure(`gateway failed to start: ${(err as Error).message}`, { cause: err });
+    }
+    logger.info(ports, "gateway started");
+    const running = gateway;
+    const code = await runUntilSignalled(ctx.signals, {
+      graceful: async (signal) => {
+        logger.info({ signal }, "shutting down (a second signal exits at once)");
+        await running.close();
+        logger.info({}, "gateway stopped");
+        return 0;
+      },
+      forced: () => Promise.resolve(1),
+      onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
+    });
+    setExitCode(code);
+  }
+}

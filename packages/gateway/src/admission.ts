@@ -1,0 +1,173 @@
+/**
+ * Admitting a request, before any tunnel opens, in this order: parse the URL (400), map the method
+ * (405), authenticate (401/503), honour Impersonate-* headers the caller may use (403), ask the
+ * hub whether the identity may reach the cluster (403), check that the cluster exists (404; only
+ * after authorization, so a caller without access learns nothing about which clusters exist), and
+ * for a Service, check the allowlist (403). The result is the request to send to the cluster's
+ * endpoint: path and the headers of the contract (docs/design/gateway.md).
+ *
+ * A pass-through caller (a token the hub did not recognise, --passthrough-unrecognized-tokens)
+ * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
+ * It may reach only the kube-apiserver.
+ */
+import type { IncomingHttpHeaders } from "node:http";
+import type { X509Certificate } from "node:crypto";
+import type { Authenticator, Caller } from "./authentication.js";
+import { impersonationOf, proxyVerbOf, type Authorizer } from "./authorization.js";
+import type { ClusterDirectory } from "./cluster-directory.js";
+import type { ExposedServices } from "./exposed-services.js";
+import { GatewayError } from "./gateway-error.js";
+import type { UserInfo } from "./hub-api.js";
+import { kubeRequestInfo } from "./request-info.js";
+import type { RequestRecord } from "./request-record.js";
+import { parseRequestTarget, type RequestTarget } from "./request-target.js";
+
+/** Headers the gateway never forwards (hop-by-hop, HTTP/2 pseudo-headers, credentials, ours). */
+const DROPPED = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "http2-settings",
+  "host",
+  "authorization",
+]);
+
+/** What the gateway sends to the cluster's endpoint. */
+export interface AdmittedRequest {
+  cluster: string;
+  target: RequestTarget;
+  caller: Caller;
+  /** The identity the cluster sees (before the prefix); undefined for pass-through. */
+  identity?: UserInfo;
+  path: string;
+  headers: Record<string, string | string[]>;
+}
+
+/** What admission reads of a request. */
+export interface RequestHead {
+  method: string;
+  url: string;
+  headers: IncomingHttpHeaders;
+  clientCertificate?: X509Certificate;
+  /** Whether this is an upgrade (Connection: Upgrade). */
+  upgrade: boolean;
+}
+
+/** The parts admission uses. */
+export interface AdmissionDeps {
+  authenticator: Authenticator;
+  authorizer: Authorizer;
+  clusters: ClusterDirectory;
+  services: ExposedServices;
+  impersonationPrefix: string;
+  /** Counts a denial (allowlist) by reason. */
+  onDenial?: (reason: string) => void;
+}
+
+/** Percent-encode an Impersonate-Extra key as the kube-apiserver decodes it. */
+export function encodeExtraKey(key: string): string {
+  return encodeURIComponent(key).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** The caller's headers that may go on: everything but {@link DROPPED}, pseudo-headers, Impersonate-*, Cluster-Proxy-*. */
+function forwardable(headers: IncomingHttpHeaders, upgrade: boolean): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || name.startsWith(":") || DROPPED.has(name)) continue;
+    if (name.startsWith("impersonate-") || name.startsWith("cluster-proxy-")) continue;
+    out[name] = value;
+  }
+  if (upgrade) {
+    out.connection = "Upgrade";
+    const up = headers.upgrade;
+    if (up) out.upgrade = up;
+  }
+  return out;
+}
+
+/** Admit `head` (see the module comment); throws a GatewayError when refused. */
+export async function admit(deps: AdmissionDeps, head: RequestHead, rec: RequestRecord): Promise<AdmittedRequest> {
+  const parsed = parseRequestTarget(head.url);
+  if (!parsed.ok) throw new GatewayError(400, "bad-request", `malformed gateway URL: ${parsed.problem}`);
+  const target = parsed.target;
+  const r = rec.record;
+  r.cluster = target.cluster;
+  if (target.kind === "kube") {
+    const { verb, resource, subresource, namespace, name } = kubeRequestInfo(head.method, target.path, target.query);
+    Object.assign(r, { verb, resource, subresource, namespace, name });
+  } else {
+    r.service = `${target.scheme}://${target.service}.${target.namespace}:${target.port}`;
+    r.verb = head.method.toLowerCase();
+  }
+  const verb = proxyVerbOf(head.method);
+  if (!verb) throw new GatewayError(405, "method-not-allowed", `method ${head.method} is not supported`);
+
+  const authorization = head.headers.authorization;
+  const caller = await deps.authenticator.authenticate({
+    ...(authorization !== undefined ? { authorization } : {}),
+    ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
+  });
+  r.authentication = caller.method;
+  const headers = forwardable(head.headers, head.upgrade);
+
+  if (caller.method === "passthrough") {
+    if (target.kind !== "kube")
+      throw new GatewayError(
+        403,
+        "forbidden",
+        `Service requests need a caller the hub recognises (cluster "${target.cluster}")`,
+      );
+    if (impersonationOf(head.headers))
+      throw new GatewayError(403, "impersonation-forbidden", "Impersonate-* headers need a caller the hub recognises");
+    headers.authorization = caller.authorization;
+    headers["cluster-proxy-passthrough"] = "true";
+    headers["cluster-proxy-target"] = "kube";
+    return { cluster: target.cluster, target, caller, path: target.path + target.query, headers };
+  }
+
+  let identity = caller.user;
+  r.user = identity.username;
+  r.groups = identity.groups;
+  const impersonation = impersonationOf(head.headers);
+  if (impersonation) {
+    identity = await deps.authorizer.impersonate(identity, impersonation);
+    r.impersonatedUser = identity.username;
+    r.impersonatedGroups = identity.groups;
+  }
+  await deps.authorizer.authorizeCluster(identity, target.cluster, verb);
+  const cluster = await deps.clusters.require(target.cluster);
+
+  if (target.kind === "service") {
+    const request = {
+      namespace: target.namespace,
+      service: target.service,
+      port: target.port,
+      protocol: target.scheme,
+    };
+    if (!deps.services.allows(cluster, request)) {
+      deps.onDenial?.("service-not-exposed");
+      throw new GatewayError(
+        403,
+        "service-not-exposed",
+        `service ${target.namespace}/${target.service} port ${target.port} (${target.scheme}) is not exposed on cluster "${target.cluster}"`,
+      );
+    }
+    headers["cluster-proxy-target"] = "service";
+    headers["cluster-proxy-service"] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
+  } else {
+    // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
+    const prefix = deps.impersonationPrefix;
+    headers["impersonate-user"] = prefix + identity.username;
+    if (identity.groups.length) headers["impersonate-group"] = identity.groups.map((g) => prefix + g);
+    if (identity.uid !== undefined) headers["impersonate-uid"] = identity.uid;
+    for (const [key, vals] of Object.entries(identity.extra))
+      headers[`impersonate-extra-${encodeExtraKey(key)}`] = vals;
+    headers["cluster-proxy-target"] = "kube";
+  }
+  return { cluster: target.cluster, target, caller, identity, path: target.path + target.query, headers };
+}

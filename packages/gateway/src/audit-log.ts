@@ -1,0 +1,99 @@
+/**
+ * The audit trail: one JSON line per request (per upgraded stream, when it ends), to standard
+ * output or to a file rotated by size (`<file>.1` is the newest rotated file; at most
+ * --audit-log-max-files are kept). A record never holds a token, a header value or a body.
+ */
+import { closeSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import type { AuthenticationMethod } from "./authentication.js";
+
+/** One audit record. */
+export interface AuditRecord {
+  time: string;
+  requestID: string;
+  user?: string;
+  groups?: string[];
+  authentication?: AuthenticationMethod;
+  cluster?: string;
+  method: string;
+  verb?: string;
+  resource?: string;
+  subresource?: string;
+  namespace?: string;
+  name?: string;
+  /** `<scheme>://<name>.<namespace>:<port>` for a Service request. */
+  service?: string;
+  impersonatedUser?: string;
+  impersonatedGroups?: string[];
+  upgrade?: boolean;
+  code: number;
+  bytesIn: number;
+  bytesOut: number;
+  durationMs: number;
+  decision: "allow" | "deny" | "error";
+  reason?: string;
+}
+
+/** Where records go. */
+export interface AuditSink {
+  write(record: AuditRecord): void;
+  close(): void;
+}
+
+/** Writes lines to a stream-like `write` (standard output). */
+export class StreamAuditSink implements AuditSink {
+  constructor(private readonly out: (line: string) => void) {}
+  write(record: AuditRecord): void {
+    this.out(`${JSON.stringify(record)}\n`);
+  }
+  close(): void {}
+}
+
+/** Writes lines to a file, rotating it when the next line would make it larger than `maxBytes`. */
+export class FileAuditSink implements AuditSink {
+  private fd: number;
+  private size: number;
+
+  constructor(
+    private readonly path: string,
+    private readonly maxBytes: number,
+    private readonly maxFiles: number,
+  ) {
+    this.fd = openSync(path, "a", 0o600);
+    this.size = statSync(path).size;
+  }
+
+  write(record: AuditRecord): void {
+    const line = Buffer.from(`${JSON.stringify(record)}\n`);
+    if (this.size > 0 && this.size + line.length > this.maxBytes) this.rotate();
+    writeSync(this.fd, line);
+    this.size += line.length;
+  }
+
+  private rotate(): void {
+    closeSync(this.fd);
+    if (this.maxFiles <= 0) rmSync(this.path, { force: true });
+    else {
+      rmSync(`${this.path}.${this.maxFiles}`, { force: true });
+      for (let i = this.maxFiles - 1; i >= 1; i--) {
+        try {
+          renameSync(`${this.path}.${i}`, `${this.path}.${i + 1}`);
+        } catch {
+          /* not there yet */
+        }
+      }
+      renameSync(this.path, `${this.path}.1`);
+    }
+    this.fd = openSync(this.path, "a", 0o600);
+    this.size = 0;
+  }
+
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+/** The sink of --audit-log (`-`: standard output). */
+export function auditSinkOf(path: string, maxSizeMiB: number, maxFiles: number): AuditSink {
+  if (path === "-" || path === "") return new StreamAuditSink((line) => process.stdout.write(line));
+  return new FileAuditSink(path, maxSizeMiB * 1024 * 1024, maxFiles);
+}

@@ -1,0 +1,175 @@
+/**
+ * Whether a caller may reach a cluster, asked of the hub before any tunnel opens: a
+ * SubjectAccessReview on `managedclusters/proxy` (group cluster.open-cluster-management.io,
+ * resourceName the cluster, verb from the HTTP method), cached for --authorization-cache-ttl;
+ * and, for a request carrying Impersonate-* headers, whether the caller may impersonate each
+ * (verb `impersonate` on users, serviceaccounts, groups, uids, userextras, as the kube-apiserver
+ * asks). A hub that cannot answer is 503.
+ */
+import { createHash } from "node:crypto";
+import { GatewayError } from "./gateway-error.js";
+import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
+import { TtlCache, type Clock } from "./ttl-cache.js";
+
+/** The API group of ManagedClusters. */
+export const CLUSTER_API_GROUP = "cluster.open-cluster-management.io";
+
+/** Denials are cached at most this long. */
+export const DENIAL_CACHE_MAX_MS = 1_000;
+
+const VERB_OF_METHOD: Record<string, string> = {
+  GET: "get",
+  HEAD: "get",
+  POST: "create",
+  PUT: "update",
+  PATCH: "patch",
+  DELETE: "delete",
+};
+
+/** The hub verb an HTTP method needs on managedclusters/proxy, or undefined (405). */
+export function proxyVerbOf(method: string): string | undefined {
+  return VERB_OF_METHOD[method.toUpperCase()];
+}
+
+/** The identity a client asked for with Impersonate-* headers. */
+export interface ImpersonationRequest {
+  user: string;
+  uid?: string;
+  groups: string[];
+  extra: Record<string, string[]>;
+}
+
+/** Header values as node gives them (a string, a list, or nothing). */
+export type HeaderBag = Record<string, string | string[] | undefined>;
+
+function values(v: string | string[] | undefined): string[] {
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}
+
+/**
+ * The Impersonate-* headers of a request, or undefined when there are none. Throws a 400
+ * GatewayError for groups, uid or extras without a user, or a user given twice.
+ */
+export function impersonationOf(headers: HeaderBag): ImpersonationRequest | undefined {
+  const users = values(headers["impersonate-user"]);
+  const groups = values(headers["impersonate-group"]);
+  const uids = values(headers["impersonate-uid"]);
+  const extra: Record<string, string[]> = {};
+  for (const [name, v] of Object.entries(headers)) {
+    if (!name.startsWith("impersonate-extra-")) continue;
+    let key: string;
+    try {
+      key = decodeURIComponent(name.slice("impersonate-extra-".length));
+    } catch {
+      throw new GatewayError(400, "bad-request", `malformed header ${name}`);
+    }
+    extra[key] = values(v).flatMap((x) => x.split(",").map((s) => s.trim()));
+  }
+  if (users.length === 0) {
+    if (groups.length || uids.length || Object.keys(extra).length)
+      throw new GatewayError(400, "bad-request", "Impersonate-Group, -Uid and -Extra-* need Impersonate-User");
+    return undefined;
+  }
+  if (users.length > 1 || uids.length > 1)
+    throw new GatewayError(400, "bad-request", "Impersonate-User and Impersonate-Uid may be given once");
+  return { user: users[0]!, ...(uids[0] !== undefined ? { uid: uids[0] } : {}), groups, extra };
+}
+
+/** Settings of {@link Authorizer}. */
+export interface AuthorizerSettings {
+  hub: HubApi;
+  cacheTtlMs: number;
+  /** Counts a denial by reason (metrics). */
+  onDenial?: (reason: string) => void;
+  now?: Clock;
+}
+
+function describeUser(user: UserInfo): string {
+  return `user "${user.username}"`;
+}
+
+function describeAttributes(a: ResourceAttributes): string {
+  const resource = a.subresource ? `${a.resource}/${a.subresource}` : a.resource;
+  const where = a.namespace ? ` in namespace "${a.namespace}"` : "";
+  return `"${a.verb}" ${resource}${a.name !== undefined ? ` "${a.name}"` : ""}${where} in group ${a.group === "" ? '"" (core)' : a.group}`;
+}
+
+/** See the module comment. */
+export class Authorizer {
+  private readonly decisions: TtlCache<boolean>;
+
+  constructor(private readonly s: AuthorizerSettings) {
+    this.decisions = new TtlCache({ ...(s.now ? { now: s.now } : {}) });
+  }
+
+  /** Resolve when `user` may `verb` managedclusters/proxy `cluster`; else a 403 (or 503) GatewayError. */
+  async authorizeCluster(user: UserInfo, cluster: string, verb: string): Promise<void> {
+    const attrs = { group: CLUSTER_API_GROUP, resource: "managedclusters", subresource: "proxy", name: cluster, verb };
+    if (!(await this.allowed(user, attrs)))
+      this.deny("cluster-proxy-denied", "forbidden", `${describeUser(user)} may not ${describeAttributes(attrs)}`);
+  }
+
+  /**
+   * The identity that replaces `user` after checking that `user` may impersonate every part of
+   * `req`; else a 403 naming the first part it may not.
+   */
+  async impersonate(user: UserInfo, req: ImpersonationRequest): Promise<UserInfo> {
+    const checks: ResourceAttributes[] = [];
+    const sa = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(req.user);
+    checks.push(
+      sa
+        ? { group: "", resource: "serviceaccounts", namespace: sa[1]!, name: sa[2]!, verb: "impersonate" }
+        : { group: "", resource: "users", name: req.user, verb: "impersonate" },
+    );
+    for (const g of req.groups) checks.push({ group: "", resource: "groups", name: g, verb: "impersonate" });
+    if (req.uid !== undefined)
+      checks.push({ group: "authentication.k8s.io", resource: "uids", name: req.uid, verb: "impersonate" });
+    for (const [key, vals] of Object.entries(req.extra))
+      for (const v of vals)
+        checks.push({
+          group: "authentication.k8s.io",
+          resource: "userextras",
+          subresource: key,
+          name: v,
+          verb: "impersonate",
+        });
+    for (const attrs of checks) {
+      if (!(await this.allowed(user, attrs)))
+        this.deny(
+          "impersonation-denied",
+          "impersonation-forbidden",
+          `${describeUser(user)} may not ${describeAttributes(attrs)}`,
+        );
+    }
+    const groups = [...req.groups];
+    if (req.user !== "system:anonymous" && !groups.includes("system:authenticated"))
+      groups.push("system:authenticated");
+    return { username: req.user, ...(req.uid !== undefined ? { uid: req.uid } : {}), groups, extra: req.extra };
+  }
+
+  private async allowed(user: UserInfo, attrs: ResourceAttributes): Promise<boolean> {
+    const key = createHash("sha256")
+      .update(JSON.stringify([user, attrs]))
+      .digest("hex");
+    try {
+      return await this.decisions.get(
+        key,
+        async () => (await this.s.hub.subjectAccessReview(user, attrs)).allowed,
+        (ok) => (ok ? this.s.cacheTtlMs : Math.min(this.s.cacheTtlMs, DENIAL_CACHE_MAX_MS)),
+      );
+    } catch (err) {
+      this.s.onDenial?.("authorization-unavailable");
+      throw new GatewayError(
+        503,
+        "authorization-unavailable",
+        `the hub cannot authorize the request (SubjectAccessReview failed: ${(err as Error).message})`,
+        { cause: err },
+      );
+    }
+  }
+
+  private deny(reason: string, kind: "forbidden" | "impersonation-forbidden", message: string): never {
+    this.s.onDenial?.(reason);
+    throw new GatewayError(403, kind, message);
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * Which clusters exist: ManagedCluster lookups on the hub, cached briefly (a cluster that was
+ * just created or deleted is seen within {@link CLUSTER_CACHE_MS}). It also knows the clusters it
+ * has seen exist, so the metrics label only those, and it reports one that disappeared.
+ */
+import { GatewayError } from "./gateway-error.js";
+import type { HubApi, ManagedClusterInfo } from "./hub-api.js";
+import { TtlCache, type Clock } from "./ttl-cache.js";
+
+/** How long a lookup is kept. */
+export const CLUSTER_CACHE_MS = 5_000;
+
+/** See the module comment. */
+export class ClusterDirectory {
+  private readonly cache: TtlCache<ManagedClusterInfo | null>;
+  private readonly known = new Set<string>();
+
+  constructor(
+    private readonly hub: HubApi,
+    private readonly onRemoved: (cluster: string) => void = () => undefined,
+    now?: Clock,
+  ) {
+    this.cache = new TtlCache({ ...(now ? { now } : {}) });
+  }
+
+  /** The ManagedCluster `name`; a 404 GatewayError when there is none, 503 when the hub cannot say. */
+  async require(name: string): Promise<ManagedClusterInfo> {
+    let info: ManagedClusterInfo | null;
+    try {
+      info = await this.cache.get(
+        name,
+        async () => (await this.hub.managedCluster(name)) ?? null,
+        () => CLUSTER_CACHE_MS,
+      );
+    } catch (err) {
+      throw new GatewayError(
+        503,
+        "authorization-unavailable",
+        `cannot look up ManagedCluster "${name}": ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
+    }
+    if (!info) {
+      if (this.known.delete(name)) this.onRemoved(name);
+      throw new GatewayError(404, "unknown-cluster", `cluster "${name}" is not a managed cluster of this hub`);
+    }
+    this.known.add(name);
+    return info;
+  }
+
+  /** Whether `name` was seen to exist (and not seen gone since). */
+  isKnown(name: string): boolean {
+    return this.known.has(name);
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * The one error type of a refused or failed gateway request: the HTTP status the caller gets, a
+ * one-line message, and the reason the audit record and the metrics carry.
+ */
+
+/** Why a request ended without reaching its target (audit `reason`, metric labels). */
+export type RefusalReason =
+  | "bad-request"
+  | "method-not-allowed"
+  | "unauthenticated"
+  | "authentication-unavailable"
+  | "forbidden"
+  | "impersonation-forbidden"
+  | "service-not-exposed"
+  | "unknown-cluster"
+  | "authorization-unavailable"
+  | "no-tunnel"
+  | "dial-timeout"
+  | "endpoint-error"
+  | "shutting-down";
+
+/** A request the gateway answers itself, with `status` and a one-line `message`. */
+export class GatewayError extends Error {
+  constructor(
+    readonly status: number,
+    readonly reason: RefusalReason,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message.replace(/[\r\n]+/g, " "), options);
+    this.name = "GatewayError";
+  }
+
+  /** Whether the caller was refused (4xx: audit decision `deny`) rather than failed (5xx: `error`). */
+  get decision(): "deny" | "error" {
+    return this.status < 500 ? "deny" : "error";
+  }
+}

@@ -1,0 +1,422 @@
+/**
+ * The gateway component: the HTTPS port (HTTP/1.1 and HTTP/2, upgrades over HTTP/1.1), its
+ * serving certificate and the gateway identity reloaded when their files change (polled by
+ * content: Secret volumes swap symlinks), the health port (/healthz, /readyz,
+ * /metrics), the ConfigMap watch of the exposed Services, and a graceful shutdown.
+ */
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import * as http from "node:http";
+import * as http2 from "node:http2";
+import type * as net from "node:net";
+import type { Duplex } from "node:stream";
+import type * as tls from "node:tls";
+import type { GatewayOptions } from "@cluster-proxy/api";
+import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
+import { CertReloader, healthPortHandler, silentLogger, type Logger, type ReloadResult } from "@cluster-proxy/tunnel";
+import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
+import { auditSinkOf, type AuditSink } from "./audit-log.js";
+import { Authenticator } from "./authentication.js";
+import { Authorizer } from "./authorization.js";
+import { ClusterDirectory } from "./cluster-directory.js";
+import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
+import { ExposedServices } from "./exposed-services.js";
+import { GatewayError } from "./gateway-error.js";
+import type { HubApi } from "./hub-api.js";
+import { GatewayMetrics } from "./metrics.js";
+import { OidcAuthenticator } from "./oidc.js";
+import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
+import { RequestRecord } from "./request-record.js";
+
+/** How often the serving certificate files are checked for changes. */
+export const SERVING_CERT_POLL_MS = 5_000;
+/** How long a graceful shutdown waits for in-flight requests before closing everything. */
+export const SHUTDOWN_GRACE_MS = 25_000;
+
+/** What the gateway is built with besides its options. */
+export interface GatewayDeps {
+  hub: HubApi;
+  /** How to reach a cluster's endpoint (default: a TunnelClient to --proxy-server-host/port). */
+  dialer?: Dialer;
+  logger?: Logger;
+  /** Where audit records go (default: --audit-log). */
+  audit?: AuditSink;
+  /** Bind address of both ports (default: all). */
+  bindAddress?: string;
+  /** Clock of the caches and OIDC (tests). */
+  now?: () => number;
+}
+
+type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
+type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
+
+/** The TLS socket a request came over. */
+function tlsSocketOf(req: AnyRequest): tls.TLSSocket | undefined {
+  const socket = "stream" in req ? req.stream.session?.socket : req.socket;
+  return socket && "getPeerX509Certificate" in socket ? socket : undefined;
+}
+
+function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
+  const socket = tlsSocketOf(req);
+  const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+  return {
+    method: req.method ?? "GET",
+    url: req.url ?? "/",
+    headers: req.headers,
+    upgrade,
+    ...(cert ? { clientCertificate: cert } : {}),
+  };
+}
+
+function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
+  return {
+    body: req,
+    writeHead: (status, headers) => void res.writeHead(status, headers),
+    write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
+    end: () => void res.end(),
+    destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
+    onDrain: (fn) => void res.once("drain", fn),
+    onClose: (fn) => void res.once("close", fn),
+    headersSent: () => res.headersSent,
+    writableEnded: () => res.writableEnded,
+  };
+}
+
+/** See the module comment. */
+export class Gateway {
+  readonly metrics: GatewayMetrics;
+  readonly pool: ClusterPool;
+  readonly services = new ExposedServices();
+  private readonly logger: Logger;
+  private readonly audit: AuditSink;
+  private readonly admission: AdmissionDeps;
+  private readonly clusters: ClusterDirectory;
+  private readonly tunnel: TunnelClient | undefined;
+  private server: http2.Http2SecureServer | undefined;
+  private health: http.Server | undefined;
+  private reloader: CertReloader | undefined;
+  private readonly identityReloader: CertReloader;
+  private stopWatch: (() => void) | undefined;
+  private ready = false;
+  private closing: Promise<void> | undefined;
+  private inFlight = 0;
+  private readonly idle = new Set<() => void>();
+  private readonly sockets = new Set<Duplex>();
+  private readonly upgrades = new Set<Duplex>();
+
+  constructor(
+    private readonly options: GatewayOptions,
+    private readonly deps: GatewayDeps,
+  ) {
+    this.logger = deps.logger ?? silentLogger;
+    this.audit = deps.audit ?? auditSinkOf(options.auditLog, options.auditLogMaxSize, options.auditLogMaxFiles);
+    const now = deps.now ? { now: deps.now } : {};
+    this.clusters = new ClusterDirectory(deps.hub, (cluster) => this.clusterRemoved(cluster), deps.now);
+    this.metrics = new GatewayMetrics((cluster) => this.clusters.isKnown(cluster));
+    const oidc = options.oidcIssuerUrl
+      ? new OidcAuthenticator({
+          issuerUrl: options.oidcIssuerUrl,
+          clientId: options.oidcClientId,
+          ...(options.oidcCaFile ? { ca: readFileSync(options.oidcCaFile) } : {}),
+          usernameClaim: options.oidcUsernameClaim,
+          usernamePrefix: options.oidcUsernamePrefix,
+          groupsClaim: options.oidcGroupsClaim,
+          groupsPrefix: options.oidcGroupsPrefix,
+          requiredClaims: options.oidcRequiredClaim,
+          ...now,
+        })
+      : undefined;
+    const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
+    this.admission = {
+      authenticator: new Authenticator({
+        hub: deps.hub,
+        tokenReview: options.tokenReview,
+        cacheTtlMs: options.authenticationCacheTtl,
+        ...(oidc ? { oidc } : {}),
+        passthroughUnrecognizedTokens: options.passthroughUnrecognizedTokens,
+        onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
+        ...now,
+      }),
+      authorizer: new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now }),
+      clusters: this.clusters,
+      services: this.services,
+      impersonationPrefix: options.impersonationPrefix,
+      onDenial,
+    };
+    let dialer = deps.dialer;
+    if (!dialer) {
+      const tlsFiles = loadProxyTls({
+        caFile: options.proxyCa,
+        certFile: options.proxyCert,
+        keyFile: options.proxyKey,
+      });
+      const client = new TunnelClient({
+        proxy: { host: options.proxyServerHost, port: options.proxyServerPort, ...tlsFiles },
+        dialTimeoutMs: options.dialTimeout,
+        keepaliveMs: 30_000,
+        logger: this.logger,
+      });
+      this.tunnel = client;
+      dialer = (address, signal) =>
+        client.dial(address, { timeoutMs: options.dialTimeout, ...(signal ? { signal } : {}) });
+    }
+    const endpointTls: EndpointTls = {
+      cert: readFileSync(options.identityCert),
+      key: readFileSync(options.identityKey),
+      ca: readFileSync(options.agentCa),
+    };
+    this.pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
+    this.identityReloader = new CertReloader({
+      what: "gateway identity",
+      files: {
+        cert: { flag: "--identity-cert", path: options.identityCert },
+        key: { flag: "--identity-key", path: options.identityKey },
+        ca: { flag: "--agent-ca", path: options.agentCa },
+      },
+      intervalMs: SERVING_CERT_POLL_MS,
+      initial: endpointTls,
+      apply: (m) => {
+        if (m.cert && m.key && m.ca) this.pool.renew({ cert: m.cert, key: m.key, ca: m.ca });
+      },
+      logger: this.logger,
+    });
+  }
+
+  /** The namespace of the services ConfigMap: --namespace, else the pod's. */
+  private namespace(): string {
+    if (this.options.namespace) return this.options.namespace;
+    try {
+      return readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8").trim() || "default";
+    } catch {
+      return "default";
+    }
+  }
+
+  /** Listen on both ports and start watching the services ConfigMap. Resolves with the ports. */
+  async start(): Promise<{ port: number; healthPort: number }> {
+    const o = this.options;
+    const base: tls.SecureContextOptions & tls.TlsOptions = {
+      ...(o.clientCaFile ? { ca: readFileSync(o.clientCaFile), requestCert: true, rejectUnauthorized: false } : {}),
+    };
+    const cert = readFileSync(o.servingCert);
+    const key = readFileSync(o.servingKey);
+    const server = http2.createSecureServer({ ...base, cert, key, allowHTTP1: true });
+    this.server = server;
+    server.on("request", (req: AnyRequest, res: AnyResponse) => void this.onRequest(req, res));
+    server.on(
+      "upgrade",
+      (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.onUpgrade(req, socket, head),
+    );
+    server.on("secureConnection", (socket: tls.TLSSocket) => {
+      this.sockets.add(socket);
+      socket.once("close", () => this.sockets.delete(socket));
+    });
+    server.on("sessionError", (err: Error) => this.logger.debug({ err: err.message }, "HTTP/2 session error"));
+    server.on("tlsClientError", (err: Error) =>
+      this.logger.debug({ err: err.message }, "TLS handshake with a caller failed"),
+    );
+    this.reloader = new CertReloader({
+      what: "gateway port",
+      files: {
+        cert: { flag: "--serving-cert", path: o.servingCert },
+        key: { flag: "--serving-key", path: o.servingKey },
+      },
+      intervalMs: SERVING_CERT_POLL_MS,
+      initial: { cert, key },
+      apply: (m) => server.setSecureContext({ ...base, cert: m.cert, key: m.key }),
+      logger: this.logger,
+    });
+    this.reloader.start();
+    this.identityReloader.start();
+    const health = http.createServer(
+      healthPortHandler({
+        registry: this.metrics.registry,
+        readiness: () =>
+          this.ready ? { status: 200, body: "ok" } : { status: 503, body: "not ready: shutting down\n" },
+      }),
+    );
+    this.health = health;
+    const listen = async (s: net.Server, port: number): Promise<number> => {
+      s.listen(port, this.deps.bindAddress);
+      await once(s, "listening");
+      return (s.address() as net.AddressInfo).port;
+    };
+    const ports = { port: await listen(server, o.port), healthPort: await listen(health, o.healthPort) };
+    const ns = this.namespace();
+    const name = o.exposedServicesConfigmap;
+    this.stopWatch = this.deps.hub.watchConfigMap(ns, name, (data) => {
+      const u = this.services.update(data);
+      if (u.kind === "loaded")
+        this.logger.info({ configMap: `${ns}/${name}`, entries: u.entries }, "exposed services loaded");
+      else if (u.kind === "deleted")
+        this.logger.warn(
+          { configMap: `${ns}/${name}` },
+          "exposed services ConfigMap is missing: no Service is exposed",
+        );
+      else {
+        this.logger.error(
+          { configMap: `${ns}/${name}`, problem: u.problem },
+          "refused an update of the exposed services; keeping the last good list",
+        );
+        this.deps.hub
+          .configMapEvent(
+            ns,
+            name,
+            "InvalidExposedServices",
+            `refused: ${u.problem}; the gateway keeps the last good list`,
+          )
+          .catch((err: unknown) =>
+            this.logger.warn({ err: (err as Error).message }, "cannot record an Event about the exposed services"),
+          );
+      }
+    });
+    this.ready = true;
+    return ports;
+  }
+
+  /** Check the serving certificate files now (tests; they are polled anyway). */
+  reloadServingCertificate(): Promise<ReloadResult> {
+    return this.reloader?.check() ?? Promise.resolve("unchanged");
+  }
+
+  /** Check the identity files (--identity-cert, --identity-key, --agent-ca) now (tests). */
+  reloadIdentity(): Promise<ReloadResult> {
+    return this.identityReloader.check();
+  }
+
+  private clusterRemoved(cluster: string): void {
+    this.pool.forget(cluster);
+    void this.metrics.forgetCluster(cluster);
+  }
+
+  private begin(): () => void {
+    this.inFlight++;
+    return () => {
+      if (--this.inFlight === 0) for (const fn of this.idle) fn();
+    };
+  }
+
+  private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
+    const end = this.begin();
+    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics);
+    const exchange = exchangeOf(req, res);
+    try {
+      if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
+      const a = await admit(this.admission, headOf(req, false), rec);
+      rec.startStreaming();
+      let code: number;
+      try {
+        code = await relayRequest(
+          {
+            cluster: a.cluster,
+            agent: this.pool.agentFor(a.cluster),
+            method: req.method ?? "GET",
+            path: a.path,
+            headers: a.headers,
+          },
+          exchange,
+          { in: (n) => rec.addIn(n), out: (n) => rec.addOut(n) },
+        );
+      } catch (err) {
+        throw relayError(a.cluster, err);
+      }
+      rec.finish(code);
+    } catch (err) {
+      const e =
+        err instanceof GatewayError
+          ? err
+          : new GatewayError(500, "endpoint-error", `internal error: ${(err as Error).message}`);
+      if (e.status >= 500 && e.status !== 503) this.logger.warn({ err: e.message }, "request failed");
+      if (!res.headersSent) {
+        const body = `${e.message}\n`;
+        res.writeHead(e.status, {
+          "content-type": "text/plain; charset=utf-8",
+          "content-length": Buffer.byteLength(body),
+        });
+        res.end(body);
+      } else exchange.destroy();
+      rec.finish(e.status, e);
+    } finally {
+      end();
+    }
+  }
+
+  private async onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics);
+    rec.record.upgrade = true;
+    // Each direction of an upgraded stream ends on its own (half-close), so the caller's end of
+    // input must not end our output to it.
+    socket.allowHalfOpen = true;
+    this.upgrades.add(socket);
+    socket.once("close", () => this.upgrades.delete(socket));
+    socket.on("error", () => socket.destroy());
+    try {
+      if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
+      const a = await admit(this.admission, headOf(req, true), rec);
+      rec.startStreaming();
+      const code = await relayUpgrade(
+        {
+          cluster: a.cluster,
+          agent: this.pool.agentFor(a.cluster),
+          method: req.method ?? "GET",
+          path: a.path,
+          headers: a.headers,
+        },
+        socket,
+        head,
+        { in: (n) => rec.addIn(n), out: (n) => rec.addOut(n) },
+        (endpoint) => {
+          this.upgrades.add(endpoint);
+          endpoint.once("close", () => this.upgrades.delete(endpoint));
+        },
+      );
+      rec.finish(code);
+    } catch (err) {
+      const e =
+        err instanceof GatewayError
+          ? err
+          : new GatewayError(500, "endpoint-error", `internal error: ${(err as Error).message}`);
+      writeRawError(socket, e);
+      rec.finish(e.status, e);
+    }
+  }
+
+  /**
+   * Shut down: /readyz turns 503, the port stops accepting, in-flight requests get up to
+   * `graceMs` to finish; then upgraded streams and every connection are closed.
+   */
+  close(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
+    this.closing ??= (async () => {
+      this.ready = false;
+      this.stopWatch?.();
+      this.reloader?.stop();
+      this.identityReloader.stop();
+      const server = this.server;
+      const closed = server ? new Promise<void>((r) => server.close(() => r())) : Promise.resolve();
+      if (this.inFlight > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            this.idle.delete(done);
+            resolve();
+          };
+          this.idle.add(done);
+          timer = setTimeout(done, graceMs);
+        });
+        clearTimeout(timer);
+      }
+      for (const s of this.upgrades) s.destroy();
+      for (const s of this.sockets) s.destroy();
+      await closed;
+      this.pool.destroy();
+      await this.tunnel?.close();
+      const health = this.health;
+      if (health) {
+        health.closeAllConnections();
+        await new Promise<void>((r) => health.close(() => r()));
+      }
+      this.audit.close();
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * What the gateway asks of the hub, behind one small interface: the real implementation
+ * (`kube-hub.ts`) uses @kubernetes/client-node's typed APIs and Watch; tests use a fake
+ * (`testing/fake-hub.ts`).
+ */
+
+/** An authenticated identity, as a TokenReview or SubjectAccessReview carries it. */
+export interface UserInfo {
+  username: string;
+  uid?: string;
+  groups: string[];
+  extra: Record<string, string[]>;
+}
+
+/** The resource a SubjectAccessReview asks about. */
+export interface ResourceAttributes {
+  group: string;
+  resource: string;
+  subresource?: string;
+  name?: string;
+  namespace?: string;
+  verb: string;
+}
+
+/** The answer of a TokenReview: `user` when the hub recognised the token. */
+export interface TokenReviewResult {
+  user?: UserInfo;
+}
+
+/** A ManagedCluster as far as the gateway cares. */
+export interface ManagedClusterInfo {
+  name: string;
+  labels: Record<string, string>;
+}
+
+/** One change of a watched ConfigMap: its data, or undefined when it does not exist (any more). */
+export type ConfigMapListener = (data: Record<string, string> | undefined) => void;
+
+/** The hub operations the gateway uses. Each rejects with an Error when the hub cannot answer. */
+export interface HubApi {
+  tokenReview(token: string): Promise<TokenReviewResult>;
+  subjectAccessReview(user: UserInfo, attributes: ResourceAttributes): Promise<{ allowed: boolean; reason?: string }>;
+  /** The ManagedCluster `name`, or undefined when there is none. */
+  managedCluster(name: string): Promise<ManagedClusterInfo | undefined>;
+  /**
+   * Watch the ConfigMap `namespace/name`: `listener` gets its current state, then every change
+   * (re-listing whenever the watch ends). Returns the function that stops watching.
+   */
+  watchConfigMap(namespace: string, name: string, listener: ConfigMapListener): () => void;
+  /** Record a Warning Event about the ConfigMap `namespace/name`. */
+  configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void>;
+}

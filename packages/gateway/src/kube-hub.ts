@@ -1,0 +1,148 @@
+/**
+ * The hub through @kubernetes/client-node: TokenReview and SubjectAccessReview (typed APIs),
+ * ManagedCluster lookups (custom objects), the services ConfigMap (a list, then a Watch that is
+ * re-listed whenever it ends, with backoff after failures) and Warning Events about it.
+ */
+import * as k8s from "@kubernetes/client-node";
+import { Backoff, silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import type {
+  ConfigMapListener,
+  HubApi,
+  ManagedClusterInfo,
+  ResourceAttributes,
+  TokenReviewResult,
+  UserInfo,
+} from "./hub-api.js";
+
+function isNotFound(err: unknown): boolean {
+  return err instanceof k8s.ApiException && err.code === 404;
+}
+
+function userOf(u: k8s.V1UserInfo | undefined): UserInfo | undefined {
+  if (!u?.username) return undefined;
+  return { username: u.username, ...(u.uid ? { uid: u.uid } : {}), groups: u.groups ?? [], extra: u.extra ?? {} };
+}
+
+/** A {@link HubApi} for the hub `kc` points at. */
+export function kubeHubApi(kc: k8s.KubeConfig, logger: Logger = silentLogger): HubApi {
+  const authn = kc.makeApiClient(k8s.AuthenticationV1Api);
+  const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  return {
+    async tokenReview(token: string): Promise<TokenReviewResult> {
+      const review = await authn.createTokenReview({
+        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
+      });
+      const user = review.status?.authenticated ? userOf(review.status.user) : undefined;
+      return user ? { user } : {};
+    },
+    async subjectAccessReview(user: UserInfo, a: ResourceAttributes) {
+      const review = await authz.createSubjectAccessReview({
+        body: {
+          apiVersion: "authorization.k8s.io/v1",
+          kind: "SubjectAccessReview",
+          spec: {
+            user: user.username,
+            groups: user.groups,
+            ...(user.uid ? { uid: user.uid } : {}),
+            extra: user.extra,
+            resourceAttributes: { ...a },
+          },
+        },
+      });
+      return {
+        allowed: review.status?.allowed === true,
+        ...(review.status?.reason ? { reason: review.status.reason } : {}),
+      };
+    },
+    async managedCluster(name: string): Promise<ManagedClusterInfo | undefined> {
+      try {
+        const obj = (await custom.getClusterCustomObject({
+          group: "cluster.open-cluster-management.io",
+          version: "v1",
+          plural: "managedclusters",
+          name,
+        })) as { metadata?: { labels?: Record<string, string> } };
+        return { name, labels: obj.metadata?.labels ?? {} };
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+    watchConfigMap(namespace: string, name: string, listener: ConfigMapListener): () => void {
+      let stopped = false;
+      let abort: AbortController | undefined;
+      let timer: NodeJS.Timeout | undefined;
+      const backoff = new Backoff({ initialMs: 1_000, capMs: 30_000 });
+      const watch = new k8s.Watch(kc);
+      const run = async (): Promise<void> => {
+        let version: string | undefined;
+        try {
+          const cm = await core.readNamespacedConfigMap({ name, namespace });
+          version = cm.metadata?.resourceVersion;
+          listener(cm.data ?? {});
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+          listener(undefined);
+        }
+        await new Promise<void>((resolve, reject) => {
+          watch
+            .watch(
+              `/api/v1/namespaces/${namespace}/configmaps`,
+              { fieldSelector: `metadata.name=${name}`, ...(version ? { resourceVersion: version } : {}) },
+              (phase: string, obj: k8s.V1ConfigMap) => {
+                backoff.reset();
+                if (phase === "DELETED") listener(undefined);
+                else if (phase === "ADDED" || phase === "MODIFIED") listener(obj.data ?? {});
+              },
+              (err: unknown) => (err ? reject(err instanceof Error ? err : new Error("the watch failed")) : resolve()),
+            )
+            .then((a) => {
+              abort = a;
+              if (stopped) a.abort();
+            }, reject);
+        });
+      };
+      const loop = (): void => {
+        if (stopped) return;
+        run().then(
+          () => loop(),
+          (err: unknown) => {
+            if (stopped) return;
+            const delay = backoff.next();
+            logger.warn(
+              { err: (err as Error).message, retryInMs: delay },
+              `watch of ConfigMap ${namespace}/${name} failed`,
+            );
+            timer = setTimeout(loop, delay);
+          },
+        );
+      };
+      loop();
+      return () => {
+        stopped = true;
+        clearTimeout(timer);
+        abort?.abort();
+      };
+    },
+    async configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void> {
+      const now = new Date();
+      await core.createNamespacedEvent({
+        namespace,
+        body: {
+          metadata: { generateName: `${name}.`, namespace },
+          involvedObject: { apiVersion: "v1", kind: "ConfigMap", name, namespace },
+          reason,
+          message,
+          type: "Warning",
+          source: { component: "cluster-proxy-gateway" },
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+          reportingComponent: "cluster-proxy-gateway",
+        },
+      });
+    },
+  };
+}

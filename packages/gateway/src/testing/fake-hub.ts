@@ -1,0 +1,90 @@
+/**
+ * Test-only: an in-memory hub behind {@link HubApi}: tokens it recognises, grants it allows,
+ * ManagedClusters, the services ConfigMap (set by the test, delivered as a watch would) and the
+ * Events recorded. Counts its calls, and can be told to fail.
+ */
+import type {
+  ConfigMapListener,
+  HubApi,
+  ManagedClusterInfo,
+  ResourceAttributes,
+  TokenReviewResult,
+  UserInfo,
+} from "../hub-api.js";
+
+/** The key of one grant: who may do what to which object. */
+function grantKey(user: string, a: ResourceAttributes): string {
+  return [user, a.verb, a.group, a.resource, a.subresource ?? "", a.namespace ?? "", a.name ?? ""].join("|");
+}
+
+/** See the module comment. */
+export class FakeHub implements HubApi {
+  readonly tokens = new Map<string, UserInfo>();
+  readonly clusters = new Map<string, ManagedClusterInfo>();
+  readonly events: { namespace: string; name: string; reason: string; message: string }[] = [];
+  readonly reviews: string[] = [];
+  readonly accessReviews: { user: UserInfo; attributes: ResourceAttributes }[] = [];
+  failTokenReview = false;
+  failAccessReview = false;
+  private readonly grants = new Set<string>();
+  private configMap: Record<string, string> | undefined;
+  private readonly listeners = new Set<ConfigMapListener>();
+
+  /** Let `user` (a user name or `group:<name>`) do `verb` on the resource. */
+  grant(user: string, attributes: ResourceAttributes): void {
+    this.grants.add(grantKey(user, attributes));
+  }
+
+  /** Let `user` `verb` managedclusters/proxy `cluster`. */
+  grantProxy(user: string, cluster: string, ...verbs: string[]): void {
+    for (const verb of verbs)
+      this.grant(user, {
+        group: "cluster.open-cluster-management.io",
+        resource: "managedclusters",
+        subresource: "proxy",
+        name: cluster,
+        verb,
+      });
+  }
+
+  addCluster(name: string, labels: Record<string, string> = {}): void {
+    this.clusters.set(name, { name, labels });
+  }
+
+  /** Set (undefined: delete) the services ConfigMap and tell the watchers. */
+  setConfigMap(data: Record<string, string> | undefined): void {
+    this.configMap = data;
+    for (const l of this.listeners) l(data);
+  }
+
+  tokenReview(token: string): Promise<TokenReviewResult> {
+    this.reviews.push(token);
+    if (this.failTokenReview) return Promise.reject(new Error("connection refused"));
+    const user = this.tokens.get(token);
+    return Promise.resolve(user ? { user } : {});
+  }
+
+  subjectAccessReview(user: UserInfo, attributes: ResourceAttributes): Promise<{ allowed: boolean }> {
+    this.accessReviews.push({ user, attributes });
+    if (this.failAccessReview) return Promise.reject(new Error("connection refused"));
+    const allowed = [user.username, ...user.groups.map((g) => `group:${g}`)].some((who) =>
+      this.grants.has(grantKey(who, attributes)),
+    );
+    return Promise.resolve({ allowed });
+  }
+
+  managedCluster(name: string): Promise<ManagedClusterInfo | undefined> {
+    return Promise.resolve(this.clusters.get(name));
+  }
+
+  watchConfigMap(_namespace: string, _name: string, listener: ConfigMapListener): () => void {
+    this.listeners.add(listener);
+    listener(this.configMap);
+    return () => this.listeners.delete(listener);
+  }
+
+  configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void> {
+    this.events.push({ namespace, name, reason, message });
+    return Promise.resolve();
+  }
+}
