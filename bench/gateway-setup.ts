@@ -242,6 +242,8 @@ export async function startGateway(h: Harness, c: GatewayConfig): Promise<Gatewa
     "--audit-log-max-size=64",
     "--audit-log-max-files=1",
     `--max-connections-per-cluster=${c.maxConnectionsPerCluster}`,
+    // As the bench's server and agent run (the gateway's default is info).
+    "--log-level=warn",
   ]);
   await waitForProc(
     proc,
