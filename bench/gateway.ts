@@ -14,7 +14,7 @@
  *   cluster-proxy #368), (d) straight to the apiserver (the floor), and (e) the agent's gateway
  *   endpoint addressed by the bench as the gateway would (the gateway's share of (a) is (a) - (e));
  *   with the tunnel dials and apiserver connections each path makes per request;
- * - N concurrent watches through the one gateway, to two clusters (one agent each): its RSS and CPU
+ * - N concurrent watches through the one gateway, to three clusters (one agent each): its RSS and CPU
  *   (and the server's and agents') with none open, with all open and idle, and with events flowing.
  *
  * Prints a table and writes bench/results/gateway.json (read by scripts/performance-page.ts).
@@ -90,7 +90,7 @@ const P = quick
       warmupMs: 500,
       levels: [1, 8, 32],
       watches: 1000,
-      watchClusters: 2,
+      watchClusters: 3,
       stateMs: 10_000,
       eventPeriodMs: 1000,
     };
@@ -105,8 +105,8 @@ const USER = "bench";
 const PATH = "/api/v1/namespaces/default";
 /**
  * The clusters the watches go to, one agent each (the first also carries the request load): an
- * agent's gateway endpoint serves at most 512 connections at once (no flag), so 1,000 watches
- * need two.
+ * agent's gateway endpoint serves at most 512 connections at once (no flag), counting the
+ * gateway's idle pooled ones, so 1,000 watches need more than two.
  */
 const CLUSTERS = Array.from({ length: P.watchClusters }, (_, i) => (i === 0 ? CLUSTER : `${CLUSTER}-${i + 1}`));
 /** The reserved host of the agents' gateway endpoint (docs/design/gateway.md). */
