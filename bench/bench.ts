@@ -19,7 +19,6 @@ import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
-import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
 import { Harness, waitFor } from "../test/integration/harness.js";
 import { goBin } from "../test/interop/go-harness.js";
@@ -60,7 +59,8 @@ import {
   type Stack,
 } from "./lib.js";
 import { summarizeProfile } from "./profile.js";
-import { report, type Detail, type Runtime } from "./report.js";
+import { report, type Detail } from "./report.js";
+import { currentRuntime, machineInfo } from "./run-info.js";
 import type { ShapedConfig, ShapedResult } from "./shaped.js";
 
 const argv = process.argv.slice(2);
@@ -237,28 +237,7 @@ function machine(bin: string): Record<string, unknown> {
   } catch {
     /* optional */
   }
-  return {
-    cpus: os.cpus().length,
-    cpu_model: os.cpus()[0]?.model ?? "",
-    memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
-    node: process.version,
-    kernel: os.release(),
-    go,
-    apiserver_network_proxy: versions["apiserver-network-proxy"] ?? "",
-    load_average_at_start: os.loadavg().map((x) => Math.round(x * 100) / 100),
-    date: new Date().toISOString(),
-  };
-}
-
-/** The node this run is on, its flags, and the one the image ships (`npm run bench` starts the latter). */
-function runtime(): Runtime {
-  const image = (
-    JSON.parse(readFileSync(join(REPO, "image", "versions.json"), "utf8")) as { node: { version: string } }
-  ).node.version;
-  if (process.version !== `v${image}`) {
-    log(`warning: running on node ${process.version}, the image ships ${image} (npm run bench runs on it)`);
-  }
-  return { node: process.version, nodeFlags: [...NODE_FLAGS], image };
+  return machineInfo({ go, apiserver_network_proxy: versions["apiserver-network-proxy"] ?? "" });
 }
 
 async function runShaped(bin: string, detail: Detail): Promise<void> {
@@ -367,7 +346,7 @@ async function main(): Promise<void> {
     quick,
     params: { ...P, dialConcurrency: DIAL_CONCURRENCY, many: MANY },
     machine: machine(bin),
-    runtime: runtime(),
+    runtime: currentRuntime(log),
     notes: [],
     loopback: null,
     shaped: null,

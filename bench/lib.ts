@@ -158,7 +158,7 @@ export async function startTarget(h: Harness, topo: Topology): Promise<Target> {
 }
 
 /** The first line of `proc`'s output that is a JSON object (a helper process's ports), once written. */
-async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
+export async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
   let value: T | undefined;
   await waitFor(`${what}\n${proc.output()}`, () => {
     const line = proc
@@ -203,6 +203,8 @@ export interface StackOptions {
   /** Extra node flags for our server / agent process (e.g. --cpu-prof, --heapsnapshot-signal). */
   serverNodeArgs?: string[];
   agentNodeArgs?: string[];
+  /** Extra flags for our agent (after the bench's own; bench/gateway.ts: its gateway endpoint). */
+  agentArgs?: string[];
   /** Another build of the CLI (A/B comparisons, bench/hotpath.ts). */
   cli?: string;
   /** Extra flags for our server (after BENCH_OUR_SERVER_ARGS; A/B comparisons of server flags). */
@@ -258,18 +260,28 @@ function stack(
 
 export const CLUSTER = "bench";
 
-/** Our agent (the built CLI of `o.cli`) connecting to a server's agent port. */
-async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: StackOptions): Promise<Proc> {
-  return spawnWrapped(h, "ours-agent", topo.clusterWrap, process.execPath, [
+/**
+ * Our agent (the built CLI of `o.cli`) for `cluster` (default {@link CLUSTER}; its certificate
+ * must be in `h.certs`) connecting to a server's agent port.
+ */
+export async function spawnOurAgent(
+  h: Harness,
+  topo: Topology,
+  agentPort: number,
+  o: StackOptions,
+  cluster: string = CLUSTER,
+): Promise<Proc> {
+  const suffix = cluster === CLUSTER ? "" : `-${cluster}`;
+  return spawnWrapped(h, `ours-agent${suffix}`, topo.clusterWrap, process.execPath, [
     ...NODE_FLAGS,
     ...(o.agentNodeArgs ?? []),
     o.cli ?? CLI,
     "agent",
     `--proxy-server-host=${topo.agentServerHost}`,
     `--proxy-server-port=${agentPort}`,
-    ...agentCertFlags(h.certs, CLUSTER),
-    `--cluster-name=${CLUSTER}`,
-    "--agent-id=bench-ours-agent",
+    ...agentCertFlags(h.certs, cluster),
+    `--cluster-name=${cluster}`,
+    `--agent-id=bench-ours-agent${suffix}`,
     "--health-server-host=127.0.0.1",
     `--health-server-port=${await freePort()}`,
     "--admin-server-port=0",
@@ -280,6 +292,7 @@ async function spawnOurAgent(h: Harness, topo: Topology, agentPort: number, o: S
     // default dial caps (4,096 per tunnel, 8,192 in all; docs/hostile-clients.md). Go's agent has none.
     "--max-dials=12000",
     "--max-dials-per-tunnel=12000",
+    ...(o.agentArgs ?? []),
   ]);
 }
 

@@ -19,19 +19,10 @@ import {
   type RttResult,
   type Summary,
 } from "./lib.js";
+import type { Runtime } from "./run-info.js";
 import type { ShapedResult } from "./shaped.js";
 
 type PerPath<T> = Record<PathName, T>;
-
-/** The Node.js the run's processes ran on (every node process of ours starts with process.execPath). */
-export interface Runtime {
-  /** process.version */
-  node: string;
-  /** The V8 flags our server and agent ran with (nodeFlagsFor that version). */
-  nodeFlags: string[];
-  /** The version the container image ships (image/versions.json), which the bench should run on. */
-  image: string;
-}
 
 export interface Detail {
   quick: boolean;

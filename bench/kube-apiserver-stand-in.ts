@@ -1,0 +1,153 @@
+/**
+ * The managed cluster's kube-apiserver as bench/gateway.ts needs it: an HTTPS server on 127.0.0.1
+ * that answers `GET /api/v1/namespaces/default` with a small Namespace at once, and holds watches
+ * (any GET with `watch=true` or `watch=1`) open, writing one MODIFIED event per watch every period
+ * while events are on. It checks no credentials; it counts requests by how they were
+ * authenticated (Impersonate-User set, or not) so the bench can tell the gateway's requests
+ * arrived impersonated, and the TLS connections it accepted (how well clients reuse theirs).
+ *
+ *   node --import tsx kube-apiserver-stand-in.ts '{"cert":"...","key":"..."}'
+ *
+ * Prints `{"port":<port>}` on stdout once listening. Reads commands from stdin, one a line:
+ * `events <ms>` (every open and later watch gets an event every <ms>, 0 = none, the start).
+ * `GET /_bench/stats` answers {@link StandInStats}. Runs until killed or stdin closes.
+ */
+import { once } from "node:events";
+import { readFileSync } from "node:fs";
+import type { ServerResponse } from "node:http";
+import * as https from "node:https";
+import type { AddressInfo } from "node:net";
+import { createInterface } from "node:readline";
+
+/** What `GET /_bench/stats` answers. */
+export interface StandInStats {
+  /** Watches open now. */
+  watches: number;
+  /** Requests served (watches and `_bench` excluded), by whether they carried Impersonate-User. */
+  impersonated: number;
+  notImpersonated: number;
+  /** The last Impersonate-User seen. */
+  lastImpersonateUser: string;
+  /** Watch events written since the start. */
+  events: number;
+  /** TLS connections accepted since the start (how well clients reuse theirs). */
+  connections: number;
+}
+
+const args = JSON.parse(process.argv[2] ?? "{}") as { cert: string; key: string };
+const NAMESPACE = JSON.stringify({
+  kind: "Namespace",
+  apiVersion: "v1",
+  metadata: { name: "default", uid: "4a7d4e8a-6c2e-4b51-9b1e-3f2b8c6d0a11", resourceVersion: "42" },
+  spec: { finalizers: ["kubernetes"] },
+  status: { phase: "Active" },
+});
+
+const stats: StandInStats = {
+  watches: 0,
+  impersonated: 0,
+  notImpersonated: 0,
+  lastImpersonateUser: "",
+  events: 0,
+  connections: 0,
+};
+let periodMs = 0;
+/** A watch is ended after this long, as an apiserver ends watches (the bench's take minutes). */
+const WATCH_LIFETIME_MS = 15 * 60_000;
+let resourceVersion = 1000;
+
+/** An open watch and its timers. */
+interface Watch {
+  res: ServerResponse;
+  timers: NodeJS.Timeout[];
+}
+const watches = new Set<Watch>();
+
+function eventLine(): string {
+  resourceVersion++;
+  return `${JSON.stringify({
+    type: "MODIFIED",
+    object: {
+      kind: "ConfigMap",
+      apiVersion: "v1",
+      metadata: { name: "bench", namespace: "default", resourceVersion: String(resourceVersion) },
+      data: { n: String(resourceVersion) },
+    },
+  })}\n`;
+}
+
+/** (Re)start `w`'s events at the current period, at a random phase so they spread over the period. */
+function schedule(w: Watch): void {
+  for (const t of w.timers.splice(0)) clearTimeout(t);
+  if (periodMs <= 0) return;
+  const p = periodMs;
+  w.timers.push(
+    setTimeout(
+      () => {
+        const tick = (): void => {
+          stats.events++;
+          w.res.write(eventLine());
+        };
+        tick();
+        w.timers.push(setInterval(tick, p));
+      },
+      Math.floor(Math.random() * p),
+    ),
+  );
+}
+
+const server = https.createServer(
+  { cert: readFileSync(args.cert), key: readFileSync(args.key), keepAliveTimeout: 120_000 },
+  (req, res) => {
+    const url = new URL(req.url ?? "/", "https://stand-in");
+    if (url.pathname === "/_bench/stats") {
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stats));
+      return;
+    }
+    const watch = url.searchParams.get("watch");
+    if (req.method === "GET" && (watch === "true" || watch === "1")) {
+      res.writeHead(200, { "content-type": "application/json", "cache-control": "no-cache" });
+      res.flushHeaders();
+      const w: Watch = { res, timers: [] };
+      watches.add(w);
+      stats.watches++;
+      schedule(w);
+      const end = setTimeout(() => res.end(), WATCH_LIFETIME_MS);
+      res.on("close", () => {
+        clearTimeout(end);
+        for (const t of w.timers) clearTimeout(t);
+        if (watches.delete(w)) stats.watches--;
+      });
+      return;
+    }
+    const user = req.headers["impersonate-user"];
+    if (typeof user === "string") {
+      stats.impersonated++;
+      stats.lastImpersonateUser = user;
+    } else {
+      stats.notImpersonated++;
+    }
+    if (req.method === "GET" && url.pathname === "/api/v1/namespaces/default") {
+      res.writeHead(200, { "content-type": "application/json" }).end(NAMESPACE);
+      return;
+    }
+    res
+      .writeHead(404, { "content-type": "application/json" })
+      .end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404 }));
+  },
+);
+server.on("secureConnection", () => void stats.connections++);
+server.maxConnections = 20_000;
+server.listen({ port: 0, host: "127.0.0.1", backlog: 4096 });
+await once(server, "listening");
+process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
+
+const lines = createInterface({ input: process.stdin });
+lines.on("line", (line) => {
+  const [cmd, arg] = line.trim().split(/\s+/);
+  if (cmd === "events") {
+    periodMs = Math.max(0, Number(arg) || 0);
+    for (const w of watches) schedule(w);
+  }
+});
+lines.on("close", () => process.exit(0));
