@@ -285,7 +285,7 @@ const DEFINITIONS =
   "#368); direct = a keep-alive https.Agent straight to the apiserver; endpoint = the agent's gateway endpoint " +
   "(gateway.cluster-proxy.invalid.<cluster>:443) through the reusable TunnelClient, mutual TLS with the gateway identity, " +
   "the headers the gateway would set (Cluster-Proxy-Target: kube, Impersonate-User), no gateway. watches: `count` watches through one gateway " +
-  "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 512 connections), RSS at the end " +
+  "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 2,048 connections), RSS at the end " +
   "of each window and CPU over it (agent: summed over the agents), with none open, open and idle, and with one event per watch every " +
   "eventPeriodMs. targets: p50_overhead_ms = p50(gateway) - p50(tunnel) at the lowest concurrency; " +
   "rps_over_tunnel_per_request = the lowest over the levels of rps(gateway) / rps(tunnelPerRequest).";

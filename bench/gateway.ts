@@ -105,7 +105,7 @@ const USER = "bench";
 const PATH = "/api/v1/namespaces/default";
 /**
  * The clusters the watches go to, one agent each (the first also carries the request load): an
- * agent's gateway endpoint serves at most 512 connections at once (no flag), counting the
+ * agent's gateway endpoint serves at most 2,048 connections at once (no flag), counting the
  * gateway's idle pooled ones, so 1,000 watches need more than two.
  */
 const CLUSTERS = Array.from({ length: P.watchClusters }, (_, i) => (i === 0 ? CLUSTER : `${CLUSTER}-${i + 1}`));
@@ -448,7 +448,7 @@ async function main(): Promise<void> {
     );
   }
   // Every watch holds one connection to the cluster's endpoint, and the gateway queues requests
-  // beyond --max-connections-per-cluster (default 64): room for all of them.
+  // beyond --max-connections-per-cluster (default 256): room for all of them.
   const maxConnectionsPerCluster = P.watches + 100;
   const gateway = await startGateway(h, {
     certs,
@@ -458,8 +458,8 @@ async function main(): Promise<void> {
     maxConnectionsPerCluster,
   });
   run.notes.push(
-    `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (default 64: requests beyond it queue, ` +
-      `so the default holds at most 64 concurrent watches per cluster); audit log to a file`,
+    `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (default 256: requests beyond it queue, ` +
+      `so the default holds at most 256 concurrent watches per cluster); audit log to a file`,
   );
 
   const servingCa = readFileSync(certs.standalone.ca.cert);

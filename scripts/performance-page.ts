@@ -185,7 +185,7 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
     const kib = ((w.idle.gatewayRssMiB - w.none.gatewayRssMiB) * 1024) / w.count;
     out.push(
       `${w.count} watches through one gateway replica, one event per watch every ${w.eventPeriodMs / 1000} s ` +
-        `while events flow, to ${w.clusters} clusters in turn (an agent's endpoint serves at most 512 connections); ` +
+        `while events flow, to ${w.clusters} clusters in turn (an agent's endpoint serves at most 2,048 connections); ` +
         `the gateway's RSS grew by ${kib.toFixed(0)} KiB per open watch:`,
       "",
       "| watches | gateway RSS (MiB) | gateway CPU (% of one core) | events/s received |",
