@@ -10,17 +10,17 @@ import { registerOptionCommand } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
-Example (the Secrets of docs/design/gateway.md mounted under /etc/gateway):
-  cluster-proxy gateway --hub-kubeconfig hub.kubeconfig \\
-    --serving-cert /etc/gateway/serving/tls.crt --serving-key /etc/gateway/serving/tls.key \\
-    --proxy-server-host cluster-proxy-addon-anp.open-cluster-management-addon.svc \\
-    --proxy-ca /etc/gateway/proxy/ca.crt --proxy-cert /etc/gateway/proxy/tls.crt --proxy-key /etc/gateway/proxy/tls.key \\
+Example (what the chart runs: the Secrets of docs/design/gateway.md mounted under /etc/gateway):
+  cluster-proxy gateway --serving-cert /etc/gateway/serving/tls.crt --serving-key /etc/gateway/serving/tls.key \\
+    --proxy-server-host proxy-entrypoint.open-cluster-management-addon.svc --proxy-ca /etc/gateway/serving/ca.crt \\
+    --proxy-cert /etc/gateway/proxy-client/tls.crt --proxy-key /etc/gateway/proxy-client/tls.key \\
     --identity-cert /etc/gateway/identity/tls.crt --identity-key /etc/gateway/identity/tls.key \\
     --agent-ca /etc/gateway/identity/agent-ca.crt
 
-Then: kubectl --server https://<gateway>:9092/<cluster> --token <hub token> get pods
-The caller needs create/get/update/patch/delete (per HTTP verb) on managedclusters/proxy
-(group cluster.open-cluster-management.io, resourceNames: [<cluster>]) on the hub. SIGTERM
+Users reach clusters through it with a kubeconfig from \`cluster-proxy kubeconfig --gateway\` (docs/guides/gateway.md).
+The caller needs, on the hub, the verb of the request (GET/HEAD get, POST create, PUT update,
+PATCH patch, DELETE delete) on managedclusters/proxy
+(group cluster.open-cluster-management.io, resourceNames: [<cluster>]). SIGTERM
 turns /readyz to 503, stops accepting and lets requests in flight finish (25s); a second signal
 exits at once. Audit records go to --audit-log, one JSON line each.
 `;
