@@ -13,15 +13,16 @@
  * removes its entry.
  */
 import assert from "node:assert/strict";
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { NETNS_ANNOTATION, paths, repoRoot } from "../env/config.js";
+import { NETNS_ANNOTATION, paths } from "../env/config.js";
 import { type RunResult, waitFor } from "../env/exec.js";
+import { buildClusterProfileConsumer } from "../env/environment.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { operatorPath } from "../addon-manager/readme-install.js";
 import { CHART, helmBinary } from "../chart/helm.js";
@@ -140,17 +141,8 @@ describe("ClusterProfile access provider cluster-proxy", { timeout: 40 * 60_000 
       // `<dir>/bin/cluster-proxy`: the CLI as installed, the command of the provider file.
       operatorPath(env, dir);
       helmBinary();
-      consumer = join(
-        execFileSync(process.execPath, [join(repoRoot, "scripts", "cluster-profile-consumer.mjs")], {
-          encoding: "utf8",
-          stdio: ["ignore", "pipe", "inherit"],
-          timeout: 30 * 60_000,
-        })
-          .trim()
-          .split("\n")
-          .pop()!,
-        "consumer",
-      );
+      // Built by `test/env/cli.ts prepare` (scripts/test.sh), before the namespace without a route out.
+      consumer = buildClusterProfileConsumer();
       // An earlier run's release and CSRs (OCM's registration agent stops requesting at 10 per cluster).
       helm(["uninstall", "-n", NS, RELEASE, "--wait", "--timeout", "60s"], true);
       for (const c of (

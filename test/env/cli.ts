@@ -7,6 +7,7 @@ import {
   buildBinaries,
   buildHelm,
   buildKubeletApi,
+  buildClusterProfileConsumer,
   clusterInventoryApiDir,
   describe,
   down,
@@ -34,6 +35,7 @@ async function main(): Promise<void> {
     clusterInventoryApiDir();
     buildHelm();
     buildKubeletApi();
+    buildClusterProfileConsumer();
     process.stdout.write(`${dir}\n`);
   } else if (cmd === "down") {
     await down();

@@ -135,6 +135,13 @@ export function buildKubeletApi(): string {
   return bin;
 }
 
+/** Runs scripts/cluster-profile-consumer.mjs and returns the path of the Go ClusterProfile `consumer`. */
+export function buildClusterProfileConsumer(): string {
+  const bin = join(runBuildScript("cluster-profile-consumer.mjs", "the ClusterProfile consumer"), "consumer");
+  if (!existsSync(bin)) throw new CommandError(`cluster-profile-consumer printed no bin dir holding consumer (${bin})`);
+  return bin;
+}
+
 /** The OCM API module dir in the Go module cache (CRDs are read from there, never copied into the repo). */
 export function ocmApiDir(): string {
   return ocmModuleDir("open-cluster-management.io/api");
