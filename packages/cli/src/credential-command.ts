@@ -21,6 +21,7 @@ import {
   tokenServiceAccount,
   type ExecInfo,
 } from "./exec-credential.js";
+import { loadHubKubeConfig } from "./hub-access.js";
 
 /** Where a pod's own ServiceAccount token is mounted. */
 export const IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -108,18 +109,8 @@ async function fromTokenRequest(
   }
   const seconds = Math.floor(expirationMs / 1000);
   if (seconds < MIN_EXPIRATION_S) throw new ConfigError(`--expiration: at least 10m (the apiserver's minimum)`);
-  const k8s = await import("@kubernetes/client-node");
   const { KubeApi } = await import("@cluster-proxy/addon-manager");
-  const kc = new k8s.KubeConfig();
-  const file = flags.kubeconfig ?? env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
-  try {
-    if (file) kc.loadFromFile(file);
-    else kc.loadFromCluster();
-  } catch (err) {
-    throw new ConfigError(`--kubeconfig ${file ?? "(in-cluster)"}: ${(err as Error).message}`, { cause: err });
-  }
-  if (!kc.getCurrentCluster()?.server)
-    throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
+  const { kc, file } = await loadHubKubeConfig(flags.kubeconfig, env);
   const own = (): { namespace: string; name: string } | undefined => {
     const token = kc.getCurrentUser()?.token;
     if (token) return tokenServiceAccount(token);

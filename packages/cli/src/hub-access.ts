@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { Command } from "commander";
+import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import { ConfigError, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
@@ -83,12 +84,17 @@ export interface Hub {
   mpc: ManagedProxyConfiguration;
 }
 
-/** Load the hub kubeconfig as `kubectl` would, and read the ManagedProxyConfiguration. */
-export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promise<Hub> {
+/**
+ * Load the hub kubeconfig as `kubectl` would: `kubeconfig` (the --kubeconfig flag), else the first
+ * existing file of KUBECONFIG, else the pod's ServiceAccount (`file` undefined). Errors name the flag.
+ */
+export async function loadHubKubeConfig(
+  kubeconfig: string | undefined,
+  env: NodeJS.ProcessEnv,
+): Promise<{ kc: KubeConfig; file: string | undefined }> {
   const k8s = await import("@kubernetes/client-node");
-  const { KubeApi, Resources } = await import("@cluster-proxy/addon-manager");
   const kc = new k8s.KubeConfig();
-  const file = flags.kubeconfig ?? env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
+  const file = kubeconfig ?? env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
   try {
     if (file) kc.loadFromFile(file);
     else kc.loadFromCluster();
@@ -97,6 +103,13 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
   }
   if (!kc.getCurrentCluster()?.server)
     throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
+  return { kc, file };
+}
+
+/** Load the hub kubeconfig as `kubectl` would, and read the ManagedProxyConfiguration. */
+export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promise<Hub> {
+  const { KubeApi, Resources } = await import("@cluster-proxy/addon-manager");
+  const { kc } = await loadHubKubeConfig(flags.kubeconfig, env);
   const api = new KubeApi(kc);
   let stored: KubeObject | undefined;
   try {
