@@ -38,15 +38,28 @@ function packageLayers() {
   const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
   const forbidden = {
     errors: ["protocol", "api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
-    protocol: ["api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
+    protocol: ["api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli", "fleet"],
     api: ["pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
     pki: ["protocol", "api", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
-    tunnel: ["api", "pki", "client", "server", "agent", "addon-manager", "cli", "prom-client"],
-    client: ["api", "pki", "server", "agent", "addon-manager", "cli", "prom-client", "k8s"],
-    server: ["client", "agent", "addon-manager", "cli"],
-    agent: ["pki", "client", "server", "addon-manager", "cli", "k8s"],
+    tunnel: ["api", "pki", "client", "server", "agent", "addon-manager", "cli", "prom-client", "fleet"],
+    client: ["api", "pki", "server", "agent", "addon-manager", "cli", "prom-client", "k8s", "fleet"],
+    server: ["client", "agent", "addon-manager", "cli", "fleet"],
+    agent: ["pki", "client", "server", "addon-manager", "cli", "k8s", "fleet"],
     "addon-manager": [...dataPlane, "cli"],
     gateway: ["server", "agent", "addon-manager", "cli", "protocol"],
+    fleet: [
+      "protocol",
+      "api",
+      "pki",
+      "client",
+      "server",
+      "agent",
+      "addon-manager",
+      "gateway",
+      "cli",
+      "prom-client",
+      "k8s",
+    ],
   };
   const spec = (name) =>
     name === "prom-client" ? "prom-client" : name === "k8s" ? "@kubernetes/client-node" : `@cluster-proxy/${name}`;
