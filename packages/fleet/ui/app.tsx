@@ -12,6 +12,11 @@ import { eventsUrl, LiveStream, type LiveState } from "./live-stream.js";
 import { closeCluster, clusterFromHash, openCluster } from "./route.js";
 import { TokenForm } from "./token-form.js";
 
+/** A DNS-1123 label, what a cluster name is (the server answers 400 to anything else). */
+function isClusterName(name: string): boolean {
+  return name.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(name);
+}
+
 /** How often relative times ("5 min ago") are redrawn, ms. */
 const TICK_MS = 10_000;
 
@@ -61,19 +66,24 @@ export function App() {
   const [live, setLive] = useState<{ state: LiveState; why: string }>({ state: "reconnecting", why: "connecting" });
   const cluster = useHashCluster();
   const now = useNow();
-  const streamCluster = cluster !== null && missing !== cluster ? cluster : null;
+  const streamCluster = cluster !== null && isClusterName(cluster) ? cluster : null;
 
   useEffect(() => {
     if (needToken) return;
     const stream = new LiveStream(eventsUrl(streamCluster), token, {
       snapshot: setSnapshot,
-      detail: setDetail,
+      detail: (d) => {
+        if (d === null) setMissing(streamCluster);
+        else {
+          setMissing(null);
+          setDetail(d);
+        }
+      },
       state: (state, why) => setLive({ state, why }),
       unauthorized: () => {
         setLive({ state: "reconnecting", why: "401: a token is needed" });
         setNeedToken(true);
       },
-      notFound: () => setMissing(streamCluster),
     });
     stream.start();
     return () => stream.stop();
@@ -89,6 +99,10 @@ export function App() {
     };
     document.addEventListener("keydown", onKey);
     return () => document.removeEventListener("keydown", onKey);
+  }, [cluster]);
+
+  useEffect(() => {
+    if (cluster !== null && !isClusterName(cluster)) setMissing(cluster);
   }, [cluster]);
 
   useEffect(() => {

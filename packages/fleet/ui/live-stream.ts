@@ -13,13 +13,12 @@ export type LiveState = "live" | "reconnecting";
 /** What a {@link LiveStream} tells the page. */
 export interface LiveHandlers {
   snapshot(s: FleetSnapshot): void;
-  detail(d: ClusterDetail): void;
+  /** A `detail` event; null when the cluster does not exist or the viewer may not see it. */
+  detail(d: ClusterDetail | null): void;
   /** The connection's state changed; `why` says what failed when reconnecting. */
   state(state: LiveState, why: string): void;
   /** The server answered 401: the stream stopped until the page starts a new one with a token. */
   unauthorized(): void;
-  /** The server answered 404 (a detail stream of a cluster that is gone or hidden): stopped. */
-  notFound(): void;
 }
 
 /** First wait before reconnecting, ms. */
@@ -46,7 +45,7 @@ export class LiveStream {
     private readonly on: LiveHandlers,
   ) {}
 
-  /** Connect, and keep connecting until stopped, told 401 or 404. */
+  /** Connect, and keep connecting until stopped or told 401. */
   start(): void {
     this.run().catch((e: unknown) => this.on.state("reconnecting", String(e)));
   }
@@ -88,10 +87,6 @@ export class LiveStream {
         this.on.unauthorized();
         return "final";
       }
-      if (res.status === 404) {
-        this.on.notFound();
-        return "final";
-      }
       if (!res.ok || res.body === null) {
         const text = (await res.text().catch(() => "")).trim().split("\n")[0] ?? "";
         this.on.state("reconnecting", `${res.status}${text === "" ? "" : `: ${text}`}`);
@@ -126,7 +121,7 @@ export class LiveStream {
       return;
     }
     if (event === "snapshot" && isFleetSnapshot(value)) this.on.snapshot(value);
-    else if (event === "detail" && isClusterDetail(value)) this.on.detail(value);
+    else if (event === "detail" && (value === null || isClusterDetail(value))) this.on.detail(value);
   }
 
   private sleep(ms: number): Promise<void> {
