@@ -32,6 +32,23 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: { project: "./packages/fleet/ui/tsconfig.json", tsconfigRootDir: import.meta.dirname },
     },
+    rules: {
+      // The bundle holds no server code: only types come from src/, nothing from Node.
+      "@typescript-eslint/no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { regex: "^node:", message: "the fleet page runs in a browser" },
+            { regex: "^@cluster-proxy/", message: "the fleet page bundles no workspace package" },
+            {
+              regex: "^\\.\\./src/",
+              allowTypeImports: true,
+              message: "the fleet page imports only types from src/ (import type)",
+            },
+          ],
+        },
+      ],
+    },
   },
   ...packageLayers(),
 );
