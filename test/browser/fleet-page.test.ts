@@ -26,6 +26,7 @@ import type { Page } from "playwright-core";
 import { buildFleetUi } from "../../scripts/build-fleet-ui.js";
 import { failIfMissing, prerequisiteSkip } from "../integration/harness.js";
 import { Browser, chromiumMissing } from "./browser.js";
+import { FleetPage } from "./fleet-page.js";
 
 const CLUSTERS = 1_000;
 const TOKEN = "fleet-test-token";
@@ -238,25 +239,20 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
 
   it("shows a row's change through the event stream within 2 s, without a reload", async () => {
     const page = await browser.open(open.url);
-    const row = page.locator(`[data-testid="fleet-row"][data-cluster="${name(1)}"]`);
-    await row.waitFor({ timeout: 5_000 });
-    assert.equal(await row.getAttribute("data-available"), "True");
+    const fleet = new FleetPage(page);
+    await fleet.waitRow(name(1), "True");
     await page.evaluate(`document.body.setAttribute("data-loaded-once", "yes")`);
     const previous = model.row(name(1));
     assert.ok(previous);
     const changedAt = Date.now();
     model.setRow({ ...previous, available: "False", agentsByServer: {}, reason: "agent stopped" });
-    await page
-      .locator(`[data-testid="fleet-row"][data-cluster="${name(1)}"][data-available="False"]`)
-      .waitFor({ timeout: 2_000 });
+    await fleet.waitRow(name(1), "False", 2_000);
     const took = Date.now() - changedAt;
     assert.ok(took < 2_000, `took ${took} ms`);
     assert.equal(await page.locator("body").getAttribute("data-loaded-once"), "yes");
     await browser.screenshot(page, "row-unavailable");
     model.setRow(previous);
-    await page
-      .locator(`[data-testid="fleet-row"][data-cluster="${name(1)}"][data-available="True"]`)
-      .waitFor({ timeout: 2_000 });
+    await fleet.waitRow(name(1), "True", 2_000);
     await page.close();
   });
 
@@ -318,17 +314,16 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     });
 
     const page = await browser.open(open.url);
-    await page.locator(`[data-testid="fleet-row"][data-cluster="${cluster}"]`).click();
-    const detail = page.getByTestId("cluster-detail");
-    await detail.waitFor({ timeout: 5_000 });
+    const fleet = new FleetPage(page);
+    await fleet.openDetail(cluster);
     assert.equal(new URL(page.url()).hash, `#/cluster/${cluster}`);
     const chart = page.getByTestId("chart-requests");
     await chart.waitFor({ timeout: 5_000 });
-    assert.equal(await chart.getAttribute("data-total-requests"), String(total));
+    assert.equal(await fleet.totalRequests(), total);
     assert.equal(await chart.locator("canvas").count(), 1);
-    const rows = page.locator('[data-testid="audit-row"]');
+    const rows = fleet.auditRows();
     assert.equal(await rows.count(), 3);
-    const denied = page.locator('[data-testid="audit-row"][data-denied="true"]');
+    const denied = fleet.auditRows(true);
     assert.equal(await denied.count(), 1);
     assert.match((await denied.textContent()) ?? "", /mallory.*pods\/exec.*403.*denied/i);
     assert.match((await rows.first().textContent()) ?? "", /alice.*\/healthz/);
@@ -339,9 +334,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
 
     // New traffic moves the chart without a reload (a `detail` event).
     model.recordTraffic(cluster, { requests: 5 });
-    await page
-      .locator(`[data-testid="chart-requests"][data-total-requests="${total + 5}"]`)
-      .waitFor({ timeout: 2_000 });
+    assert.equal(await fleet.waitTotalRequests(total + 5, 2_000), total + 5);
 
     // A linkable detail: opening the URL with its hash shows the same cluster.
     const linked = await browser.open(`${open.url}#/cluster/${cluster}`);
@@ -353,16 +346,16 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
 
   it("asks for a token on 401, sends it, and shows the fleet (without the audit view)", async () => {
     const page = await browser.open(guarded.url);
+    const fleet = new FleetPage(page);
     const form = page.getByTestId("token-form");
     await form.waitFor({ timeout: 5_000 });
     assert.match((await form.textContent()) ?? "", /kubectl create token/);
     await browser.screenshot(page, "token-form");
-    await page.getByLabel("Bearer token").fill(TOKEN);
-    await page.keyboard.press("Enter");
-    await page.locator(`[data-testid="fleet-row"][data-cluster="${name(1)}"]`).waitFor({ timeout: 5_000 });
+    await fleet.signIn(TOKEN);
+    await fleet.waitRow(name(1));
     assert.ok(seenAuthorization.includes(`Bearer ${TOKEN}`));
     assert.equal(await page.evaluate('sessionStorage.getItem("cluster-proxy.fleet.token")'), TOKEN);
-    await page.locator(`[data-testid="fleet-row"][data-cluster="${name(3)}"]`).click();
+    await fleet.openDetail(name(3));
     await page.getByTestId("audit-hidden").waitFor({ timeout: 5_000 });
     assert.match((await page.getByTestId("audit-hidden").textContent()) ?? "", /managedclusters\/proxy-audit/);
     await browser.screenshot(page, "token-accepted-no-audit");
