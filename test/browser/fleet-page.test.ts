@@ -341,6 +341,11 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     await linked.locator(`[data-testid="cluster-detail"][data-cluster="${cluster}"]`).waitFor({ timeout: 5_000 });
     await linked.locator('[data-testid="audit-row"]').first().waitFor({ timeout: 5_000 });
     await linked.close();
+
+    // A cluster that does not exist (or that the viewer may not see) says so.
+    const nowhere = await browser.open(`${open.url}#/cluster/no-such-cluster`);
+    await nowhere.getByTestId("detail-missing").waitFor({ timeout: 5_000 });
+    await nowhere.close();
     await page.close();
   });
 
