@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { TunnelClient } from "@cluster-proxy/client";
-import { countOpenFds } from "@cluster-proxy/tunnel";
+import { countOpenFds } from "@cluster-proxy/tunnel/process";
 import { REPO, failIfMissing, waitFor, type Proc } from "../integration/harness.js";
 import { cpuBurnersFromEnv, startCpuBurners } from "./cpu-burners.js";
 import type { FleetConfig } from "./fleet.js";

@@ -19,14 +19,8 @@ import {
   type TunnelSocket,
 } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, decodePacket, encodeData, encodePacket } from "@cluster-proxy/protocol";
-import {
-  FRAME_HEADER,
-  connectSession,
-  frameMessage,
-  openCall,
-  sealFrame,
-  type ProcessStats,
-} from "@cluster-proxy/tunnel";
+import { FRAME_HEADER, connectSession, frameMessage, openCall, sealFrame } from "@cluster-proxy/tunnel";
+import type { ProcessStats } from "@cluster-proxy/tunnel/process";
 import {
   Harness,
   PatternStream,

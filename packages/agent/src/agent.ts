@@ -24,13 +24,11 @@ import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-
 import {
   AGENT_TLS_FLAGS,
   Backoff,
-  adminPortHandler,
   CertReloader,
   certificateInfo,
   ConnectError,
   earliestExpiry,
   connectSession,
-  healthPortHandler,
   keepSessionAlive,
   openCall,
   serverIsShedding,
@@ -40,6 +38,7 @@ import {
   type HttpProxy,
   type Logger,
 } from "@cluster-proxy/tunnel";
+import { adminPortHandler, healthPortHandler } from "@cluster-proxy/tunnel/process";
 import {
   agentIdentifiersHeader,
   loadAgentTls,

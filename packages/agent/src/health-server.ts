@@ -7,7 +7,7 @@
 import * as http from "@cluster-proxy/tunnel/http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "@cluster-proxy/api";
-import type { ProbeAnswer } from "@cluster-proxy/tunnel";
+import type { ProbeAnswer } from "@cluster-proxy/tunnel/process";
 
 /**
  * The agent's readiness answer (Go's checks and texts: ping, server-connected; `verbose` lists

@@ -1,7 +1,9 @@
 /**
- * The data-plane components do not load undici: an ES import of `node:http` would, for ~10 MiB
- * of RSS in every agent and server (packages/tunnel/src/node-http.ts). Each import runs in a fresh
- * process on this node with the loader flags of this one (source or dist alike).
+ * What the data-plane packages load. No undici: an ES import of `node:http` would load it, for
+ * ~10 MiB of RSS in every agent and server (packages/tunnel/src/node-http.ts). And the client SDK,
+ * which runs inside users' programs, loads none of the process tooling of the components
+ * (`node:v8`, `node:vm`, `node:perf_hooks`: `@cluster-proxy/tunnel/process`). Each import runs in
+ * a fresh process on this node with the loader flags of this one (source or dist alike).
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
@@ -22,13 +24,29 @@ const LOADS = {
   "client SDK": ["@cluster-proxy/client"],
 };
 
+/** The built-in modules of `modules`' graph, as `process.moduleLoadList` names them. */
+async function loadedBy(modules: readonly string[]): Promise<string[]> {
+  const script = `for (const m of ${JSON.stringify(modules)}) await import(m);
+process.stdout.write(JSON.stringify(process.moduleLoadList));`;
+  const { stdout } = await run(process.execPath, [...process.execArgv, "--input-type=module", "-e", script], {
+    cwd: import.meta.dirname,
+  });
+  return JSON.parse(stdout) as string[];
+}
+
 for (const [what, modules] of Object.entries(LOADS)) {
   test(`${what}: loading it does not load undici`, async () => {
-    const script = `for (const m of ${JSON.stringify(modules)}) await import(m);
-process.stdout.write(JSON.stringify(process.moduleLoadList.filter((m) => m.includes("undici"))));`;
-    const { stdout } = await run(process.execPath, [...process.execArgv, "--input-type=module", "-e", script], {
-      cwd: import.meta.dirname,
-    });
-    assert.deepEqual(JSON.parse(stdout) as string[], []);
+    assert.deepEqual(
+      (await loadedBy(modules)).filter((m) => m.includes("undici")),
+      [],
+    );
   });
 }
+
+test("client SDK: loading it does not load the components' process tooling", async () => {
+  const tooling = ["NativeModule v8", "NativeModule vm", "NativeModule perf_hooks"];
+  assert.deepEqual(
+    (await loadedBy(LOADS["client SDK"])).filter((m) => tooling.includes(m)),
+    [],
+  );
+});

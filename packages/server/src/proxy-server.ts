@@ -25,8 +25,6 @@ import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
   GrpcStatus,
   TUNNEL_HTTP2_OPTIONS,
-  adminPortHandler,
-  healthPortHandler,
   IDLE_PROBE_MS,
   keepSessionAlive,
   pemProblem,
@@ -35,8 +33,8 @@ import {
   silentLogger,
   widenSessionWindow,
   type Logger,
-  type ProbeAnswer,
 } from "@cluster-proxy/tunnel";
+import { adminPortHandler, healthPortHandler, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
 import { handleAgentCall } from "./agent-service.js";
 import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
 import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
