@@ -320,7 +320,8 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     const chart = page.getByTestId("chart-requests");
     await chart.waitFor({ timeout: 5_000 });
     assert.equal(await fleet.totalRequests(), total);
-    assert.equal(await chart.locator("canvas").count(), 1);
+    // uPlot draws after the chart's container is in the DOM.
+    await chart.locator("canvas").waitFor({ timeout: 5_000 });
     const rows = fleet.auditRows();
     assert.equal(await rows.count(), 3);
     const denied = fleet.auditRows(true);

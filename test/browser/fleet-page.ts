@@ -61,11 +61,29 @@ export class FleetPage {
     return Number(await chart.getAttribute("data-total-requests"));
   }
 
-  /** Wait until the open detail's request total is at least `n`; answers it. */
+  /**
+   * Wait until the open detail's request total is at least `n`; answers it. A MutationObserver in
+   * the page watches the attribute (waitForFunction would poll with eval, which the page's CSP
+   * refuses).
+   */
   async waitTotalRequests(n: number, timeoutMs = 5_000): Promise<number> {
-    const total = `Number(document.querySelector('[data-testid="chart-requests"]')?.getAttribute("data-total-requests") ?? -1)`;
-    await this.page.waitForFunction(`${total} >= ${n}`, undefined, { timeout: timeoutMs });
-    return this.totalRequests(timeoutMs);
+    const value: unknown = await this.page.evaluate(`new Promise((resolve, reject) => {
+      const total = () =>
+        Number(document.querySelector('[data-testid="chart-requests"]')?.getAttribute("data-total-requests") ?? -1);
+      if (total() >= ${n}) return resolve(total());
+      const observer = new MutationObserver(() => {
+        if (total() < ${n}) return;
+        clearTimeout(timer);
+        observer.disconnect();
+        resolve(total());
+      });
+      const timer = setTimeout(() => {
+        observer.disconnect();
+        reject(new Error("the request chart shows " + total() + " requests after ${timeoutMs} ms, not ${n} or more"));
+      }, ${timeoutMs});
+      observer.observe(document.body, { subtree: true, childList: true, attributes: true });
+    })`);
+    return Number(value);
   }
 
   /** The open detail's audit rows. */
