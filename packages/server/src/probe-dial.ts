@@ -17,7 +17,6 @@ export function probeDial(relay: Relay, address: string, timeoutMs: number): Pro
   return new Promise<DialProbeResult>((resolve) => {
     const started = performance.now();
     let settled = false;
-    let dial: PendingDial | undefined;
     const settle = (result: DialProbeResult): void => {
       if (settled) return;
       settled = true;
@@ -43,6 +42,6 @@ export function probeDial(relay: Relay, address: string, timeoutMs: number): Pro
       settle({ ok: false, reason: `no answer within ${timeoutMs} ms` });
     }, timeoutMs);
     timer.unref();
-    dial = relay.dial(end, { address, random: randomDialId() });
+    const dial: PendingDial | undefined = relay.dial(end, { address, random: randomDialId() });
   });
 }
