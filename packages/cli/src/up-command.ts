@@ -50,8 +50,6 @@ import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
-import { UpFleet } from "./up-fleet.js";
-import { startUpFleetHttp } from "./up-fleet-http.js";
 
 /** The ports `up` uses for a port base, with what each one is. */
 export function upPorts(base: number) {
@@ -351,9 +349,11 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
   const stack = new Stack(log);
   const startupAbort = new AbortController();
   try {
-    const [{ ProxyServer }, { ProxyAgent }] = await Promise.all([
+    const [{ ProxyServer }, { ProxyAgent }, { UpFleet }, { startUpFleetHttp }] = await Promise.all([
       import("@cluster-proxy/server"),
       import("@cluster-proxy/agent"),
+      import("./up-fleet.js"),
+      import("./up-fleet-http.js"),
     ]);
     const serverOptions = resolveOptions(
       serverOptionsSchema,
