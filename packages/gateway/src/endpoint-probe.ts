@@ -2,8 +2,9 @@
  * The fleet view's latency probe of a cluster's agent gateway endpoint: a tunnel dial of
  * `gateway.cluster-proxy.invalid.<cluster>:443` and a mutual TLS handshake with the gateway
  * identity, the endpoint's certificate verified against the agent CA and checked for the cluster
- * (as every relayed request is, `cluster-pool.ts`). Nothing is sent after the handshake. The
- * round trip is the dial and the handshake; the agent certificate's expiry comes with it.
+ * (as every relayed request is, `cluster-pool.ts`). Nothing is sent after the handshake: the
+ * session is closed cleanly. The round trip is the dial and the handshake; the agent
+ * certificate's expiry comes with it.
  */
 import * as tls from "node:tls";
 import {
@@ -39,29 +40,44 @@ export async function probeEndpoint(
   try {
     socket = await dial(endpointAddress(cluster), signal);
     const tunnel = socket;
-    const cert = await new Promise<string | undefined>((resolve, reject) => {
-      const s = tls.connect({
-        socket: tunnel,
-        cert: material.cert,
-        key: material.key,
-        ca: material.ca,
-        servername: GATEWAY_ENDPOINT_HOST,
-        checkServerIdentity: (_host, peer) => endpointIdentityProblem(cluster, peer),
-      });
-      session = s;
-      const onAbort = (): void => void s.destroy(new Error(`no handshake within ${timeoutMs} ms`));
-      signal.addEventListener("abort", onAbort, { once: true });
-      s.once("secureConnect", () => {
-        signal.removeEventListener("abort", onAbort);
-        const validTo = s.getPeerX509Certificate()?.validTo;
-        resolve(validTo ? new Date(validTo).toISOString() : undefined);
-      });
-      s.once("error", (err: Error) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      });
-    });
-    const latencyMs = Math.round((performance.now() - started) * 10) / 10;
+    const { latencyMs, cert } = await new Promise<{ latencyMs: number; cert: string | undefined }>(
+      (resolve, reject) => {
+        const s = tls.connect({
+          socket: tunnel,
+          cert: material.cert,
+          key: material.key,
+          ca: material.ca,
+          servername: GATEWAY_ENDPOINT_HOST,
+          checkServerIdentity: (_host, peer) => endpointIdentityProblem(cluster, peer),
+        });
+        session = s;
+        let done: { latencyMs: number; cert: string | undefined } | undefined;
+        const onAbort = (): void => {
+          if (done) resolve(done);
+          else s.destroy(new Error(`no handshake within ${timeoutMs} ms`));
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+        s.once("secureConnect", () => {
+          const validTo = s.getPeerX509Certificate()?.validTo;
+          done = {
+            latencyMs: Math.round((performance.now() - started) * 10) / 10,
+            cert: validTo ? new Date(validTo).toISOString() : undefined,
+          };
+          // Close the session cleanly: the endpoint finishes its side of the handshake (our
+          // certificate) and sees an orderly end, not a handshake cut short.
+          s.end();
+        });
+        s.once("close", () => {
+          signal.removeEventListener("abort", onAbort);
+          if (done) resolve(done);
+        });
+        s.once("error", (err: Error) => {
+          signal.removeEventListener("abort", onAbort);
+          if (done) resolve(done);
+          else reject(err);
+        });
+      },
+    );
     return { ok: true, latencyMs, ...(cert ? { certificateExpiry: cert } : {}), reason: "" };
   } catch (err) {
     const text = signal.aborted ? `no answer within ${timeoutMs} ms` : (err as Error).message;

@@ -53,6 +53,8 @@ export class FleetSource {
   private readonly streams = new Map<string, number>();
   private readonly scheduler: ProbeScheduler;
   private stops: (() => void)[] = [];
+  /** Rows are made once both lists arrived, so a row's first `lastChange` is the hub's. */
+  private listed = { clusters: false, addOns: false };
 
   constructor(private readonly o: FleetSourceOptions) {
     this.scheduler = new ProbeScheduler({
@@ -81,6 +83,7 @@ export class FleetSource {
   stop(): void {
     for (const s of this.stops.splice(0)) s();
     this.scheduler.stop();
+    this.listed = { clusters: false, addOns: false };
   }
 
   /** What the gateway's request records tell the model (see the module comment). */
@@ -115,6 +118,7 @@ export class FleetSource {
       const names = new Set(e.items.map((c) => c.name));
       for (const c of [...this.clusters]) if (!names.has(c)) this.removeCluster(c);
       for (const c of names) this.addCluster(c);
+      this.listedNow("clusters");
     } else if (e.kind === "set") this.addCluster(e.item.name);
     else this.removeCluster(e.name);
   }
@@ -128,6 +132,7 @@ export class FleetSource {
         this.addOns.set(a.cluster, a);
         touched.add(a.cluster);
       }
+      this.listedNow("addOns");
     } else if (e.kind === "set") {
       this.addOns.set(e.item.cluster, e.item);
       touched.add(e.item.cluster);
@@ -136,6 +141,12 @@ export class FleetSource {
       touched.add(e.name);
     }
     for (const c of touched) this.update(c);
+  }
+
+  private listedNow(which: "clusters" | "addOns"): void {
+    if (this.listed[which]) return;
+    this.listed[which] = true;
+    if (this.listed.clusters && this.listed.addOns) for (const c of this.clusters) this.update(c);
   }
 
   private addCluster(cluster: string): void {
@@ -173,7 +184,7 @@ export class FleetSource {
 
   /** Recompute `cluster`'s row from what is known. */
   private update(cluster: string): void {
-    if (!this.clusters.has(cluster)) return;
+    if (!this.clusters.has(cluster) || !this.listed.clusters || !this.listed.addOns) return;
     const addOn = this.addOns.get(cluster);
     if (addOn) this.scheduler.add(cluster);
     else {
