@@ -25,6 +25,14 @@ export default tseslint.config(
       "@typescript-eslint/consistent-type-imports": "error",
     },
   },
+  {
+    // The fleet page (browser code, JSX): its own project, with the DOM's types.
+    files: ["packages/fleet/ui/**/*.ts", "packages/fleet/ui/**/*.tsx"],
+    ignores: ["**/*.test.ts"],
+    languageOptions: {
+      parserOptions: { project: "./packages/fleet/ui/tsconfig.json", tsconfigRootDir: import.meta.dirname },
+    },
+  },
   ...packageLayers(),
 );
 

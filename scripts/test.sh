@@ -42,6 +42,21 @@ if [[ $which == integration || $which == all ]] && [[ -f test/env/env.test.ts ]]
   node --conditions=source --import tsx test/env/cli.ts prepare >/dev/null
 fi
 
+# The browser suites (test/browser) drive Debian's Chromium with playwright-core (which never
+# downloads a browser): install it here when missing, since apt-get needs the network. Without
+# root or apt-get the suites skip, or fail under CI=true.
+if [[ $which == integration || $which == all ]] && compgen -G "test/browser/*.test.ts" >/dev/null &&
+  [[ ! -x /usr/bin/chromium ]]; then
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing chromium (apt-get) for the browser suites ..."
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "chromium is missing and we cannot install it (not root, or no apt-get): apt-get install chromium" >&2
+  fi
+fi
+
 # The image test (test/image) runs the container image's entry points: build it here (apt-get,
 # npm and buildah need the registries), after the workspace was built.
 if [[ $which == integration || $which == all ]] && [[ -f test/image/image.test.ts ]]; then
