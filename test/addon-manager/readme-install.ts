@@ -54,6 +54,10 @@ export const DOC_BLOCKS = {
   "gateway-oidc": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-exposed-services": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-audit": { file: "docs/guides/gateway.md", lang: "sh" },
+  "fleet-open": { file: "docs/guides/gateway.md", lang: "sh" },
+  "fleet-token": { file: "docs/guides/gateway.md", lang: "sh" },
+  "fleet-grant-viewer": { file: "docs/guides/gateway.md", lang: "sh" },
+  "fleet-grant-auditor": { file: "docs/guides/gateway.md", lang: "sh" },
 } as const satisfies Record<string, { file: string; lang: "sh" | "console" }>;
 
 export type DocBlockName = keyof typeof DOC_BLOCKS;
