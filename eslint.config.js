@@ -43,6 +43,17 @@ export default tseslint.config(
  * imported by every package, and so may `@cluster-proxy/api/cluster-name`.
  */
 function packageLayers() {
+  /**
+   * Runtime code of these packages takes `node:http` from `@cluster-proxy/tunnel/http` (types may
+   * still be imported from `node:http`): see packages/tunnel/src/node-http.ts for the RSS it saves.
+   */
+  const requireHttp = ["protocol", "tunnel", "client", "server", "agent"];
+  const NODE_HTTP_RULE = {
+    name: "node:http",
+    allowTypeImports: true,
+    message:
+      'import * as http from "@cluster-proxy/tunnel/http" instead: an ES import of node:http loads undici (~10 MiB RSS); see packages/tunnel/src/node-http.ts',
+  };
   const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
   const forbidden = {
     errors: ["protocol", "api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
@@ -74,7 +85,7 @@ function packageLayers() {
   const testFiles = ["**/*.test.ts", "**/src/testing/**"];
   return Object.entries(forbidden).flatMap(([pkg, names]) => {
     const message = `packages/${pkg} must not import this (see packages/${pkg}/README.md)`;
-    const rule = (regexes) => ["error", { patterns: regexes.map((regex) => ({ regex, message })) }];
+    const rule = (regexes, paths = []) => ["error", { patterns: regexes.map((regex) => ({ regex, message })), paths }];
     const escape = (x) => x.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
     // A package and its subpaths, except `@cluster-proxy/api/cluster-name` (the cluster-name rule,
     // a module that loads no schema), which is open to every package.
@@ -88,7 +99,12 @@ function packageLayers() {
       {
         files: [`packages/${pkg}/src/**/*.ts`],
         ignores: testFiles,
-        rules: { "no-restricted-imports": rule([...runtime, "^@cluster-proxy\\/[^/]+\\/testing$"]) },
+        rules: {
+          "no-restricted-imports": rule(
+            [...runtime, "^@cluster-proxy\\/[^/]+\\/testing$"],
+            requireHttp.includes(pkg) ? [NODE_HTTP_RULE] : [],
+          ),
+        },
       },
       {
         files: testFiles.map((t) => `packages/${pkg}/src/${t.replace("**/src/", "")}`),

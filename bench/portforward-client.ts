@@ -7,25 +7,12 @@
 //
 // certDir holds ca.crt, tls.crt and tls.key (the proxy-client Secret's keys).
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
+import { tunnelClientFromCertDir } from "../test/env/proxy-client.js";
 
 const [address, servername, certDir, target, mode, arg] = process.argv.slice(2);
-const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
 
-const client = new TunnelClient({
-  proxy: {
-    host: host!,
-    port: Number(portText),
-    servername: servername!,
-    ...loadProxyTls({
-      caFile: join(certDir!, "ca.crt"),
-      certFile: join(certDir!, "tls.crt"),
-      keyFile: join(certDir!, "tls.key"),
-    }),
-  },
-});
+const client = tunnelClientFromCertDir(address ?? "", servername ?? "", certDir ?? "");
 
 async function bulk(seconds: number): Promise<void> {
   const socket = await client.dial(target!);

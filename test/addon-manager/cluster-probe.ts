@@ -15,7 +15,7 @@ import https from "node:https";
 import { join } from "node:path";
 import { Duplex } from "node:stream";
 import tls from "node:tls";
-import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
+import { tunnelClientFromCertDir } from "../env/proxy-client.js";
 
 const [address, servername, certDir, cluster, clusterCaFile, kubeconfig, target] = process.argv.slice(2);
 const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
@@ -89,18 +89,7 @@ async function main(): Promise<void> {
     }
     return;
   }
-  const client = new TunnelClient({
-    proxy: {
-      host: host!,
-      port: Number(portText),
-      servername: servername!,
-      ...loadProxyTls({
-        caFile: join(certDir!, "ca.crt"),
-        certFile: join(certDir!, "tls.crt"),
-        keyFile: join(certDir!, "tls.key"),
-      }),
-    },
-  });
+  const client = tunnelClientFromCertDir(address ?? "", servername ?? "", certDir ?? "");
   try {
     const socket = await client.dial(target ?? `${cluster}:443`);
     console.log(JSON.stringify({ ok: true, namespaces: await listNamespaces(socket) }));

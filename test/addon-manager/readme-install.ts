@@ -13,6 +13,9 @@ import type { TestEnv } from "../env/fixture.js";
 
 export type InstallStep = { kind: "shell"; script: string } | { kind: "manager"; args: string[] };
 
+/** The languages of the marked blocks: shell commands, a typed transcript, a file, a program's lines. */
+export type DocBlockLang = "sh" | "console" | "json" | "go";
+
 /**
  * The ```<lang> code between `<!-- <name>:begin -->` and `<!-- <name>:end -->` of the repository
  * file `file` (e.g. README.md, docs/guides/install-hub.md), exactly as the reader sees it.
@@ -20,7 +23,7 @@ export type InstallStep = { kind: "shell"; script: string } | { kind: "manager";
 export function markedBlock(
   file: string,
   name: string,
-  lang: "sh" | "console",
+  lang: DocBlockLang,
   text = readFileSync(join(repoRoot, file), "utf8"),
 ): string {
   const begin = `<!-- ${name}:begin -->`;
@@ -58,7 +61,13 @@ export const DOC_BLOCKS = {
   "fleet-token": { file: "docs/guides/gateway.md", lang: "sh" },
   "fleet-grant-viewer": { file: "docs/guides/gateway.md", lang: "sh" },
   "fleet-grant-auditor": { file: "docs/guides/gateway.md", lang: "sh" },
-} as const satisfies Record<string, { file: string; lang: "sh" | "console" }>;
+  "cluster-profile-enable": { file: "docs/guides/cluster-profile.md", lang: "sh" },
+  "cluster-profile-consumer": { file: "docs/guides/cluster-profile.md", lang: "sh" },
+  "cluster-profile-grant-managed": { file: "docs/guides/cluster-profile.md", lang: "sh" },
+  "cluster-profile-provider": { file: "README.md", lang: "json" },
+  "cluster-profile-go": { file: "README.md", lang: "go" },
+  "cluster-profile-kubectl": { file: "README.md", lang: "sh" },
+} as const satisfies Record<string, { file: string; lang: DocBlockLang }>;
 
 export type DocBlockName = keyof typeof DOC_BLOCKS;
 
@@ -163,9 +172,10 @@ export function operatorPath(env: TestEnv, dir: string): string {
 }
 
 /**
- * Runs `script` as an operator on a machine outside the hub: in the lab namespace, from the
- * repository root (where `charts/cluster-proxy` is) or `opts.cwd`, with `path`, KUBECONFIG the
- * hub's and `opts.env`; bash stops at the first failing command and traces each (`-x`) to stderr.
+ * Runs `script` as an operator on a machine outside the hub: in the lab namespace (or the network
+ * namespace `opts.netns`, e.g. a hub pod's, where cluster DNS names resolve), from the repository
+ * root (where `charts/cluster-proxy` is) or `opts.cwd`, with `path`, KUBECONFIG the hub's and
+ * `opts.env`; bash stops at the first failing command and traces each (`-x`) to stderr.
  * With `opts.typed`, `script` is one line as typed at a prompt: no `-euxo pipefail`, so
  * `cmd; echo "exit $?"` shows cmd's status.
  */
@@ -174,7 +184,7 @@ export function runAsOperator(
   path: string,
   script: string,
   timeoutMs: number,
-  opts: { cwd?: string; env?: Record<string, string>; typed?: boolean } = {},
+  opts: { cwd?: string; env?: Record<string, string>; typed?: boolean; netns?: string } = {},
 ): Promise<RunResult> {
   const extra = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${v}`);
   return new Promise((resolve) => {
@@ -183,7 +193,7 @@ export function runAsOperator(
       [
         "netns",
         "exec",
-        nsOf("lab"),
+        opts.netns ?? nsOf("lab"),
         "env",
         `PATH=${path}`,
         `KUBECONFIG=${env.kubeconfigPath("hub")}`,

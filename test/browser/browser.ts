@@ -42,6 +42,8 @@ export interface OpenOptions {
 
 /** One Chromium with a fresh profile; {@link close} ends it and removes the profile. */
 export class Browser {
+  private readonly errors = new WeakMap<Page, string[]>();
+
   private constructor(
     private readonly context: BrowserContext,
     private readonly profile: string,
@@ -77,10 +79,21 @@ export class Browser {
   /** Open `url` in a new tab and wait for it to load. */
   async open(url: string, options: OpenOptions = {}): Promise<Page> {
     const page = await this.context.newPage();
+    const errors: string[] = [];
+    this.errors.set(page, errors);
+    page.on("console", (m) => {
+      if (m.type() === "error") errors.push(m.text());
+    });
+    page.on("pageerror", (e) => errors.push(e.message));
     if (options.authorization !== undefined) await page.setExtraHTTPHeaders({ authorization: options.authorization });
     if (options.colorScheme !== undefined) await page.emulateMedia({ colorScheme: options.colorScheme });
     await page.goto(url, { waitUntil: "load", timeout: 15_000 });
     return page;
+  }
+
+  /** The page's console errors and uncaught exceptions so far (a CSP violation is one). */
+  pageErrors(page: Page): string[] {
+    return [...(this.errors.get(page) ?? [])];
   }
 
   /** Write a PNG of `page` to `test-artifacts/fleet/<name>.png`; answers its path. */

@@ -80,11 +80,27 @@ async function rowsInDom(page: Page): Promise<number> {
   return page.locator('[data-testid="fleet-row"]').count();
 }
 
+/**
+ * Run `expression` in the page and check that it answered strings (the suite is typechecked
+ * without the DOM's types, so browser code goes in as text).
+ */
+async function pageStrings(page: Page, expression: string): Promise<string[]> {
+  const value: unknown = await page.evaluate(expression);
+  assert.ok(Array.isArray(value), `${expression}: ${String(value)}`);
+  return value.map(String);
+}
+
+/** The rows' values of attribute `name` in the DOM, top to bottom. */
+function rowAttributes(page: Page, name: string): Promise<string[]> {
+  return pageStrings(
+    page,
+    `[...document.querySelectorAll('[data-testid="fleet-row"]')].map((r) => r.getAttribute(${JSON.stringify(name)}) ?? "")`,
+  );
+}
+
 /** The clusters of the rows in the DOM, top to bottom. */
-async function renderedClusters(page: Page): Promise<string[]> {
-  return page
-    .locator('[data-testid="fleet-row"]')
-    .evaluateAll((rows) => rows.map((r) => r.getAttribute("data-cluster") ?? ""));
+function renderedClusters(page: Page): Promise<string[]> {
+  return rowAttributes(page, "data-cluster");
 }
 
 describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
@@ -140,7 +156,9 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     const before = await rowsInDom(page);
     assert.ok(before > 5 && before < 100, `rows in the DOM: ${before}`);
     await browser.screenshot(page, "table");
-    await page.getByTestId("fleet-scroll").evaluate((el) => el.scrollTo(0, el.scrollHeight));
+    await page.evaluate(
+      `(() => { const el = document.querySelector('[data-testid="fleet-scroll"]'); el.scrollTo(0, el.scrollHeight); })()`,
+    );
     const last = page.locator(`[data-testid="fleet-row"][data-cluster="${name(CLUSTERS)}"]`);
     await last.waitFor({ timeout: 5_000 });
     assert.ok(await last.isVisible());
@@ -148,6 +166,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     assert.ok(atEnd < 100, `rows in the DOM at the end: ${atEnd}`);
     assert.ok(!(await renderedClusters(page)).includes(name(1)), "the first row left the DOM");
     await browser.screenshot(page, "table-end");
+    assert.deepEqual(browser.pageErrors(page), [], "no console error (no CSP violation)");
     await page.close();
   });
 
@@ -162,7 +181,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     await page
       .getByTestId("fleet-count")
       .filter({ hasText: `99 of ${CLUSTERS} clusters` })
-      .waitFor({ timeout: 2_000 });
+      .waitFor({ timeout: 5_000 });
     await page.keyboard.press("Tab");
     assert.equal(await page.locator(":focus").getAttribute("data-testid"), "fleet-only-unavailable");
     await page.keyboard.press("Space");
@@ -170,20 +189,18 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     await page
       .getByTestId("fleet-count")
       .filter({ hasText: `${down} of ${CLUSTERS} clusters` })
-      .waitFor({ timeout: 2_000 });
-    for (const r of await page
-      .locator('[data-testid="fleet-row"]')
-      .evaluateAll((rows) => rows.map((x) => x.getAttribute("data-available"))))
-      assert.notEqual(r, "True");
+      .waitFor({ timeout: 5_000 });
+    for (const r of await rowAttributes(page, "data-available")) assert.notEqual(r, "True");
     await browser.screenshot(page, "filtered");
     await page.keyboard.press("Space");
     await page.getByTestId("fleet-filter").fill("");
 
     // Enter on the latency header's button sorts ascending, Space again descending.
-    const header = page.locator("th", { has: page.getByTestId("sort-latency") });
     await page.getByTestId("sort-latency").focus();
     await page.keyboard.press("Enter");
-    assert.equal(await header.getAttribute("aria-sort"), "ascending");
+    await page
+      .locator('th[aria-sort="ascending"]', { has: page.getByTestId("sort-latency") })
+      .waitFor({ timeout: 5_000 });
     const latencies = [...Array(CLUSTERS).keys()]
       .map((k) => model.row(name(k + 1)))
       .flatMap((r) => (r && r.latencyMs !== null ? [{ c: r.cluster, l: r.latencyMs }] : []))
@@ -194,7 +211,9 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
       latencies.slice(0, 5).map((x) => x.c),
     );
     await page.keyboard.press("Space");
-    assert.equal(await header.getAttribute("aria-sort"), "descending");
+    await page
+      .locator('th[aria-sort="descending"]', { has: page.getByTestId("sort-latency") })
+      .waitFor({ timeout: 5_000 });
     const topDesc = await renderedClusters(page);
     // The slowest first (ties stay in name order).
     const slowest = latencies.at(-1)?.l;
@@ -204,13 +223,15 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     // Rows: arrows move between them, Enter opens the detail, Escape closes it.
     await page.locator('[data-testid="fleet-row"]').first().focus();
     await page.keyboard.press("ArrowDown");
-    const focused = await page.locator(":focus").getAttribute("data-cluster");
-    assert.equal(focused, topDesc[1]);
+    const focused = topDesc[1] ?? "";
+    await page.locator(`tr[data-cluster="${focused}"]:focus`).waitFor({ timeout: 5_000 });
     await page.keyboard.press("Enter");
-    await page.getByTestId("cluster-detail").waitFor({ timeout: 2_000 });
+    await page.getByTestId("cluster-detail").waitFor({ timeout: 5_000 });
     assert.equal(new URL(page.url()).hash, `#/cluster/${focused}`);
     await page.keyboard.press("Escape");
-    await page.getByTestId("cluster-detail").waitFor({ state: "detached", timeout: 2_000 });
+    await page.getByTestId("cluster-detail").waitFor({ state: "detached", timeout: 5_000 });
+    // Focus is back on the row.
+    await page.locator(`tr[data-cluster="${focused}"]:focus`).waitFor({ timeout: 5_000 });
     await page.close();
   });
 
@@ -219,7 +240,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     const row = page.locator(`[data-testid="fleet-row"][data-cluster="${name(1)}"]`);
     await row.waitFor({ timeout: 5_000 });
     assert.equal(await row.getAttribute("data-available"), "True");
-    await page.locator("body").evaluate((b) => b.setAttribute("data-loaded-once", "yes"));
+    await page.evaluate(`document.body.setAttribute("data-loaded-once", "yes")`);
     const previous = model.row(name(1));
     assert.ok(previous);
     const changedAt = Date.now();
@@ -285,7 +306,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     const page = await browser.open(open.url);
     await page.locator(`[data-testid="fleet-row"][data-cluster="${cluster}"]`).click();
     const detail = page.getByTestId("cluster-detail");
-    await detail.waitFor({ timeout: 2_000 });
+    await detail.waitFor({ timeout: 5_000 });
     assert.equal(new URL(page.url()).hash, `#/cluster/${cluster}`);
     const chart = page.getByTestId("chart-requests");
     await chart.waitFor({ timeout: 5_000 });
@@ -300,6 +321,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
     await browser.screenshot(page, "detail");
     await denied.scrollIntoViewIfNeeded();
     await browser.screenshot(page, "detail-audit");
+    assert.deepEqual(browser.pageErrors(page), [], "no console error (no CSP violation)");
 
     // New traffic moves the chart without a reload (a `detail` event).
     model.recordTraffic(cluster, { requests: 5 });
@@ -340,13 +362,10 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
 
   it("follows the system's dark and light schemes", async () => {
     const luminance = (page: Page): Promise<number> =>
-      page
-        .locator("body")
-        .evaluate((b) => b.ownerDocument.defaultView?.getComputedStyle(b).backgroundColor ?? "")
-        .then((color) => {
-          const m = /rgba?\((\d+), (\d+), (\d+)/.exec(color);
-          return m ? (Number(m[1]) + Number(m[2]) + Number(m[3])) / 3 : -1;
-        });
+      pageStrings(page, "[getComputedStyle(document.body).backgroundColor]").then(([color = ""]) => {
+        const m = /rgba?\((\d+), (\d+), (\d+)/.exec(color);
+        return m ? (Number(m[1]) + Number(m[2]) + Number(m[3])) / 3 : -1;
+      });
     for (const colorScheme of ["dark", "light"] as const) {
       const page = await browser.open(`${open.url}#/cluster/${name(2)}`, { colorScheme });
       await page.getByTestId("chart-requests").waitFor({ timeout: 5_000 });
@@ -355,7 +374,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
       else assert.ok(l > 200, `light background ${l}`);
       await browser.screenshot(page, `detail-${colorScheme}`);
       await page.keyboard.press("Escape");
-      await page.getByTestId("cluster-detail").waitFor({ state: "detached", timeout: 2_000 });
+      await page.getByTestId("cluster-detail").waitFor({ state: "detached", timeout: 5_000 });
       await browser.screenshot(page, `table-${colorScheme}`);
       await page.close();
     }

@@ -22,11 +22,15 @@ import { type RunResult, waitFor } from "../env/exec.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
 import { probeClusterFromLab, type ClusterProbeResult } from "../addon-manager/hub-setup.js";
 import { docBlock, notesCommands, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
-import { CHART, helmBinary } from "./helm.js";
+import {
+  AGENT_NAMESPACE as AGENT_NS,
+  CHART,
+  RELEASE,
+  RELEASE_NAMESPACE as NS,
+  helmBinary,
+  removeLeftRelease,
+} from "./helm.js";
 
-const NS = "open-cluster-management-addon";
-const RELEASE = "cluster-proxy";
-const AGENT_NS = "open-cluster-management-cluster-proxy";
 const CLUSTERS = ["mc1", "mc2"] as const;
 /** An address the entrypoint of a mistyped install would have named (nothing is installed). */
 const ENTRYPOINT = "10.200.30.50";
@@ -106,13 +110,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       dir = mkdtempSync(join(tmpdir(), "cp-helm-e2e-"));
       path = operatorPath(env, dir);
       helmBinary(); // built (or found) before the environment's wrapper uses it
-      // A release left by an interrupted run, and the addon's CSRs of earlier runs (OCM's
-      // registration agent stops requesting at 10 per cluster).
-      helm(["uninstall", "-n", NS, RELEASE, "--wait", "--timeout", "60s"], true);
-      const csrs = await hub.list(Resources.certificateSigningRequest, {
-        labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
-      });
-      for (const c of csrs.items) await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
+      await removeLeftRelease(env, hub);
       // As the operator has it: the managed clusters reach the hub only at its kube-apiserver.
       for (const c of CLUSTERS) env.hubApiserverOnly(c, true);
     },

@@ -1,12 +1,43 @@
-// Test helper: the helm binary (scripts/helm-binary.mjs builds it, or finds it cached) and a runner
-// with helm's config, cache and data directories in a temp dir (never the caller's ~/.config/helm).
+// Test helper: the helm binary (scripts/helm-binary.mjs builds it, or finds it cached), a runner
+// with helm's config, cache and data directories in a temp dir (never the caller's ~/.config/helm),
+// and helm against the test environment's hub for the suites that install the chart there.
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { repoRoot } from "../env/config.js";
+import type { KubeApi } from "@cluster-proxy/addon-manager";
+import { deleteAddonCsrs } from "../addon-manager/hub-setup.js";
+import { paths, repoRoot } from "../env/config.js";
+import type { RunResult } from "../env/exec.js";
+import type { TestEnv } from "../env/fixture.js";
 
 export const CHART = join(repoRoot, "charts", "cluster-proxy");
+/** The release of the README's chart install, and its namespace. */
+export const RELEASE = "cluster-proxy";
+export const RELEASE_NAMESPACE = "open-cluster-management-addon";
+/** The managed clusters' namespace of the agents the chart's manager installs. */
+export const AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
+
+/** helm with the hub's kubeconfig, run in the lab namespace (the environment's helm wrapper). */
+export function hubHelm(
+  env: TestEnv,
+  args: string[],
+  opts: { allowFail?: boolean; timeoutMs?: number } = {},
+): RunResult {
+  return env.exec("lab", paths.helm, [...args, "--kubeconfig", env.kubeconfigPath("hub")], {
+    timeoutMs: opts.timeoutMs ?? 180_000,
+    allowFail: opts.allowFail,
+  });
+}
+
+/**
+ * What an interrupted run left on the hub: the release (uninstalled, waiting for its objects) and
+ * the addon's CSRs of earlier runs (OCM's registration agent stops requesting at 10 per cluster).
+ */
+export async function removeLeftRelease(env: TestEnv, hub: KubeApi): Promise<void> {
+  hubHelm(env, ["uninstall", "-n", RELEASE_NAMESPACE, RELEASE, "--wait", "--timeout", "120s"], { allowFail: true });
+  await deleteAddonCsrs(hub);
+}
 
 let cached: string | undefined;
 

@@ -1,42 +1,46 @@
 /**
- * ClusterProfiles end to end (issue 32, docs/guides/cluster-profile.md) on the test environment
- * with OCM's ClusterProfile feature gate on: the chart installed with `clusterProfile.enabled`, so
- * the addon manager runs with the chart's least-privilege RBAC; OCM v1.2.1 keeps a ClusterProfile
- * for mc1 and mc2 in the consumer's namespace; the manager adds the access provider `cluster-proxy`
- * (gateway path, the gateway's serving CA bundle, the exec extension naming the cluster) and keeps
- * another provider's entry. From inside the hub (a hub pod's network namespace, where the gateway's
- * Service name resolves), the Go consumer on the real `sigs.k8s.io/cluster-inventory-api/pkg/credentials`
- * (the version OCM v1.2.1 requires) and real kubectl with a kubeconfig assembled from the profile,
- * both with `cluster-proxy credential` as the exec plugin, list mc1's namespaces through the gateway
- * with TLS verified, as a hub ServiceAccount that hub RBAC allows mc1 only (mc2 refused). A new
- * serving CA reaches every profile and the consumer keeps working; taking mc2 out of the addon
- * removes its entry.
+ * ClusterProfiles end to end (issue 32) on the test environment with OCM's ClusterProfile feature
+ * gate on, driven by what docs/guides/cluster-profile.md and the README's ClusterProfile section
+ * print, run as written (test/addon-manager/readme-install.ts): the guide's consumer namespace
+ * `fleet` (bound to ManagedClusterSet global), its ServiceAccount `fleet-reader` allowed mc1 only by
+ * hub RBAC, each managed cluster's grant to the impersonated ServiceAccount, and the guide's
+ * `helm upgrade --install ... --set clusterProfile.enabled=true` (the chart's least-privilege
+ * RBAC). OCM v1.2.1 keeps a ClusterProfile for mc1 and mc2 in `fleet`; the manager adds the access
+ * provider `cluster-proxy` (gateway path, the gateway's serving CA bundle, the exec extension
+ * naming the cluster) and keeps another provider's entry. From inside the hub (a hub pod's network
+ * namespace, where the gateway's Service name resolves; kubectl and `cluster-proxy` on PATH,
+ * KUBECONFIG the hub's), the Go consumer on the real `sigs.k8s.io/cluster-inventory-api/pkg/credentials`
+ * (the version OCM v1.2.1 requires, whose source holds the README's three lines of Go) with the
+ * README's provider file, and the README's kubectl block, list mc1's namespaces through the gateway
+ * with TLS verified; mc2 is refused by the hub. A new serving CA reaches every profile and the
+ * consumer keeps working; taking mc2 out of the addon removes its entry.
  */
 import assert from "node:assert/strict";
-import { execFile } from "node:child_process";
 import { X509Certificate } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { NETNS_ANNOTATION, paths } from "../env/config.js";
+import { MANAGED, NETNS_ANNOTATION, repoRoot } from "../env/config.js";
 import { type RunResult, waitFor } from "../env/exec.js";
 import { buildClusterProfileConsumer } from "../env/environment.js";
 import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { operatorPath } from "../addon-manager/readme-install.js";
-import { CHART, helmBinary } from "../chart/helm.js";
+import { docBlock, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
+import {
+  AGENT_NAMESPACE,
+  RELEASE,
+  RELEASE_NAMESPACE as NS,
+  helmBinary,
+  hubHelm,
+  removeLeftRelease,
+} from "../chart/helm.js";
+import { GATEWAY as GATEWAY_SERVICE } from "../gateway/gateway-setup.js";
 
-const NS = "open-cluster-management-addon";
-const RELEASE = "cluster-proxy";
-const AGENT_NS = "open-cluster-management-cluster-proxy";
-/** Where the consumer lives; OCM makes ClusterProfiles here once the namespace is bound to ManagedClusterSet global. */
+/** The guide's consumer: namespace `fleet` (OCM makes the ClusterProfiles there) and its ServiceAccount. */
 const FLEET = "fleet";
-const CONSUMER_SA = "profile-reader";
-/** What the gateway impersonates the ServiceAccount as in the managed clusters (its default prefix). */
-const IMPERSONATED = `cluster:hub:system:serviceaccount:${FLEET}:${CONSUMER_SA}`;
-const GATEWAY = `https://cluster-proxy-addon-user.${NS}.svc:9092`;
-const CLUSTERS = ["mc1", "mc2"] as const;
+const CONSUMER_SA = "fleet-reader";
+const GATEWAY = `https://${GATEWAY_SERVICE}.${NS}.svc:9092`;
 const FOREIGN = { name: "someone-else", cluster: { server: "https://someone-else.example:6443" } };
 const PROFILE = {
   apiVersion: "multicluster.x-k8s.io/v1alpha1",
@@ -50,6 +54,8 @@ const SET_BINDING = {
   plural: "managedclustersetbindings",
   namespaced: true,
 };
+/** The Go consumer's source: it holds the README's three lines of Go. */
+const CONSUMER_SOURCE = join(repoRoot, "test", "cluster-profile", "consumer", "main.go");
 
 interface Provider {
   name: string;
@@ -77,14 +83,9 @@ describe("ClusterProfile access provider cluster-proxy", { timeout: 40 * 60_000 
   let env: TestEnv;
   let hub: KubeApi;
   let dir = "";
+  let path = "";
   let consumer = "";
-  let providerFile = "";
 
-  const helm = (args: string[], allowFail = false): RunResult =>
-    env.exec("lab", paths.helm, [...args, "--kubeconfig", env.kubeconfigPath("hub")], {
-      timeoutMs: 180_000,
-      allowFail,
-    });
   const profile = (cluster: string): Promise<Profile | undefined> => hub.tryGet<Profile>(PROFILE, cluster, FLEET);
   const ours = (p: Profile | undefined, field: "accessProviders" | "credentialProviders" = "accessProviders") =>
     p?.status?.[field]?.find((x) => x.name === "cluster-proxy");
@@ -92,28 +93,51 @@ describe("ClusterProfile access provider cluster-proxy", { timeout: 40 * 60_000 
     const s = await hub.get<Secret>(Resources.secret, "cluster-proxy-gateway-serving", NS);
     return Buffer.from(s.data?.["ca.crt"] ?? "", "base64").toString();
   };
-  /** `argv` in the network namespace of a running hub pod of the release (cluster DNS: the gateway's Service name resolves). */
-  const inHubPod = async (argv: string[], timeoutMs = 90_000): Promise<RunResult> => {
+  /** The network namespace of a running hub pod of the release (cluster DNS: the gateway's Service name resolves). */
+  const hubPodNetns = async (): Promise<string> => {
     const pods = (await hub.list(Resources.pod, { namespace: NS })).items as Pod[];
     const pod = pods.find(
       (p) => p.status?.phase === "Running" && p.status.podIP && p.metadata.annotations?.[NETNS_ANNOTATION],
     );
     assert.ok(pod, `a running pod in ${NS}`);
-    const netns = pod.metadata.annotations![NETNS_ANNOTATION]!;
-    return new Promise((resolve) =>
-      execFile("ip", ["netns", "exec", netns, ...argv], { timeout: timeoutMs }, (err, stdout, stderr) =>
-        resolve({ status: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr }),
-      ),
-    );
+    return pod.metadata.annotations![NETNS_ANNOTATION]!;
   };
+  /**
+   * `script` as the guide's user runs it, in `dir`: kubectl and `cluster-proxy` on PATH, KUBECONFIG
+   * the hub's (or `opts.env`'s), in the lab or, with `opts.inHub`, inside the hub network.
+   */
+  const user = async (
+    script: string,
+    opts: { env?: Record<string, string>; inHub?: boolean; timeoutMs?: number } = {},
+  ): Promise<RunResult> =>
+    runAsOperator(env, path, script, opts.timeoutMs ?? 600_000, {
+      cwd: dir,
+      env: opts.env,
+      netns: opts.inHub ? await hubPodNetns() : undefined,
+    });
+  /** The same, failing the test with the trace unless it succeeds. */
+  const operator = async (
+    what: string,
+    script: string,
+    opts: { env?: Record<string, string>; inHub?: boolean } = {},
+  ): Promise<string> => {
+    const r = await user(script, opts);
+    assert.equal(r.status, 0, `${what} failed:\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
+    console.log(`# ${what}\n# ${r.stdout.trim().split("\n").join("\n# ")}`);
+    return r.stdout;
+  };
+  /** The Go consumer inside the hub with the README's provider file (provider.json in `dir`). */
   const runConsumer = (cluster: string): Promise<RunResult> =>
-    inHubPod([
-      consumer,
-      `--clusterprofile-provider-file=${providerFile}`,
-      `--hub-kubeconfig=${env.kubeconfigPath("hub")}`,
-      `--namespace=${FLEET}`,
-      `--profile=${cluster}`,
-    ]);
+    user(
+      [
+        consumer,
+        "--clusterprofile-provider-file=provider.json",
+        `--hub-kubeconfig=${env.kubeconfigPath("hub")}`,
+        `--namespace=${FLEET}`,
+        `--profile=${cluster}`,
+      ].join(" "),
+      { inHub: true, timeoutMs: 90_000 },
+    );
   /** Retries the consumer until it lists `cluster`'s namespaces (the gateway and the tunnel may still be settling). */
   const consumerLists = async (
     cluster: string,
@@ -139,106 +163,30 @@ describe("ClusterProfile access provider cluster-proxy", { timeout: 40 * 60_000 
       hub = new KubeApi(env.kubeConfig("hub"));
       dir = mkdtempSync(join(tmpdir(), "cp-profile-e2e-"));
       // `<dir>/bin/cluster-proxy`: the CLI as installed, the command of the provider file.
-      operatorPath(env, dir);
+      path = operatorPath(env, dir);
+      // The user works in a directory of their own with the chart at hand (the README's files,
+      // provider.json, mc1.kubeconfig and the like, land there, not in the checkout).
+      symlinkSync(join(repoRoot, "charts"), join(dir, "charts"));
       helmBinary();
       // Built by `test/env/cli.ts prepare` (scripts/test.sh), before the namespace without a route out.
       consumer = buildClusterProfileConsumer();
-      // An earlier run's release and CSRs (OCM's registration agent stops requesting at 10 per cluster).
-      helm(["uninstall", "-n", NS, RELEASE, "--wait", "--timeout", "60s"], true);
-      for (const c of (
-        await hub.list(Resources.certificateSigningRequest, {
-          labelSelector: "open-cluster-management.io/addon-name=cluster-proxy",
-        })
-      ).items)
-        await hub.delete(Resources.certificateSigningRequest, c.metadata.name);
+      await removeLeftRelease(env, hub);
       env.kubectl("hub", ["label", "managedcluster", "mc2", "proxy.open-cluster-management.io/install-"], {
         allowFail: true,
       });
-      // The consumer's namespace, bound to ManagedClusterSet global (mc1 and mc2), its ServiceAccount
-      // and its hub rights: managedclusters/proxy for mc1 only. In both managed clusters the
-      // impersonated ServiceAccount may list namespaces, so mc2 can only be refused by the hub.
-      env.kubectl("hub", ["apply", "-f", "-"], {
-        input: `apiVersion: v1
-kind: Namespace
-metadata: {name: ${FLEET}}
----
-apiVersion: cluster.open-cluster-management.io/v1beta2
-kind: ManagedClusterSetBinding
-metadata: {name: global, namespace: ${FLEET}}
-spec: {clusterSet: global}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: ${CONSUMER_SA}, namespace: ${FLEET}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: ${CONSUMER_SA}-mc1}
-rules:
-- apiGroups: [cluster.open-cluster-management.io]
-  resources: [managedclusters/proxy]
-  resourceNames: [mc1]
-  verbs: [get, create, update, patch, delete]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: ${CONSUMER_SA}-mc1}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${CONSUMER_SA}-mc1}
-subjects:
-- {kind: ServiceAccount, name: ${CONSUMER_SA}, namespace: ${FLEET}}
-`,
-      });
-      for (const c of CLUSTERS)
-        env.kubectl(c, ["apply", "-f", "-"], {
-          input: `apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: namespace-reader}
-rules:
-- {apiGroups: [""], resources: [namespaces], verbs: [get, list]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: hub-profile-reader}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: namespace-reader}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: "${IMPERSONATED}"}
-`,
-        });
-      // The consumer's provider file: the plugin requests short-lived tokens of its ServiceAccount.
-      providerFile = join(dir, "provider.json");
-      writeFileSync(
-        providerFile,
-        JSON.stringify({
-          providers: [
-            {
-              name: "cluster-proxy",
-              execConfig: {
-                apiVersion: "client.authentication.k8s.io/v1",
-                command: join(dir, "bin", "cluster-proxy"),
-                args: [
-                  "credential",
-                  `--kubeconfig=${env.kubeconfigPath("hub")}`,
-                  `--service-account=${FLEET}/${CONSUMER_SA}`,
-                  "--expiration=15m",
-                ],
-                provideClusterInfo: true,
-              },
-            },
-          ],
-        }),
-      );
     },
     { timeout: 90 * 60_000 },
   );
 
   after(async () => {
     if (env) {
-      helm(["uninstall", "-n", NS, RELEASE], true);
+      hubHelm(env, ["uninstall", "-n", NS, RELEASE], { allowFail: true });
       env.kubectl("hub", ["label", "managedcluster", "mc2", "proxy.open-cluster-management.io/install-"], {
         allowFail: true,
       });
-      for (const c of CLUSTERS)
-        env.kubectl(c, ["delete", "clusterrolebinding/hub-profile-reader", "clusterrole/namespace-reader"], {
+      // What the guide's blocks created.
+      for (const c of MANAGED)
+        env.kubectl(c, ["delete", "clusterrolebinding/hub-fleet-reader", "clusterrole/namespace-reader"], {
           allowFail: true,
         });
       env.kubectl("hub", ["delete", `clusterrolebinding/${CONSUMER_SA}-mc1`, `clusterrole/${CONSUMER_SA}-mc1`], {
@@ -251,26 +199,23 @@ subjects:
     await env?.close();
   });
 
-  test("with clusterProfile.enabled the ClusterProfiles of mc1 and mc2 carry provider cluster-proxy (gateway path, serving CA bundle, the cluster for the plugin); another provider's entry is kept", async () => {
+  test("the guide: the consumer's namespace and rights, each cluster's grant, and clusterProfile.enabled put provider cluster-proxy on the ClusterProfiles of mc1 and mc2 (gateway path, serving CA bundle, the cluster for the plugin); another provider's entry is kept", async () => {
+    await operator("guide cluster-profile-consumer", docBlock("cluster-profile-consumer"));
+    // In both managed clusters the impersonated ServiceAccount may list namespaces, so mc2 can only
+    // be refused by the hub.
+    for (const c of MANAGED)
+      await operator(`guide cluster-profile-grant-managed (${c}'s admin)`, docBlock("cluster-profile-grant-managed"), {
+        env: { KUBECONFIG: env.kubeconfigPath(c) },
+      });
     // OCM's profiles first, and another provider's entry on mc1's.
     await waitFor("OCM's ClusterProfiles for mc1 and mc2", 60_000, async () =>
-      (await Promise.all(CLUSTERS.map(profile))).every((p) => p !== undefined) ? true : undefined,
+      (await Promise.all(MANAGED.map(profile))).every((p) => p !== undefined) ? true : undefined,
     );
     await hub.mergePatch(PROFILE, "mc1", FLEET, { status: { accessProviders: [FOREIGN] } }, "status");
 
-    const install = helm([
-      "install",
-      "-n",
-      NS,
-      "--create-namespace",
-      RELEASE,
-      CHART,
-      "--set",
-      "clusterProfile.enabled=true",
-    ]);
-    assert.equal(install.status, 0, install.stderr);
+    await operator("guide cluster-profile-enable", docBlock("cluster-profile-enable"));
 
-    for (const c of CLUSTERS) {
+    for (const c of MANAGED) {
       const p = await waitFor(
         `provider cluster-proxy on ClusterProfile ${FLEET}/${c}`,
         240_000,
@@ -302,57 +247,34 @@ subjects:
     }
   });
 
-  test("the Go consumer (cluster-inventory-api pkg/credentials, BuildConfigFromCP) lists mc1's namespaces through the gateway as a ServiceAccount hub RBAC allows mc1 only; mc2 is refused", async () => {
+  test("the README's provider file and three lines of Go (the Go consumer's own, on cluster-inventory-api pkg/credentials) list mc1's namespaces through the gateway as a ServiceAccount hub RBAC allows mc1 only; mc2 is refused", async () => {
+    // The Go lines the README shows are the consumer's, as written (but the comments).
+    const source = readFileSync(CONSUMER_SOURCE, "utf8");
+    const goLines = docBlock("cluster-profile-go")
+      .split("\n")
+      .map((l) => l.replace(/\s*\/\/.*$/, "").trim())
+      .filter((l) => l !== "");
+    assert.equal(goLines.length, 3, "three lines of Go");
+    for (const line of goLines)
+      assert.ok(source.includes(line), `the consumer's source holds the README's line: ${line}`);
+    // The provider file, saved as the README shows it.
+    writeFileSync(join(dir, "provider.json"), docBlock("cluster-profile-provider"));
+
     const mc1 = await consumerLists("mc1", 180_000);
     assert.equal(mc1.server, `${GATEWAY}/mc1`);
-    assert.ok(mc1.namespaces.includes(AGENT_NS), mc1.namespaces.join(", "));
+    assert.ok(mc1.namespaces.includes(AGENT_NAMESPACE), mc1.namespaces.join(", "));
     const mc2 = await runConsumer("mc2");
     assert.notEqual(mc2.status, 0, mc2.stdout);
     assert.match(mc2.stderr, /listing namespaces of mc2 through .*: Forbidden: /);
   });
 
-  test("real kubectl with a kubeconfig assembled from the ClusterProfile and the plugin does the same", async () => {
-    const kubeconfigOf = async (c: string): Promise<string> => {
-      const entry = ours(await profile(c));
-      assert.ok(entry, `provider on ${c}`);
-      const file = join(dir, `${c}.kubeconfig`);
-      // The profile's cluster as it stands (server, CA data, the exec extension), and the plugin as user.
-      writeFileSync(
-        file,
-        JSON.stringify({
-          apiVersion: "v1",
-          kind: "Config",
-          clusters: [{ name: c, cluster: entry.cluster }],
-          users: [
-            {
-              name: CONSUMER_SA,
-              user: {
-                exec: {
-                  apiVersion: "client.authentication.k8s.io/v1",
-                  command: join(dir, "bin", "cluster-proxy"),
-                  args: [
-                    "credential",
-                    `--kubeconfig=${env.kubeconfigPath("hub")}`,
-                    `--service-account=${FLEET}/${CONSUMER_SA}`,
-                  ],
-                  provideClusterInfo: true,
-                  interactiveMode: "Never",
-                },
-              },
-            },
-          ],
-          contexts: [{ name: c, context: { cluster: c, user: CONSUMER_SA } }],
-          "current-context": c,
-        }),
-        { mode: 0o600 },
-      );
-      return file;
-    };
-    const kubectl = join(env.state.binDir, "kubectl");
-    const mc1 = await inHubPod([kubectl, "--kubeconfig", await kubeconfigOf("mc1"), "get", "ns", "-o", "name"]);
-    assert.equal(mc1.status, 0, mc1.stderr);
-    assert.match(mc1.stdout, new RegExp(`^namespace/${AGENT_NS}$`, "m"));
-    const mc2 = await inHubPod([kubectl, "--kubeconfig", await kubeconfigOf("mc2"), "get", "ns", "-o", "name"]);
+  test("the README's kubectl block (a kubeconfig assembled from the ClusterProfile and the plugin) does the same", async () => {
+    const block = docBlock("cluster-profile-kubectl");
+    const mc1 = await operator("README cluster-profile-kubectl", block, { inHub: true });
+    assert.match(mc1, new RegExp(`^${AGENT_NAMESPACE}\\s+Active\\s`, "m"));
+    // The same block for another cluster, as a reader changes its first line.
+    assert.ok(block.startsWith("C=mc1\n"), "the block names its cluster on its first line");
+    const mc2 = await user(block.replace(/^C=mc1\n/, "C=mc2\n"), { inHub: true, timeoutMs: 120_000 });
     assert.notEqual(mc2.status, 0, mc2.stdout);
     assert.match(mc2.stderr, /forbidden/i);
   });
@@ -376,7 +298,7 @@ subjects:
       certificates(after).every((x) => !old.has(x.fingerprint256)),
       "the new bundle does not hold the lost CA",
     );
-    for (const c of CLUSTERS)
+    for (const c of MANAGED)
       await waitFor(
         `ClusterProfile ${FLEET}/${c} to carry the new CA bundle`,
         60_000,
@@ -392,7 +314,7 @@ subjects:
       );
     // Re-reading the profile, the consumer verifies the gateway's new certificate.
     const mc1 = await consumerLists("mc1", 240_000);
-    assert.ok(mc1.namespaces.includes(AGENT_NS));
+    assert.ok(mc1.namespaces.includes(AGENT_NAMESPACE));
   });
 
   test("taking mc2 out of the addon removes its entry; mc1's stays", async () => {

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { HOST_ADDR, LB_INGRESS_ANNOTATION } from "./config.js";
 import { waitFor } from "./exec.js";
+import { type PodCensusWatch, watchPodCensus } from "./pod-census.js";
 import { templateHash } from "./rollout.js";
 import { type TestEnv, startTestEnv } from "./fixture.js";
 
@@ -391,11 +392,14 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
 
   async function readyPods(c: "hub" | "mc1", app: string): Promise<{ name: string; ip: string; ready: boolean }[]> {
     const list = await env.core(c).listNamespacedPod({ namespace: "default", labelSelector: `app=${app}` });
-    return list.items.map((p) => ({
-      name: p.metadata!.name!,
-      ip: p.status?.podIP ?? "",
-      ready: p.status?.conditions?.find((x) => x.type === "Ready")?.status === "True",
-    }));
+    // Not those being stopped (marked terminating: a rollout or a user deleted them).
+    return list.items
+      .filter((p) => !p.metadata?.deletionTimestamp)
+      .map((p) => ({
+        name: p.metadata!.name!,
+        ip: p.status?.podIP ?? "",
+        ready: p.status?.conditions?.find((x) => x.type === "Ready")?.status === "True",
+      }));
   }
 
   const cleanup = async (c: "hub" | "mc1", name: string): Promise<void> => {
@@ -508,6 +512,7 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
 
   test("a template change rolls out within maxSurge/maxUnavailable; a deleted Pod is replaced", async () => {
     const name = `cpenv-roll-${process.pid}`;
+    let census: PodCensusWatch | undefined;
     try {
       await echoDeployment("mc1", name, 2);
       await env.apps("mc1").patchNamespacedDeployment(
@@ -525,6 +530,9 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.JsonPatch),
       );
       const before = new Set((await readyPods("mc1", name)).map((p) => p.name));
+      // Every state of the Pods, from the apiserver's watch: a poll could miss the brief surge.
+      const watch = await watchPodCensus(env.kubeConfig("mc1"), "default", `app=${name}`);
+      census = watch;
       await env.apps("mc1").patchNamespacedDeployment(
         {
           name,
@@ -533,19 +541,15 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         },
         k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.JsonPatch),
       );
-      let sawSurge = false;
-      let minReady = Infinity;
       await waitFor(
         "the rollout to complete",
         90_000,
         async () => {
           const d = await env.apps("mc1").readNamespacedDeployment({ name, namespace: "default" });
           const st = d.status ?? {};
-          if (st.observedGeneration !== d.metadata?.generation) return false;
-          if ((st.replicas ?? 0) > 2) sawSurge = true;
-          minReady = Math.min(minReady, st.readyReplicas ?? 0);
           const prog = st.conditions?.find((c) => c.type === "Progressing");
           return (
+            st.observedGeneration === d.metadata?.generation &&
             st.updatedReplicas === 2 &&
             st.replicas === 2 &&
             st.readyReplicas === 2 &&
@@ -554,8 +558,16 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
         },
         200,
       );
-      assert.ok(sawSurge, "a third pod (maxSurge 1) was seen during the rollout");
-      assert.equal(minReady, 2, "readiness never dropped below replicas - maxUnavailable");
+      // The Pod objects caught up (the old ones marked terminating or gone, the new ones Ready).
+      await waitFor("the Pod objects to show the rollout's end", 30_000, () => {
+        const now = watch.census.now;
+        return now.running === 2 && now.ready === 2 && !watch.census.runningNames().some((n) => before.has(n));
+      });
+      const { maxRunning, minReady, history } = watch.stop();
+      const states = history.map((s) => `${s.running}/${s.ready}`).join(" ");
+      // With maxUnavailable 0 the rollout can only progress by surging: a third pod must have run.
+      assert.equal(maxRunning, 3, `never more than replicas + maxSurge pods, and a surge (running/ready: ${states})`);
+      assert.equal(minReady, 2, `never fewer than replicas - maxUnavailable ready (running/ready: ${states})`);
       const after = await readyPods("mc1", name);
       assert.equal(after.length, 2);
       for (const p of after) assert.ok(!before.has(p.name), `${p.name} is from the old template`);
@@ -574,6 +586,7 @@ describe("multi-cluster test environment", { timeout: 90 * 60_000 }, () => {
           .startsWith("error"),
       );
     } finally {
+      census?.close();
       await cleanup("mc1", name);
     }
   });

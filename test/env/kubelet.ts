@@ -171,8 +171,18 @@ interface Pod {
   /** own network namespace and address (unset for hostNetwork pods, which use the node's) */
   net?: PodNet;
   deploymentUid?: string;
-  /** the Pod object mirrors this pod: uid once created, last status written */
-  api: { uid?: string; creating: boolean; createdAt: number; lastStatus?: string };
+  /**
+   * The Pod object mirrors this pod: uid once created, last status written, whether the last status
+   * written said Ready, whether marking it terminating (a graceful delete) is still in flight.
+   */
+  api: {
+    uid?: string;
+    creating: boolean;
+    createdAt: number;
+    lastStatus?: string;
+    readyPublished: boolean;
+    deleting: boolean;
+  };
   startedAt: number;
   /** when a failed prepare() may be retried */
   nextPrepare: number;
@@ -258,7 +268,7 @@ function newPod(d: k8s.V1Deployment, hash: string): Pod {
     preparing: false,
     terminating: false,
     deploymentUid: d.metadata?.uid,
-    api: { creating: false, createdAt: 0 },
+    api: { creating: false, createdAt: 0, readyPublished: false, deleting: false },
     startedAt: 0,
     nextPrepare: 0,
   };
@@ -723,6 +733,39 @@ function probeContainer(pod: Pod, c: Container): void {
 const podReady = (p: Pod): boolean =>
   !p.terminating && p.prepared && p.containers.length > 0 && p.containers.every((c) => c.ready);
 
+// The Deployment controller acts on what the apiserver shows, as the real one does: a pod counts as
+// ready once its Pod object says so, and as gone once its Pod object is marked terminating. Acting
+// on the processes' state alone let the Pod objects tell another story: an old pod stopped before
+// the new one's Ready was written (fewer ready pods than maxUnavailable allows), or a new pod
+// created while the stopped one was still listed as running (more pods than maxSurge allows).
+const readyForRollout = (p: Pod): boolean => podReady(p) && p.api.readyPublished;
+const goneForRollout = (p: Pod): boolean => p.terminating && !p.api.deleting;
+
+/**
+ * Marks a stopping pod's Pod object terminating (a graceful delete sets its deletionTimestamp),
+ * unless it is already (a user or the garbage collector deleted it) or there is none.
+ */
+async function markTerminating(pod: Pod, graceMs: number): Promise<void> {
+  const uid = pod.api.uid;
+  if (!uid || stopping) return;
+  const cur = podObjects.get(pod.name, pod.namespace);
+  if (cur?.metadata?.uid === uid && cur.metadata.deletionTimestamp) return;
+  pod.api.deleting = true;
+  try {
+    await core.deleteNamespacedPod({
+      name: pod.name,
+      namespace: pod.namespace,
+      body: { gracePeriodSeconds: Math.max(1, Math.ceil(graceMs / 1000)), preconditions: { uid } },
+    });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 404)
+      log(`marking Pod ${pod.namespace}/${pod.name} terminating: ${firstLine(err)}`);
+  } finally {
+    pod.api.deleting = false;
+    wake();
+  }
+}
+
 async function stopPod(pod: Pod): Promise<void> {
   if (pod.terminating) return;
   pod.terminating = true;
@@ -730,6 +773,7 @@ async function stopPod(pod: Pod): Promise<void> {
   wake();
   // On the kubelet's own shutdown, be quick: the environment's teardown is waiting.
   const grace = stopping ? 2_000 : Math.min(30, pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+  const marked = markTerminating(pod, grace);
   const kids = pod.containers.map((c) => c.child).filter((c): c is ChildProcess => !!c && c.exitCode === null);
   for (const c of pod.containers) c.child = null;
   await Promise.all(
@@ -754,6 +798,7 @@ async function stopPod(pod: Pod): Promise<void> {
     log(`pod ${pod.namespace}/${pod.name} network teardown: ${firstLine(err)}`);
   }
   rmSync(pod.dir, { recursive: true, force: true });
+  await marked;
   pods.delete(pod.uid);
   if (pod.api.uid && !stopping) {
     // Twice, as the first delete of a Pod that is already being deleted gracefully (by a user or the
@@ -833,8 +878,8 @@ function reconcileDeployment(d: k8s.V1Deployment, mine: Pod[]): void {
   const views: PodView[] = mine.map((p) => ({
     name: p.uid,
     hash: p.hash,
-    ready: podReady(p),
-    terminating: p.terminating,
+    ready: readyForRollout(p),
+    terminating: goneForRollout(p),
     seq: p.seq,
   }));
   let plan;
@@ -855,10 +900,11 @@ async function writeStatus(d: k8s.V1Deployment, mine: Pod[]): Promise<void> {
   const key = keyOf(d);
   const hash = templateHash(d);
   const desired = d.spec?.replicas ?? 1;
-  const live = mine.filter((p) => !p.terminating);
+  // As the Pod objects show them (see readyForRollout).
+  const live = mine.filter((p) => !goneForRollout(p));
   const updated = live.filter((p) => p.hash === hash);
-  const ready = live.filter(podReady).length;
-  const updatedReady = updated.filter(podReady).length;
+  const ready = live.filter(readyForRollout).length;
+  const updatedReady = updated.filter(readyForRollout).length;
   const { unavailable: maxUnavailable } =
     d.spec?.strategy?.type === "Recreate" ? { unavailable: 0 } : surgeAndUnavailable(desired, d.spec?.strategy);
   const available = ready >= desired - maxUnavailable;
@@ -1038,6 +1084,13 @@ function syncPodObject(pod: Pod): void {
           body: { ...cur, metadata: { ...cur.metadata, annotations: { ...annotations, [NETNS_ANNOTATION]: netns } } },
         });
       return core.replaceNamespacedPodStatus({ name: pod.name, namespace: depNs, body: { ...cur, status } });
+    })
+    .then(() => {
+      const ready = status.conditions?.find((c) => c.type === "Ready")?.status === "True";
+      if (ready !== pod.api.readyPublished) {
+        pod.api.readyPublished = ready;
+        wake();
+      }
     })
     .catch((err: unknown) => {
       pod.api.lastStatus = undefined; // retry on the next tick

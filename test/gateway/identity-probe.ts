@@ -14,10 +14,9 @@ import { readFileSync } from "node:fs";
 import https from "node:https";
 import { join } from "node:path";
 import tls from "node:tls";
-import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
+import { tunnelClientFromCertDir } from "../env/proxy-client.js";
 
 const [address, servername, proxyCertDir, cluster, agentCaFile, clientCertDir] = process.argv.slice(2);
-const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
 
 interface ProbeResult {
   tunnel: boolean;
@@ -27,18 +26,7 @@ interface ProbeResult {
 }
 
 async function main(): Promise<ProbeResult> {
-  const client = new TunnelClient({
-    proxy: {
-      host: host!,
-      port: Number(portText),
-      servername: servername!,
-      ...loadProxyTls({
-        caFile: join(proxyCertDir!, "ca.crt"),
-        certFile: join(proxyCertDir!, "tls.crt"),
-        keyFile: join(proxyCertDir!, "tls.key"),
-      }),
-    },
-  });
+  const client = tunnelClientFromCertDir(address ?? "", servername ?? "", proxyCertDir ?? "");
   try {
     const dialled = await client.dial(`gateway.cluster-proxy.invalid.${cluster}:443`).then(
       (socket) => ({ socket }),

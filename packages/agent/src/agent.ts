@@ -285,6 +285,18 @@ export class ProxyAgent {
     this.log.info({ servers: this.tunnels.size }, "draining: no new server connections");
   }
 
+  /**
+   * The graceful part of a stop: {@link drain}, then wait up to --drain-grace-period for open
+   * endpoint connections to end. Resolves false when the period ran out (close() cuts the rest).
+   */
+  async drainAndWait(): Promise<boolean> {
+    this.drain();
+    const idle = await this.waitIdle(this.options.drainGracePeriod);
+    if (!idle)
+      this.log.warn({ gracePeriodMs: this.options.drainGracePeriod }, "grace period over, closing open connections");
+    return idle;
+  }
+
   /** Close everything: endpoint sockets, streams, sessions, the pending attempt and the ports. */
   async close(): Promise<void> {
     if (!this.closed) {

@@ -4,7 +4,7 @@
  * 503 with the reason, in Go's texts), `/metrics`. Admin port: `/metrics` (served directly rather
  * than redirected as Go does) and, with --enable-profiling, `/debug/process`.
  */
-import * as http from "node:http";
+import * as http from "@cluster-proxy/tunnel/http";
 import type { AddressInfo } from "node:net";
 import { ConfigError } from "@cluster-proxy/api";
 import type { ProbeAnswer } from "@cluster-proxy/tunnel";

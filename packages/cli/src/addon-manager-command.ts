@@ -3,12 +3,18 @@
  * `cluster-proxy manifests crds`: print the CustomResourceDefinitions it needs.
  */
 import type { Command } from "commander";
-import { ConfigError, addonManagerOptionsSchema, type AddonManagerOptions } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import {
+  ConfigError,
+  addonManagerOptionSpecs,
+  addonManagerOptionsSchema,
+  type AddonManagerOptions,
+} from "@cluster-proxy/api";
+import type { CliContext } from "./cli-context.js";
 import { crdManifestYaml } from "./crd-manifest.js";
 import { createLogger } from "./log-output.js";
+import { loadKubeConfig } from "./hub-access.js";
 import { registerOptionCommand } from "./option-command.js";
-import { runUntilSignalled } from "./shutdown-signals.js";
+import { runComponent } from "./run-component.js";
 
 const EXAMPLE = `
 Example (a hub kubeconfig; the CRD first):
@@ -42,48 +48,19 @@ export function registerAddonManagerCommand(
       "addon-manager",
       ctx.logFd,
     );
-    const k8s = await import("@kubernetes/client-node");
-    const kc = new k8s.KubeConfig();
-    try {
-      if (options.kubeconfig) kc.loadFromFile(options.kubeconfig);
-      else kc.loadFromCluster();
-    } catch (err) {
-      throw new ConfigError(
-        `${options.kubeconfig ? `--kubeconfig ${options.kubeconfig}` : "in-cluster configuration"}: ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
+    const kc = await loadKubeConfig("--kubeconfig", options.kubeconfig);
     if (!kc.getCurrentCluster())
       throw new ConfigError("--kubeconfig: no current cluster (set --kubeconfig or run in a pod)");
     const { AddonManager } = await import("@cluster-proxy/addon-manager");
     const manager = new AddonManager(options, { kubeConfig: kc, logger });
-    let ports: { healthPort?: number; metricsPort?: number };
-    try {
-      ports = await manager.start();
-    } catch (err) {
-      await manager.close().catch(() => undefined);
-      throw new CommandFailure(`addon manager failed to start: ${(err as Error).message}`, { cause: err });
-    }
-    logger.info({ ...ports, identity: manager.identity || undefined }, "addon manager started");
-    let lost = false;
-    const leadership = new AbortController();
-    void manager.leadershipLost.then(() => {
-      lost = true;
-      leadership.abort();
+    const code = await runComponent(ctx, manager, {
+      name: "addon manager",
+      logger,
+      specs: addonManagerOptionSpecs,
+      options,
+      started: (ports) => ({ ...ports, identity: manager.identity || undefined }),
+      lost: manager.leadershipLost,
     });
-    const code = await runUntilSignalled(
-      ctx.signals,
-      {
-        graceful: async (signal) => {
-          logger.info({ signal }, "shutting down (a second signal exits at once)");
-          await manager.close();
-          return lost ? 1 : 0;
-        },
-        forced: () => Promise.resolve(1),
-        onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
-      },
-      leadership.signal,
-    );
     setExitCode(code);
   }
 

@@ -8,8 +8,8 @@ import { agentOptionSpecs, agentOptionsSchema, type AgentOptions } from "@cluste
 import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
-import { registerOptionCommand, startComponent } from "./option-command.js";
-import { runUntilSignalled } from "./shutdown-signals.js";
+import { registerOptionCommand } from "./option-command.js";
+import { runComponent } from "./run-component.js";
 
 const EXAMPLE = `
 Example (certificates from \`cluster-proxy certs --dir certs --cluster east\`):
@@ -41,29 +41,17 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
     logMissingNodeFlags(logger);
     const { ProxyAgent } = await import("@cluster-proxy/agent");
     const agent = new ProxyAgent(options, { logger });
-    await startComponent("agent", agent, agentOptionSpecs, options);
-    logger.info({ cluster: options.clusterName }, "proxy-agent started");
-    const code = await runUntilSignalled(ctx.signals, {
-      graceful: async (signal) => {
-        logger.info(
-          { signal, gracePeriodMs: options.drainGracePeriod },
-          "draining: sent DRAIN, waiting for open connections (a second signal exits at once)",
-        );
-        agent.drain();
-        const idle = await agent.waitIdle(options.drainGracePeriod);
-        if (!idle)
-          logger.warn({ gracePeriodMs: options.drainGracePeriod }, "grace period over, closing open connections");
-        await agent.close();
-        logger.info({}, "proxy-agent stopped");
-        return 0;
+    const code = await runComponent(
+      ctx,
+      { start: () => agent.start(), drain: () => agent.drainAndWait(), close: () => agent.close() },
+      {
+        name: "proxy-agent",
+        logger,
+        specs: agentOptionSpecs,
+        options,
+        started: () => ({ cluster: options.clusterName }),
       },
-      forced: async (signal) => {
-        logger.warn({ signal }, "second signal: closing now");
-        await agent.close();
-        return 1;
-      },
-      onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
-    });
+    );
     setExitCode(code);
   }
 }

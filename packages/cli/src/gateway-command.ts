@@ -3,11 +3,12 @@
  * SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
-import { ConfigError, gatewayOptionsSchema, type GatewayOptions } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { ConfigError, gatewayOptionSpecs, gatewayOptionsSchema, type GatewayOptions } from "@cluster-proxy/api";
+import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
+import { loadKubeConfig } from "./hub-access.js";
 import { registerOptionCommand } from "./option-command.js";
-import { runUntilSignalled } from "./shutdown-signals.js";
+import { runComponent } from "./run-component.js";
 
 const EXAMPLE = `
 Example (what the chart runs: the Secrets of docs/design/gateway.md mounted under /etc/gateway):
@@ -43,17 +44,7 @@ export function registerGatewayCommand(program: Command, ctx: CliContext, setExi
       "gateway",
       ctx.logFd,
     );
-    const k8s = await import("@kubernetes/client-node");
-    const kc = new k8s.KubeConfig();
-    try {
-      if (options.hubKubeconfig) kc.loadFromFile(options.hubKubeconfig);
-      else kc.loadFromCluster();
-    } catch (err) {
-      throw new ConfigError(
-        `--hub-kubeconfig: cannot load ${options.hubKubeconfig ? `"${options.hubKubeconfig}"` : "the in-cluster config"}: ${(err as Error).message}`,
-        { cause: err },
-      );
-    }
+    const kc = await loadKubeConfig("--hub-kubeconfig", options.hubKubeconfig);
     if (!kc.getCurrentCluster()) throw new ConfigError("--hub-kubeconfig: no current cluster (set it or run in a pod)");
     const { Gateway, kubeHubApi } = await import("@cluster-proxy/gateway");
     let gateway;
@@ -62,24 +53,12 @@ export function registerGatewayCommand(program: Command, ctx: CliContext, setExi
     } catch (err) {
       throw new ConfigError((err as Error).message, { cause: err });
     }
-    let ports;
-    try {
-      ports = await gateway.start();
-    } catch (err) {
-      await gateway.close(0).catch(() => undefined);
-      throw new CommandFailure(`gateway failed to start: ${(err as Error).message}`, { cause: err });
-    }
-    logger.info(ports, "gateway started");
-    const running = gateway;
-    const code = await runUntilSignalled(ctx.signals, {
-      graceful: async (signal) => {
-        logger.info({ signal }, "shutting down (a second signal exits at once)");
-        await running.close();
-        logger.info({}, "gateway stopped");
-        return 0;
-      },
-      forced: () => Promise.resolve(1),
-      onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
+    const code = await runComponent(ctx, gateway, {
+      name: "gateway",
+      logger,
+      specs: gatewayOptionSpecs,
+      options,
+      started: (ports) => ({ ...ports }),
     });
     setExitCode(code);
   }

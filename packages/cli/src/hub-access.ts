@@ -88,19 +88,28 @@ export interface Hub {
  * Load the hub kubeconfig as `kubectl` would: `kubeconfig` (the --kubeconfig flag), else the first
  * existing file of KUBECONFIG, else the pod's ServiceAccount (`file` undefined). Errors name the flag.
  */
-export async function loadHubKubeConfig(
-  kubeconfig: string | undefined,
-  env: NodeJS.ProcessEnv,
-): Promise<{ kc: KubeConfig; file: string | undefined }> {
+/**
+ * The kubeconfig `file`, or the pod's in-cluster configuration when it is undefined; a file that
+ * cannot be read or parsed is a {@link ConfigError} naming `flag`.
+ */
+export async function loadKubeConfig(flag: string, file: string | undefined): Promise<KubeConfig> {
   const k8s = await import("@kubernetes/client-node");
   const kc = new k8s.KubeConfig();
-  const file = kubeconfig ?? env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
   try {
     if (file) kc.loadFromFile(file);
     else kc.loadFromCluster();
   } catch (err) {
-    throw new ConfigError(`--kubeconfig ${file ?? "(in-cluster)"}: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`${flag} ${file ?? "(in-cluster)"}: ${(err as Error).message}`, { cause: err });
   }
+  return kc;
+}
+
+export async function loadHubKubeConfig(
+  kubeconfig: string | undefined,
+  env: NodeJS.ProcessEnv,
+): Promise<{ kc: KubeConfig; file: string | undefined }> {
+  const file = kubeconfig ?? env.KUBECONFIG?.split(":").find((f) => f && existsSync(f));
+  const kc = await loadKubeConfig("--kubeconfig", file);
   if (!kc.getCurrentCluster()?.server)
     throw new ConfigError("no hub: pass --kubeconfig, set KUBECONFIG, or run in a pod of the hub");
   return { kc, file };

@@ -6,8 +6,8 @@ import { serverOptionSpecs, serverOptionsSchema, type ServerOptions } from "@clu
 import type { CliContext } from "./cli-context.js";
 import { createLogger } from "./log-output.js";
 import { logMissingNodeFlags } from "./node-flags.js";
-import { registerOptionCommand, startComponent } from "./option-command.js";
-import { runUntilSignalled } from "./shutdown-signals.js";
+import { registerOptionCommand } from "./option-command.js";
+import { runComponent } from "./run-component.js";
 
 const EXAMPLE = `
 Example (certificates from \`cluster-proxy certs --dir certs\`):
@@ -42,20 +42,12 @@ export function registerServerCommand(program: Command, ctx: CliContext, setExit
     logMissingNodeFlags(logger);
     const { ProxyServer } = await import("@cluster-proxy/server");
     const server = new ProxyServer(options, { logger });
-    await startComponent("server", server, serverOptionSpecs, options);
-    logger.info({ serverID: server.serverId, addresses: server.addresses() }, "proxy-server started");
-    const code = await runUntilSignalled(ctx.signals, {
-      graceful: async (signal) => {
-        logger.info({ signal }, "shutting down (a second signal exits at once)");
-        await server.close();
-        logger.info({}, "proxy-server stopped");
-        return 0;
-      },
-      forced: (signal) => {
-        logger.warn({ signal }, "second signal: exiting without waiting");
-        return Promise.resolve(1);
-      },
-      onError: (err, stage) => logger.error({ err, stage }, "shutdown failed"),
+    const code = await runComponent(ctx, server, {
+      name: "proxy-server",
+      logger,
+      specs: serverOptionSpecs,
+      options,
+      started: () => ({ serverID: server.serverId, addresses: server.addresses() }),
     });
     setExitCode(code);
   }

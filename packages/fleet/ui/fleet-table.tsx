@@ -112,6 +112,17 @@ export function FleetTable(props: {
     return () => ro.disconnect();
   }, []);
 
+  // When the detail closes, focus goes back to its row (when the row is on screen).
+  const lastSelected = useRef(props.selected);
+  useLayoutEffect(() => {
+    const was = lastSelected.current;
+    lastSelected.current = props.selected;
+    if (props.selected !== null || was === null) return;
+    scroller.current
+      ?.querySelector<HTMLElement>(`tr[data-cluster="${CSS.escape(was)}"]`)
+      ?.focus({ preventScroll: true });
+  }, [props.selected]);
+
   useLayoutEffect(() => {
     if (!focusPending.current) return;
     focusPending.current = false;
@@ -236,7 +247,7 @@ export function FleetTable(props: {
                   data-available={r.available}
                   data-index={index}
                   aria-rowindex={index + 2}
-                  aria-selected={props.selected === r.cluster}
+                  aria-current={props.selected === r.cluster ? "true" : undefined}
                   class={props.selected === r.cluster ? "row selected" : "row"}
                   tabIndex={index === tabbable ? 0 : -1}
                   onClick={() => {

@@ -54,7 +54,8 @@ func run(providerFile, hubKubeconfig, namespace, name string) error {
 		return fmt.Errorf("reading ClusterProfile %s/%s: %w", namespace, name, err)
 	}
 
-	// The consumer side of the ClusterProfile API, as its README shows it.
+	// The consumer side of the ClusterProfile API: the three lines of Go that our README shows
+	// (the suite checks that they are these, as written).
 	provider, err := credentials.NewFromFile(providerFile)
 	if err != nil {
 		return err
