@@ -59,10 +59,11 @@ describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 
   let browser: Browser | undefined;
   const tokens: Record<string, string> = {};
 
-  const operator = async (what: string, script: string, timeoutMs = 600_000): Promise<string> => {
-    const r = await runAsOperator(env, path, script, timeoutMs, { cwd: dir });
+  /** A guide block as an operator runs it, in `dir`; its output is logged unless it is a `secret`. */
+  const operator = async (what: string, script: string, secret = false): Promise<string> => {
+    const r = await runAsOperator(env, path, script, 600_000, { cwd: dir });
     assert.equal(r.status, 0, `${what} failed:\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
-    console.log(`# ${what}\n# ${r.stdout.trim().split("\n").join("\n# ")}`);
+    console.log(`# ${what}\n# ${secret ? "(a token)" : r.stdout.trim().split("\n").join("\n# ")}`);
     return r.stdout;
   };
   const helm = (args: string[], allowFail = false) =>
@@ -149,9 +150,9 @@ describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 
     await operator("guide gateway-grant-hub", docBlock("gateway-grant-hub"));
     await operator("guide fleet-grant-viewer", docBlock("fleet-grant-viewer"));
     await operator("guide fleet-grant-auditor", docBlock("fleet-grant-auditor"));
-    tokens.alice = (await operator("guide fleet-token", docBlock("fleet-token"))).trim();
+    tokens.alice = (await operator("guide fleet-token", docBlock("fleet-token"), true)).trim();
     for (const who of ["bob", "audrey"])
-      tokens[who] = (await operator(`a token of ${who}`, docBlock("fleet-token").replace("alice", who))).trim();
+      tokens[who] = (await operator(`a token of ${who}`, docBlock("fleet-token").replace("alice", who), true)).trim();
     const serving = await hub.get<Secret>(Resources.secret, "cluster-proxy-gateway-serving", NS);
     writeFileSync(join(dir, "serving-ca.crt"), Buffer.from(serving.data?.["ca.crt"] ?? "", "base64"));
   });
@@ -285,6 +286,7 @@ describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 
     const denial = audrey.locator('[data-testid="cluster-detail"] [data-testid="audit-row"][data-denied="true"]');
     await denial.first().waitFor({ timeout: 15_000 });
     assert.match((await denial.first().textContent()) ?? "", /alice/);
+    await denial.first().scrollIntoViewIfNeeded();
     await browser.screenshot(audrey, "gateway-audit-denied");
   });
 });
