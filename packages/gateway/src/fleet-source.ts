@@ -96,13 +96,14 @@ export class FleetSource {
     },
     finished: (record, streamed) => {
       const cluster = record.cluster;
-      if (cluster === undefined || !this.o.model.has(cluster)) return;
-      if (streamed && this.streams.has(cluster)) {
-        const n = (this.streams.get(cluster) ?? 1) - 1;
-        if (n <= 0) this.streams.delete(cluster);
-        else this.streams.set(cluster, n);
-        this.o.model.setOpenStreams(cluster, Math.max(0, n));
+      if (cluster === undefined) return;
+      const open = this.streams.get(cluster);
+      if (streamed && open !== undefined) {
+        if (open <= 1) this.streams.delete(cluster);
+        else this.streams.set(cluster, open - 1);
+        this.o.model.setOpenStreams(cluster, open - 1);
       }
+      if (!this.o.model.has(cluster)) return;
       this.o.model.recordTraffic(cluster, {
         requests: 1,
         errors: record.code >= 500 || record.code === 0 ? 1 : 0,
@@ -218,6 +219,7 @@ export class FleetSource {
       reason,
     };
     this.o.model.setRow(report, condition?.lastTransitionTime);
+    this.o.model.setOpenStreams(cluster, this.streams.get(cluster) ?? 0);
   }
 }
 
