@@ -50,13 +50,22 @@ export class Browser {
   ) {}
 
   /** Start Chromium. */
-  static async launch(options: { width?: number; height?: number } = {}): Promise<Browser> {
+  static async launch(
+    options: {
+      width?: number;
+      height?: number;
+      /** Another way to start Debian's Chromium (e.g. a wrapper that enters a network namespace). */
+      executablePath?: string;
+      /** Flags beside {@link CHROMIUM_FLAGS}. */
+      args?: string[];
+    } = {},
+  ): Promise<Browser> {
     const profile = await mkdtemp(join(tmpdir(), "cpx-chromium-"));
     try {
       const context = await chromium.launchPersistentContext(profile, {
-        executablePath: CHROMIUM,
+        executablePath: options.executablePath ?? CHROMIUM,
         headless: true,
-        args: CHROMIUM_FLAGS,
+        args: [...CHROMIUM_FLAGS, ...(options.args ?? [])],
         viewport: { width: options.width ?? 1280, height: options.height ?? 800 },
         timeout: 30_000,
       });

@@ -274,7 +274,8 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     const allowlist = find(objs, "ConfigMap", "cluster-proxy-exposed-services") as Obj & { data: { services: string } };
     assert.equal(allowlist.data.services.trim(), "[]");
 
-    // Least privilege: authenticate, authorize, know the clusters; its allowlist and Events in its namespace.
+    // Least privilege: authenticate, authorize, know the clusters, read this addon's
+    // ManagedClusterAddOns by name (the fleet view); its allowlist and Events in its namespace.
     assert.deepEqual(find(objs, "ClusterRole", "cluster-proxy-addon-user").rules, [
       { apiGroups: ["authentication.k8s.io"], resources: ["tokenreviews"], verbs: ["create"] },
       { apiGroups: ["authorization.k8s.io"], resources: ["subjectaccessreviews"], verbs: ["create"] },
@@ -282,6 +283,12 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
         apiGroups: ["cluster.open-cluster-management.io"],
         resources: ["managedclusters"],
         verbs: ["get", "list", "watch"],
+      },
+      {
+        apiGroups: ["addon.open-cluster-management.io"],
+        resources: ["managedclusteraddons"],
+        resourceNames: ["cluster-proxy"],
+        verbs: ["list", "watch"],
       },
     ]);
     const role = find(objs, "Role", "cluster-proxy-addon-user");

@@ -22,12 +22,12 @@ const h = new Harness();
 after(() => h.close());
 
 async function freeBase(): Promise<number> {
-  // base..base+15 must be free. Below the kernel's ephemeral range (32768+), so the local ports
+  // base..base+16 must be free. Below the kernel's ephemeral range (32768+), so the local ports
   // of the many connections earlier test files made cannot collide with it.
   for (let i = 0; i < 50; i++) {
     const base = 10_000 + Math.floor(Math.random() * 20_000);
     let free = true;
-    for (let p = base; free && p < base + 16; p++) free = await canListen(p);
+    for (let p = base; free && p < base + 17; p++) free = await canListen(p);
     if (free) return base;
   }
   throw new Error("no free port range");
@@ -81,7 +81,7 @@ test("cluster-proxy up: curl through its HTTP CONNECT doors reaches both demo cl
   await writeSingleCaLayout(certs);
   await copyFile(join(certs, "agent-east.crt"), join(h.dir, "old-agent-east.crt"));
   await copyFile(join(certs, "agent-east.key"), join(h.dir, "old-agent-east.key"));
-  // base..base+15 must be free; another process may hold one of them, so retry on a conflict
+  // base..base+16 must be free; another process may hold one of them, so retry on a conflict
   let base = 0;
   let up: Proc | undefined;
   const failures: string[] = [];

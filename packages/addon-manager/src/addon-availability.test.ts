@@ -57,7 +57,7 @@ describe("Available", () => {
     );
     assert.equal(
       conditions[1]!.message,
-      "tunnel works through 1 of 3 proxy-servers; s2 (10.0.0.2): 503 Service Unavailable: no agent available; s3 (10.0.0.3): 503 Service Unavailable: no agent available",
+      "tunnel works through 1 of 3 proxy-servers (s1); s2 (10.0.0.2): 503 Service Unavailable: no agent available; s3 (10.0.0.3): 503 Service Unavailable: no agent available",
     );
   });
 

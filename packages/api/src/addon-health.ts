@@ -1,8 +1,9 @@
 /**
  * The addon's health as the manager writes it into each ManagedClusterAddOn `cluster-proxy`
  * (condition `Available`) and as `cluster-proxy health` reads it back. The message is for people
- * and, through {@link parseTunnelHealth}, for programs: it starts with
- * "tunnel works through <n> of <m> proxy-servers" and names each failing replica after "; ".
+ * and, through {@link parseTunnelHealth} and {@link parseTunnelReplicas}, for programs: it starts
+ * with "tunnel works through <n> of <m> proxy-servers", then names the replicas it works through
+ * in parentheses (" (a, b)"), and each failing replica after "; " ("c (10.0.0.7): <why>").
  *
  * `Available` is True while the tunnel works through at least one replica (a hub client whose
  * connection lands on a replica without a tunnel is a partial outage, shown as "<n> of <m>", not
@@ -39,11 +40,14 @@ export interface ReplicaProbe {
 }
 
 const HEAD = /^tunnel works through (\d+) of (\d+) proxy-servers?/;
+const REACHED = /^ \(([^)]*)\)/;
+const FAILING = /^([a-z0-9][a-z0-9.-]*) \([^)]*\): /;
 
 /** The `Available` message for a cluster's probes through every replica. */
 export function formatTunnelHealth(probes: readonly ReplicaProbe[]): string {
-  const ok = probes.filter((p) => p.ok).length;
-  const head = `tunnel works through ${ok} of ${probes.length} proxy-server${probes.length === 1 ? "" : "s"}`;
+  const ok = probes.filter((p) => p.ok).map((p) => p.server);
+  const reached = ok.length ? ` (${ok.join(", ")})` : "";
+  const head = `tunnel works through ${ok.length} of ${probes.length} proxy-server${probes.length === 1 ? "" : "s"}${reached}`;
   const failed = probes.filter((p) => !p.ok).map((p) => `${p.server} (${p.address}): ${p.error ?? "failed"}`);
   return failed.length ? `${head}; ${failed.join("; ")}` : head;
 }
@@ -52,6 +56,26 @@ export function formatTunnelHealth(probes: readonly ReplicaProbe[]): string {
 export function parseTunnelHealth(message: string | undefined): { reachable: number; servers: number } | undefined {
   const m = HEAD.exec(message ?? "");
   return m ? { reachable: Number(m[1]), servers: Number(m[2]) } : undefined;
+}
+
+/**
+ * Reads back the replicas by name from a message written by {@link formatTunnelHealth}: those the
+ * tunnel works through (undefined when the message does not name them: a manager older than the
+ * names) and those that failed; undefined for any other text.
+ */
+export function parseTunnelReplicas(
+  message: string | undefined,
+): { reached: string[] | undefined; failing: string[] } | undefined {
+  const m = HEAD.exec(message ?? "");
+  if (!m) return undefined;
+  const rest = message!.slice(m[0].length);
+  const named = REACHED.exec(rest);
+  const reached = named ? named[1]!.split(", ").filter(Boolean) : Number(m[1]) === 0 ? [] : undefined;
+  const failing = rest
+    .split("; ")
+    .slice(1)
+    .flatMap((part) => FAILING.exec(part)?.[1] ?? []);
+  return { reached, failing };
 }
 
 /**

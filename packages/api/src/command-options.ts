@@ -95,9 +95,9 @@ const upOptionFields = {
     {
       flag: "port-base",
       description:
-        "First port: HTTP CONNECT plain on B, gRPC on B+10, agents on B+11, health on B+12, HTTP CONNECT mTLS on B+13, admin on B+15",
+        "First port: HTTP CONNECT plain on B, gRPC on B+10, agents on B+11, health on B+12, HTTP CONNECT mTLS on B+13, admin on B+15, fleet view on B+16",
     },
-    (base) => (base < 1 || base + 15 > 65_535 ? `${base} leaves no room for base+15 (use 1-65520)` : undefined),
+    (base) => (base < 1 || base + 16 > 65_535 ? `${base} leaves no room for base+16 (use 1-65519)` : undefined),
   ),
   connectTimeout: opt.duration(30_000, {
     flag: "connect-timeout",

@@ -21,6 +21,20 @@ export interface CliContext {
   logFd?: number;
   /** Where relative defaults (the local hub's `./.cluster-proxy/hub.json`) are looked for (default: process.cwd()). */
   cwd?: string;
+  /**
+   * Test seam, not a user surface: `up` hands its in-process demo agents to it once the hub is
+   * ready, so a test can stop one cluster's agent and start it again (the cluster goes away and
+   * comes back). Other commands ignore it.
+   */
+  upAgents?: (agents: UpAgents) => void;
+}
+
+/** The demo agents of a running `up` (see {@link CliContext.upAgents}). */
+export interface UpAgents {
+  /** Stop the agent of `cluster` (its tunnel closes); resolves once it is closed. */
+  stop(cluster: string): Promise<void>;
+  /** Start a new agent for `cluster` with the same options; resolves once started (it connects soon after). */
+  start(cluster: string): Promise<void>;
 }
 
 /** The context of the real process. */

@@ -4,7 +4,7 @@
  */
 export { runCli, buildProgram, cliVersion } from "./program.js";
 export { EXIT_FAILURE, EXIT_STATUS_BY_CODE, EXIT_USAGE, exitStatusOf } from "./exit-status.js";
-export { processContext, CommandFailure, type CliContext } from "./cli-context.js";
+export { processContext, CommandFailure, type CliContext, type UpAgents } from "./cli-context.js";
 export { addOptionSpecs, commanderOption, optionHelpText, resolveCommandOptions } from "./option-flags.js";
 export { runUntilSignalled, SHUTDOWN_SIGNALS, type SignalSource, type ShutdownStages } from "./shutdown-signals.js";
 export { upPorts, runUp } from "./up-command.js";

@@ -29,7 +29,8 @@ export interface LocalHubProfile {
   pid: number;
   clusters: string[];
   host: string;
-  ports: { grpc: number; connectTls: number; connectPlain: number; health: number };
+  /** `fleet`: the fleet view's page (`http://<host>:<fleet>/-/fleet/`; absent in older profiles). */
+  ports: { grpc: number; connectTls: number; connectPlain: number; health: number; fleet?: number };
   files: { ca: string; clientCert: string; clientKey: string; apiserverCa: string };
 }
 

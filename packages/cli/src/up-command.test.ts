@@ -7,7 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
-import type { CliContext } from "./cli-context.js";
+import type { ClusterDetail, FleetRow, FleetSnapshot } from "@cluster-proxy/fleet";
+import type { CliContext, UpAgents } from "./cli-context.js";
+import { probeThroughConnect } from "./cluster-probe.js";
 import { runCli } from "./program.js";
 import type { SignalSource } from "./shutdown-signals.js";
 
@@ -59,6 +61,7 @@ test("up --exit-after-ready starts the hub, waits for every cluster, prints how 
   assert.ok(first.out.includes(`curl -p -x http://127.0.0.1:${base} http://0west:80/`));
   assert.match(first.out, new RegExp(`curl -p -x https://127\\.0\\.0\\.1:${base + 13} --proxy-cacert \\S+ca\\.crt`));
   assert.match(first.out, /import \{ dial, loadProxyTls \} from "@cluster-proxy\/client"/);
+  assert.ok(first.out.includes(`Fleet view (live): http://127.0.0.1:${base + 16}/-/fleet/\n`), first.out);
 
   const second = await up(["--clusters", "east"]);
   assert.equal(second.code, 0, second.err);
@@ -80,6 +83,76 @@ test("a taken port is reported with the port and --port-base", async () => {
   } finally {
     blocker.close();
   }
+  const fleetBlocker = net.createServer();
+  fleetBlocker.listen(base + 16, "127.0.0.1");
+  await once(fleetBlocker, "listening");
+  try {
+    const r = await up(["--clusters", "east"]);
+    assert.equal(r.code, 1);
+    assert.match(r.err, new RegExp(`port ${base + 16} \\(fleet view, --port-base ${base} \\+ 16\\)`));
+  } finally {
+    fleetBlocker.close();
+  }
+});
+
+test("up's fleet view: rows follow the agents (stopped and started through the test seam), traffic of its doors counts", async () => {
+  const out: string[] = [];
+  const signals = new EventEmitter();
+  let agents: UpAgents | undefined;
+  const running = runCli(
+    ["up", "--state-dir", join(stateDir, "fleet"), "--log-level", "silent", "--port-base", String(base)],
+    {
+      stdout: (t) => void out.push(t),
+      stderr: (t) => void out.push(t),
+      env: {},
+      signals,
+      colors: false,
+      upAgents: (a) => (agents = a),
+    },
+  );
+  try {
+    await waitUntil("up to print its ready screen", () => out.join("").includes("Running; press Ctrl-C"), {
+      timeoutMs: 60_000,
+      everyMs: 50,
+    });
+    const page = /Fleet view \(live\): (\S+)/.exec(out.join(""))?.[1];
+    assert.ok(page && agents, out.join(""));
+    const rows = async (): Promise<Map<string, FleetRow>> => {
+      const snapshot = (await (await fetch(`${page}api/clusters`)).json()) as FleetSnapshot;
+      return new Map(snapshot.clusters.map((r) => [r.cluster, r]));
+    };
+    const available = async (cluster: string): Promise<string | undefined> => (await rows()).get(cluster)?.available;
+    await waitUntil(
+      "east and west available",
+      async () => (await available("east")) === "True" && (await available("west")) === "True",
+    );
+    const east = (await rows()).get("east");
+    assert.deepEqual(east?.agentsByServer, { "cluster-proxy-up": 1 });
+    assert.ok(east?.latencyMs !== null && east?.agentCertExpiry, JSON.stringify(east));
+
+    await agents.stop("east");
+    await waitUntil("east unavailable", async () => (await available("east")) === "False", { timeoutMs: 5_000 });
+    assert.match((await rows()).get("east")?.reason ?? "", /no agent connected/);
+    assert.equal(await available("west"), "True");
+    await agents.start("east");
+    await waitUntil("east available again", async () => (await available("east")) === "True", { timeoutMs: 10_000 });
+
+    const traffic = async (): Promise<{ requests: number; bytesIn: number; bytesOut: number }> => {
+      const detail = (await (await fetch(`${page}api/clusters/east`)).json()) as ClusterDetail;
+      const sum = (k: "requests" | "bytesIn" | "bytesOut"): number => detail.series.reduce((n, p) => n + p[k], 0);
+      return { requests: sum("requests"), bytesIn: sum("bytesIn"), bytesOut: sum("bytesOut") };
+    };
+    const before = await traffic();
+    const answer = await probeThroughConnect({ host: "127.0.0.1", port: base }, "east:80", "hello from east", 5_000);
+    assert.ok(answer.ok, JSON.stringify(answer));
+    await waitUntil("the request in east's traffic", async () => {
+      const now = await traffic();
+      return now.requests === before.requests + 1 && now.bytesIn > before.bytesIn && now.bytesOut > before.bytesOut;
+    });
+  } finally {
+    signals.emit("SIGINT");
+  }
+  assert.equal(await running, 0, out.join(""));
 });
 
 test("bad --clusters and --port-base values exit 2 naming the flag", async () => {

@@ -5,7 +5,8 @@
  * demo cluster a sample HTTP service on a loopback port plus a ProxyAgent whose cluster's
  * "apiserver" is that service, so `<cluster>:80` reaches it through the hub. Once every cluster
  * answers through the tunnel it prints how to reach them (curl through HTTP CONNECT, plain and
- * mTLS, and an SDK snippet), then runs until SIGINT/SIGTERM.
+ * mTLS, and an SDK snippet) and the address of the fleet view (up-fleet.ts), then runs until
+ * SIGINT/SIGTERM.
  *
  * Ports, from --port-base B (default 8080), all on 127.0.0.1:
  *
@@ -17,6 +18,7 @@
  * | B+12 | health (`/healthz`, `/readyz`, `/metrics`) |
  * | B+13 | HTTP CONNECT over mTLS |
  * | B+15 | admin (`/metrics`) |
+ * | B+16 | fleet view (the live page of every cluster, `/-/fleet/`) |
  */
 import { existsSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
@@ -37,7 +39,7 @@ import {
 } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/tunnel";
 
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure, type CliContext, type UpAgents } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
 import { DEFAULT_STATE_DIR, profilePath, removeLocalHubProfile, writeLocalHubProfile } from "./local-hub.js";
 import { createLogger } from "./log-output.js";
@@ -58,6 +60,7 @@ export function upPorts(base: number) {
     health: { port: base + 12, what: "health port", offset: 12 },
     connectTls: { port: base + 13, what: "HTTP CONNECT (mTLS)", offset: 13 },
     admin: { port: base + 15, what: "admin port", offset: 15 },
+    fleet: { port: base + 16, what: "fleet view", offset: 16 },
   };
 }
 
@@ -101,6 +104,8 @@ interface ReadyHub {
   services: SampleService[];
   /** The state directory (absolute). */
   stateDir: string;
+  /** The fleet view's page. */
+  fleetUrl: string;
   /**
    * The directory holding the `cluster-proxy` command of this checkout (node_modules/.bin), when
    * the user's PATH may lack it; undefined when nothing needs saying.
@@ -183,6 +188,8 @@ export function readyText(hub: ReadyHub, colors: boolean): string {
   lines.push(`  cluster-proxy health${profileFlag}`);
   lines.push(`  cluster-proxy port-forward --cluster ${first} 0:${first}:80${profileFlag}`);
   lines.push("");
+  lines.push(`${c.bold("Fleet view")} (live): ${hub.fleetUrl}`);
+  lines.push("");
   lines.push(
     `Also: any host:port in a cluster as <host>.<cluster>:<port>; health at http://127.0.0.1:${ports.health.port}/readyz, metrics at /metrics.`,
   );
@@ -252,6 +259,36 @@ export function stateDirError(given: string, err: unknown): Error {
   return e instanceof Error ? e : new Error(String(err));
 }
 
+/** A demo cluster's agent slot: the running agent (none while stopped) and how to make one. */
+interface AgentSlot {
+  agent: { start(): Promise<void>; close(): Promise<void> } | undefined;
+  make(): { start(): Promise<void>; close(): Promise<void> };
+}
+
+/** Stop and start the demo agents (the test seam of {@link CliContext.upAgents}). */
+function agentControl(slots: ReadonlyMap<string, AgentSlot>): UpAgents {
+  const slot = (cluster: string): AgentSlot => {
+    const s = slots.get(cluster);
+    if (!s) throw new Error(`no demo cluster ${cluster}`);
+    return s;
+  };
+  return {
+    stop: async (cluster) => {
+      const s = slot(cluster);
+      const running = s.agent;
+      s.agent = undefined;
+      await running?.close();
+    },
+    start: async (cluster) => {
+      const s = slot(cluster);
+      if (s.agent) return;
+      const agent = s.make();
+      s.agent = agent;
+      await agent.start();
+    },
+  };
+}
+
 /** Register `up` on `program`. */
 export function registerUpCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
   registerOptionCommand(program, ctx, {
@@ -312,9 +349,11 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
   const stack = new Stack(log);
   const startupAbort = new AbortController();
   try {
-    const [{ ProxyServer }, { ProxyAgent }] = await Promise.all([
+    const [{ ProxyServer }, { ProxyAgent }, { UpFleet }, { startUpFleetHttp }] = await Promise.all([
       import("@cluster-proxy/server"),
       import("@cluster-proxy/agent"),
+      import("./up-fleet.js"),
+      import("./up-fleet-http.js"),
     ]);
     const serverOptions = resolveOptions(
       serverOptionsSchema,
@@ -368,6 +407,13 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
     say(
       `  proxy-server: HTTP CONNECT 127.0.0.1:${ports.connectPlain.port} (plain) and 127.0.0.1:${ports.connectTls.port} (mTLS), gRPC 127.0.0.1:${ports.grpc.port} (mTLS), agents 127.0.0.1:${ports.agent.port}, health 127.0.0.1:${ports.health.port}`,
     );
+    const fleet = new UpFleet({
+      server,
+      clusters: clusters.map((name) => ({ name, agentCertFile: paths.agents.get(name)!.cert })),
+    });
+    stack.push("fleet view probes", () => Promise.resolve(fleet.close()));
+    const fleetHttp = await startUpFleetHttp({ model: fleet.model, host: "127.0.0.1", port: ports.fleet.port });
+    stack.push("fleet view", () => fleetHttp.close());
 
     const standin = await ensureStandinCerts(certDir);
     const [standinCert, standinKey] = await Promise.all([
@@ -375,6 +421,8 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       readFile(standin.key, "utf8"),
     ]);
     const services: SampleService[] = [];
+    /** Each cluster's running agent and how to make a new one (the test seam restarts agents). */
+    const agents = new Map<string, AgentSlot>();
     for (const cluster of clusters) {
       const service = await startSampleService(cluster, {
         cluster,
@@ -406,8 +454,18 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
         },
         {},
       );
-      const agent = new ProxyAgent(agentOptions, { logger: log.child({ cluster }) });
-      stack.push(`agent ${cluster}`, () => agent.close());
+      const slot: AgentSlot = {
+        agent: undefined,
+        make: () => new ProxyAgent(agentOptions, { logger: log.child({ cluster }) }),
+      };
+      agents.set(cluster, slot);
+      stack.push(`agent ${cluster}`, async () => {
+        const running = slot.agent;
+        slot.agent = undefined;
+        await running?.close();
+      });
+      const agent = slot.make();
+      slot.agent = agent;
       await agent.start();
       say(`  cluster ${cluster}: sample service on 127.0.0.1:${service.port}, agent started`);
     }
@@ -420,6 +478,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
         say(`  cluster ${cluster}: ${c.green("connected")} (answers through the hub after ${Date.now() - started} ms)`);
       }),
     );
+    await fleet.start();
 
     await writeLocalHubProfile(stateDir, {
       kind: "cluster-proxy-local-hub",
@@ -431,6 +490,7 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
         connectTls: ports.connectTls.port,
         connectPlain: ports.connectPlain.port,
         health: ports.health.port,
+        fleet: ports.fleet.port,
       },
       files: {
         ca: paths.ca.cert,
@@ -452,11 +512,13 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
           ports,
           services,
           stateDir,
+          fleetUrl: fleetHttp.url,
           binDir: binDirHint(ctx.env),
         },
         ctx.colors,
       ),
     );
+    ctx.upAgents?.(agentControl(agents));
   } catch (err) {
     startupAbort.abort();
     await stack.closeAll();

@@ -38,12 +38,14 @@ export class FleetModel {
 
   /**
    * Set a cluster's row (adding the cluster when new). `lastChange` moves when `installed`,
-   * `available` or `agentsByServer` change; listeners hear of any difference.
+   * `available` or `agentsByServer` change; listeners hear of any difference. `since` (ISO 8601)
+   * is the `lastChange` of a row new to the model when the host knows it (e.g. the `Available`
+   * condition's last transition); default now.
    */
-  setRow(report: RowReport): void {
+  setRow(report: RowReport, since?: string): void {
     const state = this.clusters.get(report.cluster);
     if (!state) {
-      const row: FleetRow = { ...report, lastChange: new Date(this.now()).toISOString() };
+      const row: FleetRow = { ...report, lastChange: since ?? new Date(this.now()).toISOString() };
       this.clusters.set(report.cluster, { row, traffic: new TrafficSeries(), openStreams: 0, audit: [] });
       this.emit({ kind: "row", cluster: report.cluster });
       return;

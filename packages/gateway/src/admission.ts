@@ -100,6 +100,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   if (target.kind === "kube") {
     const { verb, resource, subresource, namespace, name } = kubeRequestInfo(head.method, target.path, target.query);
     Object.assign(r, { verb, resource, subresource, namespace, name });
+    if (resource === undefined) r.path = target.path;
   } else {
     r.service = `${target.scheme}://${target.service}.${target.namespace}:${target.port}`;
     r.verb = head.method.toLowerCase();

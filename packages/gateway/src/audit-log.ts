@@ -20,6 +20,8 @@ export interface AuditRecord {
   subresource?: string;
   namespace?: string;
   name?: string;
+  /** The path (without the query) of a kube-apiserver request that addresses no resource (`/version`). */
+  path?: string;
   /** `<scheme>://<name>.<namespace>:<port>` for a Service request. */
   service?: string;
   impersonatedUser?: string;

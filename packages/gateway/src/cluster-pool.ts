@@ -115,6 +115,11 @@ export class ClusterPool {
     private readonly maxConnectionsPerCluster: number,
   ) {}
 
+  /** The TLS material new connections use (the fleet view's endpoint probes use it too). */
+  get endpointTls(): EndpointTls {
+    return this.tls;
+  }
+
   /**
    * Use new TLS material (a renewed gateway identity, a new agent CA bundle) for new
    * connections; the old connections finish their requests and close.

@@ -2,17 +2,28 @@
  * The gateway component: the HTTPS port (HTTP/1.1 and HTTP/2, upgrades over HTTP/1.1), its
  * serving certificate and the gateway identity reloaded when their files change (polled by
  * content: Secret volumes swap symlinks), the health port (/healthz, /readyz,
- * /metrics), the ConfigMap watch of the exposed Services, and a graceful shutdown.
+ * /metrics), the ConfigMap watch of the exposed Services, the fleet view below `/-/fleet/`
+ * (docs/design/fleet-view.md: answered before cluster routing, fed by `fleet-source.ts`, its
+ * viewers authorized by `fleet-viewers.ts`), and a graceful shutdown.
  */
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as http2 from "node:http2";
 import type * as net from "node:net";
+import type { X509Certificate } from "node:crypto";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
 import type { GatewayOptions } from "@cluster-proxy/api";
 import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
+import {
+  FleetHttp,
+  FleetModel,
+  type FleetLimits,
+  type FleetRequest,
+  type FleetResponse,
+  type UiAssets,
+} from "@cluster-proxy/fleet";
 import { CertReloader, silentLogger, type Logger, type ReloadResult } from "@cluster-proxy/tunnel";
 import { healthPortHandler } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
@@ -21,7 +32,10 @@ import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
+import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
+import { FleetSource } from "./fleet-source.js";
+import { FleetViewers } from "./fleet-viewers.js";
 import { GatewayError, asGatewayError } from "./gateway-error.js";
 import type { HubApi } from "./hub-api.js";
 import { GatewayMetrics } from "./metrics.js";
@@ -48,7 +62,25 @@ export interface GatewayDeps {
   now?: () => number;
   /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
   limits?: Partial<CallerLimits>;
+  /** The fleet view's settings (tests; defaults otherwise). */
+  fleet?: FleetSettings;
 }
+
+/** Settings of the gateway's fleet view. */
+export interface FleetSettings {
+  /** Interval of each cluster's endpoint probe (default 20 s). */
+  probeIntervalMs?: number;
+  /** Endpoint probes at once (default 8). */
+  probeConcurrency?: number;
+  /** Timeout of one endpoint probe (default {@link FLEET_PROBE_TIMEOUT_MS}). */
+  probeTimeoutMs?: number;
+  /** The page's files (default: the built page). */
+  assets?: UiAssets;
+  limits?: Partial<FleetLimits>;
+}
+
+/** How long one endpoint probe of the fleet view may take. */
+export const FLEET_PROBE_TIMEOUT_MS = 10_000;
 
 /** What one caller may hold at the gateway's port, so stalled or flooding clients cannot exhaust it. */
 export interface CallerLimits {
@@ -106,6 +138,27 @@ function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
   };
 }
 
+/** The fleet view's side of a response (HTTP/1.1 or HTTP/2). */
+function fleetResponseOf(res: AnyResponse): FleetResponse {
+  return {
+    writeHead: (status, headers) => {
+      if ("stream" in res) res.writeHead(status, headers);
+      else res.writeHead(status, headers);
+    },
+    write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
+    end: (body) => {
+      if (body === undefined) res.end();
+      else if ("stream" in res) res.end(body);
+      else res.end(body);
+    },
+    destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
+    once: (event, listener) => {
+      if ("stream" in res) res.once(event, listener);
+      else res.once(event, listener);
+    },
+  };
+}
+
 /** How long a connection gets at shutdown to flush what was written to it. */
 const SOCKET_END_MS = 1000;
 
@@ -127,6 +180,13 @@ export class Gateway {
   readonly metrics: GatewayMetrics;
   readonly pool: ClusterPool;
   readonly services = new ExposedServices();
+  /** What the fleet view shows (docs/design/fleet-view.md). */
+  readonly fleetModel: FleetModel;
+  /** The hub source of {@link fleetModel}. */
+  readonly fleetSource: FleetSource;
+  private readonly fleet: FleetHttp;
+  /** Client certificates of the fleet view's requests, for its authentication. */
+  private readonly fleetCertificates = new WeakMap<FleetRequest, X509Certificate>();
   private readonly logger: Logger;
   private readonly audit: AuditSink;
   private readonly admission: AdmissionDeps;
@@ -167,16 +227,17 @@ export class Gateway {
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
+    const authenticator = new Authenticator({
+      hub: deps.hub,
+      tokenReview: options.tokenReview,
+      cacheTtlMs: options.authenticationCacheTtl,
+      ...(oidc ? { oidc } : {}),
+      passthroughUnrecognizedTokens: options.passthroughUnrecognizedTokens,
+      onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
+      ...now,
+    });
     this.admission = {
-      authenticator: new Authenticator({
-        hub: deps.hub,
-        tokenReview: options.tokenReview,
-        cacheTtlMs: options.authenticationCacheTtl,
-        ...(oidc ? { oidc } : {}),
-        passthroughUnrecognizedTokens: options.passthroughUnrecognizedTokens,
-        onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
-        ...now,
-      }),
+      authenticator,
       authorizer: new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now }),
       clusters: this.clusters,
       services: this.services,
@@ -206,6 +267,33 @@ export class Gateway {
       ca: readFileSync(options.agentCa),
     };
     this.pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
+    const fleet = deps.fleet ?? {};
+    const dial = dialer;
+    this.fleetModel = new FleetModel(now);
+    this.fleetSource = new FleetSource({
+      hub: deps.hub,
+      model: this.fleetModel,
+      probe: (cluster) =>
+        probeEndpoint(dial, cluster, this.pool.endpointTls, fleet.probeTimeoutMs ?? FLEET_PROBE_TIMEOUT_MS),
+      ...(fleet.probeIntervalMs !== undefined ? { probeIntervalMs: fleet.probeIntervalMs } : {}),
+      ...(fleet.probeConcurrency !== undefined ? { probeConcurrency: fleet.probeConcurrency } : {}),
+      logger: this.logger,
+      ...now,
+    });
+    const viewers = new FleetViewers({
+      hub: deps.hub,
+      authenticator,
+      cacheTtlMs: options.authorizationCacheTtl,
+      certificateOf: (req) => this.fleetCertificates.get(req),
+      ...now,
+    });
+    this.fleet = new FleetHttp({
+      model: this.fleetModel,
+      identify: (req) => viewers.identify(req),
+      ...(fleet.assets ? { assets: fleet.assets } : {}),
+      ...(fleet.limits ? { limits: fleet.limits } : {}),
+      ...now,
+    });
     this.identityReloader = new CertReloader({
       what: "gateway identity",
       files: {
@@ -327,6 +415,7 @@ export class Gateway {
           );
       }
     });
+    this.fleetSource.start();
     this.ready = true;
     return ports;
   }
@@ -355,7 +444,20 @@ export class Gateway {
 
   private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
     const end = this.begin();
-    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics);
+    if (FleetHttp.owns(req.url)) {
+      const cert = tlsSocketOf(req);
+      if (cert?.authorized) {
+        const x509 = cert.getPeerX509Certificate();
+        if (x509) this.fleetCertificates.set(req, x509);
+      }
+      try {
+        await this.fleet.handle(req, fleetResponseOf(res));
+      } finally {
+        end();
+      }
+      return;
+    }
+    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
     const exchange = exchangeOf(req, res);
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
@@ -396,7 +498,7 @@ export class Gateway {
   }
 
   private async onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics);
+    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
     rec.record.upgrade = true;
     // Each direction of an upgraded stream ends on its own (half-close), so the caller's end of
     // input must not end our output to it.
@@ -440,6 +542,8 @@ export class Gateway {
     this.closing ??= (async () => {
       this.ready = false;
       this.stopWatch?.();
+      this.fleetSource.stop();
+      this.fleet.close();
       this.reloader?.stop();
       this.identityReloader.stop();
       const server = this.server;

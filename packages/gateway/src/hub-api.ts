@@ -33,6 +33,29 @@ export interface ManagedClusterInfo {
   labels: Record<string, string>;
 }
 
+/** The `Available` condition of a ManagedClusterAddOn. */
+export interface AddOnCondition {
+  status: "True" | "False" | "Unknown";
+  reason: string;
+  message: string;
+  /** ISO 8601, when the hub says. */
+  lastTransitionTime?: string;
+}
+
+/** A ManagedClusterAddOn `cluster-proxy`, as the fleet view reads it. */
+export interface AddOnInfo {
+  /** Its namespace: the cluster's name. */
+  cluster: string;
+  /** Its `Available` condition, when it has one. */
+  available?: AddOnCondition;
+}
+
+/**
+ * One change of a watched list: the whole list (at first and after every re-list), an object added
+ * or changed, or the object named `name` gone.
+ */
+export type ListEvent<T> = { kind: "list"; items: T[] } | { kind: "set"; item: T } | { kind: "delete"; name: string };
+
 /** One change of a watched ConfigMap: its data, or undefined when it does not exist (any more). */
 export type ConfigMapListener = (data: Record<string, string> | undefined) => void;
 
@@ -47,6 +70,16 @@ export interface HubApi {
    * (re-listing whenever the watch ends). Returns the function that stops watching.
    */
   watchConfigMap(namespace: string, name: string, listener: ConfigMapListener): () => void;
+  /**
+   * Watch the ManagedClusters: `listener` gets the list, then every change (re-listing whenever
+   * the watch ends). Returns the function that stops watching.
+   */
+  watchManagedClusters(listener: (event: ListEvent<ManagedClusterInfo>) => void): () => void;
+  /**
+   * Watch the ManagedClusterAddOns named `name` in every cluster namespace (a `delete` names the
+   * cluster), as {@link watchManagedClusters}.
+   */
+  watchAddOns(name: string, listener: (event: ListEvent<AddOnInfo>) => void): () => void;
   /** Record a Warning Event about the ConfigMap `namespace/name`. */
   configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void>;
 }

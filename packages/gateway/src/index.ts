@@ -8,14 +8,31 @@
 export {
   Gateway,
   DEFAULT_CALLER_LIMITS,
+  FLEET_PROBE_TIMEOUT_MS,
   SERVING_CERT_POLL_MS,
   SHUTDOWN_GRACE_MS,
   type CallerLimits,
   type GatewayDeps,
+  type FleetSettings,
 } from "./gateway.js";
+export {
+  FleetSource,
+  ADDON_NAME,
+  FLEET_PROBE_CONCURRENCY,
+  FLEET_PROBE_INTERVAL_MS,
+  auditEntryOf,
+  type FleetSourceOptions,
+} from "./fleet-source.js";
+export { FleetViewers, AUDIT_SUBRESOURCE, REVIEWS_AT_ONCE, type FleetViewersSettings } from "./fleet-viewers.js";
+export { probeEndpoint, type EndpointProbe } from "./endpoint-probe.js";
+export { ProbeScheduler, type ProbeSchedulerOptions } from "./probe-scheduler.js";
+export type { RecordTap } from "./request-record.js";
 export { kubeHubApi } from "./kube-hub.js";
 export type {
   HubApi,
+  AddOnCondition,
+  AddOnInfo,
+  ListEvent,
   UserInfo,
   ResourceAttributes,
   ManagedClusterInfo,

@@ -1,7 +1,8 @@
 /**
  * The real HubApi against a stand-in apiserver on loopback (plain HTTP): the requests it sends
- * (TokenReview, SubjectAccessReview, ManagedCluster, ConfigMap list and watch, Event) and how it
- * reads the answers (404 is "no such cluster", a watch event updates the listener).
+ * (TokenReview, SubjectAccessReview, ManagedCluster, ConfigMap list and watch, Event, the fleet
+ * view's ManagedClusterAddOn list and watch by name) and how it reads the answers (404 is "no such
+ * cluster", a watch event updates the listener).
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
@@ -9,7 +10,7 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, before, describe, test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
-import type { HubApi } from "./hub-api.js";
+import type { AddOnInfo, HubApi, ListEvent } from "./hub-api.js";
 import { kubeHubApi } from "./kube-hub.js";
 
 describe("kubeHubApi", () => {
@@ -17,6 +18,8 @@ describe("kubeHubApi", () => {
   let hub: HubApi;
   const bodies: Record<string, unknown> = {};
   let watchResponse: http.ServerResponse | undefined;
+  let addOnWatch: http.ServerResponse | undefined;
+  const addOnQueries: string[] = [];
 
   before(async () => {
     server = http.createServer((req, res) => {
@@ -55,6 +58,35 @@ describe("kubeHubApi", () => {
               return;
             }
             return json(404, {});
+          case "/apis/addon.open-cluster-management.io/v1alpha1/managedclusteraddons":
+            addOnQueries.push(url.search);
+            if (url.searchParams.get("watch")) {
+              res.writeHead(200, { "content-type": "application/json" });
+              const gone = { metadata: { name: "cluster-proxy", namespace: "mc2" } };
+              res.write(`${JSON.stringify({ type: "DELETED", object: gone })}\n`);
+              addOnWatch = res;
+              return;
+            }
+            return json(200, {
+              metadata: { resourceVersion: "42" },
+              items: [
+                {
+                  metadata: { name: "cluster-proxy", namespace: "mc1" },
+                  status: {
+                    conditions: [
+                      {
+                        type: "Available",
+                        status: "True",
+                        reason: "ProxyAgentAvailable",
+                        message: "tunnel works through 1 of 1 proxy-server (s1)",
+                        lastTransitionTime: "2026-11-26T20:00:00Z",
+                      },
+                    ],
+                  },
+                },
+                { metadata: { name: "cluster-proxy", namespace: "mc2" } },
+              ],
+            });
           case "/api/v1/namespaces/ns/events":
             return json(201, bodies[url.pathname]);
           default:
@@ -77,6 +109,7 @@ describe("kubeHubApi", () => {
   });
   after(() => {
     watchResponse?.end();
+    addOnWatch?.end();
     server.closeAllConnections();
     server.close();
   });
@@ -139,5 +172,36 @@ describe("kubeHubApi", () => {
     assert.deepEqual(ev.involvedObject, { apiVersion: "v1", kind: "ConfigMap", name: "svc", namespace: "ns" });
     assert.equal(ev.reason, "InvalidExposedServices");
     assert.equal(ev.type, "Warning");
+  });
+
+  test("the fleet view's ManagedClusterAddOns: listed and watched by name, the Available condition read", async () => {
+    const seen: ListEvent<AddOnInfo>[] = [];
+    let wake: () => void = () => undefined;
+    const stop = hub.watchAddOns("cluster-proxy", (e) => {
+      seen.push(e);
+      wake();
+    });
+    while (seen.length < 2) await new Promise<void>((r) => (wake = r));
+    stop();
+    assert.deepEqual(seen, [
+      {
+        kind: "list",
+        items: [
+          {
+            cluster: "mc1",
+            available: {
+              status: "True",
+              reason: "ProxyAgentAvailable",
+              message: "tunnel works through 1 of 1 proxy-server (s1)",
+              lastTransitionTime: "2026-11-26T20:00:00Z",
+            },
+          },
+          { cluster: "mc2" },
+        ],
+      },
+      { kind: "delete", name: "mc2" },
+    ]);
+    assert.ok(addOnQueries.every((q) => new URLSearchParams(q).get("fieldSelector") === "metadata.name=cluster-proxy"));
+    assert.equal(new URLSearchParams(addOnQueries.at(-1)).get("resourceVersion"), "42");
   });
 });

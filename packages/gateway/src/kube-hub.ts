@@ -1,13 +1,18 @@
 /**
  * The hub through @kubernetes/client-node: TokenReview and SubjectAccessReview (typed APIs),
  * ManagedCluster lookups (custom objects), the services ConfigMap (a list, then a Watch that is
- * re-listed whenever it ends, with backoff after failures) and Warning Events about it.
+ * re-listed whenever it ends, with backoff after failures) and Warning Events about it; for the
+ * fleet view, ManagedClusters and the ManagedClusterAddOns `cluster-proxy` listed and watched the
+ * same way.
  */
 import * as k8s from "@kubernetes/client-node";
 import { Backoff, silentLogger, type Logger } from "@cluster-proxy/tunnel";
 import type {
+  AddOnCondition,
+  AddOnInfo,
   ConfigMapListener,
   HubApi,
+  ListEvent,
   ManagedClusterInfo,
   ResourceAttributes,
   TokenReviewResult,
@@ -21,6 +26,123 @@ function isNotFound(err: unknown): boolean {
 function userOf(u: k8s.V1UserInfo | undefined): UserInfo | undefined {
   if (!u?.username) return undefined;
   return { username: u.username, ...(u.uid ? { uid: u.uid } : {}), groups: u.groups ?? [], extra: u.extra ?? {} };
+}
+
+/** A custom object as a list or a watch gives it, as far as the fleet view reads it. */
+interface CustomObject {
+  metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
+  status?: {
+    conditions?: { type?: string; status?: string; reason?: string; message?: string; lastTransitionTime?: unknown }[];
+  };
+}
+
+function clusterOf(obj: CustomObject): ManagedClusterInfo | undefined {
+  const name = obj.metadata?.name;
+  return name ? { name, labels: obj.metadata?.labels ?? {} } : undefined;
+}
+
+function addOnOf(obj: CustomObject): AddOnInfo | undefined {
+  const cluster = obj.metadata?.namespace;
+  if (!cluster) return undefined;
+  const c = obj.status?.conditions?.find((x) => x.type === "Available");
+  const status = c?.status === "True" || c?.status === "False" ? c.status : "Unknown";
+  const at = c?.lastTransitionTime;
+  const available: AddOnCondition | undefined = c
+    ? {
+        status,
+        reason: c.reason ?? "",
+        message: c.message ?? "",
+        ...(typeof at === "string"
+          ? { lastTransitionTime: at }
+          : at instanceof Date
+            ? { lastTransitionTime: at.toISOString() }
+            : {}),
+      }
+    : undefined;
+  return { cluster, ...(available ? { available } : {}) };
+}
+
+/** Where a watched list of custom objects lives. */
+interface ListSpec<T> {
+  what: string;
+  group: string;
+  version: string;
+  plural: string;
+  fieldSelector?: string;
+  item(obj: CustomObject): T | undefined;
+  /** The name a `delete` event carries. */
+  key(obj: CustomObject): string | undefined;
+}
+
+/**
+ * List, then watch, the custom objects of `spec` (cluster-wide), re-listing whenever the watch
+ * ends (after a failure, with backoff). Returns the function that stops it.
+ */
+function listWatch<T>(
+  kc: k8s.KubeConfig,
+  custom: k8s.CustomObjectsApi,
+  logger: Logger,
+  spec: ListSpec<T>,
+  listener: (event: ListEvent<T>) => void,
+): () => void {
+  let stopped = false;
+  let abort: AbortController | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const backoff = new Backoff({ initialMs: 1_000, capMs: 30_000 });
+  const watch = new k8s.Watch(kc);
+  const selector = spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {};
+  const run = async (): Promise<void> => {
+    const list = (await custom.listClusterCustomObject({
+      group: spec.group,
+      version: spec.version,
+      plural: spec.plural,
+      ...selector,
+    })) as { items?: CustomObject[]; metadata?: { resourceVersion?: string } };
+    if (stopped) return;
+    listener({ kind: "list", items: (list.items ?? []).flatMap((o) => spec.item(o) ?? []) });
+    const version = list.metadata?.resourceVersion;
+    await new Promise<void>((resolve, reject) => {
+      watch
+        .watch(
+          `/apis/${spec.group}/${spec.version}/${spec.plural}`,
+          { ...selector, ...(version ? { resourceVersion: version } : {}) },
+          (phase: string, obj: CustomObject) => {
+            backoff.reset();
+            if (stopped) return;
+            if (phase === "DELETED") {
+              const name = spec.key(obj);
+              if (name) listener({ kind: "delete", name });
+            } else if (phase === "ADDED" || phase === "MODIFIED") {
+              const item = spec.item(obj);
+              if (item) listener({ kind: "set", item });
+            }
+          },
+          (err: unknown) => (err ? reject(err instanceof Error ? err : new Error("the watch failed")) : resolve()),
+        )
+        .then((a) => {
+          abort = a;
+          if (stopped) a.abort();
+        }, reject);
+    });
+  };
+  const loop = (): void => {
+    if (stopped) return;
+    run().then(
+      () => loop(),
+      (err: unknown) => {
+        if (stopped) return;
+        const delay = backoff.next();
+        logger.warn({ err: (err as Error).message, retryInMs: delay }, `watch of ${spec.what} failed`);
+        timer = setTimeout(loop, delay);
+      },
+    );
+  };
+  loop();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    abort?.abort();
+  };
 }
 
 /** A {@link HubApi} for the hub `kc` points at. */
@@ -125,6 +247,39 @@ export function kubeHubApi(kc: k8s.KubeConfig, logger: Logger = silentLogger): H
         clearTimeout(timer);
         abort?.abort();
       };
+    },
+    watchManagedClusters(listener: (event: ListEvent<ManagedClusterInfo>) => void): () => void {
+      return listWatch(
+        kc,
+        custom,
+        logger,
+        {
+          what: "ManagedClusters",
+          group: "cluster.open-cluster-management.io",
+          version: "v1",
+          plural: "managedclusters",
+          item: clusterOf,
+          key: (o) => o.metadata?.name,
+        },
+        listener,
+      );
+    },
+    watchAddOns(name: string, listener: (event: ListEvent<AddOnInfo>) => void): () => void {
+      return listWatch(
+        kc,
+        custom,
+        logger,
+        {
+          what: `ManagedClusterAddOns ${name}`,
+          group: "addon.open-cluster-management.io",
+          version: "v1alpha1",
+          plural: "managedclusteraddons",
+          fieldSelector: `metadata.name=${name}`,
+          item: addOnOf,
+          key: (o) => o.metadata?.namespace,
+        },
+        listener,
+      );
     },
     async configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void> {
       const now = new Date();

@@ -7,6 +7,14 @@ import type { AuditRecord, AuditSink } from "./audit-log.js";
 import type { GatewayError } from "./gateway-error.js";
 import type { GatewayMetrics } from "./metrics.js";
 
+/** Who else hears of a request (the fleet view): when it starts streaming, and its record when it ends. */
+export interface RecordTap {
+  /** The request of `cluster` started to stream (counted as open until {@link finished}). */
+  streamOpened(cluster: string | undefined): void;
+  /** The request ended with `record`; `streamed` when {@link streamOpened} was called for it. */
+  finished(record: AuditRecord, streamed: boolean): void;
+}
+
 /** One request's record; see the module comment. */
 export class RequestRecord {
   readonly record: AuditRecord;
@@ -18,6 +26,7 @@ export class RequestRecord {
     method: string,
     private readonly audit: AuditSink,
     private readonly metrics: GatewayMetrics,
+    private readonly tap?: RecordTap,
     now: () => number = Date.now,
   ) {
     this.started = now();
@@ -46,6 +55,7 @@ export class RequestRecord {
     if (this.streaming) return;
     this.streaming = true;
     this.metrics.openStreams.inc({ cluster: this.clusterLabel });
+    this.tap?.streamOpened(this.record.cluster);
   }
 
   /** Bytes from the caller. */
@@ -79,5 +89,6 @@ export class RequestRecord {
     if (r.bytesIn) this.metrics.bytes.inc({ cluster, direction: "in" }, r.bytesIn);
     if (r.bytesOut) this.metrics.bytes.inc({ cluster, direction: "out" }, r.bytesOut);
     this.audit.write(r);
+    this.tap?.finished(r, this.streaming);
   }
 }

@@ -4,6 +4,7 @@
  */
 import { PacketType, type AgentIdentifiers } from "@cluster-proxy/protocol";
 import { ConnectionTable, FlowState, SharedStream, type ServerCall } from "@cluster-proxy/tunnel";
+import type { IdentifierTraffic } from "./cluster-traffic.js";
 import type { ServerDialFailureReason } from "./metrics.js";
 import type { RoutableBackend } from "./strategies.js";
 
@@ -22,6 +23,11 @@ export interface DialFailure {
  * The relay calls it with agent packets (as sealed frames, to forward without re-encoding).
  */
 export interface FrontendEnd {
+  /**
+   * The server's own probe (`ProxyServer.probe`), not a client: its dials and connections
+   * are not counted in the per-cluster traffic.
+   */
+  readonly probe?: boolean;
   /** The agent accepted the dial; `frame` is its DIAL_RSP. */
   dialSucceeded(random: bigint, conn: TunnelConnection, frame: Buffer): void;
   /** The dial identified by `random` failed. */
@@ -100,6 +106,8 @@ export class Backend implements RoutableBackend {
   readonly connections = new ConnectionTable<TunnelConnection>();
   /** Dials sent to this agent and not answered yet. */
   readonly pending = new Set<PendingDial>();
+  /** The traffic counters of this stream's `host` identifiers (the relay sets them when it connects). */
+  traffic: readonly IdentifierTraffic[] = [];
   /**
    * The stream as flow control sees it: reading from the agent is held while a connection is over
    * the hard per-connection limit and the agent ignores FLOW_PAUSE (a Go agent).

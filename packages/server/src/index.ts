@@ -4,6 +4,8 @@
  * docs use from outside the package; everything else stays inside it.
  */
 export { ProxyServer, type ProxyServerDeps, type ServerAddresses } from "./proxy-server.js";
+export { MAX_TALLIED_IDENTIFIERS, type IdentifierTraffic } from "./cluster-traffic.js";
+export type { DialProbeResult } from "./probe-dial.js";
 export { AgentAuthError, type TokenReviewFn } from "./token-review.js";
 export { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 /** The TLS handshake overload behaviour (tests check what a shed client sees and what is logged). */

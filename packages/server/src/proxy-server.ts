@@ -36,6 +36,8 @@ import {
 } from "@cluster-proxy/tunnel";
 import { adminPortHandler, healthPortHandler, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
 import { handleAgentCall } from "./agent-service.js";
+import type { IdentifierTraffic } from "./cluster-traffic.js";
+import { probeDial, type DialProbeResult } from "./probe-dial.js";
 import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
 import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
 import { createAgentUpgradeDoor } from "./agent-upgrade-door.js";
@@ -160,13 +162,7 @@ export class ProxyServer {
       pendingDials: () => this.relay.pendingCount(),
       establishedConnections: () => this.relay.establishedCount(),
       backendCount: () => this.relay.backends.size,
-      backendsByIdentifier: () => {
-        const counts = new Map<string, number>();
-        for (const b of this.relay.backends) {
-          for (const h of new Set(b.identifiers.host)) counts.set(h, (counts.get(h) ?? 0) + 1);
-        }
-        return counts;
-      },
+      backendsByIdentifier: () => this.agentsByIdentifier(),
       handshakesWaiting: () => this.pacerStates((s) => s.waiting),
       awaitingHello: () => this.pacerStates((s) => s.awaitingHello),
     });
@@ -192,6 +188,32 @@ export class ProxyServer {
   /** Agent streams currently connected. */
   backendCount(): number {
     return this.relay.backends.size;
+  }
+
+  /** Agent streams connected per `host` identifier (cluster). */
+  agentsByIdentifier(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const b of this.relay.backends) {
+      for (const h of new Set(b.identifiers.host)) counts.set(h, (counts.get(h) ?? 0) + 1);
+    }
+    return counts;
+  }
+
+  /**
+   * Traffic per `host` identifier (cluster) since the server started: dials answered and failed,
+   * bytes each way, connections open now (a copy; see cluster-traffic.ts).
+   */
+  trafficByIdentifier(): Map<string, IdentifierTraffic> {
+    return this.relay.traffic.snapshot();
+  }
+
+  /**
+   * Dial `address` (e.g. `east:80`) from inside the server and close the connection once the
+   * agent answers: the round trip through the tunnel and the agent's dial, or why it failed. Not
+   * counted in {@link trafficByIdentifier}. Never rejects.
+   */
+  probe(address: string, timeoutMs: number): Promise<DialProbeResult> {
+    return probeDial(this.relay, address, timeoutMs);
   }
 
   /** Ready iff the first strategy can route somewhere (drives `/readyz`). */

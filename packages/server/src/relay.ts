@@ -27,6 +27,7 @@ import {
   type FrontendEnd,
   type PendingDial,
 } from "./backend.js";
+import { TrafficTally } from "./cluster-traffic.js";
 import { Router } from "./strategies.js";
 import type { ServerDialFailureReason, ServerMetrics } from "./metrics.js";
 
@@ -81,6 +82,8 @@ export interface DialOrder {
 export class Relay implements FlowHooks {
   readonly router: Router<Backend>;
   readonly backends = new Set<Backend>();
+  /** Per-cluster traffic (cluster-traffic.ts). */
+  readonly traffic = new TrafficTally();
   private readonly pending = new Map<bigint, PendingDial>();
   private established = 0;
   private readonly log: Logger;
@@ -137,6 +140,7 @@ export class Relay implements FlowHooks {
 
   addBackend(backend: Backend): void {
     this.backends.add(backend);
+    backend.traffic = this.traffic.forHosts(backend.identifiers.host);
     this.router.add(backend);
   }
 
@@ -188,6 +192,7 @@ export class Relay implements FlowHooks {
           return;
         }
         if (conn.frontendGone) return;
+        if (!conn.end.probe) for (const t of backend.traffic) t.bytesFromAgent += frame.length;
         this.flow.queued(conn, conn.end.data(conn, frame));
         return;
       }
@@ -256,6 +261,7 @@ export class Relay implements FlowHooks {
     const error = "dialResponse" in p ? p.dialResponse.error : "";
     if (error !== "" || connectID === 0n) {
       this.metrics.dialFailed("error_response");
+      if (!dial.end.probe) for (const t of backend.traffic) t.failedDials++;
       dial.end.dialFailed(random, {
         kind: "agent_error",
         text: error || "agent answered the dial without a connection ID",
@@ -275,6 +281,11 @@ export class Relay implements FlowHooks {
     const conn = new TunnelConnection(backend, connectID, dial.end, this);
     backend.connections.add(conn);
     this.established++;
+    if (!dial.end.probe)
+      for (const t of backend.traffic) {
+        t.dials++;
+        t.openConnections++;
+      }
     this.metrics.dialDuration.observe((this.now() - dial.startedAt) / 1000);
     dial.end.dialSucceeded(random, conn, frame);
   }
@@ -295,9 +306,16 @@ export class Relay implements FlowHooks {
     if (this.pending.has(order.random))
       return fail("send_failed", "a dial with this random is already pending", "send_rsp");
     const route = this.router.route(order.address);
-    if (!route) return fail("no_agent", DialErrors.noAgent, "no_agent");
+    if (!route) {
+      const t = end.probe ? undefined : this.traffic.forAddress(order.address);
+      if (t) t.failedDials++;
+      return fail("no_agent", DialErrors.noAgent, "no_agent");
+    }
     const backend = route.backend;
-    if (backend.closed) return fail("send_failed", `agent ${backend.agentId} stream is closed`, "send_rsp");
+    if (backend.closed) {
+      if (!end.probe) for (const t of backend.traffic) t.failedDials++;
+      return fail("send_failed", `agent ${backend.agentId} stream is closed`, "send_rsp");
+    }
     const dial: PendingDial = {
       random: order.random,
       backend,
@@ -359,6 +377,8 @@ export class Relay implements FlowHooks {
    * `conn.backend.whenDrained` fires.
    */
   toAgent(conn: TunnelConnection, frame: Buffer, type: number, budget: number): boolean {
+    if (type === PacketType.DATA && !conn.end.probe)
+      for (const t of conn.backend.traffic) t.bytesToAgent += frame.length;
     const ok = this.sendToAgent(conn.backend, frame, type);
     return ok || conn.backend.bufferedBytes <= budget;
   }
@@ -388,6 +408,7 @@ export class Relay implements FlowHooks {
   /** Forget a pending dial, count its failure and tell its frontend. */
   private failDial(dial: PendingDial, failure: DialFailure): void {
     this.forgetDial(dial);
+    if (failure.kind !== "shutdown" && !dial.end.probe) for (const t of dial.backend.traffic) t.failedDials++;
     this.metrics.dialFailed(failure.reason);
     dial.end.dialFailed(dial.random, failure);
   }
@@ -402,6 +423,7 @@ export class Relay implements FlowHooks {
     if (!conn.backend.connections.remove(conn)) return;
     this.flow.release(conn);
     this.established--;
+    if (!conn.end.probe) for (const t of conn.backend.traffic) t.openConnections--;
     if (this.established === 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];

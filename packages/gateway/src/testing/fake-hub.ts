@@ -1,11 +1,14 @@
 /**
  * Test-only: an in-memory hub behind {@link HubApi}: tokens it recognises, grants it allows,
- * ManagedClusters, the services ConfigMap (set by the test, delivered as a watch would) and the
+ * ManagedClusters and ManagedClusterAddOns (watchers hear of changes), the services ConfigMap (set by the test, delivered as a watch would) and the
  * Events recorded. Counts its calls, and can be told to fail.
  */
 import type {
+  AddOnCondition,
+  AddOnInfo,
   ConfigMapListener,
   HubApi,
+  ListEvent,
   ManagedClusterInfo,
   ResourceAttributes,
   TokenReviewResult,
@@ -29,6 +32,10 @@ export class FakeHub implements HubApi {
   private readonly grants = new Set<string>();
   private configMap: Record<string, string> | undefined;
   private readonly listeners = new Set<ConfigMapListener>();
+  /** The ManagedClusterAddOns `cluster-proxy`, by cluster. */
+  readonly addOns = new Map<string, AddOnInfo>();
+  private readonly clusterWatchers = new Set<(event: ListEvent<ManagedClusterInfo>) => void>();
+  private readonly addOnWatchers = new Set<(event: ListEvent<AddOnInfo>) => void>();
 
   /** Let `user` (a user name or `group:<name>`) do `verb` on the resource. */
   grant(user: string, attributes: ResourceAttributes): void {
@@ -48,7 +55,28 @@ export class FakeHub implements HubApi {
   }
 
   addCluster(name: string, labels: Record<string, string> = {}): void {
-    this.clusters.set(name, { name, labels });
+    const info = { name, labels };
+    this.clusters.set(name, info);
+    for (const w of this.clusterWatchers) w({ kind: "set", item: info });
+  }
+
+  /** Delete the ManagedCluster `name`. */
+  removeCluster(name: string): void {
+    this.clusters.delete(name);
+    for (const w of this.clusterWatchers) w({ kind: "delete", name });
+  }
+
+  /** Create or update the ManagedClusterAddOn of `cluster` (with its `Available` condition, if any). */
+  setAddOn(cluster: string, available?: AddOnCondition): void {
+    const info: AddOnInfo = { cluster, ...(available ? { available } : {}) };
+    this.addOns.set(cluster, info);
+    for (const w of this.addOnWatchers) w({ kind: "set", item: info });
+  }
+
+  /** Delete the ManagedClusterAddOn of `cluster`. */
+  removeAddOn(cluster: string): void {
+    this.addOns.delete(cluster);
+    for (const w of this.addOnWatchers) w({ kind: "delete", name: cluster });
   }
 
   /** Set (undefined: delete) the services ConfigMap and tell the watchers. */
@@ -81,6 +109,18 @@ export class FakeHub implements HubApi {
     this.listeners.add(listener);
     listener(this.configMap);
     return () => this.listeners.delete(listener);
+  }
+
+  watchManagedClusters(listener: (event: ListEvent<ManagedClusterInfo>) => void): () => void {
+    this.clusterWatchers.add(listener);
+    listener({ kind: "list", items: [...this.clusters.values()] });
+    return () => this.clusterWatchers.delete(listener);
+  }
+
+  watchAddOns(_name: string, listener: (event: ListEvent<AddOnInfo>) => void): () => void {
+    this.addOnWatchers.add(listener);
+    listener({ kind: "list", items: [...this.addOns.values()] });
+    return () => this.addOnWatchers.delete(listener);
   }
 
   configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void> {

@@ -17,7 +17,7 @@ import {
 } from "@cluster-proxy/pki";
 import type { AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
-import { Gateway, type CallerLimits } from "../gateway.js";
+import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
 import { FakeHub } from "./fake-hub.js";
 
@@ -65,6 +65,8 @@ export interface FixtureOptions {
   limits?: Partial<CallerLimits>;
   /** Replace the endpoint's dialer (e.g. one that fails). */
   dialer?: (endpointDialer: Dialer) => Dialer;
+  /** The fleet view's settings (default: no page, the gateway's other defaults). */
+  fleet?: FleetSettings;
 }
 
 const DAYS = 2;
@@ -155,6 +157,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
+    fleet: { assets: new Map(), ...f.fleet },
   });
   const { port, healthPort } = await gateway.start();
   const ca = Buffer.from(servingCa.certPem);

@@ -1,0 +1,236 @@
+/** Per-cluster traffic counted by the relay (cluster-traffic.ts) and the server's own probe dial (probe-dial.ts). */
+import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
+import { describe, test } from "node:test";
+import { PacketType, encodeData, peekPacket, type AgentIdentifiers } from "@cluster-proxy/protocol";
+import { FRAME_HEADER, sealFrame, silentLogger, type ServerCall } from "@cluster-proxy/tunnel";
+import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
+import { MAX_TALLIED_IDENTIFIERS, TrafficTally } from "./cluster-traffic.js";
+import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
+import { probeDial } from "./probe-dial.js";
+import { Relay, packetFrame } from "./relay.js";
+
+/** The parts of a ServerCall the Backend uses. */
+class FakeCall extends EventEmitter {
+  readonly sent: Buffer[] = [];
+  closed = false;
+  bufferedBytes = 0;
+  send(frame: Buffer): boolean {
+    this.sent.push(frame);
+    return true;
+  }
+  sendControl(frame: Buffer): boolean {
+    return this.send(frame);
+  }
+  pause(): void {}
+  resume(): void {}
+  /** The packets sent, as (type, random or connectID). */
+  packets(): { type: number; random: bigint; connectID: bigint }[] {
+    return this.sent.map((f) => peekPacket(f.subarray(FRAME_HEADER)));
+  }
+}
+
+/** A frontend that records what happened to its dial. */
+class End implements FrontendEnd {
+  conn: TunnelConnection | undefined;
+  failure: DialFailure | undefined;
+  dialSucceeded(_random: bigint, conn: TunnelConnection): void {
+    this.conn = conn;
+  }
+  dialFailed(_random: bigint, failure: DialFailure): void {
+    this.failure = failure;
+  }
+  data(): number {
+    return 0;
+  }
+  delivered(): number {
+    return 0;
+  }
+  buffered(): number {
+    return 0;
+  }
+  pauseSource(): void {}
+  stallClose(): void {}
+  closed(): void {}
+}
+
+const ids = (...host: string[]): AgentIdentifiers => ({ host, cidr: [], ipv4: [], ipv6: [], defaultRoute: false });
+
+function setup(dialTimeoutMs = 0) {
+  const relay = new Relay({
+    strategies: ["destHost"],
+    backendDialTimeoutMs: dialTimeoutMs,
+    logger: silentLogger,
+    metrics: new ServerMetrics(IDLE_METRICS_SOURCE),
+  });
+  const connect = (agentId: string, identifiers: AgentIdentifiers): { backend: Backend; call: FakeCall } => {
+    const call = new FakeCall();
+    const backend = new Backend(agentId, identifiers, call as unknown as ServerCall);
+    relay.addBackend(backend);
+    return { backend, call };
+  };
+  let random = 1n;
+  /** Dial `address`; the agent answers with `connectID` (or `error`). */
+  const dial = (backend: Backend | undefined, address: string, connectID: bigint, error = ""): End => {
+    const end = new End();
+    const r = random++;
+    relay.dial(end, { address, random: r });
+    if (backend)
+      relay.fromAgent(
+        backend,
+        packetFrame({ type: PacketType.DIAL_RSP, dialResponse: { random: r, connectID, error } }),
+      );
+    return end;
+  };
+  const traffic = (id: string) => relay.traffic.snapshot().get(id);
+  return { relay, connect, dial, traffic };
+}
+
+const data = (id: bigint, n: number): Buffer => sealFrame(encodeData(id, Buffer.alloc(n, 1), FRAME_HEADER));
+
+describe("per-cluster traffic", () => {
+  test("dials, bytes each way and open connections are counted per host identifier", () => {
+    const { relay, connect, dial, traffic } = setup();
+    const { backend } = connect("a-east", ids("east", "east.ns"));
+    connect("a-west", ids("west"));
+    const end = dial(backend, "east:80", 7n);
+    assert.ok(end.conn);
+    const up = data(7n, 100);
+    const down = data(7n, 1000);
+    relay.toAgent(end.conn, up, PacketType.DATA, Infinity);
+    relay.fromAgent(backend, down);
+    relay.fromAgent(backend, down);
+    const want = {
+      dials: 1,
+      failedDials: 0,
+      bytesToAgent: up.length,
+      bytesFromAgent: 2 * down.length,
+      openConnections: 1,
+    };
+    assert.deepEqual(traffic("east"), want);
+    assert.deepEqual(traffic("east.ns"), want, "every host identifier of the agent counts");
+    assert.deepEqual(traffic("west"), {
+      dials: 0,
+      failedDials: 0,
+      bytesToAgent: 0,
+      bytesFromAgent: 0,
+      openConnections: 0,
+    });
+
+    relay.fromAgent(backend, packetFrame({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: 7n, error: "" } }));
+    assert.equal(traffic("east")?.openConnections, 0);
+    assert.equal(traffic("east")?.dials, 1);
+  });
+
+  test("the snapshot is a copy", () => {
+    const { connect, dial, traffic } = setup();
+    const { backend } = connect("a", ids("east"));
+    const before = traffic("east");
+    dial(backend, "east:80", 1n);
+    assert.equal(before?.dials, 0);
+    assert.equal(traffic("east")?.dials, 1);
+  });
+
+  test("failed dials: the agent's error, the agent gone, no agent for a cluster seen before (also <host>.<cluster>)", () => {
+    const { relay, connect, dial, traffic } = setup();
+    const { backend, call } = connect("a", ids("east"));
+    assert.ok(dial(backend, "east:81", 0n, "connection refused").failure);
+    const waiting = dial(undefined, "east:80", 0n);
+    relay.removeBackend(backend, "gone");
+    assert.equal(waiting.failure?.kind, "agent_gone");
+    assert.ok(dial(undefined, "east:80", 0n).failure, "no agent now");
+    assert.ok(dial(undefined, "svc.ns.east:443", 0n).failure);
+    assert.ok(dial(undefined, "nowhere:80", 0n).failure);
+    assert.equal(traffic("east")?.failedDials, 4);
+    assert.equal(traffic("nowhere"), undefined, "a name no agent announced gets no counters");
+    assert.equal(call.closed, false);
+  });
+
+  test("a reconnecting agent continues its cluster's counters", () => {
+    const { relay, connect, dial, traffic } = setup();
+    const first = connect("a", ids("east")).backend;
+    dial(first, "east:80", 1n);
+    relay.removeBackend(first, "restart");
+    assert.equal(traffic("east")?.openConnections, 0, "its connections closed with it");
+    const second = connect("a", ids("east")).backend;
+    dial(second, "east:80", 1n);
+    assert.equal(traffic("east")?.dials, 2);
+    assert.equal(traffic("east")?.openConnections, 1);
+  });
+
+  test("a client that gives up, and a shutdown, are not failures of the cluster", () => {
+    const { relay, connect, traffic } = setup();
+    const { backend } = connect("a", ids("east"));
+    const given = relay.dial(new End(), { address: "east:80", random: 100n });
+    assert.ok(given);
+    relay.cancelDial(given);
+    relay.dial(new End(), { address: "east:80", random: 101n });
+    relay.stopDialing();
+    assert.equal(traffic("east")?.failedDials, 0);
+    assert.equal(backend.pending.size, 0);
+  });
+
+  test("identifiers beyond the cap get no counters", () => {
+    const tally = new TrafficTally();
+    for (let i = 0; i < MAX_TALLIED_IDENTIFIERS; i++) assert.equal(tally.forHosts([`c${i}`]).length, 1);
+    assert.deepEqual(tally.forHosts(["one-more"]), []);
+    assert.equal(tally.forHosts(["c1"]).length, 1, "known ones still count");
+    assert.equal(tally.snapshot().size, MAX_TALLIED_IDENTIFIERS);
+  });
+});
+
+describe("the server's probe dial", () => {
+  test("answers with the round trip, closes the connection at once and is not counted", async () => {
+    const { relay, connect, traffic } = setup();
+    const { backend, call } = connect("a", ids("east"));
+    const probing = probeDial(relay, "east:80", 5_000);
+    const req = call.packets().find((p) => p.type === PacketType.DIAL_REQ);
+    assert.ok(req);
+    relay.fromAgent(
+      backend,
+      packetFrame({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID: 9n, error: "" } }),
+    );
+    const result = await probing;
+    assert.ok(result.ok);
+    assert.ok(result.ms >= 0);
+    assert.deepEqual(
+      call
+        .packets()
+        .filter((p) => p.type === PacketType.CLOSE_REQ)
+        .map((p) => p.connectID),
+      [9n],
+      "the agent is told to close the probe's connection",
+    );
+    relay.fromAgent(backend, data(9n, 10)); // late data for the closed probe: dropped, not counted
+    assert.deepEqual(traffic("east"), {
+      dials: 0,
+      failedDials: 0,
+      bytesToAgent: 0,
+      bytesFromAgent: 0,
+      openConnections: 0,
+    });
+  });
+
+  test("says why it failed: no agent, the agent's error, no answer in time", async () => {
+    const { relay, connect, traffic } = setup();
+    const { backend, call } = connect("a", ids("east"));
+    relay.removeBackend(backend, "gone");
+    assert.deepEqual(await probeDial(relay, "east:80", 5_000), { ok: false, reason: "No agent available" });
+    const again = connect("a", ids("east"));
+    const refused = probeDial(relay, "east:80", 5_000);
+    const req = again.call.packets().find((p) => p.type === PacketType.DIAL_REQ);
+    assert.ok(req);
+    relay.fromAgent(
+      again.backend,
+      packetFrame({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID: 0n, error: "refused" } }),
+    );
+    assert.deepEqual(await refused, { ok: false, reason: "refused" });
+    assert.deepEqual(await probeDial(relay, "east:80", 20), { ok: false, reason: "no answer within 20 ms" });
+    assert.ok(
+      again.call.packets().some((p) => p.type === PacketType.DIAL_CLS),
+      "the agent is told the probe gave up",
+    );
+    assert.equal(traffic("east")?.failedDials, 0);
+    assert.equal(call.sent.length, 0);
+  });
+});
