@@ -89,17 +89,17 @@ export function App() {
     return () => stream.stop();
   }, [token, needToken, streamCluster]);
 
+  // Escape closes the detail. One listener for the page's life, reading the URL when the key
+  // comes, so a key pressed right after the detail opened is not missed.
   useEffect(() => {
-    if (cluster === null) return;
     const onKey = (e: KeyboardEvent): void => {
-      if (e.key === "Escape") {
-        e.preventDefault();
-        closeCluster();
-      }
+      if (e.key !== "Escape" || clusterFromHash(location.hash) === null) return;
+      e.preventDefault();
+      closeCluster();
     };
     document.addEventListener("keydown", onKey);
     return () => document.removeEventListener("keydown", onKey);
-  }, [cluster]);
+  }, []);
 
   useEffect(() => {
     if (cluster !== null && !isClusterName(cluster)) setMissing(cluster);
