@@ -4,6 +4,7 @@
  * reconnected with backoff (1 s doubling to 10 s) when it fails or goes quiet.
  */
 import type { ClusterDetail, FleetSnapshot } from "../src/fleet-types.js";
+import { authHeaders } from "./auth.js";
 import { isClusterDetail, isFleetSnapshot } from "./json-guards.js";
 import { SseParser } from "./sse-parser.js";
 
@@ -80,8 +81,7 @@ export class LiveStream {
     let wasLive = false;
     try {
       arm();
-      const headers: Record<string, string> = { accept: "text/event-stream" };
-      if (this.token !== null && this.token !== "") headers.authorization = `Bearer ${this.token}`;
+      const headers = { accept: "text/event-stream", ...authHeaders(this.token) };
       const res = await fetch(this.url, { headers, signal: controller.signal, cache: "no-store" });
       if (res.status === 401) {
         this.on.unauthorized();

@@ -26,11 +26,6 @@ export function serversReached(row: FleetRow): number {
   return Object.values(row.agentsByServer).filter((n) => n > 0).length;
 }
 
-/** Agents connected in total, over every replica. */
-export function agentsConnected(row: FleetRow): number {
-  return Object.values(row.agentsByServer).reduce((a, b) => a + b, 0);
-}
-
 const availableRank: Record<FleetRow["available"], number> = { False: 0, Unknown: 1, True: 2 };
 
 /** A row's value for a column; null sorts last in both directions. */
