@@ -56,7 +56,7 @@ import {
   renderProxyServer,
   type RenderedObject,
 } from "./render-proxy-server.js";
-import type { ReconcileResult } from "./work-queue.js";
+import { TerminalError, type ReconcileResult } from "./work-queue.js";
 import { ownedLabels } from "./labels.js";
 
 export interface ReconcilerOptions {
@@ -116,7 +116,8 @@ export class ConfigurationReconciler {
         message: `refused: ${problems.join("; ")}`,
       });
       await this.writeStatus(mpc, conditions, status);
-      return;
+      // Recorded in the condition; a retry cannot mend the spec, a change of it queues it again.
+      throw new TerminalError(`ManagedProxyConfiguration ${name} refused: ${problems.join("; ")}`);
     }
 
     let cas: Cas;
