@@ -63,8 +63,9 @@ function packageLayers() {
   /**
    * Runtime code of these packages takes `node:http` from `@cluster-proxy/tunnel/http` (types may
    * still be imported from `node:http`): see packages/tunnel/src/node-http.ts for the RSS it saves.
+   * Not the gateway and the addon manager: `@kubernetes/client-node` loads undici there anyway.
    */
-  const requireHttp = ["protocol", "tunnel", "client", "server", "agent"];
+  const requireHttp = ["protocol", "tunnel", "client", "server", "agent", "fleet", "cli"];
   const NODE_HTTP_RULE = {
     name: "node:http",
     allowTypeImports: true,

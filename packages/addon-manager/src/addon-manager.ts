@@ -15,14 +15,19 @@ import {
   AddonReconciler,
   DEFAULT_CONFIGURATION,
   type AddonCache,
+  type ClusterManagementAddOn,
+  type ManagedCluster,
   type ManagedClusterAddOn,
+  type ManifestWork,
 } from "./addon-registration.js";
+import type { AddOnDeploymentConfigSpec } from "./agent-manifests.js";
 import {
   CLUSTER_MANAGER_LABEL,
   ClusterProfileReconciler,
   ClusterProfileResource,
   OCM_CLUSTER_MANAGER,
   profileCluster,
+  type ClusterProfile,
   type ClusterProfileCache,
 } from "./cluster-profile.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
@@ -32,13 +37,13 @@ import { EventRecorder } from "./events.js";
 import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-server.js";
 import { backoffDelay, delay } from "./backoff.js";
-import { isConflict, isNotFound, KubeApi, Resources, type KubeObject } from "./kube-api.js";
+import { Controller, ReconcileMetrics, type ControllerSpec } from "./controller.js";
+import { isNotFound, KubeApi, Resources, typedResource, type KubeObject, type ResourceRef } from "./kube-api.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
 import { LeaderElector } from "./leader-election.js";
 import { silentLogger, type Logger } from "./logger.js";
-import { SupervisedWatch } from "./supervised-watch.js";
+import { SupervisedWatch, type SupervisedWatchOptions } from "./supervised-watch.js";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
-import { WorkQueue, type ReconcileResult } from "./work-queue.js";
 
 export interface AddonManagerDeps {
   kubeConfig: KubeConfig;
@@ -47,6 +52,61 @@ export interface AddonManagerDeps {
 
 const OWNED_KINDS = ["deployment", "service", "podDisruptionBudget", "serviceAccount", "secret"] as const;
 
+/** A ClusterProfile's key: `<namespace>/<name>`. */
+type ProfileKey = `${string}/${string}`;
+const profileKey = (p: KubeObject): ProfileKey => `${p.metadata.namespace ?? ""}/${p.metadata.name}`;
+
+/** The controllers of the manager, one queue each, keyed by what they reconcile. */
+interface Controllers {
+  /** ManagedProxyConfigurations by name (part 1). */
+  configurations: Controller<string>;
+  /** The one ClusterManagementAddOn (part 2). */
+  managementAddOn: Controller<typeof ADDON_NAME>;
+  /** The addon of each cluster, by cluster name (part 2). */
+  addons: Controller<string>;
+  /** The agents' certificate requests by CSR name (part 2). */
+  csrs: Controller<string>;
+  /** ClusterProfiles (part 3). */
+  profiles: Controller<ProfileKey>;
+}
+
+/** Which change queues what (built by `enqueuers`; the watches call these). */
+interface Enqueuers {
+  configuration(name: string): void;
+  allConfigurations(): void;
+  /** Everything of the addon side whose inputs the hub side publishes: the CMA, every addon, every profile. */
+  addonSide(): void;
+  addon(cluster: string): void;
+  csr(name: string): void;
+  csrsOf(cluster: string): void;
+  /** Every profile, or those of `cluster`. */
+  profiles(cluster?: string): void;
+  profile(key: ProfileKey): void;
+}
+
+/** The OCM resources of the addon side, typed by their objects. */
+const OcmResources = {
+  addon: typedResource<ManagedClusterAddOn>(Resources.managedClusterAddOn),
+  cluster: typedResource<ManagedCluster>(Resources.managedCluster),
+  work: typedResource<ManifestWork>(Resources.manifestWork),
+  managementAddOn: typedResource<ClusterManagementAddOn>(Resources.clusterManagementAddOn),
+  deploymentConfig: typedResource<KubeObject & { spec?: AddOnDeploymentConfigSpec }>(Resources.addOnDeploymentConfig),
+  csr: typedResource<CsrObject>(Resources.certificateSigningRequest),
+};
+
+/** A watch of any resource, as readiness, metrics and the run loop see it. */
+type Watch = Pick<SupervisedWatch, "resource" | "restarts" | "firstSync" | "isSynced" | "run">;
+
+/** The watch caches of the addon side. */
+interface OcmWatches {
+  addons: SupervisedWatch<ManagedClusterAddOn>;
+  clusters: SupervisedWatch<ManagedCluster>;
+  works: SupervisedWatch<ManifestWork>;
+  managementAddOns: SupervisedWatch<ClusterManagementAddOn>;
+  deploymentConfigs: SupervisedWatch<KubeObject & { spec?: AddOnDeploymentConfigSpec }>;
+  csrs: SupervisedWatch<CsrObject>;
+}
+
 export class AddonManager {
   private readonly api: KubeApi;
   private readonly log: Logger;
@@ -54,18 +114,19 @@ export class AddonManager {
   private readonly registry = new Registry();
   private readonly health: HealthServer;
   private readonly stop = new AbortController();
-  private watches: SupervisedWatch[] = [];
+  private watches: Watch[] = [];
   private mpcWatch: SupervisedWatch | undefined;
   private ownedWatches = new Map<string, SupervisedWatch>();
-  private ocmWatches:
-    | Record<"addons" | "clusters" | "works" | "managementAddOns" | "deploymentConfigs" | "csrs", SupervisedWatch>
-    | undefined;
+  private ocmWatches: OcmWatches | undefined;
+  private profileWatch: SupervisedWatch<ClusterProfile> | undefined;
+  private configurationReconciler: ConfigurationReconciler | undefined;
+  private addonReconciler: AddonReconciler | undefined;
+  private profileReconciler: ClusterProfileReconciler | undefined;
+  private readonly metrics: ReconcileMetrics;
   private running: Promise<unknown> | undefined;
   private lost: (() => void) | undefined;
   /** Resolves when leadership was lost: the process should exit so it restarts clean. */
   readonly leadershipLost: Promise<void>;
-  private readonly reconciles: Counter;
-  private readonly reconcileSeconds: Histogram;
 
   constructor(
     private readonly options: AddonManagerOptions,
@@ -87,20 +148,22 @@ export class AddonManager {
         },
         this.log,
       );
-    this.reconciles = new Counter({
-      name: "cluster_proxy_addon_manager_reconcile_total",
-      help: "Reconciles of ManagedProxyConfigurations by result",
-      labelNames: ["result"],
-      registers: [this.registry],
-    });
-    this.reconcileSeconds = new Histogram({
-      name: "cluster_proxy_addon_manager_reconcile_duration_seconds",
-      help: "Duration of one reconcile",
-      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [this.registry],
-    });
+    this.metrics = new ReconcileMetrics(
+      new Counter({
+        name: "cluster_proxy_addon_manager_reconcile_total",
+        help: "Reconciles of ManagedProxyConfigurations by result",
+        labelNames: ["result"],
+        registers: [this.registry],
+      }),
+      new Histogram({
+        name: "cluster_proxy_addon_manager_reconcile_duration_seconds",
+        help: "Duration of one reconcile",
+        buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+        registers: [this.registry],
+      }),
+    );
     const isLeader = (): boolean => this.isLeader();
-    const watches = (): SupervisedWatch[] => this.watches;
+    const watches = (): Watch[] => this.watches;
     new Gauge({
       name: "cluster_proxy_addon_manager_leader",
       help: "1 while this replica is the leader (or leader election is off)",
@@ -186,62 +249,122 @@ export class AddonManager {
       : { ok: false, detail: `watches not synced: ${waiting.join(", ")}` };
   }
 
-  /**
-   * Where a failed reconcile is logged: a conflict (our cache was behind a newer object; the key is
-   * re-read and retried) is routine and goes to debug, anything else is a warning.
-   */
-  private retryLog(routine: boolean): Logger["warn"] {
-    return routine
-      ? (fields, message) => this.log.debug(fields, message)
-      : (fields, message) => this.log.warn(fields, message);
-  }
-
   /** The watched ManagedProxyConfiguration `name` with the schema's defaults filled in. */
   private configuration(name: string): ManagedProxyConfiguration | undefined {
     const stored = this.mpcWatch?.get(name);
     return stored && managedProxyConfigurationFromApi(stored);
   }
 
+  /**
+   * The controllers (one queue each), the watches feeding them, then, once every cache is filled,
+   * the reconciles: the whole term of a leader. Returns when `signal` aborts.
+   */
   private async runControllers(signal: AbortSignal): Promise<void> {
-    const o = this.options;
     // Every watch and queue listens for the end of leadership.
     setMaxListeners(64, signal);
-    const queue: WorkQueue = new WorkQueue(
-      (key) => this.measured(() => reconciler.reconcile(key)),
-      (key, err, retryInMs, routine) =>
-        this.retryLog(routine)(
-          { configuration: key, err: (err as Error).message, retryInMs },
-          "reconcile failed; retrying",
-        ),
-      undefined,
-      undefined,
-      isConflict,
-    );
-    const enqueueAll = (): void => {
-      for (const m of this.mpcWatch?.items() ?? []) queue.add(m.metadata.name);
+    const controllers = this.controllers();
+    const enqueue = this.enqueuers(controllers);
+    this.watchHubSide(enqueue);
+    this.configurationReconciler = this.newConfigurationReconciler();
+    // Without Open Cluster Management's addon APIs the manager still runs the hub side (part 1).
+    const withOcm = await this.ocmAddonApiPresent(signal);
+    const prober = withOcm ? this.startOcmSide(enqueue) : this.warnNoOcm();
+    if (withOcm && this.options.clusterProfiles && (await this.clusterProfileApiPresent(signal)))
+      this.startClusterProfiles(controllers);
+    this.watches = [
+      ...(this.mpcWatch ? [this.mpcWatch] : []),
+      ...this.ownedWatches.values(),
+      ...(this.ocmWatches ? ocmWatchList(this.ocmWatches) : []),
+      ...(this.profileWatch ? [this.profileWatch] : []),
+    ];
+    this.log.info({ leader: this.identity || undefined }, "controllers started");
+    const watching = this.watches.map((w) => w.run(signal));
+    // Reconcile only once the caches are filled, so no decision is made on a partial view.
+    const stopped = new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+    await Promise.race([Promise.all(this.watches.map((w) => w.firstSync)), stopped]);
+    if (withOcm) enqueue.addonSide();
+    const c = controllers;
+    await Promise.all([
+      ...[c.configurations, c.managementAddOn, c.addons, c.csrs, c.profiles].map((one) => one.run(signal)),
+      prober?.run(signal),
+      ...watching,
+    ]);
+  }
+
+  /** The controllers, one queue of typed keys each; a reconciler not (yet) there reconciles nothing. */
+  private controllers(): Controllers {
+    const controller = <K extends string>(spec: ControllerSpec<K>): Controller<K> =>
+      new Controller(spec, this.metrics, this.log);
+    return {
+      configurations: controller({
+        what: "reconcile",
+        logFields: (name) => ({ configuration: name }),
+        reconcile: async (name) => this.configurationReconciler?.reconcile(name),
+      }),
+      managementAddOn: controller<typeof ADDON_NAME>({
+        what: "addon reconcile",
+        logFields: () => ({ key: "cma" }),
+        reconcile: async () => this.addonReconciler?.reconcileManagementAddOn(),
+      }),
+      addons: controller({
+        what: "addon reconcile",
+        logFields: (cluster) => ({ key: `addon/${cluster}` }),
+        reconcile: async (cluster) => this.addonReconciler?.reconcileAddon(cluster),
+      }),
+      csrs: controller({
+        what: "addon reconcile",
+        logFields: (csr) => ({ key: `csr/${csr}` }),
+        reconcile: async (csr) => this.addonReconciler?.reconcileCsr(csr),
+      }),
+      profiles: controller<ProfileKey>({
+        what: "ClusterProfile reconcile",
+        logFields: (key) => ({ clusterProfile: key }),
+        reconcile: async (key) => this.profileReconciler?.reconcile(key),
+      }),
     };
-    const addonQueue = this.addonQueue();
-    // ClusterProfiles (--cluster-profiles): every profile is looked at again whenever the addons'
-    // inputs change (configurations, the gateway's serving Secret); level-based, so a look that
-    // changes nothing writes nothing.
-    const profileQueue = this.profileQueue();
-    const enqueueProfiles = (cluster?: string): void => {
+  }
+
+  /** Which change queues what: the fan-out from the watches to the controllers. */
+  private enqueuers(c: Controllers): Enqueuers {
+    const profiles = (cluster?: string): void => {
+      // ClusterProfiles (--cluster-profiles): every profile is looked at again whenever the addons'
+      // inputs change (configurations, the gateway's serving Secret); level-based, so a look that
+      // changes nothing writes nothing.
       for (const p of this.profileWatch?.items() ?? [])
-        if (cluster === undefined || profileCluster(p) === cluster)
-          profileQueue.add(`${p.metadata.namespace}/${p.metadata.name}`);
+        if (cluster === undefined || profileCluster(p) === cluster) c.profiles.add(profileKey(p));
     };
-    const enqueueAddons = (): void => {
-      enqueueProfiles();
-      addonQueue.add("cma");
-      for (const a of this.ocmWatches?.addons.items() ?? []) addonQueue.add(`addon/${a.metadata.namespace}`);
+    const addonSide = (): void => {
+      profiles();
+      c.managementAddOn.add(ADDON_NAME);
+      for (const a of this.ocmWatches?.addons.items() ?? [])
+        if (a.metadata.namespace) c.addons.add(a.metadata.namespace);
     };
+    return {
+      configuration: (name) => c.configurations.add(name),
+      allConfigurations: () => {
+        for (const m of this.mpcWatch?.items() ?? []) c.configurations.add(m.metadata.name);
+      },
+      addonSide,
+      addon: (cluster) => c.addons.add(cluster),
+      csr: (name) => c.csrs.add(name),
+      csrsOf: (cluster) => {
+        for (const csr of this.ocmWatches?.csrs.items() ?? [])
+          if (csr.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster) c.csrs.add(csr.metadata.name);
+      },
+      profiles,
+      profile: (key) => c.profiles.add(key),
+    };
+  }
+
+  /** Watch the configurations and every object the manager made for them (part 1). */
+  private watchHubSide(enqueue: Enqueuers): void {
     this.mpcWatch = new SupervisedWatch(
       this.api,
       Resources.managedProxyConfiguration,
       {},
       (_t, obj) => {
-        queue.add(obj.metadata.name);
-        enqueueAddons();
+        enqueue.configuration(obj.metadata.name);
+        enqueue.addonSide();
       },
       this.log,
     );
@@ -253,116 +376,22 @@ export class AddonManager {
           this.api,
           Resources[kind],
           { labelSelector: selector },
-          (_t, obj: KubeObject) => {
+          (_t, obj) => {
             const owner = obj.metadata.labels?.[CONFIGURATION_LABEL];
             // The serving and gateway CA bundles the agents get are published in Secrets of the configuration.
-            if (kind === "secret") enqueueAddons();
-            if (owner) queue.add(owner);
-            else if (obj.metadata.labels?.[SIGNER_LABEL]) enqueueAll();
+            if (kind === "secret") enqueue.addonSide();
+            if (owner) enqueue.configuration(owner);
+            else if (obj.metadata.labels?.[SIGNER_LABEL]) enqueue.allConfigurations();
           },
           this.log,
         ),
       );
     }
-    const csrsOf = (cluster: string): void => {
-      for (const c of this.ocmWatches?.csrs.items() ?? [])
-        if (c.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster) addonQueue.add(`csr/${c.metadata.name}`);
-    };
-    const ocm = (
-      resource: (typeof Resources)[keyof typeof Resources],
-      onChange: (obj: KubeObject) => void,
-      labelSelector?: string,
-    ): SupervisedWatch =>
-      new SupervisedWatch(
-        this.api,
-        resource,
-        labelSelector ? { labelSelector } : {},
-        (_t, obj) => onChange(obj),
-        this.log,
-      );
-    let prober: TunnelProber | undefined;
-    // Without Open Cluster Management's addon APIs the manager still runs the hub side (part 1).
-    const withOcm = await this.ocmAddonApiPresent(signal);
-    if (withOcm) {
-      const ours = `${ADDON_NAME_LABEL}=${ADDON_NAME}`;
-      this.ocmWatches = {
-        addons: ocm(Resources.managedClusterAddOn, (obj) => {
-          if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
-          addonQueue.add(`addon/${obj.metadata.namespace}`);
-          enqueueProfiles(obj.metadata.namespace);
-          csrsOf(obj.metadata.namespace);
-        }),
-        clusters: ocm(Resources.managedCluster, (obj) => {
-          addonQueue.add(`addon/${obj.metadata.name}`);
-          csrsOf(obj.metadata.name);
-        }),
-        works: ocm(Resources.manifestWork, (obj) => addonQueue.add(`addon/${obj.metadata.namespace}`), ours),
-        managementAddOns: ocm(Resources.clusterManagementAddOn, (obj) => {
-          if (obj.metadata.name === ADDON_NAME) enqueueAddons();
-        }),
-        deploymentConfigs: ocm(Resources.addOnDeploymentConfig, () => enqueueAddons()),
-        csrs: ocm(Resources.certificateSigningRequest, (obj) => addonQueue.add(`csr/${obj.metadata.name}`), ours),
-      };
-      const w = this.ocmWatches;
-      const addonCache: AddonCache = {
-        addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
-        cluster: (name) => w.clusters.get(name),
-        work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
-        configuration: (name) => this.configuration(name),
-        deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
-        managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
-        csr: (name) => w.csrs.get(name) as CsrObject | undefined,
-      };
-      if (o.tunnelProbeInterval > 0)
-        prober = new TunnelProber(
-          {
-            intervalMs: o.tunnelProbeInterval,
-            timeoutMs: o.tunnelProbeTimeout,
-            replicas: replicaFinder(this.api, (name) => addonCache.configuration(name)),
-            onChange: (cluster) => addonQueue.add(`addon/${cluster}`),
-          },
-          this.log,
-        );
-      this.addonReconciler = new AddonReconciler(
-        this.api,
-        addonCache,
-        {
-          installPlacement: o.installPlacement,
-          signerNamespace: o.signerSecretNamespace || o.namespace,
-          signerName: o.signerSecretName,
-          caValidityMs: o.caValidity,
-          certValidityMs: o.certValidity,
-        },
-        this.log,
-        prober,
-      );
-    } else
-      this.log.warn(
-        {},
-        "the Open Cluster Management addon APIs (addon.open-cluster-management.io/v1alpha1, work.open-cluster-management.io/v1) are not served: no agents are installed into managed clusters",
-      );
-    if (withOcm && o.clusterProfiles && (await this.clusterProfileApiPresent(signal))) {
-      this.profileWatch = new SupervisedWatch(
-        this.api,
-        ClusterProfileResource,
-        { labelSelector: `${CLUSTER_MANAGER_LABEL}=${OCM_CLUSTER_MANAGER}` },
-        (_t, obj) => profileQueue.add(`${obj.metadata.namespace}/${obj.metadata.name}`),
-        this.log,
-      );
-      this.profileReconciler = new ClusterProfileReconciler(
-        this.api,
-        this.profileCache(),
-        new EventRecorder(this.api, this.log),
-        { gatewayUrl: o.clusterProfileServer },
-        this.log,
-      );
-    }
-    this.watches = [
-      this.mpcWatch,
-      ...this.ownedWatches.values(),
-      ...(this.ocmWatches ? Object.values(this.ocmWatches) : []),
-      ...(this.profileWatch ? [this.profileWatch] : []),
-    ];
+  }
+
+  /** The reconciler of ManagedProxyConfigurations, reading the watch caches. */
+  private newConfigurationReconciler(): ConfigurationReconciler {
+    const o = this.options;
     const cache: ObjectCache = {
       configuration: (name) => this.configuration(name),
       owned: (kind, name) =>
@@ -371,7 +400,7 @@ export class AddonManager {
         ),
     };
     const refresh = o.certRefreshAfter > 0 ? o.certRefreshAfter : o.certValidity * 0.8;
-    const reconciler = new ConfigurationReconciler(
+    return new ConfigurationReconciler(
       this.api,
       cache,
       new EventRecorder(this.api, this.log),
@@ -384,22 +413,103 @@ export class AddonManager {
       },
       this.log,
     );
-    this.log.info({ leader: this.identity || undefined }, "controllers started");
-    const watching = this.watches.map((w) => w.run(signal));
-    // Reconcile only once the caches are filled, so no decision is made on a partial view.
-    const stopped = new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
-    await Promise.race([Promise.all(this.watches.map((w) => w.firstSync)), stopped]);
-    if (withOcm) {
-      addonQueue.add("cma");
-      enqueueAddons();
-    }
-    await Promise.all([
-      queue.run(signal),
-      addonQueue.run(signal),
-      profileQueue.run(signal),
-      prober?.run(signal),
-      ...watching,
-    ]);
+  }
+
+  /** Watch the OCM objects of the addon (part 2) and make its reconciler and tunnel prober. */
+  private startOcmSide(enqueue: Enqueuers): TunnelProber | undefined {
+    const o = this.options;
+    const ours = { labelSelector: `${ADDON_NAME_LABEL}=${ADDON_NAME}` };
+    const watch = <T extends KubeObject>(
+      resource: ResourceRef<T>,
+      onChange: (obj: T) => void,
+      options: SupervisedWatchOptions = {},
+    ): SupervisedWatch<T> => new SupervisedWatch(this.api, resource, options, (_t, obj) => onChange(obj), this.log);
+    const w: OcmWatches = {
+      addons: watch(OcmResources.addon, (obj) => {
+        if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
+        enqueue.addon(obj.metadata.namespace);
+        enqueue.profiles(obj.metadata.namespace);
+        enqueue.csrsOf(obj.metadata.namespace);
+      }),
+      clusters: watch(OcmResources.cluster, (obj) => {
+        enqueue.addon(obj.metadata.name);
+        enqueue.csrsOf(obj.metadata.name);
+      }),
+      works: watch(
+        OcmResources.work,
+        (obj) => {
+          if (obj.metadata.namespace) enqueue.addon(obj.metadata.namespace);
+        },
+        ours,
+      ),
+      managementAddOns: watch(OcmResources.managementAddOn, (obj) => {
+        if (obj.metadata.name === ADDON_NAME) enqueue.addonSide();
+      }),
+      deploymentConfigs: watch(OcmResources.deploymentConfig, () => enqueue.addonSide()),
+      csrs: watch(OcmResources.csr, (obj) => enqueue.csr(obj.metadata.name), ours),
+    };
+    this.ocmWatches = w;
+    const addonCache: AddonCache = {
+      addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
+      cluster: (name) => w.clusters.get(name),
+      work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
+      configuration: (name) => this.configuration(name),
+      deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
+      managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
+      csr: (name) => w.csrs.get(name),
+    };
+    const prober =
+      o.tunnelProbeInterval > 0
+        ? new TunnelProber(
+            {
+              intervalMs: o.tunnelProbeInterval,
+              timeoutMs: o.tunnelProbeTimeout,
+              replicas: replicaFinder(this.api, (name) => addonCache.configuration(name)),
+              onChange: (cluster) => enqueue.addon(cluster),
+            },
+            this.log,
+          )
+        : undefined;
+    this.addonReconciler = new AddonReconciler(
+      this.api,
+      addonCache,
+      {
+        installPlacement: o.installPlacement,
+        signerNamespace: o.signerSecretNamespace || o.namespace,
+        signerName: o.signerSecretName,
+        caValidityMs: o.caValidity,
+        certValidityMs: o.certValidity,
+      },
+      this.log,
+      prober,
+    );
+    return prober;
+  }
+
+  private warnNoOcm(): undefined {
+    this.log.warn(
+      {},
+      "the Open Cluster Management addon APIs (addon.open-cluster-management.io/v1alpha1, work.open-cluster-management.io/v1) are not served: no agents are installed into managed clusters",
+    );
+    return undefined;
+  }
+
+  /** Watch the ClusterProfiles of OCM (part 3) and make their reconciler. */
+  private startClusterProfiles(c: Controllers): void {
+    this.profileWatch = new SupervisedWatch(
+      this.api,
+      ClusterProfileResource,
+      { labelSelector: `${CLUSTER_MANAGER_LABEL}=${OCM_CLUSTER_MANAGER}` },
+      (_t, obj) => c.profiles.add(profileKey(obj)),
+      this.log,
+    );
+    this.profileReconciler = new ClusterProfileReconciler(
+      this.api,
+      this.profileCache(),
+      new EventRecorder(this.api, this.log),
+      { gatewayUrl: this.options.clusterProfileServer },
+      this.log,
+    );
   }
 
   /** Whether the hub serves the OCM APIs the addon side needs (asked until the apiserver answers). */
@@ -421,10 +531,6 @@ export class AddonManager {
     }
     return false;
   }
-
-  private addonReconciler: AddonReconciler | undefined;
-  private profileWatch: SupervisedWatch | undefined;
-  private profileReconciler: ClusterProfileReconciler | undefined;
 
   /**
    * Whether the hub serves the ClusterProfile API (asked until the apiserver answers). Not served:
@@ -477,62 +583,8 @@ export class AddonManager {
       },
     };
   }
+}
 
-  /** The queue of ClusterProfile keys (`<namespace>/<name>`). */
-  private profileQueue(): WorkQueue {
-    return new WorkQueue(
-      async (key) => {
-        const r = this.profileReconciler;
-        return r ? this.measured(() => r.reconcile(key)) : undefined;
-      },
-      (key, err, retryInMs, routine) =>
-        this.retryLog(routine)(
-          { clusterProfile: key, err: (err as Error).message, retryInMs },
-          "ClusterProfile reconcile failed; retrying",
-        ),
-      undefined,
-      undefined,
-      isConflict,
-    );
-  }
-
-  /** Run one reconcile, counting it by result and timing it (both queues). */
-  private async measured(reconcile: () => Promise<ReconcileResult>): Promise<ReconcileResult> {
-    const end = this.reconcileSeconds.startTimer();
-    try {
-      const result = await reconcile();
-      this.reconciles.inc({ result: "success" });
-      return result;
-    } catch (err) {
-      this.reconciles.inc({ result: "error" });
-      throw err;
-    } finally {
-      end();
-    }
-  }
-
-  /** The queue of the OCM side: `cma`, `addon/<cluster>` and `csr/<name>` keys. */
-  private addonQueue(): WorkQueue {
-    return new WorkQueue(
-      async (key) => {
-        const r = this.addonReconciler;
-        if (!r) return { requeueAfterMs: 1000 };
-        const slash = key.indexOf("/");
-        const kind = slash < 0 ? key : key.slice(0, slash);
-        const name = key.slice(slash + 1);
-        return this.measured(() =>
-          kind === "cma"
-            ? r.reconcileManagementAddOn()
-            : kind === "addon"
-              ? r.reconcileAddon(name)
-              : r.reconcileCsr(name),
-        );
-      },
-      (key, err, retryInMs, routine) =>
-        this.retryLog(routine)({ key, err: (err as Error).message, retryInMs }, "addon reconcile failed; retrying"),
-      undefined,
-      undefined,
-      isConflict,
-    );
-  }
+function ocmWatchList(w: OcmWatches): Watch[] {
+  return [w.addons, w.clusters, w.works, w.managementAddOns, w.deploymentConfigs, w.csrs];
 }

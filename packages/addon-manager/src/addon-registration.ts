@@ -78,7 +78,7 @@ export interface ManagedCluster extends KubeObject {
   status?: { conditions?: Condition[] };
 }
 
-interface ManifestWork extends KubeObject {
+export interface ManifestWork extends KubeObject {
   status?: {
     conditions?: Condition[];
     resourceStatus?: {
@@ -90,7 +90,7 @@ interface ManifestWork extends KubeObject {
   };
 }
 
-interface ClusterManagementAddOn extends KubeObject {
+export interface ClusterManagementAddOn extends KubeObject {
   status?: {
     defaultconfigReferences?: { group: string; resource: string; desiredConfig?: ConfigReference["desiredConfig"] }[];
     installProgressions?: { configReferences?: ConfigReference[]; [key: string]: unknown }[];
@@ -99,6 +99,12 @@ interface ClusterManagementAddOn extends KubeObject {
 }
 
 /** What the reconciler reads from the manager's watch caches. */
+/** What the config references need of a config object (a ManagedProxyConfiguration or an AddOnDeploymentConfig). */
+interface ConfigObject {
+  metadata: { generation?: number };
+  spec?: unknown;
+}
+
 export interface AddonCache {
   addon(cluster: string): ManagedClusterAddOn | undefined;
   cluster(name: string): ManagedCluster | undefined;
@@ -208,14 +214,14 @@ export class AddonReconciler {
     });
   }
 
+  /** A config object an addon or the ClusterManagementAddOn refers to: what its hash and generation come from. */
   private configObject(ref: {
     group?: string;
     resource: string;
     name: string;
     namespace?: string;
-  }): KubeObject | undefined {
-    if (ref.resource === MPC_RESOURCE && (ref.group ?? "") === MPC_GROUP)
-      return this.cache.configuration(ref.name) as unknown as KubeObject | undefined;
+  }): ConfigObject | undefined {
+    if (ref.resource === MPC_RESOURCE && (ref.group ?? "") === MPC_GROUP) return this.cache.configuration(ref.name);
     if (ref.resource === ADC_RESOURCE && (ref.group ?? "") === ADDON_GROUP && ref.namespace)
       return this.cache.deploymentConfig(ref.namespace, ref.name);
     return undefined;
@@ -257,7 +263,7 @@ export class AddonReconciler {
         name: desired.name,
         ...(desired.namespace ? { namespace: desired.namespace } : {}),
       });
-      if (obj) desired.specHash = specHash(obj as { spec?: unknown });
+      if (obj) desired.specHash = specHash(obj);
     };
     for (const r of status.defaultconfigReferences ?? []) fill(r.group, r.resource, r.desiredConfig);
     for (const p of status.installProgressions ?? [])
@@ -333,7 +339,7 @@ export class AddonReconciler {
       const own = mca.spec?.configs?.some(
         (c) => refKey(c) === refKey(r) && c.name === name && (c.namespace ?? "") === (namespace ?? ""),
       );
-      if (own && r.desiredConfig) r.desiredConfig.specHash = specHash(obj as { spec?: unknown });
+      if (own && r.desiredConfig) r.desiredConfig.specHash = specHash(obj);
     }
 
     // Registration.

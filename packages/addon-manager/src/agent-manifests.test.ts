@@ -1,8 +1,17 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { describe, test } from "node:test";
-import { defaultedSpec, MPC_API_VERSION, MPC_KIND, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import {
+  agentOptionsSchema,
+  argsFor,
+  defaultedSpec,
+  MPC_API_VERSION,
+  MPC_KIND,
+  resolveOptions,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
+import {
+  agentArgValues,
   AGENT_CERT_SECRET,
   GATEWAY_CA_HASH_ANNOTATION,
   PROXY_CA_SECRET,
@@ -12,6 +21,7 @@ import {
   specHash,
 } from "./agent-manifests.js";
 import type { KubeObject } from "./kube-api.js";
+import { rawFlags } from "./testing/raw-flags.js";
 
 const mpc = (agent: Record<string, unknown> = {}): ManagedProxyConfiguration => ({
   apiVersion: MPC_API_VERSION,
@@ -327,5 +337,63 @@ describe("the agent's ManifestWork", () => {
     assert.ok(!without.some((m) => /ClusterRole/.test(m.kind ?? "") || m.metadata.name === "cluster-proxy-gateway-ca"));
     assert.ok(!c0(deployment(render())).args.some((a) => a.startsWith("--gateway-ca-file")));
     assert.equal(annotation(render()), undefined);
+  });
+});
+
+describe("the agent's command line comes from the agent's option schema", () => {
+  test("it parses back with the agent's own parser to the values rendered, in every combination", () => {
+    const keyOf = new Map(agentOptionsSchema.specs.map((s) => [s.flag, s.key]));
+    const pf = mpc();
+    pf.spec.proxyServer.entrypoint = { type: "PortForward", port: 8091 };
+    for (const config of [mpc(), pf]) {
+      for (const [forwardProxyCa, gatewayCa] of [
+        [false, false],
+        [true, false],
+        [false, true],
+        [true, true],
+      ] as const) {
+        const values = agentArgValues({
+          host: "fd00::1",
+          port: 8091,
+          cluster: "mc1",
+          namespace: "agents",
+          mpc: config,
+          forwardProxyCa,
+          gatewayCa,
+        });
+        const args = argsFor(agentOptionsSchema, values);
+        const parsed: Record<string, unknown> = resolveOptions(agentOptionsSchema, rawFlags(args), {});
+        for (const [flag, value] of Object.entries(values)) {
+          if (value !== undefined) assert.deepEqual(parsed[keyOf.get(flag)!], value, `--${flag}`);
+        }
+        assert.equal(parsed["httpsProxyCaCert"] !== "", forwardProxyCa);
+        assert.equal(parsed["gatewayCaFile"] !== "", gatewayCa);
+        assert.equal(parsed["hubKubeconfig"] !== "", config === pf);
+      }
+    }
+  });
+
+  test("the Deployment runs exactly that line, then additionalArgs", () => {
+    const config = mpc({ additionalArgs: ["--v=3"] });
+    const work = renderAgentWork({
+      cluster: "mc1",
+      namespace: "agents",
+      mpc: config,
+      entrypoint: "[fd00::1]:8091",
+      servingCaPem: "CA",
+      gatewayCaPem: "GW",
+      owner,
+      configHashes: {},
+    });
+    const values = agentArgValues({
+      host: "fd00::1",
+      port: 8091,
+      cluster: "mc1",
+      namespace: "agents",
+      mpc: config,
+      forwardProxyCa: false,
+      gatewayCa: true,
+    });
+    assert.deepEqual(c0(deployment(work)).args, [...argsFor(agentOptionsSchema, values), "--v=3"]);
   });
 });

@@ -13,11 +13,18 @@
  * (verb `impersonate` only) bound to the agent's ServiceAccount.
  */
 import { createHash } from "node:crypto";
-import { AGENT_CONNECTION_CONDITION, type ManagedProxyConfiguration, type NodePlacement } from "@cluster-proxy/api";
+import {
+  AGENT_CONNECTION_CONDITION,
+  agentOptionsSchema,
+  argsFor,
+  type ArgsOf,
+  type ManagedProxyConfiguration,
+  type NodePlacement,
+} from "@cluster-proxy/api";
 import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
 import type { KubeObject, OwnerReference } from "./kube-api.js";
-import { FAST_KEEPALIVE_ARGS, usesPortForward } from "./render-proxy-server.js";
+import { FAST_KEEPALIVE, usesPortForward } from "./render-proxy-server.js";
 
 export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;
 export const DEFAULT_AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
@@ -113,6 +120,46 @@ export function mirroredImage(image: string, registries: AddOnDeploymentConfigSp
   for (const r of registries ?? [])
     if (r.source && image.startsWith(r.source)) return r.mirror + image.slice(r.source.length);
   return image;
+}
+
+/** What the agent's command line depends on. */
+export interface AgentArgsInput {
+  /** The entrypoint's host (an IPv6 address without brackets) and port. */
+  host: string;
+  port: number;
+  cluster: string;
+  /** The agent's namespace in the managed cluster. */
+  namespace: string;
+  mpc: ManagedProxyConfiguration;
+  /** Whether the CA bundle of an https:// forward proxy is mounted. */
+  forwardProxyCa: boolean;
+  /** Whether the gateway CA bundle is mounted (the agent's gateway endpoint is on). */
+  gatewayCa: boolean;
+}
+
+/** The agent's option values, keyed by flag (before `additionalArgs`), in command-line order. */
+export function agentArgValues(a: AgentArgsInput): ArgsOf<typeof agentOptionsSchema> {
+  // Entrypoint PortForward: through the hub kube-apiserver with the addon's hub kubeconfig.
+  const throughHub = usesPortForward(a.mpc.spec);
+  return {
+    "proxy-server-host": a.host,
+    "proxy-server-port": a.port,
+    "ca-cert": "/etc/ca/ca.crt",
+    "agent-cert": "/etc/tls/tls.crt",
+    "agent-key": "/etc/tls/tls.key",
+    "cluster-name": a.cluster,
+    "health-server-port": AGENT_HEALTH_PORT,
+    // A hub that silently vanished is noticed within 10 s, and reconnects are retried at least
+    // every 3 s, so a cluster is back within seconds of its network.
+    ...FAST_KEEPALIVE,
+    "sync-interval-cap": 3_000,
+    "status-deployment": `${a.namespace}/${AGENT_DEPLOYMENT}`,
+    "https-proxy-ca-cert": a.forwardProxyCa ? "/etc/proxy-ca/ca.crt" : undefined,
+    "gateway-ca-file": a.gatewayCa ? `${AGENT_GATEWAY_CA_MOUNT}/ca.crt` : undefined,
+    "hub-kubeconfig": throughHub ? `${HUB_KUBECONFIG_MOUNT}/kubeconfig` : undefined,
+    "proxy-server-namespace": throughHub ? a.mpc.spec.proxyServer.namespace : undefined,
+    "proxy-server-service": throughHub ? a.mpc.spec.proxyServer.inClusterServiceName : undefined,
+  };
 }
 
 export function renderAgentWork(input: AgentRenderInput): KubeObject {
@@ -248,27 +295,18 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                 image: mirroredImage(agent.image, adc?.registries),
                 command: ["cluster-proxy", "agent"],
                 args: [
-                  `--proxy-server-host=${bareHost}`,
-                  `--proxy-server-port=${port}`,
-                  "--ca-cert=/etc/ca/ca.crt",
-                  "--agent-cert=/etc/tls/tls.crt",
-                  "--agent-key=/etc/tls/tls.key",
-                  `--cluster-name=${cluster}`,
-                  `--health-server-port=${AGENT_HEALTH_PORT}`,
-                  // A hub that silently vanished is noticed within 10 s, and reconnects are retried at
-                  // least every 3 s, so a cluster is back within seconds of its network.
-                  ...FAST_KEEPALIVE_ARGS,
-                  "--sync-interval-cap=3s",
-                  `--status-deployment=${namespace}/${AGENT_DEPLOYMENT}`,
-                  ...(proxyCa ? ["--https-proxy-ca-cert=/etc/proxy-ca/ca.crt"] : []),
-                  ...(gatewayCaPem ? [`--gateway-ca-file=${AGENT_GATEWAY_CA_MOUNT}/ca.crt`] : []),
-                  ...(throughHub
-                    ? [
-                        `--hub-kubeconfig=${HUB_KUBECONFIG_MOUNT}/kubeconfig`,
-                        `--proxy-server-namespace=${mpc.spec.proxyServer.namespace}`,
-                        `--proxy-server-service=${mpc.spec.proxyServer.inClusterServiceName}`,
-                      ]
-                    : []),
+                  ...argsFor(
+                    agentOptionsSchema,
+                    agentArgValues({
+                      host: bareHost,
+                      port: Number(port),
+                      cluster,
+                      namespace,
+                      mpc,
+                      forwardProxyCa: proxyCa !== "",
+                      gatewayCa: gatewayCaPem !== "",
+                    }),
+                  ),
                   ...(agent.additionalArgs ?? []),
                 ],
                 env: [{ name: "PROXY_AGENT_ID", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }, ...proxyEnv],

@@ -22,12 +22,12 @@ import type { Logger } from "./logger.js";
 import type { ReconcileResult } from "./work-queue.js";
 
 /** The ClusterProfile API as OCM v1.2.1 serves it. */
-export const ClusterProfileResource = {
+export const ClusterProfileResource: ResourceRef<ClusterProfile> = {
   apiVersion: "multicluster.x-k8s.io/v1alpha1",
   kind: "ClusterProfile",
   plural: "clusterprofiles",
   namespaced: true,
-} as const satisfies ResourceRef;
+};
 
 /** Our provider's name in `status.accessProviders`; consumers name it in their provider file. */
 export const ACCESS_PROVIDER_NAME = "cluster-proxy";

@@ -13,6 +13,7 @@ import { ConfigurationReconciler, type ObjectCache } from "./configuration-recon
 import { EventRecorder } from "./events.js";
 import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
 import { silentLogger } from "./logger.js";
+import { TerminalError } from "./work-queue.js";
 
 const DAY = 86_400_000;
 const SIGNER_NS = "cp-manager";
@@ -193,5 +194,24 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
     const identity = certOf(secretIn(objects, NS, "cluster-proxy-gateway-identity"));
     assert.ok(!identity.checkIssued(myCa));
     assert.ok(identity.checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
+  });
+});
+
+describe("a configuration validation refuses (ConfigurationReconciler)", () => {
+  it("is recorded in ProxyServerDeployed, deploys nothing, and is a terminal error (not retried)", async () => {
+    const { api, objects } = fakeApi();
+    const mpc = configuration({
+      authentication: { signer: { type: "CertManager" } },
+    } as Partial<ManagedProxyConfigurationSpec>);
+    await assert.rejects(
+      reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy"),
+      (err) => err instanceof TerminalError && /refused: spec\.authentication\.signer\.type/.test(err.message),
+    );
+    const stored = [...objects.values()].find((o) => o.kind === "ManagedProxyConfiguration" || o.status);
+    const conditions = (stored?.status as { conditions?: Condition[] } | undefined)?.conditions ?? [];
+    const deployed = conditions.find((c) => c.type === "ProxyServerDeployed");
+    assert.equal(deployed?.status, "False");
+    assert.equal(deployed?.reason, "InvalidConfiguration");
+    assert.ok(![...objects.keys()].some((k) => k.startsWith("Deployment/")));
   });
 });

@@ -56,7 +56,7 @@ import {
   renderProxyServer,
   type RenderedObject,
 } from "./render-proxy-server.js";
-import type { ReconcileResult } from "./work-queue.js";
+import { TerminalError, type ReconcileResult } from "./work-queue.js";
 import { ownedLabels } from "./labels.js";
 
 export interface ReconcilerOptions {
@@ -67,6 +67,23 @@ export interface ReconcilerOptions {
   resyncMs: number;
   now?: () => number;
 }
+
+/** One leaf certificate: its Secret, request, CA, the trust bundle beside it, its condition. */
+interface LeafPlan {
+  secret: string;
+  request: LeafRequest;
+  ca: SigningCa;
+  bundleKey?: string;
+  bundle?: SigningCa;
+  condition: string;
+}
+
+/** Workloads are applied last, so their Secret volumes exist when the pods start. */
+const isWorkload = (r: RenderedObject): boolean =>
+  r.resource === Resources.deployment || r.resource === Resources.podDisruptionBudget;
+
+/** The status a reconcile writes. */
+type MpcStatus = NonNullable<ManagedProxyConfiguration["status"]>;
 
 /** The manager's CAs, one per role. */
 type Cas = Record<SignerRole, SigningCa>;
@@ -99,29 +116,62 @@ export class ConfigurationReconciler {
     private readonly logger: Logger,
   ) {}
 
+  /**
+   * One pass over the configuration `name`, as named steps in apply order: refuse an invalid
+   * spec, the CAs, the access objects, the entrypoint, the leaf certificates, the workloads (and
+   * stale objects gone), the published serving CA bundle, the servers' readiness, the status.
+   */
   async reconcile(name: string): Promise<ReconcileResult> {
     const mpc = this.cache.configuration(name);
     if (!mpc || mpc.metadata.deletionTimestamp) return; // owned objects go with it (ownerReferences)
     const conditions: ConditionInput[] = [];
-    const status: NonNullable<ManagedProxyConfiguration["status"]> = {};
+    const status: MpcStatus = {};
+    await this.refuseInvalid(mpc, conditions, status);
+    const cas = await this.signers(mpc, conditions, status);
+    status.caExpiry = cas.serving.notAfter.toISOString().replace(/\.\d+Z$/, "Z");
+    const rendered = renderProxyServer(mpc);
+    await this.applyAccessObjects(mpc, rendered);
+    // Where agents dial.
+    const entry = await this.entrypoint(mpc);
+    conditions.push(entry.condition);
+    if (entry.address) status.entrypoint = entry.address;
     let recheckMs = this.options.resyncMs;
-
-    // What the CRD refuses but an older CRD let in: refused here too, deploying nothing.
-    const problems = configurationProblems(mpc.spec);
-    if (problems.length > 0) {
-      conditions.push({
-        type: MpcConditions.ProxyServerDeployed,
-        status: "False",
-        reason: INVALID_CONFIGURATION,
-        message: `refused: ${problems.join("; ")}`,
-      });
-      await this.writeStatus(mpc, conditions, status);
-      return;
+    for (const leaf of this.leafPlan(mpc, cas, entry.host)) {
+      const issued = await this.ensureLeaf(mpc, leaf);
+      conditions.push(issued.condition);
+      recheckMs = Math.min(recheckMs, issued.recheckMs);
     }
+    for (const r of rendered.filter(isWorkload)) await this.api.apply(r.resource, r.object);
+    await this.deleteStale(name, rendered);
+    conditions.push(await this.publishServingCa(mpc, cas));
+    conditions.push(this.serversDeployed(mpc, status));
+    await this.writeStatus(mpc, conditions, status);
+    return { requeueAfterMs: Math.max(1000, recheckMs) };
+  }
 
-    let cas: Cas;
+  /** What the CRD refuses but an older CRD let in: refused here too, deploying nothing (a terminal error). */
+  private async refuseInvalid(
+    mpc: ManagedProxyConfiguration,
+    conditions: ConditionInput[],
+    status: MpcStatus,
+  ): Promise<void> {
+    const problems = configurationProblems(mpc.spec);
+    if (problems.length === 0) return;
+    conditions.push({
+      type: MpcConditions.ProxyServerDeployed,
+      status: "False",
+      reason: INVALID_CONFIGURATION,
+      message: `refused: ${problems.join("; ")}`,
+    });
+    await this.writeStatus(mpc, conditions, status);
+    // Recorded in the condition; a retry cannot mend the spec, a change of it queues it again.
+    throw new TerminalError(`ManagedProxyConfiguration ${mpc.metadata.name} refused: ${problems.join("; ")}`);
+  }
+
+  /** The CAs; when one is unavailable every certificate condition says why (and the error is retried). */
+  private async signers(mpc: ManagedProxyConfiguration, conditions: ConditionInput[], status: MpcStatus): Promise<Cas> {
     try {
-      cas = await this.ensureCas(mpc);
+      return await this.ensureCas(mpc);
     } catch (err) {
       const message = (err as Error).message;
       for (const type of [
@@ -135,15 +185,12 @@ export class ConfigurationReconciler {
       await this.writeStatus(mpc, conditions, status);
       throw err;
     }
-    status.caExpiry = cas.serving.notAfter.toISOString().replace(/\.\d+Z$/, "Z");
+  }
 
-    const spec = mpc.spec;
-    const ns = spec.proxyServer.namespace;
-    const rendered = renderProxyServer(mpc);
-    // Workloads last, so their Secret volumes exist when the pods start.
-    const isWorkload = (r: RenderedObject): boolean =>
-      r.resource === Resources.deployment || r.resource === Resources.podDisruptionBudget;
-    if (usesPortForward(spec)) await this.ensureAgentTunnelRole();
+  /** The agents' tunnel RoleBinding (PortForward) or its removal, then every rendered object but the workloads. */
+  private async applyAccessObjects(mpc: ManagedProxyConfiguration, rendered: RenderedObject[]): Promise<void> {
+    const ns = mpc.spec.proxyServer.namespace;
+    if (usesPortForward(mpc.spec)) await this.ensureAgentTunnelRole();
     // Not PortForward (any more): the agents' hub identity gets nothing here. A manager without
     // the right to delete RoleBindings (an older chart's) could not have made one either.
     else
@@ -151,27 +198,19 @@ export class ConfigurationReconciler {
         if (!(err instanceof KubeApiError && err.status === 403)) throw err;
       });
     for (const r of rendered.filter((r) => !isWorkload(r))) await this.api.apply(r.resource, r.object);
+  }
 
-    // Where agents dial.
-    const entry = await this.entrypoint(mpc);
-    conditions.push(entry.condition);
-    if (entry.address) status.entrypoint = entry.address;
-
-    // Certificates.
+  /** The leaf certificates of `mpc`: which Secret, for which names, signed by which CA, with which bundle. */
+  private leafPlan(mpc: ManagedProxyConfiguration, cas: Cas, entryHost: string | undefined): LeafPlan[] {
+    const spec = mpc.spec;
+    const ns = spec.proxyServer.namespace;
     const svc = spec.proxyServer.inClusterServiceName;
     const hubNames = ["localhost", svc, `${svc}.${ns}`, `${svc}.${ns}.svc`, `${svc}.${ns}.svc.cluster.local`];
     const extra = spec.authentication.signer.selfSigned?.additionalSANs ?? [];
     const servingNames = splitNames([...hubNames, "127.0.0.1", ...extra]);
-    const agentNames = splitNames([...hubNames, "127.0.0.1", ...extra, ...(entry.host ? [entry.host] : [])]);
+    const agentNames = splitNames([...hubNames, "127.0.0.1", ...extra, ...(entryHost ? [entryHost] : [])]);
     const secrets = spec.authentication.dump.secrets;
-    const leaves: {
-      secret: string;
-      request: LeafRequest;
-      ca: SigningCa;
-      bundleKey?: string;
-      bundle?: SigningCa;
-      condition: string;
-    }[] = [
+    return [
       {
         secret: secrets.signingProxyServerSecretName,
         request: { commonName: `${svc}.${ns}.svc`, ...servingNames, usage: "server" },
@@ -182,7 +221,7 @@ export class ConfigurationReconciler {
       },
       {
         secret: secrets.signingAgentServerSecretName,
-        request: { commonName: entry.host ?? `${svc}.${ns}.svc`, ...agentNames, usage: "server" },
+        request: { commonName: entryHost ?? `${svc}.${ns}.svc`, ...agentNames, usage: "server" },
         ca: cas.serving,
         bundleKey: AGENT_CA_KEY,
         bundle: cas.agent,
@@ -221,61 +260,76 @@ export class ConfigurationReconciler {
         condition: MpcConditions.GatewayIdentitySecretSigned,
       },
     ];
-    for (const leaf of leaves) {
-      const existing = await this.api.tryGet<SecretObject>(Resources.secret, leaf.secret, ns);
-      const due = leafRenewal(existing, leaf.request, leaf.ca, this.options.leaf);
-      let data = { "tls.crt": existing?.data?.["tls.crt"] ?? "", "tls.key": existing?.data?.["tls.key"] ?? "" };
-      let annotations: Record<string, string>;
-      let notAfter = due.notAfter;
-      if (due.reason) {
-        const issued = await issueLeaf(leaf.request, leaf.ca, this.options.leaf);
-        data = issued.data as typeof data;
-        annotations = issued.annotations;
-        notAfter = issued.notAfter;
-        this.logger.info(
-          { configuration: name, secret: `${ns}/${leaf.secret}`, why: due.reason },
-          "issued a certificate",
-        );
-        void this.events.record(
-          mpc,
-          "Normal",
-          "CertificateIssued",
-          `Issued ${ns}/${leaf.secret} (${due.reason}), valid until ${issued.notAfter.toISOString()}`,
-        );
-        recheckMs = Math.min(recheckMs, this.options.leaf.refreshAfterMs);
-      } else {
-        recheckMs = Math.min(recheckMs, due.recheckInMs);
-        annotations = Object.fromEntries(
-          Object.entries(existing?.metadata.annotations ?? {}).filter(([k]) =>
-            k.startsWith("proxy.open-cluster-management.io/"),
-          ),
-        );
-      }
-      const fullData: Record<string, string> = { ...data, "ca.crt": b64(leaf.ca.bundlePem) };
-      if (leaf.bundleKey && leaf.bundle) fullData[leaf.bundleKey] = b64(leaf.bundle.bundlePem);
-      await this.api.apply(Resources.secret, {
-        metadata: {
-          name: leaf.secret,
-          namespace: ns,
-          labels: ownedLabels(name),
-          annotations,
-          ownerReferences: [ownerReference(mpc)],
-        },
-        type: "kubernetes.io/tls",
-        data: fullData,
-      });
-      conditions.push({
+  }
+
+  /**
+   * Issue `leaf` when missing, changed, from another CA or due, and apply its Secret: its
+   * condition, and when to look again.
+   */
+  private async ensureLeaf(
+    mpc: ManagedProxyConfiguration,
+    leaf: LeafPlan,
+  ): Promise<{ condition: ConditionInput; recheckMs: number }> {
+    const name = mpc.metadata.name;
+    const ns = mpc.spec.proxyServer.namespace;
+    let recheckMs = this.options.resyncMs;
+    const existing = await this.api.tryGet<SecretObject>(Resources.secret, leaf.secret, ns);
+    const due = leafRenewal(existing, leaf.request, leaf.ca, this.options.leaf);
+    let data = { "tls.crt": existing?.data?.["tls.crt"] ?? "", "tls.key": existing?.data?.["tls.key"] ?? "" };
+    let annotations: Record<string, string>;
+    let notAfter = due.notAfter;
+    if (due.reason) {
+      const issued = await issueLeaf(leaf.request, leaf.ca, this.options.leaf);
+      data = issued.data as typeof data;
+      annotations = issued.annotations;
+      notAfter = issued.notAfter;
+      this.logger.info(
+        { configuration: name, secret: `${ns}/${leaf.secret}`, why: due.reason },
+        "issued a certificate",
+      );
+      void this.events.record(
+        mpc,
+        "Normal",
+        "CertificateIssued",
+        `Issued ${ns}/${leaf.secret} (${due.reason}), valid until ${issued.notAfter.toISOString()}`,
+      );
+      recheckMs = Math.min(recheckMs, this.options.leaf.refreshAfterMs);
+    } else {
+      recheckMs = Math.min(recheckMs, due.recheckInMs);
+      annotations = Object.fromEntries(
+        Object.entries(existing?.metadata.annotations ?? {}).filter(([k]) =>
+          k.startsWith("proxy.open-cluster-management.io/"),
+        ),
+      );
+    }
+    const fullData: Record<string, string> = { ...data, "ca.crt": b64(leaf.ca.bundlePem) };
+    if (leaf.bundleKey && leaf.bundle) fullData[leaf.bundleKey] = b64(leaf.bundle.bundlePem);
+    await this.api.apply(Resources.secret, {
+      metadata: {
+        name: leaf.secret,
+        namespace: ns,
+        labels: ownedLabels(name),
+        annotations,
+        ownerReferences: [ownerReference(mpc)],
+      },
+      type: "kubernetes.io/tls",
+      data: fullData,
+    });
+    return {
+      condition: {
         type: leaf.condition,
         status: "True",
         reason: "Signed",
         message: `Expiry:${notAfter?.toISOString() ?? "unknown"}`,
-      });
-    }
+      },
+      recheckMs,
+    };
+  }
 
-    for (const r of rendered.filter(isWorkload)) await this.api.apply(r.resource, r.object);
-    await this.deleteStale(name, rendered);
-
-    // Publish the serving CA bundle where hub clients look for it; notice a replaced CA.
+  /** Publish the serving CA bundle where hub clients look for it; notice a replaced CA: the SignerCAConsistent condition. */
+  private async publishServingCa(mpc: ManagedProxyConfiguration, cas: Cas): Promise<ConditionInput> {
+    const name = mpc.metadata.name;
+    const ns = mpc.spec.proxyServer.namespace;
     const published = await this.api.tryGet<SecretObject>(Resources.secret, SERVER_CA_SECRET, ns);
     const before = splitPem(unb64(published?.data?.["ca.crt"]));
     const known = new Set(splitPem(cas.serving.bundlePem).map(fingerprintOf));
@@ -301,23 +355,26 @@ export class ConfigurationReconciler {
       // agents' gateway endpoints with it, reading no Secret that holds a key.
       data: { "ca.crt": b64(cas.serving.bundlePem), [AGENT_CA_KEY]: b64(cas.agent.bundlePem) },
     });
-    conditions.push(
-      cas.serving.replaced.length > 0
-        ? {
-            type: MpcConditions.SignerCAConsistent,
-            status: "False",
-            reason: "SignerCAReplaced",
-            message: `The serving CA in Secret ${cas.serving.secret} replaced ${cas.serving.replaced.join(", ")} while its certificates were in use: restore that Secret from a backup to keep the old CA, or remove annotation proxy.open-cluster-management.io/replaced-ca-fingerprints from it once every client and agent has the new bundle`,
-          }
-        : {
-            type: MpcConditions.SignerCAConsistent,
-            status: "True",
-            reason: "Consistent",
-            message: `serving CA ${cas.serving.fingerprint}`,
-          },
-    );
+    return cas.serving.replaced.length > 0
+      ? {
+          type: MpcConditions.SignerCAConsistent,
+          status: "False",
+          reason: "SignerCAReplaced",
+          message: `The serving CA in Secret ${cas.serving.secret} replaced ${cas.serving.replaced.join(", ")} while its certificates were in use: restore that Secret from a backup to keep the old CA, or remove annotation proxy.open-cluster-management.io/replaced-ca-fingerprints from it once every client and agent has the new bundle`,
+        }
+      : {
+          type: MpcConditions.SignerCAConsistent,
+          status: "True",
+          reason: "Consistent",
+          message: `serving CA ${cas.serving.fingerprint}`,
+        };
+  }
 
-    // Servers: ready only when every desired replica is.
+  /** Servers: ready only when every desired replica is (ProxyServerDeployed; replicas in the status). */
+  private serversDeployed(mpc: ManagedProxyConfiguration, status: MpcStatus): ConditionInput {
+    const name = mpc.metadata.name;
+    const ns = mpc.spec.proxyServer.namespace;
+    const spec = mpc.spec;
     const deployment: DeploymentStatus | undefined = this.cache
       .owned("deployment", name)
       .find((d) => d.metadata.name === name);
@@ -325,23 +382,19 @@ export class ConfigurationReconciler {
     const ready = deployment?.status?.readyReplicas ?? 0;
     status.replicas = desired;
     status.readyReplicas = ready;
-    conditions.push(
-      ready >= desired
-        ? {
-            type: MpcConditions.ProxyServerDeployed,
-            status: "True",
-            reason: "AllReplicasReady",
-            message: `${ready} of ${desired} proxy-servers ready`,
-          }
-        : {
-            type: MpcConditions.ProxyServerDeployed,
-            status: "False",
-            reason: "ReplicasNotReady",
-            message: `${ready} of ${desired} proxy-servers ready (Deployment ${ns}/${name})`,
-          },
-    );
-    await this.writeStatus(mpc, conditions, status);
-    return { requeueAfterMs: Math.max(1000, recheckMs) };
+    return ready >= desired
+      ? {
+          type: MpcConditions.ProxyServerDeployed,
+          status: "True",
+          reason: "AllReplicasReady",
+          message: `${ready} of ${desired} proxy-servers ready`,
+        }
+      : {
+          type: MpcConditions.ProxyServerDeployed,
+          status: "False",
+          reason: "ReplicasNotReady",
+          message: `${ready} of ${desired} proxy-servers ready (Deployment ${ns}/${name})`,
+        };
   }
 
   private async ensureCas(mpc: ManagedProxyConfiguration): Promise<Cas> {

@@ -39,13 +39,25 @@ export interface OwnerReference {
 }
 
 /** Where a kind lives in the API. */
-export interface ResourceRef {
+/**
+ * A resource of the API. `T` is the type of its objects (type-level only): a list, a watch and a
+ * supervised watch's cache of `ResourceRef<T>` hold `T`s, so callers need no cast
+ * ({@link typedResource} names it for a resource of {@link Resources}).
+ */
+export interface ResourceRef<T extends KubeObject = KubeObject> {
   /** `v1` or `group/version`. */
   apiVersion: string;
   kind: string;
   /** Lower-case plural, e.g. `deployments`. */
   plural: string;
   namespaced: boolean;
+  /** Type-level only: the type of the resource's objects. */
+  readonly objectType?: T;
+}
+
+/** `ref` with the type of its objects: `typedResource<CsrObject>(Resources.certificateSigningRequest)`. */
+export function typedResource<T extends KubeObject>(ref: ResourceRef): ResourceRef<T> {
+  return { apiVersion: ref.apiVersion, kind: ref.kind, plural: ref.plural, namespaced: ref.namespaced };
 }
 
 export const Resources = {
@@ -140,18 +152,18 @@ export const isAlreadyExists = (err: unknown): boolean =>
   err instanceof KubeApiError && err.status === 409 && err.reason === "AlreadyExists";
 
 /** One event of a watch stream. */
-export interface WatchEvent {
-  type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK" | "ERROR";
-  object: KubeObject;
-}
+/** An event of a watch of `T`s; an ERROR event carries the apiserver's Status instead. */
+export type WatchEvent<T extends KubeObject = KubeObject> =
+  | { type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK"; object: T }
+  | { type: "ERROR"; object: { code?: number; reason?: string; message?: string } };
 
 /** The field manager of every server-side apply. */
 export const FIELD_MANAGER = "cluster-proxy-addon-manager";
 
 const REQUEST_TIMEOUT_MS = 30_000;
 
-export interface ListResult {
-  items: KubeObject[];
+export interface ListResult<T extends KubeObject = KubeObject> {
+  items: T[];
   resourceVersion: string;
 }
 
@@ -192,11 +204,14 @@ export class KubeApi {
     }
   }
 
-  async list(ref: ResourceRef, options: { namespace?: string; labelSelector?: string } = {}): Promise<ListResult> {
+  async list<T extends KubeObject>(
+    ref: ResourceRef<T>,
+    options: { namespace?: string; labelSelector?: string } = {},
+  ): Promise<ListResult<T>> {
     const q = new URLSearchParams();
     if (options.labelSelector) q.set("labelSelector", options.labelSelector);
     const body = (await this.request("GET", `${KubeApi.collectionPath(ref, options.namespace)}?${q.toString()}`)) as {
-      items: KubeObject[];
+      items: T[];
       metadata: { resourceVersion: string };
     };
     for (const item of body.items) {
@@ -257,10 +272,10 @@ export class KubeApi {
    * Watch a collection from `resourceVersion`. `onEvent` gets each event; the promise settles when
    * the stream ends (normally, by `signal`, or with an error). An ERROR event rejects with its status.
    */
-  async watch(
-    ref: ResourceRef,
+  async watch<T extends KubeObject>(
+    ref: ResourceRef<T>,
     options: { namespace?: string; labelSelector?: string; resourceVersion: string; timeoutSeconds?: number },
-    onEvent: (event: WatchEvent) => void,
+    onEvent: (event: WatchEvent<T>) => void,
     signal: AbortSignal,
   ): Promise<void> {
     const q = new URLSearchParams({
@@ -289,10 +304,11 @@ export class KubeApi {
           const line = buffered.slice(0, nl).trim();
           buffered = buffered.slice(nl + 1);
           if (line === "") continue;
-          const event = JSON.parse(line) as WatchEvent;
+          // The one place a watched object gets its type: the apiserver sends the objects of `ref`.
+          const event = JSON.parse(line) as WatchEvent<T>;
           if (event.type === "ERROR") {
             failed = true;
-            const status = event.object as unknown as { code?: number; reason?: string; message?: string };
+            const status = event.object;
             res.destroy();
             reject(new KubeApiError(status.code ?? 500, status.reason ?? "", status.message ?? "watch error"));
             return;

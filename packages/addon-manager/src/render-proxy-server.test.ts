@@ -1,7 +1,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { defaultedSpec, type ManagedProxyConfiguration, type ManagedProxyConfigurationSpec } from "@cluster-proxy/api";
-import { renderProxyServer, type RenderedObject } from "./render-proxy-server.js";
+import {
+  AGENT_UPGRADE_PORT,
+  defaultedSpec,
+  resolveOptions,
+  serverOptionsSchema,
+  type ManagedProxyConfiguration,
+  type ManagedProxyConfigurationSpec,
+} from "@cluster-proxy/api";
+import { rawFlags } from "./testing/raw-flags.js";
+import { renderProxyServer, serverArgs, serverArgValues, type RenderedObject } from "./render-proxy-server.js";
 import type { KubeObject } from "./kube-api.js";
 
 function mpc(spec: Partial<ManagedProxyConfigurationSpec>): ManagedProxyConfiguration {
@@ -171,5 +179,28 @@ describe("renderProxyServer", () => {
       ),
     );
     assert.equal(find(hostname, "RoleBinding"), undefined);
+  });
+});
+
+describe("the proxy-server's command line comes from the server's option schema", () => {
+  it("parses back with the server's own parser to the values rendered, for every entrypoint", () => {
+    const keyOf = new Map(serverOptionsSchema.specs.map((s) => [s.flag, s.key]));
+    for (const entrypoint of [
+      undefined,
+      { type: "PortForward" },
+      { type: "LoadBalancerService", port: 8091 },
+      { type: "Hostname", hostname: { value: "h.example" }, port: 443 },
+    ]) {
+      const spec = mpc({
+        proxyServer: { image: "s", replicas: 2, ...(entrypoint ? { entrypoint } : {}) },
+      } as Partial<ManagedProxyConfigurationSpec>).spec;
+      const values = serverArgValues(spec);
+      const parsed: Record<string, unknown> = resolveOptions(serverOptionsSchema, rawFlags(serverArgs(spec)), {});
+      for (const [flag, value] of Object.entries(values)) {
+        if (value !== undefined) assert.deepEqual(parsed[keyOf.get(flag)!], value, `--${flag}`);
+      }
+      assert.equal(parsed["mode"], "both");
+      assert.equal(parsed["agentUpgradePort"], entrypoint?.type === "PortForward" ? AGENT_UPGRADE_PORT : 0);
+    }
   });
 });

@@ -6,7 +6,10 @@
 import { createHash } from "node:crypto";
 import {
   AGENT_UPGRADE_PORT,
+  argsFor,
   MPC_API_VERSION,
+  serverOptionsSchema,
+  type ArgsOf,
   MPC_KIND,
   type ManagedProxyConfiguration,
   type ManagedProxyConfigurationSpec,
@@ -78,35 +81,41 @@ function withHash(obj: KubeObject): KubeObject {
 /**
  * Keepalive of the tunnels the manager deploys, on both ends: a ping every 5 s, a peer that does
  * not answer within 5 s is gone (the Go defaults, 1h, notice a silently vanished peer after hours).
+ * Flags of both the server's and the agent's schema.
  */
-export const FAST_KEEPALIVE_ARGS = ["--keepalive-time=5s", "--keepalive-timeout=5s"] as const;
+export const FAST_KEEPALIVE = { "keepalive-time": 5_000, "keepalive-timeout": 5_000 } as const;
 
-/** The proxy-server command line for `spec` (before `additionalArgs`). */
-export function serverArgs(spec: ManagedProxyConfigurationSpec): string[] {
+/** The proxy-server's option values for `spec`, keyed by flag (before `additionalArgs`), in command-line order. */
+export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typeof serverOptionsSchema> {
   const p = spec.deploy.ports;
-  return [
+  return {
     // gRPC (konnectivity clients) on --server-port and the HTTP CONNECT door, which the manager's
     // tunnel probes use, on --http-connect-port.
-    "--mode=both",
-    `--server-port=${p.proxyServer}`,
-    `--agent-port=${p.agentServer}`,
-    `--health-port=${p.healthServer}`,
-    `--admin-port=${p.adminServer}`,
-    `--http-connect-port=${HTTP_CONNECT_PORT}`,
-    `--server-cert=${MOUNTS.proxyServer}/tls.crt`,
-    `--server-key=${MOUNTS.proxyServer}/tls.key`,
-    `--server-ca-cert=${MOUNTS.proxyServer}/${CLIENT_CA_KEY}`,
-    `--cluster-cert=${MOUNTS.agentServer}/tls.crt`,
-    `--cluster-key=${MOUNTS.agentServer}/tls.key`,
-    `--cluster-ca-cert=${MOUNTS.agentServer}/${AGENT_CA_KEY}`,
-    `--server-count=${spec.proxyServer.replicas}`,
-    "--proxy-strategies=destHost",
+    mode: "both",
+    "server-port": p.proxyServer,
+    "agent-port": p.agentServer,
+    "health-port": p.healthServer,
+    "admin-port": p.adminServer,
+    "http-connect-port": HTTP_CONNECT_PORT,
+    "server-cert": `${MOUNTS.proxyServer}/tls.crt`,
+    "server-key": `${MOUNTS.proxyServer}/tls.key`,
+    "server-ca-cert": `${MOUNTS.proxyServer}/${CLIENT_CA_KEY}`,
+    "cluster-cert": `${MOUNTS.agentServer}/tls.crt`,
+    "cluster-key": `${MOUNTS.agentServer}/tls.key`,
+    "cluster-ca-cert": `${MOUNTS.agentServer}/${AGENT_CA_KEY}`,
+    "server-count": spec.proxyServer.replicas,
+    "proxy-strategies": ["destHost"],
     // An agent behind a network that silently drops its packets is let go within 10 s, so the
     // tunnel probes see "no agent" and the agent's next connection is the only one.
-    ...FAST_KEEPALIVE_ARGS,
+    ...FAST_KEEPALIVE,
     // Entrypoint PortForward: agents come through the hub kube-apiserver's pods/<pod>:<port>/proxy.
-    ...(usesPortForward(spec) ? [`--agent-upgrade-port=${AGENT_UPGRADE_PORT}`] : []),
-  ];
+    "agent-upgrade-port": usesPortForward(spec) ? AGENT_UPGRADE_PORT : undefined,
+  };
+}
+
+/** The proxy-server command line for `spec` (before `additionalArgs`), rendered from the server's option schema. */
+export function serverArgs(spec: ManagedProxyConfigurationSpec): string[] {
+  return argsFor(serverOptionsSchema, serverArgValues(spec));
 }
 
 /** Whether agents reach the proxy-servers through the hub kube-apiserver (docs/design/portforward.md). */

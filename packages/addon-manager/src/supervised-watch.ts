@@ -11,7 +11,7 @@ import { backoffDelay, delay } from "./backoff.js";
 import { isGone, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
 import type { Logger } from "./logger.js";
 
-export type WatchHandler = (type: "ADDED" | "MODIFIED" | "DELETED", obj: KubeObject) => void;
+export type WatchHandler<T extends KubeObject = KubeObject> = (type: "ADDED" | "MODIFIED" | "DELETED", obj: T) => void;
 
 export interface SupervisedWatchOptions {
   namespace?: string;
@@ -22,8 +22,9 @@ export interface SupervisedWatchOptions {
 
 const keyOf = (o: KubeObject): string => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
 
-export class SupervisedWatch {
-  private readonly cache = new Map<string, KubeObject>();
+/** A supervised watch of the `T`s of one resource: a typed cache of them. */
+export class SupervisedWatch<T extends KubeObject = KubeObject> {
+  private readonly cache = new Map<string, T>();
   private failures = 0;
   private synced = false;
   /** Times the watch was (re)started after the first list: a metric. */
@@ -34,9 +35,9 @@ export class SupervisedWatch {
 
   constructor(
     private readonly api: KubeApi,
-    readonly resource: ResourceRef,
+    readonly resource: ResourceRef<T>,
     private readonly options: SupervisedWatchOptions,
-    private readonly onChange: WatchHandler,
+    private readonly onChange: WatchHandler<T>,
     private readonly logger: Logger,
   ) {}
 
@@ -46,11 +47,11 @@ export class SupervisedWatch {
   }
 
   /** The cached objects. */
-  items(): KubeObject[] {
+  items(): T[] {
     return [...this.cache.values()];
   }
 
-  get(name: string, namespace?: string): KubeObject | undefined {
+  get(name: string, namespace?: string): T | undefined {
     return this.cache.get(`${namespace ?? ""}/${name}`);
   }
 
@@ -71,8 +72,10 @@ export class SupervisedWatch {
             this.resource,
             { ...this.options, resourceVersion, timeoutSeconds: this.options.watchTimeoutSeconds ?? 300 },
             (event) => {
+              // An ERROR event never arrives here: it ends the watch (KubeApi.watch rejects).
+              if (event.type === "ERROR") return;
               if (event.object.metadata?.resourceVersion) resourceVersion = event.object.metadata.resourceVersion;
-              if (event.type === "BOOKMARK" || event.type === "ERROR") return;
+              if (event.type === "BOOKMARK") return;
               const key = keyOf(event.object);
               if (event.type === "DELETED") this.cache.delete(key);
               else this.cache.set(key, event.object);
@@ -99,7 +102,7 @@ export class SupervisedWatch {
     }
   }
 
-  private replaceCache(items: KubeObject[]): void {
+  private replaceCache(items: T[]): void {
     const seen = new Set<string>();
     for (const item of items) {
       const key = keyOf(item);

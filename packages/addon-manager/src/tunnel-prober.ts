@@ -17,7 +17,7 @@ import { type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-prox
 import { delay } from "./backoff.js";
 import { unb64, type SecretObject } from "./certificate-authority.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
-import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { Resources, typedResource, type KubeApi, type KubeObject } from "./kube-api.js";
 import { HTTP_CONNECT_PORT, serverPodLabels } from "./render-proxy-server.js";
 import type { Logger } from "./logger.js";
 
@@ -272,6 +272,8 @@ function firstLine(text: string): string {
 interface PodObject extends KubeObject {
   status?: { podIP?: string; phase?: string; conditions?: { type: string; status: string }[] };
 }
+/** Pods, typed as the prober reads them. */
+const PodResource = typedResource<PodObject>(Resources.pod);
 
 /**
  * The {@link TunnelProberOptions.replicas} of a manager: the ready proxy-server pods of a
@@ -313,8 +315,8 @@ export function replicaFinder(
     const selector = Object.entries(serverPodLabels(name))
       .map(([k, v]) => `${k}=${v}`)
       .join(",");
-    const pods = await api.list(Resources.pod, { namespace: ns, labelSelector: selector });
-    const replicas = (pods.items as PodObject[])
+    const pods = await api.list(PodResource, { namespace: ns, labelSelector: selector });
+    const replicas = pods.items
       .filter(
         (p) =>
           !p.metadata.deletionTimestamp &&

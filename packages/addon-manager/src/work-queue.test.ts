@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { WorkQueue } from "./work-queue.js";
+import { TerminalError, WorkQueue } from "./work-queue.js";
 
 const until = async (check: () => boolean, what: string): Promise<void> => {
   const deadline = Date.now() + 10_000;
@@ -45,7 +45,7 @@ describe("WorkQueue", () => {
         times.push(Date.now());
         return times.length < 3 ? Promise.reject(new Error("boom")) : Promise.resolve();
       },
-      (_key, _err, retryInMs) => errors.push(retryInMs),
+      (_key, _err, retryInMs) => errors.push(retryInMs ?? -1),
       20,
       1000,
     );
@@ -85,7 +85,7 @@ describe("WorkQueue", () => {
         runs++;
         return Promise.reject(runs <= 4 ? conflict : new Error("boom"));
       },
-      (_key, _err, retryInMs, routine) => reports.push([retryInMs, routine]),
+      (_key, _err, retryInMs, routine) => reports.push([retryInMs ?? -1, routine]),
       20,
       10_000,
       (err) => err === conflict,
@@ -105,5 +105,33 @@ describe("WorkQueue", () => {
     // The first real failure starts the backoff from the beginning.
     assert.equal(reports[4]![1], false);
     assert.ok(reports[4]![0] <= 40, `first backoff ${reports[4]![0]}`);
+  });
+
+  it("does not retry a terminal error; the key runs again when queued again", async () => {
+    const runs: string[] = [];
+    const reports: [string, number | undefined][] = [];
+    const queue = new WorkQueue<"bad" | "good">(
+      (key) => {
+        runs.push(key);
+        return key === "bad" ? Promise.reject(new TerminalError("spec refused")) : Promise.resolve();
+      },
+      (key, _err, retryInMs) => reports.push([key, retryInMs]),
+      1,
+      1,
+    );
+    const stop = new AbortController();
+    const running = queue.run(stop.signal);
+    queue.add("bad");
+    await until(() => reports.length === 1, "the terminal error reported");
+    // A retry would come after 1 ms; the queue stays idle instead until the key is queued again.
+    queue.add("good");
+    await until(() => runs.includes("good"), "another key runs");
+    await new Promise((r) => setTimeout(r, 30));
+    assert.deepEqual(runs, ["bad", "good"]);
+    assert.deepEqual(reports, [["bad", undefined]]);
+    queue.add("bad");
+    await until(() => runs.length === 3, "queued again");
+    stop.abort();
+    await running;
   });
 });

@@ -1,33 +1,48 @@
 /**
- * A work queue of keys for level-based reconcilers: a key queued several times is processed once;
- * a key is never processed by two workers at once (a key queued while it is being processed runs
- * again afterwards); failures are retried with per-key exponential backoff; `addAfter` requeues
- * later (e.g. before a certificate must be rotated). A routine failure (`isRoutine`, e.g. a 409
- * Conflict because the cache lagged behind a write) is retried after the base delay and does not
- * grow the backoff; `onError` gets it with `routine` true.
+ * A work queue of keys (of one reconciler, typed `K`) for level-based reconcilers: a key queued
+ * several times is processed once; a key is never processed by two workers at once (a key queued
+ * while it is being processed runs again afterwards); failures are retried with per-key
+ * exponential backoff; `addAfter` requeues later (e.g. before a certificate must be rotated). A
+ * routine failure (`isRoutine`, e.g. a 409 Conflict because the cache lagged behind a write) is
+ * retried after the base delay and does not grow the backoff; `onError` gets it with `routine`
+ * true. A {@link TerminalError} is not retried: `onError` gets it with `retryInMs` undefined, and
+ * the key runs again only when it is queued again (its object changed).
  */
 import { backoffDelay } from "./backoff.js";
 
 export type ReconcileResult = { requeueAfterMs?: number } | void;
 
-export class WorkQueue {
-  private readonly queued = new Set<string>();
-  private readonly active = new Set<string>();
-  private readonly dirty = new Set<string>();
-  private readonly failures = new Map<string, number>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+/**
+ * A failure a retry cannot mend (a spec that validation refuses): the reconciler has recorded it
+ * where users look (a condition or an Event) before throwing; the queue logs it once and does not
+ * retry. A change of the object queues the key again.
+ */
+export class TerminalError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "TerminalError";
+  }
+}
+
+export class WorkQueue<K extends string = string> {
+  private readonly queued = new Set<K>();
+  private readonly active = new Set<K>();
+  private readonly dirty = new Set<K>();
+  private readonly failures = new Map<K, number>();
+  private readonly timers = new Map<K, NodeJS.Timeout>();
   private waiters: (() => void)[] = [];
   private closed = false;
 
   constructor(
-    private readonly handler: (key: string) => Promise<ReconcileResult>,
-    private readonly onError: (key: string, err: unknown, retryInMs: number, routine: boolean) => void,
+    private readonly handler: (key: K) => Promise<ReconcileResult>,
+    /** A failure: retried in `retryInMs`, or not at all (undefined) for a {@link TerminalError}. */
+    private readonly onError: (key: K, err: unknown, retryInMs: number | undefined, routine: boolean) => void,
     private readonly baseDelayMs = 500,
     private readonly maxDelayMs = 60_000,
     private readonly isRoutine: (err: unknown) => boolean = () => false,
   ) {}
 
-  add(key: string): void {
+  add(key: K): void {
     if (this.closed) return;
     if (this.active.has(key)) {
       this.dirty.add(key);
@@ -37,8 +52,8 @@ export class WorkQueue {
     this.waiters.shift()?.();
   }
 
-  /** Queue `key` after `ms` (an earlier pending `addAfter` for the key wins if sooner). */
-  addAfter(key: string, ms: number): void {
+  /** Queue `key` after `ms`; this replaces a pending `addAfter` of the key (the last call wins). */
+  addAfter(key: K, ms: number): void {
     if (this.closed) return;
     const existing = this.timers.get(key);
     if (existing) clearTimeout(existing);
@@ -80,6 +95,11 @@ export class WorkQueue {
         this.failures.delete(key);
         if (result?.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
       } catch (err) {
+        if (err instanceof TerminalError) {
+          this.failures.delete(key);
+          this.onError(key, err, undefined, false);
+          continue;
+        }
         const routine = this.isRoutine(err);
         const n = this.failures.get(key) ?? 0;
         if (!routine) this.failures.set(key, n + 1);

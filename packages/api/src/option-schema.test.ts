@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { parseAddonManagerOptions, addonManagerOptionSpecs } from "./addon-manager-options.js";
-import { agentOptionSpecs, parseAgentOptions } from "./agent-options.js";
+import { agentOptionSpecs, agentOptionsSchema, parseAgentOptions } from "./agent-options.js";
 import { certsOptionSpecs, parseCertsOptions, parseUpOptions, upOptionSpecs } from "./command-options.js";
 import { ConfigError, flagValues } from "./options.js";
-import { resolveOptions } from "./option-schema.js";
+import { gatewayOptionsSchema } from "./gateway-options.js";
+import { argsFor, resolveOptions } from "./option-schema.js";
 import {
   parseServerOptions,
   serverOptionSpecs,
@@ -21,6 +22,16 @@ const SERVER: ServerOptionsInput = {
   serverKey: "/s.key",
   serverCaCert: "/client-ca.crt",
 };
+
+/** {@link SERVER} as flags. */
+const SERVER_FLAGS = {
+  "cluster-cert": "/s.crt",
+  "cluster-key": "/s.key",
+  "cluster-ca-cert": "/agent-ca.crt",
+  "server-cert": "/s.crt",
+  "server-key": "/s.key",
+  "server-ca-cert": "/client-ca.crt",
+} as const;
 
 function problems(fn: () => unknown): string[] {
   try {
@@ -225,5 +236,81 @@ describe("one pass from flags to a component", () => {
       problems(() => parseAgentOptions(agent, () => ["--allow-destinations: bad"])),
       ["--allow-destinations: bad"],
     );
+  });
+});
+
+describe("argsFor: a command line from the schema's own flags", () => {
+  /** `--flag=value` words back into the raw values the flag layer takes. */
+  const rawOf = (args: readonly string[]): Record<string, string> =>
+    Object.fromEntries(
+      args.map((a) => {
+        const m = /^--([^=]+)=(.*)$/s.exec(a);
+        assert.ok(m, a);
+        return [m[1]!, m[2]!];
+      }),
+    );
+
+  test("each value in the flag's own syntax, in the order given, undefined left out", () => {
+    const args = argsFor(serverOptionsSchema, {
+      mode: "both",
+      "server-port": 9000,
+      "keepalive-time": 5_000,
+      "keepalive-timeout": 90_000,
+      "handshake-timeout": 1_500,
+      "proxy-strategies": ["destHost", "default"],
+      "delete-existing-uds-file": false,
+      "uds-name": undefined,
+    });
+    assert.deepEqual(args, [
+      "--mode=both",
+      "--server-port=9000",
+      "--keepalive-time=5s",
+      "--keepalive-timeout=90s",
+      "--handshake-timeout=1500ms",
+      "--proxy-strategies=destHost,default",
+      "--delete-existing-uds-file=false",
+    ]);
+  });
+
+  test("the rendered line parses back with the component's parser to the same values", () => {
+    const values = {
+      ...SERVER_FLAGS,
+      mode: "http-connect",
+      "server-count": 3,
+      "keepalive-time": 1_250,
+      "proxy-strategies": ["destHost"],
+      "delete-existing-uds-file": false,
+    } as const;
+    const parsed: Record<string, unknown> = resolveOptions(
+      serverOptionsSchema,
+      rawOf(argsFor(serverOptionsSchema, values)),
+      {},
+    );
+    const keyOf = new Map(serverOptionSpecs.map((s) => [s.flag, s.key]));
+    for (const [flag, value] of Object.entries(values)) assert.deepEqual(parsed[keyOf.get(flag)!], value, flag);
+  });
+
+  test("a flag the schema does not have, or a value of another type, does not type-check", () => {
+    // Checked by the type checker only (never called): each call must fail to type-check.
+    const typeErrors = (): unknown[] => [
+      // @ts-expect-error: no such flag (a renamed or removed flag fails here)
+      argsFor(agentOptionsSchema, { "proxy-server-hostname": "h" }),
+      // @ts-expect-error: --proxy-server-port is a port, not text
+      argsFor(agentOptionsSchema, { "proxy-server-port": "8091" }),
+      // @ts-expect-error: --mode is one of grpc, http-connect, both
+      argsFor(serverOptionsSchema, { mode: "udp" }),
+      // @ts-expect-error: a server flag is not a gateway flag
+      argsFor(gatewayOptionsSchema, { "server-count": 1 }),
+    ];
+    assert.equal(typeof typeErrors, "function");
+    // and at run time (an untyped caller) the same is refused
+    const untyped = (v: object): Parameters<typeof argsFor<typeof agentOptionsSchema.fields>>[1] => ({ ...v });
+    assert.throws(() => argsFor(agentOptionsSchema, untyped({ nope: "x" })), /--nope is not a flag/);
+  });
+
+  test("a value the flag could not carry back is refused", () => {
+    assert.throws(() => argsFor(serverOptionsSchema, { "proxy-strategies": ["a,b"] }), /cannot be a list item/);
+    assert.throws(() => argsFor(serverOptionsSchema, { "keepalive-time": 1.5 }), /milliseconds/);
+    assert.throws(() => argsFor(serverOptionsSchema, { "server-port": Number.NaN }), /expected a number/);
   });
 });

@@ -9,7 +9,7 @@
  * functions, and loading zod/mini cost every agent 7-8 MiB of idle RSS (61 -> 69 MiB, a
  * process that runs in every managed cluster; A/B in docs/design/decisions.md).
  */
-import { flagValues, throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
+import { flagValues, formatFlagValue, throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
 
 /** A flag's description and Go notes: everything of an {@link OptionSpec} the schema does not own. */
 export type FlagMeta = Omit<OptionSpec, "key" | "kind" | "default" | "choices">;
@@ -20,12 +20,18 @@ export type FlagMeta = Omit<OptionSpec, "key" | "kind" | "default" | "choices">;
  */
 export type ValueRule<T> = (value: T) => string | readonly string[] | undefined;
 
-/** One option: its value type `V` (with default and rules), the kind its flag parses as, and its flag. */
-export interface OptionField<V = unknown> {
+/** A field's flag metadata with its flag name as the literal type `Flag` (e.g. `"server-port"`). */
+export type NamedFlagMeta<Flag extends string> = FlagMeta & { readonly flag: Flag };
+
+/**
+ * One option: its value type `V` (with default and rules), the kind its flag parses as, and its
+ * flag, whose name is the literal type `Flag`, so {@link argsFor} knows every schema's flags.
+ */
+export interface OptionField<V = unknown, Flag extends string = string> {
   readonly kind: OptionKind;
   readonly default: string | number | boolean | readonly string[];
   readonly choices?: readonly string[];
-  readonly meta: FlagMeta;
+  readonly meta: NamedFlagMeta<Flag>;
   /** Why `value` (already defaulted) is not a valid value of this option: its type, then its rules. */
   readonly problems: (value: unknown) => string[];
   /** Type-level only: the option's value type. */
@@ -51,14 +57,14 @@ const isStringList: TypeCheck = (value) =>
     ? undefined
     : `expected a list of strings, got ${describe(value)}`;
 
-function field<V>(
+function field<V, Flag extends string>(
   isType: TypeCheck,
   kind: OptionKind,
   def: V & OptionField["default"],
-  meta: FlagMeta,
+  meta: NamedFlagMeta<Flag>,
   rules: readonly ValueRule<V>[],
   choices?: readonly string[],
-): OptionField<V> {
+): OptionField<V, Flag> {
   return {
     kind,
     default: def,
@@ -77,23 +83,35 @@ function field<V>(
   };
 }
 
-/** Field builders, one per flag kind. Each takes the default, the flag metadata and value rules. */
+/**
+ * Field builders, one per flag kind. Each takes the default, the flag metadata and value rules;
+ * the flag's name is kept as a literal type.
+ */
 export const opt = {
-  string: (def: string, meta: FlagMeta, ...rules: ValueRule<string>[]) =>
+  string: <Flag extends string>(def: string, meta: NamedFlagMeta<Flag>, ...rules: ValueRule<string>[]) =>
     field(is("string"), "string", def, meta, rules),
-  path: (def: string, meta: FlagMeta, ...rules: ValueRule<string>[]) => field(is("string"), "path", def, meta, rules),
-  int: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(is("number"), "int", def, meta, rules),
-  float: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(is("number"), "float", def, meta, rules),
-  port: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) => field(is("number"), "port", def, meta, rules),
+  path: <Flag extends string>(def: string, meta: NamedFlagMeta<Flag>, ...rules: ValueRule<string>[]) =>
+    field(is("string"), "path", def, meta, rules),
+  int: <Flag extends string>(def: number, meta: NamedFlagMeta<Flag>, ...rules: ValueRule<number>[]) =>
+    field(is("number"), "int", def, meta, rules),
+  float: <Flag extends string>(def: number, meta: NamedFlagMeta<Flag>, ...rules: ValueRule<number>[]) =>
+    field(is("number"), "float", def, meta, rules),
+  port: <Flag extends string>(def: number, meta: NamedFlagMeta<Flag>, ...rules: ValueRule<number>[]) =>
+    field(is("number"), "port", def, meta, rules),
   /** Milliseconds; the flag takes Go durations (`500ms`, `10s`, `1m`). */
-  duration: (def: number, meta: FlagMeta, ...rules: ValueRule<number>[]) =>
+  duration: <Flag extends string>(def: number, meta: NamedFlagMeta<Flag>, ...rules: ValueRule<number>[]) =>
     field(is("number"), "duration", def, meta, rules),
-  boolean: (def: boolean, meta: FlagMeta) => field(is("boolean"), "boolean", def, meta, []),
-  list: (def: readonly string[], meta: FlagMeta, ...rules: ValueRule<string[]>[]) =>
-    field<string[]>(isStringList, "list", [...def], meta, rules),
+  boolean: <Flag extends string>(def: boolean, meta: NamedFlagMeta<Flag>) =>
+    field(is("boolean"), "boolean", def, meta, []),
+  list: <Flag extends string>(def: readonly string[], meta: NamedFlagMeta<Flag>, ...rules: ValueRule<string[]>[]) =>
+    field<string[], Flag>(isStringList, "list", [...def], meta, rules),
   /** One of `values` (a string flag whose help lists them). */
-  choice: <const V extends readonly [string, ...string[]]>(values: V, def: V[number], meta: FlagMeta) =>
-    field<V[number]>(
+  choice: <const V extends readonly [string, ...string[]], Flag extends string>(
+    values: V,
+    def: V[number],
+    meta: NamedFlagMeta<Flag>,
+  ) =>
+    field<V[number], Flag>(
       (value) =>
         typeof value === "string" && values.includes(value)
           ? undefined
@@ -108,6 +126,22 @@ export const opt = {
 
 /** The value type of a field. */
 type ValueOf<T> = T extends OptionField<infer V> ? V : never;
+
+/** The flag name of a field (a string literal type). */
+export type FlagOf<T> = T extends OptionField<unknown, infer Flag> ? Flag : never;
+
+/** The flag names of a field table: a union of string literals (`"server-port" | "agent-port" | ...`). */
+export type FlagsOf<F extends Record<string, OptionField>> = FlagOf<F[keyof F]>;
+
+/**
+ * Option values keyed by flag name, each of its field's value type: what {@link argsFor} renders.
+ * A flag left out or undefined is not rendered.
+ */
+export type FlagArgsOf<F extends Record<string, OptionField>> = {
+  -readonly [K in keyof F as FlagOf<F[K]>]?: ArgValue<ValueOf<F[K]>> | undefined;
+};
+/** A value as a command line takes it (a list is only read). */
+type ArgValue<V> = V extends string[] ? readonly string[] : V;
 
 /** Report a problem with the option `key` (the message names its flag). */
 export type Report<K extends string> = (key: K, why: string) => void;
@@ -211,6 +245,30 @@ export function resolveOptions<F extends Record<string, OptionField>>(
   env: NodeJS.ProcessEnv = process.env,
 ): OptionsOf<F> {
   return parseOptions(schema, flagValues(schema.specs, raw, env));
+}
+
+/** {@link FlagArgsOf} of a schema: `ArgsOf<typeof serverOptionsSchema>`. */
+export type ArgsOf<S> = S extends OptionsSchema<infer F> ? FlagArgsOf<F> : never;
+
+/**
+ * The command line (`--flag=value`, in the order of `values`) that gives a component of `schema`
+ * these option values: the inverse of {@link resolveOptions} for the flags given. The keys are the
+ * schema's flag names and the values their fields' types, so a flag renamed or removed from the
+ * schema (or given a value of another type) fails the type check of every caller. Values are
+ * written in the flag layer's syntax (durations as Go durations, lists comma-separated).
+ */
+export function argsFor<F extends Record<string, OptionField>>(
+  schema: OptionsSchema<F>,
+  values: FlagArgsOf<F>,
+): string[] {
+  const byFlag = new Map(schema.specs.map((s) => [s.flag, s]));
+  return Object.entries(values).flatMap(([flag, value]: [string, unknown]) => {
+    if (value === undefined) return [];
+    const spec = byFlag.get(flag);
+    // Only reachable from an untyped caller: the type of `values` admits the schema's flags only.
+    if (spec === undefined) throw new Error(`--${flag} is not a flag of this component`);
+    return [`--${flag}=${formatFlagValue(spec, value)}`];
+  });
 }
 
 /** A default as a value (a list default is copied, so no caller shares it). */

@@ -100,6 +100,37 @@ export function formatDuration(ms: number): string {
   return `${ms}ms`;
 }
 
+/**
+ * A value as its flag takes it (the inverse of the flag layer's parsing): durations (ms) as Go
+ * durations, lists comma-separated, everything else as text. Throws for a value the flag could
+ * not carry back (a list item with a comma or empty, a value of another type than the flag's kind).
+ */
+export function formatFlagValue(spec: OptionSpec, value: unknown): string {
+  const fail = (why: string): never => {
+    throw new Error(`--${spec.flag}: ${why}`);
+  };
+  switch (spec.kind) {
+    case "boolean":
+      return typeof value === "boolean" ? String(value) : fail("expected a boolean");
+    case "duration":
+      return typeof value === "number" && Number.isInteger(value) && value >= 0
+        ? formatDuration(value)
+        : fail("expected whole non-negative milliseconds");
+    case "int":
+    case "port":
+    case "float":
+      return typeof value === "number" && Number.isFinite(value) ? String(value) : fail("expected a number");
+    case "list": {
+      if (!Array.isArray(value)) return fail("expected a list");
+      const items = value.map((v: unknown) => (typeof v === "string" ? v : fail("expected a list of strings")));
+      for (const item of items) if (item === "" || item.includes(",")) fail(`"${item}" cannot be a list item`);
+      return items.join(",");
+    }
+    default:
+      return typeof value === "string" ? value : fail("expected a string");
+  }
+}
+
 function parseValue(spec: OptionSpec, raw: string | boolean): string | number | boolean | string[] {
   const name = `--${spec.flag}`;
   const fail = (why: string): never => {
