@@ -8,6 +8,7 @@ import { after, before, describe, test } from "node:test";
 import { FleetHttp, type FleetLimits, type FleetViewer, type ViewerResult } from "./fleet-http.js";
 import { FleetModel, type RowReport } from "./fleet-model.js";
 import type { ClusterDetail, FleetSnapshot } from "./fleet-types.js";
+import { readFleetEvents, type FleetEvents } from "./testing/event-reader.js";
 import { loadUiAssets } from "./ui-assets.js";
 
 const row = (cluster: string, over: Partial<RowReport> = {}): RowReport => ({
@@ -91,57 +92,16 @@ async function get(port: number, path: string, token?: string, method = "GET") {
   return { status: res.status, headers: res.headers, body: await res.text() };
 }
 
-/** An event stream: its events as they come, and a way to wait for one. */
-function openEvents(port: number, token: string, query = "") {
-  const events: { name: string; data: unknown }[] = [];
-  const waiters: (() => void)[] = [];
-  let status = 0;
-  const req = http.get({
-    host: "127.0.0.1",
-    port,
-    path: `/-/fleet/api/events${query}`,
-    headers: { authorization: `Bearer ${token}` },
-  });
-  const opened = new Promise<number>((resolve, reject) => {
-    req.on("error", reject);
-    req.on("response", (res) => {
-      status = res.statusCode ?? 0;
-      resolve(status);
-      let buf = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => {
-        buf += d;
-        let i: number;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const name = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (name && data) events.push({ name, data: JSON.parse(data) as unknown });
-          for (const w of waiters.splice(0)) w();
-        }
-      });
-    });
-  });
-  const waitFor = async <T>(pick: (e: { name: string; data: unknown }) => T | undefined, ms = 5_000): Promise<T> => {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      for (const e of events) {
-        const v = pick(e);
-        if (v !== undefined) return v;
-      }
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no such event within ${ms} ms; got ${JSON.stringify(events.map((e) => e.name))}`);
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        waiters.push(() => {
-          clearTimeout(t);
-          r();
-        });
-      });
-    }
-  };
-  return { events, opened, waitFor, close: () => req.destroy() };
+/** An event stream of `token`'s viewer. */
+function openEvents(port: number, token: string, query = ""): FleetEvents {
+  return readFleetEvents(
+    http.get({
+      host: "127.0.0.1",
+      port,
+      path: `/-/fleet/api/events${query}`,
+      headers: { authorization: `Bearer ${token}` },
+    }),
+  );
 }
 
 describe("fleet routes", () => {

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import * as https from "node:https";
 import { after, before, describe, test } from "node:test";
 import type { ClusterDetail, FleetSnapshot } from "@cluster-proxy/fleet";
+import { readFleetEvents, type FleetEvents } from "@cluster-proxy/fleet/testing";
 import { Authenticator } from "./authentication.js";
 import { FleetViewers } from "./fleet-viewers.js";
 import { FakeHub } from "./testing/fake-hub.js";
@@ -24,64 +25,18 @@ const condition = (status: "True" | "False", message: string) => ({
   lastTransitionTime: "2026-11-26T20:00:00Z",
 });
 
-interface Events {
-  opened: Promise<number>;
-  events: { name: string; data: unknown }[];
-  waitFor<T>(pick: (e: { name: string; data: unknown }) => T | undefined, ms?: number): Promise<T>;
-  close(): void;
-}
-
 /** An event stream of the gateway's fleet view, read as the page reads it (a bearer token). */
-function openEvents(f: GatewayFixture, token: string, query = ""): Events {
-  const events: { name: string; data: unknown }[] = [];
-  const waiters: (() => void)[] = [];
-  const req = https.get({
-    host: "127.0.0.1",
-    port: f.port,
-    path: `/-/fleet/api/events${query}`,
-    ca: f.servingCa,
-    agent: false,
-    headers: { authorization: `Bearer ${token}` },
-  });
-  const opened = new Promise<number>((resolve, reject) => {
-    req.on("error", reject);
-    req.on("response", (res) => {
-      resolve(res.statusCode ?? 0);
-      let buf = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => {
-        buf += d;
-        let i: number;
-        while ((i = buf.indexOf("\n\n")) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i + 2);
-          const name = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (name && data) events.push({ name, data: JSON.parse(data) as unknown });
-        }
-        for (const w of waiters.splice(0)) w();
-      });
-    });
-  });
-  const waitFor = async <T>(pick: (e: { name: string; data: unknown }) => T | undefined, ms = 10_000): Promise<T> => {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      for (const e of events) {
-        const v = pick(e);
-        if (v !== undefined) return v;
-      }
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no such event within ${ms} ms; got ${JSON.stringify(events.map((e) => e.name))}`);
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, left);
-        waiters.push(() => {
-          clearTimeout(t);
-          r();
-        });
-      });
-    }
-  };
-  return { opened, events, waitFor, close: () => req.destroy() };
+function openEvents(f: GatewayFixture, token: string, query = ""): FleetEvents {
+  return readFleetEvents(
+    https.get({
+      host: "127.0.0.1",
+      port: f.port,
+      path: `/-/fleet/api/events${query}`,
+      ca: f.servingCa,
+      agent: false,
+      headers: { authorization: `Bearer ${token}` },
+    }),
+  );
 }
 
 describe("the gateway's fleet view", () => {
@@ -187,7 +142,7 @@ describe("the gateway's fleet view", () => {
 
   test("a caller hammering clusters it may not see gets 404 and 429 and learns nothing; a viewer keeps its events", async () => {
     const legit = openEvents(f, "alice", "?cluster=mc1");
-    const opened: Events[] = [];
+    const opened: FleetEvents[] = [];
     try {
       assert.equal(await legit.opened, 200);
       await legit.waitFor((e) => (e.name === "snapshot" ? true : undefined));

@@ -1,0 +1,2 @@
+/** Test-only helpers of `@cluster-proxy/fleet` (resolved under the `source` condition only). */
+export * from "./event-reader.js";
