@@ -75,47 +75,36 @@ interface ListSpec<T> {
 }
 
 /**
- * List, then watch, the custom objects of `spec` (cluster-wide), re-listing whenever the watch
- * ends (after a failure, with backoff). Returns the function that stops it.
+ * Read, then watch from the version read, again whenever the watch ends (after a failure, with
+ * backoff) until the returned function is called. `read` resolves with the resourceVersion to
+ * watch from (it is told whether the loop was stopped meanwhile, to hold its news back then);
+ * `onEvent` gets the watch's events.
  */
-function listWatch<T>(
+function watchLoop<O>(
   kc: k8s.KubeConfig,
-  custom: k8s.CustomObjectsApi,
   logger: Logger,
-  spec: ListSpec<T>,
-  listener: (event: ListEvent<T>) => void,
+  what: string,
+  path: string,
+  query: Record<string, string>,
+  read: (stopped: () => boolean) => Promise<string | undefined>,
+  onEvent: (phase: string, obj: O) => void,
 ): () => void {
   let stopped = false;
   let abort: AbortController | undefined;
   let timer: NodeJS.Timeout | undefined;
   const backoff = new Backoff({ initialMs: 1_000, capMs: 30_000 });
   const watch = new k8s.Watch(kc);
-  const selector = spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {};
   const run = async (): Promise<void> => {
-    const list = (await custom.listClusterCustomObject({
-      group: spec.group,
-      version: spec.version,
-      plural: spec.plural,
-      ...selector,
-    })) as { items?: CustomObject[]; metadata?: { resourceVersion?: string } };
+    const version = await read(() => stopped);
     if (stopped) return;
-    listener({ kind: "list", items: (list.items ?? []).flatMap((o) => spec.item(o) ?? []) });
-    const version = list.metadata?.resourceVersion;
     await new Promise<void>((resolve, reject) => {
       watch
         .watch(
-          `/apis/${spec.group}/${spec.version}/${spec.plural}`,
-          { ...selector, ...(version ? { resourceVersion: version } : {}) },
-          (phase: string, obj: CustomObject) => {
+          path,
+          { ...query, ...(version ? { resourceVersion: version } : {}) },
+          (phase: string, obj: O) => {
             backoff.reset();
-            if (stopped) return;
-            if (phase === "DELETED") {
-              const name = spec.key(obj);
-              if (name) listener({ kind: "delete", name });
-            } else if (phase === "ADDED" || phase === "MODIFIED") {
-              const item = spec.item(obj);
-              if (item) listener({ kind: "set", item });
-            }
+            if (!stopped) onEvent(phase, obj);
           },
           (err: unknown) => (err ? reject(err instanceof Error ? err : new Error("the watch failed")) : resolve()),
         )
@@ -132,7 +121,7 @@ function listWatch<T>(
       (err: unknown) => {
         if (stopped) return;
         const delay = backoff.next();
-        logger.warn({ err: (err as Error).message, retryInMs: delay }, `watch of ${spec.what} failed`);
+        logger.warn({ err: (err as Error).message, retryInMs: delay }, `watch of ${what} failed`);
         timer = setTimeout(loop, delay);
       },
     );
@@ -143,6 +132,43 @@ function listWatch<T>(
     clearTimeout(timer);
     abort?.abort();
   };
+}
+
+/** List, then watch, the custom objects of `spec` (cluster-wide); see {@link watchLoop}. */
+function listWatch<T>(
+  kc: k8s.KubeConfig,
+  custom: k8s.CustomObjectsApi,
+  logger: Logger,
+  spec: ListSpec<T>,
+  listener: (event: ListEvent<T>) => void,
+): () => void {
+  const selector: Record<string, string> = spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {};
+  return watchLoop<CustomObject>(
+    kc,
+    logger,
+    spec.what,
+    `/apis/${spec.group}/${spec.version}/${spec.plural}`,
+    selector,
+    async (stopped) => {
+      const list = (await custom.listClusterCustomObject({
+        group: spec.group,
+        version: spec.version,
+        plural: spec.plural,
+        ...selector,
+      })) as { items?: CustomObject[]; metadata?: { resourceVersion?: string } };
+      if (!stopped()) listener({ kind: "list", items: (list.items ?? []).flatMap((o) => spec.item(o) ?? []) });
+      return list.metadata?.resourceVersion;
+    },
+    (phase, obj) => {
+      if (phase === "DELETED") {
+        const name = spec.key(obj);
+        if (name) listener({ kind: "delete", name });
+      } else if (phase === "ADDED" || phase === "MODIFIED") {
+        const item = spec.item(obj);
+        if (item) listener({ kind: "set", item });
+      }
+    },
+  );
 }
 
 /** A {@link HubApi} for the hub `kc` points at. */
@@ -193,60 +219,28 @@ export function kubeHubApi(kc: k8s.KubeConfig, logger: Logger = silentLogger): H
       }
     },
     watchConfigMap(namespace: string, name: string, listener: ConfigMapListener): () => void {
-      let stopped = false;
-      let abort: AbortController | undefined;
-      let timer: NodeJS.Timeout | undefined;
-      const backoff = new Backoff({ initialMs: 1_000, capMs: 30_000 });
-      const watch = new k8s.Watch(kc);
-      const run = async (): Promise<void> => {
-        let version: string | undefined;
-        try {
-          const cm = await core.readNamespacedConfigMap({ name, namespace });
-          version = cm.metadata?.resourceVersion;
-          listener(cm.data ?? {});
-        } catch (err) {
-          if (!isNotFound(err)) throw err;
-          listener(undefined);
-        }
-        await new Promise<void>((resolve, reject) => {
-          watch
-            .watch(
-              `/api/v1/namespaces/${namespace}/configmaps`,
-              { fieldSelector: `metadata.name=${name}`, ...(version ? { resourceVersion: version } : {}) },
-              (phase: string, obj: k8s.V1ConfigMap) => {
-                backoff.reset();
-                if (phase === "DELETED") listener(undefined);
-                else if (phase === "ADDED" || phase === "MODIFIED") listener(obj.data ?? {});
-              },
-              (err: unknown) => (err ? reject(err instanceof Error ? err : new Error("the watch failed")) : resolve()),
-            )
-            .then((a) => {
-              abort = a;
-              if (stopped) a.abort();
-            }, reject);
-        });
-      };
-      const loop = (): void => {
-        if (stopped) return;
-        run().then(
-          () => loop(),
-          (err: unknown) => {
-            if (stopped) return;
-            const delay = backoff.next();
-            logger.warn(
-              { err: (err as Error).message, retryInMs: delay },
-              `watch of ConfigMap ${namespace}/${name} failed`,
-            );
-            timer = setTimeout(loop, delay);
-          },
-        );
-      };
-      loop();
-      return () => {
-        stopped = true;
-        clearTimeout(timer);
-        abort?.abort();
-      };
+      return watchLoop<k8s.V1ConfigMap>(
+        kc,
+        logger,
+        `ConfigMap ${namespace}/${name}`,
+        `/api/v1/namespaces/${namespace}/configmaps`,
+        { fieldSelector: `metadata.name=${name}` },
+        async () => {
+          try {
+            const cm = await core.readNamespacedConfigMap({ name, namespace });
+            listener(cm.data ?? {});
+            return cm.metadata?.resourceVersion;
+          } catch (err) {
+            if (!isNotFound(err)) throw err;
+            listener(undefined);
+            return undefined;
+          }
+        },
+        (phase, obj) => {
+          if (phase === "DELETED") listener(undefined);
+          else if (phase === "ADDED" || phase === "MODIFIED") listener(obj.data ?? {});
+        },
+      );
     },
     watchManagedClusters(listener: (event: ListEvent<ManagedClusterInfo>) => void): () => void {
       return listWatch(
