@@ -14,8 +14,10 @@ import { TtlCache, type Clock } from "./ttl-cache.js";
 /** The API group of ManagedClusters. */
 export const CLUSTER_API_GROUP = "cluster.open-cluster-management.io";
 
-/** Denials are cached at most this long. */
+/** Denials are cached at most this long (unless the caller asks to keep them). */
 export const DENIAL_CACHE_MAX_MS = 1_000;
+/** Cached decisions at most (the fleet view keeps a few per cluster per viewer). */
+const MAX_DECISIONS = 100_000;
 
 const VERB_OF_METHOD: Record<string, string> = {
   GET: "get",
@@ -99,7 +101,7 @@ export class Authorizer {
   private readonly decisions: TtlCache<boolean>;
 
   constructor(private readonly s: AuthorizerSettings) {
-    this.decisions = new TtlCache({ ...(s.now ? { now: s.now } : {}) });
+    this.decisions = new TtlCache({ maxEntries: MAX_DECISIONS, ...(s.now ? { now: s.now } : {}) });
   }
 
   /** Resolve when `user` may `verb` managedclusters/proxy `cluster`; else a 403 (or 503) GatewayError. */
@@ -147,7 +149,13 @@ export class Authorizer {
     return { username: req.user, ...(req.uid !== undefined ? { uid: req.uid } : {}), groups, extra: req.extra };
   }
 
-  private async allowed(user: UserInfo, attrs: ResourceAttributes): Promise<boolean> {
+  /**
+   * Whether the hub lets `user` do `attrs` (one SubjectAccessReview, cached for the TTL; a denial
+   * for at most {@link DENIAL_CACHE_MAX_MS}, or as long as a grant with `keepDenials`, for callers
+   * that ask about every cluster over and over, like the fleet view). A hub that cannot answer is
+   * a 503 GatewayError.
+   */
+  async allowed(user: UserInfo, attrs: ResourceAttributes, keepDenials = false): Promise<boolean> {
     const key = createHash("sha256")
       .update(JSON.stringify([user, attrs]))
       .digest("hex");
@@ -155,7 +163,7 @@ export class Authorizer {
       return await this.decisions.get(
         key,
         async () => (await this.s.hub.subjectAccessReview(user, attrs)).allowed,
-        (ok) => (ok ? this.s.cacheTtlMs : Math.min(this.s.cacheTtlMs, DENIAL_CACHE_MAX_MS)),
+        (ok) => (ok || keepDenials ? this.s.cacheTtlMs : Math.min(this.s.cacheTtlMs, DENIAL_CACHE_MAX_MS)),
       );
     } catch (err) {
       this.s.onDenial?.("authorization-unavailable");

@@ -12,6 +12,7 @@ import { after, before, describe, test } from "node:test";
 import type { ClusterDetail, FleetSnapshot } from "@cluster-proxy/fleet";
 import { readFleetEvents, type FleetEvents } from "@cluster-proxy/fleet/testing";
 import { Authenticator } from "./authentication.js";
+import { Authorizer } from "./authorization.js";
 import { FleetViewers } from "./fleet-viewers.js";
 import { FakeHub } from "./testing/fake-hub.js";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
@@ -183,9 +184,8 @@ test("pass-through tokens are refused by the fleet view (401), hub tokens and ce
   const hub = new FakeHub();
   hub.tokens.set("hub-token", user("alice"));
   const viewers = new FleetViewers({
-    hub,
     authenticator: new Authenticator({ hub, tokenReview: true, cacheTtlMs: 1000, passthroughUnrecognizedTokens: true }),
-    cacheTtlMs: 1000,
+    authorizer: new Authorizer({ hub, cacheTtlMs: 1000 }),
     certificateOf: () => undefined,
   });
   const pass = await viewers.identify({ headers: { authorization: "Bearer not-the-hubs" } });

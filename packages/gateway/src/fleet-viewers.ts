@@ -8,44 +8,36 @@
  *
  * One review without a resource name comes first: when it is allowed (a hub admin, a rule without
  * `resourceNames`), every cluster is visible and no review per cluster is made. Decisions are
- * cached for --authorization-cache-ttl, denials as long as grants (the view asks about every
+ * the gateway {@link Authorizer}'s, cached for --authorization-cache-ttl, denials as long as
+ * grants here (the view asks about every
  * cluster on every change: a denial kept for a second only would ask the hub about each cluster
  * of a large fleet every second); the reviews of one question run at most
  * {@link REVIEWS_AT_ONCE} at a time.
  */
-import { createHash, type X509Certificate } from "node:crypto";
+import type { X509Certificate } from "node:crypto";
 import type { FleetRequest, FleetViewer, ViewerResult } from "@cluster-proxy/fleet";
 import type { Authenticator } from "./authentication.js";
-import { CLUSTER_API_GROUP } from "./authorization.js";
-import { GatewayError, asGatewayError } from "./gateway-error.js";
-import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
-import { TtlCache, type Clock } from "./ttl-cache.js";
+import { CLUSTER_API_GROUP, type Authorizer } from "./authorization.js";
+import { asGatewayError } from "./gateway-error.js";
+import type { ResourceAttributes, UserInfo } from "./hub-api.js";
 
 /** The subresource whose `get` lets a viewer see a cluster's audit records. */
 export const AUDIT_SUBRESOURCE = "proxy-audit";
 /** Hub reviews of one viewer question in flight at once. */
 export const REVIEWS_AT_ONCE = 16;
-/** Cached decisions at most (a few per cluster per viewer). */
-const MAX_DECISIONS = 100_000;
 
 /** Settings of {@link FleetViewers}. */
 export interface FleetViewersSettings {
-  hub: HubApi;
   authenticator: Authenticator;
-  /** How long a decision is kept (--authorization-cache-ttl). */
-  cacheTtlMs: number;
+  /** The gateway's authorizer: its reviews and its cache of decisions. */
+  authorizer: Authorizer;
   /** The client certificate the TLS handshake of `req` verified, if any. */
   certificateOf(req: FleetRequest): X509Certificate | undefined;
-  now?: Clock;
 }
 
 /** See the module comment. */
 export class FleetViewers {
-  private readonly decisions: TtlCache<boolean>;
-
-  constructor(private readonly s: FleetViewersSettings) {
-    this.decisions = new TtlCache({ maxEntries: MAX_DECISIONS, ...(s.now ? { now: s.now } : {}) });
-  }
+  constructor(private readonly s: FleetViewersSettings) {}
 
   /** The viewer of `req`, or the refusal to answer with (401, 503). */
   async identify(req: FleetRequest): Promise<ViewerResult> {
@@ -91,36 +83,16 @@ export class FleetViewers {
       ...(name !== undefined ? { name } : {}),
     });
     if (clusters.length === 0) return new Set();
-    if (await this.allowed(user, attrs())) return new Set(clusters);
+    if (await this.s.authorizer.allowed(user, attrs(), true)) return new Set(clusters);
     const out = new Set<string>();
     let next = 0;
     const worker = async (): Promise<void> => {
       for (let i = next++; i < clusters.length; i = next++) {
         const c = clusters[i]!;
-        if (await this.allowed(user, attrs(c))) out.add(c);
+        if (await this.s.authorizer.allowed(user, attrs(c), true)) out.add(c);
       }
     };
     await Promise.all(Array.from({ length: Math.min(REVIEWS_AT_ONCE, clusters.length) }, worker));
     return out;
-  }
-
-  private async allowed(user: UserInfo, attrs: ResourceAttributes): Promise<boolean> {
-    const key = createHash("sha256")
-      .update(JSON.stringify([user, attrs]))
-      .digest("hex");
-    try {
-      return await this.decisions.get(
-        key,
-        async () => (await this.s.hub.subjectAccessReview(user, attrs)).allowed,
-        () => this.s.cacheTtlMs,
-      );
-    } catch (err) {
-      throw new GatewayError(
-        503,
-        "authorization-unavailable",
-        `the hub cannot authorize the viewer (SubjectAccessReview failed: ${(err as Error).message})`,
-        { cause: err },
-      );
-    }
   }
 }

@@ -236,9 +236,10 @@ export class Gateway {
       onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
       ...now,
     });
+    const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
     this.admission = {
       authenticator,
-      authorizer: new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now }),
+      authorizer,
       clusters: this.clusters,
       services: this.services,
       impersonationPrefix: options.impersonationPrefix,
@@ -281,11 +282,9 @@ export class Gateway {
       ...now,
     });
     const viewers = new FleetViewers({
-      hub: deps.hub,
       authenticator,
-      cacheTtlMs: options.authorizationCacheTtl,
+      authorizer,
       certificateOf: (req) => this.fleetCertificates.get(req),
-      ...now,
     });
     this.fleet = new FleetHttp({
       model: this.fleetModel,
