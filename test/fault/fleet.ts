@@ -15,7 +15,7 @@
 import { createInterface } from "node:readline";
 import { agentOptionsSchema, resolveOptions } from "@cluster-proxy/api";
 import { ProxyAgent } from "@cluster-proxy/agent";
-import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 
 export interface FleetConfig {
   count: number;

@@ -27,7 +27,8 @@ import {
   type StandaloneCertPaths,
 } from "@cluster-proxy/pki";
 import { HandshakeFailureLog, ProxyServer, SHED_ALERT, SLOT_MS } from "@cluster-proxy/server";
-import { connectSession, serverIsShedding, silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { connectSession, serverIsShedding } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { waitFor } from "./harness.js";
 

@@ -36,12 +36,12 @@ import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./events.js";
 import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-server.js";
-import { backoffDelay, delay } from "./backoff.js";
+import { backoffDelay, delay } from "@cluster-proxy/kit";
 import { Controller, ReconcileMetrics, type ControllerSpec } from "./controller.js";
 import { isNotFound, KubeApi, Resources, typedResource, type KubeObject, type ResourceRef } from "./kube-api.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
 import { LeaderElector } from "./leader-election.js";
-import { silentLogger, type Logger } from "./logger.js";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { SupervisedWatch, type SupervisedWatchOptions } from "./supervised-watch.js";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 

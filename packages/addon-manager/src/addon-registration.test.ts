@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { AddonReconciler, type AddonCache } from "./addon-registration.js";
 import type { KubeApi, KubeObject } from "./kube-api.js";
-import { silentLogger } from "./logger.js";
+import { silentLogger } from "@cluster-proxy/kit";
 
 test("the ClusterManagementAddOn is created when missing, by Placement when asked, but not again after it was deleted", async () => {
   const created: KubeObject[] = [];

@@ -35,7 +35,7 @@ import {
 } from "./csr-signer.js";
 import { isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
 import { GATEWAY_IDENTITY_SECRET } from "./gateway-names.js";
 import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";

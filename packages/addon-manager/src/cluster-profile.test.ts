@@ -14,7 +14,7 @@ import {
 } from "./cluster-profile.js";
 import type { EventRecorder } from "./events.js";
 import { KubeApiError, type KubeApi, type ResourceRef } from "./kube-api.js";
-import { silentLogger } from "./logger.js";
+import { silentLogger } from "@cluster-proxy/kit";
 
 const CA1 = "-----BEGIN CERTIFICATE-----\nCA1\n-----END CERTIFICATE-----\n";
 const CA2 = "-----BEGIN CERTIFICATE-----\nCA2\n-----END CERTIFICATE-----\n";

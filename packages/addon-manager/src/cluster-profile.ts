@@ -18,7 +18,7 @@ import { isDeepStrictEqual } from "node:util";
 import type { EventRecorder } from "./events.js";
 import { GATEWAY_PORT, GATEWAY_SERVICE } from "./gateway-names.js";
 import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 import type { ReconcileResult } from "./work-queue.js";
 
 /** The ClusterProfile API as OCM v1.2.1 serves it. */

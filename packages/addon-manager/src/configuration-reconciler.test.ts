@@ -12,7 +12,7 @@ import { b64, unb64, type SecretObject } from "./certificate-authority.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { EventRecorder } from "./events.js";
 import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
-import { silentLogger } from "./logger.js";
+import { silentLogger } from "@cluster-proxy/kit";
 import { TerminalError } from "./work-queue.js";
 
 const DAY = 86_400_000;

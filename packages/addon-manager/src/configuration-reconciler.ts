@@ -44,7 +44,7 @@ import {
 } from "./gateway-names.js";
 import { KubeApiError, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 import {
   AGENT_CA_KEY,
   AGENT_TUNNEL_BINDING,

@@ -7,7 +7,7 @@
  */
 import type { Counter, Histogram } from "prom-client";
 import { isConflict } from "./kube-api.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 import { TerminalError, WorkQueue, type ReconcileResult } from "./work-queue.js";
 
 /** Counts reconciles by result (`success`, `error`, `terminal`) and times them. */

@@ -1,7 +1,7 @@
 /** Kubernetes Events about the objects the manager reconciles, so `kubectl describe` shows what it did. */
 import { randomBytes } from "node:crypto";
 import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 
 export class EventRecorder {
   constructor(

@@ -5,7 +5,6 @@
 export { AddonManager, type AddonManagerDeps } from "./addon-manager.js";
 export { renderProxyServer, serverArgs, type RenderedObject } from "./render-proxy-server.js";
 export { KubeApi, KubeApiError, Resources, type KubeObject } from "./kube-api.js";
-export type { Logger } from "./logger.js";
 export {
   GATEWAY_IDENTITY_SECRET,
   GATEWAY_PORT,

@@ -9,9 +9,9 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { delay } from "./backoff.js";
+import { delay } from "@cluster-proxy/kit";
 import { isAlreadyExists, isConflict, isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 
 export interface LeaderElectionOptions {
   namespace: string;

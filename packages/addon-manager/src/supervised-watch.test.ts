@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { KubeApiError, Resources, type KubeApi, type KubeObject, type WatchEvent } from "./kube-api.js";
-import { silentLogger } from "./logger.js";
+import { silentLogger } from "@cluster-proxy/kit";
 import { SupervisedWatch } from "./supervised-watch.js";
 
 const obj = (name: string, rv: string): KubeObject => ({ metadata: { name, namespace: "ns", resourceVersion: rv } });

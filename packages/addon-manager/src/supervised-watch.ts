@@ -7,9 +7,9 @@
  * after failures. `synced` is true while the cache reflects a successful list and a watch is open
  * or being re-opened without error; readiness of the manager is built from it.
  */
-import { backoffDelay, delay } from "./backoff.js";
+import { backoffDelay, delay } from "@cluster-proxy/kit";
 import { isGone, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 
 export type WatchHandler<T extends KubeObject = KubeObject> = (type: "ADDED" | "MODIFIED" | "DELETED", obj: T) => void;
 

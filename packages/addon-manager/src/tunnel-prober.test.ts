@@ -5,7 +5,7 @@ import { after, before, describe, test } from "node:test";
 import tls from "node:tls";
 import type { ReplicaProbe } from "@cluster-proxy/api";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
-import { silentLogger } from "./logger.js";
+import { silentLogger } from "@cluster-proxy/kit";
 import {
   TunnelProber,
   probeThroughReplica,

@@ -14,12 +14,12 @@
 import { performance } from "node:perf_hooks";
 import tls from "node:tls";
 import { type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-proxy/api";
-import { delay } from "./backoff.js";
+import { delay } from "@cluster-proxy/kit";
 import { unb64, type SecretObject } from "./certificate-authority.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
 import { Resources, typedResource, type KubeApi, type KubeObject } from "./kube-api.js";
 import { HTTP_CONNECT_PORT, serverPodLabels } from "./render-proxy-server.js";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 
 /** One proxy-server replica to probe through. */
 export interface ProxyServerReplica {

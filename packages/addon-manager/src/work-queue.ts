@@ -8,7 +8,7 @@
  * true. A {@link TerminalError} is not retried: `onError` gets it with `retryInMs` undefined, and
  * the key runs again only when it is queued again (its object changed).
  */
-import { backoffDelay } from "./backoff.js";
+import { backoffDelay } from "@cluster-proxy/kit";
 
 export type ReconcileResult = { requeueAfterMs?: number } | void;
 

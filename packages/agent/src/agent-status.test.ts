@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { ProxyAgent } from "./agent.js";
 import type { ConnectionCondition } from "./connection-report.js";

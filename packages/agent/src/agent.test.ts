@@ -12,7 +12,7 @@ import type { TLSSocket } from "node:tls";
 import { ConfigError, type AgentOptionsInput } from "@cluster-proxy/api";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { Metadata, PacketType, type Packet } from "@cluster-proxy/protocol";
-import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { ProxyAgent } from "./agent.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { FakeProxyServer, TcpBalancer, startEchoServer, type FakeAgentStream } from "./testing/fake-proxy-server.js";

@@ -23,7 +23,6 @@ import {
 import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
   AGENT_TLS_FLAGS,
-  Backoff,
   CertReloader,
   certificateInfo,
   ConnectError,
@@ -32,12 +31,11 @@ import {
   keepSessionAlive,
   openCall,
   serverIsShedding,
-  silentLogger,
   type TlsFiles,
   type ClientCall,
   type HttpProxy,
-  type Logger,
 } from "@cluster-proxy/tunnel";
+import { Backoff, silentLogger, type Logger } from "@cluster-proxy/kit";
 import { adminPortHandler, healthPortHandler } from "@cluster-proxy/tunnel/process";
 import {
   agentIdentifiersHeader,

@@ -13,7 +13,8 @@
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
-import { CertReloader, type Logger, type ReloadResult, type TlsFiles, type TlsMaterial } from "@cluster-proxy/tunnel";
+import { CertReloader, type ReloadResult, type TlsFiles, type TlsMaterial } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
 import type { InProcessEndpoint } from "./server-tunnel.js";

@@ -9,7 +9,7 @@
 import * as http from "@cluster-proxy/tunnel/http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
-import type { Logger } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 import {
   endToEndHeaders,
   forwardedHeaders,

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import { silentLogger } from "@cluster-proxy/tunnel";
+import { silentLogger } from "@cluster-proxy/kit";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { explainRefusal, HubAccess, openHubTunnel, readyPods, ReplicaWatch } from "./hub-tunnel.js";
 

@@ -16,7 +16,8 @@
 import * as https from "node:https";
 import type * as net from "node:net";
 import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
-import { ConnectError, type Logger } from "@cluster-proxy/tunnel";
+import { ConnectError } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import { apiStatusMessage } from "./kube-status.js";
 
 /** What a request to the hub apiserver needs. */

@@ -43,8 +43,8 @@ import {
   sendPacket,
   type ClientCall,
   type EngineTimers,
-  type Logger,
 } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import {
   dialEndpoint,
   resolveEndpointAddress,

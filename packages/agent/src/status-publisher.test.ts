@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import { silentLogger } from "@cluster-proxy/tunnel";
+import { silentLogger } from "@cluster-proxy/kit";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { ConnectionCondition } from "./connection-report.js";
 import { StatusPublisher, inClusterPatchSender } from "./status-publisher.js";

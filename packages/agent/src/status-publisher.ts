@@ -13,7 +13,7 @@
  */
 import { readFile } from "node:fs/promises";
 import https from "node:https";
-import type { Logger } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 import type { ConnectionCondition } from "./connection-report.js";
 import { apiStatusMessage } from "./kube-status.js";
 

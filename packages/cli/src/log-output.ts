@@ -20,7 +20,8 @@ import { join } from "node:path";
 import { isatty } from "node:tty";
 import type { DestinationStream, pino as pinoFactory } from "pino";
 import { ConfigError, klogSeverity, parseLogOptions, type LogOptions, type LogOptionsInput } from "@cluster-proxy/api";
-import { withoutOpensslInternals, type Logger } from "@cluster-proxy/tunnel";
+import { withoutOpensslInternals } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 
 /** Log levels accepted by `--log-level`. */
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";

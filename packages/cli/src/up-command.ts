@@ -37,7 +37,7 @@ import {
   upOptionsSchema,
   type UpOptions,
 } from "@cluster-proxy/api";
-import type { Logger } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 
 import { CommandFailure, type CliContext, type UpAgents } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";

@@ -3,7 +3,8 @@
  * DIAL_CLS on timeout or abort. Wire-compatible with Go's konnectivity client.
  */
 import { PacketType } from "@cluster-proxy/protocol";
-import { DialError, sendPacket, type ClientCall, type Logger, type StreamStatus } from "@cluster-proxy/tunnel";
+import { DialError, sendPacket, type ClientCall, type StreamStatus } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import { dialAbortError, dialTimeoutError } from "./dial-limits.js";
 import { finishProxyCall, packetOfFrame } from "./proxy-call.js";
 import { TunnelSocket } from "./tunnel-socket.js";

@@ -51,7 +51,6 @@ export {
   DialError,
   ProtocolError,
   TunnelClosedError,
-  silentLogger,
   type ClientDialFailureReason,
-  type Logger,
 } from "@cluster-proxy/tunnel";
+export { silentLogger, type Logger } from "@cluster-proxy/kit";

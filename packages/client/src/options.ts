@@ -2,7 +2,8 @@
 import { ConfigError } from "@cluster-proxy/errors";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
-import { pemProblem, type Logger } from "@cluster-proxy/tunnel";
+import { pemProblem } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 
 /** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
 export const DEFAULT_DIAL_TIMEOUT_MS = 30_000;

@@ -10,11 +10,10 @@ import {
   connectSession,
   keepSessionAlive,
   openCall,
-  silentLogger,
   type ClientCall,
   type ConnectTarget,
-  type Logger,
 } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { remainingMs, startDialLimits, withinDialLimits } from "./dial-limits.js";
 import { dialOnCall } from "./grpc-dial.js";
 import { newDialRandom } from "./proxy-call.js";

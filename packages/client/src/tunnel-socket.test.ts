@@ -4,7 +4,8 @@ import { once } from "node:events";
 import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { PROXY_METHOD } from "@cluster-proxy/protocol";
-import { TUNNEL_HTTP2_OPTIONS, openCall, serveGrpc, silentLogger } from "@cluster-proxy/tunnel";
+import { TUNNEL_HTTP2_OPTIONS, openCall, serveGrpc } from "@cluster-proxy/tunnel";
+import { silentLogger } from "@cluster-proxy/kit";
 import { TunnelSocket } from "./tunnel-socket.js";
 
 test("an error before the caller's await continuation reaches a listener attached after it", async () => {

@@ -8,9 +8,9 @@ import {
   sendData,
   sendPacket,
   type ClientCall,
-  type Logger,
   type StreamStatus,
 } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import { finishProxyCall, packetOfFrame } from "./proxy-call.js";
 
 /** How long to wait for CLOSE_RSP after CLOSE_REQ before tearing the call down (as Go: 10 s). */

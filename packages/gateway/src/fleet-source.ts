@@ -12,7 +12,7 @@
  * as open until it ends. The model drops what belongs to no row (a cluster a caller made up).
  */
 import { parseTunnelHealth, parseTunnelReplicas } from "@cluster-proxy/api";
-import type { Logger } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 import type { AuditEntry, FleetModel, RowReport } from "@cluster-proxy/fleet";
 import type { AuditRecord } from "./audit-log.js";
 import type { EndpointProbe } from "./endpoint-probe.js";

@@ -24,7 +24,8 @@ import {
   type FleetResponse,
   type UiAssets,
 } from "@cluster-proxy/fleet";
-import { CertReloader, silentLogger, type Logger, type ReloadResult } from "@cluster-proxy/tunnel";
+import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { healthPortHandler } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
 import { auditSinkOf, type AuditSink } from "./audit-log.js";

@@ -6,7 +6,7 @@
  * same way.
  */
 import * as k8s from "@kubernetes/client-node";
-import { Backoff, silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { Backoff, silentLogger, type Logger } from "@cluster-proxy/kit";
 import type {
   AddOnCondition,
   AddOnInfo,

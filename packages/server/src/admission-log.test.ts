@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { silentLogger, type Logger } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { AdmissionLog } from "./admission-log.js";
 
 test("AdmissionLog: one warning per port per interval, with the refusals since the last one by reason", () => {

@@ -3,7 +3,7 @@
  * deadlines, wrong protocol): at most one line per port per interval, with what was refused since
  * the last one by reason, so an attack cannot flood the log.
  */
-import type { Logger } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 
 /** What each refusal reason means, in the warning. */
 const REASONS: Record<string, string> = {

@@ -8,7 +8,8 @@
  */
 import { DEFAULT_AGENT_IDENTITY_NAMESPACE, type AgentIdentityMode } from "@cluster-proxy/api";
 import { FLOW_CONTROL_METADATA, IdentifiersError, Metadata, parseAgentIdentifiers } from "@cluster-proxy/protocol";
-import { GrpcStatus, type Logger, type ServerCall } from "@cluster-proxy/tunnel";
+import { GrpcStatus, type ServerCall } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import { verifyAgentIdentity } from "./agent-identity.js";
 import { Backend } from "./backend.js";
 import type { Relay } from "./relay.js";

@@ -10,10 +10,10 @@ import {
   earliestExpiry,
   checkTlsMaterial,
   tlsDigest,
-  type Logger,
   type ReloadTimers,
   type TlsMaterial,
 } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 
 const FILES = {
   cert: { flag: "--server-cert", path: "/certs/tls.crt" },

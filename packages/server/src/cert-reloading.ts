@@ -12,11 +12,11 @@ import {
   CertReloader,
   certificateInfo,
   earliestExpiry,
-  type Logger,
   type ReloadResult,
   type TlsFiles,
   type TlsMaterial,
 } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import type { ServerMetrics } from "./metrics.js";
 
 /** A TLS listener and the options it was created with. */

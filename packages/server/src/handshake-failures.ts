@@ -4,7 +4,8 @@
  * a misconfigured fleet cannot flood the log.
  */
 import type * as tls from "node:tls";
-import { NOT_SIGNED_BY_CA, NOT_TLS, withoutOpensslInternals, type Logger } from "@cluster-proxy/tunnel";
+import { NOT_SIGNED_BY_CA, NOT_TLS, withoutOpensslInternals } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 
 /** Which port refused, and the flags that configure its certificates. */
 export interface PortTls {

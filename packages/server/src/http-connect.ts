@@ -11,7 +11,8 @@
 import { randomBytes } from "node:crypto";
 import type { Socket } from "node:net";
 import { MAX_DATA_CHUNK, PacketType, decodePacket, encodeData } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, type Logger } from "@cluster-proxy/tunnel";
+import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
 import type { Relay } from "./relay.js";
 import type { ServerMetrics } from "./metrics.js";

@@ -30,10 +30,9 @@ import {
   pemProblem,
   probeIdleSession,
   serveGrpc,
-  silentLogger,
   widenSessionWindow,
-  type Logger,
 } from "@cluster-proxy/tunnel";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { adminPortHandler, healthPortHandler, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
 import { handleAgentCall } from "./agent-service.js";
 import type { IdentifierTraffic } from "./cluster-traffic.js";

@@ -15,7 +15,8 @@ import {
   encodeFlowControl,
   peekPacket,
 } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, silentLogger, type ServerCall } from "@cluster-proxy/tunnel";
+import { FRAME_HEADER, sealFrame, type ServerCall } from "@cluster-proxy/tunnel";
+import { silentLogger } from "@cluster-proxy/kit";
 import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 import { Relay, packetFrame } from "./relay.js";

@@ -17,7 +17,8 @@ import {
   type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
-import { ConnectionFlow, FRAME_HEADER, sealFrame, type EngineTimers, type Logger } from "@cluster-proxy/tunnel";
+import { ConnectionFlow, FRAME_HEADER, sealFrame, type EngineTimers } from "@cluster-proxy/tunnel";
+import { type Logger } from "@cluster-proxy/kit";
 import type { ProxyStrategy } from "@cluster-proxy/api";
 import {
   TunnelConnection,

@@ -14,7 +14,7 @@ import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as tls from "node:tls";
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
-import type { Logger } from "./logger.js";
+import type { Logger } from "@cluster-proxy/kit";
 
 /** One file and the flag it was given with (for messages). */
 export interface FlagFile {

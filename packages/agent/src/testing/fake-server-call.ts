@@ -13,7 +13,8 @@ import {
   type FlowControl,
   type Packet,
 } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, silentLogger, type ClientCall } from "@cluster-proxy/tunnel";
+import { FRAME_HEADER, sealFrame, type ClientCall } from "@cluster-proxy/tunnel";
+import { silentLogger } from "@cluster-proxy/kit";
 import { AgentMetrics } from "../metrics.js";
 import { ServerTunnel, type ServerTunnelDeps } from "../server-tunnel.js";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";

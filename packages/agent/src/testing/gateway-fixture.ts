@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
-import { silentLogger } from "@cluster-proxy/tunnel";
+import { silentLogger } from "@cluster-proxy/kit";
 import { GatewayEndpoint } from "../gateway-endpoint.js";
 import { ClusterUpstreams } from "../gateway-upstreams.js";
 
