@@ -53,6 +53,32 @@ export async function runComponent<Started>(
     run.options,
   );
   logger.info(result !== undefined && run.started ? run.started(result) : {}, `${name} started`);
+  return superviseComponent(ctx, component, { name, logger, ...(run.lost ? { lost: run.lost } : {}) });
+}
+
+/** What {@link superviseComponent} needs besides the running component. */
+export interface SuperviseOptions {
+  name: string;
+  logger: Logger;
+  /** Resolves when the component can no longer run: stop, exit status 1. */
+  lost?: Promise<unknown>;
+  /** Stop as if signalled, exit status 0 (e.g. `up --exit-after-ready`). */
+  stopNow?: AbortSignal;
+  /** Tell the user on the terminal too (`up`: its logs may go to a file). */
+  announce?(what: "stopping" | "stopped"): void;
+}
+
+/**
+ * Until a signal (or `lost`, or `stopNow`) comes: then drain (when the component has a drain) and
+ * close it; a second signal closes it at once. Resolves with the exit status. For a component
+ * already started (runComponent starts it; `up` starts its parts itself).
+ */
+export function superviseComponent(
+  ctx: CliContext,
+  component: Pick<Component<unknown>, "drain" | "close">,
+  run: SuperviseOptions,
+): Promise<number> {
+  const { logger, name } = run;
   let lost = false;
   const ended = new AbortController();
   void run.lost?.then(() => {
@@ -60,14 +86,18 @@ export async function runComponent<Started>(
     logger.warn({}, `${name} can no longer run: stopping`);
     ended.abort();
   });
+  if (run.stopNow?.aborted) ended.abort();
+  else run.stopNow?.addEventListener("abort", () => ended.abort(), { once: true });
   return runUntilSignalled(
     ctx.signals,
     {
       graceful: async (signal) => {
         logger.info({ signal }, `${name} stopping (a second signal stops it at once)`);
+        run.announce?.("stopping");
         if (component.drain) await component.drain();
         await component.close();
         logger.info({}, `${name} stopped`);
+        run.announce?.("stopped");
         return lost ? 1 : 0;
       },
       forced: async (signal) => {

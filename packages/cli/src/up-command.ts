@@ -48,7 +48,7 @@ import { registerOptionCommand } from "./option-command.js";
 import { PortInUseError, portInUse } from "./port-conflicts.js";
 import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
-import { runUntilSignalled } from "./shutdown-signals.js";
+import { superviseComponent } from "./run-component.js";
 import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
 
 /** The ports `up` uses for a port base, with what each one is. */
@@ -530,18 +530,16 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
   const exitNow = new AbortController();
   if (options.exitAfterReady) exitNow.abort();
   else say(c.dim("Running; press Ctrl-C to stop."));
-  return runUntilSignalled(
-    ctx.signals,
+  return superviseComponent(
+    ctx,
+    { close: () => stack.closeAll() },
     {
-      graceful: async () => {
-        if (!options.exitAfterReady) say("stopping...");
-        await stack.closeAll();
-        if (!options.exitAfterReady) say("stopped.");
-        return 0;
-      },
-      forced: () => Promise.resolve(1),
-      onError: (err) => log.error({ err: (err as Error).message }, "shutdown failed"),
+      name: "cluster-proxy up",
+      logger: log,
+      stopNow: exitNow.signal,
+      ...(options.exitAfterReady
+        ? {}
+        : { announce: (what: "stopping" | "stopped") => say(what === "stopping" ? "stopping..." : "stopped.") }),
     },
-    exitNow.signal,
   );
 }
