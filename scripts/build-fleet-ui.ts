@@ -68,6 +68,9 @@ export async function buildFleetUi(outDir = UI_DIST): Promise<FleetUiBuild> {
     tsconfig: join(UI_SOURCE, "tsconfig.json"),
     metafile: true,
     logLevel: "warning",
+    // The metafile's paths are relative to this; npm may run the build from a symlinked checkout,
+    // whose working directory is not `root` as this file's real path gives it.
+    absWorkingDir: root,
   });
   const outputs = Object.keys(result.metafile.outputs);
   const js = outputs.find((f) => f.endsWith(".js"));

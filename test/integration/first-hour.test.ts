@@ -130,8 +130,8 @@ before(async () => {
     "tsconfig.build.json",
   ])
     await symlink(join(REPO, f), join(work, f));
-  for (let p = 8080; p <= 8095; p++)
-    assert.ok(await canListen(p), `port ${p} is taken: the README's commands use up's default ports 8080-8095`);
+  for (let p = 8080; p <= 8096; p++)
+    assert.ok(await canListen(p), `port ${p} is taken: the README's commands use up's default ports 8080-8096`);
   const kubectlDir = join(
     execFileSync(process.execPath, [join(REPO, "scripts", "k8s-binaries.mjs")], { encoding: "utf8" })
       .trim()
