@@ -129,6 +129,7 @@ function packageLayers() {
     };
     const runtime = names.map(banned);
     const inTests = names.filter((n) => n !== "pki").map(banned);
+    const inner = innerLayerRules()[pkg] ?? [];
     return [
       {
         files: [`packages/${pkg}/src/**/*.ts`],
@@ -144,6 +145,47 @@ function packageLayers() {
         files: testFiles.map((t) => `packages/${pkg}/src/${t.replace("**/src/", "")}`),
         rules: { "no-restricted-imports": rule(inTests) },
       },
+      // A folder with its own layer rule: the package's rule and the folder's together (a later
+      // block's options replace an earlier one's, so the folder's block repeats the package's).
+      ...inner.map(({ dir, patterns }) => ({
+        files: [`packages/${pkg}/src/${dir}/**/*.ts`],
+        rules: {
+          "no-restricted-imports": [
+            "error",
+            {
+              patterns: [...runtime.map((regex) => ({ regex, message })), ...patterns],
+            },
+          ],
+        },
+      })),
     ];
   });
+}
+
+/**
+ * Layers inside a package: a folder whose modules must not import the rest of their package.
+ * The addon manager's controller runtime (`src/runtime/`: client, watches, queues, leader
+ * election, Events, conditions) knows Kubernetes, not cluster-proxy: it imports nothing outside
+ * its folder (no reconciler, no rendering, no wiring) and no X.509 (docs/design/addon-manager.md,
+ * "Shape").
+ */
+function innerLayerRules() {
+  return {
+    "addon-manager": [
+      {
+        dir: "runtime",
+        patterns: [
+          {
+            regex: "^\\.\\./",
+            message:
+              'the controller runtime (src/runtime/) must not import the reconcilers, rendering or wiring of the addon manager (docs/design/addon-manager.md, "Shape")',
+          },
+          {
+            regex: "^@cluster-proxy\\/pki(\\/.*)?$",
+            message: "the controller runtime (src/runtime/) knows Kubernetes, not certificates",
+          },
+        ],
+      },
+    ],
+  };
 }

@@ -19,7 +19,7 @@
  *   does not work, so the hub says why without a look into the managed cluster.
  */
 import { TunnelHealthReason, formatTunnelHealth } from "@cluster-proxy/api";
-import type { ConditionInput } from "./conditions.js";
+import type { ConditionInput } from "./runtime/conditions.js";
 import type { ClusterProbes } from "./tunnel-prober.js";
 
 /** Feedback names the agent ManifestWork asks for (agent-manifests.ts) beside the well-known ones. */

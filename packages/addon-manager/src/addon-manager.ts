@@ -33,16 +33,17 @@ import {
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import type { SecretObject } from "./certificate-authority.js";
-import { EventRecorder } from "./events.js";
+import { EventRecorder } from "./runtime/events.js";
 import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-server.js";
 import { backoffDelay, delay } from "@cluster-proxy/kit";
-import { Controller, ReconcileMetrics, type ControllerSpec } from "./controller.js";
-import { isNotFound, KubeApi, Resources, typedResource, type KubeObject, type ResourceRef } from "./kube-api.js";
+import { Controller, ReconcileMetrics, type ControllerSpec } from "./runtime/controller.js";
+import { isNotFound, KubeApi, typedResource, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
-import { LeaderElector } from "./leader-election.js";
+import { LeaderElector } from "./runtime/leader-election.js";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
-import { SupervisedWatch, type SupervisedWatchOptions } from "./supervised-watch.js";
+import { SupervisedWatch, type SupervisedWatchOptions } from "./runtime/supervised-watch.js";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 
 export interface AddonManagerDeps {

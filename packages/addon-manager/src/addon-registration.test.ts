@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { AddonReconciler, type AddonCache } from "./addon-registration.js";
-import type { KubeApi, KubeObject } from "./kube-api.js";
+import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
 import { silentLogger } from "@cluster-proxy/kit";
 
 test("the ClusterManagementAddOn is created when missing, by Placement when asked, but not again after it was deleted", async () => {

@@ -21,7 +21,7 @@ import {
   type AddOnDeploymentConfigSpec,
 } from "./agent-manifests.js";
 import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificate-authority.js";
-import { mergeConditions, type ConditionInput } from "./conditions.js";
+import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
 import {
   ADDON_NAME,
   AGENT_SIGNER,
@@ -33,14 +33,15 @@ import {
   type CsrObject,
   type RegistrationSubject,
 } from "./csr-signer.js";
-import { isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { isNotFound, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
 import { GATEWAY_IDENTITY_SECRET } from "./gateway-names.js";
 import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";
 import type { TunnelProber } from "./tunnel-prober.js";
-import type { ReconcileResult } from "./work-queue.js";
+import type { ReconcileResult } from "./runtime/work-queue.js";
 
 const MPC_GROUP = MPC_API_VERSION.split("/")[0]!;
 const MPC_RESOURCE = "managedproxyconfigurations";

@@ -20,7 +20,7 @@ import {
   renderAgentWork,
   specHash,
 } from "./agent-manifests.js";
-import type { KubeObject } from "./kube-api.js";
+import type { KubeObject } from "./runtime/kube-api.js";
 import { rawFlags } from "./testing/raw-flags.js";
 
 const mpc = (agent: Record<string, unknown> = {}): ManagedProxyConfiguration => ({

@@ -23,7 +23,7 @@ import {
 } from "@cluster-proxy/api";
 import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
-import type { KubeObject, OwnerReference } from "./kube-api.js";
+import type { KubeObject, OwnerReference } from "./runtime/kube-api.js";
 import { FAST_KEEPALIVE, usesPortForward } from "./render-proxy-server.js";
 
 export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;

@@ -12,7 +12,7 @@ import {
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
-import { KubeApiError, type KubeApi } from "./kube-api.js";
+import { KubeApiError, type KubeApi } from "./runtime/kube-api.js";
 
 async function ca(role: SigningCa["role"]): Promise<SigningCa> {
   const cert = await createCertificateAuthority({ commonName: `${role}-ca` });

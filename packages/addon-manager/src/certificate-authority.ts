@@ -23,7 +23,8 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import { isAlreadyExists, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { isAlreadyExists, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 import {
   CERT_HASH_ANNOTATION,
   ISSUED_AT_ANNOTATION,

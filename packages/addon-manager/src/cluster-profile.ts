@@ -15,11 +15,11 @@
  * (another provider wrote) and the key is retried from the fresh object.
  */
 import { isDeepStrictEqual } from "node:util";
-import type { EventRecorder } from "./events.js";
+import type { EventRecorder } from "./runtime/events.js";
 import { GATEWAY_PORT, GATEWAY_SERVICE } from "./gateway-names.js";
-import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
+import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
-import type { ReconcileResult } from "./work-queue.js";
+import type { ReconcileResult } from "./runtime/work-queue.js";
 
 /** The ClusterProfile API as OCM v1.2.1 serves it. */
 export const ClusterProfileResource: ResourceRef<ClusterProfile> = {

@@ -30,9 +30,9 @@ import {
   type SignerRole,
   type SigningCa,
 } from "./certificate-authority.js";
-import type { ConditionInput } from "./conditions.js";
+import type { ConditionInput } from "./runtime/conditions.js";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
-import type { EventRecorder } from "./events.js";
+import type { EventRecorder } from "./runtime/events.js";
 import {
   GATEWAY_AGENT_CA_KEY,
   GATEWAY_CA_SUFFIX,
@@ -42,7 +42,8 @@ import {
   GATEWAY_SERVING_SECRET,
   gatewayServiceNames,
 } from "./gateway-names.js";
-import { KubeApiError, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { KubeApiError, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
 import {
@@ -56,7 +57,7 @@ import {
   renderProxyServer,
   type RenderedObject,
 } from "./render-proxy-server.js";
-import { TerminalError, type ReconcileResult } from "./work-queue.js";
+import { TerminalError, type ReconcileResult } from "./runtime/work-queue.js";
 import { ownedLabels } from "./labels.js";
 
 export interface ReconcilerOptions {

@@ -8,9 +8,10 @@
  * turns True, `InvalidConfiguration` (Warning) when the manager refuses a configuration.
  */
 import { MpcConditions, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
-import { mergeConditions, type ConditionInput } from "./conditions.js";
-import type { EventRecorder } from "./events.js";
-import { isConflict, Resources, type KubeApi } from "./kube-api.js";
+import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
+import type { EventRecorder } from "./runtime/events.js";
+import { isConflict, type KubeApi } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 
 /** The reason of ProxyServerDeployed=False for a configuration the manager refuses (a Warning event too). */
 export const INVALID_CONFIGURATION = "InvalidConfiguration";

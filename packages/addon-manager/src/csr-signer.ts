@@ -16,7 +16,7 @@
  */
 import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
-import type { KubeObject } from "./kube-api.js";
+import type { KubeObject } from "./runtime/kube-api.js";
 
 export const ADDON_NAME = "cluster-proxy";
 export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";

@@ -4,7 +4,8 @@
  */
 export { AddonManager, type AddonManagerDeps } from "./addon-manager.js";
 export { renderProxyServer, serverArgs, type RenderedObject } from "./render-proxy-server.js";
-export { KubeApi, KubeApiError, Resources, type KubeObject } from "./kube-api.js";
+export { KubeApi, KubeApiError, type KubeObject } from "./runtime/kube-api.js";
+export { Resources } from "./resources.js";
 export {
   GATEWAY_IDENTITY_SECRET,
   GATEWAY_PORT,

@@ -10,7 +10,7 @@ import {
 } from "@cluster-proxy/api";
 import { rawFlags } from "./testing/raw-flags.js";
 import { renderProxyServer, serverArgs, serverArgValues, type RenderedObject } from "./render-proxy-server.js";
-import type { KubeObject } from "./kube-api.js";
+import type { KubeObject } from "./runtime/kube-api.js";
 
 function mpc(spec: Partial<ManagedProxyConfigurationSpec>): ManagedProxyConfiguration {
   return {

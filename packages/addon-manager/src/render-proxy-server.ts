@@ -14,7 +14,8 @@ import {
   type ManagedProxyConfiguration,
   type ManagedProxyConfigurationSpec,
 } from "@cluster-proxy/api";
-import { Resources, type KubeObject, type ResourceRef } from "./kube-api.js";
+import { type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 import { COMPONENT_LABEL, CONFIGURATION_LABEL, ownedLabels, SPEC_HASH_ANNOTATION } from "./labels.js";
 
 /** Where the certificate Secrets are mounted in a proxy-server pod. */

@@ -17,7 +17,8 @@ import { type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-prox
 import { delay } from "@cluster-proxy/kit";
 import { unb64, type SecretObject } from "./certificate-authority.js";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
-import { Resources, typedResource, type KubeApi, type KubeObject } from "./kube-api.js";
+import { typedResource, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { Resources } from "./resources.js";
 import { HTTP_CONNECT_PORT, serverPodLabels } from "./render-proxy-server.js";
 import type { Logger } from "@cluster-proxy/kit";
 

@@ -10,7 +10,7 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import { delay } from "@cluster-proxy/kit";
-import { isAlreadyExists, isConflict, isNotFound, Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { isAlreadyExists, isConflict, isNotFound, KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 
 export interface LeaderElectionOptions {
@@ -100,10 +100,10 @@ export class LeaderElector {
     if (!this.leading) return;
     this.leading = false;
     try {
-      const lease = await this.api.get<Lease>(Resources.lease, this.options.name, this.options.namespace);
+      const lease = await this.api.get<Lease>(KubeResources.lease, this.options.name, this.options.namespace);
       if (lease.spec?.holderIdentity !== this.identity) return;
       lease.spec = { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(this.now()) };
-      await this.api.replace(Resources.lease, lease);
+      await this.api.replace(KubeResources.lease, lease);
       this.logger.info({ identity: this.identity }, "released the leader lease");
     } catch (err) {
       this.logger.warn(
@@ -122,9 +122,9 @@ export class LeaderElector {
       renewTime: microTime(now),
     };
     try {
-      const lease = await this.api.tryGet<Lease>(Resources.lease, name, namespace);
+      const lease = await this.api.tryGet<Lease>(KubeResources.lease, name, namespace);
       if (!lease) {
-        await this.api.create(Resources.lease, {
+        await this.api.create(KubeResources.lease, {
           metadata: { name, namespace },
           spec: { ...mine, acquireTime: microTime(now), leaseTransitions: 0 },
         });
@@ -146,7 +146,7 @@ export class LeaderElector {
         acquireTime: taking ? microTime(now) : (spec.acquireTime ?? microTime(now)),
         leaseTransitions: (spec.leaseTransitions ?? 0) + (taking && holder !== "" ? 1 : 0),
       };
-      await this.api.replace(Resources.lease, lease);
+      await this.api.replace(KubeResources.lease, lease);
       if (taking && holder !== "") this.logger.info({ previous: holder }, "took over the leader lease");
       return this.won(now);
     } catch (err) {

@@ -60,7 +60,8 @@ export function typedResource<T extends KubeObject>(ref: ResourceRef): ResourceR
   return { apiVersion: ref.apiVersion, kind: ref.kind, plural: ref.plural, namespaced: ref.namespaced };
 }
 
-export const Resources = {
+/** The Kubernetes resources the runtime and the reconcilers use, by name. */
+export const KubeResources = {
   namespace: { apiVersion: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
   secret: { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
   pod: { apiVersion: "v1", kind: "Pod", plural: "pods", namespaced: true },
@@ -85,43 +86,6 @@ export const Resources = {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "RoleBinding",
     plural: "rolebindings",
-    namespaced: true,
-  },
-  managedProxyConfiguration: {
-    apiVersion: "proxy.open-cluster-management.io/v1alpha1",
-    kind: "ManagedProxyConfiguration",
-    plural: "managedproxyconfigurations",
-    namespaced: false,
-  },
-  // Open Cluster Management, in the versions every OCM v1.2.1 component speaks (v1alpha1 addons).
-  managedCluster: {
-    apiVersion: "cluster.open-cluster-management.io/v1",
-    kind: "ManagedCluster",
-    plural: "managedclusters",
-    namespaced: false,
-  },
-  clusterManagementAddOn: {
-    apiVersion: "addon.open-cluster-management.io/v1alpha1",
-    kind: "ClusterManagementAddOn",
-    plural: "clustermanagementaddons",
-    namespaced: false,
-  },
-  managedClusterAddOn: {
-    apiVersion: "addon.open-cluster-management.io/v1alpha1",
-    kind: "ManagedClusterAddOn",
-    plural: "managedclusteraddons",
-    namespaced: true,
-  },
-  addOnDeploymentConfig: {
-    apiVersion: "addon.open-cluster-management.io/v1alpha1",
-    kind: "AddOnDeploymentConfig",
-    plural: "addondeploymentconfigs",
-    namespaced: true,
-  },
-  manifestWork: {
-    apiVersion: "work.open-cluster-management.io/v1",
-    kind: "ManifestWork",
-    plural: "manifestworks",
     namespaced: true,
   },
   certificateSigningRequest: {

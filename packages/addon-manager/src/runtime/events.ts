@@ -1,6 +1,6 @@
 /** Kubernetes Events about the objects the manager reconciles, so `kubectl describe` shows what it did. */
 import { randomBytes } from "node:crypto";
-import { Resources, type KubeApi, type KubeObject } from "./kube-api.js";
+import { KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 
 export class EventRecorder {
@@ -20,7 +20,7 @@ export class EventRecorder {
     const namespace = about.metadata.namespace ?? "default";
     const now = new Date().toISOString();
     try {
-      await this.api.create(Resources.event, {
+      await this.api.create(KubeResources.event, {
         metadata: { name: `${about.metadata.name}.${randomBytes(8).toString("hex")}`, namespace },
         involvedObject: {
           apiVersion: about.apiVersion,

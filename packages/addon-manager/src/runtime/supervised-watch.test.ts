@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { KubeApiError, Resources, type KubeApi, type KubeObject, type WatchEvent } from "./kube-api.js";
+import { KubeApiError, KubeResources, type KubeApi, type KubeObject, type WatchEvent } from "./kube-api.js";
 import { silentLogger } from "@cluster-proxy/kit";
 import { SupervisedWatch } from "./supervised-watch.js";
 
@@ -49,7 +49,7 @@ describe("SupervisedWatch", () => {
     const stop = new AbortController();
     const watch = new SupervisedWatch(
       api,
-      Resources.secret,
+      KubeResources.secret,
       {},
       (type, o) => events.push(`${type} ${o.metadata.name}`),
       silentLogger,
@@ -82,7 +82,7 @@ describe("SupervisedWatch", () => {
       onList: () => syncedAtList.push(watch.isSynced()),
     });
     const stop = new AbortController();
-    const watch = new SupervisedWatch(api, Resources.secret, {}, () => undefined, silentLogger);
+    const watch = new SupervisedWatch(api, KubeResources.secret, {}, () => undefined, silentLogger);
     const running = watch.run(stop.signal);
     const deadline = Date.now() + 10_000;
     while (counts().lists < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
