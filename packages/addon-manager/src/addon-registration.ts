@@ -99,13 +99,26 @@ export interface ClusterManagementAddOn extends KubeObject {
   };
 }
 
-/** What the reconciler reads from the manager's watch caches. */
 /** What the config references need of a config object (a ManagedProxyConfiguration or an AddOnDeploymentConfig). */
 interface ConfigObject {
   metadata: { generation?: number };
   spec?: unknown;
 }
 
+/** A ManagedClusterAddOn's status, as one reconcile builds it up before its single write. */
+type AddonStatus = NonNullable<ManagedClusterAddOn["status"]>;
+
+/** The configs an addon resolved to ({@link AddonReconciler} step `resolveConfigs`). */
+interface AddonConfigs {
+  /** The addon's config references (those of the status being built). */
+  refs: ConfigReference[];
+  /** The ManagedProxyConfiguration's name (the default one when OCM names none). */
+  mpcName: string;
+  /** The AddOnDeploymentConfig, when one is referenced and cached. */
+  adc: (KubeObject & { spec?: AddOnDeploymentConfigSpec }) | undefined;
+}
+
+/** What the reconciler reads from the manager's watch caches. */
 export interface AddonCache {
   addon(cluster: string): ManagedClusterAddOn | undefined;
   cluster(name: string): ManagedCluster | undefined;
@@ -285,37 +298,78 @@ export class AddonReconciler {
     );
   }
 
-  /** Registration, agent ManifestWork and status of ManagedClusterAddOn `cluster-proxy` in `cluster`. */
+  /**
+   * Registration, agent ManifestWork and status of ManagedClusterAddOn `cluster-proxy` in
+   * `cluster`, in named steps: {@link addonInScope} -> {@link refuseHostedMode} ->
+   * {@link resolveConfigs} -> {@link register} -> {@link deployAgent} -> {@link reportHealth} ->
+   * one status write ({@link writeStatus}).
+   */
   async reconcileAddon(cluster: string): Promise<ReconcileResult> {
-    const mca = this.cache.addon(cluster);
-    // A deleted addon's work and everything in it go with it (ownerReference; OCM's work agent).
-    if (!mca || mca.metadata.deletionTimestamp) {
-      this.prober?.untrack(cluster);
+    const scope = this.addonInScope(cluster);
+    if (!scope) return;
+    const { mca, mc } = scope;
+    const status = structuredClone(mca.status ?? {});
+    const hosted = this.refuseHostedMode(mca, cluster);
+    if (hosted) {
+      await this.writeStatus(mca, status, [hosted]);
       return;
     }
-    // OCM's addon manager gives the addon an owner once the ClusterManagementAddOn exists.
+    const configs = this.resolveConfigs(mca, status);
+    const namespace = configs.adc?.spec?.agentInstallNamespace || DEFAULT_AGENT_NAMESPACE;
+    const agentCa = await this.agentCa();
+    const mpc = this.cache.configuration(configs.mpcName);
+    const conditions: ConditionInput[] = [this.register(cluster, status, namespace, agentCa, mpc)];
+    const deployed = await this.deployAgent(mca, cluster, namespace, configs, mpc);
+    if (deployed.condition) conditions.push(deployed.condition);
+    let requeue = deployed.retryAfterMs;
+    const health = this.reportHealth(cluster, mc, mpc);
+    if (health) {
+      conditions.push(health.condition);
+      // A held Available ends by time: look again then.
+      if (health.recheckAfterMs !== undefined) requeue = Math.min(requeue ?? Infinity, health.recheckAfterMs);
+    }
+    await this.writeStatus(mca, status, conditions);
+    return requeue !== undefined ? { requeueAfterMs: requeue } : undefined;
+  }
+
+  /**
+   * Step: the addon and its cluster, when the addon is ours to reconcile. A deleted addon's work
+   * and everything in it go with it (ownerReference; OCM's work agent): its tunnel is no longer
+   * probed. OCM's addon manager gives the addon an owner once the ClusterManagementAddOn exists;
+   * until then, and while its ManagedCluster is not cached, there is nothing to do.
+   */
+  private addonInScope(cluster: string): { mca: ManagedClusterAddOn; mc: ManagedCluster } | undefined {
+    const mca = this.cache.addon(cluster);
+    if (!mca || mca.metadata.deletionTimestamp) {
+      this.prober?.untrack(cluster);
+      return undefined;
+    }
     const owned = mca.metadata.ownerReferences?.some(
       (o) => o.kind === "ClusterManagementAddOn" && o.name === ADDON_NAME,
     );
-    if (!owned) return;
+    if (!owned) return undefined;
     const mc = this.cache.cluster(cluster);
-    if (!mc) return;
-    const conditions: ConditionInput[] = [];
-    const status = structuredClone(mca.status ?? {});
-    let requeue: number | undefined;
+    return mc ? { mca, mc } : undefined;
+  }
 
-    if (mca.metadata.annotations?.[HOSTING_ANNOTATION]) {
-      conditions.push({
-        type: "RegistrationApplied",
-        status: "False",
-        reason: "HostedModeUnsupported",
-        message: `cluster-proxy does not support Hosted mode (annotation ${HOSTING_ANNOTATION}): remove it to install the agent into ${cluster} itself`,
-      });
-      await this.writeStatus(mca, status, conditions);
-      return;
-    }
+  /** Step: `RegistrationApplied=False HostedModeUnsupported` for an addon in Hosted mode, which is refused. */
+  private refuseHostedMode(mca: ManagedClusterAddOn, cluster: string): ConditionInput | undefined {
+    if (!mca.metadata.annotations?.[HOSTING_ANNOTATION]) return undefined;
+    return {
+      type: "RegistrationApplied",
+      status: "False",
+      reason: "HostedModeUnsupported",
+      message: `cluster-proxy does not support Hosted mode (annotation ${HOSTING_ANNOTATION}): remove it to install the agent into ${cluster} itself`,
+    };
+  }
 
-    // Configs: what OCM resolved (defaults < placements < the addon's own spec.configs).
+  /**
+   * Step: the configs OCM resolved for the addon (defaults < placements < the addon's own
+   * spec.configs): the configuration's name, the AddOnDeploymentConfig, and in `status` each
+   * config reference's observed generation and, for those named in the addon's own spec, its spec
+   * hash (OCM copies the hashes of defaults from the ClusterManagementAddOn).
+   */
+  private resolveConfigs(mca: ManagedClusterAddOn, status: AddonStatus): AddonConfigs {
     const refs = status.configReferences ?? [];
     const mpcRef = refs.find((r) => r.resource === MPC_RESOURCE && r.group === MPC_GROUP);
     // OCM may list a reference with an empty name while it resolves the configs.
@@ -336,17 +390,26 @@ export class AddonReconciler {
       });
       if (!obj) continue;
       if (obj.metadata.generation !== undefined) r.lastObservedGeneration = obj.metadata.generation;
-      // OCM copies hashes of defaults from the ClusterManagementAddOn; those named in the addon's own spec are ours to fill.
       const own = mca.spec?.configs?.some(
         (c) => refKey(c) === refKey(r) && c.name === name && (c.namespace ?? "") === (namespace ?? ""),
       );
       if (own && r.desiredConfig) r.desiredConfig.specHash = specHash(obj);
     }
+    return { refs, mpcName, adc };
+  }
 
-    // Registration.
-    const namespace = adc?.spec?.agentInstallNamespace || DEFAULT_AGENT_NAMESPACE;
-    const agentCa = await this.agentCa();
-    const mpc = this.cache.configuration(mpcName);
+  /**
+   * Step: the registration in `status` (supported configs, agent namespace, the agent's subject
+   * for our signer, and with entrypoint PortForward its hub client identity; Customized health),
+   * and its `RegistrationApplied=True` condition.
+   */
+  private register(
+    cluster: string,
+    status: AddonStatus,
+    namespace: string,
+    agentCa: SigningCa,
+    mpc: ManagedProxyConfiguration | undefined,
+  ): ConditionInput {
     const throughHub = mpc !== undefined && usesPortForward(mpc.spec);
     status.supportedConfigs = SUPPORTED_CONFIGS;
     status.namespace = namespace;
@@ -355,54 +418,68 @@ export class AddonReconciler {
       ...(throughHub ? [{ signerName: HUB_CLIENT_SIGNER, subject: agentHubSubject(cluster) }] : []),
     ];
     status.healthCheck = { mode: "Customized" };
-    conditions.push({
+    return {
       type: "RegistrationApplied",
       status: "True",
       reason: "SetPermissionApplied",
       message: throughHub
         ? `the agent's certificate comes from signer ${AGENT_SIGNER} into namespace ${namespace}; its hub identity (signer ${HUB_CLIENT_SIGNER}, group ${AGENT_HUB_GROUP}) may only reach the proxy-servers in ${mpc.spec.proxyServer.namespace} (entrypoint PortForward: get pods/proxy, list/watch endpointslices)`
         : `the agent's certificate comes from signer ${AGENT_SIGNER} into namespace ${namespace}; the agent gets no hub API rights`,
-    });
+    };
+  }
 
-    // The agent's ManifestWork.
-    this.prober?.track(cluster, mpcName);
-    const problem = await this.applyWork(mca, cluster, namespace, mpc, adc?.spec, refs);
-    if (problem) {
-      conditions.push({
-        type: "ManifestApplied",
-        status: "False",
-        reason: "ManifestWorkApplyFailed",
-        message: problem,
-      });
-      requeue = 5_000;
-    } else {
-      const applied = this.cache.work(cluster)?.status?.conditions?.find((c) => c.type === "Applied");
-      if (applied?.status === "True")
-        conditions.push({
+  /**
+   * Step: the agent's ManifestWork, and `ManifestApplied` from it: False (retried in 5 s) when it
+   * cannot be rendered yet, else what OCM's work agent reports (`Applied`; nothing before it
+   * reports). The cluster's tunnel is probed from here on.
+   */
+  private async deployAgent(
+    mca: ManagedClusterAddOn,
+    cluster: string,
+    namespace: string,
+    configs: AddonConfigs,
+    mpc: ManagedProxyConfiguration | undefined,
+  ): Promise<{ condition?: ConditionInput; retryAfterMs?: number }> {
+    this.prober?.track(cluster, configs.mpcName);
+    const problem = await this.applyWork(mca, cluster, namespace, mpc, configs.adc?.spec, configs.refs);
+    if (problem)
+      return {
+        condition: { type: "ManifestApplied", status: "False", reason: "ManifestWorkApplyFailed", message: problem },
+        retryAfterMs: 5_000,
+      };
+    const applied = this.cache.work(cluster)?.status?.conditions?.find((c) => c.type === "Applied");
+    if (applied?.status === "True")
+      return {
+        condition: {
           type: "ManifestApplied",
           status: "True",
           reason: "AddonManifestApplied",
           message: "manifests of addon are applied successfully",
-        });
-      else if (applied?.status === "False")
-        conditions.push({
+        },
+      };
+    if (applied?.status === "False")
+      return {
+        condition: {
           type: "ManifestApplied",
           status: "False",
           reason: "AddonManifestAppliedFailed",
           message: `work ${cluster}/${this.workName()} is not applied: ${applied.message}`,
-        });
-    }
+        },
+      };
+    return {};
+  }
 
-    // Health (Customized mode is ours to report), unless the hub already says the cluster is Unknown.
+  /**
+   * Step: `Available` (Customized health mode is ours to report), unless the hub already says the
+   * cluster is Unknown (then nothing: OCM's own Unknown stands).
+   */
+  private reportHealth(
+    cluster: string,
+    mc: ManagedCluster,
+    mpc: ManagedProxyConfiguration | undefined,
+  ): Availability | undefined {
     const clusterAvailable = mc.status?.conditions?.find((c) => c.type === "ManagedClusterConditionAvailable");
-    if (clusterAvailable?.status !== "Unknown") {
-      const health = this.health(cluster, mpc);
-      conditions.push(health.condition);
-      // A held Available ends by time: look again then.
-      if (health.recheckAfterMs !== undefined) requeue = Math.min(requeue ?? Infinity, health.recheckAfterMs);
-    }
-    await this.writeStatus(mca, status, conditions);
-    return requeue !== undefined ? { requeueAfterMs: requeue } : undefined;
+    return clusterAvailable?.status !== "Unknown" ? this.health(cluster, mpc) : undefined;
   }
 
   private workName(): string {
@@ -418,6 +495,24 @@ export class AddonReconciler {
     adc: AddOnDeploymentConfigSpec | undefined,
     refs: ConfigReference[],
   ): Promise<string | undefined> {
+    const rendered = await this.renderWork(mca, cluster, namespace, mpc, adc, refs);
+    if (typeof rendered === "string") return rendered;
+    await this.writeWork(cluster, rendered);
+    return undefined;
+  }
+
+  /**
+   * The agent's ManifestWork with the hash of its spec in an annotation, from the configuration,
+   * its entrypoint and the CA bundles published on the hub; or what is missing to render it.
+   */
+  private async renderWork(
+    mca: ManagedClusterAddOn,
+    cluster: string,
+    namespace: string,
+    mpc: ManagedProxyConfiguration | undefined,
+    adc: AddOnDeploymentConfigSpec | undefined,
+    refs: ConfigReference[],
+  ): Promise<KubeObject | string> {
     if (!mpc)
       return `ManagedProxyConfiguration ${refs.length ? "from the addon's configs" : DEFAULT_CONFIGURATION} does not exist`;
     const entrypoint = mpc.status?.entrypoint;
@@ -463,6 +558,12 @@ export class AddonReconciler {
       .digest("hex")
       .slice(0, 16);
     desired.metadata.annotations = { ...(desired.metadata.annotations ?? {}), [SPEC_HASH_ANNOTATION]: hash };
+    return desired;
+  }
+
+  /** Create the agent's ManifestWork, or patch it when the hash of its spec changed. */
+  private async writeWork(cluster: string, desired: KubeObject): Promise<void> {
+    const hash = desired.metadata.annotations?.[SPEC_HASH_ANNOTATION];
     const existing = this.cache.work(cluster);
     if (!existing) {
       try {
@@ -471,9 +572,9 @@ export class AddonReconciler {
         if ((err as { status?: number }).status !== 409) throw err;
       }
       this.logger.info({ cluster, work: this.workName() }, "created the agent's ManifestWork");
-      return undefined;
+      return;
     }
-    if (existing.metadata.annotations?.[SPEC_HASH_ANNOTATION] === hash) return undefined;
+    if (existing.metadata.annotations?.[SPEC_HASH_ANNOTATION] === hash) return;
     // The annotation map is replaced as a whole by a merge patch only key by key: remove the config hash when gone.
     const annotations: Record<string, string | null> = { ...(desired.metadata.annotations ?? {}) };
     for (const k of Object.keys(existing.metadata.annotations ?? {})) if (!(k in annotations)) annotations[k] = null;
@@ -488,7 +589,6 @@ export class AddonReconciler {
       spec: desired.spec,
     });
     this.logger.info({ cluster, work: this.workName() }, "updated the agent's ManifestWork");
-    return undefined;
   }
 
   /**
@@ -522,7 +622,7 @@ export class AddonReconciler {
 
   private async writeStatus(
     mca: ManagedClusterAddOn,
-    status: NonNullable<ManagedClusterAddOn["status"]>,
+    status: AddonStatus,
     conditions: ConditionInput[],
   ): Promise<void> {
     const now = new Date(this.options.now?.() ?? Date.now());
