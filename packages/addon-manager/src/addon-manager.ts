@@ -5,7 +5,7 @@
  */
 import { setMaxListeners } from "node:events";
 import type { KubeConfig } from "@kubernetes/client-node";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Registry } from "prom-client";
 import {
   managedProxyConfigurationFromApi,
   type AddonManagerOptions,
@@ -36,14 +36,15 @@ import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./runtime/events.js";
 import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-server.js";
-import { backoffDelay, delay } from "@cluster-proxy/kit";
-import { Controller, ReconcileMetrics, type ControllerSpec } from "./runtime/controller.js";
-import { isNotFound, KubeApi, typedResource, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
+import { apisServed } from "./runtime/api-discovery.js";
+import { Controller, type ReconcileMetrics, type ControllerSpec } from "./runtime/controller.js";
+import { KubeApi, typedResource, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
 import { LeaderElector } from "./runtime/leader-election.js";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
-import { SupervisedWatch, type SupervisedWatchOptions } from "./runtime/supervised-watch.js";
+import { registerRuntimeMetrics } from "./runtime/metrics.js";
+import { SupervisedWatch, type AnyWatch, type SupervisedWatchOptions } from "./runtime/supervised-watch.js";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 
 export interface AddonManagerDeps {
@@ -95,9 +96,6 @@ const OcmResources = {
   csr: typedResource<CsrObject>(Resources.certificateSigningRequest),
 };
 
-/** A watch of any resource, as readiness, metrics and the run loop see it. */
-type Watch = Pick<SupervisedWatch, "resource" | "restarts" | "firstSync" | "isSynced" | "run">;
-
 /** The watch caches of the addon side. */
 interface OcmWatches {
   addons: SupervisedWatch<ManagedClusterAddOn>;
@@ -115,7 +113,7 @@ export class AddonManager {
   private readonly registry = new Registry();
   private readonly health: HealthServer;
   private readonly stop = new AbortController();
-  private watches: Watch[] = [];
+  private watches: AnyWatch[] = [];
   private mpcWatch: SupervisedWatch | undefined;
   private ownedWatches = new Map<string, SupervisedWatch>();
   private ocmWatches: OcmWatches | undefined;
@@ -149,38 +147,9 @@ export class AddonManager {
         },
         this.log,
       );
-    this.metrics = new ReconcileMetrics(
-      new Counter({
-        name: "cluster_proxy_addon_manager_reconcile_total",
-        help: "Reconciles of ManagedProxyConfigurations by result",
-        labelNames: ["result"],
-        registers: [this.registry],
-      }),
-      new Histogram({
-        name: "cluster_proxy_addon_manager_reconcile_duration_seconds",
-        help: "Duration of one reconcile",
-        buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-        registers: [this.registry],
-      }),
-    );
-    const isLeader = (): boolean => this.isLeader();
-    const watches = (): Watch[] => this.watches;
-    new Gauge({
-      name: "cluster_proxy_addon_manager_leader",
-      help: "1 while this replica is the leader (or leader election is off)",
-      registers: [this.registry],
-      collect() {
-        this.set(isLeader() ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: "cluster_proxy_addon_manager_watch_restarts",
-      help: "Times each watch was restarted (re-listed) since the manager became leader",
-      labelNames: ["resource"],
-      registers: [this.registry],
-      collect() {
-        for (const w of watches()) this.set({ resource: w.resource.plural }, w.restarts);
-      },
+    this.metrics = registerRuntimeMetrics(this.registry, "cluster_proxy_addon_manager", {
+      isLeader: () => this.isLeader(),
+      watches: () => this.watches,
     });
     this.health = new HealthServer({
       healthy: () => ({ ok: true, detail: "" }),
@@ -418,14 +387,35 @@ export class AddonManager {
 
   /** Watch the OCM objects of the addon (part 2) and make its reconciler and tunnel prober. */
   private startOcmSide(enqueue: Enqueuers): TunnelProber | undefined {
+    this.ocmWatches = this.watchOcmSide(enqueue);
+    const cache = this.addonCache(this.ocmWatches);
+    const prober = this.newTunnelProber(cache, enqueue);
     const o = this.options;
+    this.addonReconciler = new AddonReconciler(
+      this.api,
+      cache,
+      {
+        installPlacement: o.installPlacement,
+        signerNamespace: o.signerSecretNamespace || o.namespace,
+        signerName: o.signerSecretName,
+        caValidityMs: o.caValidity,
+        certValidityMs: o.certValidity,
+      },
+      this.log,
+      prober,
+    );
+    return prober;
+  }
+
+  /** The watches of the addon side, each queueing what its change concerns. */
+  private watchOcmSide(enqueue: Enqueuers): OcmWatches {
     const ours = { labelSelector: `${ADDON_NAME_LABEL}=${ADDON_NAME}` };
     const watch = <T extends KubeObject>(
       resource: ResourceRef<T>,
       onChange: (obj: T) => void,
       options: SupervisedWatchOptions = {},
     ): SupervisedWatch<T> => new SupervisedWatch(this.api, resource, options, (_t, obj) => onChange(obj), this.log);
-    const w: OcmWatches = {
+    return {
       addons: watch(OcmResources.addon, (obj) => {
         if (obj.metadata.name !== ADDON_NAME || !obj.metadata.namespace) return;
         enqueue.addon(obj.metadata.namespace);
@@ -449,8 +439,11 @@ export class AddonManager {
       deploymentConfigs: watch(OcmResources.deploymentConfig, () => enqueue.addonSide()),
       csrs: watch(OcmResources.csr, (obj) => enqueue.csr(obj.metadata.name), ours),
     };
-    this.ocmWatches = w;
-    const addonCache: AddonCache = {
+  }
+
+  /** What the addon reconciler reads: the watch caches of the addon side and the configurations. */
+  private addonCache(w: OcmWatches): AddonCache {
+    return {
       addon: (cluster) => w.addons.get(ADDON_NAME, cluster),
       cluster: (name) => w.clusters.get(name),
       work: (cluster) => w.works.get(`addon-${ADDON_NAME}-deploy-0`, cluster),
@@ -459,32 +452,21 @@ export class AddonManager {
       managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
       csr: (name) => w.csrs.get(name),
     };
-    const prober =
-      o.tunnelProbeInterval > 0
-        ? new TunnelProber(
-            {
-              intervalMs: o.tunnelProbeInterval,
-              timeoutMs: o.tunnelProbeTimeout,
-              replicas: replicaFinder(this.api, (name) => addonCache.configuration(name)),
-              onChange: (cluster) => enqueue.addon(cluster),
-            },
-            this.log,
-          )
-        : undefined;
-    this.addonReconciler = new AddonReconciler(
-      this.api,
-      addonCache,
+  }
+
+  /** The tunnel prober (`--tunnel-probe-interval` > 0), queueing a cluster's addon when its picture changes. */
+  private newTunnelProber(cache: AddonCache, enqueue: Enqueuers): TunnelProber | undefined {
+    const o = this.options;
+    if (o.tunnelProbeInterval <= 0) return undefined;
+    return new TunnelProber(
       {
-        installPlacement: o.installPlacement,
-        signerNamespace: o.signerSecretNamespace || o.namespace,
-        signerName: o.signerSecretName,
-        caValidityMs: o.caValidity,
-        certValidityMs: o.certValidity,
+        intervalMs: o.tunnelProbeInterval,
+        timeoutMs: o.tunnelProbeTimeout,
+        replicas: replicaFinder(this.api, (name) => cache.configuration(name)),
+        onChange: (cluster) => enqueue.addon(cluster),
       },
       this.log,
-      prober,
     );
-    return prober;
   }
 
   private warnNoOcm(): undefined {
@@ -514,23 +496,13 @@ export class AddonManager {
   }
 
   /** Whether the hub serves the OCM APIs the addon side needs (asked until the apiserver answers). */
-  private async ocmAddonApiPresent(signal: AbortSignal): Promise<boolean> {
-    for (let attempt = 0; !signal.aborted; attempt++) {
-      try {
-        for (const group of [
-          Resources.managedClusterAddOn.apiVersion,
-          Resources.manifestWork.apiVersion,
-          Resources.managedCluster.apiVersion,
-        ])
-          await this.api.request("GET", `/apis/${group}`);
-        return true;
-      } catch (err) {
-        if (isNotFound(err)) return false;
-        this.log.warn({ err: (err as Error).message }, "cannot discover the OCM APIs; retrying");
-        await delay(backoffDelay(attempt, 500, 10_000), signal);
-      }
-    }
-    return false;
+  private ocmAddonApiPresent(signal: AbortSignal): Promise<boolean> {
+    const groups = [
+      Resources.managedClusterAddOn.apiVersion,
+      Resources.manifestWork.apiVersion,
+      Resources.managedCluster.apiVersion,
+    ];
+    return apisServed(this.api, groups, "the OCM APIs", signal, this.log);
   }
 
   /**
@@ -538,23 +510,14 @@ export class AddonManager {
    * a warning, and no ClusterProfile is looked at until the manager restarts.
    */
   private async clusterProfileApiPresent(signal: AbortSignal): Promise<boolean> {
-    for (let attempt = 0; !signal.aborted; attempt++) {
-      try {
-        await this.api.request("GET", `/apis/${ClusterProfileResource.apiVersion}`);
-        return true;
-      } catch (err) {
-        if (isNotFound(err)) {
-          this.log.warn(
-            { api: ClusterProfileResource.apiVersion },
-            "--cluster-profiles: the ClusterProfile API is not served; no access provider is published",
-          );
-          return false;
-        }
-        this.log.warn({ err: (err as Error).message }, "cannot discover the ClusterProfile API; retrying");
-        await delay(backoffDelay(attempt, 500, 10_000), signal);
-      }
-    }
-    return false;
+    const api = ClusterProfileResource.apiVersion;
+    const served = await apisServed(this.api, [api], "the ClusterProfile API", signal, this.log);
+    if (!served && !signal.aborted)
+      this.log.warn(
+        { api },
+        "--cluster-profiles: the ClusterProfile API is not served; no access provider is published",
+      );
+    return served;
   }
 
   /** What the ClusterProfile reconciler reads: the watch caches of profiles, addons, configurations and Secrets. */
@@ -586,6 +549,6 @@ export class AddonManager {
   }
 }
 
-function ocmWatchList(w: OcmWatches): Watch[] {
+function ocmWatchList(w: OcmWatches): AnyWatch[] {
   return [w.addons, w.clusters, w.works, w.managementAddOns, w.deploymentConfigs, w.csrs];
 }

@@ -251,19 +251,19 @@ export function probeThroughReplica(
         finish({ ...base, ok: true, latencyMs: Math.round((performance.now() - started) * 10) / 10 });
       // Otherwise wait for the body (the server closes after it).
     });
-    const onEnd = (): void => {
-      const end = received.indexOf("\r\n\r\n");
-      const body = end >= 0 ? received.slice(end + 4).trim() : "";
-      fail(
-        received
-          ? `${firstLine(received).replace(/^HTTP\/1\.[01] /, "")}${body ? `: ${firstLine(body)}` : ""}`
-          : "connection closed without an answer",
-      );
-    };
+    const onEnd = (): void => fail(refusal(received));
     socket.on("end", onEnd);
     socket.on("close", onEnd);
     socket.on("error", (err: NodeJS.ErrnoException) => fail(err.code ? `${err.code}: ${err.message}` : err.message));
   });
+}
+
+/** Why a CONNECT answered by `received` (all of it, the connection closed) did not pass. */
+function refusal(received: string): string {
+  if (!received) return "connection closed without an answer";
+  const end = received.indexOf("\r\n\r\n");
+  const body = end >= 0 ? received.slice(end + 4).trim() : "";
+  return `${firstLine(received).replace(/^HTTP\/1\.[01] /, "")}${body ? `: ${firstLine(body)}` : ""}`;
 }
 
 function firstLine(text: string): string {

@@ -120,3 +120,6 @@ export class SupervisedWatch<T extends KubeObject = KubeObject> {
     }
   }
 }
+
+/** A watch of any resource, as readiness, metrics and the run loop see it. */
+export type AnyWatch = Pick<SupervisedWatch, "resource" | "restarts" | "firstSync" | "isSynced" | "run">;
