@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { AddonReconciler, type AddonCache } from "./addon-registration.js";
+import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-registration.js";
 import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
 import { silentLogger } from "@cluster-proxy/kit";
 
@@ -39,4 +39,127 @@ test("the ClusterManagementAddOn is created when missing, by Placement when aske
   await new AddonReconciler(api, cache, { ...options, installPlacement: "" }, silentLogger).reconcileManagementAddOn();
   assert.equal(created.length, 2);
   assert.deepEqual((created[1]!.spec as { installStrategy: unknown }).installStrategy, { type: "Manual" });
+});
+
+/** A fake apiserver for reconcileAddon: Secrets by namespace/name; every status merge patch recorded. */
+function addonApi(): { api: KubeApi; secrets: Map<string, KubeObject>; patches: { plural: string; body: unknown }[] } {
+  const secrets = new Map<string, KubeObject>();
+  const patches: { plural: string; body: unknown }[] = [];
+  const api = {
+    tryGet: (ref: { plural: string }, name: string, namespace?: string) =>
+      Promise.resolve(ref.plural === "secrets" ? secrets.get(`${namespace}/${name}`) : undefined),
+    create: (ref: { plural: string }, obj: KubeObject) => {
+      if (ref.plural === "secrets") secrets.set(`${obj.metadata.namespace}/${obj.metadata.name}`, obj);
+      return Promise.resolve(obj);
+    },
+    mergePatch: (ref: { plural: string }, _name: string, _ns: string | undefined, body: unknown) => {
+      patches.push({ plural: ref.plural, body });
+      return Promise.resolve(body);
+    },
+  } as unknown as KubeApi;
+  return { api, secrets, patches };
+}
+
+const ownedAddon = (annotations: Record<string, string> = {}): ManagedClusterAddOn => ({
+  apiVersion: "addon.open-cluster-management.io/v1alpha1",
+  kind: "ManagedClusterAddOn",
+  metadata: {
+    name: "cluster-proxy",
+    namespace: "mc1",
+    uid: "u1",
+    resourceVersion: "7",
+    annotations,
+    ownerReferences: [
+      {
+        apiVersion: "addon.open-cluster-management.io/v1alpha1",
+        kind: "ClusterManagementAddOn",
+        name: "cluster-proxy",
+        uid: "c",
+      },
+    ],
+  },
+});
+
+const addonOptions = {
+  signerNamespace: "ns",
+  signerName: "signer",
+  caValidityMs: 86_400_000,
+  certValidityMs: 86_400_000,
+};
+
+function addonCache(mca: ManagedClusterAddOn | undefined): AddonCache {
+  return {
+    addon: () => mca,
+    cluster: (name) => ({
+      apiVersion: "cluster.open-cluster-management.io/v1",
+      kind: "ManagedCluster",
+      metadata: { name },
+    }),
+    work: () => undefined,
+    configuration: () => undefined,
+    deploymentConfig: () => undefined,
+    managementAddOn: () => undefined,
+    csr: () => undefined,
+  };
+}
+
+type StatusPatch = {
+  status: { conditions?: { type: string; status: string; reason: string }[]; [k: string]: unknown };
+};
+
+test("reconcileAddon: an addon not owned by the ClusterManagementAddOn, or deleted, is left alone", async () => {
+  const { api, secrets, patches } = addonApi();
+  const unowned: ManagedClusterAddOn = { ...ownedAddon(), metadata: { ...ownedAddon().metadata, ownerReferences: [] } };
+  assert.equal(
+    await new AddonReconciler(api, addonCache(unowned), addonOptions, silentLogger).reconcileAddon("mc1"),
+    undefined,
+  );
+  assert.equal(
+    await new AddonReconciler(api, addonCache(undefined), addonOptions, silentLogger).reconcileAddon("mc1"),
+    undefined,
+  );
+  assert.equal(patches.length, 0);
+  assert.equal(secrets.size, 0);
+});
+
+test("reconcileAddon: Hosted mode is refused with RegistrationApplied=False, before any CA or work", async () => {
+  const { api, secrets, patches } = addonApi();
+  const mca = ownedAddon({ "addon.open-cluster-management.io/hosting-cluster-name": "hosting" });
+  await new AddonReconciler(api, addonCache(mca), addonOptions, silentLogger).reconcileAddon("mc1");
+  assert.equal(secrets.size, 0, "no agent CA made");
+  assert.equal(patches.length, 1);
+  const { status } = patches[0]!.body as StatusPatch;
+  assert.deepEqual(Object.keys(status), ["conditions"]);
+  assert.deepEqual(
+    status.conditions?.map((c) => [c.type, c.status, c.reason]),
+    [["RegistrationApplied", "False", "HostedModeUnsupported"]],
+  );
+});
+
+test("reconcileAddon: without its configuration the addon is registered, ManifestApplied=False, and looked at again in 5 s", async () => {
+  const { api, secrets, patches } = addonApi();
+  const result = await new AddonReconciler(api, addonCache(ownedAddon()), addonOptions, silentLogger).reconcileAddon(
+    "mc1",
+  );
+  assert.deepEqual(result, { requeueAfterMs: 5_000 });
+  assert.deepEqual([...secrets.keys()], ["ns/signer-agent"], "the agent CA is made for the registration");
+  assert.equal(patches.length, 1);
+  assert.equal(patches[0]!.plural, "managedclusteraddons");
+  const { status } = patches[0]!.body as StatusPatch & {
+    status: { registrations: { signerName: string }[]; namespace: string; healthCheck: unknown };
+  };
+  assert.deepEqual(
+    status.registrations.map((r) => r.signerName),
+    ["open-cluster-management.io/proxy-agent-signer"],
+  );
+  assert.equal(status.namespace, "open-cluster-management-cluster-proxy");
+  assert.deepEqual(status.healthCheck, { mode: "Customized" });
+  assert.deepEqual(
+    status.conditions?.map((c) => [c.type, c.status, c.reason]),
+    [
+      ["RegistrationApplied", "True", "SetPermissionApplied"],
+      ["ManifestApplied", "False", "ManifestWorkApplyFailed"],
+      ["Available", "Unknown", status.conditions?.[2]?.reason ?? ""],
+    ],
+  );
 });
