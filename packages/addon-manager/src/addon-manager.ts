@@ -30,6 +30,7 @@ import {
   type ClusterProfile,
   type ClusterProfileCache,
 } from "./cluster-profile.js";
+import { CsrReconciler } from "./csr-approval.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import type { SecretObject } from "./certificate-authority.js";
@@ -120,6 +121,7 @@ export class AddonManager {
   private profileWatch: SupervisedWatch<ClusterProfile> | undefined;
   private configurationReconciler: ConfigurationReconciler | undefined;
   private addonReconciler: AddonReconciler | undefined;
+  private csrReconciler: CsrReconciler | undefined;
   private profileReconciler: ClusterProfileReconciler | undefined;
   private readonly metrics: ReconcileMetrics;
   private running: Promise<unknown> | undefined;
@@ -284,7 +286,7 @@ export class AddonManager {
       csrs: controller({
         what: "addon reconcile",
         logFields: (csr) => ({ key: `csr/${csr}` }),
-        reconcile: async (csr) => this.addonReconciler?.reconcileCsr(csr),
+        reconcile: async (csr) => this.csrReconciler?.reconcileCsr(csr),
       }),
       profiles: controller<ProfileKey>({
         what: "ClusterProfile reconcile",
@@ -391,19 +393,20 @@ export class AddonManager {
     const cache = this.addonCache(this.ocmWatches);
     const prober = this.newTunnelProber(cache, enqueue);
     const o = this.options;
+    const agentCa = {
+      signerNamespace: o.signerSecretNamespace || o.namespace,
+      signerName: o.signerSecretName,
+      caValidityMs: o.caValidity,
+      certValidityMs: o.certValidity,
+    };
     this.addonReconciler = new AddonReconciler(
       this.api,
       cache,
-      {
-        installPlacement: o.installPlacement,
-        signerNamespace: o.signerSecretNamespace || o.namespace,
-        signerName: o.signerSecretName,
-        caValidityMs: o.caValidity,
-        certValidityMs: o.certValidity,
-      },
+      { installPlacement: o.installPlacement, ...agentCa },
       this.log,
       prober,
     );
+    this.csrReconciler = new CsrReconciler(this.api, cache, agentCa, this.log);
     return prober;
   }
 

@@ -2,8 +2,8 @@
  * The OCM side of the addon (docs/design/addon-manager.md, "OCM addon"): the ClusterManagementAddOn
  * `cluster-proxy`, and for every ManagedClusterAddOn `cluster-proxy` that OCM has given to it:
  * the registration (custom signer, per-cluster subject, agent namespace, Customized health),
- * the agent ManifestWork, ManifestApplied and Available; the spec hashes of the configs; and the
- * approval and signing of the agents' certificate requests.
+ * the agent ManifestWork, ManifestApplied and Available; the spec hashes of the configs. (The
+ * approval and signing of the agents' certificate requests: csr-approval.ts.)
  *
  * Every status write is a JSON merge patch carrying the object's uid and resourceVersion, built
  * from the whole cached status, so conditions other writers (OCM's addon manager, the
@@ -11,7 +11,6 @@
  */
 import { createHash } from "node:crypto";
 import { MPC_API_VERSION, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
-import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
 import { agentFeedback, availability, type Availability, type FeedbackValue } from "./addon-availability.js";
 import {
   AGENT_DEPLOYMENT,
@@ -22,18 +21,8 @@ import {
 } from "./agent-manifests.js";
 import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificate-authority.js";
 import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
-import {
-  ADDON_NAME,
-  AGENT_SIGNER,
-  HUB_CLIENT_SIGNER,
-  checkCsr,
-  csrState,
-  isOurCsr,
-  type CsrContext,
-  type CsrObject,
-  type RegistrationSubject,
-} from "./csr-signer.js";
-import { isNotFound, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { ADDON_NAME, AGENT_SIGNER, HUB_CLIENT_SIGNER, type CsrObject, type RegistrationSubject } from "./csr-signer.js";
+import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
@@ -49,7 +38,6 @@ const ADDON_GROUP = "addon.open-cluster-management.io";
 const ADC_RESOURCE = "addondeploymentconfigs";
 export const DEFAULT_CONFIGURATION = "cluster-proxy";
 const HOSTING_ANNOTATION = "addon.open-cluster-management.io/hosting-cluster-name";
-const DAY_MS = 86_400_000;
 
 export interface ConfigReference {
   group: string;
@@ -205,6 +193,19 @@ export const AGENT_GROUP = "open-cluster-management:cluster-proxy";
 const refKey = (r: { group?: string; resource: string }): string => `${r.resource}.${r.group ?? ""}`;
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
+/** The agent CA (Secret `<signer>-agent` in the signer namespace), made when missing, renewed at 80% of its life. */
+export function ensureAgentCa(api: KubeApi, o: Omit<AddonOptions, "installPlacement">): Promise<SigningCa> {
+  return ensureCa(api, "agent", o.signerNamespace, `${o.signerName}-agent`, {
+    caValidityMs: o.caValidityMs,
+    create: true,
+    ...(o.now ? { now: o.now } : {}),
+  });
+}
+
+/**
+ * The ClusterManagementAddOn and each cluster's ManagedClusterAddOn: two controllers' reconciles
+ * (`reconcileManagementAddOn`, `reconcileAddon`); the agents' CSRs are csr-approval.ts's.
+ */
 export class AddonReconciler {
   /** The ClusterManagementAddOn existed during this term (so its absence is a deletion). */
   private managementAddOnSeen = false;
@@ -220,12 +221,7 @@ export class AddonReconciler {
   ) {}
 
   private agentCa(): Promise<SigningCa> {
-    const o = this.options;
-    return ensureCa(this.api, "agent", o.signerNamespace, `${o.signerName}-agent`, {
-      caValidityMs: o.caValidityMs,
-      create: true,
-      ...(o.now ? { now: o.now } : {}),
-    });
+    return ensureAgentCa(this.api, this.options);
   }
 
   /** A config object an addon or the ClusterManagementAddOn refers to: what its hash and generation come from. */
@@ -646,104 +642,6 @@ export class AddonReconciler {
       mca.metadata.namespace,
       { metadata: { uid: mca.metadata.uid, resourceVersion: mca.metadata.resourceVersion }, status: patch },
       "status",
-    );
-  }
-
-  /** The checks for CertificateSigningRequests (from the caches). */
-  csrContext(): CsrContext {
-    return {
-      cluster: (name) => {
-        const mc = this.cache.cluster(name);
-        return mc ? { hubAcceptsClient: mc.spec?.hubAcceptsClient === true } : undefined;
-      },
-      addon: (cluster) => {
-        const mca = this.cache.addon(cluster);
-        if (!mca) return undefined;
-        const registered = (signer: string): RegistrationSubject | undefined =>
-          mca.status?.registrations?.find((r) => r.signerName === signer)?.subject;
-        const subject = registered(AGENT_SIGNER);
-        const hubClientSubject = registered(HUB_CLIENT_SIGNER);
-        return {
-          deleting: Boolean(mca.metadata.deletionTimestamp),
-          ...(subject ? { subject } : {}),
-          ...(hubClientSubject ? { hubClientSubject } : {}),
-        };
-      },
-    };
-  }
-
-  /** Approve (or deny) and sign one of the agents' certificate requests. */
-  async reconcileCsr(name: string): Promise<ReconcileResult> {
-    let csr = this.cache.csr(name);
-    if (!csr || !isOurCsr(csr) || csrState(csr) === "denied" || csr.status?.certificate) return;
-    const verdict = await checkCsr(csr, this.csrContext());
-    if (verdict.action === "wait") {
-      this.logger.debug({ csr: name, why: verdict.reason }, "certificate request not yet approvable");
-      return { requeueAfterMs: 10_000 };
-    }
-    if (verdict.action === "deny") {
-      if (csrState(csr) !== "pending") {
-        this.logger.warn(
-          { csr: name, why: verdict.reason },
-          "an approved certificate request fails our checks: not signing it",
-        );
-        return;
-      }
-      this.logger.warn({ csr: name, why: verdict.reason }, "denying a certificate request");
-      await this.setCondition(csr, "Denied", "ClusterProxyIdentityMismatch", verdict.reason);
-      return;
-    }
-    if (csrState(csr) === "pending")
-      csr = await this.setCondition(
-        csr,
-        "Approved",
-        "AutoApprovedByClusterProxyAddonManager",
-        `requested by cluster ${verdict.cluster}'s registration agent for its cluster-proxy agent`,
-      );
-    // The hub apiserver's client signer is kube-controller-manager's to sign.
-    if (csr.spec.signerName === HUB_CLIENT_SIGNER) {
-      this.logger.info({ csr: name, cluster: verdict.cluster }, "approved the agent's hub client certificate request");
-      return;
-    }
-    const ca = await this.agentCa();
-    const validityDays = Math.min(
-      this.options.certValidityMs / DAY_MS,
-      csr.spec.expirationSeconds ? csr.spec.expirationSeconds / 86_400 : Infinity,
-    );
-    const certPem = await signCertificateRequest(ca.cert, Buffer.from(csr.spec.request, "base64").toString("utf8"), {
-      uris: [agentClusterUri(verdict.cluster)],
-      // clientAuth towards the proxy-servers, serverAuth for the agent's gateway endpoint.
-      usage: "both",
-      validityDays,
-    });
-    try {
-      await this.api.replace(
-        Resources.certificateSigningRequest,
-        { ...csr, status: { ...(csr.status ?? {}), certificate: Buffer.from(certPem).toString("base64") } },
-        "status",
-      );
-    } catch (err) {
-      if (isNotFound(err)) return;
-      throw err;
-    }
-    this.logger.info({ csr: name, cluster: verdict.cluster }, "signed the agent certificate");
-    return;
-  }
-
-  private async setCondition(
-    csr: CsrObject,
-    type: "Approved" | "Denied",
-    reason: string,
-    message: string,
-  ): Promise<CsrObject> {
-    const conditions = [
-      ...(csr.status?.conditions ?? []),
-      { type, status: "True", reason, message, lastUpdateTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") },
-    ];
-    return this.api.replace<CsrObject>(
-      Resources.certificateSigningRequest,
-      { ...csr, status: { ...(csr.status ?? {}), conditions } },
-      "approval",
     );
   }
 }
