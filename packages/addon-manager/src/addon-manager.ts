@@ -48,6 +48,7 @@ import { registerRuntimeMetrics } from "./runtime/metrics.js";
 import { SupervisedWatch, type AnyWatch, type SupervisedWatchOptions } from "./runtime/supervised-watch.js";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 
+/** What the manager is given besides its options: the hub's credentials and a logger. */
 export interface AddonManagerDeps {
   kubeConfig: KubeConfig;
   logger?: Logger;
@@ -107,6 +108,10 @@ interface OcmWatches {
   csrs: SupervisedWatch<CsrObject>;
 }
 
+/**
+ * The wiring of the manager (docs/design/addon-manager.md, "Shape"): the runtime's leader
+ * election, watches and controllers around the reconcilers, and the health and metrics listeners.
+ */
 export class AddonManager {
   private readonly api: KubeApi;
   private readonly log: Logger;
@@ -160,10 +165,12 @@ export class AddonManager {
     });
   }
 
+  /** Whether this replica leads (without leader election: once the controllers run). */
   isLeader(): boolean {
     return this.elector ? this.elector.isLeader() : this.running !== undefined;
   }
 
+  /** The leader-election identity (empty without leader election). */
   get identity(): string {
     return this.elector?.identity ?? "";
   }

@@ -4,6 +4,7 @@
  */
 import { KubeResources, type ResourceRef } from "./runtime/kube-api.js";
 
+/** The resources the manager uses, by name: `Resources.managedProxyConfiguration`, `Resources.secret`, ... */
 export const Resources = {
   ...KubeResources,
   managedProxyConfiguration: {
