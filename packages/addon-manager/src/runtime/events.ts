@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import { KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 
+/** Records Events as `component` (the Event's source and reporting component). */
 export class EventRecorder {
   constructor(
     private readonly api: KubeApi,
