@@ -24,6 +24,7 @@ import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
 import { ADDON_NAME, AGENT_SIGNER, HUB_CLIENT_SIGNER, type CsrObject, type RegistrationSubject } from "./csr-signer.js";
 import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
+import { contentHash } from "./content-hash.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
 import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
@@ -549,10 +550,7 @@ export class AddonReconciler {
       },
       configHashes,
     });
-    const hash = createHash("sha256")
-      .update(JSON.stringify([desired.metadata, desired.spec]))
-      .digest("hex")
-      .slice(0, 16);
+    const hash = contentHash([desired.metadata, desired.spec]);
     desired.metadata.annotations = { ...(desired.metadata.annotations ?? {}), [SPEC_HASH_ANNOTATION]: hash };
     return desired;
   }

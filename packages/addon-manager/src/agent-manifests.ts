@@ -25,6 +25,7 @@ import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./a
 import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
 import type { KubeObject, OwnerReference } from "./runtime/kube-api.js";
 import { FAST_KEEPALIVE, usesPortForward } from "./render-proxy-server.js";
+import { contentHash } from "./content-hash.js";
 
 export const DEPLOY_WORK_NAME = `addon-${ADDON_NAME}-deploy-0`;
 export const DEFAULT_AGENT_NAMESPACE = "open-cluster-management-cluster-proxy";
@@ -192,7 +193,6 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
   const labels = { "app.kubernetes.io/name": "cluster-proxy", "app.kubernetes.io/component": "proxy-agent" };
   const caPem = input.servingCaPem;
   const gatewayCaPem = input.gatewayCaPem ?? "";
-  const hash16 = (pem: string): string => createHash("sha256").update(pem).digest("hex").slice(0, 16);
   const serviceAccount = { kind: "ServiceAccount", name: AGENT_SERVICE_ACCOUNT, namespace };
   // Entrypoint PortForward: through the hub kube-apiserver with the addon's hub kubeconfig (written
   // by OCM's registration agent for the kube-apiserver-client registration).
@@ -275,8 +275,8 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
             // A new serving CA bundle restarts nothing (the agent re-reads its files); this records
             // which one the pods were started with.
             annotations: {
-              "proxy.open-cluster-management.io/ca-bundle-hash": hash16(caPem),
-              ...(gatewayCaPem ? { [GATEWAY_CA_HASH_ANNOTATION]: hash16(gatewayCaPem) } : {}),
+              "proxy.open-cluster-management.io/ca-bundle-hash": contentHash(caPem),
+              ...(gatewayCaPem ? { [GATEWAY_CA_HASH_ANNOTATION]: contentHash(gatewayCaPem) } : {}),
             },
           },
           spec: {

@@ -3,7 +3,6 @@
  * ServiceAccount, Services, Deployment and PodDisruptionBudget. Secrets are the certificate
  * reconciler's. Nothing here reads the cluster, so rendering is unit-tested without one.
  */
-import { createHash } from "node:crypto";
 import {
   AGENT_UPGRADE_PORT,
   argsFor,
@@ -16,6 +15,7 @@ import {
 } from "@cluster-proxy/api";
 import { type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
+import { contentHash } from "./content-hash.js";
 import { COMPONENT_LABEL, CONFIGURATION_LABEL, ownedLabels, SPEC_HASH_ANNOTATION } from "./labels.js";
 
 /** Where the certificate Secrets are mounted in a proxy-server pod. */
@@ -55,26 +55,8 @@ export function serverPodLabels(name: string): Record<string, string> {
   return { [COMPONENT_LABEL]: "proxy-server", [CONFIGURATION_LABEL]: name };
 }
 
-/** Stable hash of a value (object keys sorted). */
-export function stableHash(value: unknown): string {
-  const canonical = (v: unknown): unknown =>
-    Array.isArray(v)
-      ? v.map(canonical)
-      : v && typeof v === "object"
-        ? Object.fromEntries(
-            Object.keys(v)
-              .sort()
-              .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
-          )
-        : v;
-  return createHash("sha256")
-    .update(JSON.stringify(canonical(value)))
-    .digest("hex")
-    .slice(0, 16);
-}
-
 function withHash(obj: KubeObject): KubeObject {
-  const hash = stableHash({ ...obj, metadata: { ...obj.metadata, annotations: undefined } });
+  const hash = contentHash({ ...obj, metadata: { ...obj.metadata, annotations: undefined } });
   obj.metadata.annotations = { ...(obj.metadata.annotations ?? {}), [SPEC_HASH_ANNOTATION]: hash };
   return obj;
 }
