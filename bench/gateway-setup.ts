@@ -18,7 +18,7 @@ import {
   type CertificateAndKey,
   type StandaloneCertPaths,
 } from "@cluster-proxy/pki";
-import { CLI, freePort, httpGet, waitForProc, type Harness, type Proc } from "../test/integration/harness.js";
+import { CLI, freePort, httpGet, waitForProc, type Harness, type Proc } from "../test/framework/harness.js";
 import { BENCH, TS_NODE, firstJsonLine } from "./lib.js";
 
 /** Hosts every serving certificate of the bench is valid for. */

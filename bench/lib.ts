@@ -20,7 +20,7 @@ import {
   waitFor,
   type Harness,
   type Proc,
-} from "../test/integration/harness.js";
+} from "../test/framework/harness.js";
 
 export const BENCH = import.meta.dirname;
 export const REPO = resolve(BENCH, "..");

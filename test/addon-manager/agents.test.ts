@@ -14,10 +14,10 @@ import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manage
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { nsOf, repoRoot } from "../env/config.js";
-import { goBin } from "../interop/go-harness.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { nsOf, repoRoot } from "../infra/env/config.js";
+import { goBin } from "../framework/go-harness.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 import {
   agentLogs as sharedAgentLogs,
   availableThroughAll as availableThroughReplicas,
@@ -27,9 +27,9 @@ import {
   probeClusterFromLab,
   waitForAddon,
   waitForNamespacesGone,
-} from "./hub-setup.js";
-import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
-import { ManagerProcess } from "./manager-process.js";
+} from "../infra/addon/hub-setup.js";
+import { managerFlags, operatorPath, readmeInstallSteps } from "../infra/addon/readme-install.js";
+import { ManagerProcess } from "../infra/addon/manager-process.js";
 
 // The install guide's namespaces (its commands by hand, docs/guides/install-hub.md, are what this suite runs).
 const MANAGER_NS = "open-cluster-management-addon";

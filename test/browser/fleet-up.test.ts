@@ -19,8 +19,8 @@ import { runCli, type UpAgents } from "@cluster-proxy/cli";
 import { UI_DIR } from "@cluster-proxy/fleet";
 import { canListen, waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { Page } from "playwright-core";
-import { failIfMissing, prerequisiteSkip } from "../integration/harness.js";
-import { Browser, chromiumMissing } from "./browser.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/harness.js";
+import { Browser, chromiumMissing } from "../framework/browser.js";
 
 const run = promisify(execFile);
 const pageMissing = existsSync(join(UI_DIR, "index.html"))

@@ -28,7 +28,7 @@ import {
   waitFor,
   waitForProc,
   type Proc,
-} from "../integration/harness.js";
+} from "../framework/harness.js";
 
 export type ClusterName = "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["mc1", "mc2"];
@@ -130,7 +130,7 @@ export class FaultLab {
       sh("ip", ["-n", this.hubNs, "link", "set", vh, "up"]);
       sh("ip", ["-n", this.ns(c), "link", "set", vc, "up"]);
     }
-    const bridge = join(REPO, "test/env/bridge.mjs");
+    const bridge = join(REPO, "test/infra/env/bridge.mjs");
     this.inNs(this.hubNs, "bridge-hub", process.execPath, [
       bridge,
       `${this.sock("server-health")}=127.0.0.1:${PORT.serverHealth}`,

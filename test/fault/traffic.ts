@@ -9,7 +9,7 @@ import { once } from "node:events";
 import type { Duplex } from "node:stream";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import type { ProcessStats } from "@cluster-proxy/tunnel/process";
-import { PatternStream, patternHash } from "../integration/harness.js";
+import { PatternStream, patternHash } from "../framework/harness.js";
 import { PORT, type ClusterName, type FaultLab } from "./lab.js";
 
 export type Door = "connect" | "grpc";

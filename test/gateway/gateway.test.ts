@@ -1,7 +1,7 @@
 /**
  * The gateway end to end, on the test environment (real hub and klusterlets, the chart's pods run
  * by the process kubelet), driven by the commands of docs/guides/gateway.md run as written
- * (test/addon-manager/readme-install.ts): the README's chart install -> the addon Available on mc1
+ * (test/infra/addon/readme-install.ts): the README's chart install -> the addon Available on mc1
  * and mc2 and the gateway Deployment Available -> the guide's two replicas behind a LoadBalancer,
  * its hub grant of mc1 to the ServiceAccount alice, mc1's grant to
  * `cluster:hub:system:serviceaccount:default:alice`, and its `cluster-proxy kubeconfig --gateway`.
@@ -20,17 +20,17 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { HOST_ADDR, paths, repoRoot } from "../env/config.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
+import { HOST_ADDR, paths, repoRoot } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
 import {
   KUBECTL_STREAMING_MODES,
   execTolerantOfSpdyLoss,
   type KubectlStreamingMode,
-} from "../env/kubectl-streaming.js";
-import { type KubectlDone, KubectlProcess, runKubectl } from "../env/kubectl-process.js";
-import { deleteAddonCsrs } from "../addon-manager/hub-setup.js";
-import { docBlock, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
+} from "../infra/env/kubectl-streaming.js";
+import { type KubectlDone, KubectlProcess, runKubectl } from "../infra/env/kubectl-process.js";
+import { deleteAddonCsrs } from "../infra/addon/hub-setup.js";
+import { docBlock, operatorPath, runAsOperator } from "../infra/addon/readme-install.js";
 import {
   GATEWAY,
   NS,
@@ -41,7 +41,7 @@ import {
   probeGatewayEndpoint,
   signingKey,
   startOidcIssuer,
-} from "./gateway-setup.js";
+} from "../infra/gateway/gateway-setup.js";
 
 const RELEASE = "cluster-proxy";
 const CLUSTERS = ["mc1", "mc2"] as const;

@@ -27,7 +27,7 @@ import {
   type AgentHandle,
   type Proc,
   type ServerPorts,
-} from "../integration/harness.js";
+} from "../framework/harness.js";
 import { footprint, waitForBaseline, type Footprint } from "./process-probe.js";
 
 /** Where the attacks come from: 127.0.0.2 .. 127.0.0.(1 + ATTACK_SOURCES). */

@@ -28,7 +28,7 @@ import {
   type AgentHandle,
   type Proc,
   type ServerPorts,
-} from "../integration/harness.js";
+} from "../framework/harness.js";
 import { footprint, waitForBaseline, type Footprint } from "./process-probe.js";
 
 /** Fails with `what` when `p` takes longer than `ms`. */

@@ -32,7 +32,7 @@ import {
   tcpBalancer,
   waitFor,
   type ServerPorts,
-} from "../integration/harness.js";
+} from "../framework/harness.js";
 import { footprint, rssMiB, waitForBaseline } from "./process-probe.js";
 
 const REFUSAL = "refused by the agent's destination policy";

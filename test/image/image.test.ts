@@ -24,7 +24,7 @@ import {
   httpGet,
   serverCertFlags,
   waitForProc,
-} from "../integration/harness.js";
+} from "../framework/harness.js";
 
 interface ImageInfo {
   name: string;

@@ -15,7 +15,7 @@ import { join } from "node:path";
 import * as tls from "node:tls";
 import { TunnelClient } from "@cluster-proxy/client";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
-import { Harness, httpGet, patternHash, transferServer, waitFor } from "./harness.js";
+import { Harness, httpGet, patternHash, transferServer, waitFor } from "../framework/harness.js";
 
 const h = new Harness();
 after(() => h.close());

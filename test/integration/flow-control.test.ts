@@ -14,8 +14,8 @@ import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import type * as net from "node:net";
 import { TunnelClient, dialConnect, type TunnelSocket } from "@cluster-proxy/client";
-import { startGoAgent } from "../interop/go-harness.js";
-import { Harness, PatternStream, transferServer, waitFor, type Proc } from "./harness.js";
+import { startGoAgent } from "../framework/go-harness.js";
+import { Harness, PatternStream, transferServer, waitFor, type Proc } from "../framework/harness.js";
 
 const MiB = 1024 * 1024;
 const STALL_MS = 10_000;

@@ -12,7 +12,7 @@ import * as net from "node:net";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, encodeData, encodePacket } from "@cluster-proxy/protocol";
 import { connectSession, frameMessage, openCall } from "@cluster-proxy/tunnel";
-import { Harness, echoServer, httpGet, type Proc, type ServerPorts } from "./harness.js";
+import { Harness, echoServer, httpGet, type Proc, type ServerPorts } from "../framework/harness.js";
 
 const SEED = Number(process.env["FUZZ_SEED"] ?? 0xf022);
 const CONNECTIONS = 300;

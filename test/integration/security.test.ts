@@ -11,7 +11,7 @@ import { writeFile } from "node:fs/promises";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { DialError, HttpConnectError, TunnelClient, dialConnect, type TunnelSocket } from "@cluster-proxy/client";
-import { Harness, echoServer, freePort, helloServer, httpGet, waitFor, type ServerPorts } from "./harness.js";
+import { Harness, echoServer, freePort, helloServer, httpGet, waitFor, type ServerPorts } from "../framework/harness.js";
 
 async function metric(port: number, name: string): Promise<number> {
   const { body } = await httpGet(`http://127.0.0.1:${port}/metrics`);

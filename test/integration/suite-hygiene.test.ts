@@ -9,9 +9,9 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { cpuBurnersFromEnv, startCpuBurners } from "../fault/cpu-burners.js";
+import { cpuBurnersFromEnv, startCpuBurners } from "../framework/cpu-burners.js";
 import { groupReasons } from "../fault/traffic.js";
-import { REPO, prerequisiteSkip, waitFor } from "./harness.js";
+import { REPO, prerequisiteSkip, waitFor } from "../framework/harness.js";
 
 test("scripts/test.sh gives every test a deadline (--test-timeout), and a hanging test fails by it", () => {
   const script = readFileSync(join(REPO, "scripts/test.sh"), "utf8");

@@ -33,7 +33,7 @@ import {
   transferServer,
   waitFor,
   type ServerPorts,
-} from "./harness.js";
+} from "../framework/harness.js";
 
 const MiB = 1024 * 1024;
 

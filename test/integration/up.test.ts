@@ -15,7 +15,7 @@ import {
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
 import { canListen } from "@cluster-proxy/tunnel/testing";
-import { CLI, Harness, REPO, waitFor, type Proc } from "./harness.js";
+import { CLI, Harness, REPO, waitFor, type Proc } from "../framework/harness.js";
 
 const run = promisify(execFile);
 const h = new Harness();

@@ -34,8 +34,8 @@ import {
   waitForProc,
   Harness,
   type Proc,
-} from "../integration/harness.js";
-import { goBin, metric, notePairing, reportPairings } from "./go-harness.js";
+} from "../framework/harness.js";
+import { goBin, metric, notePairing, reportPairings } from "../framework/go-harness.js";
 
 const PROXY_SERVER = join(REPO, "packages/cli/dist/proxy-server.js");
 const PROXY_AGENT = join(REPO, "packages/cli/dist/proxy-agent.js");

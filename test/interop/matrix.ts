@@ -6,7 +6,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Harness, PatternStream, freePort, httpGet, transferServer, waitFor } from "../integration/harness.js";
+import { Harness, PatternStream, freePort, httpGet, transferServer, waitFor } from "../framework/harness.js";
 import {
   GoClientDriver,
   MiB,
@@ -28,7 +28,7 @@ import {
   type AgentOptions,
   type Driver,
   type ServerCtl,
-} from "./go-harness.js";
+} from "../framework/go-harness.js";
 
 export interface PairingDef {
   client: "go" | "ts";

@@ -1,6 +1,6 @@
 /**
  * Interop with OUR proxy-server in the middle (issue 4): the real Go konnectivity-client (via
- * test/go-peers/client, `konnectivity-go-client`), the Go `proxy-test-client` and curl in front;
+ * test/infra/go-peers/client, `konnectivity-go-client`), the Go `proxy-test-client` and curl in front;
  * our agent or the real Go agent (v0.36.0) behind. The Go-server pairings: go-server.test.ts.
  * Cases are written once in matrix.ts (pairingSuite, haSuite); processes: go-harness.ts.
  *
@@ -42,7 +42,7 @@ import * as http from "node:http";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { HttpConnectError, dialConnect } from "@cluster-proxy/client";
-import { Harness, PatternStream, freePort, helloServer, waitFor } from "../integration/harness.js";
+import { Harness, PatternStream, freePort, helloServer, waitFor } from "../framework/harness.js";
 import { haSuite, lowPort, pairingSuite, startHttpTestServer, withTimeout } from "./matrix.js";
 import {
   MiB,
@@ -56,7 +56,7 @@ import {
   startTsServer,
   type AgentCtl,
   type ServerCtl,
-} from "./go-harness.js";
+} from "../framework/go-harness.js";
 
 pairingSuite({ client: "go", server: "ts", agent: "ts" });
 pairingSuite({ client: "go", server: "ts", agent: "go" });

@@ -95,7 +95,7 @@ export function probeGatewayEndpoint(
       "--conditions=source",
       "--import",
       "tsx",
-      join(repoRoot, "test", "gateway", "identity-probe.ts"),
+      join(repoRoot, "test", "infra", "gateway", "identity-probe.ts"),
       o.door,
       o.servername,
       o.proxyCertDir,
@@ -172,7 +172,7 @@ export async function startOidcIssuer(dir: string, keys: readonly SigningKey[]):
     "ip",
     [
       ...["netns", "exec", nsOf("lab"), process.execPath, "--conditions=source", "--import", "tsx"],
-      ...[join(repoRoot, "test", "gateway", "oidc-issuer.ts"), dir, HOST_ADDR.lab],
+      ...[join(repoRoot, "test", "infra", "gateway", "oidc-issuer.ts"), dir, HOST_ADDR.lab],
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );

@@ -24,7 +24,7 @@ import {
   waitFor,
   type Harness,
   type Proc,
-} from "../integration/harness.js";
+} from "./harness.js";
 
 export const MiB = 1024 * 1024;
 
