@@ -24,7 +24,7 @@ import {
 } from "@cluster-proxy/fleet";
 import type { Page } from "playwright-core";
 import { buildFleetUi } from "../../scripts/build-fleet-ui.js";
-import { failIfMissing, prerequisiteSkip } from "../framework/harness.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
 import { Browser, chromiumMissing } from "../framework/browser.js";
 import { FleetPage } from "./fleet-page.js";
 

@@ -19,7 +19,7 @@ import { runCli, type UpAgents } from "@cluster-proxy/cli";
 import { UI_DIR } from "@cluster-proxy/fleet";
 import { canListen, waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { Page } from "playwright-core";
-import { failIfMissing, prerequisiteSkip } from "../framework/harness.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
 import { Browser, chromiumMissing } from "../framework/browser.js";
 
 const run = promisify(execFile);

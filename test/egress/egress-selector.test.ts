@@ -23,7 +23,11 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { kubeconfig } from "../infra/env/pki.js";
-import { Harness, REPO, failIfMissing, prerequisiteSkip, waitFor, type Proc } from "../framework/harness.js";
+import { Harness } from "../framework/harness.js";
+import { REPO } from "../framework/repo.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
 import { goBin, notePairing, reportPairings } from "../framework/go-harness.js";
 
 const PREFIX = `cpeg${process.pid}-`;

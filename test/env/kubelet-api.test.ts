@@ -10,7 +10,11 @@ import { after, before, describe, test } from "node:test";
 import { CLUSTERS, type ClusterName, HOST_ADDR, KUBELET_PORT, nsOf } from "../infra/env/config.js";
 import { waitFor } from "../infra/env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
-import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss, type KubectlStreamingMode } from "../infra/env/kubectl-streaming.js";
+import {
+  KUBECTL_STREAMING_MODES,
+  execTolerantOfSpdyLoss,
+  type KubectlStreamingMode,
+} from "../infra/env/kubectl-streaming.js";
 import { type KubectlDone as Done, KubectlProcess, runKubectl } from "../infra/env/kubectl-process.js";
 
 const NS = "default";

@@ -14,17 +14,11 @@ import { join } from "node:path";
 import { TunnelClient, dial, type TunnelSocket } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, decodePacket, encodePacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, connectSession, openCall, sealFrame } from "@cluster-proxy/tunnel";
-import {
-  PatternStream,
-  REPO,
-  agentCertFlags,
-  freePort,
-  httpGet,
-  serverCertFlags,
-  waitFor,
-  type Harness,
-  type Proc,
-} from "./harness.js";
+import { PatternStream, agentCertFlags, freePort, serverCertFlags, type Harness } from "./harness.js";
+import { httpGet } from "./http.js";
+import type { Proc } from "./process.js";
+import { REPO } from "./repo.js";
+import { waitFor } from "./waits.js";
 
 export const MiB = 1024 * 1024;
 

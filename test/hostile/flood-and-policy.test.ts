@@ -27,12 +27,12 @@ import {
   echoRoundTrip,
   echoServer,
   freePort,
-  httpGet,
   metricSum,
   tcpBalancer,
-  waitFor,
   type ServerPorts,
 } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 import { footprint, rssMiB, waitForBaseline } from "./process-probe.js";
 
 const REFUSAL = "refused by the agent's destination policy";

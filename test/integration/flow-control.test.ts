@@ -15,7 +15,9 @@ import { readFileSync } from "node:fs";
 import type * as net from "node:net";
 import { TunnelClient, dialConnect, type TunnelSocket } from "@cluster-proxy/client";
 import { startGoAgent } from "../framework/go-harness.js";
-import { Harness, PatternStream, transferServer, waitFor, type Proc } from "../framework/harness.js";
+import { Harness, PatternStream, transferServer } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
 
 const MiB = 1024 * 1024;
 const STALL_MS = 10_000;

@@ -12,7 +12,9 @@ import * as net from "node:net";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, encodeData, encodePacket } from "@cluster-proxy/protocol";
 import { connectSession, frameMessage, openCall } from "@cluster-proxy/tunnel";
-import { Harness, echoServer, httpGet, type Proc, type ServerPorts } from "../framework/harness.js";
+import { Harness, echoServer, type ServerPorts } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { type Proc } from "../framework/process.js";
 
 const SEED = Number(process.env["FUZZ_SEED"] ?? 0xf022);
 const CONNECTIONS = 300;

@@ -13,7 +13,8 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { dialConnect } from "@cluster-proxy/client";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
-import { Harness, echoServer, waitFor, type ServerPorts } from "../framework/harness.js";
+import { Harness, echoServer, type ServerPorts } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
 
 /** A forward proxy answering CONNECT (requiring `auth` when given); records each request. */
 async function forwardProxy(

@@ -10,8 +10,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cpuBurnersFromEnv, startCpuBurners } from "../framework/cpu-burners.js";
-import { groupReasons } from "../fault/traffic.js";
-import { REPO, prerequisiteSkip, waitFor } from "../framework/harness.js";
+import { groupReasons } from "../framework/failure-reasons.js";
+import { REPO } from "../framework/repo.js";
+import { prerequisiteSkip } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
 
 test("scripts/test.sh gives every test a deadline (--test-timeout), and a hanging test fails by it", () => {
   const script = readFileSync(join(REPO, "scripts/test.sh"), "utf8");

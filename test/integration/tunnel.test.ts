@@ -28,12 +28,12 @@ import {
   echoServer,
   freePort,
   helloServer,
-  httpGet,
   tcpBalancer,
   transferServer,
-  waitFor,
   type ServerPorts,
 } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 
 const MiB = 1024 * 1024;
 

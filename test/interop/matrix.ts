@@ -6,7 +6,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Harness, PatternStream, freePort, httpGet, transferServer, waitFor } from "../framework/harness.js";
+import { Harness, PatternStream, freePort, transferServer } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 import {
   GoClientDriver,
   MiB,

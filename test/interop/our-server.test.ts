@@ -42,7 +42,8 @@ import * as http from "node:http";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { HttpConnectError, dialConnect } from "@cluster-proxy/client";
-import { Harness, PatternStream, freePort, helloServer, waitFor } from "../framework/harness.js";
+import { Harness, PatternStream, freePort, helloServer } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
 import { haSuite, lowPort, pairingSuite, startHttpTestServer, withTimeout } from "./matrix.js";
 import {
   MiB,
