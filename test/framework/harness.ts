@@ -300,8 +300,11 @@ export async function helloServer(h: Harness, name: string): Promise<number> {
 /**
  * A TCP server for byte-exact transfers: {@link serveTransfer} on every connection.
  */
-export async function transferServer(h: Harness): Promise<number> {
-  return listen(h, net.createServer(serveTransfer));
+export async function transferServer(h: Harness, onSourceBlocked?: (seed: number) => void): Promise<number> {
+  return listen(
+    h,
+    net.createServer((s) => serveTransfer(s, onSourceBlocked)),
+  );
 }
 
 /**
@@ -309,8 +312,11 @@ export async function transferServer(h: Harness): Promise<number> {
  * exactly that many bytes and answers with their sha256 (the tunnel has no half-close, so the
  * length tells the end); `source <bytes> <seed>\n` writes that many deterministic bytes
  * ({@link PatternStream} in 256 KiB chunks, see {@link patternHash}) then closes.
+ * `onSourceBlocked(seed)` is called each time a `source` transfer's writes are held back (the
+ * reader, or the tunnel's flow control, stopped taking bytes): the event a test waits for instead of
+ * sleeping until a stalled reader's budget is full.
  */
-export function serveTransfer(s: net.Socket): void {
+export function serveTransfer(s: net.Socket, onSourceBlocked?: (seed: number) => void): void {
   s.on("error", () => undefined);
   let head = Buffer.alloc(0);
   const onHead = (chunk: Buffer): void => {
@@ -333,13 +339,17 @@ export function serveTransfer(s: net.Socket): void {
       if (n < want) s.on("data", take);
     } else {
       const total = Number(a);
-      const gen = new PatternStream(Number(b ?? 1));
+      const seed = Number(b ?? 1);
+      const gen = new PatternStream(seed);
       let sent = 0;
       const pump = (): void => {
         while (sent < total && !s.destroyed) {
           const chunk = gen.next(Math.min(TRANSFER_CHUNK, total - sent));
           sent += chunk.length;
-          if (!s.write(chunk)) return void s.once("drain", pump);
+          if (!s.write(chunk)) {
+            onSourceBlocked?.(seed);
+            return void s.once("drain", pump);
+          }
         }
         s.end();
       };

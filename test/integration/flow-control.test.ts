@@ -159,10 +159,12 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
   let connectPort = 0;
   let serverPorts: { agent: number };
   const cleanups: (() => void)[] = [];
+  /** Seeds of the `source` transfers whose writes the target had to hold back (see serveTransfer). */
+  const blockedSources = new Set<number>();
 
   before(async () => {
     await h.init(["east"]);
-    transferPort = await transferServer(h);
+    transferPort = await transferServer(h, (seed) => blockedSources.add(seed));
     deafPort = await deafTarget(h);
     const srv = await h.startServer([`--connection-stall-timeout=${STALL_MS}ms`]);
     server = srv.proc;
@@ -226,7 +228,14 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       cleanups.push(() => (a3Writing = false));
       writeA3();
       const stalledAt = Date.now();
-      await new Promise((r) => setTimeout(r, 1500)); // all three are over their budgets now
+      // All three over their budgets: A1's and A2's downloads held back at the target, A3's writes
+      // held back at the client.
+      await waitFor(
+        "A1, A2 and A3 held back by flow control",
+        () => blockedSources.has(9) && blockedSources.has(10) && a3.writableNeedDrain,
+        15_000,
+        10,
+      );
 
       const down = await download(await client.dial(target), size, 3, want);
       debug(`down ${down}`);
@@ -296,7 +305,8 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       const aEnd = connectStallEnd(server, serverStalls(server), a, 4096 * MiB).then((at) => ({ at }));
       a.write(`source ${4096 * MiB} 12\n`);
       const stalledAt = Date.now();
-      await new Promise((r) => setTimeout(r, 1500));
+      // The stalled download held back at the target: the server holds the Go agent's stream.
+      await waitFor("the stalled download held back", () => blockedSources.has(12), 15_000, 10);
       const rate = await download(await client.dial(target), size, 5, want);
       const end = await aEnd;
       const [serverRss, agentRss] = rssWatch.stop();

@@ -9,6 +9,7 @@ import { describe, test } from "node:test";
 import { FlowControl, PacketType, encodeData, encodeFlowControl, peekPacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
+import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 import { Relay, packetFrame } from "./relay.js";
@@ -140,11 +141,16 @@ describe("relay per-connection flow control", () => {
     relay.fromAgent(backend, data(1n, 2000));
     relay.fromAgent(backend, data(2n, 2000));
     const progress = setInterval(() => slow.read(10), 20);
-    // Until the stalled one is cut (polling, with a deadline): by then the slow one, reading all
-    // along, has lived through at least one stall timeout too.
-    const deadline = Date.now() + 10_000;
-    while (stalled.stalledWith === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    clearInterval(progress);
+    // Until the stalled one is cut: by then the slow one, reading all along, has lived through at
+    // least one stall timeout too.
+    try {
+      await waitUntil("the stalled reader cut", () => stalled.stalledWith !== undefined, {
+        timeoutMs: 10_000,
+        everyMs: 10,
+      });
+    } finally {
+      clearInterval(progress);
+    }
     assert.match(stalled.stalledWith ?? "", /connection stalled: the client read nothing for 0\.08s/);
     assert.equal(slow.stalledWith, undefined, "a reader that makes progress is slow, not stalled");
     const closes = call.sent
