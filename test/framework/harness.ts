@@ -207,19 +207,22 @@ export class Harness {
     return { proc, healthPort };
   }
 
+  /** A hub client's TLS options: the serving CA to trust and the client certificate and key. */
+  clientTls(): { ca: Buffer; cert: Buffer; key: Buffer } {
+    return {
+      ca: readFileSync(this.certs.ca.cert),
+      cert: readFileSync(this.certs.client.cert),
+      key: readFileSync(this.certs.client.key),
+    };
+  }
+
   /**
    * A TunnelClient to the gRPC door on `serverPort` with the hub client certificate (dial timeout
    * 10 s), closed with the harness.
    */
   tunnelClient(serverPort: number): TunnelClient {
     const client = new TunnelClient({
-      proxy: {
-        host: "127.0.0.1",
-        port: serverPort,
-        ca: readFileSync(this.certs.ca.cert),
-        cert: readFileSync(this.certs.client.cert),
-        key: readFileSync(this.certs.client.key),
-      },
+      proxy: { host: "127.0.0.1", port: serverPort, ...this.clientTls() },
       dialTimeoutMs: 10_000,
     });
     this.onClose(() => client.close());
@@ -268,10 +271,13 @@ export async function tcpBalancer(h: Harness, ports: readonly number[]): Promise
   const lb = net.createServer((down) => {
     const up = net.connect(ports[next++ % ports.length]!, "127.0.0.1");
     down.pipe(up).pipe(down);
+    // Either side's end or error ends the other (a balancer holds no half-open pairs).
     up.on("error", () => down.destroy());
     down.on("error", () => up.destroy());
+    up.on("close", () => down.destroy());
+    down.on("close", () => up.destroy());
   });
-  return listen(h, lb);
+  return listenOnLoopback(h, lb);
 }
 
 /** The sum of every sample of the Prometheus series starting with `name` on a loopback `/metrics` port. */
@@ -288,20 +294,20 @@ export async function echoServer(h: Harness): Promise<number> {
     s.on("error", () => undefined);
     s.pipe(s);
   });
-  return listen(h, srv);
+  return listenOnLoopback(h, srv);
 }
 
 /** An HTTP server answering `hello from <name> <url>`. */
 export async function helloServer(h: Harness, name: string): Promise<number> {
   const srv = http.createServer((req, res) => res.end(`hello from ${name} ${req.url}`));
-  return listen(h, srv);
+  return listenOnLoopback(h, srv);
 }
 
 /**
  * A TCP server for byte-exact transfers: {@link serveTransfer} on every connection.
  */
 export async function transferServer(h: Harness, onSourceBlocked?: (seed: number) => void): Promise<number> {
-  return listen(
+  return listenOnLoopback(
     h,
     net.createServer((s) => serveTransfer(s, onSourceBlocked)),
   );
@@ -389,7 +395,11 @@ export class PatternStream {
   }
 }
 
-async function listen(h: Harness, srv: net.Server): Promise<number> {
+/**
+ * Listens on an ephemeral port of 127.0.0.1 and resolves with it; the harness destroys the
+ * server's open connections and closes it.
+ */
+export async function listenOnLoopback(h: Harness, srv: net.Server): Promise<number> {
   srv.listen(0, "127.0.0.1");
   await once(srv, "listening");
   const sockets = new Set<net.Socket>();

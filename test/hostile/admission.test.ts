@@ -167,11 +167,7 @@ async function backToBaseline(base: { server: Footprint; agent: Footprint }): Pr
 describe("hostile clients: admission (silent, slow and half-open peers)", () => {
   before(async () => {
     h = await new Harness().init(["east"]);
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     const echo = net.createServer((s) => {
       echoSockets.add(s);
       s.once("close", () => echoSockets.delete(s));

@@ -15,7 +15,7 @@ import { readFileSync } from "node:fs";
 import type * as net from "node:net";
 import { TunnelClient, dialConnect, type TunnelSocket } from "@cluster-proxy/client";
 import { startGoAgent } from "../framework/go-harness.js";
-import { Harness, PatternStream, transferServer } from "../framework/harness.js";
+import { Harness, PatternStream, listenOnLoopback, transferServer } from "../framework/harness.js";
 import { waitFor } from "../framework/waits.js";
 import { type Proc } from "../framework/process.js";
 
@@ -53,18 +53,10 @@ function watchRss(procs: Proc[]): { stop: () => number[] } {
 /** A target that accepts and never reads. */
 async function deafTarget(h: Harness): Promise<number> {
   const net = await import("node:net");
-  const sockets = new Set<net.Socket>();
   const srv = net.createServer({ pauseOnConnect: true }, (s) => {
     s.on("error", () => undefined);
-    sockets.add(s);
   });
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  h.onClose(() => {
-    for (const s of sockets) s.destroy();
-    srv.close();
-  });
-  return (srv.address() as net.AddressInfo).port;
+  return listenOnLoopback(h, srv);
 }
 
 function expectedHash(size: number, seed: number): string {
@@ -170,11 +162,7 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
     server = srv.proc;
     connectPort = srv.ports.httpConnect;
     serverPorts = srv.ports;
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     client = new TunnelClient({
       proxy: { host: "127.0.0.1", port: srv.ports.server, ...tlsOpts },
       dialTimeoutMs: 10_000,

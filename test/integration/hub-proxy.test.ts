@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import * as http from "node:http";
 import * as https from "node:https";
 import * as net from "node:net";
@@ -58,11 +58,7 @@ describe("the agent reaches the hub through a forward proxy (HTTPS_PROXY)", { ti
     return { ...e, ...extra };
   };
   const roundTrip = async (cluster: string): Promise<string> => {
-    const tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    const tlsOpts = h.clientTls();
     const s = await dialConnect(`127.0.0.1.${cluster}:${echo}`, {
       proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tlsOpts },
     });

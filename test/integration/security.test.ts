@@ -48,11 +48,7 @@ describe("security: certificate-bound agent identity and the agent's destination
 
   before(async () => {
     await h.init(["east", "west"]);
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     hello = await helloServer(h, "target");
     echo = await echoServer(h);
   });

@@ -6,7 +6,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Harness, PatternStream, freePort, transferServer } from "../framework/harness.js";
+import { Harness, PatternStream, freePort, tcpBalancer, transferServer } from "../framework/harness.js";
 import { httpGet } from "../framework/http.js";
 import { waitFor } from "../framework/waits.js";
 import {
@@ -21,7 +21,6 @@ import {
   notePairing,
   patternHash,
   rawDial,
-  roundRobin,
   startGoAgent,
   startGoServer,
   startTsAgent,
@@ -331,7 +330,7 @@ export function haSuite(o: { server: "go" | "ts"; agent: "go" | "ts"; client: "g
               : await startTsServer(h, [`--server-count=${n}`, `--server-id=${id}`]),
           );
         }
-        const lb = await roundRobin(
+        const lb = await tcpBalancer(
           h,
           servers.map((s) => s.agentPort),
         );

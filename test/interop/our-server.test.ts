@@ -37,7 +37,7 @@ import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import * as http from "node:http";
 import type * as net from "node:net";
 import { join } from "node:path";
@@ -354,11 +354,7 @@ describe(
           )) >= 1
         );
       });
-      const tls = {
-        ca: readFileSync(h.certs.ca.cert),
-        cert: readFileSync(h.certs.client.cert),
-        key: readFileSync(h.certs.client.key),
-      };
+      const tls = h.clientTls();
       for (let i = 0; i < 5; i++) {
         const s = await dialConnect(`localhost.a:${web}`, {
           proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tls },
