@@ -29,6 +29,7 @@ import {
   waitForNamespacesGone,
 } from "../infra/addon/hub-setup.js";
 import { managerFlags, operatorPath, readmeInstallSteps } from "../infra/addon/readme-install.js";
+import { CLUSTER_SET, PLACEMENT, PLACEMENT_DECISION, SET_BINDING } from "../infra/addon/ocm-resources.js";
 import { ManagerProcess } from "../infra/addon/manager-process.js";
 
 // The install guide's namespaces (its commands by hand, docs/guides/install-hub.md, are what this suite runs).
@@ -39,30 +40,6 @@ const NAME = "cluster-proxy";
 const AGENT_NS = "open-cluster-management-cluster-proxy";
 const SIGNER = "open-cluster-management.io/proxy-agent-signer";
 const CLUSTERS = ["mc1", "mc2"] as const;
-const PLACEMENT = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta1",
-  kind: "Placement",
-  plural: "placements",
-  namespaced: true,
-};
-const SET_BINDING = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta2",
-  kind: "ManagedClusterSetBinding",
-  plural: "managedclustersetbindings",
-  namespaced: true,
-};
-const PLACEMENT_DECISION = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta1",
-  kind: "PlacementDecision",
-  plural: "placementdecisions",
-  namespaced: true,
-};
-const CLUSTER_SET = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta2",
-  kind: "ManagedClusterSet",
-  plural: "managedclustersets",
-  namespaced: false,
-};
 
 interface Mca extends KubeObject {
   status?: {

@@ -22,6 +22,7 @@ import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 import { probeClusterFromLab, type ClusterProbeResult } from "../infra/addon/hub-setup.js";
 import { docBlock, notesCommands, operatorPath, runAsOperator } from "../infra/addon/readme-install.js";
+import { PLACEMENT } from "../infra/addon/ocm-resources.js";
 import {
   AGENT_NAMESPACE as AGENT_NS,
   CHART,
@@ -36,12 +37,6 @@ const CLUSTERS = ["mc1", "mc2"] as const;
 const ENTRYPOINT = "10.200.30.50";
 /** What the README's client doors block and the chart README's own Placement create. */
 const OPERATOR_OBJECTS = { service: "cluster-proxy-client-doors", placement: "cluster-proxy-fleet" };
-const PLACEMENT = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta1",
-  kind: "Placement",
-  plural: "placements",
-  namespaced: true,
-};
 
 interface Pod extends KubeObject {
   status?: { podIP?: string; phase?: string };

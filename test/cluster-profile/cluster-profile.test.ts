@@ -27,6 +27,7 @@ import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { buildClusterProfileConsumer } from "../infra/env/environment.js";
 import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 import { docBlock, operatorPath, runAsOperator } from "../infra/addon/readme-install.js";
+import { SET_BINDING } from "../infra/addon/ocm-resources.js";
 import {
   AGENT_NAMESPACE,
   RELEASE,
@@ -46,12 +47,6 @@ const PROFILE = {
   apiVersion: "multicluster.x-k8s.io/v1alpha1",
   kind: "ClusterProfile",
   plural: "clusterprofiles",
-  namespaced: true,
-};
-const SET_BINDING = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta2",
-  kind: "ManagedClusterSetBinding",
-  plural: "managedclustersetbindings",
   namespaced: true,
 };
 /** The Go consumer's source: it holds the README's three lines of Go. */
