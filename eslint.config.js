@@ -63,6 +63,7 @@ export default tseslint.config(
     ],
     rules: { "max-lines-per-function": ["error", { max: 60, skipBlankLines: true, skipComments: true }] },
   },
+  ...testLayers(),
 );
 
 /**
@@ -200,4 +201,43 @@ function innerLayerRules() {
       },
     ],
   };
+}
+
+/**
+ * The layering of test/ (docs/testing/framework.md): a suite (test/<suite>/) imports its own files,
+ * test/framework and test/infra, never another suite; test/infra imports test/framework; test/framework
+ * imports nothing else of test/. test/integration/suite-hygiene.test.ts checks the same for dynamic
+ * imports and for bench/.
+ */
+function testLayers() {
+  const message = "a suite imports test/framework or test/infra, never another suite (docs/testing/framework.md)";
+  const rule = (regex, msg = message) => ["error", { patterns: [{ regex, message: msg }] }];
+  return [
+    {
+      files: ["test/*/*.ts"],
+      ignores: ["test/framework/**", "test/infra/**"],
+      rules: { "no-restricted-imports": rule("^\\.\\./(?!framework/|infra/|\\.\\./)") },
+    },
+    {
+      files: ["test/infra/*.ts"],
+      rules: {
+        "no-restricted-imports": rule("^\\.\\./(?!framework/|\\.\\./)", "test/infra imports only test/framework"),
+      },
+    },
+    {
+      files: ["test/infra/*/*.ts"],
+      rules: {
+        "no-restricted-imports": rule(
+          "^\\.\\./\\.\\./(?!framework/|\\.\\./)",
+          "test/infra imports only test/framework",
+        ),
+      },
+    },
+    {
+      files: ["test/framework/**/*.ts"],
+      rules: {
+        "no-restricted-imports": rule("^\\.\\./(?!\\.\\./)", "test/framework imports nothing else of test/"),
+      },
+    },
+  ];
 }

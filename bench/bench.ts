@@ -20,8 +20,9 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import * as os from "node:os";
 import { join } from "node:path";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
-import { Harness, waitFor } from "../test/integration/harness.js";
-import { goBin } from "../test/interop/go-harness.js";
+import { Harness } from "../test/framework/harness.js";
+import { waitFor } from "../test/framework/waits.js";
+import { goBin } from "../test/framework/go-harness.js";
 import {
   BENCH,
   CLUSTER,
@@ -233,7 +234,10 @@ function machine(bin: string): Record<string, unknown> {
   }
   let versions: Record<string, string> = {};
   try {
-    versions = JSON.parse(readFileSync(join(REPO, "test/go-peers/versions.json"), "utf8")) as Record<string, string>;
+    versions = JSON.parse(readFileSync(join(REPO, "test/infra/go-peers/versions.json"), "utf8")) as Record<
+      string,
+      string
+    >;
   } catch {
     /* optional */
   }

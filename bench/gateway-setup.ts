@@ -18,7 +18,10 @@ import {
   type CertificateAndKey,
   type StandaloneCertPaths,
 } from "@cluster-proxy/pki";
-import { CLI, freePort, httpGet, waitForProc, type Harness, type Proc } from "../test/integration/harness.js";
+import { CLI } from "../test/framework/repo.js";
+import { freePort, type Harness } from "../test/framework/harness.js";
+import { httpGet } from "../test/framework/http.js";
+import { waitForProc, type Proc } from "../test/framework/process.js";
 import { BENCH, TS_NODE, firstJsonLine } from "./lib.js";
 
 /** Hosts every serving certificate of the bench is valid for. */

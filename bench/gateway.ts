@@ -29,7 +29,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTunnelHttpsAgent, dial } from "@cluster-proxy/client";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
-import { Harness, metricSum, waitFor, type Proc } from "../test/integration/harness.js";
+import { Harness, metricSum } from "../test/framework/harness.js";
+import { waitFor } from "../test/framework/waits.js";
+import { type Proc } from "../test/framework/process.js";
 import {
   KUBE_APISERVER_NAME,
   startGateway,

@@ -31,8 +31,9 @@ import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
-import { Harness, type Proc } from "../test/integration/harness.js";
-import { goBin } from "../test/interop/go-harness.js";
+import { Harness } from "../test/framework/harness.js";
+import { type Proc } from "../test/framework/process.js";
+import { goBin } from "../test/framework/go-harness.js";
 import {
   LOOPBACK,
   MiB,

@@ -11,16 +11,11 @@ import type { Duplex } from "node:stream";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-proxy/client";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
-import {
-  CLI,
-  agentCertFlags,
-  freePort,
-  httpGet,
-  serverCertFlags,
-  waitFor,
-  type Harness,
-  type Proc,
-} from "../test/integration/harness.js";
+import { CLI } from "../test/framework/repo.js";
+import { agentCertFlags, freePort, serverCertFlags, type Harness } from "../test/framework/harness.js";
+import { httpGet } from "../test/framework/http.js";
+import { waitFor } from "../test/framework/waits.js";
+import { type Proc } from "../test/framework/process.js";
 
 export const BENCH = import.meta.dirname;
 export const REPO = resolve(BENCH, "..");

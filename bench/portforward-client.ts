@@ -8,7 +8,7 @@
 // certDir holds ca.crt, tls.crt and tls.key (the proxy-client Secret's keys).
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
-import { tunnelClientFromCertDir } from "../test/env/proxy-client.js";
+import { tunnelClientFromCertDir } from "../test/infra/env/proxy-client.js";
 
 const [address, servername, certDir, target, mode, arg] = process.argv.slice(2);
 

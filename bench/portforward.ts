@@ -1,6 +1,6 @@
 /**
  * The cost of entrypoint PortForward (docs/design/portforward.md) against a direct entrypoint
- * (LoadBalancerService), in the multi-cluster test environment (test/env; run as root, with the
+ * (LoadBalancerService), in the multi-cluster test environment (test/infra/env; run as root, with the
  * same CPENV_* variables as its tests):
  *
  *   node --conditions=source --import tsx bench/portforward.ts
@@ -18,11 +18,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { HOST_ADDR, nsOf, repoRoot } from "../test/env/config.js";
-import { waitFor } from "../test/env/exec.js";
-import { startTestEnv } from "../test/env/fixture.js";
-import { installCrd, mpcBody as sharedMpcBody } from "../test/addon-manager/hub-setup.js";
-import { ManagerProcess } from "../test/addon-manager/manager-process.js";
+import { HOST_ADDR, nsOf, repoRoot } from "../test/infra/env/config.js";
+import { waitFor } from "../test/infra/env/exec.js";
+import { startTestEnv } from "../test/infra/env/fixture.js";
+import { installCrd, mpcBody as sharedMpcBody } from "../test/infra/addon/hub-setup.js";
+import { ManagerProcess } from "../test/infra/addon/manager-process.js";
 
 const MANAGER_NS = "open-cluster-management-addon";
 const SERVER_NS = "open-cluster-management-cluster-proxy";

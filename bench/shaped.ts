@@ -5,7 +5,7 @@
  * byte crosses the shaped veth. Prints `RESULT <json>` on stdout and exits. Everything it starts
  * is killed by PID, also on SIGINT/SIGTERM.
  */
-import { Harness } from "../test/integration/harness.js";
+import { Harness } from "../test/framework/harness.js";
 import {
   PATHS,
   bulk,

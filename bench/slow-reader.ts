@@ -12,14 +12,14 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { TunnelClient, type TunnelSocket } from "@cluster-proxy/client";
-import { Harness, PatternStream, transferServer } from "../test/integration/harness.js";
+import { Harness, PatternStream, transferServer } from "../test/framework/harness.js";
 import {
   startGoAgent,
   startGoServer,
   startTsAgent,
   startTsServer,
   type ServerCtl,
-} from "../test/interop/go-harness.js";
+} from "../test/framework/go-harness.js";
 
 const MiB = 1024 * 1024;
 const SIZE = Number(process.env["SIZE_MIB"] ?? 128) * MiB;

@@ -20,7 +20,7 @@ const RECIPE = "cluster-profile-consumer-recipe-1";
 const tool = createTool(import.meta.url);
 const baseDir = join(tool.repoRoot, "test", "cluster-profile");
 const consumerDir = join(baseDir, "consumer");
-const ocmDir = join(tool.repoRoot, "test", "k8s", "ocm");
+const ocmDir = join(tool.repoRoot, "test", "infra", "k8s", "ocm");
 const VERSIONS = "test/cluster-profile/versions.json";
 const INVENTORY = "sigs.k8s.io/cluster-inventory-api";
 
@@ -38,7 +38,7 @@ async function main() {
       [consumerDir, INVENTORY, versions["cluster-inventory-api"]],
       [ocmDir, INVENTORY, versions["cluster-inventory-api"]],
     ],
-    { versionsFile: VERSIONS, hint: "it must be the version OCM requires (test/k8s/ocm/go.mod)" },
+    { versionsFile: VERSIONS, hint: "it must be the version OCM requires (test/infra/k8s/ocm/go.mod)" },
   );
   const sources = readdirSync(consumerDir)
     .filter((n) => n.endsWith(".go"))

@@ -1,6 +1,6 @@
 // Shared machinery of the scripts that build Go binaries into a content-addressed cache:
 // scripts/go-peers.mjs (the konnectivity test peers, docs/testing/go-peers.md) and
-// scripts/k8s-binaries.mjs (etcd, Kubernetes and OCM for test/env, docs/testing/environment.md).
+// scripts/k8s-binaries.mjs (etcd, Kubernetes and OCM for test/infra/env, docs/testing/environment.md).
 // Plain ESM for Node 20, no dependencies. Each script keeps what is its own (which binaries, the
 // version pins it checks, ldflags, extra manifest fields) and uses this module for the rest:
 //

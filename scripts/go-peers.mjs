@@ -21,11 +21,11 @@ import { buildCache, createTool, goModInputs } from "./go-build-cache.mjs";
 const RECIPE = "go-peers-recipe-1";
 
 const tool = createTool(import.meta.url);
-const peersDir = join(tool.repoRoot, "test", "go-peers");
+const peersDir = join(tool.repoRoot, "test", "infra", "go-peers");
 const knpDir = join(peersDir, "knp");
 const clientDir = join(peersDir, "client");
 const cacheRoot = join(tool.repoRoot, ".cache", "go-peers");
-const VERSIONS = "test/go-peers/versions.json";
+const VERSIONS = "test/infra/go-peers/versions.json";
 
 const KNP = "sigs.k8s.io/apiserver-network-proxy";
 const TARGETS = [

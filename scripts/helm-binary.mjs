@@ -2,8 +2,8 @@
 // Builds `helm` (for the chart tests, charts/cluster-proxy) from the Go module proxy into a
 // content-addressed cache, with the version flags helm's own Makefile sets: without them
 // `helm version` says "v3.22" and helm assumes Kubernetes v1.20, so a chart's kubeVersion check
-// fails. Nothing of helm is committed: only test/helm/versions.json and the wrapper module
-// test/helm/go.mod + go.sum.
+// fails. Nothing of helm is committed: only test/infra/helm/versions.json and the wrapper module
+// test/infra/helm/go.mod + go.sum.
 //
 //   node scripts/helm-binary.mjs           build if needed; last stdout line = bin dir (holds `helm`)
 //   node scripts/helm-binary.mjs --force   rebuild even if the cache is warm
@@ -20,9 +20,9 @@ import { buildCache, createTool, goModInputs } from "./go-build-cache.mjs";
 const RECIPE = "helm-recipe-1";
 
 const tool = createTool(import.meta.url);
-const helmDir = join(tool.repoRoot, "test", "helm");
+const helmDir = join(tool.repoRoot, "test", "infra", "helm");
 const cacheRoot = join(tool.repoRoot, ".cache", "helm");
-const VERSIONS = "test/helm/versions.json";
+const VERSIONS = "test/infra/helm/versions.json";
 const HELM = "helm.sh/helm/v3";
 
 /**
@@ -31,7 +31,7 @@ const HELM = "helm.sh/helm/v3";
  */
 function helmLdflags(helmVersion) {
   const clientGo = tool.readText(join(helmDir, "go.mod")).match(/^\s*k8s\.io\/client-go\s+v0\.(\d+)\./m);
-  if (!clientGo) tool.die("test/helm/go.mod does not require k8s.io/client-go (run go mod tidy there)");
+  if (!clientGo) tool.die("test/infra/helm/go.mod does not require k8s.io/client-go (run go mod tidy there)");
   const vars = [
     [`${HELM}/internal/version.version`, helmVersion],
     [`${HELM}/internal/version.gitTreeState`, "clean"],

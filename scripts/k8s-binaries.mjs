@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Builds the real Kubernetes / etcd / OCM binaries used by the multi-cluster test
-// environment (test/env) from the Go module proxy into a content-addressed cache.
-// Nothing of those projects is committed: only test/k8s/versions.json and the
-// wrapper modules test/k8s/{etcd,kubernetes,ocm}/go.mod + go.sum.
+// environment (test/infra/env) from the Go module proxy into a content-addressed cache.
+// Nothing of those projects is committed: only test/infra/k8s/versions.json and the
+// wrapper modules test/infra/k8s/{etcd,kubernetes,ocm}/go.mod + go.sum.
 //
 //   node scripts/k8s-binaries.mjs                    build if needed; last stdout line = cache dir
 //   node scripts/k8s-binaries.mjs --force            rebuild even if the cache is warm
@@ -13,7 +13,7 @@
 // holds bin/ (etcd, kube-apiserver, kube-controller-manager, kubectl, registration,
 // registration-operator, addon, placement) and manifest.json (versions, build times,
 // and `ocmApiDir`: the open-cluster-management.io/api module directory in the Go
-// module cache, from which test/env reads the CRDs at run time).
+// module cache, from which test/infra/env reads the CRDs at run time).
 // Builds go to a temp dir renamed into place: an interrupted build never leaves a
 // half cache. See docs/testing/environment.md; the shared machinery (Go check, cache key,
 // build, install, signals, pruning) is scripts/go-build-cache.mjs.
@@ -28,12 +28,12 @@ const RECIPE = "k8s-binaries-recipe-1";
 
 const tool = createTool(import.meta.url);
 const { log, die } = tool;
-const k8sDir = join(tool.repoRoot, "test", "k8s");
+const k8sDir = join(tool.repoRoot, "test", "infra", "k8s");
 const etcdDir = join(k8sDir, "etcd");
 const kubeDir = join(k8sDir, "kubernetes");
 const ocmDir = join(k8sDir, "ocm");
 const cacheRoot = join(tool.repoRoot, ".cache", "k8s-binaries");
-const VERSIONS = "test/k8s/versions.json";
+const VERSIONS = "test/infra/k8s/versions.json";
 const WRAPPERS = [
   ["etcd", etcdDir],
   ["kubernetes", kubeDir],
@@ -55,7 +55,7 @@ function checkPins(v) {
   const gomod = tool.readText(join(kubeDir, "go.mod"));
   for (const m of gomod.matchAll(/^\s*(k8s\.io\/\S+)\s+=>\s+(\S+)\s+(\S+)/gm)) {
     if (m[1] !== m[2] || m[3] !== staging) {
-      die(`test/k8s/kubernetes/go.mod: replace ${m[1]} => ${m[2]} ${m[3]}, expected ${m[1]} ${staging}`);
+      die(`test/infra/k8s/kubernetes/go.mod: replace ${m[1]} => ${m[2]} ${m[3]}, expected ${m[1]} ${staging}`);
     }
   }
 }
@@ -99,7 +99,7 @@ function targets(v) {
   ];
 }
 
-// Regenerate test/k8s/kubernetes/go.mod from k8s.io/kubernetes@<version>/go.mod: every
+// Regenerate test/infra/k8s/kubernetes/go.mod from k8s.io/kubernetes@<version>/go.mod: every
 // `k8s.io/X => ./staging/src/k8s.io/X` becomes `k8s.io/X => k8s.io/X v0.<minor>.<patch>`.
 // Then tidy all three wrappers (needs the module proxy).
 async function updateWrappers(v) {
@@ -124,7 +124,7 @@ async function updateWrappers(v) {
     mods.map((m) => `\t${m} => ${m} ${staging}\n`).join("") +
     ")\n";
   writeFileSync(join(kubeDir, "go.mod"), text);
-  log(`wrote test/k8s/kubernetes/go.mod (${mods.length} staging modules => ${staging})`);
+  log(`wrote test/infra/k8s/kubernetes/go.mod (${mods.length} staging modules => ${staging})`);
   const gets = [
     [etcdDir, `go.etcd.io/etcd/server/v3@${v.etcd}`],
     [ocmDir, `open-cluster-management.io/ocm@${v.ocm}`],
@@ -133,7 +133,7 @@ async function updateWrappers(v) {
     await run("go", ["get", spec], { cwd: dir, what: `go get ${spec}` });
   }
   for (const [label, dir] of WRAPPERS) {
-    log(`go mod tidy in test/k8s/${label} ...`);
+    log(`go mod tidy in test/infra/k8s/${label} ...`);
     // sigs.k8s.io/about-api (an OCM dependency, a pseudo-version) is not in the checksum
     // database as served through the proxy (404); its hash is pinned in the committed go.sum.
     await run("go", ["mod", "tidy"], {
@@ -142,7 +142,7 @@ async function updateWrappers(v) {
       what: `go mod tidy (${label})`,
     });
   }
-  log("done; commit test/k8s/*/go.mod and go.sum");
+  log("done; commit test/infra/k8s/*/go.mod and go.sum");
 }
 
 async function main() {
@@ -151,7 +151,7 @@ async function main() {
   const goLine = tool.checkGo({
     required: versions.go,
     versionsFile: VERSIONS,
-    purpose: "build etcd, kube-apiserver and OCM for test/env",
+    purpose: "build etcd, kube-apiserver and OCM for test/infra/env",
   });
   if (flags.has("--update-wrappers")) return updateWrappers(versions);
   checkPins(versions);
@@ -177,7 +177,7 @@ async function main() {
   });
 }
 
-// Where the OCM API module (CRDs) lives in the module cache; test/env reads them from there.
+// Where the OCM API module (CRDs) lives in the module cache; test/infra/env reads them from there.
 async function ocmApiManifest() {
   const apiJson = await run("go", ["list", "-mod=readonly", "-m", "-json", "open-cluster-management.io/api"], {
     cwd: ocmDir,

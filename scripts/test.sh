@@ -36,10 +36,10 @@ runtime=$(head -n 1 <<<"$runtimes")
 if [[ $which == integration || $which == all ]] && compgen -G "test/interop/*.test.ts" >/dev/null; then
   node scripts/go-peers.mjs >/dev/null
 fi
-# The multi-cluster environment (test/env) builds etcd, kube-apiserver and OCM from the Go module
+# The multi-cluster environment (test/infra/env) builds etcd, kube-apiserver and OCM from the Go module
 # proxy and installs nftables: both need the network, so prepare them here as well.
 if [[ $which == integration || $which == all ]] && [[ -f test/env/env.test.ts ]]; then
-  node --conditions=source --import tsx test/env/cli.ts prepare >/dev/null
+  node --conditions=source --import tsx test/infra/env/cli.ts prepare >/dev/null
 fi
 
 # The browser suites (test/browser) drive Debian's Chromium with playwright-core (which never

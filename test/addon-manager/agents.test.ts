@@ -14,10 +14,10 @@ import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manage
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { nsOf, repoRoot } from "../env/config.js";
-import { goBin } from "../interop/go-harness.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { nsOf, repoRoot } from "../infra/env/config.js";
+import { goBin } from "../framework/go-harness.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 import {
   agentLogs as sharedAgentLogs,
   availableThroughAll as availableThroughReplicas,
@@ -27,9 +27,10 @@ import {
   probeClusterFromLab,
   waitForAddon,
   waitForNamespacesGone,
-} from "./hub-setup.js";
-import { managerFlags, operatorPath, readmeInstallSteps } from "./readme-install.js";
-import { ManagerProcess } from "./manager-process.js";
+} from "../infra/addon/hub-setup.js";
+import { managerFlags, operatorPath, readmeInstallSteps } from "../infra/addon/readme-install.js";
+import { CLUSTER_SET, PLACEMENT, PLACEMENT_DECISION, SET_BINDING } from "../infra/addon/ocm-resources.js";
+import { ManagerProcess } from "../infra/addon/manager-process.js";
 
 // The install guide's namespaces (its commands by hand, docs/guides/install-hub.md, are what this suite runs).
 const MANAGER_NS = "open-cluster-management-addon";
@@ -39,30 +40,6 @@ const NAME = "cluster-proxy";
 const AGENT_NS = "open-cluster-management-cluster-proxy";
 const SIGNER = "open-cluster-management.io/proxy-agent-signer";
 const CLUSTERS = ["mc1", "mc2"] as const;
-const PLACEMENT = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta1",
-  kind: "Placement",
-  plural: "placements",
-  namespaced: true,
-};
-const SET_BINDING = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta2",
-  kind: "ManagedClusterSetBinding",
-  plural: "managedclustersetbindings",
-  namespaced: true,
-};
-const PLACEMENT_DECISION = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta1",
-  kind: "PlacementDecision",
-  plural: "placementdecisions",
-  namespaced: true,
-};
-const CLUSTER_SET = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta2",
-  kind: "ManagedClusterSet",
-  plural: "managedclustersets",
-  namespaced: false,
-};
 
 interface Mca extends KubeObject {
   status?: {

@@ -13,11 +13,11 @@ import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, KubeApiError, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
-import { nsOf, repoRoot } from "../env/config.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { cond, installCrd, mpcBody as sharedMpcBody } from "./hub-setup.js";
-import { ManagerProcess } from "./manager-process.js";
+import { nsOf, repoRoot } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
+import { cond, installCrd, mpcBody as sharedMpcBody } from "../infra/addon/hub-setup.js";
+import { ManagerProcess } from "../infra/addon/manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-it";
 const SERVER_NS = "cluster-proxy-it";

@@ -18,11 +18,11 @@ import { after, before, describe, test } from "node:test";
 import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { nsOf, repoRoot } from "../env/config.js";
-import { waitFor, type RunResult } from "../env/exec.js";
-import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
-import { deleteAddonCsrs, installCrd, mpcBody } from "./hub-setup.js";
-import { ManagerProcess } from "./manager-process.js";
+import { nsOf, repoRoot } from "../infra/env/config.js";
+import { waitFor, type RunResult } from "../infra/env/exec.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
+import { deleteAddonCsrs, installCrd, mpcBody } from "../infra/addon/hub-setup.js";
+import { ManagerProcess } from "../infra/addon/manager-process.js";
 import {
   DOC_BLOCKS,
   assertShownOutput,
@@ -32,8 +32,8 @@ import {
   transcriptSteps,
   type DocBlockName,
   type TranscriptStep,
-} from "./readme-install.js";
-import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss } from "../env/kubectl-streaming.js";
+} from "../infra/addon/readme-install.js";
+import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss } from "../infra/env/kubectl-streaming.js";
 
 const MANAGER_NS = "cluster-proxy-addon-ops";
 const SERVER_NS = "cluster-proxy-ops";

@@ -13,9 +13,9 @@ import { after, before, describe, test } from "node:test";
 import * as k8s from "@kubernetes/client-node";
 import type { Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { nsOf, stateDir } from "../env/config.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
+import { nsOf, stateDir } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 import {
   agentLogs as sharedAgentLogs,
   availableThroughAll,
@@ -26,8 +26,8 @@ import {
   probeClusterFromLab,
   waitForAddon,
   waitForNamespacesGone,
-} from "./hub-setup.js";
-import { ManagerProcess } from "./manager-process.js";
+} from "../infra/addon/hub-setup.js";
+import { ManagerProcess } from "../infra/addon/manager-process.js";
 
 const MANAGER_NS = "open-cluster-management-addon";
 const SERVER_NS = "open-cluster-management-cluster-proxy";

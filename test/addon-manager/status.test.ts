@@ -10,11 +10,11 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { nsOf } from "../env/config.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { deleteAddonCsrs, installCrd, mpcBody } from "./hub-setup.js";
-import { ManagerProcess } from "./manager-process.js";
+import { nsOf } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
+import { deleteAddonCsrs, installCrd, mpcBody } from "../infra/addon/hub-setup.js";
+import { ManagerProcess } from "../infra/addon/manager-process.js";
 
 const MANAGER_NS = "cluster-proxy-addon-status";
 const SERVER_NS = "cluster-proxy-status";

@@ -24,8 +24,8 @@ import {
 } from "@cluster-proxy/fleet";
 import type { Page } from "playwright-core";
 import { buildFleetUi } from "../../scripts/build-fleet-ui.js";
-import { failIfMissing, prerequisiteSkip } from "../integration/harness.js";
-import { Browser, chromiumMissing } from "./browser.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
+import { Browser, chromiumMissing } from "../framework/browser.js";
 import { FleetPage } from "./fleet-page.js";
 
 const CLUSTERS = 1_000;

@@ -8,19 +8,18 @@
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { EventEmitter } from "node:events";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
-import { runCli, type UpAgents } from "@cluster-proxy/cli";
+import { UpNotReady, startUpInProcess, type InProcessUp } from "@cluster-proxy/cli/testing";
 import { UI_DIR } from "@cluster-proxy/fleet";
 import { canListen, waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { Page } from "playwright-core";
-import { failIfMissing, prerequisiteSkip } from "../integration/harness.js";
-import { Browser, chromiumMissing } from "./browser.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
+import { Browser, chromiumMissing } from "../framework/browser.js";
 
 const run = promisify(execFile);
 const pageMissing = existsSync(join(UI_DIR, "index.html"))
@@ -39,50 +38,18 @@ async function freeBase(): Promise<number> {
   throw new Error("no free port range");
 }
 
-/** A running `up`: what it printed, its agents, and how to stop it. */
-interface Up {
-  output(): string;
-  agents: UpAgents;
-  stop(): Promise<number>;
-}
-
-async function startUp(stateDir: string): Promise<Up> {
+/** `up` in this process on a free port base; another run taking a port between the check and the bind is retried. */
+async function startUp(stateDir: string): Promise<InProcessUp> {
   const failures: string[] = [];
   for (let attempt = 0; attempt < 3; attempt++) {
-    const out: string[] = [];
-    const signals = new EventEmitter();
-    let agents: UpAgents | undefined;
-    let exited: number | undefined;
     const base = await freeBase();
-    const running = runCli(["up", "--port-base", String(base), "--state-dir", stateDir, "--log-level", "silent"], {
-      stdout: (t) => void out.push(t),
-      stderr: (t) => void out.push(t),
-      env: {},
-      signals,
-      colors: false,
-      upAgents: (a) => (agents = a),
-    });
-    void running.then((code) => (exited = code));
-    const deadline = Date.now() + 60_000;
-    while (exited === undefined && !out.join("").includes("Running; press Ctrl-C") && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 50));
-    if (exited === undefined && agents) {
-      const control = agents;
-      return {
-        output: () => out.join(""),
-        agents: control,
-        stop: () => {
-          signals.emit("SIGTERM");
-          return running;
-        },
-      };
+    try {
+      return await startUpInProcess(["--port-base", String(base), "--state-dir", stateDir, "--log-level", "silent"]);
+    } catch (err) {
+      if (!(err instanceof UpNotReady)) throw err;
+      assert.match(err.output, /already in use/, err.message);
+      failures.push(err.output.slice(-500));
     }
-    if (exited === undefined) {
-      signals.emit("SIGTERM");
-      await running;
-    }
-    assert.match(out.join(""), /already in use/, `up did not start:\n${out.join("")}`);
-    failures.push(out.join("").slice(-500));
   }
   throw new Error(`up found no free ports in 3 attempts:\n${failures.join("\n---\n")}`);
 }
@@ -92,7 +59,7 @@ const row = (page: Page, cluster: string, available: string) =>
 
 describe("up's fleet view in Chromium", { skip, timeout: 180_000 }, () => {
   let stateDir: string;
-  let up: Up | undefined;
+  let up: InProcessUp | undefined;
   let browser: Browser | undefined;
 
   before(async () => {

@@ -9,7 +9,7 @@ import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadAllYaml } from "@kubernetes/client-node";
-import { CHART, helm } from "./helm.js";
+import { CHART, helm } from "../infra/chart.js";
 
 interface Obj {
   kind: string;

@@ -2,7 +2,7 @@
  * The Helm chart on the test environment's hub (real OCM hub and klusterlets, the process kubelet
  * running the chart's pods: the addon manager with its in-cluster service account, the
  * proxy-servers, and the agents in mc1 and mc2), driven by the commands the documentation gives
- * an operator, run as written (test/addon-manager/readme-install.ts): the README's chart install
+ * an operator, run as written (test/infra/addon/readme-install.ts): the README's chart install
  * -> cluster-proxy Available on mc1 and mc2, every command the chart's notes print, a hub client
  * reaching both apiservers (TLS verified) -> the install guide's client doors and `cluster-proxy
  * health` from outside the hub -> the chart README's "take one cluster out" -> upgrade to 2 managers, every
@@ -17,11 +17,12 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { paths } from "../env/config.js";
-import { type RunResult, waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { probeClusterFromLab, type ClusterProbeResult } from "../addon-manager/hub-setup.js";
-import { docBlock, notesCommands, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
+import { paths } from "../infra/env/config.js";
+import { type RunResult, waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
+import { probeClusterFromLab, type ClusterProbeResult } from "../infra/addon/hub-setup.js";
+import { docBlock, notesCommands, operatorPath, runAsOperator } from "../infra/addon/readme-install.js";
+import { PLACEMENT } from "../infra/addon/ocm-resources.js";
 import {
   AGENT_NAMESPACE as AGENT_NS,
   CHART,
@@ -29,19 +30,13 @@ import {
   RELEASE_NAMESPACE as NS,
   helmBinary,
   removeLeftRelease,
-} from "./helm.js";
+} from "../infra/chart.js";
 
 const CLUSTERS = ["mc1", "mc2"] as const;
 /** An address the entrypoint of a mistyped install would have named (nothing is installed). */
 const ENTRYPOINT = "10.200.30.50";
 /** What the README's client doors block and the chart README's own Placement create. */
 const OPERATOR_OBJECTS = { service: "cluster-proxy-client-doors", placement: "cluster-proxy-fleet" };
-const PLACEMENT = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta1",
-  kind: "Placement",
-  plural: "placements",
-  namespaced: true,
-};
 
 interface Pod extends KubeObject {
   status?: { podIP?: string; phase?: string };

@@ -1,7 +1,7 @@
 /**
  * ClusterProfiles end to end (issue 32) on the test environment with OCM's ClusterProfile feature
  * gate on, driven by what docs/guides/cluster-profile.md and the README's ClusterProfile section
- * print, run as written (test/addon-manager/readme-install.ts): the guide's consumer namespace
+ * print, run as written (test/infra/addon/readme-install.ts): the guide's consumer namespace
  * `fleet` (bound to ManagedClusterSet global), its ServiceAccount `fleet-reader` allowed mc1 only by
  * hub RBAC, each managed cluster's grant to the impersonated ServiceAccount, and the guide's
  * `helm upgrade --install ... --set clusterProfile.enabled=true` (the chart's least-privilege
@@ -22,11 +22,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { MANAGED, NETNS_ANNOTATION, repoRoot } from "../env/config.js";
-import { type RunResult, waitFor } from "../env/exec.js";
-import { buildClusterProfileConsumer } from "../env/environment.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { docBlock, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
+import { MANAGED, NETNS_ANNOTATION, repoRoot } from "../infra/env/config.js";
+import { type RunResult, waitFor } from "../infra/env/exec.js";
+import { buildClusterProfileConsumer } from "../infra/env/environment.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
+import { docBlock, operatorPath, runAsOperator } from "../infra/addon/readme-install.js";
+import { SET_BINDING } from "../infra/addon/ocm-resources.js";
 import {
   AGENT_NAMESPACE,
   RELEASE,
@@ -34,8 +35,8 @@ import {
   helmBinary,
   hubHelm,
   removeLeftRelease,
-} from "../chart/helm.js";
-import { GATEWAY as GATEWAY_SERVICE } from "../gateway/gateway-setup.js";
+} from "../infra/chart.js";
+import { GATEWAY as GATEWAY_SERVICE } from "../infra/gateway/gateway-setup.js";
 
 /** The guide's consumer: namespace `fleet` (OCM makes the ClusterProfiles there) and its ServiceAccount. */
 const FLEET = "fleet";
@@ -46,12 +47,6 @@ const PROFILE = {
   apiVersion: "multicluster.x-k8s.io/v1alpha1",
   kind: "ClusterProfile",
   plural: "clusterprofiles",
-  namespaced: true,
-};
-const SET_BINDING = {
-  apiVersion: "cluster.open-cluster-management.io/v1beta2",
-  kind: "ManagedClusterSetBinding",
-  plural: "managedclustersetbindings",
   namespaced: true,
 };
 /** The Go consumer's source: it holds the README's three lines of Go. */
@@ -168,7 +163,7 @@ describe("ClusterProfile access provider cluster-proxy", { timeout: 40 * 60_000 
       // provider.json, mc1.kubeconfig and the like, land there, not in the checkout).
       symlinkSync(join(repoRoot, "charts"), join(dir, "charts"));
       helmBinary();
-      // Built by `test/env/cli.ts prepare` (scripts/test.sh), before the namespace without a route out.
+      // Built by `test/infra/env/cli.ts prepare` (scripts/test.sh), before the namespace without a route out.
       consumer = buildClusterProfileConsumer();
       await removeLeftRelease(env, hub);
       env.kubectl("hub", ["label", "managedcluster", "mc2", "proxy.open-cluster-management.io/install-"], {

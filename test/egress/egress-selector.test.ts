@@ -22,9 +22,13 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import { kubeconfig } from "../env/pki.js";
-import { Harness, REPO, failIfMissing, prerequisiteSkip, waitFor, type Proc } from "../integration/harness.js";
-import { goBin, notePairing, reportPairings } from "../interop/go-harness.js";
+import { kubeconfig } from "../infra/env/pki.js";
+import { Harness } from "../framework/harness.js";
+import { REPO } from "../framework/repo.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
+import { goBin, notePairing, reportPairings } from "../framework/go-harness.js";
 
 const PREFIX = `cpeg${process.pid}-`;
 const NS_CP = `${PREFIX}cp`; // etcd, kube-apiserver, proxy-server

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { CriLogWriter, MAX_LINE, criTimestamp } from "./crilog.js";
+import { CriLogWriter, MAX_LINE, criTimestamp } from "../infra/env/crilog.js";
 
 const at = new Date("2026-11-26T12:00:00.123Z");
 const TS = "2026-11-26T12:00:00.123000000Z";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Resolver } from "node:dns/promises";
 import { test } from "node:test";
-import { clusterResolver, serveDns } from "./dns.js";
+import { clusterResolver, serveDns } from "../infra/env/dns.js";
 
 test("the cluster DNS answers Service names and LoadBalancer hostnames to a real resolver", async () => {
   const resolve = clusterResolver((ns, name) =>

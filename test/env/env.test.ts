@@ -5,11 +5,11 @@ import * as k8s from "@kubernetes/client-node";
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { HOST_ADDR, LB_INGRESS_ANNOTATION } from "./config.js";
-import { waitFor } from "./exec.js";
-import { type PodCensusWatch, watchPodCensus } from "./pod-census.js";
-import { templateHash } from "./rollout.js";
-import { type TestEnv, startTestEnv } from "./fixture.js";
+import { HOST_ADDR, LB_INGRESS_ANNOTATION } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type PodCensusWatch, watchPodCensus } from "../infra/env/pod-census.js";
+import { templateHash } from "../infra/env/rollout.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 
 // Connect to host:port from inside a namespace; prints "connected" or "failed: <reason>".
 const probeScript = (host: string, port: number, timeoutMs: number): string =>

@@ -2,16 +2,20 @@
 // logs (tail, timestamps, follow, previous), exec (environment, stdin, tty, exit status, the pod's
 // namespaces), port-forward and attach, against every cluster, over both of kubectl's client
 // protocols (WebSocket, the default, and SPDY). kube-apiserver speaks SPDY/3.1 to the kubelet
-// (test/k8s/kubelet-api) either way. Needs root and Go, like env.test.ts.
+// (test/infra/k8s/kubelet-api) either way. Needs root and Go, like env.test.ts.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { CLUSTERS, type ClusterName, HOST_ADDR, KUBELET_PORT, nsOf } from "./config.js";
-import { waitFor } from "./exec.js";
-import { type TestEnv, nodeScriptDeployment, startTestEnv } from "./fixture.js";
-import { KUBECTL_STREAMING_MODES, execTolerantOfSpdyLoss, type KubectlStreamingMode } from "./kubectl-streaming.js";
-import { type KubectlDone as Done, KubectlProcess, runKubectl } from "./kubectl-process.js";
+import { CLUSTERS, type ClusterName, HOST_ADDR, KUBELET_PORT, nsOf } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
+import {
+  KUBECTL_STREAMING_MODES,
+  execTolerantOfSpdyLoss,
+  type KubectlStreamingMode,
+} from "../infra/env/kubectl-streaming.js";
+import { type KubectlDone as Done, KubectlProcess, runKubectl } from "../infra/env/kubectl-process.js";
 
 const NS = "default";
 const APP = "kubelet-api-demo";

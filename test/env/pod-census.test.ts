@@ -1,7 +1,7 @@
 import type * as k8s from "@kubernetes/client-node";
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { PodCensus } from "./pod-census.js";
+import { PodCensus } from "../infra/env/pod-census.js";
 
 const pod = (uid: string, ready: boolean, terminating = false): k8s.V1Pod => ({
   metadata: { uid, name: uid, deletionTimestamp: terminating ? new Date(0) : undefined },

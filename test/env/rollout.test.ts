@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { type PodView, canonicalJson, intOrPercent, planRollout } from "./rollout.js";
+import { type PodView, canonicalJson, intOrPercent, planRollout } from "../infra/env/rollout.js";
 
 const pod = (name: string, hash: string, ready: boolean, seq: number, terminating = false): PodView => ({
   name,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { renderServiceTable, resolveTargetPort } from "./services.js";
+import { renderServiceTable, resolveTargetPort } from "../infra/env/services.js";
 
 test("the Service table DNATs frontends over ready endpoints and rejects Services without any", () => {
   const text = renderServiceTable("10.200.0.2", [

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { substituteMountPaths, writeAtomic } from "./volumes.js";
+import { substituteMountPaths, writeAtomic } from "../infra/env/volumes.js";
 
 test("writeAtomic lays files out like a kubelet and swaps ..data on change", () => {
   const dir = mkdtempSync(join(tmpdir(), "cpenv-vol-"));

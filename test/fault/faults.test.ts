@@ -11,7 +11,8 @@
 import { after, before, describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import type { TunnelClient } from "@cluster-proxy/client";
-import { failIfMissing, waitFor } from "../integration/harness.js";
+import { failIfMissing } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
 import { CLUSTERS, FaultLab, labSkip, type AgentHandle, type ClusterName, type ServerHandle } from "./lab.js";
 import {
   CORRUPT,

@@ -18,17 +18,11 @@ import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import { join } from "node:path";
 import type { ProcessStats } from "@cluster-proxy/tunnel/process";
-import {
-  CLI_ARGV,
-  Harness,
-  REPO,
-  agentCertFlags,
-  prerequisiteSkip,
-  serverCertFlags,
-  waitFor,
-  waitForProc,
-  type Proc,
-} from "../integration/harness.js";
+import { CLI_ARGV, REPO } from "../framework/repo.js";
+import { Harness, agentCertFlags, serverCertFlags } from "../framework/harness.js";
+import { prerequisiteSkip } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
+import { waitForProc, type Proc } from "../framework/process.js";
 
 export type ClusterName = "mc1" | "mc2";
 export const CLUSTERS: readonly ClusterName[] = ["mc1", "mc2"];
@@ -130,7 +124,7 @@ export class FaultLab {
       sh("ip", ["-n", this.hubNs, "link", "set", vh, "up"]);
       sh("ip", ["-n", this.ns(c), "link", "set", vc, "up"]);
     }
-    const bridge = join(REPO, "test/env/bridge.mjs");
+    const bridge = join(REPO, "test/infra/env/bridge.mjs");
     this.inNs(this.hubNs, "bridge-hub", process.execPath, [
       bridge,
       `${this.sock("server-health")}=127.0.0.1:${PORT.serverHealth}`,

@@ -11,11 +11,15 @@ import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { TunnelClient } from "@cluster-proxy/client";
 import { countOpenFds } from "@cluster-proxy/tunnel/process";
-import { REPO, failIfMissing, waitFor, type Proc } from "../integration/harness.js";
-import { cpuBurnersFromEnv, startCpuBurners } from "./cpu-burners.js";
+import { REPO } from "../framework/repo.js";
+import { failIfMissing } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
+import { cpuBurnersFromEnv, startCpuBurners } from "../framework/cpu-burners.js";
 import type { FleetConfig } from "./fleet.js";
 import { FaultLab, PORT, labSkip, rssMiB, type ServerHandle } from "./lab.js";
-import { dialTarget, exactDownload, footprint, grpcClient, groupReasons, leaks } from "./traffic.js";
+import { groupReasons } from "../framework/failure-reasons.js";
+import { dialTarget, exactDownload, footprint, grpcClient, leaks } from "./traffic.js";
 
 const MiB = 1024 * 1024;
 const { skip, missing } = labSkip();

@@ -5,7 +5,7 @@
  *   node --conditions=source --import tsx test/fault/target.ts <port>
  */
 import * as net from "node:net";
-import { serveTransfer } from "../integration/harness.js";
+import { serveTransfer } from "../framework/harness.js";
 
 const port = Number(process.argv[2] ?? 0);
 const server = net.createServer(serveTransfer);

@@ -9,7 +9,7 @@ import { once } from "node:events";
 import type { Duplex } from "node:stream";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import type { ProcessStats } from "@cluster-proxy/tunnel/process";
-import { PatternStream, patternHash } from "../integration/harness.js";
+import { PatternStream, patternHash } from "../framework/harness.js";
 import { PORT, type ClusterName, type FaultLab } from "./lab.js";
 
 export type Door = "connect" | "grpc";
@@ -217,21 +217,4 @@ export function leaks(before: Footprint, after: Footprint, slack: Footprint = LE
     if (after[k] - before[k] > slack[k]) out.push(`${k} ${before[k]} -> ${after[k]} (allowed +${slack[k]})`);
   }
   return out;
-}
-
-/**
- * Failure reasons grouped for a report: each distinct reason (numbers masked, so ports and
- * timings do not split a group) with its count, most frequent first, one `  3 x reason` line each.
- */
-export function groupReasons(reasons: readonly string[]): string {
-  const counts = new Map<string, number>();
-  // Numbers (ports, ms, connect IDs) would make every reason distinct.
-  for (const r of reasons) {
-    const key = r.replace(/\d+/g, "N");
-    counts.set(key, (counts.get(key) ?? 0) + 1);
-  }
-  return [...counts]
-    .sort((a, b) => b[1] - a[1])
-    .map(([r, n]) => `  ${n} x ${r}`)
-    .join("\n");
 }

@@ -12,21 +12,20 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash, X509Certificate } from "node:crypto";
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { ClusterDetail, FleetSnapshot } from "@cluster-proxy/fleet";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { nsOf, paths, repoRoot } from "../env/config.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, startTestEnv } from "../env/fixture.js";
-import { deleteAddonCsrs } from "../addon-manager/hub-setup.js";
-import { docBlock, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
-import { Browser, CHROMIUM, chromiumMissing } from "../browser/browser.js";
-import { GATEWAY, NS, gatewayPods } from "./gateway-setup.js";
+import { MANAGED, nsOf } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
+import { GuideOperator } from "../infra/addon/guide-operator.js";
+import { RELEASE, hubHelm, removeLeftRelease } from "../infra/chart.js";
+import { docBlock, runAsOperator } from "../infra/addon/readme-install.js";
+import { Browser, CHROMIUM, chromiumMissing } from "../framework/browser.js";
+import { GATEWAY, NS, gatewayPods, installChartAndWaitAvailable } from "../infra/gateway/gateway-setup.js";
 
-const RELEASE = "cluster-proxy";
 const ALICE = "system:serviceaccount:default:alice";
 /** What the guide's blocks create, for the cleanup before and after. */
 const HUB_OBJECTS = [
@@ -52,6 +51,7 @@ interface Secret extends KubeObject {
 describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 }, () => {
   let env: TestEnv;
   let hub: KubeApi;
+  let op: GuideOperator;
   let dir = "";
   let path = "";
   let portForward: ChildProcess | undefined;
@@ -59,18 +59,8 @@ describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 
   let browser: Browser | undefined;
   const tokens: Record<string, string> = {};
 
-  /** A guide block as an operator runs it, in `dir`; its output is logged unless it is a `secret`. */
-  const operator = async (what: string, script: string, secret = false): Promise<string> => {
-    const r = await runAsOperator(env, path, script, 600_000, { cwd: dir });
-    assert.equal(r.status, 0, `${what} failed:\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
-    console.log(`# ${what}\n# ${secret ? "(a token)" : r.stdout.trim().split("\n").join("\n# ")}`);
-    return r.stdout;
-  };
-  const helm = (args: string[], allowFail = false) =>
-    env.exec("lab", paths.helm, [...args, "--kubeconfig", env.kubeconfigPath("hub")], {
-      timeoutMs: 120_000,
-      allowFail,
-    });
+  /** A guide block as the operator runs it, in their directory; its output is logged unless it is a `secret`. */
+  const operator = (what: string, script: string, secret = false): Promise<string> => op.run(what, script, { secret });
   const deleteObjects = (): void => {
     for (const [kind, name, namespace] of HUB_OBJECTS)
       env.kubectl("hub", ["delete", kind, name, "--ignore-not-found", ...(namespace ? ["-n", namespace] : [])], {
@@ -108,12 +98,11 @@ describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 
     async () => {
       env = await startTestEnv();
       hub = new KubeApi(env.kubeConfig("hub"));
-      dir = mkdtempSync(join(tmpdir(), "cp-fleet-e2e-"));
-      path = operatorPath(env, dir);
-      symlinkSync(join(repoRoot, "charts"), join(dir, "charts"));
-      helm(["uninstall", "-n", NS, RELEASE, "--wait", "--timeout", "120s"], true);
+      op = GuideOperator.create(env, "cp-fleet-e2e-");
+      ({ dir, path } = op);
+      // What an interrupted run left: the release and the addon's CSRs, then the guide's objects.
+      await removeLeftRelease(env, hub);
       deleteObjects();
-      await deleteAddonCsrs(hub);
     },
     { timeout: 30 * 60_000 },
   );
@@ -128,24 +117,15 @@ describe("the fleet view on the gateway: who sees what", { timeout: 60 * 60_000 
       }
     }
     if (env) {
-      helm(["uninstall", "-n", NS, RELEASE], true);
+      hubHelm(env, ["uninstall", "-n", NS, RELEASE], { allowFail: true });
       deleteObjects();
     }
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    op?.remove();
     await env?.close();
   });
 
   test("the README's chart install, the guide's grants of alice, the viewer bob and the auditor audrey", async () => {
-    await operator("README install-chart", docBlock("install-chart"));
-    for (const c of ["mc1", "mc2"])
-      await operator(
-        `${c} Available`,
-        `kubectl wait managedclusteraddon/${RELEASE} -n ${c} --for=condition=Available --timeout=300s`,
-      );
-    await operator(
-      "the gateway Available",
-      `kubectl -n ${NS} wait deploy/${GATEWAY} --for=condition=Available --timeout=300s`,
-    );
+    await installChartAndWaitAvailable(op, MANAGED);
     await waitFor("ready gateway pods", 180_000, async () => (await gatewayPods(hub)).length >= 1, 1000);
     await operator("guide gateway-grant-hub", docBlock("gateway-grant-hub"));
     await operator("guide fleet-grant-viewer", docBlock("fleet-grant-viewer"));

@@ -1,7 +1,7 @@
 /**
  * The gateway end to end, on the test environment (real hub and klusterlets, the chart's pods run
  * by the process kubelet), driven by the commands of docs/guides/gateway.md run as written
- * (test/addon-manager/readme-install.ts): the README's chart install -> the addon Available on mc1
+ * (test/infra/addon/readme-install.ts): the README's chart install -> the addon Available on mc1
  * and mc2 and the gateway Deployment Available -> the guide's two replicas behind a LoadBalancer,
  * its hub grant of mc1 to the ServiceAccount alice, mc1's grant to
  * `cluster:hub:system:serviceaccount:default:alice`, and its `cluster-proxy kubeconfig --gateway`.
@@ -14,36 +14,35 @@
  * not told to create, but the workload it reaches and the ConfigMaps it watches.
  */
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { type Condition } from "@cluster-proxy/api";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
-import { HOST_ADDR, paths, repoRoot } from "../env/config.js";
-import { waitFor } from "../env/exec.js";
-import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../env/fixture.js";
+import { HOST_ADDR } from "../infra/env/config.js";
+import { waitFor } from "../infra/env/exec.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
 import {
   KUBECTL_STREAMING_MODES,
   execTolerantOfSpdyLoss,
   type KubectlStreamingMode,
-} from "../env/kubectl-streaming.js";
-import { type KubectlDone, KubectlProcess, runKubectl } from "../env/kubectl-process.js";
-import { deleteAddonCsrs } from "../addon-manager/hub-setup.js";
-import { docBlock, operatorPath, runAsOperator } from "../addon-manager/readme-install.js";
+} from "../infra/env/kubectl-streaming.js";
+import { type KubectlDone, KubectlProcess, runKubectl } from "../infra/env/kubectl-process.js";
+import { GuideOperator } from "../infra/addon/guide-operator.js";
+import { RELEASE, hubHelm, removeLeftRelease } from "../infra/chart.js";
+import { docBlock } from "../infra/addon/readme-install.js";
 import {
-  GATEWAY,
   NS,
   type AuditRecord,
   type OidcIssuer,
   auditRecords,
   gatewayPods,
+  installChartAndWaitAvailable,
   probeGatewayEndpoint,
   signingKey,
   startOidcIssuer,
-} from "./gateway-setup.js";
+} from "../infra/gateway/gateway-setup.js";
 
-const RELEASE = "cluster-proxy";
 const CLUSTERS = ["mc1", "mc2"] as const;
 /** alice, a ServiceAccount of the hub, and who she is in a managed cluster. */
 const ALICE = "system:serviceaccount:default:alice";
@@ -91,22 +90,17 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
   let env: TestEnv;
   let hub: KubeApi;
   let mc1: KubeApi;
+  let op: GuideOperator;
   let dir = "";
-  let path = "";
   let issuer: OidcIssuer | undefined;
   const running = new Set<KubectlProcess>();
 
-  /** A guide block (or command) as an operator runs it, in `dir`; fails the test with its trace. */
-  const operator = async (
+  /** A guide block (or command) as the operator runs it, in their directory; fails the test with its trace. */
+  const operator = (
     what: string,
     script: string,
     opts: { env?: Record<string, string>; timeoutMs?: number } = {},
-  ): Promise<string> => {
-    const r = await runAsOperator(env, path, script, opts.timeoutMs ?? 600_000, { cwd: dir, env: opts.env });
-    assert.equal(r.status, 0, `${what} failed:\n${script}\n--- stdout\n${r.stdout}\n--- stderr\n${r.stderr}`);
-    console.log(`# ${what}\n# ${r.stdout.trim().split("\n").join("\n# ")}`);
-    return r.stdout;
-  };
+  ): Promise<string> => op.run(what, script, opts);
   /** The same, as mc1's admin (KUBECONFIG mc1's). */
   const mc1Admin = (what: string, script: string): Promise<string> =>
     operator(what, script, { env: { KUBECONFIG: env.kubeconfigPath("mc1") } });
@@ -130,11 +124,6 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
     assert.equal(r.code, 0, `${what}: exit ${r.code}\n${r.stdout}${r.stderr}`);
     return r.stdout;
   };
-  const helm = (args: string[], allowFail = false) =>
-    env.exec("lab", paths.helm, [...args, "--kubeconfig", env.kubeconfigPath("hub")], {
-      timeoutMs: 120_000,
-      allowFail,
-    });
   const deleteObjects = (cluster: "hub" | "mc1", objects: readonly (readonly string[])[]): void => {
     for (const [kind, name, namespace] of objects)
       env.kubectl(cluster, ["delete", kind!, name!, "--ignore-not-found", ...(namespace ? ["-n", namespace] : [])], {
@@ -199,19 +188,15 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
       env = await startTestEnv();
       hub = new KubeApi(env.kubeConfig("hub"));
       mc1 = new KubeApi(env.kubeConfig("mc1"));
-      dir = mkdtempSync(join(tmpdir(), "cp-gateway-e2e-"));
-      path = operatorPath(env, dir);
-      // The operator works in a directory of their own with the chart at hand (the guide's files,
-      // alice.kubeconfig and the like, land there, not in the checkout).
-      symlinkSync(join(repoRoot, "charts"), join(dir, "charts"));
-      // What an interrupted run left: the release, the guide's objects, the addon's CSRs.
-      helm(["uninstall", "-n", NS, RELEASE, "--wait", "--timeout", "120s"], true);
+      op = GuideOperator.create(env, "cp-gateway-e2e-");
+      dir = op.dir;
+      // What an interrupted run left: the release and the addon's CSRs, then the guide's objects.
+      await removeLeftRelease(env, hub);
       deleteObjects("hub", HUB_OBJECTS);
       deleteObjects("mc1", MC1_OBJECTS);
       env.kubectl("mc1", ["-n", "default", "delete", "configmap", "-l", "gateway-e2e=true", "--ignore-not-found"], {
         allowFail: true,
       });
-      await deleteAddonCsrs(hub);
       // The workload alice reaches in mc1, and two Services in front of it.
       await env.apps("mc1").createNamespacedDeployment({
         namespace: "default",
@@ -233,28 +218,19 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
     for (const k of running) await k.stop();
     await issuer?.stop();
     if (env) {
-      helm(["uninstall", "-n", NS, RELEASE], true);
+      hubHelm(env, ["uninstall", "-n", NS, RELEASE], { allowFail: true });
       deleteObjects("hub", HUB_OBJECTS);
       deleteObjects("mc1", MC1_OBJECTS);
       env.kubectl("mc1", ["-n", "default", "delete", "configmap", "-l", "gateway-e2e=true", "--ignore-not-found"], {
         allowFail: true,
       });
     }
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    op?.remove();
     await env?.close();
   });
 
   test("the README's chart install: the addon Available on mc1 and mc2, the gateway Deployment Available", async () => {
-    await operator("README install-chart", docBlock("install-chart"));
-    for (const c of CLUSTERS)
-      await operator(
-        `${c} Available`,
-        `kubectl wait managedclusteraddon/${RELEASE} -n ${c} --for=condition=Available --timeout=300s`,
-      );
-    await operator(
-      "the gateway Available",
-      `kubectl -n ${NS} wait deploy/${GATEWAY} --for=condition=Available --timeout=300s`,
-    );
+    await installChartAndWaitAvailable(op, CLUSTERS);
   });
 
   test("the guide: the gateway's two replicas behind a LoadBalancer, alice granted mc1 on the hub and a view of mc1 there", async () => {

@@ -17,17 +17,11 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
-import {
-  Harness,
-  echoRoundTrip,
-  failIfMissing,
-  httpGet,
-  prerequisiteSkip,
-  waitFor,
-  type AgentHandle,
-  type Proc,
-  type ServerPorts,
-} from "../integration/harness.js";
+import { Harness, echoRoundTrip, type AgentHandle, type ServerPorts } from "../framework/harness.js";
+import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
 import { footprint, waitForBaseline, type Footprint } from "./process-probe.js";
 
 /** Where the attacks come from: 127.0.0.2 .. 127.0.0.(1 + ATTACK_SOURCES). */
@@ -173,11 +167,7 @@ async function backToBaseline(base: { server: Footprint; agent: Footprint }): Pr
 describe("hostile clients: admission (silent, slow and half-open peers)", () => {
   before(async () => {
     h = await new Harness().init(["east"]);
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     const echo = net.createServer((s) => {
       echoSockets.add(s);
       s.once("close", () => echoSockets.delete(s));

@@ -19,16 +19,10 @@ import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import { AGENT_CONNECT_METHOD, Metadata, PROXY_METHOD } from "@cluster-proxy/protocol";
 import { connectSession, openCall, type ClientCall } from "@cluster-proxy/tunnel";
 import { rawH2 } from "@cluster-proxy/tunnel/testing";
-import {
-  Harness,
-  echoRoundTrip,
-  echoServer,
-  httpGet,
-  waitFor,
-  type AgentHandle,
-  type Proc,
-  type ServerPorts,
-} from "../integration/harness.js";
+import { Harness, echoRoundTrip, echoServer, type AgentHandle, type ServerPorts } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
 import { footprint, waitForBaseline, type Footprint } from "./process-probe.js";
 
 /** Fails with `what` when `p` takes longer than `ms`. */

@@ -14,7 +14,6 @@
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import * as http2 from "node:http2";
 import { join } from "node:path";
@@ -27,12 +26,12 @@ import {
   echoRoundTrip,
   echoServer,
   freePort,
-  httpGet,
   metricSum,
   tcpBalancer,
-  waitFor,
   type ServerPorts,
-} from "../integration/harness.js";
+} from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 import { footprint, rssMiB, waitForBaseline } from "./process-probe.js";
 
 const REFUSAL = "refused by the agent's destination policy";
@@ -56,11 +55,7 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
 
   before(async () => {
     await h.init(["east", "west"]);
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     echo = await echoServer(h);
   });
   after(async () => {

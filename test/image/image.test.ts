@@ -15,16 +15,10 @@ import { join, relative } from "node:path";
 import { dialConnect } from "@cluster-proxy/client";
 import { nodeFlagsFor } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
-import {
-  Harness,
-  REPO,
-  echoRoundTrip,
-  echoServer,
-  freePort,
-  httpGet,
-  serverCertFlags,
-  waitForProc,
-} from "../integration/harness.js";
+import { Harness, echoRoundTrip, echoServer, freePort, serverCertFlags } from "../framework/harness.js";
+import { REPO } from "../framework/repo.js";
+import { httpGet } from "../framework/http.js";
+import { waitForProc } from "../framework/process.js";
 
 interface ImageInfo {
   name: string;

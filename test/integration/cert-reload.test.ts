@@ -15,7 +15,9 @@ import { join } from "node:path";
 import * as tls from "node:tls";
 import { TunnelClient } from "@cluster-proxy/client";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
-import { Harness, httpGet, patternHash, transferServer, waitFor } from "./harness.js";
+import { Harness, patternHash, transferServer } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 
 const h = new Harness();
 after(() => h.close());

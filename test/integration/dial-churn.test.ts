@@ -12,7 +12,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { TunnelClient } from "@cluster-proxy/client";
 import { type TunnelSocket } from "@cluster-proxy/client";
-import { Harness, echoServer, type ServerPorts } from "./harness.js";
+import { Harness, echoServer, type ServerPorts } from "../framework/harness.js";
 
 const LOOPS = 16;
 const DIALS_PER_LOOP = 200;

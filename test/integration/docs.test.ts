@@ -8,8 +8,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { DOC_BLOCKS, docBlock, type DocBlockName } from "../addon-manager/readme-install.js";
-import { REPO } from "./harness.js";
+import { DOC_BLOCKS, docBlock, type DocBlockName } from "../infra/addon/readme-install.js";
+import { REPO } from "../framework/repo.js";
 
 const README_MAX_LINES = 350;
 

@@ -19,8 +19,10 @@ import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { canListen } from "@cluster-proxy/tunnel/testing";
-import { Harness, REPO, waitForProc, type Proc } from "./harness.js";
-import { assertShownOutput, docBlock, transcriptSteps } from "../addon-manager/readme-install.js";
+import { Harness } from "../framework/harness.js";
+import { REPO } from "../framework/repo.js";
+import { waitForProc, type Proc } from "../framework/process.js";
+import { assertShownOutput, docBlock, transcriptSteps } from "../infra/addon/readme-install.js";
 
 const run = promisify(execFile);
 const h = new Harness();

@@ -14,8 +14,10 @@ import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import type * as net from "node:net";
 import { TunnelClient, dialConnect, type TunnelSocket } from "@cluster-proxy/client";
-import { startGoAgent } from "../interop/go-harness.js";
-import { Harness, PatternStream, transferServer, waitFor, type Proc } from "./harness.js";
+import { startGoAgent } from "../framework/go-harness.js";
+import { Harness, PatternStream, listenOnLoopback, transferServer } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
 
 const MiB = 1024 * 1024;
 const STALL_MS = 10_000;
@@ -51,18 +53,10 @@ function watchRss(procs: Proc[]): { stop: () => number[] } {
 /** A target that accepts and never reads. */
 async function deafTarget(h: Harness): Promise<number> {
   const net = await import("node:net");
-  const sockets = new Set<net.Socket>();
   const srv = net.createServer({ pauseOnConnect: true }, (s) => {
     s.on("error", () => undefined);
-    sockets.add(s);
   });
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  h.onClose(() => {
-    for (const s of sockets) s.destroy();
-    srv.close();
-  });
-  return (srv.address() as net.AddressInfo).port;
+  return listenOnLoopback(h, srv);
 }
 
 function expectedHash(size: number, seed: number): string {
@@ -157,20 +151,18 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
   let connectPort = 0;
   let serverPorts: { agent: number };
   const cleanups: (() => void)[] = [];
+  /** Seeds of the `source` transfers whose writes the target had to hold back (see serveTransfer). */
+  const blockedSources = new Set<number>();
 
   before(async () => {
     await h.init(["east"]);
-    transferPort = await transferServer(h);
+    transferPort = await transferServer(h, (seed) => blockedSources.add(seed));
     deafPort = await deafTarget(h);
     const srv = await h.startServer([`--connection-stall-timeout=${STALL_MS}ms`]);
     server = srv.proc;
     connectPort = srv.ports.httpConnect;
     serverPorts = srv.ports;
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     client = new TunnelClient({
       proxy: { host: "127.0.0.1", port: srv.ports.server, ...tlsOpts },
       dialTimeoutMs: 10_000,
@@ -224,7 +216,14 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       cleanups.push(() => (a3Writing = false));
       writeA3();
       const stalledAt = Date.now();
-      await new Promise((r) => setTimeout(r, 1500)); // all three are over their budgets now
+      // All three over their budgets: A1's and A2's downloads held back at the target, A3's writes
+      // held back at the client.
+      await waitFor(
+        "A1, A2 and A3 held back by flow control",
+        () => blockedSources.has(9) && blockedSources.has(10) && a3.writableNeedDrain,
+        15_000,
+        10,
+      );
 
       const down = await download(await client.dial(target), size, 3, want);
       debug(`down ${down}`);
@@ -294,7 +293,8 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       const aEnd = connectStallEnd(server, serverStalls(server), a, 4096 * MiB).then((at) => ({ at }));
       a.write(`source ${4096 * MiB} 12\n`);
       const stalledAt = Date.now();
-      await new Promise((r) => setTimeout(r, 1500));
+      // The stalled download held back at the target: the server holds the Go agent's stream.
+      await waitFor("the stalled download held back", () => blockedSources.has(12), 15_000, 10);
       const rate = await download(await client.dial(target), size, 5, want);
       const end = await aEnd;
       const [serverRss, agentRss] = rssWatch.stop();

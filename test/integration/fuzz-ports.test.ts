@@ -7,12 +7,13 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import * as net from "node:net";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, encodeData, encodePacket } from "@cluster-proxy/protocol";
 import { connectSession, frameMessage, openCall } from "@cluster-proxy/tunnel";
-import { Harness, echoServer, httpGet, type Proc, type ServerPorts } from "./harness.js";
+import { Harness, echoServer, type ServerPorts } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { type Proc } from "../framework/process.js";
 
 const SEED = Number(process.env["FUZZ_SEED"] ?? 0xf022);
 const CONNECTIONS = 300;
@@ -121,11 +122,7 @@ describe("fuzz: random bytes against every listening port", { timeout: 120_000 }
     ports = s.ports;
     server = s.proc;
     await h.startAgent("east", ports.agent);
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
   });
   after(() => h.close());
 

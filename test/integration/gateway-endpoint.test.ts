@@ -17,7 +17,7 @@ import { after, before, describe, test } from "node:test";
 import type { TunnelClient } from "@cluster-proxy/client";
 import { DialError } from "@cluster-proxy/client";
 import { clusterNamesFromCertificate, createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
-import { Harness, type ServerPorts } from "./harness.js";
+import { Harness, type ServerPorts } from "../framework/harness.js";
 
 interface Seen {
   url: string;

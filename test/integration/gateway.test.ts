@@ -13,7 +13,7 @@ import { parseGatewayOptions } from "@cluster-proxy/api";
 import { Gateway, type AuditRecord } from "@cluster-proxy/gateway";
 import { FakeHub } from "@cluster-proxy/gateway/testing";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
-import { Harness, type ServerPorts } from "./harness.js";
+import { Harness, type ServerPorts } from "../framework/harness.js";
 
 function get(port: number, path: string, ca: string, token: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {

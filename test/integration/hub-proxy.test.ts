@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import * as http from "node:http";
 import * as https from "node:https";
 import * as net from "node:net";
@@ -13,7 +13,8 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { dialConnect } from "@cluster-proxy/client";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
-import { Harness, echoServer, waitFor, type ServerPorts } from "./harness.js";
+import { Harness, echoServer, type ServerPorts } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
 
 /** A forward proxy answering CONNECT (requiring `auth` when given); records each request. */
 async function forwardProxy(
@@ -57,11 +58,7 @@ describe("the agent reaches the hub through a forward proxy (HTTPS_PROXY)", { ti
     return { ...e, ...extra };
   };
   const roundTrip = async (cluster: string): Promise<string> => {
-    const tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    const tlsOpts = h.clientTls();
     const s = await dialConnect(`127.0.0.1.${cluster}:${echo}`, {
       proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tlsOpts },
     });

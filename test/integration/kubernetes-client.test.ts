@@ -18,7 +18,7 @@ import {
 } from "@kubernetes/client-node";
 import { createTunnelHttpsAgent } from "@cluster-proxy/client";
 import { issueCertificate } from "@cluster-proxy/pki";
-import { Harness } from "./harness.js";
+import { Harness } from "../framework/harness.js";
 
 const h = new Harness();
 after(() => h.close());

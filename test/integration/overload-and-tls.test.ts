@@ -30,7 +30,7 @@ import { HandshakeFailureLog, ProxyServer, SHED_ALERT, SLOT_MS } from "@cluster-
 import { connectSession, serverIsShedding } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
-import { waitFor } from "./harness.js";
+import { waitFor } from "../framework/waits.js";
 
 /** A logger that keeps warnings (message and fields). */
 function recordingLogger(): Logger & { warnings: { msg: string; obj: Record<string, unknown> }[] } {

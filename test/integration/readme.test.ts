@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { REPO } from "./harness.js";
+import { REPO } from "../framework/repo.js";
 
 test("README opens with the two commands: run the main job, run all tests", () => {
   const lines = readFileSync(join(REPO, "README.md"), "utf8").split("\n");

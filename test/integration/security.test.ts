@@ -11,7 +11,9 @@ import { writeFile } from "node:fs/promises";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { DialError, HttpConnectError, TunnelClient, dialConnect, type TunnelSocket } from "@cluster-proxy/client";
-import { Harness, echoServer, freePort, helloServer, httpGet, waitFor, type ServerPorts } from "./harness.js";
+import { Harness, echoServer, freePort, helloServer, type ServerPorts } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 
 async function metric(port: number, name: string): Promise<number> {
   const { body } = await httpGet(`http://127.0.0.1:${port}/metrics`);
@@ -46,11 +48,7 @@ describe("security: certificate-bound agent identity and the agent's destination
 
   before(async () => {
     await h.init(["east", "west"]);
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     hello = await helloServer(h, "target");
     echo = await echoServer(h);
   });

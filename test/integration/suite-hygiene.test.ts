@@ -1,17 +1,20 @@
 /**
  * Issue 18, point 3: the suite cannot hang or skip silently. The runner gives every test a
  * deadline; a suite without its prerequisites fails under CI=true; the scale tests' load and
- * failure reports work as documented.
+ * failure reports work as documented. Issue 30, point 6: suites import test/framework and
+ * test/infra, never another suite (docs/testing/framework.md).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { cpuBurnersFromEnv, startCpuBurners } from "../fault/cpu-burners.js";
-import { groupReasons } from "../fault/traffic.js";
-import { REPO, prerequisiteSkip, waitFor } from "./harness.js";
+import { dirname, join, relative, resolve } from "node:path";
+import { cpuBurnersFromEnv, startCpuBurners } from "../framework/cpu-burners.js";
+import { groupReasons } from "../framework/failure-reasons.js";
+import { REPO } from "../framework/repo.js";
+import { prerequisiteSkip } from "../framework/prerequisites.js";
+import { waitFor } from "../framework/waits.js";
 
 test("scripts/test.sh gives every test a deadline (--test-timeout), and a hanging test fails by it", () => {
   const script = readFileSync(join(REPO, "scripts/test.sh"), "utf8");
@@ -74,4 +77,63 @@ test("failure reasons are reported grouped, most frequent first", () => {
     "dial timeout after 4999 ms",
   ]);
   assert.equal(text, "  3 x dial timeout after N ms\n  1 x connect ECONNREFUSED N.N.N.N:N");
+});
+
+/**
+ * The folder a file of test/ or bench/ belongs to, for the layering rule: "framework", "infra",
+ * "bench" or "suite:<name>".
+ */
+function layerOf(repoPath: string): string | undefined {
+  const [top, second, ...rest] = repoPath.split("/");
+  if (top === "bench") return "bench";
+  // A file directly in test/ belongs to no folder.
+  if (top !== "test" || second === undefined || rest.length === 0) return undefined;
+  return second === "framework" || second === "infra" ? second : `suite:${second}`;
+}
+
+/** Whether a file in layer `from` may import one in layer `to` (docs/testing/framework.md). */
+function mayImport(from: string, to: string): boolean {
+  if (from === to) return true;
+  if (to === "framework") return from !== "framework";
+  if (to === "infra") return from !== "framework" && from !== "infra";
+  return false;
+}
+
+/** Every relative module specifier of a source file: static imports, re-exports and `import()`. */
+function relativeImports(source: string): string[] {
+  const specs: string[] = [];
+  for (const m of source.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)["'](\.{1,2}\/[^"']+)["']/g)) specs.push(m[1]!);
+  return specs;
+}
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(join(REPO, dir), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && /\.(ts|mts|mjs)$/.test(e.name) && !e.parentPath.includes("node_modules"))
+    .map((e) => relative(REPO, join(e.parentPath, e.name)));
+}
+
+test("suites import test/framework and test/infra, never another suite; bench/ only those two", () => {
+  assert.deepEqual(
+    relativeImports('import { a } from "../x.js";\nexport * from "./y.js";\nawait import("../../z.js");'),
+    ["../x.js", "./y.js", "../../z.js"],
+  );
+  assert.ok(mayImport("suite:gateway", "infra") && mayImport("infra", "framework") && mayImport("bench", "framework"));
+  assert.ok(!mayImport("suite:gateway", "suite:addon-manager") && !mayImport("framework", "infra"));
+  assert.ok(!mayImport("infra", "suite:env") && !mayImport("bench", "suite:integration"));
+  const files = [...sourceFiles("test"), ...sourceFiles("bench")];
+  assert.ok(files.includes("test/framework/harness.ts") && files.includes("test/infra/env/fixture.ts"));
+  const violations: string[] = [];
+  for (const file of files) {
+    const from = layerOf(file)!;
+    for (const spec of relativeImports(readFileSync(join(REPO, file), "utf8"))) {
+      const target = relative(REPO, resolve(REPO, dirname(file), spec));
+      const to = layerOf(target);
+      if (to !== undefined && !mayImport(from, to)) violations.push(`${file} imports ${target} (${from} -> ${to})`);
+    }
+  }
+  assert.deepEqual(
+    violations,
+    [],
+    "see docs/testing/framework.md: move what both need into test/framework or test/infra",
+  );
 });

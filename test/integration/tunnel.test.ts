@@ -6,7 +6,6 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import * as net from "node:net";
 import * as tls from "node:tls";
@@ -28,12 +27,12 @@ import {
   echoServer,
   freePort,
   helloServer,
-  httpGet,
   tcpBalancer,
   transferServer,
-  waitFor,
   type ServerPorts,
-} from "./harness.js";
+} from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 
 const MiB = 1024 * 1024;
 
@@ -106,11 +105,7 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
       const a = await h.startAgent(cluster, ports.agent, [`--apiserver-address=127.0.0.1:${api}`, ...admin]);
       agentHealth[cluster] = a.healthPort;
     }
-    tlsOpts = {
-      ca: readFileSync(h.certs.ca.cert),
-      cert: readFileSync(h.certs.client.cert),
-      key: readFileSync(h.certs.client.key),
-    };
+    tlsOpts = h.clientTls();
     client = new TunnelClient({ proxy: { host: "127.0.0.1", port: ports.server, ...tlsOpts }, dialTimeoutMs: 10_000 });
   });
   after(async () => {
@@ -424,9 +419,7 @@ describe("server restarts and several servers", () => {
         proxy: {
           host: "127.0.0.1",
           port: srv.ports.server,
-          ca: readFileSync(h.certs.ca.cert),
-          cert: readFileSync(h.certs.client.cert),
-          key: readFileSync(h.certs.client.key),
+          ...h.clientTls(),
         },
       });
       const s = await c.dial("east:443");

@@ -15,7 +15,10 @@ import {
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
 import { canListen } from "@cluster-proxy/tunnel/testing";
-import { CLI, Harness, REPO, waitFor, type Proc } from "./harness.js";
+import { CLI, REPO } from "../framework/repo.js";
+import { Harness } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
+import { type Proc } from "../framework/process.js";
 
 const run = promisify(execFile);
 const h = new Harness();

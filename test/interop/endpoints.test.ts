@@ -9,7 +9,9 @@ import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { GO_AGENT_FLAGS, GO_SERVER_FLAGS } from "@cluster-proxy/api";
 import { after, before, describe, test } from "node:test";
-import { Harness, echoServer, freePort, httpGet, waitFor } from "../integration/harness.js";
+import { Harness, echoServer, freePort } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 import {
   goBin,
   notePairing,
@@ -22,7 +24,7 @@ import {
   tsClient,
   type AgentCtl,
   type ServerCtl,
-} from "./go-harness.js";
+} from "../framework/go-harness.js";
 
 /** Metric families of a /metrics page: type and the label names of their samples (`le` aside). */
 function families(text: string, prefix: string): Map<string, { type: string; labels: string }> {

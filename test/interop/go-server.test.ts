@@ -25,7 +25,7 @@
  */
 import { after } from "node:test";
 import { haSuite, pairingSuite } from "./matrix.js";
-import { reportPairings } from "./go-harness.js";
+import { reportPairings } from "../framework/go-harness.js";
 
 pairingSuite({ client: "ts", server: "go", agent: "go" });
 pairingSuite({ client: "ts", server: "go", agent: "ts" });

@@ -25,17 +25,12 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { dial } from "@cluster-proxy/client";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
-import {
-  REPO,
-  echoServer,
-  freePort,
-  httpGet,
-  waitFor,
-  waitForProc,
-  Harness,
-  type Proc,
-} from "../integration/harness.js";
-import { goBin, metric, notePairing, reportPairings } from "./go-harness.js";
+import { REPO } from "../framework/repo.js";
+import { echoServer, freePort, Harness } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
+import { waitForProc, type Proc } from "../framework/process.js";
+import { goBin, metric, notePairing, reportPairings } from "../framework/go-harness.js";
 
 const PROXY_SERVER = join(REPO, "packages/cli/dist/proxy-server.js");
 const PROXY_AGENT = join(REPO, "packages/cli/dist/proxy-agent.js");

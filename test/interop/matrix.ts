@@ -6,7 +6,9 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Harness, PatternStream, freePort, httpGet, transferServer, waitFor } from "../integration/harness.js";
+import { Harness, PatternStream, freePort, tcpBalancer, transferServer } from "../framework/harness.js";
+import { httpGet } from "../framework/http.js";
+import { waitFor } from "../framework/waits.js";
 import {
   GoClientDriver,
   MiB,
@@ -19,7 +21,6 @@ import {
   notePairing,
   patternHash,
   rawDial,
-  roundRobin,
   startGoAgent,
   startGoServer,
   startTsAgent,
@@ -28,7 +29,7 @@ import {
   type AgentOptions,
   type Driver,
   type ServerCtl,
-} from "./go-harness.js";
+} from "../framework/go-harness.js";
 
 export interface PairingDef {
   client: "go" | "ts";
@@ -240,7 +241,13 @@ export function pairingSuite(d: PairingDef): void {
 
     test("DRAIN: new dials go to the other agent; open connections keep working", async () => {
       agentA2 = await startAgent({ cluster: "c", agentId: `${d.agent}-agent-a2`, identifiers: "ipv4=127.0.0.1" });
-      await new Promise((r) => setTimeout(r, 500));
+      const second = agentA2;
+      await waitFor(
+        "A2 connected to the server",
+        async () => (await metric(second.healthPort, "konnectivity_network_proxy_agent_open_server_connections")) === 1,
+        10_000,
+        50,
+      );
       const a0 = await agentA.dials();
       const held = await driver.open(`127.0.0.1:${fin.port}`, { keep: true, closeOnInputEnd: true });
       await held.write("one\n");
@@ -323,7 +330,7 @@ export function haSuite(o: { server: "go" | "ts"; agent: "go" | "ts"; client: "g
               : await startTsServer(h, [`--server-count=${n}`, `--server-id=${id}`]),
           );
         }
-        const lb = await roundRobin(
+        const lb = await tcpBalancer(
           h,
           servers.map((s) => s.agentPort),
         );
@@ -343,7 +350,8 @@ export function haSuite(o: { server: "go" | "ts"; agent: "go" | "ts"; client: "g
             o.client === "go" ? new GoClientDriver(h, () => s.grpcPort) : new TsClientDriver(h, () => s.grpcPort);
           assert.equal(await driver.get(`http://127.0.0.1:${hello}/via-${i}`), `v4 /via-${i}`);
         }
-        // Still exactly n after more sync rounds (no duplicate connections kept).
+        // Still exactly n after more sync rounds (no duplicate connections kept). Time is what this
+        // checks: a second of sync rounds (every 100 ms) passes, and the count has not moved.
         await new Promise((r) => setTimeout(r, 1000));
         assert.equal(await metric(agent.healthPort, "konnectivity_network_proxy_agent_open_server_connections"), n);
       });

@@ -1,6 +1,6 @@
 /**
  * Interop with OUR proxy-server in the middle (issue 4): the real Go konnectivity-client (via
- * test/go-peers/client, `konnectivity-go-client`), the Go `proxy-test-client` and curl in front;
+ * test/infra/go-peers/client, `konnectivity-go-client`), the Go `proxy-test-client` and curl in front;
  * our agent or the real Go agent (v0.36.0) behind. The Go-server pairings: go-server.test.ts.
  * Cases are written once in matrix.ts (pairingSuite, haSuite); processes: go-harness.ts.
  *
@@ -37,12 +37,13 @@ import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import * as http from "node:http";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { HttpConnectError, dialConnect } from "@cluster-proxy/client";
-import { Harness, PatternStream, freePort, helloServer, waitFor } from "../integration/harness.js";
+import { Harness, PatternStream, freePort, helloServer } from "../framework/harness.js";
+import { waitFor } from "../framework/waits.js";
 import { haSuite, lowPort, pairingSuite, startHttpTestServer, withTimeout } from "./matrix.js";
 import {
   MiB,
@@ -56,7 +57,7 @@ import {
   startTsServer,
   type AgentCtl,
   type ServerCtl,
-} from "./go-harness.js";
+} from "../framework/go-harness.js";
 
 pairingSuite({ client: "go", server: "ts", agent: "ts" });
 pairingSuite({ client: "go", server: "ts", agent: "go" });
@@ -353,11 +354,7 @@ describe(
           )) >= 1
         );
       });
-      const tls = {
-        ca: readFileSync(h.certs.ca.cert),
-        cert: readFileSync(h.certs.client.cert),
-        key: readFileSync(h.certs.client.key),
-      };
+      const tls = h.clientTls();
       for (let i = 0; i < 5; i++) {
         const s = await dialConnect(`localhost.a:${web}`, {
           proxy: { host: "127.0.0.1", port: ports.httpConnect, ...tls },

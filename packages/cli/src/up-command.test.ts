@@ -8,10 +8,11 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { ClusterDetail, FleetRow, FleetSnapshot } from "@cluster-proxy/fleet";
-import type { CliContext, UpAgents } from "./cli-context.js";
 import { probeThroughConnect } from "./cluster-probe.js";
 import { runCli } from "./program.js";
 import type { SignalSource } from "./shutdown-signals.js";
+import { runCaptured } from "./testing/capture.js";
+import { startUpInProcess } from "./testing/in-process-up.js";
 
 // Fixed ports are what `up` is about; pick a base unlikely to be taken (below the ephemeral range).
 const base = 20_000 + (process.pid % 500) * 20;
@@ -24,31 +25,18 @@ after(async () => {
   await rm(stateDir, { recursive: true, force: true });
 });
 
-async function up(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const ctx: CliContext = {
-    stdout: (t) => void out.push(t),
-    stderr: (t) => void err.push(t),
-    env: {},
-    signals: new EventEmitter(),
-    colors: false,
-  };
-  const code = await runCli(
-    [
-      "up",
-      "--exit-after-ready",
-      "--state-dir",
-      stateDir,
-      "--log-level",
-      "silent",
-      "--port-base",
-      String(base),
-      ...args,
-    ],
-    ctx,
-  );
-  return { code, out: out.join(""), err: err.join("") };
+function up(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  return runCaptured([
+    "up",
+    "--exit-after-ready",
+    "--state-dir",
+    stateDir,
+    "--log-level",
+    "silent",
+    "--port-base",
+    String(base),
+    ...args,
+  ]);
 }
 
 test("up --exit-after-ready starts the hub, waits for every cluster, prints how to reach them", async () => {
@@ -96,27 +84,18 @@ test("a taken port is reported with the port and --port-base", async () => {
 });
 
 test("up's fleet view: rows follow the agents (stopped and started through the test seam), traffic of its doors counts", async () => {
-  const out: string[] = [];
-  const signals = new EventEmitter();
-  let agents: UpAgents | undefined;
-  const running = runCli(
-    ["up", "--state-dir", join(stateDir, "fleet"), "--log-level", "silent", "--port-base", String(base)],
-    {
-      stdout: (t) => void out.push(t),
-      stderr: (t) => void out.push(t),
-      env: {},
-      signals,
-      colors: false,
-      upAgents: (a) => (agents = a),
-    },
-  );
+  const up = await startUpInProcess([
+    "--state-dir",
+    join(stateDir, "fleet"),
+    "--log-level",
+    "silent",
+    "--port-base",
+    String(base),
+  ]);
+  const { agents } = up;
   try {
-    await waitUntil("up to print its ready screen", () => out.join("").includes("Running; press Ctrl-C"), {
-      timeoutMs: 60_000,
-      everyMs: 50,
-    });
-    const page = /Fleet view \(live\): (\S+)/.exec(out.join(""))?.[1];
-    assert.ok(page && agents, out.join(""));
+    const page = /Fleet view \(live\): (\S+)/.exec(up.output())?.[1];
+    assert.ok(page, up.output());
     const rows = async (): Promise<Map<string, FleetRow>> => {
       const snapshot = (await (await fetch(`${page}api/clusters`)).json()) as FleetSnapshot;
       return new Map(snapshot.clusters.map((r) => [r.cluster, r]));
@@ -150,9 +129,8 @@ test("up's fleet view: rows follow the agents (stopped and started through the t
       return now.requests === before.requests + 1 && now.bytesIn > before.bytesIn && now.bytesOut > before.bytesOut;
     });
   } finally {
-    signals.emit("SIGINT");
+    assert.equal(await up.stop("SIGINT"), 0, up.output());
   }
-  assert.equal(await running, 0, out.join(""));
 });
 
 test("bad --clusters and --port-base values exit 2 naming the flag", async () => {
@@ -200,25 +178,18 @@ test("--state-dir naming a file, and a state directory up cannot reuse, say what
 
 test("up writes a hub profile that health, kubeconfig and port-forward use, and removes it when it stops", async () => {
   const dir = join(stateDir, "profiled");
-  const out: string[] = [];
-  const signals = new EventEmitter();
-  const ctx: CliContext = {
-    stdout: (t) => void out.push(t),
-    stderr: (t) => void out.push(t),
-    env: {},
-    signals,
-    colors: false,
-  };
-  const running = runCli(
-    ["up", "--state-dir", dir, "--log-level", "silent", "--port-base", String(base), "--clusters", "east,west"],
-    ctx,
-  );
+  const up = await startUpInProcess([
+    "--state-dir",
+    dir,
+    "--log-level",
+    "silent",
+    "--port-base",
+    String(base),
+    "--clusters",
+    "east,west",
+  ]);
   try {
-    await waitUntil("up to print its ready screen", () => out.join("").includes("Running; press Ctrl-C"), {
-      timeoutMs: 60_000,
-      everyMs: 50,
-    });
-    const text = out.join("");
+    const text = up.output();
     const profile = join(dir, "hub.json");
     assert.ok(text.includes(`  cluster-proxy health --hub-profile ${profile}\n`), text);
     assert.ok(
@@ -239,9 +210,8 @@ test("up writes a hub profile that health, kubeconfig and port-forward use, and 
     assert.match(kc.out, new RegExp(`proxy-url: https://west:@127\\.0\\.0\\.1:${base + 13}`));
     await unservedConnectionsEndCleanly(profile);
   } finally {
-    signals.emit("SIGINT");
+    assert.equal(await up.stop("SIGINT"), 0, up.output());
   }
-  assert.equal(await running, 0, out.join(""));
   await assert.rejects(stat(join(dir, "hub.json")), /ENOENT/, "the profile goes with the hub");
   const stopped = await cli(["health"], {});
   assert.equal(stopped.code, 2);

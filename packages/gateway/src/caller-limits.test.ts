@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import * as net from "node:net";
 import { after, before, describe, test } from "node:test";
-import * as tls from "node:tls";
+import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
 
 const TOKEN = "limits-token";
@@ -25,18 +25,6 @@ async function closesWithin(socket: net.Socket, withinMs: number): Promise<numbe
   const took = Date.now() - start;
   assert.ok(took < withinMs, `closed by the gateway, not by the test (${took} ms)`);
   return took;
-}
-
-async function tlsConnected(f: GatewayFixture): Promise<tls.TLSSocket> {
-  const socket = tls.connect({
-    host: "127.0.0.1",
-    port: f.port,
-    ca: f.servingCa,
-    servername: "localhost",
-    ALPNProtocols: ["http/1.1"],
-  });
-  await once(socket, "secureConnect");
-  return socket;
 }
 
 describe("gateway caller limits", () => {
@@ -61,7 +49,7 @@ describe("gateway caller limits", () => {
   });
 
   test("an HTTP/1.1 request whose headers never end is cut; others are served meanwhile", async () => {
-    const slow = await tlsConnected(f);
+    const slow = await f.tlsConnect();
     slow.write("GET /mc1/api HTTP/1.1\r\nHost: localhost\r\nX-Slow: 1\r\n");
     const closed = closesWithin(slow, 20_000);
     assert.equal((await f.request("/mc1/api", { headers: bearer })).status, 200);
@@ -69,19 +57,15 @@ describe("gateway caller limits", () => {
   });
 
   test("connections beyond the cap are closed on arrival; freeing one lets a caller in", async () => {
-    const idle = await Promise.all([tlsConnected(f), tlsConnected(f), tlsConnected(f), tlsConnected(f)]);
+    const idle = await Promise.all([f.tlsConnect(), f.tlsConnect(), f.tlsConnect(), f.tlsConnect()]);
     const extra = net.connect(f.port, "127.0.0.1");
     await closesWithin(extra, 20_000);
     for (const s of idle) s.destroy();
     // The server counts a connection as gone once it saw it close; the next request gets in.
-    let status = 0;
-    for (let i = 0; i < 100 && status !== 200; i++) {
-      status = await f.request("/mc1/api", { headers: bearer }).then(
-        (r) => r.status,
-        () => 0,
-      );
-      if (status !== 200) await new Promise((r) => setTimeout(r, 50));
-    }
-    assert.equal(status, 200);
+    await waitUntil(
+      "a request to get in once the idle connections are gone",
+      async () => (await f.request("/mc1/api", { headers: bearer })).status === 200,
+      { timeoutMs: 10_000, everyMs: 50 },
+    );
   });
 });

@@ -11,7 +11,6 @@ import type * as http from "node:http";
 import * as http2 from "node:http2";
 import * as https from "node:https";
 import { join } from "node:path";
-import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { DialError } from "@cluster-proxy/client";
 import { issueCertificate } from "@cluster-proxy/pki";
@@ -220,14 +219,7 @@ describe("gateway", () => {
   });
 
   test("an upgrade is relayed both ways with half-close", async () => {
-    const socket = tls.connect({
-      host: "127.0.0.1",
-      port: f.port,
-      ca: f.servingCa,
-      servername: "localhost",
-      ALPNProtocols: ["http/1.1"],
-    });
-    await once(socket, "secureConnect");
+    const socket = await f.tlsConnect();
     socket.write(
       `GET /mc1/api/v1/namespaces/default/pods/p/exec?command=sh HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n`,
     );
@@ -296,8 +288,7 @@ describe("gateway", () => {
     await writeFile(join(f.dir, "serving.crt"), fresh.certPem);
     await writeFile(join(f.dir, "serving.key"), fresh.keyPem);
     assert.equal(await f.gateway.reloadServingCertificate(), "reloaded");
-    const socket = tls.connect({ host: "127.0.0.1", port: f.port, ca: f.servingCa, servername: "localhost" });
-    await once(socket, "secureConnect");
+    const socket = await f.tlsConnect();
     assert.match(socket.getPeerX509Certificate()?.subject ?? "", /CN=gateway-2/);
     socket.destroy();
   });
@@ -481,14 +472,7 @@ describe("gateway: shutdown and removed clusters", () => {
       f.hub.grantProxy(ALICE, "mc1", "get");
       const held = f.request("/mc1/hold", { headers: { authorization: `Bearer ${TOKEN}` } });
       await f.endpoint.heldCount(1);
-      const up = tls.connect({
-        host: "127.0.0.1",
-        port: f.port,
-        ca: f.servingCa,
-        servername: "localhost",
-        ALPNProtocols: ["http/1.1"],
-      });
-      await once(up, "secureConnect");
+      const up = await f.tlsConnect();
       up.write(
         `GET /mc1/api/v1/namespaces/a/pods/p/attach HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
       );

@@ -1,35 +1,15 @@
 /** Per-cluster traffic counted by the relay (cluster-traffic.ts) and the server's own probe dial (probe-dial.ts). */
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
 import { describe, test } from "node:test";
-import { PacketType, encodeData, peekPacket, type AgentIdentifiers } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, type ServerCall } from "@cluster-proxy/tunnel";
+import { PacketType, encodeData, type AgentIdentifiers } from "@cluster-proxy/protocol";
+import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
 import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
 import { MAX_TALLIED_IDENTIFIERS, TrafficTally } from "./cluster-traffic.js";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 import { probeDial } from "./probe-dial.js";
 import { Relay, packetFrame } from "./relay.js";
-
-/** The parts of a ServerCall the Backend uses. */
-class FakeCall extends EventEmitter {
-  readonly sent: Buffer[] = [];
-  closed = false;
-  bufferedBytes = 0;
-  send(frame: Buffer): boolean {
-    this.sent.push(frame);
-    return true;
-  }
-  sendControl(frame: Buffer): boolean {
-    return this.send(frame);
-  }
-  pause(): void {}
-  resume(): void {}
-  /** The packets sent, as (type, random or connectID). */
-  packets(): { type: number; random: bigint; connectID: bigint }[] {
-    return this.sent.map((f) => peekPacket(f.subarray(FRAME_HEADER)));
-  }
-}
+import { FakeCall } from "./testing/fake-call.js";
 
 /** A frontend that records what happened to its dial. */
 class End implements FrontendEnd {
@@ -66,7 +46,7 @@ function setup(dialTimeoutMs = 0) {
   });
   const connect = (agentId: string, identifiers: AgentIdentifiers): { backend: Backend; call: FakeCall } => {
     const call = new FakeCall();
-    const backend = new Backend(agentId, identifiers, call as unknown as ServerCall);
+    const backend = new Backend(agentId, identifiers, call.asServerCall());
     relay.addBackend(backend);
     return { backend, call };
   };

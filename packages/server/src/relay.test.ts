@@ -5,45 +5,15 @@
  * reads nothing for the stall timeout is closed with the stall error.
  */
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
 import { describe, test } from "node:test";
-import {
-  FlowControl,
-  PacketType,
-  decodeFlowControl,
-  encodeData,
-  encodeFlowControl,
-  peekPacket,
-} from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame, type ServerCall } from "@cluster-proxy/tunnel";
+import { FlowControl, PacketType, encodeData, encodeFlowControl, peekPacket } from "@cluster-proxy/protocol";
+import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
+import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 import { Relay, packetFrame } from "./relay.js";
-
-/** The parts of a ServerCall the Backend uses. */
-class FakeCall extends EventEmitter {
-  readonly sent: Buffer[] = [];
-  paused = false;
-  closed = false;
-  bufferedBytes = 0;
-  send(frame: Buffer): boolean {
-    this.sent.push(frame);
-    return true;
-  }
-  sendControl(frame: Buffer): boolean {
-    return this.send(frame);
-  }
-  pause(): void {
-    this.paused = true;
-  }
-  resume(): void {
-    this.paused = false;
-  }
-  flows(): { type: number; connectID: bigint }[] {
-    return this.sent.flatMap((f) => decodeFlowControl(f.subarray(FRAME_HEADER)) ?? []);
-  }
-}
+import { FakeCall } from "./testing/fake-call.js";
 
 /** A frontend whose buffer the test sets by hand. */
 class FakeEnd implements FrontendEnd {
@@ -101,7 +71,7 @@ function setup(stallMs: number): { relay: Relay; call: FakeCall; backend: Backen
   const backend = new Backend(
     "agent-1",
     { host: [], cidr: [], ipv4: [], ipv6: [], defaultRoute: false },
-    call as unknown as ServerCall,
+    call.asServerCall(),
   );
   relay.addBackend(backend);
   let random = 1n;
@@ -171,11 +141,16 @@ describe("relay per-connection flow control", () => {
     relay.fromAgent(backend, data(1n, 2000));
     relay.fromAgent(backend, data(2n, 2000));
     const progress = setInterval(() => slow.read(10), 20);
-    // Until the stalled one is cut (polling, with a deadline): by then the slow one, reading all
-    // along, has lived through at least one stall timeout too.
-    const deadline = Date.now() + 10_000;
-    while (stalled.stalledWith === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    clearInterval(progress);
+    // Until the stalled one is cut: by then the slow one, reading all along, has lived through at
+    // least one stall timeout too.
+    try {
+      await waitUntil("the stalled reader cut", () => stalled.stalledWith !== undefined, {
+        timeoutMs: 10_000,
+        everyMs: 10,
+      });
+    } finally {
+      clearInterval(progress);
+    }
     assert.match(stalled.stalledWith ?? "", /connection stalled: the client read nothing for 0\.08s/);
     assert.equal(slow.stalledWith, undefined, "a reader that makes progress is slow, not stalled");
     const closes = call.sent

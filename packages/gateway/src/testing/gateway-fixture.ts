@@ -5,7 +5,9 @@
  * helper that trusts the serving CA.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { once } from "node:events";
 import * as https from "node:https";
+import * as tls from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseGatewayOptions, type GatewayOptionsInput } from "@cluster-proxy/api";
@@ -51,6 +53,11 @@ export interface GatewayFixture {
     path: string,
     opts?: { method?: string; headers?: Record<string, string | string[]>; body?: string; cert?: Buffer; key?: Buffer },
   ): Promise<TestResponse>;
+  /**
+   * A raw TLS connection to the gateway (trusting the serving CA, HTTP/1.1 by ALPN), resolved once
+   * the handshake is done: for upgrades and hand-written requests.
+   */
+  tlsConnect(): Promise<tls.TLSSocket>;
   close(): Promise<void>;
 }
 
@@ -174,6 +181,11 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     client: { cert: Buffer.from(client.certPem), key: Buffer.from(client.keyPem) },
     audit,
     advance: (ms) => void (offset += ms),
+    tlsConnect: async () => {
+      const socket = tls.connect({ host: "127.0.0.1", port, ca, servername: "localhost", ALPNProtocols: ["http/1.1"] });
+      await once(socket, "secureConnect");
+      return socket;
+    },
     request: (path, opts = {}) =>
       new Promise((resolve, reject) => {
         const req = https.request(

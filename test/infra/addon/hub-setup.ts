@@ -100,7 +100,7 @@ export function probeClusterFromLab(
       "--conditions=source",
       "--import",
       "tsx",
-      join(repoRoot, "test", "addon-manager", "cluster-probe.ts"),
+      join(repoRoot, "test", "infra", "addon", "cluster-probe.ts"),
       o.door,
       o.servername,
       o.certDir,

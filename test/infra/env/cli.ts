@@ -1,7 +1,7 @@
 // npm run env:up   -> brings the environment up (or reuses a running one); last stdout line = its dir
 //                     (CPENV_CLUSTER_PROFILE=1: with ClusterProfiles, see EnvOptions in environment.ts)
 // npm run env:down -> removes everything env:up made
-// node --conditions=source --import tsx test/env/cli.ts status|prepare
+// node --conditions=source --import tsx test/infra/env/cli.ts status|prepare
 import { stateDir } from "./config.js";
 import {
   buildBinaries,
@@ -50,7 +50,7 @@ async function main(): Promise<void> {
       process.exitCode = 1;
     }
   } else {
-    process.stderr.write("usage: test/env/cli.ts up|down|status|prepare\n");
+    process.stderr.write("usage: test/infra/env/cli.ts up|down|status|prepare\n");
     process.exitCode = 2;
   }
 }

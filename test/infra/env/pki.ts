@@ -105,7 +105,7 @@ export function createPki(): void {
     const client =
       "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n";
     leaf(dir, "admin", "/O=system:masters/CN=cpenv-admin", client);
-    // The kubelet API (test/k8s/kubelet-api) as in a real cluster: a serving certificate for the
+    // The kubelet API (test/infra/k8s/kubelet-api) as in a real cluster: a serving certificate for the
     // node's address, which kube-apiserver verifies against the cluster CA
     // (--kubelet-certificate-authority), and kube-apiserver's client certificate towards it
     // (--kubelet-client-certificate), which the kubelet API requires.

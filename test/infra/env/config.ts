@@ -2,7 +2,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
 /** Everything the environment makes lives here (git-ignored): state.json, PKI, data, logs, kubeconfigs. */
 export const stateDir = process.env.CPENV_STATE_DIR ?? join(repoRoot, ".cache", "test-env");
@@ -109,7 +109,7 @@ export const routedRanges = (name: ClusterName | "lab"): string[] =>
   name === "lab" ? [`${HOST_ADDR.lab}/32`] : [`${HOST_ADDR[name]}/32`, POD_CIDR[name], LB_POOL[name]];
 
 export const APISERVER_PORT = 6443;
-/** The kubelet API (test/k8s/kubelet-api) on each cluster's node address, as a kubelet's. */
+/** The kubelet API (test/infra/k8s/kubelet-api) on each cluster's node address, as a kubelet's. */
 export const KUBELET_PORT = 10250;
 export const apiserverUrl = (c: ClusterName): string => `https://${HOST_ADDR[c]}:${APISERVER_PORT}`;
 

@@ -1,7 +1,7 @@
 // Runs inside the lab namespace: forwards Unix sockets (which are reachable from any network
 // namespace, being files) to the clusters' apiservers, so a test runner in another namespace
 // (root, or cp-test-<pid>) can reach them without any route into ours.
-//   node test/env/bridge.mjs /path/hub.sock=10.200.0.1:6443 ...
+//   node test/infra/env/bridge.mjs /path/hub.sock=10.200.0.1:6443 ...
 import { rmSync } from "node:fs";
 import net from "node:net";
 

@@ -6,7 +6,7 @@
 //                                                 route 10.200.0.0/16 via <node addr>
 //
 // The node forwards (ip_forward), so a pod reaches what its node reaches and is reached from where
-// the node's pod range is routed (test/env/network.ts), under the same firewall. /etc/netns/<ns>/
+// the node's pod range is routed (test/infra/env/network.ts), under the same firewall. /etc/netns/<ns>/
 // holds the pod's resolv.conf (cluster DNS) and hosts, which `ip netns exec` bind-mounts over /etc.
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

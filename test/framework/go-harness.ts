@@ -14,17 +14,11 @@ import { join } from "node:path";
 import { TunnelClient, dial, type TunnelSocket } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, decodePacket, encodePacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, connectSession, openCall, sealFrame } from "@cluster-proxy/tunnel";
-import {
-  PatternStream,
-  REPO,
-  agentCertFlags,
-  freePort,
-  httpGet,
-  serverCertFlags,
-  waitFor,
-  type Harness,
-  type Proc,
-} from "../integration/harness.js";
+import { PatternStream, agentCertFlags, freePort, listenOnLoopback, serverCertFlags, type Harness } from "./harness.js";
+import { httpGet } from "./http.js";
+import type { Proc } from "./process.js";
+import { REPO } from "./repo.js";
+import { waitFor } from "./waits.js";
 
 export const MiB = 1024 * 1024;
 
@@ -225,32 +219,6 @@ export async function startTsAgent(h: Harness, agentPort: number, o: AgentOption
   return agentCtl("ts", name, a.proc, a.healthPort);
 }
 
-/** A round-robin TCP balancer in front of `ports` (like an L4 Service). */
-export async function roundRobin(h: Harness, ports: number[]): Promise<number> {
-  let next = 0;
-  const sockets = new Set<net.Socket>();
-  const lb = net.createServer((down) => {
-    const port = ports[next++ % ports.length]!;
-    const up = net.connect(port, "127.0.0.1");
-    for (const s of [up, down]) {
-      sockets.add(s);
-      s.on("close", () => sockets.delete(s));
-    }
-    down.pipe(up).pipe(down);
-    up.on("error", () => down.destroy());
-    down.on("error", () => up.destroy());
-    up.on("close", () => down.destroy());
-    down.on("close", () => up.destroy());
-  });
-  lb.listen(0, "127.0.0.1");
-  await once(lb, "listening");
-  h.onClose(() => {
-    for (const s of sockets) s.destroy();
-    lb.close();
-  });
-  return (lb.address() as net.AddressInfo).port;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Targets
 
@@ -293,11 +261,8 @@ export async function hangTarget(h: Harness): Promise<number> {
 export async function finTarget(h: Harness): Promise<{ port: number; ends: () => number; conns: () => number }> {
   let ends = 0;
   let conns = 0;
-  const sockets = new Set<net.Socket>();
   const srv = net.createServer((s) => {
     conns++;
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
     s.on("error", () => undefined);
     s.on("data", (c: Buffer) => s.write(c));
     s.on("end", () => {
@@ -305,13 +270,7 @@ export async function finTarget(h: Harness): Promise<{ port: number; ends: () =>
       s.end();
     });
   });
-  srv.listen(0, "127.0.0.1");
-  await once(srv, "listening");
-  h.onClose(() => {
-    for (const s of sockets) s.destroy();
-    srv.close();
-  });
-  return { port: (srv.address() as net.AddressInfo).port, ends: () => ends, conns: () => conns };
+  return { port: await listenOnLoopback(h, srv), ends: () => ends, conns: () => conns };
 }
 
 /** HTTP target answering `<name> <path>` on each of `hosts` (same port). */

@@ -6,10 +6,10 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { KubeApi } from "@cluster-proxy/addon-manager";
-import { deleteAddonCsrs } from "../addon-manager/hub-setup.js";
-import { paths, repoRoot } from "../env/config.js";
-import type { RunResult } from "../env/exec.js";
-import type { TestEnv } from "../env/fixture.js";
+import { deleteAddonCsrs } from "./addon/hub-setup.js";
+import { paths, repoRoot } from "./env/config.js";
+import type { RunResult } from "./env/exec.js";
+import type { TestEnv } from "./env/fixture.js";
 
 export const CHART = join(repoRoot, "charts", "cluster-proxy");
 /** The release of the README's chart install, and its namespace. */

@@ -1,6 +1,6 @@
 // Network namespaces hub, mc1, mc2, lab (prefixed cpenv-), veth links, routes, and the firewall
 // that drops NEW connections from the hub into each managed cluster. Pods' namespaces are made by
-// the process kubelets (test/env/kubelet.ts) inside this network.
+// the process kubelets (test/infra/env/kubelet.ts) inside this network.
 //
 // Every command is `ip -n <ns> ...` / `ip netns exec <ns> nft ...`: nothing is ever configured in,
 // or sent from, the namespace the caller runs in (root, or a test runner's cp-test-<pid>).
@@ -47,7 +47,7 @@ export function ensureNft(log: (m: string) => void): void {
     throw new CommandError(
       "nft (Debian package nftables) is missing and 'apt-get install nftables' failed. Inside a network namespace " +
         "without a route out (scripts/test.sh's cp-test-<pid>) run 'node --conditions=source --import tsx " +
-        "test/env/cli.ts prepare' first, outside it.",
+        "test/infra/env/cli.ts prepare' first, outside it.",
     );
   }
 }
@@ -95,7 +95,7 @@ export function createNetwork(): void {
     runIn(ns, "sysctl", ["-q", "-w", "net.ipv4.ip_forward=1"]);
     // Service and LoadBalancer addresses are virtual: route them to a device that leads nowhere
     // (one end of a veth pair whose other end has no address: not every kernel has the dummy
-    // device), so that connections to them get as far as the Service DNAT (test/env/services.ts).
+    // device), so that connections to them get as far as the Service DNAT (test/infra/env/services.ts).
     run("ip", ["-n", ns, "link", "add", "svc0", "type", "veth", "peer", "name", "svc0-end"]);
     run("ip", ["-n", ns, "link", "set", "svc0-end", "up"]);
     run("ip", ["-n", ns, "link", "set", "svc0", "up"]);

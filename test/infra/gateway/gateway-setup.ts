@@ -1,6 +1,6 @@
 /**
- * Helpers of the gateway suite (test/gateway/gateway.test.ts): the gateway's pods and their audit
- * records, a probe of the agents' gateway endpoint from the lab, and a test OpenID Connect issuer
+ * Helpers of the gateway suites (test/gateway): the README's chart install with the waits for the
+ * addon and the gateway, the gateway's pods and their audit records, a probe of the agents' gateway endpoint from the lab, and a test OpenID Connect issuer
  * in the lab namespace (reachable from the hub's pods) with ID tokens signed by keys it can rotate.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -11,11 +11,35 @@ import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki
 import { Resources, type KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
 import { HOST_ADDR, nsOf, repoRoot } from "../env/config.js";
 import type { TestEnv } from "../env/fixture.js";
+import { docBlock } from "../addon/readme-install.js";
+import type { GuideOperator } from "../addon/guide-operator.js";
+import { RELEASE } from "../chart.js";
 
 /** The release namespace of the README's chart install (also the proxy-servers' and the gateway's). */
 export const NS = "open-cluster-management-addon";
 /** The gateway's Deployment and Service (docs/design/gateway.md). */
 export const GATEWAY = "cluster-proxy-addon-user";
+
+/**
+ * The README's chart install as `operator` runs it, then the waits the guides have them run: the
+ * addon Available on each of `clusters` and the gateway Deployment Available (`kubectl wait`, each
+ * bounded by 300 s).
+ */
+export async function installChartAndWaitAvailable(
+  operator: GuideOperator,
+  clusters: readonly string[],
+): Promise<void> {
+  await operator.run("README install-chart", docBlock("install-chart"));
+  for (const c of clusters)
+    await operator.run(
+      `${c} Available`,
+      `kubectl wait managedclusteraddon/${RELEASE} -n ${c} --for=condition=Available --timeout=300s`,
+    );
+  await operator.run(
+    "the gateway Available",
+    `kubectl -n ${NS} wait deploy/${GATEWAY} --for=condition=Available --timeout=300s`,
+  );
+}
 
 interface Pod extends KubeObject {
   status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
@@ -95,7 +119,7 @@ export function probeGatewayEndpoint(
       "--conditions=source",
       "--import",
       "tsx",
-      join(repoRoot, "test", "gateway", "identity-probe.ts"),
+      join(repoRoot, "test", "infra", "gateway", "identity-probe.ts"),
       o.door,
       o.servername,
       o.proxyCertDir,
@@ -172,7 +196,7 @@ export async function startOidcIssuer(dir: string, keys: readonly SigningKey[]):
     "ip",
     [
       ...["netns", "exec", nsOf("lab"), process.execPath, "--conditions=source", "--import", "tsx"],
-      ...[join(repoRoot, "test", "gateway", "oidc-issuer.ts"), dir, HOST_ADDR.lab],
+      ...[join(repoRoot, "test", "infra", "gateway", "oidc-issuer.ts"), dir, HOST_ADDR.lab],
     ],
     { stdio: ["ignore", "pipe", "pipe"] },
   );

@@ -1,34 +1,27 @@
 /**
- * Integration-test harness: real `cluster-proxy` processes (the built CLI) on loopback, the
+ * The process harness: real `cluster-proxy` processes (the built CLI) on loopback, the
  * certificates they need, and TCP/HTTP targets. Everything started is recorded and stopped by
  * PID in {@link Harness.close}, also when a test fails.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { once } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import * as http from "node:http";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { readFileSync } from "node:fs";
 import { TunnelClient } from "@cluster-proxy/client";
-import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { writeStandaloneCerts, type StandaloneCertPaths } from "@cluster-proxy/pki";
-import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
+import { freePort } from "@cluster-proxy/tunnel/testing";
+import { httpGet } from "./http.js";
+import { waitForProc, type Proc } from "./process.js";
+import { CLI_ARGV } from "./repo.js";
 
 export { freePort };
 
-export const REPO = resolve(import.meta.dirname, "../..");
-export const CLI = join(REPO, "packages/cli/dist/main.js");
-/** node's arguments that run the CLI as the `cluster-proxy` executable does (with its V8 flags). */
-export const CLI_ARGV: readonly string[] = [...NODE_FLAGS, CLI];
-
-/**
- * The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS, the
- * client front doors trusting the client CA and the agent port the agent CA.
- */
 /** An agent's trust and identity flags for `cluster`'s certificate (`--ca-cert`, `--agent-cert`, `--agent-key`). */
 export function agentCertFlags(c: StandaloneCertPaths, cluster: string): string[] {
   const cert = c.agents.get(cluster);
@@ -36,6 +29,10 @@ export function agentCertFlags(c: StandaloneCertPaths, cluster: string): string[
   return [`--ca-cert=${c.ca.cert}`, `--agent-cert=${cert.cert}`, `--agent-key=${cert.key}`];
 }
 
+/**
+ * The certificate flags of a proxy-server, ours or Go's (same names): both ports, mTLS, the
+ * client front doors trusting the client CA and the agent port the agent CA.
+ */
 export function serverCertFlags(c: StandaloneCertPaths): string[] {
   return [
     `--server-cert=${c.server.cert}`,
@@ -45,80 +42,6 @@ export function serverCertFlags(c: StandaloneCertPaths): string[] {
     `--cluster-key=${c.server.key}`,
     `--cluster-ca-cert=${c.agentCa.cert}`,
   ];
-}
-
-/**
- * How a suite treats a machine without its prerequisites (`missing`: why it cannot run, or
- * undefined): skipped with the reason, except under `CI=true`, where a suite that skips would let
- * a build pass that tested nothing. There `skip` is false and the suite's `before` must throw
- * `missing` (see {@link failIfMissing}).
- */
-export function prerequisiteSkip(
-  missing: string | undefined,
-  env: NodeJS.ProcessEnv = process.env,
-): { skip: string | false; missing?: string } {
-  if (missing === undefined) return { skip: false };
-  return env.CI === "true" ? { skip: false, missing } : { skip: missing };
-}
-
-/** Throw when a suite runs without its prerequisites (under `CI=true`, see {@link prerequisiteSkip}). */
-export function failIfMissing(missing: string | undefined): void {
-  if (missing !== undefined) throw new Error(`CI=true and this suite's prerequisites are missing: ${missing}`);
-}
-
-/**
- * Poll `check` every `everyMs` until it returns true; bounded by `timeoutMs` (the tunnel's
- * {@link waitUntil} with the suites' defaults: a check that throws is "not yet").
- */
-export function waitFor(
-  what: string,
-  check: () => Promise<boolean> | boolean,
-  timeoutMs = 15_000,
-  everyMs = 50,
-): Promise<void> {
-  return waitUntil(what, check, { timeoutMs, everyMs });
-}
-
-/**
- * {@link waitFor} for a process to become ready: fails at once if it exits first, and either way
- * the error carries what the process printed (read when it fails, not when the wait started).
- */
-export async function waitForProc(proc: Proc, what: string, check: () => Promise<boolean>): Promise<void> {
-  const output = (): string => proc.output().slice(-4000);
-  let died: Error | undefined;
-  const exited = proc.exited.then((code) => {
-    throw (died = new Error(`${proc.name} exited (${code}) while waiting for ${what}:\n${output()}`));
-  });
-  exited.catch(() => undefined);
-  try {
-    await Promise.race([waitFor(what, check), exited]);
-  } catch (err) {
-    if (err === died) throw err;
-    throw new Error(`${(err as Error).message}\n${proc.name} output:\n${output()}`, { cause: err });
-  }
-}
-
-/** GET a loopback URL; resolves with status and body. */
-export function httpGet(url: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolvePromise, reject) => {
-    const req = http.get(url, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (c: string) => (body += c));
-      res.on("end", () => resolvePromise({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("error", reject);
-    req.setTimeout(5000, () => req.destroy(new Error(`GET ${url} timed out`)));
-  });
-}
-
-export interface Proc {
-  name: string;
-  child: ChildProcess;
-  /** Everything the process wrote to stdout and stderr so far. */
-  output(): string;
-  exited: Promise<number | null>;
-  kill(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
 export interface ServerPorts {
@@ -284,19 +207,22 @@ export class Harness {
     return { proc, healthPort };
   }
 
+  /** A hub client's TLS options: the serving CA to trust and the client certificate and key. */
+  clientTls(): { ca: Buffer; cert: Buffer; key: Buffer } {
+    return {
+      ca: readFileSync(this.certs.ca.cert),
+      cert: readFileSync(this.certs.client.cert),
+      key: readFileSync(this.certs.client.key),
+    };
+  }
+
   /**
    * A TunnelClient to the gRPC door on `serverPort` with the hub client certificate (dial timeout
    * 10 s), closed with the harness.
    */
   tunnelClient(serverPort: number): TunnelClient {
     const client = new TunnelClient({
-      proxy: {
-        host: "127.0.0.1",
-        port: serverPort,
-        ca: readFileSync(this.certs.ca.cert),
-        cert: readFileSync(this.certs.client.cert),
-        key: readFileSync(this.certs.client.key),
-      },
+      proxy: { host: "127.0.0.1", port: serverPort, ...this.clientTls() },
       dialTimeoutMs: 10_000,
     });
     this.onClose(() => client.close());
@@ -345,10 +271,13 @@ export async function tcpBalancer(h: Harness, ports: readonly number[]): Promise
   const lb = net.createServer((down) => {
     const up = net.connect(ports[next++ % ports.length]!, "127.0.0.1");
     down.pipe(up).pipe(down);
+    // Either side's end or error ends the other (a balancer holds no half-open pairs).
     up.on("error", () => down.destroy());
     down.on("error", () => up.destroy());
+    up.on("close", () => down.destroy());
+    down.on("close", () => up.destroy());
   });
-  return listen(h, lb);
+  return listenOnLoopback(h, lb);
 }
 
 /** The sum of every sample of the Prometheus series starting with `name` on a loopback `/metrics` port. */
@@ -365,20 +294,23 @@ export async function echoServer(h: Harness): Promise<number> {
     s.on("error", () => undefined);
     s.pipe(s);
   });
-  return listen(h, srv);
+  return listenOnLoopback(h, srv);
 }
 
 /** An HTTP server answering `hello from <name> <url>`. */
 export async function helloServer(h: Harness, name: string): Promise<number> {
   const srv = http.createServer((req, res) => res.end(`hello from ${name} ${req.url}`));
-  return listen(h, srv);
+  return listenOnLoopback(h, srv);
 }
 
 /**
  * A TCP server for byte-exact transfers: {@link serveTransfer} on every connection.
  */
-export async function transferServer(h: Harness): Promise<number> {
-  return listen(h, net.createServer(serveTransfer));
+export async function transferServer(h: Harness, onSourceBlocked?: (seed: number) => void): Promise<number> {
+  return listenOnLoopback(
+    h,
+    net.createServer((s) => serveTransfer(s, onSourceBlocked)),
+  );
 }
 
 /**
@@ -386,8 +318,11 @@ export async function transferServer(h: Harness): Promise<number> {
  * exactly that many bytes and answers with their sha256 (the tunnel has no half-close, so the
  * length tells the end); `source <bytes> <seed>\n` writes that many deterministic bytes
  * ({@link PatternStream} in 256 KiB chunks, see {@link patternHash}) then closes.
+ * `onSourceBlocked(seed)` is called each time a `source` transfer's writes are held back (the
+ * reader, or the tunnel's flow control, stopped taking bytes): the event a test waits for instead of
+ * sleeping until a stalled reader's budget is full.
  */
-export function serveTransfer(s: net.Socket): void {
+export function serveTransfer(s: net.Socket, onSourceBlocked?: (seed: number) => void): void {
   s.on("error", () => undefined);
   let head = Buffer.alloc(0);
   const onHead = (chunk: Buffer): void => {
@@ -410,13 +345,17 @@ export function serveTransfer(s: net.Socket): void {
       if (n < want) s.on("data", take);
     } else {
       const total = Number(a);
-      const gen = new PatternStream(Number(b ?? 1));
+      const seed = Number(b ?? 1);
+      const gen = new PatternStream(seed);
       let sent = 0;
       const pump = (): void => {
         while (sent < total && !s.destroyed) {
           const chunk = gen.next(Math.min(TRANSFER_CHUNK, total - sent));
           sent += chunk.length;
-          if (!s.write(chunk)) return void s.once("drain", pump);
+          if (!s.write(chunk)) {
+            onSourceBlocked?.(seed);
+            return void s.once("drain", pump);
+          }
         }
         s.end();
       };
@@ -456,7 +395,11 @@ export class PatternStream {
   }
 }
 
-async function listen(h: Harness, srv: net.Server): Promise<number> {
+/**
+ * Listens on an ephemeral port of 127.0.0.1 and resolves with it; the harness destroys the
+ * server's open connections and closes it.
+ */
+export async function listenOnLoopback(h: Harness, srv: net.Server): Promise<number> {
   srv.listen(0, "127.0.0.1");
   await once(srv, "listening");
   const sockets = new Set<net.Socket>();

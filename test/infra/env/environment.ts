@@ -106,7 +106,7 @@ function runBuildScript(script: string, what: string): string {
     throw new CommandError(
       `building ${what} failed (node scripts/${script}; see its error above). ` +
         `A cold build needs the Go module proxy: inside a network namespace without a route out (scripts/test.sh's ` +
-        `cp-test-<pid>) run 'node --conditions=source --import tsx test/env/cli.ts prepare' first, outside it. ` +
+        `cp-test-<pid>) run 'node --conditions=source --import tsx test/infra/env/cli.ts prepare' first, outside it. ` +
         `${(err as Error).message}`,
     );
   }
@@ -156,7 +156,7 @@ export function clusterInventoryApiDir(): string {
 function ocmModuleDir(module: string): string {
   const res = run("go", ["list", "-mod=readonly", "-m", "-json", module], {
     allowFail: true,
-    cwd: join(repoRoot, "test", "k8s", "ocm"),
+    cwd: join(repoRoot, "test", "infra", "k8s", "ocm"),
     env: { ...process.env, GOTOOLCHAIN: "local", GOPROXY: "off", GOFLAGS: "-mod=readonly" },
   });
   if (res.status !== 0) throw new CommandError(`cannot resolve ${module}: ${res.stderr}`);
@@ -653,7 +653,7 @@ export async function up(
       for (const c of CLUSTERS) core.push(startKcm(state, c));
       core.push(
         startProc(state, "lab", "lab-bridge", process.execPath, [
-          join(repoRoot, "test", "env", "bridge.mjs"),
+          join(repoRoot, "test", "infra", "env", "bridge.mjs"),
           ...CLUSTERS.map((c) => `${paths.bridgeSocket(c)}=${HOST_ADDR[c]}:${APISERVER_PORT}`),
         ]),
       );
@@ -693,7 +693,7 @@ export async function up(
             "--conditions=source",
             "--import",
             "tsx",
-            join(repoRoot, "test", "env", "kubelet.ts"),
+            join(repoRoot, "test", "infra", "env", "kubelet.ts"),
             `--cluster=${c}`,
             `--kubeconfig=${paths.localKubeconfig(c)}`,
             `--work-dir=${join(paths.data, c, "kubelet")}`,

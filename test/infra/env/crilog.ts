@@ -3,7 +3,7 @@
 // one entry per line of output ("F"); a line longer than MAX_LINE is split into "P" (partial)
 // entries and the "F" one that ends it. The process kubelet writes them to
 // <pod dir>/logs/<container>/<restart count>.log, which the kubelet-api test peer
-// (test/k8s/kubelet-api) serves as containerLogs and attach output.
+// (test/infra/k8s/kubelet-api) serves as containerLogs and attach output.
 import { StringDecoder } from "node:string_decoder";
 
 /** Longest entry before a line is split (containerd's default buffer is 16 KiB as well). */

@@ -4,7 +4,7 @@
 // liveness, rolling out template changes (RollingUpdate with maxSurge / maxUnavailable, or
 // Recreate), and writing the Deployment's status back as the deployment controller would.
 //
-//   node --conditions=source --import tsx test/env/kubelet.ts --cluster=mc1 --kubeconfig=F --work-dir=D
+//   node --conditions=source --import tsx test/infra/env/kubelet.ts --cluster=mc1 --kubeconfig=F --work-dir=D
 //
 // Mapping (see docs/testing/environment.md):
 //   image "cpenv.local/node[:tag]"      -> node (this Node.js)
@@ -18,7 +18,7 @@
 //   itself). The pod's service account token, ca.crt and namespace are written the same way and
 //   /var/run/secrets/kubernetes.io/serviceaccount is rewritten to them; in a pod with its own network
 //   namespace they are also bind-mounted at that path (its private mount namespace).
-// It registers the cluster's Node (the address of the kubelet API, test/k8s/kubelet-api), writes
+// It registers the cluster's Node (the address of the kubelet API, test/infra/k8s/kubelet-api), writes
 // each container's output as CRI log files, and describes every pod in <pod dir>/pod.json for the
 // kubelet API (logs, exec, attach, port-forward through kube-apiserver).
 import * as k8s from "@kubernetes/client-node";
@@ -604,7 +604,7 @@ function startContainer(pod: Pod, c: Container): void {
 }
 
 /**
- * <pod dir>/pod.json: what the kubelet API (test/k8s/kubelet-api) needs to serve a pod's logs,
+ * <pod dir>/pod.json: what the kubelet API (test/infra/k8s/kubelet-api) needs to serve a pod's logs,
  * exec, attach and port-forward: its network namespace, and per container the process (whose
  * namespaces exec enters), the restart count (which log file is current), the environment and the
  * stdin FIFO. Replaced atomically on every change.
