@@ -34,21 +34,21 @@ import {
 } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { adminPortHandler, healthPortHandler, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
-import { handleAgentCall } from "./agent-service.js";
-import type { IdentifierTraffic } from "./cluster-traffic.js";
-import { probeDial, type DialProbeResult } from "./probe-dial.js";
-import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
-import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
-import { createAgentUpgradeDoor } from "./agent-upgrade-door.js";
-import { AdmissionLog } from "./admission-log.js";
-import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
-import { HandshakePacer, type PacerState } from "./handshake-pacer.js";
-import { ConnectSession } from "./http-connect.js";
+import { handleAgentCall } from "./agents/agent-service.js";
+import type { IdentifierTraffic } from "./routing/cluster-traffic.js";
+import { probeDial, type DialProbeResult } from "./front-doors/probe-dial.js";
+import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./listeners/cert-reloading.js";
+import { HandshakeFailureLog, type PortTls } from "./listeners/handshake-failures.js";
+import { createAgentUpgradeDoor } from "./agents/agent-upgrade-door.js";
+import { AdmissionLog } from "./listeners/admission-log.js";
+import { plainHttpOnTlsPortResponse } from "./listeners/first-bytes.js";
+import { HandshakePacer, type PacerState } from "./listeners/handshake-pacer.js";
+import { ConnectSession } from "./front-doors/http-connect.js";
 import { ServerMetrics } from "./metrics.js";
-import { ProxyStream } from "./proxy-service.js";
-import { Relay } from "./relay.js";
-import { sharedCaSubjects } from "./server-config.js";
-import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
+import { ProxyStream } from "./front-doors/proxy-service.js";
+import { Relay } from "./routing/relay.js";
+import { sharedCaSubjects } from "./listeners/server-config.js";
+import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./agents/token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 

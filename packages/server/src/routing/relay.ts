@@ -27,10 +27,10 @@ import {
   type FlowHooks,
   type FrontendEnd,
   type PendingDial,
-} from "./backend.js";
+} from "../agents/backend.js";
 import { TrafficTally } from "./cluster-traffic.js";
 import { Router } from "./strategies.js";
-import type { ServerDialFailureReason, ServerMetrics } from "./metrics.js";
+import type { ServerDialFailureReason, ServerMetrics } from "../metrics.js";
 
 /** Encode a packet as a sealed gRPC frame. */
 export function packetFrame(packet: Packet): Buffer {

@@ -13,9 +13,9 @@ import type { Socket } from "node:net";
 import { MAX_DATA_CHUNK, PacketType, decodePacket, encodeData } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
-import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
-import type { Relay } from "./relay.js";
-import type { ServerMetrics } from "./metrics.js";
+import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "../agents/backend.js";
+import type { Relay } from "../routing/relay.js";
+import type { ServerMetrics } from "../metrics.js";
 import {
   CONNECT_ESTABLISHED,
   backendDialTimeoutResponse,
@@ -26,7 +26,7 @@ import {
   parseConnectHead,
   textResponse,
 } from "./connect-request.js";
-import { looksLikeTls } from "./first-bytes.js";
+import { looksLikeTls } from "../listeners/first-bytes.js";
 import { STREAM_BUFFER_BUDGET } from "./proxy-service.js";
 
 /**

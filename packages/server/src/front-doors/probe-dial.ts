@@ -5,9 +5,9 @@
  * the tunnel and the agent's dial; no bytes flow. Probes are not counted in the per-cluster
  * traffic (cluster-traffic.ts), so a host's probes do not show as its users' requests.
  */
-import type { FrontendEnd, PendingDial } from "./backend.js";
+import type { FrontendEnd, PendingDial } from "../agents/backend.js";
 import { randomDialId } from "./http-connect.js";
-import type { Relay } from "./relay.js";
+import type { Relay } from "../routing/relay.js";
 
 /** What a probe found: the dial's round trip, or why it failed. */
 export type DialProbeResult = { ok: true; ms: number } | { ok: false; reason: string };

@@ -17,8 +17,8 @@ import {
 } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame, type ServerCall } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
-import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
-import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
+import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "../agents/backend.js";
+import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
 import { Relay, packetFrame } from "./relay.js";
 
 /** The parts of a ServerCall the Backend uses. */

@@ -4,9 +4,9 @@
  */
 import { PacketType, type AgentIdentifiers } from "@cluster-proxy/protocol";
 import { ConnectionTable, FlowState, SharedStream, type ServerCall } from "@cluster-proxy/tunnel";
-import type { IdentifierTraffic } from "./cluster-traffic.js";
-import type { ServerDialFailureReason } from "./metrics.js";
-import type { RoutableBackend } from "./strategies.js";
+import type { IdentifierTraffic } from "../routing/cluster-traffic.js";
+import type { ServerDialFailureReason } from "../metrics.js";
+import type { RoutableBackend } from "../routing/strategies.js";
 
 /** How a dial failed, for the frontend to turn into its own answer (DIAL_RSP or HTTP status). */
 export interface DialFailure {

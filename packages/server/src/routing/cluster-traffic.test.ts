@@ -5,10 +5,10 @@ import { describe, test } from "node:test";
 import { PacketType, encodeData, peekPacket, type AgentIdentifiers } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame, type ServerCall } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
-import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
+import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "../agents/backend.js";
 import { MAX_TALLIED_IDENTIFIERS, TrafficTally } from "./cluster-traffic.js";
-import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
-import { probeDial } from "./probe-dial.js";
+import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
+import { probeDial } from "../front-doors/probe-dial.js";
 import { Relay, packetFrame } from "./relay.js";
 
 /** The parts of a ServerCall the Backend uses. */
