@@ -35,7 +35,7 @@ import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from
 import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./events.js";
 import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
-import { HealthServer } from "./health-server.js";
+import { HealthServer } from "./health-ports.js";
 import { backoffDelay, delay } from "@cluster-proxy/kit";
 import { Controller, ReconcileMetrics, type ControllerSpec } from "./controller.js";
 import { isNotFound, KubeApi, Resources, typedResource, type KubeObject, type ResourceRef } from "./kube-api.js";

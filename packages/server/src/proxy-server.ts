@@ -33,7 +33,8 @@ import {
   widenSessionWindow,
 } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
-import { adminPortHandler, healthPortHandler, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
+import { createEndpointServer } from "@cluster-proxy/kit/endpoints";
+import { adminPortEndpoints, healthPortEndpoints, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
 import { handleAgentCall } from "./agents/agent-service.js";
 import type { IdentifierTraffic } from "./routing/cluster-traffic.js";
 import { probeDial, type DialProbeResult } from "./front-doors/probe-dial.js";
@@ -266,8 +267,8 @@ export class ProxyServer {
       if (o.agentUpgradePort > 0) await this.listenAgentUpgradeDoor();
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
-        http.createServer(
-          healthPortHandler({ registry: this.metrics.registry, readiness: () => serverReadiness(this.ready()) }),
+        createEndpointServer(
+          healthPortEndpoints({ registry: this.metrics.registry, readiness: () => serverReadiness(this.ready()) }),
         ),
         "health",
         o.healthPort,
@@ -275,7 +276,7 @@ export class ProxyServer {
         "--health-port",
       );
       await this.listenTcp(
-        http.createServer(adminPortHandler(this.metrics.registry, o.enableProfiling === true)),
+        createEndpointServer(adminPortEndpoints(this.metrics.registry, o.enableProfiling === true)),
         "admin",
         o.adminPort,
         o.adminBindAddress,
