@@ -32,7 +32,7 @@ import {
   serveGrpc,
   widenSessionWindow,
 } from "@cluster-proxy/tunnel";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { createEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { adminPortEndpoints, healthPortEndpoints, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
 import { handleAgentCall } from "./agents/agent-service.js";
@@ -47,6 +47,7 @@ import { HandshakePacer, type PacerState } from "./listeners/handshake-pacer.js"
 import { ConnectSession } from "./front-doors/http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./front-doors/proxy-service.js";
+import { payloadRelay, type PayloadRelay } from "./routing/payload-relay.js";
 import { Relay } from "./routing/relay.js";
 import { sharedCaSubjects } from "./listeners/server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./agents/token-review.js";
@@ -82,6 +83,11 @@ export interface ProxyServerDeps {
   logger?: Logger;
   /** TokenReview client for ServiceAccount token authentication (default: the apiserver of --kubeconfig). */
   tokenReview?: TokenReviewFn;
+  /**
+   * The clock of the relay's protocol timers (dial deadlines, lingers, stall checks) and of the
+   * HTTP CONNECT door's (default: the kit's `realClock`).
+   */
+  clock?: Clock;
 }
 
 interface Listener {
@@ -123,6 +129,8 @@ export class ProxyServer {
   /** Metrics of this server (its own registry). */
   readonly metrics: ServerMetrics;
   private readonly relay: Relay;
+  /** The relay as the HTTP CONNECT door sees it: payloads in and out. */
+  private readonly payloads: PayloadRelay;
   private readonly log: Logger;
   private readonly listeners: Listener[] = [];
   private readonly sessions = new Set<http2.Http2Session>();
@@ -172,7 +180,9 @@ export class ProxyServer {
       connectionStallTimeoutMs: options.connectionStallTimeout,
       logger: this.log,
       metrics: this.metrics,
+      clock: deps.clock,
     });
+    this.payloads = payloadRelay(this.relay);
   }
 
   /** One number of each TLS port's pacer, by port flag (without the dashes). */
@@ -451,7 +461,7 @@ export class ProxyServer {
         socket.destroy();
         return;
       }
-      new ConnectSession(socket, this.relay, this.metrics, log, {
+      new ConnectSession(socket, this.payloads, this.metrics, log, {
         plain: door.transport === "uds" || door.plain,
         headTimeoutMs: this.options.httpConnectHeaderTimeout,
         onTlsOnPlainPort: () => {

@@ -6,7 +6,7 @@
  * traffic (cluster-traffic.ts), so a host's probes do not show as its users' requests.
  */
 import type { FrontendEnd, PendingDial } from "../agents/backend.js";
-import { randomDialId } from "./http-connect.js";
+import { randomDialId } from "../routing/payload-relay.js";
 import type { Relay } from "../routing/relay.js";
 
 /** What a probe found: the dial's round trip, or why it failed. */
@@ -20,7 +20,7 @@ export function probeDial(relay: Relay, address: string, timeoutMs: number): Pro
     const settle = (result: DialProbeResult): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      relay.clock.clearTimeout(timer);
       resolve(result);
     };
     const end: FrontendEnd = {
@@ -37,11 +37,10 @@ export function probeDial(relay: Relay, address: string, timeoutMs: number): Pro
       stallClose: () => undefined,
       closed: () => undefined,
     };
-    const timer = setTimeout(() => {
+    const timer = relay.clock.setTimeout(() => {
       if (dial) relay.cancelDial(dial);
       settle({ ok: false, reason: `no answer within ${timeoutMs} ms` });
     }, timeoutMs);
-    timer.unref();
     const dial: PendingDial | undefined = relay.dial(end, { address, random: randomDialId() });
   });
 }
