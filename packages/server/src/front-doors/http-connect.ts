@@ -69,14 +69,17 @@ function resetSocket(socket: Socket): void {
   }
 }
 
-/** One client socket of the HTTP CONNECT door. */
-export class ConnectSession implements PayloadEnd {
+/**
+ * One client socket of the HTTP CONNECT door. `C` and `D` are the relay's handles of the
+ * connection and of the pending dial ({@link PayloadRelay}), opaque here.
+ */
+export class ConnectSession<C = TunnelConnection, D = PendingDial> implements PayloadEnd<C> {
   private state: State = "head";
   private head: Buffer = Buffer.alloc(0);
-  private dial: PendingDial | undefined;
+  private dial: D | undefined;
   /** The dial's address and the cluster the request's Proxy-Authorization named (for the no-agent answer). */
   private target: { address: string; cluster?: string } = { address: "" };
-  private conn: TunnelConnection | undefined;
+  private conn: C | undefined;
   private waitingForAgent = false;
   private pausedByAgent = false;
   /** Payload bytes written to the socket so far (with writableLength: what left it). */
@@ -86,7 +89,7 @@ export class ConnectSession implements PayloadEnd {
 
   constructor(
     private readonly socket: Socket,
-    private readonly relay: PayloadRelay,
+    private readonly relay: PayloadRelay<C, D>,
     private readonly metrics: ServerMetrics,
     private readonly log: Logger,
     private readonly options: ConnectSessionOptions = {},
@@ -166,7 +169,7 @@ export class ConnectSession implements PayloadEnd {
 
   // ---- PayloadEnd ------------------------------------------------------------------------
 
-  dialSucceeded(conn: TunnelConnection): void {
+  dialSucceeded(conn: C): void {
     this.dial = undefined;
     if (this.state !== "dialing") {
       this.relay.frontendClosed(conn);
@@ -209,7 +212,7 @@ export class ConnectSession implements PayloadEnd {
     }
   }
 
-  data(_conn: TunnelConnection, payload: Uint8Array): number {
+  data(_conn: C, payload: Uint8Array): number {
     if (this.state !== "open") return 0;
     this.written += payload.length;
     const started = process.hrtime.bigint();
@@ -218,21 +221,21 @@ export class ConnectSession implements PayloadEnd {
     return this.socket.writableLength;
   }
 
-  delivered(_conn: TunnelConnection): number {
+  delivered(_conn: C): number {
     return this.written - this.socket.writableLength;
   }
 
-  buffered(_conn: TunnelConnection): number {
+  buffered(_conn: C): number {
     return this.socket.writableLength;
   }
 
-  pauseSource(_conn: TunnelConnection, paused: boolean): void {
+  pauseSource(_conn: C, paused: boolean): void {
     this.pausedByAgent = paused;
     this.updateReading();
   }
 
   /** The client stopped reading: reset the socket (the buffered bytes are dropped). */
-  stallClose(_conn: TunnelConnection, why: string): void {
+  stallClose(_conn: C, why: string): void {
     this.log.debug({ why }, "CONNECT client stalled");
     this.conn = undefined;
     if (this.state === "closed") return;
@@ -240,7 +243,7 @@ export class ConnectSession implements PayloadEnd {
     resetSocket(this.socket);
   }
 
-  closed(_conn: TunnelConnection, cut?: string): void {
+  closed(_conn: C, cut?: string): void {
     this.conn = undefined;
     if (this.state === "closed") return;
     this.state = "closed";

@@ -18,46 +18,50 @@ export function randomDialId(): bigint {
 
 /**
  * The door's side of a connection: the relay's {@link FrontendEnd} with payloads instead of
- * frames (the calls mean what they mean there).
+ * frames (the calls mean what they mean there). `C` is the relay's handle of a connection, opaque
+ * to the door.
  */
-export interface PayloadEnd {
+export interface PayloadEnd<C = TunnelConnection> {
   /** The agent accepted the dial: `conn` carries the connection from now on. */
-  dialSucceeded(conn: TunnelConnection): void;
+  dialSucceeded(conn: C): void;
   /** The dial failed. */
   dialFailed(failure: DialFailure): void;
   /** Payload bytes from the agent; returns the bytes now buffered towards the reader. */
-  data(conn: TunnelConnection, payload: Uint8Array): number;
+  data(conn: C, payload: Uint8Array): number;
   /** Bytes that have left the reader's buffer so far (monotonic). */
-  delivered(conn: TunnelConnection): number;
+  delivered(conn: C): number;
   /** Bytes buffered towards the reader now. */
-  buffered(conn: TunnelConnection): number;
+  buffered(conn: C): number;
   /** The agent asked to stop or resume reading this connection's source. */
-  pauseSource(conn: TunnelConnection, paused: boolean): void;
+  pauseSource(conn: C, paused: boolean): void;
   /** The reader stalled: drop what is buffered and end with an error naming `why`. */
-  stallClose(conn: TunnelConnection, why: string): void;
+  stallClose(conn: C, why: string): void;
   /** The connection is over; `cut` says why when the relay ended it (the reader should see an error). */
-  closed(conn: TunnelConnection, cut?: string): void;
+  closed(conn: C, cut?: string): void;
 }
 
-/** What a byte-stream door calls on the relay. */
-export interface PayloadRelay {
+/**
+ * What a byte-stream door calls on the relay. `C` and `D` are the relay's handles of a connection
+ * and of a pending dial, opaque to the door.
+ */
+export interface PayloadRelay<C = TunnelConnection, D = PendingDial> {
   /** The relay's clock (the door's own deadlines and lingers run on it too). */
   readonly clock: Clock;
   /** Dial `address` for `end`; undefined when it failed at once (`end.dialFailed` was called). */
-  dial(end: PayloadEnd, address: string): PendingDial | undefined;
+  dial(end: PayloadEnd<C>, address: string): D | undefined;
   /** The door gave up on a dial before its answer. */
-  cancelDial(dial: PendingDial): void;
+  cancelDial(dial: D): void;
   /**
    * Send `payload` to the agent as DATA. False when the agent stream is over `budget`: the door
    * pauses its source until {@link PayloadRelay.whenAgentDrained} calls back.
    */
-  send(conn: TunnelConnection, payload: Uint8Array, budget: number): boolean;
+  send(conn: C, payload: Uint8Array, budget: number): boolean;
   /** Call `fn` once the agent stream of `conn` has drained. */
-  whenAgentDrained(conn: TunnelConnection, fn: () => void): void;
+  whenAgentDrained(conn: C, fn: () => void): void;
   /** The door's buffer towards its reader drained. */
-  readerDrained(conn: TunnelConnection): void;
+  readerDrained(conn: C): void;
   /** The door's side is gone: tell the agent. */
-  frontendClosed(conn: TunnelConnection): void;
+  frontendClosed(conn: C): void;
 }
 
 /** The relay's {@link FrontendEnd} for a {@link PayloadEnd}: frames decoded into payloads. */
