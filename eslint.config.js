@@ -74,16 +74,17 @@ export default tseslint.config(
  */
 function packageLayers() {
   /**
-   * Runtime code of these packages takes `node:http` from `@cluster-proxy/tunnel/http` (types may
-   * still be imported from `node:http`): see packages/tunnel/src/node-http.ts for the RSS it saves.
+   * Runtime code of these packages takes `node:http` from `@cluster-proxy/kit/http` (or its alias
+   * `@cluster-proxy/tunnel/http`; types may still be imported from `node:http`): see
+   * packages/kit/src/node-http.ts for the RSS it saves.
    * Not the gateway and the addon manager: `@kubernetes/client-node` loads undici there anyway.
    */
-  const requireHttp = ["protocol", "tunnel", "client", "server", "agent", "fleet", "cli"];
+  const requireHttp = ["kit", "protocol", "tunnel", "client", "server", "agent", "fleet", "cli"];
   const NODE_HTTP_RULE = {
     name: "node:http",
     allowTypeImports: true,
     message:
-      'import * as http from "@cluster-proxy/tunnel/http" instead: an ES import of node:http loads undici (~10 MiB RSS); see packages/tunnel/src/node-http.ts',
+      'import * as http from "@cluster-proxy/kit/http" instead: an ES import of node:http loads undici (~10 MiB RSS); see packages/kit/src/node-http.ts',
   };
   const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
   const forbidden = {

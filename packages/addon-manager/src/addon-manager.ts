@@ -36,7 +36,7 @@ import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from
 import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./runtime/events.js";
 import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
-import { HealthServer } from "./health-server.js";
+import { HealthServer } from "./health-ports.js";
 import { apisServed } from "./runtime/api-discovery.js";
 import { Controller, type ReconcileMetrics, type ControllerSpec } from "./runtime/controller.js";
 import { KubeApi, typedResource, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";

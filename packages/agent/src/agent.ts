@@ -16,6 +16,7 @@ import type { AddressInfo, Socket } from "node:net";
 import {
   agentAlpnProtocols,
   agentOptionsSchema,
+  ConfigError,
   withDefaults,
   type AgentOptions,
   type AgentOptionsInput,
@@ -36,7 +37,13 @@ import {
   type HttpProxy,
 } from "@cluster-proxy/tunnel";
 import { Backoff, silentLogger, type Logger } from "@cluster-proxy/kit";
-import { adminPortHandler, healthPortHandler } from "@cluster-proxy/tunnel/process";
+import {
+  closeEndpointServer,
+  createEndpointServer,
+  listenEndpointServer,
+  type EndpointListener,
+} from "@cluster-proxy/kit/endpoints";
+import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import {
   agentIdentifiersHeader,
   loadAgentTls,
@@ -53,7 +60,7 @@ import type { GatewayEndpoint } from "./gateway-endpoint.js";
 import { HubAccess, openHubTunnel, ReplicaWatch } from "./hub-tunnel.js";
 import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
 import { connectionCondition } from "./connection-report.js";
-import { agentReadiness, closeHttp, listenHttp } from "./health-server.js";
+import { agentReadiness } from "./readiness.js";
 import { AgentMetrics } from "./metrics.js";
 import { ServerTunnel } from "./server-tunnel.js";
 import { StatusPublisher, type PatchSender } from "./status-publisher.js";
@@ -135,11 +142,11 @@ export class ProxyAgent {
   private closed = false;
   private endpointCount = 0;
   private readonly idleWaiters = new Set<() => void>();
-  private health: { server: http.Server; address: AddressInfo } | undefined;
+  private health: EndpointListener | undefined;
   /** Writes the connection state into the agent's Deployment (--status-deployment). */
   private status: StatusPublisher | undefined;
   private lastConnectError: string | undefined;
-  private admin: { server: http.Server; address: AddressInfo } | undefined;
+  private admin: EndpointListener | undefined;
   /** --hub-kubeconfig: tunnels go through the hub kube-apiserver, one per ready proxy-server pod. */
   private hubAccess: HubAccess | undefined;
   private replicaWatch: ReplicaWatch | undefined;
@@ -219,22 +226,22 @@ export class ProxyAgent {
     const o = this.options;
     try {
       if (o.healthServerPort > 0) {
-        this.health = await listenHttp(
-          healthPortHandler({
-            registry: this.metrics.registry,
-            readiness: (verbose) => agentReadiness(this.connectedServers(), verbose),
-          }),
-          o.healthServerHost,
-          o.healthServerPort,
-          "health-server-port",
+        this.health = await listenEndpointServer(
+          createEndpointServer(
+            healthPortEndpoints({
+              registry: this.metrics.registry,
+              readiness: (verbose) => agentReadiness(this.connectedServers(), verbose),
+            }),
+          ),
+          { host: o.healthServerHost, port: o.healthServerPort, flag: "--health-server-port" },
+          (message, cause) => new ConfigError(message, { cause }),
         );
       }
       if (o.adminServerPort > 0) {
-        this.admin = await listenHttp(
-          adminPortHandler(this.metrics.registry, o.enableProfiling === true),
-          o.adminBindAddress,
-          o.adminServerPort,
-          "admin-server-port",
+        this.admin = await listenEndpointServer(
+          createEndpointServer(adminPortEndpoints(this.metrics.registry, o.enableProfiling === true)),
+          { host: o.adminBindAddress, port: o.adminServerPort, flag: "--admin-server-port" },
+          (message, cause) => new ConfigError(message, { cause }),
         );
       }
     } catch (err) {
@@ -310,7 +317,7 @@ export class ProxyAgent {
     const servers = [this.health?.server, this.admin?.server].filter((s): s is http.Server => s !== undefined);
     this.health = undefined;
     this.admin = undefined;
-    await Promise.all(servers.map((s) => closeHttp(s)));
+    await Promise.all(servers.map((s) => closeEndpointServer(s)));
   }
 
   /** Resolves true once no endpoint connection (open or dialling) is left, false after `timeoutMs`. */

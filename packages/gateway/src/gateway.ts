@@ -8,7 +8,7 @@
  */
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
-import * as http from "node:http";
+import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type * as net from "node:net";
 import type { X509Certificate } from "node:crypto";
@@ -26,7 +26,8 @@ import {
 } from "@cluster-proxy/fleet";
 import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
-import { healthPortHandler } from "@cluster-proxy/tunnel/process";
+import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
+import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
 import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
@@ -373,20 +374,21 @@ export class Gateway {
     });
     this.reloader.start();
     this.identityReloader.start();
-    const health = http.createServer(
-      healthPortHandler({
-        registry: this.metrics.registry,
-        readiness: () =>
-          this.ready ? { status: 200, body: "ok" } : { status: 503, body: "not ready: shutting down\n" },
-      }),
+    server.listen(o.port, this.deps.bindAddress);
+    await once(server, "listening");
+    const port = (server.address() as net.AddressInfo).port;
+    const health = await listenEndpointServer(
+      createEndpointServer(
+        healthPortEndpoints({
+          registry: this.metrics.registry,
+          readiness: () =>
+            this.ready ? { status: 200, body: "ok" } : { status: 503, body: "not ready: shutting down\n" },
+        }),
+      ),
+      { host: this.deps.bindAddress, port: o.healthPort, flag: "--health-port" },
     );
-    this.health = health;
-    const listen = async (s: net.Server, port: number): Promise<number> => {
-      s.listen(port, this.deps.bindAddress);
-      await once(s, "listening");
-      return (s.address() as net.AddressInfo).port;
-    };
-    const ports = { port: await listen(server, o.port), healthPort: await listen(health, o.healthPort) };
+    this.health = health.server;
+    const ports = { port, healthPort: health.address.port };
     const ns = this.namespace();
     const name = o.exposedServicesConfigmap;
     this.stopWatch = this.deps.hub.watchConfigMap(ns, name, (data) => {
@@ -567,11 +569,7 @@ export class Gateway {
       await closed;
       this.pool.destroy();
       await this.tunnel?.close();
-      const health = this.health;
-      if (health) {
-        health.closeAllConnections();
-        await new Promise<void>((r) => health.close(() => r()));
-      }
+      if (this.health) await closeEndpointServer(this.health);
       this.audit.close();
     })();
     return this.closing;

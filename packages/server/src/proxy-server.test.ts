@@ -11,7 +11,7 @@ import { issueCertificate } from "@cluster-proxy/pki";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "./proxy-server.js";
-import { sharedCaSubjects } from "./server-config.js";
+import { sharedCaSubjects } from "./listeners/server-config.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";

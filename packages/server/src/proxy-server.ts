@@ -32,23 +32,25 @@ import {
   serveGrpc,
   widenSessionWindow,
 } from "@cluster-proxy/tunnel";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
-import { adminPortHandler, healthPortHandler, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
-import { handleAgentCall } from "./agent-service.js";
-import type { IdentifierTraffic } from "./cluster-traffic.js";
-import { probeDial, type DialProbeResult } from "./probe-dial.js";
-import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./cert-reloading.js";
-import { HandshakeFailureLog, type PortTls } from "./handshake-failures.js";
-import { createAgentUpgradeDoor } from "./agent-upgrade-door.js";
-import { AdmissionLog } from "./admission-log.js";
-import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
-import { HandshakePacer, type PacerState } from "./handshake-pacer.js";
-import { ConnectSession } from "./http-connect.js";
+import { silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { createEndpointServer } from "@cluster-proxy/kit/endpoints";
+import { adminPortEndpoints, healthPortEndpoints, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
+import { handleAgentCall } from "./agents/agent-service.js";
+import type { IdentifierTraffic } from "./routing/cluster-traffic.js";
+import { probeDial, type DialProbeResult } from "./front-doors/probe-dial.js";
+import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./listeners/cert-reloading.js";
+import { HandshakeFailureLog, type PortTls } from "./listeners/handshake-failures.js";
+import { createAgentUpgradeDoor } from "./agents/agent-upgrade-door.js";
+import { AdmissionLog } from "./listeners/admission-log.js";
+import { plainHttpOnTlsPortResponse } from "./listeners/first-bytes.js";
+import { HandshakePacer, type PacerState } from "./listeners/handshake-pacer.js";
+import { ConnectSession } from "./front-doors/http-connect.js";
 import { ServerMetrics } from "./metrics.js";
-import { ProxyStream } from "./proxy-service.js";
-import { Relay } from "./relay.js";
-import { sharedCaSubjects } from "./server-config.js";
-import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./token-review.js";
+import { ProxyStream } from "./front-doors/proxy-service.js";
+import { payloadRelay, type PayloadRelay } from "./routing/payload-relay.js";
+import { Relay } from "./routing/relay.js";
+import { sharedCaSubjects } from "./listeners/server-config.js";
+import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./agents/token-review.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -81,6 +83,11 @@ export interface ProxyServerDeps {
   logger?: Logger;
   /** TokenReview client for ServiceAccount token authentication (default: the apiserver of --kubeconfig). */
   tokenReview?: TokenReviewFn;
+  /**
+   * The clock of the relay's protocol timers (dial deadlines, lingers, stall checks) and of the
+   * HTTP CONNECT door's (default: the kit's `realClock`).
+   */
+  clock?: Clock;
 }
 
 interface Listener {
@@ -122,6 +129,8 @@ export class ProxyServer {
   /** Metrics of this server (its own registry). */
   readonly metrics: ServerMetrics;
   private readonly relay: Relay;
+  /** The relay as the HTTP CONNECT door sees it: payloads in and out. */
+  private readonly payloads: PayloadRelay;
   private readonly log: Logger;
   private readonly listeners: Listener[] = [];
   private readonly sessions = new Set<http2.Http2Session>();
@@ -171,7 +180,9 @@ export class ProxyServer {
       connectionStallTimeoutMs: options.connectionStallTimeout,
       logger: this.log,
       metrics: this.metrics,
+      clock: deps.clock,
     });
+    this.payloads = payloadRelay(this.relay);
   }
 
   /** One number of each TLS port's pacer, by port flag (without the dashes). */
@@ -266,8 +277,8 @@ export class ProxyServer {
       if (o.agentUpgradePort > 0) await this.listenAgentUpgradeDoor();
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
-        http.createServer(
-          healthPortHandler({ registry: this.metrics.registry, readiness: () => serverReadiness(this.ready()) }),
+        createEndpointServer(
+          healthPortEndpoints({ registry: this.metrics.registry, readiness: () => serverReadiness(this.ready()) }),
         ),
         "health",
         o.healthPort,
@@ -275,7 +286,7 @@ export class ProxyServer {
         "--health-port",
       );
       await this.listenTcp(
-        http.createServer(adminPortHandler(this.metrics.registry, o.enableProfiling === true)),
+        createEndpointServer(adminPortEndpoints(this.metrics.registry, o.enableProfiling === true)),
         "admin",
         o.adminPort,
         o.adminBindAddress,
@@ -450,7 +461,7 @@ export class ProxyServer {
         socket.destroy();
         return;
       }
-      new ConnectSession(socket, this.relay, this.metrics, log, {
+      new ConnectSession(socket, this.payloads, this.metrics, log, {
         plain: door.transport === "uds" || door.plain,
         headTimeoutMs: this.options.httpConnectHeaderTimeout,
         onTlsOnPlainPort: () => {

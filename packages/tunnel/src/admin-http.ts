@@ -1,23 +1,23 @@
 /**
- * The request handlers of a component's health port (`/healthz`, `/readyz`, the deprecated
+ * The endpoints of a data-plane component's health port (`/healthz`, `/readyz`, the deprecated
  * `/ready`, `/metrics`) and admin port (`/metrics`, and with --enable-profiling
- * {@link PROCESS_STATS_PATH}), shared by the proxy-server and the proxy-agent. Each component
- * keeps its own readiness rule and texts (they follow the Go binaries') and its own listeners.
+ * {@link PROCESS_STATS_PATH}), shared by the proxy-server, the proxy-agent and the gateway and
+ * served by the kit's endpoint server. Each component keeps its own readiness rule and texts
+ * (they follow the Go binaries').
  */
 import type * as http from "node:http";
+import {
+  endpointsHandler,
+  metricsEndpoint,
+  probeEndpoint,
+  reply,
+  type Endpoints,
+  type MetricsRegistry,
+  type ProbeAnswer,
+} from "@cluster-proxy/kit/endpoints";
 import { PROCESS_STATS_PATH, processStatsHandler } from "./process-stats.js";
 
-/** What `/metrics` renders: a prom-client `Registry` is one. */
-export interface MetricsRegistry {
-  metrics(): Promise<string>;
-  readonly contentType: string;
-}
-
-/** The answer to a readiness probe. */
-export interface ProbeAnswer {
-  status: number;
-  body: string;
-}
+export type { MetricsRegistry, ProbeAnswer } from "@cluster-proxy/kit/endpoints";
 
 /** What the health port reads from its component. */
 export interface HealthPortSource {
@@ -26,56 +26,31 @@ export interface HealthPortSource {
   readiness(verbose: boolean): ProbeAnswer;
 }
 
-/** Send a complete plain-text (or `contentType`) response with its length. */
-function reply(
-  res: http.ServerResponse,
-  status: number,
-  body: string,
-  contentType = "text/plain; charset=utf-8",
-): void {
-  res.writeHead(status, { "content-type": contentType, "content-length": Buffer.byteLength(body) });
-  res.end(body);
+/** The health port's endpoints. */
+export function healthPortEndpoints(source: HealthPortSource): Endpoints {
+  const readiness = probeEndpoint((verbose) => source.readiness(verbose));
+  return {
+    "/healthz": (_req, res) => reply(res, 200, "ok"),
+    "/readyz": readiness,
+    "/ready": readiness,
+    "/metrics": metricsEndpoint(source.registry),
+  };
 }
 
-function serveMetrics(registry: MetricsRegistry, res: http.ServerResponse): void {
-  registry.metrics().then(
-    (text) => reply(res, 200, text, registry.contentType),
-    (err: unknown) => reply(res, 500, `cannot collect metrics: ${err instanceof Error ? err.message : String(err)}\n`),
-  );
-}
-
-/** The path and query of a request (an absolute-form target is reduced to its path). */
-function requestUrl(req: http.IncomingMessage): URL {
-  return new URL(req.url ?? "/", "http://localhost");
+/** The admin port's endpoints; `profiling` adds {@link PROCESS_STATS_PATH}. */
+export function adminPortEndpoints(registry: MetricsRegistry, profiling = false): Endpoints {
+  const metrics = { "/metrics": metricsEndpoint(registry) };
+  if (!profiling) return metrics;
+  const processStats = processStatsHandler();
+  return { ...metrics, [PROCESS_STATS_PATH]: (req, res) => processStats(req, res) };
 }
 
 /** Request handler of the health port. */
 export function healthPortHandler(source: HealthPortSource): http.RequestListener {
-  return (req, res) => {
-    const url = requestUrl(req);
-    switch (url.pathname) {
-      case "/healthz":
-        return reply(res, 200, "ok");
-      case "/readyz":
-      case "/ready": {
-        const { status, body } = source.readiness(url.searchParams.has("verbose"));
-        return reply(res, status, body);
-      }
-      case "/metrics":
-        return serveMetrics(source.registry, res);
-      default:
-        return reply(res, 404, "404 page not found\n");
-    }
-  };
+  return endpointsHandler(healthPortEndpoints(source));
 }
 
 /** Request handler of the admin port; `profiling` adds {@link PROCESS_STATS_PATH}. */
 export function adminPortHandler(registry: MetricsRegistry, profiling = false): http.RequestListener {
-  const processStats = profiling ? processStatsHandler() : undefined;
-  return (req, res) => {
-    const path = requestUrl(req).pathname;
-    if (path === "/metrics") return serveMetrics(registry, res);
-    if (processStats && path === PROCESS_STATS_PATH) return processStats(req, res);
-    reply(res, 404, "404 page not found\n");
-  };
+  return endpointsHandler(adminPortEndpoints(registry, profiling));
 }

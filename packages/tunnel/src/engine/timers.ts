@@ -1,23 +1,13 @@
-/** The engine's clock: stall timers go through it, so tests drive time instead of sleeping. */
+/**
+ * The engine's clock: stall timers go through it, so tests drive time instead of sleeping. The
+ * kit's {@link Timers} under the engine's names.
+ */
+import { realClock, type Timers } from "@cluster-proxy/kit";
 
-/** A pending timer of an {@link EngineTimers} (undefined: none). */
-export type TimerHandle = unknown;
+export type { TimerHandle } from "@cluster-proxy/kit";
 
-/** Schedules and cancels one-shot timers. */
-export interface EngineTimers {
-  /** Run `fn` once after `ms` milliseconds; the timer must not keep the process alive. */
-  setTimeout(fn: () => void, ms: number): TimerHandle;
-  clearTimeout(handle: TimerHandle): void;
-}
+/** Schedules and cancels one-shot timers (the kit's `Timers`; a `Clock` is one). */
+export type EngineTimers = Timers;
 
-/** Node's timers, unref'd. */
-export const realTimers: EngineTimers = {
-  setTimeout(fn, ms) {
-    const timer = setTimeout(fn, ms);
-    timer.unref();
-    return timer;
-  },
-  clearTimeout(handle) {
-    clearTimeout(handle as NodeJS.Timeout);
-  },
-};
+/** Node's timers, unref'd (the kit's `realClock`). */
+export const realTimers: EngineTimers = realClock;

@@ -4,9 +4,10 @@
  */
 import { PacketType, type AgentIdentifiers } from "@cluster-proxy/protocol";
 import { ConnectionTable, FlowState, SharedStream, type ServerCall } from "@cluster-proxy/tunnel";
-import type { IdentifierTraffic } from "./cluster-traffic.js";
-import type { ServerDialFailureReason } from "./metrics.js";
-import type { RoutableBackend } from "./strategies.js";
+import type { TimerHandle } from "@cluster-proxy/kit";
+import type { IdentifierTraffic } from "../routing/cluster-traffic.js";
+import type { ServerDialFailureReason } from "../metrics.js";
+import type { RoutableBackend } from "../routing/strategies.js";
 
 /** How a dial failed, for the frontend to turn into its own answer (DIAL_RSP or HTTP status). */
 export interface DialFailure {
@@ -67,7 +68,8 @@ export interface PendingDial {
   readonly end: FrontendEnd;
   readonly address: string;
   readonly startedAt: number;
-  timer?: NodeJS.Timeout;
+  /** The dial deadline (a handle of the relay's clock). */
+  timer?: TimerHandle;
 }
 
 /** What a connection calls back into when its reader drains (the relay's flow-control policy). */

@@ -5,9 +5,9 @@ import * as net from "node:net";
 import { AGENT_UPGRADE_PROTOCOL } from "@cluster-proxy/api";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
-import { ProxyServer } from "./proxy-server.js";
-import { testServerOptions } from "./testing/server-options.js";
-import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
+import { ProxyServer } from "../proxy-server.js";
+import { testServerOptions } from "../testing/server-options.js";
+import { connectFakeAgent, type FakePeer } from "../testing/fake-peers.js";
 
 /** Everything the peer sends until it closes (or `timeoutMs`, then rejects). */
 function readAll(socket: net.Socket, timeoutMs = 10_000): Promise<string> {

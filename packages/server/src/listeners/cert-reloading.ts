@@ -17,7 +17,7 @@ import {
   type TlsMaterial,
 } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
-import type { ServerMetrics } from "./metrics.js";
+import type { ServerMetrics } from "../metrics.js";
 
 /** A TLS listener and the options it was created with. */
 export interface TlsListener {

@@ -1,6 +1,8 @@
 /**
  * The HTTP CONNECT front door, one socket at a time: read the request head, dial through the
- * relay, answer exactly as the Go server does, then pump bytes both ways as DATA packets.
+ * relay, answer exactly as the Go server does, then pump bytes both ways. The door hands payload
+ * bytes to the relay and gets them back through {@link PayloadRelay} (routing/payload-relay.ts):
+ * the DATA packets and their gRPC framing are the relay's business, not the door's.
  *
  * Backpressure (docs/design/flow-control.md): socket -> agent pauses the socket while the shared agent
  * stream's send buffer is over budget, or while our agent asked (FLOW_PAUSE) because this
@@ -8,14 +10,11 @@
  * buffer; the relay applies the per-connection budget, limit and stall timeout to it, and never
  * stops reading the agent stream for one slow socket (unless the agent ignores FLOW_PAUSE).
  */
-import { randomBytes } from "node:crypto";
 import type { Socket } from "node:net";
-import { MAX_DATA_CHUNK, PacketType, decodePacket, encodeData } from "@cluster-proxy/protocol";
-import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
-import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
-import type { Relay } from "./relay.js";
-import type { ServerMetrics } from "./metrics.js";
+import type { Logger, TimerHandle } from "@cluster-proxy/kit";
+import type { DialFailure, PendingDial, TunnelConnection } from "../agents/backend.js";
+import type { PayloadEnd, PayloadRelay } from "../routing/payload-relay.js";
+import type { ServerMetrics } from "../metrics.js";
 import {
   CONNECT_ESTABLISHED,
   backendDialTimeoutResponse,
@@ -26,7 +25,7 @@ import {
   parseConnectHead,
   textResponse,
 } from "./connect-request.js";
-import { looksLikeTls } from "./first-bytes.js";
+import { looksLikeTls } from "../listeners/first-bytes.js";
 import { STREAM_BUFFER_BUDGET } from "./proxy-service.js";
 
 /**
@@ -56,11 +55,6 @@ export interface ConnectSessionOptions {
   headTimeoutMs?: number;
 }
 
-/** A random dial id, like Go's `rand.Int63()` (non-negative int64). */
-export function randomDialId(): bigint {
-  return randomBytes(8).readBigUInt64BE() & 0x7fff_ffff_ffff_ffffn;
-}
-
 type State = "head" | "dialing" | "open" | "closed";
 
 /**
@@ -75,33 +69,39 @@ function resetSocket(socket: Socket): void {
   }
 }
 
-export class ConnectSession implements FrontendEnd {
+/**
+ * One client socket of the HTTP CONNECT door. `C` and `D` are the relay's handles of the
+ * connection and of the pending dial ({@link PayloadRelay}), opaque here.
+ */
+export class ConnectSession<C = TunnelConnection, D = PendingDial> implements PayloadEnd<C> {
   private state: State = "head";
   private head: Buffer = Buffer.alloc(0);
-  private dial: PendingDial | undefined;
+  private dial: D | undefined;
   /** The dial's address and the cluster the request's Proxy-Authorization named (for the no-agent answer). */
   private target: { address: string; cluster?: string } = { address: "" };
-  private conn: TunnelConnection | undefined;
+  private conn: C | undefined;
   private waitingForAgent = false;
   private pausedByAgent = false;
   /** Payload bytes written to the socket so far (with writableLength: what left it). */
   private written = 0;
   /** Ends the wait for the request head (cleared once it is complete or the socket closes). */
-  private readonly headDeadline: NodeJS.Timeout;
+  private readonly headDeadline: TimerHandle;
 
   constructor(
     private readonly socket: Socket,
-    private readonly relay: Relay,
+    private readonly relay: PayloadRelay<C, D>,
     private readonly metrics: ServerMetrics,
     private readonly log: Logger,
     private readonly options: ConnectSessionOptions = {},
   ) {
     metrics.httpConnections.inc();
-    this.headDeadline = setTimeout(() => {
+    this.headDeadline = relay.clock.setTimeout(() => {
       if (this.state === "head") this.reject(textResponse(408, "Request Timeout", "request header timeout\n"));
     }, options.headTimeoutMs ?? CONNECT_HEAD_TIMEOUT_MS);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
-    socket.on("drain", () => this.conn?.drained());
+    socket.on("drain", () => {
+      if (this.conn) this.relay.readerDrained(this.conn);
+    });
     socket.on("error", (err) => this.log.debug({ err: err.message }, "CONNECT socket error"));
     socket.on("end", () => this.shutdown());
     socket.on("close", () => {
@@ -130,28 +130,23 @@ export class ConnectSession implements FrontendEnd {
       this.reject(parsed.response);
       return;
     }
-    clearTimeout(this.headDeadline);
+    this.relay.clock.clearTimeout(this.headDeadline);
     this.socket.pause();
     this.head = Buffer.from(parsed.rest); // pipelined bytes, sent once the tunnel is open
     this.state = "dialing";
     this.target = { address: parsed.address, cluster: parsed.cluster };
-    this.dial = this.relay.dial(this, { address: parsed.address, random: randomDialId() });
+    this.dial = this.relay.dial(this, parsed.address);
   }
 
   /** Send client bytes to the agent, pausing the socket while the agent stream is over budget. */
   private forward(bytes: Buffer): void {
     const conn = this.conn;
     if (!conn || bytes.length === 0) return;
-    let ok = true;
-    for (let off = 0; off < bytes.length; off += MAX_DATA_CHUNK) {
-      const chunk = bytes.subarray(off, Math.min(bytes.length, off + MAX_DATA_CHUNK));
-      const frame = sealFrame(encodeData(conn.connectID, chunk, FRAME_HEADER));
-      ok = this.relay.toAgent(conn, frame, PacketType.DATA, STREAM_BUFFER_BUDGET) && ok;
-    }
+    const ok = this.relay.send(conn, bytes, STREAM_BUFFER_BUDGET);
     if (!ok && !this.waitingForAgent) {
       this.waitingForAgent = true;
       this.updateReading();
-      conn.backend.whenDrained(() => {
+      this.relay.whenAgentDrained(conn, () => {
         this.waitingForAgent = false;
         this.updateReading();
       });
@@ -169,12 +164,12 @@ export class ConnectSession implements FrontendEnd {
     this.state = "closed";
     this.socket.end(response);
     // A client that never closes its side must not hold the socket.
-    setTimeout(() => this.socket.destroy(), REJECT_LINGER_MS).unref();
+    this.relay.clock.setTimeout(() => this.socket.destroy(), REJECT_LINGER_MS);
   }
 
-  // ---- FrontendEnd ------------------------------------------------------------------------
+  // ---- PayloadEnd ------------------------------------------------------------------------
 
-  dialSucceeded(_random: bigint, conn: TunnelConnection, _frame: Buffer): void {
+  dialSucceeded(conn: C): void {
     this.dial = undefined;
     if (this.state !== "dialing") {
       this.relay.frontendClosed(conn);
@@ -189,7 +184,7 @@ export class ConnectSession implements FrontendEnd {
     this.updateReading();
   }
 
-  dialFailed(_random: bigint, failure: DialFailure): void {
+  dialFailed(failure: DialFailure): void {
     this.dial = undefined;
     if (this.state !== "dialing") return;
     this.log.debug({ kind: failure.kind, error: failure.text }, "CONNECT dial failed");
@@ -217,32 +212,30 @@ export class ConnectSession implements FrontendEnd {
     }
   }
 
-  data(_conn: TunnelConnection, frame: Buffer): number {
+  data(_conn: C, payload: Uint8Array): number {
     if (this.state !== "open") return 0;
-    const p = decodePacket(frame.subarray(FRAME_HEADER));
-    if (!("data" in p) || p.data.data.length === 0) return this.socket.writableLength;
-    this.written += p.data.data.length;
+    this.written += payload.length;
     const started = process.hrtime.bigint();
-    this.socket.write(p.data.data);
+    this.socket.write(payload);
     this.metrics.frontendWrite(started);
     return this.socket.writableLength;
   }
 
-  delivered(_conn: TunnelConnection): number {
+  delivered(_conn: C): number {
     return this.written - this.socket.writableLength;
   }
 
-  buffered(_conn: TunnelConnection): number {
+  buffered(_conn: C): number {
     return this.socket.writableLength;
   }
 
-  pauseSource(_conn: TunnelConnection, paused: boolean): void {
+  pauseSource(_conn: C, paused: boolean): void {
     this.pausedByAgent = paused;
     this.updateReading();
   }
 
   /** The client stopped reading: reset the socket (the buffered bytes are dropped). */
-  stallClose(_conn: TunnelConnection, why: string): void {
+  stallClose(_conn: C, why: string): void {
     this.log.debug({ why }, "CONNECT client stalled");
     this.conn = undefined;
     if (this.state === "closed") return;
@@ -250,7 +243,7 @@ export class ConnectSession implements FrontendEnd {
     resetSocket(this.socket);
   }
 
-  closed(_conn: TunnelConnection, _frame: Buffer | undefined, cut?: string): void {
+  closed(_conn: C, cut?: string): void {
     this.conn = undefined;
     if (this.state === "closed") return;
     this.state = "closed";
@@ -261,7 +254,7 @@ export class ConnectSession implements FrontendEnd {
 
   /** The client went away (or finished): tell the agent. */
   private shutdown(): void {
-    clearTimeout(this.headDeadline);
+    this.relay.clock.clearTimeout(this.headDeadline);
     const previous = this.state;
     this.state = "closed";
     if (this.dial) {

@@ -12,8 +12,8 @@ import { GrpcStatus, type ServerCall } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 import { verifyAgentIdentity } from "./agent-identity.js";
 import { Backend } from "./backend.js";
-import type { Relay } from "./relay.js";
-import type { ServerMetrics } from "./metrics.js";
+import type { Relay } from "../routing/relay.js";
+import type { ServerMetrics } from "../metrics.js";
 
 export interface AgentServiceOptions {
   serverId: string;

@@ -9,11 +9,11 @@ import { describe, test } from "node:test";
 import { FlowControl, PacketType, encodeData, encodeFlowControl, peekPacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
-import { waitUntil } from "@cluster-proxy/tunnel/testing";
-import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
-import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "../agents/backend.js";
+import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
 import { Relay, packetFrame } from "./relay.js";
-import { FakeCall } from "./testing/fake-call.js";
+import { FakeCall } from "../testing/fake-call.js";
 
 /** A frontend whose buffer the test sets by hand. */
 class FakeEnd implements FrontendEnd {
@@ -57,8 +57,12 @@ class FakeEnd implements FrontendEnd {
 
 const metrics = new ServerMetrics(IDLE_METRICS_SOURCE);
 
-function setup(stallMs: number): { relay: Relay; call: FakeCall; backend: Backend; open: (id: bigint) => FakeEnd } {
+function setup(
+  stallMs: number,
+  clock?: ManualClock,
+): { relay: Relay; call: FakeCall; backend: Backend; open: (id: bigint) => FakeEnd } {
   const relay = new Relay({
+    clock,
     strategies: ["default"],
     backendDialTimeoutMs: 0,
     logger: silentLogger,
@@ -134,25 +138,25 @@ describe("relay per-connection flow control", () => {
     assert.equal(call.paused, false);
   });
 
-  test("a reader that reads nothing for the stall timeout is closed with the stall error; a slow one is not", async () => {
-    const { relay, call, backend, open } = setup(80);
+  test("a reader that reads nothing for the stall timeout is closed with the stall error; a slow one is not", () => {
+    const clock = new ManualClock();
+    const { relay, call, backend, open } = setup(80, clock);
     const stalled = open(1n);
     const slow = open(2n);
     relay.fromAgent(backend, data(1n, 2000));
     relay.fromAgent(backend, data(2n, 2000));
-    const progress = setInterval(() => slow.read(10), 20);
-    // Until the stalled one is cut: by then the slow one, reading all along, has lived through at
-    // least one stall timeout too.
-    try {
-      await waitUntil("the stalled reader cut", () => stalled.stalledWith !== undefined, {
-        timeoutMs: 10_000,
-        everyMs: 10,
-      });
-    } finally {
-      clearInterval(progress);
+    // The slow one reads a little in every 20 ms, the stalled one nothing.
+    for (let t = 20; t < 80; t += 20) {
+      clock.advance(20);
+      slow.read(10);
     }
+    assert.equal(stalled.stalledWith, undefined, "not before the stall timeout");
+    clock.advance(20);
     assert.match(stalled.stalledWith ?? "", /connection stalled: the client read nothing for 0\.08s/);
     assert.equal(slow.stalledWith, undefined, "a reader that makes progress is slow, not stalled");
+    slow.read(10);
+    clock.advance(80);
+    assert.equal(slow.stalledWith, undefined, "still slow, not stalled, one stall timeout later");
     const closes = call.sent
       .map((f) => peekPacket(f.subarray(FRAME_HEADER)))
       .filter((p) => p.type === PacketType.CLOSE_REQ);

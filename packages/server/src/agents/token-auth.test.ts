@@ -5,10 +5,10 @@ import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import type { ServerOptionsInput } from "@cluster-proxy/api";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
-import { ProxyServer } from "./proxy-server.js";
-import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
+import { ProxyServer } from "../proxy-server.js";
+import { connectFakeAgent, type FakePeer } from "../testing/fake-peers.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import { testServerOptions } from "./testing/server-options.js";
+import { testServerOptions } from "../testing/server-options.js";
 import { AgentAuthError, RateLimiter, authenticateAgentToken, type TokenReviewFn } from "./token-review.js";
 
 const SA = "system:serviceaccount:kube-system:konnectivity-agent";

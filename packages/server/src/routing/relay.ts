@@ -17,8 +17,8 @@ import {
   type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
-import { ConnectionFlow, FRAME_HEADER, sealFrame, type EngineTimers } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
+import { ConnectionFlow, FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 import type { ProxyStrategy } from "@cluster-proxy/api";
 import {
   TunnelConnection,
@@ -27,10 +27,10 @@ import {
   type FlowHooks,
   type FrontendEnd,
   type PendingDial,
-} from "./backend.js";
+} from "../agents/backend.js";
 import { TrafficTally } from "./cluster-traffic.js";
 import { Router } from "./strategies.js";
-import type { ServerDialFailureReason, ServerMetrics } from "./metrics.js";
+import type { ServerDialFailureReason, ServerMetrics } from "../metrics.js";
 
 /** Encode a packet as a sealed gRPC frame. */
 export function packetFrame(packet: Packet): Buffer {
@@ -49,7 +49,7 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
 }
 
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
-const CLOSING_LINGER_MS = 30_000;
+export const CLOSING_LINGER_MS = 30_000;
 
 export interface RelayOptions {
   strategies: readonly ProxyStrategy[];
@@ -67,9 +67,11 @@ export interface RelayOptions {
   /** Per-connection hard limit (default: the tunnel engine's `CONNECTION_BUFFER_LIMIT`). */
   connectionBufferLimit?: number;
   random?: () => number;
-  now?: () => number;
-  /** The stall timers' clock (tests drive it; default Node's timers). */
-  timers?: EngineTimers;
+  /**
+   * The clock of the dial deadlines, the closing linger, the stall timers, the idle wait and the
+   * dial durations (tests drive it; default the kit's `realClock`).
+   */
+  clock?: Clock;
 }
 
 /** What a frontend asks for when it dials. */
@@ -89,7 +91,8 @@ export class Relay implements FlowHooks {
   private established = 0;
   private readonly log: Logger;
   private readonly metrics: ServerMetrics;
-  private readonly now: () => number;
+  /** The clock of every timer of the relay (and of the frontends that ask it: {@link Relay.clock}). */
+  readonly clock: Clock;
   private shuttingDown = false;
   private idleWaiters: (() => void)[] = [];
   /** Per-connection budgets, FLOW_PAUSE / FLOW_RESUME, stall closes and the stream hold. */
@@ -99,14 +102,14 @@ export class Relay implements FlowHooks {
     this.router = new Router<Backend>(options.strategies, options.random);
     this.log = options.logger;
     this.metrics = options.metrics;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? realClock;
     this.flow = new ConnectionFlow<TunnelConnection>(
       {
         budget: options.connectionBufferBudget,
         limit: options.connectionBufferLimit,
         stallTimeoutMs: options.connectionStallTimeoutMs,
         reader: "client",
-        timers: options.timers,
+        timers: this.clock,
       },
       {
         stream: (conn) => conn.backend.shared,
@@ -287,7 +290,7 @@ export class Relay implements FlowHooks {
         t.dials++;
         t.openConnections++;
       }
-    this.metrics.dialDuration.observe((this.now() - dial.startedAt) / 1000);
+    this.metrics.dialDuration.observe((this.clock.now() - dial.startedAt) / 1000);
     dial.end.dialSucceeded(random, conn, frame);
   }
 
@@ -322,13 +325,12 @@ export class Relay implements FlowHooks {
       backend,
       end,
       address: route.address,
-      startedAt: this.now(),
+      startedAt: this.clock.now(),
     };
     this.pending.set(order.random, dial);
     backend.pending.add(dial);
     if (this.options.backendDialTimeoutMs > 0) {
-      dial.timer = setTimeout(() => this.dialTimedOut(dial), this.options.backendDialTimeoutMs);
-      dial.timer.unref();
+      dial.timer = this.clock.setTimeout(() => this.dialTimedOut(dial), this.options.backendDialTimeoutMs);
     }
     const frame =
       order.frame && route.address === order.address
@@ -401,7 +403,7 @@ export class Relay implements FlowHooks {
         PacketType.CLOSE_REQ,
       );
     }
-    setTimeout(() => this.forgetConnection(conn), CLOSING_LINGER_MS).unref();
+    this.clock.setTimeout(() => this.forgetConnection(conn), CLOSING_LINGER_MS);
   }
 
   // ---- bookkeeping ------------------------------------------------------------------------
@@ -415,7 +417,7 @@ export class Relay implements FlowHooks {
   }
 
   private forgetDial(dial: PendingDial): void {
-    if (dial.timer) clearTimeout(dial.timer);
+    if (dial.timer !== undefined) this.clock.clearTimeout(dial.timer);
     if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
     dial.backend.pending.delete(dial);
   }
@@ -436,9 +438,10 @@ export class Relay implements FlowHooks {
   whenIdle(timeoutMs: number): Promise<void> {
     if (this.established === 0) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(done, timeoutMs);
+      const timer = this.clock.setTimeout(done, timeoutMs);
+      const clock = this.clock;
       function done(): void {
-        clearTimeout(timer);
+        clock.clearTimeout(timer);
         resolve();
       }
       this.idleWaiters.push(done);

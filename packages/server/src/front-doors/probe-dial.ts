@@ -5,9 +5,9 @@
  * the tunnel and the agent's dial; no bytes flow. Probes are not counted in the per-cluster
  * traffic (cluster-traffic.ts), so a host's probes do not show as its users' requests.
  */
-import type { FrontendEnd, PendingDial } from "./backend.js";
-import { randomDialId } from "./http-connect.js";
-import type { Relay } from "./relay.js";
+import type { FrontendEnd, PendingDial } from "../agents/backend.js";
+import { randomDialId } from "../routing/payload-relay.js";
+import type { Relay } from "../routing/relay.js";
 
 /** What a probe found: the dial's round trip, or why it failed. */
 export type DialProbeResult = { ok: true; ms: number } | { ok: false; reason: string };
@@ -20,7 +20,7 @@ export function probeDial(relay: Relay, address: string, timeoutMs: number): Pro
     const settle = (result: DialProbeResult): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      relay.clock.clearTimeout(timer);
       resolve(result);
     };
     const end: FrontendEnd = {
@@ -37,11 +37,10 @@ export function probeDial(relay: Relay, address: string, timeoutMs: number): Pro
       stallClose: () => undefined,
       closed: () => undefined,
     };
-    const timer = setTimeout(() => {
+    const timer = relay.clock.setTimeout(() => {
       if (dial) relay.cancelDial(dial);
       settle({ ok: false, reason: `no answer within ${timeoutMs} ms` });
     }, timeoutMs);
-    timer.unref();
     const dial: PendingDial | undefined = relay.dial(end, { address, random: randomDialId() });
   });
 }

@@ -4,12 +4,13 @@ import { describe, test } from "node:test";
 import { PacketType, encodeData, type AgentIdentifiers } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
-import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "./backend.js";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "../agents/backend.js";
 import { MAX_TALLIED_IDENTIFIERS, TrafficTally } from "./cluster-traffic.js";
-import { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
-import { probeDial } from "./probe-dial.js";
-import { Relay, packetFrame } from "./relay.js";
-import { FakeCall } from "./testing/fake-call.js";
+import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
+import { probeDial } from "../front-doors/probe-dial.js";
+import { CLOSING_LINGER_MS, Relay, packetFrame } from "./relay.js";
+import { FakeCall } from "../testing/fake-call.js";
 
 /** A frontend that records what happened to its dial. */
 class End implements FrontendEnd {
@@ -37,8 +38,9 @@ class End implements FrontendEnd {
 
 const ids = (...host: string[]): AgentIdentifiers => ({ host, cidr: [], ipv4: [], ipv6: [], defaultRoute: false });
 
-function setup(dialTimeoutMs = 0) {
+function setup(dialTimeoutMs = 0, clock?: ManualClock) {
   const relay = new Relay({
+    clock,
     strategies: ["destHost"],
     backendDialTimeoutMs: dialTimeoutMs,
     logger: silentLogger,
@@ -160,6 +162,34 @@ describe("per-cluster traffic", () => {
   });
 });
 
+describe("the relay's timers, on its clock", () => {
+  test("a dial the agent does not answer fails at the dial timeout, not before", () => {
+    const clock = new ManualClock();
+    const { relay, connect } = setup(100, clock);
+    connect("a", ids("east"));
+    const waiting = new End();
+    relay.dial(waiting, { address: "east:80", random: 1n });
+    clock.advance(99);
+    assert.equal(waiting.failure?.kind, undefined);
+    assert.equal(relay.pendingCount(), 1);
+    clock.advance(1);
+    assert.equal(waiting.failure?.kind, "timeout");
+    assert.equal(relay.pendingCount(), 0);
+  });
+
+  test("a connection the frontend closed is forgotten after the closing linger without CLOSE_RSP", () => {
+    const clock = new ManualClock();
+    const { relay, connect, dial } = setup(0, clock);
+    const { backend } = connect("a", ids("east"));
+    const end = dial(backend, "east:80", 7n);
+    assert.ok(end.conn);
+    relay.frontendClosed(end.conn);
+    assert.equal(relay.establishedCount(), 1, "waits for the agent's CLOSE_RSP");
+    clock.advance(CLOSING_LINGER_MS);
+    assert.equal(relay.establishedCount(), 0);
+  });
+});
+
 describe("the server's probe dial", () => {
   test("answers with the round trip, closes the connection at once and is not counted", async () => {
     const { relay, connect, traffic } = setup();
@@ -193,7 +223,8 @@ describe("the server's probe dial", () => {
   });
 
   test("says why it failed: no agent, the agent's error, no answer in time", async () => {
-    const { relay, connect, traffic } = setup();
+    const clock = new ManualClock();
+    const { relay, connect, traffic } = setup(0, clock);
     const { backend, call } = connect("a", ids("east"));
     relay.removeBackend(backend, "gone");
     assert.deepEqual(await probeDial(relay, "east:80", 5_000), { ok: false, reason: "No agent available" });
@@ -206,7 +237,9 @@ describe("the server's probe dial", () => {
       packetFrame({ type: PacketType.DIAL_RSP, dialResponse: { random: req.random, connectID: 0n, error: "refused" } }),
     );
     assert.deepEqual(await refused, { ok: false, reason: "refused" });
-    assert.deepEqual(await probeDial(relay, "east:80", 20), { ok: false, reason: "no answer within 20 ms" });
+    const late = probeDial(relay, "east:80", 20);
+    clock.advance(20);
+    assert.deepEqual(await late, { ok: false, reason: "no answer within 20 ms" });
     assert.ok(
       again.call.packets().some((p) => p.type === PacketType.DIAL_CLS),
       "the agent is told the probe gave up",

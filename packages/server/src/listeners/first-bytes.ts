@@ -7,7 +7,7 @@
  * HTTP CONNECT door recognises a TLS ClientHello the same way and answers it at once instead of
  * waiting for a request head that never comes.
  */
-import { textResponse } from "./connect-request.js";
+import { textResponse } from "../front-doors/connect-request.js";
 
 /** TLS record type `handshake`. */
 const TLS_HANDSHAKE_RECORD = 0x16;

@@ -8,9 +8,9 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { parseAgentIdentifiers } from "@cluster-proxy/protocol";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { checkAgentIdentifiers, grantedHosts, serviceProxyHost, verifyAgentIdentity } from "./agent-identity.js";
-import { ProxyServer } from "./proxy-server.js";
-import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
-import { testServerOptions } from "./testing/server-options.js";
+import { ProxyServer } from "../proxy-server.js";
+import { connectFakeAgent, type FakePeer } from "../testing/fake-peers.js";
+import { testServerOptions } from "../testing/server-options.js";
 
 const NS = ["open-cluster-management-agent-addon"];
 const ids = parseAgentIdentifiers;

@@ -9,9 +9,9 @@ import { constants as http2constants } from "node:http2";
 import { DialErrors, PacketDecodeError, PacketType, decodePacket, type PacketRoute } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, GrpcStatus, type ServerCall } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
-import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "./backend.js";
-import { packetFrame, routeFrame, type Relay } from "./relay.js";
-import type { ServerMetrics } from "./metrics.js";
+import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "../agents/backend.js";
+import { packetFrame, routeFrame, type Relay } from "../routing/relay.js";
+import type { ServerMetrics } from "../metrics.js";
 
 /**
  * Bytes the shared agent stream may hold in its send buffer before a frontend stops reading its

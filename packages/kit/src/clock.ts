@@ -1,0 +1,34 @@
+/**
+ * The clock of protocol timers (dial deadlines, lingers, stall checks): components take one so
+ * that tests drive time instead of sleeping ({@link ManualClock} in `@cluster-proxy/kit/testing`).
+ */
+
+/** A pending timer of a {@link Timers} (undefined: none). */
+export type TimerHandle = unknown;
+
+/** Schedules and cancels one-shot timers. */
+export interface Timers {
+  /** Run `fn` once after `ms` milliseconds; the timer must not keep the process alive. */
+  setTimeout(fn: () => void, ms: number): TimerHandle;
+  /** Cancel a timer `setTimeout` returned (a fired or unknown one is ignored). */
+  clearTimeout(handle: TimerHandle): void;
+}
+
+/** Timers and the time they run on. */
+export interface Clock extends Timers {
+  /** Milliseconds; only differences between two readings mean anything. */
+  now(): number;
+}
+
+/** Node's timers, unref'd, and `Date.now`. */
+export const realClock: Clock = {
+  now: () => Date.now(),
+  setTimeout(fn, ms) {
+    const timer = setTimeout(fn, ms);
+    timer.unref();
+    return timer;
+  },
+  clearTimeout(handle) {
+    if (handle !== undefined) clearTimeout(handle as NodeJS.Timeout);
+  },
+};
