@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { once } from "node:events";
+import { EventEmitter, once } from "node:events";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
@@ -81,16 +81,25 @@ test("a peer that stopped answering is found dead within about the timeout", asy
 });
 
 /** An HTTP/2 server whose sessions are probed when idle for 200 ms (answer deadline 300 ms). */
-async function probedServer(): Promise<{ server: http2.Http2Server; port: number; dead: string[] }> {
+async function probedServer(): Promise<{
+  server: http2.Http2Server;
+  port: number;
+  dead: string[];
+  deaths: EventEmitter<{ dead: [string] }>;
+}> {
   const server = http2.createServer();
   const dead: string[] = [];
+  const deaths = new EventEmitter<{ dead: [string] }>();
   server.on("session", (session) => {
     session.on("error", () => undefined);
-    probeIdleSession(session, 200, 300, (reason) => dead.push(reason));
+    probeIdleSession(session, 200, 300, (reason) => {
+      dead.push(reason);
+      deaths.emit("dead", reason);
+    });
   });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
-  return { server, port: (server.address() as AddressInfo).port, dead };
+  return { server, port: (server.address() as AddressInfo).port, dead, deaths };
 }
 
 test("a session nghttp2 ended with GOAWAY is closed once it idles, though the client keeps its end open", async () => {
@@ -124,16 +133,59 @@ test("a session nghttp2 ended with GOAWAY is closed once it idles, though the cl
   }
 });
 
-test("an idle healthy session answers the probes and stays open", async () => {
+test("an idle healthy session answers every probe, quiet period after quiet period, and stays open", async () => {
   const { server, port, dead } = await probedServer();
   const session = http2.connect(`http://127.0.0.1:${port}`);
   try {
     await once(session, "connect");
-    await new Promise((resolve) => setTimeout(resolve, 1_500)); // several probe periods
+    let pings = 0;
+    const third = new Promise<void>((resolve) =>
+      session.on("ping", () => {
+        if (++pings === 3) resolve();
+      }),
+    );
+    const timeout = new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref());
+    await Promise.race([third, timeout]);
+    assert.ok(pings >= 3, `probed ${pings} time(s) in 10 s of quiet periods of 200 ms`);
     assert.deepEqual(dead, []);
     assert.equal(session.destroyed, false);
   } finally {
     session.destroy();
+    server.close();
+  }
+});
+
+test("a peer that answered earlier probes and then went silent is found dead", async () => {
+  const { server, port, dead, deaths } = await probedServer();
+  // The peer is another process, so that SIGSTOP silences it while its socket stays open.
+  const peer = spawn(
+    process.execPath,
+    [
+      "-e",
+      `const s = require("node:http2").connect("http://127.0.0.1:${port}"); s.on("ping", () => console.log("ping"));`,
+    ],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  );
+  try {
+    let answered = 0;
+    const twice = new Promise<void>((resolve) =>
+      peer.stdout.on("data", (chunk: Buffer) => {
+        answered += chunk.toString().split("ping").length - 1;
+        if (answered >= 2) resolve();
+      }),
+    );
+    const timeout = new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref());
+    await Promise.race([twice, timeout]);
+    assert.ok(answered >= 2, `the peer answered ${answered} probe(s)`);
+    peer.kill("SIGSTOP");
+    const found = once(deaths, "dead");
+    const deadline = new Promise<void>((resolve) => setTimeout(resolve, 10_000).unref());
+    await Promise.race([found, deadline]);
+    assert.equal(dead.length, 1, "the silent peer's session was probed and found dead");
+    assert.match(dead[0] ?? "", /300 ms/);
+  } finally {
+    peer.kill("SIGCONT");
+    peer.kill("SIGKILL");
     server.close();
   }
 });

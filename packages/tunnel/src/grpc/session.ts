@@ -371,17 +371,22 @@ export function probeIdleSession(
   if (idleMs <= 0 || session.destroyed) return () => undefined;
   let pending: (() => void) | undefined;
   let stopped = false;
-  session.setTimeout(idleMs, () => {
+  // A listener of our own, not setTimeout's callback: node adds that one with once(), so it would
+  // hear only the first quiet period and every later one would pass unprobed.
+  const onQuiet = (): void => {
     if (pending || stopped || session.destroyed) return;
     pending = pingWithDeadline(session, timeoutMs, onDead, (answered) => {
       pending = undefined;
       // Answered: watch the next quiet period (node's timer restarts only on frames it sees).
       if (answered && !stopped && !session.destroyed) session.setTimeout(idleMs);
     });
-  });
+  };
+  session.on("timeout", onQuiet);
+  session.setTimeout(idleMs);
   const stop = (): void => {
     stopped = true;
     pending?.();
+    session.off("timeout", onQuiet);
     if (!session.destroyed) session.setTimeout(0);
   };
   session.once("close", stop);
