@@ -304,7 +304,6 @@ export class ProxyServer {
       await this.closeListeners();
       throw err;
     }
-    this.log.info({ addresses: this.addresses() }, "proxy server listening");
   }
 
   /**
