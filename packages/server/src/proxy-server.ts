@@ -32,7 +32,7 @@ import {
   serveGrpc,
   widenSessionWindow,
 } from "@cluster-proxy/tunnel";
-import { silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { createEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { adminPortEndpoints, healthPortEndpoints, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
 import { handleAgentCall } from "./agents/agent-service.js";
@@ -84,8 +84,8 @@ export interface ProxyServerDeps {
   /** TokenReview client for ServiceAccount token authentication (default: the apiserver of --kubeconfig). */
   tokenReview?: TokenReviewFn;
   /**
-   * The clock of the relay's protocol timers (dial deadlines, lingers, stall checks) and of the
-   * HTTP CONNECT door's (default: the kit's `realClock`).
+   * The clock of the relay's protocol timers (dial deadlines, lingers, stall checks), the HTTP
+   * CONNECT door's and the handshake pacers' (default: the kit's `realClock`).
    */
   clock?: Clock;
 }
@@ -129,6 +129,8 @@ export class ProxyServer {
   /** Metrics of this server (its own registry). */
   readonly metrics: ServerMetrics;
   private readonly relay: Relay;
+  /** The protocol timers' clock: the relay's, the HTTP CONNECT door's and the handshake pacers'. */
+  private readonly clock: Clock;
   /** The relay as the HTTP CONNECT door sees it: payloads in and out. */
   private readonly payloads: PayloadRelay;
   private readonly log: Logger;
@@ -174,13 +176,14 @@ export class ProxyServer {
       handshakesWaiting: () => this.pacerStates((s) => s.waiting),
       awaitingHello: () => this.pacerStates((s) => s.awaitingHello),
     });
+    this.clock = deps.clock ?? realClock;
     this.relay = new Relay({
       strategies,
       backendDialTimeoutMs: options.backendDialTimeout,
       connectionStallTimeoutMs: options.connectionStallTimeout,
       logger: this.log,
       metrics: this.metrics,
-      clock: deps.clock,
+      clock: this.clock,
     });
     this.payloads = payloadRelay(this.relay);
   }
@@ -548,6 +551,7 @@ export class ProxyServer {
       helloTimeoutMs: o.clientHelloTimeout,
       tcpKeepaliveMs: o.tcpKeepalive,
       httpAnswer: plainHttpOnTlsPortResponse(flag),
+      timers: this.clock,
       onDrop: (socket, reason, detail) => {
         this.metrics.connectionsRefused.inc({ port, reason });
         this.admissionLog.refused(flag, reason, {
