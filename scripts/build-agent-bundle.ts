@@ -20,11 +20,12 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const CLI_DIST = join(root, "packages/cli/dist");
 
 /**
- * Left to node's own loader, from node_modules: pino and pino-pretty (loaded on first log line;
- * pino starts worker threads from files of its own) and @kubernetes/client-node (loaded only
- * when the agent publishes its status in a cluster; large, with optional native requires).
+ * Left to node's own loader, from node_modules: pino-pretty (text logs on a terminal only) and
+ * @kubernetes/client-node (loaded only when the agent publishes its status in a cluster; large,
+ * with optional native requires). pino is bundled (0.4 MiB less RSS than its 30 modules loaded
+ * one by one); its transports, which start worker threads from files of their own, are not used.
  */
-export const AGENT_BUNDLE_EXTERNAL = ["pino", "pino-pretty", "@kubernetes/client-node"];
+export const AGENT_BUNDLE_EXTERNAL = ["pino-pretty", "@kubernetes/client-node"];
 
 /**
  * Bundled CommonJS libraries (commander, prom-client) `require` node's built-in modules: in an ES
