@@ -17,7 +17,8 @@
  *                                                 agent, connect time (--prof: our server's profile)
  *   hotpath.ts agentrss [--variants="a|b"] [--at=5,30]   our idle agent's RSS (RssFile/RssAnon) with
  *                                                 each variant of extra agent node flags ("" = the
- *                                                 CLI's flags alone), variants alternating round by round
+ *                                                 CLI's flags alone; `cli=<main.js>`: the agent runs
+ *                                                 that build), variants alternating round by round
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
  * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
@@ -245,10 +246,13 @@ async function agentRss(bin: string): Promise<void> {
     for (const v of r % 2 === 1 ? [...variants].reverse() : variants) {
       const name = v.join(" ") || "(CLI flags only)";
       const floor = v[0] === "floor";
+      // `cli=<path>`: the agent runs that build of the CLI (e.g. another checkout's dist/main.js).
+      const cli = v.find((a) => a.startsWith("cli="))?.slice("cli=".length);
+      const nodeArgs = v.filter((a) => !a.startsWith("cli="));
       const st =
         v[0] === "go"
           ? await startGo(h, LOOPBACK, bin)
-          : await startOurs(h, LOOPBACK, floor ? { noAgent: true } : { agentNodeArgs: v });
+          : await startOurs(h, LOOPBACK, floor ? { noAgent: true } : { agentNodeArgs: nodeArgs, agentCli: cli });
       // "floor": plain node holding one mTLS HTTP/2 session (bench/node-tunnel-floor.mjs), with the given node flags.
       const agentCert = h.certs.agents.get("bench")!;
       const floorProc = floor

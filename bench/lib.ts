@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import * as net from "node:net";
 import { join, resolve } from "node:path";
 import type { Duplex } from "node:stream";
-import { NODE_FLAGS } from "@cluster-proxy/cli";
+import { NODE_FLAGS, nodeFlagsFor } from "@cluster-proxy/cli";
 import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-proxy/client";
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import { CLI } from "../test/framework/repo.js";
@@ -202,6 +202,8 @@ export interface StackOptions {
   agentArgs?: string[];
   /** Another build of the CLI (A/B comparisons, bench/hotpath.ts). */
   cli?: string;
+  /** Another build of the CLI for our agent alone (default: `cli`). */
+  agentCli?: string;
   /** Extra flags for our server (after BENCH_OUR_SERVER_ARGS; A/B comparisons of server flags). */
   serverArgs?: string[];
 }
@@ -268,9 +270,10 @@ export async function spawnOurAgent(
 ): Promise<Proc> {
   const suffix = cluster === CLUSTER ? "" : `-${cluster}`;
   return spawnWrapped(h, `ours-agent${suffix}`, topo.clusterWrap, process.execPath, [
-    ...NODE_FLAGS,
+    // The agent's own flags (nodeFlagsFor(version, "agent")), as the CLI would restart it with.
+    ...nodeFlagsFor(process.versions.node, "agent"),
     ...(o.agentNodeArgs ?? []),
-    o.cli ?? CLI,
+    o.agentCli ?? o.cli ?? CLI,
     "agent",
     `--proxy-server-host=${topo.agentServerHost}`,
     `--proxy-server-port=${agentPort}`,

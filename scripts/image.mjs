@@ -139,21 +139,23 @@ function makeBase(base, versions) {
   return pkgVersions;
 }
 
-/** The CLI's executables; their `#!` lines name node and its flags. */
-const ENTRY_POINTS = ["main.js", "proxy-server.js", "proxy-agent.js"];
+/** The CLI's executables and the command whose flags their `#!` lines carry (none: the default ones). */
+const ENTRY_POINTS = { "main.js": undefined, "proxy-server.js": "server", "proxy-agent.js": "agent" };
 
 /**
- * The `#!` line of the image's entry points: node with the CLI's flags for the image's Node
- * version. A `#!` line in the sources cannot choose by version; in the image the version is known.
+ * The `#!` line of an image entry point: node with the CLI's flags for the image's Node version
+ * and the entry point's command (`cluster-proxy agent` starts again with the agent's own:
+ * restartWithNodeFlags). A `#!` line in the sources cannot choose by version; in the image the
+ * version is known.
  */
-async function imageShebang(nodeVersion) {
+async function imageShebang(nodeVersion, command) {
   const flags = pathToFileURL(join(repoRoot, "packages", "cli", "dist", "node-flags.js")).href;
   const { nodeFlagsFor } = await import(flags);
-  return `#!/usr/bin/env -S node ${nodeFlagsFor(nodeVersion).join(" ")}`;
+  return `#!/usr/bin/env -S node ${nodeFlagsFor(nodeVersion, command).join(" ")}`;
 }
 
 /** app/: the workspace's built packages and their production dependencies. */
-function makeApp(app, shebang) {
+async function makeApp(app, nodeVersion) {
   const root = JSON.parse(readFileSync(join(repoRoot, "package.json"), "utf8"));
   mkdirSync(app, { recursive: true });
   for (const f of ["package.json", "package-lock.json"]) copyFileSync(join(repoRoot, f), join(app, f));
@@ -169,7 +171,8 @@ function makeApp(app, shebang) {
   }
   log("npm ci --omit=dev (production dependencies) ...");
   sh("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: app });
-  for (const bin of ENTRY_POINTS) {
+  for (const [bin, command] of Object.entries(ENTRY_POINTS)) {
+    const shebang = await imageShebang(nodeVersion, command);
     const file = join(app, "packages", "cli", "dist", bin);
     const text = readFileSync(file, "utf8");
     if (!text.startsWith("#!")) die(`packages/cli/dist/${bin} has no #! line`);
@@ -196,7 +199,7 @@ async function main() {
   rmSync(ctx, { recursive: true, force: true });
   mkdirSync(ctx, { recursive: true });
   const debianPackages = makeBase(join(ctx, "base"), versions);
-  makeApp(join(ctx, "app"), await imageShebang(versions.node.version));
+  await makeApp(join(ctx, "app"), versions.node.version);
 
   // buildah's own storage, kept under .cache (vfs: no overlay mounts needed).
   const storage = ["--root", join(work, "storage"), "--runroot", join(work, "run"), "--storage-driver", "vfs"];

@@ -8,7 +8,11 @@
 import { AgentMetrics } from "@cluster-proxy/agent";
 import { GatewayMetrics } from "@cluster-proxy/gateway";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "@cluster-proxy/server";
-import type { Registry } from "prom-client";
+
+/** A registry's metrics as the table needs them: prom-client's `Registry` and the agent's `PlainRegistry` alike. */
+interface DescribedRegistry {
+  getMetricsAsArray(): readonly { name: string; help: string; type: unknown }[];
+}
 
 export const METRICS_PAGE_PATH = "docs/reference/metrics.md";
 export const METRICS_BEGIN = "<!-- metrics:begin -->";
@@ -22,7 +26,7 @@ function labelNames(metric: object): string[] {
 
 const esc = (s: string): string => s.replaceAll("|", "\\|");
 
-function table(registry: Registry): string[] {
+function table(registry: DescribedRegistry): string[] {
   const metrics = [...registry.getMetricsAsArray()].sort((a, b) => a.name.localeCompare(b.name));
   const rows = metrics.map((m) => {
     const labels = labelNames(m)

@@ -1,9 +1,15 @@
 /**
  * The agent's Prometheus metrics, named as the Go proxy-agent names them
  * (`konnectivity_network_proxy_agent_*`) so existing dashboards keep working. Each agent owns its
- * own registry (never prom-client's global one), so several agents can live in one process.
+ * own registry, so several agents can live in one process. Plain numbers rendered as prom-client
+ * renders them (plain-metrics.ts), without loading prom-client.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import {
+  PlainCounter as Counter,
+  PlainGauge as Gauge,
+  PlainHistogram as Histogram,
+  PlainRegistry,
+} from "./plain-metrics.js";
 import { packetTypeName } from "@cluster-proxy/protocol";
 import { PacketCounts } from "@cluster-proxy/tunnel";
 
@@ -25,7 +31,7 @@ export type AgentSegment = "from_agent" | "to_agent";
 /** The metrics of one agent and the registry that exposes them. */
 export class AgentMetrics {
   /** The registry `/metrics` renders. */
-  readonly registry = new Registry();
+  readonly registry = new PlainRegistry();
   readonly openServerConnections: Gauge;
   readonly knownServerCount: Gauge;
   readonly openEndpointConnections: Gauge;
@@ -45,15 +51,13 @@ export class AgentMetrics {
   private readonly packetCounts = new PacketCounts<AgentSegment>(["from_agent", "to_agent"]);
 
   constructor() {
-    const registers = [this.registry];
-    // Every metric registers in this registry only (never prom-client's global one).
     const counter = <L extends string = string>(
       name: string,
       help: string,
       labelNames: readonly L[] = [],
-    ): Counter<L> => new Counter({ name, help, labelNames, registers });
+    ): Counter<L> => this.registry.register(new Counter(name, help, labelNames));
     const gauge = <L extends string = string>(name: string, help: string, labelNames: readonly L[] = []): Gauge<L> =>
-      new Gauge({ name, help, labelNames, registers });
+      this.registry.register(new Gauge(name, help, labelNames));
     this.openServerConnections = gauge(
       `${PREFIX}open_server_connections`,
       "Current number of open server connections.",
@@ -77,19 +81,20 @@ export class AgentMetrics {
       "Dials refused because the agent (--max-dials) or the server tunnel (--max-dials-per-tunnel) already held that many endpoint connections, by flag",
       ["flag"],
     );
-    this.dialDuration = new Histogram({
-      name: `${PREFIX}dial_duration_seconds`,
-      help: "Latency of successful endpoint dials in seconds.",
-      buckets: [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30],
-      registers,
-    });
-    this.streamPackets = new Counter({
-      ...this.packetCounts.counterConfig(
-        `${PREFIX}stream_packets_total`,
-        "Count of packets processed, by segment and packet type.",
+    this.dialDuration = this.registry.register(
+      new Histogram(
+        `${PREFIX}dial_duration_seconds`,
+        "Latency of successful endpoint dials in seconds.",
+        [0.005, 0.025, 0.1, 0.5, 2.5, 10, 30],
       ),
-      registers,
-    });
+    );
+    const packets = this.packetCounts.counterConfig(
+      `${PREFIX}stream_packets_total`,
+      "Count of packets processed, by segment and packet type.",
+    );
+    this.streamPackets = this.registry.register(
+      new Counter(packets.name, packets.help, packets.labelNames, (c) => packets.collect.call(c)),
+    );
     this.certificateExpiry = gauge(
       "cluster_proxy_agent_certificate_expiry_timestamp_seconds",
       "Expiry (notAfter, Unix seconds) of the certificates in use, by flag: --agent-cert, and the earliest-expiring CA of --ca-cert",

@@ -5,8 +5,9 @@
 // the built command, or says how to build it.
 //
 // The `#!` line carries the V8 flags every Node major accepts. On a node that wants others
-// (nodeFlagsFor: Node 24 and later), the launcher replaces itself with the same command under
-// those flags (process.execve; given after the `#!` ones, so they win), once.
+// (nodeFlagsFor: Node 24 and later; the agent's own for `agent`), the launcher replaces itself
+// with the same command under those flags (process.execve; given after the `#!` ones, so they
+// win), once.
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
@@ -18,12 +19,13 @@ if (!existsSync(main)) {
   );
   process.exit(1);
 }
-const { missingNodeFlags, nodeFlagsFor } = await import(new URL("../dist/node-flags.js", import.meta.url).href);
-if (missingNodeFlags().length > 0 && typeof process.execve === "function") {
+const { nodeFlagsToApply } = await import(new URL("../dist/node-flags.js", import.meta.url).href);
+const apply = nodeFlagsToApply(process.execArgv, process.versions.node, process.argv[2]);
+if (apply.length > 0 && typeof process.execve === "function") {
   process.execve(process.execPath, [
     process.execPath,
     ...process.execArgv,
-    ...nodeFlagsFor(process.versions.node),
+    ...apply,
     fileURLToPath(main),
     ...process.argv.slice(2),
   ]);

@@ -123,7 +123,8 @@ export async function createLogger(
   fd = 2,
 ): Promise<Logger> {
   const options = parseLogOptions(typeof o === "string" ? { logLevel: o } : o);
-  const { pino } = await import("pino");
+  // The CommonJS module's exports object (also what the agent's bundle gives; it keeps no named exports).
+  const { default: pino } = await import("pino");
   const level = effectiveLogLevel(options);
   const base = { level, name, base: { pid: process.pid }, formatters: { log: cleanLogFields } };
   const format = logFormatFor(options.logFormat, fd);

@@ -20,6 +20,8 @@ const LOADS = {
     import.meta.resolve("../../agent/src/gateway-endpoint.ts"),
     import.meta.resolve("../../agent/src/gateway-upstreams.ts"),
   ],
+  // What `cluster-proxy agent` runs (agent-loader.ts); written by `npm run build`.
+  "agent bundle": [import.meta.resolve("../dist/agent-bundle.js")],
   server: ["@cluster-proxy/server"],
   "client SDK": ["@cluster-proxy/client"],
 };

@@ -7,7 +7,14 @@ import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 import { promisify } from "node:util";
-import { NODE_FLAGS, SHEBANG, missingNodeFlags, nodeFlagsFor } from "./node-flags.js";
+import {
+  COMMANDS_WITH_OWN_FLAGS,
+  NODE_FLAGS,
+  SHEBANG,
+  missingNodeFlags,
+  nodeFlagsFor,
+  nodeFlagsToApply,
+} from "./node-flags.js";
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, "../../..");
@@ -85,6 +92,44 @@ test("nodeFlagsFor: the old-space floor before Node 24, external memory in the g
   assert.throws(() => nodeFlagsFor("lts"), /not a Node.js version/);
 });
 
+test("nodeFlagsFor a command: the agent's young generation is 1 MiB, every other command's as without one", () => {
+  assert.deepEqual(COMMANDS_WITH_OWN_FLAGS, ["agent"]);
+  for (const v of ["20.20.2", "24.21.0", "26.12.1"]) {
+    const agent = nodeFlagsFor(v, "agent");
+    assert.deepEqual(
+      agent,
+      nodeFlagsFor(v).map((f) => (f.startsWith("--max-semi-space-size=") ? "--max-semi-space-size=1" : f)),
+      v,
+    );
+    for (const command of ["server", "up", "addon-manager", "gateway", "--help", undefined]) {
+      assert.deepEqual(nodeFlagsFor(v, command), nodeFlagsFor(v), `${v} ${command}`);
+    }
+  }
+});
+
+test("nodeFlagsToApply: our flags a process lacks or runs at another value, the last one given counting", () => {
+  const v = "26.12.1";
+  assert.deepEqual(nodeFlagsToApply([], v, "agent"), nodeFlagsFor(v, "agent"));
+  assert.deepEqual(nodeFlagsToApply(nodeFlagsFor(v, "agent"), v, "agent"), []);
+  // The server's flags (the image's `#!` line of cluster-proxy): the agent starts again for its young generation.
+  assert.deepEqual(nodeFlagsToApply(nodeFlagsFor(v), v, "agent"), ["--max-semi-space-size=1"]);
+  assert.deepEqual(nodeFlagsToApply(nodeFlagsFor(v), v, "server"), []);
+  // Flags appended by an earlier start win: no second restart.
+  assert.deepEqual(nodeFlagsToApply([...nodeFlagsFor(v), "--max-semi-space-size=1"], v, "agent"), []);
+  assert.deepEqual(nodeFlagsToApply(["--max_semi_space_size=1", ...nodeFlagsFor(v).slice(0, 2)], v, "agent"), []);
+  // A value none of our sets gives is the operator's: kept.
+  assert.deepEqual(nodeFlagsToApply([...nodeFlagsFor(v), "--max-semi-space-size=8"], v, "agent"), []);
+  assert.deepEqual(nodeFlagsToApply(["--initial-old-space-size=512"], v, "server"), [
+    "--external-memory-accounted-in-global-limit",
+    "--max-semi-space-size=4",
+  ]);
+  // The #! line of the sources on Node 26: the floor at 64 is raised, external memory added.
+  assert.deepEqual(nodeFlagsToApply(shebangFlags, v, undefined), [
+    "--external-memory-accounted-in-global-limit",
+    "--initial-old-space-size=128",
+  ]);
+});
+
 test("missingNodeFlags names the flags a process started without, for its Node major", () => {
   assert.deepEqual(missingNodeFlags([], "20.20.2"), nodeFlagsFor("20.20.2"));
   assert.deepEqual(missingNodeFlags(["--inspect", ...nodeFlagsFor("26.12.1")], "26.12.1"), []);
@@ -101,7 +146,7 @@ test("missingNodeFlags names the flags a process started without, for its Node m
  * scripts/node-runtime.mjs; scripts/test.sh fetches them before its loopback-only namespace) and
  * the node running this test start with their flags: no "bad option", no warning.
  */
-test("every supported Node.js runtime accepts its flags", async () => {
+test("every supported Node.js runtime accepts its flags, each command's", async () => {
   const { stdout } = await run(process.execPath, [join(root, "scripts", "node-runtime.mjs"), "--supported"], {
     timeout: 300_000,
   });
@@ -109,11 +154,13 @@ test("every supported Node.js runtime accepts its flags", async () => {
   assert.ok(runtimes.length >= 3, stdout);
   for (const node of runtimes) {
     const version = (await run(node, ["--version"])).stdout.trim();
-    const flags = nodeFlagsFor(version);
-    const res = await run(node, [...flags, "-p", "JSON.stringify(process.execArgv)"]).catch((e: Error) => e);
-    if (res instanceof Error) assert.fail(`${version} (${node}) refuses ${flags.join(" ")}: ${res.message}`);
-    assert.equal(res.stderr, "", `${version}: ${res.stderr}`);
-    assert.deepEqual((JSON.parse(res.stdout) as string[]).slice(0, flags.length), flags, version);
+    for (const command of [undefined, ...COMMANDS_WITH_OWN_FLAGS]) {
+      const flags = nodeFlagsFor(version, command);
+      const res = await run(node, [...flags, "-p", "JSON.stringify(process.execArgv)"]).catch((e: Error) => e);
+      if (res instanceof Error) assert.fail(`${version} (${node}) refuses ${flags.join(" ")}: ${res.message}`);
+      assert.equal(res.stderr, "", `${version} ${command}: ${res.stderr}`);
+      assert.deepEqual((JSON.parse(res.stdout) as string[]).slice(0, flags.length), flags, `${version} ${command}`);
+    }
   }
 });
 
@@ -136,21 +183,58 @@ test("the cluster-proxy launcher runs the command under its node's flags, on eve
     );
     for (const node of [...stdout.trim().split("\n"), process.execPath]) {
       const version = (await run(node, ["--version"])).stdout.trim();
-      const res = await run(join(root, "packages", "cli", "bin", "cluster-proxy.js"), ["--version"], {
-        env: {
-          ...process.env,
-          PATH: `${dirname(node)}:${process.env["PATH"] ?? ""}`,
-          NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`,
-        },
-      });
-      const line = /^EXECARGV (.*)$/m.exec(res.stderr)?.[1];
-      assert.ok(line, `${version}: no report in ${res.stderr}`);
-      const execArgv = JSON.parse(line) as string[];
-      const flagName = (f: string): string => f.split("=")[0]!;
-      for (const flag of nodeFlagsFor(version)) {
-        const last = execArgv.filter((f) => flagName(f) === flagName(flag)).at(-1);
-        assert.equal(last, flag, `${version}: ${JSON.stringify(execArgv)}`);
+      // Node.js 20 has no process.execve: there the #! line's flags are all the command gets.
+      const canRestart = (await run(node, ["-p", "typeof process.execve"])).stdout.trim() === "function";
+      for (const [command, args] of [
+        [undefined, ["--version"]],
+        ["agent", ["agent", "--help"]],
+      ] as const) {
+        const res = await run(join(root, "packages", "cli", "bin", "cluster-proxy.js"), args, {
+          env: {
+            ...process.env,
+            PATH: `${dirname(node)}:${process.env["PATH"] ?? ""}`,
+            NODE_OPTIONS: `--import=${pathToFileURL(preload).href}`,
+          },
+        });
+        const line = /^EXECARGV (.*)$/m.exec(res.stderr)?.[1];
+        assert.ok(line, `${version}: no report in ${res.stderr}`);
+        const execArgv = JSON.parse(line) as string[];
+        const flagName = (f: string): string => f.split("=")[0]!;
+        for (const flag of canRestart ? nodeFlagsFor(version, command) : shebangFlags) {
+          const last = execArgv.filter((f) => flagName(f) === flagName(flag)).at(-1);
+          assert.equal(last, flag, `${version} ${args.join(" ")}: ${JSON.stringify(execArgv)}`);
+        }
       }
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * `node <the server's flags> dist/main.js agent` (the image's `cluster-proxy agent`: its `#!`
+ * line carries the default flags) and dist/proxy-agent.js start again once, under the agent's own.
+ */
+test("cluster-proxy agent and proxy-agent restart under the agent's flags", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "cp-agent-flags-"));
+  try {
+    const preload = join(dir, "report.mjs");
+    await writeFile(
+      preload,
+      "process.on('exit', () => process.stderr.write('EXECARGV ' + JSON.stringify(process.execArgv) + '\\n'));\n",
+    );
+    const dist = join(root, "packages", "cli", "dist");
+    for (const args of [
+      [join(dist, "main.js"), "agent", "--help"],
+      [join(dist, "proxy-agent.js"), "--help"],
+    ]) {
+      const res = await run(process.execPath, [...NODE_FLAGS, ...args], {
+        env: { ...process.env, NODE_OPTIONS: `--import=${pathToFileURL(preload).href}` },
+      });
+      const reports = [...res.stderr.matchAll(/^EXECARGV (.*)$/gm)].map((m) => JSON.parse(m[1]!) as string[]);
+      assert.equal(reports.length, 1, res.stderr);
+      assert.deepEqual(reports[0], [...NODE_FLAGS, "--max-semi-space-size=1"], args.join(" "));
+      assert.match(res.stdout, /^Usage: cluster-proxy agent/);
     }
   } finally {
     await rm(dir, { recursive: true, force: true });

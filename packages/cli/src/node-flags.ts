@@ -1,8 +1,10 @@
 /**
  * The Node.js flags a long-running cluster-proxy process (server, agent, up) should start with,
- * by Node major: {@link nodeFlagsFor}. Whoever starts `node .../main.js` (a container entry
- * point, a test harness, the benchmark, a launcher) passes `nodeFlagsFor(<that node's version>)`
- * before the script; {@link NODE_FLAGS} are those of the node running this process.
+ * by Node major and command: {@link nodeFlagsFor}. Whoever starts `node .../main.js` (a container
+ * entry point, a test harness, the benchmark, a launcher) passes `nodeFlagsFor(<that node's
+ * version>, <command>)` before the script; {@link NODE_FLAGS} are those of the node running this
+ * process, for any command but the agent. `cluster-proxy agent` and `proxy-agent` started
+ * without the agent's own start again with them ({@link restartWithNodeFlags}).
  *
  * The old-space flags keep full (mark-compact) garbage collections off the bulk path. V8 counts
  * the ArrayBuffer memory allocated since the last full collection against the old generation's
@@ -28,6 +30,12 @@
  * the burst (104 -> 78 KiB per agent, Go: 74-76). The bulk relay costs the same CPU with it; dial
  * churn costs the server 14% more CPU per dial at the same dial rate (A/B in docs/design/decisions.md).
  *
+ * `--max-semi-space-size=1` for the agent (`nodeFlagsFor(version, "agent")`): an idle agent holds
+ * ~2 MiB less RSS on Node.js 26 (4.7 MiB before its bundle), and the agent's CPU per GB relayed and
+ * its full collections (none) are the same as with 4 (A/B in docs/design/decisions.md, agent idle
+ * RSS). An agent holds one tunnel per server, not thousands of them, so it never needs the larger
+ * young generation a connection burst grows.
+ *
  * V8 reads these flags only at start-up, and node refuses them in NODE_OPTIONS.
  */
 const FLAGS_BEFORE_24: readonly string[] = ["--initial-old-space-size=64", "--max-semi-space-size=4"];
@@ -37,17 +45,87 @@ const FLAGS_FROM_24: readonly string[] = [
   "--max-semi-space-size=4",
 ];
 
+/**
+ * What the agent's process runs with instead of the server's young generation: semi-spaces of
+ * 1 MiB (V8's own floor), see the comment at the top.
+ */
+const AGENT_SEMI_SPACE = "--max-semi-space-size=1";
+
+/** The commands whose processes get flags of their own ({@link nodeFlagsFor}). */
+export const COMMANDS_WITH_OWN_FLAGS: readonly string[] = ["agent"];
+
 /** The major of a Node.js version ("26.12.1", "v20.20.2"); NaN if it is not one. */
 function majorOf(version: string): number {
   const m = /^v?(\d+)\./.exec(version);
   return m ? Number(m[1]) : NaN;
 }
 
-/** The flags cluster-proxy's processes should run with on Node.js `version` ("26.12.1" or "v26.12.1"). */
-export function nodeFlagsFor(version: string): readonly string[] {
+/**
+ * The flags cluster-proxy's processes should run with on Node.js `version` ("26.12.1" or
+ * "v26.12.1"); with `command` (the subcommand: `agent`, `server`, ...), those of that command's
+ * process: the agent's young generation is smaller (see the top of this file).
+ */
+export function nodeFlagsFor(version: string, command?: string): readonly string[] {
   const major = majorOf(version);
   if (Number.isNaN(major)) throw new Error(`not a Node.js version: ${JSON.stringify(version)}`);
-  return major >= 24 ? FLAGS_FROM_24 : FLAGS_BEFORE_24;
+  const flags = major >= 24 ? FLAGS_FROM_24 : FLAGS_BEFORE_24;
+  if (command !== "agent") return flags;
+  return flags.map((f) => (flagName(f) === flagName(AGENT_SEMI_SPACE) ? AGENT_SEMI_SPACE : f));
+}
+
+/** A flag's name (`--max-semi-space-size=4` -> `--max-semi-space-size`); V8 takes `_` for `-`. */
+function flagName(flag: string): string {
+  return flag.split("=")[0]!.replaceAll("_", "-");
+}
+
+/**
+ * Every flag at every value our sets give (any major, any command): a flag given at one of these
+ * came from us (a `#!` line, a launcher), at another value from the operator.
+ */
+const OUR_FLAGS: ReadonlySet<string> = new Set([...FLAGS_BEFORE_24, ...FLAGS_FROM_24, AGENT_SEMI_SPACE]);
+
+/**
+ * The flags of `nodeFlagsFor(version, command)` a process started with `execArgv` should get
+ * and does not run with: absent, or (the last one given counts) at another value of ours (the
+ * server's young generation for an agent, Node.js 20's old-space floor on 26). A value none of
+ * our sets gives is the operator's and stays. What a launcher appends when it starts node again
+ * for that command.
+ */
+export function nodeFlagsToApply(
+  execArgv: readonly string[],
+  version: string,
+  command: string | undefined,
+): readonly string[] {
+  return nodeFlagsFor(version, command).filter((flag) => {
+    const given = execArgv.filter((f) => flagName(f) === flagName(flag)).at(-1);
+    if (given === undefined) return true;
+    const value = `${flagName(given)}${given.slice(given.split("=")[0]!.length)}`;
+    return value !== flag && OUR_FLAGS.has(value);
+  });
+}
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace -- augmenting @types/node's namespace
+  namespace NodeJS {
+    interface Process {
+      /** Node.js 22.15 / 23.11 and later (the types of the oldest supported major lack it). */
+      execve?(file: string, args?: readonly string[], env?: NodeJS.ProcessEnv): never;
+    }
+  }
+}
+
+/**
+ * Start this process again (execve: same PID, standard streams and environment) under the flags
+ * of `command` it lacks ({@link nodeFlagsToApply}), given after its own so they win. Returns
+ * when nothing is missing or this node cannot (no `process.execve` before Node.js 22.15): the
+ * command then runs with the flags it has. main.ts and proxy-agent.ts call it for the commands
+ * with flags of their own, so the image's entry points, whose `#!` line carries every command's
+ * flags, and `node main.js agent` alike run the agent with its own.
+ */
+export function restartWithNodeFlags(command: string): void {
+  const apply = nodeFlagsToApply(process.execArgv, process.versions.node, command);
+  if (apply.length === 0 || process.execve === undefined) return;
+  process.execve(process.execPath, [process.execPath, ...process.execArgv, ...apply, ...process.argv.slice(1)]);
 }
 
 /** {@link nodeFlagsFor} the node running this process: for children started with `process.execPath`. */
@@ -68,9 +146,8 @@ export function missingNodeFlags(
   execArgv: readonly string[] = process.execArgv,
   version: string = process.versions.node,
 ): string[] {
-  const name = (flag: string): string => flag.split("=")[0]!.replaceAll("_", "-");
-  const given = new Set(execArgv.map(name));
-  return nodeFlagsFor(version).filter((flag) => !given.has(name(flag)));
+  const given = new Set(execArgv.map(flagName));
+  return nodeFlagsFor(version).filter((flag) => !given.has(flagName(flag)));
 }
 
 /** Say at start-up (info) which of this node's flags ({@link nodeFlagsFor}) this process runs without, and what it costs. */

@@ -3,7 +3,9 @@
  * The `proxy-agent` executable: `cluster-proxy agent` under the Go binary's name, so a
  * container or manifest that runs `/proxy-agent <Go flags>` runs ours with the same arguments.
  */
-import { runCli } from "./program.js";
+import { loadAgentProgram } from "./agent-loader.js";
+import { restartWithNodeFlags } from "./node-flags.js";
 
-const code = await runCli(["agent", ...process.argv.slice(2)]);
+restartWithNodeFlags("agent");
+const code = await (await loadAgentProgram()).runAgentCli(process.argv.slice(2));
 process.exit(code);
