@@ -86,7 +86,7 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
   let transferPort = 0;
 
   before(async () => {
-    await h.init(["east", "west", "1st", "south"]);
+    await h.init(["east", "west", "1st", "south", "north"]);
     const eastApi = await helloServer(h, "east-apiserver");
     const westApi = await helloServer(h, "west-apiserver");
     const digitApi = await helloServer(h, "1st-apiserver");
@@ -111,6 +111,27 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
   after(async () => {
     await client?.close();
     await h.close();
+  });
+
+  test("an agent logs its start once, in one line that says what it runs as", async () => {
+    const north = await h.startAgent("north", ports.agent, ["--log-level=info", "--log-format=json"]);
+    try {
+      const lines = north.proc
+        .output()
+        .split("\n")
+        .filter((l) => l.startsWith("{"))
+        .map((l): Record<string, unknown> => JSON.parse(l) as Record<string, unknown>);
+      const started = lines.filter((l) => /\bstart/.test(String(l.msg)));
+      assert.equal(started.length, 1, `start-up lines: ${JSON.stringify(started)}`);
+      const line = started[0]!;
+      assert.equal(line.msg, "proxy-agent started");
+      assert.equal(line.cluster, "north");
+      assert.match(String(line.identifiers), /host=north/);
+      assert.equal(line.server, `127.0.0.1:${ports.agent}`);
+      assert.equal(typeof line.destinationPolicy, "string");
+    } finally {
+      await north.proc.kill();
+    }
   });
 
   test("<cluster>:<port> reaches each cluster's apiserver address (names may start with a digit)", async () => {

@@ -65,6 +65,20 @@ import { AgentMetrics } from "./metrics.js";
 import { ServerTunnel } from "./server-tunnel.js";
 import { StatusPublisher, type PatchSender } from "./status-publisher.js";
 
+/** What {@link ProxyAgent.start} started as: the fields of the component's one start-up line. */
+export interface AgentStarted {
+  agentID: string;
+  /** The identifiers the agent announces (`host=...&cidr=...`), empty when none. */
+  identifiers: string;
+  /** `--proxy-server-host:--proxy-server-port`. */
+  server: string;
+  /** How the agent reaches the servers, when not directly. */
+  through?: string;
+  /** The destination policy in one line. */
+  destinationPolicy: string;
+  gatewayEndpoint: "enabled" | "disabled";
+}
+
 /** Optional collaborators of a {@link ProxyAgent}. */
 export interface ProxyAgentDeps {
   logger?: Logger;
@@ -187,9 +201,10 @@ export class ProxyAgent {
 
   /**
    * Validate options, load the TLS files, open the health/admin ports and start the connect loop.
-   * Resolves once listening (not once connected); rejects with a ConfigError naming the flag.
+   * Resolves once listening (not once connected) with what it started as, for the one start-up
+   * line its runner logs; rejects with a ConfigError naming the flag.
    */
-  async start(): Promise<void> {
+  async start(): Promise<AgentStarted> {
     if (this.started) throw new Error("ProxyAgent.start() called twice");
     this.started = true;
     this.opts = validateAgentOptions(this.input);
@@ -248,7 +263,18 @@ export class ProxyAgent {
       await this.close();
       throw err;
     }
-    if (this.closed) return;
+    const describe = (): AgentStarted => ({
+      agentID: this.agentID,
+      identifiers: this.identifiers,
+      server: `${o.proxyServerHost}:${o.proxyServerPort}`,
+      ...(this.hubAccess
+        ? { through: `hub kube-apiserver, pods of ${o.proxyServerNamespace}/${o.proxyServerService}` }
+        : {}),
+      ...(this.hubProxy ? { through: `${this.hubProxy.url.protocol}//${this.hubProxy.url.host}` } : {}),
+      destinationPolicy: policy.describe(),
+      gatewayEndpoint: this.gateway ? "enabled" : "disabled",
+    });
+    if (this.closed) return describe();
     if (o.statusDeployment) {
       const [namespace, deployment] = o.statusDeployment.split("/") as [string, string];
       this.status = new StatusPublisher({
@@ -259,21 +285,8 @@ export class ProxyAgent {
       });
     }
     if (this.hubAccess) this.watchReplicas(this.hubAccess);
-    this.log.info(
-      {
-        agentID: this.agentID,
-        identifiers: this.identifiers,
-        server: `${o.proxyServerHost}:${o.proxyServerPort}`,
-        ...(this.hubAccess
-          ? { through: `hub kube-apiserver, pods of ${o.proxyServerNamespace}/${o.proxyServerService}` }
-          : {}),
-        ...(this.hubProxy ? { through: `${this.hubProxy.url.protocol}//${this.hubProxy.url.host}` } : {}),
-        destinationPolicy: policy.describe(),
-        gatewayEndpoint: this.gateway ? "enabled" : "disabled",
-      },
-      "proxy-agent started",
-    );
     this.schedule(0);
+    return describe();
   }
 
   /**

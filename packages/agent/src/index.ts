@@ -2,7 +2,13 @@
  * @cluster-proxy/agent: the konnectivity-compatible proxy-agent (multi-server connector,
  * endpoint dialer, drain, health and metrics ports).
  */
-export { ProxyAgent, parseServerHandshake, type ProxyAgentDeps, type ServerHandshake } from "./agent.js";
+export {
+  ProxyAgent,
+  parseServerHandshake,
+  type AgentStarted,
+  type ProxyAgentDeps,
+  type ServerHandshake,
+} from "./agent.js";
 export {
   validateAgentOptions,
   resolveAgentID,

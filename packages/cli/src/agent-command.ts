@@ -49,7 +49,7 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
         logger,
         specs: agentOptionSpecs,
         options,
-        started: () => ({ cluster: options.clusterName }),
+        started: (as) => ({ cluster: options.clusterName, ...as }),
       },
     );
     setExitCode(code);

@@ -261,8 +261,8 @@ export function stateDirError(given: string, err: unknown): Error {
 
 /** A demo cluster's agent slot: the running agent (none while stopped) and how to make one. */
 interface AgentSlot {
-  agent: { start(): Promise<void>; close(): Promise<void> } | undefined;
-  make(): { start(): Promise<void>; close(): Promise<void> };
+  agent: { start(): Promise<unknown>; close(): Promise<void> } | undefined;
+  make(): { start(): Promise<unknown>; close(): Promise<void> };
 }
 
 /** Stop and start the demo agents (the test seam of {@link CliContext.upAgents}). */
