@@ -25,6 +25,7 @@ import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
   GrpcStatus,
   TUNNEL_HTTP2_OPTIONS,
+  IDLE_PROBE_MAX_MS,
   IDLE_PROBE_MS,
   keepSessionAlive,
   pemProblem,
@@ -369,11 +370,18 @@ export class ProxyServer {
         this.log.warn({ what, reason }, "closing dead HTTP/2 session");
       });
       // A session nghttp2 ended by itself (GOAWAY after a protocol error or a flood) reads and
-      // writes nothing more and node never closes it: the idle probe frees it (issue 25).
-      probeIdleSession(session, IDLE_PROBE_MS, this.options.keepaliveTimeout || DEFAULT_PROBE_TIMEOUT_MS, (reason) => {
-        this.metrics.unresponsiveSessions.inc({ port: what, probe: "idle_probe" });
-        this.log.debug({ what, reason }, "closing an HTTP/2 session that stopped answering");
-      });
+      // writes nothing more and node never closes it: the idle probe frees it (issue 25). It also
+      // finds a peer gone silent (a frozen agent, a link that drops everything).
+      probeIdleSession(
+        session,
+        IDLE_PROBE_MS,
+        this.options.keepaliveTimeout || DEFAULT_PROBE_TIMEOUT_MS,
+        (reason) => {
+          this.metrics.unresponsiveSessions.inc({ port: what, probe: "idle_probe" });
+          this.log.debug({ what, reason }, "closing an HTTP/2 session that stopped answering");
+        },
+        IDLE_PROBE_MAX_MS,
+      );
     });
     server.on("sessionError", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
     if (portTls) {

@@ -81,7 +81,7 @@ test("a peer that stopped answering is found dead within about the timeout", asy
 });
 
 /** An HTTP/2 server whose sessions are probed when idle for 200 ms (answer deadline 300 ms). */
-async function probedServer(): Promise<{
+async function probedServer(maxIdleMs = 200): Promise<{
   server: http2.Http2Server;
   port: number;
   dead: string[];
@@ -92,10 +92,16 @@ async function probedServer(): Promise<{
   const deaths = new EventEmitter<{ dead: [string] }>();
   server.on("session", (session) => {
     session.on("error", () => undefined);
-    probeIdleSession(session, 200, 300, (reason) => {
-      dead.push(reason);
-      deaths.emit("dead", reason);
-    });
+    probeIdleSession(
+      session,
+      200,
+      300,
+      (reason) => {
+        dead.push(reason);
+        deaths.emit("dead", reason);
+      },
+      maxIdleMs,
+    );
   });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -149,6 +155,33 @@ test("an idle healthy session answers every probe, quiet period after quiet peri
     assert.ok(pings >= 3, `probed ${pings} time(s) in 10 s of quiet periods of 200 ms`);
     assert.deepEqual(dead, []);
     assert.equal(session.destroyed, false);
+  } finally {
+    session.destroy();
+    server.close();
+  }
+});
+
+test("the quiet period doubles after every answer, up to its maximum", async () => {
+  const { server, port, dead } = await probedServer(800);
+  const session = http2.connect(`http://127.0.0.1:${port}`);
+  try {
+    await once(session, "connect");
+    const at: number[] = [];
+    const fifth = new Promise<void>((resolve) =>
+      session.on("ping", () => {
+        if (at.push(performance.now()) === 5) resolve();
+      }),
+    );
+    const timeout = new Promise<void>((resolve) => setTimeout(resolve, 20_000).unref());
+    await Promise.race([fifth, timeout]);
+    assert.equal(at.length, 5, `probed ${at.length} time(s) in 20 s`);
+    // A probe goes out a quiet period after the last answer arrived, so a gap is never shorter
+    // than its period (200 -> 400 -> 800 -> 800); a busy machine only makes it longer.
+    const gaps = at.slice(1).map((t, i) => Math.round(t - at[i]!));
+    [400, 800, 800, 800].forEach((period, i) =>
+      assert.ok(gaps[i]! >= period - 25, `gap ${i + 1} of ${JSON.stringify(gaps)}: under ${period} ms`),
+    );
+    assert.deepEqual(dead, []);
   } finally {
     session.destroy();
     server.close();

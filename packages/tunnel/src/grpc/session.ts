@@ -348,13 +348,22 @@ export function keepSessionAlive(
   return stop;
 }
 
-/** How long a server session may go without a frame before it is probed ({@link probeIdleSession}). */
+/** How long a server session may go without a frame before it is first probed ({@link probeIdleSession}). */
 export const IDLE_PROBE_MS = 5_000;
+
+/**
+ * The longest quiet period between two probes of a session that keeps answering: the period
+ * doubles from {@link IDLE_PROBE_MS} after every answer up to this, so 10,000 agents that never send
+ * a frame cost ~170 pings a second, not 2,000, and a peer gone silent is still found within a
+ * minute and the probe's timeout.
+ */
+export const IDLE_PROBE_MAX_MS = 60_000;
 
 /**
  * Ask a session that went quiet whether it is still there: after `idleMs` without a frame either
  * way (node's session timeout), ping it; no answer within `timeoutMs` destroys it, an answer
- * starts the next quiet period. Returns a function that stops probing.
+ * starts the next quiet period, twice as long as the last, up to `maxIdleMs` (default `idleMs`:
+ * no growth). Returns a function that stops probing.
  *
  * This is what frees a session nghttp2 has ended by itself (issue 25): on a protocol error (an
  * oversized frame, a header block too large) or a flood (rapid reset) it sends GOAWAY and then
@@ -367,18 +376,22 @@ export function probeIdleSession(
   idleMs: number,
   timeoutMs: number,
   onDead: (reason: string) => void,
+  maxIdleMs: number = idleMs,
 ): () => void {
   if (idleMs <= 0 || session.destroyed) return () => undefined;
   let pending: (() => void) | undefined;
   let stopped = false;
+  let quietMs = idleMs;
   // A listener of our own, not setTimeout's callback: node adds that one with once(), so it would
   // hear only the first quiet period and every later one would pass unprobed.
   const onQuiet = (): void => {
     if (pending || stopped || session.destroyed) return;
     pending = pingWithDeadline(session, timeoutMs, onDead, (answered) => {
       pending = undefined;
-      // Answered: watch the next quiet period (node's timer restarts only on frames it sees).
-      if (answered && !stopped && !session.destroyed) session.setTimeout(idleMs);
+      // Answered: watch the next, longer quiet period (node's timer restarts on every frame).
+      if (!answered || stopped || session.destroyed) return;
+      quietMs = Math.min(quietMs * 2, Math.max(maxIdleMs, idleMs));
+      session.setTimeout(quietMs);
     });
   };
   session.on("timeout", onQuiet);
