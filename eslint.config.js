@@ -74,8 +74,8 @@ export default tseslint.config(
  */
 function packageLayers() {
   /**
-   * Runtime code of these packages takes `node:http` from `@cluster-proxy/kit/http` (or its alias
-   * `@cluster-proxy/tunnel/http`; types may still be imported from `node:http`): see
+   * Runtime code of these packages takes `node:http` from `@cluster-proxy/kit/http` (types may
+   * still be imported from `node:http`): see
    * packages/kit/src/node-http.ts for the RSS it saves.
    * Not the gateway and the addon manager: `@kubernetes/client-node` loads undici there anyway.
    */

@@ -6,7 +6,7 @@
  * the endpoint itself answer 502 with one line naming the target and the cause; refused requests
  * answer 400. One log line per failure; no header values (tokens) are ever logged.
  */
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import type { Logger } from "@cluster-proxy/kit";

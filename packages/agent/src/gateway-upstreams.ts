@@ -7,7 +7,7 @@
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import * as https from "node:https";
 import type { LookupFunction } from "node:net";
 import { join } from "node:path";

@@ -3,7 +3,7 @@
  * plain loopback HTTP CONNECT door, exactly what the printed `curl` line does. The server
  * answers `500 No agent available` until the cluster's agent has connected.
  */
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 
 /** Result of one probe. */
 export type ProbeResult = { ok: true; body: string } | { ok: false; reason: string };

@@ -4,7 +4,7 @@
  * cluster a request reached and how it arrived.
  */
 import { once } from "node:events";
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import type { AddressInfo } from "node:net";
 import { attachStandin, type StandinOptions } from "./standin-apiserver.js";
 

@@ -4,7 +4,7 @@
  * records: the list stays empty). `/` redirects to the page; the rest below `/-/fleet/` is
  * {@link FleetHttp}'s.
  */
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import { FLEET_PATH, FleetHttp, type FleetModel, type FleetViewer, type UiAssets } from "@cluster-proxy/fleet";
 
 /** The local viewer: everything is visible. */

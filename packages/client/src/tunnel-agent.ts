@@ -4,7 +4,7 @@
  * reach `http(s)://<cluster>` or `http://<host>.<cluster>:<port>` by name.
  */
 import { ConfigError } from "@cluster-proxy/errors";
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import { joinHostPort } from "@cluster-proxy/protocol";

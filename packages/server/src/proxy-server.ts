@@ -5,7 +5,7 @@
  */
 import { constants as cryptoConstants, randomUUID } from "node:crypto";
 import { chmod, readFile, unlink } from "node:fs/promises";
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";

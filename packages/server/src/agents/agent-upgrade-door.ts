@@ -14,7 +14,7 @@
  * a head not complete within the header timeout (closed). Upgraded connections are not subject to
  * any of these: the parser lets go of them.
  */
-import * as http from "@cluster-proxy/tunnel/http";
+import * as http from "@cluster-proxy/kit/http";
 import type * as net from "node:net";
 import { AGENT_UPGRADE_PROTOCOL } from "@cluster-proxy/api";
 
