@@ -2,7 +2,7 @@
  * The agent's process: `cluster-proxy agent` (and `proxy-agent`) run a command tree of the agent
  * alone, so an idle agent loads none of the other commands' modules. main.ts and proxy-agent.ts
  * load it from `dist/agent-bundle.js`, where `npm run build` bundles it with what it imports
- * (scripts/build-agent-bundle.mjs): one module graph of a few files instead of ~250 modules
+ * (scripts/build-agent-bundle.ts): one module graph of a few files instead of ~250 modules
  * cuts an idle agent's RSS by ~14 MiB on Node.js 26 (docs/design/decisions.md).
  */
 import type { Command } from "commander";
