@@ -188,13 +188,17 @@ describe("the container image", { timeout: 180_000 }, () => {
       async () => (await httpGet(`http://127.0.0.1:${agentHealth}/readyz`)).status === 200,
     );
 
-    // Both run as the image's user, under node with the CLI's V8 flags for the image's node (from the #! line).
-    for (const p of [server, agent]) {
+    // Both run as the image's user, under node with the V8 flags of their command for the image's
+    // node (from the #! line).
+    for (const [p, command] of [
+      [server, undefined],
+      [agent, "agent"],
+    ] as const) {
       const status = readFileSync(`/proc/${p.child.pid}/status`, "utf8");
       assert.match(status, /^Uid:\s+65532\s/m, `${p.name} runs as 65532`);
       const argv = readFileSync(`/proc/${p.child.pid}/cmdline`, "utf8").split("\0");
       assert.equal(argv[0], "node", `${p.name}: ${argv.join(" ")}`);
-      for (const flag of nodeFlagsFor(NODE_VERSION))
+      for (const flag of nodeFlagsFor(NODE_VERSION, command))
         assert.ok(argv.includes(flag), `${p.name} lacks ${flag}: ${argv.join(" ")}`);
     }
 
