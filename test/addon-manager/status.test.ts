@@ -4,8 +4,11 @@
 //   Available message on the hub carries the agent's own error (`getaddrinfo ENOTFOUND ...`), which
 //   the agent wrote into its Deployment's status with its one right, and OCM's work agent fed back;
 // - scaling the proxy-servers 1 -> 3 -> 1 through the ManagedProxyConfiguration, as an operator
-//   would, while the ManagedClusterAddOn is sampled: Available never leaves True, and the message
-//   shows partial coverage, then all three, then one again.
+//   would, while the ManagedClusterAddOn is sampled: Available never leaves True, the message
+//   never claims more proxy-servers reached than there are, and it ends with all three, then one
+//   again. Partial coverage ("1 of 3") shows only when the manager probes between a new replica's
+//   readiness and the agents' tunnels to it: recorded when seen, not required (a quick rollout
+//   goes from "1 of 1" to "3 of 3" between two probes).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
@@ -155,7 +158,7 @@ describe(
       assert.doesNotMatch(up.message ?? "", /agents report/);
     });
 
-    test("scaling the proxy-servers 1 -> 3 -> 1: Available never leaves True; partial coverage, then all, then one", async (t) => {
+    test("scaling the proxy-servers 1 -> 3 -> 1: Available never leaves True, through all three, then one", async (t) => {
       const first = await waitFor(
         "mc1 Available through its one proxy-server",
         300_000,
@@ -205,10 +208,9 @@ describe(
         const notTrue = samples.filter((s) => s.status !== "True");
         assert.deepEqual(notTrue, [], "Available never leaves True while a proxy-server still has a tunnel");
         const health = samples.map((s) => parseTunnelHealth(s.message));
-        assert.ok(
-          health.slice(0, atThree).some((h) => h && h.servers > 1 && h.reachable < h.servers),
-          "partial coverage is shown while the agents reach the new proxy-servers",
-        );
+        for (const h of health) assert.ok(h && h.reachable <= h.servers, JSON.stringify(h));
+        const partial = health.slice(0, atThree).filter((h) => h && h.servers > 1 && h.reachable < h.servers);
+        t.diagnostic(`samples showing partial coverage on the way to 3: ${partial.length}`);
         assert.ok(health.some((h) => h?.reachable === 3 && h.servers === 3));
         const last = health.at(-1);
         assert.deepEqual(last, { reachable: 1, servers: 1 });
