@@ -7,10 +7,11 @@
  *
  * Real proxy-server, agent and gateway processes (test/infra/gateway/hostile-world.ts). The caller
  * is a hub user with only `get` on `managedclusters/proxy` of mc1 (and, so that bodies of writes
- * reach the agent, a second user with every verb). Each case hides a second request in the body --
+ * reach the agent, a second user with every verb). Each case hides more requests in the body --
  * `POST /apis/rbac.authorization.k8s.io/v1/clusterrolebindings` with `Cluster-Proxy-Target: kube`,
- * `Impersonate-User: system:admin`, `Impersonate-Group: system:masters` (or a
- * `Cluster-Proxy-Target: service` one) -- behind a framing trick, over HTTP/1.1 (bytes written by
+ * `Impersonate-User: system:admin`, `Impersonate-Group: system:masters`, after the same POST with
+ * the reader's own prefixed identity (which an agent checking the prefix lets through, so the hop
+ * is tested on its own); or a `Cluster-Proxy-Target: service` one -- behind a framing trick, over HTTP/1.1 (bytes written by
  * hand on a TLS socket) and HTTP/2 (node's client, raw frames where node refuses), with every
  * method. After each case a legitimate request goes through (and marks the end of the case at the
  * stand-ins); then what the stand-ins received for the case is counted and checked. Every case of a
@@ -49,26 +50,40 @@ const WRITES: readonly Method[] = ["DELETE", "POST", "PUT", "PATCH"];
 
 let caseNo = 0;
 
-/** The hidden request: kube (cluster-admin binding) or service (past the allowlist). */
+/**
+ * The hidden requests. `kube`: a cluster-admin ClusterRoleBinding POST as `system:admin` /
+ * `system:masters`, preceded by one carrying the reader's own prefixed identity (which an agent
+ * that checks the prefix lets through: the hop alone must hold). `service`: a request to the
+ * Service without the gateway's allowlist check.
+ */
 function smuggled(id: number, servicePort: number, target: "kube" | "service" = "kube"): string {
   const body = '{"kind":"ClusterRoleBinding","roleRef":{"name":"cluster-admin"},"subjects":[{"name":"mallory"}]}';
-  const lines =
-    target === "kube"
-      ? [
-          `POST /apis/rbac.authorization.k8s.io/v1/clusterrolebindings?smuggled=${id} HTTP/1.1`,
-          "Host: kubernetes.default.svc",
-          "Cluster-Proxy-Target: kube",
-          "Impersonate-User: system:admin",
-          "Impersonate-Group: system:masters",
-        ]
-      : [
-          `POST /smuggled?smuggled=${id} HTTP/1.1`,
-          `Host: ${SERVICE.name}.${SERVICE.namespace}.svc`,
-          "Cluster-Proxy-Target: service",
-          `Cluster-Proxy-Service: https://${SERVICE.name}.${SERVICE.namespace}.svc:${servicePort}`,
-          "Impersonate-User: system:admin",
-        ];
-  return [...lines, "Content-Type: application/json", `Content-Length: ${body.length}`, "", body].join("\r\n");
+  const request = (lines: string[]): string =>
+    [...lines, "Content-Type: application/json", `Content-Length: ${body.length}`, "", body].join("\r\n");
+  const binding = `POST /apis/rbac.authorization.k8s.io/v1/clusterrolebindings?smuggled=${id} HTTP/1.1`;
+  if (target === "service")
+    return request([
+      `POST /smuggled?smuggled=${id} HTTP/1.1`,
+      `Host: ${SERVICE.name}.${SERVICE.namespace}.svc`,
+      "Cluster-Proxy-Target: service",
+      `Cluster-Proxy-Service: https://${SERVICE.name}.${SERVICE.namespace}.svc:${servicePort}`,
+    ]);
+  return (
+    request([
+      binding,
+      "Host: kubernetes.default.svc",
+      "Cluster-Proxy-Target: kube",
+      `Impersonate-User: ${IMPERSONATION_PREFIX}${READER.username}`,
+      `Impersonate-Group: ${IMPERSONATION_PREFIX}${READER.groups[0]}`,
+    ]) +
+    request([
+      binding,
+      "Host: kubernetes.default.svc",
+      "Cluster-Proxy-Target: kube",
+      "Impersonate-User: system:admin",
+      "Impersonate-Group: system:masters",
+    ])
+  );
 }
 
 function chunk(data: string, ext = ""): string {

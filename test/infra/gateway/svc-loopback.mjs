@@ -2,6 +2,7 @@
 // form <name>.<namespace>.svc resolve to 127.0.0.1, where the suite's stand-in Service listens,
 // as the agent's unit fixture does with its injected lookup. Every other name is resolved as usual.
 import dns from "node:dns";
+import { syncBuiltinESMExports } from "node:module";
 
 const lookup = dns.lookup;
 dns.lookup = function svcLoopback(host, options, callback) {
@@ -13,3 +14,5 @@ dns.lookup = function svcLoopback(host, options, callback) {
   }
   return lookup.call(dns, host, options, callback);
 };
+// ESM imports of node:dns (named or namespace) see the patched function too.
+syncBuiltinESMExports();
