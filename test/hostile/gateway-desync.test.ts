@@ -176,6 +176,9 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
     try {
       const r = await legitimateGet(world, marker, READER.token);
       if (r.status !== 200) legit = `; then a legitimate GET got ${r.status} ${r.body.slice(0, 120)}`;
+      // Its answer must be its own, not one of a hidden request queued before it.
+      else if (!r.body.includes(JSON.stringify(`/version?marker=${id}`)))
+        legit = `; then a legitimate GET got another request's answer: ${r.body.slice(0, 160)}`;
     } catch (err) {
       legit = `; then a legitimate GET failed: ${(err as Error).message}`;
     }

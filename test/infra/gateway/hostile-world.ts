@@ -7,8 +7,9 @@
  * Service `web.apps.svc` (allowed for mc1; the agent resolves `*.svc` to loopback, svc-loopback.mjs).
  *
  * The stand-ins count every request head when it arrives, with its identity headers, and answer a
- * small fixed JSON (no echo, so an answer never contains request bytes); a test may script a raw
- * answer (any bytes, written to the socket as they are) for chosen paths.
+ * small JSON naming the URL answered (never other request bytes), so a caller can tell an answer
+ * meant for another request; a test may script a raw answer (any bytes, written to the socket as
+ * they are) for chosen paths.
  */
 import { once } from "node:events";
 import { mkdir, writeFile } from "node:fs/promises";
@@ -72,7 +73,10 @@ export function headerValues(raw: readonly string[], name: string): string[] {
   return out;
 }
 
-const FIXED_ANSWER = '{"kind":"Status","status":"Success"}';
+/** The usual answer: small JSON naming the URL it answers (so a caller can tell whose answer it got). */
+function usualAnswer(url: string): string {
+  return JSON.stringify({ kind: "Status", status: "Success", url });
+}
 
 async function startStandIn(h: Harness, identity: { cert: string; key: string }): Promise<StandIn> {
   const standIn: StandIn = { port: 0, received: [], script: undefined };
@@ -95,8 +99,9 @@ async function startStandIn(h: Harness, identity: { cert: string; key: string })
       return;
     }
     const respond = (): void => {
-      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(FIXED_ANSWER) });
-      res.end(req.method === "HEAD" ? undefined : FIXED_ANSWER);
+      const answer = usualAnswer(req.url ?? "");
+      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(answer) });
+      res.end(req.method === "HEAD" ? undefined : answer);
     };
     if (req.readableEnded) respond();
     else req.once("end", respond);
