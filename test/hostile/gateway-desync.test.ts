@@ -379,6 +379,23 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
     assertNoFailures();
   });
 
+  test("HTTP/1.1: an upgrade the upstream does not grant, with a hidden request right after the head", async () => {
+    // The stand-ins grant no upgrade: they answer it as a plain request and keep reading the
+    // connection, as a server that refuses an upgrade may. Whatever the gateway relays after the
+    // head must not become a request there.
+    const upgrade = [
+      "Connection: Upgrade",
+      "Upgrade: websocket",
+      "Sec-WebSocket-Version: 13",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    ];
+    await everyMethod("h1 refused upgrade + hidden request", (m, c) => async (id) => {
+      const head = head1(m, c, id, upgrade).replace("Connection: close\r\n", "");
+      return fromRaw1(await rawHttp1(world, Buffer.from(head + smuggled(id, world.service.port), "latin1"), 3_000));
+    });
+    assertNoFailures();
+  });
+
   test("HTTP/1.1: bare LF and obs-fold", async () => {
     await everyMethod("h1 bare LF head", (m, c) =>
       h1(m, c, () => ["Transfer-Encoding: chunked"], chunkedSmuggle, "\n"),
