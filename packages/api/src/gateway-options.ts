@@ -155,7 +155,7 @@ const gatewayOptionFields = {
     {
       flag: "authentication-cache-ttl",
       description:
-        "How long a TokenReview result is cached (keyed by a hash of the token, never the token); rejections are cached for at most 1s (0 disables)",
+        "How long a TokenReview result is cached (keyed by a hash of the token, never the token); rejections are cached apart, for at most 5s (0 disables)",
     },
     rules.notNegative,
   ),
@@ -256,6 +256,68 @@ const gatewayOptionFields = {
         "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. Each request (a watch too) holds one for as long as it runs. An upgraded connection (exec, attach, port-forward) leaves the pool and does not count",
     },
     positiveInt,
+  ),
+  maxRequestsPerUser: opt.int(
+    64,
+    {
+      flag: "max-requests-per-user",
+      description:
+        "Requests one caller (a hub user; a pass-through caller by its source address) may have in flight to one cluster at once; further ones wait in the caller's queue. Watches, follow=true logs and upgrades count apart (--max-long-running-per-user)",
+    },
+    positiveInt,
+  ),
+  maxQueuedRequestsPerUser: opt.int(
+    256,
+    {
+      flag: "max-queued-requests-per-user",
+      description:
+        "Requests of one caller that may wait for one cluster beyond --max-requests-per-user; beyond this they are refused at once with 429 and Retry-After",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
+  ),
+  queuedRequestTimeout: opt.duration(
+    15_000,
+    {
+      flag: "queued-request-timeout",
+      description:
+        "How long a request may wait in its caller's queue for one cluster; then it is refused with 429 and Retry-After (nothing reaches the cluster)",
+    },
+    rules.atLeastMs(1),
+  ),
+  maxLongRunningPerUser: opt.int(
+    512,
+    {
+      flag: "max-long-running-per-user",
+      description:
+        "Long-running requests (watches, follow=true logs, exec, attach, port-forward) one caller may hold open to one cluster at once; beyond this they are refused at once with 429 and Retry-After",
+    },
+    positiveInt,
+  ),
+  tokenReviewRatePerSource: opt.int(
+    20,
+    {
+      flag: "token-review-rate-per-source",
+      description:
+        "Hub TokenReviews per second for bearer tokens not cached, per source address (an IPv6 address by its /64); beyond this and the burst, such requests are refused with 429 and Retry-After without asking the hub (0: no limit)",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
+  ),
+  tokenReviewBurstPerSource: opt.int(
+    200,
+    {
+      flag: "token-review-burst-per-source",
+      description: "The burst of --token-review-rate-per-source: TokenReviews one source address may cause at once",
+    },
+    positiveInt,
+  ),
+  fleetAuthorizationCacheTtl: opt.duration(
+    30_000,
+    {
+      flag: "fleet-authorization-cache-ttl",
+      description:
+        "How long the fleet view keeps a viewer's decisions (which clusters it may see, whose audit records), denials as long as grants: one hub SubjectAccessReview per cluster per viewer per period, however many pages and streams (0: ask on every refresh)",
+    },
+    rules.notNegative,
   ),
   dialTimeout: opt.duration(
     10_000,

@@ -54,6 +54,8 @@ export interface RequestHead {
   url: string;
   headers: IncomingHttpHeaders;
   clientCertificate?: X509Certificate;
+  /** The caller's address (the TokenReview rate limit counts by it). */
+  source?: string;
   /** Whether this is an upgrade (Connection: Upgrade). */
   upgrade: boolean;
 }
@@ -112,6 +114,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   const caller = await deps.authenticator.authenticate({
     ...(authorization !== undefined ? { authorization } : {}),
     ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
+    ...(head.source !== undefined ? { source: head.source } : {}),
   });
   r.authentication = caller.method;
   const headers = forwardable(head.headers, head.upgrade);

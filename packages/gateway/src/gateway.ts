@@ -25,7 +25,7 @@ import {
   type UiAssets,
 } from "@cluster-proxy/fleet";
 import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
@@ -44,6 +44,7 @@ import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
 import { RequestRecord } from "./request-record.js";
+import { UserCaps, callerKey, closeSignal, kindOf, releaseOn, writeRawTooMany } from "./user-caps.js";
 
 /** How often the serving certificate files are checked for changes. */
 export const SERVING_CERT_POLL_MS = 5_000;
@@ -62,6 +63,8 @@ export interface GatewayDeps {
   bindAddress?: string;
   /** Clock of the caches and OIDC (tests). */
   now?: () => number;
+  /** Timers of the per-user queues' deadlines (tests; default the real clock). */
+  clock?: Clock;
   /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
   limits?: Partial<CallerLimits>;
   /** The fleet view's settings (tests; defaults otherwise). */
@@ -113,11 +116,13 @@ function tlsSocketOf(req: AnyRequest): tls.TLSSocket | undefined {
 function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
   const socket = tlsSocketOf(req);
   const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+  const source = req.socket.remoteAddress;
   return {
     method: req.method ?? "GET",
     url: req.url ?? "/",
     headers: req.headers,
     upgrade,
+    ...(source !== undefined ? { source } : {}),
     ...(cert ? { clientCertificate: cert } : {}),
   };
 }
@@ -182,6 +187,8 @@ export class Gateway {
   readonly metrics: GatewayMetrics;
   readonly pool: ClusterPool;
   readonly services = new ExposedServices();
+  /** Each caller's share of each cluster (user-caps.ts). */
+  readonly caps: UserCaps;
   /** What the fleet view shows (docs/design/fleet-view.md). */
   readonly fleetModel: FleetModel;
   /** The hub source of {@link fleetModel}. */
@@ -189,6 +196,8 @@ export class Gateway {
   private readonly fleet: FleetHttp;
   /** Client certificates of the fleet view's requests, for its authentication. */
   private readonly fleetCertificates = new WeakMap<FleetRequest, X509Certificate>();
+  /** Source addresses of the fleet view's requests, for its authentication's rate limit. */
+  private readonly fleetSources = new WeakMap<FleetRequest, string>();
   private readonly logger: Logger;
   private readonly audit: AuditSink;
   private readonly admission: AdmissionDeps;
@@ -235,8 +244,19 @@ export class Gateway {
       cacheTtlMs: options.authenticationCacheTtl,
       ...(oidc ? { oidc } : {}),
       passthroughUnrecognizedTokens: options.passthroughUnrecognizedTokens,
+      reviewRatePerSource: options.tokenReviewRatePerSource,
+      reviewBurstPerSource: options.tokenReviewBurstPerSource,
       onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
+      onRateLimited: () => this.metrics.fairnessRejections.inc({ reason: "token-review-rate" }),
       ...now,
+    });
+    this.caps = new UserCaps({
+      maxRequests: options.maxRequestsPerUser,
+      maxQueued: options.maxQueuedRequestsPerUser,
+      queueTimeoutMs: options.queuedRequestTimeout,
+      maxLongRunning: options.maxLongRunningPerUser,
+      clock: deps.clock ?? realClock,
+      onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
     });
     const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
     this.admission = {
@@ -285,8 +305,12 @@ export class Gateway {
     });
     const viewers = new FleetViewers({
       authenticator,
-      authorizer,
+      hub: deps.hub,
+      cacheTtlMs: options.fleetAuthorizationCacheTtl,
       certificateOf: (req) => this.fleetCertificates.get(req),
+      sourceOf: (req) => this.fleetSources.get(req),
+      onUnavailable: () => onDenial("authorization-unavailable"),
+      ...now,
     });
     this.fleet = new FleetHttp({
       model: this.fleetModel,
@@ -448,6 +472,7 @@ export class Gateway {
     const end = this.begin();
     if (FleetHttp.owns(req.url)) {
       const cert = tlsSocketOf(req);
+      if (cert?.remoteAddress !== undefined) this.fleetSources.set(req, cert.remoteAddress);
       if (cert?.authorized) {
         const x509 = cert.getPeerX509Certificate();
         if (x509) this.fleetCertificates.set(req, x509);
@@ -463,7 +488,11 @@ export class Gateway {
     const exchange = exchangeOf(req, res);
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
-      const a = await admit(this.admission, headOf(req, false), rec);
+      const gone = closeSignal(res);
+      const head = headOf(req, false);
+      const a = await admit(this.admission, head, rec);
+      const caller = callerKey(a.caller, head.source);
+      releaseOn(gone, await this.caps.acquire(a.cluster, caller, kindOf(a.target, false), gone));
       rec.startStreaming();
       let code: number;
       try {
@@ -490,6 +519,7 @@ export class Gateway {
         res.writeHead(e.status, {
           "content-type": "text/plain; charset=utf-8",
           "content-length": Buffer.byteLength(body),
+          ...(e.retryAfterSeconds !== undefined ? { "retry-after": String(e.retryAfterSeconds) } : {}),
         });
         res.end(body);
       } else exchange.destroy();
@@ -510,7 +540,12 @@ export class Gateway {
     socket.on("error", () => socket.destroy());
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
-      const a = await admit(this.admission, headOf(req, true), rec);
+      const requestHead = headOf(req, true);
+      const a = await admit(this.admission, requestHead, rec);
+      const gone = new AbortController();
+      socket.once("close", () => gone.abort());
+      const caller = callerKey(a.caller, requestHead.source);
+      releaseOn(gone.signal, await this.caps.acquire(a.cluster, caller, "long-running", gone.signal));
       rec.startStreaming();
       const code = await relayUpgrade(
         {
@@ -531,7 +566,8 @@ export class Gateway {
       rec.finish(code);
     } catch (err) {
       const e = asGatewayError(err);
-      writeRawError(socket, e);
+      if (e.retryAfterSeconds !== undefined) writeRawTooMany(socket, e);
+      else writeRawError(socket, e);
       rec.finish(e.status, e);
     }
   }

@@ -17,6 +17,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
+import type { Clock } from "@cluster-proxy/kit";
 import type { AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
@@ -74,6 +75,8 @@ export interface FixtureOptions {
   dialer?: (endpointDialer: Dialer) => Dialer;
   /** The fleet view's settings (default: no page, the gateway's other defaults). */
   fleet?: FleetSettings;
+  /** The timers of the per-user queues (default: real ones), e.g. a ManualClock. */
+  clock?: Clock;
 }
 
 const DAYS = 2;
@@ -164,6 +167,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
+    ...(f.clock ? { clock: f.clock } : {}),
     fleet: { assets: new Map(), ...f.fleet },
   });
   const { port, healthPort } = await gateway.start();
