@@ -128,6 +128,30 @@ describe("per-user caps of one cluster", () => {
       for (const s of sessions) s.close();
     }
   });
+
+  test("a request whose caller leaves while it waits gives its place up and never reaches the cluster", async () => {
+    const sessions = [h2(f), h2(f)];
+    const leaving = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
+    leaving.on("error", () => undefined);
+    try {
+      const held = sessions.flatMap((s) => Array.from({ length: 32 }, () => s.get("/mc1/hold", GREEDY)));
+      await f.endpoint.heldCount(64);
+      const stream = leaving.request({ ":path": "/mc1/hold", authorization: `Bearer ${GREEDY}` });
+      stream.on("error", () => undefined);
+      stream.end();
+      await waitUntil("one request queued", () => f.gateway.caps.counts.queued === 1);
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      await waitUntil("the queue to be empty", () => f.gateway.caps.counts.queued === 0);
+      f.endpoint.release();
+      assert.ok((await Promise.all(held)).every((a) => a.status === 200));
+      await waitUntil("every place free", () => f.gateway.caps.counts.requests === 0);
+      assert.equal(f.endpoint.held.length, 0, "the request that left was never sent");
+      assert.equal((await f.request("/mc1/api", { headers: { authorization: `Bearer ${POLITE}` } })).status, 200);
+    } finally {
+      leaving.close();
+      for (const s of sessions) s.close();
+    }
+  });
 });
 
 describe("long-running requests of one user", () => {
