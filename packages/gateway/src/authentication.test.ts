@@ -10,7 +10,9 @@ import { describe, test } from "node:test";
 import { FileAuditSink, type AuditRecord } from "./audit-log.js";
 import { Authenticator, NEGATIVE_CACHE_MAX_MS } from "./authentication.js";
 import type { GatewayError } from "./gateway-error.js";
+import { OidcAuthenticator } from "./oidc.js";
 import { FakeHub } from "./testing/fake-hub.js";
+import { TestIssuer } from "./testing/test-issuer.js";
 
 describe("Authenticator", () => {
   test("caches reviews for the TTL, rejections at most briefly", async () => {
@@ -95,6 +97,46 @@ describe("Authenticator", () => {
     await a.authenticate({ authorization: "Bearer good" });
     await assert.rejects(a.authenticate({ authorization: "Bearer junk-10000" }));
     assert.equal(hub.reviews.length, reviews, "the good token and the latest rejection are both still cached");
+  });
+
+  test("an OIDC token the issuer's keys accept gets in when the source's TokenReview bucket is empty", async () => {
+    const issuer = new TestIssuer();
+    await issuer.start();
+    try {
+      const hub = new FakeHub();
+      const oidc = new OidcAuthenticator({
+        issuerUrl: issuer.url,
+        clientId: "gateway",
+        ca: issuer.ca,
+        usernameClaim: "sub",
+        usernamePrefix: "oidc:",
+        groupsClaim: "groups",
+        groupsPrefix: "oidc:",
+        requiredClaims: [],
+      });
+      const a = new Authenticator({
+        hub,
+        tokenReview: true,
+        cacheTtlMs: 10_000,
+        oidc,
+        passthroughUnrecognizedTokens: false,
+        reviewRatePerSource: 1,
+        reviewBurstPerSource: 1,
+      });
+      await assert.rejects(
+        a.authenticate({ authorization: "Bearer junk", source: "10.0.0.1" }),
+        (e: GatewayError) => e.status === 401,
+      );
+      await assert.rejects(
+        a.authenticate({ authorization: "Bearer junk-2", source: "10.0.0.1" }),
+        (e: GatewayError) => e.status === 429,
+      );
+      const id = await a.authenticate({ authorization: `Bearer ${await issuer.token()}`, source: "10.0.0.1" });
+      assert.equal(id.method, "oidc");
+      assert.equal(hub.reviews.length, 1, "the hub was asked about the first token only");
+    } finally {
+      issuer.close();
+    }
   });
 
   test("a hub that cannot review is 503, and an unrecognised token may pass through", async () => {
