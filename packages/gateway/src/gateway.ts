@@ -44,6 +44,7 @@ import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
 import { RequestRecord } from "./request-record.js";
+import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
 
 /** How often the serving certificate files are checked for changes. */
 export const SERVING_CERT_POLL_MS = 5_000;
@@ -66,6 +67,8 @@ export interface GatewayDeps {
   limits?: Partial<CallerLimits>;
   /** The fleet view's settings (tests; defaults otherwise). */
   fleet?: FleetSettings;
+  /** The gateway's own mounted ServiceAccount token, whose `aud` names the hub apiserver's audiences (default {@link MOUNTED_TOKEN_FILE}). */
+  serviceAccountTokenFile?: string;
 }
 
 /** Settings of the gateway's fleet view. */
@@ -229,8 +232,9 @@ export class Gateway {
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
+    const audiences = this.tokenAudiences();
     const authenticator = new Authenticator({
-      hub: deps.hub,
+      hub: { tokenReview: (token) => audiences.review(token) },
       tokenReview: options.tokenReview,
       cacheTtlMs: options.authenticationCacheTtl,
       ...(oidc ? { oidc } : {}),
@@ -309,6 +313,30 @@ export class Gateway {
       },
       logger: this.logger,
     });
+  }
+
+  /** The audience policy of hub TokenReviews (`token-audiences.ts`); logs what it asks for. */
+  private tokenAudiences(): TokenAudiences {
+    const o = this.options;
+    // The mounted token is the hub's only when the gateway talks to the hub it runs on.
+    const hubApiAudiences =
+      o.hubApiAudiences.length > 0 || o.hubKubeconfig !== ""
+        ? o.hubApiAudiences
+        : tokenFileAudiences(this.deps.serviceAccountTokenFile ?? MOUNTED_TOKEN_FILE);
+    const audiences = new TokenAudiences(this.deps.hub, {
+      tokenAudiences: o.tokenAudiences,
+      acceptHubApiAudience: o.acceptHubApiAudience,
+      hubApiAudiences,
+    });
+    this.logger.info(
+      {
+        audiences: audiences.requested,
+        acceptHubApiAudience: o.acceptHubApiAudience,
+        ...(o.acceptHubApiAudience && hubApiAudiences.length === 0 ? { hubApiAudiences: "unknown" } : {}),
+      },
+      "hub TokenReviews ask for these audiences",
+    );
+    return audiences;
   }
 
   /** The namespace of the services ConfigMap: --namespace, else the pod's. */
