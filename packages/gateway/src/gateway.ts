@@ -44,6 +44,8 @@ import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
 import { RequestRecord } from "./request-record.js";
+import { sandboxed } from "./response-policy.js";
+import { checkUpgradeOrigin } from "./upgrade-origin.js";
 import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
 
 /** How often the serving certificate files are checked for changes. */
@@ -122,6 +124,7 @@ function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
     headers: req.headers,
     upgrade,
     ...(cert ? { clientCertificate: cert } : {}),
+    ...(socket?.remoteAddress ? { remoteAddress: socket.remoteAddress } : {}),
   };
 }
 
@@ -488,7 +491,7 @@ export class Gateway {
       return;
     }
     const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
-    const exchange = exchangeOf(req, res);
+    const exchange = sandboxed(exchangeOf(req, res));
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const a = await admit(this.admission, headOf(req, false), rec);
@@ -539,6 +542,7 @@ export class Gateway {
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const a = await admit(this.admission, headOf(req, true), rec);
+      checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
       rec.startStreaming();
       const code = await relayUpgrade(
         {
