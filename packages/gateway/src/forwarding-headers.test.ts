@@ -4,6 +4,8 @@
  * and to the kube-apiserver).
  */
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import * as http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
 import { callerAddress, isForwardingHeader, withForwarding } from "./forwarding-headers.js";
 import type { EchoBody } from "./testing/fake-endpoint.js";
@@ -77,5 +79,29 @@ describe("forwarding headers", () => {
         assert.equal(got["cluster-proxy-forwarded-for"], "127.0.0.1");
         assert.equal(got["cluster-proxy-forwarded-proto"], "https");
       });
+
+    test("over HTTP/2 too: the caller's headers are gone, the contract headers and the sandbox policy are there", async () => {
+      const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
+      try {
+        const stream = session.request({
+          ":path": "/mc1/api/v1/namespaces/web/services/http:app:8080/proxy-service/whoami",
+          authorization: `Bearer ${TOKEN}`,
+          "x-remote-user": "system:admin",
+          "x-forwarded-for": "10.0.0.1",
+        });
+        const [head] = (await once(stream, "response")) as [http2.IncomingHttpHeaders];
+        let body = "";
+        stream.on("data", (c: Buffer) => (body += c.toString()));
+        await once(stream, "end");
+        assert.equal(head[":status"], 200, body);
+        assert.equal(head["content-security-policy"], "sandbox");
+        const got = (JSON.parse(body) as EchoBody).headers;
+        assert.equal(got["x-remote-user"], undefined);
+        assert.equal(got["x-forwarded-for"], undefined);
+        assert.equal(got["cluster-proxy-forwarded-for"], "127.0.0.1");
+      } finally {
+        session.close();
+      }
+    });
   });
 });

@@ -124,7 +124,7 @@ function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
     headers: req.headers,
     upgrade,
     ...(cert ? { clientCertificate: cert } : {}),
-    ...(socket?.remoteAddress ? { remoteAddress: socket.remoteAddress } : {}),
+    ...(req.socket?.remoteAddress ? { remoteAddress: req.socket.remoteAddress } : {}),
   };
 }
 
