@@ -112,7 +112,15 @@ type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 /** The TLS socket a request came over. */
 function tlsSocketOf(req: AnyRequest): tls.TLSSocket | undefined {
   const socket = "stream" in req ? req.stream.session?.socket : req.socket;
-  return socket && "getPeerX509Certificate" in socket ? socket : undefined;
+  return socket && isTlsSocket(socket) ? socket : undefined;
+}
+
+/**
+ * Whether `socket` is a TLS socket. An HTTP/2 session's socket is a Proxy whose `in` looks at the
+ * session, not the socket (HTTP/2 callers' client certificates went unseen): ask its `get`.
+ */
+function isTlsSocket(socket: net.Socket | tls.TLSSocket): socket is tls.TLSSocket {
+  return typeof Reflect.get(socket, "getPeerX509Certificate") === "function";
 }
 
 function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
