@@ -339,14 +339,15 @@ export class Gateway {
       acceptHubApiAudience: o.acceptHubApiAudience,
       hubApiAudiences,
     });
-    this.logger.info(
-      {
-        audiences: audiences.requested,
-        acceptHubApiAudience: o.acceptHubApiAudience,
-        ...(o.acceptHubApiAudience && hubApiAudiences.length === 0 ? { hubApiAudiences: "unknown" } : {}),
-      },
-      "hub TokenReviews ask for these audiences",
-    );
+    if (o.tokenReview)
+      this.logger.info(
+        {
+          audiences: audiences.requested,
+          acceptHubApiAudience: o.acceptHubApiAudience,
+          ...(o.acceptHubApiAudience && hubApiAudiences.length === 0 ? { hubApiAudiences: "unknown" } : {}),
+        },
+        "hub TokenReviews ask for these audiences",
+      );
     return audiences;
   }
 
