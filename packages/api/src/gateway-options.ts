@@ -14,6 +14,12 @@ import {
   type ValueRule,
 } from "./option-schema.js";
 
+/**
+ * The audience `cluster-proxy credential` requests hub tokens for and the gateway's TokenReview
+ * asks for by default (--token-audiences): a token minted for it is not a hub API credential.
+ */
+export const GATEWAY_TOKEN_AUDIENCE = "cluster-proxy-gateway";
+
 const positiveInt: ValueRule<number> = (n) =>
   !Number.isInteger(n) || n < 1 ? `must be a positive integer, got ${n}` : undefined;
 
@@ -27,6 +33,34 @@ function requiredClaimsProblem(list: readonly string[]): string[] {
     if (key === "") problems.push(`"${entry}" is not key=value`);
     else if (seen.has(key)) problems.push(`claim "${key}" is required twice`);
     seen.add(key);
+  }
+  return problems;
+}
+
+/** Non-empty entries, each once. */
+function audiencesProblem(list: readonly string[]): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const a of list) {
+    if (a.trim() === "" || a !== a.trim()) problems.push(`"${a}" is not an audience (empty or padded with spaces)`);
+    else if (seen.has(a)) problems.push(`audience "${a}" is listed twice`);
+    seen.add(a);
+  }
+  return problems;
+}
+
+/** Each entry a browser origin as the Origin header spells it: `https://host[:port]` (or http), lowercase, nothing else. */
+function originsProblem(list: readonly string[]): string[] {
+  const problems: string[] = [];
+  for (const o of list) {
+    let u: URL | undefined;
+    try {
+      u = new URL(o);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== "https:" && u.protocol !== "http:") || u.origin !== o)
+      problems.push(`"${o}" is not an origin like https://console.example.com (scheme, host and port only, lowercase)`);
   }
   return problems;
 }
@@ -150,6 +184,30 @@ const gatewayOptionFields = {
     flag: "token-review",
     description: "Authenticate bearer tokens with a hub TokenReview (ServiceAccount tokens, any token the hub accepts)",
   }),
+  tokenAudiences: opt.list(
+    [GATEWAY_TOKEN_AUDIENCE],
+    {
+      flag: "token-audiences",
+      description:
+        "Audiences the hub TokenReview asks for (spec.audiences) and the answer must name (status.audiences): tokens minted for them (cluster-proxy credential requests the first) are gateway credentials, not hub API credentials",
+    },
+    audiencesProblem,
+    (list) => (list.length === 0 ? "at least one audience" : undefined),
+  ),
+  acceptHubApiAudience: opt.boolean(true, {
+    flag: "accept-hub-api-audience",
+    description:
+      "Also accept tokens of the hub apiserver's own audience (what kubectl create token and pods' ServiceAccount tokens carry, and tokens of audience-unaware authenticators): tokens people already hold keep working. Off: only tokens for --token-audiences are accepted, so no hub API credential works at the gateway",
+  }),
+  hubApiAudiences: opt.list(
+    [],
+    {
+      flag: "hub-api-audiences",
+      description:
+        "The hub apiserver's audiences, asked for besides --token-audiences while --accept-hub-api-audience is on (empty: the aud claim of the gateway's own mounted ServiceAccount token; without one, a token refused for --token-audiences is reviewed again without audiences)",
+    },
+    audiencesProblem,
+  ),
   authenticationCacheTtl: opt.duration(
     10_000,
     {
@@ -222,6 +280,15 @@ const gatewayOptionFields = {
     description:
       "Prefix of the user and group names the cluster sees (Impersonate-User: <prefix><user>), so hub names cannot pose as the cluster's own",
   }),
+  allowedUpgradeOrigins: opt.list(
+    [],
+    {
+      flag: "allowed-upgrade-origins",
+      description:
+        "Browser origins (https://host[:port]) whose pages may open upgrades (WebSocket exec, attach, port-forward) through the gateway; an upgrade with any other Origin header is refused with 403. Empty: every upgrade from a browser page is refused (kubectl and client-go send no Origin and are not affected)",
+    },
+    originsProblem,
+  ),
   exposedServicesConfigmap: opt.string(
     "cluster-proxy-exposed-services",
     {

@@ -40,7 +40,8 @@ export interface Credentials {
 
 /** Settings of {@link Authenticator}. */
 export interface AuthenticatorSettings {
-  hub: HubApi;
+  /** The hub's TokenReview (in the gateway: through `token-audiences.ts`). */
+  hub: Pick<HubApi, "tokenReview">;
   tokenReview: boolean;
   cacheTtlMs: number;
   oidc?: OidcAuthenticator;

@@ -12,6 +12,7 @@ export type RefusalReason =
   | "forbidden"
   | "impersonation-forbidden"
   | "service-not-exposed"
+  | "origin-forbidden"
   | "unknown-cluster"
   | "authorization-unavailable"
   | "no-tunnel"

@@ -44,6 +44,9 @@ import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
 import { RequestRecord } from "./request-record.js";
+import { sandboxed } from "./response-policy.js";
+import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
+import { checkUpgradeOrigin } from "./upgrade-origin.js";
 import { UserCaps, callerKey, closeSignal, kindOf, releaseOn, writeRawTooMany } from "./user-caps.js";
 
 /** How often the serving certificate files are checked for changes. */
@@ -69,6 +72,8 @@ export interface GatewayDeps {
   limits?: Partial<CallerLimits>;
   /** The fleet view's settings (tests; defaults otherwise). */
   fleet?: FleetSettings;
+  /** The gateway's own mounted ServiceAccount token, whose `aud` names the hub apiserver's audiences (default {@link MOUNTED_TOKEN_FILE}). */
+  serviceAccountTokenFile?: string;
 }
 
 /** Settings of the gateway's fleet view. */
@@ -110,7 +115,15 @@ type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 /** The TLS socket a request came over. */
 function tlsSocketOf(req: AnyRequest): tls.TLSSocket | undefined {
   const socket = "stream" in req ? req.stream.session?.socket : req.socket;
-  return socket && "getPeerX509Certificate" in socket ? socket : undefined;
+  return socket && isTlsSocket(socket) ? socket : undefined;
+}
+
+/**
+ * Whether `socket` is a TLS socket. An HTTP/2 session's socket is a Proxy whose `in` looks at the
+ * session, not the socket (HTTP/2 callers' client certificates went unseen): ask its `get`.
+ */
+function isTlsSocket(socket: net.Socket | tls.TLSSocket): socket is tls.TLSSocket {
+  return typeof Reflect.get(socket, "getPeerX509Certificate") === "function";
 }
 
 function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
@@ -238,8 +251,9 @@ export class Gateway {
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
+    const audiences = this.tokenAudiences();
     const authenticator = new Authenticator({
-      hub: deps.hub,
+      hub: { tokenReview: (token) => audiences.review(token) },
       tokenReview: options.tokenReview,
       cacheTtlMs: options.authenticationCacheTtl,
       ...(oidc ? { oidc } : {}),
@@ -333,6 +347,31 @@ export class Gateway {
       },
       logger: this.logger,
     });
+  }
+
+  /** The audience policy of hub TokenReviews (`token-audiences.ts`); logs what it asks for. */
+  private tokenAudiences(): TokenAudiences {
+    const o = this.options;
+    // The mounted token is the hub's only when the gateway talks to the hub it runs on.
+    const hubApiAudiences =
+      o.hubApiAudiences.length > 0 || o.hubKubeconfig !== ""
+        ? o.hubApiAudiences
+        : tokenFileAudiences(this.deps.serviceAccountTokenFile ?? MOUNTED_TOKEN_FILE);
+    const audiences = new TokenAudiences(this.deps.hub, {
+      tokenAudiences: o.tokenAudiences,
+      acceptHubApiAudience: o.acceptHubApiAudience,
+      hubApiAudiences,
+    });
+    if (o.tokenReview)
+      this.logger.info(
+        {
+          audiences: audiences.requested,
+          acceptHubApiAudience: o.acceptHubApiAudience,
+          ...(o.acceptHubApiAudience && hubApiAudiences.length === 0 ? { hubApiAudiences: "unknown" } : {}),
+        },
+        "hub TokenReviews ask for these audiences",
+      );
+    return audiences;
   }
 
   /** The namespace of the services ConfigMap: --namespace, else the pod's. */
@@ -485,7 +524,7 @@ export class Gateway {
       return;
     }
     const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
-    const exchange = exchangeOf(req, res);
+    const exchange = sandboxed(exchangeOf(req, res));
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const gone = closeSignal(res);
@@ -542,6 +581,7 @@ export class Gateway {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const requestHead = headOf(req, true);
       const a = await admit(this.admission, requestHead, rec);
+      checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
       const gone = new AbortController();
       socket.once("close", () => gone.abort());
       const caller = callerKey(a.caller, requestHead.source);

@@ -22,7 +22,7 @@ import type { AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
-import { FakeHub } from "./fake-hub.js";
+import { FAKE_HUB_API_AUDIENCE, FakeHub } from "./fake-hub.js";
 
 /** A response read to its end. */
 export interface TestResponse {
@@ -121,6 +121,9 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     "client-ca.crt": clientCa.certPem,
   };
   if (f.oidc) files["oidc-ca.crt"] = f.oidc.ca.toString();
+  // The gateway's own mounted ServiceAccount token: its aud names the hub apiserver's audience.
+  const saClaims = { aud: [FAKE_HUB_API_AUDIENCE], sub: "system:serviceaccount:cluster-proxy:gateway" };
+  files["sa.token"] = ["e30", Buffer.from(JSON.stringify(saClaims)).toString("base64url"), "c2ln"].join(".");
   for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
   const endpoint = new FakeEndpoint({
     cert: Buffer.from(agent.certPem),
@@ -169,6 +172,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     ...(f.limits ? { limits: f.limits } : {}),
     ...(f.clock ? { clock: f.clock } : {}),
     fleet: { assets: new Map(), ...f.fleet },
+    serviceAccountTokenFile: join(dir, "sa.token"),
   });
   const { port, healthPort } = await gateway.start();
   const ca = Buffer.from(servingCa.certPem);
