@@ -353,4 +353,13 @@ test("before the kube-apiserver: no caller identity or forwarding header either,
     "sa",
   );
   assert.deepEqual(passthrough, ["Host", "api", "Authorization", "Bearer caller"]);
+  // An HTTP/2 request's raw headers start with its pseudo-headers: never forwarded as headers.
+  const h2 = forwardedHeaders(
+    [":method", "GET", ":path", "/api", ":authority", "gw", ":scheme", "https", ...incoming],
+    target,
+    "api",
+    false,
+    "sa",
+  );
+  assert.deepEqual(h2, out);
 });

@@ -254,9 +254,9 @@ function serviceForwarding(headers: RawHeaders): string[] {
 }
 
 /**
- * The headers a request is forwarded with: end-to-end headers only, no `Cluster-Proxy-*`, no
- * caller identity or forwarding header ({@link CALLER_CLAIMS}), `Host` set to `host`, and the
- * credential of the target:
+ * The headers a request is forwarded with: end-to-end headers only, no HTTP/2 pseudo-header, no
+ * `Cluster-Proxy-*`, no caller identity or forwarding header ({@link CALLER_CLAIMS}), `Host` set
+ * to `host`, and the credential of the target:
  * - impersonate: the `Impersonate-*` headers as given (checked by {@link gatewayTarget}) and the
  *   agent's `Bearer <token>`, any Authorization dropped; without an `Impersonate-User` among the
  *   forwarded headers the token is not added (the agent never sends a request as itself);
@@ -278,7 +278,9 @@ export function forwardedHeaders(
   let user = false;
   for (const [name, value] of headerPairs(endToEnd)) {
     const lower = name.toLowerCase();
-    if (lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaim(lower)) continue;
+    // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
+    if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaim(lower))
+      continue;
     if (lower === "authorization" && !keepAuthorization) continue;
     if (isImpersonation(lower)) {
       if (!impersonate) continue;
