@@ -242,6 +242,21 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       "--namespace=$(POD_NAMESPACE)",
       "--impersonation-prefix=cluster:hub:",
       "--passthrough-unrecognized-tokens=false",
+      "--accept-hub-api-audience=true",
+    ]);
+    const narrowed = find(
+      render(
+        "--set",
+        "gateway.acceptHubApiAudience=false",
+        "--set",
+        "gateway.allowedUpgradeOrigins={https://a.example,https://b.example:8443}",
+      ),
+      "Deployment",
+      "cluster-proxy-addon-user",
+    ).spec as { template: { spec: Pod } };
+    assert.deepEqual(narrowed.template.spec.containers[0]!.args.slice(-2), [
+      "--accept-hub-api-audience=false",
+      "--allowed-upgrade-origins=https://a.example,https://b.example:8443",
     ]);
     // Every file a flag names is in a mounted volume of the Secret that holds it.
     const mounts = Object.fromEntries(c.volumeMounts.map((m) => [m.mountPath, m.name]));

@@ -4,7 +4,8 @@
  * hub whether the identity may reach the cluster (403), check that the cluster exists (404; only
  * after authorization, so a caller without access learns nothing about which clusters exist), and
  * for a Service, check the allowlist (403). The result is the request to send to the cluster's
- * endpoint: path and the headers of the contract (docs/design/gateway.md).
+ * endpoint: path and the headers of the contract (docs/design/gateway.md), the caller's forwarding
+ * headers replaced by the gateway's (`forwarding-headers.ts`).
  *
  * A pass-through caller (a token the hub did not recognise, --passthrough-unrecognized-tokens)
  * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
@@ -16,6 +17,7 @@ import type { Authenticator, Caller } from "./authentication.js";
 import { impersonationOf, proxyVerbOf, type Authorizer } from "./authorization.js";
 import type { ClusterDirectory } from "./cluster-directory.js";
 import type { ExposedServices } from "./exposed-services.js";
+import { withForwarding } from "./forwarding-headers.js";
 import { GatewayError } from "./gateway-error.js";
 import type { UserInfo } from "./hub-api.js";
 import { kubeRequestInfo } from "./request-info.js";
@@ -54,6 +56,8 @@ export interface RequestHead {
   url: string;
   headers: IncomingHttpHeaders;
   clientCertificate?: X509Certificate;
+  /** The caller's address, the TLS connection's peer (the TokenReview rate limit counts by it; Services get it as X-Forwarded-For). */
+  source?: string;
   /** Whether this is an upgrade (Connection: Upgrade). */
   upgrade: boolean;
 }
@@ -112,9 +116,10 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   const caller = await deps.authenticator.authenticate({
     ...(authorization !== undefined ? { authorization } : {}),
     ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
+    ...(head.source !== undefined ? { source: head.source } : {}),
   });
   r.authentication = caller.method;
-  const headers = forwardable(head.headers, head.upgrade);
+  const headers = withForwarding(forwardable(head.headers, head.upgrade), head.source);
 
   if (caller.method === "passthrough") {
     if (target.kind !== "kube")

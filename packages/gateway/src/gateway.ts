@@ -25,7 +25,7 @@ import {
   type UiAssets,
 } from "@cluster-proxy/fleet";
 import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
@@ -44,6 +44,10 @@ import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
 import { RequestRecord } from "./request-record.js";
+import { sandboxed } from "./response-policy.js";
+import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
+import { checkUpgradeOrigin } from "./upgrade-origin.js";
+import { UserCaps, callerKey, closeSignal, kindOf, releaseOn, writeRawTooMany } from "./user-caps.js";
 
 /** How often the serving certificate files are checked for changes. */
 export const SERVING_CERT_POLL_MS = 5_000;
@@ -62,10 +66,14 @@ export interface GatewayDeps {
   bindAddress?: string;
   /** Clock of the caches and OIDC (tests). */
   now?: () => number;
+  /** Timers of the per-user queues' deadlines (tests; default the real clock). */
+  clock?: Clock;
   /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
   limits?: Partial<CallerLimits>;
   /** The fleet view's settings (tests; defaults otherwise). */
   fleet?: FleetSettings;
+  /** The gateway's own mounted ServiceAccount token, whose `aud` names the hub apiserver's audiences (default {@link MOUNTED_TOKEN_FILE}). */
+  serviceAccountTokenFile?: string;
 }
 
 /** Settings of the gateway's fleet view. */
@@ -107,17 +115,27 @@ type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 /** The TLS socket a request came over. */
 function tlsSocketOf(req: AnyRequest): tls.TLSSocket | undefined {
   const socket = "stream" in req ? req.stream.session?.socket : req.socket;
-  return socket && "getPeerX509Certificate" in socket ? socket : undefined;
+  return socket && isTlsSocket(socket) ? socket : undefined;
+}
+
+/**
+ * Whether `socket` is a TLS socket. An HTTP/2 session's socket is a Proxy whose `in` looks at the
+ * session, not the socket (HTTP/2 callers' client certificates went unseen): ask its `get`.
+ */
+function isTlsSocket(socket: net.Socket | tls.TLSSocket): socket is tls.TLSSocket {
+  return typeof Reflect.get(socket, "getPeerX509Certificate") === "function";
 }
 
 function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
   const socket = tlsSocketOf(req);
   const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+  const source = req.socket.remoteAddress;
   return {
     method: req.method ?? "GET",
     url: req.url ?? "/",
     headers: req.headers,
     upgrade,
+    ...(source !== undefined ? { source } : {}),
     ...(cert ? { clientCertificate: cert } : {}),
   };
 }
@@ -182,6 +200,8 @@ export class Gateway {
   readonly metrics: GatewayMetrics;
   readonly pool: ClusterPool;
   readonly services = new ExposedServices();
+  /** Each caller's share of each cluster (user-caps.ts). */
+  readonly caps: UserCaps;
   /** What the fleet view shows (docs/design/fleet-view.md). */
   readonly fleetModel: FleetModel;
   /** The hub source of {@link fleetModel}. */
@@ -189,6 +209,8 @@ export class Gateway {
   private readonly fleet: FleetHttp;
   /** Client certificates of the fleet view's requests, for its authentication. */
   private readonly fleetCertificates = new WeakMap<FleetRequest, X509Certificate>();
+  /** Source addresses of the fleet view's requests, for its authentication's rate limit. */
+  private readonly fleetSources = new WeakMap<FleetRequest, string>();
   private readonly logger: Logger;
   private readonly audit: AuditSink;
   private readonly admission: AdmissionDeps;
@@ -229,14 +251,26 @@ export class Gateway {
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
+    const audiences = this.tokenAudiences();
     const authenticator = new Authenticator({
-      hub: deps.hub,
+      hub: { tokenReview: (token) => audiences.review(token) },
       tokenReview: options.tokenReview,
       cacheTtlMs: options.authenticationCacheTtl,
       ...(oidc ? { oidc } : {}),
       passthroughUnrecognizedTokens: options.passthroughUnrecognizedTokens,
+      reviewRatePerSource: options.tokenReviewRatePerSource,
+      reviewBurstPerSource: options.tokenReviewBurstPerSource,
       onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
+      onRateLimited: () => this.metrics.fairnessRejections.inc({ reason: "token-review-rate" }),
       ...now,
+    });
+    this.caps = new UserCaps({
+      maxRequests: options.maxRequestsPerUser,
+      maxQueued: options.maxQueuedRequestsPerUser,
+      queueTimeoutMs: options.queuedRequestTimeout,
+      maxLongRunning: options.maxLongRunningPerUser,
+      clock: deps.clock ?? realClock,
+      onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
     });
     const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
     this.admission = {
@@ -285,8 +319,12 @@ export class Gateway {
     });
     const viewers = new FleetViewers({
       authenticator,
-      authorizer,
+      hub: deps.hub,
+      cacheTtlMs: options.fleetAuthorizationCacheTtl,
       certificateOf: (req) => this.fleetCertificates.get(req),
+      sourceOf: (req) => this.fleetSources.get(req),
+      onUnavailable: () => onDenial("authorization-unavailable"),
+      ...now,
     });
     this.fleet = new FleetHttp({
       model: this.fleetModel,
@@ -309,6 +347,31 @@ export class Gateway {
       },
       logger: this.logger,
     });
+  }
+
+  /** The audience policy of hub TokenReviews (`token-audiences.ts`); logs what it asks for. */
+  private tokenAudiences(): TokenAudiences {
+    const o = this.options;
+    // The mounted token is the hub's only when the gateway talks to the hub it runs on.
+    const hubApiAudiences =
+      o.hubApiAudiences.length > 0 || o.hubKubeconfig !== ""
+        ? o.hubApiAudiences
+        : tokenFileAudiences(this.deps.serviceAccountTokenFile ?? MOUNTED_TOKEN_FILE);
+    const audiences = new TokenAudiences(this.deps.hub, {
+      tokenAudiences: o.tokenAudiences,
+      acceptHubApiAudience: o.acceptHubApiAudience,
+      hubApiAudiences,
+    });
+    if (o.tokenReview)
+      this.logger.info(
+        {
+          audiences: audiences.requested,
+          acceptHubApiAudience: o.acceptHubApiAudience,
+          ...(o.acceptHubApiAudience && hubApiAudiences.length === 0 ? { hubApiAudiences: "unknown" } : {}),
+        },
+        "hub TokenReviews ask for these audiences",
+      );
+    return audiences;
   }
 
   /** The namespace of the services ConfigMap: --namespace, else the pod's. */
@@ -448,6 +511,7 @@ export class Gateway {
     const end = this.begin();
     if (FleetHttp.owns(req.url)) {
       const cert = tlsSocketOf(req);
+      if (cert?.remoteAddress !== undefined) this.fleetSources.set(req, cert.remoteAddress);
       if (cert?.authorized) {
         const x509 = cert.getPeerX509Certificate();
         if (x509) this.fleetCertificates.set(req, x509);
@@ -460,10 +524,14 @@ export class Gateway {
       return;
     }
     const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
-    const exchange = exchangeOf(req, res);
+    const exchange = sandboxed(exchangeOf(req, res));
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
-      const a = await admit(this.admission, headOf(req, false), rec);
+      const gone = closeSignal(res);
+      const head = headOf(req, false);
+      const a = await admit(this.admission, head, rec);
+      const caller = callerKey(a.caller, head.source);
+      releaseOn(gone, await this.caps.acquire(a.cluster, caller, kindOf(a.target, false), gone));
       rec.startStreaming();
       let code: number;
       try {
@@ -490,6 +558,7 @@ export class Gateway {
         res.writeHead(e.status, {
           "content-type": "text/plain; charset=utf-8",
           "content-length": Buffer.byteLength(body),
+          ...(e.retryAfterSeconds !== undefined ? { "retry-after": String(e.retryAfterSeconds) } : {}),
         });
         res.end(body);
       } else exchange.destroy();
@@ -510,7 +579,13 @@ export class Gateway {
     socket.on("error", () => socket.destroy());
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
-      const a = await admit(this.admission, headOf(req, true), rec);
+      const requestHead = headOf(req, true);
+      const a = await admit(this.admission, requestHead, rec);
+      checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
+      const gone = new AbortController();
+      socket.once("close", () => gone.abort());
+      const caller = callerKey(a.caller, requestHead.source);
+      releaseOn(gone.signal, await this.caps.acquire(a.cluster, caller, "long-running", gone.signal));
       rec.startStreaming();
       const code = await relayUpgrade(
         {
@@ -531,7 +606,8 @@ export class Gateway {
       rec.finish(code);
     } catch (err) {
       const e = asGatewayError(err);
-      writeRawError(socket, e);
+      if (e.retryAfterSeconds !== undefined) writeRawTooMany(socket, e);
+      else writeRawError(socket, e);
       rec.finish(e.status, e);
     }
   }

@@ -50,6 +50,12 @@ export class GatewayMetrics {
     labelNames: ["reason"] as const,
     registers: [this.registry],
   });
+  readonly fairnessRejections = new Counter({
+    name: `${PREFIX}fairness_rejections_total`,
+    help: "Requests refused with 429 by a fairness limit, by reason (queue-full, queue-timeout, long-running: the per-user caps of one cluster; token-review-rate: the per-source TokenReview rate)",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
 
   constructor(private readonly exists: (cluster: string) => boolean) {}
 

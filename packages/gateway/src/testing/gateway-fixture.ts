@@ -17,11 +17,12 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
+import type { Clock } from "@cluster-proxy/kit";
 import type { AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
-import { FakeHub } from "./fake-hub.js";
+import { FAKE_HUB_API_AUDIENCE, FakeHub } from "./fake-hub.js";
 
 /** A response read to its end. */
 export interface TestResponse {
@@ -74,6 +75,8 @@ export interface FixtureOptions {
   dialer?: (endpointDialer: Dialer) => Dialer;
   /** The fleet view's settings (default: no page, the gateway's other defaults). */
   fleet?: FleetSettings;
+  /** The timers of the per-user queues (default: real ones), e.g. a ManualClock. */
+  clock?: Clock;
 }
 
 const DAYS = 2;
@@ -118,6 +121,9 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     "client-ca.crt": clientCa.certPem,
   };
   if (f.oidc) files["oidc-ca.crt"] = f.oidc.ca.toString();
+  // The gateway's own mounted ServiceAccount token: its aud names the hub apiserver's audience.
+  const saClaims = { aud: [FAKE_HUB_API_AUDIENCE], sub: "system:serviceaccount:cluster-proxy:gateway" };
+  files["sa.token"] = ["e30", Buffer.from(JSON.stringify(saClaims)).toString("base64url"), "c2ln"].join(".");
   for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
   const endpoint = new FakeEndpoint({
     cert: Buffer.from(agent.certPem),
@@ -164,7 +170,9 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
+    ...(f.clock ? { clock: f.clock } : {}),
     fleet: { assets: new Map(), ...f.fleet },
+    serviceAccountTokenFile: join(dir, "sa.token"),
   });
   const { port, healthPort } = await gateway.start();
   const ca = Buffer.from(servingCa.certPem);
