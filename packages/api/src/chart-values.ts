@@ -159,8 +159,9 @@ function gatewayValues(): ValuesSchema {
         items: { type: "string", pattern: "^https?://[^/?#]+$" },
       },
       impersonationPrefix: str(
-        "Prefix of the user and group names the agents impersonate, so hub identities never collide with a cluster's own (--impersonation-prefix).",
+        "Prefix of the user and group names the agents impersonate, so hub identities never collide with a cluster's own (the gateway's --impersonation-prefix; the addon manager renders it into every agent, which serves only impersonations carrying it). Not empty.",
         "cluster:hub:",
+        { minLength: 1 },
       ),
       exposedServices: {
         type: "array",
