@@ -35,6 +35,7 @@ import {
 import {
   headerBlock,
   http2Call,
+  http2Calls,
   legitimateGet,
   rawHttp1,
   rawHttp2,
@@ -154,40 +155,23 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
     await world?.close();
   });
 
-  /**
-   * Runs `send` as `caller` for case `id` (its request carries `case=<id>`), then a legitimate
-   * request, and returns why the case broke the invariant (or undefined).
-   */
-  async function check(
-    name: string,
-    caller: Caller,
-    send: (id: number) => Promise<Outcome>,
-  ): Promise<string | undefined> {
-    const id = ++caseNo;
-    const seenBefore = [world.apiserver.received.length, world.service.received.length] as const;
-    const outcome = await send(id);
-    if (!(await world.gatewayAlive())) {
-      const out = world.gateway.output().slice(-1500);
-      await world.restartGatewayIfExited();
-      return `${name} [case ${id}]: the gateway process exited\n${out}`;
-    }
-    const marker = `/${CLUSTER}/version?marker=${id}`;
-    let legit = "";
-    try {
-      const r = await legitimateGet(world, marker, READER.token);
-      if (r.status !== 200) legit = `; then a legitimate GET got ${r.status} ${r.body.slice(0, 120)}`;
-      // Its answer must be its own, not one of a hidden request queued before it.
-      else if (!r.body.includes(JSON.stringify(`/version?marker=${id}`)))
-        legit = `; then a legitimate GET got another request's answer: ${r.body.slice(0, 160)}`;
-    } catch (err) {
-      legit = `; then a legitimate GET failed: ${(err as Error).message}`;
-    }
-    const fresh = [
-      ...world.apiserver.received.slice(seenBefore[0]),
-      ...world.service.received.slice(seenBefore[1]),
-    ].filter((r) => !r.url.includes("marker="));
-    const mine = fresh.filter((r) => r.url.includes(`case=${id}`));
-    const stray = fresh.filter((r) => !r.url.includes(`case=${id}`));
+  /** Where the stand-ins' records are now (for {@link arrivalsSince}). */
+  const recordMark = (): readonly [number, number] =>
+    [world.apiserver.received.length, world.service.received.length] as const;
+
+  /** What the stand-ins received since `mark`, legitimate marker requests left out. */
+  const arrivalsSince = (mark: readonly [number, number]): Received[] =>
+    [...world.apiserver.received.slice(mark[0]), ...world.service.received.slice(mark[1])].filter(
+      (r) => !r.url.includes("marker="),
+    );
+
+  /** Whether `r` is case `id`'s own request (its URL ends with `case=<id>`). */
+  const isCase = (r: Received, id: number): boolean => new RegExp(`[?&]case=${id}$`).test(r.url);
+
+  /** How the arrivals of case `id` (among `fresh`, with any hidden request) break the invariant. */
+  function problemsOf(id: number, caller: Caller, outcome: Outcome, fresh: Received[]): string[] {
+    const mine = fresh.filter((r) => isCase(r, id));
+    const stray = fresh.filter((r) => !isCase(r, id));
     const problems: string[] = [];
     if (stray.length > 0)
       problems.push(
@@ -204,6 +188,42 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
     if (mine.length === 0 && outcome.statuses.length === 0 && !outcome.refused) problems.push("no answer");
     if (ok2xx && mine.length !== 1) problems.push(`caller got 2xx but ${mine.length} requests arrived`);
     if (outcome.statuses.some((s) => s >= 500)) problems.push("a 5xx");
+    return problems;
+  }
+
+  /** A legitimate GET marking case `id`'s end: "" when it got its own 200 answer, else why not. */
+  async function legitimateAfter(id: number): Promise<string> {
+    try {
+      const r = await legitimateGet(world, `/${CLUSTER}/version?marker=${id}`, READER.token);
+      if (r.status !== 200) return `; then a legitimate GET got ${r.status} ${r.body.slice(0, 120)}`;
+      // Its answer must be its own, not one of a hidden request queued before it.
+      if (!r.body.includes(JSON.stringify(`/version?marker=${id}`)))
+        return `; then a legitimate GET got another request's answer: ${r.body.slice(0, 160)}`;
+      return "";
+    } catch (err) {
+      return `; then a legitimate GET failed: ${(err as Error).message}`;
+    }
+  }
+
+  /**
+   * Runs `send` as `caller` for case `id` (its request carries `case=<id>`), then a legitimate
+   * request, and returns why the case broke the invariant (or undefined).
+   */
+  async function check(
+    name: string,
+    caller: Caller,
+    send: (id: number) => Promise<Outcome>,
+  ): Promise<string | undefined> {
+    const id = ++caseNo;
+    const seenBefore = recordMark();
+    const outcome = await send(id);
+    if (!(await world.gatewayAlive())) {
+      const out = world.gateway.output().slice(-1500);
+      await world.restartGatewayIfExited();
+      return `${name} [case ${id}]: the gateway process exited\n${out}`;
+    }
+    const legit = await legitimateAfter(id);
+    const problems = problemsOf(id, caller, outcome, arrivalsSince(seenBefore));
     if (problems.length === 0 && legit === "") return undefined;
     return `${name} [case ${id}]: ${problems.join("; ")}${legit} (caller saw ${outcome.detail})`;
   }
@@ -458,6 +478,45 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
           }),
         ),
     );
+    assertNoFailures();
+  });
+
+  test("HTTP/2: 33 streams at once on one connection, every method, each body hiding requests", async () => {
+    const runs: [Method, Caller][] = [];
+    for (let round = 0; round < 3; round++)
+      runs.push(
+        ...METHODS.map((m) => [m, READER] as [Method, Caller]),
+        ...WRITES.map((m) => [m, WRITER] as [Method, Caller]),
+      );
+    const ids = runs.map(() => ++caseNo);
+    const mark = recordMark();
+    const answers = await http2Calls(
+      world,
+      runs.map(([m, c], i) => {
+        const s = smuggled(ids[i]!, world.service.port, i % 3 === 2 ? "service" : "kube");
+        return { headers: h2Headers(m, c, ids[i]!), body: [s.slice(0, 40), s.slice(40)] };
+      }),
+      10_000,
+    );
+    assert.ok(await world.gatewayAlive(), "the gateway process runs");
+    const legit = await legitimateAfter(ids.at(-1)!);
+    const fresh = arrivalsSince(mark);
+    runs.forEach(([m, c], i) => {
+      const problems = problemsOf(
+        ids[i]!,
+        c,
+        fromH2(answers[i] ?? { body: "", error: "no answer" }),
+        fresh.filter((r) => isCase(r, ids[i]!)),
+      );
+      if (problems.length > 0)
+        failures.push(`h2 concurrent ${m} as ${c.username} [case ${ids[i]}]: ${problems.join("; ")}`);
+    });
+    const hidden = fresh.filter((r) => !ids.some((id) => isCase(r, id)));
+    if (hidden.length > 0)
+      failures.push(
+        `h2 concurrent: ${hidden.length} hidden/stray request(s) sent: ${hidden.map((r) => `${r.method} ${r.url} as ${headerValues(r.rawHeaders, "impersonate-user").join(",") || "(no Impersonate-User)"}`).join("; ")}`,
+      );
+    if (legit) failures.push(`h2 concurrent${legit}`);
     assertNoFailures();
   });
 

@@ -62,55 +62,71 @@ export interface H2Answer {
   error?: string;
 }
 
-/** One HTTP/2 request with node's client: `headers` as given, `body` chunks written as DATA (stream ended after unless `leaveOpen`). */
+/** One HTTP/2 request to send: headers as given, `body` chunks written as DATA (stream ended after unless `endStream` is false). */
+export interface H2Request {
+  headers: http2.OutgoingHttpHeaders;
+  body?: (Buffer | string)[];
+  endStream?: boolean;
+}
+
+/** Sends `r` on `session` and resolves with what came back (within `timeoutMs`). */
+function onStream(session: http2.ClientHttp2Session, r: H2Request, timeoutMs: number): Promise<H2Answer> {
+  const body = r.body ?? [];
+  const answer: H2Answer = { body: "" };
+  return new Promise<H2Answer>((resolve) => {
+    const timer = setTimeout(() => {
+      answer.error = "timeout";
+      resolve(answer);
+    }, timeoutMs);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(answer);
+    };
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = session.request(r.headers, { endStream: body.length === 0 && r.endStream !== false });
+    } catch (err) {
+      answer.error = (err as Error).message;
+      return done();
+    }
+    stream.on("response", (h) => (answer.status = Number(h[":status"])));
+    stream.on("data", (c: Buffer) => (answer.body += c.toString("latin1")));
+    stream.on("error", (err: Error) => (answer.error = err.message));
+    stream.on("close", () => {
+      answer.rstCode = stream.rstCode;
+      done();
+    });
+    try {
+      for (const chunk of body) stream.write(chunk);
+      if (body.length > 0 && r.endStream !== false) stream.end();
+    } catch (err) {
+      answer.error = (err as Error).message;
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+    }
+  });
+}
+
+/** Sends every request of `requests` at once as streams of one HTTP/2 connection; resolves with their answers in order. */
+export async function http2Calls(world: HostileWorld, requests: H2Request[], timeoutMs = 5_000): Promise<H2Answer[]> {
+  const session = http2.connect(`https://127.0.0.1:${world.port}`, { ca: world.servingCa, servername: "localhost" });
+  session.on("error", () => undefined);
+  try {
+    return await Promise.all(requests.map((r) => onStream(session, r, timeoutMs)));
+  } finally {
+    session.destroy();
+  }
+}
+
+/** One HTTP/2 request with node's client on a connection of its own (see {@link H2Request}). */
 export async function http2Call(
   world: HostileWorld,
   headers: http2.OutgoingHttpHeaders,
   body: (Buffer | string)[] = [],
   opts: { timeoutMs?: number; endStream?: boolean } = {},
 ): Promise<H2Answer> {
-  const session = http2.connect(`https://127.0.0.1:${world.port}`, {
-    ca: world.servingCa,
-    servername: "localhost",
-  });
-  session.on("error", () => undefined);
-  const answer: H2Answer = { body: "" };
-  try {
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => {
-        answer.error = "timeout";
-        resolve();
-      }, opts.timeoutMs ?? 5_000);
-      const done = (): void => {
-        clearTimeout(timer);
-        resolve();
-      };
-      let stream: http2.ClientHttp2Stream;
-      try {
-        stream = session.request(headers, { endStream: body.length === 0 && opts.endStream !== false });
-      } catch (err) {
-        answer.error = (err as Error).message;
-        return done();
-      }
-      stream.on("response", (h) => (answer.status = Number(h[":status"])));
-      stream.on("data", (c: Buffer) => (answer.body += c.toString("latin1")));
-      stream.on("error", (err: Error) => (answer.error = err.message));
-      stream.on("close", () => {
-        answer.rstCode = stream.rstCode;
-        done();
-      });
-      try {
-        for (const chunk of body) stream.write(chunk);
-        if (body.length > 0 && opts.endStream !== false) stream.end();
-      } catch (err) {
-        answer.error = (err as Error).message;
-        stream.close(http2.constants.NGHTTP2_CANCEL);
-      }
-    });
-  } finally {
-    session.destroy();
-  }
-  return answer;
+  const request: H2Request = { headers, body, ...(opts.endStream !== undefined ? { endStream: opts.endStream } : {}) };
+  const [answer] = await http2Calls(world, [request], opts.timeoutMs ?? 5_000);
+  return answer ?? { body: "", error: "no answer" };
 }
 
 /** What a raw HTTP/2 caller read back: the frame types per stream, RST_STREAM codes, GOAWAY. */
