@@ -481,7 +481,7 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
     assertNoFailures();
   });
 
-  test("HTTP/2: 33 streams at once on one connection, every method, each body hiding requests", async () => {
+  test("HTTP/2: 33 streams at once on one connection, every method, each body hiding requests (half with a length)", async () => {
     const runs: [Method, Caller][] = [];
     for (let round = 0; round < 3; round++)
       runs.push(
@@ -494,7 +494,9 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
       world,
       runs.map(([m, c], i) => {
         const s = smuggled(ids[i]!, world.service.port, i % 3 === 2 ? "service" : "kube");
-        return { headers: h2Headers(m, c, ids[i]!), body: [s.slice(0, 40), s.slice(40)] };
+        // Every other stream declares its length: those bodies are relayed (the hidden bytes as inert body).
+        const length = i % 2 === 0 ? { "content-length": String(Buffer.byteLength(s)) } : {};
+        return { headers: h2Headers(m, c, ids[i]!, length), body: [s.slice(0, 40), s.slice(40)] };
       }),
       10_000,
     );
