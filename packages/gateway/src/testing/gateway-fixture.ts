@@ -17,7 +17,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import type { AuditRecord } from "../audit-log.js";
+import type { AuditLine, AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
@@ -45,7 +45,10 @@ export interface GatewayFixture {
   servingAuthority: CertificateAndKey;
   /** The gateway CA (to issue new identities). */
   gatewayAuthority: CertificateAndKey;
+  /** The audit records of requests that ended, in order. */
   audit: AuditRecord[];
+  /** Every audit line in order: the records, and the start lines of long-running requests. */
+  auditLines: AuditLine[];
   /** Move the caches' clock forward (expire cached hub answers). */
   advance(ms: number): void;
   /** Send a request to the gateway and read the whole answer. */
@@ -129,6 +132,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   hub.addCluster("mc1");
   hub.addCluster("mc2");
   const audit: AuditRecord[] = [];
+  const auditLines: AuditLine[] = [];
   const options = parseGatewayOptions({
     port: 0,
     healthPort: 0,
@@ -160,7 +164,13 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   const gateway = new Gateway(options, {
     hub,
     dialer: f.dialer ? f.dialer(endpointDialer) : endpointDialer,
-    audit: { write: (r) => void audit.push(structuredClone(r)), close: () => undefined },
+    audit: {
+      write: (r) => {
+        auditLines.push(structuredClone(r));
+        if (r.stage !== "start") audit.push(structuredClone(r));
+      },
+      close: () => undefined,
+    },
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
@@ -180,6 +190,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     gatewayAuthority: gatewayCa,
     client: { cert: Buffer.from(client.certPem), key: Buffer.from(client.keyPem) },
     audit,
+    auditLines,
     advance: (ms) => void (offset += ms),
     tlsConnect: async () => {
       const socket = tls.connect({ host: "127.0.0.1", port, ca, servername: "localhost", ALPNProtocols: ["http/1.1"] });
