@@ -266,12 +266,12 @@ const gatewayOptionFields = {
     },
     positiveInt,
   ),
-  http2IdleTimeout: opt.duration(
+  connectionIdleTimeout: opt.duration(
     120_000,
     {
-      flag: "http2-idle-timeout",
+      flag: "connection-idle-timeout",
       description:
-        "An HTTP/2 connection of a caller on which no stream (request, watch) has been open for this long is closed (GOAWAY); clients open a new one when they need it",
+        "A caller's connection with nothing in flight for this long is closed: HTTP/2 with no open stream (GOAWAY; a watch keeps its connection), HTTP/1.1 before its first request (between requests: after 5 s); clients open a new one when they need it",
     },
     rules.atLeastMs(1),
   ),

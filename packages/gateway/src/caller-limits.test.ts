@@ -172,6 +172,32 @@ describe("gateway caller limits: per client, HTTP/2", () => {
     active.close();
   });
 
+  test("an HTTP/1.1 connection that never asks, or is idle after its answer, is closed; one with a quiet watch is not", async () => {
+    const watching = await tlsFrom(f, "127.0.0.10");
+    watching.write(`GET /mc1/quiet?watch=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
+    let got = "";
+    watching.on("data", (c: Buffer) => (got += c.toString()));
+    await waitUntil("the watch's head", () => Promise.resolve(got.includes("\r\n\r\n")), {
+      timeoutMs: 10_000,
+      everyMs: 10,
+    });
+    let watchClosed = false;
+    watching.once("close", () => (watchClosed = true));
+    const silent = await tlsFrom(f, "127.0.0.11");
+    const answered = await tlsFrom(f, "127.0.0.11");
+    answered.write(`GET /mc1/api HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
+    await Promise.all([closesWithin(silent, 20_000), closesWithin(answered, 20_000)]);
+    // Another idle time, measured by a second silent client: the watch's connection outlives it.
+    await closesWithin(await tlsFrom(f, "127.0.0.11"), 20_000);
+    assert.equal(watchClosed, false, "the connection of a running watch was closed");
+    f.endpoint.release();
+    await waitUntil("the watch's end", () => Promise.resolve(got.endsWith("0\r\n\r\n")), {
+      timeoutMs: 10_000,
+      everyMs: 10,
+    });
+    watching.destroy();
+  });
+
   test("HTTP/2 clients are told the stream limit", async () => {
     const session = h2From(f, "127.0.0.7");
     await once(session, "remoteSettings");

@@ -3,7 +3,8 @@
  * connections one client may hold (by source address; an IPv6 client by its /64, which one host
  * usually holds whole); HTTP/2 connections closed when no stream has been open on them for an
  * idle time (a watch or any request in flight keeps its connection), and cut when their client
- * resets streams faster than an allowance (rapid reset).
+ * resets streams faster than an allowance (rapid reset); HTTP/1.1 connections that never begin a
+ * request closed after the same idle time.
  */
 import { isIPv4, isIPv6, type Socket } from "node:net";
 import { constants, type ServerHttp2Session } from "node:http2";
@@ -129,4 +130,30 @@ export function guardSession(
   });
   session.once("close", () => clearTimeout(timer));
   arm();
+}
+
+/**
+ * HTTP/1.1 connections that say nothing: Node's HTTP/1.1 server times out a request whose
+ * headers are slow and a connection idle after a response (keepAliveTimeout, 5 s), but not one
+ * that never begins a request. Such a connection is closed when it has begun none within the idle
+ * time of its handshake.
+ */
+export class SilentConnections {
+  private readonly begun = new WeakSet<object>();
+
+  constructor(private readonly idleMs: number) {}
+
+  /** A connection that will speak HTTP/1.1 was accepted. */
+  accepted(socket: Socket): void {
+    const timer = setTimeout(() => {
+      if (!this.begun.has(socket)) socket.destroy();
+    }, this.idleMs);
+    timer.unref();
+    socket.once("close", () => clearTimeout(timer));
+  }
+
+  /** `socket` began a request (or an upgrade). */
+  began(socket: object): void {
+    this.begun.add(socket);
+  }
 }

@@ -33,7 +33,7 @@ import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
-import { ClientConnections, guardSession } from "./client-connections.js";
+import { ClientConnections, SilentConnections, guardSession } from "./client-connections.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
@@ -94,7 +94,11 @@ export interface CallerLimits {
    * closed on arrival (default --max-connections-per-client).
    */
   maxConnectionsPerClient: number;
-  /** An HTTP/2 connection without an open stream for this long is closed (default --http2-idle-timeout). */
+  /**
+   * An HTTP/2 connection without an open stream for this long is closed, and so is an HTTP/1.1
+   * connection that has begun no request (default --connection-idle-timeout; one idle after a
+   * response is closed after Node's keepAliveTimeout, 5 s).
+   */
   idleTimeoutMs: number;
   /** Streams one HTTP/2 connection may have open at once (default --http2-max-streams-per-connection). */
   maxConcurrentStreams: number;
@@ -125,7 +129,7 @@ export function callerLimitsOf(o: GatewayOptions, overrides: Partial<CallerLimit
   return {
     ...DEFAULT_CALLER_LIMITS,
     maxConnectionsPerClient: o.maxConnectionsPerClient,
-    idleTimeoutMs: o.http2IdleTimeout,
+    idleTimeoutMs: o.connectionIdleTimeout,
     maxConcurrentStreams: o.http2MaxStreamsPerConnection,
     ...overrides,
   };
@@ -388,6 +392,14 @@ export class Gateway {
     server.on("connection", (socket: net.Socket) => {
       if (!clients.admit(socket)) this.metrics.refusedConnections.inc({ reason: "client-connection-cap" });
     });
+    const silent = new SilentConnections(limits.idleTimeoutMs);
+    server.on("secureConnection", (socket: tls.TLSSocket) => {
+      if (socket.alpnProtocol !== "h2") silent.accepted(socket);
+    });
+    server.on("request", (req: AnyRequest) => {
+      if (!("stream" in req)) silent.began(req.socket);
+    });
+    server.on("upgrade", (req: http.IncomingMessage) => silent.began(req.socket));
     server.on("session", (session: http2.ServerHttp2Session) =>
       guardSession(session, limits, (reason) => this.metrics.refusedConnections.inc({ reason })),
     );
