@@ -172,7 +172,7 @@ describe("gateway caller limits: per client, HTTP/2", () => {
     active.close();
   });
 
-  test("an HTTP/1.1 connection that never asks, or is idle after its answer, is closed; one with a quiet watch is not", async () => {
+  test("an HTTP/1.1 connection that never asks is closed after the idle time, one idle after its answer after the keep-alive time; one with a quiet watch is not", async () => {
     const watching = await tlsFrom(f, "127.0.0.10");
     watching.write(`GET /mc1/quiet?watch=1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`);
     let got = "";
@@ -230,6 +230,27 @@ describe("gateway caller limits: per client, HTTP/2", () => {
     other.close();
     const metrics = await (await fetch(`http://127.0.0.1:${f.healthPort}/metrics`)).text();
     assert.match(metrics, /cluster_proxy_gateway_refused_connections_total\{reason="stream-resets"\} 1\n/);
+  });
+});
+
+describe("gateway caller limits: a client that goes away", () => {
+  test("many streams waiting for their answers when the client's connection drops are not a rapid reset", async () => {
+    const f = await startGatewayFixture({ options: { clientCaFile: "" }, limits: { maxEarlyResets: 5 } });
+    try {
+      f.hub.tokens.set(TOKEN, { username: USER, groups: [], extra: {} });
+      f.hub.grantProxy(USER, "mc1", "get");
+      const raw = await RawH2.connect(f.port, f.servingCa);
+      raw.open(20, "/mc1/hold", bearer);
+      await f.endpoint.heldCount(20);
+      raw.socket.destroy();
+      await raw.closed();
+      f.endpoint.release();
+      assert.equal((await f.request("/mc1/api", { headers: bearer })).status, 200);
+      const metrics = await (await fetch(`http://127.0.0.1:${f.healthPort}/metrics`)).text();
+      assert.doesNotMatch(metrics, /reason="stream-resets"/);
+    } finally {
+      await f.close();
+    }
   });
 });
 

@@ -110,6 +110,8 @@ export function guardSession(
     timer.unref();
   };
   const earlyReset = (): void => {
+    // Streams that end with their connection are not the client's resets.
+    if (session.destroyed || session.closed) return;
     const t = now();
     allowance = Math.min(limits.maxEarlyResets, allowance + ((t - refilled) / 1000) * (limits.maxEarlyResets / 10));
     refilled = t;

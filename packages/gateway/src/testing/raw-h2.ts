@@ -108,6 +108,14 @@ export class RawH2 {
     return sent;
   }
 
+  /** Open `count` streams (GET `path` with `headers`) and leave them open. */
+  open(count: number, path: string, headers: Record<string, string>): void {
+    const block = headerBlock(path, headers);
+    const frames: Buffer[] = [];
+    for (let i = 0; i < count; i++, this.nextStream += 2) frames.push(frame(HEADERS, 0x5, this.nextStream, block));
+    this.socket.write(Buffer.concat(frames));
+  }
+
   /** Resolves when the connection is closed. */
   closed(): Promise<void> {
     return this.socket.destroyed && this.socket.closed
