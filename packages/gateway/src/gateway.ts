@@ -400,6 +400,22 @@ export class Gateway {
       if (!("stream" in req)) silent.began(req.socket);
     });
     server.on("upgrade", (req: http.IncomingMessage) => silent.began(req.socket));
+    // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
+    // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
+    server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
+      const rec = new RequestRecord(req.method ?? "CONNECT", this.audit, this.metrics);
+      const e = new GatewayError(405, "method-not-allowed", 'method "CONNECT" is not supported');
+      if (to instanceof http2.Http2ServerResponse) {
+        const body = `${e.message}\n`;
+        to.writeHead(405, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body) });
+        to.end(body);
+      } else {
+        silent.began(req.socket);
+        to.on("error", () => to.destroy());
+        writeRawError(to, e);
+      }
+      rec.finish(405, e);
+    });
     server.on("session", (session: http2.ServerHttp2Session) =>
       guardSession(session, limits, (reason) => this.metrics.refusedConnections.inc({ reason })),
     );

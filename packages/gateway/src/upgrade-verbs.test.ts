@@ -109,7 +109,7 @@ describe("upgrades need hub create", () => {
     assert.match(r.body, /may not "delete" managedclusters\/proxy "mc1"/);
   });
 
-  test("HTTP/2 CONNECT (the extended CONNECT of WebSocket over HTTP/2 included) is not served", async () => {
+  test("CONNECT is not served: HTTP/2 (extended CONNECT of WebSocket over HTTP/2 included) and HTTP/1.1", async () => {
     const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
     session.on("error", () => undefined);
     const dials = f.endpoint.dialed.length;
@@ -127,5 +127,20 @@ describe("upgrades need hub create", () => {
     assert.equal(f.endpoint.dialed.length, dials);
     assert.equal(http2.getDefaultSettings().enableConnectProtocol, false);
     session.destroy();
+    // Over HTTP/1.1: answered 405 and closed (not left hanging).
+    const socket = await f.tlsConnect();
+    socket.write(
+      `CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\nAuthorization: Bearer ${WRITER_TOKEN}\r\n\r\n`,
+    );
+    let got = "";
+    socket.on("data", (c: Buffer) => (got += c.toString()));
+    socket.on("error", () => undefined);
+    const timer = setTimeout(() => socket.destroy(), 20_000);
+    await once(socket, "close");
+    clearTimeout(timer);
+    assert.match(got, /^HTTP\/1.1 405 /);
+    assert.equal(f.endpoint.dialed.length, dials);
+    assert.equal(f.audit.at(-1)?.method, "CONNECT");
+    assert.equal(f.audit.at(-1)?.code, 405);
   });
 });
