@@ -6,8 +6,10 @@
  * resets streams faster than an allowance (rapid reset); HTTP/1.1 connections that never begin a
  * request closed after the same idle time.
  */
+import type { IncomingMessage } from "node:http";
 import { isIPv4, isIPv6, type Socket } from "node:net";
-import { constants, type ServerHttp2Session } from "node:http2";
+import { constants, type Http2SecureServer, type Http2ServerRequest, type ServerHttp2Session } from "node:http2";
+import type { TLSSocket } from "node:tls";
 
 const MAPPED_IPV4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
 
@@ -158,4 +160,41 @@ export class SilentConnections {
   began(socket: object): void {
     this.begun.add(socket);
   }
+}
+
+/** The bounds {@link guardPort} holds a port's connections to. */
+export interface PortLimits extends SessionLimits {
+  /** Connections one client may hold at once. */
+  maxConnectionsPerClient: number;
+}
+
+/** Why {@link guardPort} refused or cut a connection (the metric's `reason`). */
+export type RefusalOfConnection = "client-connection-cap" | "stream-resets";
+
+/**
+ * Hold the connections of `server` (HTTP/2 with HTTP/1.1 allowed) to `limits`: the per-client
+ * cap (before the TLS handshake), {@link SilentConnections} for HTTP/1.1 and
+ * {@link guardSession} for HTTP/2; `onRefused` hears of each connection refused or cut.
+ */
+export function guardPort(
+  server: Http2SecureServer,
+  limits: PortLimits,
+  onRefused: (reason: RefusalOfConnection) => void,
+): void {
+  const clients = new ClientConnections(limits.maxConnectionsPerClient);
+  server.on("connection", (socket: Socket) => {
+    if (!clients.admit(socket)) onRefused("client-connection-cap");
+  });
+  const silent = new SilentConnections(limits.idleTimeoutMs);
+  server.on("secureConnection", (socket: TLSSocket) => {
+    if (socket.alpnProtocol !== "h2") silent.accepted(socket);
+  });
+  server.on("request", (req: IncomingMessage | Http2ServerRequest) => {
+    if (!("stream" in req)) silent.began(req.socket);
+  });
+  for (const event of ["upgrade", "connect"])
+    server.on(event, (req: IncomingMessage | Http2ServerRequest) => {
+      if (!("stream" in req)) silent.began(req.socket);
+    });
+  server.on("session", (session: ServerHttp2Session) => guardSession(session, limits, onRefused));
 }

@@ -33,7 +33,7 @@ import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
-import { ClientConnections, SilentConnections, guardSession } from "./client-connections.js";
+import { guardPort } from "./client-connections.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
@@ -387,19 +387,7 @@ export class Gateway {
       settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
     });
     server.maxConnections = limits.maxConnections;
-    // Per client, before the TLS handshake costs anything.
-    const clients = new ClientConnections(limits.maxConnectionsPerClient);
-    server.on("connection", (socket: net.Socket) => {
-      if (!clients.admit(socket)) this.metrics.refusedConnections.inc({ reason: "client-connection-cap" });
-    });
-    const silent = new SilentConnections(limits.idleTimeoutMs);
-    server.on("secureConnection", (socket: tls.TLSSocket) => {
-      if (socket.alpnProtocol !== "h2") silent.accepted(socket);
-    });
-    server.on("request", (req: AnyRequest) => {
-      if (!("stream" in req)) silent.began(req.socket);
-    });
-    server.on("upgrade", (req: http.IncomingMessage) => silent.began(req.socket));
+    guardPort(server, limits, (reason) => this.metrics.refusedConnections.inc({ reason }));
     // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
     // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
     server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
@@ -410,15 +398,11 @@ export class Gateway {
         to.writeHead(405, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body) });
         to.end(body);
       } else {
-        silent.began(req.socket);
         to.on("error", () => to.destroy());
         writeRawError(to, e);
       }
       rec.finish(405, e);
     });
-    server.on("session", (session: http2.ServerHttp2Session) =>
-      guardSession(session, limits, (reason) => this.metrics.refusedConnections.inc({ reason })),
-    );
     // With allowHTTP1, Node serves HTTP/1.1 with http.Server's machinery and honours its
     // headersTimeout (and checks it every connectionsCheckingInterval); @types/node does not
     // declare them on Http2SecureServer.
