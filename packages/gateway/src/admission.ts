@@ -130,6 +130,8 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     const { verb, resource, subresource, namespace, name } = kubeRequestInfo(head.method, target.path, target.query);
     Object.assign(r, { verb, resource, subresource, namespace, name });
     if (resource === undefined) r.path = target.path;
+    // `logs -f` runs as long as a watch.
+    if (subresource === "log" && /(?:^\?|&)follow=(?:1|true)(?:&|$)/.test(target.query)) rec.markLongRunning();
   } else {
     r.service = `${target.scheme}://${target.service}.${target.namespace}:${target.port}`;
     r.verb = head.method.toLowerCase();

@@ -1,6 +1,6 @@
 /**
  * The audit trail: one JSON line per request when it ends, and for a long-running one (a watch,
- * an upgraded stream: exec, attach, port-forward) one more when it starts, so that a session cut by
+ * `logs -f`, an upgraded stream: exec, attach, port-forward) one more when it starts, so that a session cut by
  * a crash leaves a record; to standard output or to a file rotated by size (`<file>.1` is the newest rotated file; at most
  * --audit-log-max-files are kept). A record never holds a token, a header value or a body.
  */

@@ -75,6 +75,20 @@ describe("audit: start lines and the fleet view", () => {
     assert.equal(f.audit.find((r) => r.requestID === start.requestID)!.code, 101);
   });
 
+  test("logs -f has a start line too", async () => {
+    const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
+    const stream = session.request({
+      ":path": "/mc1/api/v1/namespaces/ns1/pods/p/log?follow=true&fake=quiet",
+      ...bearer,
+    });
+    await once(stream, "response");
+    await wait("the log's start line", () => f.auditLines.some((l) => l.stage === "start" && l.subresource === "log"));
+    f.endpoint.release();
+    stream.resume();
+    await once(stream, "end");
+    session.close();
+  });
+
   test("a short request has one line, its record; a refused watch has no start line", async () => {
     const lines = f.auditLines.length;
     assert.equal((await f.request("/mc1/api/v1/namespaces/ns1/configmaps/c", { headers: bearer })).status, 200);

@@ -1,7 +1,7 @@
 /**
  * The bookkeeping of one request: its audit record, filled in as the request is admitted and
  * relayed, written once when it ends (with the status, bytes and duration), plus its metrics. A
- * long-running request (a watch, an upgraded stream) also gets a start line when its relay begins,
+ * long-running request (a watch, an upgraded stream, `logs -f`) also gets a start line when its relay begins,
  * so that it is on record even if the gateway dies before it ends.
  *
  * What a caller sends reaches the record and the labels only from fixed sets: a method the
@@ -38,7 +38,7 @@ export const KNOWN_METHODS: ReadonlySet<string> = new Set([
   "TRACE",
 ]);
 
-/** Whether the record of a request is long-running: it gets a start line. */
+/** Whether the record of a request is long-running by itself (a watch, an upgrade): it gets a start line. */
 function isLongRunning(r: AuditRecord): boolean {
   return r.upgrade === true || r.verb === "watch";
 }
@@ -57,6 +57,7 @@ export class RequestRecord {
   private readonly served: boolean;
   private done = false;
   private streaming = false;
+  private longRunning = false;
 
   /**
    * @param metrics where the request is counted (undefined: nowhere, e.g. the fleet view's own
@@ -92,6 +93,11 @@ export class RequestRecord {
     return this.metrics?.clusterLabel(this.record.cluster) ?? "";
   }
 
+  /** Give this request a start line although its record does not say it is long-running (`logs -f`). */
+  markLongRunning(): void {
+    this.longRunning = true;
+  }
+
   /**
    * The relay begins: count the request as an open stream until {@link finish}, and write the
    * start line of a long-running request.
@@ -99,7 +105,7 @@ export class RequestRecord {
   startStreaming(): void {
     if (this.streaming || this.done) return;
     this.streaming = true;
-    if (isLongRunning(this.record)) this.audit.write(startLineOf(this.record));
+    if (this.longRunning || isLongRunning(this.record)) this.audit.write(startLineOf(this.record));
     this.metrics?.openStreams.inc({ cluster: this.clusterLabel });
     this.tap?.streamOpened(this.record.cluster);
   }
