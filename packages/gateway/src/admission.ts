@@ -136,11 +136,9 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     r.service = `${target.scheme}://${target.service}.${target.namespace}:${target.port}`;
     r.verb = head.method.toLowerCase();
   }
-  if (upgrade) {
-    r.upgrade = true;
-    // As the kube-apiserver reads a WebSocket exec: the GET of an upgrade is a `create`.
-    if (r.verb === "get") r.verb = "create";
-  }
+  if (head.upgrade) r.upgrade = true;
+  // As the kube-apiserver reads a WebSocket exec: the GET of an upgrade is a `create`.
+  if (upgrade && r.verb === "get") r.verb = "create";
 
   const authorization = head.headers.authorization;
   const caller = await deps.authenticator.authenticate({
