@@ -5,7 +5,7 @@
  * so that it is on record even if the gateway dies before it ends.
  *
  * What a caller sends reaches the record and the labels only from fixed sets: a method the
- * gateway does not know is recorded as {@link OTHER_METHOD}, and label values are bounded by
+ * gateway does not know is recorded as {@link OTHER}, and label values are bounded by
  * `metrics.ts`.
  */
 import { randomUUID } from "node:crypto";
@@ -22,10 +22,7 @@ export interface RecordTap {
   finished(record: AuditRecord, streamed: boolean): void;
 }
 
-/** The `method` of a record whose method is not one of {@link KNOWN_METHODS}. */
-export const OTHER_METHOD = "other";
-
-/** The methods a record names as they are (RFC 9110's, and PATCH); others are {@link OTHER_METHOD}. */
+/** The methods a record names as they are (RFC 9110's, and PATCH); others are {@link OTHER}. */
 export const KNOWN_METHODS: ReadonlySet<string> = new Set([
   "GET",
   "HEAD",
@@ -77,7 +74,7 @@ export class RequestRecord {
       time: new Date(this.started).toISOString(),
       requestID: randomUUID(),
       stage: "end",
-      method: KNOWN_METHODS.has(method) ? method : OTHER_METHOD,
+      method: KNOWN_METHODS.has(method) ? method : OTHER,
       code: 0,
       bytesIn: 0,
       bytesOut: 0,
