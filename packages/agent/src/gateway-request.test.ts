@@ -270,13 +270,23 @@ const CALLER_CLAIMS = [
   "/admin",
   "X-Original-Forwarded-For",
   "203.0.113.66",
+  "True-Client-Ip",
+  "203.0.113.66",
+  "X-Cluster-Client-Ip",
+  "203.0.113.66",
+  "CF-Connecting-IP",
+  "203.0.113.66",
 ];
 const SERVICE = { kind: "service", url: new URL("https://web.apps.svc:8443"), servername: "web.apps.svc" } as const;
 const claimNames = (headers: string[]): string[] =>
   [...headers.keys()]
     .filter((i) => i % 2 === 0)
     .map((i) => headers[i]!.toLowerCase())
-    .filter((n) => /^(x-remote-|x-forwarded-|forwarded$|x-real-ip$|x-auth-request-|x-client-|x-original-)/.test(n));
+    .filter((n) =>
+      /^(x-remote-|x-forwarded-|forwarded$|x-real-ip$|x-auth-request-|x-client-|x-original-|true-client-ip$|x-cluster-client-ip$|cf-connecting-ip$)/.test(
+        n,
+      ),
+    );
 
 test("before a Service: no caller identity or forwarding header; X-Forwarded-For/-Proto from the contract only", () => {
   const incoming = [

@@ -226,6 +226,10 @@ const CALLER_CLAIMS = [
   "x-auth-request-",
   "x-client-",
   "x-original-",
+  // CDN spellings of the client address (the gateway removes them too).
+  "true-client-ip",
+  "x-cluster-client-ip",
+  "cf-connecting-ip",
 ];
 
 /** Whether a header (lowercase name) is one of {@link CALLER_CLAIMS}. */

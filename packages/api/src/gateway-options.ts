@@ -386,6 +386,33 @@ const gatewayOptionFields = {
     },
     rules.notNegative,
   ),
+  maxConnectionsPerClient: opt.int(
+    512,
+    {
+      flag: "max-connections-per-client",
+      description:
+        "TLS connections one client may hold at the gateway's port at once, counted by source address (IPv6 by /64); further ones are closed on arrival. Behind a load balancer that replaces client addresses (a Service with externalTrafficPolicy Cluster) a source is a node: raise it, or keep client addresses (externalTrafficPolicy Local)",
+    },
+    positiveInt,
+  ),
+  connectionIdleTimeout: opt.duration(
+    120_000,
+    {
+      flag: "connection-idle-timeout",
+      description:
+        "A caller's connection with nothing in flight for this long is closed: HTTP/2 with no open stream (GOAWAY; a watch keeps its connection), HTTP/1.1 before its first request (between requests: after 5 s); clients open a new one when they need it",
+    },
+    rules.atLeastMs(1),
+  ),
+  http2MaxStreamsPerConnection: opt.int(
+    1000,
+    {
+      flag: "http2-max-streams-per-connection",
+      description:
+        "Streams (requests, watches) one HTTP/2 connection of a caller may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS), as the kube-apiserver's flag of this name",
+    },
+    positiveInt,
+  ),
   dialTimeout: opt.duration(
     10_000,
     {

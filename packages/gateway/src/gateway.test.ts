@@ -486,7 +486,7 @@ describe("gateway: shutdown and removed clusters", () => {
     const f = await startGatewayFixture();
     try {
       f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
-      f.hub.grantProxy(ALICE, "mc1", "get");
+      f.hub.grantProxy(ALICE, "mc1", "get", "create");
       const held = f.request("/mc1/hold", { headers: { authorization: `Bearer ${TOKEN}` } });
       await f.endpoint.heldCount(1);
       const up = await f.tlsConnect();

@@ -33,6 +33,7 @@ import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
+import { guardPort } from "./client-connections.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
@@ -96,18 +97,51 @@ export const FLEET_PROBE_TIMEOUT_MS = 10_000;
 export interface CallerLimits {
   /** TLS connections open at once; further ones are closed on arrival until some end. */
   maxConnections: number;
+  /**
+   * TLS connections one client (source address; IPv6 by /64) may hold at once; further ones are
+   * closed on arrival (default --max-connections-per-client).
+   */
+  maxConnectionsPerClient: number;
+  /**
+   * An HTTP/2 connection without an open stream for this long is closed, and so is an HTTP/1.1
+   * connection that has begun no request (default --connection-idle-timeout; one idle after a
+   * response is closed after Node's keepAliveTimeout, 5 s).
+   */
+  idleTimeoutMs: number;
+  /** Streams one HTTP/2 connection may have open at once (default --http2-max-streams-per-connection). */
+  maxConcurrentStreams: number;
+  /**
+   * Streams an HTTP/2 client may reset before their answer began, at once (the allowance refills
+   * at a tenth of this per second); beyond, its connection is cut (rapid reset).
+   */
+  maxEarlyResets: number;
   /** A TLS handshake not finished within this is cut. */
   handshakeTimeoutMs: number;
   /** An HTTP/1.1 request whose headers have not all arrived within this is answered 408 and cut. */
   headersTimeoutMs: number;
 }
 
-/** The limits the gateway runs with. */
-export const DEFAULT_CALLER_LIMITS: CallerLimits = {
+/** The limits the gateway runs with, besides those its flags set. */
+export const DEFAULT_CALLER_LIMITS: Omit<
+  CallerLimits,
+  "maxConnectionsPerClient" | "idleTimeoutMs" | "maxConcurrentStreams"
+> = {
   maxConnections: 8192,
   handshakeTimeoutMs: 10_000,
   headersTimeoutMs: 30_000,
+  maxEarlyResets: 200,
 };
+
+/** The limits of `o`: {@link DEFAULT_CALLER_LIMITS} and the flags', then `overrides` (tests). */
+export function callerLimitsOf(o: GatewayOptions, overrides: Partial<CallerLimits> = {}): CallerLimits {
+  return {
+    ...DEFAULT_CALLER_LIMITS,
+    maxConnectionsPerClient: o.maxConnectionsPerClient,
+    idleTimeoutMs: o.connectionIdleTimeout,
+    maxConcurrentStreams: o.http2MaxStreamsPerConnection,
+    ...overrides,
+  };
+}
 
 type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -158,18 +192,24 @@ function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
   };
 }
 
-/** The fleet view's side of a response (HTTP/1.1 or HTTP/2). */
-function fleetResponseOf(res: AnyResponse): FleetResponse {
+/** The fleet view's side of a response (HTTP/1.1 or HTTP/2); `out` counts the body's bytes. */
+function fleetResponseOf(res: AnyResponse, out: (n: number) => void): FleetResponse {
   return {
     writeHead: (status, headers) => {
       if ("stream" in res) res.writeHead(status, headers);
       else res.writeHead(status, headers);
     },
-    write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
+    write: (chunk) => {
+      out(Buffer.byteLength(chunk));
+      return "stream" in res ? res.write(chunk) : res.write(chunk);
+    },
     end: (body) => {
       if (body === undefined) res.end();
-      else if ("stream" in res) res.end(body);
-      else res.end(body);
+      else {
+        out(Buffer.byteLength(body));
+        if ("stream" in res) res.end(body);
+        else res.end(body);
+      }
     },
     destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
     once: (event, listener) => {
@@ -195,6 +235,17 @@ function endGracefully(s: Duplex, ms: number): Promise<void> {
   });
 }
 
+/** What the gateway knows of one fleet-view request beyond the request itself. */
+interface FleetRequestContext {
+  /** The caller's verified client certificate (for the viewer's authentication). */
+  certificate?: X509Certificate;
+  /** The caller's address (for the TokenReview rate limit). */
+  source?: string;
+  /** Its audit record, and the refusal its authentication gave, if any. */
+  rec: RequestRecord;
+  refusal?: string;
+}
+
 /** See the module comment. */
 export class Gateway {
   readonly metrics: GatewayMetrics;
@@ -207,10 +258,8 @@ export class Gateway {
   /** The hub source of {@link fleetModel}. */
   readonly fleetSource: FleetSource;
   private readonly fleet: FleetHttp;
-  /** Client certificates of the fleet view's requests, for its authentication. */
-  private readonly fleetCertificates = new WeakMap<FleetRequest, X509Certificate>();
-  /** Source addresses of the fleet view's requests, for its authentication's rate limit. */
-  private readonly fleetSources = new WeakMap<FleetRequest, string>();
+  /** What the fleet view's authentication and audit need of each of its requests. */
+  private readonly fleetRequests = new WeakMap<FleetRequest, FleetRequestContext>();
   private readonly logger: Logger;
   private readonly audit: AuditSink;
   private readonly admission: AdmissionDeps;
@@ -321,14 +370,20 @@ export class Gateway {
       authenticator,
       hub: deps.hub,
       cacheTtlMs: options.fleetAuthorizationCacheTtl,
-      certificateOf: (req) => this.fleetCertificates.get(req),
-      sourceOf: (req) => this.fleetSources.get(req),
+      certificateOf: (req) => this.fleetRequests.get(req)?.certificate,
+      sourceOf: (req) => this.fleetRequests.get(req)?.source,
       onUnavailable: () => onDenial("authorization-unavailable"),
       ...now,
     });
     this.fleet = new FleetHttp({
       model: this.fleetModel,
-      identify: (req) => viewers.identify(req),
+      identify: async (req) => {
+        const who = await viewers.identify(req);
+        const noted = this.fleetRequests.get(req);
+        if (noted && who.ok) noted.rec.record.user = who.viewer.name;
+        else if (noted && !who.ok) noted.refusal = who.message;
+        return who;
+      },
       ...(fleet.assets ? { assets: fleet.assets } : {}),
       ...(fleet.limits ? { limits: fleet.limits } : {}),
       ...now,
@@ -392,15 +447,32 @@ export class Gateway {
     };
     const cert = readFileSync(o.servingCert);
     const key = readFileSync(o.servingKey);
-    const limits = { ...DEFAULT_CALLER_LIMITS, ...this.deps.limits };
+    const limits = callerLimitsOf(o, this.deps.limits);
     const server = http2.createSecureServer({
       ...base,
       cert,
       key,
       allowHTTP1: true,
       handshakeTimeout: limits.handshakeTimeoutMs,
+      settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
     });
     server.maxConnections = limits.maxConnections;
+    guardPort(server, limits, (reason) => this.metrics.refusedConnections.inc({ reason }));
+    // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
+    // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
+    server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
+      const rec = new RequestRecord(req.method ?? "CONNECT", this.audit, this.metrics);
+      const e = new GatewayError(405, "method-not-allowed", 'method "CONNECT" is not supported');
+      if (to instanceof http2.Http2ServerResponse) {
+        const body = `${e.message}\n`;
+        to.writeHead(405, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body) });
+        to.end(body);
+      } else {
+        to.on("error", () => to.destroy());
+        writeRawError(to, e);
+      }
+      rec.finish(405, e);
+    });
     // With allowHTTP1, Node serves HTTP/1.1 with http.Server's machinery and honours its
     // headersTimeout (and checks it every connectionsCheckingInterval); @types/node does not
     // declare them on Http2SecureServer.
@@ -510,14 +582,24 @@ export class Gateway {
   private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
     const end = this.begin();
     if (FleetHttp.owns(req.url)) {
-      const cert = tlsSocketOf(req);
-      if (cert?.remoteAddress !== undefined) this.fleetSources.set(req, cert.remoteAddress);
-      if (cert?.authorized) {
-        const x509 = cert.getPeerX509Certificate();
-        if (x509) this.fleetCertificates.set(req, x509);
-      }
+      const socket = tlsSocketOf(req);
+      const certificate = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+      // Audited like any other request (401s too), when the response ends; not counted in the
+      // request metrics, which are by cluster.
+      const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
+      rec.record.path = (req.url ?? "").split("?")[0];
+      const noted: FleetRequestContext = {
+        rec,
+        ...(certificate ? { certificate } : {}),
+        ...(socket?.remoteAddress !== undefined ? { source: socket.remoteAddress } : {}),
+      };
+      this.fleetRequests.set(req, noted);
+      res.once("close", () => rec.finish(res.statusCode, undefined, noted.refusal));
       try {
-        await this.fleet.handle(req, fleetResponseOf(res));
+        await this.fleet.handle(
+          req,
+          fleetResponseOf(res, (n) => rec.addOut(n)),
+        );
       } finally {
         end();
       }

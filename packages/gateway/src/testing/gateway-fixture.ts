@@ -18,7 +18,7 @@ import {
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
 import type { Clock } from "@cluster-proxy/kit";
-import type { AuditRecord } from "../audit-log.js";
+import type { AuditLine, AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
@@ -46,7 +46,10 @@ export interface GatewayFixture {
   servingAuthority: CertificateAndKey;
   /** The gateway CA (to issue new identities). */
   gatewayAuthority: CertificateAndKey;
+  /** The audit records of requests that ended, in order. */
   audit: AuditRecord[];
+  /** Every audit line in order: the records, and the start lines of long-running requests. */
+  auditLines: AuditLine[];
   /** Move the caches' clock forward (expire cached hub answers). */
   advance(ms: number): void;
   /** Send a request to the gateway and read the whole answer. */
@@ -135,6 +138,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   hub.addCluster("mc1");
   hub.addCluster("mc2");
   const audit: AuditRecord[] = [];
+  const auditLines: AuditLine[] = [];
   const options = parseGatewayOptions({
     port: 0,
     healthPort: 0,
@@ -166,7 +170,13 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   const gateway = new Gateway(options, {
     hub,
     dialer: f.dialer ? f.dialer(endpointDialer) : endpointDialer,
-    audit: { write: (r) => void audit.push(structuredClone(r)), close: () => undefined },
+    audit: {
+      write: (r) => {
+        auditLines.push(structuredClone(r));
+        if (r.stage !== "start") audit.push(structuredClone(r));
+      },
+      close: () => undefined,
+    },
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
@@ -188,6 +198,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     gatewayAuthority: gatewayCa,
     client: { cert: Buffer.from(client.certPem), key: Buffer.from(client.keyPem) },
     audit,
+    auditLines,
     advance: (ms) => void (offset += ms),
     tlsConnect: async () => {
       const socket = tls.connect({ host: "127.0.0.1", port, ca, servername: "localhost", ALPNProtocols: ["http/1.1"] });
