@@ -96,7 +96,7 @@ describe("gateway endpoint", () => {
 
   test("a rotated ServiceAccount token is used by the next request", async () => {
     await writeFile(fx.paths.token, "sa-token-2\n");
-    const answer = await call(fx, { headers: [KUBE, ["Impersonate-User", "bob"]] });
+    const answer = await call(fx, { headers: [KUBE, ["Impersonate-User", "cluster:hub:bob"]] });
     assert.equal(answer.status, 200);
     assert.deepEqual(headerValues(fx.apiserver.received.at(-1)?.rawHeaders ?? [], "authorization"), [
       "Bearer sa-token-2",
@@ -121,7 +121,7 @@ describe("gateway endpoint", () => {
     const unknown = await call(fx, { headers: [["Cluster-Proxy-Target", "node"]] });
     assert.equal(unknown.status, 400);
     assert.match(unknown.body, /unknown Cluster-Proxy-Target "node"/);
-    const missing = await call(fx, { headers: [["Impersonate-User", "alice"]] });
+    const missing = await call(fx, { headers: [["Impersonate-User", "cluster:hub:alice"]] });
     assert.equal(missing.status, 400);
     assert.match(missing.body, /missing Cluster-Proxy-Target/);
     assert.equal(fx.apiserver.received.length, before, "nothing reached the apiserver");
@@ -193,7 +193,7 @@ describe("gateway endpoint", () => {
         ...fx.gatewayClient,
         agent: false,
         checkServerIdentity: () => undefined,
-        headers: { "Cluster-Proxy-Target": "kube", "Impersonate-User": "alice" },
+        headers: { "Cluster-Proxy-Target": "kube", "Impersonate-User": "cluster:hub:alice" },
       });
       req.on("error", reject);
       req.on("response", (res) => {
@@ -239,7 +239,7 @@ describe("gateway endpoint", () => {
         "Upgrade: SPDY/3.1",
         "X-Stream-Protocol-Version: v4.channel.k8s.io",
         "Cluster-Proxy-Target: kube",
-        "Impersonate-User: alice",
+        "Impersonate-User: cluster:hub:alice",
         "",
         "",
       ].join("\r\n"),
@@ -274,7 +274,7 @@ describe("gateway endpoint", () => {
     socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
     const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
     socket.write(
-      "GET /no-upgrade HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\n",
+      "GET /no-upgrade HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: cluster:hub:alice\r\n\r\n",
     );
     await closed;
     assert.match(text, /^HTTP\/1\.1 403 Forbidden\r\n/);
@@ -283,13 +283,15 @@ describe("gateway endpoint", () => {
 
   test("client certificates from another CA, or none, are refused at the handshake", async () => {
     const before = fx.apiserver.received.length;
-    await assert.rejects(call(fx, { client: fx.agentCaClient, headers: [KUBE, ["Impersonate-User", "alice"]] }));
-    await assert.rejects(call(fx, { client: null, headers: [KUBE, ["Impersonate-User", "alice"]] }));
+    await assert.rejects(
+      call(fx, { client: fx.agentCaClient, headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] }),
+    );
+    await assert.rejects(call(fx, { client: null, headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] }));
     assert.equal(fx.apiserver.received.length, before);
   });
 
   test("a changed gateway CA file is picked up", async () => {
-    const headers: [string, string][] = [KUBE, ["Impersonate-User", "alice"]];
+    const headers: [string, string][] = [KUBE, ["Impersonate-User", "cluster:hub:alice"]];
     await assert.rejects(call(fx, { client: fx.nextGatewayClient, headers }));
     await writeFile(fx.paths.gatewayCa, fx.nextGatewayCaPem);
     assert.equal(await fx.endpoint.reloadNow(), "reloaded");
@@ -336,7 +338,7 @@ describe("gateway endpoint connection cap", () => {
         first.once("error", reject);
       });
       assert.equal(fx.endpoint.connectionCount, 1);
-      await assert.rejects(call(fx, { headers: [KUBE, ["Impersonate-User", "alice"]] }));
+      await assert.rejects(call(fx, { headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] }));
       first.destroy();
     } finally {
       await fx.close();

@@ -14,6 +14,7 @@ import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
 import { CertReloader, type ReloadResult, type TlsFiles, type TlsMaterial } from "@cluster-proxy/tunnel";
+import { DEFAULT_IMPERSONATION_PREFIX } from "@cluster-proxy/api";
 import { type Logger } from "@cluster-proxy/kit";
 import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
@@ -44,6 +45,8 @@ export interface GatewayEndpointOptions {
   keepAliveTimeoutMs?: number;
   /** Deadline for connecting to an upstream (default 10 s). */
   connectTimeoutMs?: number;
+  /** The prefix impersonated names must carry (default {@link DEFAULT_IMPERSONATION_PREFIX}). */
+  impersonationPrefix?: string;
 }
 
 /** The TLS settings besides the material (kept on every reload). */
@@ -65,6 +68,7 @@ export class GatewayEndpoint implements InProcessEndpoint {
     const proxy = new GatewayProxy({
       resolve: (target) => options.upstreams.resolve(target),
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+      impersonationPrefix: options.impersonationPrefix ?? DEFAULT_IMPERSONATION_PREFIX,
       logger: this.log,
     });
     this.server = https.createServer(

@@ -27,6 +27,8 @@ export interface GatewayProxyDeps {
   resolve(target: GatewayTarget): Promise<Upstream>;
   /** How long connecting to the upstream may take. */
   connectTimeoutMs: number;
+  /** The prefix every impersonated user and group must carry (`--gateway-impersonation-prefix`). */
+  impersonationPrefix: string;
   logger: Logger;
 }
 
@@ -138,7 +140,7 @@ export class GatewayProxy {
 
   /** A normal request: forwarded with its body streaming, the response streamed back. */
   handleRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const target = gatewayTarget(req.rawHeaders);
+    const target = gatewayTarget(req.rawHeaders, this.deps.impersonationPrefix);
     if ("refused" in target) {
       this.fail("gateway request refused", { method: req.method, path: pathOnly(req.url), error: target.refused });
       req.resume();
@@ -189,7 +191,7 @@ export class GatewayProxy {
   /** An upgrade request: relayed as described in the module comment. */
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on("error", () => socket.destroy());
-    const target = gatewayTarget(req.rawHeaders);
+    const target = gatewayTarget(req.rawHeaders, this.deps.impersonationPrefix);
     if ("refused" in target) {
       this.fail("gateway request refused", { method: req.method, path: pathOnly(req.url), error: target.refused });
       rawAnswer(socket, 400, "Bad Request", target.refused);

@@ -4,7 +4,8 @@
  * with the cluster's URI SAN. It answers
  *
  * - `/stream`: the head and a first chunk at once, the rest when {@link FakeEndpoint.release} is called;
- * - `/quiet`: the head at once and no body until released (a watch with no events yet);
+ * - `/quiet`, or any path with `fake=quiet` in its query: the head at once and no body until
+ *   released (a watch with no events yet);
  * - `/hold`: nothing until released (to fill a pool);
  * - any other path: 200 with a JSON echo of method, url and headers;
  * - an upgrade: 101, then echoes every byte; when the caller ends its side it writes `bye` and ends.
@@ -81,7 +82,7 @@ export class FakeEndpoint {
       this.hold(res);
       return;
     }
-    if (path.startsWith("/quiet")) {
+    if (path.startsWith("/quiet") || /[?&]fake=quiet(&|$)/.test(path)) {
       res.writeHead(200, { "content-type": "application/json" });
       res.flushHeaders();
       this.hold(res);
