@@ -10,8 +10,12 @@
  * over SPDY and WebSocket; a garbage token 401, an impersonated group without the right 403; the
  * guide's service allowlist; the agents' endpoint refuses every certificate but the gateway's; a
  * watch survives the loss of the gateway replica that held it (restarted through the Service);
- * and OIDC logins from a test issuer with a key rotation. The test creates nothing an operator is
- * not told to create, but the workload it reaches and the ConfigMaps it watches.
+ * and OIDC logins from a test issuer with a key rotation. Then as an attacker (issue 39), as the
+ * guide's read-only viewer bob and from pods of mc1: request smuggling through a chunked GET, pods
+ * answering what HTTP/2 cannot carry, forged identity headers and an ExternalName to the metadata
+ * address behind the allowlist, and upgrades with hub `get` only. The test creates nothing an
+ * operator is not told to create, but the workloads it reaches, the ConfigMaps it watches and the
+ * grants its attacks need.
  */
 import assert from "node:assert/strict";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -31,12 +35,15 @@ import { type KubectlDone, KubectlProcess, runKubectl } from "../infra/env/kubec
 import { GuideOperator } from "../infra/addon/guide-operator.js";
 import { RELEASE, hubHelm, removeLeftRelease } from "../infra/chart.js";
 import { docBlock } from "../infra/addon/readme-install.js";
+import type { AttackAnswer, AttackRequest } from "../infra/gateway/attack-probe.js";
 import {
   NS,
   type AuditRecord,
   type OidcIssuer,
+  attackProbe,
   auditRecords,
   gatewayPods,
+  gatewayRestarts,
   installChartAndWaitAvailable,
   probeGatewayEndpoint,
   signingKey,
@@ -47,6 +54,15 @@ const CLUSTERS = ["mc1", "mc2"] as const;
 /** alice, a ServiceAccount of the hub, and who she is in a managed cluster. */
 const ALICE = "system:serviceaccount:default:alice";
 const ALICE_THERE = `cluster:hub:${ALICE}`;
+/** bob, the guide's read-only viewer (`fleet-grant-viewer`): hub `get` on managedclusters/proxy of mc1, nothing else. */
+const BOB = "system:serviceaccount:default:bob";
+const BOB_THERE = `cluster:hub:${BOB}`;
+/** What a smuggled request would create in mc1 (one per protocol): bob bound to cluster-admin. */
+const SMUGGLED_BINDING = { h1: "gw-smuggled-h1", h2: "gw-smuggled-h2" } as const;
+/** A pod of mc1 whose answers (through pods/proxy) an HTTP/2 response may not carry. */
+const HOSTILE_APP = "gw-hostile";
+/** An ExternalName Service of mc1 to the cloud metadata address, put in the allowlist. */
+const METADATA_SERVICE = "gw-metadata";
 /** The workload in mc1 that alice reaches (exec, logs, port-forward) and its two Services. */
 const APP = "gw-demo";
 const ALLOWED_SERVICE = "gw-demo-web";
@@ -60,23 +76,47 @@ const HUB_OBJECTS = [
   ["clusterrolebinding", "alice-cluster-proxy-mc1"],
   ["clusterrolebinding", "carol-cluster-proxy-mc1"],
   ["clusterrole", "cluster-proxy-user-mc1"],
+  ["serviceaccount", "bob", "default"],
+  ["clusterrolebinding", "bob-cluster-proxy-view-mc1"],
+  ["clusterrole", "cluster-proxy-view-mc1"],
+  ["clusterrolebinding", "bob-cluster-proxy-create-mc1"],
+  ["clusterrole", "cluster-proxy-create-mc1"],
 ] as const;
 const MC1_OBJECTS = [
   ["clusterrolebinding", "hub-alice-view"],
   ["clusterrolebinding", "hub-carol-view"],
   ["clusterrole", "hub-users-view"],
+  ["clusterrolebinding", "hub-bob-view"],
+  ["clusterrolebinding", "hub-pods-proxy"],
+  ["clusterrole", "hub-pods-proxy"],
+  ["clusterrolebinding", SMUGGLED_BINDING.h1],
+  ["clusterrolebinding", SMUGGLED_BINDING.h2],
   ["deployment", APP, "default"],
+  ["deployment", HOSTILE_APP, "default"],
   ["service", ALLOWED_SERVICE, "default"],
   ["service", OTHER_SERVICE, "default"],
+  ["service", METADATA_SERVICE, "default"],
 ] as const;
 
-// The workload: announces itself, ticks (with its clock) every 200 ms, serves HTTP on 8080.
+// The workload: announces itself, ticks (with its clock) every 200 ms, serves HTTP on 8080
+// (at /headers: the request headers it received, as JSON).
 const APP_SCRIPT = `
 const http = require("node:http");
 console.log("started " + process.env.POD_NAME);
 let n = 0;
 setInterval(() => console.log("tick " + n++ + " " + Date.now()), 200);
-http.createServer((q, s) => s.end("hello from " + process.env.POD_NAME + " " + q.url + "\\n")).listen(8080);
+http.createServer((q, s) => s.end(q.url.startsWith("/headers") ? JSON.stringify(q.headers) :
+  "hello from " + process.env.POD_NAME + " " + q.url + "\\n")).listen(8080);
+`;
+// A pod that answers what an HTTP/2 response cannot carry: an HTTP2-Settings header (a
+// connection-specific header, forbidden in HTTP/2), or the status 600 (HTTP/2 allows 100-599).
+const HOSTILE_SCRIPT = `
+const http = require("node:http");
+http.createServer((q, s) => {
+  if (q.url.startsWith("/http2-settings")) s.writeHead(200, { "HTTP2-Settings": "AAMAAABkAAQAoAAAAAIAAAAA" });
+  else if (q.url.startsWith("/status-600")) s.writeHead(600, "Six Hundred");
+  s.end("hostile " + q.url + "\\n");
+}).listen(8080);
 `;
 
 interface Secret extends KubeObject {
@@ -166,13 +206,13 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
       );
     });
   };
-  const readyAppPod = (): Promise<{ name: string; ip: string }> =>
+  const readyAppPod = (app: string = APP): Promise<{ name: string; ip: string }> =>
     waitFor(
-      `a ready ${APP} pod in mc1`,
+      `a ready ${app} pod in mc1`,
       120_000,
       async () => {
         const p = (
-          (await mc1.list(Resources.pod, { namespace: "default", labelSelector: `app=${APP}` })).items as Pod[]
+          (await mc1.list(Resources.pod, { namespace: "default", labelSelector: `app=${app}` })).items as Pod[]
         ).find(
           (x) =>
             !x.metadata.deletionTimestamp &&
@@ -210,6 +250,18 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
             spec: { selector: { app: APP }, ports: [{ name: "http", port: 80, targetPort: "http" }] },
           },
         });
+      // What the attacks reach in mc1: the hostile pod, and an ExternalName to the metadata address.
+      await env.apps("mc1").createNamespacedDeployment({
+        namespace: "default",
+        body: nodeScriptDeployment({ name: HOSTILE_APP, script: HOSTILE_SCRIPT, port: 8080, readiness: true }),
+      });
+      await env.core("mc1").createNamespacedService({
+        namespace: "default",
+        body: {
+          metadata: { name: METADATA_SERVICE },
+          spec: { type: "ExternalName", externalName: "169.254.169.254", ports: [{ name: "http", port: 80 }] },
+        },
+      });
     },
     { timeout: 90 * 60_000 },
   );
@@ -435,6 +487,263 @@ describe("the gateway: hub users reach clusters as themselves", { timeout: 60 * 
         /alert|certificate|socket hang up|ECONNRESET|disconnected/i,
         `${what}: ${JSON.stringify(r)}`,
       );
+    }
+  });
+
+  // ---- Attacks (issue 39): a hub user whose only hub grant is `get` on managedclusters/proxy of
+  // mc1 (the guide's viewer bob), and what a cluster's pods answer, against the installed gateway.
+
+  /** The gateway's URL as the guide's kubeconfig names it (the LoadBalancer's address). */
+  const gatewayUrl = (): string => {
+    const m = /server: (https:\/\/[^/\s]+)\//.exec(readFileSync(join(dir, "alice.kubeconfig"), "utf8"));
+    assert.ok(m, "alice.kubeconfig names the gateway");
+    return m[1]!;
+  };
+  /** A request of attack-probe.ts from the lab, with the token of `who` (a file of `dir`). */
+  const attack = (who: "alice" | "bob", request: Omit<AttackRequest, "url" | "tokenFile">): AttackAnswer =>
+    attackProbe(env, dir, { ...request, url: gatewayUrl(), tokenFile: join(dir, `${who}.token`) });
+  /** kubectl as bob (read-only on the hub), in mc1. */
+  const bob = (args: string[], kenv: Record<string, string> = {}) => as("bob.kubeconfig", args, kenv);
+  /** mc1's RBAC refuses bob reading its Secrets (its grant is the guide's view), naming him as mc1 sees him. */
+  const assertBobRefusedByMc1 = async (): Promise<void> => {
+    const r = await bob(["-n", "kube-system", "get", "secrets"]);
+    assert.notEqual(r.code, 0, r.stdout);
+    assert.match(r.stderr, new RegExp(`User "${BOB_THERE}" cannot list resource "secrets"`), r.stderr);
+  };
+
+  test("the guide's read-only viewer bob: hub get on mc1 only, mc1's view; he reads mc1 and mc1 refuses him its Secrets", async () => {
+    await operator("guide fleet-grant-viewer", docBlock("fleet-grant-viewer"));
+    await mc1Admin(
+      "mc1 grants bob the guide's view",
+      `kubectl create clusterrolebinding hub-bob-view --clusterrole=hub-users-view --user=${BOB_THERE}`,
+    );
+    await operator(
+      "tokens of alice and bob, bob's kubeconfig",
+      [
+        "kubectl -n default create token alice > alice.token",
+        "kubectl -n default create token bob > bob.token",
+        `cluster-proxy kubeconfig --gateway="$(grep -m1 -o 'https://[^/]*' alice.kubeconfig)" --cluster mc1 --token "$(cat bob.token)" --output bob.kubeconfig`,
+      ].join("\n"),
+    );
+    assert.match(ok(await bob(["get", "namespaces", "-o", "name"]), "bob's namespaces"), /^namespace\/default$/m);
+    await assertBobRefusedByMc1();
+  });
+
+  test("request smuggling: a chunked body on GET /mc1/version holding a cluster-admin binding as system:admin creates nothing (HTTP/1.1 and HTTP/2)", async (t) => {
+    const answers: string[] = [];
+    for (const proto of ["h1", "h2"] as const) {
+      const name = SMUGGLED_BINDING[proto];
+      const json = JSON.stringify({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRoleBinding",
+        metadata: { name },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "cluster-admin" },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: BOB_THERE }],
+      });
+      // The next request on the gateway's connection to the agent, if the body were relayed unframed.
+      const smuggled = [
+        "POST /apis/rbac.authorization.k8s.io/v1/clusterrolebindings HTTP/1.1",
+        "Host: gateway.cluster-proxy.invalid",
+        "Cluster-Proxy-Target: kube",
+        "Impersonate-User: system:admin",
+        "Impersonate-Group: system:masters",
+        "Content-Type: application/json",
+        `Content-Length: ${Buffer.byteLength(json)}`,
+        "",
+        json,
+      ].join("\r\n");
+      const answer = attack("bob", { proto, method: "GET", path: "/mc1/version", body: smuggled });
+      t.diagnostic(`${proto}: ${JSON.stringify({ ...answer, raw: undefined })}`);
+      answers.push(`${proto}: ${answer.status ?? answer.error}`);
+    }
+    // The smuggled requests were performed nowhere: no binding exists, and bob is refused as before.
+    const created = Object.values(SMUGGLED_BINDING).flatMap((name) => {
+      const b = env.kubectl("mc1", ["get", "clusterrolebinding", name, "-o", "yaml"], { allowFail: true });
+      return b.status === 0 ? [`ClusterRoleBinding ${name}:\n${b.stdout}`] : [];
+    });
+    assert.deepEqual(created, [], `the smuggled requests created:\n${created.join("\n")}`);
+    await assertBobRefusedByMc1();
+    // A well-formed answer to each one request: the version, or a refusal of its body.
+    assert.ok(
+      answers.every((a) => / (200|400)$/.test(a)),
+      answers.join(", "),
+    );
+  });
+
+  test("a pod answering an HTTP2-Settings header or status 600 through pods/proxy leaves every gateway replica running and serving alice", async (t) => {
+    await mc1Admin(
+      "mc1 lets alice proxy to pods",
+      [
+        "kubectl create clusterrole hub-pods-proxy --verb=get --resource=pods/proxy",
+        `kubectl create clusterrolebinding hub-pods-proxy --clusterrole=hub-pods-proxy --user=${ALICE_THERE}`,
+      ].join("\n"),
+    );
+    const pod = await readyAppPod(HOSTILE_APP);
+    const before = await gatewayRestarts(hub);
+    assert.equal(Object.keys(before).length, 2, JSON.stringify(before));
+    const answers: string[] = [];
+    // Several connections each (the LoadBalancer picks a replica per connection), so that both
+    // replicas are reached: kubectl (HTTP/2), and the probe over HTTP/2 and HTTP/1.1.
+    for (const what of ["http2-settings", "status-600"]) {
+      const path = `/api/v1/namespaces/default/pods/${pod.name}:8080/proxy/${what}`;
+      for (let i = 0; i < 4; i++) {
+        const k = await alice("mc1", ["get", "--raw", path]);
+        answers.push(`kubectl ${what}: exit ${k.code} ${k.stdout.trim()} ${k.stderr.trim()}`);
+        for (const proto of ["h2", "h1"] as const) {
+          const a = attack("alice", { proto, method: "GET", path: `/mc1${path}` });
+          answers.push(`${proto} ${what}: ${a.status} ${a.body?.trim()} ${a.error ?? ""}`);
+          assert.ok(
+            a.status !== undefined && a.status >= 100 && a.status <= 599,
+            `${proto} ${what}: a well-formed answer (${JSON.stringify({ ...a, raw: undefined })})`,
+          );
+        }
+      }
+    }
+    t.diagnostic(answers.join("\n"));
+    ok(await alice("mc1", ["get", "namespaces"]), "alice after the hostile answers");
+    assert.deepEqual(await gatewayRestarts(hub), before, "no gateway replica restarted");
+  });
+
+  test("a caller's X-Remote-User, X-Forwarded-For and the like never reach an exposed Service (HTTP/1.1 and HTTP/2)", () => {
+    const forged: Record<string, string> = {
+      "x-remote-user": "system:admin",
+      "x-remote-group": "system:masters",
+      "x-auth-request-user": "admin",
+      "x-forwarded-for": "192.0.2.66",
+      "x-real-ip": "192.0.2.66",
+      forwarded: "for=192.0.2.66",
+    };
+    for (const proto of ["h1", "h2"] as const) {
+      const a = attack("alice", {
+        proto,
+        method: "GET",
+        path: `/mc1/api/v1/namespaces/default/services/http:${ALLOWED_SERVICE}:80/proxy-service/headers`,
+        headers: forged,
+      });
+      assert.equal(a.status, 200, `${proto}: ${JSON.stringify({ ...a, raw: undefined })}`);
+      const seen = JSON.parse(a.body ?? "{}") as Record<string, string>;
+      for (const name of Object.keys(seen))
+        assert.doesNotMatch(name, /^(x-remote-|x-auth-request-|x-real-ip$|forwarded$)/, `${proto}: ${a.body}`);
+      assert.doesNotMatch(seen["x-forwarded-for"] ?? "", /192\.0\.2\.66/, `${proto}: ${a.body}`);
+    }
+  });
+
+  test("an ExternalName Service to 169.254.169.254 put in the allowlist is refused by the agent's destination policy", async () => {
+    // The operator lists an ExternalName Service that points at the metadata address.
+    await operator(
+      "allowlist the ExternalName Service",
+      `helm upgrade -n ${NS} cluster-proxy charts/cluster-proxy --reuse-values -f - <<'YAML'
+gateway:
+  exposedServices:
+    - {clusters: [mc1], namespace: default, service: ${ALLOWED_SERVICE}, port: 80, protocol: http}
+    - {clusters: [mc1], namespace: default, service: ${METADATA_SERVICE}, port: 80, protocol: http}
+YAML`,
+    );
+    const path = `/api/v1/namespaces/default/services/http:${METADATA_SERVICE}:80/proxy-service/latest/meta-data/`;
+    let last: KubectlDone | undefined;
+    // Until the gateway has read the new list (a 403 naming the Service before).
+    await waitFor(
+      "an answer past the allowlist",
+      60_000,
+      async () => ((last = await alice("mc1", ["get", "--raw", path])).stderr.includes("allowlist") ? undefined : last),
+      1000,
+    );
+    assert.notEqual(last!.code, 0, last!.stdout);
+    assert.match(last!.stderr, /refused by the agent's destination policy/, last!.stderr);
+  });
+
+  test("exec, attach and port-forward with only hub get are 403 naming create (WebSocket and SPDY); with create they work", async () => {
+    const pod = await readyAppPod();
+    const modes = Object.keys(KUBECTL_STREAMING_MODES) as KubectlStreamingMode[];
+    const ticks = (k: KubectlProcess): boolean => k.lines.some((l) => /^tick \d+/.test(l.line));
+    /** kubectl as bob ends refused (403 naming create), not streaming (`streaming`). */
+    const refused = async (
+      mode: KubectlStreamingMode,
+      args: string[],
+      streaming: (k: KubectlProcess) => boolean,
+    ): Promise<void> => {
+      const what = `kubectl ${args[0]} (${mode}) as bob, with hub get only`;
+      const k = start("bob.kubeconfig", ["--context", "mc1", ...args], { ...KUBECTL_STREAMING_MODES[mode] });
+      try {
+        const how = await k.until(`${what} refused`, 60_000, () =>
+          k.ended ? "ended" : streaming(k) ? "streamed" : undefined,
+        );
+        assert.equal(how, "ended", `${what} went through:\n${k.stdout}${k.stderr}`);
+        const done = await k.exited;
+        assert.notEqual(done.code, 0, what);
+        assert.match(done.stderr, /create/, `${what}: ${done.stderr}`);
+        assert.match(done.stderr, /managedclusters\/proxy/, `${what}: ${done.stderr}`);
+      } finally {
+        await stop(k);
+      }
+    };
+    for (const mode of modes) {
+      await refused(mode, ["exec", pod.name, "--", "sh", "-c", "echo exec-ran"], (k) => /exec-ran/.test(k.stdout));
+      await refused(mode, ["attach", pod.name, "-c", "app"], ticks);
+      await refused(mode, ["port-forward", `pod/${pod.name}`, "0:8080"], (k) => /Forwarding from/.test(k.stdout));
+    }
+
+    await operator(
+      "the hub grants bob create on mc1",
+      `kubectl apply -f - <<'YAML'
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: cluster-proxy-create-mc1}
+rules:
+  - apiGroups: [cluster.open-cluster-management.io]
+    resources: [managedclusters/proxy]
+    resourceNames: [mc1]
+    verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: bob-cluster-proxy-create-mc1}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-proxy-create-mc1}
+subjects:
+  - {kind: ServiceAccount, name: bob, namespace: default}
+YAML`,
+    );
+    try {
+      for (const mode of modes) {
+        const kenv: Record<string, string> = { ...KUBECTL_STREAMING_MODES[mode] };
+        // Bounded by the gateway's authorization cache (a denial is cached for at most 1 s).
+        let last: KubectlDone | undefined;
+        await waitFor(
+          `bob's exec with create (${mode})`,
+          60_000,
+          async () =>
+            (last = await bob(["exec", pod.name, "--", "sh", "-c", "echo exec-ran"], kenv)).code === 0
+              ? last
+              : undefined,
+          1000,
+        ).catch((err: Error) => {
+          throw new Error(`${err.message}\nlast: ${JSON.stringify(last)}`, { cause: err });
+        });
+        assert.equal(last?.stdout, "exec-ran\n");
+        const attach = start("bob.kubeconfig", ["--context", "mc1", "attach", pod.name, "-c", "app"], kenv);
+        try {
+          await attach.until(`a tick line through attach (${mode})`, 60_000, () => ticks(attach));
+        } finally {
+          await stop(attach);
+        }
+        const pf = start("bob.kubeconfig", ["--context", "mc1", "port-forward", `pod/${pod.name}`, "0:8080"], kenv);
+        try {
+          const port = await pf.until(
+            `Forwarding from (${mode})`,
+            60_000,
+            () => /127\.0\.0\.1:(\d+) -> 8080/.exec(pf.stdout)?.[1],
+          );
+          const r = env.exec("lab", "curl", ["-sS", "--max-time", "20", `http://127.0.0.1:${port}/pf-bob`]);
+          assert.equal(r.stdout, `hello from ${pod.name} /pf-bob\n`);
+        } finally {
+          await stop(pf);
+        }
+      }
+    } finally {
+      deleteObjects("hub", [
+        ["clusterrolebinding", "bob-cluster-proxy-create-mc1"],
+        ["clusterrole", "cluster-proxy-create-mc1"],
+      ]);
     }
   });
 

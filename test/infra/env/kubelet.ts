@@ -1339,7 +1339,11 @@ function syncServiceRules(): void {
 /** A ClusterIP Service's address, or a headless one's ready endpoints; null when there is none. */
 function dnsLookup(ns: string, name: string): string[] | null {
   const svc = services.get(name, ns);
-  if (!svc?.spec || svc.spec.type === "ExternalName") return null;
+  if (!svc?.spec) return null;
+  // An ExternalName Service: a cluster DNS answers a CNAME to its name; we serve no names outside
+  // the cluster, so only an IPv4 literal resolves (to itself, where a client following the CNAME ends up).
+  if (svc.spec.type === "ExternalName")
+    return net.isIPv4(svc.spec.externalName ?? "") ? [svc.spec.externalName!] : null;
   if (svc.spec.clusterIP && svc.spec.clusterIP !== "None") return [svc.spec.clusterIP];
   const ips = new Set<string>();
   for (const sl of slices.list(ns)) {

@@ -14,6 +14,7 @@ import type { TestEnv } from "../env/fixture.js";
 import { docBlock } from "../addon/readme-install.js";
 import type { GuideOperator } from "../addon/guide-operator.js";
 import { RELEASE } from "../chart.js";
+import type { AttackAnswer, AttackRequest } from "./attack-probe.js";
 
 /** The release namespace of the README's chart install (also the proxy-servers' and the gateway's). */
 export const NS = "open-cluster-management-addon";
@@ -42,19 +43,29 @@ export async function installChartAndWaitAvailable(
 }
 
 interface Pod extends KubeObject {
-  status?: { phase?: string; podIP?: string; conditions?: { type: string; status: string }[] };
+  status?: {
+    phase?: string;
+    podIP?: string;
+    conditions?: { type: string; status: string }[];
+    containerStatuses?: { restartCount?: number }[];
+  };
 }
 
-/** The gateway's ready pods (not being deleted), found by its Deployment's selector. */
-export async function gatewayPods(hub: KubeApi): Promise<string[]> {
+/** The gateway Deployment's pod selector, as a label selector. */
+async function gatewaySelector(hub: KubeApi): Promise<string> {
   const d = await hub.get<KubeObject & { spec: { selector: { matchLabels?: Record<string, string> } } }>(
     Resources.deployment,
     GATEWAY,
     NS,
   );
-  const labelSelector = Object.entries(d.spec.selector.matchLabels ?? {})
+  return Object.entries(d.spec.selector.matchLabels ?? {})
     .map(([k, v]) => `${k}=${v}`)
     .join(",");
+}
+
+/** The gateway's ready pods (not being deleted), found by its Deployment's selector. */
+export async function gatewayPods(hub: KubeApi): Promise<string[]> {
+  const labelSelector = await gatewaySelector(hub);
   const pods = (await hub.list(Resources.pod, { namespace: NS, labelSelector })).items as Pod[];
   return pods
     .filter(
@@ -65,6 +76,39 @@ export async function gatewayPods(hub: KubeApi): Promise<string[]> {
     )
     .map((p) => p.metadata.name)
     .sort();
+}
+
+/**
+ * Every gateway pod (ready or not, not being deleted) with the restarts of its containers: a
+ * gateway process that exited shows as a higher count on the same pod (the kubelet restarts it).
+ */
+export async function gatewayRestarts(hub: KubeApi): Promise<Record<string, number>> {
+  const labelSelector = await gatewaySelector(hub);
+  const pods = (await hub.list(Resources.pod, { namespace: NS, labelSelector })).items as Pod[];
+  const out: Record<string, number> = {};
+  for (const p of pods
+    .filter((x) => !x.metadata.deletionTimestamp)
+    .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name)))
+    out[p.metadata.name] = (p.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
+  return out;
+}
+
+/**
+ * Sends `request` with attack-probe.ts from the lab (the workstation's network), writing its file
+ * to `dir`, and returns what came back.
+ */
+export function attackProbe(env: TestEnv, dir: string, request: AttackRequest): AttackAnswer {
+  const file = join(dir, `attack-${randomUUID()}.json`);
+  writeFileSync(file, JSON.stringify(request));
+  const out = env.exec(
+    "lab",
+    process.execPath,
+    ["--conditions=source", "--import", "tsx", join(repoRoot, "test", "infra", "gateway", "attack-probe.ts"), file],
+    { timeoutMs: 90_000, allowFail: true },
+  );
+  const last = out.stdout.trim().split("\n").at(-1);
+  if (!last) return { error: `attack-probe printed nothing: ${out.stderr}` };
+  return JSON.parse(last) as AttackAnswer;
 }
 
 /** One audit record: a JSON object the gateway printed as one line of its standard output. */
