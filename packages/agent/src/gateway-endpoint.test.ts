@@ -6,12 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { writeFile } from "node:fs/promises";
-import * as https from "node:https";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "@cluster-proxy/tunnel/testing";
 import { headerValues } from "./gateway-request.js";
-import { startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { h2Call, startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
 
 interface Answer {
   status: number;
@@ -26,31 +25,18 @@ interface Call {
   body?: string;
 }
 
-/** One request to the endpoint over a fresh mutual-TLS connection. */
-function call(fx: GatewayFixture, c: Call): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const client = c.client === undefined ? fx.gatewayClient : c.client;
-    const req = https.request({
-      host: "127.0.0.1",
-      port: fx.port,
-      path: c.path ?? "/api/v1/namespaces/default/pods?limit=1",
-      method: c.method ?? "GET",
-      ca: fx.agentCa,
-      ...(client ?? {}),
-      agent: false,
-      // The agent certificate names its cluster as a URI SAN, no host name.
-      checkServerIdentity: () => undefined,
-      headers: (c.headers ?? []).flat(),
-    });
-    req.on("error", reject);
-    req.on("response", (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (chunk: Buffer) => chunks.push(chunk));
-      res.on("error", reject);
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-    });
-    req.end(c.body);
+/** One request to the endpoint over a fresh mutual-TLS HTTP/2 session. */
+async function call(fx: GatewayFixture, c: Call): Promise<Answer> {
+  const client = c.client === undefined ? fx.gatewayClient : c.client;
+  const a = await h2Call(fx.port, {
+    path: c.path ?? "/api/v1/namespaces/default/pods?limit=1",
+    method: c.method ?? "GET",
+    headers: c.headers ?? [],
+    ...(c.body !== undefined ? { body: c.body } : {}),
+    client,
+    ca: fx.agentCa,
   });
+  return { status: a.status, body: a.body };
 }
 
 const KUBE: [string, string] = ["Cluster-Proxy-Target", "kube"];
@@ -184,32 +170,24 @@ describe("gateway endpoint", () => {
   test("a chunked response flows before it ends (a watch)", async () => {
     // The first chunk arrives while the stand-in still holds the response open; only then is it released.
     let firstChunk = "";
-    const whole = await new Promise<string>((resolve, reject) => {
-      const req = https.request({
-        host: "127.0.0.1",
-        port: fx.port,
-        path: "/stream",
-        ca: fx.agentCa,
-        ...fx.gatewayClient,
-        agent: false,
-        checkServerIdentity: () => undefined,
-        headers: { "Cluster-Proxy-Target": "kube", "Impersonate-User": "alice" },
-      });
-      req.on("error", reject);
-      req.on("response", (res) => {
-        let text = "";
-        res.on("data", (chunk: Buffer) => {
-          text += chunk.toString("utf8");
-          if (!firstChunk) {
-            firstChunk = text;
-            fx.apiserver.releaseStream();
-          }
-        });
-        res.on("error", reject);
-        res.on("end", () => resolve(text));
-      });
-      req.end();
+    let text = "";
+    const answer = await h2Call(fx.port, {
+      path: "/stream",
+      headers: [
+        ["Cluster-Proxy-Target", "kube"],
+        ["Impersonate-User", "alice"],
+      ],
+      client: fx.gatewayClient,
+      ca: fx.agentCa,
+      onData: (chunk) => {
+        text += chunk.toString("utf8");
+        if (!firstChunk) {
+          firstChunk = text;
+          fx.apiserver.releaseStream();
+        }
+      },
     });
+    const whole = answer.body;
     assert.equal(firstChunk, "first\n");
     assert.equal(whole, "first\nsecond\n");
   });

@@ -6,6 +6,7 @@
  * (each accepted socket handed to {@link GatewayEndpoint.accept}, as the tunnel hands its streams).
  */
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import * as http2 from "node:http2";
 import * as https from "node:https";
 import * as net from "node:net";
 import type { IncomingMessage } from "node:http";
@@ -117,6 +118,80 @@ async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
         server.close(() => resolve());
       }),
   };
+}
+
+/** What {@link h2Call} got back. */
+export interface H2Answer {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One request to the endpoint as the gateway sends it: an HTTP/2 stream of a fresh mutual-TLS
+ * session (ALPN h2) to `port`. `headers` are pairs (a repeated name is sent repeated); `body`
+ * undefined sends none (the HEADERS frame ends the stream); `onData` sees each chunk as it comes.
+ */
+export function h2Call(
+  port: number,
+  c: {
+    path: string;
+    method?: string;
+    headers: [string, string][];
+    body?: string | Buffer;
+    client: { cert: string; key: string } | null;
+    ca: string;
+    onData?: (chunk: Buffer) => void;
+  },
+): Promise<H2Answer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, {
+      ca: c.ca,
+      ...(c.client ?? {}),
+      // The agent certificate names its cluster as a URI SAN, no host name.
+      checkServerIdentity: () => undefined,
+    });
+    session.on("error", reject);
+    const headers: http2.OutgoingHttpHeaders = { ":method": c.method ?? "GET", ":path": c.path };
+    for (const [name, value] of c.headers) {
+      const lower = name.toLowerCase();
+      const had = headers[lower];
+      headers[lower] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [String(had), value];
+    }
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = session.request(headers, { endStream: c.body === undefined });
+    } catch (err) {
+      session.destroy();
+      reject(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    stream.on("error", (err: Error) => {
+      session.destroy();
+      reject(err);
+    });
+    let status = 0;
+    let got: http2.IncomingHttpHeaders = {};
+    stream.on("response", (h) => {
+      status = Number(h[":status"]);
+      got = h;
+    });
+    const chunks: Buffer[] = [];
+    stream.on("data", (chunk: Buffer) => {
+      chunks.push(chunk);
+      c.onData?.(chunk);
+    });
+    stream.on("end", () => {
+      session.close();
+      if (status === 0) reject(new Error("the stream ended without a response"));
+      else resolve({ status, headers: got, body: Buffer.concat(chunks).toString("utf8") });
+    });
+    stream.on("close", () => {
+      session.destroy();
+      if (status === 0) reject(new Error(`the stream closed without a response (code ${stream.rstCode})`));
+    });
+    if (c.body !== undefined) stream.end(c.body);
+  });
 }
 
 /** The endpoint and everything around it. */
