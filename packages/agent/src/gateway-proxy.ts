@@ -133,7 +133,7 @@ function withoutPseudo(raw: RawHeaders): string[] {
 function openUpstream(
   upstream: Upstream,
   req: { method: string; url: string },
-  headers: string[],
+  headers: string[] | http.OutgoingHttpHeaders,
   timeoutMs: number,
 ): http.ClientRequest {
   const options: https.RequestOptions = {
@@ -386,9 +386,11 @@ export class GatewayProxy {
     const out = openUpstream(
       upstream,
       { method: req.method ?? "GET", url: req.url ?? "/" },
-      headers,
+      headerObject(headers),
       this.deps.connectTimeoutMs,
     );
+    // Nor chunked coding: the request ends with its head (Node would chunk a POST by default).
+    out.useChunkedEncodingByDefault = false;
     let answered = false;
     const onClientGone = (): void => {
       if (!answered) out.destroy();
@@ -432,6 +434,22 @@ export class GatewayProxy {
     });
     out.end();
   }
+}
+
+/**
+ * Raw header pairs as an object (a repeated name's values in an array): Node writes a request
+ * head given as an array at once, before its framing can be chosen.
+ */
+function headerObject(headers: RawHeaders): http.OutgoingHttpHeaders {
+  const out: Record<string, string | string[]> = {};
+  const names = new Map<string, string>();
+  for (const [name, value] of headerPairs(headers)) {
+    const key = names.get(name.toLowerCase()) ?? name;
+    names.set(name.toLowerCase(), key);
+    const had = out[key];
+    out[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
+  }
+  return out;
 }
 
 /** Raw headers without every `name` (lowercase) entry. */

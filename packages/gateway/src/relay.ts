@@ -355,6 +355,8 @@ export function relayUpgrade(
         setHost: false,
         createConnection: () => connection,
       });
+      // No body: neither a length nor chunked coding (Node would chunk a POST by default).
+      up.useChunkedEncodingByDefault = false;
       abort.signal.addEventListener("abort", () => up.destroy(), { once: true });
       up.on("error", (err) => {
         connection.destroy();

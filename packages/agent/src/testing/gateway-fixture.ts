@@ -52,7 +52,8 @@ async function readBody(req: IncomingMessage): Promise<string> {
 
 /**
  * Start a stand-in: `/stream` answers `first\n` at once and `second\n` after
- * {@link StandIn.releaseStream}; an upgrade (any protocol) is answered 101 and then echoes
+ * {@link StandIn.releaseStream}; `/status-600` answers status 600, `/http2-settings` with an
+ * `HTTP2-Settings` and an `Upgrade` header (a hostile pod's answers); an upgrade (any protocol) is answered 101 and then echoes
  * `echo:<bytes>`, and after the client ends its writing sends `bye` and ends; every other path
  * answers 200 with what it received as JSON.
  */
@@ -72,6 +73,21 @@ async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
         res.write("first\n");
         await released;
         res.end("second\n");
+        return;
+      }
+      // Answers a proxied pod may give that no caller can be handed as they are.
+      if (req.url === "/status-600") {
+        res.writeHead(600, { "Content-Type": "text/plain" });
+        res.end("odd\n");
+        return;
+      }
+      if (req.url === "/http2-settings") {
+        res.writeHead(200, {
+          "Content-Type": "text/plain",
+          "HTTP2-Settings": "AAMAAABkAARAAAAAAAIAAAAA",
+          Upgrade: "h2c",
+        });
+        res.end("settings\n");
         return;
       }
       if (req.url === "/forbidden") {
