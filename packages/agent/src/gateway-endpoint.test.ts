@@ -6,6 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { writeFile } from "node:fs/promises";
+import { once } from "node:events";
+import * as http2 from "node:http2";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "@cluster-proxy/tunnel/testing";
@@ -318,6 +320,125 @@ describe("gateway endpoint connection cap", () => {
       first.destroy();
     } finally {
       await fx.close();
+    }
+  });
+});
+
+/** Send `raw` over a fresh mutual-TLS HTTP/1.1 connection to the endpoint; the bytes back until it closes. */
+async function http1(fx: GatewayFixture, raw: string): Promise<string> {
+  const socket = tls.connect({
+    host: "127.0.0.1",
+    port: fx.port,
+    ca: fx.agentCa,
+    ...fx.gatewayClient,
+    ALPNProtocols: ["http/1.1"],
+    checkServerIdentity: () => undefined,
+  });
+  let text = "";
+  socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
+  socket.on("error", () => undefined);
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  socket.write(raw);
+  await closed;
+  return text;
+}
+
+describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bounds", () => {
+  let fx: GatewayFixture;
+  const ID: [string, string][] = [KUBE, ["Impersonate-User", "alice"]];
+  before(async () => {
+    fx = await startGatewayFixture({ maxConcurrentStreams: 2, idleSessionTimeoutMs: 300 });
+  });
+  after(async () => {
+    await fx.close();
+  });
+
+  test("a body on GET, HEAD, DELETE or OPTIONS without content-length is 400 and nothing goes upstream", async () => {
+    const before = fx.apiserver.received.length;
+    for (const method of ["GET", "HEAD", "DELETE", "OPTIONS"]) {
+      const answer = await call(fx, { method, headers: ID, body: "POST /api HTTP/1.1\r\nHost: x\r\n\r\n" });
+      assert.equal(answer.status, 400, method);
+    }
+    assert.equal(fx.apiserver.received.length, before);
+  });
+
+  test("upstream bodies are framed explicitly: the declared length, else chunked; never raw", async () => {
+    assert.equal((await call(fx, { headers: [...ID, ["Content-Length", "5"]], body: "hello" })).status, 200);
+    const withLength = fx.apiserver.received.at(-1);
+    assert.equal(withLength?.body, "hello");
+    assert.deepEqual(headerValues(withLength?.rawHeaders ?? [], "content-length"), ["5"]);
+    assert.deepEqual(headerValues(withLength?.rawHeaders ?? [], "transfer-encoding"), []);
+    assert.equal((await call(fx, { method: "POST", headers: ID, body: "{}" })).status, 200);
+    const streamed = fx.apiserver.received.at(-1);
+    assert.equal(streamed?.body, "{}");
+    assert.deepEqual(headerValues(streamed?.rawHeaders ?? [], "transfer-encoding"), ["chunked"]);
+    assert.deepEqual(headerValues(streamed?.rawHeaders ?? [], "content-length"), []);
+  });
+
+  test("a plain HTTP/1.1 request (an old gateway) is 505 and never forwarded; an upgrade with a body is 400", async () => {
+    const before = fx.apiserver.received.length;
+    const plain = await http1(
+      fx,
+      "GET /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\n" +
+        "POST /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: system:admin\r\n\r\n",
+    );
+    assert.match(plain, /^HTTP\/1\.1 505 /);
+    assert.equal(plain.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, "one answer, the connection closed");
+    const withBody = await http1(
+      fx,
+      "POST /exec HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 5\r\n" +
+        "Cluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\nhello",
+    );
+    assert.match(withBody, /^HTTP\/1\.1 400 /);
+    assert.equal(fx.apiserver.received.length, before);
+  });
+
+  test("an answer with status 600 is 502, HTTP2-Settings and Upgrade are dropped; the endpoint keeps serving", async () => {
+    const odd = await h2Call(fx.port, { path: "/status-600", headers: ID, client: fx.gatewayClient, ca: fx.agentCa });
+    assert.equal(odd.status, 502);
+    assert.match(odd.body, /status 600/);
+    const settings = await h2Call(fx.port, {
+      path: "/http2-settings",
+      headers: ID,
+      client: fx.gatewayClient,
+      ca: fx.agentCa,
+    });
+    assert.equal(settings.status, 200);
+    assert.equal(settings.headers["http2-settings"], undefined);
+    assert.equal(settings.headers.upgrade, undefined);
+    assert.equal(settings.body, "settings\n");
+    assert.equal((await call(fx, { headers: ID })).status, 200);
+  });
+
+  test("a session gets at most its max concurrent streams; a session without streams gets GOAWAY", async () => {
+    const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
+      ca: fx.agentCa,
+      ...fx.gatewayClient,
+      checkServerIdentity: () => undefined,
+    });
+    session.on("error", () => undefined);
+    try {
+      await once(session, "remoteSettings");
+      assert.equal(session.remoteSettings.maxConcurrentStreams, 2);
+      const before = fx.apiserver.received.length;
+      const streams = [0, 1, 2].map(() => {
+        const s = session.request({ ":path": "/stream", "cluster-proxy-target": "kube", "impersonate-user": "alice" });
+        s.on("error", () => undefined);
+        s.resume();
+        return s;
+      });
+      // Two streams are served (held by the stand-in); the third waits for one of them.
+      await Promise.all(streams.slice(0, 2).map((s) => once(s, "response")));
+      assert.equal(fx.apiserver.received.length, before + 2);
+      let goaway = false;
+      session.once("goaway", () => (goaway = true));
+      fx.apiserver.releaseStream();
+      await Promise.all(streams.map((s) => once(s, "end")));
+      assert.equal(fx.apiserver.received.length, before + 3);
+      assert.equal(goaway, false, "no GOAWAY while streams ran");
+      await once(session, "goaway");
+    } finally {
+      session.destroy();
     }
   });
 });

@@ -241,6 +241,9 @@ export interface GatewayFixtureOptions {
   serviceCa?: "right" | "wrong";
   /** The endpoint's connection cap. */
   maxConnections?: number;
+  /** The endpoint's HTTP/2 bounds. */
+  maxConcurrentStreams?: number;
+  idleSessionTimeoutMs?: number;
 }
 
 /** Build the world. */
@@ -312,6 +315,8 @@ export async function startGatewayFixture(options: GatewayFixtureOptions = {}): 
     logger: silentLogger,
     connectTimeoutMs: 5_000,
     ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+    ...(options.maxConcurrentStreams !== undefined ? { maxConcurrentStreams: options.maxConcurrentStreams } : {}),
+    ...(options.idleSessionTimeoutMs !== undefined ? { idleSessionTimeoutMs: options.idleSessionTimeoutMs } : {}),
   });
   const front = net.createServer({ allowHalfOpen: true }, (socket) => endpoint.accept(socket));
   await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));
