@@ -28,6 +28,8 @@ import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 export const GATEWAY_ENDPOINT_HOST = "gateway.cluster-proxy.invalid";
 /** Its port. */
 export const GATEWAY_ENDPOINT_PORT = 443;
+/** How long an endpoint may take to send its SETTINGS before its session is given up. */
+export const SETTINGS_TIMEOUT_MS = 10_000;
 /** Streams a session takes when the endpoint's SETTINGS name no limit. */
 export const UNLIMITED_STREAMS_CAP = 1000;
 
@@ -290,7 +292,15 @@ export class ClusterSessions {
   private started(s: Session, socket: tls.TLSSocket): http2.ClientHttp2Session {
     const session = http2.connect(`https://${GATEWAY_ENDPOINT_HOST}`, { createConnection: () => socket });
     s.session = session;
+    // Requests beyond the first wait for the SETTINGS: an endpoint that never sends them must not hold them.
+    const noSettings = setTimeout(
+      () => session.destroy(new Error(`the endpoint sent no HTTP/2 SETTINGS within ${SETTINGS_TIMEOUT_MS} ms`)),
+      SETTINGS_TIMEOUT_MS,
+    );
+    noSettings.unref();
+    session.once("close", () => clearTimeout(noSettings));
     session.on("remoteSettings", (settings: http2.Settings) => {
+      clearTimeout(noSettings);
       s.maxStreams = Math.max(
         1,
         Math.min(settings.maxConcurrentStreams ?? UNLIMITED_STREAMS_CAP, UNLIMITED_STREAMS_CAP),
