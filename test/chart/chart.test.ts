@@ -190,6 +190,8 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     const c = pod.containers[0]!;
     assert.deepEqual(c.command, ["cluster-proxy", "addon-manager"]);
     assert.ok((c.args as string[]).includes("--leader-elect=true"));
+    // The agents get the gateway's impersonation prefix through the manager: one value, no drift.
+    assert.ok((c.args as string[]).includes("--gateway-impersonation-prefix=cluster:hub:"));
     assert.ok(c.livenessProbe && c.readinessProbe && c.resources);
     assert.equal(pod.securityContext.runAsNonRoot, true);
     assert.deepEqual(c.securityContext, {
@@ -240,6 +242,21 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       "--namespace=$(POD_NAMESPACE)",
       "--impersonation-prefix=cluster:hub:",
       "--passthrough-unrecognized-tokens=false",
+      "--accept-hub-api-audience=true",
+    ]);
+    const narrowed = find(
+      render(
+        "--set",
+        "gateway.acceptHubApiAudience=false",
+        "--set",
+        "gateway.allowedUpgradeOrigins={https://a.example,https://b.example:8443}",
+      ),
+      "Deployment",
+      "cluster-proxy-addon-user",
+    ).spec as { template: { spec: Pod } };
+    assert.deepEqual(narrowed.template.spec.containers[0]!.args.slice(-2), [
+      "--accept-hub-api-audience=false",
+      "--allowed-upgrade-origins=https://a.example,https://b.example:8443",
     ]);
     // Every file a flag names is in a mounted volume of the Secret that holds it.
     const mounts = Object.fromEntries(c.volumeMounts.map((m) => [m.mountPath, m.name]));
@@ -375,6 +392,12 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       ])
         assert.ok(args.includes(want), `${want} in ${args.join(" ")}`);
       assert.equal(args.at(-1), "--dial-timeout=5s");
+      const manager = (
+        find(objs, "Deployment", "cluster-proxy-addon-manager").spec as {
+          template: { spec: { containers: { args: string[] }[] } };
+        }
+      ).template.spec.containers[0]!.args;
+      assert.ok(manager.includes("--gateway-impersonation-prefix=hub:"), manager.join(" "));
       assert.equal(pod.volumes.find((v) => v.name === "oidc-ca")?.configMap?.name, "idp-ca");
       assert.ok(pod.containers[0]!.volumeMounts.some((m) => m.mountPath === "/etc/gateway/oidc-ca"));
       const allowlist = find(objs, "ConfigMap", "cluster-proxy-exposed-services") as Obj & {

@@ -9,8 +9,9 @@
  * - a dial flood through one server tunnel stops at `--max-dials-per-tunnel` with a DIAL_RSP
  *   error naming the flag; clients of the agent's other tunnel still dial; the agent's
  *   descriptors stay bounded;
- * - every spelling of loopback, `0.0.0.0` and the metadata address is refused by the agent, with
- *   the README's deny list and with the default policy (no policy configured).
+ * - every spelling of loopback, `0.0.0.0` and the metadata address (NAT64 and 6to4 included) is
+ *   refused by the agent, with the README's deny list and with the default policy (no policy
+ *   configured).
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
@@ -234,6 +235,11 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
         "[::ffff:7f00:1]",
         "[::1]",
         "[::]",
+        "[::127.0.0.1]",
+        // NAT64 and 6to4 spellings reach the IPv4 address through a translator or relay.
+        "[64:ff9b::7f00:1]",
+        "[64:ff9b::127.0.0.1]",
+        "[2002:7f00:1::]",
         "localhost",
       ].map((host) => `${host}:${port}`);
     const METADATA = [
@@ -243,6 +249,10 @@ describe("hostile clients: floods, dial caps and destination spellings", () => {
       "[::ffff:169.254.169.254]:80",
       "[::ffff:a9fe:a9fe]:80",
       "[fe80::1]:80",
+      "[64:ff9b::a9fe:a9fe]:80",
+      "[64:ff9b:1::a9fe:a9fe]:80",
+      "[2002:a9fe:a9fe::1]:80",
+      "[::ffff:0:a9fe:a9fe]:80",
     ];
 
     before(async () => {

@@ -409,7 +409,7 @@ export class AddonManager {
     this.addonReconciler = new AddonReconciler(
       this.api,
       cache,
-      { installPlacement: o.installPlacement, ...agentCa },
+      { installPlacement: o.installPlacement, gatewayImpersonationPrefix: o.gatewayImpersonationPrefix, ...agentCa },
       this.log,
       prober,
     );

@@ -126,6 +126,8 @@ export interface AddonOptions {
   signerName: string;
   caValidityMs: number;
   certValidityMs: number;
+  /** The gateway's impersonation prefix, rendered into the agents (`--gateway-impersonation-prefix`). */
+  gatewayImpersonationPrefix?: string;
   now?: () => number;
 }
 
@@ -539,6 +541,9 @@ export class AddonReconciler {
       entrypoint,
       servingCaPem,
       ...(gatewayCaPem ? { gatewayCaPem } : {}),
+      ...(this.options.gatewayImpersonationPrefix
+        ? { gatewayImpersonationPrefix: this.options.gatewayImpersonationPrefix }
+        : {}),
       ...(adc ? { adc } : {}),
       owner: {
         apiVersion: Resources.managedClusterAddOn.apiVersion,

@@ -2,12 +2,15 @@ import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
 import { describe, test } from "node:test";
 import {
+  addonManagerOptionsSchema,
   agentOptionsSchema,
   argsFor,
   defaultedSpec,
+  gatewayOptionsSchema,
   MPC_API_VERSION,
   MPC_KIND,
   resolveOptions,
+  withDefaults,
   type ManagedProxyConfiguration,
 } from "@cluster-proxy/api";
 import {
@@ -336,6 +339,7 @@ describe("the agent's ManifestWork", () => {
     const without = manifestsOf(render());
     assert.ok(!without.some((m) => /ClusterRole/.test(m.kind ?? "") || m.metadata.name === "cluster-proxy-gateway-ca"));
     assert.ok(!c0(deployment(render())).args.some((a) => a.startsWith("--gateway-ca-file")));
+    assert.ok(!c0(deployment(render())).args.some((a) => a.startsWith("--gateway-impersonation-prefix")));
     assert.equal(annotation(render()), undefined);
   });
 });
@@ -360,6 +364,7 @@ describe("the agent's command line comes from the agent's option schema", () => 
           mpc: config,
           forwardProxyCa,
           gatewayCa,
+          gatewayImpersonationPrefix: "hub:",
         });
         const args = argsFor(agentOptionsSchema, values);
         const parsed: Record<string, unknown> = resolveOptions(agentOptionsSchema, rawFlags(args), {});
@@ -368,6 +373,7 @@ describe("the agent's command line comes from the agent's option schema", () => 
         }
         assert.equal(parsed["httpsProxyCaCert"] !== "", forwardProxyCa);
         assert.equal(parsed["gatewayCaFile"] !== "", gatewayCa);
+        assert.equal(parsed["gatewayImpersonationPrefix"], gatewayCa ? "hub:" : "cluster:hub:");
         assert.equal(parsed["hubKubeconfig"] !== "", config === pf);
       }
     }
@@ -395,5 +401,27 @@ describe("the agent's command line comes from the agent's option schema", () => 
       gatewayCa: true,
     });
     assert.deepEqual(c0(deployment(work)).args, [...argsFor(agentOptionsSchema, values), "--v=3"]);
+  });
+});
+
+describe("the gateway's impersonation prefix reaches the agents", () => {
+  test("rendered with the gateway endpoint, exactly as the gateway's flag says", () => {
+    const work = renderAgentWork({
+      cluster: "mc1",
+      namespace: "agents",
+      mpc: mpc(),
+      entrypoint: "proxy.example.com:8091",
+      servingCaPem: "CA",
+      gatewayCaPem: "GW",
+      gatewayImpersonationPrefix: "hub:",
+      owner,
+      configHashes: {},
+    });
+    assert.ok(c0(deployment(work)).args.includes("--gateway-impersonation-prefix=hub:"));
+    // The manager's flag and the agent's flag share their default with the gateway's.
+    assert.equal(
+      withDefaults(addonManagerOptionsSchema, {}).gatewayImpersonationPrefix,
+      withDefaults(gatewayOptionsSchema, {}).impersonationPrefix,
+    );
   });
 });

@@ -8,9 +8,11 @@
  * writes its connection state and last error, read back by the work's status feedback), Secret
  * `cluster-proxy-ca` with the proxy-servers' serving CA bundle, and Deployment
  * `cluster-proxy-proxy-agent`. With a gateway CA bundle (docs/design/gateway.md): Secret
- * `cluster-proxy-gateway-ca` (mounted, `--gateway-ca-file`) and the one cluster-wide right the
- * agent's gateway endpoint needs, ClusterRole `open-cluster-management:cluster-proxy:impersonator`
- * (verb `impersonate` only) bound to the agent's ServiceAccount.
+ * `cluster-proxy-gateway-ca` (mounted, `--gateway-ca-file`), the gateway's impersonation prefix
+ * (`--gateway-impersonation-prefix`, the agent serves only identities carrying it) and the one
+ * cluster-wide right the agent's gateway endpoint needs, ClusterRole
+ * `open-cluster-management:cluster-proxy:impersonator` (verb `impersonate` only) bound to the
+ * agent's ServiceAccount.
  */
 import { createHash } from "node:crypto";
 import {
@@ -95,6 +97,8 @@ export interface AgentRenderInput {
    * gateway endpoint. Absent (not issued yet): no endpoint and no impersonation right.
    */
   gatewayCaPem?: string;
+  /** The gateway's `--impersonation-prefix`, for the agents' `--gateway-impersonation-prefix` (absent: the agent's default). */
+  gatewayImpersonationPrefix?: string;
   adc?: AddOnDeploymentConfigSpec;
   owner: OwnerReference;
   /** The config-spec-hash map (omitted when empty). */
@@ -136,6 +140,8 @@ export interface AgentArgsInput {
   forwardProxyCa: boolean;
   /** Whether the gateway CA bundle is mounted (the agent's gateway endpoint is on). */
   gatewayCa: boolean;
+  /** The gateway's impersonation prefix (with the endpoint on; absent: the agent's default). */
+  gatewayImpersonationPrefix?: string;
 }
 
 /** The agent's option values, keyed by flag (before `additionalArgs`), in command-line order. */
@@ -157,6 +163,7 @@ export function agentArgValues(a: AgentArgsInput): ArgsOf<typeof agentOptionsSch
     "status-deployment": `${a.namespace}/${AGENT_DEPLOYMENT}`,
     "https-proxy-ca-cert": a.forwardProxyCa ? "/etc/proxy-ca/ca.crt" : undefined,
     "gateway-ca-file": a.gatewayCa ? `${AGENT_GATEWAY_CA_MOUNT}/ca.crt` : undefined,
+    "gateway-impersonation-prefix": a.gatewayCa ? a.gatewayImpersonationPrefix : undefined,
     "hub-kubeconfig": throughHub ? `${HUB_KUBECONFIG_MOUNT}/kubeconfig` : undefined,
     "proxy-server-namespace": throughHub ? a.mpc.spec.proxyServer.namespace : undefined,
     "proxy-server-service": throughHub ? a.mpc.spec.proxyServer.inClusterServiceName : undefined,
@@ -305,6 +312,9 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
                       mpc,
                       forwardProxyCa: proxyCa !== "",
                       gatewayCa: gatewayCaPem !== "",
+                      ...(input.gatewayImpersonationPrefix
+                        ? { gatewayImpersonationPrefix: input.gatewayImpersonationPrefix }
+                        : {}),
                     }),
                   ),
                   ...(agent.additionalArgs ?? []),

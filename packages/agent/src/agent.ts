@@ -216,6 +216,7 @@ export class ProxyAgent {
     }
     this.startCertReloading(this.tlsMaterial);
     await readAuthorization(this.options);
+    const policy = await loadDestinationPolicy(this.options);
     const gateway = await loadGatewaySettings(this.options);
     if (gateway && this.tlsMaterial.cert && this.tlsMaterial.key) {
       // Loaded only when enabled: every managed cluster runs an agent, its idle memory counts.
@@ -227,12 +228,13 @@ export class ProxyAgent {
         material: { cert: this.tlsMaterial.cert, key: this.tlsMaterial.key, ca: gateway.gatewayCa },
         files: gateway.files,
         reloadIntervalMs: this.options.certReloadInterval,
-        upstreams: new ClusterUpstreams(gateway.upstreams),
+        // Service dials are judged by the same destination policy as the tunnel's, after resolution.
+        upstreams: new ClusterUpstreams({ ...gateway.upstreams, destinationPolicy: policy }),
         logger: this.log,
         connectTimeoutMs: this.options.dialTimeout,
+        impersonationPrefix: gateway.impersonationPrefix,
       });
     }
-    const policy = await loadDestinationPolicy(this.options);
     this.connectEndpoint = policy.isOpen
       ? this.deps.connectEndpoint
       : guardedConnector(policy, this.deps.connectEndpoint ?? defaultConnector, (message) =>

@@ -8,7 +8,12 @@
  * - IPv6 in any notation becomes its compressed form; an IPv4-mapped (`::ffff:7f00:1`) or
  *   IPv4-compatible address becomes the IPv4 address it reaches; a zone (`%eth0`) is dropped;
  * - `0.0.0.0/8` and `::` are *this host*: Linux connects a dial to them to the local host, so they
- *   are judged as the loopback address as well (`127.0.0.1`, `::1`).
+ *   are judged as the loopback address as well (`127.0.0.1`, `::1`);
+ * - an IPv6 address that a translator or tunnel turns into an IPv4 one reaches that IPv4 address:
+ *   NAT64 (`64:ff9b::/96` and the local-use `64:ff9b:1::/48`, the IPv4 address in the last 32
+ *   bits, as DNS64 writes it), SIIT's IPv4-translated `::ffff:0:0/96`, 6to4 (`2002::/16`, bits
+ *   16-47) and Teredo (`2001::/32`, the client address inverted in the last 32 bits). It is dialled
+ *   as written but judged as the IPv4 address it reaches ({@link judgedAddresses}).
  *
  * Parsing is ipaddr.js's (the library the Express/proxy-addr stack relies on), not our own.
  */
@@ -20,6 +25,29 @@ export interface CanonicalAddress {
   ip: string;
   /** What the kernel connects to when that is another address: `127.0.0.1` for 0.0.0.0/8, `::1` for `::`. */
   thisHost?: string;
+  /** The IPv4 address an IPv6 translator or tunnel address reaches (NAT64, SIIT, 6to4, Teredo), canonical. */
+  reaches?: string;
+}
+
+/** IPv6 prefixes that carry an IPv4 address, and where (the 16-bit part where its 32 bits start). */
+const EMBEDDING: readonly { cidr: [ipaddr.IPv6, number]; at: number; invert?: boolean }[] = [
+  { cidr: ipaddr.IPv6.parseCIDR("64:ff9b::/96"), at: 6 },
+  { cidr: ipaddr.IPv6.parseCIDR("64:ff9b:1::/48"), at: 6 },
+  { cidr: ipaddr.IPv6.parseCIDR("::ffff:0:0:0/96"), at: 6 },
+  { cidr: ipaddr.IPv6.parseCIDR("2002::/16"), at: 1 },
+  { cidr: ipaddr.IPv6.parseCIDR("2001::/32"), at: 6, invert: true },
+];
+
+/** The IPv4 address an IPv6 translator or tunnel address reaches, if it is one. */
+function embeddedIPv4(addr: ipaddr.IPv6): ipaddr.IPv4 | undefined {
+  for (const e of EMBEDDING) {
+    if (!addr.match(e.cidr)) continue;
+    const hi = addr.parts[e.at] ?? 0;
+    const lo = addr.parts[e.at + 1] ?? 0;
+    const word = e.invert ? [~hi & 0xffff, ~lo & 0xffff] : [hi, lo];
+    return new ipaddr.IPv4(word.flatMap((w) => [w >> 8, w & 0xff]));
+  }
+  return undefined;
 }
 
 const THIS_NETWORK_V4 = ipaddr.parseCIDR("0.0.0.0/8");
@@ -46,7 +74,23 @@ export function canonicalAddress(text: string): CanonicalAddress | undefined {
   }
   const ip = addr.toString();
   if (addr instanceof ipaddr.IPv4) return addr.match(THIS_NETWORK_V4) ? { ip, thisHost: "127.0.0.1" } : { ip };
-  return addr.range() === "unspecified" ? { ip, thisHost: "::1" } : { ip };
+  if (addr.range() === "unspecified") return { ip, thisHost: "::1" };
+  const reaches = embeddedIPv4(addr);
+  return reaches ? { ip, reaches: reaches.toString() } : { ip };
+}
+
+/**
+ * Every address a dial to `text` is judged as, the one finally reached first (allow rules must
+ * match that one), then the other forms (a deny rule matching any of them refuses the dial):
+ * `0.0.0.0` is `["127.0.0.1", "0.0.0.0"]`, `64:ff9b::a9fe:a9fe` is
+ * `["169.254.169.254", "64:ff9b::a9fe:a9fe"]`. Undefined when `text` is no address.
+ */
+export function judgedAddresses(text: string): string[] | undefined {
+  const address = canonicalAddress(text);
+  if (address === undefined) return undefined;
+  const reached = address.reaches === undefined ? undefined : canonicalAddress(address.reaches);
+  const forms = [reached?.thisHost, reached?.ip, address.thisHost, address.ip];
+  return [...new Set(forms.filter((f): f is string => f !== undefined))];
 }
 
 /**

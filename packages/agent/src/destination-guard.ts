@@ -71,31 +71,55 @@ export function guardedConnector(
     }
     const early = policy.check({ name: host, port });
     if (early.allowed === false) return refuse(refusalMessage(target, early.because));
-    const lookup: net.LookupFunction = (hostname, lookupOptions, callback) => {
-      resolve(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
-        if (err) return callback(err, []);
-        const allowed: dns.LookupAddress[] = [];
-        let because = "";
-        for (const a of addresses) {
-          const verdict = policy.check({ name: hostname, ip: a.address, port });
-          if (verdict.allowed === true) allowed.push(a);
-          else because ||= reason(verdict);
-        }
-        if (allowed.length === 0) {
-          const message = refusalMessage(
-            target,
-            because || "no address",
-            addresses.map((a) => a.address),
-          );
-          onRefused(message);
-          return callback(new DestinationRefusedError(message), []);
-        }
-        if (lookupOptions.all) return callback(null, allowed);
-        return callback(null, allowed[0]!.address, allowed[0]!.family);
-      });
-    };
-    return base({ ...tcp, lookup });
+    return base({ ...tcp, lookup: guardedLookup(policy, port, onRefused, resolve) });
   };
+}
+
+/**
+ * A socket `lookup` hook that resolves a name with `resolve` and hands on only the addresses
+ * `policy` allows for (name, address, `port`); when none is left it fails with a
+ * {@link DestinationRefusedError} naming the policy and the addresses (and calls `onRefused`), so
+ * the socket never connects to an address that was not judged.
+ */
+export function guardedLookup(
+  policy: DestinationPolicy,
+  port: number,
+  onRefused: (message: string) => void,
+  resolve: Resolver = systemResolver,
+): net.LookupFunction {
+  return (hostname, lookupOptions, callback) => {
+    resolve(hostname, { ...lookupOptions, all: true }, (err, addresses) => {
+      if (err) return callback(err, []);
+      const allowed: dns.LookupAddress[] = [];
+      let because = "";
+      for (const a of addresses) {
+        const verdict = policy.check({ name: hostname, ip: a.address, port });
+        if (verdict.allowed === true) allowed.push(a);
+        else because ||= reason(verdict);
+      }
+      if (allowed.length === 0) {
+        const message = refusalMessage(
+          joinHostPort(hostname, port),
+          because || "no address",
+          addresses.map((a) => a.address),
+        );
+        onRefused(message);
+        return callback(new DestinationRefusedError(message), []);
+      }
+      if (lookupOptions.all) return callback(null, allowed);
+      return callback(null, allowed[0]!.address, allowed[0]!.family);
+    });
+  };
+}
+
+/** A {@link Resolver} from a socket `lookup` hook (asked for every address). */
+export function resolverOf(lookup: net.LookupFunction): Resolver {
+  return (hostname, options, callback) =>
+    lookup(hostname, { ...options, all: true }, (err, address, family) => {
+      if (err) return callback(err, []);
+      if (Array.isArray(address)) return callback(null, address);
+      return callback(null, [{ address, family: family ?? (net.isIP(address) === 6 ? 6 : 4) }]);
+    });
 }
 
 function reason(verdict: PolicyVerdict): string {

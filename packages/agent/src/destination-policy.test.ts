@@ -288,6 +288,47 @@ test("every spelling of an address is judged as the address the kernel connects 
   assert.equal(denyZero.check({ ip: "0.0.0.0", port: 80 }).allowed, false);
 });
 
+test("IPv6 translator and tunnel spellings (NAT64, SIIT, 6to4, Teredo) are judged as the IPv4 address they reach", () => {
+  const p = DestinationPolicy.builtIn([8093], ["10.1.2.3"]);
+  const allowed = (ip: string, port = 80): boolean | "unknown" => p.check({ ip, port }).allowed;
+  const metadata = [
+    "64:ff9b::a9fe:a9fe",
+    "64:ff9b::169.254.169.254",
+    "64:FF9B:0:0:0:0:A9FE:A9FE",
+    "64:ff9b:1::a9fe:a9fe",
+    "64:ff9b:1:abcd::a9fe:a9fe",
+    "::ffff:0:a9fe:a9fe",
+    "2002:a9fe:a9fe::",
+    "2002:a9fe:a9fe:1::1",
+    "2001:0:4136:e378:8000:63bf:5601:5601",
+  ];
+  for (const ip of metadata) assert.equal(allowed(ip), false, ip);
+  for (const ip of ["64:ff9b::7f00:1", "64:ff9b::1", "2002:7f00:1::", "64:ff9b::a01:203"])
+    assert.equal(allowed(ip, 8093), false, `${ip}: the agent's own port on this host`);
+  const r = p.check({ ip: "64:ff9b::a9fe:a9fe", port: 80 });
+  assert.match(r.allowed === false ? r.because : "", /^denied by the default policy \(link-local/);
+  // Their other addresses stay reachable, and so do ordinary IPv6 addresses.
+  for (const ip of ["64:ff9b::808:808", "2002:808:808::1", "fd00::1", "2001:db8::1", "2606:4700::1111"])
+    assert.equal(allowed(ip), true, ip);
+  assert.equal(allowed("64:ff9b::7f00:1", 8095), true, "another port");
+  // A deny rule for the IPv6 form still holds; allow rules must match the IPv4 address reached.
+  const denyNat64 = DestinationPolicy.parse({ deny: [{ cidrs: ["64:ff9b::/96"] }] });
+  assert.equal(denyNat64.check({ ip: "64:ff9b::808:808", port: 80 }).allowed, false);
+  const allowV4 = DestinationPolicy.parse({ allow: [{ cidrs: ["10.0.0.0/8"] }] });
+  assert.equal(allowV4.check({ ip: "64:ff9b::a00:1", port: 80 }).allowed, true);
+  assert.equal(allowV4.check({ ip: "64:ff9b::b00:1", port: 80 }).allowed, false);
+});
+
+test("guarded dials: NAT64 and 6to4 literals and names resolving to them are refused before connecting", async () => {
+  const p = DestinationPolicy.builtIn([8093], []);
+  const resolver: Resolver = (name, _o, cb) =>
+    cb(null, [{ address: name === "dns64.test" ? "64:ff9b::a9fe:a9fe" : "2002:a9fe:a9fe::1", family: 6 }]);
+  for (const target of ["[64:ff9b::a9fe:a9fe]:80", "[2002:a9fe:a9fe::1]:80", "dns64.test:80", "sixtofour.test:80"]) {
+    const r = await guardedDial(p, target, resolver);
+    assert.equal(typeof r === "object" && r.reason, "policy", target);
+  }
+});
+
 test("the built-in default: no link-local or metadata address, not the agent's own ports on this host", () => {
   const p = DestinationPolicy.builtIn([8093, 8094, 0], ["10.1.2.3", "fd00::5"]);
   const allowed = (ip: string, port: number): boolean | "unknown" => p.check({ ip, port }).allowed;

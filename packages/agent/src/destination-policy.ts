@@ -15,10 +15,11 @@
  *   `cidrs` for addresses.
  * - `cidrs`: the IP address the agent will connect to lies in one of the IPv4 / IPv6 prefixes.
  *   For a name this is the *resolved* address. Every spelling of an address is canonicalised
- *   first (destination-address.ts: octal, hex, short forms, IPv4-mapped IPv6 count as the plain
- *   address); `0.0.0.0/8` and `::`, which Linux connects to this host, also count as
- *   `127.0.0.1` / `::1`: a deny rule matching either form refuses them, an allow rule must match
- *   the loopback form.
+ *   first (destination-address.ts: octal, hex, short forms, IPv4-mapped and IPv4-compatible IPv6
+ *   count as the plain address); `0.0.0.0/8` and `::`, which Linux connects to this host, also
+ *   count as `127.0.0.1` / `::1`, and a NAT64, SIIT, 6to4 or Teredo IPv6 address as the IPv4
+ *   address it reaches: a deny rule matching any form refuses them, an allow rule must match the
+ *   form finally reached.
  * - `ports`: the port is one of the numbers or inclusive `low-high` ranges.
  *
  * A destination is refused when any deny rule matches it; otherwise it is allowed when the policy
@@ -30,7 +31,7 @@
  */
 import { BlockList, isIP } from "node:net";
 import { ClusterProxyError, DESTINATION_POLICY_REFUSAL, ErrorCodes } from "@cluster-proxy/api";
-import { canonicalAddress } from "./destination-address.js";
+import { judgedAddresses } from "./destination-address.js";
 
 /** One rule as written in a policy file. */
 export interface DestinationRuleSpec {
@@ -296,15 +297,12 @@ export class DestinationPolicy {
   /** Judge a destination. With `ip` absent the answer may be `unknown` (resolve and ask again). */
   check(d: Destination): PolicyVerdict {
     const name = d.name === undefined ? {} : { name: normalizeName(d.name) };
-    const address = d.ip === undefined ? undefined : canonicalAddress(d.ip);
-    // The address the kernel connects to decides; for 0.0.0.0/8 and :: the literal form is
-    // judged by the deny rules too, so a rule written for it still holds.
-    const effective: Destination = {
-      port: d.port,
-      ...name,
-      ...(d.ip === undefined ? {} : { ip: address ? (address.thisHost ?? address.ip) : d.ip }),
-    };
-    const forms = address?.thisHost ? [effective, { ...effective, ip: address.ip }] : [effective];
+    // The address finally reached decides (loopback for 0.0.0.0/8 and ::, the IPv4 address of a
+    // NAT64 or 6to4 one); the other forms are judged by the deny rules too, so a rule written
+    // for them still holds.
+    const ips = d.ip === undefined ? [undefined] : (judgedAddresses(d.ip) ?? [d.ip]);
+    const forms: Destination[] = ips.map((ip) => ({ port: d.port, ...name, ...(ip === undefined ? {} : { ip }) }));
+    const effective = forms[0] ?? { port: d.port, ...name };
     let unknown = false;
     for (const [i, rule] of this.deny.entries()) {
       const matches = forms.map((f) => ruleMatches(rule, f));

@@ -7,7 +7,14 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { ConfigError, agentOptionsSchema, withDefaults, type AgentOptions } from "@cluster-proxy/api";
+import {
+  ConfigError,
+  agentOptionsSchema,
+  gatewayOptionsSchema,
+  parseAgentOptions,
+  withDefaults,
+  type AgentOptions,
+} from "@cluster-proxy/api";
 import { createCertificateAuthority } from "@cluster-proxy/pki";
 import { kubeApiserverUrl, loadGatewaySettings } from "./gateway-config.js";
 
@@ -73,5 +80,20 @@ describe("gateway settings", () => {
     await fails({ serviceCaFile: join(dir, "missing") }, "service-ca-file");
     await fails({ serviceAccountDir: join(dir, "nowhere") }, "service-account-dir");
     await fails({ kubeApiserverUrl: "" }, "kube-apiserver-url");
+  });
+
+  test("the impersonation prefix: the gateway's default, configurable, never empty", async () => {
+    assert.equal((await loadGatewaySettings(base, {}))?.impersonationPrefix, "cluster:hub:");
+    assert.equal(
+      withDefaults(agentOptionsSchema, {}).gatewayImpersonationPrefix,
+      withDefaults(gatewayOptionsSchema, {}).impersonationPrefix,
+      "the agent's default is the gateway's",
+    );
+    const custom = await loadGatewaySettings({ ...base, gatewayImpersonationPrefix: "hub:" }, {});
+    assert.equal(custom?.impersonationPrefix, "hub:");
+    assert.throws(
+      () => parseAgentOptions({ proxyServerHost: "h", gatewayImpersonationPrefix: "" }),
+      /--gateway-impersonation-prefix.*must not be empty/,
+    );
   });
 });

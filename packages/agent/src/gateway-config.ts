@@ -1,6 +1,7 @@
 /**
  * The gateway endpoint's settings from the agent's options (`--gateway-ca-file`,
- * `--service-ca-file`, `--kube-apiserver-url`, `--service-account-dir`), checked at start: every
+ * `--service-ca-file`, `--kube-apiserver-url`, `--service-account-dir`,
+ * `--gateway-impersonation-prefix`), checked at start: every
  * file readable and PEM where it must be, the apiserver URL known. Errors name the flag.
  */
 import { readFile } from "node:fs/promises";
@@ -17,6 +18,8 @@ export interface GatewaySettings {
   /** The files the endpoint's TLS material is reloaded from. */
   files: TlsFiles;
   upstreams: UpstreamSettings;
+  /** The prefix every impersonated user and group must carry (the gateway's `--impersonation-prefix`). */
+  impersonationPrefix: string;
 }
 
 function fail(flag: string, why: string): never {
@@ -90,5 +93,6 @@ export async function loadGatewaySettings(
       ca: { flag: "--gateway-ca-file", path: o.gatewayCaFile },
     },
     upstreams: { apiserverUrl, serviceAccountDir: o.serviceAccountDir, serviceCaFile: o.serviceCaFile },
+    impersonationPrefix: o.gatewayImpersonationPrefix,
   };
 }

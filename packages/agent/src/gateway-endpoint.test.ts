@@ -84,7 +84,7 @@ describe("gateway endpoint", () => {
 
   test("a rotated ServiceAccount token is used by the next request", async () => {
     await writeFile(fx.paths.token, "sa-token-2\n");
-    const answer = await call(fx, { headers: [KUBE, ["Impersonate-User", "bob"]] });
+    const answer = await call(fx, { headers: [KUBE, ["Impersonate-User", "cluster:hub:bob"]] });
     assert.equal(answer.status, 200);
     assert.deepEqual(headerValues(fx.apiserver.received.at(-1)?.rawHeaders ?? [], "authorization"), [
       "Bearer sa-token-2",
@@ -109,7 +109,7 @@ describe("gateway endpoint", () => {
     const unknown = await call(fx, { headers: [["Cluster-Proxy-Target", "node"]] });
     assert.equal(unknown.status, 400);
     assert.match(unknown.body, /unknown Cluster-Proxy-Target "node"/);
-    const missing = await call(fx, { headers: [["Impersonate-User", "alice"]] });
+    const missing = await call(fx, { headers: [["Impersonate-User", "cluster:hub:alice"]] });
     assert.equal(missing.status, 400);
     assert.match(missing.body, /missing Cluster-Proxy-Target/);
     assert.equal(fx.apiserver.received.length, before, "nothing reached the apiserver");
@@ -177,7 +177,7 @@ describe("gateway endpoint", () => {
       path: "/stream",
       headers: [
         ["Cluster-Proxy-Target", "kube"],
-        ["Impersonate-User", "alice"],
+        ["Impersonate-User", "cluster:hub:alice"],
       ],
       client: fx.gatewayClient,
       ca: fx.agentCa,
@@ -219,7 +219,7 @@ describe("gateway endpoint", () => {
         "Upgrade: SPDY/3.1",
         "X-Stream-Protocol-Version: v4.channel.k8s.io",
         "Cluster-Proxy-Target: kube",
-        "Impersonate-User: alice",
+        "Impersonate-User: cluster:hub:alice",
         "",
         "",
       ].join("\r\n"),
@@ -254,7 +254,7 @@ describe("gateway endpoint", () => {
     socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
     const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
     socket.write(
-      "GET /no-upgrade HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\n",
+      "GET /no-upgrade HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: cluster:hub:alice\r\n\r\n",
     );
     await closed;
     assert.match(text, /^HTTP\/1\.1 403 Forbidden\r\n/);
@@ -263,13 +263,15 @@ describe("gateway endpoint", () => {
 
   test("client certificates from another CA, or none, are refused at the handshake", async () => {
     const before = fx.apiserver.received.length;
-    await assert.rejects(call(fx, { client: fx.agentCaClient, headers: [KUBE, ["Impersonate-User", "alice"]] }));
-    await assert.rejects(call(fx, { client: null, headers: [KUBE, ["Impersonate-User", "alice"]] }));
+    await assert.rejects(
+      call(fx, { client: fx.agentCaClient, headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] }),
+    );
+    await assert.rejects(call(fx, { client: null, headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] }));
     assert.equal(fx.apiserver.received.length, before);
   });
 
   test("a changed gateway CA file is picked up", async () => {
-    const headers: [string, string][] = [KUBE, ["Impersonate-User", "alice"]];
+    const headers: [string, string][] = [KUBE, ["Impersonate-User", "cluster:hub:alice"]];
     await assert.rejects(call(fx, { client: fx.nextGatewayClient, headers }));
     await writeFile(fx.paths.gatewayCa, fx.nextGatewayCaPem);
     assert.equal(await fx.endpoint.reloadNow(), "reloaded");
@@ -316,7 +318,7 @@ describe("gateway endpoint connection cap", () => {
         first.once("error", reject);
       });
       assert.equal(fx.endpoint.connectionCount, 1);
-      await assert.rejects(call(fx, { headers: [KUBE, ["Impersonate-User", "alice"]] }));
+      await assert.rejects(call(fx, { headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] }));
       first.destroy();
     } finally {
       await fx.close();
@@ -345,7 +347,7 @@ async function http1(fx: GatewayFixture, raw: string): Promise<string> {
 
 describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bounds", () => {
   let fx: GatewayFixture;
-  const ID: [string, string][] = [KUBE, ["Impersonate-User", "alice"]];
+  const ID: [string, string][] = [KUBE, ["Impersonate-User", "cluster:hub:alice"]];
   before(async () => {
     fx = await startGatewayFixture({ maxConcurrentStreams: 2, idleSessionTimeoutMs: 300 });
   });
@@ -379,7 +381,7 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
     const before = fx.apiserver.received.length;
     const plain = await http1(
       fx,
-      "GET /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\n" +
+      "GET /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: cluster:hub:alice\r\n\r\n" +
         "POST /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: system:admin\r\n\r\n",
     );
     assert.match(plain, /^HTTP\/1\.1 505 /);
@@ -387,7 +389,7 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
     const withBody = await http1(
       fx,
       "POST /exec HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 5\r\n" +
-        "Cluster-Proxy-Target: kube\r\nImpersonate-User: alice\r\n\r\nhello",
+        "Cluster-Proxy-Target: kube\r\nImpersonate-User: cluster:hub:alice\r\n\r\nhello",
     );
     assert.match(withBody, /^HTTP\/1\.1 400 /);
     assert.equal(fx.apiserver.received.length, before);
@@ -422,7 +424,11 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
       assert.equal(session.remoteSettings.maxConcurrentStreams, 2);
       const before = fx.apiserver.received.length;
       const streams = [0, 1, 2].map(() => {
-        const s = session.request({ ":path": "/stream", "cluster-proxy-target": "kube", "impersonate-user": "alice" });
+        const s = session.request({
+          ":path": "/stream",
+          "cluster-proxy-target": "kube",
+          "impersonate-user": "cluster:hub:alice",
+        });
         s.on("error", () => undefined);
         s.resume();
         return s;

@@ -20,6 +20,7 @@ import * as http2 from "node:http2";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
 import { CertReloader, type ReloadResult, type TlsFiles, type TlsMaterial } from "@cluster-proxy/tunnel";
+import { DEFAULT_IMPERSONATION_PREFIX } from "@cluster-proxy/api";
 import { type Logger } from "@cluster-proxy/kit";
 import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
@@ -56,6 +57,8 @@ export interface GatewayEndpointOptions {
   maxConcurrentStreams?: number;
   /** Deadline for connecting to an upstream (default 10 s). */
   connectTimeoutMs?: number;
+  /** The prefix impersonated names must carry (default {@link DEFAULT_IMPERSONATION_PREFIX}). */
+  impersonationPrefix?: string;
 }
 
 /** A plain request over HTTP/1.1: refused (see the module comment), the connection closed. */
@@ -103,6 +106,7 @@ export class GatewayEndpoint implements InProcessEndpoint {
     const proxy = new GatewayProxy({
       resolve: (target) => options.upstreams.resolve(target),
       connectTimeoutMs: options.connectTimeoutMs ?? 10_000,
+      impersonationPrefix: options.impersonationPrefix ?? DEFAULT_IMPERSONATION_PREFIX,
       logger: this.log,
     });
     this.server = http2.createSecureServer(

@@ -39,6 +39,8 @@ export interface GatewayProxyDeps {
   resolve(target: GatewayTarget): Promise<Upstream>;
   /** How long connecting to the upstream may take. */
   connectTimeoutMs: number;
+  /** The prefix every impersonated user and group must carry (`--gateway-impersonation-prefix`). */
+  impersonationPrefix: string;
   logger: Logger;
 }
 
@@ -53,9 +55,13 @@ const BODYLESS_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "DELETE", 
 /** How a request body is delimited (see the module comment), or why it is refused. */
 type Framing = { body: "none" } | { body: "length"; length: number } | { body: "stream" } | { refused: string };
 
-/** The framing of an HTTP/2 request with `raw` headers; `endAfterHeaders`: its HEADERS ended the stream. */
-export function requestFraming(method: string, raw: RawHeaders, endAfterHeaders: boolean): Framing {
-  if (headerValues(raw, "transfer-encoding").length > 0) return { refused: "Transfer-Encoding in an HTTP/2 request" };
+/**
+ * The framing of a request with `raw` headers; `endAfterHeaders`: for an HTTP/2 request whether its
+ * HEADERS ended the stream, undefined for HTTP/1.1 (whose parser already refused conflicting framing).
+ */
+export function requestFraming(method: string, raw: RawHeaders, endAfterHeaders: boolean | undefined): Framing {
+  const chunked = headerValues(raw, "transfer-encoding").length > 0;
+  if (chunked && endAfterHeaders !== undefined) return { refused: "Transfer-Encoding in an HTTP/2 request" };
   const lengths = headerValues(raw, "content-length");
   if (lengths.length > 1) return { refused: "Content-Length given more than once" };
   let length: number | undefined;
@@ -64,7 +70,11 @@ export function requestFraming(method: string, raw: RawHeaders, endAfterHeaders:
       return { refused: `Content-Length ${JSON.stringify(lengths[0])} is not a length` };
     length = Number(lengths[0].trim());
   }
-  if (endAfterHeaders) return length ? { refused: "Content-Length on a request without a body" } : { body: "none" };
+  if (endAfterHeaders === undefined) {
+    if (chunked && length !== undefined) return { refused: "both Content-Length and Transfer-Encoding" };
+    if (!chunked) return length ? { body: "length", length } : { body: "none" };
+  } else if (endAfterHeaders)
+    return length ? { refused: "Content-Length on a request without a body" } : { body: "none" };
   if (length !== undefined) return { body: "length", length };
   if (BODYLESS_METHODS.has(method)) return { refused: `a ${method} request with a body needs Content-Length` };
   return { body: "stream" };
@@ -187,17 +197,28 @@ function rawAnswer(socket: Duplex, status: number, statusMessage: string, text: 
 }
 
 /** Answer a normal request with a one-line text (or reset its stream when its head is gone already). */
-function textAnswer(res: http2.Http2ServerResponse, status: number, text: string): void {
+function textAnswer(res: AnyResponse, status: number, text: string): void {
   try {
-    if (res.headersSent || res.stream.destroyed) {
-      res.stream.close(h2constants.NGHTTP2_INTERNAL_ERROR);
+    if (res.headersSent || res.destroyed) {
+      cut(res);
       return;
     }
     res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" });
     res.end(`${text}\n`);
   } catch {
-    res.stream.destroy();
+    cut(res);
   }
+}
+
+/** A request as the endpoint gets it: an HTTP/2 stream (HTTP/1.1 in tests of the forwarding only). */
+type AnyRequest = http2.Http2ServerRequest | http.IncomingMessage;
+/** Its response. */
+type AnyResponse = http2.Http2ServerResponse | http.ServerResponse;
+
+/** Abort a response (reset its stream, or close its connection). */
+function cut(res: AnyResponse): void {
+  if ("stream" in res) res.stream.close(h2constants.NGHTTP2_INTERNAL_ERROR);
+  else res.destroy();
 }
 
 /**
@@ -235,11 +256,11 @@ export class GatewayProxy {
   }
 
   /** A normal request (an HTTP/2 stream): forwarded with its body framed, the response streamed back. */
-  handleRequest(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
+  handleRequest(req: AnyRequest, res: AnyResponse): void {
     const raw = withoutPseudo(req.rawHeaders);
-    const method = req.method;
-    const framing = requestFraming(method, raw, req.stream.endAfterHeaders);
-    const target = "refused" in framing ? framing : gatewayTarget(raw);
+    const method = req.method ?? "GET";
+    const framing = requestFraming(method, raw, "stream" in req ? req.stream.endAfterHeaders : undefined);
+    const target = "refused" in framing ? framing : gatewayTarget(raw, this.deps.impersonationPrefix);
     if ("refused" in target) {
       this.fail("gateway request refused", { method, path: pathOnly(req.url), error: target.refused });
       req.resume();
@@ -259,15 +280,20 @@ export class GatewayProxy {
   }
 
   private forward(
-    req: http2.Http2ServerRequest,
-    res: http2.Http2ServerResponse,
+    req: AnyRequest,
+    res: AnyResponse,
     raw: string[],
     framing: Exclude<Framing, { refused: string }>,
     target: GatewayTarget,
     upstream: Upstream,
   ): void {
     const headers = framed(forwardedHeaders(raw, target, upstream.hostHeader, false, upstream.token), framing);
-    const out = openUpstream(upstream, { method: req.method, url: req.url }, headers, this.deps.connectTimeoutMs);
+    const out = openUpstream(
+      upstream,
+      { method: req.method ?? "GET", url: req.url ?? "/" },
+      headers,
+      this.deps.connectTimeoutMs,
+    );
     let failed = false;
     const failWith = (status: number, text: string): void => {
       if (failed) return;
@@ -291,6 +317,7 @@ export class GatewayProxy {
       try {
         // The head goes out at once (a watch's first event may take long).
         res.writeHead(status, h2ResponseHeaders(answer.rawHeaders));
+        if (!("stream" in res)) res.flushHeaders();
       } catch (err) {
         answer.resume();
         failWith(502, badGateway(upstream.name, `its answer cannot be relayed: ${(err as Error).message}`));
@@ -298,10 +325,10 @@ export class GatewayProxy {
       }
       answer.on("data", (c: Buffer) => {
         try {
-          if (!res.write(c)) answer.pause();
+          if (!("stream" in res ? res.write(c) : res.write(c))) answer.pause();
         } catch {
           out.destroy();
-          res.stream.destroy();
+          cut(res);
         }
       });
       res.on("drain", () => answer.resume());
@@ -309,10 +336,10 @@ export class GatewayProxy {
         try {
           res.end();
         } catch {
-          res.stream.destroy();
+          cut(res);
         }
       });
-      answer.on("error", () => res.stream.close(h2constants.NGHTTP2_INTERNAL_ERROR));
+      answer.on("error", () => cut(res));
     });
     // The caller went away: stop the upstream request (a watch would otherwise run on).
     res.on("close", () => {
@@ -355,7 +382,7 @@ export class GatewayProxy {
     const target =
       req.headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0")
         ? { refused: "an upgrade request carries no body (Content-Length or Transfer-Encoding given)" }
-        : gatewayTarget(req.rawHeaders);
+        : gatewayTarget(req.rawHeaders, this.deps.impersonationPrefix);
     if ("refused" in target) {
       this.fail("gateway request refused", { method: req.method, path: pathOnly(req.url), error: target.refused });
       rawAnswer(socket, 400, "Bad Request", target.refused);

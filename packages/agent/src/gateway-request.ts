@@ -3,7 +3,13 @@
  * contract): where it goes (`Cluster-Proxy-Target`, `Cluster-Proxy-Service`), with which
  * credential (impersonation with the agent's token, or the caller's own in pass-through), and the
  * headers it is forwarded with. Pure functions over the request's raw headers.
+ *
+ * The agent is the last line: everything is decided on the end-to-end headers (those that reach
+ * the upstream; a header a `Connection` header names is gone before anything reads it), a kube
+ * request is served only as an identity carrying the gateway's impersonation prefix, and the
+ * agent's own credential is never sent without an `Impersonate-User`.
  */
+import { isIP } from "node:net";
 
 /** The header naming the target: `kube` or `service`. */
 export const TARGET_HEADER = "cluster-proxy-target";
@@ -11,6 +17,16 @@ export const TARGET_HEADER = "cluster-proxy-target";
 export const SERVICE_HEADER = "cluster-proxy-service";
 /** `true`: forward the caller's Authorization unchanged (no Impersonate-User). */
 export const PASSTHROUGH_HEADER = "cluster-proxy-passthrough";
+/** The caller's IP address as the gateway saw it (an IP literal); becomes a Service's `X-Forwarded-For`. */
+export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
+/** `https` or `http`, how the caller reached the gateway; becomes a Service's `X-Forwarded-Proto`. */
+export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
+
+/**
+ * The groups an impersonation may carry without the prefix: those the kube-apiserver gives every
+ * authenticated user anyway. Every other group, and the user, must carry the prefix.
+ */
+export const UNPREFIXED_GROUPS: readonly string[] = ["system:authenticated"];
 
 /** Where a request goes and with which credential. */
 export type GatewayTarget =
@@ -70,25 +86,81 @@ export function parseServiceTarget(value: string): GatewayTarget | TargetRefusal
   return { kind: "service", url: new URL(`${scheme}://${servername}:${port}`), servername };
 }
 
-/** Where a request goes, from its headers, or why it is refused. */
-export function gatewayTarget(headers: RawHeaders): GatewayTarget | TargetRefusal {
+/** The impersonation headers the kube-apiserver knows (`Impersonate-Extra-<key>` by prefix). */
+const IMPERSONATE_FIXED = new Set(["impersonate-user", "impersonate-group", "impersonate-uid"]);
+const IMPERSONATE_EXTRA = "impersonate-extra-";
+
+/** Whether a header name (lowercase) is an impersonation header of any kind. */
+function isImpersonation(lower: string): boolean {
+  return lower.startsWith("impersonate-");
+}
+
+/** Whether `name` is `<prefix><something>`. */
+function prefixed(name: string, prefix: string): boolean {
+  return name.length > prefix.length && name.startsWith(prefix);
+}
+
+/**
+ * Why the impersonation headers of a kube request are not the gateway's, or undefined when they
+ * are: exactly one non-empty `Impersonate-User` with the prefix; every `Impersonate-Group` with
+ * the prefix or one of {@link UNPREFIXED_GROUPS} (each comma-separated part too, so no later
+ * joining or splitting of header values can yield an unprefixed group); at most one
+ * `Impersonate-Uid`; `Impersonate-Extra-<key>` as given; no other `Impersonate-*` header.
+ */
+export function impersonationProblem(headers: RawHeaders, prefix: string): string | undefined {
+  const users = headerValues(headers, "impersonate-user");
+  if (users.length === 0 || users.every((u) => u.trim() === ""))
+    return "a kube request without Impersonate-User: refusing to send a request as the agent itself";
+  if (users.length > 1) return `Impersonate-User given ${users.length} times`;
+  const user = users[0] ?? "";
+  if (!prefixed(user, prefix))
+    return `Impersonate-User ${JSON.stringify(user)} lacks the gateway's impersonation prefix ${JSON.stringify(prefix)}`;
+  for (const group of headerValues(headers, "impersonate-group")) {
+    const parts = [group, ...(group.includes(",") ? group.split(",").map((p) => p.trim()) : [])];
+    const bad = parts.find((g) => !prefixed(g, prefix) && !UNPREFIXED_GROUPS.includes(g));
+    if (bad !== undefined)
+      return `Impersonate-Group ${JSON.stringify(bad)} lacks the gateway's impersonation prefix ${JSON.stringify(prefix)}`;
+  }
+  const uids = headerValues(headers, "impersonate-uid");
+  if (uids.length > 1) return `Impersonate-Uid given ${uids.length} times`;
+  for (const [name] of headerPairs(headers)) {
+    const lower = name.toLowerCase();
+    if (isImpersonation(lower) && !IMPERSONATE_FIXED.has(lower) && !lower.startsWith(IMPERSONATE_EXTRA))
+      return `unknown impersonation header ${JSON.stringify(name)}`;
+  }
+  return undefined;
+}
+
+/**
+ * Where a request goes, from its headers, or why it is refused. Everything is read from the
+ * end-to-end headers ({@link endToEndHeaders}): a header that a `Connection` header names never
+ * reaches the upstream, so it cannot choose the credential either. A kube request is either
+ * impersonated (the impersonation passes {@link impersonationProblem} with `prefix`, the
+ * gateway's `--impersonation-prefix`) or pass-through (`Cluster-Proxy-Passthrough: true` and no
+ * `Impersonate-*` header at all); a Service request carries neither impersonation nor pass-through.
+ */
+export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | TargetRefusal {
+  const headers = endToEndHeaders(raw, false);
   const target = single(headers, TARGET_HEADER);
   if (typeof target === "object") return target;
   if (target === undefined) return { refused: "missing Cluster-Proxy-Target header (kube or service)" };
+  const passthroughValue = single(headers, PASSTHROUGH_HEADER);
+  if (typeof passthroughValue === "object") return passthroughValue;
+  const passthrough = passthroughValue?.trim().toLowerCase() === "true";
+  const impersonating = [...headerPairs(headers)].some(([name]) => isImpersonation(name.toLowerCase()));
   switch (target.trim().toLowerCase()) {
     case "kube": {
-      const user = single(headers, "impersonate-user");
-      if (typeof user === "object") return user;
-      if (user !== undefined && user !== "") return { kind: "kube", credential: "impersonate" };
-      const passthrough = single(headers, PASSTHROUGH_HEADER);
-      if (typeof passthrough === "object") return passthrough;
-      if (passthrough?.trim().toLowerCase() === "true") return { kind: "kube", credential: "passthrough" };
-      return {
-        refused:
-          "Cluster-Proxy-Target kube without Impersonate-User or Cluster-Proxy-Passthrough: true: refusing to send a request as the agent itself",
-      };
+      if (passthrough) {
+        return impersonating
+          ? { refused: "Cluster-Proxy-Passthrough: true together with Impersonate-* headers: one credential only" }
+          : { kind: "kube", credential: "passthrough" };
+      }
+      const problem = impersonationProblem(headers, prefix);
+      return problem === undefined ? { kind: "kube", credential: "impersonate" } : { refused: problem };
     }
     case "service": {
+      if (impersonating) return { refused: "Impersonate-* headers on a Cluster-Proxy-Target service request" };
+      if (passthrough) return { refused: "Cluster-Proxy-Passthrough on a Cluster-Proxy-Target service request" };
       const service = single(headers, SERVICE_HEADER);
       if (typeof service === "object") return service;
       if (service === undefined)
@@ -143,10 +215,58 @@ export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[]
 }
 
 /**
- * The headers a request is forwarded with: end-to-end headers only, no `Cluster-Proxy-*`, `Host`
- * set to `host`, and the credential of the target: the agent's `Bearer <token>` (any
- * Authorization dropped) to impersonate, the caller's Authorization in pass-through, none for a
- * Service. Impersonate-* headers pass as given.
+ * Caller identity and forwarding headers, which only the gateway may state (through the contract
+ * headers): removed before every upstream. Names lowercase; entries ending in `-` are prefixes.
+ */
+const CALLER_CLAIMS = [
+  "x-remote-",
+  "x-forwarded-",
+  "forwarded",
+  "x-real-ip",
+  "x-auth-request-",
+  "x-client-",
+  "x-original-",
+  // CDN spellings of the client address (the gateway removes them too).
+  "true-client-ip",
+  "x-cluster-client-ip",
+  "cf-connecting-ip",
+];
+
+/** Whether a header (lowercase name) is one of {@link CALLER_CLAIMS}. */
+function isCallerClaim(lower: string): boolean {
+  return CALLER_CLAIMS.some((c) => (c.endsWith("-") ? lower.startsWith(c) : lower === c));
+}
+
+/** The one value of a contract header when it is given exactly once, else undefined. */
+function contractValue(headers: RawHeaders, name: string): string | undefined {
+  const values = headerValues(headers, name);
+  return values.length === 1 ? values[0]?.trim() : undefined;
+}
+
+/**
+ * `X-Forwarded-For` / `X-Forwarded-Proto` for a Service, from the gateway's
+ * `Cluster-Proxy-Forwarded-For` (an IP literal) and `Cluster-Proxy-Forwarded-Proto` (`http` or
+ * `https`), each only when present once and valid.
+ */
+function serviceForwarding(headers: RawHeaders): string[] {
+  const out: string[] = [];
+  const forwardedFor = contractValue(headers, FORWARDED_FOR_HEADER);
+  if (forwardedFor !== undefined && isIP(forwardedFor) !== 0) out.push("X-Forwarded-For", forwardedFor);
+  const proto = contractValue(headers, FORWARDED_PROTO_HEADER)?.toLowerCase();
+  if (proto === "http" || proto === "https") out.push("X-Forwarded-Proto", proto);
+  return out;
+}
+
+/**
+ * The headers a request is forwarded with: end-to-end headers only, no HTTP/2 pseudo-header, no
+ * `Cluster-Proxy-*`, no caller identity or forwarding header ({@link CALLER_CLAIMS}), `Host` set
+ * to `host`, and the credential of the target:
+ * - impersonate: the `Impersonate-*` headers as given (checked by {@link gatewayTarget}) and the
+ *   agent's `Bearer <token>`, any Authorization dropped; without an `Impersonate-User` among the
+ *   forwarded headers the token is not added (the agent never sends a request as itself);
+ * - pass-through: the caller's Authorization, no `Impersonate-*`;
+ * - Service: neither Authorization nor `Impersonate-*`; `X-Forwarded-For`/`-Proto` from the
+ *   gateway's contract headers.
  */
 export function forwardedHeaders(
   headers: RawHeaders,
@@ -155,17 +275,25 @@ export function forwardedHeaders(
   upgrade: boolean,
   agentToken: string | undefined,
 ): string[] {
+  const impersonate = target.kind === "kube" && target.credential === "impersonate";
   const keepAuthorization = target.kind === "kube" && target.credential === "passthrough";
+  const endToEnd = endToEndHeaders(headers, upgrade);
   const out: string[] = [];
-  for (const [name, value] of headerPairs(endToEndHeaders(headers, upgrade))) {
+  let user = false;
+  for (const [name, value] of headerPairs(endToEnd)) {
     const lower = name.toLowerCase();
-    if (lower.startsWith("cluster-proxy-") || lower === "host") continue;
+    // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
+    if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaim(lower))
+      continue;
     if (lower === "authorization" && !keepAuthorization) continue;
+    if (isImpersonation(lower)) {
+      if (!impersonate) continue;
+      if (lower === "impersonate-user" && value.trim() !== "") user = true;
+    }
     out.push(name, value);
   }
   out.unshift("Host", host);
-  if (target.kind === "kube" && target.credential === "impersonate" && agentToken !== undefined) {
-    out.push("Authorization", `Bearer ${agentToken}`);
-  }
+  if (target.kind === "service") out.push(...serviceForwarding(endToEnd));
+  if (impersonate && user && agentToken !== undefined) out.push("Authorization", `Bearer ${agentToken}`);
   return out;
 }

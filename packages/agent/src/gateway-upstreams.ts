@@ -4,6 +4,11 @@
  * Services (TLS verified against `ca.crt` plus `--service-ca-file`). The token and the CA files
  * are read again for every request, so a rotated projected token or CA bundle is used at once;
  * the connection pools are rebuilt only when the CA content changes.
+ *
+ * A Service name is resolved through the agent's destination policy, as the tunnel's dials are:
+ * only the addresses the policy allows (judged after resolution, every spelling mapped) are
+ * connected to, so an ExternalName Service pointing at a metadata address or at the agent's own
+ * ports fails with the policy's refusal (a 502 naming it) before any connection is made.
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -11,6 +16,8 @@ import * as http from "@cluster-proxy/kit/http";
 import * as https from "node:https";
 import type { LookupFunction } from "node:net";
 import { join } from "node:path";
+import { guardedLookup, resolverOf } from "./destination-guard.js";
+import type { DestinationPolicy } from "./destination-policy.js";
 import type { GatewayTarget } from "./gateway-request.js";
 
 /** Where one request goes: origin, connection pool and the TLS name to verify. */
@@ -43,6 +50,11 @@ export interface UpstreamSettings {
   idleSocketTimeoutMs?: number;
   /** Name resolution for Services (default: the system resolver). */
   serviceLookup?: LookupFunction;
+  /**
+   * The agent's destination policy: every address a Service name resolves to is judged by it
+   * before connecting. Absent or open: every address.
+   */
+  destinationPolicy?: DestinationPolicy;
 }
 
 /** The ServiceAccount token file's content without trailing line breaks. */
@@ -130,6 +142,7 @@ export class ClusterUpstreams {
       if (this.settings.serviceCaFile) bundle.push(await this.readFile(this.settings.serviceCaFile));
       agent = this.servicePool.get(Buffer.concat(bundle.flatMap((b) => [b, Buffer.from("\n")])));
     }
+    const lookup = this.serviceLookup(port);
     return {
       name: `service ${target.url.origin}`,
       protocol: target.url.protocol,
@@ -137,8 +150,19 @@ export class ClusterUpstreams {
       port,
       hostHeader: target.url.host,
       agent,
-      ...(this.settings.serviceLookup ? { lookup: this.settings.serviceLookup } : {}),
+      ...(lookup ? { lookup } : {}),
     };
+  }
+
+  /** How a Service name is resolved for a dial to `port`: through the destination policy unless it is open. */
+  private serviceLookup(port: number): LookupFunction | undefined {
+    const { destinationPolicy: policy, serviceLookup } = this.settings;
+    if (policy === undefined || policy.isOpen) return serviceLookup;
+    // The refusal is the dial's error: the endpoint answers 502 with it and logs it.
+    const ignore = (): void => {};
+    return serviceLookup
+      ? guardedLookup(policy, port, ignore, resolverOf(serviceLookup))
+      : guardedLookup(policy, port, ignore);
   }
 
   /** Close the pooled connections. */

@@ -2,6 +2,7 @@
  * The addon manager's options (`cluster-proxy addon-manager`): one schema (types, defaults, rules,
  * flags). Flag names shared with the Go cluster-proxy addon manager mean the same thing there.
  */
+import { DEFAULT_IMPERSONATION_PREFIX } from "./agent-options.js";
 import { isDns1123Label } from "./cluster-name.js";
 import { LOG_FORMAT_FIELD } from "./log-options.js";
 import { defineOptions, opt, parseOptions, type OptionsInputOf, type OptionsOf } from "./option-schema.js";
@@ -111,6 +112,15 @@ const addonManagerOptionFields = {
     description:
       "Base URL of the gateway written into ClusterProfiles (the cluster's name is appended); empty: https://cluster-proxy-addon-user.<proxy-server namespace>.svc:9092",
   }),
+  gatewayImpersonationPrefix: opt.string(
+    DEFAULT_IMPERSONATION_PREFIX,
+    {
+      flag: "gateway-impersonation-prefix",
+      description:
+        "The gateway's --impersonation-prefix, rendered into every agent's --gateway-impersonation-prefix: an agent serves only impersonations carrying it (the chart sets both from gateway.impersonationPrefix, so they cannot drift)",
+    },
+    (v) => (v === "" ? "must not be empty (the agents refuse unprefixed impersonation)" : undefined),
+  ),
   identity: opt.string("", {
     flag: "identity",
     env: "POD_NAME",

@@ -64,6 +64,12 @@ function statusDeploymentProblem(value: string): string | undefined {
     : `must be <namespace>/<deployment name>, got ${JSON.stringify(value)}`;
 }
 
+/**
+ * The default prefix of the user and group names the gateway has the agents impersonate (the
+ * gateway's `--impersonation-prefix`, the agent's `--gateway-impersonation-prefix`).
+ */
+export const DEFAULT_IMPERSONATION_PREFIX = "cluster:hub:";
+
 /** The proxy-agent's option fields (in flag-reference order). */
 const agentOptionFields = {
   proxyServerHost: opt.string(
@@ -323,6 +329,15 @@ const agentOptionFields = {
     description:
       "CA bundle (PEM) of the gateway's identity certificates. Set, the agent serves the gateway endpoint in-process at the reserved dial address gateway.cluster-proxy.invalid (mutual TLS with --agent-cert/--agent-key, a client certificate from this CA required; requests are forwarded to the kube-apiserver as the identity the gateway names, impersonated with the agent's ServiceAccount, or to a Service). Re-read every --cert-reload-interval. Empty: the endpoint is disabled and dials to the reserved address are refused",
   }),
+  gatewayImpersonationPrefix: opt.string(
+    DEFAULT_IMPERSONATION_PREFIX,
+    {
+      flag: "gateway-impersonation-prefix",
+      description:
+        "The gateway's --impersonation-prefix: the gateway endpoint serves a kube-apiserver request only when its Impersonate-User and every Impersonate-Group start with it (the one unprefixed group allowed is system:authenticated) and refuses it with 400 otherwise, so the gateway's identity certificate can only act as hub identities. Must equal the gateway's (the addon manager renders it from the same setting)",
+    },
+    (v) => (v === "" ? "must not be empty (without a prefix, hub names could pose as the cluster's own)" : undefined),
+  ),
   serviceCaFile: opt.path("", {
     flag: "service-ca-file",
     description:

@@ -147,9 +147,21 @@ function gatewayValues(): ValuesSchema {
         "Forward a bearer token the hub does not recognise unchanged to the managed cluster, which authenticates it itself (--passthrough-unrecognized-tokens).",
         false,
       ),
+      acceptHubApiAudience: bool(
+        "Also accept hub tokens for the hub apiserver's own audience (kubectl create token, pods' tokens), not only tokens for the gateway's audience cluster-proxy-gateway that cluster-proxy credential requests (--accept-hub-api-audience). False: no hub API credential works at the gateway.",
+        true,
+      ),
+      allowedUpgradeOrigins: {
+        type: "array",
+        description:
+          "Browser origins (https://host[:port]) whose pages may open WebSocket exec, attach and port-forward through the gateway (--allowed-upgrade-origins); empty: none (kubectl sends no Origin and is not affected).",
+        default: [],
+        items: { type: "string", pattern: "^https?://[^/?#]+$" },
+      },
       impersonationPrefix: str(
-        "Prefix of the user and group names the agents impersonate, so hub identities never collide with a cluster's own (--impersonation-prefix).",
+        "Prefix of the user and group names the agents impersonate, so hub identities never collide with a cluster's own (the gateway's --impersonation-prefix; the addon manager renders it into every agent, which serves only impersonations carrying it). Not empty.",
         "cluster:hub:",
+        { minLength: 1 },
       ),
       exposedServices: {
         type: "array",

@@ -14,6 +14,12 @@ import {
   type ValueRule,
 } from "./option-schema.js";
 
+/**
+ * The audience `cluster-proxy credential` requests hub tokens for and the gateway's TokenReview
+ * asks for by default (--token-audiences): a token minted for it is not a hub API credential.
+ */
+export const GATEWAY_TOKEN_AUDIENCE = "cluster-proxy-gateway";
+
 const positiveInt: ValueRule<number> = (n) =>
   !Number.isInteger(n) || n < 1 ? `must be a positive integer, got ${n}` : undefined;
 
@@ -27,6 +33,34 @@ function requiredClaimsProblem(list: readonly string[]): string[] {
     if (key === "") problems.push(`"${entry}" is not key=value`);
     else if (seen.has(key)) problems.push(`claim "${key}" is required twice`);
     seen.add(key);
+  }
+  return problems;
+}
+
+/** Non-empty entries, each once. */
+function audiencesProblem(list: readonly string[]): string[] {
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  for (const a of list) {
+    if (a.trim() === "" || a !== a.trim()) problems.push(`"${a}" is not an audience (empty or padded with spaces)`);
+    else if (seen.has(a)) problems.push(`audience "${a}" is listed twice`);
+    seen.add(a);
+  }
+  return problems;
+}
+
+/** Each entry a browser origin as the Origin header spells it: `https://host[:port]` (or http), lowercase, nothing else. */
+function originsProblem(list: readonly string[]): string[] {
+  const problems: string[] = [];
+  for (const o of list) {
+    let u: URL | undefined;
+    try {
+      u = new URL(o);
+    } catch {
+      u = undefined;
+    }
+    if (!u || (u.protocol !== "https:" && u.protocol !== "http:") || u.origin !== o)
+      problems.push(`"${o}" is not an origin like https://console.example.com (scheme, host and port only, lowercase)`);
   }
   return problems;
 }
@@ -150,12 +184,36 @@ const gatewayOptionFields = {
     flag: "token-review",
     description: "Authenticate bearer tokens with a hub TokenReview (ServiceAccount tokens, any token the hub accepts)",
   }),
+  tokenAudiences: opt.list(
+    [GATEWAY_TOKEN_AUDIENCE],
+    {
+      flag: "token-audiences",
+      description:
+        "Audiences the hub TokenReview asks for (spec.audiences) and the answer must name (status.audiences): tokens minted for them (cluster-proxy credential requests the first) are gateway credentials, not hub API credentials",
+    },
+    audiencesProblem,
+    (list) => (list.length === 0 ? "at least one audience" : undefined),
+  ),
+  acceptHubApiAudience: opt.boolean(true, {
+    flag: "accept-hub-api-audience",
+    description:
+      "Also accept tokens of the hub apiserver's own audience (what kubectl create token and pods' ServiceAccount tokens carry, and tokens of audience-unaware authenticators): tokens people already hold keep working. Off: only tokens for --token-audiences are accepted, so no hub API credential works at the gateway",
+  }),
+  hubApiAudiences: opt.list(
+    [],
+    {
+      flag: "hub-api-audiences",
+      description:
+        "The hub apiserver's audiences, asked for besides --token-audiences while --accept-hub-api-audience is on (empty: the aud claim of the gateway's own mounted ServiceAccount token; without one, a token refused for --token-audiences is reviewed again without audiences)",
+    },
+    audiencesProblem,
+  ),
   authenticationCacheTtl: opt.duration(
     10_000,
     {
       flag: "authentication-cache-ttl",
       description:
-        "How long a TokenReview result is cached (keyed by a hash of the token, never the token); rejections are cached for at most 1s (0 disables)",
+        "How long a TokenReview result is cached (keyed by a hash of the token, never the token); rejections are cached apart, for at most 5s (0 disables)",
     },
     rules.notNegative,
   ),
@@ -222,6 +280,15 @@ const gatewayOptionFields = {
     description:
       "Prefix of the user and group names the cluster sees (Impersonate-User: <prefix><user>), so hub names cannot pose as the cluster's own",
   }),
+  allowedUpgradeOrigins: opt.list(
+    [],
+    {
+      flag: "allowed-upgrade-origins",
+      description:
+        "Browser origins (https://host[:port]) whose pages may open upgrades (WebSocket exec, attach, port-forward) through the gateway; an upgrade with any other Origin header is refused with 403. Empty: every upgrade from a browser page is refused (kubectl and client-go send no Origin and are not affected)",
+    },
+    originsProblem,
+  ),
   exposedServicesConfigmap: opt.string(
     "cluster-proxy-exposed-services",
     {
@@ -254,6 +321,95 @@ const gatewayOptionFields = {
       flag: "max-connections-per-cluster",
       description:
         "HTTP/2 sessions (tunnel dials) the gateway opens at most to one cluster's endpoint. Each carries up to the agent's max concurrent streams (1,000 by default), one per request for as long as it runs (a watch too); another session is opened only when the open ones are full, and a request waits when all are. An upgrade (exec, attach, port-forward) gets a connection of its own and does not count",
+    },
+    positiveInt,
+  ),
+  maxRequestsPerUser: opt.int(
+    64,
+    {
+      flag: "max-requests-per-user",
+      description:
+        "Requests one caller (a hub user; a pass-through caller by its source address) may have in flight to one cluster at once; further ones wait in the caller's queue. Watches, follow=true logs and upgrades count apart (--max-long-running-per-user)",
+    },
+    positiveInt,
+  ),
+  maxQueuedRequestsPerUser: opt.int(
+    256,
+    {
+      flag: "max-queued-requests-per-user",
+      description:
+        "Requests of one caller that may wait for one cluster beyond --max-requests-per-user; beyond this they are refused at once with 429 and Retry-After",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
+  ),
+  queuedRequestTimeout: opt.duration(
+    15_000,
+    {
+      flag: "queued-request-timeout",
+      description:
+        "How long a request may wait in its caller's queue for one cluster; then it is refused with 429 and Retry-After (nothing reaches the cluster)",
+    },
+    rules.atLeastMs(1),
+  ),
+  maxLongRunningPerUser: opt.int(
+    512,
+    {
+      flag: "max-long-running-per-user",
+      description:
+        "Long-running requests (watches, follow=true logs, exec, attach, port-forward) one caller may hold open to one cluster at once; beyond this they are refused at once with 429 and Retry-After",
+    },
+    positiveInt,
+  ),
+  tokenReviewRatePerSource: opt.int(
+    20,
+    {
+      flag: "token-review-rate-per-source",
+      description:
+        "Hub TokenReviews per second for bearer tokens not cached, per source address (an IPv6 address by its /64); beyond this and the burst, such requests are refused with 429 and Retry-After without asking the hub (0: no limit)",
+    },
+    (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
+  ),
+  tokenReviewBurstPerSource: opt.int(
+    200,
+    {
+      flag: "token-review-burst-per-source",
+      description: "The burst of --token-review-rate-per-source: TokenReviews one source address may cause at once",
+    },
+    positiveInt,
+  ),
+  fleetAuthorizationCacheTtl: opt.duration(
+    30_000,
+    {
+      flag: "fleet-authorization-cache-ttl",
+      description:
+        "How long the fleet view keeps a viewer's decisions (which clusters it may see, whose audit records), denials as long as grants: one hub SubjectAccessReview per cluster per viewer per period, however many pages and streams (0: ask on every refresh)",
+    },
+    rules.notNegative,
+  ),
+  maxConnectionsPerClient: opt.int(
+    512,
+    {
+      flag: "max-connections-per-client",
+      description:
+        "TLS connections one client may hold at the gateway's port at once, counted by source address (IPv6 by /64); further ones are closed on arrival. Behind a load balancer that replaces client addresses (a Service with externalTrafficPolicy Cluster) a source is a node: raise it, or keep client addresses (externalTrafficPolicy Local)",
+    },
+    positiveInt,
+  ),
+  connectionIdleTimeout: opt.duration(
+    120_000,
+    {
+      flag: "connection-idle-timeout",
+      description:
+        "A caller's connection with nothing in flight for this long is closed: HTTP/2 with no open stream (GOAWAY; a watch keeps its connection), HTTP/1.1 before its first request (between requests: after 5 s); clients open a new one when they need it",
+    },
+    rules.atLeastMs(1),
+  ),
+  http2MaxStreamsPerConnection: opt.int(
+    1000,
+    {
+      flag: "http2-max-streams-per-connection",
+      description:
+        "Streams (requests, watches) one HTTP/2 connection of a caller may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS), as the kube-apiserver's flag of this name",
     },
     positiveInt,
   ),

@@ -6,6 +6,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
+import { FAKE_HUB_API_AUDIENCE, startGatewayFixture } from "@cluster-proxy/gateway/testing";
 import { execCredential, jwtExpiry, parseExecInfo, tokenServiceAccount } from "./exec-credential.js";
 import { runCaptured } from "./testing/capture.js";
 
@@ -97,7 +99,7 @@ test("ExecCredential answers carry the token and an RFC 3339 expiry; JWT claims 
   assert.equal(jwtExpiry("opaque"), undefined);
 });
 
-test("a TokenRequest for the named ServiceAccount, default audience, the asked lifetime; no Secret is created", async () => {
+test("a TokenRequest for the named ServiceAccount, the gateway's audience, the asked lifetime; no Secret is created", async () => {
   requests.length = 0;
   const r = await runCaptured(
     ["credential", "--kubeconfig", kubeconfig, "--service-account", "fleet/consumer", "--expiration", "20m"],
@@ -115,8 +117,32 @@ test("a TokenRequest for the named ServiceAccount, default audience, the asked l
   assert.deepEqual(requests[0]!.body, {
     apiVersion: "authentication.k8s.io/v1",
     kind: "TokenRequest",
-    spec: { expirationSeconds: 1200 },
+    spec: { expirationSeconds: 1200, audiences: [GATEWAY_TOKEN_AUDIENCE] },
   });
+});
+
+test("the credential is a gateway credential: the gateway's TokenReview asks for its audience and accepts it, a plain hub token is refused with --accept-hub-api-audience=false", async () => {
+  requests.length = 0;
+  const r = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--service-account", "fleet/consumer"], {});
+  assert.equal(r.code, 0, r.err);
+  const token = (JSON.parse(r.out) as { status: { token: string } }).status.token;
+  const asked = (requests[0]!.body as { spec: { audiences?: string[] } }).spec.audiences;
+  const f = await startGatewayFixture({ options: { acceptHubApiAudience: false } });
+  try {
+    const user = { username: "system:serviceaccount:fleet:consumer", groups: [], extra: {} };
+    // The hub issued the token for the audiences the TokenRequest asked for (none: its own).
+    f.hub.tokens.set(token, user);
+    f.hub.tokenAudiences.set(token, asked ?? [FAKE_HUB_API_AUDIENCE]);
+    f.hub.tokens.set("plain-hub-token", user);
+    f.hub.grantProxy(user.username, "mc1", "get");
+    const minted = await f.request("/mc1/version", { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(minted.status, 200, minted.body);
+    assert.deepEqual(f.hub.reviewAudiences, [[GATEWAY_TOKEN_AUDIENCE]]);
+    const plain = await f.request("/mc1/version", { headers: { authorization: "Bearer plain-hub-token" } });
+    assert.equal(plain.status, 401, plain.body);
+  } finally {
+    await f.close();
+  }
 });
 
 test("without --service-account: the kubeconfig's own ServiceAccount; audiences when asked; v1beta1 when asked", async () => {

@@ -2,14 +2,15 @@
  * `cluster-proxy credential`: the exec credential plugin of the ClusterProfile access provider
  * `cluster-proxy` (docs/guides/cluster-profile.md). It answers client-go (and kubectl) with a
  * short-lived bearer token that the gateway accepts: a TokenRequest for a hub ServiceAccount
- * (the caller's own by default; no Secret, nothing long-lived is created), or the token of a file
+ * (the caller's own by default; no Secret, nothing long-lived is created) for the gateway's
+ * audience, not the hub apiserver's, or the token of a file
  * that something else keeps fresh (an OIDC ID token, a projected ServiceAccount token). The token
  * is the same for every cluster: the gateway asks the hub whether its owner may reach the cluster
  * the request names.
  */
 import { existsSync, readFileSync } from "node:fs";
 import type { Command } from "commander";
-import { ConfigError, parseDuration } from "@cluster-proxy/api";
+import { ConfigError, GATEWAY_TOKEN_AUDIENCE, parseDuration } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   execCredential,
@@ -38,9 +39,11 @@ Examples (in a provider file of sigs.k8s.io/cluster-inventory-api/pkg/credential
 
 Prints an ExecCredential (client.authentication.k8s.io/v1, or v1beta1 when KUBERNETES_EXEC_INFO asks
 for it) with the token and its expirationTimestamp. A TokenRequest needs "create" on
-serviceaccounts/token for that ServiceAccount (its own: resourceNames [<name>]); the token carries the
-hub's default audience, which the gateway's TokenReview accepts. The gateway lets the ServiceAccount
-reach a cluster when hub RBAC allows it managedclusters/proxy with the cluster as resource name.
+serviceaccounts/token for that ServiceAccount (its own: resourceNames [<name>]); the token is for the
+audience ${GATEWAY_TOKEN_AUDIENCE} (the gateway's default --token-audiences), so the hub apiserver
+itself refuses it: it is a gateway credential, not a hub API credential. The gateway lets the
+ServiceAccount reach a cluster when hub RBAC allows it managedclusters/proxy with the cluster as
+resource name.
 `;
 
 interface CredentialFlags {
@@ -48,7 +51,7 @@ interface CredentialFlags {
   serviceAccount?: string;
   tokenFile?: string;
   expiration: string;
-  audience: string[];
+  audience?: string[];
 }
 
 /** Register `cluster-proxy credential`. */
@@ -69,9 +72,8 @@ export function registerCredentialCommand(program: Command, ctx: CliContext): vo
     .option("--expiration <duration>", "lifetime of a requested token (at least 10m)", "1h")
     .option(
       "--audience <audience>",
-      "audience of the requested token; repeatable (default: the hub apiserver's, which the gateway accepts)",
-      (v: string, all: string[]) => [...all, v],
-      [],
+      `audience of the requested token; repeatable (default: ${GATEWAY_TOKEN_AUDIENCE}; set it to one of the gateway's --token-audiences)`,
+      (v: string, all: string[] | undefined) => [...(all ?? []), v],
     );
   command.action(async () => {
     const flags = command.opts<CredentialFlags>();
@@ -129,7 +131,7 @@ async function fromTokenRequest(
     answer = await api.request(
       "POST",
       `/api/v1/namespaces/${sa.namespace}/serviceaccounts/${encodeURIComponent(sa.name)}/token`,
-      tokenRequest(seconds, flags.audience),
+      tokenRequest(seconds, flags.audience ?? [GATEWAY_TOKEN_AUDIENCE]),
     );
   } catch (err) {
     throw new CommandFailure(

@@ -99,7 +99,7 @@ export function parseServiceAccount(flag: string, value: string): { namespace: s
   return { namespace: m[1]!, name: m[3]! };
 }
 
-/** The body of a TokenRequest (`authentication.k8s.io/v1`); no audiences: the apiserver's own. */
+/** The body of a TokenRequest (`authentication.k8s.io/v1`); no audiences would mean the apiserver's own. */
 export function tokenRequest(expirationSeconds: number, audiences: readonly string[]): Record<string, unknown> {
   return {
     apiVersion: "authentication.k8s.io/v1",

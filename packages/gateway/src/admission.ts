@@ -1,10 +1,13 @@
 /**
- * Admitting a request, before any tunnel opens, in this order: parse the URL (400), map the method
- * (405), authenticate (401/503), honour Impersonate-* headers the caller may use (403), ask the
- * hub whether the identity may reach the cluster (403), check that the cluster exists (404; only
+ * Admitting a request, before any tunnel opens, in this order: map the method (405, before
+ * anything of the request is recorded: a made-up method leaves no label value), parse the URL
+ * (400), authenticate (401/503), honour Impersonate-* headers the caller may use (403), ask the
+ * hub whether the identity may reach the cluster with the verb of the method, and `create` for an
+ * upgrade (403, see {@link proxyVerbsOf}), check that the cluster exists (404; only
  * after authorization, so a caller without access learns nothing about which clusters exist), and
  * for a Service, check the allowlist (403). The result is the request to send to the cluster's
- * endpoint: path and the headers of the contract (docs/design/gateway.md).
+ * endpoint: path and the headers of the contract (docs/design/gateway.md), the caller's forwarding
+ * headers replaced by the gateway's (`forwarding-headers.ts`).
  *
  * A pass-through caller (a token the hub did not recognise, --passthrough-unrecognized-tokens)
  * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
@@ -13,9 +16,10 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
 import type { Authenticator, Caller } from "./authentication.js";
-import { impersonationOf, proxyVerbOf, type Authorizer } from "./authorization.js";
+import { impersonationOf, proxyVerbsOf, type Authorizer } from "./authorization.js";
 import type { ClusterDirectory } from "./cluster-directory.js";
 import type { ExposedServices } from "./exposed-services.js";
+import { withForwarding } from "./forwarding-headers.js";
 import { GatewayError } from "./gateway-error.js";
 import type { UserInfo } from "./hub-api.js";
 import { kubeRequestInfo } from "./request-info.js";
@@ -54,9 +58,30 @@ export interface RequestHead {
   url: string;
   headers: IncomingHttpHeaders;
   clientCertificate?: X509Certificate;
-  /** Whether this is an upgrade (Connection: Upgrade). */
+  /** The caller's address, the TLS connection's peer (the TokenReview rate limit counts by it; Services get it as X-Forwarded-For). */
+  source?: string;
+  /** Whether this is an upgrade (Connection: Upgrade): relayed as one. */
   upgrade: boolean;
 }
+
+/** The names in a `Connection` header, lowercased. */
+function connectionTokens(value: string | string[] | undefined): string[] {
+  if (value === undefined) return [];
+  return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",").map((t) => t.trim().toLowerCase()));
+}
+
+/**
+ * Whether `head` asks for an upgrade in any way (relayed as one, or carrying `Upgrade` or
+ * `Connection: upgrade`): such a request needs the hub verb `create`, whatever becomes of it.
+ */
+export function asksUpgrade(head: RequestHead): boolean {
+  return (
+    head.upgrade || head.headers.upgrade !== undefined || connectionTokens(head.headers.connection).includes("upgrade")
+  );
+}
+
+/** Why an upgrade needs `create` (the end of a 403's message). */
+const UPGRADE_NEEDS_CREATE = 'an upgrade such as exec, attach or port-forward needs "create"';
 
 /** The parts admission uses. */
 export interface AdmissionDeps {
@@ -92,6 +117,14 @@ function forwardable(headers: IncomingHttpHeaders, upgrade: boolean): Record<str
 
 /** Admit `head` (see the module comment); throws a GatewayError when refused. */
 export async function admit(deps: AdmissionDeps, head: RequestHead, rec: RequestRecord): Promise<AdmittedRequest> {
+  const upgrade = asksUpgrade(head);
+  const verbs = proxyVerbsOf(head.method, upgrade);
+  if (!verbs)
+    throw new GatewayError(
+      405,
+      "method-not-allowed",
+      `method ${JSON.stringify(head.method.slice(0, 32))} is not supported`,
+    );
   const parsed = parseRequestTarget(head.url);
   if (!parsed.ok) throw new GatewayError(400, "bad-request", `malformed gateway URL: ${parsed.problem}`);
   const target = parsed.target;
@@ -101,20 +134,24 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     const { verb, resource, subresource, namespace, name } = kubeRequestInfo(head.method, target.path, target.query);
     Object.assign(r, { verb, resource, subresource, namespace, name });
     if (resource === undefined) r.path = target.path;
+    // `logs -f` runs as long as a watch.
+    if (subresource === "log" && /(?:^\?|&)follow=(?:1|true)(?:&|$)/.test(target.query)) rec.markLongRunning();
   } else {
     r.service = `${target.scheme}://${target.service}.${target.namespace}:${target.port}`;
     r.verb = head.method.toLowerCase();
   }
-  const verb = proxyVerbOf(head.method);
-  if (!verb) throw new GatewayError(405, "method-not-allowed", `method ${head.method} is not supported`);
+  if (head.upgrade) r.upgrade = true;
+  // As the kube-apiserver reads a WebSocket exec: the GET of an upgrade is a `create`.
+  if (upgrade && r.verb === "get") r.verb = "create";
 
   const authorization = head.headers.authorization;
   const caller = await deps.authenticator.authenticate({
     ...(authorization !== undefined ? { authorization } : {}),
     ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
+    ...(head.source !== undefined ? { source: head.source } : {}),
   });
   r.authentication = caller.method;
-  const headers = forwardable(head.headers, head.upgrade);
+  const headers = withForwarding(forwardable(head.headers, head.upgrade), head.source);
 
   if (caller.method === "passthrough") {
     if (target.kind !== "kube")
@@ -140,7 +177,13 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     r.impersonatedUser = identity.username;
     r.impersonatedGroups = identity.groups;
   }
-  await deps.authorizer.authorizeCluster(identity, target.cluster, verb);
+  for (const verb of verbs)
+    await deps.authorizer.authorizeCluster(
+      identity,
+      target.cluster,
+      verb,
+      upgrade && verb === "create" ? UPGRADE_NEEDS_CREATE : "",
+    );
   const cluster = await deps.clusters.require(target.cluster);
 
   if (target.kind === "service") {

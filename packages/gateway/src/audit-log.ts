@@ -1,13 +1,16 @@
 /**
- * The audit trail: one JSON line per request (per upgraded stream, when it ends), to standard
- * output or to a file rotated by size (`<file>.1` is the newest rotated file; at most
+ * The audit trail: one JSON line per request when it ends, and for a long-running one (a watch,
+ * `logs -f`, an upgraded stream: exec, attach, port-forward) one more when it starts, so that a session cut by
+ * a crash leaves a record; to standard output or to a file rotated by size (`<file>.1` is the newest rotated file; at most
  * --audit-log-max-files are kept). A record never holds a token, a header value or a body.
  */
 import { closeSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import type { AuthenticationMethod } from "./authentication.js";
 
-/** One audit record. */
+/** One audit record: the line written when a request ends. */
 export interface AuditRecord {
+  /** `end` (always, on lines the gateway writes; the start line of a long-running request is an {@link AuditStart}). */
+  stage?: "end";
   time: string;
   requestID: string;
   user?: string;
@@ -35,16 +38,27 @@ export interface AuditRecord {
   reason?: string;
 }
 
+/**
+ * The line written when a long-running request starts (admitted, its relay begins): the fields of
+ * its end record known by then, with the same `requestID`.
+ */
+export type AuditStart = Omit<AuditRecord, "stage" | "code" | "bytesIn" | "bytesOut" | "durationMs" | "reason"> & {
+  stage: "start";
+};
+
+/** One line of the audit log. */
+export type AuditLine = AuditRecord | AuditStart;
+
 /** Where records go. */
 export interface AuditSink {
-  write(record: AuditRecord): void;
+  write(record: AuditLine): void;
   close(): void;
 }
 
 /** Writes lines to a stream-like `write` (standard output). */
 export class StreamAuditSink implements AuditSink {
   constructor(private readonly out: (line: string) => void) {}
-  write(record: AuditRecord): void {
+  write(record: AuditLine): void {
     this.out(`${JSON.stringify(record)}\n`);
   }
   close(): void {}
@@ -64,7 +78,7 @@ export class FileAuditSink implements AuditSink {
     this.size = statSync(path).size;
   }
 
-  write(record: AuditRecord): void {
+  write(record: AuditLine): void {
     const line = Buffer.from(`${JSON.stringify(record)}\n`);
     if (this.size > 0 && this.size + line.length > this.maxBytes) this.rotate();
     writeSync(this.fd, line);

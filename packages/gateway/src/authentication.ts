@@ -4,11 +4,19 @@
  * groups). A bearer token neither recognises is passed through to the cluster when
  * --passthrough-unrecognized-tokens is set, else refused; so is a request without credentials.
  * A hub that cannot answer is 503, not 401: the caller's credentials may well be good.
+ *
+ * The hub's answers are cached in two separate, bounded caches: users for --authentication-cache-ttl,
+ * rejections for at most {@link NEGATIVE_CACHE_MAX_MS}, so made-up tokens never push good entries
+ * out. A token in neither costs a hub TokenReview, and those are rate-limited per source address
+ * (a token bucket, --token-review-rate-per-source and --token-review-burst-per-source; an IPv6
+ * address counts by its /64): over it, the request is refused with 429 and Retry-After without
+ * asking the hub (an OIDC token the issuer's keys accept still gets in: that costs no hub call).
  */
 import { createHash, type X509Certificate } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, TokenReviewResult, UserInfo } from "./hub-api.js";
 import type { OidcAuthenticator } from "./oidc.js";
+import { SourceBuckets, sourceKey } from "./source-buckets.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
 
 /** How a caller authenticated (the audit record's `authentication`). */
@@ -26,22 +34,33 @@ export interface Credentials {
   authorization?: string;
   /** The client certificate, when the TLS handshake verified one against --client-ca-file. */
   clientCertificate?: X509Certificate;
+  /** The caller's address (the TokenReview rate limit counts by it). */
+  source?: string;
 }
 
 /** Settings of {@link Authenticator}. */
 export interface AuthenticatorSettings {
-  hub: HubApi;
+  /** The hub's TokenReview (in the gateway: through `token-audiences.ts`). */
+  hub: Pick<HubApi, "tokenReview">;
   tokenReview: boolean;
   cacheTtlMs: number;
   oidc?: OidcAuthenticator;
   passthroughUnrecognizedTokens: boolean;
+  /** Hub TokenReviews per second per source address for tokens not cached (default 0: unlimited). */
+  reviewRatePerSource?: number;
+  /** The burst of {@link reviewRatePerSource} (default 1). */
+  reviewBurstPerSource?: number;
+  /** Entries of each cache, users and rejections (default 10,000). */
+  maxCacheEntries?: number;
   /** Counts a refused or failed authentication by reason (metrics). */
   onFailure?: (reason: string) => void;
+  /** Counts a request refused by the TokenReview rate limit (metrics). */
+  onRateLimited?: () => void;
   now?: Clock;
 }
 
 /** Rejections are cached at most this long (a token that just became valid is not refused for long). */
-export const NEGATIVE_CACHE_MAX_MS = 1_000;
+export const NEGATIVE_CACHE_MAX_MS = 5_000;
 
 /** The user of a client certificate: CN the user, each O a group. */
 export function userOfCertificate(cert: X509Certificate): UserInfo | undefined {
@@ -54,10 +73,24 @@ export function userOfCertificate(cert: X509Certificate): UserInfo | undefined {
 
 /** See the module comment. */
 export class Authenticator {
-  private readonly reviews: TtlCache<TokenReviewResult>;
+  /** Tokens the hub recognised, by hash. */
+  private readonly users: TtlCache<UserInfo>;
+  /** Tokens the hub rejected, by hash: apart from {@link users}, so junk never evicts them. */
+  private readonly rejected: TtlCache<true>;
+  /** Reviews in flight, by hash (one hub call per token at a time). */
+  private readonly pending = new Map<string, Promise<TokenReviewResult>>();
+  private readonly buckets: SourceBuckets;
 
   constructor(private readonly s: AuthenticatorSettings) {
-    this.reviews = new TtlCache({ ...(s.now ? { now: s.now } : {}) });
+    const cache = { ...(s.now ? { now: s.now } : {}), maxEntries: s.maxCacheEntries ?? 10_000 };
+    this.users = new TtlCache(cache);
+    this.rejected = new TtlCache(cache);
+    this.buckets = new SourceBuckets({
+      ratePerSecond: s.reviewRatePerSource ?? 0,
+      burst: s.reviewBurstPerSource ?? 1,
+      maxSources: s.maxCacheEntries ?? 10_000,
+      now: s.now ?? Date.now,
+    });
   }
 
   /** The caller of a request, or a GatewayError (401, or 503 when the hub cannot answer). */
@@ -66,7 +99,7 @@ export class Authenticator {
     if (auth !== undefined && auth !== "") {
       const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
       if (!m) return this.fail("bad-authorization", 401, "the Authorization header is not a bearer token");
-      return this.bearer(m[1]!, auth);
+      return this.bearer(m[1]!, auth, c.source);
     }
     if (c.clientCertificate) {
       const user = userOfCertificate(c.clientCertificate);
@@ -76,16 +109,39 @@ export class Authenticator {
     return this.fail("no-credentials", 401, "no credentials: send a bearer token or a client certificate");
   }
 
-  private async bearer(token: string, authorization: string): Promise<Caller> {
+  /**
+   * The hub's answer about `token`: from the caches, else a TokenReview if the source's bucket has
+   * a token; `limited` (seconds to wait) when it had none. Throws when the hub cannot answer.
+   */
+  private async review(token: string, source: string | undefined): Promise<TokenReviewResult | { limited: number }> {
+    const key = createHash("sha256").update(token).digest("hex");
+    const user = this.users.peek(key);
+    if (user) return { user };
+    if (this.rejected.peek(key)) return {};
+    let running = this.pending.get(key);
+    if (!running) {
+      const wait = this.buckets.take(sourceKey(source));
+      if (wait > 0) return { limited: wait };
+      running = this.s.hub.tokenReview(token).then((r) => {
+        if (r.user) this.users.set(key, r.user, this.s.cacheTtlMs);
+        else this.rejected.set(key, true, Math.min(this.s.cacheTtlMs, NEGATIVE_CACHE_MAX_MS));
+        return r;
+      });
+      this.pending.set(key, running);
+      const forget = (): void => void this.pending.delete(key);
+      running.then(forget, forget);
+    }
+    return running;
+  }
+
+  private async bearer(token: string, authorization: string, source: string | undefined): Promise<Caller> {
     let hubDown: Error | undefined;
+    let limited: number | undefined;
     if (this.s.tokenReview) {
       try {
-        const review = await this.reviews.get(
-          createHash("sha256").update(token).digest("hex"),
-          () => this.s.hub.tokenReview(token),
-          (r) => (r.user ? this.s.cacheTtlMs : Math.min(this.s.cacheTtlMs, NEGATIVE_CACHE_MAX_MS)),
-        );
-        if (review.user) return { method: "token", user: review.user };
+        const review = await this.review(token, source);
+        if ("limited" in review) limited = review.limited;
+        else if (review.user) return { method: "token", user: review.user };
       } catch (err) {
         hubDown = err as Error;
       }
@@ -98,7 +154,19 @@ export class Authenticator {
         return this.fail("oidc-unavailable", 503, `cannot verify the OIDC token: ${(err as Error).message}`, err);
       }
       if (result.kind === "user") return { method: "oidc", user: result.user };
-      if (result.kind === "refused") return this.fail("oidc-refused", 401, `OIDC token refused: ${result.reason}`);
+      if (result.kind === "refused" && limited === undefined)
+        return this.fail("oidc-refused", 401, `OIDC token refused: ${result.reason}`);
+    }
+    if (limited !== undefined) {
+      // The hub was not asked: the token may be good, so this is neither a 401 nor a pass-through.
+      this.s.onRateLimited?.();
+      throw new GatewayError(
+        429,
+        "too-many-requests",
+        `too many new bearer tokens from this address: at most ${this.s.reviewRatePerSource} hub TokenReviews per second (burst ${this.s.reviewBurstPerSource}) for tokens not cached (--token-review-rate-per-source)`,
+        undefined,
+        limited,
+      );
     }
     if (hubDown)
       return this.fail(

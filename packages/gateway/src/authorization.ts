@@ -1,7 +1,8 @@
 /**
  * Whether a caller may reach a cluster, asked of the hub before any tunnel opens: a
  * SubjectAccessReview on `managedclusters/proxy` (group cluster.open-cluster-management.io,
- * resourceName the cluster, verb from the HTTP method), cached for --authorization-cache-ttl;
+ * resourceName the cluster, verb from the HTTP method, and `create` for every upgrade), cached for
+ * --authorization-cache-ttl;
  * and, for a request carrying Impersonate-* headers, whether the caller may impersonate each
  * (verb `impersonate` on users, serviceaccounts, groups, uids, userextras, as the kube-apiserver
  * asks). A hub that cannot answer is 503.
@@ -28,9 +29,27 @@ const VERB_OF_METHOD: Record<string, string> = {
   DELETE: "delete",
 };
 
-/** The hub verb an HTTP method needs on managedclusters/proxy, or undefined (405). */
+/**
+ * The hub verb an HTTP method needs on managedclusters/proxy, or undefined (405). Methods are
+ * case-sensitive (RFC 9110): `get` is not GET.
+ */
 export function proxyVerbOf(method: string): string | undefined {
-  return VERB_OF_METHOD[method.toUpperCase()];
+  return Object.hasOwn(VERB_OF_METHOD, method) ? VERB_OF_METHOD[method] : undefined;
+}
+
+/**
+ * The hub verbs a request needs on managedclusters/proxy, each checked in this order, or undefined
+ * for a method the gateway does not serve (405). An upgrade (exec, attach, port-forward, over SPDY
+ * or WebSocket; any `Upgrade`) needs `create`, as kube-apiserver 1.35+ asks `create` for the
+ * WebSocket upgrades of pods/exec, attach and portforward even though they are GETs; an upgrade
+ * with a method whose verb is neither `get` nor `create` needs that verb too (an upgrade does not
+ * turn a DELETE into something less).
+ */
+export function proxyVerbsOf(method: string, upgrade: boolean): string[] | undefined {
+  const verb = proxyVerbOf(method);
+  if (verb === undefined) return undefined;
+  if (!upgrade || verb === "create") return [verb];
+  return verb === "get" ? ["create"] : [verb, "create"];
 }
 
 /** The identity a client asked for with Impersonate-* headers. */
@@ -104,11 +123,18 @@ export class Authorizer {
     this.decisions = new TtlCache({ maxEntries: MAX_DECISIONS, ...(s.now ? { now: s.now } : {}) });
   }
 
-  /** Resolve when `user` may `verb` managedclusters/proxy `cluster`; else a 403 (or 503) GatewayError. */
-  async authorizeCluster(user: UserInfo, cluster: string, verb: string): Promise<void> {
+  /**
+   * Resolve when `user` may `verb` managedclusters/proxy `cluster`; else a 403 (or 503)
+   * GatewayError. `why` ends the message of a 403 (what needs the verb).
+   */
+  async authorizeCluster(user: UserInfo, cluster: string, verb: string, why = ""): Promise<void> {
     const attrs = { group: CLUSTER_API_GROUP, resource: "managedclusters", subresource: "proxy", name: cluster, verb };
     if (!(await this.allowed(user, attrs)))
-      this.deny("cluster-proxy-denied", "forbidden", `${describeUser(user)} may not ${describeAttributes(attrs)}`);
+      this.deny(
+        "cluster-proxy-denied",
+        "forbidden",
+        `${describeUser(user)} may not ${describeAttributes(attrs)}${why ? ` (${why})` : ""}`,
+      );
   }
 
   /**

@@ -4,7 +4,8 @@
  * the audit view needs `managedclusters/proxy-audit`, the gateway's own requests feed the traffic
  * and audit records (a denial shows as denied), pass-through tokens are refused, and a caller that
  * hammers the API for clusters it may not see gets 404 and 429 and learns nothing while a
- * legitimate viewer keeps getting its events.
+ * legitimate viewer keeps getting its events; a viewer's reviews are kept per viewer, so repeated
+ * page loads cost a bounded number of SubjectAccessReviews.
  */
 import assert from "node:assert/strict";
 import * as https from "node:https";
@@ -12,7 +13,6 @@ import { after, before, describe, test } from "node:test";
 import type { ClusterDetail, FleetSnapshot } from "@cluster-proxy/fleet";
 import { readFleetEvents, type FleetEvents } from "@cluster-proxy/fleet/testing";
 import { Authenticator } from "./authentication.js";
-import { Authorizer } from "./authorization.js";
 import { FleetViewers } from "./fleet-viewers.js";
 import { FakeHub } from "./testing/fake-hub.js";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
@@ -185,7 +185,8 @@ test("pass-through tokens are refused by the fleet view (401), hub tokens and ce
   hub.tokens.set("hub-token", user("alice"));
   const viewers = new FleetViewers({
     authenticator: new Authenticator({ hub, tokenReview: true, cacheTtlMs: 1000, passthroughUnrecognizedTokens: true }),
-    authorizer: new Authorizer({ hub, cacheTtlMs: 1000 }),
+    hub,
+    cacheTtlMs: 1000,
     certificateOf: () => undefined,
   });
   const pass = await viewers.identify({ headers: { authorization: "Bearer not-the-hubs" } });
@@ -201,4 +202,58 @@ test("pass-through tokens are refused by the fleet view (401), hub tokens and ce
   assert.equal(hub.accessReviews.length, 3, "decisions are cached, denials too");
   hub.failAccessReview = true;
   await assert.rejects(alice.viewer.auditable(["mc1"]), /SubjectAccessReview failed/);
+});
+
+describe("the fleet view's reviews over repeated page loads", () => {
+  let f: GatewayFixture;
+  const clusters = Array.from({ length: 20 }, (_, i) => `c${String(i).padStart(2, "0")}`);
+  before(async () => {
+    f = await startGatewayFixture();
+    for (const c of clusters) {
+      f.hub.addCluster(c);
+      f.hub.setAddOn(c, condition("True", "tunnel works through 1 of 1 proxy-server (s1)"));
+    }
+    f.hub.tokens.set("viewer", user("viewer"));
+    f.hub.grantProxy("viewer", "c03", "get");
+    f.hub.grantProxy("viewer", "c07", "get");
+    f.hub.grant("viewer", {
+      group: GROUP,
+      resource: "managedclusters",
+      subresource: "proxy-audit",
+      name: "c03",
+      verb: "get",
+    });
+  });
+  after(() => f.close());
+
+  test("a viewer's reviews are kept for --fleet-authorization-cache-ttl: one round per period, however many loads", async () => {
+    const reviews = (): number => f.hub.accessReviews.filter((r) => r.user.username === "viewer").length;
+    const load = async (): Promise<void> => {
+      const snap = JSON.parse(
+        (await f.request("/-/fleet/api/clusters", { headers: { authorization: "Bearer viewer" } })).body,
+      ) as FleetSnapshot;
+      assert.deepEqual(
+        snap.clusters.map((r) => r.cluster),
+        ["c03", "c07"],
+      );
+      assert.equal(snap.audit, true);
+      const detail = await f.request("/-/fleet/api/clusters/c03", { headers: { authorization: "Bearer viewer" } });
+      assert.ok((JSON.parse(detail.body) as ClusterDetail).audit, "c03's audit records");
+      assert.equal(
+        (await f.request("/-/fleet/api/clusters/c04", { headers: { authorization: "Bearer viewer" } })).status,
+        404,
+      );
+    };
+    const all = f.gateway.fleetModel.clusterNames().length;
+    // One round: a review without a name per question, one per cluster to see, one per visible cluster for audit.
+    const round = 1 + all + 1 + 2;
+    for (let i = 0; i < 10; i++) {
+      await load();
+      f.advance(2_500); // 25 s in all: past the TTL of cluster requests' decisions (5 s), within the view's (30 s)
+    }
+    assert.ok(reviews() <= round, `${reviews()} reviews for 10 loads (one round: ${round})`);
+    f.advance(10_000);
+    for (let i = 0; i < 5; i++) await load();
+    assert.ok(reviews() <= 2 * round, `${reviews()} reviews after the period (two rounds: ${2 * round})`);
+  });
 });

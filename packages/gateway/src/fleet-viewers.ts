@@ -6,48 +6,76 @@
  * cluster.open-cluster-management.io) with the cluster as resource name, and sees its audit
  * records when the same is allowed on the subresource `managedclusters/proxy-audit`.
  *
- * One review without a resource name comes first: when it is allowed (a hub admin, a rule without
- * `resourceNames`), every cluster is visible and no review per cluster is made. Decisions are
- * the gateway {@link Authorizer}'s, cached for --authorization-cache-ttl, denials as long as
- * grants here (the view asks about every
- * cluster on every change: a denial kept for a second only would ask the hub about each cluster
- * of a large fleet every second); the reviews of one question run at most
- * {@link REVIEWS_AT_ONCE} at a time.
+ * Decisions are kept per viewer identity for --fleet-authorization-cache-ttl, apart from the
+ * Authorizer's cache of cluster requests (so a viewer of a large fleet never pushes those
+ * out): per subresource, one review without a resource name (allowed, e.g. a hub admin or a rule
+ * without `resourceNames`: every cluster is visible, no review per cluster), else one review per
+ * cluster asked about, denials kept as long as grants. Snapshots, details and every event stream
+ * of the viewer share them, so however often the page refreshes, a viewer costs at most
+ * 2 + 2 × clusters SubjectAccessReviews per period; reviews of one identity and cluster are never
+ * in flight twice, and those of one question run at most {@link REVIEWS_AT_ONCE} at a time.
+ * Identities kept are bounded ({@link MAX_VIEWERS}, the oldest go first).
  */
 import type { X509Certificate } from "node:crypto";
 import type { FleetRequest, FleetViewer, ViewerResult } from "@cluster-proxy/fleet";
 import type { Authenticator } from "./authentication.js";
-import { CLUSTER_API_GROUP, type Authorizer } from "./authorization.js";
-import { asGatewayError } from "./gateway-error.js";
-import type { ResourceAttributes, UserInfo } from "./hub-api.js";
+import { createHash } from "node:crypto";
+import { CLUSTER_API_GROUP } from "./authorization.js";
+import { GatewayError, asGatewayError } from "./gateway-error.js";
+import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
+import type { Clock } from "./ttl-cache.js";
 
 /** The subresource whose `get` lets a viewer see a cluster's audit records. */
 export const AUDIT_SUBRESOURCE = "proxy-audit";
 /** Hub reviews of one viewer question in flight at once. */
 export const REVIEWS_AT_ONCE = 16;
+/** Viewer identities whose decisions are kept at most. */
+export const MAX_VIEWERS = 4_096;
 
 /** Settings of {@link FleetViewers}. */
 export interface FleetViewersSettings {
   authenticator: Authenticator;
-  /** The gateway's authorizer: its reviews and its cache of decisions. */
-  authorizer: Authorizer;
+  /** The hub the SubjectAccessReviews go to. */
+  hub: HubApi;
+  /** How long a viewer's decisions are kept (--fleet-authorization-cache-ttl; 0: not kept). */
+  cacheTtlMs: number;
   /** The client certificate the TLS handshake of `req` verified, if any. */
   certificateOf(req: FleetRequest): X509Certificate | undefined;
+  /** The address `req` came from, if known (the TokenReview rate limit counts by it). */
+  sourceOf?(req: FleetRequest): string | undefined;
+  /** Counts a review the hub could not answer (metrics). */
+  onUnavailable?: () => void;
+  now?: Clock;
+}
+
+/** One viewer's decisions about one subresource: the review without a name, and each cluster's. */
+interface Decisions {
+  expires: number;
+  all: Promise<boolean>;
+  clusters: Map<string, Promise<boolean>>;
 }
 
 /** See the module comment. */
 export class FleetViewers {
-  constructor(private readonly s: FleetViewersSettings) {}
+  /** By viewer identity and subresource. */
+  private readonly decisions = new Map<string, Decisions>();
+  private readonly now: Clock;
+
+  constructor(private readonly s: FleetViewersSettings) {
+    this.now = s.now ?? Date.now;
+  }
 
   /** The viewer of `req`, or the refusal to answer with (401, 503). */
   async identify(req: FleetRequest): Promise<ViewerResult> {
     const authorization = req.headers.authorization;
     const clientCertificate = this.s.certificateOf(req);
+    const source = this.s.sourceOf?.(req);
     let user: UserInfo;
     try {
       const caller = await this.s.authenticator.authenticate({
         ...(authorization !== undefined ? { authorization } : {}),
         ...(clientCertificate ? { clientCertificate } : {}),
+        ...(source !== undefined ? { source } : {}),
       });
       if (caller.method === "passthrough")
         return {
@@ -75,24 +103,67 @@ export class FleetViewers {
     subresource: string,
     clusters: readonly string[],
   ): Promise<ReadonlySet<string>> {
-    const attrs = (name?: string): ResourceAttributes => ({
-      group: CLUSTER_API_GROUP,
-      resource: "managedclusters",
-      subresource,
-      verb: "get",
-      ...(name !== undefined ? { name } : {}),
-    });
     if (clusters.length === 0) return new Set();
-    if (await this.s.authorizer.allowed(user, attrs(), true)) return new Set(clusters);
+    const d = this.decisionsOf(user, subresource);
+    if (await d.all) return new Set(clusters);
     const out = new Set<string>();
     let next = 0;
     const worker = async (): Promise<void> => {
       for (let i = next++; i < clusters.length; i = next++) {
         const c = clusters[i]!;
-        if (await this.s.authorizer.allowed(user, attrs(c), true)) out.add(c);
+        let decision = d.clusters.get(c);
+        if (!decision) {
+          decision = this.review(user, subresource, c);
+          d.clusters.set(c, decision);
+          void decision.catch(() => d.clusters.delete(c));
+        }
+        if (await decision) out.add(c);
       }
     };
     await Promise.all(Array.from({ length: Math.min(REVIEWS_AT_ONCE, clusters.length) }, worker));
     return out;
+  }
+
+  /** The decisions kept for `user` about `subresource`, fresh ones when they expired. */
+  private decisionsOf(user: UserInfo, subresource: string): Decisions {
+    const key = createHash("sha256")
+      .update(JSON.stringify([subresource, user.username, [...user.groups].sort(), user.uid ?? null, user.extra]))
+      .digest("hex");
+    const now = this.now();
+    const kept = this.decisions.get(key);
+    if (kept && kept.expires > now) return kept;
+    this.decisions.delete(key);
+    while (this.decisions.size >= MAX_VIEWERS) {
+      const oldest = this.decisions.keys().next();
+      if (oldest.done) break;
+      this.decisions.delete(oldest.value);
+    }
+    const d: Decisions = { expires: now + this.s.cacheTtlMs, all: this.review(user, subresource), clusters: new Map() };
+    // A hub that could not answer is asked again next time.
+    void d.all.catch(() => this.decisions.get(key) === d && this.decisions.delete(key));
+    if (this.s.cacheTtlMs > 0) this.decisions.set(key, d);
+    return d;
+  }
+
+  /** One SubjectAccessReview: may `user` `get` managedclusters/`subresource` (`name`, or every one)? */
+  private async review(user: UserInfo, subresource: string, name?: string): Promise<boolean> {
+    const attrs: ResourceAttributes = {
+      group: CLUSTER_API_GROUP,
+      resource: "managedclusters",
+      subresource,
+      verb: "get",
+      ...(name !== undefined ? { name } : {}),
+    };
+    try {
+      return (await this.s.hub.subjectAccessReview(user, attrs)).allowed;
+    } catch (err) {
+      this.s.onUnavailable?.();
+      throw new GatewayError(
+        503,
+        "authorization-unavailable",
+        `the hub cannot authorize the request (SubjectAccessReview failed: ${(err as Error).message})`,
+        { cause: err },
+      );
+    }
   }
 }

@@ -12,20 +12,27 @@ export type RefusalReason =
   | "forbidden"
   | "impersonation-forbidden"
   | "service-not-exposed"
+  | "origin-forbidden"
   | "unknown-cluster"
   | "authorization-unavailable"
   | "no-tunnel"
   | "dial-timeout"
   | "endpoint-error"
-  | "shutting-down";
+  | "shutting-down"
+  | "too-many-requests"
+  | "caller-gone";
 
-/** A request the gateway answers itself, with `status` and a one-line `message`. */
+/**
+ * A request the gateway answers itself, with `status` and a one-line `message` (and, for a 429, the
+ * seconds of its `Retry-After`).
+ */
 export class GatewayError extends Error {
   constructor(
     readonly status: number,
     readonly reason: RefusalReason,
     message: string,
     options?: ErrorOptions,
+    readonly retryAfterSeconds?: number,
   ) {
     super(message.replace(/[\r\n]+/g, " "), options);
     this.name = "GatewayError";

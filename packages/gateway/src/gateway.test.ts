@@ -376,6 +376,23 @@ describe("gateway: pool bound, client certificates, pass-through, services, tunn
       assert.equal(e.headers["impersonate-group"], "cluster:hub:devs");
       assert.equal(f.audit.at(-1)?.authentication, "x509");
       assert.equal((await f.request("/mc1/api")).status, 401);
+      // Over HTTP/2 the certificate counts as well.
+      const session = http2.connect(`https://127.0.0.1:${f.port}`, {
+        ca: f.servingCa,
+        servername: "localhost",
+        cert: f.client.cert,
+        key: f.client.key,
+      });
+      try {
+        const stream = session.request({ ":path": "/mc1/api" });
+        const [head] = (await once(stream, "response")) as [http2.IncomingHttpHeaders];
+        stream.resume();
+        await once(stream, "end");
+        assert.equal(head[":status"], 200);
+        assert.equal(f.audit.at(-1)?.authentication, "x509");
+      } finally {
+        session.close();
+      }
     } finally {
       await f.close();
     }
@@ -481,7 +498,7 @@ describe("gateway: shutdown and removed clusters", () => {
     const f = await startGatewayFixture();
     try {
       f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
-      f.hub.grantProxy(ALICE, "mc1", "get");
+      f.hub.grantProxy(ALICE, "mc1", "get", "create");
       const held = f.request("/mc1/hold", { headers: { authorization: `Bearer ${TOKEN}` } });
       await f.endpoint.heldCount(1);
       const up = await f.tlsConnect();

@@ -25,7 +25,7 @@ import {
   type UiAssets,
 } from "@cluster-proxy/fleet";
 import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
@@ -34,6 +34,7 @@ import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
 import { bodyFraming, checkUpgradeFraming } from "./body-framing.js";
+import { guardPort } from "./client-connections.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
@@ -45,6 +46,10 @@ import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
 import { RequestRecord } from "./request-record.js";
+import { sandboxed } from "./response-policy.js";
+import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
+import { checkUpgradeOrigin } from "./upgrade-origin.js";
+import { UserCaps, callerKey, closeSignal, kindOf, releaseOn, writeRawTooMany } from "./user-caps.js";
 
 /** How often the serving certificate files are checked for changes. */
 export const SERVING_CERT_POLL_MS = 5_000;
@@ -63,10 +68,14 @@ export interface GatewayDeps {
   bindAddress?: string;
   /** Clock of the caches and OIDC (tests). */
   now?: () => number;
+  /** Timers of the per-user queues' deadlines (tests; default the real clock). */
+  clock?: Clock;
   /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
   limits?: Partial<CallerLimits>;
   /** The fleet view's settings (tests; defaults otherwise). */
   fleet?: FleetSettings;
+  /** The gateway's own mounted ServiceAccount token, whose `aud` names the hub apiserver's audiences (default {@link MOUNTED_TOKEN_FILE}). */
+  serviceAccountTokenFile?: string;
 }
 
 /** Settings of the gateway's fleet view. */
@@ -89,18 +98,51 @@ export const FLEET_PROBE_TIMEOUT_MS = 10_000;
 export interface CallerLimits {
   /** TLS connections open at once; further ones are closed on arrival until some end. */
   maxConnections: number;
+  /**
+   * TLS connections one client (source address; IPv6 by /64) may hold at once; further ones are
+   * closed on arrival (default --max-connections-per-client).
+   */
+  maxConnectionsPerClient: number;
+  /**
+   * An HTTP/2 connection without an open stream for this long is closed, and so is an HTTP/1.1
+   * connection that has begun no request (default --connection-idle-timeout; one idle after a
+   * response is closed after Node's keepAliveTimeout, 5 s).
+   */
+  idleTimeoutMs: number;
+  /** Streams one HTTP/2 connection may have open at once (default --http2-max-streams-per-connection). */
+  maxConcurrentStreams: number;
+  /**
+   * Streams an HTTP/2 client may reset before their answer began, at once (the allowance refills
+   * at a tenth of this per second); beyond, its connection is cut (rapid reset).
+   */
+  maxEarlyResets: number;
   /** A TLS handshake not finished within this is cut. */
   handshakeTimeoutMs: number;
   /** An HTTP/1.1 request whose headers have not all arrived within this is answered 408 and cut. */
   headersTimeoutMs: number;
 }
 
-/** The limits the gateway runs with. */
-export const DEFAULT_CALLER_LIMITS: CallerLimits = {
+/** The limits the gateway runs with, besides those its flags set. */
+export const DEFAULT_CALLER_LIMITS: Omit<
+  CallerLimits,
+  "maxConnectionsPerClient" | "idleTimeoutMs" | "maxConcurrentStreams"
+> = {
   maxConnections: 8192,
   handshakeTimeoutMs: 10_000,
   headersTimeoutMs: 30_000,
+  maxEarlyResets: 200,
 };
+
+/** The limits of `o`: {@link DEFAULT_CALLER_LIMITS} and the flags', then `overrides` (tests). */
+export function callerLimitsOf(o: GatewayOptions, overrides: Partial<CallerLimits> = {}): CallerLimits {
+  return {
+    ...DEFAULT_CALLER_LIMITS,
+    maxConnectionsPerClient: o.maxConnectionsPerClient,
+    idleTimeoutMs: o.connectionIdleTimeout,
+    maxConcurrentStreams: o.http2MaxStreamsPerConnection,
+    ...overrides,
+  };
+}
 
 type AnyRequest = http.IncomingMessage | http2.Http2ServerRequest;
 type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
@@ -108,17 +150,27 @@ type AnyResponse = http.ServerResponse | http2.Http2ServerResponse;
 /** The TLS socket a request came over. */
 function tlsSocketOf(req: AnyRequest): tls.TLSSocket | undefined {
   const socket = "stream" in req ? req.stream.session?.socket : req.socket;
-  return socket && "getPeerX509Certificate" in socket ? socket : undefined;
+  return socket && isTlsSocket(socket) ? socket : undefined;
+}
+
+/**
+ * Whether `socket` is a TLS socket. An HTTP/2 session's socket is a Proxy whose `in` looks at the
+ * session, not the socket (HTTP/2 callers' client certificates went unseen): ask its `get`.
+ */
+function isTlsSocket(socket: net.Socket | tls.TLSSocket): socket is tls.TLSSocket {
+  return typeof Reflect.get(socket, "getPeerX509Certificate") === "function";
 }
 
 function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
   const socket = tlsSocketOf(req);
   const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+  const source = req.socket.remoteAddress;
   return {
     method: req.method ?? "GET",
     url: req.url ?? "/",
     headers: req.headers,
     upgrade,
+    ...(source !== undefined ? { source } : {}),
     ...(cert ? { clientCertificate: cert } : {}),
   };
 }
@@ -151,18 +203,24 @@ function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
   };
 }
 
-/** The fleet view's side of a response (HTTP/1.1 or HTTP/2). */
-function fleetResponseOf(res: AnyResponse): FleetResponse {
+/** The fleet view's side of a response (HTTP/1.1 or HTTP/2); `out` counts the body's bytes. */
+function fleetResponseOf(res: AnyResponse, out: (n: number) => void): FleetResponse {
   return {
     writeHead: (status, headers) => {
       if ("stream" in res) res.writeHead(status, headers);
       else res.writeHead(status, headers);
     },
-    write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
+    write: (chunk) => {
+      out(Buffer.byteLength(chunk));
+      return "stream" in res ? res.write(chunk) : res.write(chunk);
+    },
     end: (body) => {
       if (body === undefined) res.end();
-      else if ("stream" in res) res.end(body);
-      else res.end(body);
+      else {
+        out(Buffer.byteLength(body));
+        if ("stream" in res) res.end(body);
+        else res.end(body);
+      }
     },
     destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
     once: (event, listener) => {
@@ -188,18 +246,31 @@ function endGracefully(s: Duplex, ms: number): Promise<void> {
   });
 }
 
+/** What the gateway knows of one fleet-view request beyond the request itself. */
+interface FleetRequestContext {
+  /** The caller's verified client certificate (for the viewer's authentication). */
+  certificate?: X509Certificate;
+  /** The caller's address (for the TokenReview rate limit). */
+  source?: string;
+  /** Its audit record, and the refusal its authentication gave, if any. */
+  rec: RequestRecord;
+  refusal?: string;
+}
+
 /** See the module comment. */
 export class Gateway {
   readonly metrics: GatewayMetrics;
   readonly pool: ClusterPool;
   readonly services = new ExposedServices();
+  /** Each caller's share of each cluster (user-caps.ts). */
+  readonly caps: UserCaps;
   /** What the fleet view shows (docs/design/fleet-view.md). */
   readonly fleetModel: FleetModel;
   /** The hub source of {@link fleetModel}. */
   readonly fleetSource: FleetSource;
   private readonly fleet: FleetHttp;
-  /** Client certificates of the fleet view's requests, for its authentication. */
-  private readonly fleetCertificates = new WeakMap<FleetRequest, X509Certificate>();
+  /** What the fleet view's authentication and audit need of each of its requests. */
+  private readonly fleetRequests = new WeakMap<FleetRequest, FleetRequestContext>();
   private readonly logger: Logger;
   private readonly audit: AuditSink;
   private readonly admission: AdmissionDeps;
@@ -240,14 +311,26 @@ export class Gateway {
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
+    const audiences = this.tokenAudiences();
     const authenticator = new Authenticator({
-      hub: deps.hub,
+      hub: { tokenReview: (token) => audiences.review(token) },
       tokenReview: options.tokenReview,
       cacheTtlMs: options.authenticationCacheTtl,
       ...(oidc ? { oidc } : {}),
       passthroughUnrecognizedTokens: options.passthroughUnrecognizedTokens,
+      reviewRatePerSource: options.tokenReviewRatePerSource,
+      reviewBurstPerSource: options.tokenReviewBurstPerSource,
       onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
+      onRateLimited: () => this.metrics.fairnessRejections.inc({ reason: "token-review-rate" }),
       ...now,
+    });
+    this.caps = new UserCaps({
+      maxRequests: options.maxRequestsPerUser,
+      maxQueued: options.maxQueuedRequestsPerUser,
+      queueTimeoutMs: options.queuedRequestTimeout,
+      maxLongRunning: options.maxLongRunningPerUser,
+      clock: deps.clock ?? realClock,
+      onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
     });
     const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
     this.admission = {
@@ -296,12 +379,22 @@ export class Gateway {
     });
     const viewers = new FleetViewers({
       authenticator,
-      authorizer,
-      certificateOf: (req) => this.fleetCertificates.get(req),
+      hub: deps.hub,
+      cacheTtlMs: options.fleetAuthorizationCacheTtl,
+      certificateOf: (req) => this.fleetRequests.get(req)?.certificate,
+      sourceOf: (req) => this.fleetRequests.get(req)?.source,
+      onUnavailable: () => onDenial("authorization-unavailable"),
+      ...now,
     });
     this.fleet = new FleetHttp({
       model: this.fleetModel,
-      identify: (req) => viewers.identify(req),
+      identify: async (req) => {
+        const who = await viewers.identify(req);
+        const noted = this.fleetRequests.get(req);
+        if (noted && who.ok) noted.rec.record.user = who.viewer.name;
+        else if (noted && !who.ok) noted.refusal = who.message;
+        return who;
+      },
       ...(fleet.assets ? { assets: fleet.assets } : {}),
       ...(fleet.limits ? { limits: fleet.limits } : {}),
       ...now,
@@ -322,6 +415,31 @@ export class Gateway {
     });
   }
 
+  /** The audience policy of hub TokenReviews (`token-audiences.ts`); logs what it asks for. */
+  private tokenAudiences(): TokenAudiences {
+    const o = this.options;
+    // The mounted token is the hub's only when the gateway talks to the hub it runs on.
+    const hubApiAudiences =
+      o.hubApiAudiences.length > 0 || o.hubKubeconfig !== ""
+        ? o.hubApiAudiences
+        : tokenFileAudiences(this.deps.serviceAccountTokenFile ?? MOUNTED_TOKEN_FILE);
+    const audiences = new TokenAudiences(this.deps.hub, {
+      tokenAudiences: o.tokenAudiences,
+      acceptHubApiAudience: o.acceptHubApiAudience,
+      hubApiAudiences,
+    });
+    if (o.tokenReview)
+      this.logger.info(
+        {
+          audiences: audiences.requested,
+          acceptHubApiAudience: o.acceptHubApiAudience,
+          ...(o.acceptHubApiAudience && hubApiAudiences.length === 0 ? { hubApiAudiences: "unknown" } : {}),
+        },
+        "hub TokenReviews ask for these audiences",
+      );
+    return audiences;
+  }
+
   /** The namespace of the services ConfigMap: --namespace, else the pod's. */
   private namespace(): string {
     if (this.options.namespace) return this.options.namespace;
@@ -340,15 +458,32 @@ export class Gateway {
     };
     const cert = readFileSync(o.servingCert);
     const key = readFileSync(o.servingKey);
-    const limits = { ...DEFAULT_CALLER_LIMITS, ...this.deps.limits };
+    const limits = callerLimitsOf(o, this.deps.limits);
     const server = http2.createSecureServer({
       ...base,
       cert,
       key,
       allowHTTP1: true,
       handshakeTimeout: limits.handshakeTimeoutMs,
+      settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
     });
     server.maxConnections = limits.maxConnections;
+    guardPort(server, limits, (reason) => this.metrics.refusedConnections.inc({ reason }));
+    // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
+    // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
+    server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
+      const rec = new RequestRecord(req.method ?? "CONNECT", this.audit, this.metrics);
+      const e = new GatewayError(405, "method-not-allowed", 'method "CONNECT" is not supported');
+      if (to instanceof http2.Http2ServerResponse) {
+        const body = `${e.message}\n`;
+        to.writeHead(405, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body) });
+        to.end(body);
+      } else {
+        to.on("error", () => to.destroy());
+        writeRawError(to, e);
+      }
+      rec.finish(405, e);
+    });
     // With allowHTTP1, Node serves HTTP/1.1 with http.Server's machinery and honours its
     // headersTimeout (and checks it every connectionsCheckingInterval); @types/node does not
     // declare them on Http2SecureServer.
@@ -469,29 +604,44 @@ export class Gateway {
   private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
     const end = this.begin();
     if (FleetHttp.owns(req.url)) {
-      const cert = tlsSocketOf(req);
-      if (cert?.authorized) {
-        const x509 = cert.getPeerX509Certificate();
-        if (x509) this.fleetCertificates.set(req, x509);
-      }
+      const socket = tlsSocketOf(req);
+      const certificate = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+      // Audited like any other request (401s too), when the response ends; not counted in the
+      // request metrics, which are by cluster.
+      const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
+      rec.record.path = (req.url ?? "").split("?")[0];
+      const noted: FleetRequestContext = {
+        rec,
+        ...(certificate ? { certificate } : {}),
+        ...(socket?.remoteAddress !== undefined ? { source: socket.remoteAddress } : {}),
+      };
+      this.fleetRequests.set(req, noted);
+      res.once("close", () => rec.finish(res.statusCode, undefined, noted.refusal));
       try {
-        await this.fleet.handle(req, fleetResponseOf(res));
+        await this.fleet.handle(
+          req,
+          fleetResponseOf(res, (n) => rec.addOut(n)),
+        );
       } finally {
         end();
       }
       return;
     }
     const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
-    const exchange = exchangeOf(req, res);
+    const exchange = sandboxed(exchangeOf(req, res));
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
-      // Before anything else: a body the hop could not frame is never admitted.
+      const gone = closeSignal(res);
+      const head = headOf(req, false);
+      const a = await admit(this.admission, head, rec);
+      // Before any tunnel: a body the hop could not frame goes nowhere (400).
       const framing = bodyFraming(
         req.method ?? "GET",
         req.headers,
         "stream" in req ? req.stream.endAfterHeaders : undefined,
       );
-      const a = await admit(this.admission, headOf(req, false), rec);
+      const caller = callerKey(a.caller, head.source);
+      releaseOn(gone, await this.caps.acquire(a.cluster, caller, kindOf(a.target, false), gone));
       rec.startStreaming();
       let code: number;
       try {
@@ -520,6 +670,7 @@ export class Gateway {
           res.writeHead(e.status, {
             "content-type": "text/plain; charset=utf-8",
             "content-length": Buffer.byteLength(body),
+            ...(e.retryAfterSeconds !== undefined ? { "retry-after": String(e.retryAfterSeconds) } : {}),
           });
           res.end(body);
         });
@@ -542,7 +693,13 @@ export class Gateway {
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       checkUpgradeFraming(req.headers);
-      const a = await admit(this.admission, headOf(req, true), rec);
+      const requestHead = headOf(req, true);
+      const a = await admit(this.admission, requestHead, rec);
+      checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
+      const gone = new AbortController();
+      socket.once("close", () => gone.abort());
+      const caller = callerKey(a.caller, requestHead.source);
+      releaseOn(gone.signal, await this.caps.acquire(a.cluster, caller, "long-running", gone.signal));
       rec.startStreaming();
       const code = await relayUpgrade(
         {
@@ -563,7 +720,8 @@ export class Gateway {
       rec.finish(code);
     } catch (err) {
       const e = asGatewayError(err);
-      writeRawError(socket, e);
+      if (e.retryAfterSeconds !== undefined) writeRawTooMany(socket, e);
+      else writeRawError(socket, e);
       rec.finish(e.status, e);
     }
   }

@@ -22,9 +22,15 @@ export interface ResourceAttributes {
   verb: string;
 }
 
-/** The answer of a TokenReview: `user` when the hub recognised the token. */
+/**
+ * The answer of a TokenReview: `user` when the hub recognised the token, and `audiences` (its
+ * `status.audiences`): those of the review's audiences the token is valid for; empty or absent
+ * when the authenticator is audience-unaware, which means the token is valid for the hub
+ * apiserver's own audience.
+ */
 export interface TokenReviewResult {
   user?: UserInfo;
+  audiences?: string[];
 }
 
 /** A ManagedCluster as far as the gateway cares. */
@@ -61,7 +67,11 @@ export type ConfigMapListener = (data: Record<string, string> | undefined) => vo
 
 /** The hub operations the gateway uses. Each rejects with an Error when the hub cannot answer. */
 export interface HubApi {
-  tokenReview(token: string): Promise<TokenReviewResult>;
+  /**
+   * Review `token` for `audiences` (`spec.audiences`; undefined: none, which the hub reads as its
+   * own apiserver's audiences).
+   */
+  tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult>;
   subjectAccessReview(user: UserInfo, attributes: ResourceAttributes): Promise<{ allowed: boolean; reason?: string }>;
   /** The ManagedCluster `name`, or undefined when there is none. */
   managedCluster(name: string): Promise<ManagedClusterInfo | undefined>;

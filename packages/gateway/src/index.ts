@@ -51,5 +51,5 @@ export {
 export { parseRequestTarget, type RequestTarget, type KubeTarget, type ServiceTarget } from "./request-target.js";
 export { kubeRequestInfo, type KubeRequestInfo } from "./request-info.js";
 export { parseExposedServices, CLUSTER_SET_LABEL, type ExposedService } from "./exposed-services.js";
-export type { AuditRecord, AuditSink } from "./audit-log.js";
+export type { AuditLine, AuditRecord, AuditSink, AuditStart } from "./audit-log.js";
 export { GatewayMetrics, UNKNOWN_CLUSTER } from "./metrics.js";

@@ -34,11 +34,15 @@ describe("kubeHubApi", () => {
         if (raw) bodies[url.pathname] = JSON.parse(raw);
         switch (url.pathname) {
           case "/apis/authentication.k8s.io/v1/tokenreviews": {
-            const token = (bodies[url.pathname] as { spec: { token: string } }).spec.token;
+            const spec = (bodies[url.pathname] as { spec: { token: string; audiences?: string[] } }).spec;
             return json(201, {
               status:
-                token === "good"
-                  ? { authenticated: true, user: { username: "alice", uid: "u1", groups: ["g"], extra: { k: ["v"] } } }
+                spec.token === "good"
+                  ? {
+                      authenticated: true,
+                      user: { username: "alice", uid: "u1", groups: ["g"], extra: { k: ["v"] } },
+                      ...(spec.audiences ? { audiences: spec.audiences.filter((a) => a === "gw") } : {}),
+                    }
                   : { authenticated: false },
             });
           }
@@ -119,6 +123,18 @@ describe("kubeHubApi", () => {
       user: { username: "alice", uid: "u1", groups: ["g"], extra: { k: ["v"] } },
     });
     assert.deepEqual(await hub.tokenReview("bad"), {});
+  });
+
+  test("TokenReview: the audiences asked for go in spec.audiences, status.audiences comes back", async () => {
+    assert.deepEqual(await hub.tokenReview("good", ["gw", "other"]), {
+      user: { username: "alice", uid: "u1", groups: ["g"], extra: { k: ["v"] } },
+      audiences: ["gw"],
+    });
+    assert.deepEqual(bodies["/apis/authentication.k8s.io/v1/tokenreviews"], {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenReview",
+      spec: { token: "good", audiences: ["gw", "other"] },
+    });
   });
 
   test("SubjectAccessReview carries the whole identity and the resource attributes", async () => {

@@ -178,12 +178,18 @@ export function kubeHubApi(kc: k8s.KubeConfig, logger: Logger = silentLogger): H
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   return {
-    async tokenReview(token: string): Promise<TokenReviewResult> {
+    async tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
       const review = await authn.createTokenReview({
-        body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token } },
+        body: {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenReview",
+          spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
+        },
       });
       const user = review.status?.authenticated ? userOf(review.status.user) : undefined;
-      return user ? { user } : {};
+      if (!user) return {};
+      const granted = review.status?.audiences ?? [];
+      return { user, ...(granted.length > 0 ? { audiences: granted } : {}) };
     },
     async subjectAccessReview(user: UserInfo, a: ResourceAttributes) {
       const review = await authz.createSubjectAccessReview({

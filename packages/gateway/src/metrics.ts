@@ -1,12 +1,49 @@
 /**
- * The gateway's Prometheus series (its own Registry). The `cluster` label only takes clusters
- * that exist (others are counted as {@link UNKNOWN_CLUSTER}), and a removed cluster's series are
- * dropped, so the number of series is bounded by the hub's clusters.
+ * The gateway's Prometheus series (its own Registry). Every label takes its values from a fixed
+ * set, whatever a caller or a cluster sends: the `cluster` label only clusters that exist (others
+ * are counted as {@link UNKNOWN_CLUSTER}), and a removed cluster's series are dropped; `verb` only
+ * {@link VERB_LABELS} (else {@link OTHER}); `code` only 100-599 (else {@link OTHER}); the reasons
+ * are the gateway's own constants. The number of series is bounded by the hub's clusters.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
 /** The `cluster` label of requests for clusters that do not exist (or were not named). */
 export const UNKNOWN_CLUSTER = "_unknown";
+
+/** The label value of anything outside a label's fixed set. */
+export const OTHER = "other";
+
+/**
+ * The values of the `verb` label: the Kubernetes verbs, the lowercased methods of requests that
+ * address no resource, `unknown` (refused before the request was read) and {@link OTHER} (a
+ * method the gateway does not serve).
+ */
+export const VERB_LABELS: ReadonlySet<string> = new Set([
+  "get",
+  "list",
+  "watch",
+  "create",
+  "update",
+  "patch",
+  "delete",
+  "deletecollection",
+  "head",
+  "post",
+  "put",
+  "unknown",
+  OTHER,
+]);
+
+/** The `verb` label value of `verb` (undefined: `unknown`). */
+export function verbLabel(verb: string | undefined): string {
+  if (verb === undefined) return "unknown";
+  return VERB_LABELS.has(verb) ? verb : OTHER;
+}
+
+/** The `code` label value of an HTTP status. */
+export function codeLabel(code: number): string {
+  return Number.isInteger(code) && code >= 100 && code <= 599 ? String(code) : OTHER;
+}
 
 const PREFIX = "cluster_proxy_gateway_";
 
@@ -47,6 +84,19 @@ export class GatewayMetrics {
   readonly authorizationDenials = new Counter({
     name: `${PREFIX}authorization_denials_total`,
     help: "Requests refused by authorization (hub SubjectAccessReview, impersonation, service allowlist), by reason",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+  readonly fairnessRejections = new Counter({
+    name: `${PREFIX}fairness_rejections_total`,
+    help: "Requests refused with 429 by a fairness limit, by reason (queue-full, queue-timeout, long-running: the per-user caps of one cluster; token-review-rate: the per-source TokenReview rate)",
+    labelNames: ["reason"] as const,
+    registers: [this.registry],
+  });
+
+  readonly refusedConnections = new Counter({
+    name: `${PREFIX}refused_connections_total`,
+    help: "Connections to the gateway's port refused or cut by its limits, by reason (client-connection-cap: closed on arrival, the client already held --max-connections-per-client; stream-resets: an HTTP/2 client reset streams before their answers faster than allowed)",
     labelNames: ["reason"] as const,
     registers: [this.registry],
   });

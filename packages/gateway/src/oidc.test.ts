@@ -76,6 +76,23 @@ describe("OIDC ID tokens", () => {
     assert.equal((await oidc.authenticate("not-a-jwt")).kind, "unrecognized");
   });
 
+  test("with the user name from email, email_verified must be true: missing or false is refused naming it", async () => {
+    const oidc = new OidcAuthenticator(settings());
+    for (const [value, why] of [
+      [undefined, /"email_verified" is missing/],
+      [false, /"email_verified" is false, not true/],
+      ["true", /"email_verified" is "true", not true/],
+    ] as const) {
+      const r = await oidc.authenticate(await issuer.token({ claims: { email_verified: value }, now: now() }));
+      assert.equal(r.kind, "refused");
+      assert.match(r.kind === "refused" ? r.reason : "", why);
+    }
+    // Another username claim does not need it.
+    const bySub = new OidcAuthenticator(settings({ usernameClaim: "hd" }));
+    const r = await bySub.authenticate(await issuer.token({ claims: { email_verified: undefined }, now: now() }));
+    assert.equal(r.kind, "user");
+  });
+
   test("through the gateway: an OIDC caller reaches the cluster as its prefixed identity; a refused token is 401", async () => {
     const g = await startGatewayFixture({
       oidc: { issuerUrl: issuer.url, ca: issuer.ca },
@@ -93,6 +110,11 @@ describe("OIDC ID tokens", () => {
       });
       assert.equal(bad.status, 401);
       assert.match(bad.body, /OIDC token refused/);
+      const unverified = await g.request("/mc1/api", {
+        headers: { authorization: `Bearer ${await issuer.token({ claims: { email_verified: false } })}` },
+      });
+      assert.equal(unverified.status, 401);
+      assert.match(unverified.body, /email_verified/);
     } finally {
       await g.close();
     }

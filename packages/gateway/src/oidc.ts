@@ -3,7 +3,8 @@
  * over https (verified with --oidc-ca-file); a token signed with a key id the JWKS does not have
  * refetches the JWKS (key rotation), at most once per {@link JWKS_REFETCH_MIN_MS}. A token is
  * accepted when its signature verifies, `iss` is the issuer, `aud` holds the client id, `exp`,
- * `nbf` and `iat` hold within {@link CLOCK_SKEW_S} seconds, and every required claim has its value.
+ * `nbf` and `iat` hold within {@link CLOCK_SKEW_S} seconds, every required claim has its value, and,
+ * when the user name is the claim `email`, `email_verified` is true.
  */
 import {
   createLocalJWKSet,
@@ -119,6 +120,13 @@ export class OidcAuthenticator {
     const name = payload[this.settings.usernameClaim];
     if (typeof name !== "string" || name === "")
       return { kind: "refused", reason: `claim "${this.settings.usernameClaim}" (the user name) is missing` };
+    // An unverified address is anyone's to claim: kube-apiserver refuses `email_verified: false`,
+    // the gateway refuses a missing one too.
+    if (this.settings.usernameClaim === "email" && payload.email_verified !== true)
+      return {
+        kind: "refused",
+        reason: `claim "email_verified" is ${payload.email_verified === undefined ? "missing" : `${JSON.stringify(payload.email_verified)}, not true`}: the user name is the claim "email"`,
+      };
     const s = this.settings;
     const userPrefix = s.usernamePrefix === "-" ? "" : s.usernamePrefix === "" ? `${this.issuer}#` : s.usernamePrefix;
     let groups: string[] = [];

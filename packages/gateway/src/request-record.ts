@@ -1,11 +1,18 @@
 /**
  * The bookkeeping of one request: its audit record, filled in as the request is admitted and
- * relayed, written once when it ends (with the status, bytes and duration), plus its metrics.
+ * relayed, written once when it ends (with the status, bytes and duration), plus its metrics. A
+ * long-running request (a watch, an upgraded stream, `logs -f`) also gets a start line when its relay begins,
+ * so that it is on record even if the gateway dies before it ends.
+ *
+ * What a caller sends reaches the record and the labels only from fixed sets: a method the
+ * gateway does not know is recorded as {@link OTHER}, and label values are bounded by
+ * `metrics.ts`.
  */
 import { randomUUID } from "node:crypto";
-import type { AuditRecord, AuditSink } from "./audit-log.js";
+import type { AuditRecord, AuditSink, AuditStart } from "./audit-log.js";
+import { proxyVerbOf } from "./authorization.js";
 import type { GatewayError } from "./gateway-error.js";
-import type { GatewayMetrics } from "./metrics.js";
+import { OTHER, codeLabel, verbLabel, type GatewayMetrics } from "./metrics.js";
 
 /** Who else hears of a request (the fleet view): when it starts streaming, and its record when it ends. */
 export interface RecordTap {
@@ -15,26 +22,59 @@ export interface RecordTap {
   finished(record: AuditRecord, streamed: boolean): void;
 }
 
+/** The methods a record names as they are (RFC 9110's, and PATCH); others are {@link OTHER}. */
+export const KNOWN_METHODS: ReadonlySet<string> = new Set([
+  "GET",
+  "HEAD",
+  "POST",
+  "PUT",
+  "PATCH",
+  "DELETE",
+  "OPTIONS",
+  "CONNECT",
+  "TRACE",
+]);
+
+/** Whether the record of a request is long-running by itself (a watch, an upgrade): it gets a start line. */
+function isLongRunning(r: AuditRecord): boolean {
+  return r.upgrade === true || r.verb === "watch";
+}
+
+/** The start line of `r`: what is known before the relay. */
+function startLineOf(r: AuditRecord): AuditStart {
+  const { stage: _stage, code: _code, bytesIn: _in, bytesOut: _out, durationMs: _ms, reason: _reason, ...known } = r;
+  return { ...known, stage: "start" };
+}
+
 /** One request's record; see the module comment. */
 export class RequestRecord {
   readonly record: AuditRecord;
   private readonly started: number;
+  /** Whether the gateway serves the method (else it is counted with verb {@link OTHER}). */
+  private readonly served: boolean;
   private done = false;
   private streaming = false;
+  private longRunning = false;
 
+  /**
+   * @param metrics where the request is counted (undefined: nowhere, e.g. the fleet view's own
+   *   requests, which are audited only)
+   */
   constructor(
     method: string,
     private readonly audit: AuditSink,
-    private readonly metrics: GatewayMetrics,
+    private readonly metrics: GatewayMetrics | undefined,
     private readonly tap?: RecordTap,
     now: () => number = Date.now,
   ) {
     this.started = now();
     this.now = now;
+    this.served = proxyVerbOf(method) !== undefined;
     this.record = {
       time: new Date(this.started).toISOString(),
       requestID: randomUUID(),
-      method,
+      stage: "end",
+      method: KNOWN_METHODS.has(method) ? method : OTHER,
       code: 0,
       bytesIn: 0,
       bytesOut: 0,
@@ -47,14 +87,23 @@ export class RequestRecord {
 
   /** The `cluster` label of this request. */
   private get clusterLabel(): string {
-    return this.metrics.clusterLabel(this.record.cluster);
+    return this.metrics?.clusterLabel(this.record.cluster) ?? "";
   }
 
-  /** Count the request as an open stream until {@link finish}. */
+  /** Give this request a start line although its record does not say it is long-running (`logs -f`). */
+  markLongRunning(): void {
+    this.longRunning = true;
+  }
+
+  /**
+   * The relay begins: count the request as an open stream until {@link finish}, and write the
+   * start line of a long-running request.
+   */
   startStreaming(): void {
-    if (this.streaming) return;
+    if (this.streaming || this.done) return;
     this.streaming = true;
-    this.metrics.openStreams.inc({ cluster: this.clusterLabel });
+    if (this.longRunning || isLongRunning(this.record)) this.audit.write(startLineOf(this.record));
+    this.metrics?.openStreams.inc({ cluster: this.clusterLabel });
     this.tap?.streamOpened(this.record.cluster);
   }
 
@@ -68,7 +117,10 @@ export class RequestRecord {
     this.record.bytesOut += n;
   }
 
-  /** End the record with `code` (an error's decision and reason when it ended in one); once. */
+  /**
+   * End the record with `code` (an error's decision and reason when it ended in one; with a
+   * `reason` of the gateway's own, a 4xx is a `deny` and a 5xx an `error`); once.
+   */
   finish(code: number, err?: GatewayError, reason?: string): void {
     if (this.done) return;
     this.done = true;
@@ -79,15 +131,18 @@ export class RequestRecord {
       r.decision = err.decision;
       r.reason = err.message;
     } else if (reason) {
-      r.decision = code >= 500 ? "error" : r.decision;
+      r.decision = code >= 500 ? "error" : code >= 400 ? "deny" : r.decision;
       r.reason = reason;
     }
-    const cluster = this.clusterLabel;
-    if (this.streaming) this.metrics.openStreams.dec({ cluster });
-    this.metrics.requests.inc({ cluster, code: String(code), verb: r.verb ?? "unknown" });
-    this.metrics.latency.observe({ cluster }, r.durationMs / 1000);
-    if (r.bytesIn) this.metrics.bytes.inc({ cluster, direction: "in" }, r.bytesIn);
-    if (r.bytesOut) this.metrics.bytes.inc({ cluster, direction: "out" }, r.bytesOut);
+    const m = this.metrics;
+    if (m) {
+      const cluster = this.clusterLabel;
+      if (this.streaming) m.openStreams.dec({ cluster });
+      m.requests.inc({ cluster, code: codeLabel(code), verb: this.served ? verbLabel(r.verb) : OTHER });
+      m.latency.observe({ cluster }, r.durationMs / 1000);
+      if (r.bytesIn) m.bytes.inc({ cluster, direction: "in" }, r.bytesIn);
+      if (r.bytesOut) m.bytes.inc({ cluster, direction: "out" }, r.bytesOut);
+    }
     this.audit.write(r);
     this.tap?.finished(r, this.streaming);
   }

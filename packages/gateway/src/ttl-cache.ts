@@ -33,14 +33,7 @@ export class TtlCache<V> {
     const running = this.pending.get(key);
     if (running) return running;
     const p = load().then((value) => {
-      const ttl = ttlOf(value);
-      if (ttl > 0) {
-        if (this.entries.size >= this.maxEntries) {
-          const oldest = this.entries.keys().next();
-          if (!oldest.done) this.entries.delete(oldest.value);
-        }
-        this.entries.set(key, { value, expires: this.now() + ttl });
-      }
+      this.set(key, value, ttlOf(value));
       return value;
     });
     this.pending.set(key, p);
@@ -49,6 +42,31 @@ export class TtlCache<V> {
     } finally {
       this.pending.delete(key);
     }
+  }
+
+  /** The cached value of `key`, if it has not expired (no load). */
+  peek(key: string): V | undefined {
+    const hit = this.entries.get(key);
+    if (!hit) return undefined;
+    if (hit.expires > this.now()) return hit.value;
+    this.entries.delete(key);
+    return undefined;
+  }
+
+  /** Keep `value` for `key` for `ttlMs` (0: not kept); the oldest entry goes when the cache is full. */
+  set(key: string, value: V, ttlMs: number): void {
+    if (ttlMs <= 0) return;
+    this.entries.delete(key);
+    if (this.entries.size >= this.maxEntries) {
+      const oldest = this.entries.keys().next();
+      if (!oldest.done) this.entries.delete(oldest.value);
+    }
+    this.entries.set(key, { value, expires: this.now() + ttlMs });
+  }
+
+  /** Entries held (expired ones included until they are looked up or pushed out). */
+  get size(): number {
+    return this.entries.size;
   }
 
   /** Forget `key`. */

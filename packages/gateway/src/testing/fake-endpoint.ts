@@ -5,7 +5,8 @@
  * HTTP/1.1 request is answered 505, as the agent does). It answers
  *
  * - `/stream`: the head and a first chunk at once, the rest when {@link FakeEndpoint.release} is called;
- * - `/quiet`: the head at once and no body until released (a watch with no events yet);
+ * - `/quiet`, or any path with `fake=quiet` in its query: the head at once and no body until
+ *   released (a watch with no events yet);
  * - `/hold`: nothing until released (to fill a pool);
  * - any other path: 200 with a JSON echo of method, url and headers;
  * - `/answer`: the status and headers {@link FakeEndpoint.answer} holds (a hostile target);
@@ -127,7 +128,7 @@ export class FakeEndpoint {
       this.hold(res);
       return;
     }
-    if (path.startsWith("/quiet")) {
+    if (path.startsWith("/quiet") || /[?&]fake=quiet(&|$)/.test(path)) {
       res.writeHead(200, { "content-type": "application/json" });
       this.hold(res);
       return;

@@ -20,12 +20,19 @@ function grantKey(user: string, a: ResourceAttributes): string {
   return [user, a.verb, a.group, a.resource, a.subresource ?? "", a.namespace ?? "", a.name ?? ""].join("|");
 }
 
+/** The fake hub apiserver's own audience: what its tokens carry unless told otherwise. */
+export const FAKE_HUB_API_AUDIENCE = "https://kubernetes.default.svc";
+
 /** See the module comment. */
 export class FakeHub implements HubApi {
   readonly tokens = new Map<string, UserInfo>();
   readonly clusters = new Map<string, ManagedClusterInfo>();
   readonly events: { namespace: string; name: string; reason: string; message: string }[] = [];
   readonly reviews: string[] = [];
+  /** The `spec.audiences` of each TokenReview (undefined: none asked, i.e. the hub apiserver's). */
+  readonly reviewAudiences: (readonly string[] | undefined)[] = [];
+  /** The audiences of a token of {@link tokens} (default: {@link FAKE_HUB_API_AUDIENCE}). */
+  readonly tokenAudiences = new Map<string, string[]>();
   readonly accessReviews: { user: UserInfo; attributes: ResourceAttributes }[] = [];
   failTokenReview = false;
   failAccessReview = false;
@@ -85,11 +92,15 @@ export class FakeHub implements HubApi {
     for (const l of this.listeners) l(data);
   }
 
-  tokenReview(token: string): Promise<TokenReviewResult> {
+  /** As the hub apiserver: the token is valid for the audiences it and the review have in common. */
+  tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
     this.reviews.push(token);
+    this.reviewAudiences.push(audiences ? [...audiences] : undefined);
     if (this.failTokenReview) return Promise.reject(new Error("connection refused"));
     const user = this.tokens.get(token);
-    return Promise.resolve(user ? { user } : {});
+    const held = this.tokenAudiences.get(token) ?? [FAKE_HUB_API_AUDIENCE];
+    const common = held.filter((a) => (audiences ?? [FAKE_HUB_API_AUDIENCE]).includes(a));
+    return Promise.resolve(user && common.length > 0 ? { user, audiences: common } : {});
   }
 
   subjectAccessReview(user: UserInfo, attributes: ResourceAttributes): Promise<{ allowed: boolean }> {

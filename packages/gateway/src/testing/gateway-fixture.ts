@@ -17,11 +17,12 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import type { AuditRecord } from "../audit-log.js";
+import type { Clock } from "@cluster-proxy/kit";
+import type { AuditLine, AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
 import { FakeEndpoint } from "./fake-endpoint.js";
-import { FakeHub } from "./fake-hub.js";
+import { FAKE_HUB_API_AUDIENCE, FakeHub } from "./fake-hub.js";
 
 /** A response read to its end. */
 export interface TestResponse {
@@ -45,7 +46,10 @@ export interface GatewayFixture {
   servingAuthority: CertificateAndKey;
   /** The gateway CA (to issue new identities). */
   gatewayAuthority: CertificateAndKey;
+  /** The audit records of requests that ended, in order. */
   audit: AuditRecord[];
+  /** Every audit line in order: the records, and the start lines of long-running requests. */
+  auditLines: AuditLine[];
   /** Move the caches' clock forward (expire cached hub answers). */
   advance(ms: number): void;
   /** Send a request to the gateway and read the whole answer. */
@@ -74,6 +78,8 @@ export interface FixtureOptions {
   dialer?: (endpointDialer: Dialer) => Dialer;
   /** The fleet view's settings (default: no page, the gateway's other defaults). */
   fleet?: FleetSettings;
+  /** The timers of the per-user queues (default: real ones), e.g. a ManualClock. */
+  clock?: Clock;
 }
 
 const DAYS = 2;
@@ -118,6 +124,9 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     "client-ca.crt": clientCa.certPem,
   };
   if (f.oidc) files["oidc-ca.crt"] = f.oidc.ca.toString();
+  // The gateway's own mounted ServiceAccount token: its aud names the hub apiserver's audience.
+  const saClaims = { aud: [FAKE_HUB_API_AUDIENCE], sub: "system:serviceaccount:cluster-proxy:gateway" };
+  files["sa.token"] = ["e30", Buffer.from(JSON.stringify(saClaims)).toString("base64url"), "c2ln"].join(".");
   for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
   const endpoint = new FakeEndpoint({
     cert: Buffer.from(agent.certPem),
@@ -129,6 +138,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   hub.addCluster("mc1");
   hub.addCluster("mc2");
   const audit: AuditRecord[] = [];
+  const auditLines: AuditLine[] = [];
   const options = parseGatewayOptions({
     port: 0,
     healthPort: 0,
@@ -160,11 +170,19 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   const gateway = new Gateway(options, {
     hub,
     dialer: f.dialer ? f.dialer(endpointDialer) : endpointDialer,
-    audit: { write: (r) => void audit.push(structuredClone(r)), close: () => undefined },
+    audit: {
+      write: (r) => {
+        auditLines.push(structuredClone(r));
+        if (r.stage !== "start") audit.push(structuredClone(r));
+      },
+      close: () => undefined,
+    },
     bindAddress: "127.0.0.1",
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
+    ...(f.clock ? { clock: f.clock } : {}),
     fleet: { assets: new Map(), ...f.fleet },
+    serviceAccountTokenFile: join(dir, "sa.token"),
   });
   const { port, healthPort } = await gateway.start();
   const ca = Buffer.from(servingCa.certPem);
@@ -180,6 +198,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     gatewayAuthority: gatewayCa,
     client: { cert: Buffer.from(client.certPem), key: Buffer.from(client.keyPem) },
     audit,
+    auditLines,
     advance: (ms) => void (offset += ms),
     tlsConnect: async () => {
       const socket = tls.connect({ host: "127.0.0.1", port, ca, servername: "localhost", ALPNProtocols: ["http/1.1"] });

@@ -72,7 +72,13 @@ export class TestIssuer {
   token(o: TokenOptions = {}): Promise<string> {
     const key = o.key ?? this.keys[0]!;
     const now = o.now ?? Math.floor(Date.now() / 1000);
-    return new SignJWT({ email: "dana@example.com", groups: ["admins"], hd: "example.com", ...o.claims })
+    return new SignJWT({
+      email: "dana@example.com",
+      email_verified: true,
+      groups: ["admins"],
+      hd: "example.com",
+      ...o.claims,
+    })
       .setProtectedHeader({ alg: "ES256", kid: key.kid })
       .setIssuer(o.iss ?? this.url)
       .setAudience(o.aud ?? "gateway")

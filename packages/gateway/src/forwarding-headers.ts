@@ -1,0 +1,49 @@
+/**
+ * Who the caller is, as the gateway (and only the gateway) tells the cluster: every identity or
+ * forwarding header a caller set (`X-Remote-*`, `X-Forwarded-*`, `Forwarded`, `X-Real-Ip`,
+ * `X-Auth-Request-*`, `X-Client-*`, `X-Original-*` and a few CDN spellings) is removed before the
+ * tunnel, so no Service behind an auth proxy convention takes a caller's word for who it is, and
+ * the contract headers `Cluster-Proxy-Forwarded-For` (the caller's address as the gateway's socket
+ * saw it) and `Cluster-Proxy-Forwarded-Proto` are set. The agent removes the same headers again and
+ * builds `X-Forwarded-For`/`-Proto` for a Service from the contract headers (docs/design/gateway.md).
+ */
+import { isIP } from "node:net";
+
+/** The contract header with the caller's IP address. */
+export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
+/** The contract header with the scheme the caller used (the gateway's port is https). */
+export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
+
+/** Prefixes of request header names (lowercase) a caller may not send on. */
+const PREFIXES = ["x-remote-", "x-forwarded-", "x-auth-request-", "x-client-", "x-original-"];
+/** Whole request header names (lowercase) a caller may not send on. */
+const NAMES = new Set(["forwarded", "x-real-ip", "true-client-ip", "x-cluster-client-ip", "cf-connecting-ip"]);
+
+/** Whether `name` (lowercase) is an identity or forwarding header only the gateway may set. */
+export function isForwardingHeader(name: string): boolean {
+  return NAMES.has(name) || PREFIXES.some((p) => name.startsWith(p));
+}
+
+/** The caller's address as an IP literal (an IPv4-mapped IPv6 address as IPv4), or undefined. */
+export function callerAddress(remoteAddress: string | undefined): string | undefined {
+  if (!remoteAddress) return undefined;
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remoteAddress);
+  const address = mapped ? mapped[1]! : remoteAddress;
+  return isIP(address) ? address : undefined;
+}
+
+/**
+ * `headers` (the ones admission forwards) without any caller-set forwarding header, with the
+ * contract headers for a caller at `remoteAddress` over https.
+ */
+export function withForwarding(
+  headers: Record<string, string | string[]>,
+  remoteAddress: string | undefined,
+): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) if (!isForwardingHeader(name)) out[name] = value;
+  const address = callerAddress(remoteAddress);
+  if (address) out[FORWARDED_FOR_HEADER] = address;
+  out[FORWARDED_PROTO_HEADER] = "https";
+  return out;
+}

@@ -1,0 +1,77 @@
+/**
+ * Which hub tokens are gateway credentials (docs/design/gateway.md, "Token audiences"): the hub
+ * TokenReview asks for --token-audiences, plus the hub apiserver's own audiences while
+ * --accept-hub-api-audience is on, and its answer must name one of the audiences asked for
+ * (`status.audiences`). An answer that names none comes from an audience-unaware authenticator,
+ * which the hub only lets answer for its apiserver's audiences: such a token is accepted only while
+ * that flag is on.
+ *
+ * The hub apiserver's audiences are --hub-api-audiences, else the `aud` claim of the gateway's own
+ * mounted ServiceAccount token (the kubelet requests it for the apiserver's default audiences; no
+ * hub request, no RBAC), else unknown: then a token refused for the gateway's audiences is
+ * reviewed once more without audiences, which the hub reads as its own.
+ */
+import { readFileSync } from "node:fs";
+import type { HubApi, TokenReviewResult } from "./hub-api.js";
+
+/** Where a pod's own ServiceAccount token is mounted. */
+export const MOUNTED_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+
+/** Settings of {@link TokenAudiences} (the flags of the same names). */
+export interface TokenAudienceSettings {
+  /** --token-audiences (at least one). */
+  tokenAudiences: readonly string[];
+  /** --accept-hub-api-audience. */
+  acceptHubApiAudience: boolean;
+  /** The hub apiserver's audiences; empty: unknown. */
+  hubApiAudiences: readonly string[];
+}
+
+/** The `aud` claim of the JWT in `file` (a list), or [] when there is no such file or it is no JWT. */
+export function tokenFileAudiences(file: string): string[] {
+  let token: string;
+  try {
+    token = readFileSync(file, "utf8").trim();
+  } catch {
+    return [];
+  }
+  const payload = token.split(".")[1];
+  if (token.split(".").length !== 3 || !payload) return [];
+  try {
+    const claims: unknown = JSON.parse(Buffer.from(payload, "base64url").toString("utf8"));
+    const aud = typeof claims === "object" && claims !== null && "aud" in claims ? claims.aud : undefined;
+    if (typeof aud === "string") return aud === "" ? [] : [aud];
+    return Array.isArray(aud) ? aud.filter((a): a is string => typeof a === "string" && a !== "") : [];
+  } catch {
+    return [];
+  }
+}
+
+/** See the module comment. */
+export class TokenAudiences {
+  /** The audiences every review asks for. */
+  readonly requested: readonly string[];
+
+  constructor(
+    private readonly hub: Pick<HubApi, "tokenReview">,
+    private readonly s: TokenAudienceSettings,
+  ) {
+    this.requested = [...new Set([...s.tokenAudiences, ...(s.acceptHubApiAudience ? s.hubApiAudiences : [])])];
+  }
+
+  /** Review `token`: the user only when the token is valid for an audience the gateway accepts. */
+  async review(token: string): Promise<TokenReviewResult> {
+    const r = await this.hub.tokenReview(token, this.requested);
+    if (r.user) return this.accepted(r) ? r : {};
+    if (!this.s.acceptHubApiAudience || this.s.hubApiAudiences.length > 0) return {};
+    // The hub apiserver's audiences are unknown: ask for them the only way a review can.
+    const own = await this.hub.tokenReview(token);
+    return own.user ? { user: own.user } : {};
+  }
+
+  private accepted(r: TokenReviewResult): boolean {
+    const granted = r.audiences ?? [];
+    if (granted.length === 0) return this.s.acceptHubApiAudience;
+    return granted.some((a) => this.requested.includes(a));
+  }
+}
