@@ -28,7 +28,7 @@ import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createTunnelHttpsAgent, dial } from "@cluster-proxy/client";
-import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
+import { ClusterPool } from "@cluster-proxy/gateway";
 import { Harness, metricSum } from "../test/framework/harness.js";
 import { waitFor } from "../test/framework/waits.js";
 import { type Proc } from "../test/framework/process.js";
@@ -52,7 +52,15 @@ import {
   type WatchState,
 } from "./gateway-report.js";
 import type { HubStats } from "./hub-apiserver-stand-in.js";
-import { keepAliveGet, perConnectionGet, runLoad, type LoadLimits, type RequestSpec, type Send } from "./http-load.js";
+import {
+  keepAliveGet,
+  perConnectionGet,
+  runLoad,
+  streamGet,
+  type LoadLimits,
+  type RequestSpec,
+  type Send,
+} from "./http-load.js";
 import type { StandInStats } from "./kube-apiserver-stand-in.js";
 import {
   BENCH,
@@ -449,9 +457,10 @@ async function main(): Promise<void> {
       100,
     );
   }
-  // Every watch holds one connection to the cluster's endpoint, and the gateway queues requests
-  // beyond --max-connections-per-cluster (default 256): room for all of them.
-  const maxConnectionsPerCluster = P.watches + 100;
+  // Every watch holds one HTTP/2 stream to the cluster's endpoint (up to 1,000 per session), and
+  // the gateway queues requests beyond --max-connections-per-cluster sessions (default 4) full:
+  // room for all of them.
+  const maxConnectionsPerCluster = Math.max(4, Math.ceil(P.watches / 1000) + 2);
   const gateway = await startGateway(h, {
     certs,
     proxyServerPort: stack.grpcPort,
@@ -460,8 +469,8 @@ async function main(): Promise<void> {
     maxConnectionsPerCluster,
   });
   run.notes.push(
-    `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (default 256: requests beyond it queue, ` +
-      `so the default holds at most 256 concurrent watches per cluster); audit log to a file`,
+    `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (HTTP/2 sessions, default 4, each up ` +
+      `to the agent's 1,000 streams: requests beyond them queue); audit log to a file`,
   );
 
   const servingCa = readFileSync(certs.standalone.ca.cert);
@@ -477,21 +486,20 @@ async function main(): Promise<void> {
     servername: KUBE_APISERVER_NAME,
   });
   const directAgent = new https.Agent({ keepAlive: true, maxSockets, ca: clusterCa });
-  // As the gateway reaches the endpoint: its identity, the agent CA, the cluster's URI SAN.
-  const endpointAgent = createTunnelHttpsAgent({
-    client: stack.client,
-    keepAlive: true,
-    maxSockets,
-    ca: readFileSync(certs.standalone.agentCa.cert),
-    cert: readFileSync(certs.gatewayIdentity.cert),
-    key: readFileSync(certs.gatewayIdentity.key),
-    servername: ENDPOINT_HOST,
-    checkServerIdentity: (_host, cert) =>
-      clusterNamesFromCertificate(cert.raw).includes(CLUSTER)
-        ? undefined
-        : new Error(`the endpoint's certificate does not grant ${CLUSTER}`),
-  });
-  clients.push(gatewayAgent, tunnelAgent, directAgent, endpointAgent);
+  // As the gateway reaches the endpoint: its own session code (HTTP/2 over a tunnel dial, mutual
+  // TLS with its identity, the agent CA, the cluster's URI SAN).
+  const client = stack.client;
+  const endpointPool = new ClusterPool(
+    (address, signal) => client.dial(address, { timeoutMs: LIMITS.requestTimeoutMs, ...(signal ? { signal } : {}) }),
+    {
+      ca: readFileSync(certs.standalone.agentCa.cert),
+      cert: readFileSync(certs.gatewayIdentity.cert),
+      key: readFileSync(certs.gatewayIdentity.key),
+    },
+    4,
+  );
+  const endpointSessions = endpointPool.sessionsFor(CLUSTER);
+  clients.push(gatewayAgent, tunnelAgent, directAgent, endpointPool);
   const spec: RequestSpec = { path: PATH, headers };
   const proxy = stack.proxy;
   const sends: Record<GatewayPath, Send> = {
@@ -504,7 +512,7 @@ async function main(): Promise<void> {
       KUBE_APISERVER_NAME,
     ),
     direct: keepAliveGet(directAgent, "127.0.0.1", kube.port, spec),
-    endpoint: keepAliveGet(endpointAgent, `${ENDPOINT_HOST}.${CLUSTER}`, 443, {
+    endpoint: streamGet((h, signal) => endpointSessions.request(h, true, signal), ENDPOINT_HOST, {
       path: PATH,
       headers: {
         "cluster-proxy-target": "kube",

@@ -4,6 +4,7 @@
  * time window that records each request's latency.
  */
 import * as http from "node:http";
+import type * as http2 from "node:http2";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import * as tls from "node:tls";
@@ -48,6 +49,44 @@ export function keepAliveGet(agent: https.Agent, host: string, port: number, spe
       req.on("error", reject);
       req.end();
     });
+}
+
+/**
+ * A GET of `spec` as one HTTP/2 stream that `open` gives (the gateway's session to an agent
+ * endpoint, `ClusterSessions.request`), read to its end; rejects unless the status is 200.
+ */
+export function streamGet(
+  open: (headers: http2.OutgoingHttpHeaders, signal: AbortSignal) => Promise<http2.ClientHttp2Stream>,
+  authority: string,
+  spec: RequestSpec,
+): Send {
+  return async (signal) => {
+    const headers: http2.OutgoingHttpHeaders = {
+      ":method": "GET",
+      ":path": spec.path,
+      ":scheme": "https",
+      ":authority": authority,
+    };
+    for (const [name, value] of Object.entries(spec.headers))
+      if (value !== undefined) headers[name.toLowerCase()] = value;
+    const stream = await open(headers, signal);
+    await new Promise<void>((resolve, reject) => {
+      let status = 0;
+      let body = "";
+      stream.setEncoding("utf8");
+      stream.on("response", (h) => (status = Number(h[":status"])));
+      stream.on("data", (c: string) => {
+        if (body.length < 512) body += c;
+      });
+      stream.on("end", () => {
+        if (status === 200) resolve();
+        else reject(new Error(`HTTP ${status}: ${body.slice(0, 200).trim()}`));
+      });
+      stream.on("error", reject);
+      stream.on("close", () => reject(new Error(`the stream closed (HTTP/2 code ${stream.rstCode})`)));
+      signal.addEventListener("abort", () => stream.close(), { once: true });
+    });
+  };
 }
 
 /**

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { mkdir, writeFile } from "node:fs/promises";
 import { readFileSync } from "node:fs";
-import type { IncomingMessage } from "node:http";
+import * as http2 from "node:http2";
 import * as https from "node:https";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -90,22 +90,14 @@ describe("gateway endpoint through a proxy-server and agent", () => {
   test("a gateway-CA client reaches the stand-in apiserver as the impersonated user", async () => {
     const stream = await client.dial("gateway.cluster-proxy.invalid.east:443");
     const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = https.request({
-        method: "POST",
-        path: "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-        headers: {
-          "Cluster-Proxy-Target": "kube",
-          "Impersonate-User": "cluster:hub:alice",
-          "Impersonate-Group": "cluster:hub:devs",
-          Authorization: "Bearer hub-token",
-          "Content-Type": "application/json",
-        },
-        // No agent: the one connection is this tunnelled stream.
+      // As the gateway does: one HTTP/2 session (ALPN h2) over the tunnelled stream.
+      const session = http2.connect("https://gateway.cluster-proxy.invalid", {
         createConnection: () =>
           tls.connect({
             socket: stream,
             ca: agentCa,
             ...gatewayClient,
+            ALPNProtocols: ["h2"],
             // The agent serves with its agent certificate: its cluster is the URI SAN.
             checkServerIdentity: (_host, cert) =>
               clusterNamesFromCertificate(cert.raw).includes("east")
@@ -113,11 +105,25 @@ describe("gateway endpoint through a proxy-server and agent", () => {
                 : new Error("not the east agent's certificate"),
           }),
       });
+      session.on("error", reject);
+      const req = session.request({
+        ":method": "POST",
+        ":path": "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        "cluster-proxy-target": "kube",
+        "impersonate-user": "cluster:hub:alice",
+        "impersonate-group": "cluster:hub:devs",
+        authorization: "Bearer hub-token",
+        "content-type": "application/json",
+        "content-length": "2",
+      });
       req.on("error", reject);
-      req.on("response", (res: IncomingMessage) => {
-        let body = "";
-        res.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      let status = 0;
+      req.on("response", (h) => (status = Number(h[":status"])));
+      let body = "";
+      req.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")));
+      req.on("end", () => {
+        session.close();
+        resolve({ status, body });
       });
       req.end("{}");
     });

@@ -6,12 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { writeFile } from "node:fs/promises";
-import * as https from "node:https";
+import { once } from "node:events";
+import * as http2 from "node:http2";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "@cluster-proxy/tunnel/testing";
 import { headerValues } from "./gateway-request.js";
-import { startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { h2Call, startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
 
 interface Answer {
   status: number;
@@ -26,31 +27,18 @@ interface Call {
   body?: string;
 }
 
-/** One request to the endpoint over a fresh mutual-TLS connection. */
-function call(fx: GatewayFixture, c: Call): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const client = c.client === undefined ? fx.gatewayClient : c.client;
-    const req = https.request({
-      host: "127.0.0.1",
-      port: fx.port,
-      path: c.path ?? "/api/v1/namespaces/default/pods?limit=1",
-      method: c.method ?? "GET",
-      ca: fx.agentCa,
-      ...(client ?? {}),
-      agent: false,
-      // The agent certificate names its cluster as a URI SAN, no host name.
-      checkServerIdentity: () => undefined,
-      headers: (c.headers ?? []).flat(),
-    });
-    req.on("error", reject);
-    req.on("response", (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (chunk: Buffer) => chunks.push(chunk));
-      res.on("error", reject);
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
-    });
-    req.end(c.body);
+/** One request to the endpoint over a fresh mutual-TLS HTTP/2 session. */
+async function call(fx: GatewayFixture, c: Call): Promise<Answer> {
+  const client = c.client === undefined ? fx.gatewayClient : c.client;
+  const a = await h2Call(fx.port, {
+    path: c.path ?? "/api/v1/namespaces/default/pods?limit=1",
+    method: c.method ?? "GET",
+    headers: c.headers ?? [],
+    ...(c.body !== undefined ? { body: c.body } : {}),
+    client,
+    ca: fx.agentCa,
   });
+  return { status: a.status, body: a.body };
 }
 
 const KUBE: [string, string] = ["Cluster-Proxy-Target", "kube"];
@@ -184,32 +172,24 @@ describe("gateway endpoint", () => {
   test("a chunked response flows before it ends (a watch)", async () => {
     // The first chunk arrives while the stand-in still holds the response open; only then is it released.
     let firstChunk = "";
-    const whole = await new Promise<string>((resolve, reject) => {
-      const req = https.request({
-        host: "127.0.0.1",
-        port: fx.port,
-        path: "/stream",
-        ca: fx.agentCa,
-        ...fx.gatewayClient,
-        agent: false,
-        checkServerIdentity: () => undefined,
-        headers: { "Cluster-Proxy-Target": "kube", "Impersonate-User": "cluster:hub:alice" },
-      });
-      req.on("error", reject);
-      req.on("response", (res) => {
-        let text = "";
-        res.on("data", (chunk: Buffer) => {
-          text += chunk.toString("utf8");
-          if (!firstChunk) {
-            firstChunk = text;
-            fx.apiserver.releaseStream();
-          }
-        });
-        res.on("error", reject);
-        res.on("end", () => resolve(text));
-      });
-      req.end();
+    let text = "";
+    const answer = await h2Call(fx.port, {
+      path: "/stream",
+      headers: [
+        ["Cluster-Proxy-Target", "kube"],
+        ["Impersonate-User", "cluster:hub:alice"],
+      ],
+      client: fx.gatewayClient,
+      ca: fx.agentCa,
+      onData: (chunk) => {
+        text += chunk.toString("utf8");
+        if (!firstChunk) {
+          firstChunk = text;
+          fx.apiserver.releaseStream();
+        }
+      },
     });
+    const whole = answer.body;
     assert.equal(firstChunk, "first\n");
     assert.equal(whole, "first\nsecond\n");
   });
@@ -342,6 +322,129 @@ describe("gateway endpoint connection cap", () => {
       first.destroy();
     } finally {
       await fx.close();
+    }
+  });
+});
+
+/** Send `raw` over a fresh mutual-TLS HTTP/1.1 connection to the endpoint; the bytes back until it closes. */
+async function http1(fx: GatewayFixture, raw: string): Promise<string> {
+  const socket = tls.connect({
+    host: "127.0.0.1",
+    port: fx.port,
+    ca: fx.agentCa,
+    ...fx.gatewayClient,
+    ALPNProtocols: ["http/1.1"],
+    checkServerIdentity: () => undefined,
+  });
+  let text = "";
+  socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
+  socket.on("error", () => undefined);
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  socket.write(raw);
+  await closed;
+  return text;
+}
+
+describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bounds", () => {
+  let fx: GatewayFixture;
+  const ID: [string, string][] = [KUBE, ["Impersonate-User", "cluster:hub:alice"]];
+  before(async () => {
+    fx = await startGatewayFixture({ maxConcurrentStreams: 2, idleSessionTimeoutMs: 300 });
+  });
+  after(async () => {
+    await fx.close();
+  });
+
+  test("a body on GET, HEAD, DELETE or OPTIONS without content-length is 400 and nothing goes upstream", async () => {
+    const before = fx.apiserver.received.length;
+    for (const method of ["GET", "HEAD", "DELETE", "OPTIONS"]) {
+      const answer = await call(fx, { method, headers: ID, body: "POST /api HTTP/1.1\r\nHost: x\r\n\r\n" });
+      assert.equal(answer.status, 400, method);
+    }
+    assert.equal(fx.apiserver.received.length, before);
+  });
+
+  test("upstream bodies are framed explicitly: the declared length, else chunked; never raw", async () => {
+    assert.equal((await call(fx, { headers: [...ID, ["Content-Length", "5"]], body: "hello" })).status, 200);
+    const withLength = fx.apiserver.received.at(-1);
+    assert.equal(withLength?.body, "hello");
+    assert.deepEqual(headerValues(withLength?.rawHeaders ?? [], "content-length"), ["5"]);
+    assert.deepEqual(headerValues(withLength?.rawHeaders ?? [], "transfer-encoding"), []);
+    assert.equal((await call(fx, { method: "POST", headers: ID, body: "{}" })).status, 200);
+    const streamed = fx.apiserver.received.at(-1);
+    assert.equal(streamed?.body, "{}");
+    assert.deepEqual(headerValues(streamed?.rawHeaders ?? [], "transfer-encoding"), ["chunked"]);
+    assert.deepEqual(headerValues(streamed?.rawHeaders ?? [], "content-length"), []);
+  });
+
+  test("a plain HTTP/1.1 request (an old gateway) is 505 and never forwarded; an upgrade with a body is 400", async () => {
+    const before = fx.apiserver.received.length;
+    const plain = await http1(
+      fx,
+      "GET /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: cluster:hub:alice\r\n\r\n" +
+        "POST /api HTTP/1.1\r\nHost: g\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: system:admin\r\n\r\n",
+    );
+    assert.match(plain, /^HTTP\/1\.1 505 /);
+    assert.equal(plain.match(/HTTP\/1\.1 \d{3} /g)?.length, 1, "one answer, the connection closed");
+    const withBody = await http1(
+      fx,
+      "POST /exec HTTP/1.1\r\nHost: g\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\nContent-Length: 5\r\n" +
+        "Cluster-Proxy-Target: kube\r\nImpersonate-User: cluster:hub:alice\r\n\r\nhello",
+    );
+    assert.match(withBody, /^HTTP\/1\.1 400 /);
+    assert.equal(fx.apiserver.received.length, before);
+  });
+
+  test("an answer with status 600 is 502, HTTP2-Settings and Upgrade are dropped; the endpoint keeps serving", async () => {
+    const odd = await h2Call(fx.port, { path: "/status-600", headers: ID, client: fx.gatewayClient, ca: fx.agentCa });
+    assert.equal(odd.status, 502);
+    assert.match(odd.body, /status 600/);
+    const settings = await h2Call(fx.port, {
+      path: "/http2-settings",
+      headers: ID,
+      client: fx.gatewayClient,
+      ca: fx.agentCa,
+    });
+    assert.equal(settings.status, 200);
+    assert.equal(settings.headers["http2-settings"], undefined);
+    assert.equal(settings.headers.upgrade, undefined);
+    assert.equal(settings.body, "settings\n");
+    assert.equal((await call(fx, { headers: ID })).status, 200);
+  });
+
+  test("a session gets at most its max concurrent streams; a session without streams gets GOAWAY", async () => {
+    const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
+      ca: fx.agentCa,
+      ...fx.gatewayClient,
+      checkServerIdentity: () => undefined,
+    });
+    session.on("error", () => undefined);
+    try {
+      await once(session, "remoteSettings");
+      assert.equal(session.remoteSettings.maxConcurrentStreams, 2);
+      const before = fx.apiserver.received.length;
+      const streams = [0, 1, 2].map(() => {
+        const s = session.request({
+          ":path": "/stream",
+          "cluster-proxy-target": "kube",
+          "impersonate-user": "cluster:hub:alice",
+        });
+        s.on("error", () => undefined);
+        s.resume();
+        return s;
+      });
+      // Two streams are served (held by the stand-in); the third waits for one of them.
+      await Promise.all(streams.slice(0, 2).map((s) => once(s, "response")));
+      assert.equal(fx.apiserver.received.length, before + 2);
+      let goaway = false;
+      session.once("goaway", () => (goaway = true));
+      fx.apiserver.releaseStream();
+      await Promise.all(streams.map((s) => once(s, "end")));
+      assert.equal(fx.apiserver.received.length, before + 3);
+      assert.equal(goaway, false, "no GOAWAY while streams ran");
+      await once(session, "goaway");
+    } finally {
+      session.destroy();
     }
   });
 });

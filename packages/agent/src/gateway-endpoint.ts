@@ -2,15 +2,21 @@
  * The agent's gateway endpoint (docs/design/gateway.md): the in-process server behind the reserved
  * dial address `gateway.cluster-proxy.invalid`. Each tunnelled connection's byte stream is handed
  * to {@link GatewayEndpoint.accept}; the endpoint speaks mutual TLS over it (the agent certificate
- * serves, a client certificate from the gateway CA is required, TLS 1.2 at least) and HTTP/1.1
- * inside, forwarding requests as {@link GatewayProxy} does. The certificate, key and gateway CA are
- * polled by content (the tunnel package's CertReloader) and installed with `setSecureContext`:
- * new handshakes get them, established connections keep theirs.
+ * serves, a client certificate from the gateway CA is required, TLS 1.2 at least), forwarding
+ * requests as {@link GatewayProxy} does. Inside TLS, by ALPN: `h2` carries the plain requests, one
+ * HTTP/2 stream each (the protocol frames every body: nothing can be smuggled as a next request);
+ * `http/1.1` carries exactly one upgrade request per connection. A plain request over HTTP/1.1 (a
+ * gateway older than this agent) is answered 505 and the connection closed: it is never forwarded,
+ * so an old gateway's unframed body cannot become a request here. The certificate, key and gateway
+ * CA are polled by content (the tunnel package's CertReloader) and installed with
+ * `setSecureContext`: new handshakes get them, established connections keep theirs.
  *
- * Bounds: a TLS handshake timeout, a header timeout, an idle keep-alive timeout and a cap on
- * concurrent connections (one over it is closed at once, logged).
+ * Bounds: a TLS handshake timeout, a header timeout (HTTP/1.1), a cap on concurrent connections
+ * (one over it is closed at once, logged), and for HTTP/2 a cap on concurrent streams per session
+ * and an idle session timeout (a session without streams for that long gets GOAWAY).
  */
-import * as https from "node:https";
+import type * as http from "node:http";
+import * as http2 from "node:http2";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
 import { CertReloader, type ReloadResult, type TlsFiles, type TlsMaterial } from "@cluster-proxy/tunnel";
@@ -21,10 +27,14 @@ import type { ClusterUpstreams } from "./gateway-upstreams.js";
 import type { InProcessEndpoint } from "./server-tunnel.js";
 
 /**
- * Default cap on concurrent endpoint connections: room for four gateway replicas' full pools
- * (`--max-connections-per-cluster` 256 each, a watch holding one for as long as it runs) and upgrades.
+ * Default cap on concurrent endpoint connections: HTTP/2 sessions (a few per gateway replica,
+ * `--max-connections-per-cluster`) and one connection per running exec, attach or port-forward.
  */
 export const GATEWAY_MAX_CONNECTIONS = 2048;
+/** Default SETTINGS_MAX_CONCURRENT_STREAMS of a session (a watch holds a stream for as long as it runs). */
+export const GATEWAY_MAX_CONCURRENT_STREAMS = 1000;
+/** Default time a session without streams stays open. */
+export const GATEWAY_IDLE_SESSION_MS = 120_000;
 
 /** Options of a {@link GatewayEndpoint}. */
 export interface GatewayEndpointOptions {
@@ -41,12 +51,39 @@ export interface GatewayEndpointOptions {
   handshakeTimeoutMs?: number;
   /** Deadline for a request's headers (default 30 s). */
   headersTimeoutMs?: number;
-  /** Idle time between requests on a kept-alive connection (default 60 s). */
-  keepAliveTimeoutMs?: number;
+  /** Time an HTTP/2 session without streams stays open (default {@link GATEWAY_IDLE_SESSION_MS}). */
+  idleSessionTimeoutMs?: number;
+  /** Concurrent streams of one HTTP/2 session (default {@link GATEWAY_MAX_CONCURRENT_STREAMS}). */
+  maxConcurrentStreams?: number;
   /** Deadline for connecting to an upstream (default 10 s). */
   connectTimeoutMs?: number;
   /** The prefix impersonated names must carry (default {@link DEFAULT_IMPERSONATION_PREFIX}). */
   impersonationPrefix?: string;
+}
+
+/** A plain request over HTTP/1.1: refused (see the module comment), the connection closed. */
+function refuseHttp1(res: http.ServerResponse): void {
+  const body =
+    "gateway endpoint: plain requests are served over HTTP/2 only (ALPN h2); HTTP/1.1 carries upgrades only: update the gateway\n";
+  res.shouldKeepAlive = false;
+  res.writeHead(505, {
+    "Content-Type": "text/plain; charset=utf-8",
+    "Content-Length": Buffer.byteLength(body),
+    Connection: "close",
+  });
+  res.end(body);
+  res.once("finish", () => res.socket?.destroySoon());
+}
+
+/** HTTP/1.1 connections that carried a request: a second one on the same connection is never served. */
+const usedConnections = new WeakSet<object>();
+
+/** Whether `socket` is new (and mark it used). */
+function firstRequestOn(socket: object | null): boolean {
+  if (!socket) return false;
+  if (usedConnections.has(socket)) return false;
+  usedConnections.add(socket);
+  return true;
 }
 
 /** The TLS settings besides the material (kept on every reload). */
@@ -54,7 +91,8 @@ const TLS_SETTINGS: tls.SecureContextOptions = { minVersion: "TLSv1.2" };
 
 /** See the module comment. */
 export class GatewayEndpoint implements InProcessEndpoint {
-  private readonly server: https.Server;
+  private readonly server: http2.Http2SecureServer;
+  private readonly sessions = new Set<http2.ServerHttp2Session>();
   private readonly reloader: CertReloader;
   private readonly connections = new Set<Duplex>();
   private readonly maxConnections: number;
@@ -71,29 +109,59 @@ export class GatewayEndpoint implements InProcessEndpoint {
       impersonationPrefix: options.impersonationPrefix ?? DEFAULT_IMPERSONATION_PREFIX,
       logger: this.log,
     });
-    this.server = https.createServer(
+    this.server = http2.createSecureServer(
       {
         ...TLS_SETTINGS,
         ...options.material,
         requestCert: true,
         rejectUnauthorized: true,
-        ALPNProtocols: ["http/1.1"],
+        // ALPN h2 and http/1.1; a client without ALPN gets HTTP/1.1 (upgrades only).
+        allowHTTP1: true,
         handshakeTimeout: options.handshakeTimeoutMs ?? 10_000,
-        headersTimeout,
-        // A watch or an exec may run for hours: no deadline for a whole request.
-        requestTimeout: 0,
-        // The Host a caller sends is not where the request goes: the target headers say that.
-        requireHostHeader: false,
-        keepAliveTimeout: options.keepAliveTimeoutMs ?? 60_000,
-        connectionsCheckingInterval: Math.min(headersTimeout, 30_000),
+        settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? GATEWAY_MAX_CONCURRENT_STREAMS },
       },
-      (req, res) => proxy.handleRequest(req, res),
+      (req: http2.Http2ServerRequest | http.IncomingMessage, res: http2.Http2ServerResponse | http.ServerResponse) => {
+        try {
+          if ("stream" in req && "stream" in res) proxy.handleRequest(req, res);
+          else if (!("stream" in res)) {
+            if (firstRequestOn(res.socket)) refuseHttp1(res);
+            else res.destroy();
+          }
+        } catch (err) {
+          // The last resort: only this request is cut.
+          this.log.error({ err: (err as Error).message }, "gateway endpoint: request handling failed");
+          if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+          else res.destroy();
+        }
+      },
     );
-    this.server.on("upgrade", (req, socket: Duplex, head: Buffer) => proxy.handleUpgrade(req, socket, head));
-    this.server.on("tlsClientError", (err) =>
+    // With allowHTTP1 the HTTP/1.1 side is http.Server's machinery, which honours these (a watch
+    // or an exec may run for hours: no deadline for a whole request); @types/node does not declare
+    // them on Http2SecureServer.
+    Object.assign(this.server, {
+      headersTimeout,
+      requestTimeout: 0,
+      requireHostHeader: false,
+      connectionsCheckingInterval: Math.min(headersTimeout, 30_000),
+    });
+    this.server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+      try {
+        if (firstRequestOn(socket)) proxy.handleUpgrade(req, socket, head);
+        else socket.destroy();
+      } catch (err) {
+        this.log.error({ err: (err as Error).message }, "gateway endpoint: upgrade handling failed");
+        socket.destroy();
+      }
+    });
+    const idleMs = options.idleSessionTimeoutMs ?? GATEWAY_IDLE_SESSION_MS;
+    this.server.on("session", (session: http2.ServerHttp2Session) => this.trackSession(session, idleMs));
+    this.server.on("sessionError", (err: Error) =>
+      this.log.debug({ err: err.message }, "gateway endpoint: session error"),
+    );
+    this.server.on("tlsClientError", (err: Error) =>
       this.log.warn({ err: err.message }, "gateway endpoint: TLS handshake refused"),
     );
-    this.server.on("clientError", (err, socket) => {
+    this.server.on("clientError", (err: Error, socket: Duplex) => {
       this.log.warn({ err: err.message }, "gateway endpoint: bad HTTP request");
       socket.destroy();
     });
@@ -106,6 +174,31 @@ export class GatewayEndpoint implements InProcessEndpoint {
       logger: this.log,
     });
     this.reloader.start();
+  }
+
+  /** Close `session` with GOAWAY once it has had no stream for `idleMs`. */
+  private trackSession(session: http2.ServerHttp2Session, idleMs: number): void {
+    this.sessions.add(session);
+    let streams = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const idle = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => session.close(), idleMs);
+      timer.unref();
+    };
+    idle();
+    session.on("stream", (stream: http2.ServerHttp2Stream) => {
+      streams++;
+      clearTimeout(timer);
+      stream.once("close", () => {
+        if (--streams === 0 && !session.closed) idle();
+      });
+    });
+    session.on("error", () => undefined);
+    session.once("close", () => {
+      clearTimeout(timer);
+      this.sessions.delete(session);
+    });
   }
 
   /** Connections being served now. */
@@ -139,9 +232,9 @@ export class GatewayEndpoint implements InProcessEndpoint {
     if (this.closed) return;
     this.closed = true;
     this.reloader.stop();
+    for (const session of this.sessions) session.destroy();
     for (const stream of this.connections) stream.destroy();
     this.connections.clear();
-    this.server.closeAllConnections();
     this.options.upstreams.close();
   }
 }

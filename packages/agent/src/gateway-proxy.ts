@@ -5,8 +5,19 @@
  * relayed: the upstream's 101 goes back and then bytes flow both ways, with half-close. Errors of
  * the endpoint itself answer 502 with one line naming the target and the cause; refused requests
  * answer 400. One log line per failure; no header values (tokens) are ever logged.
+ *
+ * Framing (docs/design/gateway.md): a plain request comes as an HTTP/2 stream; it has a body when
+ * its HEADERS frame did not end the stream. A body on GET, HEAD, DELETE or OPTIONS without
+ * `content-length`, any `transfer-encoding`, or an unreadable length is refused (400) before
+ * anything goes upstream. Upstream (HTTP/1.1) the body goes with `Content-Length` when declared
+ * (and is cut, never completed, if the DATA received disagrees), else with explicit chunked
+ * coding: never raw. An upgrade carries no body, so no `Content-Length` or `Transfer-Encoding`.
+ * Answers that cannot go back over HTTP/2 (a status outside 200-599, connection-specific headers,
+ * names or values Node refuses) become 502 or lose those headers: no answer can throw here.
  */
 import * as http from "@cluster-proxy/kit/http";
+import type * as http2 from "node:http2";
+import { constants as h2constants } from "node:http2";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import type { Logger } from "@cluster-proxy/kit";
@@ -15,6 +26,7 @@ import {
   forwardedHeaders,
   gatewayTarget,
   headerPairs,
+  headerValues,
   isUpgradeRequest,
   type GatewayTarget,
   type RawHeaders,
@@ -37,11 +49,101 @@ function badGateway(name: string, cause: string): string {
   return `gateway endpoint: ${name}: ${cause}`;
 }
 
+/** Methods whose body has no defined meaning: a body needs a declared length. */
+const BODYLESS_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "DELETE", "OPTIONS"]);
+
+/** How a request body is delimited (see the module comment), or why it is refused. */
+type Framing = { body: "none" } | { body: "length"; length: number } | { body: "stream" } | { refused: string };
+
+/**
+ * The framing of a request with `raw` headers; `endAfterHeaders`: for an HTTP/2 request whether its
+ * HEADERS ended the stream, undefined for HTTP/1.1 (whose parser already refused conflicting framing).
+ */
+export function requestFraming(method: string, raw: RawHeaders, endAfterHeaders: boolean | undefined): Framing {
+  const chunked = headerValues(raw, "transfer-encoding").length > 0;
+  if (chunked && endAfterHeaders !== undefined) return { refused: "Transfer-Encoding in an HTTP/2 request" };
+  const lengths = headerValues(raw, "content-length");
+  if (lengths.length > 1) return { refused: "Content-Length given more than once" };
+  let length: number | undefined;
+  if (lengths[0] !== undefined) {
+    if (!/^[0-9]{1,15}$/.test(lengths[0].trim()))
+      return { refused: `Content-Length ${JSON.stringify(lengths[0])} is not a length` };
+    length = Number(lengths[0].trim());
+  }
+  if (endAfterHeaders === undefined) {
+    if (chunked && length !== undefined) return { refused: "both Content-Length and Transfer-Encoding" };
+    if (!chunked) return length ? { body: "length", length } : { body: "none" };
+  } else if (endAfterHeaders)
+    return length ? { refused: "Content-Length on a request without a body" } : { body: "none" };
+  if (length !== undefined) return { body: "length", length };
+  if (BODYLESS_METHODS.has(method)) return { refused: `a ${method} request with a body needs Content-Length` };
+  return { body: "stream" };
+}
+
+/** `headers` without any framing header, and the framing's own. */
+function framed(headers: RawHeaders, framing: Framing): string[] {
+  const out = withoutHeader(withoutHeader(headers, "content-length"), "transfer-encoding");
+  if ("refused" in framing || framing.body === "none") return out;
+  if (framing.body === "length") out.push("Content-Length", String(framing.length));
+  else out.push("Transfer-Encoding", "chunked");
+  return out;
+}
+
+/** Headers never sent back over HTTP/2 (connection-specific, RFC 9113 8.2.2). */
+const NOT_OVER_H2 = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "transfer-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+  "http2-settings",
+  "host",
+]);
+
+/** Whether Node accepts `name: value` on an outgoing message. */
+function acceptable(name: string, value: string): boolean {
+  try {
+    http.validateHeaderName(name);
+    http.validateHeaderValue(name, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An upstream answer's headers as they go back over HTTP/2 (see the module comment). */
+export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of headerPairs(endToEndHeaders(raw, false))) {
+    const lower = name.toLowerCase();
+    if (lower.startsWith(":") || NOT_OVER_H2.has(lower) || !acceptable(lower, value)) continue;
+    const had = out[lower];
+    if (had === undefined) out[lower] = value;
+    else if (Array.isArray(had)) had.push(value);
+    else out[lower] = [had, value];
+  }
+  return out;
+}
+
+/** Whether `status` is a final answer a caller can be given. */
+function relayable(status: number | undefined): status is number {
+  return status !== undefined && Number.isInteger(status) && status >= 200 && status <= 599;
+}
+
+/** Raw headers without HTTP/2 pseudo-headers (`:method`, `:path`, ...). */
+function withoutPseudo(raw: RawHeaders): string[] {
+  const out: string[] = [];
+  for (const [n, v] of headerPairs(raw)) if (!n.startsWith(":")) out.push(n, v);
+  return out;
+}
+
 /** Open the upstream request; it fails with a connect timeout when connecting takes longer than `timeoutMs`. */
 function openUpstream(
   upstream: Upstream,
-  req: http.IncomingMessage,
-  headers: string[],
+  req: { method: string; url: string },
+  headers: string[] | http.OutgoingHttpHeaders,
   timeoutMs: number,
 ): http.ClientRequest {
   const options: https.RequestOptions = {
@@ -94,14 +196,29 @@ function rawAnswer(socket: Duplex, status: number, statusMessage: string, text: 
   );
 }
 
-/** Answer a normal request with a one-line text. */
-function textAnswer(res: http.ServerResponse, status: number, text: string): void {
-  if (res.headersSent) {
-    res.destroy();
-    return;
+/** Answer a normal request with a one-line text (or reset its stream when its head is gone already). */
+function textAnswer(res: AnyResponse, status: number, text: string): void {
+  try {
+    if (res.headersSent || res.destroyed) {
+      cut(res);
+      return;
+    }
+    res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" });
+    res.end(`${text}\n`);
+  } catch {
+    cut(res);
   }
-  res.writeHead(status, { "Content-Type": "text/plain; charset=utf-8", "Cache-Control": "no-store" });
-  res.end(`${text}\n`);
+}
+
+/** A request as the endpoint gets it: an HTTP/2 stream (HTTP/1.1 in tests of the forwarding only). */
+type AnyRequest = http2.Http2ServerRequest | http.IncomingMessage;
+/** Its response. */
+type AnyResponse = http2.Http2ServerResponse | http.ServerResponse;
+
+/** Abort a response (reset its stream, or close its connection). */
+function cut(res: AnyResponse): void {
+  if ("stream" in res) res.stream.close(h2constants.NGHTTP2_INTERNAL_ERROR);
+  else res.destroy();
 }
 
 /**
@@ -138,20 +255,24 @@ export class GatewayProxy {
     this.deps.logger.warn(fields, what);
   }
 
-  /** A normal request: forwarded with its body streaming, the response streamed back. */
-  handleRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const target = gatewayTarget(req.rawHeaders, this.deps.impersonationPrefix);
+  /** A normal request (an HTTP/2 stream): forwarded with its body framed, the response streamed back. */
+  handleRequest(req: AnyRequest, res: AnyResponse): void {
+    const raw = withoutPseudo(req.rawHeaders);
+    const method = req.method ?? "GET";
+    const framing = requestFraming(method, raw, "stream" in req ? req.stream.endAfterHeaders : undefined);
+    const target = "refused" in framing ? framing : gatewayTarget(raw, this.deps.impersonationPrefix);
     if ("refused" in target) {
-      this.fail("gateway request refused", { method: req.method, path: pathOnly(req.url), error: target.refused });
+      this.fail("gateway request refused", { method, path: pathOnly(req.url), error: target.refused });
       req.resume();
       textAnswer(res, 400, target.refused);
       return;
     }
+    if ("refused" in framing) return;
     this.deps.resolve(target).then(
-      (upstream) => this.forward(req, res, target, upstream),
+      (upstream) => this.forward(req, res, raw, framing, target, upstream),
       (err: unknown) => {
         const text = badGateway(targetName(target), cause(err as Error));
-        this.fail("gateway request failed", { method: req.method, path: pathOnly(req.url), error: text });
+        this.fail("gateway request failed", { method, path: pathOnly(req.url), error: text });
         req.resume();
         textAnswer(res, 502, text);
       },
@@ -159,39 +280,109 @@ export class GatewayProxy {
   }
 
   private forward(
-    req: http.IncomingMessage,
-    res: http.ServerResponse,
+    req: AnyRequest,
+    res: AnyResponse,
+    raw: string[],
+    framing: Exclude<Framing, { refused: string }>,
     target: GatewayTarget,
     upstream: Upstream,
   ): void {
-    const headers = forwardedHeaders(req.rawHeaders, target, upstream.hostHeader, false, upstream.token);
-    const out = openUpstream(upstream, req, headers, this.deps.connectTimeoutMs);
+    const headers = framed(forwardedHeaders(raw, target, upstream.hostHeader, false, upstream.token), framing);
+    const out = openUpstream(
+      upstream,
+      { method: req.method ?? "GET", url: req.url ?? "/" },
+      headers,
+      this.deps.connectTimeoutMs,
+    );
     let failed = false;
-    out.on("error", (err) => {
+    const failWith = (status: number, text: string): void => {
       if (failed) return;
       failed = true;
-      const text = badGateway(upstream.name, cause(err));
+      out.destroy();
       this.fail("gateway request failed", { method: req.method, path: pathOnly(req.url), error: text });
-      textAnswer(res, 502, text);
-    });
+      textAnswer(res, status, text);
+    };
+    out.on("error", (err) => failWith(502, badGateway(upstream.name, cause(err))));
     out.on("response", (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.statusMessage, endToEndHeaders(answer.rawHeaders, false));
-      // Headers go out at once (a watch's first event may take long).
-      res.flushHeaders();
-      answer.pipe(res);
-      answer.on("error", () => res.destroy());
+      if (failed) {
+        answer.resume();
+        return;
+      }
+      const status = answer.statusCode;
+      if (!relayable(status)) {
+        answer.resume();
+        failWith(502, badGateway(upstream.name, `answered with status ${status ?? "none"}, which cannot be relayed`));
+        return;
+      }
+      try {
+        // The head goes out at once (a watch's first event may take long).
+        res.writeHead(status, h2ResponseHeaders(answer.rawHeaders));
+        if (!("stream" in res)) res.flushHeaders();
+      } catch (err) {
+        answer.resume();
+        failWith(502, badGateway(upstream.name, `its answer cannot be relayed: ${(err as Error).message}`));
+        return;
+      }
+      answer.on("data", (c: Buffer) => {
+        try {
+          if (!("stream" in res ? res.write(c) : res.write(c))) answer.pause();
+        } catch {
+          out.destroy();
+          cut(res);
+        }
+      });
+      res.on("drain", () => answer.resume());
+      answer.on("end", () => {
+        try {
+          res.end();
+        } catch {
+          cut(res);
+        }
+      });
+      answer.on("error", () => cut(res));
     });
     // The caller went away: stop the upstream request (a watch would otherwise run on).
     res.on("close", () => {
       if (!res.writableFinished) out.destroy();
     });
-    req.pipe(out);
+    if (framing.body === "none") {
+      req.resume();
+      out.end();
+      return;
+    }
+    let received = 0;
+    const declared = framing.body === "length" ? framing.length : undefined;
+    const mismatch = (): void =>
+      failWith(400, `gateway endpoint: the body's length disagrees with Content-Length ${declared}`);
+    req.on("data", (c: Buffer) => {
+      if (failed) return;
+      received += c.length;
+      if (declared !== undefined && received > declared) {
+        mismatch();
+        return;
+      }
+      if (!out.write(c)) {
+        req.pause();
+        out.once("drain", () => req.resume());
+      }
+    });
+    req.on("end", () => {
+      if (failed) return;
+      if (declared !== undefined && received !== declared) mismatch();
+      else out.end();
+    });
+    req.on("aborted", () => out.destroy());
+    req.on("error", () => out.destroy());
   }
 
   /** An upgrade request: relayed as described in the module comment. */
   handleUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on("error", () => socket.destroy());
-    const target = gatewayTarget(req.rawHeaders, this.deps.impersonationPrefix);
+    const length = req.headers["content-length"];
+    const target =
+      req.headers["transfer-encoding"] !== undefined || (length !== undefined && length.trim() !== "0")
+        ? { refused: "an upgrade request carries no body (Content-Length or Transfer-Encoding given)" }
+        : gatewayTarget(req.rawHeaders, this.deps.impersonationPrefix);
     if ("refused" in target) {
       this.fail("gateway request refused", { method: req.method, path: pathOnly(req.url), error: target.refused });
       rawAnswer(socket, 400, "Bad Request", target.refused);
@@ -214,14 +405,19 @@ export class GatewayProxy {
     target: GatewayTarget,
     upstream: Upstream,
   ): void {
-    const headers = forwardedHeaders(
-      req.rawHeaders,
-      target,
-      upstream.hostHeader,
-      isUpgradeRequest(req.rawHeaders),
-      upstream.token,
+    // No body: no Content-Length (a body-less upgrade with one confuses some servers).
+    const headers = withoutHeader(
+      forwardedHeaders(req.rawHeaders, target, upstream.hostHeader, isUpgradeRequest(req.rawHeaders), upstream.token),
+      "content-length",
     );
-    const out = openUpstream(upstream, req, headers, this.deps.connectTimeoutMs);
+    const out = openUpstream(
+      upstream,
+      { method: req.method ?? "GET", url: req.url ?? "/" },
+      headerObject(headers),
+      this.deps.connectTimeoutMs,
+    );
+    // Nor chunked coding: the request ends with its head (Node would chunk a POST by default).
+    out.useChunkedEncodingByDefault = false;
     let answered = false;
     const onClientGone = (): void => {
       if (!answered) out.destroy();
@@ -246,6 +442,17 @@ export class GatewayProxy {
       // Not upgraded: relay the answer as a normal response, delimited by closing the connection.
       answered = true;
       socket.off("close", onClientGone);
+      if (!relayable(answer.statusCode)) {
+        answer.resume();
+        out.destroy();
+        rawAnswer(
+          socket,
+          502,
+          "Bad Gateway",
+          badGateway(upstream.name, `answered with status ${answer.statusCode ?? "none"}`),
+        );
+        return;
+      }
       // The body is relayed as it was decoded, delimited by the close: no length.
       const kept = withoutHeader(endToEndHeaders(answer.rawHeaders, false), "content-length");
       socket.write(rawHead(answer.statusCode ?? 502, answer.statusMessage ?? "", [...kept, "Connection", "close"]));
@@ -254,6 +461,22 @@ export class GatewayProxy {
     });
     out.end();
   }
+}
+
+/**
+ * Raw header pairs as an object (a repeated name's values in an array): Node writes a request
+ * head given as an array at once, before its framing can be chosen.
+ */
+function headerObject(headers: RawHeaders): http.OutgoingHttpHeaders {
+  const out: Record<string, string | string[]> = {};
+  const names = new Map<string, string>();
+  for (const [name, value] of headerPairs(headers)) {
+    const key = names.get(name.toLowerCase()) ?? name;
+    names.set(name.toLowerCase(), key);
+    const had = out[key];
+    out[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
+  }
+  return out;
 }
 
 /** Raw headers without every `name` (lowercase) entry. */

@@ -316,11 +316,11 @@ const gatewayOptionFields = {
     (n) => (!Number.isInteger(n) || n < 0 ? `must not be negative, got ${n}` : undefined),
   ),
   maxConnectionsPerCluster: opt.int(
-    256,
+    4,
     {
       flag: "max-connections-per-cluster",
       description:
-        "Connections (tunnel dials) the gateway keeps open to one cluster's endpoint; further requests wait for one to be free. Each request (a watch too) holds one for as long as it runs. An upgraded connection (exec, attach, port-forward) leaves the pool and does not count",
+        "HTTP/2 sessions (tunnel dials) the gateway opens at most to one cluster's endpoint. Each carries up to the agent's max concurrent streams (1,000 by default), one per request for as long as it runs (a watch too); another session is opened only when the open ones are full, and a request waits when all are. An upgrade (exec, attach, port-forward) gets a connection of its own and does not count",
     },
     positiveInt,
   ),

@@ -1,13 +1,26 @@
 /**
- * The connections to the clusters' gateway endpoints: per cluster one keep-alive `https.Agent`
- * (at most --max-connections-per-cluster sockets; further requests queue in the agent) whose
- * sockets are tunnel dials of `gateway.cluster-proxy.invalid.<cluster>:443` wrapped in mutual
- * TLS: the gateway identity as client certificate, the endpoint's certificate verified against
- * --agent-ca and required to grant the cluster (URI SAN `cluster-proxy://cluster/<cluster>`).
- * The dialer is injected: the TunnelClient in production, a loopback connection in tests.
+ * The connections to the clusters' gateway endpoints (docs/design/gateway.md, "gateway -> agent
+ * endpoint contract"). Every connection is a tunnel dial of `gateway.cluster-proxy.invalid.<cluster>:443`
+ * wrapped in mutual TLS: the gateway identity as client certificate, the endpoint's certificate
+ * verified against --agent-ca and required to grant the cluster (URI SAN
+ * `cluster-proxy://cluster/<cluster>`). The dialer is injected: the TunnelClient in production, a
+ * loopback connection in tests.
+ *
+ * - A non-upgrade request is one HTTP/2 stream (ALPN `h2`) of a multiplexed session: per cluster at
+ *   most --max-connections-per-cluster sessions, each carrying up to the endpoint's
+ *   SETTINGS_MAX_CONCURRENT_STREAMS; a new session is opened only when every open one is full, and
+ *   a request that finds all full and no room for another session waits (FIFO) for a free stream.
+ *   A session that goes away (GOAWAY, error, close) is dropped; the next request opens a new one.
+ * - An upgrade gets a connection of its own (ALPN `http/1.1`) that carries exactly that request and
+ *   is never reused.
+ *
+ * HTTP/2 frames every request body (DATA, END_STREAM): nothing a caller sends can be parsed as a
+ * second request by the endpoint.
  */
-import * as https from "node:https";
+import { once } from "node:events";
+import * as http2 from "node:http2";
 import type { Duplex } from "node:stream";
+import * as tls from "node:tls";
 import type { PeerCertificate } from "node:tls";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 
@@ -15,6 +28,10 @@ import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 export const GATEWAY_ENDPOINT_HOST = "gateway.cluster-proxy.invalid";
 /** Its port. */
 export const GATEWAY_ENDPOINT_PORT = 443;
+/** How long an endpoint may take to send its SETTINGS before its session is given up. */
+export const SETTINGS_TIMEOUT_MS = 10_000;
+/** Streams a session takes when the endpoint's SETTINGS name no limit. */
+export const UNLIMITED_STREAMS_CAP = 1000;
 
 /** The tunnel address of `cluster`'s gateway endpoint. */
 export function endpointAddress(cluster: string): string {
@@ -44,75 +61,271 @@ export function endpointIdentityProblem(cluster: string, cert: PeerCertificate):
     : new Error(`the endpoint certificate does not grant cluster "${cluster}" (grants: ${names.join(", ") || "none"})`);
 }
 
-type Callback = (err: Error | null, stream: Duplex) => void;
+/**
+ * A tunnel dial of `cluster`'s endpoint with a finished mutual TLS handshake that negotiated `alpn`
+ * (rejects otherwise: an agent that does not serve it is older than this gateway).
+ */
+export async function connectEndpoint(
+  dial: Dialer,
+  cluster: string,
+  material: EndpointTls,
+  alpn: "h2" | "http/1.1",
+  signal?: AbortSignal,
+): Promise<tls.TLSSocket> {
+  const socket = await dial(endpointAddress(cluster), signal);
+  const s = tls.connect({
+    socket,
+    cert: material.cert,
+    key: material.key,
+    ca: material.ca,
+    servername: GATEWAY_ENDPOINT_HOST,
+    ALPNProtocols: [alpn],
+    checkServerIdentity: (_host, peer) => endpointIdentityProblem(cluster, peer),
+  });
+  const onAbort = (): void => void s.destroy(new Error("the caller went away"));
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    await once(s, "secureConnect");
+  } catch (err) {
+    socket.destroy();
+    throw err;
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+  }
+  if (s.alpnProtocol !== alpn) {
+    s.destroy();
+    throw new Error(
+      `the endpoint did not negotiate ${alpn} (got ${s.alpnProtocol || "none"}): is the agent older than the gateway?`,
+    );
+  }
+  return s;
+}
 
-/** One cluster's agent: see the module comment. */
-export class ClusterAgent extends https.Agent {
-  /** Tunnel dials made (for tests and metrics). */
+/** One HTTP/2 session to an endpoint (open or opening). */
+interface Session {
+  ready: Promise<http2.ClientHttp2Session>;
+  session?: http2.ClientHttp2Session;
+  /** Streams open plus streams promised to requests waiting for {@link ready}. */
+  active: number;
+  /** The endpoint's SETTINGS_MAX_CONCURRENT_STREAMS (1 until its SETTINGS arrive). */
+  maxStreams: number;
+  /** Whether the endpoint's SETTINGS arrived. */
+  settled: boolean;
+  /** Replaced by new TLS material: takes no new streams, closes when its streams are done. */
+  retired: boolean;
+}
+
+/** A request waiting for a free stream. */
+interface Waiter {
+  wake(): void;
+}
+
+/** One cluster's sessions and upgrade connections: see the module comment. */
+export class ClusterSessions {
+  /** Tunnel dials made: sessions opened and upgrade connections (for tests and metrics). */
   dials = 0;
-  /** Set when new TLS material replaced this agent: its connections close once idle. */
-  private retired = false;
+  private readonly sessions: Session[] = [];
+  private readonly waiters: Waiter[] = [];
+  private closed = false;
 
   constructor(
     readonly cluster: string,
     private readonly dial: Dialer,
-    tls: EndpointTls,
-    maxSockets: number,
-  ) {
-    super({
-      keepAlive: true,
-      maxSockets,
-      maxFreeSockets: maxSockets,
-      scheduling: "lifo",
-      cert: tls.cert,
-      key: tls.key,
-      ca: tls.ca,
-      servername: GATEWAY_ENDPOINT_HOST,
-      checkServerIdentity: (_host, cert) => endpointIdentityProblem(cluster, cert),
+    private readonly tls: EndpointTls,
+    private readonly maxSessions: number,
+  ) {}
+
+  /** Sessions open or opening. */
+  get sessionCount(): number {
+    return this.sessions.length;
+  }
+
+  /** Requests waiting for a free stream. */
+  get queued(): number {
+    return this.waiters.length;
+  }
+
+  /**
+   * Open a request stream with `headers` (pseudo-headers included); `endStream` when it has no
+   * body. Waits for a free stream when every session is full; rejects with the dial's or the
+   * session's error, or when `signal` aborts while waiting.
+   */
+  async request(
+    headers: http2.OutgoingHttpHeaders,
+    endStream: boolean,
+    signal?: AbortSignal,
+  ): Promise<http2.ClientHttp2Stream> {
+    for (let attempt = 0; ; attempt++) {
+      const s = await this.acquire(signal);
+      let session: http2.ClientHttp2Session;
+      try {
+        session = await s.ready;
+      } catch (err) {
+        this.release(s);
+        throw err;
+      }
+      let stream: http2.ClientHttp2Stream;
+      try {
+        if (signal?.aborted) throw new Error("the caller went away");
+        stream = session.request(headers, { endStream });
+      } catch (err) {
+        this.release(s);
+        // A session that went away between the choice and the request: nothing was sent, retry once.
+        if ((session.closed || session.destroyed) && attempt === 0 && !signal?.aborted) continue;
+        throw err;
+      }
+      stream.once("close", () => this.release(s));
+      return stream;
+    }
+  }
+
+  /**
+   * A mutual-TLS HTTP/1.1 connection of its own for one upgrade request (never reused: the caller
+   * destroys it when the exchange is over).
+   */
+  upgradeConnection(signal?: AbortSignal): Promise<tls.TLSSocket> {
+    if (this.closed) return Promise.reject(new Error("the cluster's connections are closed"));
+    this.dials++;
+    return connectEndpoint(this.dial, this.cluster, this.tls, "http/1.1", signal);
+  }
+
+  /** Take no new streams: every session closes once its streams are done. */
+  retire(): void {
+    this.closed = true;
+    for (const s of this.sessions.splice(0)) {
+      s.retired = true;
+      if (s.session && s.active === 0) s.session.close();
+    }
+    for (const w of this.waiters.splice(0)) w.wake();
+  }
+
+  /** Close every session now (its streams fail) and fail the waiting requests. */
+  destroy(): void {
+    this.closed = true;
+    for (const s of this.sessions.splice(0)) {
+      s.retired = true;
+      s.session?.destroy();
+      s.ready.then(
+        (session) => session.destroy(),
+        () => undefined,
+      );
+    }
+    for (const w of this.waiters.splice(0)) w.wake();
+  }
+
+  private async acquire(signal?: AbortSignal): Promise<Session> {
+    for (;;) {
+      if (this.closed) throw new Error(`the connections to cluster "${this.cluster}" were closed`);
+      if (signal?.aborted) throw new Error("the caller went away");
+      // Fill the oldest session first: younger ones empty out and time out at the endpoint.
+      const free = this.sessions.find((s) => s.active < s.maxStreams);
+      if (free) {
+        free.active++;
+        return free;
+      }
+      // A session whose SETTINGS have not arrived yet may take more: wait for them (or its failure).
+      if (this.sessions.length < this.maxSessions && this.sessions.every((s) => s.settled)) {
+        const s = this.open();
+        s.active++;
+        return s;
+      }
+      await this.waitForStream(signal);
+    }
+  }
+
+  private waitForStream(signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const waiter: Waiter = {
+        wake: () => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        },
+      };
+      const onAbort = (): void => {
+        const i = this.waiters.indexOf(waiter);
+        if (i >= 0) this.waiters.splice(i, 1);
+        resolve();
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiters.push(waiter);
     });
   }
 
-  /** Stop keeping connections: idle ones close now, busy ones when their request is done. */
-  retire(): void {
-    this.retired = true;
-    for (const sockets of Object.values(this.freeSockets)) for (const s of sockets ?? []) s.destroy();
+  private wakeOne(): void {
+    this.waiters.shift()?.wake();
   }
 
-  override keepSocketAlive(socket: Parameters<https.Agent["keepSocketAlive"]>[0]): boolean {
-    if (this.retired) return false;
-    // Node's implementation answers whether the socket may be kept (its typings say void).
-    const keep: unknown = super.keepSocketAlive(socket);
-    return keep !== false;
+  private release(s: Session): void {
+    s.active--;
+    if (s.retired) {
+      if (s.active === 0) s.session?.close();
+      return;
+    }
+    this.wakeOne();
   }
 
-  override createConnection(options: https.RequestOptions, callback?: Callback): Duplex | null | undefined {
+  /** Drop `s` from the sessions new streams may use. */
+  private drop(s: Session): void {
+    const i = this.sessions.indexOf(s);
+    if (i >= 0) this.sessions.splice(i, 1);
+    // Room for a new session: every waiter may go on (each takes a stream or opens one).
+    for (const w of this.waiters.splice(0)) w.wake();
+  }
+
+  private open(): Session {
     this.dials++;
-    this.dial(endpointAddress(this.cluster), options.signal ?? undefined).then(
-      (socket) => {
-        let tlsSocket: Duplex;
-        try {
-          tlsSocket = super.createConnection({ ...options, socket } as https.RequestOptions) as Duplex;
-        } catch (err) {
-          socket.destroy();
-          callback?.(err as Error, socket);
-          return;
-        }
-        callback?.(null, tlsSocket);
+    const ready = connectEndpoint(this.dial, this.cluster, this.tls, "h2").then(
+      (socket) => this.started(s, socket),
+      (err: unknown) => {
+        this.drop(s);
+        throw err;
       },
-      (err: unknown) => callback?.(err instanceof Error ? err : new Error(String(err)), undefined as unknown as Duplex),
     );
-    return undefined;
+    const s: Session = { ready, active: 0, maxStreams: 1, settled: false, retired: false };
+    // Each request awaiting `ready` gets the error; this one only keeps it from being unhandled.
+    ready.catch(() => undefined);
+    this.sessions.push(s);
+    return s;
+  }
+
+  /** The HTTP/2 session of `s` over its connected `socket`. */
+  private started(s: Session, socket: tls.TLSSocket): http2.ClientHttp2Session {
+    const session = http2.connect(`https://${GATEWAY_ENDPOINT_HOST}`, { createConnection: () => socket });
+    s.session = session;
+    // Requests beyond the first wait for the SETTINGS: an endpoint that never sends them must not hold them.
+    const noSettings = setTimeout(
+      () => session.destroy(new Error(`the endpoint sent no HTTP/2 SETTINGS within ${SETTINGS_TIMEOUT_MS} ms`)),
+      SETTINGS_TIMEOUT_MS,
+    );
+    noSettings.unref();
+    session.once("close", () => clearTimeout(noSettings));
+    session.on("remoteSettings", (settings: http2.Settings) => {
+      clearTimeout(noSettings);
+      s.maxStreams = Math.max(
+        1,
+        Math.min(settings.maxConcurrentStreams ?? UNLIMITED_STREAMS_CAP, UNLIMITED_STREAMS_CAP),
+      );
+      s.settled = true;
+      // Every waiter may go on: each takes a stream of this session or opens another one.
+      for (const w of this.waiters.splice(0)) w.wake();
+    });
+    // Streams get their own errors; a session error only ends the session.
+    session.on("error", () => this.drop(s));
+    session.once("goaway", () => this.drop(s));
+    session.once("close", () => this.drop(s));
+    if (s.retired && s.active === 0) session.close();
+    return session;
   }
 }
 
-/** The agents of all clusters. */
+/** The sessions of all clusters. */
 export class ClusterPool {
-  private readonly agents = new Map<string, ClusterAgent>();
+  private readonly clusters = new Map<string, ClusterSessions>();
 
   constructor(
     private readonly dial: Dialer,
     private tls: EndpointTls,
-    private readonly maxConnectionsPerCluster: number,
+    private readonly maxSessionsPerCluster: number,
   ) {}
 
   /** The TLS material new connections use (the fleet view's endpoint probes use it too). */
@@ -122,33 +335,33 @@ export class ClusterPool {
 
   /**
    * Use new TLS material (a renewed gateway identity, a new agent CA bundle) for new
-   * connections; the old connections finish their requests and close.
+   * connections; the old sessions finish their streams and close.
    */
   renew(tls: EndpointTls): void {
     this.tls = tls;
-    for (const agent of this.agents.values()) agent.retire();
-    this.agents.clear();
+    for (const c of this.clusters.values()) c.retire();
+    this.clusters.clear();
   }
 
-  /** The agent of `cluster` (created on first use). */
-  agentFor(cluster: string): ClusterAgent {
-    let agent = this.agents.get(cluster);
-    if (!agent) {
-      agent = new ClusterAgent(cluster, this.dial, this.tls, this.maxConnectionsPerCluster);
-      this.agents.set(cluster, agent);
+  /** The sessions of `cluster` (created on first use). */
+  sessionsFor(cluster: string): ClusterSessions {
+    let c = this.clusters.get(cluster);
+    if (!c) {
+      c = new ClusterSessions(cluster, this.dial, this.tls, this.maxSessionsPerCluster);
+      this.clusters.set(cluster, c);
     }
-    return agent;
+    return c;
   }
 
-  /** Drop `cluster`'s agent (its cluster was removed). */
+  /** Drop `cluster`'s sessions (its cluster was removed). */
   forget(cluster: string): void {
-    this.agents.get(cluster)?.destroy();
-    this.agents.delete(cluster);
+    this.clusters.get(cluster)?.destroy();
+    this.clusters.delete(cluster);
   }
 
-  /** Close every pooled connection. */
+  /** Close every session. */
   destroy(): void {
-    for (const a of this.agents.values()) a.destroy();
-    this.agents.clear();
+    for (const c of this.clusters.values()) c.destroy();
+    this.clusters.clear();
   }
 }

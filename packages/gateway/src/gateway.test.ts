@@ -307,13 +307,24 @@ describe("gateway", () => {
     assert.match(f.endpoint.clientSubjects.at(-1) ?? "", /CN=gateway-renewed/);
   });
 
-  test("connections are pooled: many requests, one dial", async () => {
+  test("requests multiplex on one HTTP/2 session: many requests at once, one dial", async () => {
     const before = f.endpoint.dialed.length;
-    const agent = f.gateway.pool.agentFor("mc1");
-    const dials = agent.dials;
+    const sessions = f.gateway.pool.sessionsFor("mc1");
+    const dials = sessions.dials;
+    const maxBefore = f.endpoint.maxOpenStreams;
     for (let i = 0; i < 5; i++) assert.equal((await f.request("/mc1/api", { headers: bearer })).status, 200);
-    assert.ok(agent.dials - dials <= 1, `dials: ${agent.dials - dials}`);
+    const many = await Promise.all(
+      Array.from({ length: 40 }, () => f.request("/mc1/hold", { headers: bearer })).concat([
+        f.endpoint.heldCount(40).then(() => {
+          f.endpoint.release();
+          return { status: 200, body: "", headers: {} };
+        }),
+      ]),
+    );
+    for (const r of many) assert.equal(r.status, 200);
+    assert.ok(sessions.dials - dials <= 1, `dials: ${sessions.dials - dials}`);
     assert.ok(f.endpoint.dialed.length - before <= 1);
+    assert.ok(Math.max(maxBefore, f.endpoint.maxOpenStreams) >= 40, `streams at once: ${f.endpoint.maxOpenStreams}`);
   });
 });
 
@@ -326,9 +337,10 @@ async function waitFor(check: () => boolean, timeoutMs = 5_000): Promise<void> {
 }
 
 describe("gateway: pool bound, client certificates, pass-through, services, tunnel errors", () => {
-  test("the pool is bounded: the N+1th request waits for a free connection", async () => {
+  test("the sessions are bounded: with every stream of every session busy, the next request waits", async () => {
     const f = await startGatewayFixture({ options: { maxConnectionsPerCluster: 2 } });
     try {
+      f.endpoint.setMaxStreams(1);
       f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
       f.hub.grantProxy(ALICE, "mc1", "get");
       const h = { authorization: `Bearer ${TOKEN}` };
@@ -339,15 +351,15 @@ describe("gateway: pool bound, client certificates, pass-through, services, tunn
         third = true;
         return r;
       });
-      // Both connections are busy: the third request waits in the pool's queue.
-      const agent = f.gateway.pool.agentFor("mc1");
-      await waitFor(() => Object.values(agent.requests).some((q) => (q?.length ?? 0) === 1));
+      // Both sessions carry their one stream: the third request waits for a free stream.
+      const sessions = f.gateway.pool.sessionsFor("mc1");
+      await waitFor(() => sessions.queued === 1);
       assert.equal(third, false);
-      assert.equal(f.endpoint.connections, 2);
+      assert.equal(f.endpoint.sessions, 2);
       f.endpoint.release();
       assert.equal((await queued).status, 200);
       await Promise.all(held);
-      assert.equal(f.endpoint.connections, 2);
+      assert.equal(f.endpoint.sessions, 2);
     } finally {
       await f.close();
     }

@@ -33,6 +33,7 @@ import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
 import { ClusterDirectory } from "./cluster-directory.js";
+import { bodyFraming, checkUpgradeFraming } from "./body-framing.js";
 import { guardPort } from "./client-connections.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { probeEndpoint } from "./endpoint-probe.js";
@@ -174,6 +175,16 @@ function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
   };
 }
 
+/** Run `fn` (closing a caller), ignoring what it throws. */
+function destroyQuietly(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // Already gone.
+  }
+}
+
+/** The caller's side of a plain request; the relay guards each call (any may throw). */
 function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
   return {
     body: req,
@@ -481,11 +492,22 @@ export class Gateway {
       connectionsCheckingInterval: Math.min(30_000, Math.max(100, limits.headersTimeoutMs / 4)),
     });
     this.server = server;
-    server.on("request", (req: AnyRequest, res: AnyResponse) => void this.onRequest(req, res));
-    server.on(
-      "upgrade",
-      (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void this.onUpgrade(req, socket, head),
-    );
+    // The last resort: whatever escapes a request's own handling is logged and only that
+    // request is cut; the gateway keeps serving everyone else.
+    server.on("request", (req: AnyRequest, res: AnyResponse) => {
+      void this.onRequest(req, res).catch((err: unknown) => {
+        this.logger.error({ err: (err as Error).message }, "request handling failed");
+        destroyQuietly(() =>
+          "stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy(),
+        );
+      });
+    });
+    server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+      void this.onUpgrade(req, socket, head).catch((err: unknown) => {
+        this.logger.error({ err: (err as Error).message }, "upgrade handling failed");
+        destroyQuietly(() => socket.destroy());
+      });
+    });
     server.on("secureConnection", (socket: tls.TLSSocket) => {
       // Answers are small and latency-bound (Nagle's algorithm cost ~40 ms per HTTP/1.1 answer).
       socket.setNoDelay(true);
@@ -612,6 +634,12 @@ export class Gateway {
       const gone = closeSignal(res);
       const head = headOf(req, false);
       const a = await admit(this.admission, head, rec);
+      // Before any tunnel: a body the hop could not frame goes nowhere (400).
+      const framing = bodyFraming(
+        req.method ?? "GET",
+        req.headers,
+        "stream" in req ? req.stream.endAfterHeaders : undefined,
+      );
       const caller = callerKey(a.caller, head.source);
       releaseOn(gone, await this.caps.acquire(a.cluster, caller, kindOf(a.target, false), gone));
       rec.startStreaming();
@@ -620,11 +648,12 @@ export class Gateway {
         code = await relayRequest(
           {
             cluster: a.cluster,
-            agent: this.pool.agentFor(a.cluster),
+            sessions: this.pool.sessionsFor(a.cluster),
             method: req.method ?? "GET",
             path: a.path,
             headers: a.headers,
           },
+          framing,
           exchange,
           { in: (n) => rec.addIn(n), out: (n) => rec.addOut(n) },
         );
@@ -635,15 +664,17 @@ export class Gateway {
     } catch (err) {
       const e = asGatewayError(err);
       if (e.status >= 500 && e.status !== 503) this.logger.warn({ err: e.message }, "request failed");
-      if (!res.headersSent) {
+      if (!res.headersSent && !res.writableEnded) {
         const body = `${e.message}\n`;
-        res.writeHead(e.status, {
-          "content-type": "text/plain; charset=utf-8",
-          "content-length": Buffer.byteLength(body),
-          ...(e.retryAfterSeconds !== undefined ? { "retry-after": String(e.retryAfterSeconds) } : {}),
+        destroyQuietly(() => {
+          res.writeHead(e.status, {
+            "content-type": "text/plain; charset=utf-8",
+            "content-length": Buffer.byteLength(body),
+            ...(e.retryAfterSeconds !== undefined ? { "retry-after": String(e.retryAfterSeconds) } : {}),
+          });
+          res.end(body);
         });
-        res.end(body);
-      } else exchange.destroy();
+      } else destroyQuietly(() => exchange.destroy());
       rec.finish(e.status, e);
     } finally {
       end();
@@ -661,6 +692,7 @@ export class Gateway {
     socket.on("error", () => socket.destroy());
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
+      checkUpgradeFraming(req.headers);
       const requestHead = headOf(req, true);
       const a = await admit(this.admission, requestHead, rec);
       checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
@@ -672,7 +704,7 @@ export class Gateway {
       const code = await relayUpgrade(
         {
           cluster: a.cluster,
-          agent: this.pool.agentFor(a.cluster),
+          sessions: this.pool.sessionsFor(a.cluster),
           method: req.method ?? "GET",
           path: a.path,
           headers: a.headers,

@@ -40,6 +40,8 @@ export type {
   ConfigMapListener,
 } from "./hub-api.js";
 export {
+  ClusterPool,
+  ClusterSessions,
   GATEWAY_ENDPOINT_HOST,
   GATEWAY_ENDPOINT_PORT,
   endpointAddress,

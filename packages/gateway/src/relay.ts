@@ -1,19 +1,27 @@
 /**
- * Relaying an admitted request to its cluster's gateway endpoint over the cluster's pooled
- * connections: the request body streams up, the response streams down as it arrives (watches,
- * logs), and an upgrade (`Connection: Upgrade`: SPDY, WebSocket) becomes a two-way byte relay
- * with half-close. Failures become one-line answers naming the cluster and the cause: no tunnel
- * 503, dial timeout 504, the endpoint or its target 502.
+ * Relaying an admitted request to its cluster's gateway endpoint (docs/design/gateway.md,
+ * "gateway -> agent endpoint contract"): a plain request is one HTTP/2 stream of the cluster's
+ * session (`cluster-pool.ts`): its body framed as {@link BodyFraming} says, the response streamed
+ * down as it arrives (watches, logs). An upgrade (`Connection: Upgrade`: SPDY, WebSocket) goes on an
+ * HTTP/1.1 connection of its own, without a body or its framing headers, and becomes a two-way byte
+ * relay with half-close. What comes back is checked before it reaches the caller: hop-by-hop and
+ * HTTP/2-forbidden headers and anything Node would refuse are dropped, a status a caller cannot be
+ * given becomes 502, and every write to the caller is guarded. Failures become one-line answers
+ * naming the cluster and the cause: no tunnel 503, dial timeout 504, the endpoint or its target 502.
  */
-import * as http from "node:http";
-import * as https from "node:https";
+import * as http from "@cluster-proxy/kit/http";
+import * as http2 from "node:http2";
 import type { Duplex, Readable } from "node:stream";
 import { ConnectError, DialError } from "@cluster-proxy/client";
-import { GATEWAY_ENDPOINT_HOST, type ClusterAgent } from "./cluster-pool.js";
+import type { BodyFraming } from "./body-framing.js";
+import { GATEWAY_ENDPOINT_HOST, type ClusterSessions } from "./cluster-pool.js";
 import { GatewayError } from "./gateway-error.js";
 
-/** Response headers that do not cross to the caller (hop-by-hop; HTTP/2 refuses them). */
-const HOP_BY_HOP = new Set([
+/**
+ * Headers that never cross the hop in either direction: hop-by-hop (RFC 9110 7.6.1) and those
+ * HTTP/2 forbids (RFC 9113 8.2.2); `content-length` is set from the framing, never copied.
+ */
+const CONNECTION_SPECIFIC = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -21,7 +29,20 @@ const HOP_BY_HOP = new Set([
   "upgrade",
   "te",
   "trailer",
+  "http2-settings",
+  "host",
 ]);
+
+/** Whether `name: value` is a header Node accepts on an outgoing message. */
+function acceptable(name: string, value: string): boolean {
+  try {
+    http.validateHeaderName(name);
+    http.validateHeaderValue(name, value);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** The GatewayError a failed exchange with `cluster`'s endpoint answers with. */
 export function relayError(cluster: string, err: unknown): GatewayError {
@@ -62,28 +83,70 @@ export function relayError(cluster: string, err: unknown): GatewayError {
 /** What to send. */
 export interface RelayRequest {
   cluster: string;
-  agent: ClusterAgent;
+  sessions: ClusterSessions;
   method: string;
   path: string;
   headers: Record<string, string | string[]>;
 }
 
-function endpointRequest(r: RelayRequest): http.ClientRequest {
-  return https.request({
-    agent: r.agent,
-    host: GATEWAY_ENDPOINT_HOST,
-    port: 443,
-    method: r.method,
-    path: r.path,
-    headers: { ...r.headers, host: GATEWAY_ENDPOINT_HOST },
-  });
+/** The HTTP/2 request headers of a plain request: ours, the caller's end-to-end ones, the framing's length. */
+export function endpointHeaders(r: RelayRequest, framing: BodyFraming): http2.OutgoingHttpHeaders {
+  const out: http2.OutgoingHttpHeaders = {
+    ":method": r.method,
+    ":path": r.path,
+    ":scheme": "https",
+    ":authority": GATEWAY_ENDPOINT_HOST,
+  };
+  for (const [name, value] of Object.entries(r.headers)) {
+    const lower = name.toLowerCase();
+    if (lower.startsWith(":") || CONNECTION_SPECIFIC.has(lower) || lower === "content-length") continue;
+    out[lower] = value;
+  }
+  if (framing.body === "length") out["content-length"] = String(framing.length);
+  return out;
 }
 
-/** The response headers that go to the caller. */
-export function responseHeaders(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
-  const out: http.OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) out[k] = v;
+/** The HTTP/1.1 headers of an upgrade request: no body, so no `Content-Length` or `Transfer-Encoding`. */
+export function upgradeHeaders(r: RelayRequest): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(r.headers)) {
+    const lower = name.toLowerCase();
+    if (lower === "content-length" || lower === "transfer-encoding" || lower === "host") continue;
+    out[name] = value;
+  }
+  out.host = GATEWAY_ENDPOINT_HOST;
   return out;
+}
+
+/**
+ * The response headers that go to the caller: no pseudo-headers, nothing of
+ * {@link CONNECTION_SPECIFIC}, no name or value Node would refuse to write.
+ */
+export function responseHeaders(
+  headers: http.IncomingHttpHeaders | http2.IncomingHttpHeaders,
+): http.OutgoingHttpHeaders {
+  const out: http.OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || lower.startsWith(":") || CONNECTION_SPECIFIC.has(lower)) continue;
+    const values = (Array.isArray(value) ? value : [String(value)]).filter((v) => acceptable(lower, v));
+    if (values.length === 0) continue;
+    out[lower] = Array.isArray(value) ? values : values[0];
+  }
+  return out;
+}
+
+/** Whether `status` can be a final answer to a caller (101 only ends an upgrade). */
+export function relayableStatus(status: number): boolean {
+  return Number.isInteger(status) && status >= 200 && status <= 599;
+}
+
+function badStatus(cluster: string, status: unknown): GatewayError {
+  return new GatewayError(
+    502,
+    "endpoint-error",
+    `cluster "${cluster}": the target answered with status ${JSON.stringify(status)}, which cannot be relayed`,
+  );
 }
 
 /** The caller's side of a plain request (HTTP/1.1 or HTTP/2 compatibility objects). */
@@ -103,73 +166,162 @@ export interface CallerExchange {
   writableEnded(): boolean;
 }
 
+/** `fn()`, or false when it threw (a write to a caller that went away, a head Node refused). */
+function guarded(fn: () => unknown): boolean {
+  try {
+    fn();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * Relay one request; resolves with the status sent (rejects with a GatewayError when nothing
- * was sent yet). `count` gets the bytes each way.
+ * Relay one request whose body is framed as `framing`; resolves with the status sent (rejects with
+ * a GatewayError when nothing was sent yet). `count` gets the bytes each way.
  */
 export function relayRequest(
   r: RelayRequest,
+  framing: BodyFraming,
   caller: CallerExchange,
   count: { in(n: number): void; out(n: number): void },
 ): Promise<number> {
   return new Promise((resolve, reject) => {
-    const up = endpointRequest(r);
+    const abort = new AbortController();
+    let up: http2.ClientHttp2Stream | undefined;
     let settled = false;
     const fail = (err: unknown): void => {
       if (settled) return;
       settled = true;
+      abort.abort();
+      if (up && !up.closed) up.close(http2.constants.NGHTTP2_CANCEL);
       if (caller.headersSent()) {
-        caller.destroy();
+        guarded(() => caller.destroy());
         resolve(502);
       } else reject(relayError(r.cluster, err));
     };
-    up.on("error", fail);
-    caller.body.on("data", (c: Buffer) => count.in(c.length));
-    caller.body.pipe(up);
     caller.onClose(() => {
-      if (!caller.writableEnded()) up.destroy();
+      if (!caller.writableEnded()) fail(new Error("the caller went away"));
     });
-    up.on("response", (res) => {
-      caller.writeHead(res.statusCode ?? 502, responseHeaders(res.headers));
-      res.on("data", (c: Buffer) => {
-        count.out(c.length);
-        if (!caller.write(c)) {
-          res.pause();
-          caller.onDrain(() => res.resume());
-        }
+    if (framing.body === "none") caller.body.resume();
+    r.sessions.request(endpointHeaders(r, framing), framing.body === "none", abort.signal).then((stream) => {
+      if (settled) {
+        stream.close(http2.constants.NGHTTP2_CANCEL);
+        return;
+      }
+      up = stream;
+      stream.on("error", fail);
+      stream.on("close", () => {
+        if (!settled) fail(new Error(`the endpoint closed the stream (HTTP/2 code ${stream.rstCode})`));
       });
-      res.on("end", () => {
-        caller.end();
-        if (!settled) {
+      stream.on("response", (head) => {
+        if (settled) return;
+        const status = Number(head[":status"]);
+        if (!relayableStatus(status)) {
+          fail(badStatus(r.cluster, head[":status"]));
+          return;
+        }
+        if (!guarded(() => caller.writeHead(status, responseHeaders(head)))) {
+          fail(new Error("the response head could not be written"));
+          return;
+        }
+        stream.on("data", (c: Buffer) => {
+          count.out(c.length);
+          let more = true;
+          if (!guarded(() => (more = caller.write(c)))) {
+            fail(new Error("the caller could not be written to"));
+            return;
+          }
+          if (!more) {
+            stream.pause();
+            caller.onDrain(() => stream.resume());
+          }
+        });
+        stream.on("end", () => {
+          if (settled) return;
           settled = true;
-          resolve(res.statusCode ?? 502);
-        }
+          guarded(() => caller.end());
+          resolve(status);
+        });
       });
-      res.on("error", fail);
-      res.on("aborted", () => fail(new Error("the endpoint closed the response early")));
-    });
+      if (framing.body !== "none") sendBody(caller.body, stream, framing, count, fail);
+    }, fail);
   });
+}
+
+/**
+ * Stream the caller's body into `stream` and end it; a body longer or shorter than its declared
+ * length resets the stream (the endpoint never sees a complete request) and fails with 400.
+ */
+function sendBody(
+  body: Readable,
+  stream: http2.ClientHttp2Stream,
+  framing: BodyFraming,
+  count: { in(n: number): void },
+  fail: (err: unknown) => void,
+): void {
+  const declared = framing.body === "length" ? framing.length : undefined;
+  let sent = 0;
+  const mismatch = (): void =>
+    fail(new GatewayError(400, "bad-request", `refused: the body's length disagrees with content-length ${declared}`));
+  body.on("data", (c: Buffer) => {
+    sent += c.length;
+    count.in(c.length);
+    if (declared !== undefined && sent > declared) {
+      body.pause();
+      mismatch();
+      return;
+    }
+    if (!stream.write(c)) {
+      body.pause();
+      stream.once("drain", () => body.resume());
+    }
+  });
+  body.once("end", () => {
+    if (declared !== undefined && sent !== declared) mismatch();
+    else stream.end();
+  });
+  body.once("error", fail);
 }
 
 /** Write a one-line error response on a raw socket (an upgrade request that was refused). */
 export function writeRawError(socket: Duplex, err: GatewayError): void {
   const body = `${err.message}\n`;
-  socket.end(
-    `HTTP/1.1 ${err.status} ${http.STATUS_CODES[err.status] ?? ""}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  guarded(() =>
+    socket.end(
+      `HTTP/1.1 ${err.status} ${http.STATUS_CODES[err.status] ?? ""}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    ),
   );
 }
 
+/** An HTTP/1.1 response head; header pairs Node's writer would refuse are left out. */
 function rawHead(status: number, message: string, headers: string[]): string {
-  const lines = [`HTTP/1.1 ${status} ${message}`];
-  for (let i = 0; i + 1 < headers.length; i += 2) lines.push(`${headers[i]}: ${headers[i + 1]}`);
+  const text = /^[\t\x20-\x7e]*$/.test(message) ? message : "";
+  const lines = [`HTTP/1.1 ${status} ${text}`];
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i]!;
+    const value = headers[i + 1]!;
+    if (acceptable(name, value)) lines.push(`${name}: ${value}`);
+  }
   return `${lines.join("\r\n")}\r\n\r\n`;
 }
 
+/** Raw header pairs without {@link CONNECTION_SPECIFIC} and `content-length`. */
+function endToEndRaw(raw: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const lower = raw[i]!.toLowerCase();
+    if (!CONNECTION_SPECIFIC.has(lower) && lower !== "content-length") out.push(raw[i]!, raw[i + 1]!);
+  }
+  return out;
+}
+
 /**
- * Relay an upgrade: send the request, and when the endpoint answers 101 splice the caller's
- * socket and the endpoint's both ways (each direction ends on its own: half-close). A non-101
- * answer is relayed as it is and the caller's connection closed. Resolves with the status when
- * the exchange is over (for 101: when both directions ended).
+ * Relay an upgrade over a connection of its own: send the request (no body), and when the endpoint
+ * answers 101 splice the caller's socket and the endpoint's both ways (each direction ends on its
+ * own: half-close). A non-101 answer is relayed as it is, delimited by closing the caller's
+ * connection. Resolves with the status when the exchange is over (for 101: when both directions
+ * ended); the endpoint connection is never used again.
  */
 export function relayUpgrade(
   r: RelayRequest,
@@ -179,76 +331,108 @@ export function relayUpgrade(
   track: (socket: Duplex) => void,
 ): Promise<number> {
   return new Promise((resolve, reject) => {
-    const up = endpointRequest(r);
+    const abort = new AbortController();
     let answered = false;
-    up.on("error", (err) => {
-      if (!answered) {
-        answered = true;
-        reject(relayError(r.cluster, err));
-      }
-    });
-    client.on("error", () => up.destroy());
+    const failBeforeAnswer = (err: unknown): void => {
+      if (answered) return;
+      answered = true;
+      abort.abort();
+      reject(relayError(r.cluster, err));
+    };
+    client.on("error", () => abort.abort());
     // A caller gone before the endpoint answered: abandon the request.
-    client.once("close", () => {
-      if (!answered) up.destroy(new Error("the caller closed the connection"));
-    });
-    up.on("response", (res) => {
-      answered = true;
-      client.write(
-        rawHead(
-          res.statusCode ?? 502,
-          res.statusMessage ?? "",
-          res.rawHeaders.filter((_, i, a) => i % 2 === 1 || !HOP_BY_HOP.has(a[i]!.toLowerCase())),
-        ),
-      );
-      res.on("data", (c: Buffer) => count.out(c.length));
-      res.pipe(client);
-      res.on("end", () => resolve(res.statusCode ?? 502));
-      res.on("error", () => {
-        client.destroy();
-        resolve(502);
-      });
-    });
-    up.on("upgrade", (res, endpoint: Duplex, endpointHead: Buffer) => {
-      answered = true;
-      if (client.destroyed) {
-        endpoint.destroy();
-        resolve(101);
+    client.once("close", () => failBeforeAnswer(new Error("the caller closed the connection")));
+    r.sessions.upgradeConnection(abort.signal).then((connection) => {
+      if (answered) {
+        connection.destroy();
         return;
       }
-      endpoint.allowHalfOpen = true;
-      track(endpoint);
-      client.write(rawHead(101, res.statusMessage ?? "Switching Protocols", res.rawHeaders));
-      if (endpointHead.length) {
-        count.out(endpointHead.length);
-        client.write(endpointHead);
-      }
-      if (head.length) {
-        count.in(head.length);
-        endpoint.write(head);
-      }
-      let open = 2;
-      const oneDone = (): void => {
-        if (--open === 0) resolve(101);
-      };
-      client.on("data", (c: Buffer) => count.in(c.length));
-      endpoint.on("data", (c: Buffer) => count.out(c.length));
-      client.pipe(endpoint);
-      endpoint.pipe(client);
-      client.once("end", oneDone);
-      endpoint.once("end", oneDone);
-      let closed = false;
-      const closeBoth = (): void => {
-        if (closed) return;
-        closed = true;
-        client.destroy();
-        endpoint.destroy();
-        resolve(101);
-      };
-      client.once("close", closeBoth);
-      endpoint.once("close", closeBoth);
-      endpoint.on("error", closeBoth);
-    });
-    up.end();
+      track(connection);
+      const up = http.request({
+        method: r.method,
+        path: r.path,
+        headers: upgradeHeaders(r),
+        setHost: false,
+        createConnection: () => connection,
+      });
+      // No body: neither a length nor chunked coding (Node would chunk a POST by default).
+      up.useChunkedEncodingByDefault = false;
+      abort.signal.addEventListener("abort", () => up.destroy(), { once: true });
+      up.on("error", (err) => {
+        connection.destroy();
+        failBeforeAnswer(err);
+      });
+      up.on("response", (res) => {
+        const status = res.statusCode ?? 0;
+        if (!relayableStatus(status)) {
+          connection.destroy();
+          failBeforeAnswer(badStatus(r.cluster, status));
+          return;
+        }
+        answered = true;
+        guarded(() =>
+          client.write(
+            rawHead(status, res.statusMessage ?? "", [...endToEndRaw(res.rawHeaders), "Connection", "close"]),
+          ),
+        );
+        res.on("data", (c: Buffer) => count.out(c.length));
+        res.pipe(client);
+        res.on("end", () => {
+          connection.destroy();
+          resolve(status);
+        });
+        res.on("error", () => {
+          connection.destroy();
+          client.destroy();
+          resolve(502);
+        });
+      });
+      up.on("upgrade", (res, endpoint: Duplex, endpointHead: Buffer) => {
+        if (answered) {
+          endpoint.destroy();
+          return;
+        }
+        answered = true;
+        if (client.destroyed) {
+          endpoint.destroy();
+          resolve(101);
+          return;
+        }
+        endpoint.allowHalfOpen = true;
+        if (endpoint !== connection) track(endpoint);
+        guarded(() => client.write(rawHead(101, res.statusMessage ?? "Switching Protocols", res.rawHeaders)));
+        if (endpointHead.length) {
+          count.out(endpointHead.length);
+          guarded(() => client.write(endpointHead));
+        }
+        if (head.length) {
+          count.in(head.length);
+          guarded(() => endpoint.write(head));
+        }
+        let open = 2;
+        const oneDone = (): void => {
+          if (--open === 0) resolve(101);
+        };
+        client.on("data", (c: Buffer) => count.in(c.length));
+        endpoint.on("data", (c: Buffer) => count.out(c.length));
+        client.pipe(endpoint);
+        endpoint.pipe(client);
+        client.once("end", oneDone);
+        endpoint.once("end", oneDone);
+        let closed = false;
+        const closeBoth = (): void => {
+          if (closed) return;
+          closed = true;
+          client.destroy();
+          endpoint.destroy();
+          connection.destroy();
+          resolve(101);
+        };
+        client.once("close", closeBoth);
+        endpoint.once("close", closeBoth);
+        endpoint.on("error", closeBoth);
+      });
+      up.end();
+    }, failBeforeAnswer);
   });
 }

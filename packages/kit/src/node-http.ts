@@ -23,6 +23,8 @@ export const {
   createServer,
   get,
   request,
+  validateHeaderName,
+  validateHeaderValue,
 } = http;
 
 /** node:http's `Agent`. */

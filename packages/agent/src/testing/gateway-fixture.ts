@@ -6,6 +6,7 @@
  * (each accepted socket handed to {@link GatewayEndpoint.accept}, as the tunnel hands its streams).
  */
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import * as http2 from "node:http2";
 import * as https from "node:https";
 import * as net from "node:net";
 import type { IncomingMessage } from "node:http";
@@ -51,7 +52,8 @@ async function readBody(req: IncomingMessage): Promise<string> {
 
 /**
  * Start a stand-in: `/stream` answers `first\n` at once and `second\n` after
- * {@link StandIn.releaseStream}; an upgrade (any protocol) is answered 101 and then echoes
+ * {@link StandIn.releaseStream}; `/status-600` answers status 600, `/http2-settings` with an
+ * `HTTP2-Settings` and an `Upgrade` header (a hostile pod's answers); an upgrade (any protocol) is answered 101 and then echoes
  * `echo:<bytes>`, and after the client ends its writing sends `bye` and ends; every other path
  * answers 200 with what it received as JSON.
  */
@@ -71,6 +73,21 @@ async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
         res.write("first\n");
         await released;
         res.end("second\n");
+        return;
+      }
+      // Answers a proxied pod may give that no caller can be handed as they are.
+      if (req.url === "/status-600") {
+        res.writeHead(600, { "Content-Type": "text/plain" });
+        res.end("odd\n");
+        return;
+      }
+      if (req.url === "/http2-settings") {
+        res.writeHead(200, {
+          "Content-Type": "text/plain",
+          "HTTP2-Settings": "AAMAAABkAARAAAAAAAIAAAAA",
+          Upgrade: "h2c",
+        });
+        res.end("settings\n");
         return;
       }
       if (req.url === "/forbidden") {
@@ -119,6 +136,80 @@ async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
   };
 }
 
+/** What {@link h2Call} got back. */
+export interface H2Answer {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One request to the endpoint as the gateway sends it: an HTTP/2 stream of a fresh mutual-TLS
+ * session (ALPN h2) to `port`. `headers` are pairs (a repeated name is sent repeated); `body`
+ * undefined sends none (the HEADERS frame ends the stream); `onData` sees each chunk as it comes.
+ */
+export function h2Call(
+  port: number,
+  c: {
+    path: string;
+    method?: string;
+    headers: [string, string][];
+    body?: string | Buffer;
+    client: { cert: string; key: string } | null;
+    ca: string;
+    onData?: (chunk: Buffer) => void;
+  },
+): Promise<H2Answer> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`https://127.0.0.1:${port}`, {
+      ca: c.ca,
+      ...(c.client ?? {}),
+      // The agent certificate names its cluster as a URI SAN, no host name.
+      checkServerIdentity: () => undefined,
+    });
+    session.on("error", reject);
+    const headers: http2.OutgoingHttpHeaders = { ":method": c.method ?? "GET", ":path": c.path };
+    for (const [name, value] of c.headers) {
+      const lower = name.toLowerCase();
+      const had = headers[lower];
+      headers[lower] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [String(had), value];
+    }
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = session.request(headers, { endStream: c.body === undefined });
+    } catch (err) {
+      session.destroy();
+      reject(err instanceof Error ? err : new Error(String(err)));
+      return;
+    }
+    stream.on("error", (err: Error) => {
+      session.destroy();
+      reject(err);
+    });
+    let status = 0;
+    let got: http2.IncomingHttpHeaders = {};
+    stream.on("response", (h) => {
+      status = Number(h[":status"]);
+      got = h;
+    });
+    const chunks: Buffer[] = [];
+    stream.on("data", (chunk: Buffer) => {
+      chunks.push(chunk);
+      c.onData?.(chunk);
+    });
+    stream.on("end", () => {
+      session.close();
+      if (status === 0) reject(new Error("the stream ended without a response"));
+      else resolve({ status, headers: got, body: Buffer.concat(chunks).toString("utf8") });
+    });
+    stream.on("close", () => {
+      session.destroy();
+      if (status === 0) reject(new Error(`the stream closed without a response (code ${stream.rstCode})`));
+    });
+    if (c.body !== undefined) stream.end(c.body);
+  });
+}
+
 /** The endpoint and everything around it. */
 export interface GatewayFixture {
   dir: string;
@@ -150,6 +241,9 @@ export interface GatewayFixtureOptions {
   serviceCa?: "right" | "wrong";
   /** The endpoint's connection cap. */
   maxConnections?: number;
+  /** The endpoint's HTTP/2 bounds. */
+  maxConcurrentStreams?: number;
+  idleSessionTimeoutMs?: number;
 }
 
 /** Build the world. */
@@ -221,6 +315,8 @@ export async function startGatewayFixture(options: GatewayFixtureOptions = {}): 
     logger: silentLogger,
     connectTimeoutMs: 5_000,
     ...(options.maxConnections !== undefined ? { maxConnections: options.maxConnections } : {}),
+    ...(options.maxConcurrentStreams !== undefined ? { maxConcurrentStreams: options.maxConcurrentStreams } : {}),
+    ...(options.idleSessionTimeoutMs !== undefined ? { idleSessionTimeoutMs: options.idleSessionTimeoutMs } : {}),
   });
   const front = net.createServer({ allowHalfOpen: true }, (socket) => endpoint.accept(socket));
   await new Promise<void>((resolve) => front.listen(0, "127.0.0.1", resolve));

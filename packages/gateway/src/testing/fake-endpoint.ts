@@ -1,18 +1,20 @@
 /**
  * Test-only: a fake agent gateway endpoint on loopback, reached through an injected dialer (no
  * tunnel): TLS requiring a client certificate from the gateway CA, serving an agent certificate
- * with the cluster's URI SAN. It answers
+ * with the cluster's URI SAN, HTTP/2 for plain requests and HTTP/1.1 for upgrades only (a plain
+ * HTTP/1.1 request is answered 505, as the agent does). It answers
  *
  * - `/stream`: the head and a first chunk at once, the rest when {@link FakeEndpoint.release} is called;
  * - `/quiet`, or any path with `fake=quiet` in its query: the head at once and no body until
  *   released (a watch with no events yet);
  * - `/hold`: nothing until released (to fill a pool);
  * - any other path: 200 with a JSON echo of method, url and headers;
+ * - `/answer`: the status and headers {@link FakeEndpoint.answer} holds (a hostile target);
  * - an upgrade: 101, then echoes every byte; when the caller ends its side it writes `bye` and ends.
  */
 import { once } from "node:events";
 import type * as http from "node:http";
-import * as https from "node:https";
+import * as http2 from "node:http2";
 import * as net from "node:net";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
@@ -32,23 +34,51 @@ export class FakeEndpoint {
   connections = 0;
   /** The client certificate subject of each accepted connection. */
   readonly clientSubjects: string[] = [];
+  /** HTTP/2 sessions accepted. */
+  sessions = 0;
+  /** HTTP/2 streams being served now, and the most served at once. */
+  openStreams = 0;
+  maxOpenStreams = 0;
+  /** Upgrade requests received, and the TLS connections they came on (one each, if never reused). */
+  readonly upgradeSockets: Duplex[] = [];
   /** Requests being held (`/stream`, `/hold`). */
-  readonly held: http.ServerResponse[] = [];
+  readonly held: http2.Http2ServerResponse[] = [];
+  /** What `/answer` sends: raw HTTP/2 response headers (`:status` included). */
+  answer: http2.OutgoingHttpHeaders = { ":status": 200 };
   private readonly waiters: (() => void)[] = [];
-  private server: https.Server | undefined;
+  private readonly tlsSockets = new Set<tls.TLSSocket>();
+  private server: http2.Http2SecureServer | undefined;
   private port = 0;
 
   constructor(private readonly tls: { cert: Buffer; key: Buffer; ca: Buffer }) {}
 
   async start(): Promise<void> {
-    const server = https.createServer({ ...this.tls, requestCert: true, rejectUnauthorized: true }, (req, res) =>
-      this.handle(req, res),
+    const server = http2.createSecureServer(
+      { ...this.tls, requestCert: true, rejectUnauthorized: true, allowHTTP1: true },
+      (req: http2.Http2ServerRequest | http.IncomingMessage, res: http2.Http2ServerResponse | http.ServerResponse) => {
+        if ("stream" in req && "stream" in res) this.handle(req, res);
+        else if (!("stream" in res)) {
+          res.writeHead(505, { connection: "close" });
+          res.end("plain requests go over HTTP/2\n");
+        }
+      },
     );
+    server.on("session", (session: http2.ServerHttp2Session) => {
+      this.sessions++;
+      session.on("stream", (stream) => {
+        this.openStreams++;
+        this.maxOpenStreams = Math.max(this.maxOpenStreams, this.openStreams);
+        stream.once("close", () => this.openStreams--);
+      });
+    });
     server.on("secureConnection", (socket: tls.TLSSocket) => {
       this.connections++;
+      this.tlsSockets.add(socket);
+      socket.once("close", () => this.tlsSockets.delete(socket));
       this.clientSubjects.push(socket.getPeerX509Certificate()?.subject ?? "");
     });
     server.on("upgrade", (req: http.IncomingMessage, socket: Duplex) => {
+      this.upgradeSockets.push(socket);
       socket.allowHalfOpen = true;
       socket.write(
         "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " +
@@ -65,6 +95,11 @@ export class FakeEndpoint {
     this.port = (server.address() as net.AddressInfo).port;
   }
 
+  /** The SETTINGS_MAX_CONCURRENT_STREAMS of sessions accepted from now on. */
+  setMaxStreams(n: number): void {
+    this.server?.updateSettings({ maxConcurrentStreams: n });
+  }
+
   /** A dialer that records the address and connects to this endpoint. */
   dialer(): Dialer {
     return (address) => {
@@ -74,8 +109,19 @@ export class FakeEndpoint {
     };
   }
 
-  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const path = req.url ?? "/";
+  private handle(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
+    const path = req.url;
+    if (path.startsWith("/answer")) {
+      req.resume();
+      // A raw respond(): the compatibility API would refuse some of what a hostile target sends.
+      try {
+        res.stream.respond(this.answer, { endStream: false });
+        res.stream.end("answer\n");
+      } catch {
+        res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      }
+      return;
+    }
     if (path.startsWith("/stream")) {
       res.writeHead(200, { "content-type": "text/plain" });
       res.write("first\n");
@@ -84,7 +130,6 @@ export class FakeEndpoint {
     }
     if (path.startsWith("/quiet") || /[?&]fake=quiet(&|$)/.test(path)) {
       res.writeHead(200, { "content-type": "application/json" });
-      res.flushHeaders();
       this.hold(res);
       return;
     }
@@ -96,7 +141,7 @@ export class FakeEndpoint {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const body: EchoBody & { body: string } = {
-        method: req.method ?? "",
+        method: req.method,
         url: path,
         headers: req.headers,
         body: Buffer.concat(chunks).toString(),
@@ -106,7 +151,7 @@ export class FakeEndpoint {
     });
   }
 
-  private hold(res: http.ServerResponse): void {
+  private hold(res: http2.Http2ServerResponse): void {
     this.held.push(res);
     for (const w of this.waiters.splice(0)) w();
   }
@@ -128,7 +173,9 @@ export class FakeEndpoint {
     this.release();
     const server = this.server;
     if (!server) return;
-    server.closeAllConnections();
-    await new Promise<void>((r) => server.close(() => r()));
+    for (const s of this.upgradeSockets) s.destroy();
+    const closed = new Promise<void>((r) => server.close(() => r()));
+    for (const s of this.tlsSockets) s.destroy();
+    await closed;
   }
 }
