@@ -7,7 +7,7 @@ import { syncBuiltinESMExports } from "node:module";
 const lookup = dns.lookup;
 dns.lookup = function svcLoopback(host, options, callback) {
   const cb = typeof options === "function" ? options : callback;
-  const opts = typeof options === "function" ? {} : typeof options === "number" ? { family: options } : options ?? {};
+  const opts = typeof options === "function" ? {} : typeof options === "number" ? { family: options } : (options ?? {});
   if (typeof host === "string" && host.endsWith(".svc")) {
     if (opts.all) return process.nextTick(cb, null, [{ address: "127.0.0.1", family: 4 }]);
     return process.nextTick(cb, null, "127.0.0.1", 4);
