@@ -8,10 +8,11 @@
 // TLS to the agent's gateway endpoint, presenting the certificate of clientCertDir (tls.crt,
 // tls.key; none without it), checking the endpoint's certificate against agentCaFile and its URI
 // SAN `cluster-proxy://cluster/<cluster>`, and asks for `/version` of the cluster's kube-apiserver
-// as an impersonated user (`Cluster-Proxy-Target: kube`, `Impersonate-User: cluster:hub:identity-probe`).
+// as an impersonated user (`Cluster-Proxy-Target: kube`, `Impersonate-User: cluster:hub:identity-probe`)
+// over HTTP/2, as the gateway does.
 // Prints one JSON line {tunnel, status?, body?, error?}: tunnel false when the dial failed.
 import { readFileSync } from "node:fs";
-import https from "node:https";
+import http2 from "node:http2";
 import { join } from "node:path";
 import tls from "node:tls";
 import { tunnelClientFromCertDir } from "../env/proxy-client.js";
@@ -35,39 +36,55 @@ async function main(): Promise<ProbeResult> {
     if ("error" in dialled) return { tunnel: false, error: dialled.error };
     const { socket } = dialled;
     const expectedUri = `URI:cluster-proxy://cluster/${cluster}`;
+    // The endpoint serves plain requests over HTTP/2 only (docs/design/gateway.md).
     return await new Promise<ProbeResult>((resolve) => {
-      const req = https.get(
+      let settled = false;
+      const done = (r: ProbeResult): void => {
+        if (settled) return;
+        settled = true;
+        session.close();
+        resolve(r);
+      };
+      const session = http2.connect("https://gateway.cluster-proxy.invalid", {
+        createConnection: () =>
+          tls.connect({
+            socket,
+            servername: "gateway.cluster-proxy.invalid",
+            ALPNProtocols: ["h2"],
+            ca: readFileSync(agentCaFile!),
+            ...(clientCertDir
+              ? {
+                  cert: readFileSync(join(clientCertDir, "tls.crt")),
+                  key: readFileSync(join(clientCertDir, "tls.key")),
+                }
+              : {}),
+            checkServerIdentity: (_name, cert) =>
+              (cert.subjectaltname ?? "").split(", ").includes(expectedUri)
+                ? undefined
+                : new Error(`the endpoint's certificate lacks ${expectedUri}: ${cert.subjectaltname}`),
+          }),
+      });
+      session.on("error", (err: Error) => done({ tunnel: true, error: err.message }));
+      session.on("close", () => done({ tunnel: true, error: "the endpoint disconnected" }));
+      const req = session.request(
         {
-          host: "gateway.cluster-proxy.invalid",
-          path: "/version",
-          timeout: 20_000,
-          headers: { "Cluster-Proxy-Target": "kube", "Impersonate-User": "cluster:hub:identity-probe" },
-          createConnection: () =>
-            tls.connect({
-              socket,
-              servername: "gateway.cluster-proxy.invalid",
-              ca: readFileSync(agentCaFile!),
-              ...(clientCertDir
-                ? {
-                    cert: readFileSync(join(clientCertDir, "tls.crt")),
-                    key: readFileSync(join(clientCertDir, "tls.key")),
-                  }
-                : {}),
-              checkServerIdentity: (_name, cert) =>
-                (cert.subjectaltname ?? "").split(", ").includes(expectedUri)
-                  ? undefined
-                  : new Error(`the endpoint's certificate lacks ${expectedUri}: ${cert.subjectaltname}`),
-            }),
+          ":method": "GET",
+          ":path": "/version",
+          "cluster-proxy-target": "kube",
+          "impersonate-user": "cluster:hub:identity-probe",
         },
-        (res) => {
-          let body = "";
-          res.setEncoding("utf8");
-          res.on("data", (d: string) => (body += d));
-          res.on("end", () => resolve({ tunnel: true, status: res.statusCode, body: body.slice(0, 500) }));
-        },
+        { endStream: true },
       );
-      req.on("timeout", () => req.destroy(new Error("no answer within 20 s")));
-      req.on("error", (err) => resolve({ tunnel: true, error: err.message }));
+      req.setTimeout(20_000, () => done({ tunnel: true, error: "no answer within 20 s" }));
+      let status: number | undefined;
+      let body = "";
+      req.on("response", (headers) => (status = Number(headers[":status"])));
+      req.setEncoding("utf8");
+      req.on("data", (d: string) => (body += d));
+      req.on("end", () =>
+        done({ tunnel: true, ...(status !== undefined ? { status } : {}), body: body.slice(0, 500) }),
+      );
+      req.on("error", (err: Error) => done({ tunnel: true, error: err.message }));
     });
   } finally {
     await client.close();
