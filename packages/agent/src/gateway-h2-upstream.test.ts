@@ -234,6 +234,25 @@ describe("the apiserver's stream limit and idle sessions", () => {
   });
 });
 
+describe("an apiserver that allows no stream", () => {
+  let fx: GatewayFixture;
+  before(async () => {
+    fx = await startGatewayFixture({ apiserverHttp2: true, apiserverMaxStreams: 0 });
+  });
+  after(async () => {
+    await fx.close();
+  });
+
+  test("a request is a 502 after a bounded number of sessions, which are all closed", async () => {
+    const answer = await call(fx, {});
+    assert.equal(answer.status, 502);
+    assert.match(answer.body, /no HTTP\/2 session/);
+    assert.ok(fx.apiserver.connections() <= 4, `${fx.apiserver.connections()} connections`);
+    await waitUntil("the useless sessions closed", () => fx.apiserver.openConnections() === 0, WAIT);
+    assert.equal(fx.apiserver.received.length, 0);
+  });
+});
+
 describe("identities over HTTP/2 and HTTP/1.1", () => {
   let h1: GatewayFixture;
   let h2: GatewayFixture;

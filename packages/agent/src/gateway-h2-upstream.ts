@@ -35,6 +35,9 @@ interface Session {
   idle: NodeJS.Timeout | undefined;
 }
 
+/** How many sessions {@link H2Upstream.open} may find gone (or without room) before it gives up. */
+const MAX_FAILURES = 4;
+
 /** The streams a session may carry at once, as its peer announced. */
 function streamLimit(s: Session): number {
   return s.session.remoteSettings.maxConcurrentStreams ?? 100;
@@ -70,17 +73,33 @@ export class H2Upstream {
     endStream: boolean,
     connectTimeoutMs: number,
   ): Promise<http2.ClientHttp2Stream | undefined> {
-    for (;;) {
+    // Sessions may fill up (other requests took the room: look again, a new session has room) or
+    // go away while one is being opened (a few times only: a peer may refuse every session).
+    let failures = 0;
+    while (failures < MAX_FAILURES) {
       if (this.http1Only) return undefined;
       if (this.closed) throw new Error("the gateway endpoint is closing");
       const free = this.sessions.find((s) => !s.retired && s.active < streamLimit(s));
-      if (free) return this.stream(free, headers, endStream);
       // Everything is full (or nothing is open): wait for a connect under way, else start one.
-      const pending = this.connecting ?? this.connectOnce(connectTimeoutMs);
-      const made = await pending;
-      if (made === undefined) return undefined;
-      if (!made.retired && made.active < streamLimit(made)) return this.stream(made, headers, endStream);
+      const s = free ?? (await (this.connecting ?? this.connectOnce(connectTimeoutMs)));
+      if (s === undefined) return undefined;
+      if (s.retired || streamLimit(s) === 0) failures += 1;
+      if (!s.retired && streamLimit(s) === 0) {
+        // A session that may carry no stream is of no use.
+        this.retire(s);
+        s.session.close();
+      }
+      if (s.retired || s.active >= streamLimit(s)) continue;
+      try {
+        return this.stream(s, headers, endStream);
+      } catch (err) {
+        // The session went away between the look and the request: try another.
+        if (!s.session.closed && !s.session.destroyed) throw err;
+        this.retire(s);
+        failures += 1;
+      }
     }
+    throw new Error("no HTTP/2 session to the upstream could take the request");
   }
 
   /** Close every session at once. */
