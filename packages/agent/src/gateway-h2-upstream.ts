@@ -53,16 +53,6 @@ export class H2Upstream {
 
   constructor(private readonly settings: H2UpstreamSettings) {}
 
-  /** Whether the origin is known to speak only HTTP/1.1. */
-  get onlyHttp1(): boolean {
-    return this.http1Only;
-  }
-
-  /** Sessions open now (for tests and metrics). */
-  get sessionCount(): number {
-    return this.sessions.length;
-  }
-
   /**
    * Open a stream for a request with `headers` (pseudo-headers included); `endStream` when it has
    * no body. Resolves `undefined` when the origin speaks only HTTP/1.1; rejects when it cannot

@@ -181,10 +181,7 @@ function http2Exchange(stream: http2.ClientHttp2Stream, ended: boolean): Exchang
  * built for the upstream: `Host` becomes `:authority`; connection-specific headers, chunked coding
  * included, are dropped (DATA frames delimit the body); a `content-length` stays.
  */
-export function h2RequestHeaders(
-  line: { method: string; url: string },
-  headers: RawHeaders,
-): http2.OutgoingHttpHeaders {
+function h2RequestHeaders(line: { method: string; url: string }, headers: RawHeaders): http2.OutgoingHttpHeaders {
   const out: Record<string, string | string[]> = {
     [h2constants.HTTP2_HEADER_METHOD]: line.method,
     [h2constants.HTTP2_HEADER_PATH]: line.url,
