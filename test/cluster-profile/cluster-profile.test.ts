@@ -22,6 +22,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
 import { MANAGED, NETNS_ANNOTATION, repoRoot } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { buildClusterProfileConsumer } from "../infra/env/environment.js";
@@ -40,6 +41,16 @@ import { GATEWAY as GATEWAY_SERVICE } from "../infra/gateway/gateway-setup.js";
 
 /** The guide's consumer: namespace `fleet` (OCM makes the ClusterProfiles there) and its ServiceAccount. */
 const FLEET = "fleet";
+const TOKEN_REVIEW = {
+  apiVersion: "authentication.k8s.io/v1",
+  kind: "TokenReview",
+  plural: "tokenreviews",
+  namespaced: false,
+} as const;
+/** What the test reads of a TokenReview's answer. */
+interface TokenReview extends KubeObject {
+  status?: { authenticated?: boolean; user?: { username?: string }; error?: string };
+}
 const CONSUMER_SA = "fleet-reader";
 const GATEWAY = `https://${GATEWAY_SERVICE}.${NS}.svc:9092`;
 const FOREIGN = { name: "someone-else", cluster: { server: "https://someone-else.example:6443" } };
@@ -272,6 +283,44 @@ describe("ClusterProfile access provider cluster-proxy", { timeout: 40 * 60_000 
     const mc2 = await user(block.replace(/^C=mc1\n/, "C=mc2\n"), { inHub: true, timeoutMs: 120_000 });
     assert.notEqual(mc2.status, 0, mc2.stdout);
     assert.match(mc2.stderr, /forbidden/i);
+  });
+
+  test("the plugin's token is a gateway credential only: the hub apiserver refuses it for its own audience, and accepts it for the gateway's", async () => {
+    // The plugin as the README's provider file names it, run the way kubectl runs it for mc1.
+    const provider = (
+      JSON.parse(docBlock("cluster-profile-provider")) as {
+        providers: { execConfig: { command: string; args: string[] } }[];
+      }
+    ).providers[0]!.execConfig;
+    const execInfo = {
+      apiVersion: "client.authentication.k8s.io/v1",
+      kind: "ExecCredential",
+      spec: { interactive: false, cluster: { server: `${GATEWAY}/mc1`, config: { cluster: "mc1" } } },
+    };
+    const minted = await operator(
+      "the README's credential plugin",
+      [provider.command, ...provider.args].map((w) => `'${w}'`).join(" "),
+      { env: { KUBERNETES_EXEC_INFO: JSON.stringify(execInfo) } },
+    );
+    const token = (JSON.parse(minted) as { status: { token: string } }).status.token;
+    const review = async (audiences?: string[]): Promise<NonNullable<TokenReview["status"]>> =>
+      (
+        await hub.create<TokenReview>(TOKEN_REVIEW, {
+          apiVersion: "authentication.k8s.io/v1",
+          kind: "TokenReview",
+          metadata: { name: "plugin-token" },
+          spec: { token, ...(audiences ? { audiences } : {}) },
+        })
+      ).status ?? {};
+    const asHubApi = await review();
+    assert.notEqual(
+      asHubApi.authenticated,
+      true,
+      `the hub apiserver accepted the plugin's token: ${JSON.stringify(asHubApi)}`,
+    );
+    const asGateway = await review([GATEWAY_TOKEN_AUDIENCE]);
+    assert.equal(asGateway.authenticated, true, JSON.stringify(asGateway));
+    assert.equal(asGateway.user?.username, `system:serviceaccount:${FLEET}:${CONSUMER_SA}`);
   });
 
   test("a new serving CA reaches every ClusterProfile and the consumer keeps working", async () => {

@@ -124,6 +124,10 @@ export class GatewayEndpoint implements InProcessEndpoint {
         try {
           if ("stream" in req && "stream" in res) proxy.handleRequest(req, res);
           else if (!("stream" in res)) {
+            this.log.warn(
+              { method: req.method, error: "a plain request over HTTP/1.1 (505)" },
+              "gateway request refused",
+            );
             if (firstRequestOn(res.socket)) refuseHttp1(res);
             else res.destroy();
           }
