@@ -22,7 +22,7 @@ import type * as http2 from "node:http2";
 import { constants as h2constants } from "node:http2";
 import * as https from "node:https";
 import type { Duplex, Readable, Writable } from "node:stream";
-import type { Logger } from "@cluster-proxy/kit";
+import { CONNECTION_SPECIFIC_HEADERS, type Logger } from "@cluster-proxy/kit";
 import {
   endToEndHeaders,
   forwardedHeaders,
@@ -91,36 +91,13 @@ function framed(headers: RawHeaders, framing: Framing): string[] {
   return out;
 }
 
-/** Headers never sent back over HTTP/2 (connection-specific, RFC 9113 8.2.2). */
-const NOT_OVER_H2 = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  "http2-settings",
-  "host",
-]);
-
-/** Whether Node accepts `name: value` on an outgoing message. */
-function acceptable(name: string, value: string): boolean {
-  try {
-    http.validateHeaderName(name);
-    http.validateHeaderValue(name, value);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** An upstream answer's headers as they go back over HTTP/2 (see the module comment). */
 export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of headerPairs(endToEndHeaders(raw, false))) {
     const lower = name.toLowerCase();
-    if (lower.startsWith(":") || NOT_OVER_H2.has(lower) || !acceptable(lower, value)) continue;
+    if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower) || !http.isWritableHeader(lower, value))
+      continue;
     const had = out[lower];
     if (had === undefined) out[lower] = value;
     else if (Array.isArray(had)) had.push(value);
@@ -193,7 +170,7 @@ function h2RequestHeaders(line: { method: string; url: string }, headers: RawHea
       out[h2constants.HTTP2_HEADER_AUTHORITY] = value;
       continue;
     }
-    if (lower.startsWith(":") || NOT_OVER_H2.has(lower)) continue;
+    if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower)) continue;
     const had = out[lower];
     if (had === undefined) out[lower] = value;
     else if (Array.isArray(had)) had.push(value);
