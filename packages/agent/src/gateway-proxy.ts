@@ -9,9 +9,11 @@
  * Framing (docs/design/gateway.md): a plain request comes as an HTTP/2 stream; it has a body when
  * its HEADERS frame did not end the stream. A body on GET, HEAD, DELETE or OPTIONS without
  * `content-length`, any `transfer-encoding`, or an unreadable length is refused (400) before
- * anything goes upstream. Upstream (HTTP/1.1) the body goes with `Content-Length` when declared
+ * anything goes upstream. Upstream over HTTP/1.1 the body goes with `Content-Length` when declared
  * (and is cut, never completed, if the DATA received disagrees), else with explicit chunked
- * coding: never raw. An upgrade carries no body, so no `Content-Length` or `Transfer-Encoding`.
+ * coding: never raw. Over HTTP/2 (the kube-apiserver when it picks `h2`, see gateway-h2-upstream.ts)
+ * DATA frames delimit it, with the declared `content-length` (cut by RST_STREAM on disagreement).
+ * An upgrade always goes over HTTP/1.1 and carries no body, so no `Content-Length` or `Transfer-Encoding`.
  * Answers that cannot go back over HTTP/2 (a status outside 200-599, connection-specific headers,
  * names or values Node refuses) become 502 or lose those headers: no answer can throw here.
  */
@@ -19,8 +21,8 @@ import * as http from "@cluster-proxy/kit/http";
 import type * as http2 from "node:http2";
 import { constants as h2constants } from "node:http2";
 import * as https from "node:https";
-import type { Duplex } from "node:stream";
-import type { Logger } from "@cluster-proxy/kit";
+import type { Duplex, Readable, Writable } from "node:stream";
+import { CONNECTION_SPECIFIC_HEADERS, type Logger } from "@cluster-proxy/kit";
 import {
   endToEndHeaders,
   forwardedHeaders,
@@ -89,36 +91,13 @@ function framed(headers: RawHeaders, framing: Framing): string[] {
   return out;
 }
 
-/** Headers never sent back over HTTP/2 (connection-specific, RFC 9113 8.2.2). */
-const NOT_OVER_H2 = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  "http2-settings",
-  "host",
-]);
-
-/** Whether Node accepts `name: value` on an outgoing message. */
-function acceptable(name: string, value: string): boolean {
-  try {
-    http.validateHeaderName(name);
-    http.validateHeaderValue(name, value);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** An upstream answer's headers as they go back over HTTP/2 (see the module comment). */
 export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of headerPairs(endToEndHeaders(raw, false))) {
     const lower = name.toLowerCase();
-    if (lower.startsWith(":") || NOT_OVER_H2.has(lower) || !acceptable(lower, value)) continue;
+    if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower) || !http.isWritableHeader(lower, value))
+      continue;
     const had = out[lower];
     if (had === undefined) out[lower] = value;
     else if (Array.isArray(had)) had.push(value);
@@ -130,6 +109,74 @@ export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
 /** Whether `status` is a final answer a caller can be given. */
 function relayable(status: number | undefined): status is number {
   return status !== undefined && Number.isInteger(status) && status >= 200 && status <= 599;
+}
+
+/** One upstream exchange of a non-upgrade request, over HTTP/1.1 or HTTP/2. */
+interface Exchange {
+  /** Where the request body goes (its errors are the exchange's). */
+  out: Writable;
+  /** Whether the request ended with its head (nothing is to be written). */
+  ended: boolean;
+  /** Stop the exchange (HTTP/2: RST_STREAM with CANCEL; HTTP/1.1: close the connection). */
+  cancel(): void;
+  /** Called with the final answer: its status, raw headers and body. */
+  onResponse(listener: (status: number | undefined, rawHeaders: string[], body: Readable) => void): void;
+}
+
+/** An exchange over an HTTP/1.1 request. */
+function http1Exchange(out: http.ClientRequest): Exchange {
+  return {
+    out,
+    ended: false,
+    cancel: () => out.destroy(),
+    onResponse: (listener) => out.on("response", (answer) => listener(answer.statusCode, answer.rawHeaders, answer)),
+  };
+}
+
+/** An exchange over an HTTP/2 stream; `ended`: it was opened with END_STREAM. */
+function http2Exchange(stream: http2.ClientHttp2Stream, ended: boolean): Exchange {
+  return {
+    out: stream,
+    ended,
+    cancel: () => {
+      if (!stream.closed) stream.close(h2constants.NGHTTP2_CANCEL);
+    },
+    onResponse: (listener) =>
+      stream.on("response", (headers) => {
+        const raw: string[] = [];
+        for (const [name, value] of Object.entries(headers)) {
+          if (name.startsWith(":") || value === undefined) continue;
+          for (const v of Array.isArray(value) ? value : [value]) raw.push(name, String(v));
+        }
+        listener(Number(headers[h2constants.HTTP2_HEADER_STATUS]), raw, stream);
+      }),
+  };
+}
+
+/**
+ * The HTTP/2 head of a request whose HTTP/1.1 `headers` (with `Host` and its framing header) were
+ * built for the upstream: `Host` becomes `:authority`; connection-specific headers, chunked coding
+ * included, are dropped (DATA frames delimit the body); a `content-length` stays.
+ */
+function h2RequestHeaders(line: { method: string; url: string }, headers: RawHeaders): http2.OutgoingHttpHeaders {
+  const out: Record<string, string | string[]> = {
+    [h2constants.HTTP2_HEADER_METHOD]: line.method,
+    [h2constants.HTTP2_HEADER_PATH]: line.url,
+    [h2constants.HTTP2_HEADER_SCHEME]: "https",
+  };
+  for (const [name, value] of headerPairs(headers)) {
+    const lower = name.toLowerCase();
+    if (lower === "host") {
+      out[h2constants.HTTP2_HEADER_AUTHORITY] = value;
+      continue;
+    }
+    if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower)) continue;
+    const had = out[lower];
+    if (had === undefined) out[lower] = value;
+    else if (Array.isArray(had)) had.push(value);
+    else out[lower] = [had, value];
+  }
+  return out;
 }
 
 /** Raw headers without HTTP/2 pseudo-headers (`:method`, `:path`, ...). */
@@ -288,51 +335,88 @@ export class GatewayProxy {
     upstream: Upstream,
   ): void {
     const headers = framed(forwardedHeaders(raw, target, upstream.hostHeader, false, upstream.token), framing);
-    const out = openUpstream(
-      upstream,
-      { method: req.method ?? "GET", url: req.url ?? "/" },
-      headers,
-      this.deps.connectTimeoutMs,
+    const line = { method: req.method ?? "GET", url: req.url ?? "/" };
+    const overHttp1 = (): Exchange => http1Exchange(openUpstream(upstream, line, headers, this.deps.connectTimeoutMs));
+    if (!upstream.h2) {
+      this.relay(req, res, framing, upstream.name, overHttp1());
+      return;
+    }
+    // The caller may leave while the session is being set up.
+    let gone = false;
+    const onGone = (): void => {
+      gone = true;
+    };
+    res.once("close", onGone);
+    const endStream = framing.body === "none";
+    upstream.h2.open(h2RequestHeaders(line, headers), endStream, this.deps.connectTimeoutMs).then(
+      (stream) => {
+        res.off("close", onGone);
+        if (gone) {
+          stream?.close(h2constants.NGHTTP2_CANCEL);
+          req.resume();
+          return;
+        }
+        this.relay(req, res, framing, upstream.name, stream ? http2Exchange(stream, endStream) : overHttp1());
+      },
+      (err: unknown) => {
+        res.off("close", onGone);
+        const text = badGateway(upstream.name, cause(err as Error));
+        this.fail("gateway request failed", { method: req.method, path: pathOnly(req.url), error: text });
+        req.resume();
+        textAnswer(res, 502, text);
+      },
     );
+  }
+
+  /** Send the body of `req` through `exchange` and stream its answer back to `res`. */
+  private relay(
+    req: AnyRequest,
+    res: AnyResponse,
+    framing: Exclude<Framing, { refused: string }>,
+    name: string,
+    exchange: Exchange,
+  ): void {
+    const out = exchange.out;
     let failed = false;
+    let answered = false;
     const failWith = (status: number, text: string): void => {
       if (failed) return;
       failed = true;
-      out.destroy();
+      exchange.cancel();
       this.fail("gateway request failed", { method: req.method, path: pathOnly(req.url), error: text });
       textAnswer(res, status, text);
     };
-    out.on("error", (err) => failWith(502, badGateway(upstream.name, cause(err))));
-    out.on("response", (answer) => {
+    out.on("error", (err) => failWith(502, badGateway(name, cause(err))));
+    exchange.onResponse((status, rawHeaders, answer) => {
       if (failed) {
         answer.resume();
         return;
       }
-      const status = answer.statusCode;
       if (!relayable(status)) {
         answer.resume();
-        failWith(502, badGateway(upstream.name, `answered with status ${status ?? "none"}, which cannot be relayed`));
+        failWith(502, badGateway(name, `answered with status ${status ?? "none"}, which cannot be relayed`));
         return;
       }
       try {
         // The head goes out at once (a watch's first event may take long).
-        res.writeHead(status, h2ResponseHeaders(answer.rawHeaders));
+        res.writeHead(status, h2ResponseHeaders(rawHeaders));
         if (!("stream" in res)) res.flushHeaders();
       } catch (err) {
         answer.resume();
-        failWith(502, badGateway(upstream.name, `its answer cannot be relayed: ${(err as Error).message}`));
+        failWith(502, badGateway(name, `its answer cannot be relayed: ${(err as Error).message}`));
         return;
       }
       answer.on("data", (c: Buffer) => {
         try {
           if (!("stream" in res ? res.write(c) : res.write(c))) answer.pause();
         } catch {
-          out.destroy();
+          exchange.cancel();
           cut(res);
         }
       });
       res.on("drain", () => answer.resume());
       answer.on("end", () => {
+        answered = true;
         try {
           res.end();
         } catch {
@@ -341,13 +425,14 @@ export class GatewayProxy {
       });
       answer.on("error", () => cut(res));
     });
-    // The caller went away: stop the upstream request (a watch would otherwise run on).
+    // The caller went away before the answer's end: stop the upstream request (a watch would
+    // otherwise run on). Not `writableFinished`: an HTTP/2 response reports it on a reset too.
     res.on("close", () => {
-      if (!res.writableFinished) out.destroy();
+      if (!answered) exchange.cancel();
     });
     if (framing.body === "none") {
       req.resume();
-      out.end();
+      if (!exchange.ended) out.end();
       return;
     }
     let received = 0;
@@ -371,8 +456,8 @@ export class GatewayProxy {
       if (declared !== undefined && received !== declared) mismatch();
       else out.end();
     });
-    req.on("aborted", () => out.destroy());
-    req.on("error", () => out.destroy());
+    req.on("aborted", () => exchange.cancel());
+    req.on("error", () => exchange.cancel());
   }
 
   /** An upgrade request: relayed as described in the module comment. */

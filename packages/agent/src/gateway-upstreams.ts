@@ -9,6 +9,9 @@
  * only the addresses the policy allows (judged after resolution, every spelling mapped) are
  * connected to, so an ExternalName Service pointing at a metadata address or at the agent's own
  * ports fails with the policy's refusal (a 502 naming it) before any connection is made.
+ *
+ * The kube-apiserver over https is also reached over HTTP/2 when it offers it
+ * ({@link H2Upstream}: one multiplexed session, same CA, rebuilt when the CA content changes).
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -18,6 +21,7 @@ import type { LookupFunction } from "node:net";
 import { join } from "node:path";
 import { guardedLookup, resolverOf } from "./destination-guard.js";
 import type { DestinationPolicy } from "./destination-policy.js";
+import { H2Upstream } from "./gateway-h2-upstream.js";
 import type { GatewayTarget } from "./gateway-request.js";
 
 /** Where one request goes: origin, connection pool and the TLS name to verify. */
@@ -36,6 +40,11 @@ export interface Upstream {
   token?: string;
   /** Name resolution for Services (tests point `<name>.<namespace>.svc` at loopback). */
   lookup?: LookupFunction;
+  /**
+   * HTTP/2 sessions to the upstream, for the kube-apiserver over https: non-upgrade requests use
+   * them when it picks `h2` by ALPN (else, and for upgrades and Services, `agent`).
+   */
+  h2?: H2Upstream;
 }
 
 /** The files of {@link ClusterUpstreams}. */
@@ -46,8 +55,10 @@ export interface UpstreamSettings {
   serviceAccountDir: string;
   /** Extra CA bundle for https Services ("" = none). */
   serviceCaFile: string;
-  /** Close pooled connections idle for this long. */
+  /** Close pooled connections (and HTTP/2 sessions without streams) idle for this long. */
   idleSocketTimeoutMs?: number;
+  /** Offer HTTP/2 to an https kube-apiserver (default true; false: HTTP/1.1 only). */
+  apiserverHttp2?: boolean;
   /** Name resolution for Services (default: the system resolver). */
   serviceLookup?: LookupFunction;
   /**
@@ -66,6 +77,8 @@ function tokenText(data: Buffer): string {
 class PoolByCa {
   private digest = "";
   private agent: https.Agent | undefined;
+  private h2: H2Upstream | undefined;
+  private h2Digest = "";
 
   constructor(private readonly idleMs: number) {}
 
@@ -79,9 +92,23 @@ class PoolByCa {
     return this.agent;
   }
 
+  /** The HTTP/2 sessions to `origin` for the bundle `ca` (the one of the last {@link get}). */
+  h2For(origin: URL, ca: Buffer): H2Upstream {
+    this.get(ca);
+    if (!this.h2 || this.h2Digest !== this.digest) {
+      // The old sessions' running streams finish; they take no new ones.
+      this.h2?.retireAll();
+      this.h2 = new H2Upstream({ origin, ca, idleMs: this.idleMs });
+      this.h2Digest = this.digest;
+    }
+    return this.h2;
+  }
+
   destroy(): void {
     this.agent?.destroy();
     this.agent = undefined;
+    this.h2?.close();
+    this.h2 = undefined;
   }
 }
 
@@ -124,7 +151,9 @@ export class ClusterUpstreams {
       const url = this.settings.apiserverUrl;
       const { host, port } = hostAndPort(url);
       const token = target.credential === "impersonate" ? tokenText(await this.readFile(this.tokenFile)) : undefined;
-      const agent = url.protocol === "https:" ? this.kubePool.get(await this.readFile(this.caFile)) : this.plain;
+      const ca = url.protocol === "https:" ? await this.readFile(this.caFile) : undefined;
+      const agent = ca ? this.kubePool.get(ca) : this.plain;
+      const h2 = ca && this.settings.apiserverHttp2 !== false ? this.kubePool.h2For(url, ca) : undefined;
       return {
         name: `kube-apiserver ${url.origin}`,
         protocol: url.protocol,
@@ -133,6 +162,7 @@ export class ClusterUpstreams {
         hostHeader: url.host,
         agent,
         ...(token !== undefined ? { token } : {}),
+        ...(h2 ? { h2 } : {}),
       };
     }
     const { host, port } = hostAndPort(target.url);

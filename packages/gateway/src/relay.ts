@@ -13,36 +13,10 @@ import * as http from "@cluster-proxy/kit/http";
 import * as http2 from "node:http2";
 import type { Duplex, Readable } from "node:stream";
 import { ConnectError, DialError } from "@cluster-proxy/client";
+import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
 import type { BodyFraming } from "./body-framing.js";
 import { GATEWAY_ENDPOINT_HOST, type ClusterSessions } from "./cluster-pool.js";
 import { GatewayError } from "./gateway-error.js";
-
-/**
- * Headers that never cross the hop in either direction: hop-by-hop (RFC 9110 7.6.1) and those
- * HTTP/2 forbids (RFC 9113 8.2.2); `content-length` is set from the framing, never copied.
- */
-const CONNECTION_SPECIFIC = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "transfer-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  "http2-settings",
-  "host",
-]);
-
-/** Whether `name: value` is a header Node accepts on an outgoing message. */
-function acceptable(name: string, value: string): boolean {
-  try {
-    http.validateHeaderName(name);
-    http.validateHeaderValue(name, value);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The GatewayError a failed exchange with `cluster`'s endpoint answers with. */
 export function relayError(cluster: string, err: unknown): GatewayError {
@@ -99,7 +73,7 @@ export function endpointHeaders(r: RelayRequest, framing: BodyFraming): http2.Ou
   };
   for (const [name, value] of Object.entries(r.headers)) {
     const lower = name.toLowerCase();
-    if (lower.startsWith(":") || CONNECTION_SPECIFIC.has(lower) || lower === "content-length") continue;
+    if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower) || lower === "content-length") continue;
     out[lower] = value;
   }
   if (framing.body === "length") out["content-length"] = String(framing.length);
@@ -120,7 +94,7 @@ export function upgradeHeaders(r: RelayRequest): Record<string, string | string[
 
 /**
  * The response headers that go to the caller: no pseudo-headers, nothing of
- * {@link CONNECTION_SPECIFIC}, no name or value Node would refuse to write.
+ * {@link CONNECTION_SPECIFIC_HEADERS}, no name or value Node would refuse to write.
  */
 export function responseHeaders(
   headers: http.IncomingHttpHeaders | http2.IncomingHttpHeaders,
@@ -128,8 +102,8 @@ export function responseHeaders(
   const out: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (value === undefined || lower.startsWith(":") || CONNECTION_SPECIFIC.has(lower)) continue;
-    const values = (Array.isArray(value) ? value : [String(value)]).filter((v) => acceptable(lower, v));
+    if (value === undefined || lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower)) continue;
+    const values = (Array.isArray(value) ? value : [String(value)]).filter((v) => http.isWritableHeader(lower, v));
     if (values.length === 0) continue;
     out[lower] = Array.isArray(value) ? values : values[0];
   }
@@ -301,17 +275,17 @@ function rawHead(status: number, message: string, headers: string[]): string {
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i]!;
     const value = headers[i + 1]!;
-    if (acceptable(name, value)) lines.push(`${name}: ${value}`);
+    if (http.isWritableHeader(name, value)) lines.push(`${name}: ${value}`);
   }
   return `${lines.join("\r\n")}\r\n\r\n`;
 }
 
-/** Raw header pairs without {@link CONNECTION_SPECIFIC} and `content-length`. */
+/** Raw header pairs without {@link CONNECTION_SPECIFIC_HEADERS} and `content-length`. */
 function endToEndRaw(raw: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const lower = raw[i]!.toLowerCase();
-    if (!CONNECTION_SPECIFIC.has(lower) && lower !== "content-length") out.push(raw[i]!, raw[i + 1]!);
+    if (!CONNECTION_SPECIFIC_HEADERS.has(lower) && lower !== "content-length") out.push(raw[i]!, raw[i + 1]!);
   }
   return out;
 }

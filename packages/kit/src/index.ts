@@ -8,3 +8,4 @@
 export * from "./logger.js";
 export * from "./backoff.js";
 export * from "./clock.js";
+export * from "./http-headers.js";

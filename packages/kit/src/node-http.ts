@@ -50,3 +50,14 @@ export type {
   RequestOptions,
   ServerOptions,
 } from "node:http";
+
+/** Whether Node accepts `name: value` on an outgoing message (writing one it refuses throws). */
+export function isWritableHeader(name: string, value: string): boolean {
+  try {
+    http.validateHeaderName(name);
+    http.validateHeaderValue(name, value);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import * as http2 from "node:http2";
 import * as https from "node:https";
 import * as net from "node:net";
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
@@ -25,14 +25,25 @@ export const TEST_SERVICE_HOST = "web.apps.svc";
 export interface ReceivedRequest {
   method: string;
   url: string;
+  /** Without HTTP/2 pseudo-headers (`:authority` is given as `host`). */
   rawHeaders: string[];
   body: string;
+  /** `1.1` or `2.0`. */
+  httpVersion: string;
 }
 
 /** A stand-in https server (apiserver or Service). */
 export interface StandIn {
   port: number;
   received: ReceivedRequest[];
+  /** TLS connections accepted so far. */
+  connections(): number;
+  /** HTTP/2 streams reset by the client so far (an HTTP/2 stand-in's cancelled requests). */
+  resets(): number;
+  /** TLS connections open now. */
+  openConnections(): number;
+  /** Send GOAWAY on every HTTP/2 session (their running streams finish). */
+  goAway(): void;
   /** Lets `/stream` send its second chunk and end. */
   releaseStream(): void;
   /** Bytes an upgraded connection received before its client ended (resolves on that end). */
@@ -44,33 +55,59 @@ function pem(x: CertificateAndKey): { cert: string; key: string } {
   return { cert: x.certPem, key: x.keyPem };
 }
 
-async function readBody(req: IncomingMessage): Promise<string> {
+async function readBody(req: AsyncIterable<unknown>): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
 }
 
+/** Raw headers without HTTP/2 pseudo-headers, `:authority` given as `host` (as HTTP/1.1 has it). */
+function plainHeaders(raw: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const [name, value] = [raw[i] ?? "", raw[i + 1] ?? ""];
+    if (name === ":authority") out.push("host", value);
+    else if (!name.startsWith(":")) out.push(name, value);
+  }
+  return out;
+}
+
 /**
- * Start a stand-in: `/stream` answers `first\n` at once and `second\n` after
+ * Start a stand-in (`http2`: an HTTP/2 server that also speaks HTTP/1.1, as kube-apiserver is): `/stream` answers `first\n` at once and `second\n` after
  * {@link StandIn.releaseStream}; `/status-600` answers status 600, `/http2-settings` with an
  * `HTTP2-Settings` and an `Upgrade` header (a hostile pod's answers); an upgrade (any protocol) is answered 101 and then echoes
  * `echo:<bytes>`, and after the client ends its writing sends `bye` and ends; every other path
  * answers 200 with what it received as JSON.
  */
-async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
+async function startStandIn(
+  identity: CertificateAndKey,
+  http2Server = false,
+  maxConcurrentStreams?: number,
+): Promise<StandIn> {
   const received: ReceivedRequest[] = [];
+  let connections = 0;
+  let resets = 0;
   let release: () => void = () => undefined;
   const released = new Promise<void>((resolve) => (release = resolve));
   let upgradeEnded: (text: string) => void = () => undefined;
   const upgradeClientEnded = new Promise<string>((resolve) => (upgradeEnded = resolve));
-  const server = https.createServer(pem(identity), (req, res) => {
+  type Request = IncomingMessage | http2.Http2ServerRequest;
+  type Response = ServerResponse | http2.Http2ServerResponse;
+  const handle = (req: Request, res: Response): void => {
     void (async () => {
       const body = await readBody(req);
-      const record = { method: req.method ?? "", url: req.url ?? "", rawHeaders: req.rawHeaders, body };
+      const record = {
+        method: req.method ?? "",
+        url: req.url ?? "",
+        rawHeaders: plainHeaders(req.rawHeaders),
+        body,
+        httpVersion: req.httpVersion,
+      };
       received.push(record);
       if (req.url === "/stream") {
         res.writeHead(200, { "Content-Type": "text/plain" });
-        res.write("first\n");
+        if ("stream" in res) res.write("first\n");
+        else res.write("first\n");
         await released;
         res.end("second\n");
         return;
@@ -97,10 +134,47 @@ async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
       }
       res.writeHead(200, { "Content-Type": "application/json" });
       res.end(JSON.stringify(record));
-    })();
+    })().catch(() => {
+      // An answer HTTP/2 cannot carry (status 600, HTTP2-Settings): reset the stream.
+      if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+      else res.destroy();
+    });
+  };
+  const server = http2Server
+    ? http2.createSecureServer(
+        {
+          ...pem(identity),
+          allowHTTP1: true,
+          ...(maxConcurrentStreams !== undefined ? { settings: { maxConcurrentStreams } } : {}),
+        },
+        handle,
+      )
+    : https.createServer(pem(identity), handle);
+  const sockets = new Set<Duplex>();
+  server.on("secureConnection", (socket: Duplex) => {
+    connections += 1;
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
   });
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session: http2.ServerHttp2Session) => {
+    sessions.add(session);
+    session.once("close", () => sessions.delete(session));
+  });
+  if (http2Server)
+    server.on("stream", (stream: http2.ServerHttp2Stream) =>
+      stream.once("close", () => {
+        if (stream.rstCode === http2.constants.NGHTTP2_CANCEL) resets += 1;
+      }),
+    );
   server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
-    received.push({ method: req.method ?? "", url: req.url ?? "", rawHeaders: req.rawHeaders, body: "" });
+    received.push({
+      method: req.method ?? "",
+      url: req.url ?? "",
+      rawHeaders: req.rawHeaders,
+      body: "",
+      httpVersion: req.httpVersion,
+    });
     if (req.url === "/no-upgrade") {
       socket.end("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: 4\r\n\r\nnope");
       return;
@@ -125,12 +199,19 @@ async function startStandIn(identity: CertificateAndKey): Promise<StandIn> {
   return {
     port,
     received,
+    connections: () => connections,
+    resets: () => resets,
+    openConnections: () => sockets.size,
+    goAway: () => {
+      for (const session of sessions) session.close();
+    },
     releaseStream: () => release(),
     upgradeClientEnded,
     close: () =>
       new Promise<void>((resolve) => {
         release();
-        server.closeAllConnections();
+        if ("closeAllConnections" in server) server.closeAllConnections();
+        else for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
       }),
   };
@@ -244,6 +325,12 @@ export interface GatewayFixtureOptions {
   /** The endpoint's HTTP/2 bounds. */
   maxConcurrentStreams?: number;
   idleSessionTimeoutMs?: number;
+  /** The stand-in kube-apiserver speaks HTTP/2 too (ALPN `h2`, `allowHTTP1`), as a real one does. */
+  apiserverHttp2?: boolean;
+  /** The HTTP/2 stand-in kube-apiserver's SETTINGS_MAX_CONCURRENT_STREAMS. */
+  apiserverMaxStreams?: number;
+  /** Close the endpoint's upstream connections and sessions idle for this long. */
+  upstreamIdleMs?: number;
 }
 
 /** Build the world. */
@@ -294,12 +381,13 @@ export async function startGatewayFixture(options: GatewayFixtureOptions = {}): 
   await writeFile(agentCert, agent.certPem);
   await writeFile(agentKey, agent.keyPem);
 
-  const apiserver = await startStandIn(apiserverIdentity);
+  const apiserver = await startStandIn(apiserverIdentity, options.apiserverHttp2 ?? false, options.apiserverMaxStreams);
   const service = await startStandIn(serviceIdentity);
   const upstreams = new ClusterUpstreams({
     apiserverUrl: new URL(`https://127.0.0.1:${apiserver.port}`),
     serviceAccountDir: saDir,
     serviceCaFile: paths.serviceCa,
+    ...(options.upstreamIdleMs !== undefined ? { idleSocketTimeoutMs: options.upstreamIdleMs } : {}),
     // <name>.<namespace>.svc is the stand-in Service on loopback (its port is in the header).
     serviceLookup: (_host, _options, callback) => callback(null, [{ address: "127.0.0.1", family: 4 }]),
   });
