@@ -36,36 +36,43 @@ async function main(): Promise<ProbeResult> {
     if ("error" in dialled) return { tunnel: false, error: dialled.error };
     const { socket } = dialled;
     const expectedUri = `URI:cluster-proxy://cluster/${cluster}`;
-    // The endpoint serves plain requests over HTTP/2 only (docs/design/gateway.md).
+    // The endpoint serves plain requests over HTTP/2 only (docs/design/gateway.md). A refused
+    // client certificate shows as the TLS socket's error (with TLS 1.3 after the client finished
+    // its side of the handshake): that error, not what the HTTP/2 session says after it, is the
+    // answer.
     return await new Promise<ProbeResult>((resolve) => {
       let settled = false;
+      let tlsError: string | undefined;
+      let sessionError: string | undefined;
+      const endpoint = tls.connect({
+        socket,
+        servername: "gateway.cluster-proxy.invalid",
+        ALPNProtocols: ["h2"],
+        ca: readFileSync(agentCaFile!),
+        ...(clientCertDir
+          ? {
+              cert: readFileSync(join(clientCertDir, "tls.crt")),
+              key: readFileSync(join(clientCertDir, "tls.key")),
+            }
+          : {}),
+        checkServerIdentity: (_name, cert) =>
+          (cert.subjectaltname ?? "").split(", ").includes(expectedUri)
+            ? undefined
+            : new Error(`the endpoint's certificate lacks ${expectedUri}: ${cert.subjectaltname}`),
+      });
       const done = (r: ProbeResult): void => {
         if (settled) return;
         settled = true;
-        session.close();
+        session.destroy();
+        endpoint.destroy();
         resolve(r);
       };
-      const session = http2.connect("https://gateway.cluster-proxy.invalid", {
-        createConnection: () =>
-          tls.connect({
-            socket,
-            servername: "gateway.cluster-proxy.invalid",
-            ALPNProtocols: ["h2"],
-            ca: readFileSync(agentCaFile!),
-            ...(clientCertDir
-              ? {
-                  cert: readFileSync(join(clientCertDir, "tls.crt")),
-                  key: readFileSync(join(clientCertDir, "tls.key")),
-                }
-              : {}),
-            checkServerIdentity: (_name, cert) =>
-              (cert.subjectaltname ?? "").split(", ").includes(expectedUri)
-                ? undefined
-                : new Error(`the endpoint's certificate lacks ${expectedUri}: ${cert.subjectaltname}`),
-          }),
-      });
-      session.on("error", (err: Error) => done({ tunnel: true, error: err.message }));
-      session.on("close", () => done({ tunnel: true, error: "the endpoint disconnected" }));
+      endpoint.on("error", (err: Error) => (tlsError ??= err.message));
+      endpoint.once("close", () =>
+        done({ tunnel: true, error: tlsError ?? sessionError ?? "the endpoint disconnected" }),
+      );
+      const session = http2.connect("https://gateway.cluster-proxy.invalid", { createConnection: () => endpoint });
+      session.on("error", (err: Error) => (sessionError ??= err.message));
       const req = session.request(
         {
           ":method": "GET",
@@ -84,7 +91,7 @@ async function main(): Promise<ProbeResult> {
       req.on("end", () =>
         done({ tunnel: true, ...(status !== undefined ? { status } : {}), body: body.slice(0, 500) }),
       );
-      req.on("error", (err: Error) => done({ tunnel: true, error: err.message }));
+      req.on("error", (err: Error) => (sessionError ??= err.message));
     });
   } finally {
     await client.close();
