@@ -68,6 +68,7 @@ async function main(): Promise<ProbeResult> {
         resolve(r);
       };
       endpoint.on("error", (err: Error) => (tlsError ??= err.message));
+      socket.on("error", (err: Error) => (tlsError ??= err.message));
       endpoint.once("close", () =>
         done({ tunnel: true, error: tlsError ?? sessionError ?? "the endpoint disconnected" }),
       );
@@ -98,6 +99,11 @@ async function main(): Promise<ProbeResult> {
   }
 }
 
+// Whatever fails outside the handlers above still ends in one line, not a crash without output.
+process.on("uncaughtException", (err) => {
+  console.log(JSON.stringify({ tunnel: true, error: `uncaught: ${err.message}` }));
+  process.exit(0);
+});
 try {
   console.log(JSON.stringify(await main()));
 } catch (err) {
