@@ -67,13 +67,25 @@ async function main(): Promise<ProbeResult> {
         endpoint.destroy();
         resolve(r);
       };
-      endpoint.on("error", (err: Error) => (tlsError ??= err.message));
-      socket.on("error", (err: Error) => (tlsError ??= err.message));
-      endpoint.once("close", () =>
-        done({ tunnel: true, error: tlsError ?? sessionError ?? "the endpoint disconnected" }),
-      );
+      // The connection ended without an answer (its close does not always come once the
+      // session holds it): the TLS error if there was one, after every error of this turn is in.
+      const failed = (): void =>
+        void setImmediate(() => done({ tunnel: true, error: tlsError ?? sessionError ?? "the endpoint disconnected" }));
+      endpoint.on("error", (err: Error) => {
+        tlsError ??= err.message;
+        failed();
+      });
+      socket.on("error", (err: Error) => {
+        tlsError ??= err.message;
+        failed();
+      });
+      endpoint.once("close", failed);
       const session = http2.connect("https://gateway.cluster-proxy.invalid", { createConnection: () => endpoint });
-      session.on("error", (err: Error) => (sessionError ??= err.message));
+      session.on("error", (err: Error) => {
+        sessionError ??= err.message;
+        failed();
+      });
+      session.once("close", failed);
       const req = session.request(
         {
           ":method": "GET",
@@ -92,7 +104,10 @@ async function main(): Promise<ProbeResult> {
       req.on("end", () =>
         done({ tunnel: true, ...(status !== undefined ? { status } : {}), body: body.slice(0, 500) }),
       );
-      req.on("error", (err: Error) => (sessionError ??= err.message));
+      req.on("error", (err: Error) => {
+        sessionError ??= err.message;
+        failed();
+      });
     });
   } finally {
     await client.close();
