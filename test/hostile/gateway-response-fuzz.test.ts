@@ -18,7 +18,13 @@ import assert from "node:assert/strict";
 import * as https from "node:https";
 import { after, before, describe, test } from "node:test";
 import fc from "fast-check";
-import { CLUSTER, READER, startHostileWorld, type HostileWorld } from "../infra/gateway/hostile-world.js";
+import {
+  CLUSTER,
+  READER,
+  gatewayRequestOptions,
+  startHostileWorld,
+  type HostileWorld,
+} from "../infra/gateway/hostile-world.js";
 import { http2Call, legitimateGet } from "../infra/gateway/callers.js";
 
 const SEED = Number(process.env["FC_SEED"] ?? 0x39_f00d);
@@ -184,29 +190,18 @@ function http1Call(
       req.destroy();
       resolve(status === undefined ? { error: "timeout" } : { status, afterHead: "timeout" });
     }, ANSWER_MS);
-    const req = https.request(
-      {
-        host: "127.0.0.1",
-        port: world.port,
-        path,
-        ca: world.servingCa,
-        servername: "localhost",
-        agent: false,
-        headers: { authorization: `Bearer ${READER.token}` },
-      },
-      (res) => {
-        status = res.statusCode;
-        res.on("data", () => undefined);
-        res.on("end", () => {
-          clearTimeout(timer);
-          resolve({ status });
-        });
-        res.on("error", (err) => {
-          clearTimeout(timer);
-          resolve({ status, afterHead: err.message });
-        });
-      },
-    );
+    const req = https.request(gatewayRequestOptions(world, path, READER.token), (res) => {
+      status = res.statusCode;
+      res.on("data", () => undefined);
+      res.on("end", () => {
+        clearTimeout(timer);
+        resolve({ status });
+      });
+      res.on("error", (err) => {
+        clearTimeout(timer);
+        resolve({ status, afterHead: err.message });
+      });
+    });
     req.on("error", (err) => {
       clearTimeout(timer);
       resolve(status === undefined ? { error: err.message } : { status, afterHead: err.message });

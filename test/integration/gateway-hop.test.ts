@@ -105,8 +105,8 @@ describe("gateway -> agent endpoint hop", { timeout: 120_000 }, () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  /** Send `raw` over a fresh HTTP/1.1 TLS connection to the gateway; the bytes back until it closes. */
-  async function http1(raw: string): Promise<string> {
+  /** A fresh HTTP/1.1 TLS connection to the gateway, once its handshake is done. */
+  async function http1Connection(): Promise<tls.TLSSocket> {
     const socket = tls.connect({
       host: "127.0.0.1",
       port,
@@ -115,6 +115,12 @@ describe("gateway -> agent endpoint hop", { timeout: 120_000 }, () => {
       ALPNProtocols: ["http/1.1"],
     });
     await once(socket, "secureConnect");
+    return socket;
+  }
+
+  /** Send `raw` over a fresh HTTP/1.1 TLS connection to the gateway; the bytes back until it closes. */
+  async function http1(raw: string): Promise<string> {
+    const socket = await http1Connection();
     let got = "";
     socket.on("data", (c: Buffer) => (got += c.toString("latin1")));
     socket.write(raw);
@@ -222,14 +228,7 @@ describe("gateway -> agent endpoint hop", { timeout: 120_000 }, () => {
     const before = fx.apiserver.received.length;
     const dials = sessions.dials;
     for (let i = 0; i < 2; i++) {
-      const socket = tls.connect({
-        host: "127.0.0.1",
-        port,
-        ca: servingCa,
-        servername: "localhost",
-        ALPNProtocols: ["http/1.1"],
-      });
-      await once(socket, "secureConnect");
+      const socket = await http1Connection();
       let got = "";
       socket.on("data", (c: Buffer) => {
         got += c.toString("latin1");

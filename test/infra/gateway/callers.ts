@@ -7,7 +7,7 @@ import * as http2 from "node:http2";
 import * as https from "node:https";
 import * as tls from "node:tls";
 import { rawH2 } from "@cluster-proxy/tunnel/testing";
-import type { HostileWorld } from "./hostile-world.js";
+import { gatewayRequestOptions, type HostileWorld } from "./hostile-world.js";
 
 /** What an HTTP/1.1 caller read before the gateway closed the connection (or the time ran out). */
 export interface RawAnswer {
@@ -268,14 +268,8 @@ export function legitimateGet(
   return new Promise((resolve, reject) => {
     const req = https.get(
       {
-        host: "127.0.0.1",
-        port: world.port,
-        path,
-        ca: world.servingCa,
-        servername: "localhost",
-        agent: false,
+        ...gatewayRequestOptions(world, path, token),
         timeout: timeoutMs,
-        headers: { authorization: `Bearer ${token}` },
       },
       (res) => {
         let body = "";

@@ -120,25 +120,27 @@ async function startStandIn(h: Harness, identity: { cert: string; key: string })
   return standIn;
 }
 
+/** Options of one HTTP/1.1 request to the world's gateway, on a connection of its own, as the holder of `token`. */
+export function gatewayRequestOptions(world: HostileWorld, path: string, token: string): https.RequestOptions {
+  return {
+    host: "127.0.0.1",
+    port: world.port,
+    path,
+    ca: world.servingCa,
+    servername: "localhost",
+    agent: false,
+    headers: { authorization: `Bearer ${token}` },
+  };
+}
+
 /** The status of a GET through the gateway as the reader (0 when it failed). */
 function httpsGetStatus(world: HostileWorld, path: string): Promise<number> {
   return new Promise((done) => {
-    const req = https.get(
-      {
-        host: "127.0.0.1",
-        port: world.port,
-        path,
-        ca: world.servingCa,
-        servername: "localhost",
-        agent: false,
-        headers: { authorization: `Bearer ${READER.token}` },
-      },
-      (res) => {
-        res.resume();
-        res.on("end", () => done(res.statusCode ?? 0));
-        res.on("error", () => done(0));
-      },
-    );
+    const req = https.get(gatewayRequestOptions(world, path, READER.token), (res) => {
+      res.resume();
+      res.on("end", () => done(res.statusCode ?? 0));
+      res.on("error", () => done(0));
+    });
     req.setTimeout(5_000, () => req.destroy());
     req.on("error", () => done(0));
   });
