@@ -10,6 +10,7 @@
  * agent's own credential is never sent without an `Impersonate-User`.
  */
 import { isIP } from "node:net";
+import { isCallerClaimHeader } from "@cluster-proxy/kit";
 
 /** The header naming the target: `kube` or `service`. */
 export const TARGET_HEADER = "cluster-proxy-target";
@@ -214,29 +215,6 @@ export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[]
   return out;
 }
 
-/**
- * Caller identity and forwarding headers, which only the gateway may state (through the contract
- * headers): removed before every upstream. Names lowercase; entries ending in `-` are prefixes.
- */
-const CALLER_CLAIMS = [
-  "x-remote-",
-  "x-forwarded-",
-  "forwarded",
-  "x-real-ip",
-  "x-auth-request-",
-  "x-client-",
-  "x-original-",
-  // CDN spellings of the client address (the gateway removes them too).
-  "true-client-ip",
-  "x-cluster-client-ip",
-  "cf-connecting-ip",
-];
-
-/** Whether a header (lowercase name) is one of {@link CALLER_CLAIMS}. */
-function isCallerClaim(lower: string): boolean {
-  return CALLER_CLAIMS.some((c) => (c.endsWith("-") ? lower.startsWith(c) : lower === c));
-}
-
 /** The one value of a contract header when it is given exactly once, else undefined. */
 function contractValue(headers: RawHeaders, name: string): string | undefined {
   const values = headerValues(headers, name);
@@ -259,7 +237,7 @@ function serviceForwarding(headers: RawHeaders): string[] {
 
 /**
  * The headers a request is forwarded with: end-to-end headers only, no HTTP/2 pseudo-header, no
- * `Cluster-Proxy-*`, no caller identity or forwarding header ({@link CALLER_CLAIMS}), `Host` set
+ * `Cluster-Proxy-*`, no caller identity or forwarding header (kit's `isCallerClaimHeader`), `Host` set
  * to `host`, and the credential of the target:
  * - impersonate: the `Impersonate-*` headers as given (checked by {@link gatewayTarget}) and the
  *   agent's `Bearer <token>`, any Authorization dropped; without an `Impersonate-User` among the
@@ -283,7 +261,7 @@ export function forwardedHeaders(
   for (const [name, value] of headerPairs(endToEnd)) {
     const lower = name.toLowerCase();
     // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
-    if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaim(lower))
+    if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaimHeader(lower))
       continue;
     if (lower === "authorization" && !keepAuthorization) continue;
     if (isImpersonation(lower)) {

@@ -7,7 +7,8 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import * as http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
-import { callerAddress, isForwardingHeader, withForwarding } from "./forwarding-headers.js";
+import { isCallerClaimHeader } from "@cluster-proxy/kit";
+import { callerAddress, withForwarding } from "./forwarding-headers.js";
 import type { EchoBody } from "./testing/fake-endpoint.js";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
 
@@ -39,9 +40,9 @@ const SPOOFED: Record<string, string> = {
 describe("forwarding headers", () => {
   test("which headers are the gateway's to set", () => {
     for (const name of Object.keys(SPOOFED).filter((n) => !n.startsWith("Cluster-")))
-      assert.equal(isForwardingHeader(name.toLowerCase()), true, name);
+      assert.equal(isCallerClaimHeader(name.toLowerCase()), true, name);
     for (const name of ["accept", "content-type", "x-request-id", "user-agent", "x-remotely"])
-      assert.equal(isForwardingHeader(name), false, name);
+      assert.equal(isCallerClaimHeader(name), false, name);
   });
 
   test("the caller's address is an IP literal; IPv4-mapped IPv6 becomes IPv4", () => {

@@ -8,21 +8,12 @@
  * builds `X-Forwarded-For`/`-Proto` for a Service from the contract headers (docs/design/gateway.md).
  */
 import { isIP } from "node:net";
+import { isCallerClaimHeader } from "@cluster-proxy/kit";
 
 /** The contract header with the caller's IP address. */
 export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
 /** The contract header with the scheme the caller used (the gateway's port is https). */
 export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
-
-/** Prefixes of request header names (lowercase) a caller may not send on. */
-const PREFIXES = ["x-remote-", "x-forwarded-", "x-auth-request-", "x-client-", "x-original-"];
-/** Whole request header names (lowercase) a caller may not send on. */
-const NAMES = new Set(["forwarded", "x-real-ip", "true-client-ip", "x-cluster-client-ip", "cf-connecting-ip"]);
-
-/** Whether `name` (lowercase) is an identity or forwarding header only the gateway may set. */
-export function isForwardingHeader(name: string): boolean {
-  return NAMES.has(name) || PREFIXES.some((p) => name.startsWith(p));
-}
 
 /** The caller's address as an IP literal (an IPv4-mapped IPv6 address as IPv4), or undefined. */
 export function callerAddress(remoteAddress: string | undefined): string | undefined {
@@ -41,7 +32,7 @@ export function withForwarding(
   remoteAddress: string | undefined,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) if (!isForwardingHeader(name)) out[name] = value;
+  for (const [name, value] of Object.entries(headers)) if (!isCallerClaimHeader(name)) out[name] = value;
   const address = callerAddress(remoteAddress);
   if (address) out[FORWARDED_FOR_HEADER] = address;
   out[FORWARDED_PROTO_HEADER] = "https";
