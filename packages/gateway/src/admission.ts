@@ -13,6 +13,7 @@
  * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
  * It may reach only the kube-apiserver.
  */
+import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
 import type { Authenticator, Caller } from "./authentication.js";
@@ -27,19 +28,7 @@ import type { RequestRecord } from "./request-record.js";
 import { parseRequestTarget, type RequestTarget } from "./request-target.js";
 
 /** Headers the gateway never forwards (hop-by-hop, HTTP/2 pseudo-headers, credentials, ours). */
-const DROPPED = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authorization",
-  "transfer-encoding",
-  "te",
-  "trailer",
-  "upgrade",
-  "http2-settings",
-  "host",
-  "authorization",
-]);
+const DROPPED: ReadonlySet<string> = new Set([...CONNECTION_SPECIFIC_HEADERS, "proxy-authorization", "authorization"]);
 
 /** What the gateway sends to the cluster's endpoint. */
 export interface AdmittedRequest {
