@@ -30,6 +30,30 @@ import { parseRequestTarget, type RequestTarget } from "./request-target.js";
 /** Headers the gateway never forwards (hop-by-hop, HTTP/2 pseudo-headers, credentials, ours). */
 const DROPPED: ReadonlySet<string> = new Set([...CONNECTION_SPECIFIC_HEADERS, "proxy-authorization", "authorization"]);
 
+/** Printable ASCII: what a header value carries unchanged over both HTTP/1.1 and HTTP/2. */
+const HEADER_SAFE = /^[\x20-\x7e]*$/;
+
+/**
+ * Refuse an identity a header cannot carry as it is. Node's HTTP/2 client keeps only the low byte
+ * of each character (`š` would arrive as `a`: another user) and its HTTP/1.1 client throws on
+ * characters above U+00FF, so such a name is refused (403) rather than impersonated as someone else.
+ */
+function refuseUnrepresentable(identity: UserInfo): void {
+  const values = [
+    identity.username,
+    ...identity.groups,
+    ...(identity.uid !== undefined ? [identity.uid] : []),
+    ...Object.values(identity.extra).flat(),
+  ];
+  const bad = values.find((v) => !HEADER_SAFE.test(v));
+  if (bad !== undefined)
+    throw new GatewayError(
+      403,
+      "forbidden",
+      `the identity's ${JSON.stringify(bad)} holds characters outside printable ASCII, which impersonation headers cannot carry unchanged; it is not impersonated`,
+    );
+}
+
 /** What the gateway sends to the cluster's endpoint. */
 export interface AdmittedRequest {
   cluster: string;
@@ -195,6 +219,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   } else {
     // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
     const prefix = deps.impersonationPrefix;
+    refuseUnrepresentable(identity);
     headers["impersonate-user"] = prefix + identity.username;
     if (identity.groups.length) headers["impersonate-group"] = identity.groups.map((g) => prefix + g);
     if (identity.uid !== undefined) headers["impersonate-uid"] = identity.uid;

@@ -322,13 +322,21 @@ export function relayUpgrade(
         return;
       }
       track(connection);
-      const up = http.request({
-        method: r.method,
-        path: r.path,
-        headers: upgradeHeaders(r),
-        setHost: false,
-        createConnection: () => connection,
-      });
+      let up: http.ClientRequest;
+      try {
+        up = http.request({
+          method: r.method,
+          path: r.path,
+          headers: upgradeHeaders(r),
+          setHost: false,
+          createConnection: () => connection,
+        });
+      } catch (err) {
+        // Node throws at once on a header it cannot write: this request fails, the process goes on.
+        connection.destroy();
+        failBeforeAnswer(err);
+        return;
+      }
       // No body: neither a length nor chunked coding (Node would chunk a POST by default).
       up.useChunkedEncodingByDefault = false;
       abort.signal.addEventListener("abort", () => up.destroy(), { once: true });
