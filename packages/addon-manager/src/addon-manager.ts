@@ -413,7 +413,12 @@ export class AddonManager {
       this.log,
       prober,
     );
-    this.csrReconciler = new CsrReconciler(this.api, cache, agentCa, this.log);
+    this.csrReconciler = new CsrReconciler(
+      this.api,
+      cache,
+      { ...agentCa, csrCleanupAfterMs: o.csrCleanupAfter },
+      this.log,
+    );
     return prober;
   }
 

@@ -10,6 +10,7 @@ import type { Logger } from "@cluster-proxy/kit";
 import { ensureAgentCa, type AddonCache, type AddonOptions } from "./addon-registration.js";
 import {
   AGENT_SIGNER,
+  CLUSTER_NAME_LABEL,
   HUB_CLIENT_SIGNER,
   checkCsr,
   csrState,
@@ -19,17 +20,39 @@ import {
   type RegistrationSubject,
 } from "./csr-signer.js";
 import { Resources } from "./resources.js";
-import { isNotFound, type KubeApi } from "./runtime/kube-api.js";
+import { isConflict, isNotFound, type KubeApi } from "./runtime/kube-api.js";
 import type { ReconcileResult } from "./runtime/work-queue.js";
 
 const DAY_MS = 86_400_000;
+/** The reason of the Approved condition we write: how a CSR we approved is told from others. */
+export const APPROVAL_REASON = "AutoApprovedByClusterProxyAddonManager";
+/**
+ * OCM's registration agent stops requesting certificates for a cluster's addon while this many CSRs
+ * with its cluster-name and addon-name labels exist on the hub (`addonCSRThreshold` in OCM v1.2.1's
+ * registration, pkg/registration/register/csr/csr.go).
+ */
+export const OCM_ADDON_CSR_LIMIT = 10;
 
-/** Approves (or denies) and signs the agents' certificate requests. */
+/** What the CSR reconciler is told besides the agent CA. */
+export interface CsrOptions extends Omit<AddonOptions, "installPlacement"> {
+  /**
+   * Delete a CSR we approved this long after its certificate was issued (`--csr-cleanup-after`;
+   * 0: never, kube-controller-manager's cleaner removes it after an hour).
+   */
+  csrCleanupAfterMs?: number;
+}
+
+/** Approves (or denies) and signs the agents' certificate requests, and deletes them once collected. */
 export class CsrReconciler {
+  /** CSRs this process saw without a certificate (so it sees the moment theirs is issued). */
+  private readonly unissuedSeen = new Set<string>();
+  /** When this process saw the certificate of a CSR in {@link unissuedSeen} issued. */
+  private readonly issuedSeenAt = new Map<string, number>();
+
   constructor(
     private readonly api: KubeApi,
     private readonly cache: Pick<AddonCache, "cluster" | "addon" | "csr">,
-    private readonly options: Omit<AddonOptions, "installPlacement">,
+    private readonly options: CsrOptions,
     private readonly logger: Logger,
   ) {}
 
@@ -59,7 +82,10 @@ export class CsrReconciler {
   /** Approve (or deny) and sign one of the agents' certificate requests. */
   async reconcileCsr(name: string): Promise<ReconcileResult> {
     let csr = this.cache.csr(name);
-    if (!csr || !isOurCsr(csr) || csrState(csr) === "denied" || csr.status?.certificate) return;
+    if (!csr) return this.forget(name);
+    if (!isOurCsr(csr) || csrState(csr) === "denied") return;
+    if (csr.status?.certificate) return this.cleanUp(csr);
+    this.unissuedSeen.add(name);
     const verdict = await checkCsr(csr, this.csrContext());
     if (verdict.action === "wait") {
       this.logger.debug({ csr: name, why: verdict.reason }, "certificate request not yet approvable");
@@ -73,7 +99,7 @@ export class CsrReconciler {
       csr = await this.setCondition(
         csr,
         "Approved",
-        "AutoApprovedByClusterProxyAddonManager",
+        APPROVAL_REASON,
         `requested by cluster ${verdict.cluster}'s registration agent for its cluster-proxy agent`,
       );
     // The hub apiserver's client signer is kube-controller-manager's to sign.
@@ -82,6 +108,52 @@ export class CsrReconciler {
       return;
     }
     await this.sign(csr, verdict.cluster);
+  }
+
+  /**
+   * Step: delete a request we approved once its certificate was issued and `--csr-cleanup-after`
+   * has passed, so that repeated installs never reach OCM's limit of {@link OCM_ADDON_CSR_LIMIT}
+   * CSRs per cluster and addon (docs/design/addon-manager.md, "Certificate requests"). The
+   * registration agent reads the certificate from its CSR informer at once; one deleted before it
+   * did is asked for again with a new CSR. Issued-at is when this process saw the certificate
+   * appear, else (issued before this process ran) the time of our approval. Requests approved by
+   * anyone else, denied or never issued are left alone.
+   */
+  private async cleanUp(csr: CsrObject): Promise<ReconcileResult> {
+    const afterMs = this.options.csrCleanupAfterMs ?? 0;
+    const name = csr.metadata.name;
+    const approved = csr.status?.conditions?.find((c) => c.type === "Approved" && c.status !== "False");
+    if (afterMs <= 0 || approved?.reason !== APPROVAL_REASON || !csr.metadata.labels?.[CLUSTER_NAME_LABEL]) return;
+    const now = this.options.now?.() ?? Date.now();
+    let issuedAt = this.issuedSeenAt.get(name);
+    if (issuedAt === undefined) {
+      const approvedAt = Date.parse(approved.lastUpdateTime ?? "");
+      issuedAt = this.unissuedSeen.has(name) || Number.isNaN(approvedAt) ? now : approvedAt;
+      this.issuedSeenAt.set(name, issuedAt);
+    }
+    const left = issuedAt + afterMs - now;
+    if (left > 0) return { requeueAfterMs: left };
+    try {
+      await this.api.delete(Resources.certificateSigningRequest, name, undefined, {
+        ...(csr.metadata.uid ? { uid: csr.metadata.uid } : {}),
+        ...(csr.metadata.resourceVersion ? { resourceVersion: csr.metadata.resourceVersion } : {}),
+      });
+    } catch (err) {
+      // Changed since we read it: its watch event queues it again.
+      if (isConflict(err)) return;
+      throw err;
+    }
+    this.forget(name);
+    this.logger.info(
+      { csr: name, cluster: csr.metadata.labels[CLUSTER_NAME_LABEL], issuedMsAgo: now - issuedAt },
+      "deleted an issued certificate request",
+    );
+    return;
+  }
+
+  private forget(name: string): void {
+    this.unissuedSeen.delete(name);
+    this.issuedSeenAt.delete(name);
   }
 
   /** Step: deny a pending request that fails the checks; an approved one is only not signed. */
@@ -132,7 +204,13 @@ export class CsrReconciler {
   ): Promise<CsrObject> {
     const conditions = [
       ...(csr.status?.conditions ?? []),
-      { type, status: "True", reason, message, lastUpdateTime: new Date().toISOString().replace(/\.\d+Z$/, "Z") },
+      {
+        type,
+        status: "True",
+        reason,
+        message,
+        lastUpdateTime: new Date(this.options.now?.() ?? Date.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+      },
     ];
     return this.api.replace<CsrObject>(
       Resources.certificateSigningRequest,

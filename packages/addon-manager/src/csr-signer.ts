@@ -41,7 +41,10 @@ export interface CsrObject extends KubeObject {
     usages?: string[];
     expirationSeconds?: number;
   };
-  status?: { conditions?: { type: string; status?: string }[]; certificate?: string };
+  status?: {
+    conditions?: { type: string; status?: string; reason?: string; lastUpdateTime?: string }[];
+    certificate?: string;
+  };
 }
 
 /** The subject a registration asks the agent's CSR to carry. */

@@ -223,10 +223,21 @@ export class KubeApi {
     return (await this.request("PATCH", path, patch, "application/merge-patch+json")) as T;
   }
 
-  /** Delete; a missing object is not an error. */
-  async delete(ref: ResourceRef, name: string, namespace?: string): Promise<void> {
+  /**
+   * Delete; a missing object is not an error. With `preconditions` only that object (uid) as it was
+   * read (resourceVersion) is deleted: a changed or replaced one is a 409 (KubeApiError).
+   */
+  async delete(
+    ref: ResourceRef,
+    name: string,
+    namespace?: string,
+    preconditions?: { uid?: string; resourceVersion?: string },
+  ): Promise<void> {
     try {
-      await this.request("DELETE", KubeApi.objectPath(ref, name, namespace), { propagationPolicy: "Background" });
+      await this.request("DELETE", KubeApi.objectPath(ref, name, namespace), {
+        propagationPolicy: "Background",
+        ...(preconditions ? { preconditions } : {}),
+      });
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
