@@ -138,4 +138,77 @@ describe("Available", () => {
       ["True", TunnelHealthReason.available, undefined],
     );
   });
+
+  test("when OCM stops issuing the agent's certificate, Available says so in OCM's words, tunnel working or not", () => {
+    const certificate = {
+      rotated: {
+        status: "False",
+        reason: "ClientCertificateUpdateFailed",
+        message: "Stop creating csr since there are too many csr created already on hub",
+      },
+      csrs: 10,
+      csrLimit: 10,
+      agentSecret: "cluster-proxy-open-cluster-management.io-proxy-agent-signer-client-cert",
+    };
+    const wedged = availableCondition({ ...base, picture: { probes: [failed("s1"), failed("s2")] }, certificate });
+    assert.equal(wedged.status, "False");
+    assert.deepEqual(parseTunnelHealth(wedged.message), { reachable: 0, servers: 2 });
+    assert.match(
+      wedged.message,
+      /; the agent's certificate is not being issued: ClusterCertificateRotated=False \(ClientCertificateUpdateFailed\): Stop creating csr since there are too many csr created already on hub \(10 certificate requests of the addon for mc1 on the hub; OCM's registration agent stops requesting at 10\); delete them \(kubectl delete csr -l open-cluster-management\.io\/cluster-name=mc1,open-cluster-management\.io\/addon-name=cluster-proxy\)/,
+    );
+    // No replica at all, or the replicas being replaced: the note completes those messages too.
+    assert.match(
+      availableCondition({ ...base, picture: { probes: [] }, certificate }).message,
+      /^no proxy-server replica .*; the agent's certificate is not being issued: ClusterCertificateRotated=False/,
+    );
+    const held = availability({
+      ...base,
+      picture: { probes: [failed("new1")], lastPass: { at: 1_000, replicas: ["old1"] } },
+      now: 2_000,
+      certificate,
+    });
+    assert.match(held.condition.message, /moments ago.*; the agent's certificate is not being issued/);
+    // The tunnel still works (an agent with its earlier certificate): True, and the note says rotation stopped.
+    const working = availableCondition({ ...base, picture: { probes: [ok("s1")] }, certificate });
+    assert.equal(working.status, "True");
+    assert.match(working.message, /^tunnel works through 1 of 1 proxy-server \(s1\); the agent's certificate is not/);
+    // Another failure: OCM's reason and message, no advice about the count.
+    const other = availableCondition({
+      ...base,
+      picture: { probes: [failed("s1")] },
+      certificate: {
+        ...certificate,
+        rotated: { status: "False", reason: "ClientCertificateUpdateFailed", message: "Failed to create CSR boom" },
+        csrs: 1,
+      },
+    });
+    assert.match(
+      other.message,
+      /ClusterCertificateRotated=False \(ClientCertificateUpdateFailed\): Failed to create CSR boom \(1 certificate request of/,
+    );
+    assert.doesNotMatch(other.message, /kubectl delete csr/);
+  });
+
+  test("while no certificate was issued yet, a broken tunnel says the agent pods wait for their Secret; a rotated one adds nothing", () => {
+    const pending = { csrs: 1, csrLimit: 10, agentSecret: "agent-cert" };
+    const waiting = availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: pending });
+    assert.match(
+      waiting.message,
+      /; no certificate issued to the agent yet \(OCM's registration agent has not reported ClusterCertificateRotated\): its pods cannot start without Secret agent-cert \(1 certificate request/,
+    );
+    // The tunnel works: nothing to say.
+    assert.equal(
+      availableCondition({ ...base, picture: { probes: [ok("s1")] }, certificate: pending }).message,
+      "tunnel works through 1 of 1 proxy-server (s1)",
+    );
+    const rotated = {
+      ...pending,
+      rotated: { status: "True", reason: "ClientCertificateUpdated", message: "client certificate rotated" },
+    };
+    assert.equal(
+      availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: rotated }).message,
+      "tunnel works through 0 of 1 proxy-server; s1 (10.0.0.1): 503 Service Unavailable: no agent available",
+    );
+  });
 });

@@ -58,6 +58,18 @@ export function agentFeedback(values: readonly FeedbackValue[] | undefined): Age
   return feedback;
 }
 
+/** What OCM says about the agent's certificate, and the CSRs of the addon for the cluster. */
+export interface CertificateState {
+  /** The ManagedClusterAddOn's `ClusterCertificateRotated` condition (OCM's registration agent), when written. */
+  rotated?: { status: string; reason?: string; message?: string };
+  /** CSRs of the addon for the cluster on the hub, when known. */
+  csrs?: number;
+  /** The limit of those at which OCM's registration agent stops requesting. */
+  csrLimit: number;
+  /** The Secret the agent pods mount their certificate from. */
+  agentSecret: string;
+}
+
 /** How long Available is held True while the proxy-servers are being replaced (see the module comment). */
 export const REPLICA_CHANGE_GRACE_MS = 30_000;
 
@@ -70,6 +82,8 @@ export interface AvailabilityInput {
   /** The cluster's ManagedProxyConfiguration, when it exists. */
   configuration?: { name: string; serverNamespace: string; agentReplicas?: number };
   agent?: AgentFeedback;
+  /** What OCM says about the agent's certificate (its note completes every message). */
+  certificate?: CertificateState;
   /** The prober's clock now (the clock of `picture.lastPass.at`). */
   now?: number;
   /** Default {@link REPLICA_CHANGE_GRACE_MS}. */
@@ -96,7 +110,7 @@ export function availability(input: AvailabilityInput): Availability {
           type: "Available",
           status: "True",
           reason: TunnelHealthReason.changing,
-          message: `${formatTunnelHealth(picture.probes)}; the proxy-servers are being replaced: the tunnel worked through ${lastPass.replicas.join(", ")} moments ago and the agents are moving to the new replicas (Available is kept for up to ${Math.round((input.changeGraceMs ?? REPLICA_CHANGE_GRACE_MS) / 1000)} s)`,
+          message: `${formatTunnelHealth(picture.probes)}; the proxy-servers are being replaced: the tunnel worked through ${lastPass.replicas.join(", ")} moments ago and the agents are moving to the new replicas (Available is kept for up to ${Math.round((input.changeGraceMs ?? REPLICA_CHANGE_GRACE_MS) / 1000)} s)${certificateNote(input, true)}`,
         },
         recheckAfterMs: Math.ceil(left) + 100,
       };
@@ -112,26 +126,58 @@ export function availableCondition(input: AvailabilityInput): ConditionInput {
       type: "Available",
       status: "Unknown",
       reason: "NoProbeResult",
-      message: !input.probing
-        ? "tunnel probing is disabled (--tunnel-probe-interval=0)"
-        : `the tunnel to ${cluster} has not been probed yet${picture ? `: ${picture.error}` : ""}`,
+      message: `${
+        !input.probing
+          ? "tunnel probing is disabled (--tunnel-probe-interval=0)"
+          : `the tunnel to ${cluster} has not been probed yet${picture ? `: ${picture.error}` : ""}`
+      }${certificateNote(input, false)}`,
     };
   if (picture.probes.length === 0)
     return {
       type: "Available",
       status: "False",
       reason: TunnelHealthReason.noServer,
-      message: `no proxy-server replica of ${input.configuration?.name ?? "the configuration"} is ready in namespace ${input.configuration?.serverNamespace ?? ""}${agentNote(input)}`,
+      message: `no proxy-server replica of ${input.configuration?.name ?? "the configuration"} is ready in namespace ${input.configuration?.serverNamespace ?? ""}${agentNote(input)}${certificateNote(input, false)}`,
     };
   const message = formatTunnelHealth(picture.probes);
   if (picture.probes.some((p) => p.ok))
-    return { type: "Available", status: "True", reason: TunnelHealthReason.available, message };
+    return {
+      type: "Available",
+      status: "True",
+      reason: TunnelHealthReason.available,
+      message: `${message}${certificateNote(input, true)}`,
+    };
   return {
     type: "Available",
     status: "False",
     reason: TunnelHealthReason.unavailable,
-    message: `${message}${agentNote(input)}`,
+    message: `${message}${agentNote(input)}${certificateNote(input, false)}`,
   };
+}
+
+/**
+ * What stops the agent's certificate, in words (docs/design/addon-manager.md, "Health"):
+ * `ClusterCertificateRotated=False` with OCM's reason and message (and, when OCM stopped
+ * requesting for too many CSRs, how many exist and how to clear them); while the tunnel does not
+ * work and OCM has not written that condition yet, that the agent pods wait for their certificate
+ * Secret. Empty when there is nothing to say.
+ */
+function certificateNote({ cluster, certificate }: AvailabilityInput, tunnelWorks: boolean): string {
+  if (!certificate) return "";
+  const { rotated, csrs, csrLimit, agentSecret } = certificate;
+  const count =
+    csrs !== undefined
+      ? ` (${csrs} certificate request${csrs === 1 ? "" : "s"} of the addon for ${cluster} on the hub; OCM's registration agent stops requesting at ${csrLimit})`
+      : "";
+  if (rotated?.status === "False") {
+    const tooMany = /too many csr/i.test(rotated.message ?? "")
+      ? `; delete them (kubectl delete csr -l open-cluster-management.io/cluster-name=${cluster},open-cluster-management.io/addon-name=cluster-proxy) or wait for kube-controller-manager to remove issued ones after an hour`
+      : "";
+    return `; the agent's certificate is not being issued: ClusterCertificateRotated=False (${rotated.reason ?? "no reason"}): ${rotated.message ?? ""}${count}${tooMany}`;
+  }
+  if (!rotated && !tunnelWorks)
+    return `; no certificate issued to the agent yet (OCM's registration agent has not reported ClusterCertificateRotated): its pods cannot start without Secret ${agentSecret}${count}`;
+  return "";
 }
 
 /** "; agent Deployment in mc1: 0 of 3 ready; agents report: <pod>: connected to 0 of 1 ...; last error: ..." */

@@ -452,7 +452,16 @@ export class AddonManager {
         if (obj.metadata.name === ADDON_NAME) enqueue.addonSide();
       }),
       deploymentConfigs: watch(OcmResources.deploymentConfig, () => enqueue.addonSide()),
-      csrs: watch(OcmResources.csr, (obj) => enqueue.csr(obj.metadata.name), ours),
+      csrs: watch(
+        OcmResources.csr,
+        (obj) => {
+          enqueue.csr(obj.metadata.name);
+          // The addon's Available counts the cluster's CSRs when OCM stops requesting.
+          const cluster = obj.metadata.labels?.[CLUSTER_NAME_LABEL];
+          if (cluster) enqueue.addon(cluster);
+        },
+        ours,
+      ),
     };
   }
 
@@ -466,6 +475,7 @@ export class AddonManager {
       deploymentConfig: (namespace, name) => w.deploymentConfigs.get(name, namespace),
       managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
       csr: (name) => w.csrs.get(name),
+      csrCount: (cluster) => w.csrs.items().filter((c) => c.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster).length,
     };
   }
 

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-registration.js";
 import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
+import type { TunnelProber } from "./tunnel-prober.js";
 import { silentLogger } from "@cluster-proxy/kit";
 
 test("the ClusterManagementAddOn is created when missing, by Placement when asked, but not again after it was deleted", async () => {
@@ -161,5 +162,42 @@ test("reconcileAddon: without its configuration the addon is registered, Manifes
       ["ManifestApplied", "False", "ManifestWorkApplyFailed"],
       ["Available", "Unknown", status.conditions?.[2]?.reason ?? ""],
     ],
+  );
+});
+
+test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the cluster's CSRs reach Available's message", async () => {
+  const { api, patches } = addonApi();
+  const mca = ownedAddon();
+  mca.status = {
+    conditions: [
+      {
+        type: "ClusterCertificateRotated",
+        status: "False",
+        reason: "ClientCertificateUpdateFailed",
+        message: "Stop creating csr since there are too many csr created already on hub",
+        lastTransitionTime: "2026-01-01T00:00:00Z",
+      },
+    ],
+  };
+  const cache: AddonCache = { ...addonCache(mca), csrCount: (cluster) => (cluster === "mc1" ? 10 : 0) };
+  const prober = {
+    track: () => undefined,
+    untrack: () => undefined,
+    now: () => 1_000,
+    result: () => ({ probes: [{ server: "s1", address: "10.0.0.1", ok: false, error: "no agent available" }] }),
+  } as unknown as TunnelProber;
+  await new AddonReconciler(api, cache, addonOptions, silentLogger, prober).reconcileAddon("mc1");
+  const { status } = patches[0]!.body as {
+    status: { conditions: { type: string; status: string; message: string }[] };
+  };
+  const available = status.conditions.find((c) => c.type === "Available");
+  assert.equal(available?.status, "False");
+  assert.match(
+    available?.message ?? "",
+    /ClusterCertificateRotated=False \(ClientCertificateUpdateFailed\): Stop creating csr since there are too many csr created already on hub \(10 certificate requests of the addon for mc1 on the hub; OCM's registration agent stops requesting at 10\)/,
+  );
+  assert.ok(
+    status.conditions.some((c) => c.type === "ClusterCertificateRotated" && c.status === "False"),
+    "OCM's condition is kept",
   );
 });

@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import { MPC_API_VERSION, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { agentFeedback, availability, type Availability, type FeedbackValue } from "./addon-availability.js";
 import {
+  AGENT_CERT_SECRET,
   AGENT_DEPLOYMENT,
   DEFAULT_AGENT_NAMESPACE,
   renderAgentWork,
@@ -21,7 +22,14 @@ import {
 } from "./agent-manifests.js";
 import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificate-authority.js";
 import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
-import { ADDON_NAME, AGENT_SIGNER, HUB_CLIENT_SIGNER, type CsrObject, type RegistrationSubject } from "./csr-signer.js";
+import {
+  ADDON_NAME,
+  AGENT_SIGNER,
+  HUB_CLIENT_SIGNER,
+  OCM_ADDON_CSR_LIMIT,
+  type CsrObject,
+  type RegistrationSubject,
+} from "./csr-signer.js";
 import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { contentHash } from "./content-hash.js";
@@ -117,6 +125,8 @@ export interface AddonCache {
   deploymentConfig(namespace: string, name: string): (KubeObject & { spec?: AddOnDeploymentConfigSpec }) | undefined;
   managementAddOn(): ClusterManagementAddOn | undefined;
   csr(name: string): CsrObject | undefined;
+  /** How many CSRs of the addon (its label) for `cluster` the hub has (undefined: not known). */
+  csrCount?(cluster: string): number;
 }
 
 export interface AddonOptions {
@@ -130,6 +140,9 @@ export interface AddonOptions {
   gatewayImpersonationPrefix?: string;
   now?: () => number;
 }
+
+/** The condition OCM's registration agent writes about the agent's certificate (OCM v1.2.1). */
+export const CERTIFICATE_ROTATED_CONDITION = "ClusterCertificateRotated";
 
 export const SUPPORTED_CONFIGS = [
   { group: MPC_GROUP, resource: MPC_RESOURCE },
@@ -321,7 +334,7 @@ export class AddonReconciler {
     const deployed = await this.deployAgent(mca, cluster, namespace, configs, mpc);
     if (deployed.condition) conditions.push(deployed.condition);
     let requeue = deployed.retryAfterMs;
-    const health = this.reportHealth(cluster, mc, mpc);
+    const health = this.reportHealth(mca, mc, mpc);
     if (health) {
       conditions.push(health.condition);
       // A held Available ends by time: look again then.
@@ -473,12 +486,12 @@ export class AddonReconciler {
    * cluster is Unknown (then nothing: OCM's own Unknown stands).
    */
   private reportHealth(
-    cluster: string,
+    mca: ManagedClusterAddOn,
     mc: ManagedCluster,
     mpc: ManagedProxyConfiguration | undefined,
   ): Availability | undefined {
     const clusterAvailable = mc.status?.conditions?.find((c) => c.type === "ManagedClusterConditionAvailable");
-    return clusterAvailable?.status !== "Unknown" ? this.health(cluster, mpc) : undefined;
+    return clusterAvailable?.status !== "Unknown" ? this.health(mca, mpc) : undefined;
   }
 
   private workName(): string {
@@ -594,7 +607,10 @@ export class AddonReconciler {
    * Available from the tunnel probes through every proxy-server replica (tunnel-prober.ts), with
    * what the agents report through the work's status feedback (addon-availability.ts).
    */
-  private health(cluster: string, mpc: ManagedProxyConfiguration | undefined): Availability {
+  private health(mca: ManagedClusterAddOn, mpc: ManagedProxyConfiguration | undefined): Availability {
+    const cluster = mca.metadata.namespace ?? "";
+    const rotated = mca.status?.conditions?.find((c) => c.type === CERTIFICATE_ROTATED_CONDITION);
+    const csrs = this.cache.csrCount?.(cluster);
     const manifest = this.cache
       .work(cluster)
       ?.status?.resourceStatus?.manifests?.find(
@@ -616,6 +632,12 @@ export class AddonReconciler {
           }
         : {}),
       ...(agent ? { agent } : {}),
+      certificate: {
+        ...(rotated ? { rotated: { status: rotated.status, reason: rotated.reason, message: rotated.message } } : {}),
+        ...(csrs !== undefined ? { csrs } : {}),
+        csrLimit: OCM_ADDON_CSR_LIMIT,
+        agentSecret: AGENT_CERT_SECRET,
+      },
     });
   }
 

@@ -26,12 +26,6 @@ import type { ReconcileResult } from "./runtime/work-queue.js";
 const DAY_MS = 86_400_000;
 /** The reason of the Approved condition we write: how a CSR we approved is told from others. */
 export const APPROVAL_REASON = "AutoApprovedByClusterProxyAddonManager";
-/**
- * OCM's registration agent stops requesting certificates for a cluster's addon while this many CSRs
- * with its cluster-name and addon-name labels exist on the hub (`addonCSRThreshold` in OCM v1.2.1's
- * registration, pkg/registration/register/csr/csr.go).
- */
-export const OCM_ADDON_CSR_LIMIT = 10;
 
 /** What the CSR reconciler is told besides the agent CA. */
 export interface CsrOptions extends Omit<AddonOptions, "installPlacement"> {
@@ -112,7 +106,7 @@ export class CsrReconciler {
 
   /**
    * Step: delete a request we approved once its certificate was issued and `--csr-cleanup-after`
-   * has passed, so that repeated installs never reach OCM's limit of {@link OCM_ADDON_CSR_LIMIT}
+   * has passed, so that repeated installs never reach OCM's limit of `OCM_ADDON_CSR_LIMIT` (csr-signer.ts)
    * CSRs per cluster and addon (docs/design/addon-manager.md, "Certificate requests"). The
    * registration agent reads the certificate from its CSR informer at once; one deleted before it
    * did is asked for again with a new CSR. Issued-at is when this process saw the certificate

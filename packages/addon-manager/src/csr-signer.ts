@@ -25,6 +25,12 @@ export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";
  * approve (kube-controller-manager signs), after the same checks as for our own signer.
  */
 export const HUB_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client";
+/**
+ * OCM's registration agent stops requesting certificates for a cluster's addon while this many CSRs
+ * with its cluster-name and addon-name labels exist on the hub (`addonCSRThreshold` in OCM v1.2.1's
+ * registration, pkg/registration/register/csr/csr.go).
+ */
+export const OCM_ADDON_CSR_LIMIT = 10;
 export const ADDON_NAME_LABEL = "open-cluster-management.io/addon-name";
 export const CLUSTER_NAME_LABEL = "open-cluster-management.io/cluster-name";
 const USER_PREFIX = "system:open-cluster-management:";

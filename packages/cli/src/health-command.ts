@@ -42,6 +42,8 @@ import {
 } from "./health-probe.js";
 import {
   OUTPUT_FORMATS,
+  addonReasons,
+  expiryFromRotatedMessage,
   formatHealth,
   healthExitCode,
   type ClusterHealth,
@@ -205,9 +207,7 @@ async function collectHealth(
           : await probeApiserver(dial!, name, ca, flags.probePath, timeoutMs);
       const reasons: string[] = [];
       if (!mca) reasons.push(`ManagedClusterAddOn ${ADDON_NAME} not found in namespace ${name}`);
-      else if (!available) reasons.push("no Available condition yet");
-      else if (available.status !== "True")
-        reasons.push(`Available=${available.status} (${available.reason}): ${available.message}`);
+      else reasons.push(...addonReasons(mca.status?.conditions));
       if (probe.reason) reasons.push(probe.reason);
       let gatewayEndpoint: boolean | undefined;
       if (mca && agentCa !== undefined) {
@@ -226,7 +226,12 @@ async function collectHealth(
         probedHealth: probe.ok,
         latencyMs: probe.latencyMs,
         proxyServers: servers ? { connected: servers.reachable, total: servers.servers } : undefined,
-        agentCertificateExpiry: expiries.get(name),
+        agentCertificateExpiry:
+          expiries.get(name) ??
+          expiryFromRotatedMessage(
+            mca?.status?.conditions?.find((c) => c.type === "ClusterCertificateRotated" && c.status === "True")
+              ?.message,
+          ),
         gatewayEndpoint,
         reason: reasons.join("; "),
       };

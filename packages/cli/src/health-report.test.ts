@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { healthDocument } from "./health-report.js";
 import {
+  addonReasons,
   alignColumns,
+  expiryFromRotatedMessage,
   formatHealth,
   formatLatency,
   healthExitCode,
@@ -133,4 +135,56 @@ test("a cluster left without the addon is listed but fails health only when name
   assert.equal(healthExitCode([healthy, notInstalled], ["mc1"]), 0);
   assert.equal(healthExitCode([healthy, cutOff, notInstalled]), 1, "an installed cluster that is not healthy fails");
   assert.equal(healthExitCode([]), 0);
+});
+
+test("REASON names OCM's ClusterCertificateRotated=False in its words, once, even while Available is True", () => {
+  const rotated = {
+    type: "ClusterCertificateRotated",
+    status: "False",
+    reason: "ClientCertificateUpdateFailed",
+    message: "Stop creating csr since there are too many csr created already on hub",
+  };
+  const ocm =
+    "ClusterCertificateRotated=False (ClientCertificateUpdateFailed): Stop creating csr since there are too many csr created already on hub";
+  // The manager's Available already carries it: said once.
+  const wedged = {
+    type: "Available",
+    status: "False",
+    reason: "ProxyAgentUnavailable",
+    message: `tunnel works through 0 of 3 proxy-servers; the agent's certificate is not being issued: ${ocm}`,
+  };
+  assert.deepEqual(addonReasons([wedged, rotated]), [`Available=False (ProxyAgentUnavailable): ${wedged.message}`]);
+  // An older manager (or none running): OCM's condition alone.
+  const bare = { ...wedged, message: "tunnel works through 0 of 3 proxy-servers" };
+  assert.deepEqual(addonReasons([bare, rotated]), [
+    "Available=False (ProxyAgentUnavailable): tunnel works through 0 of 3 proxy-servers",
+    ocm,
+  ]);
+  // Available True (an agent still on its earlier certificate): the rotation problem still shows.
+  assert.deepEqual(addonReasons([{ ...wedged, status: "True" }, rotated]), [ocm]);
+  assert.deepEqual(
+    addonReasons([
+      { ...wedged, status: "True" },
+      { ...rotated, status: "True" },
+    ]),
+    [],
+  );
+  assert.deepEqual(addonReasons(undefined), ["no Available condition yet"]);
+});
+
+test("the agent certificate's expiry is read from OCM's ClusterCertificateRotated message once its CSR is gone", () => {
+  assert.equal(
+    expiryFromRotatedMessage(
+      "client certificate rotated starting from 2026-05-01 10:00:00 +0000 UTC to 2026-10-28 10:00:00 +0000 UTC",
+    ),
+    "2026-10-28T10:00:00Z",
+  );
+  assert.equal(
+    expiryFromRotatedMessage(
+      "client certificate rotated starting from 2026-05-01 12:00:00 +0200 CEST to 2026-10-28 12:30:00 +0200 CEST",
+    ),
+    "2026-10-28T10:30:00Z",
+  );
+  assert.equal(expiryFromRotatedMessage("Failed to rotated client certificate boom"), undefined);
+  assert.equal(expiryFromRotatedMessage(undefined), undefined);
 });

@@ -29,6 +29,51 @@ export interface ClusterHealth {
   reason: string;
 }
 
+/** A condition as the addon's status carries it (the fields `addonReasons` reads). */
+interface AddonCondition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+
+/**
+ * The REASON words from a ManagedClusterAddOn's conditions: `Available` when not True (its
+ * message says why, the agent's certificate included), and OCM's `ClusterCertificateRotated=False`
+ * (the registration agent no longer requests the agent's certificate, e.g. too many CSRs) unless
+ * the Available message already carries it: shown even while Available is True, because an agent
+ * whose certificate cannot be renewed stops at its expiry.
+ */
+export function addonReasons(conditions: readonly AddonCondition[] | undefined): string[] {
+  const find = (type: string): AddonCondition | undefined => conditions?.find((c) => c.type === type);
+  const available = find("Available");
+  const rotated = find("ClusterCertificateRotated");
+  const reasons: string[] = [];
+  if (!available) reasons.push("no Available condition yet");
+  else if (available.status !== "True")
+    reasons.push(`Available=${available.status} (${available.reason ?? ""}): ${available.message ?? ""}`);
+  if (
+    rotated?.status === "False" &&
+    !(available?.status !== "True" && available?.message?.includes("ClusterCertificateRotated=False"))
+  )
+    reasons.push(`ClusterCertificateRotated=False (${rotated.reason ?? ""}): ${rotated.message ?? ""}`);
+  return reasons;
+}
+
+/**
+ * The end of the certificate OCM's registration agent last wrote for the addon, from its
+ * `ClusterCertificateRotated=True` message ("client certificate rotated starting from
+ * 2026-05-01 10:00:00 +0000 UTC to 2026-10-28 10:00:00 +0000 UTC", Go's time format), as ISO 8601;
+ * undefined for any other text. The addon manager deletes issued CSRs after a grace period, so this
+ * is where the expiry is read once they are gone.
+ */
+export function expiryFromRotatedMessage(message: string | undefined): string | undefined {
+  const m = / to (\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:\.\d+)? ([+-])(\d{2})(\d{2})\b/.exec(message ?? "");
+  if (!m) return undefined;
+  const at = Date.parse(`${m[1]}T${m[2]}${m[3]}${m[4]}:${m[5]}`);
+  return Number.isNaN(at) ? undefined : new Date(at).toISOString().replace(/\.000Z$/, "Z");
+}
+
 /** Output forms of `-o`. */
 export const OUTPUT_FORMATS = ["table", "wide", "json", "yaml"] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
