@@ -11,6 +11,8 @@
  *   SETTINGS_MAX_CONCURRENT_STREAMS; a new session is opened only when every open one is full, and
  *   a request that finds all full and no room for another session waits (FIFO) for a free stream.
  *   A session that goes away (GOAWAY, error, close) is dropped; the next request opens a new one.
+ *   Whether a failed stream provably never reached the endpoint's processing is
+ *   {@link provablyUnprocessed} (the relay's retry, relay.ts).
  * - An upgrade gets a connection of its own (ALPN `http/1.1`) that carries exactly that request and
  *   is never reused.
  *
@@ -101,6 +103,23 @@ export async function connectEndpoint(
   return s;
 }
 
+/** The last stream id each session's GOAWAY said the endpoint may have processed. */
+const goawayLastStream = new WeakMap<http2.Http2Session, number>();
+
+/**
+ * Whether the endpoint provably did not process `stream` (RFC 9113 8.7): it refused it
+ * (RST_STREAM REFUSED_STREAM), its session's GOAWAY named a last stream below it, or its HEADERS
+ * never got a stream id (never submitted). `session` is the stream's session (Node detaches it
+ * when the stream closes).
+ */
+export function provablyUnprocessed(stream: http2.ClientHttp2Stream, session: http2.Http2Session | undefined): boolean {
+  if (stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM) return true;
+  const id = stream.id;
+  if (id === undefined || id <= 0) return true;
+  const last = session && goawayLastStream.get(session);
+  return last !== undefined && id > last;
+}
+
 /** One HTTP/2 session to an endpoint (open or opening). */
 interface Session {
   ready: Promise<http2.ClientHttp2Session>;
@@ -148,15 +167,17 @@ export class ClusterSessions {
   /**
    * Open a request stream with `headers` (pseudo-headers included); `endStream` when it has no
    * body. Waits for a free stream when every session is full; rejects with the dial's or the
-   * session's error, or when `signal` aborts while waiting.
+   * session's error, or when `signal` aborts while waiting. With `avoid` (a retry after a stream of
+   * that session failed), another session is taken or opened, unless no other can exist.
    */
   async request(
     headers: http2.OutgoingHttpHeaders,
     endStream: boolean,
     signal?: AbortSignal,
+    avoid?: http2.Http2Session,
   ): Promise<http2.ClientHttp2Stream> {
     for (let attempt = 0; ; attempt++) {
-      const s = await this.acquire(signal);
+      const s = await this.acquire(signal, avoid);
       let session: http2.ClientHttp2Session;
       try {
         session = await s.ready;
@@ -213,12 +234,15 @@ export class ClusterSessions {
     for (const w of this.waiters.splice(0)) w.wake();
   }
 
-  private async acquire(signal?: AbortSignal): Promise<Session> {
+  private async acquire(signal?: AbortSignal, avoid?: http2.Http2Session): Promise<Session> {
     for (;;) {
       if (this.closed) throw new Error(`the connections to cluster "${this.cluster}" were closed`);
       if (signal?.aborted) throw new Error("the caller went away");
+      // No other session can exist (the avoided one fills the cap): it is the only way.
+      if (avoid && this.sessions.length >= this.maxSessions && this.sessions.every((s) => s.session === avoid))
+        avoid = undefined;
       // Fill the oldest session first: younger ones empty out and time out at the endpoint.
-      const free = this.sessions.find((s) => s.active < s.maxStreams);
+      const free = this.sessions.find((s) => s.active < s.maxStreams && !(avoid && s.session === avoid));
       if (free) {
         free.active++;
         return free;
@@ -311,7 +335,10 @@ export class ClusterSessions {
     });
     // Streams get their own errors; a session error only ends the session.
     session.on("error", () => this.drop(s));
-    session.once("goaway", () => this.drop(s));
+    session.once("goaway", (_code: number, lastStreamID: number) => {
+      goawayLastStream.set(session, lastStreamID);
+      this.drop(s);
+    });
     session.once("close", () => this.drop(s));
     if (s.retired && s.active === 0) session.close();
     return session;

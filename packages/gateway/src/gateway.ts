@@ -44,7 +44,14 @@ import { GatewayError, asGatewayError } from "./gateway-error.js";
 import type { HubApi } from "./hub-api.js";
 import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
-import { relayError, relayRequest, relayUpgrade, writeRawError, type CallerExchange } from "./relay.js";
+import {
+  relayError,
+  relayRequest,
+  relayUpgrade,
+  writeRawError,
+  type CallerExchange,
+  type RetryReason,
+} from "./relay.js";
 import { RequestRecord } from "./request-record.js";
 import { sandboxed } from "./response-policy.js";
 import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
@@ -656,6 +663,7 @@ export class Gateway {
           framing,
           exchange,
           { in: (n) => rec.addIn(n), out: (n) => rec.addOut(n) },
+          this.retryRecorder(a.cluster, req.method ?? "GET"),
         );
       } catch (err) {
         throw relayError(a.cluster, err);
@@ -679,6 +687,17 @@ export class Gateway {
     } finally {
       end();
     }
+  }
+
+  /** What a retry on another endpoint connection leaves behind: a metric and a debug line. */
+  private retryRecorder(cluster: string, method: string): (reason: RetryReason, err: Error) => void {
+    return (reason, err) => {
+      this.metrics.endpointRetries.inc({ cluster: this.metrics.clusterLabel(cluster), reason });
+      this.logger.debug(
+        { cluster, method, reason, err: err.message },
+        "retrying a request on another gateway endpoint connection",
+      );
+    };
   }
 
   private async onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
@@ -716,6 +735,7 @@ export class Gateway {
           this.upgrades.add(endpoint);
           endpoint.once("close", () => this.upgrades.delete(endpoint));
         },
+        this.retryRecorder(a.cluster, req.method ?? "GET"),
       );
       rec.finish(code);
     } catch (err) {

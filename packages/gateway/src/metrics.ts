@@ -101,6 +101,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly endpointRetries = new Counter({
+    name: `${PREFIX}endpoint_retries_total`,
+    help: "Requests sent a second time, on another connection to the cluster's gateway endpoint, after the first attempt failed before any response byte, by cluster and reason (unsent: the first never went out; refused: the endpoint refused it or its GOAWAY excluded it; incomplete: the endpoint had no byte of its body; safe: GET, HEAD or OPTIONS)",
+    labelNames: ["cluster", "reason"] as const,
+    registers: [this.registry],
+  });
+
   constructor(private readonly exists: (cluster: string) => boolean) {}
 
   /** The `cluster` label value of `cluster`. */
@@ -113,6 +120,7 @@ export class GatewayMetrics {
     this.latency.remove({ cluster });
     this.openStreams.remove({ cluster });
     for (const direction of ["in", "out"]) this.bytes.remove({ cluster, direction });
+    for (const reason of ["unsent", "refused", "incomplete", "safe"]) this.endpointRetries.remove({ cluster, reason });
     const { values } = await this.requests.get();
     for (const { labels } of values)
       if (labels.cluster === cluster)

@@ -12,10 +12,11 @@
 import * as http from "@cluster-proxy/kit/http";
 import * as http2 from "node:http2";
 import type { Duplex, Readable } from "node:stream";
+import type * as tls from "node:tls";
 import { ConnectError, DialError } from "@cluster-proxy/client";
 import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
 import type { BodyFraming } from "./body-framing.js";
-import { GATEWAY_ENDPOINT_HOST, type ClusterSessions } from "./cluster-pool.js";
+import { GATEWAY_ENDPOINT_HOST, provablyUnprocessed, type ClusterSessions } from "./cluster-pool.js";
 import { GatewayError } from "./gateway-error.js";
 
 /** The GatewayError a failed exchange with `cluster`'s endpoint answers with. */
@@ -151,23 +152,60 @@ function guarded(fn: () => unknown): boolean {
 }
 
 /**
+ * Methods retried once after their request reached the endpoint (RFC 9110 9.2.1 "safe": repeating
+ * them changes nothing). PUT and DELETE are idempotent by RFC 9110 but are not retried once sent: a
+ * DELETE of an object recreated in between, or a PUT racing another writer, would act twice
+ * (docs/design/gateway.md, "Retry").
+ */
+export const RETRIED_METHODS: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * Why a failed first attempt is retried: `unsent` (the stream never went out: dial, TLS or session
+ * failure), `refused` (the endpoint refused it or its GOAWAY excluded it: RFC 9113 8.7),
+ * `incomplete` (the endpoint has the head of a request with a body but no body byte and no end:
+ * nothing complete to process), `safe` (a method of {@link RETRIED_METHODS}).
+ */
+export type RetryReason = "unsent" | "refused" | "incomplete" | "safe";
+
+/** The answer `err` maps to, with `why` appended to its message. */
+function explained(cluster: string, err: Error, why: string): GatewayError {
+  const g = relayError(cluster, err);
+  return new GatewayError(g.status, g.reason, `${g.message} (${why})`, { cause: err }, g.retryAfterSeconds);
+}
+
+/** Whether a dial failure is worth a second dial (a dial that timed out is not: the caller waited enough). */
+function retryableDialFailure(err: unknown): boolean {
+  return !(err instanceof DialError && err.reason === "timeout") && !(err instanceof GatewayError);
+}
+
+/**
  * Relay one request whose body is framed as `framing`; resolves with the status sent (rejects with
  * a GatewayError when nothing was sent yet). `count` gets the bytes each way.
+ *
+ * A first attempt whose stream fails before the response head arrived is retried once, on another
+ * session (`onRetry` is told why), when the endpoint provably did not process it or processing it
+ * twice is harmless, and the caller's body can still be sent whole (what was read of it is kept,
+ * up to {@link RETRY_BODY_BUFFER}): see {@link RetryReason}. Never after any response byte reached
+ * the caller.
  */
 export function relayRequest(
   r: RelayRequest,
   framing: BodyFraming,
   caller: CallerExchange,
   count: { in(n: number): void; out(n: number): void },
+  onRetry?: (reason: RetryReason, err: Error) => void,
 ): Promise<number> {
   return new Promise((resolve, reject) => {
     const abort = new AbortController();
     let up: http2.ClientHttp2Stream | undefined;
     let settled = false;
+    let retried = false;
+    const body = new BodyPump(caller.body, framing, count);
     const fail = (err: unknown): void => {
       if (settled) return;
       settled = true;
       abort.abort();
+      body.stop();
       if (up && !up.closed) up.close(http2.constants.NGHTTP2_CANCEL);
       if (caller.headersSent()) {
         guarded(() => caller.destroy());
@@ -178,84 +216,201 @@ export function relayRequest(
       if (!caller.writableEnded()) fail(new Error("the caller went away"));
     });
     if (framing.body === "none") caller.body.resume();
-    r.sessions.request(endpointHeaders(r, framing), framing.body === "none", abort.signal).then((stream) => {
-      if (settled) {
-        stream.close(http2.constants.NGHTTP2_CANCEL);
-        return;
-      }
-      up = stream;
-      stream.on("error", fail);
-      stream.on("close", () => {
-        if (!settled) fail(new Error(`the endpoint closed the stream (HTTP/2 code ${stream.rstCode})`));
-      });
-      stream.on("response", (head) => {
-        if (settled) return;
-        const status = Number(head[":status"]);
-        if (!relayableStatus(status)) {
-          fail(badStatus(r.cluster, head[":status"]));
+
+    const attempt = (avoid?: http2.Http2Session): void => {
+      let done = false;
+      let responded = false;
+      let stream: http2.ClientHttp2Stream | undefined;
+      let session: http2.Http2Session | undefined;
+      /** This attempt failed: retry once when safe (see the function comment), else fail. */
+      const attemptFailed = (err: unknown): void => {
+        if (settled || done) return;
+        done = true;
+        const e = err instanceof Error ? err : new Error(String(err));
+        const reason =
+          retried || responded || caller.headersSent() || abort.signal.aborted || !body.replayable()
+            ? undefined
+            : !stream
+              ? retryableDialFailure(e)
+                ? "unsent"
+                : undefined
+              : provablyUnprocessed(stream, session)
+                ? "refused"
+                : framing.body !== "none" &&
+                    !body.ended() &&
+                    body.sent === 0 &&
+                    !(framing.body === "length" && framing.length === 0)
+                  ? "incomplete"
+                  : RETRIED_METHODS.has(r.method)
+                    ? "safe"
+                    : undefined;
+        if (!reason) {
+          fail(
+            retried
+              ? explained(r.cluster, e, "after one retry on another connection")
+              : stream && !responded && !caller.headersSent() && !abort.signal.aborted
+                ? explained(
+                    r.cluster,
+                    e,
+                    `not retried: the ${r.method} request had reached the agent and may have been processed`,
+                  )
+                : e,
+          );
           return;
         }
-        if (!guarded(() => caller.writeHead(status, responseHeaders(head)))) {
-          fail(new Error("the response head could not be written"));
+        retried = true;
+        body.detach();
+        if (stream && !stream.closed) stream.close(http2.constants.NGHTTP2_CANCEL);
+        up = undefined;
+        onRetry?.(reason, e);
+        attempt(session);
+      };
+      r.sessions.request(endpointHeaders(r, framing), framing.body === "none", abort.signal, avoid).then((s) => {
+        if (settled) {
+          s.close(http2.constants.NGHTTP2_CANCEL);
           return;
         }
-        stream.on("data", (c: Buffer) => {
-          count.out(c.length);
-          let more = true;
-          if (!guarded(() => (more = caller.write(c)))) {
-            fail(new Error("the caller could not be written to"));
+        stream = s;
+        session = s.session;
+        up = s;
+        s.on("error", attemptFailed);
+        s.on("close", () => {
+          if (!settled) attemptFailed(new Error(`the endpoint closed the stream (HTTP/2 code ${s.rstCode})`));
+        });
+        s.on("response", (head) => {
+          if (settled || done) return;
+          responded = true;
+          body.stop();
+          const status = Number(head[":status"]);
+          if (!relayableStatus(status)) {
+            fail(badStatus(r.cluster, head[":status"]));
             return;
           }
-          if (!more) {
-            stream.pause();
-            caller.onDrain(() => stream.resume());
+          if (!guarded(() => caller.writeHead(status, responseHeaders(head)))) {
+            fail(new Error("the response head could not be written"));
+            return;
           }
+          s.on("data", (c: Buffer) => {
+            count.out(c.length);
+            let more = true;
+            if (!guarded(() => (more = caller.write(c)))) {
+              fail(new Error("the caller could not be written to"));
+              return;
+            }
+            if (!more) {
+              s.pause();
+              caller.onDrain(() => s.resume());
+            }
+          });
+          s.on("end", () => {
+            if (settled) return;
+            settled = true;
+            guarded(() => caller.end());
+            resolve(status);
+          });
         });
-        stream.on("end", () => {
-          if (settled) return;
-          settled = true;
-          guarded(() => caller.end());
-          resolve(status);
-        });
-      });
-      if (framing.body !== "none") sendBody(caller.body, stream, framing, count, fail);
-    }, fail);
+        if (framing.body !== "none") body.pipeTo(s, fail);
+      }, attemptFailed);
+    };
+    attempt();
   });
 }
 
 /**
- * Stream the caller's body into `stream` and end it; a body longer or shorter than its declared
- * length resets the stream (the endpoint never sees a complete request) and fails with 400.
+ * Body bytes kept for a retry: a body that went upstream up to this size can be sent again whole
+ * on another connection (until the response head arrives); a longer one cannot, and its request is
+ * then only retried while none of it was read.
  */
-function sendBody(
-  body: Readable,
-  stream: http2.ClientHttp2Stream,
-  framing: BodyFraming,
-  count: { in(n: number): void },
-  fail: (err: unknown) => void,
-): void {
-  const declared = framing.body === "length" ? framing.length : undefined;
-  let sent = 0;
-  const mismatch = (): void =>
-    fail(new GatewayError(400, "bad-request", `refused: the body's length disagrees with content-length ${declared}`));
-  body.on("data", (c: Buffer) => {
-    sent += c.length;
-    count.in(c.length);
-    if (declared !== undefined && sent > declared) {
-      body.pause();
-      mismatch();
+export const RETRY_BODY_BUFFER = 64 * 1024;
+
+/**
+ * The caller's body into the current attempt's stream, ended there; a body longer or shorter than
+ * its declared length resets the stream (the endpoint never sees a complete request) and fails with
+ * 400. Counts what was read from the caller (`sent`) and keeps it up to {@link RETRY_BODY_BUFFER};
+ * a retry {@link detach}es it from the failed stream (the body paused, nothing of it lost) and
+ * pipes it into the next, the kept bytes first.
+ */
+class BodyPump {
+  /** Body bytes read from the caller (over all attempts: each byte is read once). */
+  sent = 0;
+  private finished = false;
+  /** What was read so far, while it fits {@link RETRY_BODY_BUFFER}; undefined once it did not. */
+  private kept: Buffer[] | undefined = [];
+  private detachCurrent: (() => void) | undefined;
+
+  constructor(
+    private readonly body: Readable,
+    private readonly framing: BodyFraming,
+    private readonly count: { in(n: number): void },
+  ) {}
+
+  /** The caller's body ended (its end was read). */
+  ended(): boolean {
+    return this.finished;
+  }
+
+  /** Everything read of the body so far is kept: a retry can send it whole. */
+  replayable(): boolean {
+    return this.kept !== undefined;
+  }
+
+  /** Pipe the body into `stream`, the kept bytes first; `fail` (final, never retried) for a length mismatch or the caller's body erroring. */
+  pipeTo(stream: http2.ClientHttp2Stream, fail: (err: unknown) => void): void {
+    const { body, framing } = this;
+    const declared = framing.body === "length" ? framing.length : undefined;
+    const mismatch = (): void =>
+      fail(
+        new GatewayError(400, "bad-request", `refused: the body's length disagrees with content-length ${declared}`),
+      );
+    let more = true;
+    for (const c of this.kept ?? []) more = stream.write(c);
+    if (this.finished) {
+      stream.end();
       return;
     }
-    if (!stream.write(c)) {
+    const onData = (c: Buffer): void => {
+      this.sent += c.length;
+      this.count.in(c.length);
+      if (this.kept && this.sent <= RETRY_BODY_BUFFER) this.kept.push(c);
+      else this.kept = undefined;
+      if (declared !== undefined && this.sent > declared) {
+        body.pause();
+        mismatch();
+        return;
+      }
+      if (!stream.write(c)) {
+        body.pause();
+        stream.once("drain", () => body.resume());
+      }
+    };
+    const onEnd = (): void => {
+      this.finished = true;
+      if (declared !== undefined && this.sent !== declared) mismatch();
+      else stream.end();
+    };
+    body.on("data", onData);
+    body.once("end", onEnd);
+    body.once("error", fail);
+    this.detachCurrent = () => {
       body.pause();
-      stream.once("drain", () => body.resume());
-    }
-  });
-  body.once("end", () => {
-    if (declared !== undefined && sent !== declared) mismatch();
-    else stream.end();
-  });
-  body.once("error", fail);
+      body.off("data", onData);
+      body.off("end", onEnd);
+      body.off("error", fail);
+    };
+    if (more) body.resume();
+    else stream.once("drain", () => body.resume());
+  }
+
+  /** Stop feeding the current stream (a retry follows). */
+  detach(): void {
+    this.detachCurrent?.();
+    this.detachCurrent = undefined;
+  }
+
+  /** No retry can come any more (the response head arrived, or the exchange is over): let go of the kept bytes. */
+  stop(): void {
+    this.kept = undefined;
+  }
 }
 
 /** Write a one-line error response on a raw socket (an upgrade request that was refused). */
@@ -303,6 +458,7 @@ export function relayUpgrade(
   head: Buffer,
   count: { in(n: number): void; out(n: number): void },
   track: (socket: Duplex) => void,
+  onRetry?: (reason: RetryReason, err: Error) => void,
 ): Promise<number> {
   return new Promise((resolve, reject) => {
     const abort = new AbortController();
@@ -316,7 +472,20 @@ export function relayUpgrade(
     client.on("error", () => abort.abort());
     // A caller gone before the endpoint answered: abandon the request.
     client.once("close", () => failBeforeAnswer(new Error("the caller closed the connection")));
-    r.sessions.upgradeConnection(abort.signal).then((connection) => {
+    // Only a connection that failed before the request was written is tried again (once): an
+    // upgrade's request may act (exec, attach) as soon as it arrives.
+    const connectionFailed = (err: unknown): void => {
+      const e = err instanceof Error ? err : new Error(String(err));
+      if (retried || answered || abort.signal.aborted || !retryableDialFailure(e)) {
+        failBeforeAnswer(retried ? explained(r.cluster, e, "after one retry on another connection") : e);
+        return;
+      }
+      retried = true;
+      onRetry?.("unsent", e);
+      r.sessions.upgradeConnection(abort.signal).then(connected, connectionFailed);
+    };
+    let retried = false;
+    const connected = (connection: tls.TLSSocket): void => {
       if (answered) {
         connection.destroy();
         return;
@@ -415,6 +584,7 @@ export function relayUpgrade(
         endpoint.on("error", closeBoth);
       });
       up.end();
-    }, failBeforeAnswer);
+    };
+    r.sessions.upgradeConnection(abort.signal).then(connected, connectionFailed);
   });
 }

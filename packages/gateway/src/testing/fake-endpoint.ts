@@ -45,6 +45,13 @@ export class FakeEndpoint {
   readonly held: http2.Http2ServerResponse[] = [];
   /** What `/answer` sends: raw HTTP/2 response headers (`:status` included). */
   answer: http2.OutgoingHttpHeaders = { ":status": 200 };
+  /**
+   * Called first for every plain request: true when it dealt with it (a fault: a cut session, a
+   * GOAWAY, a refused stream); the request is then not served.
+   */
+  fault: ((req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => boolean) | undefined;
+  /** `<method> <url> <body>` of every echoed request, in order (what was processed). */
+  readonly served: string[] = [];
   private readonly waiters: (() => void)[] = [];
   private readonly tlsSockets = new Set<tls.TLSSocket>();
   private server: http2.Http2SecureServer | undefined;
@@ -110,6 +117,7 @@ export class FakeEndpoint {
   }
 
   private handle(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void {
+    if (this.fault?.(req, res)) return;
     const path = req.url;
     if (path.startsWith("/answer")) {
       req.resume();
@@ -146,6 +154,7 @@ export class FakeEndpoint {
         headers: req.headers,
         body: Buffer.concat(chunks).toString(),
       };
+      this.served.push(`${req.method} ${path} ${body.body}`);
       res.writeHead(200, { "content-type": "application/json" });
       res.end(JSON.stringify(body));
     });
