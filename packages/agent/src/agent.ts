@@ -292,8 +292,8 @@ export class ProxyAgent {
   }
 
   /**
-   * First SIGTERM: send DRAIN on every server stream (idle ones too) and stop opening new server
-   * connections. Existing traffic keeps flowing.
+   * First SIGTERM: send DRAIN on every server stream (idle ones too), GOAWAY on every gateway
+   * endpoint session, and stop opening new server connections. Existing traffic keeps flowing.
    */
   drain(): void {
     if (this.draining || this.closed) return;
@@ -301,6 +301,7 @@ export class ProxyAgent {
     clearTimeout(this.timer);
     this.timer = undefined;
     for (const tunnel of this.tunnels.values()) tunnel.drain();
+    this.gateway?.drain();
     this.log.info({ servers: this.tunnels.size }, "draining: no new server connections");
   }
 

@@ -448,3 +448,44 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
     }
   });
 });
+
+describe("gateway endpoint drain (the agent's first SIGTERM)", { timeout: 60_000 }, () => {
+  test("GOAWAY on every session naming its last stream: that stream finishes, then the session closes; new sessions are served", async () => {
+    const fx = await startGatewayFixture();
+    try {
+      const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
+        ca: fx.agentCa,
+        ...fx.gatewayClient,
+        checkServerIdentity: () => undefined,
+      });
+      session.on("error", () => undefined);
+      const goaway = once(session, "goaway") as Promise<[number, number]>;
+      const closed = once(session, "close");
+      const stream = session.request({
+        ":method": "GET",
+        ":path": "/stream",
+        "cluster-proxy-target": "kube",
+        "impersonate-user": "cluster:hub:alice",
+      });
+      stream.end();
+      let text = "";
+      stream.on("data", (c: Buffer) => (text += c.toString("utf8")));
+      await once(stream, "response");
+      while (!text.includes("first")) await once(stream, "data");
+      // A watch is running when the agent starts draining.
+      fx.endpoint.drain();
+      const [code, lastStreamId] = await goaway;
+      assert.equal(code, http2.constants.NGHTTP2_NO_ERROR);
+      assert.equal(lastStreamId, stream.id, "the running stream is covered: it goes on");
+      fx.apiserver.releaseStream();
+      await once(stream, "end");
+      assert.equal(text, "first\nsecond\n");
+      await closed;
+      // Still the cluster's agent until it exits: a new session is served.
+      const answer = await call(fx, { headers: [KUBE, ["Impersonate-User", "cluster:hub:alice"]] });
+      assert.equal(answer.status, 200);
+    } finally {
+      await fx.close();
+    }
+  });
+});

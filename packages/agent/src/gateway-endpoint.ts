@@ -231,6 +231,20 @@ export class GatewayEndpoint implements InProcessEndpoint {
     return this.reloader.check();
   }
 
+  /**
+   * Draining (the agent's first SIGTERM, before its grace period): GOAWAY on every HTTP/2 session,
+   * naming the last stream it runs. Those streams finish; the gateway opens its next streams on a
+   * new session, through a new tunnel dial, which the proxy-servers give to another agent of the
+   * cluster when there is one (this one sent DRAIN). A stream the gateway sent before it read the
+   * GOAWAY is refused unprocessed, and the gateway retries it (docs/design/gateway.md, "Retry").
+   * Sessions opened later (the cluster's only agent) are served as usual until close.
+   */
+  drain(): void {
+    if (this.closed) return;
+    for (const session of this.sessions) if (!session.closed) session.close();
+    this.log.info({ sessions: this.sessions.size }, "gateway endpoint draining: GOAWAY sent on every session");
+  }
+
   /** Stop reloading, close every connection and the upstream pools. */
   close(): void {
     if (this.closed) return;
