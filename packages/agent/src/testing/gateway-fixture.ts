@@ -46,6 +46,10 @@ export interface StandIn {
   goAway(): void;
   /** Lets `/stream` send its second chunk and end. */
   releaseStream(): void;
+  /** Resolves when the next `/hold-head` request was received (it gets no answer until {@link releaseHeads}). */
+  nextHeldHead(): Promise<void>;
+  /** Answers every held `/hold-head` request (200, the echo); later ones are held again. */
+  releaseHeads(): void;
   /** Bytes an upgraded connection received before its client ended (resolves on that end). */
   upgradeClientEnded: Promise<string>;
   close(): Promise<void>;
@@ -74,7 +78,8 @@ function plainHeaders(raw: string[]): string[] {
 
 /**
  * Start a stand-in (`http2`: an HTTP/2 server that also speaks HTTP/1.1, as kube-apiserver is): `/stream` answers `first\n` at once and `second\n` after
- * {@link StandIn.releaseStream}; `/status-600` answers status 600, `/http2-settings` with an
+ * {@link StandIn.releaseStream}; `/hold-head...` is recorded, then answered (the echo) only after
+ * {@link StandIn.releaseHeads}; `/status-600` answers status 600, `/http2-settings` with an
  * `HTTP2-Settings` and an `Upgrade` header (a hostile pod's answers); an upgrade (any protocol) is answered 101 and then echoes
  * `echo:<bytes>`, and after the client ends its writing sends `bye` and ends; every other path
  * answers 200 with what it received as JSON.
@@ -91,6 +96,9 @@ async function startStandIn(
   const released = new Promise<void>((resolve) => (release = resolve));
   let upgradeEnded: (text: string) => void = () => undefined;
   const upgradeClientEnded = new Promise<string>((resolve) => (upgradeEnded = resolve));
+  let releaseHeads: () => void = () => undefined;
+  let headsReleased = new Promise<void>((resolve) => (releaseHeads = resolve));
+  const headWaiters: (() => void)[] = [];
   type Request = IncomingMessage | http2.Http2ServerRequest;
   type Response = ServerResponse | http2.Http2ServerResponse;
   const handle = (req: Request, res: Response): void => {
@@ -104,6 +112,10 @@ async function startStandIn(
         httpVersion: req.httpVersion,
       };
       received.push(record);
+      if (req.url?.startsWith("/hold-head")) {
+        for (const w of headWaiters.splice(0)) w();
+        await headsReleased;
+      }
       if (req.url === "/stream") {
         res.writeHead(200, { "Content-Type": "text/plain" });
         if ("stream" in res) res.write("first\n");
@@ -206,10 +218,17 @@ async function startStandIn(
       for (const session of sessions) session.close();
     },
     releaseStream: () => release(),
+    nextHeldHead: () => new Promise<void>((resolve) => headWaiters.push(resolve)),
+    releaseHeads: () => {
+      const release = releaseHeads;
+      headsReleased = new Promise<void>((resolve) => (releaseHeads = resolve));
+      release();
+    },
     upgradeClientEnded,
     close: () =>
       new Promise<void>((resolve) => {
         release();
+        releaseHeads();
         if ("closeAllConnections" in server) server.closeAllConnections();
         else for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
