@@ -10,6 +10,7 @@ import * as http2 from "node:http2";
 import * as https from "node:https";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { DialError } from "@cluster-proxy/client";
+import { RETRY_BODY_BUFFER } from "./relay.js";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
 
 const ALICE = "system:serviceaccount:default:alice";
@@ -146,6 +147,40 @@ describe("a request whose endpoint stream fails before its answer", { timeout: 1
     assert.equal(r.status, 200, r.body);
     assert.equal(seen.length, 1);
     assert.deepEqual(f.endpoint.served, [`POST /api/v1/namespaces/default/configmaps ${body}`]);
+    assert.equal((await retries()).refused, (before.refused ?? 0) + 1);
+  });
+
+  test("a body over the 64 KiB kept for a retry: a refused POST is not sent again (502 saying so); one under it is", async () => {
+    const before = await retries();
+    // Refused once the endpoint has read more than the gateway keeps of a body.
+    const refuseAfter = (bytes: number) =>
+      faultFirst(1, (req, res) => {
+        let got = 0;
+        req.on("data", (c: Buffer) => {
+          got += c.length;
+          if (got > bytes && !res.stream.closed) res.stream.close(http2.constants.NGHTTP2_REFUSED_STREAM);
+        });
+      });
+    const post = (body: string) =>
+      f.request("/mc1/api/v1/namespaces/default/configmaps", {
+        method: "POST",
+        headers: { ...bearer, "content-type": "application/json" },
+        body,
+      });
+    const { seen } = refuseAfter(RETRY_BODY_BUFFER);
+    const big = "x".repeat(RETRY_BODY_BUFFER * 2);
+    const r = await post(big);
+    assert.equal(r.status, 502, r.body);
+    assert.match(r.body, /\(not retried: more of its body had been sent than the 64 KiB kept for a retry\)/);
+    assert.equal(seen.length, 1);
+    assert.deepEqual(f.endpoint.served, []);
+    assert.deepEqual(await retries(), before);
+    // Just under the limit, refused after it was all read: sent again, whole.
+    const fits = "y".repeat(RETRY_BODY_BUFFER - 1);
+    refuseAfter(RETRY_BODY_BUFFER - 2);
+    const ok = await post(fits);
+    assert.equal(ok.status, 200, ok.body);
+    assert.deepEqual(f.endpoint.served, [`POST /api/v1/namespaces/default/configmaps ${fits}`]);
     assert.equal((await retries()).refused, (before.refused ?? 0) + 1);
   });
 

@@ -248,13 +248,19 @@ export function relayRequest(
           fail(
             retried
               ? explained(r.cluster, e, "after one retry on another connection")
-              : stream && !responded && !caller.headersSent() && !abort.signal.aborted
+              : !responded && !caller.headersSent() && !abort.signal.aborted && !body.replayable()
                 ? explained(
                     r.cluster,
                     e,
-                    `not retried: the ${r.method} request had reached the agent and may have been processed`,
+                    `not retried: more of its body had been sent than the ${RETRY_BODY_BUFFER / 1024} KiB kept for a retry`,
                   )
-                : e,
+                : stream && !responded && !caller.headersSent() && !abort.signal.aborted
+                  ? explained(
+                      r.cluster,
+                      e,
+                      `not retried: the ${r.method} request had reached the agent and may have been processed`,
+                    )
+                  : e,
           );
           return;
         }
