@@ -480,6 +480,7 @@ export function relayUpgrade(
     client.once("close", () => failBeforeAnswer(new Error("the caller closed the connection")));
     // Only a connection that failed before the request was written is tried again (once): an
     // upgrade's request may act (exec, attach) as soon as it arrives.
+    let retried = false;
     const connectionFailed = (err: unknown): void => {
       const e = err instanceof Error ? err : new Error(String(err));
       if (retried || answered || abort.signal.aborted || !retryableDialFailure(e)) {
@@ -490,7 +491,6 @@ export function relayUpgrade(
       onRetry?.("unsent", e);
       r.sessions.upgradeConnection(abort.signal).then(connected, connectionFailed);
     };
-    let retried = false;
     const connected = (connection: tls.TLSSocket): void => {
       if (answered) {
         connection.destroy();
