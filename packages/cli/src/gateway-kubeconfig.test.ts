@@ -127,7 +127,8 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
     assert.equal(doc["current-context"], "mc1");
     const explicit = await runCaptured(["kubeconfig", "--gateway=aggregated", "--cluster", "mc2"], { KUBECONFIG: kc });
     assert.equal(explicit.code, 0, explicit.err);
-    const server = (loadYaml(explicit.out) as Kubeconfig).clusters[0]!.cluster.server ?? "";
+    const aggregated: Kubeconfig = loadYaml(explicit.out);
+    const server = aggregated.clusters[0]!.cluster.server ?? "";
     assert.match(server, /\/clusters\/mc2\/proxy$/);
   });
 
