@@ -125,7 +125,9 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
       { name: "hub-user", user: { "client-certificate": join(dir, "agg.crt"), "client-key": join(dir, "agg.key") } },
     ]);
     assert.equal(doc["current-context"], "mc1");
+    const asked = requests.length;
     const explicit = await runCaptured(["kubeconfig", "--gateway=aggregated", "--cluster", "mc2"], { KUBECONFIG: kc });
+    assert.equal(requests.length, asked, "with --cluster nothing is read from the hub");
     assert.equal(explicit.code, 0, explicit.err);
     const aggregated: Kubeconfig = loadYaml(explicit.out);
     const server = aggregated.clusters[0]!.cluster.server ?? "";

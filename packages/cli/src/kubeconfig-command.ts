@@ -240,7 +240,7 @@ async function gatewayKubeconfig(
   }
   const route = parseGatewayRoute(flags.gateway ?? true);
   const user = await hubUser(flags, env);
-  const hubCluster = route.kind === "aggregated" ? await hubKubeconfigCluster(flags, env) : undefined;
+  if (route.kind === "aggregated") return aggregatedKubeconfig(flags, env, user);
   const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
   const { Resources, GATEWAY_PORT, GATEWAY_SERVICE, GATEWAY_SERVING_SECRET } =
     await import("@cluster-proxy/addon-manager");
@@ -248,32 +248,14 @@ async function gatewayKubeconfig(
   let clusters: string[];
   let serving: (KubeObject & { data?: Record<string, string> }) | undefined;
   try {
-    if (flags.cluster !== undefined) {
-      if (!(await hub.api.tryGet(Resources.managedCluster, flags.cluster)))
-        throw new CommandFailure(`--cluster: no ManagedCluster named ${flags.cluster}`);
-      clusters = [flags.cluster];
-    } else {
-      clusters = (await hub.api.list(Resources.managedCluster)).items.map((c) => c.metadata.name).sort();
-    }
-    if (route.kind === "direct") serving = await hub.api.tryGet(Resources.secret, GATEWAY_SERVING_SECRET, ns);
+    clusters = await gatewayClusters(hub, flags.cluster);
+    serving = await hub.api.tryGet(Resources.secret, GATEWAY_SERVING_SECRET, ns);
   } catch (err) {
     if (err instanceof CommandFailure) throw err;
     throw hubError(err, `listing ManagedClusters and reading Secret ${ns}/${GATEWAY_SERVING_SECRET}`);
   }
-  if (clusters.length === 0) throw new CommandFailure("no ManagedCluster on the hub: nothing to reach");
   const current = flags.cluster ?? clusters[0]!;
   const contexts = `${clusters.length === 1 ? "context" : "contexts"} ${clusters.join(", ")}`;
-  if (hubCluster)
-    return {
-      kubeconfig: buildGatewayKubeconfig({
-        cluster: aggregatedGatewayCluster(hubCluster),
-        clusters,
-        currentContext: current,
-        user,
-      }),
-      summary: (file) =>
-        `${contexts} through the hub apiserver ${hubCluster.server} (the gateway's aggregated API); kubectl --kubeconfig ${file} --context ${current} get namespaces`,
-    };
   const ca = serving?.data?.["ca.crt"];
   if (!ca)
     throw new CommandFailure(
@@ -300,6 +282,54 @@ async function gatewayKubeconfig(
     }),
     summary: (file) =>
       `${contexts} through ${gateway.href.replace(/\/$/, "")}; kubectl --kubeconfig ${file} --context ${current} get namespaces${note}`,
+  };
+}
+
+/** --cluster (checked to exist), else every ManagedCluster, sorted; hub errors are thrown as they are. */
+async function gatewayClusters(hub: Hub, cluster: string | undefined): Promise<string[]> {
+  const { Resources } = await import("@cluster-proxy/addon-manager");
+  if (cluster !== undefined) {
+    if (!(await hub.api.tryGet(Resources.managedCluster, cluster)))
+      throw new CommandFailure(`--cluster: no ManagedCluster named ${cluster}`);
+    return [cluster];
+  }
+  const clusters = (await hub.api.list(Resources.managedCluster)).items.map((c) => c.metadata.name).sort();
+  if (clusters.length === 0) throw new CommandFailure("no ManagedCluster on the hub: nothing to reach");
+  return clusters;
+}
+
+/**
+ * The aggregated path's kubeconfig: the hub kubeconfig's cluster at each cluster's path. With
+ * --cluster nothing is read from the hub (a user who may only reach that cluster can write it);
+ * without, the ManagedClusters are listed with the hub kubeconfig's rights.
+ */
+async function aggregatedKubeconfig(
+  flags: KubeconfigFlags,
+  env: NodeJS.ProcessEnv,
+  user: KubeconfigUser,
+): Promise<{ kubeconfig: Record<string, unknown>; summary: (file: string) => string }> {
+  const hubCluster = await hubKubeconfigCluster(flags, env);
+  let clusters: string[];
+  if (flags.cluster !== undefined) clusters = [flags.cluster];
+  else {
+    const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
+    try {
+      clusters = await gatewayClusters(hub, undefined);
+    } catch (err) {
+      if (err instanceof CommandFailure) throw err;
+      throw hubError(err, "listing ManagedClusters (or name one with --cluster, which reads nothing from the hub)");
+    }
+  }
+  const current = flags.cluster ?? clusters[0]!;
+  return {
+    kubeconfig: buildGatewayKubeconfig({
+      cluster: aggregatedGatewayCluster(hubCluster),
+      clusters,
+      currentContext: current,
+      user,
+    }),
+    summary: (file) =>
+      `${clusters.length === 1 ? "context" : "contexts"} ${clusters.join(", ")} through the hub apiserver ${hubCluster.server} (the gateway's aggregated API); kubectl --kubeconfig ${file} --context ${current} get namespaces`,
   };
 }
 
