@@ -226,7 +226,7 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
     const msa = await runCaptured(["kubeconfig", "--gateway", "--managed-service-account", "m"], { KUBECONFIG: kc });
     assert.equal(msa.code, 2);
     assert.match(msa.err, /--managed-service-account belong to the CONNECT door/);
-    const unknown = await runCaptured(["kubeconfig", "--gateway", "--cluster", "mc9"], { KUBECONFIG: kc });
+    const unknown = await runCaptured(["kubeconfig", "--gateway=direct", "--cluster", "mc9"], { KUBECONFIG: kc });
     assert.notEqual(unknown.code, 0);
     assert.match(unknown.err, /no ManagedCluster named mc9/);
     const none = await runCaptured(["kubeconfig", "--token", "t"], { KUBECONFIG: kc });
