@@ -231,8 +231,28 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
         verbs: ["get", "patch"],
       },
     ]);
+    // The hub's check is only the door (every authenticated user); the gateway's per-cluster check decides.
+    assert.deepEqual(find(objs, "ClusterRole", "cluster-proxy-gateway-door").rules, [
+      {
+        apiGroups: ["gateway.proxy.open-cluster-management.io"],
+        resources: ["clusters/proxy"],
+        verbs: ["get", "create", "update", "patch", "delete"],
+      },
+    ]);
+    assert.deepEqual(
+      (find(objs, "ClusterRoleBinding", "cluster-proxy-gateway-door") as Obj & { subjects: unknown }).subjects,
+      [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
+    );
     const off = render("--set", "gateway.aggregatedApi.enabled=false");
-    assert.equal(off.filter((o) => o.kind === "APIService" || o.metadata.name.endsWith("-apiservice")).length, 0);
+    assert.equal(
+      off.filter(
+        (o) =>
+          o.kind === "APIService" ||
+          o.metadata.name.endsWith("-apiservice") ||
+          o.metadata.name === "cluster-proxy-gateway-door",
+      ).length,
+      0,
+    );
     assert.equal(off.filter((o) => o.metadata.name === "cluster-proxy-addon-user-extension-auth").length, 0);
     const args = (
       find(off, "Deployment", "cluster-proxy-addon-user").spec as {
