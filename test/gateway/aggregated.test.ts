@@ -7,7 +7,7 @@
  * `gateway-aggregated` block as written and lists mc1's namespaces; mc2 is refused naming
  * `managedclusters/proxy` and `mc2`; exec, logs -f, port-forward (WebSocket and SPDY) and a watch
  * work on mc1; the audit names dave. And as an attacker: identity headers sent to the gateway
- * through the hub apiserver's Service proxy (no front-proxy certificate) are not believed.
+ * through the hub apiserver's pod proxy (no front-proxy certificate) are not believed.
  *
  * Creating dave's certificate is the identity provider's part, not the product's: the test signs
  * it with the hub's CA as a kubeadm admin would (`kubeadm kubeconfig user`).
@@ -188,16 +188,20 @@ describe("the gateway as an aggregated API: a workstation with only a hub kubeco
       env: { KUBECONFIG: join(dir, "dave-hub.kubeconfig") },
     });
     assert.match(out, /^default\s+Active\s/m, out);
-    const kc = readFileSync(join(dir, "mc1.kubeconfig"), "utf8");
+    const kc = loadYaml<{ clusters: { cluster: { server: string } }[] }>(
+      readFileSync(join(dir, "mc1.kubeconfig"), "utf8"),
+    );
     assert.match(
-      kc,
-      /server: https:\/\/\S+\/apis\/gateway\.proxy\.open-cluster-management\.io\/v1alpha1\/clusters\/mc1\/proxy/,
+      kc.clusters[0]!.cluster.server,
+      /^https:\/\/\S+\/apis\/gateway\.proxy\.open-cluster-management\.io\/v1alpha1\/clusters\/mc1\/proxy$/,
     );
     const who = JSON.parse(ok(await dave(["auth", "whoami", "-o", "json"]), "auth whoami")) as {
       status: { userInfo: { username: string; groups?: string[] } };
     };
     assert.equal(who.status.userInfo.username, "cluster:hub:dave");
-    assert.ok(who.status.userInfo.groups?.includes("cluster:hub:agg-users"), JSON.stringify(who));
+    // Each hub group on its own (the hub sends one X-Remote-Group field per group).
+    for (const g of ["cluster:hub:agg-users", "cluster:hub:system:authenticated"])
+      assert.ok(who.status.userInfo.groups?.includes(g), JSON.stringify(who));
   });
 
   test("mc2 is refused naming managedclusters/proxy and mc2", async () => {
@@ -280,21 +284,19 @@ describe("the gateway as an aggregated API: a workstation with only a hub kubeco
     );
   });
 
-  test("identity headers sent through the hub's Service proxy (no front-proxy certificate) are not believed", async () => {
-    // The operator (hub admin) may use services/proxy; what reaches the gateway that way carries no
+  test("identity headers sent through the hub's pod proxy (no front-proxy certificate) are not believed", async () => {
+    // The operator (hub admin) may use pods/proxy; what reaches the gateway that way carries no
     // front-proxy certificate, so X-Remote-User means nothing there.
-    const kubeconfig = loadYaml<{
-      clusters: { cluster: { server: string } }[];
-    }>(readFileSync(env.kubeconfigPath("hub"), "utf8"));
-    const server = kubeconfig.clusters[0]!.cluster.server;
-    const path = `/api/v1/namespaces/${NS}/services/https:cluster-proxy-addon-user:9092/proxy/mc1/api/v1/namespaces`;
+    const pod = (await gatewayPods(hub))[0]!;
+    const path = `/api/v1/namespaces/${NS}/pods/https:${pod}:9092/proxy/mc1/api/v1/namespaces`;
     const out = await op.run(
-      "X-Remote-User through the Service proxy",
+      "X-Remote-User through the hub's pod proxy",
       [
         "kubectl config view --raw --minify -o jsonpath='{.users[0].user.client-certificate-data}' | base64 -d > admin.crt",
         "kubectl config view --raw --minify -o jsonpath='{.users[0].user.client-key-data}' | base64 -d > admin.key",
         "kubectl config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > hub-ca.crt",
-        `curl -sS --max-time 30 --cacert hub-ca.crt --cert admin.crt --key admin.key -H 'X-Remote-User: dave' -H 'X-Remote-Group: system:masters' -o body.txt -w '%{http_code}' '${server}${path}'`,
+        "server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')",
+        `curl -sS --max-time 30 --cacert hub-ca.crt --cert admin.crt --key admin.key -H 'X-Remote-User: dave' -H 'X-Remote-Group: system:masters' -o body.txt -w '%{http_code}' "$server${path}"`,
         "echo; cat body.txt",
       ].join("\n"),
     );

@@ -29,14 +29,14 @@ test("requestheader settings: absent without a CA; a malformed key is named", as
   assert.equal(s.cas.length, 2);
   assert.deepEqual(s.allowedNames, []);
   assert.deepEqual(
-    frontProxyIdentity(s, { "x-remote-user": "", "x-remote-extra-": "x", "x-remote-extra-%zz": "y" }),
+    frontProxyIdentity(s, ["X-Remote-User", "", "X-Remote-Extra-", "x", "X-Remote-Extra-%zz", "y"]),
     undefined,
   );
-  assert.deepEqual(frontProxyIdentity(s, { "x-remote-user": "u", "x-remote-extra-A%2Fb": ["1", "2"] }), {
-    username: "u",
-    groups: [],
-    extra: { "a/b": ["1", "2"] },
-  });
+  // Each field is one value, commas and all (Node's `headers` would join repeated fields with ", ").
+  assert.deepEqual(
+    frontProxyIdentity(s, ["X-Remote-User", "u", "X-Remote-Extra-A%2Fb", "1, 2", "x-remote-extra-a%2fb", "3"]),
+    { username: "u", groups: [], extra: { "a/b": ["1, 2", "3"] } },
+  );
 });
 
 test("aggregated URLs map to the gateway's own targets; nothing else under the group does", () => {

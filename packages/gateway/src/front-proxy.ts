@@ -7,7 +7,6 @@
  * as every aggregated API server reads them, and reloaded when it changes.
  */
 import { X509Certificate } from "node:crypto";
-import type { IncomingHttpHeaders } from "node:http";
 import type * as tls from "node:tls";
 import type { UserInfo } from "./hub-api.js";
 
@@ -91,37 +90,41 @@ export function isFrontProxy(settings: RequestHeaderSettings, leaf: X509Certific
   return settings.cas.some((ca) => ca.ca && valid(ca) && leaf.checkIssued(ca) && leaf.verify(ca.publicKey));
 }
 
-function values(headers: IncomingHttpHeaders, name: string): string[] {
-  const v = headers[name];
-  if (v === undefined) return [];
-  return (Array.isArray(v) ? v : [v]).filter((s) => s !== "");
+/**
+ * The values of header `name` (lowercase) in `raw` (a request's `rawHeaders`: name, value, ...),
+ * each field on its own: Node joins repeated fields with ", " in `headers`, and a group name may
+ * itself hold a comma.
+ */
+function values(raw: readonly string[], name: string): string[] {
+  const out: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2)
+    if (raw[i]!.toLowerCase() === name && raw[i + 1] !== "") out.push(raw[i + 1]!);
+  return out;
 }
 
 /**
- * The identity the front proxy states in `headers`, or undefined when it names no user. Groups
- * come from every group header (each value one group, as the hub sends them); extra keys are the
- * rest of a prefixed header's name, percent-decoded and lowercased, as the kube-apiserver reads them.
+ * The identity the front proxy states in `raw` (the request's `rawHeaders`), or undefined when it
+ * names no user. Groups come from every group header field (each field one group, as the hub
+ * sends them); extra keys are the rest of a prefixed header's name, percent-decoded and
+ * lowercased, as the kube-apiserver reads them, each field one value.
  */
-export function frontProxyIdentity(
-  settings: RequestHeaderSettings,
-  headers: IncomingHttpHeaders,
-): UserInfo | undefined {
-  const username = settings.usernameHeaders.map((h) => values(headers, h)[0]).find((u) => u !== undefined);
+export function frontProxyIdentity(settings: RequestHeaderSettings, raw: readonly string[]): UserInfo | undefined {
+  const username = settings.usernameHeaders.map((h) => values(raw, h)[0]).find((u) => u !== undefined);
   if (username === undefined) return undefined;
-  const uid = settings.uidHeaders.map((h) => values(headers, h)[0]).find((u) => u !== undefined);
-  const groups = settings.groupHeaders.flatMap((h) => values(headers, h));
+  const uid = settings.uidHeaders.map((h) => values(raw, h)[0]).find((u) => u !== undefined);
+  const groups = settings.groupHeaders.flatMap((h) => values(raw, h));
   const extra: Record<string, string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
     const prefix = settings.extraHeaderPrefixes.find((p) => name.startsWith(p));
-    if (prefix === undefined || value === undefined) continue;
+    if (prefix === undefined) continue;
     let key: string;
     try {
       key = decodeURIComponent(name.slice(prefix.length)).toLowerCase();
     } catch {
       continue;
     }
-    if (key === "") continue;
-    (extra[key] ??= []).push(...(Array.isArray(value) ? value : [value]));
+    if (key !== "") (extra[key] ??= []).push(raw[i + 1]!);
   }
   return { username, groups, extra, ...(uid !== undefined ? { uid } : {}) };
 }
@@ -171,7 +174,7 @@ export class FrontProxyTrust {
    * The identity the front proxy states, when `socket` carries its certificate: a user, or
    * `"no-user"` when the headers name none; undefined for any other connection.
    */
-  identify(socket: tls.TLSSocket | undefined, headers: IncomingHttpHeaders): UserInfo | "no-user" | undefined {
+  identify(socket: tls.TLSSocket | undefined, rawHeaders: readonly string[]): UserInfo | "no-user" | undefined {
     const settings = this.settings;
     if (!settings || !socket) return undefined;
     let verdict = this.verdicts.get(socket);
@@ -182,6 +185,6 @@ export class FrontProxyTrust {
       this.verdicts.set(socket, verdict);
     }
     if (!verdict.frontProxy) return undefined;
-    return frontProxyIdentity(settings, headers) ?? "no-user";
+    return frontProxyIdentity(settings, rawHeaders) ?? "no-user";
   }
 }

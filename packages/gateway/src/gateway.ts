@@ -167,7 +167,7 @@ function headOf(req: AnyRequest, upgrade: boolean, frontProxy: FrontProxyTrust):
   const socket = tlsSocketOf(req);
   const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
   const source = req.socket.remoteAddress;
-  const stated = frontProxy.identify(socket, req.headers);
+  const stated = frontProxy.identify(socket, req.rawHeaders);
   return {
     method: req.method ?? "GET",
     url: req.url ?? "/",
