@@ -201,6 +201,67 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     });
   });
 
+  test("the aggregated path: the APIService for the gateway's Service (caBundle left to the manager), the gateway reading the hub's requestheader settings, the manager patching that one APIService; off with gateway.aggregatedApi.enabled=false", () => {
+    const objs = render();
+    const apiService = find(objs, "APIService", "v1alpha1.gateway.proxy.open-cluster-management.io") as Obj & {
+      spec: Record<string, unknown>;
+    };
+    assert.deepEqual(apiService.spec, {
+      group: "gateway.proxy.open-cluster-management.io",
+      version: "v1alpha1",
+      service: { namespace: "open-cluster-management-addon", name: "cluster-proxy-addon-user", port: 9092 },
+      groupPriorityMinimum: 1000,
+      versionPriority: 15,
+    });
+    const reader = find(objs, "RoleBinding", "cluster-proxy-addon-user-extension-auth") as Obj & {
+      roleRef: { kind: string; name: string };
+      subjects: unknown;
+    };
+    assert.equal(reader.metadata.namespace, "kube-system");
+    assert.deepEqual(reader.roleRef, {
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Role",
+      name: "extension-apiserver-authentication-reader",
+    });
+    assert.deepEqual(find(objs, "ClusterRole", "cluster-proxy-addon-manager-apiservice").rules, [
+      {
+        apiGroups: ["apiregistration.k8s.io"],
+        resources: ["apiservices"],
+        resourceNames: ["v1alpha1.gateway.proxy.open-cluster-management.io"],
+        verbs: ["get", "patch"],
+      },
+    ]);
+    // The hub's check is only the door (every authenticated user); the gateway's per-cluster check decides.
+    assert.deepEqual(find(objs, "ClusterRole", "cluster-proxy-gateway-door").rules, [
+      {
+        apiGroups: ["gateway.proxy.open-cluster-management.io"],
+        resources: ["clusters/proxy"],
+        verbs: ["get", "create", "update", "patch", "delete"],
+      },
+    ]);
+    assert.deepEqual(
+      (find(objs, "ClusterRoleBinding", "cluster-proxy-gateway-door") as Obj & { subjects: unknown }).subjects,
+      [{ apiGroup: "rbac.authorization.k8s.io", kind: "Group", name: "system:authenticated" }],
+    );
+    const off = render("--set", "gateway.aggregatedApi.enabled=false");
+    assert.equal(
+      off.filter(
+        (o) =>
+          o.kind === "APIService" ||
+          o.metadata.name.endsWith("-apiservice") ||
+          o.metadata.name === "cluster-proxy-gateway-door",
+      ).length,
+      0,
+    );
+    assert.equal(off.filter((o) => o.metadata.name === "cluster-proxy-addon-user-extension-auth").length, 0);
+    const args = (
+      find(off, "Deployment", "cluster-proxy-addon-user").spec as {
+        template: { spec: { containers: { args: string[] }[] } };
+      }
+    ).template.spec.containers[0]!.args;
+    assert.ok(args.includes("--front-proxy-authentication=false"));
+  });
+
   test("the gateway: Deployment and Service cluster-proxy-addon-user with the contract's flags and the manager's Secrets, least-privilege RBAC, off with gateway.enabled=false", () => {
     const objs = render();
     type Container = {
@@ -243,6 +304,7 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       "--impersonation-prefix=cluster:hub:",
       "--passthrough-unrecognized-tokens=false",
       "--accept-hub-api-audience=true",
+      "--front-proxy-authentication=true",
     ]);
     const narrowed = find(
       render(
@@ -254,8 +316,9 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       "Deployment",
       "cluster-proxy-addon-user",
     ).spec as { template: { spec: Pod } };
-    assert.deepEqual(narrowed.template.spec.containers[0]!.args.slice(-2), [
+    assert.deepEqual(narrowed.template.spec.containers[0]!.args.slice(-3), [
       "--accept-hub-api-audience=false",
+      "--front-proxy-authentication=true",
       "--allowed-upgrade-origins=https://a.example,https://b.example:8443",
     ]);
     // Every file a flag names is in a mounted volume of the Secret that holds it.

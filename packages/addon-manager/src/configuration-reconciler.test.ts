@@ -50,6 +50,23 @@ function fakeApi(): { api: KubeApi; objects: Map<string, KubeObject> } {
       objects.delete(key(ref, name, namespace));
       return Promise.resolve();
     },
+    // JSON merge patch of plain objects, as RFC 7386 (null removes; nothing else here needs it).
+    mergePatch: (ref: ResourceRef, name: string, namespace: string | undefined, patch: Record<string, unknown>) => {
+      const old = objects.get(key(ref, name, namespace));
+      if (!old) return Promise.reject(new KubeApiError(404, "NotFound", "not found"));
+      const merge = (a: unknown, b: unknown): unknown =>
+        b && typeof b === "object" && !Array.isArray(b) && a && typeof a === "object" && !Array.isArray(a)
+          ? Object.fromEntries(
+              [...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [
+                k,
+                k in b
+                  ? merge((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
+                  : (a as Record<string, unknown>)[k],
+              ]),
+            )
+          : b;
+      return Promise.resolve(put(ref, merge(old, patch) as KubeObject));
+    },
   };
   return { api: api as unknown as KubeApi, objects };
 }
@@ -194,6 +211,37 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
     const identity = certOf(secretIn(objects, NS, "cluster-proxy-gateway-identity"));
     assert.ok(!identity.checkIssued(myCa));
     assert.ok(identity.checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
+  });
+});
+
+describe("the gateway's APIService (ConfigurationReconciler)", () => {
+  const apiServiceKey = "APIService//v1alpha1.gateway.proxy.open-cluster-management.io";
+  const apiService = (namespace: string): KubeObject & { spec: Record<string, unknown> } => ({
+    apiVersion: "apiregistration.k8s.io/v1",
+    kind: "APIService",
+    metadata: { name: "v1alpha1.gateway.proxy.open-cluster-management.io" },
+    spec: {
+      group: "gateway.proxy.open-cluster-management.io",
+      version: "v1alpha1",
+      service: { namespace, name: "cluster-proxy-addon-user", port: 9092 },
+    },
+  });
+
+  it("the chart's APIService gets the serving CA bundle; one of another namespace or none is left alone", async () => {
+    const { api, objects } = fakeApi();
+    const now = (): number => Date.now();
+    await reconciler(api, configuration(), now).reconcile("cluster-proxy");
+    assert.equal(objects.get(apiServiceKey), undefined, "the manager never creates it");
+
+    objects.set(apiServiceKey, apiService("elsewhere"));
+    await reconciler(api, configuration(), now).reconcile("cluster-proxy");
+    assert.equal((objects.get(apiServiceKey) as ReturnType<typeof apiService>).spec.caBundle, undefined);
+
+    objects.set(apiServiceKey, apiService(NS));
+    await reconciler(api, configuration(), now).reconcile("cluster-proxy");
+    const published = objects.get(apiServiceKey) as ReturnType<typeof apiService>;
+    assert.equal(published.spec.caBundle, secretIn(objects, NS, "cluster-proxy-gateway-serving").data?.["ca.crt"]);
+    assert.equal(published.spec.group, "gateway.proxy.open-cluster-management.io", "the rest is the chart's");
   });
 });
 

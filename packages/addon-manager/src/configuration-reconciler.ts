@@ -44,6 +44,7 @@ import {
 } from "./gateway-names.js";
 import { KubeApiError, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
+import { publishGatewayApiServiceCa } from "./gateway-api-service.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
 import {
@@ -145,6 +146,7 @@ export class ConfigurationReconciler {
     for (const r of rendered.filter(isWorkload)) await this.api.apply(r.resource, r.object);
     await this.deleteStale(name, rendered);
     conditions.push(await this.publishServingCa(mpc, cas));
+    await publishGatewayApiServiceCa(this.api, mpc.spec.proxyServer.namespace, cas.serving.bundlePem, this.logger);
     conditions.push(this.serversDeployed(mpc, status));
     await this.writeStatus(mpc, conditions, status);
     return { requeueAfterMs: Math.max(1000, recheckMs) };

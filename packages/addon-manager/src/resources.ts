@@ -38,6 +38,12 @@ export const Resources = {
     plural: "addondeploymentconfigs",
     namespaced: true,
   },
+  apiService: {
+    apiVersion: "apiregistration.k8s.io/v1",
+    kind: "APIService",
+    plural: "apiservices",
+    namespaced: false,
+  },
   manifestWork: {
     apiVersion: "work.open-cluster-management.io/v1",
     kind: "ManifestWork",

@@ -151,6 +151,15 @@ function gatewayValues(): ValuesSchema {
         "Also accept hub tokens for the hub apiserver's own audience (kubectl create token, pods' tokens), not only tokens for the gateway's audience cluster-proxy-gateway that cluster-proxy credential requests (--accept-hub-api-audience). False: no hub API credential works at the gateway.",
         true,
       ),
+      aggregatedApi: obj(
+        "The gateway as an aggregated API of the hub apiserver (docs/design/gateway.md, the aggregated path): users reach https://<hub>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/<cluster>/proxy/ with their own hub kubeconfig.",
+        {
+          enabled: bool(
+            "Register the APIService v1alpha1.gateway.proxy.open-cluster-management.io (its CA bundle is the addon manager's) and let the gateway read kube-system/extension-apiserver-authentication (--front-proxy-authentication).",
+            true,
+          ),
+        },
+      ),
       allowedUpgradeOrigins: {
         type: "array",
         description:

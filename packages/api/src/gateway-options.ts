@@ -270,6 +270,11 @@ const gatewayOptionFields = {
     description:
       "Accept client certificates signed by this CA: the subject's CN is the user, its O entries the groups (empty: no client certificates)",
   }),
+  frontProxyAuthentication: opt.boolean(true, {
+    flag: "front-proxy-authentication",
+    description:
+      "Serve the aggregated path: believe the user the hub apiserver states in its requestheader headers (X-Remote-User, ...) on a connection whose client certificate the hub's requestheader CA signed with an allowed name, both read from kube-system/extension-apiserver-authentication (watched). Off: those headers are dropped, as from any other caller",
+  }),
   passthroughUnrecognizedTokens: opt.boolean(false, {
     flag: "passthrough-unrecognized-tokens",
     description:
@@ -432,10 +437,16 @@ const gatewayOptionFields = {
 export const gatewayOptionsSchema = defineOptions(gatewayOptionFields, (o, bad) => {
   if (o.oidcIssuerUrl !== "" && o.oidcClientId === "") bad("oidcClientId", "required with --oidc-issuer-url");
   if (o.oidcIssuerUrl === "" && o.oidcClientId !== "") bad("oidcIssuerUrl", "required with --oidc-client-id");
-  if (!o.tokenReview && o.oidcIssuerUrl === "" && o.clientCaFile === "" && !o.passthroughUnrecognizedTokens)
+  if (
+    !o.tokenReview &&
+    o.oidcIssuerUrl === "" &&
+    o.clientCaFile === "" &&
+    !o.passthroughUnrecognizedTokens &&
+    !o.frontProxyAuthentication
+  )
     bad(
       "tokenReview",
-      "with --token-review=false, set --oidc-issuer-url, --client-ca-file or --passthrough-unrecognized-tokens: no caller could authenticate",
+      "with --token-review=false, set --oidc-issuer-url, --client-ca-file, --front-proxy-authentication or --passthrough-unrecognized-tokens: no caller could authenticate",
     );
 });
 

@@ -17,3 +17,4 @@ export * from "./option-schema.js";
 export * from "./cluster-name.js";
 export * from "./command-options.js";
 export * from "./agent-upgrade.js";
+export * from "./gateway-aggregated-api.js";

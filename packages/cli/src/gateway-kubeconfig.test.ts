@@ -100,10 +100,44 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
   };
   const read = (file: string): Kubeconfig => loadYaml(readFileSync(file, "utf8"));
 
-  test("every cluster, a context each, the in-cluster gateway URL verified with the serving CA, the hub kubeconfig's token user, mode 0600", async () => {
+  test("by default the aggregated path: the hub kubeconfig's server and verification at each cluster's path, its user whatever kind, mode 0600", async () => {
+    const ca = await createCertificateAuthority({ commonName: "hub-client-ca" });
+    const me = await issueCertificate(ca, { commonName: "me", usage: "client", validityDays: 1 });
+    writeFileSync(join(dir, "agg.crt"), me.certPem);
+    writeFileSync(join(dir, "agg.key"), me.keyPem);
+    const kc = hubKubeconfig("agg.kubeconfig", { "client-certificate": "agg.crt", "client-key": "agg.key" });
+    const out = join(dir, "agg-out.kubeconfig");
+    const r = await runCaptured(["kubeconfig", "--gateway", "--output", out], { KUBECONFIG: kc });
+    assert.equal(r.code, 0, r.err);
+    assert.equal(statSync(out).mode & 0o777, 0o600);
+    assert.match(r.err, /contexts mc1, mc2 through the hub apiserver/);
+    assert.doesNotMatch(r.err, /--client-ca-file/, "the hub authenticates the certificate: no caveat");
+    const doc = read(out);
+    assert.deepEqual(
+      doc.clusters.map((c) => [c.name, c.cluster.server, c.cluster["insecure-skip-tls-verify"]]),
+      ["mc1", "mc2"].map((m) => [
+        m,
+        `${hubUrl}/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/${m}/proxy`,
+        true,
+      ]),
+    );
+    assert.deepEqual(doc.users, [
+      { name: "hub-user", user: { "client-certificate": join(dir, "agg.crt"), "client-key": join(dir, "agg.key") } },
+    ]);
+    assert.equal(doc["current-context"], "mc1");
+    const asked = requests.length;
+    const explicit = await runCaptured(["kubeconfig", "--gateway=aggregated", "--cluster", "mc2"], { KUBECONFIG: kc });
+    assert.equal(requests.length, asked, "with --cluster nothing is read from the hub");
+    assert.equal(explicit.code, 0, explicit.err);
+    const aggregated: Kubeconfig = loadYaml(explicit.out);
+    const server = aggregated.clusters[0]!.cluster.server ?? "";
+    assert.match(server, /\/clusters\/mc2\/proxy$/);
+  });
+
+  test("--gateway=direct: every cluster, a context each, the in-cluster gateway URL verified with the serving CA, the hub kubeconfig's token user, mode 0600", async () => {
     const kc = hubKubeconfig("token.kubeconfig", { token: "hub-token" });
     const out = join(dir, "all.kubeconfig");
-    const r = await runCaptured(["kubeconfig", "--gateway", "--output", out], { KUBECONFIG: kc });
+    const r = await runCaptured(["kubeconfig", "--gateway=direct", "--output", out], { KUBECONFIG: kc });
     assert.equal(r.code, 0, r.err);
     assert.equal(statSync(out).mode & 0o777, 0o600);
     assert.match(r.err, /wrote .*all\.kubeconfig \(contexts mc1, mc2 through https:\/\/cluster-proxy-addon-user/);
@@ -165,7 +199,7 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
     );
   });
 
-  test("a client-certificate hub user is copied (paths made absolute) with a note on what the gateway accepts", async () => {
+  test("--gateway=direct with a client-certificate hub user: copied (paths made absolute) with a note on what the gateway accepts", async () => {
     const ca = await createCertificateAuthority({ commonName: "hub-client-ca" });
     const me = await issueCertificate(ca, {
       commonName: "me",
@@ -178,7 +212,7 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
     writeFileSync(join(dir, "me.key"), me.keyPem);
     const kc = hubKubeconfig("cert.kubeconfig", { "client-certificate": "me.crt", "client-key": "me.key" });
     const out = join(dir, "cert-user.kubeconfig");
-    const r = await runCaptured(["kubeconfig", "--gateway", "-o", out, "--cluster", "mc2"], { KUBECONFIG: kc });
+    const r = await runCaptured(["kubeconfig", "--gateway=direct", "-o", out, "--cluster", "mc2"], { KUBECONFIG: kc });
     assert.equal(r.code, 0, r.err);
     assert.match(r.err, /client certificate: the gateway accepts it only when run with --client-ca-file/);
     assert.deepEqual(read(out).users[0]!.user, {
@@ -192,7 +226,7 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
     const msa = await runCaptured(["kubeconfig", "--gateway", "--managed-service-account", "m"], { KUBECONFIG: kc });
     assert.equal(msa.code, 2);
     assert.match(msa.err, /--managed-service-account belong to the CONNECT door/);
-    const unknown = await runCaptured(["kubeconfig", "--gateway", "--cluster", "mc9"], { KUBECONFIG: kc });
+    const unknown = await runCaptured(["kubeconfig", "--gateway=direct", "--cluster", "mc9"], { KUBECONFIG: kc });
     assert.notEqual(unknown.code, 0);
     assert.match(unknown.err, /no ManagedCluster named mc9/);
     const none = await runCaptured(["kubeconfig", "--token", "t"], { KUBECONFIG: kc });
@@ -202,8 +236,9 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
 
   test("--help explains the gateway and shows an example", async () => {
     const r = await runCaptured(["kubeconfig", "--help"]);
-    assert.match(r.out, /--gateway \[url\]/);
+    assert.match(r.out, /--gateway \[aggregated\|direct\|url\]/);
     assert.match(r.out, /cluster-proxy kubeconfig --gateway -o hub-clusters\.kubeconfig/);
+    assert.match(r.out, /apis\/gateway\.proxy\.open-cluster-management\.io\/v1alpha1\/clusters\/<cluster>\/proxy/);
     assert.match(r.out, /tls-server-name/);
   });
 });

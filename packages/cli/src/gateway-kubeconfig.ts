@@ -1,16 +1,19 @@
 /**
  * The kubeconfig `cluster-proxy kubeconfig --gateway` writes (docs/design/gateway.md,
- * docs/guides/hub-operations.md): one cluster entry per managed cluster whose server is
+ * docs/guides/hub-operations.md): one cluster entry per managed cluster and one user, the caller's
+ * own hub credentials. By default the server is the aggregated path on the hub apiserver
+ * (`<hub server>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/<cluster>/proxy`),
+ * verified as the hub kubeconfig verifies the hub: the hub authenticates the user with whatever it
+ * knows and the gateway trusts what it says. With a direct gateway URL, the server is
  * `https://<gateway>/<cluster>`, verified against the serving CA bundle the addon manager publishes
  * in Secret `cluster-proxy-gateway-serving` (`ca.crt`), with `tls-server-name` when the URL's host
  * is not a name of the gateway's certificate (a port-forward to 127.0.0.1, a load balancer's
- * address), and one user: the caller's own hub credentials, which the gateway authenticates
- * against the hub (TokenReview, or OIDC) before the cluster's agent performs the request as them.
+ * address); the gateway then authenticates the user itself (TokenReview, or OIDC).
  */
 import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";
-import { ConfigError } from "@cluster-proxy/api";
-import type { KubeconfigUser } from "./kubeconfig-builder.js";
+import { aggregatedClusterPath, ConfigError } from "@cluster-proxy/api";
+import type { KubeconfigCluster, KubeconfigUser } from "./kubeconfig-builder.js";
 
 /** Name of the single user entry of a gateway kubeconfig. */
 export const GATEWAY_USER = "hub-user";
@@ -18,6 +21,24 @@ export const GATEWAY_USER = "hub-user";
 /** The gateway's in-cluster URL: its Service `service` in namespace `ns`, port `port` (the chart's 9092). */
 export function defaultGatewayUrl(service: string, ns: string, port: number): string {
   return `https://${service}.${ns}.svc:${port}`;
+}
+
+/** Which way `--gateway` goes: the hub apiserver's aggregated path, or the gateway's own port. */
+export type GatewayRoute = { kind: "aggregated" } | { kind: "direct"; url?: URL };
+
+/**
+ * `--gateway[=aggregated|direct|<url>]`: bare or `aggregated`, the aggregated path; `direct`, the
+ * gateway's Service URL; an https URL, that gateway.
+ */
+export function parseGatewayRoute(value: string | true): GatewayRoute {
+  if (value === true || value === "aggregated") return { kind: "aggregated" };
+  if (value === "direct") return { kind: "direct" };
+  return { kind: "direct", url: parseGatewayUrl(value) };
+}
+
+/** The server of `cluster` through the aggregated path of the hub apiserver at `hubServer`. */
+export function aggregatedServer(hubServer: string, cluster: string): string {
+  return `${hubServer.replace(/\/+$/, "")}${aggregatedClusterPath(cluster)}`;
 }
 
 /**
@@ -61,32 +82,40 @@ export function gatewayTlsServerName(gateway: URL, certPem: string, fallback: st
 
 /** What a gateway kubeconfig is made of. */
 export interface GatewayKubeconfigInput {
-  gateway: URL;
+  /** The cluster entry of each managed cluster (its `server` and how to verify it). */
+  cluster: (name: string) => KubeconfigCluster;
   /** The managed clusters, one context each (named after the cluster). */
   clusters: readonly string[];
   /** The context to make current (one of `clusters`). */
   currentContext: string;
-  /** PEM: the serving CA bundle that verifies the gateway. */
-  servingCa: Buffer;
-  tlsServerName?: string;
   /** The caller's hub credentials (token, exec plugin, client certificate, ...). */
   user: KubeconfigUser;
 }
 
+/** The cluster entries of the direct path: `gateway`, verified with the serving CA bundle. */
+export function directGatewayCluster(
+  gateway: URL,
+  servingCa: Buffer,
+  tlsServerName: string | undefined,
+): (name: string) => KubeconfigCluster {
+  return (name) => ({
+    server: gatewayServer(gateway, name),
+    "certificate-authority-data": servingCa.toString("base64"),
+    ...(tlsServerName ? { "tls-server-name": tlsServerName } : {}),
+  });
+}
+
+/** The cluster entries of the aggregated path: the hub kubeconfig's cluster, at each cluster's path. */
+export function aggregatedGatewayCluster(hub: KubeconfigCluster): (name: string) => KubeconfigCluster {
+  return (name) => ({ ...hub, server: aggregatedServer(hub.server, name) });
+}
+
 /** The kubeconfig document (for `dumpYaml`). */
 export function buildGatewayKubeconfig(input: GatewayKubeconfigInput): Record<string, unknown> {
-  const ca = input.servingCa.toString("base64");
   return {
     apiVersion: "v1",
     kind: "Config",
-    clusters: input.clusters.map((name) => ({
-      name,
-      cluster: {
-        server: gatewayServer(input.gateway, name),
-        "certificate-authority-data": ca,
-        ...(input.tlsServerName ? { "tls-server-name": input.tlsServerName } : {}),
-      },
-    })),
+    clusters: input.clusters.map((name) => ({ name, cluster: input.cluster(name) })),
     users: [{ name: GATEWAY_USER, user: input.user }],
     contexts: input.clusters.map((name) => ({ name, context: { cluster: name, user: GATEWAY_USER } })),
     "current-context": input.currentContext,

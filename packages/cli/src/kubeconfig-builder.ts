@@ -78,8 +78,32 @@ export function buildKubeconfig(input: KubeconfigInput): Record<string, unknown>
 /** A kubeconfig document as read from YAML (loosely typed). */
 interface KubeconfigDoc {
   "current-context"?: string;
-  contexts?: { name: string; context?: { user?: string } }[];
+  contexts?: { name: string; context?: { user?: string; cluster?: string } }[];
   users?: { name: string; user?: KubeconfigUser }[];
+  clusters?: { name: string; cluster?: Record<string, unknown> }[];
+}
+
+/** A kubeconfig `cluster` entry: `server` and how to verify it (CA, tls-server-name, proxy-url, ...). */
+export type KubeconfigCluster = Record<string, unknown> & { server: string };
+
+/**
+ * The current context's cluster of a kubeconfig (the hub apiserver of a hub kubeconfig), with a
+ * relative `certificate-authority` made absolute against `baseDir`. Throws with a user-facing
+ * message naming `source` when it has none.
+ */
+export function currentCluster(doc: unknown, source: string, baseDir: string): KubeconfigCluster {
+  const kc = (doc ?? {}) as KubeconfigDoc;
+  const context = kc.contexts?.find((c) => c.name === kc["current-context"]);
+  const name = context?.context?.cluster;
+  if (!name) throw new Error(`${source}: no current context with a cluster`);
+  const entry = kc.clusters?.find((c) => c.name === name)?.cluster;
+  const server = entry?.server;
+  if (!entry || typeof server !== "string" || server === "")
+    throw new Error(`${source}: cluster "${name}" has no server`);
+  const cluster: KubeconfigCluster = { ...entry, server };
+  const ca = cluster["certificate-authority"];
+  if (typeof ca === "string" && ca !== "" && !ca.startsWith("/")) cluster["certificate-authority"] = join(baseDir, ca);
+  return cluster;
 }
 
 /** A kubeconfig user that authenticates with a client certificate (one of {@link CERTIFICATE_FIELDS}). */

@@ -26,12 +26,22 @@ import {
   type ManagedClusterObject,
 } from "./hub-access.js";
 import {
+  aggregatedGatewayCluster,
   buildGatewayKubeconfig,
   defaultGatewayUrl,
+  directGatewayCluster,
   gatewayTlsServerName,
+  parseGatewayRoute,
   parseGatewayUrl,
 } from "./gateway-kubeconfig.js";
-import { buildKubeconfig, currentUser, hasClientCertificate, type KubeconfigUser } from "./kubeconfig-builder.js";
+import {
+  buildKubeconfig,
+  currentCluster,
+  currentUser,
+  hasClientCertificate,
+  type KubeconfigCluster,
+  type KubeconfigUser,
+} from "./kubeconfig-builder.js";
 import {
   addLocalHubFlag,
   localCluster,
@@ -47,10 +57,10 @@ Examples:
   cluster-proxy kubeconfig --cluster mc1 --credentials-from ~/.kube/mc1-oidc.kubeconfig -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster mc1 --managed-service-account my-msa -o mc1.kubeconfig
   kubectl --kubeconfig mc1.kubeconfig get namespaces
-  cluster-proxy kubeconfig --gateway -o hub-clusters.kubeconfig   # every cluster, through the gateway, as you
+  cluster-proxy kubeconfig --gateway -o hub-clusters.kubeconfig   # every cluster, through the hub apiserver, as you
   kubectl --kubeconfig hub-clusters.kubeconfig --context mc1 get pods
-  kubectl -n open-cluster-management-addon port-forward service/cluster-proxy-addon-user 9092 &
-  cluster-proxy kubeconfig --gateway=https://127.0.0.1:9092 --cluster mc1 -o mc1.kubeconfig
+  cluster-proxy kubeconfig --gateway=direct --cluster mc1 -o mc1.kubeconfig   # the gateway's Service, from inside the hub
+  cluster-proxy kubeconfig --gateway=https://gateway.example.com:9092 --cluster mc1 -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster east --token demo-token-east -o .cluster-proxy/east.kubeconfig   # the local hub of "cluster-proxy up"
 
 kubectl connects to the proxy-servers' HTTP CONNECT door (mTLS, the hub's proxy client
@@ -60,14 +70,23 @@ never the hub's. Nothing else has to run. The door must be reachable from where 
 (--proxy-server-host, or a LoadBalancer Service exposing port ${CONNECT_DOOR_PORT} of the proxy-servers,
 whose address is in the ManagedProxyConfiguration's additionalSANs).
 
-With --gateway, kubectl talks to the gateway (Service cluster-proxy-addon-user, port 9092) at
+With --gateway, kubectl talks to the hub apiserver you already reach, at
+<hub>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/<cluster>/proxy (the gateway
+as an aggregated API, chart value gateway.aggregatedApi.enabled), verified and authenticated as your
+hub kubeconfig does it: its CA, and its current user (or --token / --credentials-from), whatever
+kind (certificate, token, exec plugin). Your hub RBAC needs get (and create, update, patch, delete
+as you use them) on clusters/proxy of gateway.proxy.open-cluster-management.io and on
+managedclusters/proxy, both for the cluster by name.
+
+With --gateway=direct or --gateway=<url>, kubectl talks to the gateway's own port (Service
+cluster-proxy-addon-user, port 9092; reachable inside the hub, or where you expose it) at
 https://<gateway>/<cluster>, verified with the serving CA of Secret cluster-proxy-gateway-serving
-(tls-server-name set when the URL's host is not in its certificate, e.g. a port-forward), and
-authenticates with the current user of your hub kubeconfig (or --token / --credentials-from): a
-hub token or exec plugin (OIDC) the gateway checks against the hub. A client certificate is copied
-too, but the gateway accepts one only when started with --client-ca-file naming its CA (the
-chart does not set it). The hub then decides, per cluster, whether you may use
-managedclusters/proxy, and the cluster's own RBAC what you may do there (as cluster:hub:<you>).
+(tls-server-name set when the URL's host is not in its certificate), and the gateway authenticates
+the user itself: a hub token or an exec plugin (OIDC); a client certificate only when the gateway
+runs with --client-ca-file naming its CA (the chart does not set it).
+
+Either way the hub decides, per cluster, whether you may use managedclusters/proxy, and the
+cluster's own RBAC what you may do there (as cluster:hub:<you>).
 `;
 
 interface KubeconfigFlags extends HubFlags {
@@ -92,8 +111,8 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     .addHelpText("after", EXAMPLE)
     .option("--cluster <name>", "the managed cluster (with --gateway: only this one; default every ManagedCluster)")
     .option(
-      "--gateway [url]",
-      "through the gateway instead, as yourself: its URL (default https://cluster-proxy-addon-user.<namespace>.svc:9092, the proxy-servers' namespace), your hub credentials",
+      "--gateway [aggregated|direct|url]",
+      "through the gateway instead, as yourself with your hub credentials: bare or aggregated, through the hub apiserver (the gateway's aggregated API); direct, its Service https://cluster-proxy-addon-user.<namespace>.svc:9092; or the https URL of the gateway",
     )
     .option(
       "--credentials-from <kubeconfig>",
@@ -219,8 +238,9 @@ async function gatewayKubeconfig(
     const badName = clusterNameProblem(flags.cluster);
     if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
   }
-  const explicitUrl = typeof flags.gateway === "string" ? parseGatewayUrl(flags.gateway) : undefined;
+  const route = parseGatewayRoute(flags.gateway ?? true);
   const user = await hubUser(flags, env);
+  if (route.kind === "aggregated") return aggregatedKubeconfig(flags, env, user);
   const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
   const { Resources, GATEWAY_PORT, GATEWAY_SERVICE, GATEWAY_SERVING_SECRET } =
     await import("@cluster-proxy/addon-manager");
@@ -228,51 +248,125 @@ async function gatewayKubeconfig(
   let clusters: string[];
   let serving: (KubeObject & { data?: Record<string, string> }) | undefined;
   try {
-    if (flags.cluster !== undefined) {
-      if (!(await hub.api.tryGet(Resources.managedCluster, flags.cluster)))
-        throw new CommandFailure(`--cluster: no ManagedCluster named ${flags.cluster}`);
-      clusters = [flags.cluster];
-    } else {
-      clusters = (await hub.api.list(Resources.managedCluster)).items.map((c) => c.metadata.name).sort();
-    }
+    clusters = await gatewayClusters(hub, flags.cluster);
     serving = await hub.api.tryGet(Resources.secret, GATEWAY_SERVING_SECRET, ns);
   } catch (err) {
     if (err instanceof CommandFailure) throw err;
     throw hubError(err, `listing ManagedClusters and reading Secret ${ns}/${GATEWAY_SERVING_SECRET}`);
   }
-  if (clusters.length === 0) throw new CommandFailure("no ManagedCluster on the hub: nothing to reach");
+  const current = flags.cluster ?? clusters[0]!;
+  const contexts = `${clusters.length === 1 ? "context" : "contexts"} ${clusters.join(", ")}`;
   const ca = serving?.data?.["ca.crt"];
   if (!ca)
     throw new CommandFailure(
       `hub: Secret ${ns}/${GATEWAY_SERVING_SECRET} has no ca.crt yet (is an addon manager with the gateway running?)`,
     );
   const inCluster = `${GATEWAY_SERVICE}.${ns}.svc`;
-  const gateway = explicitUrl ?? parseGatewayUrl(defaultGatewayUrl(GATEWAY_SERVICE, ns, GATEWAY_PORT));
+  const gateway =
+    (route.kind === "direct" ? route.url : undefined) ??
+    parseGatewayUrl(defaultGatewayUrl(GATEWAY_SERVICE, ns, GATEWAY_PORT));
   const tlsServerName = gatewayTlsServerName(
     gateway,
     Buffer.from(serving?.data?.["tls.crt"] ?? "", "base64").toString("utf8"),
     inCluster,
   );
-  const current = flags.cluster ?? clusters[0]!;
   const note = hasClientCertificate(user)
     ? "; the user is a client certificate: the gateway accepts it only when run with --client-ca-file naming its CA, else use --token or --credentials-from"
     : "";
   return {
     kubeconfig: buildGatewayKubeconfig({
-      gateway,
+      cluster: directGatewayCluster(gateway, Buffer.from(ca, "base64"), tlsServerName),
       clusters,
       currentContext: current,
-      servingCa: Buffer.from(ca, "base64"),
-      ...(tlsServerName ? { tlsServerName } : {}),
       user,
     }),
     summary: (file) =>
-      `${clusters.length === 1 ? "context" : "contexts"} ${clusters.join(", ")} through ${gateway.href.replace(/\/$/, "")}; kubectl --kubeconfig ${file} --context ${current} get namespaces${note}`,
+      `${contexts} through ${gateway.href.replace(/\/$/, "")}; kubectl --kubeconfig ${file} --context ${current} get namespaces${note}`,
+  };
+}
+
+/** --cluster (checked to exist), else every ManagedCluster, sorted; hub errors are thrown as they are. */
+async function gatewayClusters(hub: Hub, cluster: string | undefined): Promise<string[]> {
+  const { Resources } = await import("@cluster-proxy/addon-manager");
+  if (cluster !== undefined) {
+    if (!(await hub.api.tryGet(Resources.managedCluster, cluster)))
+      throw new CommandFailure(`--cluster: no ManagedCluster named ${cluster}`);
+    return [cluster];
+  }
+  const clusters = (await hub.api.list(Resources.managedCluster)).items.map((c) => c.metadata.name).sort();
+  if (clusters.length === 0) throw new CommandFailure("no ManagedCluster on the hub: nothing to reach");
+  return clusters;
+}
+
+/**
+ * The aggregated path's kubeconfig: the hub kubeconfig's cluster at each cluster's path. With
+ * --cluster nothing is read from the hub (a user who may only reach that cluster can write it);
+ * without, the ManagedClusters are listed with the hub kubeconfig's rights.
+ */
+async function aggregatedKubeconfig(
+  flags: KubeconfigFlags,
+  env: NodeJS.ProcessEnv,
+  user: KubeconfigUser,
+): Promise<{ kubeconfig: Record<string, unknown>; summary: (file: string) => string }> {
+  const hubCluster = await hubKubeconfigCluster(flags, env);
+  let clusters: string[];
+  if (flags.cluster !== undefined) clusters = [flags.cluster];
+  else {
+    const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
+    try {
+      clusters = await gatewayClusters(hub, undefined);
+    } catch (err) {
+      if (err instanceof CommandFailure) throw err;
+      throw hubError(err, "listing ManagedClusters (or name one with --cluster, which reads nothing from the hub)");
+    }
+  }
+  const current = flags.cluster ?? clusters[0]!;
+  return {
+    kubeconfig: buildGatewayKubeconfig({
+      cluster: aggregatedGatewayCluster(hubCluster),
+      clusters,
+      currentContext: current,
+      user,
+    }),
+    summary: (file) =>
+      `${clusters.length === 1 ? "context" : "contexts"} ${clusters.join(", ")} through the hub apiserver ${hubCluster.server} (the gateway's aggregated API); kubectl --kubeconfig ${file} --context ${current} get namespaces`,
   };
 }
 
 /** Service account files a pod's token is read from (in-cluster hub access). */
 const IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+/** The CA bundle of the in-cluster apiserver, beside it. */
+const IN_CLUSTER_CA = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+
+/** The hub kubeconfig file (--kubeconfig, else the first existing KUBECONFIG file) and how to name it. */
+function hubKubeconfigFile(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): [string, string] | undefined {
+  if (flags.kubeconfig !== undefined) return [flags.kubeconfig, `--kubeconfig ${flags.kubeconfig}`];
+  const f = env.KUBECONFIG?.split(":").find((p) => p && existsSync(p));
+  return f ? [f, `KUBECONFIG file ${f}`] : undefined;
+}
+
+/**
+ * The hub apiserver as the hub kubeconfig reaches it (the aggregated path's server and how to
+ * verify it), else the in-cluster apiserver.
+ */
+async function hubKubeconfigCluster(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): Promise<KubeconfigCluster> {
+  const hubFile = hubKubeconfigFile(flags, env);
+  if (!hubFile) return { server: "https://kubernetes.default.svc", "certificate-authority": IN_CLUSTER_CA };
+  const [file, source] = hubFile;
+  const path = resolve(file);
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new ConfigError(`${source}: ${(err as NodeJS.ErrnoException).code}`, { cause: err });
+  }
+  const { loadYaml } = await import("@kubernetes/client-node");
+  try {
+    return currentCluster(loadYaml(text), source, dirname(path));
+  } catch (err) {
+    throw new ConfigError((err as Error).message, { cause: err });
+  }
+}
 
 /**
  * The caller's hub credentials for the gateway: --token, the current user of --credentials-from,
@@ -284,16 +378,12 @@ async function hubUser(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): Promise<
     if (!flags.token.trim()) throw new ConfigError("--token: empty");
     return { token: flags.token.trim() };
   }
-  const [file, source] =
+  const from: [string, string] | undefined =
     flags.credentialsFrom !== undefined
       ? [flags.credentialsFrom, `--credentials-from ${flags.credentialsFrom}`]
-      : flags.kubeconfig !== undefined
-        ? [flags.kubeconfig, `--kubeconfig ${flags.kubeconfig}`]
-        : ((f) => (f ? [f, `KUBECONFIG file ${f}`] : [undefined, ""]))(
-            env.KUBECONFIG?.split(":").find((f) => f && existsSync(f)),
-          );
-  if (file === undefined) return { tokenFile: IN_CLUSTER_TOKEN };
-  return readCurrentUser(file, source, { allowCertificate: true });
+      : hubKubeconfigFile(flags, env);
+  if (from === undefined) return { tokenFile: IN_CLUSTER_TOKEN };
+  return readCurrentUser(from[0], from[1], { allowCertificate: true });
 }
 
 /** The current user of the kubeconfig `file` (a usage error naming `source` when unreadable). */

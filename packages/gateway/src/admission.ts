@@ -16,6 +16,7 @@
 import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
+import { fromAggregatedUrl } from "./aggregated-api.js";
 import type { Authenticator, Caller } from "./authentication.js";
 import { impersonationOf, proxyVerbsOf, type Authorizer } from "./authorization.js";
 import type { ClusterDirectory } from "./cluster-directory.js";
@@ -75,6 +76,11 @@ export interface RequestHead {
   source?: string;
   /** Whether this is an upgrade (Connection: Upgrade): relayed as one. */
   upgrade: boolean;
+  /**
+   * On a connection that carries the hub front proxy's certificate (`front-proxy.ts`): the user
+   * its headers state, or "no-user". Absent on every other connection.
+   */
+  frontProxy?: UserInfo | "no-user";
 }
 
 /** The names in a `Connection` header, lowercased. */
@@ -103,6 +109,8 @@ export interface AdmissionDeps {
   clusters: ClusterDirectory;
   services: ExposedServices;
   impersonationPrefix: string;
+  /** Header names of the hub's front proxy (`X-Remote-User` and whatever else it is configured with): never forwarded. */
+  isFrontProxyHeader?: (name: string) => boolean;
   /** Counts a denial (allowlist) by reason. */
   onDenial?: (reason: string) => void;
 }
@@ -113,10 +121,14 @@ export function encodeExtraKey(key: string): string {
 }
 
 /** The caller's headers that may go on: everything but {@link DROPPED}, pseudo-headers, Impersonate-*, Cluster-Proxy-*. */
-function forwardable(headers: IncomingHttpHeaders, upgrade: boolean): Record<string, string | string[]> {
+function forwardable(
+  headers: IncomingHttpHeaders,
+  upgrade: boolean,
+  isFrontProxyHeader: (name: string) => boolean,
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || name.startsWith(":") || DROPPED.has(name)) continue;
+    if (value === undefined || name.startsWith(":") || DROPPED.has(name) || isFrontProxyHeader(name)) continue;
     if (name.startsWith("impersonate-") || name.startsWith("cluster-proxy-")) continue;
     out[name] = value;
   }
@@ -126,6 +138,22 @@ function forwardable(headers: IncomingHttpHeaders, upgrade: boolean): Record<str
     if (up) out.upgrade = up;
   }
   return out;
+}
+
+/**
+ * The caller: the user the hub's front proxy states on its own connection (whatever else the
+ * request carries), else what the authenticator makes of the request's credentials.
+ */
+async function authenticate(deps: AdmissionDeps, head: RequestHead): Promise<Caller> {
+  if (head.frontProxy === "no-user")
+    throw new GatewayError(401, "unauthenticated", "the hub apiserver forwarded the request without a user");
+  if (head.frontProxy) return { method: "front-proxy", user: head.frontProxy };
+  const authorization = head.headers.authorization;
+  return deps.authenticator.authenticate({
+    ...(authorization !== undefined ? { authorization } : {}),
+    ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
+    ...(head.source !== undefined ? { source: head.source } : {}),
+  });
 }
 
 /** Admit `head` (see the module comment); throws a GatewayError when refused. */
@@ -138,7 +166,10 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
       "method-not-allowed",
       `method ${JSON.stringify(head.method.slice(0, 32))} is not supported`,
     );
-  const parsed = parseRequestTarget(head.url);
+  const aggregated = fromAggregatedUrl(head.url);
+  if (typeof aggregated === "object")
+    throw new GatewayError(400, "bad-request", `malformed gateway URL: ${aggregated.problem}`);
+  const parsed = parseRequestTarget(aggregated ?? head.url);
   if (!parsed.ok) throw new GatewayError(400, "bad-request", `malformed gateway URL: ${parsed.problem}`);
   const target = parsed.target;
   const r = rec.record;
@@ -157,14 +188,12 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   // As the kube-apiserver reads a WebSocket exec: the GET of an upgrade is a `create`.
   if (upgrade && r.verb === "get") r.verb = "create";
 
-  const authorization = head.headers.authorization;
-  const caller = await deps.authenticator.authenticate({
-    ...(authorization !== undefined ? { authorization } : {}),
-    ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
-    ...(head.source !== undefined ? { source: head.source } : {}),
-  });
+  const caller = await authenticate(deps, head);
   r.authentication = caller.method;
-  const headers = withForwarding(forwardable(head.headers, head.upgrade), head.source);
+  const headers = withForwarding(
+    forwardable(head.headers, head.upgrade, deps.isFrontProxyHeader ?? (() => false)),
+    head.source,
+  );
 
   if (caller.method === "passthrough") {
     if (target.kind !== "kube")

@@ -20,11 +20,12 @@ import { SourceBuckets, sourceKey } from "./source-buckets.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
 
 /** How a caller authenticated (the audit record's `authentication`). */
-export type AuthenticationMethod = "token" | "oidc" | "x509" | "passthrough";
+/** `front-proxy`: the hub apiserver authenticated the user and said who it is (`front-proxy.ts`). */
+export type AuthenticationMethod = "token" | "oidc" | "x509" | "front-proxy" | "passthrough";
 
 /** An authenticated caller. */
 export type Caller =
-  | { method: "token" | "oidc" | "x509"; user: UserInfo }
+  | { method: "token" | "oidc" | "x509" | "front-proxy"; user: UserInfo }
   /** A token the hub did not recognise, handed to the cluster as it is. */
   | { method: "passthrough"; authorization: string };
 

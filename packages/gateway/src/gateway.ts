@@ -29,6 +29,7 @@ import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
+import { discoveryDocument } from "./aggregated-api.js";
 import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
@@ -40,6 +41,7 @@ import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
 import { FleetSource } from "./fleet-source.js";
 import { FleetViewers } from "./fleet-viewers.js";
+import { EXTENSION_AUTH_CONFIGMAP, FrontProxyTrust } from "./front-proxy.js";
 import { GatewayError, asGatewayError } from "./gateway-error.js";
 import type { HubApi } from "./hub-api.js";
 import { GatewayMetrics } from "./metrics.js";
@@ -168,10 +170,11 @@ function isTlsSocket(socket: net.Socket | tls.TLSSocket): socket is tls.TLSSocke
   return typeof Reflect.get(socket, "getPeerX509Certificate") === "function";
 }
 
-function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
+function headOf(req: AnyRequest, upgrade: boolean, frontProxy: FrontProxyTrust): RequestHead {
   const socket = tlsSocketOf(req);
   const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
   const source = req.socket.remoteAddress;
+  const stated = frontProxy.identify(socket, req.rawHeaders);
   return {
     method: req.method ?? "GET",
     url: req.url ?? "/",
@@ -179,6 +182,7 @@ function headOf(req: AnyRequest, upgrade: boolean): RequestHead {
     upgrade,
     ...(source !== undefined ? { source } : {}),
     ...(cert ? { clientCertificate: cert } : {}),
+    ...(stated !== undefined ? { frontProxy: stated } : {}),
   };
 }
 
@@ -288,6 +292,9 @@ export class Gateway {
   private reloader: CertReloader | undefined;
   private readonly identityReloader: CertReloader;
   private stopWatch: (() => void) | undefined;
+  private stopFrontProxyWatch: (() => void) | undefined;
+  /** The hub apiserver as a front proxy (the aggregated path), when --front-proxy-authentication. */
+  private readonly frontProxy: FrontProxyTrust;
   private ready = false;
   private closing: Promise<void> | undefined;
   private inFlight = 0;
@@ -340,12 +347,14 @@ export class Gateway {
       onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
     });
     const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
+    this.frontProxy = new FrontProxyTrust(deps.now);
     this.admission = {
       authenticator,
       authorizer,
       clusters: this.clusters,
       services: this.services,
       impersonationPrefix: options.impersonationPrefix,
+      isFrontProxyHeader: (name) => this.frontProxy.isFrontProxyHeader(name),
       onDenial,
     };
     let dialer = deps.dialer;
@@ -460,8 +469,11 @@ export class Gateway {
   /** Listen on both ports and start watching the services ConfigMap. Resolves with the ports. */
   async start(): Promise<{ port: number; healthPort: number }> {
     const o = this.options;
+    // A client certificate is asked for (never required) when either trust needs one: the
+    // --client-ca-file users' (verified by the handshake) or the hub front proxy's (front-proxy.ts).
     const base: tls.SecureContextOptions & tls.TlsOptions = {
-      ...(o.clientCaFile ? { ca: readFileSync(o.clientCaFile), requestCert: true, rejectUnauthorized: false } : {}),
+      ...(o.clientCaFile || o.frontProxyAuthentication ? { requestCert: true, rejectUnauthorized: false } : {}),
+      ...(o.clientCaFile ? { ca: readFileSync(o.clientCaFile) } : {}),
     };
     const cert = readFileSync(o.servingCert);
     const key = readFileSync(o.servingKey);
@@ -581,9 +593,31 @@ export class Gateway {
           );
       }
     });
+    if (o.frontProxyAuthentication) this.watchFrontProxy();
     this.fleetSource.start();
     this.ready = true;
     return ports;
+  }
+
+  /** Follow the hub's requestheader settings (the aggregated path's trust), logging each change. */
+  private watchFrontProxy(): void {
+    const { namespace, name } = EXTENSION_AUTH_CONFIGMAP;
+    const where = { configMap: `${namespace}/${name}` };
+    this.stopFrontProxyWatch = this.deps.hub.watchConfigMap(namespace, name, (data) => {
+      const u = this.frontProxy.update(data);
+      if (u.kind === "loaded")
+        this.logger.info(
+          { ...where, allowedNames: u.allowedNames },
+          "the hub apiserver's front proxy is trusted (the aggregated path)",
+        );
+      else if (u.kind === "absent")
+        this.logger.warn(where, "the hub publishes no requestheader CA: the aggregated path is off");
+      else
+        this.logger.error(
+          { ...where, problem: u.problem },
+          "refused the hub's requestheader settings; keeping the last good ones",
+        );
+    });
   }
 
   /** Check the serving certificate files now (tests; they are polled anyway). */
@@ -610,6 +644,14 @@ export class Gateway {
 
   private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
     const end = this.begin();
+    const discovery = req.method === "GET" ? discoveryDocument((req.url ?? "").split("?")[0]!) : undefined;
+    if (discovery) {
+      const body = JSON.stringify(discovery);
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+      res.end(body);
+      end();
+      return;
+    }
     if (FleetHttp.owns(req.url)) {
       const socket = tlsSocketOf(req);
       const certificate = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
@@ -639,7 +681,7 @@ export class Gateway {
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const gone = closeSignal(res);
-      const head = headOf(req, false);
+      const head = headOf(req, false, this.frontProxy);
       const a = await admit(this.admission, head, rec);
       // Before any tunnel: a body the hop could not frame goes nowhere (400).
       const framing = bodyFraming(
@@ -712,7 +754,7 @@ export class Gateway {
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       checkUpgradeFraming(req.headers);
-      const requestHead = headOf(req, true);
+      const requestHead = headOf(req, true, this.frontProxy);
       const a = await admit(this.admission, requestHead, rec);
       checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
       const gone = new AbortController();
@@ -754,6 +796,7 @@ export class Gateway {
     this.closing ??= (async () => {
       this.ready = false;
       this.stopWatch?.();
+      this.stopFrontProxyWatch?.();
       this.fleetSource.stop();
       this.fleet.close();
       this.reloader?.stop();

@@ -54,6 +54,7 @@ export const DOC_BLOCKS = {
   "gateway-grant-hub": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-grant-managed": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-kubeconfig": { file: "docs/guides/gateway.md", lang: "sh" },
+  "gateway-aggregated": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-oidc": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-exposed-services": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-audit": { file: "docs/guides/gateway.md", lang: "sh" },

@@ -46,7 +46,7 @@ import {
   listNamespaces,
   pidsInOurNamespaces,
 } from "./network.js";
-import { KUBELET_CLIENT_CN, createPki, kubeconfig, pkiFile } from "./pki.js";
+import { FRONT_PROXY_CLIENT_CN, KUBELET_CLIENT_CN, createPki, kubeconfig, pkiFile } from "./pki.js";
 
 export interface ProcRecord {
   name: string;
@@ -299,9 +299,13 @@ function startApiserver(state: EnvState, c: ClusterName): ProcRecord {
     `--tls-cert-file=${f("apiserver.crt")}`,
     `--tls-private-key-file=${f("apiserver.key")}`,
     `--client-ca-file=${f("ca.crt")}`,
-    // Published in kube-system/extension-apiserver-authentication, which the OCM controllers' delegated authn reads.
-    `--requestheader-client-ca-file=${f("ca.crt")}`,
-    "--requestheader-allowed-names=cpenv-front-proxy",
+    // The front proxy (aggregated APIs), as kubeadm and kind configure it; published in
+    // kube-system/extension-apiserver-authentication, which aggregated API servers and the OCM
+    // controllers' delegated authn read.
+    `--requestheader-client-ca-file=${f("front-proxy/ca.crt")}`,
+    `--requestheader-allowed-names=${FRONT_PROXY_CLIENT_CN}`,
+    `--proxy-client-cert-file=${f("front-proxy/client.crt")}`,
+    `--proxy-client-key-file=${f("front-proxy/client.key")}`,
     "--requestheader-username-headers=X-Remote-User",
     "--requestheader-group-headers=X-Remote-Group",
     "--requestheader-extra-headers-prefix=X-Remote-Extra-",

@@ -117,6 +117,13 @@ export function createPki(): void {
         `subjectAltName=IP:${HOST_ADDR[c]},DNS:${c}\n`,
     );
     leaf(dir, "apiserver-kubelet-client", `/O=system:masters/CN=${KUBELET_CLIENT_CN}`, client);
+    // The front proxy, as kubeadm and kind set it up: a CA of its own (--requestheader-client-ca-file,
+    // published in kube-system/extension-apiserver-authentication) and the apiserver's client
+    // certificate with which the aggregator calls aggregated APIs (--proxy-client-cert-file).
+    const frontProxy = join(dir, "front-proxy");
+    mkdirSync(frontProxy, { recursive: true });
+    ca(frontProxy, `cpenv-${c}-front-proxy-ca`);
+    leaf(frontProxy, "client", `/CN=${FRONT_PROXY_CLIENT_CN}`, client);
     key(join(dir, "sa.key"));
     ossl(["pkey", "-in", join(dir, "sa.key"), "-pubout", "-out", join(dir, "sa.pub")]);
     if (c === "hub") {
@@ -142,6 +149,9 @@ export function createPki(): void {
     );
   }
 }
+
+/** Common name of the aggregator's client certificate (--requestheader-allowed-names). */
+export const FRONT_PROXY_CLIENT_CN = "cpenv-front-proxy";
 
 /** Common name of kube-apiserver's client certificate towards the kubelet API (as kubeadm names it). */
 export const KUBELET_CLIENT_CN = "kube-apiserver-kubelet-client";

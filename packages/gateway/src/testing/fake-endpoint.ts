@@ -25,6 +25,8 @@ export interface EchoBody {
   method: string;
   url: string;
   headers: http.IncomingHttpHeaders;
+  /** The header fields as they arrived, name and value in turn (repeated fields apart). */
+  rawHeaders: string[];
 }
 
 /** See the module comment. */
@@ -152,6 +154,7 @@ export class FakeEndpoint {
         method: req.method,
         url: path,
         headers: req.headers,
+        rawHeaders: req.rawHeaders,
         body: Buffer.concat(chunks).toString(),
       };
       this.served.push(`${req.method} ${path} ${body.body}`);

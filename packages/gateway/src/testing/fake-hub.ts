@@ -37,8 +37,9 @@ export class FakeHub implements HubApi {
   failTokenReview = false;
   failAccessReview = false;
   private readonly grants = new Set<string>();
-  private configMap: Record<string, string> | undefined;
-  private readonly listeners = new Set<ConfigMapListener>();
+  /** ConfigMaps by name (the namespace is not modelled). */
+  private readonly configMaps = new Map<string, Record<string, string>>();
+  private readonly listeners = new Map<ConfigMapListener, string>();
   /** The ManagedClusterAddOns `cluster-proxy`, by cluster. */
   readonly addOns = new Map<string, AddOnInfo>();
   private readonly clusterWatchers = new Set<(event: ListEvent<ManagedClusterInfo>) => void>();
@@ -86,10 +87,14 @@ export class FakeHub implements HubApi {
     for (const w of this.addOnWatchers) w({ kind: "delete", name: cluster });
   }
 
-  /** Set (undefined: delete) the services ConfigMap and tell the watchers. */
-  setConfigMap(data: Record<string, string> | undefined): void {
-    this.configMap = data;
-    for (const l of this.listeners) l(data);
+  /**
+   * Set (undefined: delete) a ConfigMap, by default the exposed services one, and tell its
+   * watchers; `name` "extension-apiserver-authentication" is the hub's requestheader settings.
+   */
+  setConfigMap(data: Record<string, string> | undefined, name = "cluster-proxy-exposed-services"): void {
+    if (data) this.configMaps.set(name, data);
+    else this.configMaps.delete(name);
+    for (const [l, watched] of this.listeners) if (watched === name) l(data);
   }
 
   /** As the hub apiserver: the token is valid for the audiences it and the review have in common. */
@@ -116,9 +121,9 @@ export class FakeHub implements HubApi {
     return Promise.resolve(this.clusters.get(name));
   }
 
-  watchConfigMap(_namespace: string, _name: string, listener: ConfigMapListener): () => void {
-    this.listeners.add(listener);
-    listener(this.configMap);
+  watchConfigMap(_namespace: string, name: string, listener: ConfigMapListener): () => void {
+    this.listeners.set(listener, name);
+    listener(this.configMaps.get(name));
     return () => this.listeners.delete(listener);
   }
 
