@@ -1,0 +1,83 @@
+/**
+ * `cluster-proxy relay`: the helper process of a workstation that reaches the hub only at its
+ * kube-apiserver. It listens on a local port and forwards every connection, byte for byte,
+ * through the hub kube-apiserver's `pods/portforward` to a door of a Ready proxy-server pod
+ * (apiserver-route.ts), so that a kubeconfig written by `cluster-proxy kubeconfig --via=apiserver`
+ * (proxy-url https://<cluster>:@127.0.0.1:8093) works with unmodified kubectl. The TLS session
+ * (the hub's proxy client certificate, the proxy-server verified against its CA) runs end to end
+ * through it.
+ */
+import type { Command } from "commander";
+import { ConfigError } from "@cluster-proxy/api";
+import type { CliContext } from "./cli-context.js";
+import { ADDON_NAME, CONNECT_DOOR_PORT, GRPC_DOOR_PORT, lazyHub, openApiserverRoute } from "./hub-access.js";
+import { requireConfiguredHub } from "./local-hub.js";
+import { runUntilSignalled } from "./shutdown-signals.js";
+
+const EXAMPLE = `
+Examples:
+  cluster-proxy relay --kubeconfig hub.kubeconfig &    # 127.0.0.1:${CONNECT_DOOR_PORT}, for kubeconfigs of "cluster-proxy kubeconfig --via=apiserver"
+  cluster-proxy relay --door grpc --port 18090          # the gRPC client door, for SDK clients
+
+Each connection goes to a Ready proxy-server pod (the last one while it stays Ready, else another)
+through the hub kube-apiserver (WebSocket port-forward). Rights on the hub: list pods and create
+pods/portforward in the proxy-server namespace. Stops on SIGINT/SIGTERM.
+`;
+
+interface RelayFlags {
+  kubeconfig?: string;
+  configuration: string;
+  door: string;
+  address: string;
+  port?: string;
+}
+
+/** Register `relay` on `program`. */
+export function registerRelayCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
+  const command = program
+    .command("relay")
+    .summary("forward a local port to the proxy-servers through the hub kube-apiserver (for tunnel kubeconfigs)")
+    .description(
+      "Listen on a local port and forward every connection through the hub kube-apiserver (pods/portforward) to a door of a Ready proxy-server pod: what a kubeconfig written with --via=apiserver needs beside kubectl.",
+    )
+    .addHelpText("after", EXAMPLE)
+    .option("--kubeconfig <file>", "hub kubeconfig (default: $KUBECONFIG, then the in-cluster service account)")
+    .option("--configuration <name>", "the ManagedProxyConfiguration", ADDON_NAME)
+    .option(
+      "--door <door>",
+      `the proxy-servers' door: connect (HTTP CONNECT, ${CONNECT_DOOR_PORT}) or grpc (${GRPC_DOOR_PORT})`,
+      "connect",
+    )
+    .option("--address <ip>", "local address to listen on", "127.0.0.1")
+    .option("--port <port>", "local port (default: the door's port; 0 picks a free one)");
+  command.action(async () => {
+    const flags = command.opts<RelayFlags>();
+    if (flags.door !== "connect" && flags.door !== "grpc")
+      throw new ConfigError(`--door: "${flags.door}" is not one of connect, grpc`);
+    const doorPort = flags.door === "connect" ? CONNECT_DOOR_PORT : GRPC_DOOR_PORT;
+    const port = flags.port === undefined ? doorPort : Number(flags.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      throw new ConfigError(`--port: "${flags.port}" is not a port (0-65535)`);
+    const hub = requireConfiguredHub(
+      lazyHub({ ...flags, inClusterProxyCertLookup: true, via: "apiserver" }, ctx.env),
+      flags,
+      ctx.env,
+    );
+    const route = await openApiserverRoute(hub, {}, doorPort, {
+      listen: { host: flags.address, port },
+      onError: (message) => ctx.stderr(`${message}\n`),
+    });
+    ctx.stdout(
+      `Relaying ${flags.address}:${route.endpoint.port} -> the proxy-servers' ${flags.door === "connect" ? "HTTP CONNECT" : "gRPC"} door through the hub kube-apiserver (${route.describe()})\n`,
+    );
+    setExitCode(
+      await runUntilSignalled(ctx.signals, {
+        graceful: async () => {
+          await route.close();
+          return 0;
+        },
+        forced: () => Promise.resolve(1),
+      }),
+    );
+  });
+}
