@@ -52,11 +52,14 @@ import {
 const EXAMPLE = `
 Examples:
   cluster-proxy health --kubeconfig hub.kubeconfig
+  cluster-proxy health --kubeconfig hub.kubeconfig --via=apiserver   # through the hub kube-apiserver, as clusteradm
   cluster-proxy health --cluster mc1 -o wide
   cluster-proxy health -o json | jq '.items[] | select(.healthy | not) | .cluster'
   cluster-proxy health   # the local hub of "cluster-proxy up" (run where it runs): its demo clusters
 
-The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
+The probe dials <cluster>:443 through the proxy-server's gRPC client door (directly, or through a
+port-forward of the hub kube-apiserver to a Ready proxy-server pod: --via, the VIA column of
+-o wide) and speaks TLS to the
 cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its
 ManagedCluster, then GETs --probe-path anonymously: no hub credential reaches a managed cluster.
 With -o wide, json or yaml, GATEWAY probes each agent's gateway endpoint the same way (dial

@@ -135,6 +135,10 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     const cluster = flags.cluster;
     const badName = clusterNameProblem(cluster);
     if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
+    parseVia(flags.via);
+    const relayPort = Number(flags.relayPort);
+    if (!Number.isInteger(relayPort) || relayPort < 1 || relayPort > 65535)
+      throw new ConfigError(`--relay-port: "${flags.relayPort}" is not a port (1-65535)`);
     const ways = [flags.credentialsFrom, flags.token, flags.managedServiceAccount].filter((v) => v !== undefined);
     if (ways.length !== 1)
       throw new ConfigError(
@@ -159,10 +163,6 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       : local
         ? readFlagFile("the local hub's apiserver CA", local.files.apiserverCa)
         : await managedClusterCa(hub, cluster);
-    parseVia(flags.via);
-    const relayPort = Number(flags.relayPort);
-    if (!Number.isInteger(relayPort) || relayPort < 1 || relayPort > 65535)
-      throw new ConfigError(`--relay-port: "${flags.relayPort}" is not a port (1-65535)`);
     const credentials = await userCredentials(hub, { ...flags, cluster });
     const direct = local ? localEndpoint(local, "connect") : await chooseDirectEndpoint(hub, flags, CONNECT_DOOR_PORT);
     const endpoint = direct ?? { host: "127.0.0.1", port: relayPort };
