@@ -363,7 +363,8 @@ export class ApiserverRelay {
         local.resume();
       },
       (err: Error) => {
-        this.o.onError?.(err.message);
+        // A client that left before its forward was open is no failure to report.
+        if (!abort.signal.aborted) this.o.onError?.(err.message);
         local.destroy();
       },
     );
