@@ -9,7 +9,9 @@ import { KubeApi } from "@cluster-proxy/addon-manager";
 import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
 import {
   ApiserverRelay,
+  GATEWAY_SELECTOR,
   PORT_FORWARD_PROTOCOL,
+  PROXY_SERVER_SELECTOR,
   isReadyPod,
   openPodPortForward,
   readyProxyServerPods,
@@ -63,10 +65,7 @@ class FakeHub {
   private request(req: http.IncomingMessage, res: http.ServerResponse): void {
     const url = new URL(req.url ?? "/", "http://x");
     if (url.pathname === `/api/v1/namespaces/${NS}/pods`) {
-      assert.equal(
-        url.searchParams.get("labelSelector"),
-        "proxy.open-cluster-management.io/component-name=proxy-server",
-      );
+      const selector = url.searchParams.get("labelSelector");
       const pod = (name: string, ready: boolean): unknown => ({
         metadata: { name, namespace: NS },
         status: { phase: "Running", conditions: [{ type: "Ready", status: ready ? "True" : "False" }] },
@@ -75,7 +74,12 @@ class FakeHub {
       res.end(
         JSON.stringify({
           metadata: { resourceVersion: "1" },
-          items: ["proxy-a", "proxy-b"].map((n) => pod(n, this.ready.has(n))),
+          items:
+            selector === PROXY_SERVER_SELECTOR
+              ? ["proxy-a", "proxy-b"].map((n) => pod(n, this.ready.has(n)))
+              : selector === GATEWAY_SELECTOR
+                ? [pod("gateway-a", true)]
+                : [],
         }),
       );
       return;
@@ -233,5 +237,24 @@ test("--via: auto without a direct route goes through the apiserver; bad values 
     await assert.rejects(openProxyRoute(getHub, { ...flags, via: "apiserver" }, 8090), /no Ready proxy-server pod/);
   } finally {
     hub.ready = new Set(["proxy-a", "proxy-b"]);
+  }
+});
+
+test("the relay of the gateway forwards to a Ready gateway pod", async () => {
+  const relay = await ApiserverRelay.start({
+    kc,
+    api: new KubeApi(kc),
+    namespace: NS,
+    port: 9092,
+    selector: GATEWAY_SELECTOR,
+    timeoutMs: 10_000,
+  });
+  try {
+    const s = net.connect(relay.port, "127.0.0.1");
+    await once(s, "connect");
+    assert.equal(await roundTrip(s, "hi"), "gateway-a:hi");
+    s.destroy();
+  } finally {
+    await relay.close();
   }
 });

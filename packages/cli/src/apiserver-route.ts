@@ -49,12 +49,19 @@ export function isReadyPod(pod: PodObject): boolean {
   );
 }
 
-/** The names of the Ready proxy-server pods in `namespace`, sorted. */
-export async function readyProxyServerPods(api: KubeApi, namespace: string): Promise<string[]> {
+/** The label selector of the chart's gateway pods. */
+export const GATEWAY_SELECTOR = "app.kubernetes.io/name=cluster-proxy,app.kubernetes.io/component=gateway";
+
+/** The names of the Ready pods of `selector` (default: the proxy-servers) in `namespace`, sorted. */
+export async function readyProxyServerPods(
+  api: KubeApi,
+  namespace: string,
+  selector = PROXY_SERVER_SELECTOR,
+): Promise<string[]> {
   const { Resources } = await import("@cluster-proxy/addon-manager");
   let pods: PodObject[];
   try {
-    pods = (await api.list<PodObject>(Resources.pod, { namespace, labelSelector: PROXY_SERVER_SELECTOR })).items;
+    pods = (await api.list<PodObject>(Resources.pod, { namespace, labelSelector: selector })).items;
   } catch (err) {
     throw new CommandFailure(
       `hub: listing the proxy-server pods in namespace ${namespace} (to port-forward through the hub kube-apiserver; needs list on pods there, or --via=direct): ${(err as Error).message}`,
@@ -272,8 +279,10 @@ export interface ApiserverRelayOptions {
   api: KubeApi;
   /** The proxy-server namespace. */
   namespace: string;
-  /** The door port in the proxy-server pods (e.g. 8090, the gRPC client door). */
+  /** The door port in the pods (e.g. 8090, the proxy-servers' gRPC client door). */
   port: number;
+  /** The pods to forward to (default: the proxy-servers, {@link PROXY_SERVER_SELECTOR}). */
+  selector?: string;
   /** Where to listen (default 127.0.0.1, a free port). */
   listen?: { host?: string; port?: number };
   /** Limit for one port-forward to open (ms). */
@@ -324,10 +333,11 @@ export class ApiserverRelay {
 
   /** A Ready proxy-server pod: the last one while it stays Ready, else the first Ready one. */
   async choosePod(): Promise<string> {
-    const ready = await readyProxyServerPods(this.o.api, this.o.namespace);
+    const selector = this.o.selector ?? PROXY_SERVER_SELECTOR;
+    const ready = await readyProxyServerPods(this.o.api, this.o.namespace, selector);
     if (ready.length === 0)
       throw new CommandFailure(
-        `hub: no Ready proxy-server pod in namespace ${this.o.namespace} to port-forward to (pods with ${PROXY_SERVER_SELECTOR})`,
+        `hub: no Ready ${selector === PROXY_SERVER_SELECTOR ? "proxy-server " : ""}pod in namespace ${this.o.namespace} to port-forward to (pods with ${selector})`,
       );
     this.pod = this.pod && ready.includes(this.pod) ? this.pod : ready[0]!;
     return this.pod;

@@ -340,7 +340,13 @@ export async function openApiserverRoute(
   getHub: () => Promise<Hub>,
   flags: Pick<HubFlags, "proxyServerName">,
   doorPort: number,
-  options: { listen?: { host?: string; port?: number }; timeoutMs?: number; onError?: (message: string) => void } = {},
+  options: {
+    listen?: { host?: string; port?: number };
+    timeoutMs?: number;
+    onError?: (message: string) => void;
+    /** The pods to forward to (default: the proxy-servers). */
+    selector?: string;
+  } = {},
 ): Promise<ProxyRoute> {
   const hub = await getHub();
   const ns = hub.mpc.spec.proxyServer.namespace;
@@ -353,6 +359,7 @@ export async function openApiserverRoute(
     timeoutMs: options.timeoutMs ?? 30_000,
     ...(options.listen ? { listen: options.listen } : {}),
     ...(options.onError ? { onError: options.onError } : {}),
+    ...(options.selector ? { selector: options.selector } : {}),
   });
   const servername = flags.proxyServerName ?? `${hub.mpc.spec.proxyServer.inClusterServiceName}.${ns}.svc`;
   return {

@@ -10,6 +10,7 @@
 import type { Command } from "commander";
 import { ConfigError } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
+import { GATEWAY_SELECTOR } from "./apiserver-route.js";
 import { ADDON_NAME, CONNECT_DOOR_PORT, GRPC_DOOR_PORT, lazyHub, openApiserverRoute } from "./hub-access.js";
 import { requireConfiguredHub } from "./local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
@@ -18,11 +19,31 @@ const EXAMPLE = `
 Examples:
   cluster-proxy relay --kubeconfig hub.kubeconfig &    # 127.0.0.1:${CONNECT_DOOR_PORT}, for kubeconfigs of "cluster-proxy kubeconfig --via=apiserver"
   cluster-proxy relay --door grpc --port 18090          # the gRPC client door, for SDK clients
+  cluster-proxy relay --door gateway &                  # the gateway's port 9092, then:
+  cluster-proxy kubeconfig --gateway=https://127.0.0.1:9092 -o hub-clusters.kubeconfig
 
-Each connection goes to a Ready proxy-server pod (the last one while it stays Ready, else another)
-through the hub kube-apiserver (WebSocket port-forward). Rights on the hub: list pods and create
-pods/portforward in the proxy-server namespace. Stops on SIGINT/SIGTERM.
+Each connection goes to a Ready proxy-server pod (with --door gateway: a Ready gateway pod), the
+last one while it stays Ready, else another, through the hub kube-apiserver (WebSocket
+port-forward). Rights on the hub: list pods and create pods/portforward in the proxy-server
+namespace. Stops on SIGINT/SIGTERM.
 `;
+
+/** The door of `--door`: the pods' port, which pods (default: the proxy-servers), how the ready line names it. */
+interface Door {
+  port: number;
+  selector?: string;
+  what: string;
+}
+
+/** The doors by `--door` value (the gateway's port from the addon manager's names, loaded on use). */
+async function doors(): Promise<Record<string, Door>> {
+  const { GATEWAY_PORT } = await import("@cluster-proxy/addon-manager");
+  return {
+    connect: { port: CONNECT_DOOR_PORT, what: "the proxy-servers' HTTP CONNECT door" },
+    grpc: { port: GRPC_DOOR_PORT, what: "the proxy-servers' gRPC door" },
+    gateway: { port: GATEWAY_PORT, selector: GATEWAY_SELECTOR, what: "the gateway" },
+  };
+}
 
 interface RelayFlags {
   kubeconfig?: string;
@@ -45,16 +66,17 @@ export function registerRelayCommand(program: Command, ctx: CliContext, setExitC
     .option("--configuration <name>", "the ManagedProxyConfiguration", ADDON_NAME)
     .option(
       "--door <door>",
-      `the proxy-servers' door: connect (HTTP CONNECT, ${CONNECT_DOOR_PORT}) or grpc (${GRPC_DOOR_PORT})`,
+      `the door: connect (the proxy-servers' HTTP CONNECT, ${CONNECT_DOOR_PORT}), grpc (their gRPC client door, ${GRPC_DOOR_PORT}) or gateway (the gateway's port, 9092)`,
       "connect",
     )
     .option("--address <ip>", "local address to listen on", "127.0.0.1")
     .option("--port <port>", "local port (default: the door's port; 0 picks a free one)");
   command.action(async () => {
     const flags = command.opts<RelayFlags>();
-    if (flags.door !== "connect" && flags.door !== "grpc")
-      throw new ConfigError(`--door: "${flags.door}" is not one of connect, grpc`);
-    const doorPort = flags.door === "connect" ? CONNECT_DOOR_PORT : GRPC_DOOR_PORT;
+    const all = await doors();
+    const door = Object.hasOwn(all, flags.door) ? all[flags.door] : undefined;
+    if (!door) throw new ConfigError(`--door: "${flags.door}" is not one of ${Object.keys(all).join(", ")}`);
+    const doorPort = door.port;
     const port = flags.port === undefined ? doorPort : Number(flags.port);
     if (!Number.isInteger(port) || port < 0 || port > 65535)
       throw new ConfigError(`--port: "${flags.port}" is not a port (0-65535)`);
@@ -66,9 +88,10 @@ export function registerRelayCommand(program: Command, ctx: CliContext, setExitC
     const route = await openApiserverRoute(hub, {}, doorPort, {
       listen: { host: flags.address, port },
       onError: (message) => ctx.stderr(`${message}\n`),
+      ...(door.selector ? { selector: door.selector } : {}),
     });
     ctx.stdout(
-      `Relaying ${flags.address}:${route.endpoint.port} -> the proxy-servers' ${flags.door === "connect" ? "HTTP CONNECT" : "gRPC"} door through the hub kube-apiserver (${route.describe()})\n`,
+      `Relaying ${flags.address}:${route.endpoint.port} -> ${door.what} through the hub kube-apiserver (${route.describe()})\n`,
     );
     setExitCode(
       await runUntilSignalled(ctx.signals, {
