@@ -11,7 +11,9 @@
  *   within 30 s while mc1 stays;
  * - `cluster-proxy port-forward` reaches a Service in mc1;
  * - a tunnel kubeconfig with `cluster-proxy relay` beside it lists mc1's namespaces with the real
- *   kubectl.
+ *   kubectl;
+ * - `cluster-proxy relay --door gateway` and a gateway kubeconfig for 127.0.0.1:9092: kubectl lists
+ *   mc1's namespaces through the gateway as a hub user (the gateway guide's grants).
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
@@ -153,6 +155,21 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
       .deleteNamespacedService({ name: "ops-web", namespace: "default" })
       .catch(() => undefined);
     env?.kubectl("mc1", ["delete", "clusterrolebinding", "ws-user"], { allowFail: true });
+    env?.kubectl("mc1", ["delete", "clusterrolebinding/hub-alice-view", "clusterrole/hub-users-view"], {
+      allowFail: true,
+    });
+    env?.kubectl(
+      "hub",
+      [
+        "delete",
+        "clusterrolebinding/alice-cluster-proxy-mc1",
+        "clusterrole/cluster-proxy-user-mc1",
+        "-n",
+        "default",
+        "sa/alice",
+      ],
+      { allowFail: true },
+    );
     for (const c of CLUSTERS) env?.blackhole(c, false);
     for (const c of CLUSTERS) env?.hubApiserverOnly(c, false);
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -297,5 +314,41 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
     t.diagnostic(`$ ${get!.command}\n${ns.stdout}${ns.stderr}`);
     assert.equal(ns.status, 0, `${ns.stderr}\nrelay: ${r.err()}`);
     assertShownOutput(get!, ns.stdout);
+  });
+
+  test("the gateway through the hub kube-apiserver: relay --door gateway and a gateway kubeconfig, as a hub user", async (t) => {
+    // The gateway guide's grants: alice may use managedclusters/proxy on mc1 (hub), and
+    // cluster:hub:<alice> may read mc1 (mc1's RBAC).
+    const grantHub = await runAsOperator(env, path, docBlock("gateway-grant-hub"), 120_000, { cwd: dir });
+    assert.equal(grantHub.status, 0, grantHub.stderr);
+    const grantMc1 = await runAsOperator(env, path, docBlock("gateway-grant-managed"), 120_000, {
+      cwd: dir,
+      env: { KUBECONFIG: env.kubeconfigPath("mc1") },
+    });
+    assert.equal(grantMc1.status, 0, grantMc1.stderr);
+    const aliceToken = env.kubectl("hub", ["-n", "default", "create", "token", "alice"]).stdout.trim();
+    const [relay, write, get] = transcript("workstation-gateway", 3);
+    const r = background(relay!.command);
+    await waitFor("the gateway relay to listen", 60_000, () => /Relaying 127\.0\.0\.1:9092/.test(r.out()), 200).catch(
+      (err: Error) => {
+        throw new Error(`${err.message}\nstdout: ${r.out()}\nstderr: ${r.err()}`, { cause: err });
+      },
+    );
+    assertShownOutput(relay!, r.out());
+    const wrote = await typed(write!.command, { ALICE_TOKEN: aliceToken });
+    t.diagnostic(`$ ${write!.command}\n${wrote.stdout}${wrote.stderr}`);
+    assert.equal(wrote.status, 0, wrote.stderr);
+    let ns: RunResult | undefined;
+    // The grant on mc1 reaches its RBAC cache within moments.
+    await waitFor(
+      "kubectl through the gateway to list mc1's namespaces",
+      60_000,
+      async () => ((ns = await typed(get!.command)).status === 0 ? true : undefined),
+      1000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\n${ns?.stdout}\n${ns?.stderr}\nrelay: ${r.err()}`, { cause: err });
+    });
+    t.diagnostic(`$ ${get!.command}\n${ns!.stdout}${ns!.stderr}`);
+    assertShownOutput(get!, ns!.stdout);
   });
 });

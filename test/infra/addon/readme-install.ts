@@ -52,6 +52,7 @@ export const DOC_BLOCKS = {
   "workstation-health": { file: "docs/guides/hub-operations.md", lang: "console" },
   "workstation-port-forward": { file: "docs/guides/hub-operations.md", lang: "console" },
   "workstation-kubeconfig": { file: "docs/guides/hub-operations.md", lang: "console" },
+  "workstation-gateway": { file: "docs/guides/hub-operations.md", lang: "console" },
   "take-one-out": { file: "charts/cluster-proxy/README.md", lang: "sh" },
   "own-placement": { file: "charts/cluster-proxy/README.md", lang: "sh" },
   "gateway-expose": { file: "docs/guides/gateway.md", lang: "sh" },
