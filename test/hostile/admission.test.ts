@@ -465,9 +465,12 @@ describe("wrong protocols are answered at once", () => {
   });
 
   test("plain HTTP to each TLS port: 400 'this port speaks TLS' at once", async (t) => {
+    // The HTTP CONNECT door over mTLS (the chart's 8093) on a server of its own.
+    const { ports: mtls } = await w.startServer([]);
     for (const [flag, port] of [
       ["--server-port", plain.server],
       ["--agent-port", plain.agent],
+      ["--http-connect-port", mtls.httpConnect],
     ] as const) {
       const started = Date.now();
       const answer = await httpGet(`http://127.0.0.1:${port}/`);

@@ -18,8 +18,9 @@ import {
   addHubFlags,
   clusterCa,
   connectHub,
-  findProxyEndpoint,
   hubError,
+  openProxyRoute,
+  parseVia,
   proxyCredentials,
   type Hub,
   type HubFlags,
@@ -53,11 +54,14 @@ import {
 const EXAMPLE = `
 Examples:
   cluster-proxy health --kubeconfig hub.kubeconfig
+  cluster-proxy health --kubeconfig hub.kubeconfig --via=apiserver   # through the hub kube-apiserver, as clusteradm
   cluster-proxy health --cluster mc1 -o wide
   cluster-proxy health -o json | jq '.items[] | select(.healthy | not) | .cluster'
   cluster-proxy health   # the local hub of "cluster-proxy up" (run where it runs): its demo clusters
 
-The probe dials <cluster>:443 through the proxy-server's gRPC client door and speaks TLS to the
+The probe dials <cluster>:443 through the proxy-server's gRPC client door (directly, or through a
+port-forward of the hub kube-apiserver to a Ready proxy-server pod: --via, the VIA column of
+-o wide) and speaks TLS to the
 cluster's kube-apiserver, verified against spec.managedClusterClientConfigs[].caBundle of its
 ManagedCluster, then GETs --probe-path anonymously: no hub credential reaches a managed cluster.
 With -o wide, json or yaml, GATEWAY probes each agent's gateway endpoint the same way (dial
@@ -113,6 +117,7 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
     const badNames = (flags.cluster ?? []).map(clusterNameProblem).filter((p) => p !== undefined);
     if (badNames.length > 0) throw new ConfigError(`--cluster: ${badNames.join("; ")}`);
     if (!flags.probePath.startsWith("/")) throw new ConfigError(`--probe-path: "${flags.probePath}" must start with /`);
+    parseVia(flags.via);
     const local = selectLocalHub(flags, ctx.cwd);
     const rows = local
       ? await collectLocalHealth(local, flags, timeoutMs, parallel)
@@ -220,6 +225,7 @@ async function collectHealth(
       }
       const servers = parseTunnelHealth(available?.message);
       return {
+        ...(mca && dial ? { via: dial.via } : {}),
         cluster: name,
         installed: Boolean(mca),
         available: available?.status ?? "Unknown",
@@ -263,22 +269,29 @@ async function agentCaBundle(hub: Hub): Promise<Buffer | string> {
   }
 }
 
-/** A dialer through the proxy-server's gRPC door, or undefined when nothing will be probed. */
+/**
+ * A dialer through the proxy-server's gRPC door (directly, or through the hub kube-apiserver as
+ * --via says), or undefined when nothing will be probed.
+ */
 async function tunnelDialer(
   hub: Hub,
   flags: HubFlags,
   needed: boolean,
-): Promise<(TunnelDialer & { close(): Promise<void> }) | undefined> {
+): Promise<(TunnelDialer & { close(): Promise<void>; via: "apiserver" | "direct" }) | undefined> {
   if (!needed) return undefined;
   const get = (): Promise<Hub> => Promise.resolve(hub);
-  const [endpoint, creds] = await Promise.all([
-    findProxyEndpoint(get, flags, GRPC_DOOR_PORT),
-    proxyCredentials(get, flags),
-  ]);
+  const creds = await proxyCredentials(get, flags);
+  const route = await openProxyRoute(get, flags, GRPC_DOOR_PORT);
   const { TunnelClient } = await import("@cluster-proxy/client");
-  const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
+  const client = new TunnelClient({ proxy: { ...route.endpoint, ...creds } });
   const dial = (address: string, signal: AbortSignal): Promise<Duplex> => client.dial(address, { signal });
-  return Object.assign(dial, { close: () => client.close() });
+  return Object.assign(dial, {
+    via: route.via,
+    close: async () => {
+      await client.close();
+      await route.close();
+    },
+  });
 }
 
 /**

@@ -21,6 +21,7 @@ const healthy: ClusterHealth = {
   proxyServers: { connected: 2, total: 2 },
   agentCertificateExpiry: "2027-11-24T01:00:00Z",
   gatewayEndpoint: true,
+  via: "apiserver",
   reason: "",
 };
 const cutOff: ClusterHealth = {
@@ -61,18 +62,19 @@ test("the table keeps clusteradm's first five columns, in its order and spelling
   ]);
 });
 
-test("-o wide adds the proxy-servers the tunnel works through, the agent certificate's expiry and the gateway endpoint", async () => {
+test("-o wide adds the proxy-servers the tunnel works through, the agent certificate's expiry, the gateway endpoint and the way to the proxy-servers", async () => {
   const gatewayDown: ClusterHealth = {
     ...healthy,
     cluster: "mc3",
     gatewayEndpoint: false,
+    via: "direct",
     reason: "gateway endpoint: x",
   };
   const lines = (await formatHealth([healthy, cutOff, gatewayDown], "wide")).split("\n");
-  assert.match(lines[0]!, /LATENCY\s+PROXY-SERVERS\s+AGENT CERT EXPIRY\s+GATEWAY\s+REASON$/);
-  assert.match(lines[1]!, /12ms\s+2\/2\s+2027-11-24T01:00:00Z\s+True\s+-$/);
-  assert.match(lines[2]!, /-\s+-\s+-\s+-\s+probe through/, "unknown shows -");
-  assert.match(lines[3]!, /2027-11-24T01:00:00Z\s+False\s+gateway endpoint: x$/);
+  assert.match(lines[0]!, /LATENCY\s+PROXY-SERVERS\s+AGENT CERT EXPIRY\s+GATEWAY\s+VIA\s+REASON$/);
+  assert.match(lines[1]!, /12ms\s+2\/2\s+2027-11-24T01:00:00Z\s+True\s+apiserver\s+-$/);
+  assert.match(lines[2]!, /-\s+-\s+-\s+-\s+-\s+probe through/, "unknown shows -");
+  assert.match(lines[3]!, /2027-11-24T01:00:00Z\s+False\s+direct\s+gateway endpoint: x$/);
   assert.equal(isHealthy(gatewayDown), true, "the gateway endpoint does not count towards healthy");
 });
 
@@ -89,6 +91,7 @@ test("JSON and YAML carry every field; unknown values are null", async () => {
     proxyServers: { connected: 2, total: 2 },
     agentCertificateExpiry: "2027-11-24T01:00:00Z",
     gatewayEndpoint: true,
+    via: "apiserver",
     reason: "",
   });
   assert.deepEqual(doc.items[1], {
@@ -101,6 +104,7 @@ test("JSON and YAML carry every field; unknown values are null", async () => {
     proxyServers: null,
     agentCertificateExpiry: null,
     gatewayEndpoint: null,
+    via: null,
     reason: "probe through the tunnel: no answer within 10s",
   });
   const yaml = await formatHealth([healthy], "yaml");

@@ -2,8 +2,9 @@
  * The rows of `cluster-proxy health` and their output forms. The table's first five columns are
  * `clusteradm proxy health`'s, in its order and spelling (CLUSTER NAME, INSTALLED, AVAILABLE,
  * PROBED HEALTH, LATENCY), so scripts that parse them keep working; what an operator needs next
- * follows: REASON (why something is false), and with `-o wide` PROXY-SERVERS, AGENT CERT EXPIRY and
- * GATEWAY (the agent's gateway endpoint answered through the tunnel with the cluster's certificate).
+ * follows: REASON (why something is false), and with `-o wide` PROXY-SERVERS, AGENT CERT EXPIRY,
+ * GATEWAY (the agent's gateway endpoint answered through the tunnel with the cluster's certificate)
+ * and VIA (how the probe reached the proxy-servers: direct, or apiserver through a port-forward).
  */
 /** One cluster's health as `cluster-proxy health` reports it. */
 export interface ClusterHealth {
@@ -25,6 +26,11 @@ export interface ClusterHealth {
    * (`-o wide`, json, yaml); undefined when not probed. It does not count towards `healthy`.
    */
   gatewayEndpoint?: boolean;
+  /**
+   * How the probe reached the proxy-servers: `direct` (their Service or a LoadBalancer) or
+   * `apiserver` (a port-forward through the hub kube-apiserver); undefined when not probed.
+   */
+  via?: "apiserver" | "direct";
   /** Why something is false (empty when healthy). */
   reason: string;
 }
@@ -116,10 +122,10 @@ export function alignColumns(rows: readonly (readonly string[])[]): string {
     .join("");
 }
 
-/** The table (`-o wide` adds PROXY-SERVERS, AGENT CERT EXPIRY and GATEWAY before REASON). */
+/** The table (`-o wide` adds PROXY-SERVERS, AGENT CERT EXPIRY, GATEWAY and VIA before REASON). */
 export function formatTable(rows: readonly ClusterHealth[], wide: boolean): string {
   const head = ["CLUSTER NAME", "INSTALLED", "AVAILABLE", "PROBED HEALTH", "LATENCY"];
-  const extra = wide ? ["PROXY-SERVERS", "AGENT CERT EXPIRY", "GATEWAY"] : [];
+  const extra = wide ? ["PROXY-SERVERS", "AGENT CERT EXPIRY", "GATEWAY", "VIA"] : [];
   const lines = rows.map((h) => [
     h.cluster,
     cap(h.installed),
@@ -131,6 +137,7 @@ export function formatTable(rows: readonly ClusterHealth[], wide: boolean): stri
           h.proxyServers ? `${h.proxyServers.connected}/${h.proxyServers.total}` : "-",
           h.agentCertificateExpiry ?? "-",
           h.gatewayEndpoint === undefined ? "-" : cap(h.gatewayEndpoint),
+          h.via ?? "-",
         ]
       : []),
     h.reason || "-",
@@ -157,6 +164,7 @@ export function healthDocument(rows: readonly ClusterHealth[]): {
       proxyServers: h.proxyServers ?? null,
       agentCertificateExpiry: h.agentCertificateExpiry ?? null,
       gatewayEndpoint: h.gatewayEndpoint ?? null,
+      via: h.via ?? null,
       reason: h.reason,
     })),
   };

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { KubeConfig } from "@kubernetes/client-node";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
 import { findProxyEndpoint, type Hub, type HubFlags } from "./hub-access.js";
@@ -11,9 +12,9 @@ function hubWith(services: KubeObject[]): () => Promise<Hub> {
     spec: { proxyServer: { image: "s", namespace: "open-cluster-management-addon" }, proxyAgent: { image: "a" } },
   });
   const api = { list: () => Promise.resolve({ items: services, resourceVersion: "1" }) } as unknown as KubeApi;
-  return () => Promise.resolve({ api, mpc });
+  return () => Promise.resolve({ api, mpc, kc: new KubeConfig(), inCluster: true });
 }
-const flags: HubFlags = { configuration: "cluster-proxy", inClusterProxyCertLookup: true };
+const flags: HubFlags = { configuration: "cluster-proxy", inClusterProxyCertLookup: true, via: "auto" };
 const doors: KubeObject = {
   metadata: { name: "cluster-proxy-client-doors", namespace: "open-cluster-management-addon" },
   spec: {

@@ -32,6 +32,18 @@ export interface HubFlags {
   proxyCaCert?: string;
   proxyCert?: string;
   proxyKey?: string;
+  via: string;
+}
+
+/** How the hub operations reach the proxy-servers (`--via`). */
+export const VIA_CHOICES = ["auto", "apiserver", "direct"] as const;
+export type Via = (typeof VIA_CHOICES)[number];
+
+/** The `--via` value, checked; a usage error naming the flag otherwise. */
+export function parseVia(text: string): Via {
+  const via = VIA_CHOICES.find((v) => v === text);
+  if (!via) throw new ConfigError(`--via: "${text}" is not one of ${VIA_CHOICES.join(", ")}`);
+  return via;
 }
 
 /** Add the hub-access flags to `command`; `door` names the port that --proxy-server-port means. */
@@ -60,7 +72,12 @@ export function addHubFlags(command: Command, door: "grpc" | "connect"): Command
     )
     .option("--proxy-ca-cert <file>", "CA bundle that verifies the proxy-server (PEM)")
     .option("--proxy-cert <file>", "client certificate for the proxy-server's client doors (PEM)")
-    .option("--proxy-key <file>", "key of --proxy-cert (PEM)");
+    .option("--proxy-key <file>", "key of --proxy-cert (PEM)")
+    .option(
+      "--via <route>",
+      "how to reach the proxy-servers: apiserver (a port-forward through the hub kube-apiserver to a Ready proxy-server pod, as clusteradm does; needs list pods and create pods/portforward in the proxy-server namespace), direct (--proxy-server-host, a LoadBalancer Service, or the in-cluster Service name), or auto (direct when --proxy-server-host is given, a LoadBalancer Service exposes the door, or the Service name resolves here; else apiserver)",
+      "auto",
+    );
 }
 
 /** A hub client certificate and the CA that verifies the proxy-servers, PEM. */
@@ -82,6 +99,10 @@ export interface ProxyEndpoint {
 export interface Hub {
   api: KubeApi;
   mpc: ManagedProxyConfiguration;
+  /** The hub kubeconfig (for port-forwards through its kube-apiserver). */
+  kc: KubeConfig;
+  /** The hub was loaded from the pod's in-cluster configuration (Service names resolve here). */
+  inCluster: boolean;
 }
 
 /**
@@ -118,7 +139,7 @@ export async function loadHubKubeConfig(
 /** Load the hub kubeconfig as `kubectl` would, and read the ManagedProxyConfiguration. */
 export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promise<Hub> {
   const { KubeApi, Resources } = await import("@cluster-proxy/addon-manager");
-  const { kc } = await loadHubKubeConfig(flags.kubeconfig, env);
+  const { kc, file } = await loadHubKubeConfig(flags.kubeconfig, env);
   const api = new KubeApi(kc);
   let stored: KubeObject | undefined;
   try {
@@ -132,7 +153,7 @@ export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promi
     );
   }
   // A chart-installed configuration sets few fields: the schema's defaults give the rest.
-  return { api, mpc: managedProxyConfigurationFromApi(stored) };
+  return { api, mpc: managedProxyConfigurationFromApi(stored), kc, inCluster: file === undefined };
 }
 
 /** `connectHub` once, on first use (commands given every flag never touch the hub). */
@@ -166,20 +187,33 @@ export async function findProxyEndpoint(
   flags: HubFlags,
   doorPort: number,
 ): Promise<ProxyEndpoint> {
-  const e = await locateDoor(hub, flags, doorPort);
-  // SNI carries no IP address (RFC 6066): an IP host is verified against the IP SANs instead.
+  return withServername((await locateDoor(hub, flags, doorPort)).endpoint);
+}
+
+/** SNI carries no IP address (RFC 6066): an IP host is verified against the IP SANs instead. */
+function withServername(e: ProxyEndpoint): ProxyEndpoint {
   return e.servername && isIP(e.servername) === 0 ? e : { host: e.host, port: e.port };
 }
 
-async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort: number): Promise<ProxyEndpoint> {
+/** How a door was located: a flag, a LoadBalancer Service, or the in-cluster Service name. */
+type DoorSource = "flag" | "loadbalancer" | "service";
+
+async function locateDoor(
+  getHub: () => Promise<Hub>,
+  flags: HubFlags,
+  doorPort: number,
+): Promise<{ endpoint: ProxyEndpoint; source: DoorSource }> {
   const portFlag = flags.proxyServerPort === undefined ? undefined : Number(flags.proxyServerPort);
   if (portFlag !== undefined && !(Number.isInteger(portFlag) && portFlag > 0 && portFlag < 65536))
     throw new ConfigError(`--proxy-server-port: "${flags.proxyServerPort}" is not a port (1-65535)`);
   if (flags.proxyServerHost) {
     return {
-      host: flags.proxyServerHost,
-      port: portFlag ?? doorPort,
-      servername: flags.proxyServerName ?? flags.proxyServerHost,
+      source: "flag",
+      endpoint: {
+        host: flags.proxyServerHost,
+        port: portFlag ?? doorPort,
+        servername: flags.proxyServerName ?? flags.proxyServerHost,
+      },
     };
   }
   const hub = await getHub();
@@ -203,9 +237,137 @@ async function locateDoor(getHub: () => Promise<Hub>, flags: HubFlags, doorPort:
     const host = ingress?.hostname ?? ingress?.ip;
     // Verified as the in-cluster Service name, which every serving certificate carries (the
     // LoadBalancer's address is in it only when added to additionalSANs).
-    if (port && host) return { host, port: portFlag ?? port.port, servername: flags.proxyServerName ?? inCluster };
+    if (port && host)
+      return {
+        source: "loadbalancer",
+        endpoint: { host, port: portFlag ?? port.port, servername: flags.proxyServerName ?? inCluster },
+      };
   }
-  return { host: inCluster, port: portFlag ?? doorPort, servername: flags.proxyServerName ?? inCluster };
+  return {
+    source: "service",
+    endpoint: { host: inCluster, port: portFlag ?? doorPort, servername: flags.proxyServerName ?? inCluster },
+  };
+}
+
+/** How long `--via=auto` waits for the in-cluster Service name to resolve before going through the apiserver. */
+export const SERVICE_LOOKUP_MS = 2_000;
+
+/** Whether `host` resolves here within `timeoutMs`. */
+export async function resolves(host: string, timeoutMs: number): Promise<boolean> {
+  const { lookup } = await import("node:dns/promises");
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+  });
+  try {
+    return await Promise.race([
+      lookup(host).then(
+        () => true,
+        () => false,
+      ),
+      timeout,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The way to a proxy-server door that the hub operations use. */
+export interface ProxyRoute {
+  /** Where the TLS client connects (a loopback relay for the apiserver route). */
+  endpoint: ProxyEndpoint;
+  /** `direct` or `apiserver`, as `health -o wide` shows it. */
+  via: Exclude<Via, "auto">;
+  /** For messages: `direct to <host:port>` or `apiserver port-forward to <ns>/<pod>:<port>`. */
+  describe(): string;
+  close(): Promise<void>;
+}
+
+/**
+ * The route to the door listening on `doorPort` in the proxy-server pods, as `--via` says: direct
+ * (findProxyEndpoint), or a loopback relay that port-forwards each connection through the hub
+ * kube-apiserver to a Ready proxy-server pod (apiserver-route.ts), verified as the in-cluster
+ * Service name (which every serving certificate carries). With auto: direct when the door was
+ * given (--proxy-server-host), found (a LoadBalancer Service) or its Service name resolves here
+ * (in a pod of the hub), else the apiserver.
+ */
+export async function openProxyRoute(
+  getHub: () => Promise<Hub>,
+  flags: HubFlags,
+  doorPort: number,
+  options: { listen?: { host?: string; port?: number }; timeoutMs?: number; onError?: (message: string) => void } = {},
+): Promise<ProxyRoute> {
+  const direct = await chooseDirectEndpoint(getHub, flags, doorPort);
+  if (direct) {
+    return {
+      endpoint: direct,
+      via: "direct",
+      describe: () => `direct to ${direct.host}:${direct.port}`,
+      close: () => Promise.resolve(),
+    };
+  }
+  return openApiserverRoute(getHub, flags, doorPort, options);
+}
+
+/**
+ * The direct endpoint of the door when --via allows and (with auto) finds one, or undefined when
+ * the way is through the hub kube-apiserver (see openProxyRoute). A usage error names --via.
+ */
+export async function chooseDirectEndpoint(
+  getHub: () => Promise<Hub>,
+  flags: HubFlags,
+  doorPort: number,
+): Promise<ProxyEndpoint | undefined> {
+  const via = parseVia(flags.via);
+  if (via === "apiserver" && flags.proxyServerHost !== undefined)
+    throw new ConfigError("--via=apiserver: --proxy-server-host names a direct route; give one or the other");
+  if (via === "apiserver" && flags.proxyServerPort !== undefined)
+    throw new ConfigError(
+      "--via=apiserver: --proxy-server-port is the port of a direct route; the port-forward goes to the door's port in the pod",
+    );
+  if (via === "apiserver") return undefined;
+  const door = await locateDoor(getHub, flags, doorPort);
+  const usable =
+    via === "direct" ||
+    door.source !== "service" ||
+    (await getHub()).inCluster ||
+    (await resolves(door.endpoint.host, SERVICE_LOOKUP_MS));
+  return usable ? withServername(door.endpoint) : undefined;
+}
+
+/** A loopback relay to the door through the hub kube-apiserver (apiserver-route.ts), as a route. */
+export async function openApiserverRoute(
+  getHub: () => Promise<Hub>,
+  flags: Pick<HubFlags, "proxyServerName">,
+  doorPort: number,
+  options: {
+    listen?: { host?: string; port?: number };
+    timeoutMs?: number;
+    onError?: (message: string) => void;
+    /** The pods to forward to (default: the proxy-servers). */
+    selector?: string;
+  } = {},
+): Promise<ProxyRoute> {
+  const hub = await getHub();
+  const ns = hub.mpc.spec.proxyServer.namespace;
+  const { ApiserverRelay } = await import("./apiserver-route.js");
+  const relay = await ApiserverRelay.start({
+    kc: hub.kc,
+    api: hub.api,
+    namespace: ns,
+    port: doorPort,
+    timeoutMs: options.timeoutMs ?? 30_000,
+    ...(options.listen ? { listen: options.listen } : {}),
+    ...(options.onError ? { onError: options.onError } : {}),
+    ...(options.selector ? { selector: options.selector } : {}),
+  });
+  const servername = flags.proxyServerName ?? `${hub.mpc.spec.proxyServer.inClusterServiceName}.${ns}.svc`;
+  return {
+    endpoint: { host: options.listen?.host ?? "127.0.0.1", port: relay.port, servername },
+    via: "apiserver",
+    describe: () => `apiserver port-forward to ${ns}/${relay.pod ?? "?"}:${doorPort}`,
+    close: () => relay.close(),
+  };
 }
 
 /** The contents of the file a flag names; a usage error naming the flag when it cannot be read. */

@@ -15,8 +15,9 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   CONNECT_DOOR_PORT,
   addHubFlags,
+  chooseDirectEndpoint,
   clusterCa,
-  findProxyEndpoint,
+  parseVia,
   hubError,
   lazyHub,
   proxyCredentials,
@@ -54,6 +55,7 @@ import {
 const EXAMPLE = `
 Examples:
   cluster-proxy kubeconfig --cluster mc1 --token "$(cat mc1.token)" --output mc1.kubeconfig
+  cluster-proxy relay &   # when the kubeconfig goes through the hub kube-apiserver (--via=apiserver, or auto without a direct route)
   cluster-proxy kubeconfig --cluster mc1 --credentials-from ~/.kube/mc1-oidc.kubeconfig -o mc1.kubeconfig
   cluster-proxy kubeconfig --cluster mc1 --managed-service-account my-msa -o mc1.kubeconfig
   kubectl --kubeconfig mc1.kubeconfig get namespaces
@@ -66,9 +68,13 @@ Examples:
 kubectl connects to the proxy-servers' HTTP CONNECT door (mTLS, the hub's proxy client
 certificate), which opens a tunnel to mc1; inside it kubectl speaks TLS to mc1's kube-apiserver,
 verified against the CA of mc1's ManagedCluster, and authenticates with the credentials you give:
-never the hub's. Nothing else has to run. The door must be reachable from where kubectl runs
-(--proxy-server-host, or a LoadBalancer Service exposing port ${CONNECT_DOOR_PORT} of the proxy-servers,
-whose address is in the ManagedProxyConfiguration's additionalSANs).
+never the hub's. Where the door is reachable from where kubectl runs (--proxy-server-host, or a
+LoadBalancer Service exposing port ${CONNECT_DOOR_PORT} of the proxy-servers, whose address is in the
+ManagedProxyConfiguration's additionalSANs) nothing else has to run. From a workstation that
+reaches only the hub kube-apiserver (--via=apiserver, or auto finding no direct route) the proxy
+URL is https://<cluster>:@127.0.0.1:<--relay-port>, and "cluster-proxy relay" must run beside
+kubectl: it forwards that port through the hub kube-apiserver (pods/portforward) to a Ready
+proxy-server's CONNECT door.
 
 With --gateway, kubectl talks to the hub apiserver you already reach, at
 <hub>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/<cluster>/proxy (the gateway
@@ -98,6 +104,7 @@ interface KubeconfigFlags extends HubFlags {
   output?: string;
   clusterCaCert?: string;
   hubProfile?: string;
+  relayPort: string;
 }
 
 /** Register `kubeconfig` on `program`. */
@@ -127,6 +134,11 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     .option(
       "--cluster-ca-cert <file>",
       "CA bundle of the cluster's kube-apiserver (default: from its ManagedCluster); with --proxy-server-host and the --proxy-* files no hub is read",
+    )
+    .option(
+      "--relay-port <port>",
+      'through the hub kube-apiserver: the local port of "cluster-proxy relay" the proxy URL names',
+      String(CONNECT_DOOR_PORT),
     );
   addHubFlags(command, "connect");
   addLocalHubFlag(command);
@@ -142,6 +154,10 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     const cluster = flags.cluster;
     const badName = clusterNameProblem(cluster);
     if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
+    parseVia(flags.via);
+    const relayPort = Number(flags.relayPort);
+    if (!Number.isInteger(relayPort) || relayPort < 1 || relayPort > 65535)
+      throw new ConfigError(`--relay-port: "${flags.relayPort}" is not a port (1-65535)`);
     const ways = [flags.credentialsFrom, flags.token, flags.managedServiceAccount].filter((v) => v !== undefined);
     if (ways.length !== 1)
       throw new ConfigError(
@@ -167,7 +183,12 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
         ? readFlagFile("the local hub's apiserver CA", local.files.apiserverCa)
         : await managedClusterCa(hub, cluster);
     const credentials = await userCredentials(hub, { ...flags, cluster });
-    const endpoint = local ? localEndpoint(local, "connect") : await findProxyEndpoint(hub, flags, CONNECT_DOOR_PORT);
+    const direct = local ? localEndpoint(local, "connect") : await chooseDirectEndpoint(hub, flags, CONNECT_DOOR_PORT);
+    const endpoint = direct ?? { host: "127.0.0.1", port: relayPort };
+    const relay =
+      direct === undefined
+        ? `; through the hub kube-apiserver: keep "cluster-proxy relay${relayPort === CONNECT_DOOR_PORT ? "" : ` --port ${relayPort}`}" running beside kubectl`
+        : "";
     const creds = local ? localCredentials(local) : await proxyCredentials(hub, flags);
     const kubeconfig = buildKubeconfig({
       cluster,
@@ -182,7 +203,7 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       ctx,
       flags.output,
       kubeconfig,
-      (file) => `context ${cluster}; kubectl --kubeconfig ${file} get namespaces`,
+      (file) => `context ${cluster}; kubectl --kubeconfig ${file} get namespaces${relay}`,
     );
   });
 }

@@ -49,3 +49,27 @@ test("hub operations with no hub at all say what to give, not Invalid URL", asyn
     );
   }
 });
+
+test("a --via, --door or --relay-port that is not one of its values is refused naming the flag, before any hub is asked", async () => {
+  for (const [args, message] of [
+    [
+      ["port-forward", "--cluster", "mc1", "--via", "tunnel", "0:web:80"],
+      /--via: "tunnel" is not one of auto, apiserver, direct/,
+    ],
+    [["health", "--via=ssh"], /--via: "ssh" is not one of auto, apiserver, direct/],
+    [["relay", "--door", "agent"], /--door: "agent" is not one of connect, grpc, gateway/],
+    [["relay", "--port", "70000"], /--port: "70000" is not a port/],
+    [["kubeconfig", "--cluster", "mc1", "--token", "t", "--relay-port", "x"], /--relay-port: "x" is not a port/],
+  ] as const) {
+    const err: string[] = [];
+    const code = await runCli([...args], {
+      stdout: () => undefined,
+      stderr: (t) => void err.push(t),
+      env: {},
+      signals: new EventEmitter(),
+      colors: false,
+    });
+    assert.equal(code, 2, `${args.join(" ")}: ${err.join("")}`);
+    assert.match(err.join(""), message);
+  }
+});

@@ -11,10 +11,13 @@ import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   GRPC_DOOR_PORT,
   addHubFlags,
-  findProxyEndpoint,
   lazyHub,
+  openProxyRoute,
+  parseVia,
   proxyCredentials,
   type HubFlags,
+  type ProxyEndpoint,
+  type ProxyRoute,
 } from "./hub-access.js";
 import {
   addLocalHubFlag,
@@ -111,17 +114,23 @@ export function registerPortForwardCommand(
     const badName = clusterNameProblem(flags.cluster);
     if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
     const specs = specTexts.map(parseForwardSpec);
+    parseVia(flags.via);
     const local = selectLocalHub(flags, ctx.cwd);
-    let endpoint;
+    let endpoint: ProxyEndpoint;
     let creds;
+    let route: ProxyRoute | undefined;
     if (local) {
       localCluster(local, flags.cluster);
       endpoint = localEndpoint(local, "grpc");
       creds = localCredentials(local);
     } else {
       const hub = requireConfiguredHub(lazyHub(flags, ctx.env), flags, ctx.env);
-      endpoint = await findProxyEndpoint(hub, flags, GRPC_DOOR_PORT);
       creds = await proxyCredentials(hub, flags);
+      route = await openProxyRoute(hub, flags, GRPC_DOOR_PORT, {
+        onError: (message) => ctx.stderr(`${message}\n`),
+      });
+      endpoint = route.endpoint;
+      if (route.via === "apiserver") ctx.stderr(`Reaching the proxy-servers through the hub: ${route.describe()}\n`);
     }
     const { TunnelClient } = await import("@cluster-proxy/client");
     const client = new TunnelClient({ proxy: { ...endpoint, ...creds } });
@@ -172,6 +181,7 @@ export function registerPortForwardCommand(
       for (const s of servers) s.close();
       for (const s of sockets) s.destroy();
       await client.close();
+      await route?.close();
       return 0;
     };
     try {

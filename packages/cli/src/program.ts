@@ -16,6 +16,7 @@ import { registerPortForwardCommand } from "./port-forward-command.js";
 import { registerKubeconfigCommand } from "./kubeconfig-command.js";
 import { registerHealthCommand } from "./health-command.js";
 import { registerCredentialCommand } from "./credential-command.js";
+import { registerRelayCommand } from "./relay-command.js";
 
 export { cliVersion } from "./command-tree.js";
 
@@ -49,6 +50,7 @@ export function buildProgram(ctx: CliContext, setExitCode: (code: number) => voi
   registerHealthCommand(program, ctx, setExitCode);
   registerKubeconfigCommand(program, ctx);
   registerPortForwardCommand(program, ctx, setExitCode);
+  registerRelayCommand(program, ctx, setExitCode);
   registerCredentialCommand(program, ctx);
   program.commands.forEach((cmd) => cmd.helpOption("-h, --help", "show help"));
   return program;

@@ -97,3 +97,37 @@ test("half-close still works: the client ends its side and gets the rest of the 
     await door.close();
   }
 });
+
+test("plain HTTP gets a 400 naming the port within 1 s; mTLS clients still get through", async () => {
+  const door = await startDoor();
+  try {
+    const started = Date.now();
+    const http = net.connect(door.port, "127.0.0.1");
+    let answer = "";
+    http.on("data", (d: Buffer) => (answer += d.toString()));
+    http.write("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    await within(
+      once(http, "close").then(() => undefined),
+      1000,
+      "no answer",
+    );
+    assert.ok(Date.now() - started < 1000);
+    assert.match(answer, /^HTTP\/1\.1 400 Bad Request/);
+    assert.match(answer, /this port \(--port-base \+ 13\) speaks TLS/);
+    const client = tls.connect({
+      host: "127.0.0.1",
+      port: door.port,
+      ca: pki.ca,
+      cert: pki.clientCert,
+      key: pki.clientKey,
+      servername: "localhost",
+    });
+    await once(client, "secureConnect");
+    const echoed = once(client, "data");
+    client.write("ping");
+    assert.equal(String((await echoed)[0]), "ping");
+    client.destroy();
+  } finally {
+    await door.close();
+  }
+});

@@ -8,6 +8,10 @@
 import { once } from "node:events";
 import net from "node:net";
 import tls from "node:tls";
+import { guardPlainHttp } from "@cluster-proxy/kit";
+
+/** A connection must send its first bytes within this (ms), as node's default TLS handshake timeout. */
+const FIRST_BYTES_TIMEOUT_MS = 120_000;
 
 /** Options of {@link startTlsFrontDoor}. */
 export interface TlsFrontDoorOptions {
@@ -20,6 +24,10 @@ export interface TlsFrontDoorOptions {
   ca: string | Buffer;
   /** Where authenticated connections are forwarded to. */
   target: { host: string; port: number };
+  /** How the answer to plain HTTP names this port (default "--port-base + 13", up's). */
+  flag?: string;
+  /** A connection must send its first bytes within this (ms; default 120 s). */
+  firstBytesTimeoutMs?: number;
 }
 
 /** A running front door. */
@@ -72,14 +80,19 @@ export async function startTlsFrontDoor(options: TlsFrontDoorOptions): Promise<T
   });
   // A client without a valid certificate fails the handshake; nothing to do but drop it.
   server.on("tlsClientError", () => undefined);
-  server.listen(options.port, options.host);
-  await once(server, "listening"); // rejects with the listen error (e.g. EADDRINUSE)
-  const address = server.address() as net.AddressInfo;
+  // Plain HTTP gets a 400 naming the port at once, as the server's own TLS ports answer it.
+  const listener = guardPlainHttp(server, {
+    flag: options.flag ?? "--port-base + 13",
+    firstBytesTimeoutMs: options.firstBytesTimeoutMs ?? FIRST_BYTES_TIMEOUT_MS,
+  });
+  listener.listen(options.port, options.host);
+  await once(listener, "listening"); // rejects with the listen error (e.g. EADDRINUSE)
+  const address = listener.address() as net.AddressInfo;
   return {
     port: address.port,
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        listener.close(() => resolve());
         for (const socket of open) socket.destroy();
       }),
   };

@@ -53,6 +53,22 @@ describe("gateway caller limits", () => {
     await closed;
   });
 
+  test("plain HTTP to the TLS port gets a 400 naming --port within 1 s; a client that sends nothing is cut", async () => {
+    const started = Date.now();
+    const plain = net.connect(f.port, "127.0.0.1");
+    let answer = "";
+    plain.on("data", (d: Buffer) => (answer += d.toString()));
+    plain.write("GET /mc1/api HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    await closesWithin(plain, 1000);
+    assert.match(answer, /^HTTP\/1\.1 400 Bad Request/, `after ${Date.now() - started} ms: ${answer}`);
+    assert.match(answer, /Client sent an HTTP request to an HTTPS server: this port \(--port\) speaks TLS/);
+    const silent = net.connect(f.port, "127.0.0.1");
+    await once(silent, "connect");
+    const closed = closesWithin(silent, 20_000);
+    assert.equal((await f.request("/mc1/api", { headers: bearer })).status, 200);
+    await closed;
+  });
+
   test("an HTTP/1.1 request whose headers never end is cut; others are served meanwhile", async () => {
     const slow = await f.tlsConnect();
     slow.write("GET /mc1/api HTTP/1.1\r\nHost: localhost\r\nX-Slow: 1\r\n");

@@ -7,7 +7,7 @@
  * request closed after the same idle time.
  */
 import type { IncomingMessage } from "node:http";
-import { isIPv4, isIPv6, type Socket } from "node:net";
+import { isIPv4, isIPv6, type Server, type Socket } from "node:net";
 import { constants, type Http2SecureServer, type Http2ServerRequest, type ServerHttp2Session } from "node:http2";
 import type { TLSSocket } from "node:tls";
 
@@ -180,9 +180,12 @@ export function guardPort(
   server: Http2SecureServer,
   limits: PortLimits,
   onRefused: (reason: RefusalOfConnection) => void,
+  listener: Server = server,
 ): void {
   const clients = new ClientConnections(limits.maxConnectionsPerClient);
-  server.on("connection", (socket: Socket) => {
+  // Counted where connections are accepted (`listener`, e.g. the plain-HTTP guard in front of
+  // `server`), so that a client over its cap is closed on arrival, before it sends a byte.
+  listener.on("connection", (socket: Socket) => {
     if (!clients.admit(socket)) onRefused("client-connection-cap");
   });
   const silent = new SilentConnections(limits.idleTimeoutMs);

@@ -25,7 +25,7 @@ import {
   type UiAssets,
 } from "@cluster-proxy/fleet";
 import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
-import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { guardPlainHttp, realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
@@ -288,6 +288,8 @@ export class Gateway {
   private readonly clusters: ClusterDirectory;
   private readonly tunnel: TunnelClient | undefined;
   private server: http2.Http2SecureServer | undefined;
+  /** What listens on --port: the plain-HTTP guard in front of `server`. */
+  private listener: net.Server | undefined;
   private health: http.Server | undefined;
   private reloader: CertReloader | undefined;
   private readonly identityReloader: CertReloader;
@@ -486,8 +488,12 @@ export class Gateway {
       handshakeTimeout: limits.handshakeTimeoutMs,
       settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
     });
-    server.maxConnections = limits.maxConnections;
-    guardPort(server, limits, (reason) => this.metrics.refusedConnections.inc({ reason }));
+    // Plain HTTP gets a 400 naming --port at once (not an empty reply after a failed handshake);
+    // the guard is the listening socket, so the connection cap is its.
+    const listener = guardPlainHttp(server, { flag: "--port", firstBytesTimeoutMs: limits.handshakeTimeoutMs });
+    listener.maxConnections = limits.maxConnections;
+    this.listener = listener;
+    guardPort(server, limits, (reason) => this.metrics.refusedConnections.inc({ reason }), listener);
     // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
     // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
     server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
@@ -550,9 +556,12 @@ export class Gateway {
     });
     this.reloader.start();
     this.identityReloader.start();
-    server.listen(o.port, this.deps.bindAddress);
-    await once(server, "listening");
-    const port = (server.address() as net.AddressInfo).port;
+    listener.listen(o.port, this.deps.bindAddress);
+    await once(listener, "listening");
+    // The HTTP/1.1 side's headersTimeout is checked by machinery Node starts on the server's
+    // "listening" event, which the guard in front of it takes: tell the server.
+    server.emit("listening");
+    const port = (listener.address() as net.AddressInfo).port;
     const health = await listenEndpointServer(
       createEndpointServer(
         healthPortEndpoints({
@@ -802,7 +811,11 @@ export class Gateway {
       this.reloader?.stop();
       this.identityReloader.stop();
       const server = this.server;
-      const closed = server ? new Promise<void>((r) => server.close(() => r())) : Promise.resolve();
+      const listener = this.listener;
+      const closed = Promise.all([
+        server ? new Promise<void>((r) => server.close(() => r())) : undefined,
+        listener ? new Promise<void>((r) => listener.close(() => r())) : undefined,
+      ]);
       if (this.inFlight > 0) {
         let timer: NodeJS.Timeout | undefined;
         await new Promise<void>((resolve) => {

@@ -9,3 +9,4 @@ export * from "./logger.js";
 export * from "./backoff.js";
 export * from "./clock.js";
 export * from "./http-headers.js";
+export * from "./plain-http-guard.js";

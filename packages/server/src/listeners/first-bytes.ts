@@ -7,7 +7,6 @@
  * HTTP CONNECT door recognises a TLS ClientHello the same way and answers it at once instead of
  * waiting for a request head that never comes.
  */
-import { textResponse } from "../front-doors/connect-request.js";
 
 /** TLS record type `handshake`. */
 const TLS_HANDSHAKE_RECORD = 0x16;
@@ -73,14 +72,5 @@ function hex(byte: number): string {
   return byte.toString(16).padStart(2, "0");
 }
 
-/**
- * The answer of a TLS port to a plain HTTP request, as Go's net/http gives it ("Client sent an
- * HTTP request to an HTTPS server"), naming the port's flag.
- */
-export function plainHttpOnTlsPortResponse(flag: string): Buffer {
-  return textResponse(
-    400,
-    "Bad Request",
-    `Client sent an HTTP request to an HTTPS server: this port (${flag}) speaks TLS.\n`,
-  );
-}
+/** The answer of a TLS port to a plain HTTP request, naming the port's flag (kit's, shared with the gateway). */
+export { plainHttpOnTlsPortResponse } from "@cluster-proxy/kit";

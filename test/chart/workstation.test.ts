@@ -1,0 +1,354 @@
+/**
+ * The hub operations from a workstation that has nothing but the hub kubeconfig (issue 40 item 1):
+ * the README's bare chart install, then every command of the README's and the hub operations
+ * guide's workstation blocks, as written, from the test environment's lab network, which reaches
+ * the hub only at its kube-apiserver (no route to the Service network, no exposed door, no cluster
+ * DNS). The harness adds no route, hosts entry or port-forward: the CLI finds its way through the
+ * hub kube-apiserver (pods/portforward to a Ready proxy-server pod) by itself.
+ *
+ * - `cluster-proxy health --kubeconfig hub.kubeconfig` lists mc1 and mc2 True True True with a
+ *   latency, VIA apiserver; with mc2's tunnel cut (its packets to the hub dropped), mc2 leaves True
+ *   within 30 s while mc1 stays;
+ * - `cluster-proxy port-forward` reaches a Service in mc1;
+ * - a tunnel kubeconfig with `cluster-proxy relay` beside it lists mc1's namespaces with the real
+ *   kubectl;
+ * - `cluster-proxy relay --door gateway` and a gateway kubeconfig for 127.0.0.1:9092: kubectl lists
+ *   mc1's namespaces through the gateway as a hub user (the gateway guide's grants).
+ */
+import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
+import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import type { Condition } from "@cluster-proxy/api";
+import { KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
+import { nsOf, paths } from "../infra/env/config.js";
+import { type RunResult, waitFor } from "../infra/env/exec.js";
+import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
+import {
+  DOC_BLOCKS,
+  assertShownOutput,
+  docBlock,
+  operatorPath,
+  runAsOperator,
+  transcriptSteps,
+  type DocBlockName,
+  type TranscriptStep,
+} from "../infra/addon/readme-install.js";
+import { RELEASE, RELEASE_NAMESPACE as NS, helmBinary, removeLeftRelease } from "../infra/chart.js";
+
+const CLUSTERS = ["mc1", "mc2"] as const;
+
+const transcript = (name: DocBlockName, count: number): TranscriptStep[] => {
+  const steps = transcriptSteps(docBlock(name));
+  assert.equal(steps.length, count, `the ${DOC_BLOCKS[name].file} ${name} transcript has ${count} commands`);
+  return steps;
+};
+
+interface HealthItem {
+  cluster: string;
+  healthy: boolean;
+  probedHealth: boolean;
+  via: string | null;
+  reason: string;
+}
+
+describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_000 }, () => {
+  let env: TestEnv;
+  let hub: KubeApi;
+  let dir = "";
+  let path = "";
+  let mc1Token = "";
+  const children: ChildProcess[] = [];
+
+  /** A `$` line as the user types it in the lab, in `dir` (which holds hub.kubeconfig). */
+  const typed = (command: string, extra: Record<string, string> = {}): Promise<RunResult> =>
+    runAsOperator(env, path, command, 120_000, { cwd: dir, env: extra, typed: true });
+  /** A long-running `$` line (a trailing `&` dropped: the test runs it in the background). */
+  const background = (command: string): { out: () => string; err: () => string } => {
+    const child = spawn("ip", ["netns", "exec", nsOf("lab"), "bash", "-c", `exec ${command.replace(/\s*&\s*$/, "")}`], {
+      cwd: dir,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, PATH: path },
+    });
+    children.push(child);
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
+    return { out: () => out, err: () => err };
+  };
+  const kubectl = (args: string[]): string => env.kubectl("hub", args).stdout;
+  const availability = (): Record<string, Condition | undefined> => {
+    const list = JSON.parse(kubectl(["get", "managedclusteraddon", "-A", "-o", "json"])) as {
+      items: (KubeObject & { status?: { conditions?: Condition[] } })[];
+    };
+    return Object.fromEntries(
+      list.items
+        .filter((m) => m.metadata.name === RELEASE)
+        .map((m) => [m.metadata.namespace!, m.status?.conditions?.find((c) => c.type === "Available")]),
+    );
+  };
+
+  before(
+    async () => {
+      env = await startTestEnv();
+      hub = new KubeApi(env.kubeConfig("hub"));
+      dir = mkdtempSync(join(tmpdir(), "cp-workstation-"));
+      path = operatorPath(env, dir);
+      copyFileSync(env.kubeconfigPath("hub"), join(dir, "hub.kubeconfig"));
+      helmBinary();
+      await removeLeftRelease(env, hub);
+      for (const c of CLUSTERS) env.hubApiserverOnly(c, true);
+      // A user of mc1 (what MC1_TOKEN stands for in the guide) and a Service of theirs.
+      env.kubectl("mc1", ["create", "serviceaccount", "ws-user", "-n", "default"], { allowFail: true });
+      env.kubectl(
+        "mc1",
+        ["create", "clusterrolebinding", "ws-user", "--clusterrole=cluster-admin", "--serviceaccount=default:ws-user"],
+        { allowFail: true },
+      );
+      mc1Token = env.kubectl("mc1", ["create", "token", "ws-user", "-n", "default", "--duration=2h"]).stdout.trim();
+      const server =
+        'require("http").createServer((q,r)=>r.end("hello from "+process.env.POD_NAME+"\\n")).listen(8080)';
+      await env
+        .apps("mc1")
+        .createNamespacedDeployment({
+          namespace: "default",
+          body: nodeScriptDeployment({
+            name: "ops-web",
+            script: server,
+            containerName: "web",
+            port: 8080,
+            portName: "http",
+            readiness: true,
+          }),
+        })
+        .catch(() => undefined);
+      await env
+        .core("mc1")
+        .createNamespacedService({
+          namespace: "default",
+          body: {
+            metadata: { name: "ops-web" },
+            spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] },
+          },
+        })
+        .catch(() => undefined);
+    },
+    { timeout: 90 * 60_000 },
+  );
+
+  after(async () => {
+    for (const c of children) c.kill("SIGKILL");
+    if (env)
+      env.exec("lab", paths.helm, ["uninstall", "-n", NS, RELEASE, "--kubeconfig", env.kubeconfigPath("hub")], {
+        allowFail: true,
+        timeoutMs: 120_000,
+      });
+    await env
+      ?.apps("mc1")
+      .deleteNamespacedDeployment({ name: "ops-web", namespace: "default" })
+      .catch(() => undefined);
+    await env
+      ?.core("mc1")
+      .deleteNamespacedService({ name: "ops-web", namespace: "default" })
+      .catch(() => undefined);
+    env?.kubectl("mc1", ["delete", "clusterrolebinding", "ws-user"], { allowFail: true });
+    env?.kubectl("mc1", ["delete", "clusterrolebinding/hub-alice-view", "clusterrole/hub-users-view"], {
+      allowFail: true,
+    });
+    env?.kubectl(
+      "hub",
+      [
+        "delete",
+        "clusterrolebinding/alice-cluster-proxy-mc1",
+        "clusterrole/cluster-proxy-user-mc1",
+        "-n",
+        "default",
+        "sa/alice",
+      ],
+      { allowFail: true },
+    );
+    for (const c of CLUSTERS) env?.blackhole(c, false);
+    for (const c of CLUSTERS) env?.hubApiserverOnly(c, false);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    await env?.close();
+  });
+
+  test("the README's bare chart install: cluster-proxy Available on mc1 and mc2", async () => {
+    const r = await runAsOperator(env, path, docBlock("install-chart"), 600_000);
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    let last: Record<string, Condition | undefined> = {};
+    await waitFor(
+      "cluster-proxy Available on mc1 and mc2",
+      300_000,
+      () => {
+        last = availability();
+        return CLUSTERS.every((c) => last[c]?.status === "True") || undefined;
+      },
+      1000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nlast: ${JSON.stringify(last)}`, { cause: err });
+    });
+  });
+
+  test("health through the hub kube-apiserver: mc1 and mc2 True True True with a latency, VIA apiserver", async (t) => {
+    const [readme] = docBlock("workstation-start")
+      .split("\n")
+      .map((l) => l.replace(/\s+#.*$/, "").trim())
+      .filter(Boolean);
+    assert.ok(readme);
+    const steps = transcript("workstation-health", 2);
+    // The tunnels of a fresh install may take a moment to serve every proxy-server.
+    let last: RunResult | undefined;
+    await waitFor(
+      "health to list mc1 and mc2 healthy",
+      120_000,
+      async () => {
+        last = await typed(steps[0]!.command);
+        return last.status === 0 || undefined;
+      },
+      2000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\n${last?.stdout}\n${last?.stderr}`, { cause: err });
+    });
+    t.diagnostic(`$ ${steps[0]!.command}\n${last!.stdout}${last!.stderr}`);
+    for (const c of CLUSTERS)
+      assert.match(last!.stdout, new RegExp(`^${c}\\s+True\\s+True\\s+True\\s+\\d+(?:ms|\\.\\ds)\\s`, "m"));
+    assertShownOutput(steps[0]!, last!.stdout);
+    const wide = await typed(steps[1]!.command);
+    t.diagnostic(`$ ${steps[1]!.command}\n${wide.stdout}${wide.stderr}`);
+    assert.equal(wide.status, 0, wide.stderr);
+    assertShownOutput(steps[1]!, wide.stdout);
+    const fromReadme = await typed(readme);
+    t.diagnostic(`$ ${readme}\n${fromReadme.stdout}${fromReadme.stderr}`);
+    assert.equal(fromReadme.status, 0, fromReadme.stderr);
+    for (const c of CLUSTERS)
+      assert.match(
+        fromReadme.stdout,
+        new RegExp(`^${c}\\s+True\\s+True\\s+True\\s+\\d+(?:ms|\\.\\ds)\\s.*\\sapiserver\\s+-$`, "m"),
+      );
+    // Forcing the direct way fails as it did before (no route to the Service from here).
+    const direct = await typed("cluster-proxy health --kubeconfig hub.kubeconfig --via=direct --timeout=5s");
+    assert.notEqual(direct.status, 0);
+    assert.match(direct.stdout + direct.stderr, /proxy-entrypoint\.open-cluster-management-addon\.svc/);
+    const bad = await typed("cluster-proxy health --kubeconfig hub.kubeconfig --via=tunnel");
+    assert.notEqual(bad.status, 0);
+    assert.match(bad.stderr, /--via: "tunnel" is not one of auto, apiserver, direct/);
+  });
+
+  test("with mc2's tunnel cut, mc2 leaves True within 30 s and mc1 stays healthy", async (t) => {
+    const command = `${transcript("workstation-health", 2)[0]!.command} -o json --timeout=5s`;
+    const items = async (): Promise<HealthItem[]> => {
+      const r = await typed(command);
+      try {
+        return (JSON.parse(r.stdout) as { items: HealthItem[] }).items;
+      } catch {
+        throw new Error(`not JSON:\n${r.stdout}\n${r.stderr}`);
+      }
+    };
+    env.blackhole("mc2", true);
+    try {
+      const started = Date.now();
+      const seen = await waitFor(
+        "mc2 to leave True",
+        30_000,
+        async () => {
+          const at = Date.now() - started;
+          const now = await items();
+          const mc2 = now.find((i) => i.cluster === "mc2");
+          t.diagnostic(
+            `health run started ${at} ms after the cut, took ${Date.now() - started - at} ms: mc2 probed ${mc2?.probedHealth}`,
+          );
+          return mc2?.probedHealth === false ? now : undefined;
+        },
+        500,
+      );
+      t.diagnostic(`mc2 left True after ${Date.now() - started} ms: ${JSON.stringify(seen)}`);
+      const mc1 = seen.find((i) => i.cluster === "mc1");
+      assert.equal(mc1?.healthy, true, JSON.stringify(mc1));
+      assert.equal(mc1?.via, "apiserver");
+    } finally {
+      env.blackhole("mc2", false);
+    }
+  });
+
+  test("port-forward reaches a Service in mc1 through the hub kube-apiserver", async (t) => {
+    await waitFor("ops-web ready in mc1", 90_000, async () => {
+      const d = await env.apps("mc1").readNamespacedDeployment({ name: "ops-web", namespace: "default" });
+      return d.status?.readyReplicas === 1;
+    });
+    const [forward, curl] = transcript("workstation-port-forward", 2);
+    const pf = background(forward!.command);
+    await waitFor(
+      "port-forward to listen",
+      60_000,
+      () => /Forwarding from 127\.0\.0\.1:9080/.test(pf.out()),
+      200,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\nstdout: ${pf.out()}\nstderr: ${pf.err()}`, { cause: err });
+    });
+    assertShownOutput(forward!, pf.out());
+    assert.match(pf.err(), /through the hub: apiserver port-forward to open-cluster-management-addon\//);
+    const got = await typed(curl!.command);
+    t.diagnostic(`$ ${curl!.command}\n${got.stdout}${got.stderr}`);
+    assert.equal(got.status, 0, `${got.stderr}\n${pf.err()}`);
+    assertShownOutput(curl!, got.stdout);
+  });
+
+  test("a tunnel kubeconfig, with cluster-proxy relay beside it, lists mc1's namespaces with the real kubectl", async (t) => {
+    const [write, relay, get] = transcript("workstation-kubeconfig", 3);
+    const wrote = await typed(write!.command, { MC1_TOKEN: mc1Token });
+    t.diagnostic(`$ ${write!.command}\n${wrote.stdout}${wrote.stderr}`);
+    assert.equal(wrote.status, 0, wrote.stderr);
+    assertShownOutput(write!, wrote.stderr);
+    const r = background(relay!.command);
+    await waitFor("relay to listen", 60_000, () => /Relaying 127\.0\.0\.1:8093/.test(r.out()), 200).catch(
+      (err: Error) => {
+        throw new Error(`${err.message}\nstdout: ${r.out()}\nstderr: ${r.err()}`, { cause: err });
+      },
+    );
+    assertShownOutput(relay!, r.out());
+    const ns = await typed(get!.command);
+    t.diagnostic(`$ ${get!.command}\n${ns.stdout}${ns.stderr}`);
+    assert.equal(ns.status, 0, `${ns.stderr}\nrelay: ${r.err()}`);
+    assertShownOutput(get!, ns.stdout);
+  });
+
+  test("the gateway through the hub kube-apiserver: relay --door gateway and a gateway kubeconfig, as a hub user", async (t) => {
+    // The gateway guide's grants: alice may use managedclusters/proxy on mc1 (hub), and
+    // cluster:hub:<alice> may read mc1 (mc1's RBAC).
+    const grantHub = await runAsOperator(env, path, docBlock("gateway-grant-hub"), 120_000, { cwd: dir });
+    assert.equal(grantHub.status, 0, grantHub.stderr);
+    const grantMc1 = await runAsOperator(env, path, docBlock("gateway-grant-managed"), 120_000, {
+      cwd: dir,
+      env: { KUBECONFIG: env.kubeconfigPath("mc1") },
+    });
+    assert.equal(grantMc1.status, 0, grantMc1.stderr);
+    const aliceToken = env.kubectl("hub", ["-n", "default", "create", "token", "alice"]).stdout.trim();
+    const [relay, write, get] = transcript("workstation-gateway", 3);
+    const r = background(relay!.command);
+    await waitFor("the gateway relay to listen", 60_000, () => /Relaying 127\.0\.0\.1:9092/.test(r.out()), 200).catch(
+      (err: Error) => {
+        throw new Error(`${err.message}\nstdout: ${r.out()}\nstderr: ${r.err()}`, { cause: err });
+      },
+    );
+    assertShownOutput(relay!, r.out());
+    const wrote = await typed(write!.command, { ALICE_TOKEN: aliceToken });
+    t.diagnostic(`$ ${write!.command}\n${wrote.stdout}${wrote.stderr}`);
+    assert.equal(wrote.status, 0, wrote.stderr);
+    let ns: RunResult | undefined;
+    // The grant on mc1 reaches its RBAC cache within moments.
+    await waitFor(
+      "kubectl through the gateway to list mc1's namespaces",
+      60_000,
+      async () => ((ns = await typed(get!.command)).status === 0 ? true : undefined),
+      1000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\n${ns?.stdout}\n${ns?.stderr}\nrelay: ${r.err()}`, { cause: err });
+    });
+    t.diagnostic(`$ ${get!.command}\n${ns!.stdout}${ns!.stderr}`);
+    assertShownOutput(get!, ns!.stdout);
+  });
+});
