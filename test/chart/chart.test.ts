@@ -351,6 +351,19 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
       [[9092, 9092]],
     );
     assert.equal(service.selector["app.kubernetes.io/component"], "gateway");
+    assert.equal((service as { type?: string }).type, "ClusterIP");
+    const exposed = find(
+      render(
+        "--set",
+        "gateway.service.type=LoadBalancer",
+        "--set-string",
+        "gateway.service.annotations.service\\.beta\\.kubernetes\\.io/aws-load-balancer-internal=true",
+      ),
+      "Service",
+      "cluster-proxy-addon-user",
+    ) as Obj & { spec: { type: string }; metadata: { annotations?: Record<string, string> } };
+    assert.equal(exposed.spec.type, "LoadBalancer");
+    assert.deepEqual(exposed.metadata.annotations, { "service.beta.kubernetes.io/aws-load-balancer-internal": "true" });
     const allowlist = find(objs, "ConfigMap", "cluster-proxy-exposed-services") as Obj & { data: { services: string } };
     assert.equal(allowlist.data.services.trim(), "[]");
 

@@ -202,6 +202,8 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
       ["--set", "proxyServer.entrypointLoadBalancer=false"],
       ["--set", "proxyServer.entrypointAddress=proxy.example.com"],
       ["--set", "installByPlacement.placementName=prod", "--set", "installByPlacement.placementNamespace=fleet"],
+      ["--set", "gateway.service.type=LoadBalancer"],
+      ["--set", "gateway.service.type=NodePort", "--set", "gateway.aggregatedApi.enabled=false"],
     ]) {
       // helm renders notes only against a cluster (a dry run of this release), never in `helm template`.
       const r = helm(["upgrade", "--dry-run=client", "-n", NS, RELEASE, CHART, "--reuse-values", ...set]);

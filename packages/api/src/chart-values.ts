@@ -151,6 +151,23 @@ function gatewayValues(): ValuesSchema {
         "Also accept hub tokens for the hub apiserver's own audience (kubectl create token, pods' tokens), not only tokens for the gateway's audience cluster-proxy-gateway that cluster-proxy credential requests (--accept-hub-api-audience). False: no hub API credential works at the gateway.",
         true,
       ),
+      service: obj(
+        "The gateway's own Service cluster-proxy-addon-user (port 9092), for clients that do not go through the hub apiserver.",
+        {
+          type: str(
+            "ClusterIP (inside the hub), or LoadBalancer / NodePort to expose the gateway's port directly; the chart's notes then print the kubeconfig command for its address.",
+            "ClusterIP",
+            { enum: ["ClusterIP", "LoadBalancer", "NodePort"] },
+          ),
+          annotations: {
+            type: "object",
+            description:
+              "Annotations of the Service (e.g. a cloud's load balancer settings: internal, source ranges).",
+            default: {},
+            additionalProperties: { type: "string" },
+          },
+        },
+      ),
       aggregatedApi: obj(
         "The gateway as an aggregated API of the hub apiserver (docs/design/gateway.md, the aggregated path): users reach https://<hub>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/<cluster>/proxy/ with their own hub kubeconfig.",
         {
