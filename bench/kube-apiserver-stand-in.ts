@@ -46,6 +46,8 @@ const NAMESPACE = JSON.stringify({
   status: { phase: "Active" },
 });
 
+const NAMESPACE_LENGTH = Buffer.byteLength(NAMESPACE);
+
 const stats: StandInStats = {
   watches: 0,
   impersonated: 0,
@@ -146,7 +148,8 @@ const server = http2.createSecureServer(
       stats.notImpersonated++;
     }
     if (req.method === "GET" && url.pathname === "/api/v1/namespaces/default") {
-      res.writeHead(200, { "content-type": "application/json" });
+      // With its length, as a kube-apiserver answers a small object (Go sets it for a body it buffered whole).
+      res.writeHead(200, { "content-type": "application/json", "content-length": NAMESPACE_LENGTH });
       res.end(NAMESPACE);
       return;
     }

@@ -197,14 +197,23 @@ function destroyQuietly(fn: () => void): void {
 
 /** The caller's side of a plain request; the relay guards each call (any may throw). */
 function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
+  let bodyStarted = false;
   return {
     body: req,
-    // The head goes out at once: a watch with no events yet must not look hung.
+    // Over HTTP/1.1 the head goes out with the first body bytes (one write, one TLS record), or on
+    // its own once this turn of the event loop is over without any: a watch with no events yet
+    // must not look hung. (HTTP/2 sends what a turn wrote in one go anyway.)
     writeHead: (status, headers) => {
       res.writeHead(status, headers);
-      if (!("stream" in res)) res.flushHeaders();
+      if ("stream" in res) return;
+      setImmediate(() => {
+        if (!bodyStarted && !res.writableEnded && !res.destroyed) destroyQuietly(() => res.flushHeaders());
+      });
     },
-    write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
+    write: (chunk) => {
+      bodyStarted = true;
+      return "stream" in res ? res.write(chunk) : res.write(chunk);
+    },
     end: () => void res.end(),
     destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
     onDrain: (fn) => void res.once("drain", fn),
