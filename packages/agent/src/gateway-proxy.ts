@@ -94,7 +94,10 @@ function framed(headers: RawHeaders, framing: Framing): string[] {
 /** An upstream answer's headers as they go back over HTTP/2 (see the module comment). */
 export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of headerPairs(endToEndHeaders(raw, false))) {
+  const kept = endToEndHeaders(raw, false);
+  for (let i = 0; i + 1 < kept.length; i += 2) {
+    const name = kept[i] ?? "";
+    const value = kept[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower) || !http.isWritableHeader(lower, value))
       continue;
@@ -164,7 +167,9 @@ function h2RequestHeaders(line: { method: string; url: string }, headers: RawHea
     [h2constants.HTTP2_HEADER_PATH]: line.url,
     [h2constants.HTTP2_HEADER_SCHEME]: "https",
   };
-  for (const [name, value] of headerPairs(headers)) {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i] ?? "";
+    const value = headers[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (lower === "host") {
       out[h2constants.HTTP2_HEADER_AUTHORITY] = value;
@@ -182,7 +187,10 @@ function h2RequestHeaders(line: { method: string; url: string }, headers: RawHea
 /** Raw headers without HTTP/2 pseudo-headers (`:method`, `:path`, ...). */
 function withoutPseudo(raw: RawHeaders): string[] {
   const out: string[] = [];
-  for (const [n, v] of headerPairs(raw)) if (!n.startsWith(":")) out.push(n, v);
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const n = raw[i] ?? "";
+    if (!n.startsWith(":")) out.push(n, raw[i + 1] ?? "");
+  }
   return out;
 }
 
@@ -620,7 +628,10 @@ function headerObject(headers: RawHeaders): http.OutgoingHttpHeaders {
 /** Raw headers without every `name` (lowercase) entry. */
 function withoutHeader(headers: RawHeaders, name: string): string[] {
   const out: string[] = [];
-  for (const [n, v] of headerPairs(headers)) if (n.toLowerCase() !== name) out.push(n, v);
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const n = headers[i] ?? "";
+    if (n.toLowerCase() !== name) out.push(n, headers[i + 1] ?? "");
+  }
   return out;
 }
 
