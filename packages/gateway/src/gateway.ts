@@ -197,7 +197,13 @@ function destroyQuietly(fn: () => void): void {
 
 /** The caller's side of a plain request; the relay guards each call (any may throw). */
 function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
-  let bodyStarted = false;
+  /** An HTTP/1.1 head written but not yet on the wire (it waits for the first body bytes). */
+  let headPending = false;
+  const flushHead = (): void => {
+    if (!headPending || "stream" in res) return;
+    headPending = false;
+    if (!res.writableEnded && !res.destroyed) destroyQuietly(() => res.flushHeaders());
+  };
   return {
     body: req,
     // Over HTTP/1.1 the head goes out with the first body bytes (one write, one TLS record), or on
@@ -206,16 +212,32 @@ function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
     writeHead: (status, headers) => {
       res.writeHead(status, headers);
       if ("stream" in res) return;
-      setImmediate(() => {
-        if (!bodyStarted && !res.writableEnded && !res.destroyed) destroyQuietly(() => res.flushHeaders());
-      });
+      headPending = true;
+      setImmediate(flushHead);
     },
     write: (chunk) => {
-      bodyStarted = true;
+      headPending = false;
       return "stream" in res ? res.write(chunk) : res.write(chunk);
     },
-    end: () => void res.end(),
-    destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
+    end: () => {
+      headPending = false;
+      res.end();
+    },
+    destroy: () => {
+      if ("stream" in res) {
+        res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+        return;
+      }
+      // An answer cut in the turn its head arrived: the caller still gets that head, then the
+      // connection ends (its body cut short), as when the head had gone out at once.
+      const socket = res.socket;
+      if (headPending && socket && !res.destroyed) {
+        flushHead();
+        socket.destroySoon();
+        return;
+      }
+      res.destroy();
+    },
     onDrain: (fn) => void res.once("drain", fn),
     onClose: (fn) => void res.once("close", fn),
     headersSent: () => res.headersSent,
