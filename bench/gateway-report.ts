@@ -246,15 +246,62 @@ function ratiosOf(s: Record<GatewayPath, PathSummary>): Record<string, number | 
   };
 }
 
-/** The two targets: p50 overhead of the gateway over the direct tunnel, and its rate against a tunnel per request. */
-function targets(requests: GatewayJson["requests"], ratios: GatewayJson["ratios"]): Record<string, TargetResult> {
+/** Gateway plus agent RSS per idle watch (KiB): (open and idle - none open) / count, undefined without watches. */
+function rssPerIdleWatchKiB(w: WatchResult | null): number | null {
+  if (!w || w.count <= 0) return null;
+  const grown = w.idle.gatewayRssMiB - w.none.gatewayRssMiB + (w.idle.agentRssMiB - w.none.agentRssMiB);
+  return r2((grown * 1024) / w.count);
+}
+
+/**
+ * The targets: issue 39's for the HTTP/2 hop (rate at the highest level against the reusable
+ * tunnel, agent CPU per gateway request there, p50 overhead one request at a time, gateway plus
+ * agent RSS per idle watch), and the earlier ones (p50 overhead <= 1 ms, rate against a tunnel per request).
+ */
+function targets(
+  requests: GatewayJson["requests"],
+  ratios: GatewayJson["ratios"],
+  watches: WatchResult | null,
+): Record<string, TargetResult> {
   const levels = Object.keys(requests).sort((a, b) => Number(a) - Number(b));
   const first = levels[0];
   const overhead = first === undefined ? null : (ratios[first]?.["p50_overhead_gateway_minus_tunnel_ms"] ?? null);
   const perLevel = levels.map((l) => ratios[l]?.["rps_gateway_over_tunnel_per_request"] ?? null);
   const known = perLevel.filter((x): x is number => x !== null);
   const worst = known.length === perLevel.length && known.length > 0 ? Math.min(...known) : null;
+  const top = levels.at(-1);
+  const rpsTop = top === undefined ? null : (ratios[top]?.["rps_gateway_over_tunnel"] ?? null);
+  const agentCpu = top === undefined ? null : r2(requests[top]?.gateway.cpu_us_per_request?.agent);
+  const perWatch = rssPerIdleWatchKiB(watches);
   return {
+    rps_over_tunnel: {
+      label: "requests/s of (a) the gateway over (b) the reusable tunnel, highest concurrency",
+      target: ">= 0.6",
+      measured: rpsTop,
+      met: rpsTop === null ? null : rpsTop >= 0.6,
+      at: `concurrency ${top ?? "n/a"}`,
+    },
+    agent_cpu_us_per_request: {
+      label: "agent CPU per request of (a) the gateway path, highest concurrency (µs)",
+      target: "<= 300",
+      measured: agentCpu,
+      met: agentCpu === null ? null : agentCpu <= 300,
+      at: `concurrency ${top ?? "n/a"}`,
+    },
+    p50_overhead_ms_h2: {
+      label: "p50 latency overhead of (a) the gateway over (b) the direct tunnel, one request at a time (ms)",
+      target: "<= 0.7",
+      measured: overhead,
+      met: overhead === null ? null : overhead <= 0.7,
+      at: `concurrency ${first ?? "n/a"}`,
+    },
+    rss_per_idle_watch_kib: {
+      label: "gateway plus agent RSS per idle watch (KiB)",
+      target: "<= 40",
+      measured: perWatch,
+      met: perWatch === null ? null : perWatch <= 40,
+      at: watches ? `${watches.count} watches` : "no watch scenario",
+    },
     p50_overhead_ms: {
       label: "p50 latency overhead of (a) the gateway over (b) the direct tunnel, one request at a time (ms)",
       target: "<= 1",
@@ -287,7 +334,10 @@ const DEFINITIONS =
   "the headers the gateway would set (Cluster-Proxy-Target: kube, Impersonate-User), no gateway. watches: `count` watches through one gateway " +
   "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 2,048 connections), RSS at the end " +
   "of each window and CPU over it (agent: summed over the agents), with none open, open and idle, and with one event per watch every " +
-  "eventPeriodMs. targets: p50_overhead_ms = p50(gateway) - p50(tunnel) at the lowest concurrency; " +
+  "eventPeriodMs. targets: rps_over_tunnel = rps(gateway) / rps(tunnel) at the highest concurrency; " +
+  "agent_cpu_us_per_request = the agent's CPU per request of the gateway path there; p50_overhead_ms and " +
+  "p50_overhead_ms_h2 = p50(gateway) - p50(tunnel) at the lowest concurrency (<= 1 ms before the HTTP/2 hop, <= 0.7 ms " +
+  "for it); rss_per_idle_watch_kib = (gateway + agent RSS with the watches open and idle - with none) / count; " +
   "rps_over_tunnel_per_request = the lowest over the levels of rps(gateway) / rps(tunnelPerRequest).";
 
 /** gateway.json from a run. */
@@ -309,7 +359,7 @@ export function gatewayJson(run: GatewayRun): GatewayJson {
     requests,
     ratios,
     watches: run.watches,
-    targets: targets(requests, ratios),
+    targets: targets(requests, ratios, run.watches),
     notes: run.notes,
     hub: run.hub,
     apiserver: run.apiserver,

@@ -210,6 +210,8 @@ export interface GatewayConfig {
   hubKubeconfig: string;
   auditLog: string;
   maxConnectionsPerCluster: number;
+  /** Extra node flags of the gateway process (e.g. --cpu-prof). */
+  nodeArgs?: string[];
 }
 
 /** The gateway process and its ports. */
@@ -225,6 +227,7 @@ export async function startGateway(h: Harness, c: GatewayConfig): Promise<Gatewa
   const s = c.certs.standalone;
   const proc = h.spawnProc("gateway", process.execPath, [
     ...NODE_FLAGS,
+    ...(c.nodeArgs ?? []),
     CLI,
     "gateway",
     `--port=${port}`,

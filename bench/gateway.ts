@@ -1,5 +1,5 @@
 /**
- * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches]`: what the gateway
+ * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--cpu-prof=<dir>]`: what the gateway
  * (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
  *
  * Starts one proxy-server and one proxy-agent (with its gateway endpoint), a stand-in managed
@@ -18,6 +18,9 @@
  *   (and the server's and agents') with none open, with all open and idle, and with events flowing.
  *
  * Prints a table and writes bench/results/gateway.json (read by scripts/performance-page.ts).
+ * With `--cpu-prof=<dir>` the gateway and the first agent run under `node --cpu-prof` and are
+ * stopped with SIGTERM at the end, so their .cpuprofile files land in `<dir>` (summary:
+ * `bench/hotpath.ts summary <file>`).
  * Every process it starts is stopped by PID at the end; every loop is bounded in count and time.
  */
 import { execFileSync } from "node:child_process";
@@ -82,6 +85,8 @@ import { currentRuntime, machineInfo } from "./run-info.js";
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const watches = !argv.includes("--no-watches");
+const cpuProfDir = argv.find((a) => a.startsWith("--cpu-prof="))?.slice("--cpu-prof=".length);
+const cpuProfArgs = cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] : [];
 
 const P = quick
   ? {
@@ -443,7 +448,7 @@ async function main(): Promise<void> {
     `--kube-apiserver-url=https://127.0.0.1:${kube.port}`,
     `--service-account-dir=${saDir}`,
   ];
-  stack = await startOurs(h, LOOPBACK, { agentArgs });
+  stack = await startOurs(h, LOOPBACK, { agentArgs, agentNodeArgs: cpuProfArgs });
   const st = stack;
   // The other clusters' agents (for the watches), all reaching the same stand-in apiserver.
   const moreAgents: Proc[] = [];
@@ -467,6 +472,7 @@ async function main(): Promise<void> {
     hubKubeconfig: kubeconfig,
     auditLog: join(h.dir, "audit.log"),
     maxConnectionsPerCluster,
+    nodeArgs: cpuProfArgs,
   });
   run.notes.push(
     `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (HTTP/2 sessions, default 4, each up ` +
@@ -577,6 +583,17 @@ async function main(): Promise<void> {
   if (quick) run.notes.push(`--quick: ${P.rounds} round of ${P.windowMs} ms windows, ${P.watches} watches (not 1,000)`);
   run.machine["total_seconds"] = Math.round((Date.now() - t0) / 1000);
   writeGatewayReport(run, join(BENCH, "results"));
+  if (cpuProfDir) {
+    // A profile is written when the process exits: stop both gracefully (a second signal makes
+    // the agent exit without waiting for its drain).
+    for (const p of [gateway.proc, stack.agent]) {
+      if (!p) continue;
+      p.child.kill("SIGTERM");
+      setTimeout(() => p.child.kill("SIGTERM"), 1000).unref();
+      await withTimeout(p.exited, 30_000, `${p.name} exit`).catch((e: Error) => log(e.message));
+    }
+    log(`CPU profiles in ${cpuProfDir} (summary: bench/hotpath.ts summary <file>)`);
+  }
   log(`done in ${elapsed()}`);
 }
 

@@ -5,6 +5,9 @@
  * while events are on. It checks no credentials; it counts requests by how they were
  * authenticated (Impersonate-User set, or not) so the bench can tell the gateway's requests
  * arrived impersonated, and the TLS connections it accepted (how well clients reuse theirs).
+ * Like a kube-apiserver it offers HTTP/2 by ALPN (at most {@link MAX_STREAMS} streams per
+ * connection, Go's default) and HTTP/1.1: the agent's gateway endpoint picks HTTP/2, as it does
+ * with a real apiserver; the bench's HTTP/1.1 clients (paths b, c, d) get HTTP/1.1.
  *
  *   node --import tsx kube-apiserver-stand-in.ts '{"cert":"...","key":"..."}'
  *
@@ -15,7 +18,7 @@
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
 import type { ServerResponse } from "node:http";
-import * as https from "node:https";
+import * as http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { createInterface } from "node:readline";
 
@@ -43,6 +46,8 @@ const NAMESPACE = JSON.stringify({
   status: { phase: "Active" },
 });
 
+const NAMESPACE_LENGTH = Buffer.byteLength(NAMESPACE);
+
 const stats: StandInStats = {
   watches: 0,
   impersonated: 0,
@@ -56,9 +61,15 @@ let periodMs = 0;
 const WATCH_LIFETIME_MS = 15 * 60_000;
 let resourceVersion = 1000;
 
+/** SETTINGS_MAX_CONCURRENT_STREAMS of its HTTP/2 connections (Go's default, which the kube-apiserver keeps). */
+const MAX_STREAMS = 250;
+
+/** A response over HTTP/1.1 or HTTP/2. */
+type AnyResponse = ServerResponse | http2.Http2ServerResponse;
+
 /** An open watch and its timers. */
 interface Watch {
-  res: ServerResponse;
+  res: AnyResponse;
   timers: NodeJS.Timeout[];
 }
 const watches = new Set<Watch>();
@@ -86,7 +97,9 @@ function schedule(w: Watch): void {
       () => {
         const tick = (): void => {
           stats.events++;
-          w.res.write(eventLine());
+          const line = eventLine();
+          if ("stream" in w.res) w.res.write(line);
+          else w.res.write(line);
         };
         tick();
         w.timers.push(setInterval(tick, p));
@@ -96,18 +109,25 @@ function schedule(w: Watch): void {
   );
 }
 
-const server = https.createServer(
-  { cert: readFileSync(args.cert), key: readFileSync(args.key), keepAliveTimeout: 120_000 },
-  (req, res) => {
+const server = http2.createSecureServer(
+  {
+    cert: readFileSync(args.cert),
+    key: readFileSync(args.key),
+    allowHTTP1: true,
+    settings: { maxConcurrentStreams: MAX_STREAMS },
+  },
+  (req, res: AnyResponse) => {
     const url = new URL(req.url ?? "/", "https://stand-in");
     if (url.pathname === "/_bench/stats") {
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(stats));
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(stats));
       return;
     }
     const watch = url.searchParams.get("watch");
     if (req.method === "GET" && (watch === "true" || watch === "1")) {
+      // Over HTTP/2 the head goes out with writeHead.
       res.writeHead(200, { "content-type": "application/json", "cache-control": "no-cache" });
-      res.flushHeaders();
+      if (!("stream" in res)) res.flushHeaders();
       const w: Watch = { res, timers: [] };
       watches.add(w);
       stats.watches++;
@@ -128,15 +148,19 @@ const server = https.createServer(
       stats.notImpersonated++;
     }
     if (req.method === "GET" && url.pathname === "/api/v1/namespaces/default") {
-      res.writeHead(200, { "content-type": "application/json" }).end(NAMESPACE);
+      // With its length, as a kube-apiserver answers a small object (Go sets it for a body it buffered whole).
+      res.writeHead(200, { "content-type": "application/json", "content-length": NAMESPACE_LENGTH });
+      res.end(NAMESPACE);
       return;
     }
-    res
-      .writeHead(404, { "content-type": "application/json" })
-      .end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404 }));
+    res.writeHead(404, { "content-type": "application/json" });
+    res.end(JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", reason: "NotFound", code: 404 }));
   },
 );
 server.on("secureConnection", () => void stats.connections++);
+// HTTP/1.1 keep-alive connections stay (as Node's https server with this keepAliveTimeout); @types/node
+// does not declare it on Http2SecureServer.
+Object.assign(server, { keepAliveTimeout: 120_000 });
 server.maxConnections = 20_000;
 server.listen({ port: 0, host: "127.0.0.1", backlog: 4096 });
 await once(server, "listening");

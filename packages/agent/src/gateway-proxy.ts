@@ -94,7 +94,10 @@ function framed(headers: RawHeaders, framing: Framing): string[] {
 /** An upstream answer's headers as they go back over HTTP/2 (see the module comment). */
 export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of headerPairs(endToEndHeaders(raw, false))) {
+  const kept = endToEndHeaders(raw, false);
+  for (let i = 0; i + 1 < kept.length; i += 2) {
+    const name = kept[i] ?? "";
+    const value = kept[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (lower.startsWith(":") || CONNECTION_SPECIFIC_HEADERS.has(lower) || !http.isWritableHeader(lower, value))
       continue;
@@ -164,7 +167,9 @@ function h2RequestHeaders(line: { method: string; url: string }, headers: RawHea
     [h2constants.HTTP2_HEADER_PATH]: line.url,
     [h2constants.HTTP2_HEADER_SCHEME]: "https",
   };
-  for (const [name, value] of headerPairs(headers)) {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i] ?? "";
+    const value = headers[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (lower === "host") {
       out[h2constants.HTTP2_HEADER_AUTHORITY] = value;
@@ -182,7 +187,10 @@ function h2RequestHeaders(line: { method: string; url: string }, headers: RawHea
 /** Raw headers without HTTP/2 pseudo-headers (`:method`, `:path`, ...). */
 function withoutPseudo(raw: RawHeaders): string[] {
   const out: string[] = [];
-  for (const [n, v] of headerPairs(raw)) if (!n.startsWith(":")) out.push(n, v);
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const n = raw[i] ?? "";
+    if (!n.startsWith(":")) out.push(n, raw[i + 1] ?? "");
+  }
   return out;
 }
 
@@ -213,6 +221,15 @@ function openUpstream(
     socket.once("close", () => clearTimeout(timer));
   });
   return out;
+}
+
+/**
+ * Describe a request Node refused to build: by its error code only (its message may quote a
+ * header value, and the headers hold the agent's token).
+ */
+function refusedByNode(err: unknown): string {
+  if (!(err instanceof Error)) return "the request cannot be sent";
+  return `the request cannot be sent (${"code" in err && typeof err.code === "string" ? err.code : err.name})`;
 }
 
 /** Describe an upstream error without anything the request carried. */
@@ -302,6 +319,28 @@ export class GatewayProxy {
     this.deps.logger.warn(fields, what);
   }
 
+  /**
+   * Run `fn`, which starts the upstream exchange inside a promise callback: Node throws at once on
+   * a request it cannot build (a header it refuses, a bad option), and a throw there would be an
+   * unhandled rejection that ends the agent. It fails this request with 502 instead (`cleanup`
+   * releases what `fn` may hold); a response already begun is cut.
+   */
+  private guarded(req: AnyRequest, res: AnyResponse, name: string, fn: () => void, cleanup?: () => void): void {
+    try {
+      fn();
+    } catch (err) {
+      try {
+        cleanup?.();
+      } catch {
+        // Already gone.
+      }
+      const text = badGateway(name, refusedByNode(err));
+      this.fail("gateway request failed", { method: req.method, path: pathOnly(req.url), error: text });
+      req.resume();
+      textAnswer(res, 502, text);
+    }
+  }
+
   /** A normal request (an HTTP/2 stream): forwarded with its body framed, the response streamed back. */
   handleRequest(req: AnyRequest, res: AnyResponse): void {
     const raw = withoutPseudo(req.rawHeaders);
@@ -316,7 +355,7 @@ export class GatewayProxy {
     }
     if ("refused" in framing) return;
     this.deps.resolve(target).then(
-      (upstream) => this.forward(req, res, raw, framing, target, upstream),
+      (upstream) => this.guarded(req, res, upstream.name, () => this.forward(req, res, raw, framing, target, upstream)),
       (err: unknown) => {
         const text = badGateway(targetName(target), cause(err as Error));
         this.fail("gateway request failed", { method, path: pathOnly(req.url), error: text });
@@ -356,7 +395,15 @@ export class GatewayProxy {
           req.resume();
           return;
         }
-        this.relay(req, res, framing, upstream.name, stream ? http2Exchange(stream, endStream) : overHttp1());
+        this.guarded(
+          req,
+          res,
+          upstream.name,
+          () => this.relay(req, res, framing, upstream.name, stream ? http2Exchange(stream, endStream) : overHttp1()),
+          () => {
+            if (stream && !stream.closed) stream.close(h2constants.NGHTTP2_CANCEL);
+          },
+        );
       },
       (err: unknown) => {
         res.off("close", onGone);
@@ -474,7 +521,21 @@ export class GatewayProxy {
       return;
     }
     this.deps.resolve(target).then(
-      (upstream) => this.forwardUpgrade(req, socket, head, target, upstream),
+      (upstream) => {
+        // As for a normal request (see `guarded`): a request Node refuses to build fails this upgrade alone.
+        try {
+          this.forwardUpgrade(req, socket, head, target, upstream);
+        } catch (err) {
+          const text = badGateway(upstream.name, refusedByNode(err));
+          this.fail("gateway upgrade failed", { method: req.method, path: pathOnly(req.url), error: text });
+          if (socket.destroyed) return;
+          try {
+            rawAnswer(socket, 502, "Bad Gateway", text);
+          } catch {
+            socket.destroy();
+          }
+        }
+      },
       (err: unknown) => {
         const text = badGateway(targetName(target), cause(err as Error));
         this.fail("gateway upgrade failed", { method: req.method, path: pathOnly(req.url), error: text });
@@ -567,7 +628,10 @@ function headerObject(headers: RawHeaders): http.OutgoingHttpHeaders {
 /** Raw headers without every `name` (lowercase) entry. */
 function withoutHeader(headers: RawHeaders, name: string): string[] {
   const out: string[] = [];
-  for (const [n, v] of headerPairs(headers)) if (n.toLowerCase() !== name) out.push(n, v);
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const n = headers[i] ?? "";
+    if (n.toLowerCase() !== name) out.push(n, headers[i + 1] ?? "");
+  }
   return out;
 }
 

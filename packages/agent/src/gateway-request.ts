@@ -63,7 +63,8 @@ export function* headerPairs(headers: RawHeaders): Generator<[name: string, valu
 /** Every value of a header (case-insensitive name), in order. */
 export function headerValues(headers: RawHeaders, name: string): string[] {
   const out: string[] = [];
-  for (const [n, v] of headerPairs(headers)) if (n.toLowerCase() === name) out.push(v);
+  for (let i = 0; i + 1 < headers.length; i += 2)
+    if (headers[i]?.toLowerCase() === name) out.push(headers[i + 1] ?? "");
   return out;
 }
 
@@ -124,7 +125,8 @@ export function impersonationProblem(headers: RawHeaders, prefix: string): strin
   }
   const uids = headerValues(headers, "impersonate-uid");
   if (uids.length > 1) return `Impersonate-Uid given ${uids.length} times`;
-  for (const [name] of headerPairs(headers)) {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i] ?? "";
     const lower = name.toLowerCase();
     if (isImpersonation(lower) && !IMPERSONATE_FIXED.has(lower) && !lower.startsWith(IMPERSONATE_EXTRA))
       return `unknown impersonation header ${JSON.stringify(name)}`;
@@ -148,7 +150,9 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
   const passthroughValue = single(headers, PASSTHROUGH_HEADER);
   if (typeof passthroughValue === "object") return passthroughValue;
   const passthrough = passthroughValue?.trim().toLowerCase() === "true";
-  const impersonating = [...headerPairs(headers)].some(([name]) => isImpersonation(name.toLowerCase()));
+  let impersonating = false;
+  for (let i = 0; i + 1 < headers.length && !impersonating; i += 2)
+    impersonating = isImpersonation((headers[i] ?? "").toLowerCase());
   switch (target.trim().toLowerCase()) {
     case "kube": {
       if (passthrough) {
@@ -206,7 +210,9 @@ export function isUpgradeRequest(headers: RawHeaders): boolean {
 export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[] {
   const listed = connectionTokens(headers);
   const out: string[] = [];
-  for (const [name, value] of headerPairs(headers)) {
+  for (let i = 0; i + 1 < headers.length; i += 2) {
+    const name = headers[i] ?? "";
+    const value = headers[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (upgrade && lower === "upgrade") out.push(name, value);
     else if (!HOP_BY_HOP.has(lower) && !listed.has(lower)) out.push(name, value);
@@ -258,7 +264,9 @@ export function forwardedHeaders(
   const endToEnd = endToEndHeaders(headers, upgrade);
   const out: string[] = [];
   let user = false;
-  for (const [name, value] of headerPairs(endToEnd)) {
+  for (let i = 0; i + 1 < endToEnd.length; i += 2) {
+    const name = endToEnd[i] ?? "";
+    const value = endToEnd[i + 1] ?? "";
     const lower = name.toLowerCase();
     // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
     if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaimHeader(lower))

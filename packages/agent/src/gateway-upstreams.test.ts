@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { DESTINATION_POLICY_REFUSAL, DestinationPolicy, DestinationRefusedError } from "./destination-policy.js";
 import { parseServiceTarget, type GatewayTarget } from "./gateway-request.js";
-import { ClusterUpstreams, type Upstream } from "./gateway-upstreams.js";
+import { ClusterUpstreams, FILE_RECHECK_MS, type Upstream } from "./gateway-upstreams.js";
 
 /** A server counting the requests it gets. */
 async function standIn(): Promise<{ server: http.Server; port: number; hits: string[] }> {
@@ -143,5 +143,64 @@ describe("gateway upstreams and the destination policy", () => {
     const kube = await upstreams.resolve({ kind: "kube", credential: "impersonate" });
     assert.equal(kube.token, "sa-token");
     assert.equal(kube.lookup, undefined);
+  });
+});
+
+describe("the token and CA files are read once per recheck interval, not per request", () => {
+  const kube: GatewayTarget = { kind: "kube", credential: "impersonate" };
+
+  test("requests within the interval share one read; the first after it reads the rotated token", async () => {
+    const reads: string[] = [];
+    let token = "sa-token-1\n";
+    let clock = 0;
+    const upstreams = new ClusterUpstreams(
+      { apiserverUrl: new URL("https://127.0.0.1:1"), serviceAccountDir: "/sa", serviceCaFile: "" },
+      (path) => {
+        reads.push(path);
+        return Promise.resolve(Buffer.from(path.endsWith("token") ? token : "ca-bundle"));
+      },
+      () => clock,
+    );
+    try {
+      const first = await Promise.all([upstreams.resolve(kube), upstreams.resolve(kube)]);
+      clock = FILE_RECHECK_MS - 1;
+      token = "sa-token-2\n";
+      const stillFirst = await upstreams.resolve(kube);
+      assert.deepEqual(
+        [...first, stillFirst].map((u) => u.token),
+        ["sa-token-1", "sa-token-1", "sa-token-1"],
+      );
+      assert.deepEqual(reads, ["/sa/token", "/sa/ca.crt"]);
+      // The same bundle: the same pools.
+      assert.equal(stillFirst.agent, first[0]?.agent);
+      clock = FILE_RECHECK_MS;
+      const rotated = await upstreams.resolve(kube);
+      assert.equal(rotated.token, "sa-token-2");
+      assert.deepEqual(reads, ["/sa/token", "/sa/ca.crt", "/sa/token", "/sa/ca.crt"]);
+      assert.equal(rotated.agent, first[0]?.agent, "an unchanged CA keeps its pool");
+    } finally {
+      upstreams.close();
+    }
+  });
+
+  test("a failed read is not kept: the next request reads again", async () => {
+    let fail = true;
+    let reads = 0;
+    const upstreams = new ClusterUpstreams(
+      { apiserverUrl: new URL("http://127.0.0.1:1"), serviceAccountDir: "/sa", serviceCaFile: "" },
+      () => {
+        reads++;
+        return fail ? Promise.reject(new Error("ENOENT")) : Promise.resolve(Buffer.from("sa-token\n"));
+      },
+      () => 0,
+    );
+    try {
+      await assert.rejects(upstreams.resolve(kube), /cannot read \/sa\/token/);
+      fail = false;
+      assert.equal((await upstreams.resolve(kube)).token, "sa-token");
+      assert.equal(reads, 2);
+    } finally {
+      upstreams.close();
+    }
   });
 });

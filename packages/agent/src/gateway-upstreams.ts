@@ -2,8 +2,11 @@
  * Where the gateway endpoint forwards to, and with what: the kube-apiserver (`--kube-apiserver-url`,
  * TLS verified against the ServiceAccount `ca.crt`) with the agent's ServiceAccount token, and
  * Services (TLS verified against `ca.crt` plus `--service-ca-file`). The token and the CA files
- * are read again for every request, so a rotated projected token or CA bundle is used at once;
- * the connection pools are rebuilt only when the CA content changes.
+ * are read again by the first request after {@link FILE_RECHECK_MS} (one read shared by the
+ * requests arriving meanwhile; a failed read is retried by the next request), so a rotated
+ * projected token or CA bundle is used within a second (kubelet rotates a token at 80% of its
+ * lifetime: the old one stays valid long after) without a file read per request; the connection
+ * pools are rebuilt only when the CA content changes.
  *
  * A Service name is resolved through the agent's destination policy, as the tunnel's dials are:
  * only the addresses the policy allows (judged after resolution, every spelling mapped) are
@@ -23,6 +26,9 @@ import { guardedLookup, resolverOf } from "./destination-guard.js";
 import type { DestinationPolicy } from "./destination-policy.js";
 import { H2Upstream } from "./gateway-h2-upstream.js";
 import type { GatewayTarget } from "./gateway-request.js";
+
+/** How long a read of the token or a CA file serves requests before the file is read again. */
+export const FILE_RECHECK_MS = 1000;
 
 /** Where one request goes: origin, connection pool and the TLS name to verify. */
 export interface Upstream {
@@ -57,6 +63,8 @@ export interface UpstreamSettings {
   serviceCaFile: string;
   /** Close pooled connections (and HTTP/2 sessions without streams) idle for this long. */
   idleSocketTimeoutMs?: number;
+  /** How long one read of the token and CA files serves (default {@link FILE_RECHECK_MS}; 0: every request reads them). */
+  fileRecheckMs?: number;
   /** Offer HTTP/2 to an https kube-apiserver (default true; false: HTTP/1.1 only). */
   apiserverHttp2?: boolean;
   /** Name resolution for Services (default: the system resolver). */
@@ -76,6 +84,8 @@ function tokenText(data: Buffer): string {
 /** A connection pool per trust bundle, rebuilt when the bundle's content changes. */
 class PoolByCa {
   private digest = "";
+  /** The bundle of the last {@link get} (the file cache hands the same Buffer until it reads again). */
+  private lastCa: Buffer | undefined;
   private agent: https.Agent | undefined;
   private h2: H2Upstream | undefined;
   private h2Digest = "";
@@ -83,6 +93,8 @@ class PoolByCa {
   constructor(private readonly idleMs: number) {}
 
   get(ca: Buffer): https.Agent {
+    if (this.agent && ca === this.lastCa) return this.agent;
+    this.lastCa = ca;
     const digest = createHash("sha256").update(ca).digest("hex");
     if (!this.agent || digest !== this.digest) {
       // The old pool's busy connections finish; its idle ones time out.
@@ -125,9 +137,13 @@ export class ClusterUpstreams {
   private readonly servicePool: PoolByCa;
   private readonly plain: http.Agent;
 
+  /** The last read of each file: when it began, and its content (or error). */
+  private readonly files = new Map<string, { at: number; data: Promise<Buffer> }>();
+
   constructor(
     private readonly settings: UpstreamSettings,
     private readonly read: (path: string) => Promise<Buffer> = readFile,
+    private readonly now: () => number = () => performance.now(),
   ) {
     const idle = settings.idleSocketTimeoutMs ?? 60_000;
     this.kubePool = new PoolByCa(idle);
@@ -202,7 +218,20 @@ export class ClusterUpstreams {
     this.plain.destroy();
   }
 
-  private async readFile(path: string): Promise<Buffer> {
+  /** `path`'s content as read at most {@link UpstreamSettings.fileRecheckMs} ago (see the module comment). */
+  private readFile(path: string): Promise<Buffer> {
+    const now = this.now();
+    const last = this.files.get(path);
+    if (last && now - last.at < (this.settings.fileRecheckMs ?? FILE_RECHECK_MS)) return last.data;
+    const data = this.readNow(path);
+    this.files.set(path, { at: now, data });
+    data.catch(() => {
+      if (this.files.get(path)?.data === data) this.files.delete(path);
+    });
+    return data;
+  }
+
+  private async readNow(path: string): Promise<Buffer> {
     try {
       return await this.read(path);
     } catch (err) {

@@ -12,7 +12,7 @@
  * address counts by its /64): over it, the request is refused with 429 and Retry-After without
  * asking the hub (an OIDC token the issuer's keys accept still gets in: that costs no hub call).
  */
-import { createHash, type X509Certificate } from "node:crypto";
+import { hash, type X509Certificate } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, TokenReviewResult, UserInfo } from "./hub-api.js";
 import type { OidcAuthenticator } from "./oidc.js";
@@ -115,7 +115,7 @@ export class Authenticator {
    * a token; `limited` (seconds to wait) when it had none. Throws when the hub cannot answer.
    */
   private async review(token: string, source: string | undefined): Promise<TokenReviewResult | { limited: number }> {
-    const key = createHash("sha256").update(token).digest("hex");
+    const key = hash("sha256", token);
     const user = this.users.peek(key);
     if (user) return { user };
     if (this.rejected.peek(key)) return {};

@@ -7,7 +7,7 @@
  * (verb `impersonate` on users, serviceaccounts, groups, uids, userextras, as the kube-apiserver
  * asks). A hub that cannot answer is 503.
  */
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
@@ -182,9 +182,7 @@ export class Authorizer {
    * a 503 GatewayError.
    */
   async allowed(user: UserInfo, attrs: ResourceAttributes, keepDenials = false): Promise<boolean> {
-    const key = createHash("sha256")
-      .update(JSON.stringify([user, attrs]))
-      .digest("hex");
+    const key = hash("sha256", JSON.stringify([user, attrs]));
     try {
       return await this.decisions.get(
         key,

@@ -180,6 +180,26 @@ describe("gateway", () => {
     assert.equal(rest, "last\n");
   });
 
+  test("a body of a declared length ends the caller's answer with its last byte, before the endpoint's END_STREAM", async () => {
+    const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
+    try {
+      const stream = session.request({ ":path": "/mc1/sized", ...bearer });
+      let body = "";
+      stream.on("data", (c: Buffer) => (body += c.toString()));
+      const ended = once(stream, "end").then(() => "ended");
+      const limit = new Promise<string>((resolve) =>
+        setTimeout(() => resolve("not ended within 10 s"), 10_000).unref(),
+      );
+      // The endpoint still holds its stream open: the caller's stream ended without waiting for it.
+      assert.equal(await Promise.race([ended, limit]), "ended");
+      assert.equal(body, "sized\n");
+      await f.endpoint.heldCount(1);
+    } finally {
+      f.endpoint.release();
+      session.close();
+    }
+  });
+
   test("a watch with no events yet gets its response head at once, over HTTP/1.1 and HTTP/2", async () => {
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
       https

@@ -197,16 +197,47 @@ function destroyQuietly(fn: () => void): void {
 
 /** The caller's side of a plain request; the relay guards each call (any may throw). */
 function exchangeOf(req: AnyRequest, res: AnyResponse): CallerExchange {
+  /** An HTTP/1.1 head written but not yet on the wire (it waits for the first body bytes). */
+  let headPending = false;
+  const flushHead = (): void => {
+    if (!headPending || "stream" in res) return;
+    headPending = false;
+    if (!res.writableEnded && !res.destroyed) destroyQuietly(() => res.flushHeaders());
+  };
   return {
     body: req,
-    // The head goes out at once: a watch with no events yet must not look hung.
+    // Over HTTP/1.1 the head goes out with the first body bytes (one write, one TLS record), or on
+    // its own once this turn of the event loop is over without any: a watch with no events yet
+    // must not look hung. (HTTP/2 sends what a turn wrote in one go anyway.)
     writeHead: (status, headers) => {
       res.writeHead(status, headers);
-      if (!("stream" in res)) res.flushHeaders();
+      if ("stream" in res) return;
+      headPending = true;
+      setImmediate(flushHead);
     },
-    write: (chunk) => ("stream" in res ? res.write(chunk) : res.write(chunk)),
-    end: () => void res.end(),
-    destroy: () => ("stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy()),
+    write: (chunk) => {
+      headPending = false;
+      return "stream" in res ? res.write(chunk) : res.write(chunk);
+    },
+    end: () => {
+      headPending = false;
+      res.end();
+    },
+    destroy: () => {
+      if ("stream" in res) {
+        res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+        return;
+      }
+      // An answer cut in the turn its head arrived: the caller still gets that head, then the
+      // connection ends (its body cut short), as when the head had gone out at once.
+      const socket = res.socket;
+      if (headPending && socket && !res.destroyed) {
+        flushHead();
+        socket.destroySoon();
+        return;
+      }
+      res.destroy();
+    },
     onDrain: (fn) => void res.once("drain", fn),
     onClose: (fn) => void res.once("close", fn),
     headersSent: () => res.headersSent,

@@ -111,6 +111,14 @@ export function responseHeaders(
   return out;
 }
 
+/** A `content-length` value as a number, or undefined when absent or not a plain decimal. */
+export function declaredLength(value: string | string[] | number | undefined): number | undefined {
+  const text = Array.isArray(value) ? (value.length === 1 ? value[0] : undefined) : value;
+  if (text === undefined) return undefined;
+  const s = String(text).trim();
+  return /^[0-9]{1,15}$/.test(s) ? Number(s) : undefined;
+}
+
 /** Whether `status` can be a final answer to a caller (101 only ends an upgrade). */
 export function relayableStatus(status: number): boolean {
   return Number.isInteger(status) && status >= 200 && status <= 599;
@@ -296,24 +304,33 @@ export function relayRequest(
             fail(new Error("the response head could not be written"));
             return;
           }
+          const finish = (): void => {
+            if (settled) return;
+            settled = true;
+            guarded(() => caller.end());
+            resolve(status);
+          };
+          // A body of a declared length is complete with its last byte: the caller's answer ends
+          // then, not a hop later with the endpoint's END_STREAM (the rest of the stream is read
+          // and dropped; HTTP/2 refuses DATA beyond a declared length).
+          const declared = r.method === "HEAD" ? undefined : declaredLength(head["content-length"]);
+          let received = 0;
           s.on("data", (c: Buffer) => {
+            if (settled) return;
             count.out(c.length);
+            received += c.length;
             let more = true;
             if (!guarded(() => (more = caller.write(c)))) {
               fail(new Error("the caller could not be written to"));
               return;
             }
-            if (!more) {
+            if (declared !== undefined && received >= declared) finish();
+            else if (!more) {
               s.pause();
               caller.onDrain(() => s.resume());
             }
           });
-          s.on("end", () => {
-            if (settled) return;
-            settled = true;
-            guarded(() => caller.end());
-            resolve(status);
-          });
+          s.on("end", finish);
         });
         if (framing.body !== "none") body.pipeTo(s, fail);
       }, attemptFailed);

@@ -204,10 +204,16 @@ export class UserCaps {
   }
 }
 
+/**
+ * The reason of every {@link closeSignal}: made once (an `abort()` without a reason builds a
+ * DOMException with its stack for every request).
+ */
+const RESPONSE_CLOSED = new Error("the response closed");
+
 /** A signal aborted when `response` closes (its exchange is over, or the caller left). */
 export function closeSignal(response: { once(event: "close", listener: () => void): unknown }): AbortSignal {
   const ac = new AbortController();
-  response.once("close", () => ac.abort());
+  response.once("close", () => ac.abort(RESPONSE_CLOSED));
   return ac.signal;
 }
 

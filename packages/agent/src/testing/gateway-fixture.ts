@@ -406,6 +406,8 @@ export async function startGatewayFixture(options: GatewayFixtureOptions = {}): 
     apiserverUrl: new URL(`https://127.0.0.1:${apiserver.port}`),
     serviceAccountDir: saDir,
     serviceCaFile: paths.serviceCa,
+    // The tests rotate the token and CA files and expect the next request to use them.
+    fileRecheckMs: 0,
     ...(options.upstreamIdleMs !== undefined ? { idleSocketTimeoutMs: options.upstreamIdleMs } : {}),
     // <name>.<namespace>.svc is the stand-in Service on loopback (its port is in the header).
     serviceLookup: (_host, _options, callback) => callback(null, [{ address: "127.0.0.1", family: 4 }]),

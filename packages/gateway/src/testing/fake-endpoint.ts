@@ -8,6 +8,8 @@
  * - `/quiet`, or any path with `fake=quiet` in its query: the head at once and no body until
  *   released (a watch with no events yet);
  * - `/hold`: nothing until released (to fill a pool);
+ * - `/sized`: the head with `content-length: 6` and the body `sized\n` at once, the end of the
+ *   stream only when released (a body complete before its END_STREAM);
  * - any other path: 200 with a JSON echo of method, url and headers;
  * - `/answer`: the status and headers {@link FakeEndpoint.answer} holds (a hostile target);
  * - an upgrade: 101, then echoes every byte; when the caller ends its side it writes `bye` and ends.
@@ -147,6 +149,13 @@ export class FakeEndpoint {
       this.hold(res);
       return;
     }
+    if (path.startsWith("/sized")) {
+      res.writeHead(200, { "content-type": "text/plain", "content-length": "6" });
+      res.write("sized\n");
+      this.sized.add(res);
+      this.hold(res);
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
@@ -163,6 +172,9 @@ export class FakeEndpoint {
     });
   }
 
+  /** Held `/sized` responses (their body is complete: released without more). */
+  private readonly sized = new WeakSet<http2.Http2ServerResponse>();
+
   private hold(res: http2.Http2ServerResponse): void {
     this.held.push(res);
     for (const w of this.waiters.splice(0)) w();
@@ -176,6 +188,10 @@ export class FakeEndpoint {
   /** End every held response (a held stream gets `last\n`). */
   release(): void {
     for (const res of this.held.splice(0)) {
+      if (this.sized.has(res)) {
+        res.end();
+        continue;
+      }
       if (!res.headersSent) res.writeHead(200, { "content-type": "text/plain" });
       res.end("last\n");
     }
