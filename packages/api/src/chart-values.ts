@@ -161,8 +161,7 @@ function gatewayValues(): ValuesSchema {
           ),
           annotations: {
             type: "object",
-            description:
-              "Annotations of the Service (e.g. a cloud's load balancer settings: internal, source ranges).",
+            description: "Annotations of the Service (e.g. a cloud's load balancer settings: internal, source ranges).",
             default: {},
             additionalProperties: { type: "string" },
           },
