@@ -101,9 +101,8 @@ async function main(): Promise<ProbeResult> {
       req.on("response", (headers) => (status = Number(headers[":status"])));
       req.setEncoding("utf8");
       req.on("data", (d: string) => (body += d));
-      req.on("end", () =>
-        done({ tunnel: true, ...(status !== undefined ? { status } : {}), body: body.slice(0, 500) }),
-      );
+      // A stream that ends without a response head is the connection ending, not an answer.
+      req.on("end", () => (status === undefined ? failed() : done({ tunnel: true, status, body: body.slice(0, 500) })));
       req.on("error", (err: Error) => {
         sessionError ??= err.message;
         failed();
