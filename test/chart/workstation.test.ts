@@ -9,6 +9,10 @@
  * - `cluster-proxy health --kubeconfig hub.kubeconfig` lists mc1 and mc2 True True True with a
  *   latency, VIA apiserver; with mc2's tunnel cut (its packets to the hub dropped), mc2 leaves True
  *   within 30 s while mc1 stays;
+ * - the real `clusteradm proxy health` (v1.3.1, scripts/clusteradm-binary.mjs) lists mc1 and mc2
+ *   True True True with a latency: its SPDY port-forward through the hub kube-apiserver to a
+ *   proxy-server pod, its konnectivity client on the gRPC door (verified as 127.0.0.1) and its probe
+ *   through the tunnel all work against the chart;
  * - `cluster-proxy port-forward` reaches a Service in mc1;
  * - a tunnel kubeconfig with `cluster-proxy relay` beside it lists mc1's namespaces with the real
  *   kubectl;
@@ -17,7 +21,7 @@
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -26,6 +30,7 @@ import { KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
 import { nsOf, paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
+import { buildClusteradm } from "../infra/env/environment.js";
 import {
   DOC_BLOCKS,
   assertShownOutput,
@@ -99,6 +104,8 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
       path = operatorPath(env, dir);
       copyFileSync(env.kubeconfigPath("hub"), join(dir, "hub.kubeconfig"));
       helmBinary();
+      // The real clusteradm, on the operator's PATH beside cluster-proxy.
+      symlinkSync(buildClusteradm(), join(dir, "bin", "clusteradm"));
       await removeLeftRelease(env, hub);
       for (const c of CLUSTERS) env.hubApiserverOnly(c, true);
       // A user of mc1 (what MC1_TOKEN stands for in the guide) and a Service of theirs.
@@ -236,6 +243,30 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
     const bad = await typed("cluster-proxy health --kubeconfig hub.kubeconfig --via=tunnel");
     assert.notEqual(bad.status, 0);
     assert.match(bad.stderr, /--via: "tunnel" is not one of auto, apiserver, direct/);
+  });
+
+  test("the real clusteradm proxy health lists mc1 and mc2 True True True with a latency", async (t) => {
+    const command = "clusteradm proxy health --kubeconfig hub.kubeconfig";
+    // clusteradm prints a row per cluster (a Go duration as the latency when the probe answered
+    // "ok") and exits 0 even when a probe fails: the rows are what count.
+    const row = (c: string): RegExp =>
+      new RegExp(`^${c}\\s+True\\s+True\\s+True\\s+\\d+(?:\\.\\d+)?(?:µs|ms|s)\\s*$`, "m");
+    let last: RunResult | undefined;
+    await waitFor(
+      "clusteradm proxy health to list mc1 and mc2 healthy",
+      120_000,
+      async () => {
+        const r = (last = await typed(command));
+        return (r.status === 0 && CLUSTERS.every((c) => row(c).test(r.stdout))) || undefined;
+      },
+      2000,
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}\n$ ${command}\n${last?.stdout}\n${last?.stderr}`, { cause: err });
+    });
+    t.diagnostic(`$ ${command}\n${last!.stdout}${last!.stderr}`);
+    assert.match(last!.stdout, /^CLUSTER NAME\s+INSTALLED\s+AVAILABLE\s+PROBED HEALTH\s+LATENCY\s*$/m);
+    const version = await typed("clusteradm version");
+    assert.match(version.stdout, /^clusteradm\s+version\s*:\s*v1\.3\.1$/m, version.stderr);
   });
 
   test("with mc2's tunnel cut, mc2 leaves True within 30 s and mc1 stays healthy", async (t) => {

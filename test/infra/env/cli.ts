@@ -8,6 +8,7 @@ import {
   buildHelm,
   buildKubeletApi,
   buildClusterProfileConsumer,
+  buildClusteradm,
   clusterInventoryApiDir,
   describe,
   down,
@@ -36,6 +37,7 @@ async function main(): Promise<void> {
     buildHelm();
     buildKubeletApi();
     buildClusterProfileConsumer();
+    buildClusteradm();
     process.stdout.write(`${dir}\n`);
   } else if (cmd === "down") {
     await down();

@@ -135,6 +135,13 @@ export function buildKubeletApi(): string {
   return bin;
 }
 
+/** Runs scripts/clusteradm-binary.mjs and returns the path of the real `clusteradm` (v1.3.1) it built. */
+export function buildClusteradm(): string {
+  const bin = join(runBuildScript("clusteradm-binary.mjs", "clusteradm"), "clusteradm");
+  if (!existsSync(bin)) throw new CommandError(`clusteradm-binary printed no bin dir holding clusteradm (${bin})`);
+  return bin;
+}
+
 /** Runs scripts/cluster-profile-consumer.mjs and returns the path of the Go ClusterProfile `consumer`. */
 export function buildClusterProfileConsumer(): string {
   const bin = join(runBuildScript("cluster-profile-consumer.mjs", "the ClusterProfile consumer"), "consumer");
