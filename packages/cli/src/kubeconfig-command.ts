@@ -373,20 +373,7 @@ function hubKubeconfigFile(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): [str
 async function hubKubeconfigCluster(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): Promise<KubeconfigCluster> {
   const hubFile = hubKubeconfigFile(flags, env);
   if (!hubFile) return { server: "https://kubernetes.default.svc", "certificate-authority": IN_CLUSTER_CA };
-  const [file, source] = hubFile;
-  const path = resolve(file);
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (err) {
-    throw new ConfigError(`${source}: ${(err as NodeJS.ErrnoException).code}`, { cause: err });
-  }
-  const { loadYaml } = await import("@kubernetes/client-node");
-  try {
-    return currentCluster(loadYaml(text), source, dirname(path));
-  } catch (err) {
-    throw new ConfigError((err as Error).message, { cause: err });
-  }
+  return readKubeconfig(hubFile[0], hubFile[1], (doc, baseDir) => currentCluster(doc, hubFile[1], baseDir));
 }
 
 /**
@@ -408,11 +395,19 @@ async function hubUser(flags: KubeconfigFlags, env: NodeJS.ProcessEnv): Promise<
 }
 
 /** The current user of the kubeconfig `file` (a usage error naming `source` when unreadable). */
-async function readCurrentUser(
+function readCurrentUser(
   file: string,
   source: string,
   options: { allowCertificate?: boolean } = {},
 ): Promise<KubeconfigUser> {
+  return readKubeconfig(file, source, (doc, baseDir) => currentUser(doc, source, baseDir, options));
+}
+
+/**
+ * What `pick` takes from the kubeconfig `file` (its parsed document and directory); an unreadable
+ * file or what `pick` throws is a usage error naming `source`.
+ */
+async function readKubeconfig<T>(file: string, source: string, pick: (doc: unknown, baseDir: string) => T): Promise<T> {
   const path = resolve(file);
   let text: string;
   try {
@@ -422,7 +417,7 @@ async function readCurrentUser(
   }
   const { loadYaml } = await import("@kubernetes/client-node");
   try {
-    return currentUser(loadYaml(text), source, dirname(path), options);
+    return pick(loadYaml(text), dirname(path));
   } catch (err) {
     throw new ConfigError((err as Error).message, { cause: err });
   }
