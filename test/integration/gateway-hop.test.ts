@@ -14,20 +14,17 @@
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import * as http2 from "node:http2";
-import * as net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
-import { parseGatewayOptions } from "@cluster-proxy/api";
-import { Gateway } from "@cluster-proxy/gateway";
-import { FakeHub } from "@cluster-proxy/gateway/testing";
-import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
+import type { Gateway } from "@cluster-proxy/gateway";
 import { startGatewayFixture, type GatewayFixture } from "../../packages/agent/src/testing/gateway-fixture.js";
+import {
+  ALICE_TOKEN as TOKEN,
+  startGatewayBeforeEndpoint,
+  type GatewayBeforeEndpoint,
+} from "../infra/gateway/gateway-before-endpoint.js";
 
-const TOKEN = "alice-token";
 const SMUGGLED =
   "POST /apis/rbac.authorization.k8s.io/v1/clusterrolebindings HTTP/1.1\r\n" +
   "Host: x\r\nCluster-Proxy-Target: kube\r\nImpersonate-User: system:admin\r\n" +
@@ -43,66 +40,17 @@ describe("gateway -> agent endpoint hop", { timeout: 120_000 }, () => {
   let gateway: Gateway;
   let port = 0;
   let servingCa = "";
-  let dir = "";
+  let gw: GatewayBeforeEndpoint;
 
   before(async () => {
     fx = await startGatewayFixture();
-    dir = await mkdtemp(join(tmpdir(), "cp-hop-"));
-    const ca = await createCertificateAuthority({ commonName: "gw-serving-ca", validityDays: 1 });
-    const serving = await issueCertificate(ca, {
-      commonName: "gw",
-      dnsNames: ["localhost"],
-      ipAddresses: ["127.0.0.1"],
-      usage: "server",
-      validityDays: 1,
-    });
-    servingCa = ca.certPem;
-    const files = {
-      "gw.crt": serving.certPem,
-      "gw.key": serving.keyPem,
-      "id.crt": fx.gatewayClient.cert,
-      "id.key": fx.gatewayClient.key,
-      "agent-ca.crt": fx.agentCa,
-    };
-    for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
-    const hub = new FakeHub();
-    hub.addCluster("east");
-    hub.tokens.set(TOKEN, { username: "alice", groups: [], extra: {} });
-    hub.grantProxy("alice", "east", "get", "create", "update", "patch", "delete");
-    gateway = new Gateway(
-      parseGatewayOptions({
-        port: 0,
-        healthPort: 0,
-        servingCert: join(dir, "gw.crt"),
-        servingKey: join(dir, "gw.key"),
-        proxyServerHost: "127.0.0.1",
-        proxyCa: join(dir, "unused"),
-        proxyCert: join(dir, "unused"),
-        proxyKey: join(dir, "unused"),
-        identityCert: join(dir, "id.crt"),
-        identityKey: join(dir, "id.key"),
-        agentCa: join(dir, "agent-ca.crt"),
-        namespace: "cluster-proxy",
-      }),
-      {
-        hub,
-        // The endpoint's loopback front stands in for the tunnel dial.
-        dialer: async () => {
-          const socket = net.connect(fx.port, "127.0.0.1");
-          await once(socket, "connect");
-          return socket;
-        },
-        bindAddress: "127.0.0.1",
-        fleet: { assets: new Map() },
-      },
-    );
-    port = (await gateway.start()).port;
+    gw = await startGatewayBeforeEndpoint(fx, fx.port);
+    ({ gateway, port, servingCa } = gw);
   });
 
   after(async () => {
-    await gateway.close(0);
+    await gw.close();
     await fx.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   /** A fresh HTTP/1.1 TLS connection to the gateway, once its handshake is done. */

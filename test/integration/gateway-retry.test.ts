@@ -10,19 +10,15 @@
  */
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import * as http2 from "node:http2";
 import * as net from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { parseGatewayOptions } from "@cluster-proxy/api";
-import { Gateway } from "@cluster-proxy/gateway";
-import { FakeHub } from "@cluster-proxy/gateway/testing";
-import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
 import { startGatewayFixture, type GatewayFixture } from "../../packages/agent/src/testing/gateway-fixture.js";
-
-const TOKEN = "alice-token";
+import {
+  ALICE_TOKEN as TOKEN,
+  startGatewayBeforeEndpoint,
+  type GatewayBeforeEndpoint,
+} from "../infra/gateway/gateway-before-endpoint.js";
 
 /** A loopback relay to `port` that can cut or silently break every connection it carries. */
 class Relay {
@@ -89,73 +85,23 @@ class Relay {
 describe("gateway retries across a lost endpoint session", { timeout: 120_000 }, () => {
   let fx: GatewayFixture;
   let relay: Relay;
-  let gateway: Gateway;
   let port = 0;
   let healthPort = 0;
   let servingCa = "";
-  let dir = "";
+  let gw: GatewayBeforeEndpoint;
 
   before(async () => {
     fx = await startGatewayFixture();
     relay = new Relay(fx.port);
     await relay.start();
-    dir = await mkdtemp(join(tmpdir(), "cp-retry-"));
-    const ca = await createCertificateAuthority({ commonName: "gw-serving-ca", validityDays: 1 });
-    const serving = await issueCertificate(ca, {
-      commonName: "gw",
-      dnsNames: ["localhost"],
-      ipAddresses: ["127.0.0.1"],
-      usage: "server",
-      validityDays: 1,
-    });
-    servingCa = ca.certPem;
-    const files = {
-      "gw.crt": serving.certPem,
-      "gw.key": serving.keyPem,
-      "id.crt": fx.gatewayClient.cert,
-      "id.key": fx.gatewayClient.key,
-      "agent-ca.crt": fx.agentCa,
-    };
-    for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
-    const hub = new FakeHub();
-    hub.addCluster("east");
-    hub.tokens.set(TOKEN, { username: "alice", groups: [], extra: {} });
-    hub.grantProxy("alice", "east", "get", "list", "create", "update", "patch", "delete");
-    gateway = new Gateway(
-      parseGatewayOptions({
-        port: 0,
-        healthPort: 0,
-        servingCert: join(dir, "gw.crt"),
-        servingKey: join(dir, "gw.key"),
-        proxyServerHost: "127.0.0.1",
-        proxyCa: join(dir, "unused"),
-        proxyCert: join(dir, "unused"),
-        proxyKey: join(dir, "unused"),
-        identityCert: join(dir, "id.crt"),
-        identityKey: join(dir, "id.key"),
-        agentCa: join(dir, "agent-ca.crt"),
-        namespace: "cluster-proxy",
-      }),
-      {
-        hub,
-        // The relay in front of the endpoint stands in for the tunnel dial.
-        dialer: async () => {
-          const socket = net.connect(relay.port, "127.0.0.1");
-          await once(socket, "connect");
-          return socket;
-        },
-        bindAddress: "127.0.0.1",
-        fleet: { assets: new Map() },
-      },
-    );
-    ({ port, healthPort } = await gateway.start());
+    gw = await startGatewayBeforeEndpoint(fx, relay.port);
+    ({ port, healthPort, servingCa } = gw);
   });
 
   after(async () => {
-    await gateway.close(0);
+    await gw.close();
     await relay.close();
     await fx.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   /** One HTTP/2 request to the gateway on its own session. */

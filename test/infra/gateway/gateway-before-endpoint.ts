@@ -1,0 +1,95 @@
+/**
+ * The real gateway in process, in front of a real agent gateway endpoint on loopback (no tunnel:
+ * what crosses the hop is the same): its own serving CA, the endpoint fixture's gateway identity
+ * and agent CA, a fake hub where `alice` (bearer {@link ALICE_TOKEN}) may use every verb on
+ * cluster `east`. Used by the integration suites of the hop (gateway-hop, gateway-retry).
+ */
+import { once } from "node:events";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import * as net from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseGatewayOptions } from "@cluster-proxy/api";
+import { Gateway } from "@cluster-proxy/gateway";
+import { FakeHub } from "@cluster-proxy/gateway/testing";
+import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
+import type { GatewayFixture } from "../../../packages/agent/src/testing/gateway-fixture.js";
+
+/** alice's hub token. */
+export const ALICE_TOKEN = "alice-token";
+
+/** A running gateway in front of an endpoint. */
+export interface GatewayBeforeEndpoint {
+  gateway: Gateway;
+  port: number;
+  healthPort: number;
+  /** PEM: the CA that verifies the gateway as `localhost`. */
+  servingCa: string;
+  close(): Promise<void>;
+}
+
+/** Start a gateway whose every dial connects to `endpointPort` on loopback (the fixture's, or a relay in front of it). */
+export async function startGatewayBeforeEndpoint(
+  fx: GatewayFixture,
+  endpointPort: number,
+): Promise<GatewayBeforeEndpoint> {
+  const dir = await mkdtemp(join(tmpdir(), "cp-gw-endpoint-"));
+  const ca = await createCertificateAuthority({ commonName: "gw-serving-ca", validityDays: 1 });
+  const serving = await issueCertificate(ca, {
+    commonName: "gw",
+    dnsNames: ["localhost"],
+    ipAddresses: ["127.0.0.1"],
+    usage: "server",
+    validityDays: 1,
+  });
+  const files = {
+    "gw.crt": serving.certPem,
+    "gw.key": serving.keyPem,
+    "id.crt": fx.gatewayClient.cert,
+    "id.key": fx.gatewayClient.key,
+    "agent-ca.crt": fx.agentCa,
+  };
+  for (const [name, pem] of Object.entries(files)) await writeFile(join(dir, name), pem);
+  const hub = new FakeHub();
+  hub.addCluster("east");
+  hub.tokens.set(ALICE_TOKEN, { username: "alice", groups: [], extra: {} });
+  hub.grantProxy("alice", "east", "get", "list", "create", "update", "patch", "delete");
+  const gateway = new Gateway(
+    parseGatewayOptions({
+      port: 0,
+      healthPort: 0,
+      servingCert: join(dir, "gw.crt"),
+      servingKey: join(dir, "gw.key"),
+      proxyServerHost: "127.0.0.1",
+      proxyCa: join(dir, "unused"),
+      proxyCert: join(dir, "unused"),
+      proxyKey: join(dir, "unused"),
+      identityCert: join(dir, "id.crt"),
+      identityKey: join(dir, "id.key"),
+      agentCa: join(dir, "agent-ca.crt"),
+      namespace: "cluster-proxy",
+    }),
+    {
+      hub,
+      // Loopback stands in for the tunnel dial.
+      dialer: async () => {
+        const socket = net.connect(endpointPort, "127.0.0.1");
+        await once(socket, "connect");
+        return socket;
+      },
+      bindAddress: "127.0.0.1",
+      fleet: { assets: new Map() },
+    },
+  );
+  const { port, healthPort } = await gateway.start();
+  return {
+    gateway,
+    port,
+    healthPort,
+    servingCa: ca.certPem,
+    close: async () => {
+      await gateway.close(0);
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
