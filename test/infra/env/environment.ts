@@ -142,6 +142,17 @@ export function buildClusteradm(): string {
   return bin;
 }
 
+/**
+ * Runs scripts/cluster-gateway-binary.mjs and returns the path of KubeVela's cluster-gateway
+ * (v1.9.1) it built: the process kubelets run it for the image oamdev/cluster-gateway.
+ */
+export function buildClusterGateway(): string {
+  const bin = join(runBuildScript("cluster-gateway-binary.mjs", "KubeVela's cluster-gateway"), "cluster-gateway");
+  if (!existsSync(bin))
+    throw new CommandError(`cluster-gateway-binary printed no bin dir holding cluster-gateway (${bin})`);
+  return bin;
+}
+
 /** Runs scripts/cluster-profile-consumer.mjs and returns the path of the Go ClusterProfile `consumer`. */
 export function buildClusterProfileConsumer(): string {
   const bin = join(runBuildScript("cluster-profile-consumer.mjs", "the ClusterProfile consumer"), "consumer");
