@@ -614,6 +614,7 @@ export async function up(
   const inventoryDir = clusterProfile ? clusterInventoryApiDir() : "";
   const helmBinary = buildHelm();
   const kubeletApiBinary = buildKubeletApi();
+  const clusterGatewayBinary = buildClusterGateway();
   return withLock(async () => {
     writeHelmWrapper(helmBinary);
     const prev = readState();
@@ -719,6 +720,7 @@ export async function up(
             `--cluster=${c}`,
             `--kubeconfig=${paths.localKubeconfig(c)}`,
             `--work-dir=${join(paths.data, c, "kubelet")}`,
+            `--cluster-gateway=${clusterGatewayBinary}`,
           ],
           process.env,
           true,
