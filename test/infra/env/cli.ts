@@ -9,6 +9,7 @@ import {
   buildKubeletApi,
   buildClusterProfileConsumer,
   buildClusteradm,
+  buildClusterGateway,
   clusterInventoryApiDir,
   describe,
   down,
@@ -38,6 +39,7 @@ async function main(): Promise<void> {
     buildKubeletApi();
     buildClusterProfileConsumer();
     buildClusteradm();
+    buildClusterGateway();
     process.stdout.write(`${dir}\n`);
   } else if (cmd === "down") {
     await down();

@@ -142,6 +142,17 @@ export function buildClusteradm(): string {
   return bin;
 }
 
+/**
+ * Runs scripts/cluster-gateway-binary.mjs and returns the path of KubeVela's cluster-gateway
+ * (v1.9.1) it built: the process kubelets run it for the image oamdev/cluster-gateway.
+ */
+export function buildClusterGateway(): string {
+  const bin = join(runBuildScript("cluster-gateway-binary.mjs", "KubeVela's cluster-gateway"), "cluster-gateway");
+  if (!existsSync(bin))
+    throw new CommandError(`cluster-gateway-binary printed no bin dir holding cluster-gateway (${bin})`);
+  return bin;
+}
+
 /** Runs scripts/cluster-profile-consumer.mjs and returns the path of the Go ClusterProfile `consumer`. */
 export function buildClusterProfileConsumer(): string {
   const bin = join(runBuildScript("cluster-profile-consumer.mjs", "the ClusterProfile consumer"), "consumer");
@@ -603,6 +614,7 @@ export async function up(
   const inventoryDir = clusterProfile ? clusterInventoryApiDir() : "";
   const helmBinary = buildHelm();
   const kubeletApiBinary = buildKubeletApi();
+  const clusterGatewayBinary = buildClusterGateway();
   return withLock(async () => {
     writeHelmWrapper(helmBinary);
     const prev = readState();
@@ -708,6 +720,7 @@ export async function up(
             `--cluster=${c}`,
             `--kubeconfig=${paths.localKubeconfig(c)}`,
             `--work-dir=${join(paths.data, c, "kubelet")}`,
+            `--cluster-gateway=${clusterGatewayBinary}`,
           ],
           process.env,
           true,

@@ -9,6 +9,8 @@
 // Mapping (see docs/testing/environment.md):
 //   image "cpenv.local/node[:tag]"      -> node (this Node.js)
 //   image containing "cluster-proxy"    -> node <repo>/packages/cli/dist/main.js
+//   image <registry/>oamdev/cluster-gateway[:tag] -> the --cluster-gateway=F binary, when given
+//                                        (KubeVela's cluster-gateway, scripts/cluster-gateway-binary.mjs)
 //   anything else: the pod cannot start and the Deployment reports the image as not mapped.
 //   argv = entrypoint + container.command[1:] + container.args
 //   secret / configMap / projected / downwardAPI / emptyDir volumes are written to files under the
@@ -239,10 +241,14 @@ function mountServiceAccount(pod: Pod, argv: string[]): string[] {
 const pods = new Map<string, Pod>(); // by uid
 let podSeq = 0;
 
+/** KubeVela's cluster-gateway image (oamdev/cluster-gateway, any registry and tag), not its addon manager's. */
+const CLUSTER_GATEWAY_IMAGE = /(?:^|\/)oamdev\/cluster-gateway(?:[:@].*)?$/;
+
 function entrypoint(image: string): string[] | null {
   if (/^cpenv\.local\/node(:.*)?$/.test(image)) return [process.execPath];
   if (image.includes("cluster-proxy"))
     return [process.execPath, ...NODE_FLAGS, join(repoRoot, "packages", "cli", "dist", "main.js")];
+  if (CLUSTER_GATEWAY_IMAGE.test(image) && args["cluster-gateway"]) return [args["cluster-gateway"]];
   return null;
 }
 
@@ -436,7 +442,8 @@ async function prepare(pod: Pod): Promise<void> {
     if (!entrypoint(c.image ?? ""))
       throw new Error(
         `image ${c.image} of container ${c.name} is not mapped to a local command ` +
-          `(the process kubelet runs cpenv.local/node[:tag] and images containing "cluster-proxy")`,
+          `(the process kubelet runs cpenv.local/node[:tag], images containing "cluster-proxy" and ` +
+          `oamdev/cluster-gateway[:tag] when started with --cluster-gateway)`,
       );
   }
   rmSync(pod.dir, { recursive: true, force: true });
