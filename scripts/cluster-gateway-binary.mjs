@@ -16,7 +16,7 @@
 // versions.json, go.mod/go.sum, `go version` and this recipe (scripts/go-build-cache.mjs).
 
 import { join } from "node:path";
-import { buildCache, createTool, goModInputs } from "./go-build-cache.mjs";
+import { buildCache, createTool, goModInputs, replacedVersion } from "./go-build-cache.mjs";
 
 // Bump when the build commands change, to invalidate old caches.
 const RECIPE = "cluster-gateway-recipe-1";
@@ -28,15 +28,6 @@ const VERSIONS = "test/infra/cluster-gateway/versions.json";
 const GATEWAY = "github.com/oam-dev/cluster-gateway";
 const KONNECTIVITY = "sigs.k8s.io/apiserver-network-proxy/konnectivity-client";
 
-/** The version `replace <mod> => <mod> <version>` (alone or in a block) in the wrapper's go.mod gives, or null. */
-function replacedVersion(mod) {
-  const gomod = tool.readText(join(dir, "go.mod"));
-  const m = new RegExp(`^\\s*(?:replace\\s+)?${mod.replace(/[./]/g, "\\$&")}\\s+=>\\s+(\\S+)\\s+(v\\S+)`, "m").exec(
-    gomod,
-  );
-  return m && m[1] === mod ? m[2] : null;
-}
-
 async function main() {
   const flags = tool.parseArgs(["--force"]);
   const versions = JSON.parse(tool.readText(join(dir, "versions.json")));
@@ -47,7 +38,7 @@ async function main() {
     requiredBy: `the wrapper module's \`tool\` directive; pinned in ${VERSIONS}`,
   });
   tool.checkPins([[dir, GATEWAY, versions.clusterGateway]], { versionsFile: VERSIONS });
-  const replaced = replacedVersion(KONNECTIVITY);
+  const replaced = replacedVersion(tool.readText(join(dir, "go.mod")), KONNECTIVITY);
   if (replaced !== versions.konnectivityClient) {
     tool.die(
       `${VERSIONS} pins konnectivity-client ${versions.konnectivityClient} but test/infra/cluster-gateway/go.mod ` +

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Builds the real `clusteradm` (open-cluster-management.io/clusteradm, for the env test that runs
-// `clusteradm proxy health` against the chart: test/chart/clusteradm.test.ts) from the Go module
+// `clusteradm proxy health` against the chart: test/chart/workstation.test.ts) from the Go module
 // proxy into a content-addressed cache. Nothing of clusteradm is committed: only
 // test/infra/clusteradm/versions.json and the wrapper module test/infra/clusteradm/go.mod + go.sum.
 // The wrapper replaces open-cluster-management.io/ocm (clusteradm v1.3.1 requires v1.3.1, whose
@@ -15,7 +15,7 @@
 // go.mod/go.sum, `go version` and this recipe (scripts/go-build-cache.mjs).
 
 import { join } from "node:path";
-import { buildCache, createTool, goModInputs } from "./go-build-cache.mjs";
+import { buildCache, createTool, goModInputs, replacedVersion } from "./go-build-cache.mjs";
 
 // Bump when the build commands change, to invalidate old caches.
 const RECIPE = "clusteradm-recipe-1";
@@ -27,15 +27,6 @@ const cacheRoot = join(tool.repoRoot, ".cache", "clusteradm");
 const VERSIONS = "test/infra/clusteradm/versions.json";
 const CLUSTERADM = "open-cluster-management.io/clusteradm";
 const OCM = "open-cluster-management.io/ocm";
-
-/** The version `replace <mod> => <mod> <version>` in the wrapper's go.mod gives, or null. */
-function replacedVersion(mod) {
-  const gomod = tool.readText(join(dir, "go.mod"));
-  const m = new RegExp(`^\\s*(?:replace\\s+)?${mod.replace(/[./]/g, "\\$&")}\\s+=>\\s+(\\S+)\\s+(v\\S+)`, "m").exec(
-    gomod,
-  );
-  return m && m[1] === mod ? m[2] : null;
-}
 
 /** The -X flags of clusteradm's Makefile, so that `clusteradm version` names the release. */
 function ldflags(v) {
@@ -62,7 +53,7 @@ async function main() {
   tool.checkPins([[dir, CLUSTERADM, versions.clusteradm]], { versionsFile: VERSIONS });
   // The OCM it is built with is the test environment's.
   const envOcm = JSON.parse(tool.readText(join(k8sDir, "versions.json"))).ocm;
-  const replaced = replacedVersion(OCM);
+  const replaced = replacedVersion(tool.readText(join(dir, "go.mod")), OCM);
   if (versions.ocm !== envOcm || replaced !== versions.ocm) {
     tool.die(
       `${VERSIONS} pins ocm ${versions.ocm} and test/infra/clusteradm/go.mod replaces it by ${replaced ?? "(nothing)"}, ` +

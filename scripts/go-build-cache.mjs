@@ -170,6 +170,19 @@ export function goModInputs(label, dir) {
 }
 
 /**
+ * The version a `replace <mod> => <mod> <version>` line (alone or in a replace block) of the go.mod
+ * text `gomod` gives `mod`, or null when it has none.
+ * @param {string} gomod
+ * @param {string} mod
+ */
+export function replacedVersion(gomod, mod) {
+  const m = new RegExp(`^\\s*(?:replace\\s+)?${mod.replace(/[./]/g, "\\$&")}\\s+=>\\s+(\\S+)\\s+(v\\S+)`, "m").exec(
+    gomod,
+  );
+  return m && m[1] === mod ? m[2] : null;
+}
+
+/**
  * The cache key: the first 16 hex chars of a sha256 over the recipe tag, the `go version` line and
  * the given files, each as "<label>\0<byte length>\0<bytes>" in the order given. Same inputs give the
  * same key on any path.
