@@ -170,9 +170,19 @@ function isTlsSocket(socket: net.Socket | tls.TLSSocket): socket is tls.TLSSocke
   return typeof Reflect.get(socket, "getPeerX509Certificate") === "function";
 }
 
-function headOf(req: AnyRequest, upgrade: boolean, frontProxy: FrontProxyTrust): RequestHead {
+/**
+ * The caller's client certificate when the handshake verified it against --client-ca-file
+ * (`clientCa` set). Without that flag the handshake still asks for a certificate (for the hub's
+ * front proxy) but has no CA of its own, so Node verifies against its default roots: such a
+ * certificate is no credential.
+ */
+function clientCertificateOf(socket: tls.TLSSocket | undefined, clientCa: boolean): X509Certificate | undefined {
+  return clientCa && socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+}
+
+function headOf(req: AnyRequest, upgrade: boolean, frontProxy: FrontProxyTrust, clientCa: boolean): RequestHead {
   const socket = tlsSocketOf(req);
-  const cert = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+  const cert = clientCertificateOf(socket, clientCa);
   const source = req.socket.remoteAddress;
   const stated = frontProxy.identify(socket, req.rawHeaders);
   return {
@@ -694,7 +704,7 @@ export class Gateway {
     }
     if (FleetHttp.owns(req.url)) {
       const socket = tlsSocketOf(req);
-      const certificate = socket?.authorized ? socket.getPeerX509Certificate() : undefined;
+      const certificate = clientCertificateOf(socket, this.options.clientCaFile !== "");
       // Audited like any other request (401s too), when the response ends; not counted in the
       // request metrics, which are by cluster.
       const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
@@ -721,7 +731,7 @@ export class Gateway {
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const gone = closeSignal(res);
-      const head = headOf(req, false, this.frontProxy);
+      const head = headOf(req, false, this.frontProxy, this.options.clientCaFile !== "");
       const a = await admit(this.admission, head, rec);
       // Before any tunnel: a body the hop could not frame goes nowhere (400).
       const framing = bodyFraming(
@@ -794,7 +804,7 @@ export class Gateway {
     try {
       if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       checkUpgradeFraming(req.headers);
-      const requestHead = headOf(req, true, this.frontProxy);
+      const requestHead = headOf(req, true, this.frontProxy, this.options.clientCaFile !== "");
       const a = await admit(this.admission, requestHead, rec);
       checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
       const gone = new AbortController();
