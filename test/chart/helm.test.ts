@@ -28,6 +28,7 @@ import {
   CHART,
   RELEASE,
   RELEASE_NAMESPACE as NS,
+  addonAvailability,
   helmBinary,
   removeLeftRelease,
 } from "../infra/chart.js";
@@ -82,16 +83,7 @@ describe("helm install / upgrade / uninstall on the hub", { timeout: 30 * 60_000
         })
       ).items as Pod[]
     ).filter((p) => p.status?.podIP && p.status.phase === "Running" && !p.metadata.deletionTimestamp);
-  const availability = (): Record<string, Condition | undefined> => {
-    const list = JSON.parse(kubectl(["get", "managedclusteraddon", "-A", "-o", "json"])) as {
-      items: (KubeObject & { status?: { conditions?: Condition[] } })[];
-    };
-    return Object.fromEntries(
-      list.items
-        .filter((m) => m.metadata.name === RELEASE)
-        .map((m) => [m.metadata.namespace!, m.status?.conditions?.find((c) => c.type === "Available")]),
-    );
-  };
+  const availability = (): Record<string, Condition | undefined> => addonAvailability(env);
   /** A proxy-server's Prometheus metrics, read from the lab (where hub pod addresses route). */
   const metrics = (podIp: string): string =>
     env.exec("lab", "curl", ["-sf", "--max-time", "5", `http://${podIp}:8092/metrics`], { allowFail: true }).stdout;

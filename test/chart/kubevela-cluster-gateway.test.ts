@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Condition } from "@cluster-proxy/api";
-import { KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
+import { KubeApi } from "@cluster-proxy/addon-manager";
 import { paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
@@ -29,7 +29,7 @@ import {
   runAsOperator,
   transcriptSteps,
 } from "../infra/addon/readme-install.js";
-import { RELEASE, RELEASE_NAMESPACE as NS, helmBinary, removeLeftRelease } from "../infra/chart.js";
+import { RELEASE, RELEASE_NAMESPACE as NS, addonAvailability, helmBinary, removeLeftRelease } from "../infra/chart.js";
 
 const CLUSTERS = ["mc1", "mc2"] as const;
 /** What the guide's deploy block creates outside the release, removed after the test. */
@@ -129,14 +129,7 @@ describe("KubeVela's cluster-gateway on our proxy-servers, from a workstation", 
       "cluster-proxy Available on mc1 and mc2",
       300_000,
       () => {
-        const list = JSON.parse(kubectl(["get", "managedclusteraddon", "-A", "-o", "json"])) as {
-          items: (KubeObject & { status?: { conditions?: Condition[] } })[];
-        };
-        last = Object.fromEntries(
-          list.items
-            .filter((m) => m.metadata.name === RELEASE)
-            .map((m) => [m.metadata.namespace!, m.status?.conditions?.find((c) => c.type === "Available")]),
-        );
+        last = addonAvailability(env);
         return CLUSTERS.every((c) => last[c]?.status === "True") || undefined;
       },
       1000,

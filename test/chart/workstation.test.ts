@@ -26,7 +26,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import type { Condition } from "@cluster-proxy/api";
-import { KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
+import { KubeApi } from "@cluster-proxy/addon-manager";
 import { nsOf, paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
@@ -41,7 +41,7 @@ import {
   type DocBlockName,
   type TranscriptStep,
 } from "../infra/addon/readme-install.js";
-import { RELEASE, RELEASE_NAMESPACE as NS, helmBinary, removeLeftRelease } from "../infra/chart.js";
+import { RELEASE, RELEASE_NAMESPACE as NS, addonAvailability, helmBinary, removeLeftRelease } from "../infra/chart.js";
 
 const CLUSTERS = ["mc1", "mc2"] as const;
 
@@ -84,17 +84,7 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
     child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
     return { out: () => out, err: () => err };
   };
-  const kubectl = (args: string[]): string => env.kubectl("hub", args).stdout;
-  const availability = (): Record<string, Condition | undefined> => {
-    const list = JSON.parse(kubectl(["get", "managedclusteraddon", "-A", "-o", "json"])) as {
-      items: (KubeObject & { status?: { conditions?: Condition[] } })[];
-    };
-    return Object.fromEntries(
-      list.items
-        .filter((m) => m.metadata.name === RELEASE)
-        .map((m) => [m.metadata.namespace!, m.status?.conditions?.find((c) => c.type === "Available")]),
-    );
-  };
+  const availability = (): Record<string, Condition | undefined> => addonAvailability(env);
 
   before(
     async () => {

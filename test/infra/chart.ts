@@ -5,7 +5,8 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { KubeApi } from "@cluster-proxy/addon-manager";
+import type { Condition } from "@cluster-proxy/api";
+import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import { deleteAddonCsrs } from "./addon/hub-setup.js";
 import { paths, repoRoot } from "./env/config.js";
 import type { RunResult } from "./env/exec.js";
@@ -34,6 +35,18 @@ export function hubHelm(
  * What an interrupted run left on the hub: the release (uninstalled, waiting for its objects) and
  * the addon's CSRs of earlier runs (OCM's registration agent stops requesting at 10 per cluster).
  */
+/** The `Available` condition of the release's ManagedClusterAddOn in each cluster's namespace, read with the hub's kubectl. */
+export function addonAvailability(env: TestEnv): Record<string, Condition | undefined> {
+  const list = JSON.parse(env.kubectl("hub", ["get", "managedclusteraddon", "-A", "-o", "json"]).stdout) as {
+    items: (KubeObject & { status?: { conditions?: Condition[] } })[];
+  };
+  return Object.fromEntries(
+    list.items
+      .filter((m) => m.metadata.name === RELEASE)
+      .map((m) => [m.metadata.namespace!, m.status?.conditions?.find((c) => c.type === "Available")]),
+  );
+}
+
 export async function removeLeftRelease(env: TestEnv, hub: KubeApi): Promise<void> {
   hubHelm(env, ["uninstall", "-n", RELEASE_NAMESPACE, RELEASE, "--wait", "--timeout", "120s"], { allowFail: true });
   await deleteAddonCsrs(hub);
