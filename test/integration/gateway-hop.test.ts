@@ -23,6 +23,7 @@ import {
   ALICE_TOKEN as TOKEN,
   startGatewayBeforeEndpoint,
   type GatewayBeforeEndpoint,
+  type H2Answer,
 } from "../infra/gateway/gateway-before-endpoint.js";
 
 const SMUGGLED =
@@ -76,35 +77,8 @@ describe("gateway -> agent endpoint hop", { timeout: 120_000 }, () => {
     return got;
   }
 
-  /** One HTTP/2 request to the gateway; `body` undefined ends the stream with the HEADERS frame. */
-  async function h2(
-    headers: http2.OutgoingHttpHeaders,
-    body?: string,
-  ): Promise<{ status: number; headers: http2.IncomingHttpHeaders; body: string; reset?: number }> {
-    const session = http2.connect(`https://127.0.0.1:${port}`, { ca: servingCa, servername: "localhost" });
-    session.on("error", () => undefined);
-    try {
-      const stream = session.request(
-        { authorization: `Bearer ${TOKEN}`, ...headers },
-        { endStream: body === undefined },
-      );
-      if (body !== undefined) stream.end(body);
-      return await new Promise((resolve) => {
-        let status = 0;
-        let got: http2.IncomingHttpHeaders = {};
-        let text = "";
-        stream.on("response", (h) => {
-          status = Number(h[":status"]);
-          got = h;
-        });
-        stream.on("data", (c: Buffer) => (text += c.toString()));
-        stream.on("error", () => undefined);
-        stream.on("close", () => resolve({ status, headers: got, body: text, reset: stream.rstCode }));
-      });
-    } finally {
-      session.close();
-    }
-  }
+  /** One HTTP/2 request to the gateway as alice; `body` undefined ends the stream with the HEADERS frame. */
+  const h2 = (headers: http2.OutgoingHttpHeaders, body?: string): Promise<H2Answer> => gw.h2(headers, body);
 
   const apiserverSaw = (): string[] => fx.apiserver.received.map((r) => `${r.method} ${r.url}`);
 

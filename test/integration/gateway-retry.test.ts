@@ -18,6 +18,7 @@ import {
   ALICE_TOKEN as TOKEN,
   startGatewayBeforeEndpoint,
   type GatewayBeforeEndpoint,
+  type H2Answer,
 } from "../infra/gateway/gateway-before-endpoint.js";
 
 /** A loopback relay to `port` that can cut or silently break every connection it carries. */
@@ -104,31 +105,8 @@ describe("gateway retries across a lost endpoint session", { timeout: 120_000 },
     await fx.close();
   });
 
-  /** One HTTP/2 request to the gateway on its own session. */
-  async function h2(
-    headers: http2.OutgoingHttpHeaders,
-    body?: string,
-  ): Promise<{ status: number; body: string; reset?: number }> {
-    const session = http2.connect(`https://127.0.0.1:${port}`, { ca: servingCa, servername: "localhost" });
-    session.on("error", () => undefined);
-    try {
-      const stream = session.request(
-        { authorization: `Bearer ${TOKEN}`, ...headers },
-        { endStream: body === undefined },
-      );
-      if (body !== undefined) stream.end(body);
-      return await new Promise((resolve) => {
-        let status = 0;
-        let text = "";
-        stream.on("response", (h) => (status = Number(h[":status"])));
-        stream.on("data", (c: Buffer) => (text += c.toString()));
-        stream.on("error", () => undefined);
-        stream.on("close", () => resolve({ status, body: text, reset: stream.rstCode }));
-      });
-    } finally {
-      session.close();
-    }
-  }
+  /** One HTTP/2 request to the gateway as alice, on its own session. */
+  const h2 = (headers: http2.OutgoingHttpHeaders, body?: string): Promise<H2Answer> => gw.h2(headers, body);
 
   const get = (path: string): Promise<{ status: number; body: string }> =>
     h2({ ":method": "GET", ":path": `/east${path}` });

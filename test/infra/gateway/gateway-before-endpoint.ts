@@ -6,6 +6,7 @@
  */
 import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import * as http2 from "node:http2";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -18,6 +19,14 @@ import type { GatewayFixture } from "../../../packages/agent/src/testing/gateway
 /** alice's hub token. */
 export const ALICE_TOKEN = "alice-token";
 
+/** What one HTTP/2 request got: status (0: none), response headers, body, and the stream's reset code. */
+export interface H2Answer {
+  status: number;
+  headers: http2.IncomingHttpHeaders;
+  body: string;
+  reset?: number;
+}
+
 /** A running gateway in front of an endpoint. */
 export interface GatewayBeforeEndpoint {
   gateway: Gateway;
@@ -25,7 +34,40 @@ export interface GatewayBeforeEndpoint {
   healthPort: number;
   /** PEM: the CA that verifies the gateway as `localhost`. */
   servingCa: string;
+  /** One HTTP/2 request as alice on a session of its own; `body` undefined ends the stream with the HEADERS frame. */
+  h2(headers: http2.OutgoingHttpHeaders, body?: string): Promise<H2Answer>;
   close(): Promise<void>;
+}
+
+async function h2Request(
+  port: number,
+  servingCa: string,
+  headers: http2.OutgoingHttpHeaders,
+  body?: string,
+): Promise<H2Answer> {
+  const session = http2.connect(`https://127.0.0.1:${port}`, { ca: servingCa, servername: "localhost" });
+  session.on("error", () => undefined);
+  try {
+    const stream = session.request(
+      { authorization: `Bearer ${ALICE_TOKEN}`, ...headers },
+      { endStream: body === undefined },
+    );
+    if (body !== undefined) stream.end(body);
+    return await new Promise((resolve) => {
+      let status = 0;
+      let got: http2.IncomingHttpHeaders = {};
+      let text = "";
+      stream.on("response", (h) => {
+        status = Number(h[":status"]);
+        got = h;
+      });
+      stream.on("data", (c: Buffer) => (text += c.toString()));
+      stream.on("error", () => undefined);
+      stream.on("close", () => resolve({ status, headers: got, body: text, reset: stream.rstCode }));
+    });
+  } finally {
+    session.close();
+  }
 }
 
 /** Start a gateway whose every dial connects to `endpointPort` on loopback (the fixture's, or a relay in front of it). */
@@ -87,6 +129,7 @@ export async function startGatewayBeforeEndpoint(
     port,
     healthPort,
     servingCa: ca.certPem,
+    h2: (headers, body) => h2Request(port, ca.certPem, headers, body),
     close: async () => {
       await gateway.close(0);
       await rm(dir, { recursive: true, force: true });
