@@ -189,6 +189,29 @@ describe("the aggregated path: the hub apiserver as a front proxy", () => {
     }
   });
 
+  test("a front-proxy connection that outlives its certificate is no longer believed", async () => {
+    const session = http2.connect(`https://127.0.0.1:${f.port}`, {
+      ca: f.servingCa,
+      servername: "localhost",
+      ...frontProxy,
+    });
+    const status = (): Promise<number> =>
+      new Promise((resolve, reject) => {
+        const s = session.request({ ":path": `${mc1}/api`, ...identity });
+        s.once("response", (h) => resolve(Number(h[":status"])));
+        s.once("error", reject);
+        s.resume();
+      });
+    try {
+      assert.equal(await status(), 200);
+      f.advance(2 * DAY_MS);
+      assert.equal(await status(), 401, "the same connection, after the certificate's notAfter");
+    } finally {
+      f.advance(-2 * DAY_MS);
+      session.close();
+    }
+  });
+
   test("the hub's settings are followed: other header names, a rotated CA, and a malformed update kept out", async () => {
     const custom = requestHeaderData(frontProxyCa.certPem, {
       "requestheader-username-headers": JSON.stringify(["X-Custom-User"]),

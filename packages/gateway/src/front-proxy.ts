@@ -141,12 +141,14 @@ export type FrontProxyUpdate =
 
 /**
  * The current requestheader settings and which connections carry the front proxy's certificate
- * (decided once per connection and settings generation).
+ * (decided once per connection and settings generation, and again once the certificate expired:
+ * a connection outliving it is no longer the front proxy's).
  */
 export class FrontProxyTrust {
   private settings: RequestHeaderSettings | undefined;
   private generation = 0;
-  private readonly verdicts = new WeakMap<tls.TLSSocket, { generation: number; frontProxy: boolean }>();
+  /** Per connection: the settings generation decided on, and until when it is the front proxy (-Infinity: not). */
+  private readonly verdicts = new WeakMap<tls.TLSSocket, { generation: number; until: number }>();
   private dropped: (name: string) => boolean = () => false;
 
   constructor(private readonly now: () => number = Date.now) {}
@@ -177,14 +179,15 @@ export class FrontProxyTrust {
   identify(socket: tls.TLSSocket | undefined, rawHeaders: readonly string[]): UserInfo | "no-user" | undefined {
     const settings = this.settings;
     if (!settings || !socket) return undefined;
+    const now = this.now();
     let verdict = this.verdicts.get(socket);
     if (verdict?.generation !== this.generation) {
       const leaf = socket.getPeerX509Certificate();
-      const frontProxy = leaf !== undefined && isFrontProxy(settings, leaf, new Date(this.now()));
-      verdict = { generation: this.generation, frontProxy };
+      const frontProxy = leaf !== undefined && isFrontProxy(settings, leaf, new Date(now));
+      verdict = { generation: this.generation, until: frontProxy ? Date.parse(leaf.validTo) : -Infinity };
       this.verdicts.set(socket, verdict);
     }
-    if (!verdict.frontProxy) return undefined;
+    if (now > verdict.until) return undefined;
     return frontProxyIdentity(settings, rawHeaders) ?? "no-user";
   }
 }
