@@ -13,12 +13,15 @@
  * it with the hub's CA as a kubeadm admin would (`kubeadm kubeconfig user`).
  */
 import assert from "node:assert/strict";
+import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { loadYaml, dumpYaml } from "@kubernetes/client-node";
 import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { nsOf } from "../infra/env/config.js";
 import { run, waitFor } from "../infra/env/exec.js";
+import { Browser, CHROMIUM, chromiumMissing } from "../framework/browser.js";
 import { pkiFile } from "../infra/env/pki.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";
 import {
@@ -29,7 +32,7 @@ import {
 import { type KubectlDone, KubectlProcess, runKubectl } from "../infra/env/kubectl-process.js";
 import { GuideOperator } from "../infra/addon/guide-operator.js";
 import { RELEASE, hubHelm, removeLeftRelease } from "../infra/chart.js";
-import { docBlock } from "../infra/addon/readme-install.js";
+import { docBlock, runAsOperator } from "../infra/addon/readme-install.js";
 import { NS, auditRecords, gatewayPods, installChartAndWaitAvailable } from "../infra/gateway/gateway-setup.js";
 
 const CLUSTERS = ["mc1", "mc2"] as const;
@@ -44,7 +47,10 @@ const MC1_OBJECTS = [
   ["clusterrolebinding", "hub-dave"],
   ["clusterrole", "hub-dave"],
   ["deployment", APP, "default"],
+  ["service", APP, "default"],
 ] as const;
+/** The guide's fleet-view section: what it tells a workstation user to browse and to get. */
+const FLEET_SECTION = readFileSync(new URL("../../docs/guides/gateway.md", import.meta.url), "utf8");
 
 const APP_SCRIPT = `
 const http = require("node:http");
@@ -63,6 +69,8 @@ describe("the gateway as an aggregated API: a workstation with only a hub kubeco
   let mc1: KubeApi;
   let op: GuideOperator;
   let dir = "";
+  let kubectlProxy: ChildProcess | undefined;
+  let browser: Browser | undefined;
   const running = new Set<KubectlProcess>();
   const deleteObjects = (cluster: "hub" | "mc1", objects: readonly (readonly string[])[]): void => {
     for (const [kind, name, namespace] of objects)
@@ -142,6 +150,14 @@ describe("the gateway as an aggregated API: a workstation with only a hub kubeco
 
   after(async () => {
     for (const k of running) await k.stop();
+    await browser?.close();
+    if (kubectlProxy?.pid !== undefined) {
+      try {
+        process.kill(-kubectlProxy.pid, "SIGTERM");
+      } catch {
+        // already gone
+      }
+    }
     if (env) {
       hubHelm(env, ["uninstall", "-n", NS, RELEASE], { allowFail: true });
       deleteObjects("hub", HUB_OBJECTS);
@@ -282,6 +298,104 @@ describe("the gateway as an aggregated API: a workstation with only a hub kubeco
         ),
       1000,
     );
+  });
+
+  test("a Service on the admin's allowlist answers dave through the aggregated path", async () => {
+    // The app's owner exposes it in mc1; the hub admin lists it (docs/guides/gateway.md, "Services
+    // of a managed cluster, by allowlist").
+    env.kubectl("mc1", ["-n", "default", "expose", "deployment", APP, "--port=80", "--target-port=8080"]);
+    await op.run(
+      "the admin lists the Service",
+      [
+        "helm upgrade -n open-cluster-management-addon cluster-proxy charts/cluster-proxy --reuse-values -f - <<'YAML'",
+        "gateway:",
+        "  exposedServices:",
+        `    - {clusters: [mc1], namespace: default, service: ${APP}, port: 80, protocol: http}`,
+        "YAML",
+      ].join("\n"),
+    );
+    const out = await waitFor(
+      "the Service's answer through the aggregated path",
+      120_000,
+      async () => {
+        const r = await dave(["get", "--raw", `/api/v1/namespaces/default/services/http:${APP}:80/proxy-service/svc`]);
+        return r.code === 0 ? r.stdout : undefined;
+      },
+      2000,
+    );
+    assert.match(out, new RegExp(`^hello from ${APP}-\\S+ /svc`, "m"), out);
+    const other = await dave([
+      "get",
+      "--raw",
+      "/api/v1/namespaces/kube-system/services/http:kube-dns:53/proxy-service/",
+    ]);
+    assert.notEqual(other.code, 0, other.stdout);
+    assert.match(other.stderr, /Forbidden|403/, other.stderr);
+  });
+
+  test("the fleet view through the hub apiserver (the guide's kubectl proxy): dave sees mc1 only, no token asked", async (t) => {
+    const raw = /kubectl get --raw\s+(\/apis\/\S+\/fleet\/api\/clusters)`/.exec(FLEET_SECTION)?.[1];
+    const pageUrl = /<(http:\/\/127\.0\.0\.1:8001\/\S+\/fleet\/)>/.exec(FLEET_SECTION)?.[1];
+    assert.ok(raw && pageUrl, "the guide names the fleet view's aggregated URLs");
+    const asDave = { env: { KUBECONFIG: join(dir, "dave-hub.kubeconfig") } };
+    const snapshot = JSON.parse(await op.run("the fleet's JSON (as dave)", `kubectl get --raw ${raw}`, asDave)) as {
+      clusters: { cluster: string }[];
+    };
+    assert.deepEqual(
+      snapshot.clusters.map((c) => c.cluster),
+      ["mc1"],
+    );
+    await waitFor(
+      "an audit record of dave's fleet request",
+      60_000,
+      async () =>
+        auditRecords(env, await gatewayPods(hub)).find(
+          (r) => r.user === DAVE && /\/fleet\/api\/clusters$/.test(String(r.path)),
+        ),
+      1000,
+    );
+
+    // The guide's block, as dave runs it on the workstation (the lab), left running.
+    let out = "";
+    kubectlProxy = spawn(
+      "ip",
+      [
+        "netns",
+        "exec",
+        nsOf("lab"),
+        "env",
+        `PATH=${op.path}`,
+        `KUBECONFIG=${join(dir, "dave-hub.kubeconfig")}`,
+        "bash",
+        "-c",
+        docBlock("fleet-aggregated"),
+      ],
+      { cwd: dir, detached: true, stdio: ["ignore", "pipe", "pipe"] },
+    );
+    kubectlProxy.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+    kubectlProxy.stderr!.on("data", (d: Buffer) => (out += d.toString()));
+    await waitFor(`kubectl proxy serving (${out})`, 60_000, () => /Starting to serve/.test(out));
+    const page = await runAsOperator(
+      env,
+      op.path,
+      `curl -sS --max-time 30 -o page.html -w '%{http_code}' '${pageUrl}'; cat page.html`,
+      60_000,
+      { cwd: dir },
+    );
+    assert.match(page.stdout, /^200[\s\S]*<script/, page.stdout + page.stderr);
+
+    const missing = chromiumMissing();
+    if (missing) return t.skip(missing);
+    const wrapper = join(dir, "chromium-in-lab");
+    writeFileSync(wrapper, `#!/bin/sh\nexec ip netns exec ${nsOf("lab")} ${CHROMIUM} "$@"\n`, { mode: 0o755 });
+    browser = await Browser.launch({ executablePath: wrapper });
+    const tab = await browser.open(pageUrl);
+    await tab.locator('[data-testid="fleet-row"][data-cluster="mc1"]').waitFor({ timeout: 30_000 });
+    const rows = tab.locator('[data-testid="fleet-row"]');
+    assert.equal(await rows.count(), 1, "dave sees one row");
+    assert.equal(await tab.getByTestId("token-form").count(), 0, "no token asked: the hub said who dave is");
+    assert.deepEqual(browser.pageErrors(tab), []);
+    await browser.screenshot(tab, "gateway-aggregated-fleet");
   });
 
   test("identity headers sent through the hub's pod proxy (no front-proxy certificate) are not believed", async () => {

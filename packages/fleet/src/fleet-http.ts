@@ -133,7 +133,8 @@ export class FleetHttp {
       return;
     }
     if (path === "/-/fleet") {
-      res.writeHead(308, { ...SECURITY_HEADERS, location: FLEET_PATH });
+      // Relative: the page is also served below a prefix (the hub apiserver's aggregated path).
+      res.writeHead(308, { ...SECURITY_HEADERS, location: "fleet/" });
       res.end();
       return;
     }

@@ -3,7 +3,10 @@
  * request targets under `/apis/<group>/<version>/clusters/<cluster>/proxy` are the gateway's own
  * `/<cluster>` targets, and the discovery documents the hub apiserver asks for (to mark the
  * APIService available and to list the group) are answered without credentials: they name only
- * the group, version and resource, which the APIService publishes anyway.
+ * the group, version and resource, which the APIService publishes anyway. The OpenAPI documents the
+ * hub apiserver polls for every aggregated API (`/openapi/v2`, `/openapi/v3...`) are answered 404
+ * without credentials: the gateway publishes none, and the hub reads 404 as "no schema", where a
+ * cluster route would cost a review and an audit record per poll.
  */
 import { GATEWAY_API_GROUP, GATEWAY_API_RESOURCE, GATEWAY_API_ROOT, GATEWAY_API_VERSION } from "@cluster-proxy/api";
 
@@ -52,4 +55,9 @@ export function discoveryDocument(path: string): object | undefined {
   if (p === GATEWAY_API_ROOT) return versionDiscovery;
   if (p === `/apis/${GATEWAY_API_GROUP}`) return groupDiscovery;
   return undefined;
+}
+
+/** Whether `path` (no query) is one of the OpenAPI documents the hub apiserver polls (answered 404). */
+export function isOpenApiPath(path: string): boolean {
+  return path === "/openapi/v2" || path === "/openapi/v3" || path.startsWith("/openapi/v3/");
 }

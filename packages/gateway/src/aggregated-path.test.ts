@@ -12,6 +12,7 @@ import assert from "node:assert/strict";
 import * as http2 from "node:http2";
 import { after, before, describe, test } from "node:test";
 import { aggregatedClusterPath, GATEWAY_API_ROOT } from "@cluster-proxy/api";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
 import type { EchoBody } from "./testing/fake-endpoint.js";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
@@ -46,9 +47,12 @@ describe("the aggregated path: the hub apiserver as a front proxy", () => {
   let frontProxy: { cert: Buffer; key: Buffer };
   const identity = { "x-remote-user": "bob", "x-remote-group": ["devs", "system:authenticated"] };
   const mc1 = aggregatedClusterPath("mc1");
+  const warnings: string[] = [];
+  const logger: Logger = { ...silentLogger, warn: (_, msg) => warnings.push(msg ?? ""), child: () => logger };
 
   before(async () => {
-    f = await startGatewayFixture({ clientCa: true });
+    const page = { body: Buffer.from("<script src=app.js></script>"), type: "text/html", cache: "no-cache" };
+    f = await startGatewayFixture({ clientCa: true, fleet: { assets: new Map([["", page]]) }, logger });
     frontProxyCa = await createCertificateAuthority({ commonName: "front-proxy-ca", validityDays: 2 });
     const c = await issueCertificate(frontProxyCa, { commonName: FRONT_PROXY_NAME, usage: "client", validityDays: 1 });
     frontProxy = { cert: Buffer.from(c.certPem), key: Buffer.from(c.keyPem) };
@@ -133,6 +137,24 @@ describe("the aggregated path: the hub apiserver as a front proxy", () => {
     assert.equal((JSON.parse(g.body) as { kind: string }).kind, "APIGroup");
   });
 
+  test("the OpenAPI documents the hub polls are 404 at once: no review, no audit record", async () => {
+    const reviews = f.hub.accessReviews.length;
+    const audited = f.audit.length;
+    for (const path of [
+      "/openapi/v2",
+      "/openapi/v3",
+      "/openapi/v3/apis/gateway.proxy.open-cluster-management.io/v1alpha1",
+    ]) {
+      const r = await f.request(path, {
+        headers: { "x-remote-user": "system:aggregator", "x-remote-group": "system:masters" },
+        ...frontProxy,
+      });
+      assert.equal(r.status, 404, `${path}: ${r.body}`);
+    }
+    assert.equal(f.hub.accessReviews.length, reviews);
+    assert.equal(f.audit.length, audited);
+  });
+
   test("identity headers from anyone but the front proxy are neither believed nor forwarded (corpus)", async () => {
     const wrongCa = await createCertificateAuthority({ commonName: "front-proxy-ca", validityDays: 2 });
     const impostorSameName = await issueCertificate(wrongCa, { commonName: FRONT_PROXY_NAME, usage: "client" });
@@ -174,6 +196,46 @@ describe("the aggregated path: the hub apiserver as a front proxy", () => {
     const carol = await f.request(`${mc1}/api/v1/namespaces`, { headers: identity, ...f.client });
     assert.equal(carol.status, 200, carol.body);
     assert.equal(echo(carol.body).headers["impersonate-user"], "cluster:hub:carol");
+  });
+
+  test("the fleet view is the cluster `-`: its page and API as the user the front proxy states, nobody else", async () => {
+    f.hub.setAddOn("mc1", {
+      status: "True",
+      reason: "ProxyAgentAvailable",
+      message: "tunnel works through 1 of 1 proxy-server (s1)",
+      lastTransitionTime: "2026-11-26T20:00:00Z",
+    });
+    const fleet = `${aggregatedClusterPath("-")}/fleet`;
+    const redirect = await f.request(fleet, { headers: identity, ...frontProxy });
+    assert.equal(redirect.status, 308);
+    // Relative, so that it stays below the hub apiserver's path.
+    assert.equal(new URL(redirect.headers.location!, `https://hub${fleet}`).pathname, `${fleet}/`);
+    const page = await f.request(`${fleet}/`, { headers: identity, ...frontProxy });
+    assert.equal(page.status, 200);
+    assert.match(page.body, /<script/);
+    const api = await f.request(`${fleet}/api/clusters`, { headers: identity, ...frontProxy });
+    assert.equal(api.status, 200, api.body);
+    assert.deepEqual(
+      (JSON.parse(api.body) as { clusters: { cluster: string }[] }).clusters.map((c) => c.cluster),
+      ["mc1"],
+    );
+    const review = f.hub.accessReviews.at(-1)!;
+    assert.equal(review.user.username, "bob");
+    const rec = f.audit.at(-1)!;
+    assert.equal(rec.user, "bob");
+    assert.equal(rec.path, `${fleet}/api/clusters`);
+    // The claim without the front proxy's certificate is not believed: no credentials, 401; a
+    // client certificate of --client-ca-file is its own viewer (carol).
+    for (const headers of [identity, { "x-remote-user": "system:admin" }]) {
+      const r = await f.request(`${fleet}/api/clusters`, { headers });
+      assert.equal(r.status, 401, r.body);
+      const carol = await f.request(`${fleet}/api/clusters`, { headers, ...f.client });
+      assert.equal(carol.status, 200, carol.body);
+      assert.equal(f.audit.at(-1)!.user, "carol");
+    }
+    const none = await f.request(`${fleet}/api/clusters`, { ...frontProxy });
+    assert.equal(none.status, 401);
+    assert.match(none.body, /without a user/);
   });
 
   test("the front proxy naming no user is 401; an expired front-proxy certificate is not believed", async () => {
@@ -240,6 +302,26 @@ describe("the aggregated path: the hub apiserver as a front proxy", () => {
     f.hub.setConfigMap(undefined, "extension-apiserver-authentication");
     assert.equal((await f.request(`${mc1}/api/v1/namespaces`, { headers: identity, ...frontProxy })).status, 401);
     f.hub.setConfigMap(requestHeaderData(frontProxyCa.certPem), "extension-apiserver-authentication");
+  });
+
+  test("a hub that lists no allowed names: any certificate of its requestheader CA is believed, as the hub does, and the gateway warns", async () => {
+    const otherName = await issueCertificate(frontProxyCa, { commonName: "someone-else", usage: "client" });
+    const other = { cert: Buffer.from(otherName.certPem), key: Buffer.from(otherName.keyPem) };
+    assert.equal((await f.request(`${mc1}/api/v1/namespaces`, { headers: identity, ...other })).status, 401);
+    warnings.length = 0;
+    f.hub.setConfigMap(
+      requestHeaderData(frontProxyCa.certPem, { "requestheader-allowed-names": "[]" }),
+      "extension-apiserver-authentication",
+    );
+    try {
+      assert.equal((await f.request(`${mc1}/api/v1/namespaces`, { headers: identity, ...other })).status, 200);
+      assert.ok(
+        warnings.some((w) => /no requestheader-allowed-names/.test(w)),
+        JSON.stringify(warnings),
+      );
+    } finally {
+      f.hub.setConfigMap(requestHeaderData(frontProxyCa.certPem), "extension-apiserver-authentication");
+    }
   });
 
   test("a path under the group that is not clusters/<name>/proxy is 400", async () => {

@@ -43,6 +43,11 @@ export interface FleetViewersSettings {
   certificateOf(req: FleetRequest): X509Certificate | undefined;
   /** The address `req` came from, if known (the TokenReview rate limit counts by it). */
   sourceOf?(req: FleetRequest): string | undefined;
+  /**
+   * What the hub's front proxy states for `req` when it came through it (the aggregated path): the
+   * user it authenticated, believed as is (whatever else the request carries).
+   */
+  frontProxyOf?(req: FleetRequest): UserInfo | "no-user" | undefined;
   /** Counts a review the hub could not answer (metrics). */
   onUnavailable?: () => void;
   now?: Clock;
@@ -67,10 +72,24 @@ export class FleetViewers {
 
   /** The viewer of `req`, or the refusal to answer with (401, 503). */
   async identify(req: FleetRequest): Promise<ViewerResult> {
+    const stated = this.s.frontProxyOf?.(req);
+    if (stated === "no-user")
+      return { ok: false, status: 401, message: "the hub apiserver forwarded the request without a user" };
+    const user = stated ?? (await this.authenticated(req));
+    if ("ok" in user) return user;
+    const viewer: FleetViewer = {
+      name: user.username,
+      visible: (clusters) => this.allowedOf(user, "proxy", clusters),
+      auditable: (clusters) => this.allowedOf(user, AUDIT_SUBRESOURCE, clusters),
+    };
+    return { ok: true, viewer };
+  }
+
+  /** The user the credentials of `req` authenticate (a hub token, OIDC, a client certificate), or the refusal. */
+  private async authenticated(req: FleetRequest): Promise<UserInfo | Extract<ViewerResult, { ok: false }>> {
     const authorization = req.headers.authorization;
     const clientCertificate = this.s.certificateOf(req);
     const source = this.s.sourceOf?.(req);
-    let user: UserInfo;
     try {
       const caller = await this.s.authenticator.authenticate({
         ...(authorization !== undefined ? { authorization } : {}),
@@ -84,17 +103,11 @@ export class FleetViewers {
           message:
             "the fleet view needs a caller the hub recognises (a hub token, an OIDC token or a client certificate); pass-through tokens are refused here",
         };
-      user = caller.user;
+      return caller.user;
     } catch (err) {
       const e = asGatewayError(err);
       return { ok: false, status: e.status, message: e.message };
     }
-    const viewer: FleetViewer = {
-      name: user.username,
-      visible: (clusters) => this.allowedOf(user, "proxy", clusters),
-      auditable: (clusters) => this.allowedOf(user, AUDIT_SUBRESOURCE, clusters),
-    };
-    return { ok: true, viewer };
   }
 
   /** Of `clusters`, those on which `user` may `get` managedclusters/`subresource`. */

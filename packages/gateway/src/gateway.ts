@@ -29,7 +29,7 @@ import { guardPlainHttp, realClock, silentLogger, type Clock, type Logger } from
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
-import { discoveryDocument } from "./aggregated-api.js";
+import { discoveryDocument, fromAggregatedUrl, isOpenApiPath } from "./aggregated-api.js";
 import { auditSinkOf, type AuditSink } from "./audit-log.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
@@ -43,7 +43,7 @@ import { FleetSource } from "./fleet-source.js";
 import { FleetViewers } from "./fleet-viewers.js";
 import { EXTENSION_AUTH_CONFIGMAP, FrontProxyTrust } from "./front-proxy.js";
 import { GatewayError, asGatewayError } from "./gateway-error.js";
-import type { HubApi } from "./hub-api.js";
+import type { HubApi, UserInfo } from "./hub-api.js";
 import { GatewayMetrics } from "./metrics.js";
 import { OidcAuthenticator } from "./oidc.js";
 import {
@@ -304,6 +304,8 @@ interface FleetRequestContext {
   certificate?: X509Certificate;
   /** The caller's address (for the TokenReview rate limit). */
   source?: string;
+  /** What the hub's front proxy states, when the request came through it (the aggregated path). */
+  frontProxy?: UserInfo | "no-user";
   /** Its audit record, and the refusal its authentication gave, if any. */
   rec: RequestRecord;
   refusal?: string;
@@ -442,6 +444,7 @@ export class Gateway {
       cacheTtlMs: options.fleetAuthorizationCacheTtl,
       certificateOf: (req) => this.fleetRequests.get(req)?.certificate,
       sourceOf: (req) => this.fleetRequests.get(req)?.source,
+      frontProxyOf: (req) => this.fleetRequests.get(req)?.frontProxy,
       onUnavailable: () => onDenial("authorization-unavailable"),
       ...now,
     });
@@ -655,7 +658,12 @@ export class Gateway {
     const where = { configMap: `${namespace}/${name}` };
     this.stopFrontProxyWatch = this.deps.hub.watchConfigMap(namespace, name, (data) => {
       const u = this.frontProxy.update(data);
-      if (u.kind === "loaded")
+      if (u.kind === "loaded" && u.allowedNames.length === 0)
+        this.logger.warn(
+          where,
+          "the hub lists no requestheader-allowed-names: every client certificate its requestheader CA signed is believed as the front proxy (as the hub apiserver itself does); set --requestheader-allowed-names on the hub apiserver",
+        );
+      else if (u.kind === "loaded")
         this.logger.info(
           { ...where, allowedNames: u.allowedNames },
           "the hub apiserver's front proxy is trusted (the aggregated path)",
@@ -694,31 +702,43 @@ export class Gateway {
 
   private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
     const end = this.begin();
-    const discovery = req.method === "GET" ? discoveryDocument((req.url ?? "").split("?")[0]!) : undefined;
-    if (discovery) {
-      const body = JSON.stringify(discovery);
-      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+    const path = (req.url ?? "").split("?")[0]!;
+    const discovery = req.method === "GET" ? discoveryDocument(path) : undefined;
+    if (discovery || isOpenApiPath(path)) {
+      const body = discovery ? JSON.stringify(discovery) : "the gateway publishes no OpenAPI document\n";
+      const type = discovery ? "application/json" : "text/plain; charset=utf-8";
+      res.writeHead(discovery ? 200 : 404, { "content-type": type, "content-length": Buffer.byteLength(body) });
       res.end(body);
       end();
       return;
     }
-    if (FleetHttp.owns(req.url)) {
+    // The fleet view on the aggregated path is the cluster `-` (the gateway's own `/-/fleet/`).
+    const aggregated = fromAggregatedUrl(req.url ?? "/");
+    const fleetUrl = typeof aggregated === "string" ? aggregated : req.url;
+    if (FleetHttp.owns(fleetUrl)) {
       const socket = tlsSocketOf(req);
       const certificate = clientCertificateOf(socket, this.options.clientCaFile !== "");
+      const frontProxy = this.frontProxy.identify(socket, req.rawHeaders);
       // Audited like any other request (401s too), when the response ends; not counted in the
       // request metrics, which are by cluster.
       const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
       rec.record.path = (req.url ?? "").split("?")[0];
+      const fleetReq: FleetRequest = {
+        ...(req.method ? { method: req.method } : {}),
+        url: fleetUrl,
+        headers: req.headers,
+      };
       const noted: FleetRequestContext = {
         rec,
         ...(certificate ? { certificate } : {}),
+        ...(frontProxy ? { frontProxy } : {}),
         ...(socket?.remoteAddress !== undefined ? { source: socket.remoteAddress } : {}),
       };
-      this.fleetRequests.set(req, noted);
+      this.fleetRequests.set(fleetReq, noted);
       res.once("close", () => rec.finish(res.statusCode, undefined, noted.refusal));
       try {
         await this.fleet.handle(
-          req,
+          fleetReq,
           fleetResponseOf(res, (n) => rec.addOut(n)),
         );
       } finally {

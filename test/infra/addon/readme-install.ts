@@ -66,6 +66,7 @@ export const DOC_BLOCKS = {
   "gateway-oidc": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-exposed-services": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-audit": { file: "docs/guides/gateway.md", lang: "sh" },
+  "fleet-aggregated": { file: "docs/guides/gateway.md", lang: "sh" },
   "fleet-open": { file: "docs/guides/gateway.md", lang: "sh" },
   "fleet-token": { file: "docs/guides/gateway.md", lang: "sh" },
   "fleet-grant-viewer": { file: "docs/guides/gateway.md", lang: "sh" },

@@ -17,7 +17,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import type { Clock } from "@cluster-proxy/kit";
+import type { Clock, Logger } from "@cluster-proxy/kit";
 import type { AuditLine, AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
@@ -80,6 +80,8 @@ export interface FixtureOptions {
   fleet?: FleetSettings;
   /** The timers of the per-user queues (default: real ones), e.g. a ManualClock. */
   clock?: Clock;
+  /** Where the gateway logs (default: nowhere). */
+  logger?: Logger;
 }
 
 const DAYS = 2;
@@ -181,6 +183,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
     now: () => Date.now() + offset,
     ...(f.limits ? { limits: f.limits } : {}),
     ...(f.clock ? { clock: f.clock } : {}),
+    ...(f.logger ? { logger: f.logger } : {}),
     fleet: { assets: new Map(), ...f.fleet },
     serviceAccountTokenFile: join(dir, "sa.token"),
   });
