@@ -24,7 +24,8 @@ import {
   type NodePlacement,
 } from "@cluster-proxy/api";
 import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
-import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
+import { ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
+import { ADDON_NAME } from "@cluster-proxy/api";
 import type { KubeObject, OwnerReference } from "./runtime/kube-api.js";
 import { FAST_KEEPALIVE, usesPortForward } from "./render-proxy-server.js";
 import { contentHash } from "./content-hash.js";

@@ -14,11 +14,11 @@
  * with it, docs/design/gateway.md), whatever usages the request lists; requested SANs are never
  * copied.
  */
+import { ADDON_NAME } from "@cluster-proxy/api";
 import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
 import type { KubeObject } from "./runtime/kube-api.js";
 
-export const ADDON_NAME = "cluster-proxy";
 export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";
 /**
  * The hub apiserver's client signer: the agent's hub identity with entrypoint PortForward. We only

@@ -10,24 +10,18 @@
  * agent's own credential is never sent without an `Impersonate-User`.
  */
 import { isIP } from "node:net";
+import {
+  CONTRACT_HEADER_PREFIX,
+  FORWARDED_FOR_HEADER,
+  FORWARDED_PROTO_HEADER,
+  GATEWAY_TARGETS,
+  PASSTHROUGH_HEADER,
+  PASSTHROUGH_VALUE,
+  SERVICE_HEADER,
+  TARGET_HEADER,
+  UNPREFIXED_GROUPS,
+} from "@cluster-proxy/api";
 import { isCallerClaimHeader } from "@cluster-proxy/kit";
-
-/** The header naming the target: `kube` or `service`. */
-export const TARGET_HEADER = "cluster-proxy-target";
-/** The Service URL of a `service` target: `<http|https>://<name>.<namespace>.svc:<port>`. */
-export const SERVICE_HEADER = "cluster-proxy-service";
-/** `true`: forward the caller's Authorization unchanged (no Impersonate-User). */
-export const PASSTHROUGH_HEADER = "cluster-proxy-passthrough";
-/** The caller's IP address as the gateway saw it (an IP literal); becomes a Service's `X-Forwarded-For`. */
-export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
-/** `https` or `http`, how the caller reached the gateway; becomes a Service's `X-Forwarded-Proto`. */
-export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
-
-/**
- * The groups an impersonation may carry without the prefix: those the kube-apiserver gives every
- * authenticated user anyway. Every other group, and the user, must carry the prefix.
- */
-export const UNPREFIXED_GROUPS: readonly string[] = ["system:authenticated"];
 
 /** Where a request goes and with which credential. */
 export type GatewayTarget =
@@ -149,12 +143,12 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
   if (target === undefined) return { refused: "missing Cluster-Proxy-Target header (kube or service)" };
   const passthroughValue = single(headers, PASSTHROUGH_HEADER);
   if (typeof passthroughValue === "object") return passthroughValue;
-  const passthrough = passthroughValue?.trim().toLowerCase() === "true";
+  const passthrough = passthroughValue?.trim().toLowerCase() === PASSTHROUGH_VALUE;
   let impersonating = false;
   for (let i = 0; i + 1 < headers.length && !impersonating; i += 2)
     impersonating = isImpersonation((headers[i] ?? "").toLowerCase());
   switch (target.trim().toLowerCase()) {
-    case "kube": {
+    case GATEWAY_TARGETS.kube: {
       if (passthrough) {
         return impersonating
           ? { refused: "Cluster-Proxy-Passthrough: true together with Impersonate-* headers: one credential only" }
@@ -163,7 +157,7 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
       const problem = impersonationProblem(headers, prefix);
       return problem === undefined ? { kind: "kube", credential: "impersonate" } : { refused: problem };
     }
-    case "service": {
+    case GATEWAY_TARGETS.service: {
       if (impersonating) return { refused: "Impersonate-* headers on a Cluster-Proxy-Target service request" };
       if (passthrough) return { refused: "Cluster-Proxy-Passthrough on a Cluster-Proxy-Target service request" };
       const service = single(headers, SERVICE_HEADER);
@@ -269,7 +263,12 @@ export function forwardedHeaders(
     const value = endToEnd[i + 1] ?? "";
     const lower = name.toLowerCase();
     // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
-    if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaimHeader(lower))
+    if (
+      lower.startsWith(":") ||
+      lower.startsWith(CONTRACT_HEADER_PREFIX) ||
+      lower === "host" ||
+      isCallerClaimHeader(lower)
+    )
       continue;
     if (lower === "authorization" && !keepAuthorization) continue;
     if (isImpersonation(lower)) {

@@ -13,6 +13,14 @@
  * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
  * It may reach only the kube-apiserver.
  */
+import {
+  CONTRACT_HEADER_PREFIX,
+  GATEWAY_TARGETS,
+  PASSTHROUGH_HEADER,
+  PASSTHROUGH_VALUE,
+  SERVICE_HEADER,
+  TARGET_HEADER,
+} from "@cluster-proxy/api";
 import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
@@ -129,7 +137,7 @@ function forwardable(
   const out: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || name.startsWith(":") || DROPPED.has(name) || isFrontProxyHeader(name)) continue;
-    if (name.startsWith("impersonate-") || name.startsWith("cluster-proxy-")) continue;
+    if (name.startsWith("impersonate-") || name.startsWith(CONTRACT_HEADER_PREFIX)) continue;
     out[name] = value;
   }
   if (upgrade) {
@@ -205,8 +213,8 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     if (impersonationOf(head.headers))
       throw new GatewayError(403, "impersonation-forbidden", "Impersonate-* headers need a caller the hub recognises");
     headers.authorization = caller.authorization;
-    headers["cluster-proxy-passthrough"] = "true";
-    headers["cluster-proxy-target"] = "kube";
+    headers[PASSTHROUGH_HEADER] = PASSTHROUGH_VALUE;
+    headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
     return { cluster: target.cluster, target, caller, path: target.path + target.query, headers };
   }
 
@@ -243,8 +251,8 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
         `service ${target.namespace}/${target.service} port ${target.port} (${target.scheme}) is not exposed on cluster "${target.cluster}"`,
       );
     }
-    headers["cluster-proxy-target"] = "service";
-    headers["cluster-proxy-service"] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
+    headers[TARGET_HEADER] = GATEWAY_TARGETS.service;
+    headers[SERVICE_HEADER] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
   } else {
     // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
     const prefix = deps.impersonationPrefix;
@@ -254,7 +262,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     if (identity.uid !== undefined) headers["impersonate-uid"] = identity.uid;
     for (const [key, vals] of Object.entries(identity.extra))
       headers[`impersonate-extra-${encodeExtraKey(key)}`] = vals;
-    headers["cluster-proxy-target"] = "kube";
+    headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
   }
   return { cluster: target.cluster, target, caller, identity, path: target.path + target.query, headers };
 }
