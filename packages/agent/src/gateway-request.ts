@@ -21,7 +21,7 @@ import {
   TARGET_HEADER,
   UNPREFIXED_GROUPS,
 } from "@cluster-proxy/api";
-import { isCallerClaimHeader } from "@cluster-proxy/kit";
+import { HOP_BY_HOP_HEADERS, connectionOptions, isCallerClaimHeader } from "@cluster-proxy/kit";
 
 /** Where a request goes and with which credential. */
 export type GatewayTarget =
@@ -171,25 +171,9 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
   }
 }
 
-/** Hop-by-hop headers (RFC 9110 7.6.1), never forwarded (an upgrade re-adds its two). */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
-
-/** The names a `Connection` header lists (hop-by-hop too), lowercased. */
+/** The names the `Connection` headers list (hop-by-hop too), lowercased. */
 function connectionTokens(headers: RawHeaders): Set<string> {
-  const names = new Set<string>();
-  for (const v of headerValues(headers, "connection"))
-    for (const token of v.split(",")) if (token.trim()) names.add(token.trim().toLowerCase());
-  return names;
+  return connectionOptions(headerValues(headers, "connection"));
 }
 
 /** Whether a request asks for a protocol upgrade (`Connection: Upgrade` with an `Upgrade` header). */
@@ -198,8 +182,9 @@ export function isUpgradeRequest(headers: RawHeaders): boolean {
 }
 
 /**
- * Headers without the hop-by-hop ones (those of {@link HOP_BY_HOP} and those `Connection`
- * lists); with `upgrade`, `Connection: Upgrade` and the `Upgrade` header(s) are kept.
+ * Headers without the hop-by-hop ones (kit's `HOP_BY_HOP_HEADERS` and those `Connection` lists);
+ * with `upgrade`, `Connection: Upgrade` and the `Upgrade` header(s) are kept. `Host` is not
+ * dropped here ({@link forwardedHeaders} replaces it; an answer's is dropped where it is written).
  */
 export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[] {
   const listed = connectionTokens(headers);
@@ -209,7 +194,7 @@ export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[]
     const value = headers[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (upgrade && lower === "upgrade") out.push(name, value);
-    else if (!HOP_BY_HOP.has(lower) && !listed.has(lower)) out.push(name, value);
+    else if (!HOP_BY_HOP_HEADERS.has(lower) && !listed.has(lower)) out.push(name, value);
   }
   if (upgrade) out.push("Connection", "Upgrade");
   return out;

@@ -21,7 +21,7 @@ import {
   SERVICE_HEADER,
   TARGET_HEADER,
 } from "@cluster-proxy/api";
-import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
+import { CONNECTION_SPECIFIC_HEADERS, connectionOptions } from "@cluster-proxy/kit";
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
 import { fromAggregatedUrl } from "./aggregated-api.js";
@@ -36,8 +36,12 @@ import { kubeRequestInfo } from "./request-info.js";
 import type { RequestRecord } from "./request-record.js";
 import { parseRequestTarget, type RequestTarget } from "./request-target.js";
 
-/** Headers the gateway never forwards (hop-by-hop, HTTP/2 pseudo-headers, credentials, ours). */
-const DROPPED: ReadonlySet<string> = new Set([...CONNECTION_SPECIFIC_HEADERS, "proxy-authorization", "authorization"]);
+/**
+ * Headers the gateway never forwards: connection-specific ones (kit's list: hop-by-hop, `Host`) and
+ * the caller's credential (the agent gets an identity, never the caller's token, except in
+ * pass-through, which sets it anew). Pseudo-headers, `Impersonate-*` and `Cluster-Proxy-*` go too.
+ */
+const DROPPED: ReadonlySet<string> = new Set([...CONNECTION_SPECIFIC_HEADERS, "authorization"]);
 
 /** Printable ASCII: what a header value carries unchanged over both HTTP/1.1 and HTTP/2. */
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
@@ -91,19 +95,13 @@ export interface RequestHead {
   frontProxy?: UserInfo | "no-user";
 }
 
-/** The names in a `Connection` header, lowercased. */
-function connectionTokens(value: string | string[] | undefined): string[] {
-  if (value === undefined) return [];
-  return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",").map((t) => t.trim().toLowerCase()));
-}
-
 /**
  * Whether `head` asks for an upgrade in any way (relayed as one, or carrying `Upgrade` or
  * `Connection: upgrade`): such a request needs the hub verb `create`, whatever becomes of it.
  */
 export function asksUpgrade(head: RequestHead): boolean {
   return (
-    head.upgrade || head.headers.upgrade !== undefined || connectionTokens(head.headers.connection).includes("upgrade")
+    head.upgrade || head.headers.upgrade !== undefined || connectionOptions(head.headers.connection).has("upgrade")
   );
 }
 
@@ -128,15 +126,21 @@ export function encodeExtraKey(key: string): string {
   return encodeURIComponent(key).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
-/** The caller's headers that may go on: everything but {@link DROPPED}, pseudo-headers, Impersonate-*, Cluster-Proxy-*. */
+/**
+ * The caller's headers that may go on: everything but {@link DROPPED}, the names the caller's
+ * `Connection` header lists (hop-by-hop by RFC 9110 7.6.1, as the agent treats them),
+ * pseudo-headers, Impersonate-*, Cluster-Proxy-*.
+ */
 function forwardable(
   headers: IncomingHttpHeaders,
   upgrade: boolean,
   isFrontProxyHeader: (name: string) => boolean,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
+  const listed = connectionOptions(headers.connection);
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || name.startsWith(":") || DROPPED.has(name) || isFrontProxyHeader(name)) continue;
+    if (value === undefined || name.startsWith(":") || DROPPED.has(name) || listed.has(name)) continue;
+    if (isFrontProxyHeader(name)) continue;
     if (name.startsWith("impersonate-") || name.startsWith(CONTRACT_HEADER_PREFIX)) continue;
     out[name] = value;
   }
