@@ -10,6 +10,11 @@
  * and signs for it; the gateway's fleet view and the CLI's `health` read it.
  */
 export const ADDON_NAME = "cluster-proxy";
+/**
+ * OCM's label naming the addon on its CertificateSigningRequests and ManifestWorks, value
+ * {@link ADDON_NAME}: the addon manager checks and sets it, the CLI's `health` selects by it.
+ */
+export const ADDON_NAME_LABEL = "open-cluster-management.io/addon-name";
 
 /**
  * The Secret in the proxy-server namespace publishing the proxy-servers' serving CA bundle

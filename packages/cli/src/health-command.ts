@@ -10,6 +10,7 @@ import type { Duplex } from "node:stream";
 import type { Command } from "commander";
 import {
   ADDON_NAME,
+  ADDON_NAME_LABEL,
   ConfigError,
   GRPC_DOOR_PORT,
   SERVER_CA_AGENT_CA_KEY,
@@ -156,7 +157,7 @@ async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> 
   try {
     items = (
       await hub.api.list(Resources.certificateSigningRequest, {
-        labelSelector: `open-cluster-management.io/addon-name=${ADDON_NAME}`,
+        labelSelector: `${ADDON_NAME_LABEL}=${ADDON_NAME}`,
       })
     ).items;
   } catch {
