@@ -15,6 +15,11 @@ import {
   FORWARDED_FOR_HEADER,
   FORWARDED_PROTO_HEADER,
   GATEWAY_TARGETS,
+  IMPERSONATE_EXTRA_PREFIX,
+  IMPERSONATE_GROUP_HEADER,
+  IMPERSONATE_HEADER_PREFIX,
+  IMPERSONATE_UID_HEADER,
+  IMPERSONATE_USER_HEADER,
   PASSTHROUGH_HEADER,
   PASSTHROUGH_VALUE,
   SERVICE_HEADER,
@@ -83,12 +88,11 @@ export function parseServiceTarget(value: string): GatewayTarget | TargetRefusal
 }
 
 /** The impersonation headers the kube-apiserver knows (`Impersonate-Extra-<key>` by prefix). */
-const IMPERSONATE_FIXED = new Set(["impersonate-user", "impersonate-group", "impersonate-uid"]);
-const IMPERSONATE_EXTRA = "impersonate-extra-";
+const IMPERSONATE_FIXED = new Set([IMPERSONATE_USER_HEADER, IMPERSONATE_GROUP_HEADER, IMPERSONATE_UID_HEADER]);
 
 /** Whether a header name (lowercase) is an impersonation header of any kind. */
 function isImpersonation(lower: string): boolean {
-  return lower.startsWith("impersonate-");
+  return lower.startsWith(IMPERSONATE_HEADER_PREFIX);
 }
 
 /** Whether `name` is `<prefix><something>`. */
@@ -104,25 +108,25 @@ function prefixed(name: string, prefix: string): boolean {
  * `Impersonate-Uid`; `Impersonate-Extra-<key>` as given; no other `Impersonate-*` header.
  */
 export function impersonationProblem(headers: RawHeaders, prefix: string): string | undefined {
-  const users = headerValues(headers, "impersonate-user");
+  const users = headerValues(headers, IMPERSONATE_USER_HEADER);
   if (users.length === 0 || users.every((u) => u.trim() === ""))
     return "a kube request without Impersonate-User: refusing to send a request as the agent itself";
   if (users.length > 1) return `Impersonate-User given ${users.length} times`;
   const user = users[0] ?? "";
   if (!prefixed(user, prefix))
     return `Impersonate-User ${JSON.stringify(user)} lacks the gateway's impersonation prefix ${JSON.stringify(prefix)}`;
-  for (const group of headerValues(headers, "impersonate-group")) {
+  for (const group of headerValues(headers, IMPERSONATE_GROUP_HEADER)) {
     const parts = [group, ...(group.includes(",") ? group.split(",").map((p) => p.trim()) : [])];
     const bad = parts.find((g) => !prefixed(g, prefix) && !UNPREFIXED_GROUPS.includes(g));
     if (bad !== undefined)
       return `Impersonate-Group ${JSON.stringify(bad)} lacks the gateway's impersonation prefix ${JSON.stringify(prefix)}`;
   }
-  const uids = headerValues(headers, "impersonate-uid");
+  const uids = headerValues(headers, IMPERSONATE_UID_HEADER);
   if (uids.length > 1) return `Impersonate-Uid given ${uids.length} times`;
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i] ?? "";
     const lower = name.toLowerCase();
-    if (isImpersonation(lower) && !IMPERSONATE_FIXED.has(lower) && !lower.startsWith(IMPERSONATE_EXTRA))
+    if (isImpersonation(lower) && !IMPERSONATE_FIXED.has(lower) && !lower.startsWith(IMPERSONATE_EXTRA_PREFIX))
       return `unknown impersonation header ${JSON.stringify(name)}`;
   }
   return undefined;
@@ -258,7 +262,7 @@ export function forwardedHeaders(
     if (lower === "authorization" && !keepAuthorization) continue;
     if (isImpersonation(lower)) {
       if (!impersonate) continue;
-      if (lower === "impersonate-user" && value.trim() !== "") user = true;
+      if (lower === IMPERSONATE_USER_HEADER && value.trim() !== "") user = true;
     }
     out.push(name, value);
   }

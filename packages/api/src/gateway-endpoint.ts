@@ -37,6 +37,22 @@ export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
 /** `https` or `http`, how the caller reached the gateway; a Service gets it as `X-Forwarded-Proto`. */
 export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
 
+/**
+ * The identity of a `kube` target (Kubernetes' impersonation headers, lowercase): the
+ * gateway sets them from the hub identity, each name and group with its impersonation prefix; the
+ * agent forwards them only when they carry it, with its own token. The gateway drops a caller's
+ * `Impersonate-*` headers first (it honours them only through the hub's `impersonate` grant).
+ */
+export const IMPERSONATE_HEADER_PREFIX = "impersonate-";
+/** The user; exactly one, never empty. */
+export const IMPERSONATE_USER_HEADER = "impersonate-user";
+/** The groups (repeated). */
+export const IMPERSONATE_GROUP_HEADER = "impersonate-group";
+/** The user's UID, at most one. */
+export const IMPERSONATE_UID_HEADER = "impersonate-uid";
+/** `Impersonate-Extra-<key>`: the extra fields, the key percent-encoded as the kube-apiserver decodes it. */
+export const IMPERSONATE_EXTRA_PREFIX = "impersonate-extra-";
+
 /** The values of {@link TARGET_HEADER}: the cluster's kube-apiserver, or a Service in the cluster. */
 export const GATEWAY_TARGETS = { kube: "kube", service: "service" } as const;
 /** A value of {@link TARGET_HEADER}. */

@@ -16,6 +16,11 @@
 import {
   CONTRACT_HEADER_PREFIX,
   GATEWAY_TARGETS,
+  IMPERSONATE_EXTRA_PREFIX,
+  IMPERSONATE_GROUP_HEADER,
+  IMPERSONATE_HEADER_PREFIX,
+  IMPERSONATE_UID_HEADER,
+  IMPERSONATE_USER_HEADER,
   PASSTHROUGH_HEADER,
   PASSTHROUGH_VALUE,
   SERVICE_HEADER,
@@ -141,7 +146,7 @@ function forwardable(
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || name.startsWith(":") || DROPPED.has(name) || listed.has(name)) continue;
     if (isFrontProxyHeader(name)) continue;
-    if (name.startsWith("impersonate-") || name.startsWith(CONTRACT_HEADER_PREFIX)) continue;
+    if (name.startsWith(IMPERSONATE_HEADER_PREFIX) || name.startsWith(CONTRACT_HEADER_PREFIX)) continue;
     out[name] = value;
   }
   if (upgrade) {
@@ -261,11 +266,11 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
     const prefix = deps.impersonationPrefix;
     refuseUnrepresentable(identity);
-    headers["impersonate-user"] = prefix + identity.username;
-    if (identity.groups.length) headers["impersonate-group"] = identity.groups.map((g) => prefix + g);
-    if (identity.uid !== undefined) headers["impersonate-uid"] = identity.uid;
+    headers[IMPERSONATE_USER_HEADER] = prefix + identity.username;
+    if (identity.groups.length) headers[IMPERSONATE_GROUP_HEADER] = identity.groups.map((g) => prefix + g);
+    if (identity.uid !== undefined) headers[IMPERSONATE_UID_HEADER] = identity.uid;
     for (const [key, vals] of Object.entries(identity.extra))
-      headers[`impersonate-extra-${encodeExtraKey(key)}`] = vals;
+      headers[IMPERSONATE_EXTRA_PREFIX + encodeExtraKey(key)] = vals;
     headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
   }
   return { cluster: target.cluster, target, caller, identity, path: target.path + target.query, headers };
