@@ -63,8 +63,41 @@ export default tseslint.config(
     ],
     rules: { "max-lines-per-function": ["error", { max: 60, skipBlankLines: true, skipComments: true }] },
   },
+  {
+    // Contracts are declared once (issue 42): the gateway endpoint's host and headers and the hub
+    // names both sides of a wire read come from @cluster-proxy/api, never a copy. Tests spell the
+    // values out on purpose (they pin the wire).
+    files: ["packages/*/src/**/*.ts"],
+    ignores: ["packages/api/src/**", "**/*.test.ts", "**/src/testing/**"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector: `Literal[value=/${contractLiterals()}/]`,
+          message: "a contract value: import its name from @cluster-proxy/api (gateway-endpoint.ts, hub-names.ts)",
+        },
+      ],
+    },
+  },
   ...testLayers(),
 );
+
+/**
+ * Values declared in packages/api/src/gateway-endpoint.ts and hub-names.ts, as an esquery regex
+ * source matching a whole string literal (a `/` escaped: it would end the selector's regex).
+ */
+function contractLiterals() {
+  const values = [
+    "gateway\\.cluster-proxy\\.invalid",
+    "cluster-proxy-(target|service|passthrough|forwarded-for|forwarded-proto)",
+    "proxy-server-ca",
+    "cluster-proxy-addon-user",
+    "cluster-proxy-gateway-(serving|identity)",
+    "open-cluster-management\\.io\\/addon-name",
+    "proxy\\.open-cluster-management\\.io\\/component-name",
+  ];
+  return `^(${values.join("|")})$`;
+}
 
 /**
  * The layering of the packages (each package's README): what a package's source must not

@@ -18,7 +18,7 @@
  *   (`getaddrinfo ENOTFOUND proxy-entrypoint...`). They complete the message when the tunnel
  *   does not work, so the hub says why without a look into the managed cluster.
  */
-import { TunnelHealthReason, formatTunnelHealth } from "@cluster-proxy/api";
+import { ADDON_NAME, ADDON_NAME_LABEL, TunnelHealthReason, formatTunnelHealth } from "@cluster-proxy/api";
 import type { ConditionInput } from "./runtime/conditions.js";
 import type { ClusterProbes } from "./tunnel-prober.js";
 
@@ -171,7 +171,7 @@ function certificateNote({ cluster, certificate }: AvailabilityInput, tunnelWork
       : "";
   if (rotated?.status === "False") {
     const tooMany = /too many csr/i.test(rotated.message ?? "")
-      ? `; delete them (kubectl delete csr -l open-cluster-management.io/cluster-name=${cluster},open-cluster-management.io/addon-name=cluster-proxy) or wait for kube-controller-manager to remove issued ones after an hour`
+      ? `; delete them (kubectl delete csr -l open-cluster-management.io/cluster-name=${cluster},${ADDON_NAME_LABEL}=${ADDON_NAME}) or wait for kube-controller-manager to remove issued ones after an hour`
       : "";
     return `; the agent's certificate is not being issued: ClusterCertificateRotated=False (${rotated.reason ?? "no reason"}): ${rotated.message ?? ""}${count}${tooMany}`;
   }

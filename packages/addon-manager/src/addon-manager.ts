@@ -7,6 +7,9 @@ import { setMaxListeners } from "node:events";
 import type { KubeConfig } from "@kubernetes/client-node";
 import { Registry } from "prom-client";
 import {
+  ADDON_NAME,
+  ADDON_NAME_LABEL,
+  GATEWAY_SERVING_SECRET,
   managedProxyConfigurationFromApi,
   type AddonManagerOptions,
   type ManagedProxyConfiguration,
@@ -32,10 +35,9 @@ import {
 } from "./cluster-profile.js";
 import { CsrReconciler } from "./csr-approval.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
-import { ADDON_NAME, ADDON_NAME_LABEL, CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
+import { CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import type { SecretObject } from "./certificate-authority.js";
 import { EventRecorder } from "./runtime/events.js";
-import { GATEWAY_SERVING_SECRET } from "./gateway-names.js";
 import { HealthServer } from "./health-ports.js";
 import { apisServed } from "./runtime/api-discovery.js";
 import { Controller, type ReconcileMetrics, type ControllerSpec } from "./runtime/controller.js";

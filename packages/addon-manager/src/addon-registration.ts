@@ -10,7 +10,14 @@
  * registration agent) set are kept; a 409 means our cache was stale and the key is retried.
  */
 import { createHash } from "node:crypto";
-import { MPC_API_VERSION, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  ADDON_NAME,
+  GATEWAY_IDENTITY_SECRET,
+  MPC_API_VERSION,
+  SERVER_CA_SECRET,
+  type Condition,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
 import { agentFeedback, availability, type Availability, type FeedbackValue } from "./addon-availability.js";
 import {
   AGENT_CERT_SECRET,
@@ -23,7 +30,6 @@ import {
 import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificate-authority.js";
 import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
 import {
-  ADDON_NAME,
   AGENT_SIGNER,
   HUB_CLIENT_SIGNER,
   OCM_ADDON_CSR_LIMIT,
@@ -35,8 +41,6 @@ import { Resources } from "./resources.js";
 import { contentHash } from "./content-hash.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
-import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
-import { GATEWAY_IDENTITY_SECRET } from "./gateway-names.js";
 import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";
 import type { TunnelProber } from "./tunnel-prober.js";
 import type { ReconcileResult } from "./runtime/work-queue.js";

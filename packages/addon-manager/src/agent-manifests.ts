@@ -16,6 +16,8 @@
  */
 import { createHash } from "node:crypto";
 import {
+  ADDON_NAME,
+  ADDON_NAME_LABEL,
   AGENT_CONNECTION_CONDITION,
   agentOptionsSchema,
   argsFor,
@@ -24,7 +26,7 @@ import {
   type NodePlacement,
 } from "@cluster-proxy/api";
 import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
-import { ADDON_NAME, ADDON_NAME_LABEL, AGENT_SIGNER } from "./csr-signer.js";
+import { AGENT_SIGNER } from "./csr-signer.js";
 import type { KubeObject, OwnerReference } from "./runtime/kube-api.js";
 import { FAST_KEEPALIVE, usesPortForward } from "./render-proxy-server.js";
 import { contentHash } from "./content-hash.js";

@@ -16,7 +16,7 @@
  */
 import { isDeepStrictEqual } from "node:util";
 import type { EventRecorder } from "./runtime/events.js";
-import { GATEWAY_PORT, GATEWAY_SERVICE } from "./gateway-names.js";
+import { GATEWAY_PORT, GATEWAY_SERVICE } from "@cluster-proxy/api";
 import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 import type { ReconcileResult } from "./runtime/work-queue.js";

@@ -11,7 +11,16 @@
 import { isIP } from "node:net";
 import {
   AGENT_UPGRADE_PORT,
+  GATEWAY_AGENT_CA_KEY,
+  GATEWAY_CA_SUFFIX,
+  GATEWAY_IDENTITY_CN,
+  GATEWAY_IDENTITY_SECRET,
+  GATEWAY_SERVICE,
+  GATEWAY_SERVING_SECRET,
+  gatewayServiceNames,
   MpcConditions,
+  SERVER_CA_AGENT_CA_KEY,
+  SERVER_CA_SECRET,
   configurationProblems,
   type ManagedProxyConfiguration,
 } from "@cluster-proxy/api";
@@ -33,15 +42,6 @@ import {
 import type { ConditionInput } from "./runtime/conditions.js";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import type { EventRecorder } from "./runtime/events.js";
-import {
-  GATEWAY_AGENT_CA_KEY,
-  GATEWAY_CA_SUFFIX,
-  GATEWAY_IDENTITY_CN,
-  GATEWAY_IDENTITY_SECRET,
-  GATEWAY_SERVICE,
-  GATEWAY_SERVING_SECRET,
-  gatewayServiceNames,
-} from "./gateway-names.js";
 import { KubeApiError, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { publishGatewayApiServiceCa } from "./gateway-api-service.js";
@@ -89,9 +89,6 @@ type MpcStatus = NonNullable<ManagedProxyConfiguration["status"]>;
 
 /** The manager's CAs, one per role. */
 type Cas = Record<SignerRole, SigningCa>;
-
-/** The Secret that publishes the serving CA bundle to hub clients (the Go addon's name). */
-export const SERVER_CA_SECRET = "proxy-server-ca";
 
 interface DeploymentStatus extends KubeObject {
   spec?: { replicas?: number };
@@ -356,7 +353,7 @@ export class ConfigurationReconciler {
       type: "Opaque",
       // The agent CA bundle too (public, like the serving one): `cluster-proxy health` verifies the
       // agents' gateway endpoints with it, reading no Secret that holds a key.
-      data: { "ca.crt": b64(cas.serving.bundlePem), [AGENT_CA_KEY]: b64(cas.agent.bundlePem) },
+      data: { "ca.crt": b64(cas.serving.bundlePem), [SERVER_CA_AGENT_CA_KEY]: b64(cas.agent.bundlePem) },
     });
     return cas.serving.replaced.length > 0
       ? {

@@ -4,13 +4,8 @@ import { silentLogger } from "@cluster-proxy/kit";
 import { certificateRequest } from "@cluster-proxy/pki/testing";
 import type { AddonCache, ManagedCluster, ManagedClusterAddOn } from "./addon-registration.js";
 import { APPROVAL_REASON, CsrReconciler } from "./csr-approval.js";
-import {
-  ADDON_NAME,
-  CLUSTER_NAME_LABEL,
-  HUB_CLIENT_SIGNER,
-  OCM_ADDON_CSR_LIMIT,
-  type CsrObject,
-} from "./csr-signer.js";
+import { ADDON_NAME } from "@cluster-proxy/api";
+import { CLUSTER_NAME_LABEL, HUB_CLIENT_SIGNER, OCM_ADDON_CSR_LIMIT, type CsrObject } from "./csr-signer.js";
 import { KubeApiError, type KubeApi } from "./runtime/kube-api.js";
 
 const SUBJECT = {

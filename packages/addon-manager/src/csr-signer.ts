@@ -14,11 +14,11 @@
  * with it, docs/design/gateway.md), whatever usages the request lists; requested SANs are never
  * copied.
  */
+import { ADDON_NAME, ADDON_NAME_LABEL } from "@cluster-proxy/api";
 import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
 import type { KubeObject } from "./runtime/kube-api.js";
 
-export const ADDON_NAME = "cluster-proxy";
 export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";
 /**
  * The hub apiserver's client signer: the agent's hub identity with entrypoint PortForward. We only
@@ -31,7 +31,6 @@ export const HUB_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client";
  * registration, pkg/registration/register/csr/csr.go).
  */
 export const OCM_ADDON_CSR_LIMIT = 10;
-export const ADDON_NAME_LABEL = "open-cluster-management.io/addon-name";
 export const CLUSTER_NAME_LABEL = "open-cluster-management.io/cluster-name";
 const USER_PREFIX = "system:open-cluster-management:";
 const MANAGED_CLUSTERS_GROUP = "system:open-cluster-management:managed-clusters";

@@ -6,10 +6,3 @@ export { AddonManager, type AddonManagerDeps } from "./addon-manager.js";
 export { renderProxyServer, serverArgs, type RenderedObject } from "./render-proxy-server.js";
 export { KubeApi, KubeApiError, type KubeObject } from "./runtime/kube-api.js";
 export { Resources } from "./resources.js";
-export {
-  GATEWAY_IDENTITY_SECRET,
-  GATEWAY_PORT,
-  GATEWAY_SERVICE,
-  GATEWAY_SERVING_SECRET,
-  gatewayServiceNames,
-} from "./gateway-names.js";

@@ -2,8 +2,8 @@
 export const LABEL_PREFIX = "proxy.open-cluster-management.io";
 /** Name of the ManagedProxyConfiguration an object belongs to. */
 export const CONFIGURATION_LABEL = `${LABEL_PREFIX}/configuration`;
-/** The Go addon's component label (`proxy-server`); kept so its selectors and dashboards match. */
-export const COMPONENT_LABEL = `${LABEL_PREFIX}/component-name`;
+/** The Go addon's component label (`proxy-server`); kept so its selectors and dashboards match (the CLI selects by it). */
+export { COMPONENT_LABEL } from "@cluster-proxy/api";
 /** Role of a CA Secret: serving, client or agent. */
 export const SIGNER_LABEL = `${LABEL_PREFIX}/signer`;
 export const MANAGED_BY_LABEL = "app.kubernetes.io/managed-by";

@@ -6,7 +6,9 @@
 import {
   AGENT_UPGRADE_PORT,
   argsFor,
+  CONNECT_DOOR_PORT,
   MPC_API_VERSION,
+  PROXY_SERVER_COMPONENT,
   serverOptionsSchema,
   type ArgsOf,
   MPC_KIND,
@@ -26,8 +28,6 @@ export const MOUNTS = {
 /** Keys of the trust bundles in the serving Secrets (beside tls.crt / tls.key). */
 export const CLIENT_CA_KEY = "client-ca.crt";
 export const AGENT_CA_KEY = "agent-ca.crt";
-/** The HTTP CONNECT front door (our server's default port; the Go server has no second door). */
-export const HTTP_CONNECT_PORT = 8093;
 export const SERVICE_ACCOUNT = "cluster-proxy";
 
 export interface RenderedObject {
@@ -52,7 +52,7 @@ export function ownerReference(
 
 /** Labels of the proxy-server pods of `name` (the Go addon's component label plus ours). */
 export function serverPodLabels(name: string): Record<string, string> {
-  return { [COMPONENT_LABEL]: "proxy-server", [CONFIGURATION_LABEL]: name };
+  return { [COMPONENT_LABEL]: PROXY_SERVER_COMPONENT, [CONFIGURATION_LABEL]: name };
 }
 
 function withHash(obj: KubeObject): KubeObject {
@@ -79,7 +79,7 @@ export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typ
     "agent-port": p.agentServer,
     "health-port": p.healthServer,
     "admin-port": p.adminServer,
-    "http-connect-port": HTTP_CONNECT_PORT,
+    "http-connect-port": CONNECT_DOOR_PORT,
     "server-cert": `${MOUNTS.proxyServer}/tls.crt`,
     "server-key": `${MOUNTS.proxyServer}/tls.key`,
     "server-ca-cert": `${MOUNTS.proxyServer}/${CLIENT_CA_KEY}`,
@@ -174,7 +174,7 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
         ports: [
           { name: "proxy-server", protocol: "TCP", port: ports.proxyServer, targetPort: ports.proxyServer },
           { name: "agent-server", protocol: "TCP", port: ports.agentServer, targetPort: ports.agentServer },
-          { name: "http-connect", protocol: "TCP", port: HTTP_CONNECT_PORT, targetPort: HTTP_CONNECT_PORT },
+          { name: "http-connect", protocol: "TCP", port: CONNECT_DOOR_PORT, targetPort: CONNECT_DOOR_PORT },
         ],
       },
     },
@@ -246,7 +246,7 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                 ports: [
                   { name: "proxy-server", containerPort: ports.proxyServer, protocol: "TCP" },
                   { name: "agent-server", containerPort: ports.agentServer, protocol: "TCP" },
-                  { name: "http-connect", containerPort: HTTP_CONNECT_PORT, protocol: "TCP" },
+                  { name: "http-connect", containerPort: CONNECT_DOOR_PORT, protocol: "TCP" },
                   { name: "health", containerPort: ports.healthServer, protocol: "TCP" },
                   ...(usesPortForward(spec)
                     ? [{ name: "agent-upgrade", containerPort: AGENT_UPGRADE_PORT, protocol: "TCP" }]

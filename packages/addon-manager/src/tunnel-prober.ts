@@ -13,13 +13,17 @@
  */
 import { performance } from "node:perf_hooks";
 import tls from "node:tls";
-import { type ManagedProxyConfiguration, type ReplicaProbe } from "@cluster-proxy/api";
+import {
+  CONNECT_DOOR_PORT,
+  SERVER_CA_SECRET,
+  type ManagedProxyConfiguration,
+  type ReplicaProbe,
+} from "@cluster-proxy/api";
 import { delay } from "@cluster-proxy/kit";
 import { unb64, type SecretObject } from "./certificate-authority.js";
-import { SERVER_CA_SECRET } from "./configuration-reconciler.js";
 import { typedResource, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
-import { HTTP_CONNECT_PORT, serverPodLabels } from "./render-proxy-server.js";
+import { serverPodLabels } from "./render-proxy-server.js";
 import type { Logger } from "@cluster-proxy/kit";
 
 /** One proxy-server replica to probe through. */
@@ -309,7 +313,7 @@ export function replicaFinder(
       const svc = spec.proxyServer.inClusterServiceName;
       credentials = {
         at: performance.now(),
-        credentials: { port: HTTP_CONNECT_PORT, ca, cert, key, servername: `${svc}.${ns}.svc` },
+        credentials: { port: CONNECT_DOOR_PORT, ca, cert, key, servername: `${svc}.${ns}.svc` },
       };
       cached.set(name, credentials);
     }

@@ -4,19 +4,14 @@
  * dialled socket gets, the endpoint's TLS server reads the other.
  */
 import { duplexPair, type Duplex } from "node:stream";
+import { GATEWAY_ENDPOINT_HOST } from "@cluster-proxy/api";
 import { parseHostPort } from "@cluster-proxy/protocol";
-
-/** The host of the reserved address; the gateway dials `gateway.cluster-proxy.invalid.<cluster>:443`. */
-export const GATEWAY_HOST = "gateway.cluster-proxy.invalid";
-
-/** The DIAL_RSP error of a dial to the reserved address when the endpoint is disabled. */
-export const GATEWAY_DISABLED_ERROR = "gateway endpoint not enabled on this agent (--gateway-ca-file unset)";
 
 /** Whether a DIAL_REQ address (as the server routed it) is the reserved one: host match, any port, any case. */
 export function isGatewayAddress(address: string): boolean {
   const hp = parseHostPort(address);
   const host = hp ? hp.host : address;
-  return host.toLowerCase().replace(/\.$/, "") === GATEWAY_HOST;
+  return host.toLowerCase().replace(/\.$/, "") === GATEWAY_ENDPOINT_HOST;
 }
 
 /** Both ends of one in-process connection. */

@@ -4,6 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { CONNECTION_SPECIFIC_HEADERS, HOP_BY_HOP_HEADERS } from "@cluster-proxy/kit";
+import { h2ResponseHeaders } from "./gateway-proxy.js";
 import {
   forwardedHeaders,
   gatewayTarget,
@@ -372,4 +374,29 @@ test("before the kube-apiserver: no caller identity or forwarding header either,
     "sa",
   );
   assert.deepEqual(h2, out);
+});
+
+test("every hop-by-hop header of kit's list stops here, as at the gateway; an upgrade keeps its two", () => {
+  const kube = { kind: "kube", credential: "impersonate" } as const;
+  const incoming = ["Impersonate-User", "cluster:hub:alice", "X-Kept", "1"];
+  for (const name of HOP_BY_HOP_HEADERS)
+    if (name !== "connection" && name !== "upgrade") incoming.push(name.toUpperCase(), "v");
+  incoming.push("Connection", "Upgrade", "Upgrade", "websocket");
+  const names = (headers: string[]): string[] => headers.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+  assert.deepEqual(names(forwardedHeaders(incoming, kube, "10.96.0.1", false, "sa")), [
+    "host",
+    "impersonate-user",
+    "x-kept",
+    "authorization",
+  ]);
+  const upgrade = forwardedHeaders(incoming, kube, "10.96.0.1", true, "sa");
+  assert.deepEqual(names(upgrade), ["host", "impersonate-user", "x-kept", "upgrade", "connection", "authorization"]);
+  assert.deepEqual(headerValues(upgrade, "upgrade"), ["websocket"]);
+  assert.deepEqual(headerValues(upgrade, "connection"), ["Upgrade"]);
+});
+
+test("an answer going back over HTTP/2 keeps none of them either, nor Host", () => {
+  const answer = ["Content-Type", "text/plain"];
+  for (const name of CONNECTION_SPECIFIC_HEADERS) answer.push(name, "v");
+  assert.deepEqual(h2ResponseHeaders(answer), { "content-type": "text/plain" });
 });

@@ -10,24 +10,23 @@
  * agent's own credential is never sent without an `Impersonate-User`.
  */
 import { isIP } from "node:net";
-import { isCallerClaimHeader } from "@cluster-proxy/kit";
-
-/** The header naming the target: `kube` or `service`. */
-export const TARGET_HEADER = "cluster-proxy-target";
-/** The Service URL of a `service` target: `<http|https>://<name>.<namespace>.svc:<port>`. */
-export const SERVICE_HEADER = "cluster-proxy-service";
-/** `true`: forward the caller's Authorization unchanged (no Impersonate-User). */
-export const PASSTHROUGH_HEADER = "cluster-proxy-passthrough";
-/** The caller's IP address as the gateway saw it (an IP literal); becomes a Service's `X-Forwarded-For`. */
-export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
-/** `https` or `http`, how the caller reached the gateway; becomes a Service's `X-Forwarded-Proto`. */
-export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
-
-/**
- * The groups an impersonation may carry without the prefix: those the kube-apiserver gives every
- * authenticated user anyway. Every other group, and the user, must carry the prefix.
- */
-export const UNPREFIXED_GROUPS: readonly string[] = ["system:authenticated"];
+import {
+  CONTRACT_HEADER_PREFIX,
+  FORWARDED_FOR_HEADER,
+  FORWARDED_PROTO_HEADER,
+  GATEWAY_TARGETS,
+  IMPERSONATE_EXTRA_PREFIX,
+  IMPERSONATE_GROUP_HEADER,
+  IMPERSONATE_HEADER_PREFIX,
+  IMPERSONATE_UID_HEADER,
+  IMPERSONATE_USER_HEADER,
+  PASSTHROUGH_HEADER,
+  PASSTHROUGH_VALUE,
+  SERVICE_HEADER,
+  TARGET_HEADER,
+  UNPREFIXED_GROUPS,
+} from "@cluster-proxy/api";
+import { HOP_BY_HOP_HEADERS, connectionOptions, isCallerClaimHeader } from "@cluster-proxy/kit";
 
 /** Where a request goes and with which credential. */
 export type GatewayTarget =
@@ -89,12 +88,11 @@ export function parseServiceTarget(value: string): GatewayTarget | TargetRefusal
 }
 
 /** The impersonation headers the kube-apiserver knows (`Impersonate-Extra-<key>` by prefix). */
-const IMPERSONATE_FIXED = new Set(["impersonate-user", "impersonate-group", "impersonate-uid"]);
-const IMPERSONATE_EXTRA = "impersonate-extra-";
+const IMPERSONATE_FIXED = new Set([IMPERSONATE_USER_HEADER, IMPERSONATE_GROUP_HEADER, IMPERSONATE_UID_HEADER]);
 
 /** Whether a header name (lowercase) is an impersonation header of any kind. */
 function isImpersonation(lower: string): boolean {
-  return lower.startsWith("impersonate-");
+  return lower.startsWith(IMPERSONATE_HEADER_PREFIX);
 }
 
 /** Whether `name` is `<prefix><something>`. */
@@ -110,25 +108,25 @@ function prefixed(name: string, prefix: string): boolean {
  * `Impersonate-Uid`; `Impersonate-Extra-<key>` as given; no other `Impersonate-*` header.
  */
 export function impersonationProblem(headers: RawHeaders, prefix: string): string | undefined {
-  const users = headerValues(headers, "impersonate-user");
+  const users = headerValues(headers, IMPERSONATE_USER_HEADER);
   if (users.length === 0 || users.every((u) => u.trim() === ""))
     return "a kube request without Impersonate-User: refusing to send a request as the agent itself";
   if (users.length > 1) return `Impersonate-User given ${users.length} times`;
   const user = users[0] ?? "";
   if (!prefixed(user, prefix))
     return `Impersonate-User ${JSON.stringify(user)} lacks the gateway's impersonation prefix ${JSON.stringify(prefix)}`;
-  for (const group of headerValues(headers, "impersonate-group")) {
+  for (const group of headerValues(headers, IMPERSONATE_GROUP_HEADER)) {
     const parts = [group, ...(group.includes(",") ? group.split(",").map((p) => p.trim()) : [])];
     const bad = parts.find((g) => !prefixed(g, prefix) && !UNPREFIXED_GROUPS.includes(g));
     if (bad !== undefined)
       return `Impersonate-Group ${JSON.stringify(bad)} lacks the gateway's impersonation prefix ${JSON.stringify(prefix)}`;
   }
-  const uids = headerValues(headers, "impersonate-uid");
+  const uids = headerValues(headers, IMPERSONATE_UID_HEADER);
   if (uids.length > 1) return `Impersonate-Uid given ${uids.length} times`;
   for (let i = 0; i + 1 < headers.length; i += 2) {
     const name = headers[i] ?? "";
     const lower = name.toLowerCase();
-    if (isImpersonation(lower) && !IMPERSONATE_FIXED.has(lower) && !lower.startsWith(IMPERSONATE_EXTRA))
+    if (isImpersonation(lower) && !IMPERSONATE_FIXED.has(lower) && !lower.startsWith(IMPERSONATE_EXTRA_PREFIX))
       return `unknown impersonation header ${JSON.stringify(name)}`;
   }
   return undefined;
@@ -149,12 +147,12 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
   if (target === undefined) return { refused: "missing Cluster-Proxy-Target header (kube or service)" };
   const passthroughValue = single(headers, PASSTHROUGH_HEADER);
   if (typeof passthroughValue === "object") return passthroughValue;
-  const passthrough = passthroughValue?.trim().toLowerCase() === "true";
+  const passthrough = passthroughValue?.trim().toLowerCase() === PASSTHROUGH_VALUE;
   let impersonating = false;
   for (let i = 0; i + 1 < headers.length && !impersonating; i += 2)
     impersonating = isImpersonation((headers[i] ?? "").toLowerCase());
   switch (target.trim().toLowerCase()) {
-    case "kube": {
+    case GATEWAY_TARGETS.kube: {
       if (passthrough) {
         return impersonating
           ? { refused: "Cluster-Proxy-Passthrough: true together with Impersonate-* headers: one credential only" }
@@ -163,7 +161,7 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
       const problem = impersonationProblem(headers, prefix);
       return problem === undefined ? { kind: "kube", credential: "impersonate" } : { refused: problem };
     }
-    case "service": {
+    case GATEWAY_TARGETS.service: {
       if (impersonating) return { refused: "Impersonate-* headers on a Cluster-Proxy-Target service request" };
       if (passthrough) return { refused: "Cluster-Proxy-Passthrough on a Cluster-Proxy-Target service request" };
       const service = single(headers, SERVICE_HEADER);
@@ -177,25 +175,9 @@ export function gatewayTarget(raw: RawHeaders, prefix: string): GatewayTarget | 
   }
 }
 
-/** Hop-by-hop headers (RFC 9110 7.6.1), never forwarded (an upgrade re-adds its two). */
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
-
-/** The names a `Connection` header lists (hop-by-hop too), lowercased. */
+/** The names the `Connection` headers list (hop-by-hop too), lowercased. */
 function connectionTokens(headers: RawHeaders): Set<string> {
-  const names = new Set<string>();
-  for (const v of headerValues(headers, "connection"))
-    for (const token of v.split(",")) if (token.trim()) names.add(token.trim().toLowerCase());
-  return names;
+  return connectionOptions(headerValues(headers, "connection"));
 }
 
 /** Whether a request asks for a protocol upgrade (`Connection: Upgrade` with an `Upgrade` header). */
@@ -204,8 +186,9 @@ export function isUpgradeRequest(headers: RawHeaders): boolean {
 }
 
 /**
- * Headers without the hop-by-hop ones (those of {@link HOP_BY_HOP} and those `Connection`
- * lists); with `upgrade`, `Connection: Upgrade` and the `Upgrade` header(s) are kept.
+ * Headers without the hop-by-hop ones (kit's `HOP_BY_HOP_HEADERS` and those `Connection` lists);
+ * with `upgrade`, `Connection: Upgrade` and the `Upgrade` header(s) are kept. `Host` is not
+ * dropped here ({@link forwardedHeaders} replaces it; an answer's is dropped where it is written).
  */
 export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[] {
   const listed = connectionTokens(headers);
@@ -215,7 +198,7 @@ export function endToEndHeaders(headers: RawHeaders, upgrade: boolean): string[]
     const value = headers[i + 1] ?? "";
     const lower = name.toLowerCase();
     if (upgrade && lower === "upgrade") out.push(name, value);
-    else if (!HOP_BY_HOP.has(lower) && !listed.has(lower)) out.push(name, value);
+    else if (!HOP_BY_HOP_HEADERS.has(lower) && !listed.has(lower)) out.push(name, value);
   }
   if (upgrade) out.push("Connection", "Upgrade");
   return out;
@@ -269,12 +252,17 @@ export function forwardedHeaders(
     const value = endToEnd[i + 1] ?? "";
     const lower = name.toLowerCase();
     // HTTP/2 pseudo-headers (`:path`, `:authority`) are the request line, not headers.
-    if (lower.startsWith(":") || lower.startsWith("cluster-proxy-") || lower === "host" || isCallerClaimHeader(lower))
+    if (
+      lower.startsWith(":") ||
+      lower.startsWith(CONTRACT_HEADER_PREFIX) ||
+      lower === "host" ||
+      isCallerClaimHeader(lower)
+    )
       continue;
     if (lower === "authorization" && !keepAuthorization) continue;
     if (isImpersonation(lower)) {
       if (!impersonate) continue;
-      if (lower === "impersonate-user" && value.trim() !== "") user = true;
+      if (lower === IMPERSONATE_USER_HEADER && value.trim() !== "") user = true;
     }
     out.push(name, value);
   }

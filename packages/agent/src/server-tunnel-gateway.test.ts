@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 import { PacketType, encodeData, encodePacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
-import { GATEWAY_DISABLED_ERROR } from "./gateway-address.js";
+import { GATEWAY_ENDPOINT_DISABLED } from "@cluster-proxy/api";
 import type { InProcessEndpoint } from "./server-tunnel.js";
 import { FakeServerCall, dialAddress, tunnelOver } from "./testing/fake-server-call.js";
 
@@ -36,7 +36,7 @@ describe("ServerTunnel and the reserved gateway address", () => {
       ].entries()) {
         const rsp = await dialAddress(t, call, address, BigInt(i + 1));
         assert.equal(rsp.connectID, 0n);
-        assert.equal(rsp.error, GATEWAY_DISABLED_ERROR);
+        assert.equal(rsp.error, GATEWAY_ENDPOINT_DISABLED);
       }
       assert.equal(t.endpointCount, 0);
     } finally {

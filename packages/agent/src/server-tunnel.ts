@@ -44,6 +44,7 @@ import {
   type ClientCall,
   type EngineTimers,
 } from "@cluster-proxy/tunnel";
+import { GATEWAY_ENDPOINT_DISABLED } from "@cluster-proxy/api";
 import { type Logger } from "@cluster-proxy/kit";
 import {
   dialEndpoint,
@@ -51,7 +52,7 @@ import {
   type EndpointAddressing,
   type SocketConnector,
 } from "./endpoint-dialer.js";
-import { GATEWAY_DISABLED_ERROR, isGatewayAddress, openInProcessStream } from "./gateway-address.js";
+import { isGatewayAddress, openInProcessStream } from "./gateway-address.js";
 import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
 
 /**
@@ -135,7 +136,7 @@ export interface ServerTunnelDeps {
   /**
    * Serves the reserved gateway address (`gateway.cluster-proxy.invalid`, any port) in-process:
    * each accepted connection's byte stream is handed to `accept`. Absent: the gateway endpoint is
-   * disabled and such dials are answered with {@link GATEWAY_DISABLED_ERROR}.
+   * disabled and such dials are answered with {@link GATEWAY_ENDPOINT_DISABLED}.
    */
   gateway?: InProcessEndpoint;
 }
@@ -404,10 +405,10 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     const gateway = this.deps.gateway;
     if (!gateway) {
       this.deps.metrics.endpointDialFailures.labels("unknown").inc();
-      this.log.debug({ address: req.address }, GATEWAY_DISABLED_ERROR);
+      this.log.debug({ address: req.address }, GATEWAY_ENDPOINT_DISABLED);
       this.send({
         type: PacketType.DIAL_RSP,
-        dialResponse: { random: req.random, connectID: 0n, error: GATEWAY_DISABLED_ERROR },
+        dialResponse: { random: req.random, connectID: 0n, error: GATEWAY_ENDPOINT_DISABLED },
       });
       return;
     }

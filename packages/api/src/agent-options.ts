@@ -7,6 +7,7 @@ import { isIPv6 } from "node:net";
 import { parseHostPort, validateAgentIdentifiers } from "@cluster-proxy/protocol";
 import { clusterNameProblem } from "./cluster-name.js";
 import { LOG_OPTION_FIELDS } from "./log-options.js";
+import { AGENT_DOOR_PORT } from "./hub-names.js";
 import {
   defineOptions,
   ENABLE_CONTENTION_PROFILING_FIELD,
@@ -82,7 +83,7 @@ const agentOptionFields = {
     rules.nonEmpty(),
   ),
   proxyServerPort: opt.port(
-    8091,
+    AGENT_DOOR_PORT,
     {
       flag: "proxy-server-port",
       goCompatible: true,

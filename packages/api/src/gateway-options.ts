@@ -4,6 +4,7 @@
  */
 import { isDns1123Label } from "./cluster-name.js";
 import { LOG_FORMAT_FIELD } from "./log-options.js";
+import { GATEWAY_PORT, GRPC_DOOR_PORT } from "./hub-names.js";
 import {
   defineOptions,
   opt,
@@ -80,7 +81,7 @@ function httpsUrlProblem(url: string): string | undefined {
 /** The gateway's option fields (in flag-reference order). */
 const gatewayOptionFields = {
   port: opt.port(
-    9092,
+    GATEWAY_PORT,
     {
       flag: "port",
       description:
@@ -119,7 +120,7 @@ const gatewayOptionFields = {
     rules.nonEmpty("required (host of the proxy-servers' client front door)"),
   ),
   proxyServerPort: opt.port(
-    8090,
+    GRPC_DOOR_PORT,
     { flag: "proxy-server-port", description: "Port of the proxy-servers' gRPC client front door" },
     rules.port(false),
   ),

@@ -1,5 +1,6 @@
 /**
- * @cluster-proxy/api: component option schemas (flags, defaults, validation, docs).
+ * @cluster-proxy/api: component option schemas (flags, defaults, validation, docs) and the
+ * contracts both sides of a wire import (the gateway endpoint, hub names).
  */
 export * from "@cluster-proxy/errors";
 export * from "./options.js";
@@ -18,3 +19,5 @@ export * from "./cluster-name.js";
 export * from "./command-options.js";
 export * from "./agent-upgrade.js";
 export * from "./gateway-aggregated-api.js";
+export * from "./gateway-endpoint.js";
+export * from "./hub-names.js";

@@ -12,6 +12,7 @@
  *   and `<host>.<cluster>` addressing).
  * Added here: `authentication.signer.provided` (the Secret holding a CA you supply).
  */
+import { AGENT_DOOR_PORT, GRPC_DOOR_PORT, HEALTH_DOOR_PORT } from "./hub-names.js";
 
 export const MPC_GROUP = "proxy.open-cluster-management.io";
 export const MPC_VERSION = "v1alpha1";
@@ -281,7 +282,11 @@ const specSchema: JsonSchemaProps = obj(
                 ),
               },
             ),
-            port: int32("Port agents dial at the entrypoint.", { default: 8091, minimum: 1, maximum: 65535 }),
+            port: int32("Port agents dial at the entrypoint.", {
+              default: AGENT_DOOR_PORT,
+              minimum: 1,
+              maximum: 65535,
+            }),
           },
           {
             required: ["type"],
@@ -347,13 +352,18 @@ const specSchema: JsonSchemaProps = obj(
         ports: obj(
           "Listening ports.",
           {
-            proxyServer: port("Client front door (gRPC ProxyService).", 8090),
-            agentServer: port("Agent port (agents' tunnels).", 8091),
-            healthServer: port("Health port (/healthz, /readyz, /metrics).", 8092),
+            proxyServer: port("Client front door (gRPC ProxyService).", GRPC_DOOR_PORT),
+            agentServer: port("Agent port (agents' tunnels).", AGENT_DOOR_PORT),
+            healthServer: port("Health port (/healthz, /readyz, /metrics).", HEALTH_DOOR_PORT),
             adminServer: port("Admin port (loopback only).", 8095),
           },
           {
-            default: { proxyServer: 8090, agentServer: 8091, healthServer: 8092, adminServer: 8095 },
+            default: {
+              proxyServer: GRPC_DOOR_PORT,
+              agentServer: AGENT_DOOR_PORT,
+              healthServer: HEALTH_DOOR_PORT,
+              adminServer: 8095,
+            },
             "x-kubernetes-validations": [
               {
                 rule: "self.proxyServer != self.agentServer && self.proxyServer != self.healthServer && self.proxyServer != self.adminServer && self.agentServer != self.healthServer && self.agentServer != self.adminServer && self.healthServer != self.adminServer",

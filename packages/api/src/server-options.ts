@@ -6,6 +6,7 @@ import { isIP } from "node:net";
 import { isDns1123Label } from "./cluster-name.js";
 import { LOG_OPTION_FIELDS } from "./log-options.js";
 import { ConfigError } from "./options.js";
+import { AGENT_DOOR_PORT, CONNECT_DOOR_PORT, GRPC_DOOR_PORT, HEALTH_DOOR_PORT } from "./hub-names.js";
 import {
   defineOptions,
   ENABLE_CONTENTION_PROFILING_FIELD,
@@ -60,7 +61,7 @@ const serverOptionFields = {
     description:
       "Front door to serve on --server-port / --uds-name: grpc (ProxyService) or http-connect, as in Go; or both (ours: gRPC there and HTTP CONNECT on --http-connect-port / --http-connect-uds-name)",
   }),
-  serverPort: opt.port(8090, {
+  serverPort: opt.port(GRPC_DOOR_PORT, {
     flag: "server-port",
     goCompatible: true,
     goDifference: "ours may serve TCP next to --uds-name (Go insists on 0 with a socket)",
@@ -72,7 +73,7 @@ const serverOptionFields = {
     goCompatible: true,
     description: "Address the client front door binds to (empty: all)",
   }),
-  httpConnectPort: opt.port(8093, {
+  httpConnectPort: opt.port(CONNECT_DOOR_PORT, {
     flag: "http-connect-port",
     description:
       "Port of the HTTP CONNECT front door in --mode=both (mTLS; plain HTTP only with --http-connect-plain on a loopback address). 0 picks a free port, or serves only --http-connect-uds-name when that is set",
@@ -100,7 +101,7 @@ const serverOptionFields = {
     goCompatible: true,
     description: "Remove a stale socket file before listening",
   }),
-  agentPort: opt.port(8091, {
+  agentPort: opt.port(AGENT_DOOR_PORT, {
     flag: "agent-port",
     goCompatible: true,
     description: "Port agents connect to (mTLS; 0 picks a free port)",
@@ -124,7 +125,7 @@ const serverOptionFields = {
     },
     rules.atLeastMs(1),
   ),
-  healthPort: opt.port(8092, {
+  healthPort: opt.port(HEALTH_DOOR_PORT, {
     flag: "health-port",
     goCompatible: true,
     description: "Port serving /healthz, /readyz and /metrics (0 picks a free port)",

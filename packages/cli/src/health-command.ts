@@ -8,13 +8,20 @@ import { X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Duplex } from "node:stream";
 import type { Command } from "commander";
-import { ConfigError, clusterNameProblem, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
+import {
+  ADDON_NAME,
+  ADDON_NAME_LABEL,
+  ConfigError,
+  GRPC_DOOR_PORT,
+  SERVER_CA_AGENT_CA_KEY,
+  SERVER_CA_SECRET,
+  clusterNameProblem,
+  parseTunnelHealth,
+  type Condition,
+} from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
-  ADDON_NAME,
-  GRPC_DOOR_PORT,
-  SERVER_CA_SECRET,
   addHubFlags,
   clusterCa,
   connectHub,
@@ -150,7 +157,7 @@ async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> 
   try {
     items = (
       await hub.api.list(Resources.certificateSigningRequest, {
-        labelSelector: `open-cluster-management.io/addon-name=${ADDON_NAME}`,
+        labelSelector: `${ADDON_NAME_LABEL}=${ADDON_NAME}`,
       })
     ).items;
   } catch {
@@ -260,10 +267,10 @@ async function agentCaBundle(hub: Hub): Promise<Buffer | string> {
       SERVER_CA_SECRET,
       ns,
     );
-    const b64 = secret?.data?.["agent-ca.crt"];
+    const b64 = secret?.data?.[SERVER_CA_AGENT_CA_KEY];
     return b64
       ? Buffer.from(b64, "base64")
-      : `gateway endpoint not probed: Secret ${ns}/${SERVER_CA_SECRET} has no agent-ca.crt (an addon manager without the gateway)`;
+      : `gateway endpoint not probed: Secret ${ns}/${SERVER_CA_SECRET} has no ${SERVER_CA_AGENT_CA_KEY} (an addon manager without the gateway)`;
   } catch (err) {
     return `gateway endpoint not probed: reading Secret ${ns}/${SERVER_CA_SECRET}: ${(err as Error).message}`;
   }

@@ -7,6 +7,7 @@
 import https from "node:https";
 import tls from "node:tls";
 import type { Duplex } from "node:stream";
+import { gatewayEndpointAddress } from "@cluster-proxy/api";
 
 /** The TLS name every kube-apiserver serving certificate is valid for. */
 export const APISERVER_TLS_NAME = "kubernetes.default.svc";
@@ -73,9 +74,6 @@ export async function probeApiserver(
   }
 }
 
-/** The reserved host of the agents' gateway endpoint (docs/design/gateway.md); dialled as `<host>.<cluster>:443`. */
-export const GATEWAY_ENDPOINT_HOST = "gateway.cluster-proxy.invalid";
-
 /**
  * Probe `cluster`'s agent gateway endpoint through `dial`: a TLS handshake with no client
  * certificate, the agent's certificate verified against the agent CA bundle `agentCa` and checked
@@ -96,7 +94,7 @@ export async function probeGatewayEndpoint(
   let session: tls.TLSSocket | undefined;
   try {
     const { agentClusterUri } = await import("@cluster-proxy/pki");
-    socket = await dial(`${GATEWAY_ENDPOINT_HOST}.${cluster}:443`, signal);
+    socket = await dial(gatewayEndpointAddress(cluster), signal);
     const tunnel = socket;
     await new Promise<void>((resolve, reject) => {
       const s = tls.connect({

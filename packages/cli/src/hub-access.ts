@@ -9,17 +9,18 @@ import { isIP } from "node:net";
 import type { Command } from "commander";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
-import { ConfigError, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
+import {
+  ADDON_NAME,
+  COMPONENT_LABEL,
+  CONNECT_DOOR_PORT,
+  ConfigError,
+  GRPC_DOOR_PORT,
+  PROXY_SERVER_COMPONENT,
+  SERVER_CA_SECRET,
+  managedProxyConfigurationFromApi,
+  type ManagedProxyConfiguration,
+} from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
-
-/** The gRPC client door (`--server-port`), the default of `--proxy-server-port`. */
-export const GRPC_DOOR_PORT = 8090;
-/** The HTTP CONNECT door the addon manager opens on every proxy-server (`--http-connect-port`). */
-export const CONNECT_DOOR_PORT = 8093;
-/** The Secret in the proxy-server namespace with the proxy-servers' serving CA bundle (`ca.crt`). */
-export const SERVER_CA_SECRET = "proxy-server-ca";
-/** The ManagedProxyConfiguration (and ManagedClusterAddOn) name the Go addon and ours use. */
-export const ADDON_NAME = "cluster-proxy";
 
 /** The hub-access flags as commander parses them. */
 export interface HubFlags {
@@ -227,11 +228,7 @@ async function locateDoor(
     // Not allowed to list Services: fall back to the in-cluster name.
   }
   for (const svc of services) {
-    if (
-      svc.spec?.type !== "LoadBalancer" ||
-      svc.spec.selector?.["proxy.open-cluster-management.io/component-name"] !== "proxy-server"
-    )
-      continue;
+    if (svc.spec?.type !== "LoadBalancer" || svc.spec.selector?.[COMPONENT_LABEL] !== PROXY_SERVER_COMPONENT) continue;
     const port = svc.spec.ports?.find((p) => (p.targetPort ?? p.port) === doorPort);
     const ingress = svc.status?.loadBalancer?.ingress?.[0];
     const host = ingress?.hostname ?? ingress?.ip;

@@ -8,12 +8,17 @@
 import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
-import { clusterNameProblem } from "@cluster-proxy/api";
-import type { KubeObject } from "@cluster-proxy/addon-manager";
-import { ConfigError } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   CONNECT_DOOR_PORT,
+  ConfigError,
+  GATEWAY_PORT,
+  GATEWAY_SERVICE,
+  GATEWAY_SERVING_SECRET,
+  clusterNameProblem,
+} from "@cluster-proxy/api";
+import type { KubeObject } from "@cluster-proxy/addon-manager";
+import { CommandFailure, type CliContext } from "./cli-context.js";
+import {
   addHubFlags,
   chooseDirectEndpoint,
   clusterCa,
@@ -263,8 +268,7 @@ async function gatewayKubeconfig(
   const user = await hubUser(flags, env);
   if (route.kind === "aggregated") return aggregatedKubeconfig(flags, env, user);
   const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
-  const { Resources, GATEWAY_PORT, GATEWAY_SERVICE, GATEWAY_SERVING_SECRET } =
-    await import("@cluster-proxy/addon-manager");
+  const { Resources } = await import("@cluster-proxy/addon-manager");
   const ns = hub.mpc.spec.proxyServer.namespace;
   let clusters: string[];
   let serving: (KubeObject & { data?: Record<string, string> }) | undefined;

@@ -6,10 +6,9 @@
  */
 import net from "node:net";
 import type { Command } from "commander";
-import { ConfigError, clusterNameProblem } from "@cluster-proxy/api";
+import { ConfigError, GRPC_DOOR_PORT, clusterNameProblem } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
-  GRPC_DOOR_PORT,
   addHubFlags,
   lazyHub,
   openProxyRoute,

@@ -8,10 +8,10 @@
  * through it.
  */
 import type { Command } from "commander";
-import { ConfigError } from "@cluster-proxy/api";
+import { ADDON_NAME, CONNECT_DOOR_PORT, ConfigError, GATEWAY_PORT, GRPC_DOOR_PORT } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
 import { GATEWAY_SELECTOR } from "./apiserver-route.js";
-import { ADDON_NAME, CONNECT_DOOR_PORT, GRPC_DOOR_PORT, lazyHub, openApiserverRoute } from "./hub-access.js";
+import { lazyHub, openApiserverRoute } from "./hub-access.js";
 import { requireConfiguredHub } from "./local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
@@ -35,15 +35,12 @@ interface Door {
   what: string;
 }
 
-/** The doors by `--door` value (the gateway's port from the addon manager's names, loaded on use). */
-async function doors(): Promise<Record<string, Door>> {
-  const { GATEWAY_PORT } = await import("@cluster-proxy/addon-manager");
-  return {
-    connect: { port: CONNECT_DOOR_PORT, what: "the proxy-servers' HTTP CONNECT door" },
-    grpc: { port: GRPC_DOOR_PORT, what: "the proxy-servers' gRPC door" },
-    gateway: { port: GATEWAY_PORT, selector: GATEWAY_SELECTOR, what: "the gateway" },
-  };
-}
+/** The doors by `--door` value. */
+const DOORS: Record<string, Door> = {
+  connect: { port: CONNECT_DOOR_PORT, what: "the proxy-servers' HTTP CONNECT door" },
+  grpc: { port: GRPC_DOOR_PORT, what: "the proxy-servers' gRPC door" },
+  gateway: { port: GATEWAY_PORT, selector: GATEWAY_SELECTOR, what: "the gateway" },
+};
 
 interface RelayFlags {
   kubeconfig?: string;
@@ -66,14 +63,14 @@ export function registerRelayCommand(program: Command, ctx: CliContext, setExitC
     .option("--configuration <name>", "the ManagedProxyConfiguration", ADDON_NAME)
     .option(
       "--door <door>",
-      `the door: connect (the proxy-servers' HTTP CONNECT, ${CONNECT_DOOR_PORT}), grpc (their gRPC client door, ${GRPC_DOOR_PORT}) or gateway (the gateway's port, 9092)`,
+      `the door: connect (the proxy-servers' HTTP CONNECT, ${CONNECT_DOOR_PORT}), grpc (their gRPC client door, ${GRPC_DOOR_PORT}) or gateway (the gateway's port, ${GATEWAY_PORT})`,
       "connect",
     )
     .option("--address <ip>", "local address to listen on", "127.0.0.1")
     .option("--port <port>", "local port (default: the door's port; 0 picks a free one)");
   command.action(async () => {
     const flags = command.opts<RelayFlags>();
-    const all = await doors();
+    const all = DOORS;
     const door = Object.hasOwn(all, flags.door) ? all[flags.door] : undefined;
     if (!door) throw new ConfigError(`--door: "${flags.door}" is not one of ${Object.keys(all).join(", ")}`);
     const doorPort = door.port;

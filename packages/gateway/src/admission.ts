@@ -13,7 +13,20 @@
  * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
  * It may reach only the kube-apiserver.
  */
-import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
+import {
+  CONTRACT_HEADER_PREFIX,
+  GATEWAY_TARGETS,
+  IMPERSONATE_EXTRA_PREFIX,
+  IMPERSONATE_GROUP_HEADER,
+  IMPERSONATE_HEADER_PREFIX,
+  IMPERSONATE_UID_HEADER,
+  IMPERSONATE_USER_HEADER,
+  PASSTHROUGH_HEADER,
+  PASSTHROUGH_VALUE,
+  SERVICE_HEADER,
+  TARGET_HEADER,
+} from "@cluster-proxy/api";
+import { CONNECTION_SPECIFIC_HEADERS, connectionOptions } from "@cluster-proxy/kit";
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
 import { fromAggregatedUrl } from "./aggregated-api.js";
@@ -28,8 +41,12 @@ import { kubeRequestInfo } from "./request-info.js";
 import type { RequestRecord } from "./request-record.js";
 import { parseRequestTarget, type RequestTarget } from "./request-target.js";
 
-/** Headers the gateway never forwards (hop-by-hop, HTTP/2 pseudo-headers, credentials, ours). */
-const DROPPED: ReadonlySet<string> = new Set([...CONNECTION_SPECIFIC_HEADERS, "proxy-authorization", "authorization"]);
+/**
+ * Headers the gateway never forwards: connection-specific ones (kit's list: hop-by-hop, `Host`) and
+ * the caller's credential (the agent gets an identity, never the caller's token, except in
+ * pass-through, which sets it anew). Pseudo-headers, `Impersonate-*` and `Cluster-Proxy-*` go too.
+ */
+const DROPPED: ReadonlySet<string> = new Set([...CONNECTION_SPECIFIC_HEADERS, "authorization"]);
 
 /** Printable ASCII: what a header value carries unchanged over both HTTP/1.1 and HTTP/2. */
 const HEADER_SAFE = /^[\x20-\x7e]*$/;
@@ -83,19 +100,13 @@ export interface RequestHead {
   frontProxy?: UserInfo | "no-user";
 }
 
-/** The names in a `Connection` header, lowercased. */
-function connectionTokens(value: string | string[] | undefined): string[] {
-  if (value === undefined) return [];
-  return (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",").map((t) => t.trim().toLowerCase()));
-}
-
 /**
  * Whether `head` asks for an upgrade in any way (relayed as one, or carrying `Upgrade` or
  * `Connection: upgrade`): such a request needs the hub verb `create`, whatever becomes of it.
  */
 export function asksUpgrade(head: RequestHead): boolean {
   return (
-    head.upgrade || head.headers.upgrade !== undefined || connectionTokens(head.headers.connection).includes("upgrade")
+    head.upgrade || head.headers.upgrade !== undefined || connectionOptions(head.headers.connection).has("upgrade")
   );
 }
 
@@ -120,16 +131,22 @@ export function encodeExtraKey(key: string): string {
   return encodeURIComponent(key).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
-/** The caller's headers that may go on: everything but {@link DROPPED}, pseudo-headers, Impersonate-*, Cluster-Proxy-*. */
+/**
+ * The caller's headers that may go on: everything but {@link DROPPED}, the names the caller's
+ * `Connection` header lists (hop-by-hop by RFC 9110 7.6.1, as the agent treats them),
+ * pseudo-headers, Impersonate-*, Cluster-Proxy-*.
+ */
 function forwardable(
   headers: IncomingHttpHeaders,
   upgrade: boolean,
   isFrontProxyHeader: (name: string) => boolean,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
+  const listed = connectionOptions(headers.connection);
   for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || name.startsWith(":") || DROPPED.has(name) || isFrontProxyHeader(name)) continue;
-    if (name.startsWith("impersonate-") || name.startsWith("cluster-proxy-")) continue;
+    if (value === undefined || name.startsWith(":") || DROPPED.has(name) || listed.has(name)) continue;
+    if (isFrontProxyHeader(name)) continue;
+    if (name.startsWith(IMPERSONATE_HEADER_PREFIX) || name.startsWith(CONTRACT_HEADER_PREFIX)) continue;
     out[name] = value;
   }
   if (upgrade) {
@@ -205,8 +222,8 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
     if (impersonationOf(head.headers))
       throw new GatewayError(403, "impersonation-forbidden", "Impersonate-* headers need a caller the hub recognises");
     headers.authorization = caller.authorization;
-    headers["cluster-proxy-passthrough"] = "true";
-    headers["cluster-proxy-target"] = "kube";
+    headers[PASSTHROUGH_HEADER] = PASSTHROUGH_VALUE;
+    headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
     return { cluster: target.cluster, target, caller, path: target.path + target.query, headers };
   }
 
@@ -243,18 +260,18 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
         `service ${target.namespace}/${target.service} port ${target.port} (${target.scheme}) is not exposed on cluster "${target.cluster}"`,
       );
     }
-    headers["cluster-proxy-target"] = "service";
-    headers["cluster-proxy-service"] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
+    headers[TARGET_HEADER] = GATEWAY_TARGETS.service;
+    headers[SERVICE_HEADER] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
   } else {
     // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
     const prefix = deps.impersonationPrefix;
     refuseUnrepresentable(identity);
-    headers["impersonate-user"] = prefix + identity.username;
-    if (identity.groups.length) headers["impersonate-group"] = identity.groups.map((g) => prefix + g);
-    if (identity.uid !== undefined) headers["impersonate-uid"] = identity.uid;
+    headers[IMPERSONATE_USER_HEADER] = prefix + identity.username;
+    if (identity.groups.length) headers[IMPERSONATE_GROUP_HEADER] = identity.groups.map((g) => prefix + g);
+    if (identity.uid !== undefined) headers[IMPERSONATE_UID_HEADER] = identity.uid;
     for (const [key, vals] of Object.entries(identity.extra))
-      headers[`impersonate-extra-${encodeExtraKey(key)}`] = vals;
-    headers["cluster-proxy-target"] = "kube";
+      headers[IMPERSONATE_EXTRA_PREFIX + encodeExtraKey(key)] = vals;
+    headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
   }
   return { cluster: target.cluster, target, caller, identity, path: target.path + target.query, headers };
 }

@@ -24,21 +24,13 @@ import * as http2 from "node:http2";
 import type { Duplex } from "node:stream";
 import * as tls from "node:tls";
 import type { PeerCertificate } from "node:tls";
+import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 
-/** The reserved host the agents serve their gateway endpoint on (docs/design/gateway.md). */
-export const GATEWAY_ENDPOINT_HOST = "gateway.cluster-proxy.invalid";
-/** Its port. */
-export const GATEWAY_ENDPOINT_PORT = 443;
 /** How long an endpoint may take to send its SETTINGS before its session is given up. */
 export const SETTINGS_TIMEOUT_MS = 10_000;
 /** Streams a session takes when the endpoint's SETTINGS name no limit. */
 export const UNLIMITED_STREAMS_CAP = 1000;
-
-/** The tunnel address of `cluster`'s gateway endpoint. */
-export function endpointAddress(cluster: string): string {
-  return `${GATEWAY_ENDPOINT_HOST}.${cluster}:${GATEWAY_ENDPOINT_PORT}`;
-}
 
 /** Opens a stream to `address` (`host:port`); rejects with the dial's error. */
 export type Dialer = (address: string, signal?: AbortSignal) => Promise<Duplex>;
@@ -74,7 +66,7 @@ export async function connectEndpoint(
   alpn: "h2" | "http/1.1",
   signal?: AbortSignal,
 ): Promise<tls.TLSSocket> {
-  const socket = await dial(endpointAddress(cluster), signal);
+  const socket = await dial(gatewayEndpointAddress(cluster), signal);
   const s = tls.connect({
     socket,
     cert: material.cert,

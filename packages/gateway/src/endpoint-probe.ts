@@ -7,13 +7,8 @@
  * certificate's expiry comes with it.
  */
 import * as tls from "node:tls";
-import {
-  GATEWAY_ENDPOINT_HOST,
-  endpointAddress,
-  endpointIdentityProblem,
-  type Dialer,
-  type EndpointTls,
-} from "./cluster-pool.js";
+import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/api";
+import { endpointIdentityProblem, type Dialer, type EndpointTls } from "./cluster-pool.js";
 
 /** What one probe found. */
 export interface EndpointProbe {
@@ -38,7 +33,7 @@ export async function probeEndpoint(
   let session: tls.TLSSocket | undefined;
   let socket: Awaited<ReturnType<Dialer>> | undefined;
   try {
-    socket = await dial(endpointAddress(cluster), signal);
+    socket = await dial(gatewayEndpointAddress(cluster), signal);
     const tunnel = socket;
     const { latencyMs, cert } = await new Promise<{ latencyMs: number; cert: string | undefined }>(
       (resolve, reject) => {

@@ -11,7 +11,7 @@
  * finished request adds to its cluster's series and audit records, each streaming request counts
  * as open until it ends. The model drops what belongs to no row (a cluster a caller made up).
  */
-import { parseTunnelHealth, parseTunnelReplicas } from "@cluster-proxy/api";
+import { ADDON_NAME, parseTunnelHealth, parseTunnelReplicas } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/kit";
 import type { AuditEntry, FleetModel, RowReport } from "@cluster-proxy/fleet";
 import type { AuditRecord } from "./audit-log.js";
@@ -20,8 +20,6 @@ import type { AddOnInfo, HubApi, ListEvent, ManagedClusterInfo } from "./hub-api
 import { ProbeScheduler } from "./probe-scheduler.js";
 import type { RecordTap } from "./request-record.js";
 
-/** The ManagedClusterAddOn of this addon in each cluster namespace. */
-export const ADDON_NAME = "cluster-proxy";
 /** Default interval of a cluster's endpoint probe. */
 export const FLEET_PROBE_INTERVAL_MS = 20_000;
 /** Default number of endpoint probes at once. */

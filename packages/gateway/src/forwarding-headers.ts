@@ -8,12 +8,8 @@
  * builds `X-Forwarded-For`/`-Proto` for a Service from the contract headers (docs/design/gateway.md).
  */
 import { isIP } from "node:net";
+import { FORWARDED_FOR_HEADER, FORWARDED_PROTO_HEADER } from "@cluster-proxy/api";
 import { isCallerClaimHeader } from "@cluster-proxy/kit";
-
-/** The contract header with the caller's IP address. */
-export const FORWARDED_FOR_HEADER = "cluster-proxy-forwarded-for";
-/** The contract header with the scheme the caller used (the gateway's port is https). */
-export const FORWARDED_PROTO_HEADER = "cluster-proxy-forwarded-proto";
 
 /** The caller's address as an IP literal (an IPv4-mapped IPv6 address as IPv4), or undefined. */
 export function callerAddress(remoteAddress: string | undefined): string | undefined {

@@ -17,7 +17,6 @@ export {
 } from "./gateway.js";
 export {
   FleetSource,
-  ADDON_NAME,
   FLEET_PROBE_CONCURRENCY,
   FLEET_PROBE_INTERVAL_MS,
   auditEntryOf,
@@ -39,15 +38,7 @@ export type {
   TokenReviewResult,
   ConfigMapListener,
 } from "./hub-api.js";
-export {
-  ClusterPool,
-  ClusterSessions,
-  GATEWAY_ENDPOINT_HOST,
-  GATEWAY_ENDPOINT_PORT,
-  endpointAddress,
-  type Dialer,
-  type EndpointTls,
-} from "./cluster-pool.js";
+export { ClusterPool, ClusterSessions, type Dialer, type EndpointTls } from "./cluster-pool.js";
 export { parseRequestTarget, type RequestTarget, type KubeTarget, type ServiceTarget } from "./request-target.js";
 export { kubeRequestInfo, type KubeRequestInfo } from "./request-info.js";
 export { parseExposedServices, CLUSTER_SET_LABEL, type ExposedService } from "./exposed-services.js";

@@ -13,10 +13,11 @@ import * as http from "@cluster-proxy/kit/http";
 import * as http2 from "node:http2";
 import type { Duplex, Readable } from "node:stream";
 import type * as tls from "node:tls";
+import { GATEWAY_ENDPOINT_HOST } from "@cluster-proxy/api";
 import { ConnectError, DialError } from "@cluster-proxy/client";
 import { CONNECTION_SPECIFIC_HEADERS } from "@cluster-proxy/kit";
 import type { BodyFraming } from "./body-framing.js";
-import { GATEWAY_ENDPOINT_HOST, provablyUnprocessed, type ClusterSessions } from "./cluster-pool.js";
+import { provablyUnprocessed, type ClusterSessions } from "./cluster-pool.js";
 import { GatewayError } from "./gateway-error.js";
 
 /** The GatewayError a failed exchange with `cluster`'s endpoint answers with. */

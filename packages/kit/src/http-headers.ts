@@ -1,8 +1,19 @@
 /**
- * Header names that belong to one connection, not to the message: hop-by-hop (RFC 9110 7.6.1)
- * and those HTTP/2 forbids (RFC 9113 8.2.2). A relay never copies them from one leg to the next.
+ * Hop-by-hop header names (lowercase): they describe one connection, not the message, so a relay
+ * never copies them from one leg to the next. One list for every relay (the gateway's admission
+ * and relay, the agent's gateway endpoint both ways):
+ * - RFC 9110 7.6.1: `Connection` and the fields it names ({@link connectionOptions}), and
+ *   `Proxy-Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`, `Upgrade`. An upgrade relay
+ *   re-adds its own `Connection: Upgrade` and the caller's `Upgrade`. `TE` is dropped whole:
+ *   `te: trailers`, the one value HTTP/2 allows (RFC 9113 8.2.2), only matters to gRPC, and no leg
+ *   here relays gRPC (Services are reached over HTTP/1.1).
+ * - RFC 9113 8.2.2 / RFC 7540 3.2.1: what HTTP/2 forbids besides those, `HTTP2-Settings`.
+ * - `Trailer` (RFC 2616 13.5.1's `Trailers`): a relay that frames the body anew announces no
+ *   trailers it may not send.
+ * - `Proxy-Authenticate` and `Proxy-Authorization` (RFC 9110 11.7.1, 11.7.2): addressed to the
+ *   next hop only; relayed, a Service could ask the hub user's client for its proxy credentials.
  */
-export const CONNECTION_SPECIFIC_HEADERS: ReadonlySet<string> = new Set([
+export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   "connection",
   "keep-alive",
   "proxy-connection",
@@ -11,8 +22,27 @@ export const CONNECTION_SPECIFIC_HEADERS: ReadonlySet<string> = new Set([
   "te",
   "trailer",
   "http2-settings",
-  "host",
+  "proxy-authenticate",
+  "proxy-authorization",
 ]);
+
+/**
+ * {@link HOP_BY_HOP_HEADERS} and `Host`: what a relay drops when it names the authority itself
+ * (`:authority` over HTTP/2, its own `Host` over HTTP/1.1), and what never goes back in an answer.
+ */
+export const CONNECTION_SPECIFIC_HEADERS: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, "host"]);
+
+/**
+ * The field names a `Connection` header lists (its connection options, RFC 9110 7.6.1), lowercased:
+ * hop-by-hop too, whatever their name. `values`: the header's value or values.
+ */
+export function connectionOptions(values: string | readonly string[] | undefined): Set<string> {
+  const names = new Set<string>();
+  if (values === undefined) return names;
+  for (const value of typeof values === "string" ? [values] : values)
+    for (const token of value.split(",")) if (token.trim()) names.add(token.trim().toLowerCase());
+  return names;
+}
 
 /** Prefixes of request header names by which callers claim an identity or a client address. */
 const CALLER_CLAIM_PREFIXES = ["x-remote-", "x-forwarded-", "x-auth-request-", "x-client-", "x-original-"];
