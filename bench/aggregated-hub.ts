@@ -96,6 +96,8 @@ export interface AggregatedHub {
   ca: Buffer;
   apiserver: Proc;
   etcd: Proc;
+  /** The aggregator's client certificate (--proxy-client-cert-file): to send as the front proxy without the hub. */
+  frontProxyClient: { cert: string; key: string };
   /** `data` of kube-system/extension-apiserver-authentication as the hub published it. */
   extensionAuthentication: Record<string, string>;
   /** Register the gateway listening on `port` (all addresses) as the APIService; resolves once Available. */
@@ -153,6 +155,7 @@ export async function startAggregatedHub(
   dir: string,
   user: string,
   userToken: string,
+  opts: { aggregatorHttp1?: boolean } = {},
 ): Promise<AggregatedHub> {
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const ca = await createCertificateAuthority({ commonName: "bench-real-hub-ca" });
@@ -200,33 +203,41 @@ export async function startAggregatedHub(
     "--unsafe-no-fsync=true",
     "--log-level=warn",
   ]);
-  const apiserver = h.spawnProc("hub-kube-apiserver", join(binDir, "kube-apiserver"), [
-    `--etcd-servers=http://127.0.0.1:${etcdClient}`,
-    "--bind-address=127.0.0.1",
-    `--secure-port=${port}`,
-    `--advertise-address=${AGGREGATED_ENDPOINT_IP}`,
-    `--cert-dir=${join(dir, "apiserver-certs")}`,
-    `--tls-cert-file=${serving.cert}`,
-    `--tls-private-key-file=${serving.key}`,
-    `--token-auth-file=${tokens}`,
-    // The front proxy, as kubeadm sets it up (test/infra/env/environment.ts does the same).
-    `--requestheader-client-ca-file=${fpCa.cert}`,
-    `--requestheader-allowed-names=${FRONT_PROXY_CN}`,
-    `--proxy-client-cert-file=${fpClient.cert}`,
-    `--proxy-client-key-file=${fpClient.key}`,
-    "--requestheader-username-headers=X-Remote-User",
-    "--requestheader-group-headers=X-Remote-Group",
-    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-    // The aggregator dials the endpoint's address (no kube-proxy here to route a ClusterIP).
-    "--enable-aggregator-routing=true",
-    "--service-cluster-ip-range=10.203.100.0/24",
-    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-    `--service-account-key-file=${saPub}`,
-    `--service-account-signing-key-file=${saKey}`,
-    "--authorization-mode=RBAC",
-    "--profiling=false",
-    "--v=0",
-  ]);
+  const apiserver = h.spawnProc(
+    "hub-kube-apiserver",
+    join(binDir, "kube-apiserver"),
+    [
+      `--etcd-servers=http://127.0.0.1:${etcdClient}`,
+      "--bind-address=127.0.0.1",
+      `--secure-port=${port}`,
+      `--advertise-address=${AGGREGATED_ENDPOINT_IP}`,
+      `--cert-dir=${join(dir, "apiserver-certs")}`,
+      `--tls-cert-file=${serving.cert}`,
+      `--tls-private-key-file=${serving.key}`,
+      `--token-auth-file=${tokens}`,
+      // The front proxy, as kubeadm sets it up (test/infra/env/environment.ts does the same).
+      `--requestheader-client-ca-file=${fpCa.cert}`,
+      `--requestheader-allowed-names=${FRONT_PROXY_CN}`,
+      `--proxy-client-cert-file=${fpClient.cert}`,
+      `--proxy-client-key-file=${fpClient.key}`,
+      "--requestheader-username-headers=X-Remote-User",
+      "--requestheader-group-headers=X-Remote-Group",
+      "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+      // The aggregator dials the endpoint's address (no kube-proxy here to route a ClusterIP).
+      "--enable-aggregator-routing=true",
+      "--service-cluster-ip-range=10.203.100.0/24",
+      "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+      `--service-account-key-file=${saPub}`,
+      `--service-account-signing-key-file=${saKey}`,
+      "--authorization-mode=RBAC",
+      "--v=0",
+    ],
+    {
+      // DISABLE_HTTP2 keeps Kubernetes' client transports (the aggregator's to the gateway among
+      // them) on HTTP/1.1: to compare with the HTTP/2 they negotiate by default.
+      env: { ...process.env, ...(opts.aggregatorHttp1 ? { DISABLE_HTTP2: "1" } : {}) },
+    },
+  );
   const caPem = await readFile(caPaths.cert);
   const base = `https://127.0.0.1:${port}`;
   await waitReady(
@@ -342,5 +353,14 @@ export async function startAggregatedHub(
     kubectl(["apply", "-f", "-"], JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }));
     kubectl(["wait", `apiservice/${API_SERVICE}`, "--for=condition=Available", "--timeout=90s"]);
   };
-  return { port, ca: caPem, apiserver, etcd, extensionAuthentication, registerGateway, kubectl };
+  return {
+    port,
+    ca: caPem,
+    apiserver,
+    etcd,
+    frontProxyClient: fpClient,
+    extensionAuthentication,
+    registerGateway,
+    kubectl,
+  };
 }

@@ -14,14 +14,19 @@ import type { Runtime } from "./run-info.js";
  * The ways a small GET reaches the managed apiserver: the four compared, and (e) the agent's
  * gateway endpoint addressed by the bench itself, which tells the gateway's share of (a) from the
  * endpoint's; and (f) the aggregated path: the same GET sent to a real hub kube-apiserver, which
- * authenticates and authorizes it and proxies it to the gateway as its front proxy.
+ * authenticates and authorizes it and proxies it to the gateway as its front proxy, and (g) what
+ * that hub sends, sent by the bench itself (which of (f) - (a) is the gateway's, which the hub's),
+ * and (h) `GET /version` of that hub (its filter chain, no proxy: a floor of any request it serves).
  */
-export type GatewayPath = "gateway" | "aggregated" | "tunnel" | "tunnelPerRequest" | "direct" | "endpoint";
+export type GatewayPath =
+  "gateway" | "aggregated" | "frontProxy" | "hubVersion" | "tunnel" | "tunnelPerRequest" | "direct" | "endpoint";
 
 /** The paths in the order of the table, with their labels. */
 export const GATEWAY_PATHS: Record<GatewayPath, string> = {
   gateway: "(a) gateway (keep-alive client)",
   aggregated: "(f) aggregated path: real hub kube-apiserver -> gateway (keep-alive client)",
+  frontProxy: "(g) the gateway's port as the hub's front proxy, no hub (HTTP/2, front-proxy certificate, X-Remote-*)",
+  hubVersion: "(h) GET /version of the hub kube-apiserver (its filter chain, no proxy, no gateway)",
   tunnel: "(b) direct tunnel (SDK TunnelClient + keep-alive agent)",
   tunnelPerRequest: "(c) new tunnel per request (single-use dial, TLS, one request)",
   direct: "(d) no tunnel (floor)",
@@ -275,6 +280,14 @@ function ratiosOf(s: Record<GatewayPath, PathSummary>): Record<string, number | 
     p50_aggregated_over_tunnel: div(s.aggregated.p50_ms, s.tunnel.p50_ms),
     p50_overhead_aggregated_minus_gateway_ms:
       s.aggregated.p50_ms && s.gateway.p50_ms ? r3(s.aggregated.p50_ms.median - s.gateway.p50_ms.median) : null,
+    p50_front_proxy_over_gateway: div(s.frontProxy.p50_ms, s.gateway.p50_ms),
+    p50_aggregated_over_front_proxy: div(s.aggregated.p50_ms, s.frontProxy.p50_ms),
+    rps_front_proxy_over_gateway: div(s.frontProxy.rps, s.gateway.rps),
+    p50_hub_version_over_gateway: div(s.hubVersion.p50_ms, s.gateway.p50_ms),
+    p50_overhead_aggregated_minus_front_proxy_ms:
+      s.aggregated.p50_ms && s.frontProxy.p50_ms ? r3(s.aggregated.p50_ms.median - s.frontProxy.p50_ms.median) : null,
+    p50_overhead_front_proxy_minus_gateway_ms:
+      s.frontProxy.p50_ms && s.gateway.p50_ms ? r3(s.frontProxy.p50_ms.median - s.gateway.p50_ms.median) : null,
   };
 }
 
@@ -376,7 +389,11 @@ const DEFINITIONS =
   "with the same bearer token (a --token-auth-file user of that hub), authorized by its RBAC (the chart's door), proxied " +
   "by its aggregator with the front-proxy client certificate to the same gateway (see `aggregated`), then as (a); " +
   "cpu_us_per_request.hub = that kube-apiserver's CPU; aggregator_connections = its TCP connections to the gateway at " +
-  "the end of each window. watches: `count` watches through one gateway " +
+  "the end of each window; frontProxy = what that hub's aggregator sends, sent by the bench straight to the gateway: " +
+  "HTTP/2 with the front-proxy client certificate, X-Remote-User/X-Remote-Group, no bearer token, the aggregated URL " +
+  "(so aggregated - frontProxy is the hub's share, frontProxy - gateway the gateway's); hubVersion = GET /version " +
+  "of that hub with the same token and keep-alive client (authentication, priority and fairness, authorization and " +
+  "the other filters, a tiny answer: the least any request through it costs). watches: `count` watches through one gateway " +
   "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 2,048 connections), RSS at the end " +
   "of each window and CPU over it (agent: summed over the agents), with none open, open and idle, and with one event per watch every " +
   "eventPeriodMs. targets: rps_over_tunnel = rps(gateway) / rps(tunnel) at the highest concurrency; " +

@@ -1,5 +1,6 @@
 /**
- * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--no-aggregated] [--cpu-prof=<dir>]`:
+ * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--no-aggregated] [--aggregator-http1]
+ * [--paths=a,b] [--cpu-prof=<dir>]`:
  * what the gateway (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
  *
  * Starts one proxy-server and one proxy-agent (with its gateway endpoint), a stand-in managed
@@ -33,6 +34,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import type { ClientRequest } from "node:http";
+import * as http2 from "node:http2";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -100,6 +102,14 @@ const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const watches = !argv.includes("--no-watches");
 const aggregated = !argv.includes("--no-aggregated");
+/** The hub apiserver's aggregator reaches the gateway over HTTP/1.1 (DISABLE_HTTP2), not HTTP/2. */
+const aggregatorHttp1 = argv.includes("--aggregator-http1");
+/** `--paths=gateway,frontProxy`: measure only these paths (e.g. to profile one); default every path. */
+const onlyPaths = argv
+  .find((a) => a.startsWith("--paths="))
+  ?.slice("--paths=".length)
+  .split(",")
+  .filter((p) => p !== "");
 const cpuProfDir = argv.find((a) => a.startsWith("--cpu-prof="))?.slice("--cpu-prof=".length);
 const cpuProfArgs = cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] : [];
 
@@ -209,7 +219,9 @@ async function measureRequests(
   aggregatorConnections: () => number,
   run: GatewayRun,
 ): Promise<void> {
-  const paths = (Object.keys(GATEWAY_PATHS) as GatewayPath[]).filter((p) => sends[p] !== undefined);
+  const paths = (Object.keys(GATEWAY_PATHS) as GatewayPath[]).filter(
+    (p) => sends[p] !== undefined && (onlyPaths === undefined || onlyPaths.includes(p)),
+  );
   for (let round = 0; round < P.rounds; round++) {
     for (const c of P.levels) {
       // Rotate the order each round, so no path always runs right after another.
@@ -225,11 +237,11 @@ async function measureRequests(
         const counts1 = await counts();
         const spent = {
           client: after.client - before.client,
-          gateway: p === "gateway" || p === "aggregated" ? after.gateway - before.gateway : NaN,
-          server: p === "direct" ? NaN : after.server - before.server,
-          agent: p === "direct" ? NaN : after.agent - before.agent,
-          apiserver: after.apiserver - before.apiserver,
-          hub: p === "aggregated" ? after.hub - before.hub : NaN,
+          gateway: ["gateway", "aggregated", "frontProxy"].includes(p) ? after.gateway - before.gateway : NaN,
+          server: p === "direct" || p === "hubVersion" ? NaN : after.server - before.server,
+          agent: p === "direct" || p === "hubVersion" ? NaN : after.agent - before.agent,
+          apiserver: p === "hubVersion" ? NaN : after.apiserver - before.apiserver,
+          hub: p === "aggregated" || p === "hubVersion" ? after.hub - before.hub : NaN,
         };
         const s = windowSample(p, round, w, spent, {
           tunnelDials: counts1.tunnelDials - counts0.tunnelDials,
@@ -429,6 +441,9 @@ async function main(): Promise<void> {
     log("building the workspace (npm run build)");
     execFileSync("npm", ["run", "build"], { cwd: REPO, stdio: ["ignore", process.stderr, "inherit"] });
   }
+  const unknownPath = onlyPaths?.find((p) => !(p in GATEWAY_PATHS));
+  if (unknownPath !== undefined)
+    throw new Error(`--paths: no path ${unknownPath} (paths: ${Object.keys(GATEWAY_PATHS).join(", ")})`);
   const k8sBin = aggregated ? findK8sBinaries() : undefined;
   if (aggregated && k8sBin === undefined)
     throw new Error(
@@ -457,7 +472,7 @@ async function main(): Promise<void> {
   let realHub: AggregatedHub | undefined;
   if (k8sBin !== undefined) {
     log(`starting the real hub (etcd, kube-apiserver from ${k8sBin}) [${elapsed()}]`);
-    realHub = await startAggregatedHub(h, k8sBin, join(h.dir, "real-hub"), USER, USER_TOKEN);
+    realHub = await startAggregatedHub(h, k8sBin, join(h.dir, "real-hub"), USER, USER_TOKEN, { aggregatorHttp1 });
     run.aggregated = {
       kubeApiserver: execFileSync(join(k8sBin, "kube-apiserver"), ["--version"], { encoding: "utf8" }).trim(),
       gatewayHttp2MaxStreamsPerConnection: 1000,
@@ -466,7 +481,8 @@ async function main(): Promise<void> {
         "kubeadm sets them, --enable-aggregator-routing), the APIService and door ClusterRole of the chart; the gateway " +
         `reached at ${AGGREGATED_ENDPOINT_IP} (on loopback of the bench's own network namespace); the gateway reads ` +
         "that hub's kube-system/extension-apiserver-authentication from the stand-in hub (which serves a copy of it), its " +
-        "other hub calls (TokenReview, SubjectAccessReview, ManagedClusters) go to the stand-in as for (a)",
+        "other hub calls (TokenReview, SubjectAccessReview, ManagedClusters) go to the stand-in as for (a)" +
+        (aggregatorHttp1 ? "; --aggregator-http1: the aggregator on HTTP/1.1 (DISABLE_HTTP2)" : ""),
     };
     log(`real hub ready on port ${realHub.port} [${elapsed()}]`);
   } else run.notes.push("--no-aggregated: no (f) aggregated path");
@@ -568,7 +584,29 @@ async function main(): Promise<void> {
     4,
   );
   const endpointSessions = endpointPool.sessionsFor(CLUSTER);
-  clients.push(gatewayAgent, tunnelAgent, directAgent, aggregatedAgent, endpointPool);
+  // As the hub's aggregator reaches the gateway, without the hub: one HTTP/2 session (made again
+  // when it closes) with the front-proxy client certificate.
+  let frontProxySession: http2.ClientHttp2Session | undefined;
+  const frontProxyClient = realHub?.frontProxyClient;
+  const frontProxyOpen = (
+    headers: http2.OutgoingHttpHeaders,
+    signal: AbortSignal,
+  ): Promise<http2.ClientHttp2Stream> => {
+    if (!frontProxyClient) return Promise.reject(new Error("no front-proxy certificate"));
+    if (!frontProxySession || frontProxySession.closed || frontProxySession.destroyed) {
+      frontProxySession = http2.connect(`https://127.0.0.1:${gateway.port}`, {
+        ca: servingCa,
+        cert: readFileSync(frontProxyClient.cert),
+        key: readFileSync(frontProxyClient.key),
+        servername: "localhost",
+      });
+      frontProxySession.on("error", () => undefined);
+    }
+    return Promise.resolve(frontProxySession.request(headers, { signal }));
+  };
+  clients.push(gatewayAgent, tunnelAgent, directAgent, aggregatedAgent, endpointPool, {
+    destroy: () => frontProxySession?.destroy(),
+  });
   const spec: RequestSpec = { path: PATH, headers };
   const proxy = stack.proxy;
   const sends: Partial<Record<GatewayPath, Send>> = {
@@ -578,6 +616,11 @@ async function main(): Promise<void> {
           aggregated: keepAliveGet(aggregatedAgent, "127.0.0.1", realHub.port, {
             path: `${aggregatedClusterPath(CLUSTER)}${PATH}`,
             headers,
+          }),
+          hubVersion: keepAliveGet(aggregatedAgent, "127.0.0.1", realHub.port, { path: "/version", headers }),
+          frontProxy: streamGet(frontProxyOpen, `127.0.0.1:${gateway.port}`, {
+            path: `${aggregatedClusterPath(CLUSTER)}${PATH}`,
+            headers: { "x-remote-user": USER, "x-remote-group": ["system:authenticated"], accept: "application/json" },
           }),
         }
       : {}),
@@ -615,6 +658,8 @@ async function main(): Promise<void> {
     // does not forward the bearer token): the request arrives as the same user.
     await firstRequest("aggregated", sends.aggregated);
     const viaHub = await kube.stats<StandInStats>();
+    log(`(a) reaches the managed apiserver with: ${JSON.stringify(seen.lastImpersonatedHeaders)}`);
+    log(`(f) reaches the managed apiserver with: ${JSON.stringify(viaHub.lastImpersonatedHeaders)}`);
     if (viaHub.lastImpersonateUser !== seen.lastImpersonateUser)
       throw new Error(
         `the aggregated path's request arrived as ${viaHub.lastImpersonateUser}, not ${seen.lastImpersonateUser}`,
@@ -669,6 +714,7 @@ async function main(): Promise<void> {
     run.notes.push(`the stand-in hub did not know: ${Object.keys(hubStats.unhandled).join(", ")}`);
   if (strayTunnelErrors > 0)
     run.notes.push(`${strayTunnelErrors} tunnelled connection(s) failed with no listener attached yet`);
+  if (onlyPaths) run.notes.push(`--paths: only ${onlyPaths.join(", ")} measured`);
   if (quick) run.notes.push(`--quick: ${P.rounds} round of ${P.windowMs} ms windows, ${P.watches} watches (not 1,000)`);
   run.machine["total_seconds"] = Math.round((Date.now() - t0) / 1000);
   writeGatewayReport(run, join(BENCH, "results"));
