@@ -150,6 +150,9 @@ const GATEWAY_RATIOS: [key: string, label: string][] = [
   ["rps_aggregated_over_gateway", "requests/s: (f) aggregated path / (a) gateway"],
   ["p50_aggregated_over_gateway", "p50 latency: (f) aggregated path / (a) gateway ↓"],
   ["p99_aggregated_over_gateway", "p99 latency: (f) aggregated path / (a) gateway ↓"],
+  ["p50_front_proxy_over_gateway", "p50 latency: (g) gateway as the hub's front proxy, no hub / (a) gateway ↓"],
+  ["p50_aggregated_over_front_proxy", "p50 latency: (f) aggregated path / (g) the same without the hub ↓"],
+  ["p50_hub_version_over_gateway", "p50 latency: (h) the hub's GET /version / (a) gateway ↓"],
 ];
 
 /** The gateway section: ratios between the four paths per concurrency, the targets, the watches. */
@@ -168,7 +171,9 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
       "apiserver (no tunnel), (e) to the agent's gateway endpoint as the gateway would, without the gateway (what " +
       "of (a) is the gateway's own), and (f) through the aggregated path: a real hub kube-apiserver (etcd, RBAC, the " +
       "front-proxy flags as kubeadm sets them) authenticates and authorizes it and its aggregator proxies it to the " +
-      `same gateway; one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
+      "same gateway, (g) what that aggregator sends, sent straight to the gateway (HTTP/2, the front-proxy " +
+      "certificate, X-Remote-User/Group: (f) - (g) is the hub's share), and (h) GET /version of that hub (its " +
+      `filter chain alone); one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
       `(${g.machine.cpu_model}), Node.js ${g.runtime.node}. Started ${g.machine.date}${minutes}; ` +
       `${g.run.quick ? "a --quick run" : "a full run"}, ${g.run.params.rounds} rounds of ${g.run.params.windowMs / 1000} s ` +
       "per path and level, the paths taking turns. Ratios of medians over the rounds; ↓ = lower is better.",
