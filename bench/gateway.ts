@@ -447,7 +447,8 @@ async function main(): Promise<void> {
   const k8sBin = aggregated ? findK8sBinaries() : undefined;
   if (aggregated && k8sBin === undefined)
     throw new Error(
-      "the aggregated path (f) needs etcd, kube-apiserver and kubectl: none found in .cache/k8s-binaries/*/bin " +
+      "the aggregated path (f) needs etcd, kube-apiserver and kubectl: none found in " +
+        `${process.env["CP_K8S_BIN_DIR"] ?? ".cache/k8s-binaries/*/bin"} ` +
         "(node scripts/k8s-binaries.mjs builds them; CP_K8S_BIN_DIR names another directory). " +
         "Pass --no-aggregated to run without it.",
     );
