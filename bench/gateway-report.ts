@@ -13,13 +13,20 @@ import type { Runtime } from "./run-info.js";
 /**
  * The ways a small GET reaches the managed apiserver: the four compared, and (e) the agent's
  * gateway endpoint addressed by the bench itself, which tells the gateway's share of (a) from the
- * endpoint's.
+ * endpoint's; and (f) the aggregated path: the same GET sent to a real hub kube-apiserver, which
+ * authenticates and authorizes it and proxies it to the gateway as its front proxy, and (g) what
+ * that hub sends, sent by the bench itself (which of (f) - (a) is the gateway's, which the hub's),
+ * and (h) `GET /version` of that hub (its filter chain, no proxy: a floor of any request it serves).
  */
-export type GatewayPath = "gateway" | "tunnel" | "tunnelPerRequest" | "direct" | "endpoint";
+export type GatewayPath =
+  "gateway" | "aggregated" | "frontProxy" | "hubVersion" | "tunnel" | "tunnelPerRequest" | "direct" | "endpoint";
 
 /** The paths in the order of the table, with their labels. */
 export const GATEWAY_PATHS: Record<GatewayPath, string> = {
   gateway: "(a) gateway (keep-alive client)",
+  aggregated: "(f) aggregated path: real hub kube-apiserver -> gateway (keep-alive client)",
+  frontProxy: "(g) the gateway's port as the hub's front proxy, no hub (HTTP/2, front-proxy certificate, X-Remote-*)",
+  hubVersion: "(h) GET /version of the hub kube-apiserver (its filter chain, no proxy, no gateway)",
   tunnel: "(b) direct tunnel (SDK TunnelClient + keep-alive agent)",
   tunnelPerRequest: "(c) new tunnel per request (single-use dial, TLS, one request)",
   direct: "(d) no tunnel (floor)",
@@ -33,6 +40,8 @@ export interface CpuPerRequest {
   server: number;
   agent: number;
   apiserver: number;
+  /** The real hub kube-apiserver (the aggregated path only). */
+  hub: number;
 }
 
 /** One window of one path at one concurrency. */
@@ -52,6 +61,8 @@ export interface WindowSample {
   tunnelDialsPerRequest: number;
   /** TLS connections the stand-in apiserver accepted per request. */
   apiserverConnectionsPerRequest: number;
+  /** The aggregated path: TCP connections from the hub apiserver to the gateway at the end of the window. */
+  aggregatorConnections?: number;
 }
 
 /** RSS and CPU of the processes on the watch path over a window (agent: the sum over the clusters' agents). */
@@ -102,6 +113,18 @@ export interface GatewayRun {
   /** The stand-ins' counters at the end (what reached each apiserver). */
   hub: unknown;
   apiserver: unknown;
+  /** The aggregated path's setup, null when it was skipped. */
+  aggregated: AggregatedSetup | null;
+}
+
+/** How the aggregated path (f) ran. */
+export interface AggregatedSetup {
+  /** `kube-apiserver --version`. */
+  kubeApiserver: string;
+  /** The gateway's --http2-max-streams-per-connection (SETTINGS_MAX_CONCURRENT_STREAMS to the aggregator). */
+  gatewayHttp2MaxStreamsPerConnection: number;
+  /** What the hub's flags and objects are. */
+  description: string;
 }
 
 /** {@link Summary} rounded for the JSON. */
@@ -124,6 +147,8 @@ export interface PathSummary {
   /** Medians over the rounds: tunnel dials and apiserver TLS connections per request. */
   tunnel_dials_per_request: number | null;
   apiserver_connections_per_request: number | null;
+  /** The aggregated path: the hub apiserver's TCP connections to the gateway at the end of each window. */
+  aggregator_connections?: number[];
 }
 
 /** One target and whether the run met it. */
@@ -149,6 +174,7 @@ export interface GatewayJson {
   watches: WatchResult | null;
   targets: Record<string, TargetResult>;
   notes: string[];
+  aggregated: AggregatedSetup | null;
   hub: unknown;
   apiserver: unknown;
   windows: WindowSample[];
@@ -192,6 +218,7 @@ export function windowSample(
       server: perRequest(cpuSeconds.server),
       agent: perRequest(cpuSeconds.agent),
       apiserver: perRequest(cpuSeconds.apiserver),
+      hub: perRequest(cpuSeconds.hub),
     },
     tunnelDialsPerRequest: n > 0 ? counts.tunnelDials / n : NaN,
     apiserverConnectionsPerRequest: n > 0 ? counts.apiserverConnections / n : NaN,
@@ -200,7 +227,7 @@ export function windowSample(
 
 function summarizePath(ws: WindowSample[]): PathSummary {
   const cpu: PathSummary["cpu_us_per_request"] = {};
-  for (const k of ["client", "gateway", "server", "agent", "apiserver"] as const)
+  for (const k of ["client", "gateway", "server", "agent", "apiserver", "hub"] as const)
     cpu[k] = r2(summarize(ws.map((w) => w.cpuUsPerRequest[k]))?.median);
   return {
     rps: stat(
@@ -218,6 +245,9 @@ function summarizePath(ws: WindowSample[]): PathSummary {
     cpu_us_per_request: cpu,
     tunnel_dials_per_request: r3(summarize(ws.map((w) => w.tunnelDialsPerRequest))?.median),
     apiserver_connections_per_request: r3(summarize(ws.map((w) => w.apiserverConnectionsPerRequest))?.median),
+    ...(ws.some((w) => w.aggregatorConnections !== undefined)
+      ? { aggregator_connections: ws.map((w) => w.aggregatorConnections ?? NaN) }
+      : {}),
   };
 }
 
@@ -243,6 +273,21 @@ function ratiosOf(s: Record<GatewayPath, PathSummary>): Record<string, number | 
       s.gateway.p50_ms && s.tunnel.p50_ms ? r3(s.gateway.p50_ms.median - s.tunnel.p50_ms.median) : null,
     p50_overhead_endpoint_minus_tunnel_ms:
       s.endpoint.p50_ms && s.tunnel.p50_ms ? r3(s.endpoint.p50_ms.median - s.tunnel.p50_ms.median) : null,
+    rps_aggregated_over_gateway: div(s.aggregated.rps, s.gateway.rps),
+    rps_aggregated_over_tunnel: div(s.aggregated.rps, s.tunnel.rps),
+    p50_aggregated_over_gateway: div(s.aggregated.p50_ms, s.gateway.p50_ms),
+    p99_aggregated_over_gateway: div(s.aggregated.p99_ms, s.gateway.p99_ms),
+    p50_aggregated_over_tunnel: div(s.aggregated.p50_ms, s.tunnel.p50_ms),
+    p50_overhead_aggregated_minus_gateway_ms:
+      s.aggregated.p50_ms && s.gateway.p50_ms ? r3(s.aggregated.p50_ms.median - s.gateway.p50_ms.median) : null,
+    p50_front_proxy_over_gateway: div(s.frontProxy.p50_ms, s.gateway.p50_ms),
+    p50_aggregated_over_front_proxy: div(s.aggregated.p50_ms, s.frontProxy.p50_ms),
+    rps_front_proxy_over_gateway: div(s.frontProxy.rps, s.gateway.rps),
+    p50_hub_version_over_gateway: div(s.hubVersion.p50_ms, s.gateway.p50_ms),
+    p50_overhead_aggregated_minus_front_proxy_ms:
+      s.aggregated.p50_ms && s.frontProxy.p50_ms ? r3(s.aggregated.p50_ms.median - s.frontProxy.p50_ms.median) : null,
+    p50_overhead_front_proxy_minus_gateway_ms:
+      s.frontProxy.p50_ms && s.gateway.p50_ms ? r3(s.frontProxy.p50_ms.median - s.gateway.p50_ms.median) : null,
   };
 }
 
@@ -273,7 +318,15 @@ function targets(
   const rpsTop = top === undefined ? null : (ratios[top]?.["rps_gateway_over_tunnel"] ?? null);
   const agentCpu = top === undefined ? null : r2(requests[top]?.gateway.cpu_us_per_request?.agent);
   const perWatch = rssPerIdleWatchKiB(watches);
+  const aggregated = first === undefined ? null : (ratios[first]?.["p50_overhead_aggregated_minus_gateway_ms"] ?? null);
   return {
+    aggregated_p50_overhead_ms: {
+      label: "p50 latency overhead of (f) the aggregated path over (a) the gateway's port, one request at a time (ms)",
+      target: "<= 1",
+      measured: aggregated,
+      met: aggregated === null ? null : aggregated <= 1,
+      at: `concurrency ${first ?? "n/a"}`,
+    },
     rps_over_tunnel: {
       label: "requests/s of (a) the gateway over (b) the reusable tunnel, highest concurrency",
       target: ">= 0.6",
@@ -331,14 +384,24 @@ const DEFINITIONS =
   "TLS to the hub), TLS to the apiserver, one request, close (the model of the Go addon before upstream cluster-proxy " +
   "#368); direct = a keep-alive https.Agent straight to the apiserver; endpoint = the agent's gateway endpoint " +
   "(gateway.cluster-proxy.invalid.<cluster>:443) through the reusable TunnelClient, mutual TLS with the gateway identity, " +
-  "the headers the gateway would set (Cluster-Proxy-Target: kube, Impersonate-User), no gateway. watches: `count` watches through one gateway " +
+  "the headers the gateway would set (Cluster-Proxy-Target: kube, Impersonate-User), no gateway; aggregated = " +
+  "https://<real hub kube-apiserver>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/bench/proxy/<path> " +
+  "with the same bearer token (a --token-auth-file user of that hub), authorized by its RBAC (the chart's door), proxied " +
+  "by its aggregator with the front-proxy client certificate to the same gateway (see `aggregated`), then as (a); " +
+  "cpu_us_per_request.hub = that kube-apiserver's CPU; aggregator_connections = its TCP connections to the gateway at " +
+  "the end of each window; frontProxy = what that hub's aggregator sends, sent by the bench straight to the gateway: " +
+  "HTTP/2 with the front-proxy client certificate, X-Remote-User/X-Remote-Group, no bearer token, the aggregated URL " +
+  "(so aggregated - frontProxy is the hub's share, frontProxy - gateway the gateway's); hubVersion = GET /version " +
+  "of that hub with the same token and keep-alive client (authentication, priority and fairness, authorization and " +
+  "the other filters, a tiny answer: the least any request through it costs). watches: `count` watches through one gateway " +
   "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 2,048 connections), RSS at the end " +
   "of each window and CPU over it (agent: summed over the agents), with none open, open and idle, and with one event per watch every " +
   "eventPeriodMs. targets: rps_over_tunnel = rps(gateway) / rps(tunnel) at the highest concurrency; " +
   "agent_cpu_us_per_request = the agent's CPU per request of the gateway path there; p50_overhead_ms and " +
   "p50_overhead_ms_h2 = p50(gateway) - p50(tunnel) at the lowest concurrency (<= 1 ms before the HTTP/2 hop, <= 0.7 ms " +
   "for it); rss_per_idle_watch_kib = (gateway + agent RSS with the watches open and idle - with none) / count; " +
-  "rps_over_tunnel_per_request = the lowest over the levels of rps(gateway) / rps(tunnelPerRequest).";
+  "rps_over_tunnel_per_request = the lowest over the levels of rps(gateway) / rps(tunnelPerRequest); " +
+  "aggregated_p50_overhead_ms = p50(aggregated) - p50(gateway) at the lowest concurrency (issue 40).";
 
 /** gateway.json from a run. */
 export function gatewayJson(run: GatewayRun): GatewayJson {
@@ -361,6 +424,7 @@ export function gatewayJson(run: GatewayRun): GatewayJson {
     watches: run.watches,
     targets: targets(requests, ratios, run.watches),
     notes: run.notes,
+    aggregated: run.aggregated,
     hub: run.hub,
     apiserver: run.apiserver,
     windows: run.windows,
@@ -383,6 +447,7 @@ export function gatewayTable(j: GatewayJson): string {
     const base = byPath.tunnel;
     for (const p of PATH_KEYS) {
       const s = byPath[p];
+      if (s.rps === null && s.p50_ms === null) continue;
       const vs = (a: Stat | null, b: Stat | null): string => ratio(a && b && b.median > 0 ? a.median / b.median : null);
       out.push(
         `| ${c} | ${GATEWAY_PATHS[p]} | ${cell(s.rps)} | ${cell(s.p50_ms)} | ${cell(s.p99_ms)} | ${vs(s.rps, base.rps)} | ` +

@@ -22,6 +22,7 @@ import { CLI } from "../test/framework/repo.js";
 import { freePort, type Harness } from "../test/framework/harness.js";
 import { httpGet } from "../test/framework/http.js";
 import { waitForProc, type Proc } from "../test/framework/process.js";
+import { GATEWAY_SERVICE_DNS } from "./aggregated-hub.js";
 import { BENCH, TS_NODE, firstJsonLine } from "./lib.js";
 
 /** Hosts every serving certificate of the bench is valid for. */
@@ -36,7 +37,7 @@ export interface GatewayBenchCerts {
   /** The gateway CA (the fourth CA) and the gateway identity it signs (clientAuth). */
   gatewayCa: CertKeyPaths;
   gatewayIdentity: CertKeyPaths;
-  /** The gateway's serving certificate, from the serving CA. */
+  /** The gateway's serving certificate, from the serving CA (loopback and the aggregated path's Service name). */
   gatewayServing: CertKeyPaths;
   /** The managed cluster's own CA and its apiserver's serving certificate. */
   clusterCa: CertKeyPaths;
@@ -89,7 +90,13 @@ export async function writeGatewayBenchCerts(dir: string, clusters: readonly str
     gatewayServing: await writePair(
       dir,
       "gateway-serving",
-      await issueCertificate(serving, { commonName: "cluster-proxy-gateway", ...LOOPBACK_HOSTS, usage: "server" }),
+      // Also the name the hub's aggregator verifies (the aggregated path).
+      await issueCertificate(serving, {
+        commonName: "cluster-proxy-gateway",
+        dnsNames: [...LOOPBACK_HOSTS.dnsNames, GATEWAY_SERVICE_DNS],
+        ipAddresses: LOOPBACK_HOSTS.ipAddresses,
+        usage: "server",
+      }),
     ),
     clusterCa: await writePair(dir, "cluster-ca", clusterCa),
     kubeApiserver: await writePair(

@@ -1,6 +1,7 @@
 /**
- * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--cpu-prof=<dir>]`: what the gateway
- * (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
+ * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--no-aggregated] [--aggregator-http1]
+ * [--paths=a,b] [--cpu-prof=<dir>]`:
+ * what the gateway (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
  *
  * Starts one proxy-server and one proxy-agent (with its gateway endpoint), a stand-in managed
  * kube-apiserver (bench/kube-apiserver-stand-in.ts), a stand-in hub apiserver for TokenReview,
@@ -12,7 +13,10 @@
  *   reusable TunnelClient and a keep-alive https.Agent (the "direct tunnel"), (c) a new single-use
  *   tunnel per request (dial, TLS, one request, close: the Go addon before upstream
  *   cluster-proxy #368), (d) straight to the apiserver (the floor), and (e) the agent's gateway
- *   endpoint addressed by the bench as the gateway would (the gateway's share of (a) is (a) - (e));
+ *   endpoint addressed by the bench as the gateway would (the gateway's share of (a) is (a) - (e)),
+ *   (f) the aggregated path: a real hub kube-apiserver (etcd and kube-apiserver of the test
+ *   environment's binaries, bench/aggregated-hub.ts) authenticates and authorizes the request and
+ *   its aggregator proxies it to the same gateway as the front proxy (issue 40: (f) - (a));
  *   with the tunnel dials and apiserver connections each path makes per request;
  * - N concurrent watches through the one gateway, to three clusters (one agent each): its RSS and CPU
  *   (and the server's and agents') with none open, with all open and idle, and with events flowing.
@@ -21,20 +25,32 @@
  * With `--cpu-prof=<dir>` the gateway and the first agent run under `node --cpu-prof` and are
  * stopped with SIGTERM at the end, so their .cpuprofile files land in `<dir>` (summary:
  * `bench/hotpath.ts summary <file>`).
+ * The aggregator refuses loopback endpoints: for (f) the bench re-runs itself in a network
+ * namespace of its own (`unshare --net`: loopback holding one private address, gone with its processes);
+ * `--no-aggregated` skips (f) and that namespace (needed when the binaries are not built).
  * Every process it starts is stopped by PID at the end; every loop is bounded in count and time.
  */
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import type { ClientRequest } from "node:http";
+import * as http2 from "node:http2";
 import * as https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { aggregatedClusterPath } from "@cluster-proxy/api";
 import { createTunnelHttpsAgent, dial } from "@cluster-proxy/client";
 import { ClusterPool } from "@cluster-proxy/gateway";
 import { Harness, metricSum } from "../test/framework/harness.js";
 import { waitFor } from "../test/framework/waits.js";
 import { type Proc } from "../test/framework/process.js";
+import {
+  AGGREGATED_ENDPOINT_IP,
+  findK8sBinaries,
+  reexecInOwnNetns,
+  startAggregatedHub,
+  type AggregatedHub,
+} from "./aggregated-hub.js";
 import {
   KUBE_APISERVER_NAME,
   startGateway,
@@ -85,6 +101,15 @@ import { currentRuntime, machineInfo } from "./run-info.js";
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
 const watches = !argv.includes("--no-watches");
+const aggregated = !argv.includes("--no-aggregated");
+/** The hub apiserver's aggregator reaches the gateway over HTTP/1.1 (DISABLE_HTTP2), not HTTP/2. */
+const aggregatorHttp1 = argv.includes("--aggregator-http1");
+/** `--paths=gateway,frontProxy`: measure only these paths (e.g. to profile one); default every path. */
+const onlyPaths = argv
+  .find((a) => a.startsWith("--paths="))
+  ?.slice("--paths=".length)
+  .split(",")
+  .filter((p) => p !== "");
 const cpuProfDir = argv.find((a) => a.startsWith("--cpu-prof="))?.slice("--cpu-prof=".length);
 const cpuProfArgs = cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] : [];
 
@@ -168,6 +193,8 @@ interface Pids {
   /** The agent of {@link CLUSTER}. */
   agent: number | undefined;
   apiserver: number | undefined;
+  /** The real hub kube-apiserver of the aggregated path. */
+  hub: number | undefined;
   /** Every agent (one per cluster of {@link CLUSTERS}). */
   agents: (number | undefined)[];
 }
@@ -179,44 +206,52 @@ function cpuNow(pids: Pids): Record<"client" | keyof Pids, number> {
     server: cpuSeconds(pids.server),
     agent: cpuSeconds(pids.agent),
     apiserver: cpuSeconds(pids.apiserver),
+    hub: cpuSeconds(pids.hub),
     agents: pids.agents.reduce<number>((a, pid) => a + cpuSeconds(pid), 0),
   };
 }
 
 /** Requests/s and latency of every path at every level, the paths taking turns. */
 async function measureRequests(
-  sends: Record<GatewayPath, Send>,
+  sends: Partial<Record<GatewayPath, Send>>,
   pids: Pids,
   counts: () => Promise<{ tunnelDials: number; apiserverConnections: number }>,
+  aggregatorConnections: () => number,
   run: GatewayRun,
 ): Promise<void> {
-  const paths = Object.keys(GATEWAY_PATHS) as GatewayPath[];
+  const paths = (Object.keys(GATEWAY_PATHS) as GatewayPath[]).filter(
+    (p) => sends[p] !== undefined && (onlyPaths === undefined || onlyPaths.includes(p)),
+  );
   for (let round = 0; round < P.rounds; round++) {
     for (const c of P.levels) {
       // Rotate the order each round, so no path always runs right after another.
       const order = paths.map((_, i) => paths[(i + round) % paths.length]!);
       for (const p of order) {
-        await runLoad(sends[p], c, { ...LIMITS, durationMs: P.warmupMs });
+        const send = sends[p]!;
+        await runLoad(send, c, { ...LIMITS, durationMs: P.warmupMs });
         const counts0 = await counts();
         const before = cpuNow(pids);
-        const w = await runLoad(sends[p], c, { ...LIMITS, durationMs: P.windowMs });
+        const w = await runLoad(send, c, { ...LIMITS, durationMs: P.windowMs });
         const after = cpuNow(pids);
+        const upstream = p === "aggregated" ? aggregatorConnections() : undefined;
         const counts1 = await counts();
         const spent = {
           client: after.client - before.client,
-          gateway: p === "gateway" ? after.gateway - before.gateway : NaN,
-          server: p === "direct" ? NaN : after.server - before.server,
-          agent: p === "direct" ? NaN : after.agent - before.agent,
-          apiserver: after.apiserver - before.apiserver,
+          gateway: ["gateway", "aggregated", "frontProxy"].includes(p) ? after.gateway - before.gateway : NaN,
+          server: p === "direct" || p === "hubVersion" ? NaN : after.server - before.server,
+          agent: p === "direct" || p === "hubVersion" ? NaN : after.agent - before.agent,
+          apiserver: p === "hubVersion" ? NaN : after.apiserver - before.apiserver,
+          hub: p === "aggregated" || p === "hubVersion" ? after.hub - before.hub : NaN,
         };
         const s = windowSample(p, round, w, spent, {
           tunnelDials: counts1.tunnelDials - counts0.tunnelDials,
           apiserverConnections: counts1.apiserverConnections - counts0.apiserverConnections,
         });
+        if (upstream !== undefined) s.aggregatorConnections = upstream;
         run.windows.push(s);
         log(
           `  round ${round + 1} c=${c} ${p}: ${s.rps.toFixed(0)} req/s, p50 ${s.p50Ms.toFixed(2)} ms, ` +
-            `p99 ${s.p99Ms.toFixed(2)} ms${s.errors ? `, ${s.errors} errors (${s.lastError})` : ""}`,
+            `p99 ${s.p99Ms.toFixed(2)} ms${upstream !== undefined ? `, ${upstream} hub->gateway connections` : ""}${s.errors ? `, ${s.errors} errors (${s.lastError})` : ""}`,
         );
       }
     }
@@ -406,6 +441,19 @@ async function main(): Promise<void> {
     log("building the workspace (npm run build)");
     execFileSync("npm", ["run", "build"], { cwd: REPO, stdio: ["ignore", process.stderr, "inherit"] });
   }
+  const unknownPath = onlyPaths?.find((p) => !(p in GATEWAY_PATHS));
+  if (unknownPath !== undefined)
+    throw new Error(`--paths: no path ${unknownPath} (paths: ${Object.keys(GATEWAY_PATHS).join(", ")})`);
+  const k8sBin = aggregated ? findK8sBinaries() : undefined;
+  if (aggregated && k8sBin === undefined)
+    throw new Error(
+      "the aggregated path (f) needs etcd, kube-apiserver and kubectl: none found in " +
+        `${process.env["CP_K8S_BIN_DIR"] ?? ".cache/k8s-binaries/*/bin"} ` +
+        "(node scripts/k8s-binaries.mjs builds them; CP_K8S_BIN_DIR names another directory). " +
+        "Pass --no-aggregated to run without it.",
+    );
+  // In the parent this never returns: the bench runs again in its own network namespace.
+  if (aggregated) await reexecInOwnNetns(log, ["--no-build"]);
   h.dir = await mkdtemp(join(tmpdir(), "cpbench-gateway-"));
   const certs = await writeGatewayBenchCerts(join(h.dir, "pki"), CLUSTERS);
   h.certs = certs.standalone;
@@ -419,7 +467,26 @@ async function main(): Promise<void> {
     watches: null,
     hub: null,
     apiserver: null,
+    aggregated: null,
   };
+
+  let realHub: AggregatedHub | undefined;
+  if (k8sBin !== undefined) {
+    log(`starting the real hub (etcd, kube-apiserver from ${k8sBin}) [${elapsed()}]`);
+    realHub = await startAggregatedHub(h, k8sBin, join(h.dir, "real-hub"), USER, USER_TOKEN, { aggregatorHttp1 });
+    run.aggregated = {
+      kubeApiserver: execFileSync(join(k8sBin, "kube-apiserver"), ["--version"], { encoding: "utf8" }).trim(),
+      gatewayHttp2MaxStreamsPerConnection: 1000,
+      description:
+        "etcd + kube-apiserver (RBAC, priority and fairness on as by default, --token-auth-file, the front-proxy flags as " +
+        "kubeadm sets them, --enable-aggregator-routing), the APIService and door ClusterRole of the chart; the gateway " +
+        `reached at ${AGGREGATED_ENDPOINT_IP} (on loopback of the bench's own network namespace); the gateway reads ` +
+        "that hub's kube-system/extension-apiserver-authentication from the stand-in hub (which serves a copy of it), its " +
+        "other hub calls (TokenReview, SubjectAccessReview, ManagedClusters) go to the stand-in as for (a)" +
+        (aggregatorHttp1 ? "; --aggregator-http1: the aggregator on HTTP/1.1 (DISABLE_HTTP2)" : ""),
+    };
+    log(`real hub ready on port ${realHub.port} [${elapsed()}]`);
+  } else run.notes.push("--no-aggregated: no (f) aggregated path");
 
   const kube = await startStandIn(
     h,
@@ -432,7 +499,15 @@ async function main(): Promise<void> {
     h,
     "hub-apiserver",
     "hub-apiserver-stand-in.ts",
-    { cert: certs.hubApiserver.cert, key: certs.hubApiserver.key, clusters: CLUSTERS, user: USER },
+    {
+      cert: certs.hubApiserver.cert,
+      key: certs.hubApiserver.key,
+      clusters: CLUSTERS,
+      user: USER,
+      ...(realHub
+        ? { configMaps: { "kube-system/extension-apiserver-authentication": realHub.extensionAuthentication } }
+        : {}),
+    },
     certs.hubCa.cert,
   );
   const saDir = await writeServiceAccountDir(join(h.dir, "serviceaccount"), AGENT_SA_TOKEN, certs.clusterCa.cert);
@@ -480,6 +555,10 @@ async function main(): Promise<void> {
   );
 
   const servingCa = readFileSync(certs.standalone.ca.cert);
+  if (realHub) {
+    await realHub.registerGateway(gateway.port, servingCa);
+    log(`the APIService is Available [${elapsed()}]`);
+  }
   const clusterCa = readFileSync(certs.clusterCa.cert);
   const headers = { authorization: `Bearer ${USER_TOKEN}`, accept: "application/json" };
   const maxSockets = Math.max(...P.levels);
@@ -492,6 +571,7 @@ async function main(): Promise<void> {
     servername: KUBE_APISERVER_NAME,
   });
   const directAgent = new https.Agent({ keepAlive: true, maxSockets, ca: clusterCa });
+  const aggregatedAgent = new https.Agent({ keepAlive: true, maxSockets, ca: realHub?.ca ?? servingCa });
   // As the gateway reaches the endpoint: its own session code (HTTP/2 over a tunnel dial, mutual
   // TLS with its identity, the agent CA, the cluster's URI SAN).
   const client = stack.client;
@@ -505,11 +585,46 @@ async function main(): Promise<void> {
     4,
   );
   const endpointSessions = endpointPool.sessionsFor(CLUSTER);
-  clients.push(gatewayAgent, tunnelAgent, directAgent, endpointPool);
+  // As the hub's aggregator reaches the gateway, without the hub: one HTTP/2 session (made again
+  // when it closes) with the front-proxy client certificate.
+  let frontProxySession: http2.ClientHttp2Session | undefined;
+  const frontProxyClient = realHub?.frontProxyClient;
+  const frontProxyOpen = (
+    headers: http2.OutgoingHttpHeaders,
+    signal: AbortSignal,
+  ): Promise<http2.ClientHttp2Stream> => {
+    if (!frontProxyClient) return Promise.reject(new Error("no front-proxy certificate"));
+    if (!frontProxySession || frontProxySession.closed || frontProxySession.destroyed) {
+      frontProxySession = http2.connect(`https://127.0.0.1:${gateway.port}`, {
+        ca: servingCa,
+        cert: readFileSync(frontProxyClient.cert),
+        key: readFileSync(frontProxyClient.key),
+        servername: "localhost",
+      });
+      frontProxySession.on("error", () => undefined);
+    }
+    return Promise.resolve(frontProxySession.request(headers, { signal }));
+  };
+  clients.push(gatewayAgent, tunnelAgent, directAgent, aggregatedAgent, endpointPool, {
+    destroy: () => frontProxySession?.destroy(),
+  });
   const spec: RequestSpec = { path: PATH, headers };
   const proxy = stack.proxy;
-  const sends: Record<GatewayPath, Send> = {
+  const sends: Partial<Record<GatewayPath, Send>> = {
     gateway: keepAliveGet(gatewayAgent, "127.0.0.1", gateway.port, { path: `/${CLUSTER}${PATH}`, headers }),
+    ...(realHub
+      ? {
+          aggregated: keepAliveGet(aggregatedAgent, "127.0.0.1", realHub.port, {
+            path: `${aggregatedClusterPath(CLUSTER)}${PATH}`,
+            headers,
+          }),
+          hubVersion: keepAliveGet(aggregatedAgent, "127.0.0.1", realHub.port, { path: "/version", headers }),
+          frontProxy: streamGet(frontProxyOpen, `127.0.0.1:${gateway.port}`, {
+            path: `${aggregatedClusterPath(CLUSTER)}${PATH}`,
+            headers: { "x-remote-user": USER, "x-remote-group": ["system:authenticated"], accept: "application/json" },
+          }),
+        }
+      : {}),
     tunnel: keepAliveGet(tunnelAgent, `127.0.0.1.${CLUSTER}`, kube.port, spec),
     tunnelPerRequest: perConnectionGet(
       (signal) => dial(`127.0.0.1.${CLUSTER}:${kube.port}`, { proxy, signal, timeoutMs: LIMITS.requestTimeoutMs }),
@@ -535,10 +650,22 @@ async function main(): Promise<void> {
         `${p}: ${e.message}\ngateway: ${gateway.proc.output().slice(-3000)}\nagent: ${stack?.agent?.output().slice(-3000)}`,
       );
     });
-  await firstRequest("gateway", sends.gateway);
+  await firstRequest("gateway", sends.gateway!);
   const seen = await kube.stats<StandInStats>();
   if (seen.lastImpersonateUser === "")
     throw new Error("the gateway's request reached the apiserver without Impersonate-User");
+  if (sends.aggregated) {
+    // Through the hub apiserver, the gateway believes the front proxy's X-Remote-User (the hub
+    // does not forward the bearer token): the request arrives as the same user.
+    await firstRequest("aggregated", sends.aggregated);
+    const viaHub = await kube.stats<StandInStats>();
+    log(`(a) reaches the managed apiserver with: ${JSON.stringify(seen.lastImpersonatedHeaders)}`);
+    log(`(f) reaches the managed apiserver with: ${JSON.stringify(viaHub.lastImpersonatedHeaders)}`);
+    if (viaHub.lastImpersonateUser !== seen.lastImpersonateUser)
+      throw new Error(
+        `the aggregated path's request arrived as ${viaHub.lastImpersonateUser}, not ${seen.lastImpersonateUser}`,
+      );
+  }
   for (const [p, send] of Object.entries(sends)) await firstRequest(p, send);
   log(
     `every path answers; the gateway's requests arrive as Impersonate-User ${seen.lastImpersonateUser} [${elapsed()}]`,
@@ -549,17 +676,25 @@ async function main(): Promise<void> {
     server: stack.server.child.pid,
     agent: stack.agent?.child.pid,
     apiserver: kube.proc.child.pid,
+    hub: realHub?.apiserver.child.pid,
     agents: [stack.agent?.child.pid, ...moreAgents.map((a) => a.child.pid)],
   };
   log(
-    `requests: ${P.rounds} rounds x levels ${P.levels.join(", ")} x 5 paths x ${P.windowMs} ms (+${P.warmupMs} ms warm-up) [${elapsed()}]`,
+    `requests: ${P.rounds} rounds x levels ${P.levels.join(", ")} x ${Object.keys(sends).length} paths x ${P.windowMs} ms (+${P.warmupMs} ms warm-up) [${elapsed()}]`,
   );
   const serverHealth = stack.healthPort;
   const counts = async (): Promise<{ tunnelDials: number; apiserverConnections: number }> => ({
     tunnelDials: await metricSum(serverHealth, "konnectivity_network_proxy_server_dial_duration_seconds_count"),
     apiserverConnections: (await kube.stats<StandInStats>()).connections,
   });
-  await measureRequests(sends, pids, counts, run);
+  // The hub apiserver's connections to the gateway (from that private address to the gateway's port).
+  const aggregatorConnections = (): number =>
+    execFileSync("ss", ["-Htn", "state", "established", "dst", `${AGGREGATED_ENDPOINT_IP}:${gateway.port}`], {
+      encoding: "utf8",
+    })
+      .split("\n")
+      .filter((l) => l.trim() !== "").length;
+  await measureRequests(sends, pids, counts, aggregatorConnections, run);
 
   if (watches) {
     log(`watches: ${P.watches} through one gateway [${elapsed()}]`);
@@ -580,6 +715,7 @@ async function main(): Promise<void> {
     run.notes.push(`the stand-in hub did not know: ${Object.keys(hubStats.unhandled).join(", ")}`);
   if (strayTunnelErrors > 0)
     run.notes.push(`${strayTunnelErrors} tunnelled connection(s) failed with no listener attached yet`);
+  if (onlyPaths) run.notes.push(`--paths: only ${onlyPaths.join(", ")} measured`);
   if (quick) run.notes.push(`--quick: ${P.rounds} round of ${P.windowMs} ms windows, ${P.watches} watches (not 1,000)`);
   run.machine["total_seconds"] = Math.round((Date.now() - t0) / 1000);
   writeGatewayReport(run, join(BENCH, "results"));

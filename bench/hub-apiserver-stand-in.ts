@@ -10,7 +10,9 @@
  *   `system:authenticated`, the audiences asked for.
  * - `POST /apis/authorization.k8s.io/v1/subjectaccessreviews` (and selfsubjectaccessreviews): allowed.
  * - `GET /apis/cluster.open-cluster-management.io/v1/managedclusters[/<cluster>]`: the clusters.
- * - ConfigMaps: `GET` of one is 404, lists are empty, watches stay open and quiet.
+ * - ConfigMaps: those given in `configMaps` (`"<namespace>/<name>": data`, e.g. the real hub's
+ *   kube-system/extension-apiserver-authentication for the aggregated path), any other `GET` of one
+ *   is 404, lists hold the given ones (by `metadata.name` field selector), watches stay open and quiet.
  * - `POST` of Events (core or events.k8s.io): accepted.
  * - Anything else: 404, and counted under `unhandled` with its method and path.
  *
@@ -34,7 +36,18 @@ export interface HubStats {
   unhandled: Record<string, number>;
 }
 
-const args = JSON.parse(process.argv[2] ?? "{}") as { cert: string; key: string; clusters: string[]; user: string };
+const args = JSON.parse(process.argv[2] ?? "{}") as {
+  cert: string;
+  key: string;
+  clusters: string[];
+  user: string;
+  configMaps?: Record<string, Record<string, string>>;
+};
+const configMaps = new Map(Object.entries(args.configMaps ?? {}));
+const configMap = (namespace: string, name: string): Record<string, unknown> | undefined => {
+  const data = configMaps.get(`${namespace}/${name}`);
+  return data && { apiVersion: "v1", kind: "ConfigMap", metadata: { name, namespace, resourceVersion: "1" }, data };
+};
 const stats: HubStats = {
   tokenReviews: 0,
   accessReviews: 0,
@@ -140,11 +153,21 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
     const name = path.slice(clusters.length + 1);
     return args.clusters.includes(name) ? json(res, 200, managedCluster(name)) : notFound(res, path);
   }
-  if (/^\/api\/v1\/(namespaces\/[^/]+\/)?configmaps(\/|$)/.test(path)) {
+  const cm = /^\/api\/v1\/(?:namespaces\/([^/]+)\/)?configmaps(?:\/([^/]+))?$/.exec(path);
+  if (cm) {
     stats.configMapRequests++;
     if (watching) return quietWatch(res);
-    if (/\/configmaps\/[^/]+$/.test(path)) return notFound(res, path);
-    return json(res, 200, { apiVersion: "v1", kind: "ConfigMapList", metadata: { resourceVersion: "1" }, items: [] });
+    const [, namespace = "", name] = cm;
+    if (name !== undefined) {
+      const found = configMap(namespace, name);
+      return found ? json(res, 200, found) : notFound(res, path);
+    }
+    const only = /^metadata\.name=(.+)$/.exec(url.searchParams.get("fieldSelector") ?? "")?.[1];
+    const items = [...configMaps.keys()]
+      .map((k) => k.split("/") as [string, string])
+      .filter(([ns, n]) => (namespace === "" || ns === namespace) && (only === undefined || n === only))
+      .map(([ns, n]) => configMap(ns, n));
+    return json(res, 200, { apiVersion: "v1", kind: "ConfigMapList", metadata: { resourceVersion: "1" }, items });
   }
   if (method === "POST" && /^\/(api\/v1|apis\/events\.k8s\.io\/v1)\/namespaces\/[^/]+\/events$/.test(path)) {
     stats.events++;

@@ -31,6 +31,8 @@ export interface StandInStats {
   notImpersonated: number;
   /** The last Impersonate-User seen. */
   lastImpersonateUser: string;
+  /** The raw headers (name, value, ...) of that last impersonated request. */
+  lastImpersonatedHeaders: string[];
   /** Watch events written since the start. */
   events: number;
   /** TLS connections accepted since the start (how well clients reuse theirs). */
@@ -53,6 +55,7 @@ const stats: StandInStats = {
   impersonated: 0,
   notImpersonated: 0,
   lastImpersonateUser: "",
+  lastImpersonatedHeaders: [],
   events: 0,
   connections: 0,
 };
@@ -144,6 +147,7 @@ const server = http2.createSecureServer(
     if (typeof user === "string") {
       stats.impersonated++;
       stats.lastImpersonateUser = user;
+      stats.lastImpersonatedHeaders = req.rawHeaders;
     } else {
       stats.notImpersonated++;
     }

@@ -147,6 +147,12 @@ const GATEWAY_RATIOS: [key: string, label: string][] = [
   ["p50_tunnel_per_request_over_tunnel", "p50 latency: (c) tunnel per request / (b) direct tunnel ↓"],
   ["p50_gateway_over_direct", "p50 latency: (a) gateway / (d) no tunnel ↓"],
   ["p50_endpoint_over_tunnel", "p50 latency: (e) agent's endpoint without the gateway / (b) direct tunnel ↓"],
+  ["rps_aggregated_over_gateway", "requests/s: (f) aggregated path / (a) gateway"],
+  ["p50_aggregated_over_gateway", "p50 latency: (f) aggregated path / (a) gateway ↓"],
+  ["p99_aggregated_over_gateway", "p99 latency: (f) aggregated path / (a) gateway ↓"],
+  ["p50_front_proxy_over_gateway", "p50 latency: (g) gateway as the hub's front proxy, no hub / (a) gateway ↓"],
+  ["p50_aggregated_over_front_proxy", "p50 latency: (f) aggregated path / (g) the same without the hub ↓"],
+  ["p50_hub_version_over_gateway", "p50 latency: (h) the hub's GET /version / (a) gateway ↓"],
 ];
 
 /** The gateway section: ratios between the four paths per concurrency, the targets, the watches. */
@@ -162,15 +168,21 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
       "(keep-alive client, a hub token checked by a stand-in hub), (b) through the tunnel with the SDK's reusable " +
       "TunnelClient and a keep-alive agent (the direct tunnel), (c) on a new single-use tunnel per request (its own " +
       "session and TLS, one request, close: the Go addon before upstream cluster-proxy #368), (d) straight to the " +
-      "apiserver (no tunnel), and (e) to the agent's gateway endpoint as the gateway would, without the gateway (what " +
-      `of (a) is the gateway's own); one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
+      "apiserver (no tunnel), (e) to the agent's gateway endpoint as the gateway would, without the gateway (what " +
+      "of (a) is the gateway's own), and (f) through the aggregated path: a real hub kube-apiserver (etcd, RBAC, the " +
+      "front-proxy flags as kubeadm sets them) authenticates and authorizes it and its aggregator proxies it to the " +
+      "same gateway, (g) what that aggregator sends, sent straight to the gateway (HTTP/2, the front-proxy " +
+      "certificate, X-Remote-User/Group: (f) - (g) is the hub's share), and (h) GET /version of that hub (its " +
+      `filter chain alone); one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
       `(${g.machine.cpu_model}), Node.js ${g.runtime.node}. Started ${g.machine.date}${minutes}; ` +
       `${g.run.quick ? "a --quick run" : "a full run"}, ${g.run.params.rounds} rounds of ${g.run.params.windowMs / 1000} s ` +
       "per path and level, the paths taking turns. Ratios of medians over the rounds; ↓ = lower is better.",
     "",
     `| ratio | ${levels.map((l) => `concurrency ${l}`).join(" | ")} |`,
     `| --- | ${levels.map(() => "---").join(" | ")} |`,
-    ...GATEWAY_RATIOS.map(([key, label]) => `| ${label} | ${levels.map((l) => x(g.ratios[l]?.[key])).join(" | ")} |`),
+    ...GATEWAY_RATIOS.filter(([key]) => levels.some((l) => (g.ratios[l]?.[key] ?? null) !== null)).map(
+      ([key, label]) => `| ${label} | ${levels.map((l) => x(g.ratios[l]?.[key])).join(" | ")} |`,
+    ),
     "",
     "| Target | target | measured | |",
     "| --- | --- | --- | --- |",
