@@ -218,6 +218,15 @@ const gatewayOptionFields = {
     },
     rules.notNegative,
   ),
+  shutdownDelay: opt.duration(
+    0,
+    {
+      flag: "shutdown-delay",
+      description:
+        "On SIGTERM, keep serving this long with /readyz at 503 before the port stops accepting: callers' new connections still reach this replica while the Service stops sending them here. Meanwhile HTTP/1.1 answers carry Connection: close and HTTP/2 connections get GOAWAY after their requests, so callers move to another replica (the chart sets 5s; 0: stop accepting at once)",
+    },
+    rules.notNegative,
+  ),
   authorizationCacheTtl: opt.duration(
     5_000,
     {

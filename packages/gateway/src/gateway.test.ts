@@ -542,6 +542,38 @@ describe("gateway: shutdown and removed clusters", () => {
     }
   });
 
+  test("drain (--shutdown-delay): not ready but still serving new connections; callers are moved off (Connection: close, GOAWAY)", async () => {
+    const f = await startGatewayFixture({ options: { shutdownDelay: 1_500 } });
+    const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
+    try {
+      f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
+      f.hub.grantProxy(ALICE, "mc1", "get");
+      const bearer = { authorization: `Bearer ${TOKEN}` };
+      const h2 = (): Promise<number> =>
+        new Promise((resolve, reject) => {
+          const s = session.request({ ":path": "/mc1/api", ...bearer });
+          s.on("response", (h) => resolve(Number(h[":status"])));
+          s.on("error", reject);
+          s.resume();
+        });
+      assert.equal(await h2(), 200);
+      const goaway = once(session, "goaway");
+      const draining = f.gateway.drain();
+      assert.equal((await fetch(`http://127.0.0.1:${f.healthPort}/readyz`)).status, 503);
+      await goaway;
+      // A new connection during the delay (the Service has not caught up): served, and told to go.
+      const r = await f.request("/mc1/api", { headers: bearer });
+      assert.equal(r.status, 200, r.body);
+      assert.equal(r.headers.connection, "close");
+      assert.equal(await draining, true);
+      await f.gateway.close(5_000);
+      await assert.rejects(f.request("/mc1/api", { headers: bearer }), /ECONNREFUSED/);
+    } finally {
+      session.destroy();
+      await f.close();
+    }
+  });
+
   test("a removed cluster's series are dropped", async () => {
     const f = await startGatewayFixture();
     try {

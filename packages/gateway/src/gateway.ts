@@ -341,6 +341,10 @@ export class Gateway {
   /** The hub apiserver as a front proxy (the aggregated path), when --front-proxy-authentication. */
   private readonly frontProxy: FrontProxyTrust;
   private ready = false;
+  /** Draining (SIGTERM): still serving, moving callers to other replicas ({@link drain}). */
+  private leaving = false;
+  /** The open HTTP/2 sessions of callers (GOAWAY on drain). */
+  private readonly sessions = new Set<http2.ServerHttp2Session>();
   private closing: Promise<void> | undefined;
   private inFlight = 0;
   private readonly idle = new Set<() => void>();
@@ -583,6 +587,10 @@ export class Gateway {
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
     });
+    server.on("session", (session: http2.ServerHttp2Session) => {
+      this.sessions.add(session);
+      session.once("close", () => this.sessions.delete(session));
+    });
     server.on("sessionError", (err: Error) => this.logger.debug({ err: err.message }, "HTTP/2 session error"));
     server.on("tlsClientError", (err: Error) =>
       this.logger.debug({ err: err.message }, "TLS handshake with a caller failed"),
@@ -702,6 +710,11 @@ export class Gateway {
 
   private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
     const end = this.begin();
+    if (this.leaving) {
+      // Draining: this answer is the connection's last (the caller's next request goes elsewhere).
+      if ("stream" in res) res.stream.session?.close();
+      else res.shouldKeepAlive = false;
+    }
     const path = (req.url ?? "").split("?")[0]!;
     const discovery = req.method === "GET" ? discoveryDocument(path) : undefined;
     if (discovery || isOpenApiPath(path)) {
@@ -856,6 +869,23 @@ export class Gateway {
       else writeRawError(socket, e);
       rec.finish(e.status, e);
     }
+  }
+
+  /**
+   * The graceful start of a stop (SIGTERM): /readyz turns 503 and, for --shutdown-delay, the
+   * gateway keeps serving everything, new connections too (the Service may still send them here
+   * until it has seen the readiness), while it moves its callers elsewhere: HTTP/1.1 answers carry
+   * `Connection: close`, HTTP/2 connections get GOAWAY once their streams are done (and new ones at
+   * their first request). Then {@link close} stops accepting. Resolves true (nothing is cut here).
+   */
+  async drain(): Promise<boolean> {
+    if (this.leaving || this.closing) return true;
+    this.leaving = true;
+    this.ready = false;
+    for (const s of this.sessions) s.close();
+    const delay = this.options.shutdownDelay;
+    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
+    return true;
   }
 
   /**
