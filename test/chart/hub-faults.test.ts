@@ -45,6 +45,8 @@ const HUB_OBJECTS = [
   ["clusterrolebinding", `${TRAFFIC}-mc1`],
 ] as const;
 const MC1_BINDING = `hub-${TRAFFIC}`;
+const PROXY_SERVER_SELECTOR = "proxy.open-cluster-management.io/component-name=proxy-server";
+const GATEWAY_SELECTOR = "app.kubernetes.io/name=cluster-proxy,app.kubernetes.io/component=gateway";
 /** How long a request may take before the client gives up (the traffic script's timeouts). */
 const REQUEST_TIMEOUT_MS = 10_000;
 /** How long after a kill -9 a new connection may still reach the dead pod through its Service. */
@@ -103,14 +105,47 @@ function tunnel() {
   s.on("error", (e) => fin({ err: e.message }));
   s.on("close", () => fin({ err: "connection closed" }));
 }
+// A client-go style watch of mc1's ConfigMaps in default through the gateway: list, watch from the
+// list's resourceVersion, list again whenever the watch ends.
+function watch() {
+  const headers = { authorization: "Bearer " + fs.readFileSync(SA + "token", "utf8").trim() };
+  const again = (err) => { out({ k: "watch-end", t0: Date.now(), err }); setTimeout(watch, 1000); };
+  const base = { host: GW, port: 9092, ca: read("/gw/ca.crt"), headers };
+  const list = https.get({ ...base, path: "/mc1/api/v1/namespaces/default/configmaps" }, (res) => {
+    let body = "";
+    res.on("data", (c) => { body += c; });
+    res.on("end", () => {
+      if (res.statusCode !== 200) return again("list " + res.statusCode);
+      const rv = JSON.parse(body).metadata.resourceVersion;
+      const w = https.get({ ...base, path: "/mc1/api/v1/namespaces/default/configmaps?watch=1&resourceVersion=" + rv }, (wres) => {
+        if (wres.statusCode !== 200) { wres.resume(); return again("watch " + wres.statusCode); }
+        let buf = "";
+        wres.on("data", (c) => {
+          buf += c;
+          for (let i = buf.indexOf("\\n"); i >= 0; i = buf.indexOf("\\n")) {
+            const line = buf.slice(0, i); buf = buf.slice(i + 1);
+            try { const e = JSON.parse(line); out({ k: "watch", t0: Date.now(), type: e.type, name: e.object && e.object.metadata && e.object.metadata.name }); } catch {}
+          }
+        });
+        wres.on("end", () => again("watch ended"));
+        wres.on("error", (e) => again(e.message));
+      });
+      w.on("error", (e) => again(e.message));
+    });
+  });
+  list.on("error", (e) => again(e.message));
+}
+watch();
 const a = setInterval(gw, 300), b = setInterval(tunnel, 500);
 setTimeout(() => { clearInterval(a); clearInterval(b); setTimeout(() => process.exit(0), TIMEOUT + 1000); }, ${TRAFFIC_LIFETIME_MS});
 require("node:http").createServer((q, r) => r.end("ok")).listen(8080);
 `;
 
-/** One outcome of the traffic pod. */
+/** One line of the traffic pod: a request's outcome (`gw`, `tunnel`) or the watch's (`watch`, `watch-end`). */
 interface Outcome {
-  k: "gw" | "tunnel";
+  k: "gw" | "tunnel" | "watch" | "watch-end";
+  type?: string;
+  name?: string;
   t0: number;
   ms: number;
   status?: number;
@@ -152,13 +187,15 @@ describe("the hub changes under load: apiserver restart, kill -9", { timeout: 60
     env.kubectl("mc1", ["delete", "clusterrolebinding", MC1_BINDING, "--ignore-not-found"], { allowFail: true });
   };
 
-  /** Every outcome the traffic pod logged (all its containers' runs). */
-  const outcomes = (): Outcome[] =>
+  /** Every line the traffic pod logged (all its containers' runs). */
+  const lines = (): Outcome[] =>
     env
       .kubectl("hub", ["-n", NS, "logs", `deploy/${TRAFFIC}`, "--tail=-1"])
       .stdout.split("\n")
       .filter((l) => l.startsWith("{"))
       .map((l) => JSON.parse(l) as Outcome);
+  /** The requests' outcomes. */
+  const outcomes = (): Outcome[] => lines().filter((o) => o.k === "gw" || o.k === "tunnel");
 
   /** Waits until both paths have worked for `what` (a request of each kind that started after `since`). */
   const bothWork = (what: string, since: number, timeoutMs: number): Promise<number> =>
@@ -291,13 +328,13 @@ describe("the hub changes under load: apiserver restart, kill -9", { timeout: 60
         what: "a proxy-server",
         cluster: "hub",
         namespace: NS,
-        selector: "proxy.open-cluster-management.io/component-name=proxy-server",
+        selector: PROXY_SERVER_SELECTOR,
       },
       {
         what: "a gateway",
         cluster: "hub",
         namespace: NS,
-        selector: "app.kubernetes.io/name=cluster-proxy,app.kubernetes.io/component=gateway",
+        selector: GATEWAY_SELECTOR,
       },
       { what: "an agent replica of mc1", cluster: "mc1", namespace: AGENT_NAMESPACE, selector: "" },
       {
@@ -343,6 +380,68 @@ describe("the hub changes under load: apiserver restart, kill -9", { timeout: 60
     // Only what was in flight on the killed process may fail (and new connections to it before
     // its endpoint is gone, counted above).
     assert.deepEqual(killedFailures, []);
+  });
+
+  test("helm upgrade changing the proxy-servers', agents' and gateways' arguments: no failed request, Available throughout, the watch goes on", async (t: TestContext) => {
+    const started = Date.now();
+    let unavailable = "";
+    const poll = setInterval(() => {
+      for (const [c, cond] of Object.entries(addonAvailability(env)))
+        if (cond?.status !== "True") unavailable ||= `${c} ${cond?.status} ${cond?.message ?? ""}`;
+    }, 2_000);
+    try {
+      await op.run(
+        "helm upgrade with new arguments",
+        [
+          "helm upgrade -n open-cluster-management-addon cluster-proxy charts/cluster-proxy --reuse-values \\",
+          "  --set 'proxyServer.additionalArgs={--log-level=info}' --set 'proxyAgent.additionalArgs={--log-level=info}' \\",
+          "  --set 'gateway.additionalArgs={--log-level=info}'",
+        ].join("\n"),
+      );
+      // Every component rolled: the new arguments are in every running pod of each.
+      const rolled = async (api: KubeApi, namespace: string, selector: string): Promise<boolean> => {
+        const pods = (
+          (await api.list(Resources.pod, { namespace, labelSelector: selector })).items as (Pod & {
+            spec: { containers: { args?: string[] }[] };
+          })[]
+        ).filter((p) => !p.metadata.deletionTimestamp);
+        return pods.length > 0 && pods.every((p) => p.spec.containers[0]?.args?.includes("--log-level=info") === true);
+      };
+      await waitFor(
+        "every proxy-server, gateway and agent pod with the new arguments",
+        300_000,
+        async () =>
+          (await rolled(hub, NS, PROXY_SERVER_SELECTOR)) &&
+          (await rolled(hub, NS, GATEWAY_SELECTOR)) &&
+          (await rolled(new KubeApi(env.kubeConfig("mc1")), AGENT_NAMESPACE, "")) &&
+          (await rolled(new KubeApi(env.kubeConfig("mc2")), AGENT_NAMESPACE, "")),
+        2_000,
+      );
+    } finally {
+      clearInterval(poll);
+    }
+    const done = Date.now();
+    await new Promise((r) => setTimeout(r, REQUEST_TIMEOUT_MS + 2_000));
+    const name = `after-upgrade-${Date.now()}`;
+    await env.core("mc1").createNamespacedConfigMap({ namespace: "default", body: { metadata: { name } } });
+    await waitFor(
+      `the watch sees ${name}`,
+      60_000,
+      () => lines().some((o) => o.k === "watch" && o.name === name),
+      1000,
+    );
+    await env.core("mc1").deleteNamespacedConfigMap({ name, namespace: "default" });
+    const window = outcomes().filter((o) => o.t0 >= started && o.t0 < done);
+    const failed = window.filter((o) => !ok(o));
+    const blip = `helm upgrade (every component rolled in ${((done - started) / 1000).toFixed(0)} s): ${failed.length} of ${window.length} requests failed; Available ${unavailable ? `left True: ${unavailable}` : "stayed True"}; the watch ended ${lines().filter((o) => o.k === "watch-end" && o.t0 >= started && o.t0 < done).length} times`;
+    blips.push(blip);
+    t.diagnostic(blip);
+    for (const o of failed.slice(0, 6)) t.diagnostic(describeOutcome({ ...o, t0: o.t0 - started }));
+    assert.deepEqual(
+      failed.map((o) => describeOutcome({ ...o, t0: o.t0 - started })),
+      [],
+    );
+    assert.equal(unavailable, "");
   });
 
   test("the blips, for the install guide", (t: TestContext) => {
