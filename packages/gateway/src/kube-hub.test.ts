@@ -221,3 +221,33 @@ describe("kubeHubApi", () => {
     assert.equal(new URLSearchParams(addOnQueries.at(-1)).get("resourceVersion"), "42");
   });
 });
+
+describe("kubeHubApi against a hub that accepts but does not answer", () => {
+  test("a TokenReview or SubjectAccessReview fails at its deadline, naming it, instead of hanging", async () => {
+    const server = http.createServer(() => undefined);
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        clusters: [
+          { name: "c", server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true },
+        ],
+        users: [{ name: "u", token: "hub" }],
+        contexts: [{ name: "ctx", cluster: "c", user: "u" }],
+        currentContext: "ctx",
+      });
+      const hub = kubeHubApi(kc, undefined, 200);
+      const started = Date.now();
+      await assert.rejects(hub.tokenReview("t"), /did not answer the TokenReview within 200 ms/);
+      await assert.rejects(
+        hub.subjectAccessReview({ username: "a", groups: [], extra: {} }, { group: "g", resource: "r", verb: "get" }),
+        /did not answer the SubjectAccessReview within 200 ms/,
+      );
+      assert.ok(Date.now() - started < 5_000);
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+});

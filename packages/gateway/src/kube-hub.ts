@@ -171,40 +171,68 @@ function listWatch<T>(
   );
 }
 
-/** A {@link HubApi} for the hub `kc` points at. */
-export function kubeHubApi(kc: k8s.KubeConfig, logger: Logger = silentLogger): HubApi {
+/**
+ * How long a TokenReview or SubjectAccessReview may take: a hub apiserver that accepts
+ * connections but does not answer (starting, overloaded) makes the caller's request fail with 503
+ * at this deadline instead of hanging with it.
+ */
+export const HUB_REVIEW_TIMEOUT_MS = 5_000;
+
+/** `p`, or a rejection naming `what` when it has not settled within `ms`. */
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the hub apiserver did not answer the ${what} within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** A {@link HubApi} for the hub `kc` points at; reviews fail after `reviewTimeoutMs`. */
+export function kubeHubApi(
+  kc: k8s.KubeConfig,
+  logger: Logger = silentLogger,
+  reviewTimeoutMs = HUB_REVIEW_TIMEOUT_MS,
+): HubApi {
   const authn = kc.makeApiClient(k8s.AuthenticationV1Api);
   const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const core = kc.makeApiClient(k8s.CoreV1Api);
   return {
     async tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
-      const review = await authn.createTokenReview({
-        body: {
-          apiVersion: "authentication.k8s.io/v1",
-          kind: "TokenReview",
-          spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
-        },
-      });
+      const review = await withDeadline(
+        authn.createTokenReview({
+          body: {
+            apiVersion: "authentication.k8s.io/v1",
+            kind: "TokenReview",
+            spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
+          },
+        }),
+        reviewTimeoutMs,
+        "TokenReview",
+      );
       const user = review.status?.authenticated ? userOf(review.status.user) : undefined;
       if (!user) return {};
       const granted = review.status?.audiences ?? [];
       return { user, ...(granted.length > 0 ? { audiences: granted } : {}) };
     },
     async subjectAccessReview(user: UserInfo, a: ResourceAttributes) {
-      const review = await authz.createSubjectAccessReview({
-        body: {
-          apiVersion: "authorization.k8s.io/v1",
-          kind: "SubjectAccessReview",
-          spec: {
-            user: user.username,
-            groups: user.groups,
-            ...(user.uid ? { uid: user.uid } : {}),
-            extra: user.extra,
-            resourceAttributes: { ...a },
+      const review = await withDeadline(
+        authz.createSubjectAccessReview({
+          body: {
+            apiVersion: "authorization.k8s.io/v1",
+            kind: "SubjectAccessReview",
+            spec: {
+              user: user.username,
+              groups: user.groups,
+              ...(user.uid ? { uid: user.uid } : {}),
+              extra: user.extra,
+              resourceAttributes: { ...a },
+            },
           },
-        },
-      });
+        }),
+        reviewTimeoutMs,
+        "SubjectAccessReview",
+      );
       return {
         allowed: review.status?.allowed === true,
         ...(review.status?.reason ? { reason: review.status.reason } : {}),

@@ -106,6 +106,8 @@ export class ServerMetrics {
   readonly grpcConnections: Gauge;
   readonly httpConnections: Gauge;
   readonly dialFailures: Counter;
+  /** Dials sent again to another agent because theirs went away before answering (relay.ts `resend`). */
+  readonly dialsResent: Counter;
   /** Agents refused because their identifiers exceed what their certificate grants (agent-identity.ts). */
   readonly agentIdentityRefusals: Counter<"reason">;
   /** Agents whose ServiceAccount token was not accepted (token-review.ts). */
@@ -186,6 +188,10 @@ export class ServerMetrics {
       source.establishedConnections(),
     );
     this.dialFailures = counter(`${PREFIX}dial_failure_count`, "Dials that failed, by reason", ["reason"]);
+    this.dialsResent = counter(
+      "cluster_proxy_server_dials_resent_total",
+      "Dials sent again to another agent of the same cluster because the agent they were sent to went away before answering",
+    );
     this.stalledConnections = counter(
       "cluster_proxy_server_stalled_connections_total",
       "Connections closed because their reader read nothing for --connection-stall-timeout",

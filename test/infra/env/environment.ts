@@ -835,6 +835,37 @@ async function downLocked(opts: { keepLogs?: boolean } = {}): Promise<void> {
 }
 
 /** Removes everything up() made: processes (by recorded PID, then by namespace), namespaces, files. */
+/**
+ * Stops cluster `c`'s kube-apiserver (SIGTERM, SIGKILL after 5 s), as a control-plane upgrade or
+ * crash does; {@link startApiserverAgain} brings it back with the same flags, data and address.
+ */
+export async function stopApiserver(c: ClusterName): Promise<void> {
+  await withLock(async () => {
+    const state = readState();
+    if (!state) throw new CommandError("no environment is running");
+    const name = `${c}-kube-apiserver`;
+    await stopPids(
+      state.procs.filter((p) => p.name === name).map((p) => p.pid),
+      5_000,
+    );
+    state.procs = state.procs.filter((p) => p.name !== name);
+    writeState(state);
+  });
+}
+
+/** Starts cluster `c`'s kube-apiserver again after {@link stopApiserver}; resolves once /readyz is ok. */
+export async function startApiserverAgain(c: ClusterName, timeoutMs = 120_000): Promise<void> {
+  await withLock(async () => {
+    const state = readState();
+    if (!state) throw new CommandError("no environment is running");
+    const rec = startApiserver(state, c);
+    await waitFor(`${c} kube-apiserver /readyz`, timeoutMs, () => {
+      assertAlive([rec]);
+      return kubectlLocal(c, ["get", "--raw", "/readyz"], { allowFail: true, timeoutMs: 15_000 }).trim() === "ok";
+    });
+  });
+}
+
 export async function down(): Promise<void> {
   await withLock(() => downLocked());
   // Leave no empty state dir behind either.

@@ -64,9 +64,15 @@ export interface FrontendEnd {
 /** A dial waiting for the agent's DIAL_RSP. */
 export interface PendingDial {
   readonly random: bigint;
-  readonly backend: Backend;
+  /** The agent stream the dial was sent on (another one when that went away before answering). */
+  backend: Backend;
   readonly end: FrontendEnd;
-  readonly address: string;
+  /** The address sent to {@link backend} (the requested one, rewritten by a suffix match). */
+  address: string;
+  /** The address the frontend asked for. */
+  readonly requested: string;
+  /** How many times the dial was sent again after its agent went away. */
+  resent: number;
   readonly startedAt: number;
   /** The dial deadline (a handle of the relay's clock). */
   timer?: TimerHandle;

@@ -48,6 +48,9 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
   return { route, frame: packetFrame(decodePacket(frame.subarray(FRAME_HEADER))) };
 }
 
+/** How many times one dial is sent again after the agent it waited on went away. */
+export const MAX_DIAL_RESENDS = 2;
+
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
 export const CLOSING_LINGER_MS = 30_000;
 
@@ -148,14 +151,17 @@ export class Relay implements FlowHooks {
     this.router.add(backend);
   }
 
-  /** The agent stream ended: fail its pending dials at once and close its connections. */
+  /**
+   * The agent stream ended: its pending dials go to another agent that serves their address (see
+   * {@link resend}), or fail at once; its connections close.
+   */
   removeBackend(backend: Backend, why: string): void {
     if (!this.backends.delete(backend)) return;
     this.router.remove(backend);
     backend.release();
     const text = `agent ${backend.agentId} disconnected before answering the dial: ${why}`;
     for (const dial of [...backend.pending]) {
-      this.failDial(dial, { kind: "agent_gone", text, reason: "agent_gone" });
+      if (!this.resend(dial)) this.failDial(dial, { kind: "agent_gone", text, reason: "agent_gone" });
     }
     for (const conn of [...backend.connections.values()]) {
       this.forgetConnection(conn);
@@ -325,6 +331,8 @@ export class Relay implements FlowHooks {
       backend,
       end,
       address: route.address,
+      requested: order.address,
+      resent: 0,
       startedAt: this.clock.now(),
     };
     this.pending.set(order.random, dial);
@@ -345,6 +353,39 @@ export class Relay implements FlowHooks {
     );
     this.sendToAgent(backend, frame, PacketType.DIAL_REQ);
     return dial;
+  }
+
+  /**
+   * Send `dial`, whose agent stream went away before it answered, to another agent the router
+   * picks for the same address (another replica of the cluster's agent), under the same deadline
+   * and `random`. Safe: an unanswered DIAL_REQ opened nothing the client could have used, and a
+   * late answer of the old stream is never read (its stream is gone; {@link onDialResponse}
+   * checks the stream). At most {@link MAX_DIAL_RESENDS} times; never a health probe (it asks
+   * about that agent). False when it was not sent again.
+   */
+  private resend(dial: PendingDial): boolean {
+    if (dial.end.probe || dial.resent >= MAX_DIAL_RESENDS || this.shuttingDown) return false;
+    const route = this.router.route(dial.requested);
+    if (!route || route.backend.closed) return false;
+    dial.backend.pending.delete(dial);
+    dial.backend = route.backend;
+    dial.address = route.address;
+    dial.resent++;
+    route.backend.pending.add(dial);
+    this.metrics.dialsResent.inc();
+    this.log.info(
+      { address: dial.requested, forwarded: route.address, agentID: route.backend.agentId, resent: dial.resent },
+      "dial sent again: its agent went away before answering",
+    );
+    this.sendToAgent(
+      route.backend,
+      packetFrame({
+        type: PacketType.DIAL_REQ,
+        dialRequest: { protocol: "tcp", address: route.address, random: dial.random },
+      }),
+      PacketType.DIAL_REQ,
+    );
+    return true;
   }
 
   private dialTimedOut(dial: PendingDial): void {
