@@ -98,6 +98,8 @@ describe("renderProxyServer", () => {
     // SIGTERM drains for --graceful-shutdown-timeout, then closes: before the kubelet's SIGKILL.
     const drain = resolveOptions(serverOptionsSchema, rawFlags(c.args)).gracefulShutdownTimeout;
     assert.equal(drain, 30_000);
+    // Agents behind a Service reach only ready pods: the server does not wait for them.
+    assert.equal(resolveOptions(serverOptionsSchema, rawFlags(c.args)).readyAfterAgentsTimeout, 1_000);
     assert.ok(spec.template.spec.terminationGracePeriodSeconds * 1000 >= drain + 10_000);
     assert.equal(c.securityContext.allowPrivilegeEscalation, false);
     assert.equal(c.securityContext.readOnlyRootFilesystem, true);
@@ -163,6 +165,8 @@ describe("renderProxyServer", () => {
     };
     const container = spec.template.spec.containers[0]!;
     assert.ok(container.args.includes("--agent-upgrade-port=8096"), container.args.join(" "));
+    // Agents connect to a starting replica through the hub: it waits for them (the default).
+    assert.equal(resolveOptions(serverOptionsSchema, rawFlags(container.args)).readyAfterAgentsTimeout, 30_000);
     assert.ok(container.ports.some((p) => p.name === "agent-upgrade" && p.containerPort === 8096));
     const binding = find(objs, "RoleBinding", "cluster-proxy-agent-tunnel")!;
     assert.equal(binding.metadata.namespace, "open-cluster-management-cluster-proxy");

@@ -100,6 +100,10 @@ export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typ
     // tunnel probes see "no agent" and the agent's next connection is the only one.
     ...FAST_KEEPALIVE,
     "graceful-shutdown-timeout": SERVER_DRAIN_TIMEOUT_MS,
+    // Through the hub (PortForward) agents connect to a starting replica, which waits for them
+    // (the 30 s default at most). Any other entrypoint is a Service that sends agents only to ready
+    // pods: waiting for agents there would only delay every replica by the whole timeout.
+    "ready-after-agents-timeout": usesPortForward(spec) ? undefined : 1_000,
     // Entrypoint PortForward: agents come through the hub kube-apiserver's pods/<pod>:<port>/proxy.
     "agent-upgrade-port": usesPortForward(spec) ? AGENT_UPGRADE_PORT : undefined,
   };
