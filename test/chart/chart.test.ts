@@ -9,6 +9,7 @@ import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadAllYaml } from "@kubernetes/client-node";
+import { SHUTDOWN_GRACE_MS } from "@cluster-proxy/gateway";
 import { CHART, helm } from "../infra/chart.js";
 
 interface Obj {
@@ -275,11 +276,13 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     };
     type Pod = {
       serviceAccountName: string;
+      terminationGracePeriodSeconds: number;
       containers: Container[];
       volumes: { name: string; secret?: { secretName: string }; configMap?: { name: string } }[];
     };
     const deployment = find(objs, "Deployment", "cluster-proxy-addon-user").spec as {
       replicas: number;
+      strategy: unknown;
       template: { spec: Pod };
     };
     assert.equal(deployment.replicas, 2);
@@ -330,6 +333,9 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     assert.equal(secretOf(mounts["/etc/gateway/identity"]!), "cluster-proxy-gateway-identity");
     assert.deepEqual(c.readinessProbe.httpGet, { path: "/readyz", port: "health" });
     assert.deepEqual(c.livenessProbe.httpGet, { path: "/healthz", port: "health" });
+    // SIGTERM: not ready, then requests in flight get the shutdown grace; SIGKILL only after it.
+    assert.deepEqual(deployment.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    assert.ok(pod.terminationGracePeriodSeconds * 1000 >= SHUTDOWN_GRACE_MS + 10_000);
     assert.deepEqual(
       c.ports.map((p) => [p.name, p.containerPort]),
       [

@@ -42,14 +42,16 @@ import * as http from "node:http";
 import type * as net from "node:net";
 import { join } from "node:path";
 import { HttpConnectError, dialConnect } from "@cluster-proxy/client";
-import { Harness, PatternStream, freePort, helloServer } from "../framework/harness.js";
+import { Harness, PatternStream, freePort, helloServer, tcpBalancer } from "../framework/harness.js";
 import { waitFor } from "../framework/waits.js";
 import { haSuite, lowPort, pairingSuite, startHttpTestServer, withTimeout } from "./matrix.js";
 import {
+  GoClientDriver,
   MiB,
   goBin,
   hangTarget,
   metric,
+  namedHttp,
   notePairing,
   patternHash,
   reportPairings,
@@ -373,3 +375,45 @@ describe(
 );
 
 after(() => reportPairings("our-server.test.ts"));
+
+describe("our proxy-server draining (SIGTERM) with the Go agent and the Go client", { timeout: 180_000 }, () => {
+  const h = new Harness();
+  after(() => h.close());
+
+  test("the Go agent leaves the draining server (GOAWAY) for the other, which keeps proxying; the drained one exits", async () => {
+    goBin();
+    await h.init(["a"]);
+    notePairing("drain: Go agent -> balancer -> 2 our servers, one draining (Go client)");
+    const hello = await namedHttp(h, [{ host: "127.0.0.1", name: "v4" }]);
+    const leaving = await startTsServer(h, [
+      "--server-count=2",
+      "--server-id=leaving",
+      "--graceful-shutdown-timeout=60s",
+    ]);
+    const staying = await startTsServer(h, ["--server-count=2", "--server-id=staying"]);
+    const lb = await tcpBalancer(h, [leaving.agentPort, staying.agentPort]);
+    const agent = await startGoAgent(h, lb, { cluster: "a", agentId: "go-drain-agent", identifiers: "ipv4=127.0.0.1" });
+    const connections = (): Promise<number> =>
+      metric(agent.healthPort, "konnectivity_network_proxy_agent_open_server_connections");
+    await waitFor("the Go agent on both servers", async () => (await connections()) === 2, 20_000, 100);
+    // A tunnel open through the server that will drain.
+    const open = await h.tunnelClient(leaving.grpcPort).dial(`127.0.0.1:${hello}`);
+    // The Go agent's cut reaches the tunnel as an error naming it.
+    const cut = new Promise<Error | undefined>((resolve) => {
+      open.once("error", resolve);
+      open.once("close", () => resolve(undefined));
+    });
+
+    leaving.proc.child.kill("SIGTERM");
+    // The Go agent drops the GOAWAY'd connection at its next probe (1 s), which ends the tunnel
+    // through it, so the server is idle and exits long before its 60 s drain timeout.
+    const code = await withTimeout(leaving.proc.exited, 20_000);
+    assert.equal(code, 0, "the draining server exited cleanly");
+    const why = await withTimeout(cut, 5_000);
+    if (why) assert.match(why.message, /agent go-drain-agent disconnected/);
+    // The other server has the Go agent, and the Go client reaches the cluster through it.
+    await waitFor("the Go agent on the staying server", async () => (await connections()) === 1, 10_000, 100);
+    const body = await new GoClientDriver(h, () => staying.grpcPort).get(`http://127.0.0.1:${hello}/after-drain`);
+    assert.equal(body, "v4 /after-drain");
+  });
+});

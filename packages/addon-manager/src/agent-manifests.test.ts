@@ -224,6 +224,31 @@ describe("the agent's ManifestWork", () => {
     assert.equal(Buffer.from(secret.data["ca.crt"], "base64").toString(), "PROXY CA PEM");
   });
 
+  test("rolls with a surge and no unavailability; the pods' grace period outlasts the agent's drain", () => {
+    const work = renderAgentWork({
+      cluster: "east",
+      namespace: "agents",
+      mpc: mpc(),
+      entrypoint: "hub.example:8091",
+      servingCaPem: "CA",
+      owner,
+      configHashes: {},
+    });
+    const dep = deployment(work) as Dep & {
+      spec: { strategy: unknown; template: { spec: { terminationGracePeriodSeconds: number } } };
+    };
+    assert.deepEqual(dep.spec.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+    const options = resolveOptions(agentOptionsSchema, rawFlags(c0(dep).args));
+    assert.equal(options.drainGracePeriod, 30_000);
+    // SIGTERM: DRAIN and GOAWAY, then up to the drain grace period, then close: before SIGKILL.
+    assert.ok(dep.spec.template.spec.terminationGracePeriodSeconds * 1000 >= options.drainGracePeriod + 10_000);
+    // The new replica is ready only once connected to every proxy-server.
+    assert.deepEqual((c0(dep) as unknown as { readinessProbe: { httpGet: unknown } }).readinessProbe.httpGet, {
+      path: "/readyz",
+      port: "health",
+    });
+  });
+
   test("spec hashes are Go's: sorted keys, no spaces, HTML characters escaped", () => {
     assert.equal(
       goJson({ b: 1, a: ["<&>", { d: true, c: null }] }),

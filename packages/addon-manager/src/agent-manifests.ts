@@ -147,6 +147,14 @@ export interface AgentArgsInput {
 }
 
 /** The agent's option values, keyed by flag (before `additionalArgs`), in command-line order. */
+/**
+ * How long an agent that got SIGTERM keeps serving what is open (--drain-grace-period): DRAIN to
+ * the proxy-servers, GOAWAY to the gateway, then exit once idle or after this.
+ */
+export const AGENT_DRAIN_GRACE_MS = 30_000;
+/** The agent pods' terminationGracePeriodSeconds: the drain grace period plus 15 s to close. */
+export const AGENT_TERMINATION_GRACE_SECONDS = AGENT_DRAIN_GRACE_MS / 1000 + 15;
+
 export function agentArgValues(a: AgentArgsInput): ArgsOf<typeof agentOptionsSchema> {
   // Entrypoint PortForward: through the hub kube-apiserver with the addon's hub kubeconfig.
   const throughHub = usesPortForward(a.mpc.spec);
@@ -162,6 +170,7 @@ export function agentArgValues(a: AgentArgsInput): ArgsOf<typeof agentOptionsSch
     // every 3 s, so a cluster is back within seconds of its network.
     ...FAST_KEEPALIVE,
     "sync-interval-cap": 3_000,
+    "drain-grace-period": AGENT_DRAIN_GRACE_MS,
     "status-deployment": `${a.namespace}/${AGENT_DEPLOYMENT}`,
     "https-proxy-ca-cert": a.forwardProxyCa ? "/etc/proxy-ca/ca.crt" : undefined,
     "gateway-ca-file": a.gatewayCa ? `${AGENT_GATEWAY_CA_MOUNT}/ca.crt` : undefined,
@@ -278,6 +287,8 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
       spec: {
         replicas: agent.replicas,
         selector: { matchLabels: labels },
+        // A new agent replica is ready (connected to every proxy-server) before an old one drains.
+        strategy: { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
         template: {
           metadata: {
             labels,
@@ -290,6 +301,7 @@ export function renderAgentWork(input: AgentRenderInput): KubeObject {
           },
           spec: {
             serviceAccountName: AGENT_SERVICE_ACCOUNT,
+            terminationGracePeriodSeconds: AGENT_TERMINATION_GRACE_SECONDS,
             // The token is for --status-deployment (the Role above) and, with the gateway, for the
             // impersonated requests of the gateway endpoint (the ClusterRole above): nothing else.
             automountServiceAccountToken: true,

@@ -40,6 +40,7 @@ type DeploymentSpec = {
       nodeSelector?: unknown;
       tolerations?: unknown;
       securityContext: Record<string, unknown>;
+      terminationGracePeriodSeconds: number;
     };
   };
 };
@@ -71,7 +72,12 @@ describe("renderProxyServer", () => {
     ])
       assert.ok(c.args.includes(a), a);
     assert.equal(c.args.at(-1), "--keepalive-time=30s", "additionalArgs come last");
-    assert.deepEqual(c.readinessProbe, { tcpSocket: { port: 9001 }, periodSeconds: 2, failureThreshold: 2 });
+    // Ready = /readyz (an agent connected, or --ready-after-agents-timeout; never while draining).
+    assert.deepEqual(c.readinessProbe, {
+      httpGet: { path: "/readyz", port: 9002 },
+      periodSeconds: 2,
+      failureThreshold: 2,
+    });
     assert.deepEqual((c.livenessProbe as { httpGet: unknown }).httpGet, { path: "/healthz", port: 9002 });
     const svc = find(objs, "Service", "proxy-entrypoint")!;
     assert.deepEqual(
@@ -89,6 +95,12 @@ describe("renderProxyServer", () => {
     const spec = find(objs, "Deployment")!.spec as DeploymentSpec;
     assert.deepEqual(spec.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
     const c = spec.template.spec.containers[0]!;
+    // SIGTERM drains for --graceful-shutdown-timeout, then closes: before the kubelet's SIGKILL.
+    const drain = resolveOptions(serverOptionsSchema, rawFlags(c.args)).gracefulShutdownTimeout;
+    assert.equal(drain, 30_000);
+    // Agents behind a Service reach only ready pods: the server does not wait for them.
+    assert.equal(resolveOptions(serverOptionsSchema, rawFlags(c.args)).readyAfterAgentsTimeout, 1_000);
+    assert.ok(spec.template.spec.terminationGracePeriodSeconds * 1000 >= drain + 10_000);
     assert.equal(c.securityContext.allowPrivilegeEscalation, false);
     assert.equal(c.securityContext.readOnlyRootFilesystem, true);
     assert.deepEqual(c.securityContext.capabilities, { drop: ["ALL"] });
@@ -153,6 +165,8 @@ describe("renderProxyServer", () => {
     };
     const container = spec.template.spec.containers[0]!;
     assert.ok(container.args.includes("--agent-upgrade-port=8096"), container.args.join(" "));
+    // Agents connect to a starting replica through the hub: it waits for them (the default).
+    assert.equal(resolveOptions(serverOptionsSchema, rawFlags(container.args)).readyAfterAgentsTimeout, 30_000);
     assert.ok(container.ports.some((p) => p.name === "agent-upgrade" && p.containerPort === 8096));
     const binding = find(objs, "RoleBinding", "cluster-proxy-agent-tunnel")!;
     assert.equal(binding.metadata.namespace, "open-cluster-management-cluster-proxy");

@@ -68,6 +68,14 @@ function withHash(obj: KubeObject): KubeObject {
  */
 export const FAST_KEEPALIVE = { "keepalive-time": 5_000, "keepalive-timeout": 5_000 } as const;
 
+/**
+ * How long a proxy-server that got SIGTERM lets its open tunnels finish (--graceful-shutdown-timeout),
+ * after it turned not ready and sent GOAWAY to clients and agents.
+ */
+export const SERVER_DRAIN_TIMEOUT_MS = 30_000;
+/** The proxy-server pods' terminationGracePeriodSeconds: the drain timeout plus 15 s to close. */
+export const SERVER_TERMINATION_GRACE_SECONDS = SERVER_DRAIN_TIMEOUT_MS / 1000 + 15;
+
 /** The proxy-server's option values for `spec`, keyed by flag (before `additionalArgs`), in command-line order. */
 export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typeof serverOptionsSchema> {
   const p = spec.deploy.ports;
@@ -91,6 +99,11 @@ export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typ
     // An agent behind a network that silently drops its packets is let go within 10 s, so the
     // tunnel probes see "no agent" and the agent's next connection is the only one.
     ...FAST_KEEPALIVE,
+    "graceful-shutdown-timeout": SERVER_DRAIN_TIMEOUT_MS,
+    // Through the hub (PortForward) agents connect to a starting replica, which waits for them
+    // (the 30 s default at most). Any other entrypoint is a Service that sends agents only to ready
+    // pods: waiting for agents there would only delay every replica by the whole timeout.
+    "ready-after-agents-timeout": usesPortForward(spec) ? undefined : 1_000,
     // Entrypoint PortForward: agents come through the hub kube-apiserver's pods/<pod>:<port>/proxy.
     "agent-upgrade-port": usesPortForward(spec) ? AGENT_UPGRADE_PORT : undefined,
   };
@@ -235,7 +248,7 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                 ],
               },
             },
-            terminationGracePeriodSeconds: 45,
+            terminationGracePeriodSeconds: SERVER_TERMINATION_GRACE_SECONDS,
             containers: [
               {
                 name: "proxy-server",
@@ -252,10 +265,14 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                     ? [{ name: "agent-upgrade", containerPort: AGENT_UPGRADE_PORT, protocol: "TCP" }]
                     : []),
                 ],
-                // Ready = the agent port accepts connections. Not /readyz: like Go's, it answers 500
-                // until some agent is connected, so a hub without clusters (or a LoadBalancer that
-                // sends agents only to ready pods) would never become ready.
-                readinessProbe: { tcpSocket: { port: ports.agentServer }, periodSeconds: 2, failureThreshold: 2 },
+                // Ready = /readyz: an agent is connected, or --ready-after-agents-timeout (30 s) has
+                // passed without one (a hub without clusters, agents that reach only ready pods);
+                // never while draining.
+                readinessProbe: {
+                  httpGet: { path: "/readyz", port: ports.healthServer },
+                  periodSeconds: 2,
+                  failureThreshold: 2,
+                },
                 livenessProbe: {
                   httpGet: { path: "/healthz", port: ports.healthServer },
                   initialDelaySeconds: 10,

@@ -375,6 +375,34 @@ describe("ProxyAgent against a fake proxy server", () => {
     }
   });
 
+  it("a server that sends GOAWAY (draining) keeps its stream, and the agent connects to another replica", async () => {
+    const a = new FakeProxyServer(pki, { serverID: "leaving", serverCount: 1 });
+    const b = new FakeProxyServer(pki, { serverID: "staying", serverCount: 1 });
+    await a.listen(0);
+    await b.listen(0);
+    const lb = new TcpBalancer(() => [a.port, b.port]);
+    await lb.listen();
+    const agent = new ProxyAgent(options(lb.port));
+    try {
+      await agent.start();
+      await waitUntil("one server", () => agent.connectedServers().length === 1, { timeoutMs: 3000 });
+      assert.deepEqual(agent.connectedServers(), ["leaving"]);
+      a.goaway();
+      await waitUntil("another replica", () => agent.connectedServers().includes("staying"), { timeoutMs: 10_000 });
+      // The leaving server's stream still serves what it is asked until it closes.
+      const [stream] = a.openStreams();
+      assert.ok(stream);
+      const id = await dial(stream, `127.0.0.1:${echo.port}`, 5n);
+      stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id } });
+      await stream.next(isType(PacketType.CLOSE_RSP));
+    } finally {
+      await agent.close();
+      await lb.close();
+      await a.close();
+      await b.close();
+    }
+  });
+
   it("closes a duplicate server connection and keeps one stream", async () => {
     const a = await listeningServer({ serverID: "dup-1", serverCount: 2 });
     const agent = new ProxyAgent(options(a.port));

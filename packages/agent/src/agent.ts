@@ -406,7 +406,9 @@ export class ProxyAgent {
   /** Whether another tunnel is wanted: a ready pod without one, or fewer servers than announced. */
   private wantsAnotherTunnel(): boolean {
     if (this.hubAccess) return this.nextPod() !== undefined;
-    return this.tunnels.size < this.knownServerCount;
+    let staying = 0;
+    for (const t of this.tunnels.values()) if (!t.serverLeaving) staying++;
+    return staying < this.knownServerCount;
   }
 
   private schedule(delayMs: number): void {
@@ -637,6 +639,10 @@ export class ProxyAgent {
       this.metrics.openServerConnections.set(this.tunnels.size);
       this.log.info({ serverID, reason, connected: this.tunnels.size }, "disconnected from proxy server");
       this.reportStatus();
+    });
+    // A draining server (GOAWAY) keeps its open connections; another replica is wanted at once.
+    tunnel.once("goaway", () => {
+      if (!this.closed && !this.draining && this.timer !== undefined && !this.attempt) this.schedule(0);
     });
     for (const frame of early) tunnel.receive(frame);
     if (call.closed || session.destroyed) tunnel.close("stream ended during the handshake");

@@ -89,10 +89,13 @@ class FakeHub {
   }
 }
 
-const slice = (name: string, endpoints: { pod: string; ready?: boolean }[]): unknown => ({
+const slice = (name: string, endpoints: { pod: string; ready?: boolean; terminating?: boolean }[]): unknown => ({
   metadata: { name },
   endpoints: endpoints.map((e) => ({
-    conditions: e.ready === undefined ? {} : { ready: e.ready },
+    conditions: {
+      ...(e.ready === undefined ? {} : { ready: e.ready }),
+      ...(e.terminating === undefined ? {} : { terminating: e.terminating }),
+    },
     targetRef: { kind: "Pod", name: e.pod },
   })),
 });
@@ -188,6 +191,18 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
     assert.deepEqual(
       readyPods(slice("s", [{ pod: "a" }, { pod: "b", ready: false }, { pod: "c", ready: true }]) as never),
       ["a", "c"],
+    );
+    // A proxy-server a rollout starts (not ready, not terminating) gets agents before it is ready;
+    // a draining one (terminating) does not.
+    assert.deepEqual(
+      readyPods(
+        slice("s", [
+          { pod: "new", ready: false, terminating: false },
+          { pod: "old", ready: false, terminating: true },
+          { pod: "up", ready: true, terminating: false },
+        ]) as never,
+      ),
+      ["new", "up"],
     );
     hub.slices = [slice("s1", [{ pod: "p-b" }, { pod: "p-a" }])];
     const seen: string[][] = [];

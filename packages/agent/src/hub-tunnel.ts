@@ -187,7 +187,12 @@ export function openHubTunnel(
 /** One EndpointSlice as far as we read it. */
 interface EndpointSlice {
   metadata: { name: string; resourceVersion?: string };
-  endpoints?: { conditions?: { ready?: boolean | null }; targetRef?: { kind?: string; name?: string } }[] | null;
+  endpoints?:
+    | {
+        conditions?: { ready?: boolean | null; terminating?: boolean | null };
+        targetRef?: { kind?: string; name?: string };
+      }[]
+    | null;
 }
 
 interface SliceList {
@@ -195,10 +200,21 @@ interface SliceList {
   items: EndpointSlice[];
 }
 
-/** The ready pods an EndpointSlice names. */
+/**
+ * The pods an EndpointSlice names that agents connect to: the ready ones, and the starting ones
+ * (not ready, `terminating: false`): a proxy-server that a rollout starts is ready only once
+ * agents have connected to it (or after its --ready-after-agents-timeout), so agents must not wait
+ * for it to be ready. A terminating one (draining) is left; so is a not-ready one of an apiserver
+ * that does not say whether it terminates.
+ */
 export function readyPods(slice: EndpointSlice): string[] {
   return (slice.endpoints ?? [])
-    .filter((e) => e.conditions?.ready !== false && e.targetRef?.kind === "Pod" && e.targetRef.name)
+    .filter(
+      (e) =>
+        (e.conditions?.ready !== false || e.conditions.terminating === false) &&
+        e.targetRef?.kind === "Pod" &&
+        e.targetRef.name,
+    )
     .map((e) => e.targetRef!.name!);
 }
 

@@ -184,6 +184,8 @@ interface EndpointConnection {
 export interface ServerTunnelEvents {
   /** The tunnel is gone (stream or session ended); emitted once. */
   close: [reason: string];
+  /** The server sent GOAWAY (it drains): the stream goes on, but the server is leaving. */
+  goaway: [];
 }
 
 /** A live Connect stream to one server and its endpoint connections. */
@@ -202,6 +204,11 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
   private readonly flow: ConnectionFlow<EndpointConnection>;
   private closedReason: string | undefined;
   private drainSent = false;
+  /**
+   * The server sent GOAWAY (our proxy-server drains: it takes no new dials and closes once its
+   * tunnels are done): the agent counts it no more and connects to another replica meanwhile.
+   */
+  serverLeaving = false;
   private readonly log: Logger;
 
   constructor(
@@ -266,7 +273,12 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
       this.close(`stream closed: ${status.details || `status ${status.code}`}`);
     });
     session.on("close", () => this.close("session closed"));
-    session.on("goaway", () => this.log.debug({}, "server sent GOAWAY"));
+    session.on("goaway", () => {
+      if (this.serverLeaving) return;
+      this.serverLeaving = true;
+      this.log.info({}, "server sent GOAWAY (draining): connecting to another replica");
+      this.emit("goaway");
+    });
   }
 
   /** Endpoint connections that are dialling or open. */

@@ -360,7 +360,16 @@ const serverOptionFields = {
       flag: "graceful-shutdown-timeout",
       goCompatible: true,
       description:
-        "On SIGTERM, stop accepting and wait this long for open connections before closing (0, the Go default: close at once)",
+        "On SIGTERM, drain: /readyz answers not ready, every HTTP/2 session (clients' and agents') gets GOAWAY, new dials and CONNECT requests are refused as draining, and the tunnels open or dialling get this long to finish before the server closes (0, the Go default: close at once)",
+    },
+    rules.notNegative,
+  ),
+  readyAfterAgentsTimeout: opt.duration(
+    30_000,
+    {
+      flag: "ready-after-agents-timeout",
+      description:
+        "/readyz answers ready once an agent is connected, or once this long has passed since start without one (a hub without clusters, agents that cannot reach a not-ready server); 0 waits for an agent forever, as the Go server does. Never ready while draining",
     },
     rules.notNegative,
   ),

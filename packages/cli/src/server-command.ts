@@ -21,8 +21,9 @@ certificate (whose key lives in a managed cluster) is also accepted at the clien
 Flags marked Go-compatible mean what they mean for the Go konnectivity proxy-server, with its
 defaults, so this binary (also installed as proxy-server) can replace it in an existing
 deployment; Go flags marked "Go flag" are accepted with the note's meaning, and a Go flag we do
-not support is refused naming it. SIGTERM or SIGINT stops accepting and closes within
---graceful-shutdown-timeout (0: at once); a second signal exits at once.
+not support is refused naming it. SIGTERM or SIGINT drains: /readyz answers not ready, clients
+and agents get GOAWAY, new dials are refused as draining, and open tunnels get
+--graceful-shutdown-timeout (0: none) to finish before it closes; a second signal exits at once.
 `;
 
 /** Register `server` on `program`. */

@@ -6,6 +6,7 @@ import * as tls from "node:tls";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { DialErrors } from "@cluster-proxy/protocol";
 import { DialError } from "@cluster-proxy/tunnel";
 import { HttpConnectError, dialConnect } from "./connect-dial.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
@@ -13,8 +14,11 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 /**
  * A fake CONNECT door. Answers by target: `ok:1` -> 200 plus pipelined bytes, then echo;
  * `noagent:1` -> 500; `refused:1` -> 502; `old:1` -> 200 then an old server's 503 answer;
- * `hold:1` -> nothing.
+ * `hold:1` -> nothing; `draining:1` -> the first {@link drainingAnswers} times our draining
+ * server's 503, then as `ok:1`.
  */
+let drainingAnswers = 0;
+let drainingAsked = 0;
 function handleConnect(socket: net.Socket): void {
   let head = "";
   socket.on("error", () => undefined);
@@ -26,7 +30,19 @@ function handleConnect(socket: net.Socket): void {
     const [line] = head.split("\r\n");
     const target = /^CONNECT (\S+) HTTP\/1\.1$/.exec(line ?? "")?.[1];
     const rest = Buffer.from(head.slice(end + 4), "latin1");
+    if (target === "draining:1") {
+      drainingAsked++;
+      if (drainingAnswers > 0) {
+        drainingAnswers--;
+        const body = `${DialErrors.serverDraining}\n`;
+        socket.end(
+          `HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        );
+        return;
+      }
+    }
     switch (target) {
+      case "draining:1":
       case "ok:1":
         socket.write("HTTP/1.1 200 Connection Established\r\n\r\nearly bytes|");
         if (rest.length > 0) socket.write(rest);
@@ -140,6 +156,24 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
         return true;
       },
     );
+  });
+
+  test("a draining server's 503 is sent once more on a new connection, only once; no other answer is", async () => {
+    drainingAnswers = 1;
+    drainingAsked = 0;
+    const socket = await dialConnect("draining:1", { proxy: { port: plainPort } });
+    assert.equal(drainingAsked, 2, "the retry went out on a second connection");
+    socket.destroy();
+    drainingAnswers = 2;
+    drainingAsked = 0;
+    await assert.rejects(dialConnect("draining:1", { proxy: { port: plainPort } }), (err: unknown) => {
+      assert.ok(err instanceof HttpConnectError);
+      assert.equal(err.statusCode, 503);
+      assert.equal(err.body, DialErrors.serverDraining);
+      return true;
+    });
+    assert.equal(drainingAsked, 2, "two attempts, no third");
+    drainingAnswers = 0;
   });
 
   test("500 no agent: status and body", async () => {

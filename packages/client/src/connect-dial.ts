@@ -4,7 +4,7 @@
  */
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { parseHostPort } from "@cluster-proxy/protocol";
+import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";
 import { DialError, SDK_TLS_OPTIONS, describeConnectFailure } from "@cluster-proxy/tunnel";
 import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
 import {
@@ -125,14 +125,32 @@ function openProxySocket(proxy: ConnectProxyOptions): net.Socket {
  * available: No agent available`, 502 `dial tcp ...: connection refused`), also when an older
  * Go server sends `200` immediately followed by an `HTTP/1.1 5xx` answer; with a `DialError` of
  * reason `timeout` or `context`; or with the socket's error when the proxy is unreachable.
+ *
+ * A `503` with our proxy-server's draining answer (it got SIGTERM: nothing went to any agent) is
+ * sent once more on a new connection, which the hub's Service may give to another replica, within
+ * the same timeout. Nothing else is retried.
  */
-export function dialConnect(address: string, options: DialConnectOptions): Promise<net.Socket> {
+export async function dialConnect(address: string, options: DialConnectOptions): Promise<net.Socket> {
+  const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal);
+  try {
+    return await dialConnectOnce(address, options, limits);
+  } catch (err) {
+    if (!serverDraining(err) || limits.signal?.aborted || limits.deadline - Date.now() <= 0) throw err;
+    return dialConnectOnce(address, options, limits);
+  }
+}
+
+/** Our proxy-server's answer to a CONNECT while it drains ({@link DialErrors.serverDraining}). */
+function serverDraining(err: unknown): boolean {
+  return err instanceof HttpConnectError && err.statusCode === 503 && err.body === DialErrors.serverDraining;
+}
+
+function dialConnectOnce(address: string, options: DialConnectOptions, limits: DialLimits): Promise<net.Socket> {
   if (!parseHostPort(address)) {
     return Promise.reject(new DialError(`invalid dial address "${address}": want host:port`, "unknown"));
   }
   const badTls = options.proxy.udsPath ? undefined : proxyTlsError(options.proxy, "dialConnect");
   if (badTls) return Promise.reject(badTls);
-  const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal);
   if (limits.signal?.aborted) return Promise.reject(dialAbortError(address, limits.signal));
   return new Promise<net.Socket>((resolve, reject) => {
     const socket = openProxySocket(options.proxy);

@@ -2,12 +2,26 @@
  * The dial handshake on one Proxy call: DIAL_REQ out, wait for the DIAL_RSP with our random,
  * DIAL_CLS on timeout or abort. Wire-compatible with Go's konnectivity client.
  */
-import { PacketType } from "@cluster-proxy/protocol";
+import { constants as http2Constants } from "node:http2";
+import { DialErrors, PacketType } from "@cluster-proxy/protocol";
 import { DialError, sendPacket, type ClientCall, type StreamStatus } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 import { dialAbortError, dialTimeoutError } from "./dial-limits.js";
 import { finishProxyCall, packetOfFrame } from "./proxy-call.js";
 import { TunnelSocket } from "./tunnel-socket.js";
+
+/**
+ * Dial failures that mean the proxy-server was going away before the dial reached any agent: the
+ * server refused the stream (REFUSED_STREAM, or a GOAWAY that excluded it) or answered with its
+ * draining refusal ({@link DialErrors.serverDraining}). No byte of the tunnel was sent or
+ * delivered, so the dial may be sent again on a new connection (see {@link isServerGoingAway}).
+ */
+const goingAway = new WeakSet<Error>();
+
+/** Whether `err` is a dial failure of a proxy-server going away (safe to dial again elsewhere). */
+export function isServerGoingAway(err: unknown): boolean {
+  return err instanceof Error && goingAway.has(err);
+}
 
 /** Everything one dial on an open Proxy call needs. */
 export interface CallDialInit {
@@ -61,7 +75,9 @@ export function dialOnCall(init: CallDialInit): Promise<TunnelSocket> {
           return;
         }
         if (rsp.error) {
-          fail(new DialError(rsp.error, "endpoint"), false);
+          const err = new DialError(rsp.error, "endpoint");
+          if (rsp.error === DialErrors.serverDraining) goingAway.add(err);
+          fail(err, false);
           return;
         }
         cleanup();
@@ -86,10 +102,14 @@ export function dialOnCall(init: CallDialInit): Promise<TunnelSocket> {
       logger.debug({ type: packet.type, address }, "packet before DIAL_RSP ignored");
     };
     const onClose = (status: StreamStatus): void => {
-      fail(
-        new DialError(`tunnel closed before the dial to ${address} completed: ${status.details}`, "tunnelclosed"),
-        false,
+      const err = new DialError(
+        `tunnel closed before the dial to ${address} completed: ${status.details}`,
+        "tunnelclosed",
       );
+      // Refused unprocessed (the server's GOAWAY named an earlier stream, or it reset ours with
+      // REFUSED_STREAM): the DIAL_REQ never reached the server's relay.
+      if (call.http2Stream.rstCode === http2Constants.NGHTTP2_REFUSED_STREAM) goingAway.add(err);
+      fail(err, false);
     };
     const abortError = (): DialError => dialAbortError(address, signal);
     const onAbort = (): void => fail(abortError(), true);

@@ -5,7 +5,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { PacketType, MAX_DATA_CHUNK } from "@cluster-proxy/protocol";
+import { DialErrors, PacketType, MAX_DATA_CHUNK } from "@cluster-proxy/protocol";
 import { DialError, TunnelClosedError } from "@cluster-proxy/tunnel";
 import { TunnelClient, dial } from "./tunnel-client.js";
 import { newDialRandom } from "./proxy-call.js";
@@ -91,6 +91,47 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
       return true;
     });
     await fake.waitForSessionsClosed(closedBefore + 1);
+  });
+
+  test("a dial the server refuses as draining is sent once more on a new connection", async () => {
+    fake.drainingRefusals = 1;
+    const opened = fake.sessionsOpened;
+    await withClient(async (client) => {
+      const socket = await client.dial("draining:1");
+      assert.equal(fake.sessionsOpened, opened + 2, "the retry went out on a new connection");
+      const dialled = fake.received.filter(
+        (p) => "dialRequest" in p.packet && p.packet.dialRequest.address === "draining:1",
+      );
+      assert.ok(dialled.length >= 2);
+      socket.end("after the retry");
+      assert.equal((await readAll(socket)).toString(), "after the retry");
+    });
+    // The single-use dial() retries too, and is not closed between its attempts.
+    fake.drainingRefusals = 1;
+    const socket = await dial("draining:1", options);
+    socket.end("single use");
+    assert.equal((await readAll(socket)).toString(), "single use");
+  });
+
+  test("only once: a second draining refusal fails the dial; other refusals are never retried", async () => {
+    fake.drainingRefusals = 2;
+    await withClient(async (client) => {
+      await assert.rejects(client.dial("draining:1"), (err: unknown) => {
+        assert.ok(err instanceof DialError);
+        assert.equal(err.message, DialErrors.serverDraining);
+        return true;
+      });
+      assert.equal(fake.drainingRefusals, 0, "two attempts, no third");
+      const before = fake.received.filter(
+        (p) => "dialRequest" in p.packet && p.packet.dialRequest.address === "noagent:1",
+      ).length;
+      await assert.rejects(client.dial("noagent:1"), /No agent available/);
+      const after = fake.received.filter(
+        (p) => "dialRequest" in p.packet && p.packet.dialRequest.address === "noagent:1",
+      ).length;
+      assert.equal(after - before, 1, "No agent available is not retried");
+    });
+    fake.drainingRefusals = 0;
   });
 
   test("timeout sends DIAL_CLS with the dial's random (reason timeout)", async () => {

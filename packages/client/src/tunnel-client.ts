@@ -15,7 +15,7 @@ import {
 } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { remainingMs, startDialLimits, withinDialLimits } from "./dial-limits.js";
-import { dialOnCall } from "./grpc-dial.js";
+import { dialOnCall, isServerGoingAway } from "./grpc-dial.js";
 import { newDialRandom } from "./proxy-call.js";
 import type { TunnelSocket } from "./tunnel-socket.js";
 import {
@@ -88,6 +88,11 @@ export class TunnelClient {
    * the message is the server's text, e.g. `No agent available` or `dial tcp ...: connection
    * refused`), `timeout`, `context` (aborted), `dialclosed`, `tunnelclosed`; or with a
    * `ConnectError` (code `CP_ERR_CONNECT`) when the proxy server cannot be reached.
+   *
+   * A dial refused because the proxy-server is going away (it drains: GOAWAY, REFUSED_STREAM, or
+   * its draining answer, all before the dial reached an agent) is sent once more on a new
+   * connection, which the hub's Service may give to another replica, within the same timeout.
+   * Nothing else is retried: once the server took the dial, bytes may have gone out.
    */
   async dial(address: string, options: DialOptions = {}): Promise<TunnelSocket> {
     if (this.closed) throw new DialError(`cannot dial ${address}: the tunnel client is closed`, "tunnelclosed");
@@ -99,30 +104,49 @@ export class TunnelClient {
       options.timeoutMs ?? this.options.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS,
       options.signal,
     );
+    // Held across the attempts, so a single-use client is not closed between them.
     this.acquire();
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
-      this.releaseOne(true);
-    };
-    let call: ClientCall;
     try {
-      call = await this.openProxyCall(limits);
-    } catch (err) {
-      release();
-      throw err;
+      for (let attempt = 0; ; attempt++) {
+        this.acquire();
+        let released = false;
+        const release = (): void => {
+          if (released) return;
+          released = true;
+          this.releaseOne(true);
+        };
+        let call: ClientCall;
+        try {
+          call = await this.openProxyCall(limits);
+        } catch (err) {
+          release();
+          throw err;
+        }
+        try {
+          return await dialOnCall({
+            call,
+            address,
+            random: newDialRandom(),
+            timeoutMs: remainingMs(limits),
+            signal: options.signal,
+            logger: this.logger,
+            release,
+            setRef: (ref) => this.setRef(ref),
+          });
+        } catch (err) {
+          if (attempt > 0 || !isServerGoingAway(err) || this.closed || remainingMs(limits) <= 0) throw err;
+          // The next attempt opens a new session (the old one may still carry tunnels: the
+          // server closes it once they are done).
+          if (this.session === call.http2Stream.session) this.session = undefined;
+          this.logger.debug(
+            { address, proxy: describeProxy(this.options.proxy), err: (err as Error).message },
+            "proxy server going away: dialling again on a new connection",
+          );
+        }
+      }
+    } finally {
+      this.releaseOne(true);
     }
-    return dialOnCall({
-      call,
-      address,
-      random: newDialRandom(),
-      timeoutMs: remainingMs(limits),
-      signal: options.signal,
-      logger: this.logger,
-      release,
-      setRef: (ref) => this.setRef(ref),
-    });
   }
 
   /**

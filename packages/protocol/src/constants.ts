@@ -28,4 +28,10 @@ export const DialErrors = {
   unknownConnectID: "Unknown connectID",
   unrecognizedConnectID: "unrecognized connectID",
   backendDialTimeout: "timed out waiting for backend dial",
+  /**
+   * Our proxy-server's answer to a dial that arrives while it drains (SIGTERM): nothing was sent
+   * to any agent, so a client may dial again on a new connection (another replica). Go clients
+   * read it as any DIAL_RSP error.
+   */
+  serverDraining: "proxy server is draining: dial again on a new connection",
 } as const;

@@ -23,7 +23,8 @@ export type ServerDialFailureReason =
   | "backend_close"
   | "backend_dial_timeout"
   | "frontend_close"
-  | "agent_gone";
+  | "agent_gone"
+  | "draining";
 const SEGMENTS: readonly Segment[] = ["from_client", "to_client", "from_agent", "to_agent"];
 
 /** Live values the gauges read at scrape time. */

@@ -59,8 +59,10 @@ const { SSL_OP_NO_TICKET } = cryptoConstants;
 const DEFAULT_PROBE_TIMEOUT_MS = 10_000;
 
 /** The health port's `/readyz` answer, in the Go server's text (ready: see {@link ProxyServer.ready}). */
-function serverReadiness(ready: boolean): ProbeAnswer {
-  return ready ? { status: 200, body: "ok" } : { status: 500, body: "no connection to any proxy agent" };
+function serverReadiness(state: "ready" | "no_agent" | "draining"): ProbeAnswer {
+  if (state === "ready") return { status: 200, body: "ok" };
+  if (state === "draining") return { status: 500, body: "proxy server is draining" };
+  return { status: 500, body: "no connection to any proxy agent" };
 }
 
 /** Where the server actually listens (ports resolved when 0 was asked for). */
@@ -148,6 +150,12 @@ export class ProxyServer {
   private readonly tlsListeners: TlsListener[] = [];
   private certReloading: ServerCertReloading | undefined;
   private started = false;
+  /** When start() began (the clock's ms): --ready-after-agents-timeout counts from here. */
+  private startedAt = 0;
+  /** Set by the first drain() (or close()): see {@link drain}. */
+  private draining: Promise<boolean> | undefined;
+  /** Ends a drain's wait at once (close() during a drain: the second signal). */
+  private cutDrain: (() => void) | undefined;
   private closing: Promise<void> | undefined;
   /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
   private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
@@ -230,15 +238,29 @@ export class ProxyServer {
     return probeDial(this.relay, address, timeoutMs);
   }
 
-  /** Ready iff the first strategy can route somewhere (drives `/readyz`). */
+  /**
+   * What `/readyz` answers: never ready while draining or closing; else ready once the first
+   * strategy can route somewhere (an agent is connected), or once --ready-after-agents-timeout
+   * has passed since start without one (0: only with an agent, as Go). So a replica that a rollout
+   * starts gets its agents before it takes dials, and a hub without clusters still gets ready.
+   */
+  readiness(): "ready" | "no_agent" | "draining" {
+    if (this.draining || this.closing) return "draining";
+    if (this.relay.router.ready()) return "ready";
+    const wait = this.options.readyAfterAgentsTimeout;
+    return this.started && wait > 0 && this.clock.now() - this.startedAt >= wait ? "ready" : "no_agent";
+  }
+
+  /** Whether `/readyz` answers ready ({@link readiness}). */
   ready(): boolean {
-    return this.relay.router.ready();
+    return this.readiness() === "ready";
   }
 
   /** Listen on every configured port. Rejects with a ConfigError naming the flag on bad files or ports. */
   async start(): Promise<void> {
     if (this.started) throw new Error("ProxyServer.start() called twice");
     this.started = true;
+    this.startedAt = this.clock.now();
     const o = this.options;
     try {
       const tokenAuth = usesTokenAuth(o);
@@ -282,7 +304,7 @@ export class ProxyServer {
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
         createEndpointServer(
-          healthPortEndpoints({ registry: this.metrics.registry, readiness: () => serverReadiness(this.ready()) }),
+          healthPortEndpoints({ registry: this.metrics.registry, readiness: () => serverReadiness(this.readiness()) }),
         ),
         "health",
         o.healthPort,
@@ -362,6 +384,9 @@ export class ProxyServer {
   ): void {
     server.on("session", (session: http2.ServerHttp2Session) => {
       this.sessions.add(session);
+      // Draining: GOAWAY before any stream (a client's or agent's first stream is refused
+      // unprocessed, REFUSED_STREAM, and it goes to another replica).
+      if (this.draining) session.close();
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
@@ -623,8 +648,51 @@ export class ProxyServer {
   }
 
   /**
-   * Graceful stop: stop accepting, fail pending dials, wait up to --graceful-shutdown-timeout
-   * for established connections to end, then close every stream and socket.
+   * The graceful part of a stop (the first SIGTERM): `/readyz` answers not ready; every HTTP/2
+   * session, on the gRPC front doors and the agent port, gets GOAWAY naming the last stream it
+   * runs (those streams go on; clients open their next ones elsewhere, our agents connect to
+   * another replica; a Go agent drops the connection at its next --probe-interval, as after a Go
+   * server's graceful stop); sessions opened later get GOAWAY at once; new dials are refused with
+   * {@link DialErrors.serverDraining} (a DIAL_RSP error; 503 on the CONNECT door). Dials pending and
+   * tunnels open get --graceful-shutdown-timeout to finish. Resolves true when none is left, false
+   * when the timeout (or close()) cut the wait. The ports stay open until close().
+   */
+  drain(): Promise<boolean> {
+    this.draining ??= this.runDrain();
+    return this.draining;
+  }
+
+  private async runDrain(): Promise<boolean> {
+    this.relay.startDraining();
+    for (const s of this.sessions) if (!s.closed && !s.destroyed) s.close();
+    const timeoutMs = this.options.gracefulShutdownTimeout;
+    this.log.info(
+      {
+        sessions: this.sessions.size,
+        established: this.relay.establishedCount(),
+        pending: this.relay.pendingCount(),
+        timeoutMs,
+      },
+      "proxy server draining: not ready, GOAWAY on every session, new dials refused",
+    );
+    if (this.relay.idle()) return true;
+    if (timeoutMs <= 0) return false;
+    const cut = new Promise<boolean>((resolve) => (this.cutDrain = () => resolve(false)));
+    const idle = await Promise.race([this.relay.whenIdle(timeoutMs), cut]);
+    this.cutDrain = undefined;
+    if (idle) this.log.info({}, "proxy server drained: no tunnel left");
+    else
+      this.log.warn(
+        { established: this.relay.establishedCount(), pending: this.relay.pendingCount(), timeoutMs },
+        "drain over with tunnels still open: closing them",
+      );
+    return idle;
+  }
+
+  /**
+   * Stop: {@link drain} first when nothing drained yet (so a close() alone waits up to
+   * --graceful-shutdown-timeout as before), or cut a drain in progress short (the second
+   * signal); then stop accepting, fail pending dials, and close every stream and socket.
    */
   close(): Promise<void> {
     this.closing ??= this.shutdown();
@@ -632,13 +700,12 @@ export class ProxyServer {
   }
 
   private async shutdown(): Promise<void> {
+    if (this.draining) this.cutDrain?.();
+    if (this.started) await this.drain();
     this.log.info({}, "proxy server shutting down");
     this.certReloading?.stop();
     const closed = this.listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
     this.relay.stopDialing();
-    if (this.relay.establishedCount() > 0 && this.options.gracefulShutdownTimeout > 0) {
-      await this.relay.whenIdle(this.options.gracefulShutdownTimeout);
-    }
     for (const b of [...this.relay.backends]) {
       b.call.finish({ code: GrpcStatus.UNAVAILABLE, details: "proxy server shutting down" });
       this.relay.removeBackend(b, "proxy server shutting down");

@@ -147,6 +147,11 @@ export class FakeProxyServer {
     return this.streams.filter((s) => !s.status);
   }
 
+  /** GOAWAY on every session, as a draining proxy-server does (streams go on). */
+  goaway(): void {
+    for (const s of this.sessions) s.close();
+  }
+
   /** Stop listening and destroy every session (the agent sees its streams die). */
   async close(): Promise<void> {
     const server = this.server;

@@ -5,6 +5,9 @@
  * - `hold:1`: never answers (for timeout and abort tests);
  * - `decoy:1`: first a DIAL_RSP whose random differs in the lowest bit (error "decoy"), then a
  *   good one (proves the client compares all 64 bits);
+ * - `draining:1`: like a proxy-server that drains, GOAWAY on the session and the draining
+ *   refusal (`DialErrors.serverDraining`) for the first {@link FakeProxyServer.drainingRefusals}
+ *   dials (default 1), then echoes;
  * - an address in `targets`: connects a real TCP socket there and relays;
  * - anything else: echoes DATA back.
  * Every received packet is recorded; CLOSE_REQ is answered with CLOSE_RSP.
@@ -20,7 +23,7 @@ import {
   serveGrpc,
   type ServerCall,
 } from "@cluster-proxy/tunnel";
-import { PROXY_METHOD, PacketType, decodePacket, type Packet } from "@cluster-proxy/protocol";
+import { DialErrors, PROXY_METHOD, PacketType, decodePacket, type Packet } from "@cluster-proxy/protocol";
 import type { TestPki } from "@cluster-proxy/pki/testing";
 
 /** A packet the fake received, with the size of its encoded message and the call it came on. */
@@ -56,6 +59,8 @@ export class FakeProxyServer extends EventEmitter<FakeEvents> {
   /** Times an echo or relay send was pushed back by HTTP/2 flow control. */
   pushedBack = 0;
   port = 0;
+  /** How many `draining:1` dials are refused as draining before they are served. */
+  drainingRefusals = 1;
   private readonly server: http2.Http2SecureServer | http2.Http2Server;
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   private nextConnectID = 1n;
@@ -187,6 +192,15 @@ export class FakeProxyServer extends EventEmitter<FakeEvents> {
       if ("dialRequest" in packet) {
         const { address, random } = packet.dialRequest;
         if (address === "hold:1") return;
+        if (address === "draining:1" && this.drainingRefusals > 0) {
+          this.drainingRefusals--;
+          call.http2Stream.session?.close();
+          sendPacket(call, {
+            type: PacketType.DIAL_RSP,
+            dialResponse: { random, connectID: 0n, error: DialErrors.serverDraining },
+          });
+          return;
+        }
         if (address === "noagent:1") {
           sendPacket(call, {
             type: PacketType.DIAL_RSP,

@@ -11,7 +11,7 @@ import type { RoutableBackend } from "../routing/strategies.js";
 
 /** How a dial failed, for the frontend to turn into its own answer (DIAL_RSP or HTTP status). */
 export interface DialFailure {
-  kind: "no_agent" | "agent_error" | "agent_gone" | "timeout" | "send_failed" | "dial_closed" | "shutdown";
+  kind: "no_agent" | "agent_error" | "agent_gone" | "timeout" | "send_failed" | "dial_closed" | "shutdown" | "draining";
   /** The error text (DIAL_RSP.error). */
   text: string;
   reason: ServerDialFailureReason;

@@ -130,6 +130,12 @@ export function textResponse(status: number, statusText: string, body: string): 
   ]);
 }
 
+/**
+ * The answer to a CONNECT that arrives while the server drains (SIGTERM): nothing went to any
+ * agent, so the client may send it again on a new connection (another replica behind the Service).
+ */
+export const DRAINING_RESPONSE = textResponse(503, "Service Unavailable", `${DialErrors.serverDraining}\n`);
+
 /** The raw response the Go server writes when no strategy finds an agent. */
 export const NO_AGENT_RESPONSE = Buffer.from(
   `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\n\r\ncurrently no tunnels available: ${DialErrors.noAgent}`,

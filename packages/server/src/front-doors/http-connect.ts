@@ -22,6 +22,7 @@ import {
   dialErrorResponse,
   dialSendFailedResponse,
   noAgentResponse,
+  DRAINING_RESPONSE,
   parseConnectHead,
   textResponse,
 } from "./connect-request.js";
@@ -192,6 +193,9 @@ export class ConnectSession<C = TunnelConnection, D = PendingDial> implements Pa
       case "no_agent":
       case "shutdown":
         this.reject(noAgentResponse(this.target.address, this.target.cluster));
+        return;
+      case "draining":
+        this.reject(DRAINING_RESPONSE);
         return;
       case "agent_error":
         this.reject(dialErrorResponse(failure.text));

@@ -97,6 +97,8 @@ export class Relay implements FlowHooks {
   /** The clock of every timer of the relay (and of the frontends that ask it: {@link Relay.clock}). */
   readonly clock: Clock;
   private shuttingDown = false;
+  /** Draining (SIGTERM): new dials are refused, the pending and established ones go on. */
+  private draining = false;
   private idleWaiters: (() => void)[] = [];
   /** Per-connection budgets, FLOW_PAUSE / FLOW_RESUME, stall closes and the stream hold. */
   private readonly flow: ConnectionFlow<TunnelConnection>;
@@ -313,6 +315,7 @@ export class Relay implements FlowHooks {
       return undefined;
     };
     if (this.shuttingDown) return fail("shutdown", "proxy server is shutting down", "no_agent");
+    if (this.draining) return fail("draining", DialErrors.serverDraining, "draining");
     if (this.pending.has(order.random))
       return fail("send_failed", "a dial with this random is already pending", "send_rsp");
     const route = this.router.route(order.address);
@@ -461,6 +464,7 @@ export class Relay implements FlowHooks {
     if (dial.timer !== undefined) this.clock.clearTimeout(dial.timer);
     if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
     dial.backend.pending.delete(dial);
+    this.maybeIdle();
   }
 
   private forgetConnection(conn: TunnelConnection): void {
@@ -468,25 +472,44 @@ export class Relay implements FlowHooks {
     this.flow.release(conn);
     this.established--;
     if (!conn.end.probe) for (const t of conn.backend.traffic) t.openConnections--;
-    if (this.established === 0) {
-      const waiters = this.idleWaiters;
-      this.idleWaiters = [];
-      for (const w of waiters) w();
-    }
+    this.maybeIdle();
   }
 
-  /** Resolve once no connection is established, or after `timeoutMs`. */
-  whenIdle(timeoutMs: number): Promise<void> {
-    if (this.established === 0) return Promise.resolve();
+  /** No dial pending and no connection established. */
+  idle(): boolean {
+    return this.established === 0 && this.pending.size === 0;
+  }
+
+  private maybeIdle(): void {
+    if (!this.idle() || this.idleWaiters.length === 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
+  }
+
+  /**
+   * Resolve true once no dial is pending and no connection is established, or false after
+   * `timeoutMs`.
+   */
+  whenIdle(timeoutMs: number): Promise<boolean> {
+    if (this.idle()) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const timer = this.clock.setTimeout(done, timeoutMs);
       const clock = this.clock;
+      const timer = clock.setTimeout(() => {
+        this.idleWaiters = this.idleWaiters.filter((w) => w !== done);
+        resolve(false);
+      }, timeoutMs);
       function done(): void {
         clock.clearTimeout(timer);
-        resolve();
+        resolve(true);
       }
       this.idleWaiters.push(done);
     });
+  }
+
+  /** Drain: refuse new dials ({@link DialErrors.serverDraining}); pending and open ones go on. */
+  startDraining(): void {
+    this.draining = true;
   }
 
   /** Shutdown: refuse new dials and fail every pending one. */

@@ -139,6 +139,39 @@ test("a session nghttp2 ended with GOAWAY is closed once it idles, though the cl
   }
 });
 
+test("a session closed gracefully (GOAWAY: a drain) keeps its open streams: neither probe takes the cancelled ping for a dead peer", async () => {
+  // Node cancels every ping of a session that sent or received GOAWAY; the keepalive and the idle
+  // probe used to destroy it then, cutting the streams a drain lets finish.
+  const server = http2.createServer();
+  const serverSessions: http2.ServerHttp2Session[] = [];
+  server.on("session", (s) => serverSessions.push(s));
+  server.on("stream", (stream) => stream.respond({ ":status": 200 }));
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const client = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  const dead: string[] = [];
+  try {
+    const stream = client.request({ ":path": "/" }, { endStream: false });
+    await once(stream, "response");
+    const serverSession = serverSessions[0]!;
+    keepSessionAlive(serverSession, 50, 200, (reason) => dead.push(`server keepalive: ${reason}`));
+    probeIdleSession(serverSession, 50, 200, (reason) => dead.push(`server probe: ${reason}`));
+    keepSessionAlive(client, 50, 200, (reason) => dead.push(`client keepalive: ${reason}`));
+    probeIdleSession(client, 50, 200, (reason) => dead.push(`client probe: ${reason}`));
+    const goaway = once(client, "goaway");
+    serverSession.close();
+    await goaway;
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.deepEqual(dead, []);
+    assert.equal(serverSession.destroyed, false);
+    assert.equal(client.destroyed, false);
+    assert.equal(stream.destroyed, false, "the stream open before the GOAWAY is still open");
+  } finally {
+    client.destroy();
+    server.close();
+  }
+});
+
 test("an idle healthy session answers every probe, quiet period after quiet period, and stays open", async () => {
   const { server, port, dead } = await probedServer();
   const session = http2.connect(`http://127.0.0.1:${port}`);

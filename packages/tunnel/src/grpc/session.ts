@@ -336,7 +336,9 @@ export function keepSessionAlive(
   if (intervalMs <= 0) return () => undefined;
   let pending: (() => void) | undefined;
   const tick = setInterval(() => {
-    if (pending || session.destroyed) return;
+    // A closing session (GOAWAY sent, or received with NO_ERROR) cannot ping: node cancels the
+    // ping. Its streams finish and whoever closed it bounds how long (a drain timeout).
+    if (pending || session.destroyed || session.closed) return;
     pending = pingWithDeadline(session, timeoutMs, onDead, () => (pending = undefined));
   }, intervalMs);
   tick.unref();
@@ -385,7 +387,9 @@ export function probeIdleSession(
   // A listener of our own, not setTimeout's callback: node adds that one with once(), so it would
   // hear only the first quiet period and every later one would pass unprobed.
   const onQuiet = (): void => {
-    if (pending || stopped || session.destroyed) return;
+    // Not a session node closed gracefully (a drain's GOAWAY): node cancels its pings. A session
+    // nghttp2 ended by itself is not "closed" to node, and is probed (and freed) as before.
+    if (pending || stopped || session.destroyed || session.closed) return;
     pending = pingWithDeadline(session, timeoutMs, onDead, (answered) => {
       pending = undefined;
       // Answered: watch the next, longer quiet period (node's timer restarts on every frame).

@@ -1,0 +1,272 @@
+/**
+ * The proxy-server's drain (issue 43): on SIGTERM (drain()) it reports not ready, sends GOAWAY on
+ * every HTTP/2 session (clients' and agents'), refuses new dials as draining, lets the dials pending
+ * and the tunnels open finish up to --graceful-shutdown-timeout, then closes. And readiness before
+ * agents: ready once an agent is connected, or after --ready-after-agents-timeout.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import * as http from "node:http";
+import type * as http2 from "node:http2";
+import type * as net from "node:net";
+import * as tls from "node:tls";
+import { once } from "node:events";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
+import { connectSession, openCall } from "@cluster-proxy/tunnel";
+import { PROXY_METHOD } from "@cluster-proxy/protocol";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import { ProxyServer } from "./proxy-server.js";
+import { testServerOptions } from "./testing/server-options.js";
+import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
+
+function port(addr: net.AddressInfo | string | undefined): number {
+  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
+  return addr.port;
+}
+
+function readyz(s: ProxyServer): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: "127.0.0.1", port: port(s.addresses().health), path: "/readyz" }, (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => (body += c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      })
+      .on("error", reject);
+  });
+}
+
+function expectType<T extends Packet["type"]>(p: Packet, type: T): Extract<Packet, { type: T }> {
+  assert.equal(p.type, type, `expected packet type ${type}, got ${p.type}`);
+  return p as Extract<Packet, { type: T }>;
+}
+
+/** Resolves when `session` has received a GOAWAY (rejects after 10 s). */
+function goawayOf(session: http2.Http2Session): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("no GOAWAY within 10 s")), 10_000);
+    session.once("goaway", (code: number) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+/** Whether `p` settles within `ms` (real time). */
+async function settlesWithin<T>(p: Promise<T>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const later = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  const settled = p.then(
+    () => true as const,
+    () => true as const,
+  );
+  const result = await Promise.race([settled, later]);
+  clearTimeout(timer);
+  return result;
+}
+
+describe("proxy-server drain and readiness", () => {
+  let pki: TestPki;
+  const peers: FakePeer[] = [];
+  const servers: ProxyServer[] = [];
+
+  before(async () => {
+    pki = await createTestPki();
+  });
+
+  after(async () => {
+    for (const p of peers) p.close();
+    await Promise.all(servers.map((s) => s.close()));
+    pki.cleanup();
+  });
+
+  async function startServer(
+    overrides: Parameters<typeof testServerOptions>[1],
+    clock?: ManualClock,
+  ): Promise<ProxyServer> {
+    const s = new ProxyServer(testServerOptions(pki, overrides), clock ? { clock } : {});
+    servers.push(s);
+    await s.start();
+    return s;
+  }
+  async function agentOf(s: ProxyServer, cluster: string): Promise<FakePeer> {
+    const tlsOptions = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
+    const a = await connectFakeAgent(
+      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOptions },
+      { agentid: `agent-${cluster}`, agentidentifiers: `host=${cluster}` },
+    );
+    peers.push(a);
+    await a.call.waitForHeaders();
+    return a;
+  }
+  async function clientOf(s: ProxyServer): Promise<FakePeer> {
+    const c = await connectFakeClient({
+      host: "127.0.0.1",
+      port: port(s.addresses().server),
+      tls: { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+    });
+    peers.push(c);
+    return c;
+  }
+  async function connectDoor(s: ProxyServer): Promise<tls.TLSSocket> {
+    const sock = tls.connect({
+      host: "127.0.0.1",
+      port: port(s.addresses().httpConnect),
+      ca: pki.ca,
+      cert: pki.clientCert,
+      key: pki.clientKey,
+      servername: "localhost",
+    });
+    sock.on("error", () => undefined);
+    await once(sock, "secureConnect");
+    return sock;
+  }
+  async function answerOf(sock: net.Socket): Promise<string> {
+    let all = "";
+    sock.setEncoding("latin1");
+    sock.on("data", (c: string) => (all += c));
+    await once(sock, "close");
+    return all;
+  }
+
+  test("ready once an agent is connected, or after --ready-after-agents-timeout without one; never while draining", async () => {
+    const clock = new ManualClock();
+    const s = await startServer({ readyAfterAgentsTimeout: 10_000 }, clock);
+    assert.deepEqual(await readyz(s), { status: 500, body: "no connection to any proxy agent" });
+    clock.advance(9_999);
+    assert.equal((await readyz(s)).status, 500, "not before the timeout");
+    clock.advance(1);
+    assert.deepEqual(await readyz(s), { status: 200, body: "ok" }, "a hub without clusters gets ready");
+
+    // 0: only an agent makes it ready (the Go server's rule).
+    const goClock = new ManualClock();
+    const go = await startServer({ readyAfterAgentsTimeout: 0 }, goClock);
+    goClock.advance(24 * 3600_000);
+    assert.equal((await readyz(go)).status, 500);
+    const a = await agentOf(go, "east");
+    assert.deepEqual(await readyz(go), { status: 200, body: "ok" }, "ready with an agent, before any timeout");
+
+    void go.drain();
+    assert.deepEqual(await readyz(go), { status: 500, body: "proxy server is draining" });
+    a.close();
+  });
+
+  test("drain: GOAWAY to clients and agents, new dials refused as draining, pending and open tunnels finish, then drained", async () => {
+    const s = await startServer({ gracefulShutdownTimeout: 60_000, readyAfterAgentsTimeout: 0 });
+    const agent = await agentOf(s, "east");
+    // An open tunnel...
+    const open = await clientOf(s);
+    open.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 1n } });
+    expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+    agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 1n, connectID: 11n, error: "" } });
+    expectType(await open.packets.next(), PacketType.DIAL_RSP);
+    // ...a dial the agent has not answered yet...
+    const pending = await clientOf(s);
+    pending.packets.send({
+      type: PacketType.DIAL_REQ,
+      dialRequest: { protocol: "tcp", address: "east:2", random: 2n },
+    });
+    expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+    // ...and a stream opened (its session too) that has not dialled yet.
+    const late = await clientOf(s);
+    // A PING's answer comes after the server read the stream's HEADERS (the GOAWAY then names it).
+    await new Promise<void>((resolve, reject) => late.session.ping((err) => (err ? reject(err) : resolve())));
+
+    const agentGoaway = goawayOf(agent.session);
+    const clientGoaway = goawayOf(open.session);
+    let drained: boolean | undefined;
+    const draining = s.drain().then((idle) => (drained = idle));
+
+    assert.equal(await agentGoaway, 0, "the agent's session gets GOAWAY NO_ERROR");
+    assert.equal(await clientGoaway, 0, "a client's session gets GOAWAY NO_ERROR");
+    assert.deepEqual(await readyz(s), { status: 500, body: "proxy server is draining" });
+
+    // A dial on a stream opened before the GOAWAY: refused in words, never sent to the agent.
+    late.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:3", random: 3n } });
+    const refused = expectType(await late.packets.next(), PacketType.DIAL_RSP);
+    assert.equal(refused.dialResponse.error, DialErrors.serverDraining);
+    assert.equal(refused.dialResponse.connectID, 0n);
+
+    // A new connection to the gRPC door: GOAWAY before its first stream, which is refused.
+    const fresh = await connectSession({
+      host: "127.0.0.1",
+      port: port(s.addresses().server),
+      tls: { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+    });
+    try {
+      const call = openCall(fresh, PROXY_METHOD);
+      const status = await new Promise<{ code: number; details: string }>((resolve) => call.once("close", resolve));
+      assert.notEqual(status.code, 0, "the stream of a session opened while draining is refused");
+    } catch (err) {
+      assert.match((err as Error).message, /GOAWAY|closed|destroyed/i, "or the session is already going away");
+    } finally {
+      fresh.destroy();
+    }
+
+    // The CONNECT door: 503 with the draining text.
+    const door = await connectDoor(s);
+    const answer = answerOf(door);
+    door.write("CONNECT east:4 HTTP/1.1\r\nHost: east:4\r\n\r\n");
+    const text = await answer;
+    assert.match(text, /^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    assert.ok(text.includes(DialErrors.serverDraining), text);
+
+    // The pending dial is answered as usual, and the open tunnel carries data both ways.
+    agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 2n, connectID: 12n, error: "" } });
+    assert.equal(expectType(await pending.packets.next(), PacketType.DIAL_RSP).dialResponse.connectID, 12n);
+    open.packets.send({ type: PacketType.DATA, data: { connectID: 11n, data: Buffer.from("ping"), error: "" } });
+    const toAgent = expectType(await agent.packets.next(), PacketType.DATA);
+    assert.equal(Buffer.from(toAgent.data.data).toString(), "ping");
+    agent.packets.send({ type: PacketType.DATA, data: { connectID: 11n, data: Buffer.from("pong"), error: "" } });
+    const toClient = expectType(await open.packets.next(), PacketType.DATA);
+    assert.equal(Buffer.from(toClient.data.data).toString(), "pong");
+
+    assert.equal(await settlesWithin(draining, 200), false, "drain waits while tunnels are open");
+    // The endpoint closes both connections: the drain is over.
+    for (const connectID of [11n, 12n]) {
+      agent.packets.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID, error: "" } });
+    }
+    expectType(await open.packets.next(), PacketType.CLOSE_RSP);
+    expectType(await pending.packets.next(), PacketType.CLOSE_RSP);
+    await draining;
+    assert.equal(drained, true, "drained: no tunnel left before the timeout");
+    // The refused dial and the refused CONNECT.
+    assert.match(await s.metrics.registry.metrics(), /dial_failure_count\{reason="draining"\} 2/);
+    await s.close();
+  });
+
+  test("a drain whose tunnels outlive --graceful-shutdown-timeout resolves false; close() then cuts them", async () => {
+    const clock = new ManualClock();
+    const s = await startServer({ gracefulShutdownTimeout: 5_000, readyAfterAgentsTimeout: 0 }, clock);
+    const agent = await agentOf(s, "east");
+    const c = await clientOf(s);
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 1n } });
+    expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+    agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 1n, connectID: 1n, error: "" } });
+    expectType(await c.packets.next(), PacketType.DIAL_RSP);
+
+    const draining = s.drain();
+    assert.equal(await settlesWithin(draining, 100), false);
+    clock.advance(4_999);
+    assert.equal(await settlesWithin(draining, 100), false, "not before the timeout");
+    clock.advance(1);
+    assert.equal(await draining, false, "the timeout ended the drain with a tunnel open");
+    await s.close();
+    await c.packets.closed(10_000);
+  });
+
+  test("close() during a drain (the second signal) does not wait for the drain timeout", async () => {
+    const s = await startServer({ gracefulShutdownTimeout: 3_600_000, readyAfterAgentsTimeout: 0 });
+    const agent = await agentOf(s, "east");
+    const c = await clientOf(s);
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 1n } });
+    expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+    agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 1n, connectID: 1n, error: "" } });
+    expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    const draining = s.drain();
+    assert.equal(await settlesWithin(s.close(), 10_000), true, "close() finished within 10 s");
+    assert.equal(await draining, false);
+  });
+});
