@@ -293,6 +293,7 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     assert.deepEqual(c.args, [
       "--port=9092",
       "--health-port=9093",
+      "--shutdown-delay=5s",
       "--serving-cert=/etc/gateway/serving/tls.crt",
       "--serving-key=/etc/gateway/serving/tls.key",
       "--proxy-server-host=proxy-entrypoint.open-cluster-management-addon.svc",
@@ -333,9 +334,10 @@ describe("the Helm chart (helm lint, helm template)", { timeout: 20 * 60_000 }, 
     assert.equal(secretOf(mounts["/etc/gateway/identity"]!), "cluster-proxy-gateway-identity");
     assert.deepEqual(c.readinessProbe.httpGet, { path: "/readyz", port: "health" });
     assert.deepEqual(c.livenessProbe.httpGet, { path: "/healthz", port: "health" });
-    // SIGTERM: not ready, then requests in flight get the shutdown grace; SIGKILL only after it.
+    // SIGTERM: not ready, --shutdown-delay (5s) still serving, then requests in flight get the
+    // shutdown grace; SIGKILL only after it.
     assert.deepEqual(deployment.strategy, { type: "RollingUpdate", rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
-    assert.ok(pod.terminationGracePeriodSeconds * 1000 >= SHUTDOWN_GRACE_MS + 10_000);
+    assert.ok(pod.terminationGracePeriodSeconds * 1000 >= 5_000 + SHUTDOWN_GRACE_MS + 10_000, "delay + grace + room");
     assert.deepEqual(
       c.ports.map((p) => [p.name, p.containerPort]),
       [

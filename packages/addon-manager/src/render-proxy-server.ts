@@ -73,8 +73,13 @@ export const FAST_KEEPALIVE = { "keepalive-time": 5_000, "keepalive-timeout": 5_
  * after it turned not ready and sent GOAWAY to clients and agents.
  */
 export const SERVER_DRAIN_TIMEOUT_MS = 30_000;
-/** The proxy-server pods' terminationGracePeriodSeconds: the drain timeout plus 15 s to close. */
-export const SERVER_TERMINATION_GRACE_SECONDS = SERVER_DRAIN_TIMEOUT_MS / 1000 + 15;
+/**
+ * How long a proxy-server that got SIGTERM keeps serving, not ready, before that drain
+ * (--shutdown-delay): the Service may still send new connections for a moment.
+ */
+export const SERVER_SHUTDOWN_DELAY_MS = 5_000;
+/** The proxy-server pods' terminationGracePeriodSeconds: the delay and the drain plus 15 s to close. */
+export const SERVER_TERMINATION_GRACE_SECONDS = (SERVER_SHUTDOWN_DELAY_MS + SERVER_DRAIN_TIMEOUT_MS) / 1000 + 15;
 
 /** The proxy-server's option values for `spec`, keyed by flag (before `additionalArgs`), in command-line order. */
 export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typeof serverOptionsSchema> {
@@ -99,6 +104,8 @@ export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typ
     // An agent behind a network that silently drops its packets is let go within 10 s, so the
     // tunnel probes see "no agent" and the agent's next connection is the only one.
     ...FAST_KEEPALIVE,
+    // SIGTERM: keep serving while the Service stops sending clients here, then drain.
+    "shutdown-delay": SERVER_SHUTDOWN_DELAY_MS,
     "graceful-shutdown-timeout": SERVER_DRAIN_TIMEOUT_MS,
     // Through the hub (PortForward) agents connect to a starting replica, which waits for them
     // (the 30 s default at most). Any other entrypoint is a Service that sends agents only to ready

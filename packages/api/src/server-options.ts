@@ -364,6 +364,15 @@ const serverOptionFields = {
     },
     rules.notNegative,
   ),
+  shutdownDelay: opt.duration(
+    0,
+    {
+      flag: "shutdown-delay",
+      description:
+        "On SIGTERM, before the drain of --graceful-shutdown-timeout: /readyz answers not ready and the server keeps serving everything for this long, new connections and dials included, while the Service stops sending clients here (clients that do not retry lose nothing; the addon manager sets 5s). 0: drain at once",
+    },
+    rules.notNegative,
+  ),
   readyAfterAgentsTimeout: opt.duration(
     30_000,
     {

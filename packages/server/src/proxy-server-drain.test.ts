@@ -153,6 +153,32 @@ describe("proxy-server drain and readiness", () => {
     a.close();
   });
 
+  test("--shutdown-delay: not ready at once, but new sessions and dials are served until the delay is over; then the drain", async () => {
+    const s = await startServer({ shutdownDelay: 1_500, gracefulShutdownTimeout: 5_000, readyAfterAgentsTimeout: 0 });
+    const agent = await agentOf(s, "east");
+    let goneAway = false;
+    agent.session.once("goaway", () => (goneAway = true));
+    const draining = s.drain();
+    assert.deepEqual(await readyz(s), { status: 500, body: "proxy server is draining" });
+    // A client the Service still sends here: its session and its dial are served.
+    const late = await clientOf(s);
+    late.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:1", random: 1n } });
+    expectType(await agent.packets.next(), PacketType.DIAL_REQ);
+    agent.packets.send({ type: PacketType.DIAL_RSP, dialResponse: { random: 1n, connectID: 7n, error: "" } });
+    const answered = expectType(await late.packets.next(), PacketType.DIAL_RSP);
+    assert.equal(answered.dialResponse.error, "");
+    assert.equal(goneAway, false, "no GOAWAY during the delay");
+    // After the delay: GOAWAY, and a new dial is refused as draining.
+    await goawayOf(agent.session);
+    const after = await clientOf(s);
+    after.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "east:2", random: 2n } });
+    const refused = await after.packets.next().catch(() => undefined);
+    if (refused) assert.equal(expectType(refused, PacketType.DIAL_RSP).dialResponse.error, DialErrors.serverDraining);
+    late.packets.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: 7n } });
+    agent.packets.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: 7n, error: "" } });
+    await draining;
+  });
+
   test("drain: GOAWAY to clients and agents, new dials refused as draining, pending and open tunnels finish, then drained", async () => {
     const s = await startServer({ gracefulShutdownTimeout: 60_000, readyAfterAgentsTimeout: 0 });
     const agent = await agentOf(s, "east");

@@ -154,6 +154,9 @@ export class ProxyServer {
   private startedAt = 0;
   /** Set by the first drain() (or close()): see {@link drain}. */
   private draining: Promise<boolean> | undefined;
+  /** Past --shutdown-delay: sessions get GOAWAY, new dials are refused. */
+  private goingAway = false;
+  private cutDelay: (() => void) | undefined;
   /** Ends a drain's wait at once (close() during a drain: the second signal). */
   private cutDrain: (() => void) | undefined;
   private closing: Promise<void> | undefined;
@@ -386,7 +389,7 @@ export class ProxyServer {
       this.sessions.add(session);
       // Draining: GOAWAY before any stream (a client's or agent's first stream is refused
       // unprocessed, REFUSED_STREAM, and it goes to another replica).
-      if (this.draining) session.close();
+      if (this.goingAway) session.close();
       session.on("error", (err: Error) => this.log.debug({ err: err.message, what }, "HTTP/2 session error"));
       session.once("close", () => this.sessions.delete(session));
       widenSessionWindow(session);
@@ -663,6 +666,22 @@ export class ProxyServer {
   }
 
   private async runDrain(): Promise<boolean> {
+    // --shutdown-delay: not ready, everything else as before, while the Service (which may still
+    // send new connections here for a moment) catches up; clients that do not retry (Go's) lose
+    // nothing then. A second signal (close()) ends the wait.
+    const delayMs = this.options.shutdownDelay;
+    if (delayMs > 0) {
+      this.log.info({ delayMs }, "proxy server leaving: not ready, still serving for --shutdown-delay");
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delayMs);
+        this.cutDelay = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.cutDelay = undefined;
+    }
+    this.goingAway = true;
     this.relay.startDraining();
     for (const s of this.sessions) if (!s.closed && !s.destroyed) s.close();
     const timeoutMs = this.options.gracefulShutdownTimeout;
@@ -700,7 +719,10 @@ export class ProxyServer {
   }
 
   private async shutdown(): Promise<void> {
-    if (this.draining) this.cutDrain?.();
+    if (this.draining) {
+      this.cutDelay?.();
+      this.cutDrain?.();
+    }
     if (this.started) await this.drain();
     this.log.info({}, "proxy server shutting down");
     this.certReloading?.stop();
