@@ -63,6 +63,7 @@ import { summarizeProfile } from "./profile.js";
 import { report, type Detail } from "./report.js";
 import { currentRuntime, machineInfo } from "./run-info.js";
 import type { ShapedConfig, ShapedResult } from "./shaped.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
@@ -599,7 +600,7 @@ async function main(): Promise<void> {
                 storm.ms.push(...(await firstByte(open, target.echo, 1, 30_000)));
               } catch (e) {
                 storm.failed++;
-                storm.lastError = (e as Error).message;
+                storm.lastError = errorMessage(e);
               }
               await sleep(200);
             }
@@ -632,8 +633,8 @@ async function main(): Promise<void> {
         }
       }
     } catch (e) {
-      log(`agents10k: FAILED: ${(e as Error).message}`);
-      detail.notes.push(`agents10k scenario failed: ${(e as Error).message.split("\n")[0]}`);
+      log(`agents10k: FAILED: ${errorMessage(e)}`);
+      detail.notes.push(`agents10k scenario failed: ${errorMessage(e).split("\n")[0]}`);
     } finally {
       await target.proc.kill();
     }
@@ -644,8 +645,8 @@ async function main(): Promise<void> {
     try {
       await runShaped(bin, detail);
     } catch (e) {
-      log(`shaped: FAILED: ${(e as Error).message}`);
-      detail.notes.push(`shaped scenario failed: ${(e as Error).message}`);
+      log(`shaped: FAILED: ${errorMessage(e)}`);
+      detail.notes.push(`shaped scenario failed: ${errorMessage(e)}`);
     }
   }
 

@@ -97,6 +97,7 @@ import {
   type Stack,
 } from "./lib.js";
 import { currentRuntime, machineInfo } from "./run-info.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
@@ -701,8 +702,8 @@ async function main(): Promise<void> {
     try {
       run.watches = await measureWatches(gateway, kube, servingCa, headers, pids, run);
     } catch (e) {
-      log(`watches: FAILED: ${(e as Error).message}`);
-      run.notes.push(`watch scenario failed: ${(e as Error).message.split("\n")[0]}`);
+      log(`watches: FAILED: ${errorMessage(e)}`);
+      run.notes.push(`watch scenario failed: ${errorMessage(e).split("\n")[0]}`);
     }
   } else {
     run.notes.push("--no-watches: no watch scenario");

@@ -8,6 +8,7 @@ import type * as http2 from "node:http2";
 import * as https from "node:https";
 import type { Duplex } from "node:stream";
 import * as tls from "node:tls";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /**
  * Sends one request and resolves once its whole answer arrived with status 200; `signal` aborts
@@ -167,7 +168,7 @@ export async function runLoad(send: Send, concurrency: number, limits: LoadLimit
         latencyMs.push(performance.now() - r0);
       } catch (e) {
         errors++;
-        lastError = (e as Error).message;
+        lastError = errorMessage(e);
       }
     }
   };

@@ -16,6 +16,7 @@ import { agentCertFlags, freePort, serverCertFlags, type Harness } from "../test
 import { httpGet } from "../test/framework/http.js";
 import { waitFor } from "../test/framework/waits.js";
 import { type Proc } from "../test/framework/process.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export const BENCH = import.meta.dirname;
 export const REPO = resolve(BENCH, "..");
@@ -739,7 +740,7 @@ export async function dialRate(
         if (w < windows) counts[w] = counts[w]! + 1;
       } catch (e) {
         errors++;
-        lastError = (e as Error).message;
+        lastError = errorMessage(e);
         await sleep(10);
       }
     }
@@ -779,7 +780,7 @@ export async function idleConns(st: Stack, echoPort: number, n: number, concurre
         sockets.push(s);
       } catch (e) {
         failed++;
-        lastError = (e as Error).message;
+        lastError = errorMessage(e);
       }
     }
   };

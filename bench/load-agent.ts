@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import type * as http2 from "node:http2";
 import { AGENT_CONNECT_METHOD, Metadata } from "@cluster-proxy/protocol";
 import { connectSession, openCall, type ClientCall } from "@cluster-proxy/tunnel";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export interface LoadAgentConfig {
   host: string;
@@ -57,7 +58,7 @@ async function worker(): Promise<void> {
       ok++;
     } catch (e) {
       failed++;
-      lastError = (e as Error).message;
+      lastError = errorMessage(e);
     }
   }
 }

@@ -9,6 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { tunnelClientFromCertDir } from "../test/infra/env/proxy-client.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const [address, servername, certDir, target, mode, arg] = process.argv.slice(2);
 
@@ -48,7 +49,7 @@ try {
   else if (mode === "firstbyte") await firstByte(Number(arg));
   else throw new Error(`unknown mode ${mode}`);
 } catch (err) {
-  console.log(JSON.stringify({ ok: false, error: (err as Error).message }));
+  console.log(JSON.stringify({ ok: false, error: errorMessage(err) }));
 } finally {
   await client.close();
 }

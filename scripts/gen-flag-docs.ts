@@ -35,6 +35,7 @@ import {
 } from "@cluster-proxy/cli";
 import { METRICS_PAGE_PATH, replaceMetricsSection } from "./metrics-reference.js";
 import { PERFORMANCE_PAGE_PATH, readBenchResults, replacePerformanceSection } from "./performance-page.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Pages with a generated section, relative to the repository root. */
 const FLAG_REFERENCE_PATH = "docs/reference/flags.md";
@@ -82,7 +83,7 @@ for (const [path, wanted] of targets) {
   try {
     content = await wanted(current);
   } catch (err) {
-    fail(`${path}: ${(err as Error).message}`);
+    fail(`${path}: ${errorMessage(err)}`);
   }
   if (current === content) continue;
   stale.push(relative(root, path));
@@ -107,6 +108,6 @@ async function chartFileTargets(): Promise<Target[]> {
     const wantedFiles = await chartFiles(() => readFile(join(chartDir, "README.md"), "utf8"));
     return [...wantedFiles].map(([rel, content]): Target => [join(chartDir, rel), () => content]);
   } catch (err) {
-    fail(`charts/cluster-proxy: ${(err as Error).message}`);
+    fail(`charts/cluster-proxy: ${errorMessage(err)}`);
   }
 }

@@ -31,6 +31,7 @@ import {
 import { managerFlags, operatorPath, readmeInstallSteps } from "../infra/addon/readme-install.js";
 import { CLUSTER_SET, PLACEMENT, PLACEMENT_DECISION, SET_BINDING } from "../infra/addon/ocm-resources.js";
 import { ManagerProcess } from "../infra/addon/manager-process.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 // The install guide's namespaces (its commands by hand, docs/guides/install-hub.md, are what this suite runs).
 const MANAGER_NS = "open-cluster-management-addon";
@@ -505,7 +506,7 @@ describe("the addon manager installs proxy-agents through OCM", { timeout: 30 * 
     try {
       await waitFor("the proxy-server to refuse the rogue agent", 60_000, () => /not granted/.test(log), 250);
     } catch (err) {
-      throw new Error(`${(err as Error).message}\nagent log: ${log.slice(-3000)}`, { cause: err });
+      throw new Error(`${errorMessage(err)}\nagent log: ${log.slice(-3000)}`, { cause: err });
     } finally {
       rogue.kill("SIGKILL");
     }

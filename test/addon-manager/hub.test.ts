@@ -18,6 +18,7 @@ import { waitFor } from "../infra/env/exec.js";
 import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";
 import { cond, installCrd, mpcBody as sharedMpcBody } from "../infra/addon/hub-setup.js";
 import { ManagerProcess } from "../infra/addon/manager-process.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const MANAGER_NS = "cluster-proxy-addon-it";
 const SERVER_NS = "cluster-proxy-it";
@@ -109,7 +110,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
       );
     } catch (err) {
       throw new Error(
-        `${(err as Error).message}\nlast status: ${JSON.stringify(last?.status)}\n${managers.map((m) => `--- ${m.name}\n${m.tail(15)}`).join("\n")}`,
+        `${errorMessage(err)}\nlast status: ${JSON.stringify(last?.status)}\n${managers.map((m) => `--- ${m.name}\n${m.tail(15)}`).join("\n")}`,
         { cause: err },
       );
     }
@@ -498,7 +499,7 @@ describe("addon manager on the hub", { timeout: 30 * 60_000 }, () => {
         1000,
       );
     } catch (err) {
-      throw new Error(`${(err as Error).message}\nlast probe: ${JSON.stringify(first)}\nagent: ${output.get(agent)}`, {
+      throw new Error(`${errorMessage(err)}\nlast probe: ${JSON.stringify(first)}\nagent: ${output.get(agent)}`, {
         cause: err,
       });
     }

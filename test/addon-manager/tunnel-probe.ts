@@ -12,6 +12,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import tls from "node:tls";
 import { TunnelClient } from "@cluster-proxy/client";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const [mode, address, servername, pathArg, target, secondsArg] = process.argv.slice(2);
 const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
@@ -82,5 +83,5 @@ try {
   else if (mode === "cert") await cert();
   else throw new Error(`unknown mode ${mode}`);
 } catch (err) {
-  console.log(JSON.stringify({ ok: false, error: (err as Error).message }));
+  console.log(JSON.stringify({ ok: false, error: errorMessage(err) }));
 }

@@ -29,6 +29,7 @@ import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
 import { waitFor } from "../framework/waits.js";
 import { type Proc } from "../framework/process.js";
 import { goBin, notePairing, reportPairings } from "../framework/go-harness.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const PREFIX = `cpeg${process.pid}-`;
 const NS_CP = `${PREFIX}cp`; // etcd, kube-apiserver, proxy-server
@@ -125,7 +126,7 @@ async function waitAlive(proc: Proc, what: string, check: () => boolean, timeout
     await waitFor(what, () => proc.child.exitCode === null && check(), timeoutMs, 1000);
   } catch (err) {
     const state = proc.child.exitCode === null ? "still running" : `exited ${proc.child.exitCode}`;
-    throw new Error(`${(err as Error).message} (${proc.name} ${state}):\n${proc.output().slice(-3000)}`, {
+    throw new Error(`${errorMessage(err)} (${proc.name} ${state}):\n${proc.output().slice(-3000)}`, {
       cause: err,
     });
   }

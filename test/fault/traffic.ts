@@ -11,6 +11,7 @@ import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import type { ProcessStats } from "@cluster-proxy/tunnel/process";
 import { PatternStream, patternHash } from "../framework/harness.js";
 import { PORT, type ClusterName, type FaultLab } from "./lab.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export type Door = "connect" | "grpc";
 
@@ -127,7 +128,7 @@ export async function exactDownload(
     if (!d.exact()) return `${CORRUPT}: download via ${door} to ${c}: ${d.received}/${bytes} B, wrong bytes`;
     return "";
   } catch (e) {
-    return `download via ${door} to ${c}: ${(e as Error).message}`;
+    return `download via ${door} to ${c}: ${errorMessage(e)}`;
   }
 }
 
@@ -169,7 +170,7 @@ export async function exactUpload(
     const want = `${hash.digest("hex")} ${bytes}`;
     return got === want ? "" : `${CORRUPT}: upload via ${door} to ${c}: target saw ${got}, sent ${want}`;
   } catch (e) {
-    return `upload via ${door} to ${c}: ${(e as Error).message}`;
+    return `upload via ${door} to ${c}: ${errorMessage(e)}`;
   } finally {
     socket?.destroy();
   }

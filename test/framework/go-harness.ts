@@ -19,6 +19,7 @@ import { httpGet } from "./http.js";
 import type { Proc } from "./process.js";
 import { REPO } from "./repo.js";
 import { waitFor } from "./waits.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export const MiB = 1024 * 1024;
 
@@ -52,7 +53,7 @@ export function goBin(): string {
     throw new Error(
       "interop tests need the real Go konnectivity binaries, and `node scripts/go-peers.mjs` failed " +
         "(is Go >= 1.26.2 on PATH? see docs/testing/go-peers.md and the go-peers error above): " +
-        (err as Error).message,
+        errorMessage(err),
       { cause: err },
     );
   }
@@ -577,7 +578,7 @@ export class TsClientDriver implements Driver {
         try {
           if ((await this.get(okUrl)).length > 0) okN++;
         } catch (e) {
-          errors.push((e as Error).message);
+          errors.push(errorMessage(e));
         }
       }),
       ...Array.from({ length: cancel }, async () => {
@@ -589,7 +590,7 @@ export class TsClientDriver implements Driver {
           errors.push("a dial to the hanging target succeeded");
         } catch (e) {
           if ((e as { reason?: string }).reason === "context") cancelled++;
-          else errors.push((e as Error).message);
+          else errors.push(errorMessage(e));
         } finally {
           clearTimeout(t);
         }

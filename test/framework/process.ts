@@ -1,6 +1,7 @@
 /** A child process a harness started, and waiting for it to become ready. */
 import type { ChildProcess } from "node:child_process";
 import { waitFor } from "./waits.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** A process started by {@link Harness.spawnProc}, killed by PID when the harness closes. */
 export interface Proc {
@@ -27,6 +28,6 @@ export async function waitForProc(proc: Proc, what: string, check: () => Promise
     await Promise.race([waitFor(what, check), exited]);
   } catch (err) {
     if (err === died) throw err;
-    throw new Error(`${(err as Error).message}\n${proc.name} output:\n${output()}`, { cause: err });
+    throw new Error(`${errorMessage(err)}\n${proc.name} output:\n${output()}`, { cause: err });
   }
 }

@@ -43,6 +43,7 @@ import {
   type RawAnswer,
   type RawH2Answer,
 } from "../infra/gateway/callers.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const METHODS = ["GET", "HEAD", "DELETE", "OPTIONS", "POST", "PUT", "PATCH"] as const;
 type Method = (typeof METHODS)[number];
@@ -201,7 +202,7 @@ describe("gateway hostile suite: desync corpus", { timeout: 600_000 }, () => {
         return `; then a legitimate GET got another request's answer: ${r.body.slice(0, 160)}`;
       return "";
     } catch (err) {
-      return `; then a legitimate GET failed: ${(err as Error).message}`;
+      return `; then a legitimate GET failed: ${errorMessage(err)}`;
     }
   }
 

@@ -26,6 +26,7 @@ import {
   type HostileWorld,
 } from "../infra/gateway/hostile-world.js";
 import { http2Call, legitimateGet } from "../infra/gateway/callers.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const SEED = Number(process.env["FC_SEED"] ?? 0x39_f00d);
 const RUNS = Number(process.env["FC_RUNS"] ?? 120);
@@ -327,7 +328,7 @@ describe("gateway hostile suite: upstream responses", { timeout: 600_000 }, () =
         try {
           await legitimateWorks();
         } catch (err) {
-          problems.push(`after answer #${i}: a legitimate GET failed: ${(err as Error).message}`);
+          problems.push(`after answer #${i}: a legitimate GET failed: ${errorMessage(err)}`);
         }
       }
     }

@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import type { TunnelClient } from "@cluster-proxy/client";
 import { type TunnelSocket } from "@cluster-proxy/client";
 import { Harness, echoServer, type ServerPorts } from "../framework/harness.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const LOOPS = 16;
 const DIALS_PER_LOOP = 200;
@@ -68,7 +69,7 @@ describe("dial churn: many short tunnelled connections on one client session", (
       const msg = Buffer.alloc(16, 7);
       const failures = new Map<string, number>();
       const fail = (e: unknown): void => {
-        const key = String((e as Error).message ?? e).replace(/:\d+/g, ":<port>");
+        const key = String(errorMessage(e) ?? e).replace(/:\d+/g, ":<port>");
         failures.set(key, (failures.get(key) ?? 0) + 1);
       };
       let ok = 0;

@@ -20,6 +20,7 @@ import { GATEWAY_PORT, GATEWAY_SERVICE } from "@cluster-proxy/api";
 import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 import type { ReconcileResult } from "./runtime/work-queue.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The ClusterProfile API as OCM v1.2.1 serves it. */
 export const ClusterProfileResource: ResourceRef<ClusterProfile> = {
@@ -207,7 +208,7 @@ export class ClusterProfileReconciler {
   }
 
   private async report(key: string, profile: ClusterProfile, err: unknown): Promise<void> {
-    const message = `cannot write access provider ${ACCESS_PROVIDER_NAME} to ClusterProfile ${key}: ${(err as Error).message}`;
+    const message = `cannot write access provider ${ACCESS_PROVIDER_NAME} to ClusterProfile ${key}: ${errorMessage(err)}`;
     if (this.reported.get(key) === message) return;
     this.reported.set(key, message);
     await this.events.record(

@@ -60,6 +60,7 @@ import {
 } from "./render-proxy-server.js";
 import { TerminalError, type ReconcileResult } from "./runtime/work-queue.js";
 import { ownedLabels } from "./labels.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export interface ReconcilerOptions {
   signerNamespace: string;
@@ -173,7 +174,7 @@ export class ConfigurationReconciler {
     try {
       return await this.ensureCas(mpc);
     } catch (err) {
-      const message = (err as Error).message;
+      const message = errorMessage(err);
       for (const type of [
         MpcConditions.ProxyServerSecretSigned,
         MpcConditions.AgentServerSecretSigned,
@@ -444,7 +445,7 @@ export class ConfigurationReconciler {
       });
     } catch (err) {
       throw new Error(
-        `ClusterRole ${AGENT_TUNNEL_CLUSTER_ROLE} (the agents' rights with entrypoint PortForward) is missing and cannot be created: install it from the chart (${(err as Error).message})`,
+        `ClusterRole ${AGENT_TUNNEL_CLUSTER_ROLE} (the agents' rights with entrypoint PortForward) is missing and cannot be created: install it from the chart (${errorMessage(err)})`,
         { cause: err },
       );
     }

@@ -18,6 +18,7 @@ import { ADDON_NAME, ADDON_NAME_LABEL } from "@cluster-proxy/api";
 import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
 import type { KubeObject } from "./runtime/kube-api.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";
 /**
@@ -175,7 +176,7 @@ export async function checkCsr(csr: CsrObject, ctx: CsrContext): Promise<CsrVerd
   try {
     parsed = await parseCertificateRequest(Buffer.from(csr.spec.request, "base64").toString("utf8"));
   } catch (err) {
-    return { action: "deny", reason: (err as Error).message };
+    return { action: "deny", reason: errorMessage(err) };
   }
   const subject = registeredSubject(csr, ctx.addon(verdict.cluster));
   const mismatch = subject ? checkRequestSubject(parsed, subject) : "no registered subject";

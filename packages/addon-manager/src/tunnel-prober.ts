@@ -25,6 +25,7 @@ import { typedResource, type KubeApi, type KubeObject } from "./runtime/kube-api
 import { Resources } from "./resources.js";
 import { serverPodLabels } from "./render-proxy-server.js";
 import type { Logger } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** One proxy-server replica to probe through. */
 export interface ProxyServerReplica {
@@ -123,7 +124,7 @@ export class TunnelProber {
       try {
         await this.tick();
       } catch (err) {
-        this.log.warn({ err: (err as Error).message }, "tunnel probe round failed");
+        this.log.warn({ err: errorMessage(err) }, "tunnel probe round failed");
       }
       await delay(Math.max(0, this.options.intervalMs - (performance.now() - started)), signal);
     }

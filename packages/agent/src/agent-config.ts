@@ -10,6 +10,7 @@ import { ConfigError, parseAgentOptions, type AgentOptions, type AgentOptionsInp
 import { validateAgentIdentifiers } from "@cluster-proxy/protocol";
 import { pemProblem, proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
 import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination-policy.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 function fail(flag: string, why: string): never {
   throw new ConfigError(`--${flag}: ${why}`);
@@ -42,7 +43,7 @@ function allowEntryRules(o: Pick<AgentOptions, "allowDestinations">): Destinatio
       DestinationPolicy.parse({ allow: [rule] });
       return rule;
     } catch (err) {
-      return fail("allow-destinations", `"${entry}": ${(err as Error).message}`);
+      return fail("allow-destinations", `"${entry}": ${errorMessage(err)}`);
     }
   });
 }
@@ -78,12 +79,12 @@ export async function loadDestinationPolicy(
   try {
     spec = JSON.parse(text);
   } catch (err) {
-    return fail("destination-policy", `${file} is not valid JSON: ${(err as Error).message}`);
+    return fail("destination-policy", `${file} is not valid JSON: ${errorMessage(err)}`);
   }
   try {
     return DestinationPolicy.parse(spec, extra);
   } catch (err) {
-    return fail("destination-policy", `${file}: ${(err as Error).message}`);
+    return fail("destination-policy", `${file}: ${errorMessage(err)}`);
   }
 }
 
@@ -100,7 +101,7 @@ export async function resolveHubProxy(
   try {
     url = proxyFromEnvironment(o.proxyServerHost, o.proxyServerPort, env);
   } catch (err) {
-    throw new ConfigError((err as Error).message, { cause: err });
+    throw new ConfigError(errorMessage(err), { cause: err });
   }
   if (!url) return undefined;
   if (!o.httpsProxyCaCert) return { url };
@@ -149,7 +150,7 @@ async function readFlagFile(flag: string, path: string): Promise<Buffer> {
   try {
     return await readFile(path);
   } catch (err) {
-    return fail(flag, `cannot read ${path}: ${(err as Error).message}`);
+    return fail(flag, `cannot read ${path}: ${errorMessage(err)}`);
   }
 }
 
@@ -164,7 +165,7 @@ export async function loadAgentTls(o: AgentOptions): Promise<AgentTlsMaterial> {
     const problem = pemProblem(ca, "certificate");
     if (problem) throw new Error(problem);
   } catch (err) {
-    fail("ca-cert", `${o.caCert} is not a usable PEM CA certificate: ${(err as Error).message}`);
+    fail("ca-cert", `${o.caCert} is not a usable PEM CA certificate: ${errorMessage(err)}`);
   }
   if (!o.agentCert) return { ca };
   const cert = await readFlagFile("agent-cert", o.agentCert);
@@ -176,12 +177,12 @@ export async function loadAgentTls(o: AgentOptions): Promise<AgentTlsMaterial> {
     if (problem) throw new Error(problem);
     tls.createSecureContext({ cert });
   } catch (err) {
-    fail("agent-cert", `${o.agentCert} is not a usable PEM certificate: ${(err as Error).message}`);
+    fail("agent-cert", `${o.agentCert} is not a usable PEM certificate: ${errorMessage(err)}`);
   }
   try {
     tls.createSecureContext({ cert, key });
   } catch (err) {
-    fail("agent-key", `${o.agentKey} is not a usable private key for --agent-cert: ${(err as Error).message}`);
+    fail("agent-key", `${o.agentKey} is not a usable private key for --agent-cert: ${errorMessage(err)}`);
   }
   return { ca, cert, key };
 }

@@ -32,6 +32,7 @@
 import { BlockList, isIP } from "node:net";
 import { ClusterProxyError, DESTINATION_POLICY_REFUSAL, ErrorCodes } from "@cluster-proxy/api";
 import { judgedAddresses } from "./destination-address.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** One rule as written in a policy file. */
 export interface DestinationRuleSpec {
@@ -159,7 +160,7 @@ function parseList<R>(where: string, value: unknown, parse: (v: unknown) => R): 
     try {
       return parse(v);
     } catch (err) {
-      throw new Error(`${where}[${i}]: ${(err as Error).message}`, { cause: err });
+      throw new Error(`${where}[${i}]: ${errorMessage(err)}`, { cause: err });
     }
   });
 }

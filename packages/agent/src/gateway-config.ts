@@ -10,6 +10,7 @@ import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
 import { joinHostPort } from "@cluster-proxy/protocol";
 import { pemProblem, type TlsFiles } from "@cluster-proxy/tunnel";
 import type { UpstreamSettings } from "./gateway-upstreams.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What the agent builds its gateway endpoint from. */
 export interface GatewaySettings {
@@ -31,7 +32,7 @@ async function readChecked(flag: string, path: string, pem: boolean): Promise<Bu
   try {
     data = await readFile(path);
   } catch (err) {
-    return fail(flag, `cannot read ${path}: ${(err as Error).message}`);
+    return fail(flag, `cannot read ${path}: ${errorMessage(err)}`);
   }
   const problem = pem ? pemProblem(data, "certificate") : undefined;
   if (problem) fail(flag, `${path} ${problem}`);

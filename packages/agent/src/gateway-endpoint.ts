@@ -25,6 +25,7 @@ import { type Logger } from "@cluster-proxy/kit";
 import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
 import type { InProcessEndpoint } from "./server-tunnel.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /**
  * Default cap on concurrent endpoint connections: HTTP/2 sessions (a few per gateway replica,
@@ -133,7 +134,7 @@ export class GatewayEndpoint implements InProcessEndpoint {
           }
         } catch (err) {
           // The last resort: only this request is cut.
-          this.log.error({ err: (err as Error).message }, "gateway endpoint: request handling failed");
+          this.log.error({ err: errorMessage(err) }, "gateway endpoint: request handling failed");
           if ("stream" in res) res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
           else res.destroy();
         }
@@ -153,7 +154,7 @@ export class GatewayEndpoint implements InProcessEndpoint {
         if (firstRequestOn(socket)) proxy.handleUpgrade(req, socket, head);
         else socket.destroy();
       } catch (err) {
-        this.log.error({ err: (err as Error).message }, "gateway endpoint: upgrade handling failed");
+        this.log.error({ err: errorMessage(err) }, "gateway endpoint: upgrade handling failed");
         socket.destroy();
       }
     });

@@ -34,6 +34,7 @@ import {
   type RawHeaders,
 } from "./gateway-request.js";
 import type { Upstream } from "./gateway-upstreams.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What the forwarding needs. */
 export interface GatewayProxyDeps {
@@ -450,7 +451,7 @@ export class GatewayProxy {
         if (!("stream" in res)) res.flushHeaders();
       } catch (err) {
         answer.resume();
-        failWith(502, badGateway(name, `its answer cannot be relayed: ${(err as Error).message}`));
+        failWith(502, badGateway(name, `its answer cannot be relayed: ${errorMessage(err)}`));
         return;
       }
       answer.on("data", (c: Buffer) => {

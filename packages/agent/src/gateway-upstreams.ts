@@ -26,6 +26,7 @@ import { guardedLookup, resolverOf } from "./destination-guard.js";
 import type { DestinationPolicy } from "./destination-policy.js";
 import { H2Upstream } from "./gateway-h2-upstream.js";
 import type { GatewayTarget } from "./gateway-request.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** How long a read of the token or a CA file serves requests before the file is read again. */
 export const FILE_RECHECK_MS = 1000;
@@ -235,7 +236,7 @@ export class ClusterUpstreams {
     try {
       return await this.read(path);
     } catch (err) {
-      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
+      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, {
         cause: err,
       });
     }

@@ -19,6 +19,7 @@ import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
 import { ConnectError } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 import { apiStatusMessage } from "./kube-status.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What a request to the hub apiserver needs. */
 export interface HubEndpoint {
@@ -52,7 +53,7 @@ export class HubAccess {
         ...(options.key ? { key: toBuffer(options.key) } : {}),
       };
     } catch (err) {
-      throw new ConfigError(`--hub-kubeconfig: cannot load "${this.kubeconfig}": ${(err as Error).message}`, {
+      throw new ConfigError(`--hub-kubeconfig: cannot load "${this.kubeconfig}": ${errorMessage(err)}`, {
         cause: err,
       });
     }

@@ -54,6 +54,7 @@ import {
 } from "./endpoint-dialer.js";
 import { isGatewayAddress, openInProcessStream } from "./gateway-address.js";
 import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /**
  * Bytes an endpoint socket may have queued for writing before the server is asked (FLOW_PAUSE)
@@ -334,7 +335,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     try {
       packet = decodePacket(frame.subarray(FRAME_HEADER));
     } catch (err) {
-      this.log.warn({ err: (err as Error).message }, "dropping malformed packet from server");
+      this.log.warn({ err: errorMessage(err) }, "dropping malformed packet from server");
       return;
     }
     this.deps.metrics.packet("to_agent", packet.type);

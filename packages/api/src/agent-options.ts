@@ -18,6 +18,7 @@ import {
   type OptionsInputOf,
   type OptionsOf,
 } from "./option-schema.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The Go agent's identifier rules (`host=a&ipv4=1.2.3.4&...`). */
 function identifiersProblem(ids: string): string | undefined {
@@ -25,7 +26,7 @@ function identifiersProblem(ids: string): string | undefined {
     validateAgentIdentifiers(ids);
     return undefined;
   } catch (err) {
-    return (err as Error).message;
+    return errorMessage(err);
   }
 }
 

@@ -4,7 +4,7 @@
  * environment into values with the schema's defaults, `--help` and README rendering, and the
  * config error every flag problem is reported with. Every error names the flag it is about.
  */
-import { ConfigError } from "@cluster-proxy/errors";
+import { errorMessage, ConfigError } from "@cluster-proxy/errors";
 
 export { ConfigError };
 
@@ -160,7 +160,7 @@ function parseValue(spec: OptionSpec, raw: string | boolean): string | number | 
       try {
         return parseDuration(raw);
       } catch (err) {
-        return fail((err as Error).message);
+        return fail(errorMessage(err));
       }
     case "list":
       return raw

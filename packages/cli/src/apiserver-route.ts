@@ -29,6 +29,7 @@ import type { KubeConfig } from "@kubernetes/client-node";
 import type { WebSocket as WebSocketLike } from "ws";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import { CommandFailure } from "./cli-context.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The WebSocket subprotocol of port-forward this client speaks (binary channels, v4 framing). */
 export const PORT_FORWARD_PROTOCOL = "v4.channel.k8s.io";
@@ -64,7 +65,7 @@ export async function readyProxyServerPods(
     pods = (await api.list<PodObject>(Resources.pod, { namespace, labelSelector: selector })).items;
   } catch (err) {
     throw new CommandFailure(
-      `hub: listing the proxy-server pods in namespace ${namespace} (to port-forward through the hub kube-apiserver; needs list on pods there, or --via=direct): ${(err as Error).message}`,
+      `hub: listing the proxy-server pods in namespace ${namespace} (to port-forward through the hub kube-apiserver; needs list on pods there, or --via=direct): ${errorMessage(err)}`,
       { cause: err },
     );
   }
@@ -319,7 +320,7 @@ export class ApiserverRelay {
       ]);
     } catch (err) {
       throw new CommandFailure(
-        `listen on ${o.listen?.host ?? "127.0.0.1"}:${o.listen?.port ?? 0}: ${(err as Error).message}`,
+        `listen on ${o.listen?.host ?? "127.0.0.1"}:${o.listen?.port ?? 0}: ${errorMessage(err)}`,
         { cause: err },
       );
     }

@@ -23,6 +23,7 @@ import {
   type ExecInfo,
 } from "./exec-credential.js";
 import { loadHubKubeConfig } from "./hub-access.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Where a pod's own ServiceAccount token is mounted. */
 export const IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token";
@@ -92,7 +93,7 @@ function fromFile(file: string, info: ExecInfo): ReturnType<typeof execCredentia
   try {
     token = readFileSync(file, "utf8").trim();
   } catch (err) {
-    throw new ConfigError(`--token-file: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`--token-file: ${errorMessage(err)}`, { cause: err });
   }
   if (token === "") throw new CommandFailure(`--token-file ${file} is empty${forCluster(info)}`);
   return execCredential(info.apiVersion, token, jwtExpiry(token));
@@ -107,7 +108,7 @@ async function fromTokenRequest(
   try {
     expirationMs = parseDuration(flags.expiration);
   } catch (err) {
-    throw new ConfigError(`--expiration: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`--expiration: ${errorMessage(err)}`, { cause: err });
   }
   const seconds = Math.floor(expirationMs / 1000);
   if (seconds < MIN_EXPIRATION_S) throw new ConfigError(`--expiration: at least 10m (the apiserver's minimum)`);
@@ -135,7 +136,7 @@ async function fromTokenRequest(
     );
   } catch (err) {
     throw new CommandFailure(
-      `TokenRequest for ServiceAccount ${sa.namespace}/${sa.name}${forCluster(info)}: ${(err as Error).message}`,
+      `TokenRequest for ServiceAccount ${sa.namespace}/${sa.name}${forCluster(info)}: ${errorMessage(err)}`,
       { cause: err },
     );
   }

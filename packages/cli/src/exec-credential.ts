@@ -6,6 +6,7 @@
  * an ExecCredential carrying a bearer token and when it expires.
  */
 import { ConfigError } from "@cluster-proxy/api";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The versions of the protocol the plugin answers in. */
 export const EXEC_API_VERSIONS = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"] as const;
@@ -36,7 +37,7 @@ export function parseExecInfo(raw: string | undefined): ExecInfo {
   try {
     info = JSON.parse(raw);
   } catch (err) {
-    throw new ConfigError(`KUBERNETES_EXEC_INFO is not JSON: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`KUBERNETES_EXEC_INFO is not JSON: ${errorMessage(err)}`, { cause: err });
   }
   const obj = isRecord(info) ? info : {};
   const apiVersion = EXEC_API_VERSIONS.find((v) => v === obj.apiVersion);

@@ -9,6 +9,7 @@ import { createLogger } from "./log-output.js";
 import { loadKubeConfig } from "./hub-access.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runComponent } from "./run-component.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `
 Example (what the chart runs: the Secrets of docs/design/gateway.md mounted under /etc/gateway):
@@ -51,7 +52,7 @@ export function registerGatewayCommand(program: Command, ctx: CliContext, setExi
     try {
       gateway = new Gateway(options, { hub: kubeHubApi(kc, logger), logger });
     } catch (err) {
-      throw new ConfigError((err as Error).message, { cause: err });
+      throw new ConfigError(errorMessage(err), { cause: err });
     }
     const code = await runComponent(ctx, gateway, {
       name: "gateway",

@@ -57,6 +57,7 @@ import {
   type ClusterHealth,
   type OutputFormat,
 } from "./health-report.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `
 Examples:
@@ -272,7 +273,7 @@ async function agentCaBundle(hub: Hub): Promise<Buffer | string> {
       ? Buffer.from(b64, "base64")
       : `gateway endpoint not probed: Secret ${ns}/${SERVER_CA_SECRET} has no ${SERVER_CA_AGENT_CA_KEY} (an addon manager without the gateway)`;
   } catch (err) {
-    return `gateway endpoint not probed: reading Secret ${ns}/${SERVER_CA_SECRET}: ${(err as Error).message}`;
+    return `gateway endpoint not probed: reading Secret ${ns}/${SERVER_CA_SECRET}: ${errorMessage(err)}`;
   }
 }
 
@@ -364,7 +365,7 @@ async function localBackends(
   } catch (err) {
     return {
       counts: new Map(),
-      error: `the local hub's health port ${url} did not answer (${(err as Error).message})`,
+      error: `the local hub's health port ${url} did not answer (${errorMessage(err)})`,
     };
   }
 }

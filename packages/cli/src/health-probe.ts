@@ -8,6 +8,7 @@ import https from "node:https";
 import tls from "node:tls";
 import type { Duplex } from "node:stream";
 import { gatewayEndpointAddress } from "@cluster-proxy/api";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The TLS name every kube-apiserver serving certificate is valid for. */
 export const APISERVER_TLS_NAME = "kubernetes.default.svc";
@@ -122,7 +123,7 @@ export async function probeGatewayEndpoint(
     });
     return { ok: true, latencyMs: performance.now() - started, reason: "" };
   } catch (err) {
-    const text = signal.aborted ? `no answer within ${timeoutMs / 1000}s` : (err as Error).message;
+    const text = signal.aborted ? `no answer within ${timeoutMs / 1000}s` : errorMessage(err);
     return { ok: false, reason: `gateway endpoint: ${text}` };
   } finally {
     session?.destroy();

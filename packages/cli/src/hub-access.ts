@@ -21,6 +21,7 @@ import {
   type ManagedProxyConfiguration,
 } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The hub-access flags as commander parses them. */
 export interface HubFlags {
@@ -121,7 +122,7 @@ export async function loadKubeConfig(flag: string, file: string | undefined): Pr
     if (file) kc.loadFromFile(file);
     else kc.loadFromCluster();
   } catch (err) {
-    throw new ConfigError(`${flag} ${file ?? "(in-cluster)"}: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`${flag} ${file ?? "(in-cluster)"}: ${errorMessage(err)}`, { cause: err });
   }
   return kc;
 }
@@ -165,7 +166,7 @@ export function lazyHub(flags: HubFlags, env: NodeJS.ProcessEnv): () => Promise<
 
 /** A readable failure for a hub API error. */
 export function hubError(err: unknown, what: string): CommandFailure {
-  return new CommandFailure(`hub: ${what}: ${(err as Error).message}`, { cause: err });
+  return new CommandFailure(`hub: ${what}: ${errorMessage(err)}`, { cause: err });
 }
 
 interface ServiceObject extends KubeObject {
@@ -372,7 +373,7 @@ export function readFlagFile(flag: string, file: string): Buffer {
   try {
     return readFileSync(file);
   } catch (err) {
-    throw new ConfigError(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, {
+    throw new ConfigError(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, {
       cause: err,
     });
   }

@@ -56,6 +56,7 @@ import {
   requireConfiguredHub,
   selectLocalHub,
 } from "./local-hub.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `
 Examples:
@@ -423,7 +424,7 @@ async function readKubeconfig<T>(file: string, source: string, pick: (doc: unkno
   try {
     return pick(loadYaml(text), dirname(path));
   } catch (err) {
-    throw new ConfigError((err as Error).message, { cause: err });
+    throw new ConfigError(errorMessage(err), { cause: err });
   }
 }
 

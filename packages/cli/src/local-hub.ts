@@ -16,6 +16,7 @@ import type { Command } from "commander";
 import { ConfigError, clusterNameProblem } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
 import type { Hub, ProxyCredentials, ProxyEndpoint } from "./hub-access.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** `up`'s default state directory (relative to the working directory). */
 export const DEFAULT_STATE_DIR = ".cluster-proxy";
@@ -94,12 +95,9 @@ export function readLocalHubProfile(file: string, flag: string): LocalHubProfile
     const code = (err as NodeJS.ErrnoException).code;
     if (code === "ENOENT")
       throw new ConfigError(`${flag} ${file}: no such file (it is written by "cluster-proxy up" once the hub is up)`);
-    throw new ConfigError(
-      `${flag} ${file}: not a hub profile of "cluster-proxy up" (${code ?? (err as Error).message})`,
-      {
-        cause: err,
-      },
-    );
+    throw new ConfigError(`${flag} ${file}: not a hub profile of "cluster-proxy up" (${code ?? errorMessage(err)})`, {
+      cause: err,
+    });
   }
   if (profile.kind !== "cluster-proxy-local-hub" || !profile.ports || !profile.files || !profile.clusters)
     throw new ConfigError(`${flag} ${file}: not a hub profile of "cluster-proxy up"`);
@@ -158,7 +156,7 @@ export function localCredentials(profile: LocalHubProfile): ProxyCredentials {
       return readFileSync(file);
     } catch (err) {
       throw new CommandFailure(
-        `the local hub's ${what} ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message} (was the state directory removed? restart "cluster-proxy up")`,
+        `the local hub's ${what} ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)} (was the state directory removed? restart "cluster-proxy up")`,
         { cause: err },
       );
     }

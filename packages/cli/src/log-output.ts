@@ -22,6 +22,7 @@ import type { DestinationStream, pino as pinoFactory } from "pino";
 import { ConfigError, klogSeverity, parseLogOptions, type LogOptions, type LogOptionsInput } from "@cluster-proxy/api";
 import { withoutOpensslInternals } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Log levels accepted by `--log-level`. */
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
@@ -138,7 +139,7 @@ export async function createLogger(
     target = new CappedLogFile(file, Math.max(0, options.logFileMaxSize) * 1024 * 1024);
   } catch (err) {
     const flag = options.logFile ? "--log-file" : "--log-dir";
-    throw new ConfigError(`${flag}: cannot open log file ${file}: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`${flag}: cannot open log file ${file}: ${errorMessage(err)}`, { cause: err });
   }
   const threshold = options.alsologtostderr
     ? klogSeverity(options.alsologtostderrthreshold)

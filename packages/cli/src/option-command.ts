@@ -8,6 +8,7 @@ import { ConfigError, type OptionField, type OptionSpec, type OptionsOf, type Op
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
 import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** A subcommand driven by an option schema (its field table `F`). */
 export interface OptionCommand<F extends Record<string, OptionField>> {
@@ -73,6 +74,6 @@ export async function startComponent<T extends object>(
     const conflict = portConflictMessage(err, specs, options);
     if (conflict) throw new PortInUseError(conflict, { cause: err });
     if (err instanceof ConfigError) throw err;
-    throw new CommandFailure(`${what} failed to start: ${(err as Error).message}`, { cause: err });
+    throw new CommandFailure(`${what} failed to start: ${errorMessage(err)}`, { cause: err });
   }
 }

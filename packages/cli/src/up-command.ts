@@ -50,6 +50,7 @@ import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
 import { superviseComponent } from "./run-component.js";
 import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The ports `up` uses for a port base, with what each one is. */
 export function upPorts(base: number) {
@@ -92,7 +93,7 @@ class Stack {
       try {
         await c.close();
       } catch (err) {
-        this.log.warn({ err: (err as Error).message, what: c.what }, "close failed");
+        this.log.warn({ err: errorMessage(err), what: c.what }, "close failed");
       }
     }
   }

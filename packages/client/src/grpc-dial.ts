@@ -9,6 +9,7 @@ import { type Logger } from "@cluster-proxy/kit";
 import { dialAbortError, dialTimeoutError } from "./dial-limits.js";
 import { finishProxyCall, packetOfFrame } from "./proxy-call.js";
 import { TunnelSocket } from "./tunnel-socket.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /**
  * Dial failures that mean the proxy-server was going away before the dial reached any agent: the
@@ -63,7 +64,7 @@ export function dialOnCall(init: CallDialInit): Promise<TunnelSocket> {
         packet = packetOfFrame(frame);
       } catch (err) {
         fail(
-          new DialError(`malformed packet from the proxy server: ${(err as Error).message}`, "unknown", { cause: err }),
+          new DialError(`malformed packet from the proxy server: ${errorMessage(err)}`, "unknown", { cause: err }),
           true,
         );
         return;

@@ -1,5 +1,5 @@
 /** Options shared by every way of reaching the hub: where the proxy server is and how to trust it. */
-import { ConfigError } from "@cluster-proxy/errors";
+import { errorMessage, ConfigError } from "@cluster-proxy/errors";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
 import { pemProblem } from "@cluster-proxy/tunnel";
@@ -106,7 +106,7 @@ export function loadProxyTls(files: ProxyTlsFiles): ProxyTls {
     try {
       pem = readFileSync(path);
     } catch (err) {
-      throw new ConfigError(`cannot read ${spec.what} file ${path}: ${(err as Error).message}`, { cause: err });
+      throw new ConfigError(`cannot read ${spec.what} file ${path}: ${errorMessage(err)}`, { cause: err });
     }
     const problem = pemProblem(pem, spec.kind);
     if (problem) throw new ConfigError(`${spec.file}: ${spec.what} file ${path} ${problem}`);

@@ -2,7 +2,7 @@
  * Dialling through the hub's gRPC front door: a reusable {@link TunnelClient} (one HTTP/2
  * session, one Proxy stream per dial) and the single-use {@link dial}.
  */
-import { ConfigError } from "@cluster-proxy/errors";
+import { errorMessage, ConfigError } from "@cluster-proxy/errors";
 import type * as http2 from "node:http2";
 import { PROXY_METHOD, parseHostPort } from "@cluster-proxy/protocol";
 import {
@@ -139,7 +139,7 @@ export class TunnelClient {
           // server closes it once they are done).
           if (this.session === call.http2Stream.session) this.session = undefined;
           this.logger.debug(
-            { address, proxy: describeProxy(this.options.proxy), err: (err as Error).message },
+            { address, proxy: describeProxy(this.options.proxy), err: errorMessage(err) },
             "proxy server going away: dialling again on a new connection",
           );
         }
@@ -199,7 +199,7 @@ export class TunnelClient {
         if (this.session === session) this.session = undefined;
         if (attempt >= 1) {
           throw new DialError(
-            `cannot open a tunnel stream to ${describeProxy(this.options.proxy)}: ${(err as Error).message}`,
+            `cannot open a tunnel stream to ${describeProxy(this.options.proxy)}: ${errorMessage(err)}`,
             "tunnelclosed",
             { cause: err },
           );

@@ -12,6 +12,7 @@ import {
 } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 import { finishProxyCall, packetOfFrame } from "./proxy-call.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** How long to wait for CLOSE_RSP after CLOSE_REQ before tearing the call down (as Go: 10 s). */
 export const CLOSE_RESPONSE_TIMEOUT_MS = 10_000;
@@ -266,9 +267,7 @@ export class TunnelSocket extends Duplex {
     try {
       packet = packetOfFrame(frame);
     } catch (err) {
-      this.destroy(
-        new ProtocolError(`malformed packet from the proxy server: ${(err as Error).message}`, { cause: err }),
-      );
+      this.destroy(new ProtocolError(`malformed packet from the proxy server: ${errorMessage(err)}`, { cause: err }));
       return;
     }
     if ("data" in packet) {

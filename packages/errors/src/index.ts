@@ -170,6 +170,11 @@ export function isClusterProxyError(err: unknown): err is ClusterProxyError {
   return err instanceof ClusterProxyError;
 }
 
+/** The message of a thrown value: an Error's `message`, anything else as text. */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 /** A flag, file or value the user gave is wrong; the message names it. */
 export class ConfigError extends ClusterProxyError<typeof ErrorCodes.config> {
   constructor(message: string, options?: ErrorOptions) {

@@ -13,6 +13,7 @@ import { EventStream, type StreamResponse } from "./event-stream.js";
 import type { FleetModel } from "./fleet-model.js";
 import { FLEET_PATH, type FleetSnapshot } from "./fleet-types.js";
 import { loadUiAssets, type UiAssets } from "./ui-assets.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Who is looking, as the host decided. */
 export interface FleetViewer {
@@ -115,7 +116,7 @@ export class FleetHttp {
     try {
       await this.route(req, res);
     } catch (err) {
-      text(res, 500, `fleet view: ${(err as Error).message}\n`);
+      text(res, 500, `fleet view: ${errorMessage(err)}\n`);
     }
   }
 

@@ -18,6 +18,7 @@ import type { HubApi, TokenReviewResult, UserInfo } from "./hub-api.js";
 import type { OidcAuthenticator } from "./oidc.js";
 import { SourceBuckets, sourceKey } from "./source-buckets.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** How a caller authenticated (the audit record's `authentication`). */
 /** `front-proxy`: the hub apiserver authenticated the user and said who it is (`front-proxy.ts`). */
@@ -152,7 +153,7 @@ export class Authenticator {
       try {
         result = await this.s.oidc.authenticate(token);
       } catch (err) {
-        return this.fail("oidc-unavailable", 503, `cannot verify the OIDC token: ${(err as Error).message}`, err);
+        return this.fail("oidc-unavailable", 503, `cannot verify the OIDC token: ${errorMessage(err)}`, err);
       }
       if (result.kind === "user") return { method: "oidc", user: result.user };
       if (result.kind === "refused" && limited === undefined)

@@ -11,6 +11,7 @@ import { hash } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The API group of ManagedClusters. */
 export const CLUSTER_API_GROUP = "cluster.open-cluster-management.io";
@@ -194,7 +195,7 @@ export class Authorizer {
       throw new GatewayError(
         503,
         "authorization-unavailable",
-        `the hub cannot authorize the request (SubjectAccessReview failed: ${(err as Error).message})`,
+        `the hub cannot authorize the request (SubjectAccessReview failed: ${errorMessage(err)})`,
         { cause: err },
       );
     }

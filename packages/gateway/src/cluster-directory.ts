@@ -6,6 +6,7 @@
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ManagedClusterInfo } from "./hub-api.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** How long a lookup is kept. */
 export const CLUSTER_CACHE_MS = 5_000;
@@ -36,7 +37,7 @@ export class ClusterDirectory {
       throw new GatewayError(
         503,
         "authorization-unavailable",
-        `cannot look up ManagedCluster "${name}": ${(err as Error).message}`,
+        `cannot look up ManagedCluster "${name}": ${errorMessage(err)}`,
         {
           cause: err,
         },

@@ -26,6 +26,7 @@ import * as tls from "node:tls";
 import type { PeerCertificate } from "node:tls";
 import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** How long an endpoint may take to send its SETTINGS before its session is given up. */
 export const SETTINGS_TIMEOUT_MS = 10_000;
@@ -48,7 +49,7 @@ export function endpointIdentityProblem(cluster: string, cert: PeerCertificate):
   try {
     names = cert.raw ? clusterNamesFromCertificate(cert.raw) : [];
   } catch (err) {
-    return new Error(`the endpoint certificate is unreadable: ${(err as Error).message}`);
+    return new Error(`the endpoint certificate is unreadable: ${errorMessage(err)}`);
   }
   return names.includes(cluster)
     ? undefined

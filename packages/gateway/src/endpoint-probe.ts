@@ -9,6 +9,7 @@
 import * as tls from "node:tls";
 import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/api";
 import { endpointIdentityProblem, type Dialer, type EndpointTls } from "./cluster-pool.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What one probe found. */
 export interface EndpointProbe {
@@ -75,7 +76,7 @@ export async function probeEndpoint(
     );
     return { ok: true, latencyMs, ...(cert ? { certificateExpiry: cert } : {}), reason: "" };
   } catch (err) {
-    const text = signal.aborted ? `no answer within ${timeoutMs} ms` : (err as Error).message;
+    const text = signal.aborted ? `no answer within ${timeoutMs} ms` : errorMessage(err);
     return { ok: false, reason: `gateway endpoint: ${text}` };
   } finally {
     session?.destroy();

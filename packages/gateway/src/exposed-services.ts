@@ -17,6 +17,7 @@
  */
 import yaml from "js-yaml";
 import type { ManagedClusterInfo } from "./hub-api.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The label that puts a ManagedCluster in a ManagedClusterSet. */
 export const CLUSTER_SET_LABEL = "cluster.open-cluster-management.io/clusterset";
@@ -46,7 +47,7 @@ export function parseExposedServices(text: string): ExposedService[] {
   try {
     doc = yaml.load(text, { schema: yaml.CORE_SCHEMA });
   } catch (err) {
-    throw new Error(`not YAML: ${(err as Error).message.split("\n")[0]}`, { cause: err });
+    throw new Error(`not YAML: ${errorMessage(err).split("\n")[0]}`, { cause: err });
   }
   if (doc === undefined || doc === null) return [];
   if (!Array.isArray(doc)) throw new Error("must be a YAML list of entries");
@@ -116,7 +117,7 @@ export class ExposedServices {
       this.entries = parseExposedServices(data.services ?? "");
       return { kind: "loaded", entries: this.entries.length };
     } catch (err) {
-      return { kind: "refused", problem: (err as Error).message };
+      return { kind: "refused", problem: errorMessage(err) };
     }
   }
 

@@ -19,6 +19,7 @@ import type { EndpointProbe } from "./endpoint-probe.js";
 import type { AddOnInfo, HubApi, ListEvent, ManagedClusterInfo } from "./hub-api.js";
 import { ProbeScheduler } from "./probe-scheduler.js";
 import type { RecordTap } from "./request-record.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Default interval of a cluster's endpoint probe. */
 export const FLEET_PROBE_INTERVAL_MS = 20_000;
@@ -167,7 +168,7 @@ export class FleetSource {
     try {
       r = await this.o.probe(cluster);
     } catch (err) {
-      r = { ok: false, reason: `gateway endpoint: ${(err as Error).message}` };
+      r = { ok: false, reason: `gateway endpoint: ${errorMessage(err)}` };
     }
     if (!this.scheduler.has(cluster)) return;
     const before = this.probes.get(cluster);

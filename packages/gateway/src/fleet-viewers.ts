@@ -24,6 +24,7 @@ import { CLUSTER_API_GROUP } from "./authorization.js";
 import { GatewayError, asGatewayError } from "./gateway-error.js";
 import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
 import type { Clock } from "./ttl-cache.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The subresource whose `get` lets a viewer see a cluster's audit records. */
 export const AUDIT_SUBRESOURCE = "proxy-audit";
@@ -174,7 +175,7 @@ export class FleetViewers {
       throw new GatewayError(
         503,
         "authorization-unavailable",
-        `the hub cannot authorize the request (SubjectAccessReview failed: ${(err as Error).message})`,
+        `the hub cannot authorize the request (SubjectAccessReview failed: ${errorMessage(err)})`,
         { cause: err },
       );
     }

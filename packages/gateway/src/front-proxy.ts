@@ -9,6 +9,7 @@
 import { X509Certificate } from "node:crypto";
 import type * as tls from "node:tls";
 import type { UserInfo } from "./hub-api.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Where the hub publishes its requestheader settings. */
 export const EXTENSION_AUTH_CONFIGMAP = { namespace: "kube-system", name: "extension-apiserver-authentication" };
@@ -159,7 +160,7 @@ export class FrontProxyTrust {
     try {
       next = data ? parseRequestHeaderSettings(data) : undefined;
     } catch (err) {
-      return { kind: "invalid", problem: (err as Error).message };
+      return { kind: "invalid", problem: errorMessage(err) };
     }
     this.settings = next;
     this.generation++;

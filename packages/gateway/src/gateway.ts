@@ -59,6 +59,7 @@ import { sandboxed } from "./response-policy.js";
 import { MOUNTED_TOKEN_FILE, TokenAudiences, tokenFileAudiences } from "./token-audiences.js";
 import { checkUpgradeOrigin } from "./upgrade-origin.js";
 import { UserCaps, callerKey, closeSignal, kindOf, releaseOn, writeRawTooMany } from "./user-caps.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** How often the serving certificate files are checked for changes. */
 export const SERVING_CERT_POLL_MS = 5_000;
@@ -569,7 +570,7 @@ export class Gateway {
     // request is cut; the gateway keeps serving everyone else.
     server.on("request", (req: AnyRequest, res: AnyResponse) => {
       void this.onRequest(req, res).catch((err: unknown) => {
-        this.logger.error({ err: (err as Error).message }, "request handling failed");
+        this.logger.error({ err: errorMessage(err) }, "request handling failed");
         destroyQuietly(() =>
           "stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy(),
         );
@@ -577,7 +578,7 @@ export class Gateway {
     });
     server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
       void this.onUpgrade(req, socket, head).catch((err: unknown) => {
-        this.logger.error({ err: (err as Error).message }, "upgrade handling failed");
+        this.logger.error({ err: errorMessage(err) }, "upgrade handling failed");
         destroyQuietly(() => socket.destroy());
       });
     });
@@ -650,7 +651,7 @@ export class Gateway {
             `refused: ${u.problem}; the gateway keeps the last good list`,
           )
           .catch((err: unknown) =>
-            this.logger.warn({ err: (err as Error).message }, "cannot record an Event about the exposed services"),
+            this.logger.warn({ err: errorMessage(err) }, "cannot record an Event about the exposed services"),
           );
       }
     });

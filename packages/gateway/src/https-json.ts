@@ -3,6 +3,7 @@
  * and JWKS), bounded in time and size.
  */
 import * as https from "node:https";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const MAX_BYTES = 1024 * 1024;
 
@@ -44,7 +45,7 @@ export function getJson(url: string, options: GetJsonOptions = {}): Promise<unkn
           try {
             resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")));
           } catch (err) {
-            reject(new Error(`${url}: not JSON: ${(err as Error).message}`));
+            reject(new Error(`${url}: not JSON: ${errorMessage(err)}`));
           }
         });
         res.on("error", reject);

@@ -18,6 +18,7 @@ import type {
   TokenReviewResult,
   UserInfo,
 } from "./hub-api.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 function isNotFound(err: unknown): boolean {
   return err instanceof k8s.ApiException && err.code === 404;
@@ -121,7 +122,7 @@ function watchLoop<O>(
       (err: unknown) => {
         if (stopped) return;
         const delay = backoff.next();
-        logger.warn({ err: (err as Error).message, retryInMs: delay }, `watch of ${what} failed`);
+        logger.warn({ err: errorMessage(err), retryInMs: delay }, `watch of ${what} failed`);
         timer = setTimeout(loop, delay);
       },
     );

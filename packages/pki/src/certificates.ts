@@ -8,7 +8,7 @@
  */
 import { KeyObject, createPrivateKey, randomBytes, webcrypto } from "node:crypto";
 import { isIP } from "node:net";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
+import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import { x509 } from "./x509-engine.js";
 
 /** Key algorithms a CA or leaf can be created with. */
@@ -105,7 +105,7 @@ async function importSigningKey(keyPem: string): Promise<{ key: webcrypto.Crypto
   try {
     keyObject = createPrivateKey(keyPem);
   } catch (err) {
-    throw new CertificateError(`CA key: not a readable PEM private key (${(err as Error).message})`, { cause: err });
+    throw new CertificateError(`CA key: not a readable PEM private key (${errorMessage(err)})`, { cause: err });
   }
   let params: KeyParams;
   if (keyObject.asymmetricKeyType === "ec") {
@@ -240,7 +240,7 @@ export async function issueCertificate(
   try {
     caCert = new x509.X509Certificate(ca.certPem);
   } catch (err) {
-    throw new CertificateError(`CA certificate: not a readable PEM certificate (${(err as Error).message})`, {
+    throw new CertificateError(`CA certificate: not a readable PEM certificate (${errorMessage(err)})`, {
       cause: err,
     });
   }
@@ -285,7 +285,7 @@ function parseRequestPem(csrPem: string): x509.Pkcs10CertificateRequest {
   try {
     return new x509.Pkcs10CertificateRequest(Buffer.from(match[1]!.replace(/\s+/g, ""), "base64"));
   } catch (err) {
-    throw new CertificateError(`not a readable certificate request (${(err as Error).message})`, { cause: err });
+    throw new CertificateError(`not a readable certificate request (${errorMessage(err)})`, { cause: err });
   }
 }
 
@@ -299,7 +299,7 @@ export async function parseCertificateRequest(csrPem: string): Promise<ParsedCer
   try {
     valid = await csr.verify();
   } catch (err) {
-    throw new CertificateError(`certificate request: signature not verifiable (${(err as Error).message})`, {
+    throw new CertificateError(`certificate request: signature not verifiable (${errorMessage(err)})`, {
       cause: err,
     });
   }

@@ -36,6 +36,7 @@ import {
   type CertificateAndKey,
   type KeyAlgorithm,
 } from "./certificates.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** DNS names and IPs the hub is reached at when none are given. */
 export const DEFAULT_HUB_HOSTS: readonly string[] = ["localhost", "127.0.0.1", "::1"];
@@ -373,7 +374,7 @@ async function loadCa(
     if (!cert.checkPrivateKey(createPrivateKey(pem.keyPem))) throw new Error(`${paths.key} does not match it`);
     return { pem, cert };
   } catch (err) {
-    throw new CertificateError(`${paths.cert}: unusable CA (${(err as Error).message}); use force to replace it`, {
+    throw new CertificateError(`${paths.cert}: unusable CA (${errorMessage(err)}); use force to replace it`, {
       cause: err,
     });
   }

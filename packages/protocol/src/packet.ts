@@ -11,7 +11,7 @@
  * {@link peekPacket} reads only what a relay needs to route a packet without decoding it.
  */
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
+import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 /** Packet types, numbered as in the konnectivity `PacketType` enum. */
 export const PacketType = {
@@ -322,7 +322,7 @@ export function decodePacketWithReader(bytes: Uint8Array): Packet {
     return decodeUnchecked(bytes);
   } catch (err) {
     if (err instanceof PacketDecodeError) throw err;
-    throw new PacketDecodeError(`malformed packet (${bytes.length} bytes): ${(err as Error).message}`, {
+    throw new PacketDecodeError(`malformed packet (${bytes.length} bytes): ${errorMessage(err)}`, {
       cause: err,
     });
   }

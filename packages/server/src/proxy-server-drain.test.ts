@@ -19,6 +19,7 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { ProxyServer } from "./proxy-server.js";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 function port(addr: net.AddressInfo | string | undefined): number {
   assert.ok(addr && typeof addr !== "string", "expected a TCP address");
@@ -226,7 +227,7 @@ describe("proxy-server drain and readiness", () => {
       const status = await new Promise<{ code: number; details: string }>((resolve) => call.once("close", resolve));
       assert.notEqual(status.code, 0, "the stream of a session opened while draining is refused");
     } catch (err) {
-      assert.match((err as Error).message, /GOAWAY|closed|destroyed/i, "or the session is already going away");
+      assert.match(errorMessage(err), /GOAWAY|closed|destroyed/i, "or the session is already going away");
     } finally {
       fresh.destroy();
     }

@@ -52,6 +52,7 @@ import { payloadRelay, type PayloadRelay } from "./routing/payload-relay.js";
 import { Relay } from "./routing/relay.js";
 import { sharedCaSubjects } from "./listeners/server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./agents/token-review.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -107,7 +108,7 @@ async function readPem(flag: string, path: string, kind: "certificate" | "key"):
   try {
     pem = await readFile(path);
   } catch (err) {
-    throw new ConfigError(`${flag}: cannot read "${path}": ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`${flag}: cannot read "${path}": ${errorMessage(err)}`, { cause: err });
   }
   const problem = pemProblem(pem, kind);
   if (problem) throw new ConfigError(`${flag}: "${path}" ${problem}`);
@@ -118,7 +119,7 @@ function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): voi
   try {
     tls.createSecureContext(options);
   } catch (err) {
-    throw new ConfigError(`${flags}: invalid certificate or key: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`${flags}: invalid certificate or key: ${errorMessage(err)}`, { cause: err });
   }
 }
 
@@ -542,7 +543,7 @@ export class ProxyServer {
         await unlink(door.path);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
-          throw new ConfigError(`${door.flag}: cannot remove stale socket "${door.path}": ${(err as Error).message}`, {
+          throw new ConfigError(`${door.flag}: cannot remove stale socket "${door.path}": ${errorMessage(err)}`, {
             cause: err,
           });
         }

@@ -13,7 +13,7 @@
 import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as tls from "node:tls";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
+import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import type { Logger } from "@cluster-proxy/kit";
 
 /** One file and the flag it was given with (for messages). */
@@ -67,7 +67,7 @@ function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
     try {
       return new X509Certificate(block);
     } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${(err as Error).message}`, {
+      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${errorMessage(err)}`, {
         cause: err,
       });
     }
@@ -131,7 +131,7 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
     try {
       key = createPrivateKey(material.key);
     } catch (err) {
-      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${(err as Error).message}`, {
+      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${errorMessage(err)}`, {
         cause: err,
       });
     }
@@ -147,7 +147,7 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
   } catch (err) {
     const blame = files.cert ?? files.key ?? files.ca;
     if (!blame) throw err;
-    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${(err as Error).message}`, { cause: err });
+    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${errorMessage(err)}`, { cause: err });
   }
 }
 
@@ -161,7 +161,7 @@ export async function readTlsFiles(
     try {
       return await read(file.path);
     } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `cannot read: ${(err as Error).message}`, { cause: err });
+      throw new TlsFileError(file.flag, file.path, `cannot read: ${errorMessage(err)}`, { cause: err });
     }
   };
   return { cert: await one(files.cert), key: await one(files.key), ca: await one(files.ca) };
@@ -245,7 +245,7 @@ export class CertReloader {
     try {
       material = await readTlsFiles(files, this.options.readFile);
     } catch (err) {
-      return this.refuse(`read:${(err as Error).message}`, err as Error, undefined);
+      return this.refuse(`read:${errorMessage(err)}`, err as Error, undefined);
     }
     const digest = tlsDigest(material);
     if (digest === this.loadedDigest) {

@@ -4,6 +4,7 @@
  * a server that starts and resets every client without a word.
  */
 import { X509Certificate, createPrivateKey } from "node:crypto";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const CERT_BLOCK = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
 
@@ -18,7 +19,7 @@ export function pemProblem(pem: Buffer | string, kind: "certificate" | "key"): s
       createPrivateKey(text);
       return undefined;
     } catch (err) {
-      return `not a PEM private key (${(err as Error).message})`;
+      return `not a PEM private key (${errorMessage(err)})`;
     }
   }
   const blocks = text.match(CERT_BLOCK) ?? [];
@@ -27,7 +28,7 @@ export function pemProblem(pem: Buffer | string, kind: "certificate" | "key"): s
     try {
       new X509Certificate(block);
     } catch (err) {
-      return `certificate ${i + 1} of ${blocks.length} does not parse (${(err as Error).message})`;
+      return `certificate ${i + 1} of ${blocks.length} does not parse (${errorMessage(err)})`;
     }
   }
   return undefined;

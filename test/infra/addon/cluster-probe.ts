@@ -16,6 +16,7 @@ import { join } from "node:path";
 import { Duplex } from "node:stream";
 import tls from "node:tls";
 import { tunnelClientFromCertDir } from "../env/proxy-client.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const [address, servername, certDir, cluster, clusterCaFile, kubeconfig, target] = process.argv.slice(2);
 const [host, portText] = (address ?? "").split(/:(?=\d+$)/);
@@ -101,5 +102,5 @@ async function main(): Promise<void> {
 try {
   await main();
 } catch (err) {
-  console.log(JSON.stringify({ ok: false, error: (err as Error).message }));
+  console.log(JSON.stringify({ ok: false, error: errorMessage(err) }));
 }

@@ -11,6 +11,7 @@ import { Resources, type KubeApi, type KubeObject } from "@cluster-proxy/addon-m
 import { repoRoot, stateDir } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
 import type { TestEnv } from "../env/fixture.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const CRD = {
   apiVersion: "apiextensions.k8s.io/v1",
@@ -174,7 +175,7 @@ export async function waitForAddon<M extends KubeObject & { status?: unknown }>(
       o.everyMs,
     );
   } catch (err) {
-    throw new Error(`${(err as Error).message}\nlast status: ${JSON.stringify(last?.status)}\n${o.diagnose()}`, {
+    throw new Error(`${errorMessage(err)}\nlast status: ${JSON.stringify(last?.status)}\n${o.diagnose()}`, {
       cause: err,
     });
   }

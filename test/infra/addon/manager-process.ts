@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import { repoRoot } from "../env/config.js";
 import { waitFor } from "../env/exec.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const execFileAsync = promisify(execFile);
 
@@ -77,7 +78,7 @@ export class ManagerProcess {
     try {
       return await waitFor(`"${String(msg)}" in ${this.name}'s log`, timeoutMs, () => this.logs.find(match), 100);
     } catch (err) {
-      throw new Error(`${(err as Error).message}\n--- ${this.name} log tail ---\n${this.tail()}`, { cause: err });
+      throw new Error(`${errorMessage(err)}\n--- ${this.name} log tail ---\n${this.tail()}`, { cause: err });
     }
   }
 

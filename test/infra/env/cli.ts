@@ -20,6 +20,7 @@ import {
   up,
 } from "./environment.js";
 import { checkNetworkPrereqs, ensureNft } from "./network.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 async function main(): Promise<void> {
   const cmd = process.argv[2];
@@ -60,6 +61,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  log(`error: ${(err as Error).message}`);
+  log(`error: ${errorMessage(err)}`);
   process.exitCode = 1;
 });

@@ -47,6 +47,7 @@ import {
   pidsInOurNamespaces,
 } from "./network.js";
 import { FRONT_PROXY_CLIENT_CN, KUBELET_CLIENT_CN, createPki, kubeconfig, pkiFile } from "./pki.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export interface ProcRecord {
   name: string;
@@ -107,7 +108,7 @@ function runBuildScript(script: string, what: string): string {
       `building ${what} failed (node scripts/${script}; see its error above). ` +
         `A cold build needs the Go module proxy: inside a network namespace without a route out (scripts/test.sh's ` +
         `cp-test-<pid>) run 'node --conditions=source --import tsx test/infra/env/cli.ts prepare' first, outside it. ` +
-        `${(err as Error).message}`,
+        `${errorMessage(err)}`,
     );
   }
   return out.trim().split("\n").pop() ?? "";
@@ -415,7 +416,7 @@ function applyCrds(c: ClusterName, files: string[]): void {
       kubectlLocal(c, ["wait", "--for=condition=Established", "--timeout=60s", "crd", "--all"], { timeoutMs: 90_000 });
       return;
     } catch (err) {
-      if (attempt >= 10 || !/accessor error/.test((err as Error).message)) throw err;
+      if (attempt >= 10 || !/accessor error/.test(errorMessage(err))) throw err;
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 500);
     }
   }
@@ -780,7 +781,7 @@ export async function up(
       log(`environment ready in ${state.readySeconds.toFixed(1)}s: ${stateDir}`);
       return { state, reused: false };
     } catch (err) {
-      log(`bring-up failed: ${(err as Error).message}`);
+      log(`bring-up failed: ${errorMessage(err)}`);
       log(`logs are in ${paths.logs} (removed by env:down; set CPENV_KEEP_ON_FAILURE=1 to keep the environment)`);
       if (process.env.CPENV_KEEP_ON_FAILURE !== "1") await downLocked({ keepLogs: true });
       throw err;

@@ -12,6 +12,7 @@
 import { readFileSync } from "node:fs";
 import http2 from "node:http2";
 import tls from "node:tls";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What to send. */
 export interface AttackRequest {
@@ -152,5 +153,5 @@ const token = readFileSync(request.tokenFile, "utf8").trim();
 try {
   console.log(JSON.stringify(await (request.proto === "h2" ? http2Request : http1)(request, token)));
 } catch (err) {
-  console.log(JSON.stringify({ error: (err as Error).message }));
+  console.log(JSON.stringify({ error: errorMessage(err) }));
 }

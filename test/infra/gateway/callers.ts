@@ -8,6 +8,7 @@ import * as https from "node:https";
 import * as tls from "node:tls";
 import { rawH2 } from "@cluster-proxy/tunnel/testing";
 import { gatewayRequestOptions, type HostileWorld } from "./hostile-world.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What an HTTP/1.1 caller read before the gateway closed the connection (or the time ran out). */
 export interface RawAnswer {
@@ -86,7 +87,7 @@ function onStream(session: http2.ClientHttp2Session, r: H2Request, timeoutMs: nu
     try {
       stream = session.request(r.headers, { endStream: body.length === 0 && r.endStream !== false });
     } catch (err) {
-      answer.error = (err as Error).message;
+      answer.error = errorMessage(err);
       return done();
     }
     stream.on("response", (h) => (answer.status = Number(h[":status"])));
@@ -100,7 +101,7 @@ function onStream(session: http2.ClientHttp2Session, r: H2Request, timeoutMs: nu
       for (const chunk of body) stream.write(chunk);
       if (body.length > 0 && r.endStream !== false) stream.end();
     } catch (err) {
-      answer.error = (err as Error).message;
+      answer.error = errorMessage(err);
       stream.close(http2.constants.NGHTTP2_CANCEL);
     }
   });

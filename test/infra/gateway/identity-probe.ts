@@ -16,6 +16,7 @@ import http2 from "node:http2";
 import { join } from "node:path";
 import tls from "node:tls";
 import { tunnelClientFromCertDir } from "../env/proxy-client.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 const [address, servername, proxyCertDir, cluster, agentCaFile, clientCertDir] = process.argv.slice(2);
 
@@ -121,5 +122,5 @@ process.on("uncaughtException", (err) => {
 try {
   console.log(JSON.stringify(await main()));
 } catch (err) {
-  console.log(JSON.stringify({ tunnel: false, error: (err as Error).message }));
+  console.log(JSON.stringify({ tunnel: false, error: errorMessage(err) }));
 }

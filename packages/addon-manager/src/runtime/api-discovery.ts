@@ -1,6 +1,7 @@
 /** Whether the apiserver serves an API group version, asked until it answers. */
 import { backoffDelay, delay, type Logger } from "@cluster-proxy/kit";
 import { isNotFound, type KubeApi } from "./kube-api.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /**
  * Whether every one of `apiVersions` (`<group>/<version>`) is served: `GET /apis/<apiVersion>`
@@ -20,7 +21,7 @@ export async function apisServed(
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
-      log.warn({ err: (err as Error).message }, `cannot discover ${what}; retrying`);
+      log.warn({ err: errorMessage(err) }, `cannot discover ${what}; retrying`);
       await delay(backoffDelay(attempt, 500, 10_000), signal);
     }
   }

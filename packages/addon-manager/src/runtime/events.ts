@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Records Events as `component` (the Event's source and reporting component). */
 export class EventRecorder {
@@ -40,7 +41,7 @@ export class EventRecorder {
         reportingComponent: this.component,
       });
     } catch (err) {
-      this.logger.warn({ reason, err: (err as Error).message }, "could not record an event");
+      this.logger.warn({ reason, err: errorMessage(err) }, "could not record an event");
     }
   }
 }

@@ -12,6 +12,7 @@ import { randomBytes } from "node:crypto";
 import { delay } from "@cluster-proxy/kit";
 import { isAlreadyExists, isConflict, isNotFound, KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -107,7 +108,7 @@ export class LeaderElector {
       this.logger.info({ identity: this.identity }, "released the leader lease");
     } catch (err) {
       this.logger.warn(
-        { err: (err as Error).message },
+        { err: errorMessage(err) },
         "could not release the leader lease (a standby takes over when it expires)",
       );
     }
@@ -151,7 +152,7 @@ export class LeaderElector {
       return this.won(now);
     } catch (err) {
       if (isConflict(err) || isAlreadyExists(err) || isNotFound(err)) return false;
-      this.logger.warn({ err: (err as Error).message }, "leader election: lease request failed");
+      this.logger.warn({ err: errorMessage(err) }, "leader election: lease request failed");
       return false;
     }
   }

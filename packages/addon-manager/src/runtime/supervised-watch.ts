@@ -10,6 +10,7 @@
 import { backoffDelay, delay } from "@cluster-proxy/kit";
 import { isGone, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export type WatchHandler<T extends KubeObject = KubeObject> = (type: "ADDED" | "MODIFIED" | "DELETED", obj: T) => void;
 
@@ -94,7 +95,7 @@ export class SupervisedWatch<T extends KubeObject = KubeObject> {
         this.synced = false;
         const wait = backoffDelay(this.failures++, 500, 30_000);
         this.logger.warn(
-          { resource: this.resource.plural, err: (err as Error).message, retryInMs: wait },
+          { resource: this.resource.plural, err: errorMessage(err), retryInMs: wait },
           "watch failed: re-listing after a pause",
         );
         await delay(wait, signal);

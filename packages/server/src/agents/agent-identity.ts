@@ -26,6 +26,7 @@ import { createHash, X509Certificate } from "node:crypto";
 import type { AgentIdentityMode } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import type { AgentIdentifiers } from "@cluster-proxy/protocol";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Domain of the Go cluster-proxy addon's service-proxy host names. */
 export const SERVICE_PROXY_DOMAIN = ".open-cluster-management.proxy";
@@ -127,7 +128,7 @@ export function verifyAgentIdentity(
         refusal: {
           reason: "unreadable_certificate",
           identifier: "",
-          message: `cannot read the cluster names of the agent's certificate: ${(err as Error).message}`,
+          message: `cannot read the cluster names of the agent's certificate: ${errorMessage(err)}`,
         },
       };
     }

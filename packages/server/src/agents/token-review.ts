@@ -8,6 +8,7 @@
  * The Kubernetes client is loaded only when token authentication is configured.
  */
 import { ClusterProxyError, ConfigError, ErrorCodes } from "@cluster-proxy/api";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Who reviews a token: returns the authenticated username, or throws with the reason. */
 export type TokenReviewFn = (token: string, audience: string) => Promise<string>;
@@ -76,7 +77,7 @@ export async function authenticateAgentToken(values: readonly string[], o: Token
   try {
     username = await o.review(value.slice(prefix.length), o.authenticationAudience);
   } catch (err) {
-    return fail((err as Error).message, err);
+    return fail(errorMessage(err), err);
   }
   const parts = username.split(":");
   if (parts.length !== 4) return fail("lookup failed: unexpected username format");
@@ -108,7 +109,7 @@ export async function kubernetesTokenReview(kubeconfig: string, qps = 0, burst =
     if (!kc.getCurrentCluster()) throw new Error("no current cluster");
   } catch (err) {
     throw new ConfigError(
-      `--kubeconfig: cannot load ${kubeconfig ? `"${kubeconfig}"` : "the in-cluster config"}: ${(err as Error).message}`,
+      `--kubeconfig: cannot load ${kubeconfig ? `"${kubeconfig}"` : "the in-cluster config"}: ${errorMessage(err)}`,
       { cause: err },
     );
   }
@@ -122,7 +123,7 @@ export async function kubernetesTokenReview(kubeconfig: string, qps = 0, burst =
         body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, audiences: [audience] } },
       });
     } catch (err) {
-      throw new Error(`Failed to authenticate request. err:${(err as Error).message}`, { cause: err });
+      throw new Error(`Failed to authenticate request. err:${errorMessage(err)}`, { cause: err });
     }
     const status = review.status;
     if (status?.error) throw new Error(`lookup failed: ${status.error}`);
