@@ -5,36 +5,13 @@ import { PacketType, encodeData, type AgentIdentifiers } from "@cluster-proxy/pr
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
 import { ManualClock } from "@cluster-proxy/kit/testing";
-import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "../agents/backend.js";
+import { Backend } from "../agents/backend.js";
 import { MAX_TALLIED_IDENTIFIERS, TrafficTally } from "./cluster-traffic.js";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
 import { probeDial } from "../front-doors/probe-dial.js";
 import { CLOSING_LINGER_MS, Relay, packetFrame } from "./relay.js";
 import { FakeCall } from "../testing/fake-call.js";
-
-/** A frontend that records what happened to its dial. */
-class End implements FrontendEnd {
-  conn: TunnelConnection | undefined;
-  failure: DialFailure | undefined;
-  dialSucceeded(_random: bigint, conn: TunnelConnection): void {
-    this.conn = conn;
-  }
-  dialFailed(_random: bigint, failure: DialFailure): void {
-    this.failure = failure;
-  }
-  data(): number {
-    return 0;
-  }
-  delivered(): number {
-    return 0;
-  }
-  buffered(): number {
-    return 0;
-  }
-  pauseSource(): void {}
-  stallClose(): void {}
-  closed(): void {}
-}
+import { RecordingEnd } from "../testing/recording-end.js";
 
 const ids = (...host: string[]): AgentIdentifiers => ({ host, cidr: [], ipv4: [], ipv6: [], defaultRoute: false });
 
@@ -54,8 +31,8 @@ function setup(dialTimeoutMs = 0, clock?: ManualClock) {
   };
   let random = 1n;
   /** Dial `address`; the agent answers with `connectID` (or `error`). */
-  const dial = (backend: Backend | undefined, address: string, connectID: bigint, error = ""): End => {
-    const end = new End();
+  const dial = (backend: Backend | undefined, address: string, connectID: bigint, error = ""): RecordingEnd => {
+    const end = new RecordingEnd();
     const r = random++;
     relay.dial(end, { address, random: r });
     if (backend)
@@ -144,10 +121,10 @@ describe("per-cluster traffic", () => {
   test("a client that gives up, and a shutdown, are not failures of the cluster", () => {
     const { relay, connect, traffic } = setup();
     const { backend } = connect("a", ids("east"));
-    const given = relay.dial(new End(), { address: "east:80", random: 100n });
+    const given = relay.dial(new RecordingEnd(), { address: "east:80", random: 100n });
     assert.ok(given);
     relay.cancelDial(given);
-    relay.dial(new End(), { address: "east:80", random: 101n });
+    relay.dial(new RecordingEnd(), { address: "east:80", random: 101n });
     relay.stopDialing();
     assert.equal(traffic("east")?.failedDials, 0);
     assert.equal(backend.pending.size, 0);
@@ -167,7 +144,7 @@ describe("the relay's timers, on its clock", () => {
     const clock = new ManualClock();
     const { relay, connect } = setup(100, clock);
     connect("a", ids("east"));
-    const waiting = new End();
+    const waiting = new RecordingEnd();
     relay.dial(waiting, { address: "east:80", random: 1n });
     clock.advance(99);
     assert.equal(waiting.failure?.kind, undefined);

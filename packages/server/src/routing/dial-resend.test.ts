@@ -9,37 +9,14 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { PacketType } from "@cluster-proxy/protocol";
 import { silentLogger } from "@cluster-proxy/kit";
-import { Backend, type DialFailure, type FrontendEnd, type TunnelConnection } from "../agents/backend.js";
+import { Backend, type TunnelConnection } from "../agents/backend.js";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
 import { MAX_DIAL_RESENDS, Relay, packetFrame } from "./relay.js";
 import { FakeCall } from "../testing/fake-call.js";
-
-class DialEnd implements FrontendEnd {
-  conn: TunnelConnection | undefined;
-  failure: DialFailure | undefined;
-  constructor(readonly probe = false) {}
-  dialSucceeded(_random: bigint, conn: TunnelConnection): void {
-    this.conn = conn;
-  }
-  dialFailed(_random: bigint, failure: DialFailure): void {
-    this.failure = failure;
-  }
-  data(): number {
-    return 0;
-  }
-  delivered(): number {
-    return 0;
-  }
-  buffered(): number {
-    return 0;
-  }
-  pauseSource(): void {}
-  stallClose(): void {}
-  closed(): void {}
-}
+import { RecordingEnd } from "../testing/recording-end.js";
 
 /** What `end` got (read through a call: assertions narrow the field itself). */
-const connectionOf = (end: DialEnd): TunnelConnection | undefined => end.conn;
+const connectionOf = (end: RecordingEnd): TunnelConnection | undefined => end.conn;
 
 function world(agents: number) {
   const metrics = new ServerMetrics(IDLE_METRICS_SOURCE);
@@ -71,7 +48,7 @@ const resentCount = async (m: ServerMetrics): Promise<number> =>
 describe("a dial whose agent went away before answering", () => {
   test("is sent again to the cluster's other agent, same random, and succeeds there", async () => {
     const w = world(2);
-    const end = new DialEnd();
+    const end = new RecordingEnd();
     assert.ok(w.relay.dial(end, { address: "mc1:443", random: 7n }));
     const first = w.dialedOn(7n)!;
     w.relay.removeBackend(first.backend, "keepalive timeout");
@@ -91,7 +68,7 @@ describe("a dial whose agent went away before answering", () => {
 
   test("fails when no other agent serves the address, and after MAX_DIAL_RESENDS resends", () => {
     const alone = world(1);
-    const end = new DialEnd();
+    const end = new RecordingEnd();
     alone.relay.dial(end, { address: "mc1:443", random: 1n });
     alone.relay.removeBackend(alone.stream[0]!.backend, "keepalive timeout");
     assert.equal(end.failure?.kind, "agent_gone");
@@ -99,7 +76,7 @@ describe("a dial whose agent went away before answering", () => {
     assert.equal(alone.relay.pendingCount(), 0);
 
     const many = world(MAX_DIAL_RESENDS + 3);
-    const bounded = new DialEnd();
+    const bounded = new RecordingEnd();
     many.relay.dial(bounded, { address: "mc1:443", random: 2n });
     for (let i = 0; i <= MAX_DIAL_RESENDS; i++) many.relay.removeBackend(many.dialedOn(2n)!.backend, `gone ${i}`);
     assert.equal(bounded.failure?.kind, "agent_gone", "gave up after the bounded resends");
@@ -108,7 +85,7 @@ describe("a dial whose agent went away before answering", () => {
 
   test("a health probe is not resent: it asks about the agent it was sent to", () => {
     const w = world(2);
-    const probe = new DialEnd(true);
+    const probe = new RecordingEnd(true);
     w.relay.dial(probe, { address: "mc1:443", random: 3n });
     w.relay.removeBackend(w.dialedOn(3n)!.backend, "gone");
     assert.equal(probe.failure?.kind, "agent_gone");
