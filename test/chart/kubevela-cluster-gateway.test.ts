@@ -16,7 +16,6 @@ import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { Condition } from "@cluster-proxy/api";
 import { KubeApi } from "@cluster-proxy/addon-manager";
 import { paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
@@ -29,7 +28,13 @@ import {
   runAsOperator,
   transcriptSteps,
 } from "../infra/addon/readme-install.js";
-import { RELEASE, RELEASE_NAMESPACE as NS, addonAvailability, helmBinary, removeLeftRelease } from "../infra/chart.js";
+import {
+  RELEASE,
+  RELEASE_NAMESPACE as NS,
+  helmBinary,
+  readmeInstallAvailable,
+  removeLeftRelease,
+} from "../infra/chart.js";
 
 const CLUSTERS = ["mc1", "mc2"] as const;
 /** What the guide's deploy block creates outside the release, removed after the test. */
@@ -122,20 +127,7 @@ describe("KubeVela's cluster-gateway on our proxy-servers, from a workstation", 
   });
 
   test("the README's bare chart install: cluster-proxy Available on mc1 and mc2", async () => {
-    const r = await runAsOperator(env, path, docBlock("install-chart"), 600_000);
-    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
-    let last: Record<string, Condition | undefined> = {};
-    await waitFor(
-      "cluster-proxy Available on mc1 and mc2",
-      300_000,
-      () => {
-        last = addonAvailability(env);
-        return CLUSTERS.every((c) => last[c]?.status === "True") || undefined;
-      },
-      1000,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}\nlast: ${JSON.stringify(last)}`, { cause: err });
-    });
+    await readmeInstallAvailable(env, path, CLUSTERS);
   });
 
   test("the guide's cluster-gateway lists mc1's namespaces through the hub kube-apiserver and our proxy-servers", async (t) => {

@@ -25,7 +25,6 @@ import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import type { Condition } from "@cluster-proxy/api";
 import { KubeApi } from "@cluster-proxy/addon-manager";
 import { nsOf, paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
@@ -41,7 +40,13 @@ import {
   type DocBlockName,
   type TranscriptStep,
 } from "../infra/addon/readme-install.js";
-import { RELEASE, RELEASE_NAMESPACE as NS, addonAvailability, helmBinary, removeLeftRelease } from "../infra/chart.js";
+import {
+  RELEASE,
+  RELEASE_NAMESPACE as NS,
+  helmBinary,
+  readmeInstallAvailable,
+  removeLeftRelease,
+} from "../infra/chart.js";
 
 const CLUSTERS = ["mc1", "mc2"] as const;
 
@@ -84,7 +89,6 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
     child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
     return { out: () => out, err: () => err };
   };
-  const availability = (): Record<string, Condition | undefined> => addonAvailability(env);
 
   before(
     async () => {
@@ -174,20 +178,7 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
   });
 
   test("the README's bare chart install: cluster-proxy Available on mc1 and mc2", async () => {
-    const r = await runAsOperator(env, path, docBlock("install-chart"), 600_000);
-    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
-    let last: Record<string, Condition | undefined> = {};
-    await waitFor(
-      "cluster-proxy Available on mc1 and mc2",
-      300_000,
-      () => {
-        last = availability();
-        return CLUSTERS.every((c) => last[c]?.status === "True") || undefined;
-      },
-      1000,
-    ).catch((err: Error) => {
-      throw new Error(`${err.message}\nlast: ${JSON.stringify(last)}`, { cause: err });
-    });
+    await readmeInstallAvailable(env, path, CLUSTERS);
   });
 
   test("health through the hub kube-apiserver: mc1 and mc2 True True True with a latency, VIA apiserver", async (t) => {

@@ -9,7 +9,8 @@ import type { Condition } from "@cluster-proxy/api";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import { deleteAddonCsrs } from "./addon/hub-setup.js";
 import { paths, repoRoot } from "./env/config.js";
-import type { RunResult } from "./env/exec.js";
+import { type RunResult, waitFor } from "./env/exec.js";
+import { docBlock, runAsOperator } from "./addon/readme-install.js";
 import type { TestEnv } from "./env/fixture.js";
 
 export const CHART = join(repoRoot, "charts", "cluster-proxy");
@@ -92,4 +93,26 @@ export function helm(args: string[]): HelmResult {
     },
   });
   return { status: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+/**
+ * The README's bare chart install as the operator runs it (the `install-chart` block, with the
+ * operator's `path`), then cluster-proxy Available on each of `clusters` within 300 s (the last
+ * conditions seen are in the error).
+ */
+export async function readmeInstallAvailable(env: TestEnv, path: string, clusters: readonly string[]): Promise<void> {
+  const r = await runAsOperator(env, path, docBlock("install-chart"), 600_000);
+  if (r.status !== 0) throw new Error(`the README's install-chart block failed:\n${r.stdout}\n${r.stderr}`);
+  let last: Record<string, Condition | undefined> = {};
+  await waitFor(
+    `cluster-proxy Available on ${clusters.join(" and ")}`,
+    300_000,
+    () => {
+      last = addonAvailability(env);
+      return clusters.every((c) => last[c]?.status === "True") || undefined;
+    },
+    1000,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}\nlast: ${JSON.stringify(last)}`, { cause: err });
+  });
 }
