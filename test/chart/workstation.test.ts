@@ -17,11 +17,15 @@
  * - a tunnel kubeconfig with `cluster-proxy relay` beside it lists mc1's namespaces with the real
  *   kubectl;
  * - `cluster-proxy relay --door gateway` and a gateway kubeconfig for 127.0.0.1:9092: kubectl lists
- *   mc1's namespaces through the gateway as a hub user (the gateway guide's grants).
+ *   mc1's namespaces through the gateway as a hub user (the gateway guide's grants);
+ * - every example that `health`, `port-forward`, `kubeconfig` and `relay --help` print for a real hub
+ *   runs as printed, in the order printed, in a directory holding what the examples name as the
+ *   user's own (hub.kubeconfig, a token file, an OIDC kubeconfig, a ManagedServiceAccount's token as
+ *   its addon projects it, a Service `web`); the local hub's examples run in first-hour.test.ts.
  */
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
-import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -171,6 +175,15 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
       ],
       { allowFail: true },
     );
+    await env
+      ?.core("mc1")
+      .deleteNamespacedService({ name: "web", namespace: "default" })
+      .catch(() => undefined);
+    await env
+      ?.core("hub")
+      .deleteNamespacedSecret({ name: "my-msa", namespace: "mc1" })
+      .catch(() => undefined);
+    env?.kubectl("mc1", ["delete", "clusterrolebinding/hub-admin-view"], { allowFail: true });
     for (const c of CLUSTERS) env?.blackhole(c, false);
     for (const c of CLUSTERS) env?.hubApiserverOnly(c, false);
     if (dir) rmSync(dir, { recursive: true, force: true });
@@ -362,5 +375,138 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
     });
     t.diagnostic(`$ ${get!.command}\n${ns!.stdout}${ns!.stderr}`);
     assertShownOutput(get!, ns!.stdout);
+  });
+
+  test("every real-hub example of health, port-forward, kubeconfig and relay --help runs as printed", async (t) => {
+    for (const c of children.splice(0)) c.kill("SIGKILL");
+    // What the examples name as the user's own: a token of mc1 in mc1.token, an OIDC-style
+    // kubeconfig of mc1 in ~/.kube, a ManagedServiceAccount my-msa (its addon projects the token
+    // into the hub as Secret mc1/my-msa), and a Service web in mc1's default namespace.
+    const home = join(dir, "home");
+    mkdirSync(join(home, ".kube"), { recursive: true });
+    writeFileSync(join(dir, "mc1.token"), mc1Token);
+    writeFileSync(
+      join(home, ".kube", "mc1-oidc.kubeconfig"),
+      [
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters: [{name: mc1, cluster: {server: 'https://mc1.example:6443'}}]",
+        "users: [{name: me, user: {token: " + JSON.stringify(mc1Token) + "}}]",
+        "contexts: [{name: mc1, context: {cluster: mc1, user: me}}]",
+        "current-context: mc1",
+        "",
+      ].join("\n"),
+      { mode: 0o600 },
+    );
+    await env
+      .core("hub")
+      .createNamespacedSecret({
+        namespace: "mc1",
+        body: { metadata: { name: "my-msa" }, data: { token: Buffer.from(mc1Token).toString("base64") } },
+      })
+      .catch(() => undefined);
+    await env
+      .core("mc1")
+      .createNamespacedService({
+        namespace: "default",
+        body: {
+          metadata: { name: "web" },
+          spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] },
+        },
+      })
+      .catch(() => undefined);
+    // The gateway guide's grant on the managed side, for the hub kubeconfig's own user.
+    const grant = docBlock("gateway-grant-managed")
+      .replaceAll("system:serviceaccount:default:alice", "cpenv-admin")
+      .replaceAll("hub-alice-view", "hub-admin-view");
+    const granted = await runAsOperator(env, path, grant, 120_000, {
+      cwd: dir,
+      env: { KUBECONFIG: env.kubeconfigPath("mc1") },
+    });
+    assert.equal(granted.status, 0, granted.stderr);
+
+    const shellEnv = { HOME: home };
+    const running: { line: string; out: () => string; err: () => string }[] = [];
+    const start = (line: string): { out: () => string; err: () => string } => {
+      const command = line.replace(/\s+#\s.*$/, "").replace(/\s*&\s*$/, "");
+      const child = spawn("ip", ["netns", "exec", nsOf("lab"), "bash", "-c", `exec ${command}`], {
+        cwd: dir,
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, PATH: path, KUBECONFIG: env.kubeconfigPath("hub"), ...shellEnv },
+      });
+      children.push(child);
+      let out = "";
+      let err = "";
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+      child.stderr.on("data", (d: Buffer) => (err = (err + d.toString()).slice(-20_000)));
+      const handle = { line, out: () => out, err: () => err };
+      running.push(handle);
+      return handle;
+    };
+    const stopAll = (): void => {
+      for (const c of children.splice(0)) c.kill("SIGKILL");
+      running.splice(0);
+    };
+    const examples = async (command: string): Promise<string[]> => {
+      const help = await typed(`cluster-proxy ${command} --help`);
+      assert.equal(help.status, 0, help.stderr);
+      const section = help.stdout.slice(help.stdout.indexOf("\nExamples:\n"));
+      return [...section.slice(0, section.indexOf("\n\n", 1)).matchAll(/^ {2}((?:cluster-proxy|kubectl) .+)$/gm)]
+        .map((m) => m[1]!)
+        .filter((l) => !l.includes('# the local hub of "cluster-proxy up"'));
+    };
+    const longRunning = (line: string): boolean =>
+      /\s&(\s+#.*)?$/.test(line) || /^cluster-proxy (port-forward|relay) /.test(line);
+    const runLine = async (line: string): Promise<void> => {
+      if (longRunning(line)) {
+        const p = start(line);
+        await waitFor("it to listen", 60_000, () => /^(Forwarding from|Relaying) /m.test(p.out()), 200).catch(
+          (err: Error) => {
+            throw new Error(`$ ${line}\n${err.message}\nstdout: ${p.out()}\nstderr: ${p.err()}`, { cause: err });
+          },
+        );
+        t.diagnostic(`$ ${line}\n${p.out()}`);
+        return;
+      }
+      let last: RunResult | undefined;
+      // A cluster cut off by an earlier test may take a moment to be healthy again.
+      await waitFor(
+        "it to succeed",
+        90_000,
+        async () => ((last = await typed(line, shellEnv)).status === 0 ? true : undefined),
+        2000,
+      ).catch((err: Error) => {
+        const bg = running.map((r) => `${r.line}: ${r.err()}`).join("\n");
+        throw new Error(`$ ${line}\n${err.message}\n${last?.stdout}\n${last?.stderr}\n${bg}`, { cause: err });
+      });
+      t.diagnostic(`$ ${line}\n${last!.stdout}${last!.stderr}`);
+    };
+
+    const health = await examples("health");
+    assert.equal(health.length, 4, health.join("\n"));
+    for (const line of health) await runLine(line);
+
+    const forwards = await examples("port-forward");
+    assert.equal(forwards.length, 2, forwards.join("\n"));
+    for (const line of forwards) await runLine(line);
+    const web = await typed("curl -sS --max-time 20 http://127.0.0.1:8080/");
+    assert.match(web.stdout, /^hello from ops-web-/, web.stderr);
+    const apiserver = await typed(
+      "curl -sk --max-time 20 -o /dev/null -w '%{http_code}' https://127.0.0.1:6443/version",
+    );
+    assert.match(apiserver.stdout, /^[2-4]\d\d$/, `mc1's kube-apiserver answers on 6443: ${apiserver.stderr}`);
+    stopAll();
+
+    const kubeconfigs = await examples("kubeconfig");
+    assert.equal(kubeconfigs.length, 9, kubeconfigs.join("\n"));
+    for (const line of kubeconfigs) await runLine(line);
+    const pods = await typed("kubectl --kubeconfig hub-clusters.kubeconfig --context mc1 get pods");
+    assert.match(pods.stdout, /^ops-web-/m, pods.stderr);
+    stopAll();
+
+    const relays = await examples("relay");
+    assert.equal(relays.length, 4, relays.join("\n"));
+    for (const line of relays) await runLine(line);
+    stopAll();
   });
 });
