@@ -14,7 +14,9 @@
  * - docs/reference/metrics.md, between `<!-- metrics:begin -->` and `<!-- metrics:end -->`: every
  *   series of the server's and the agent's metrics registries (scripts/metrics-reference.ts);
  * - docs/reference/performance.md, between `<!-- performance:begin -->` and
- *   `<!-- performance:end -->`, from bench/results (scripts/performance-page.ts).
+ *   `<!-- performance:end -->`, from bench/results (scripts/performance-page.ts);
+ * - the whole of docs/reference/sdk.md, the SDK's API reference from its TSDoc
+ *   (scripts/sdk-reference.ts).
  *
  *   node --conditions=source --import tsx scripts/gen-flag-docs.ts [--check] [--readme PATH]
  *
@@ -35,6 +37,7 @@ import {
 } from "@cluster-proxy/cli";
 import { METRICS_PAGE_PATH, replaceMetricsSection } from "./metrics-reference.js";
 import { PERFORMANCE_PAGE_PATH, readBenchResults, replacePerformanceSection } from "./performance-page.js";
+import { SDK_REFERENCE_PATH, sdkReferenceMarkdown } from "./sdk-reference.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** Pages with a generated section, relative to the repository root. */
@@ -69,6 +72,7 @@ const targets: Target[] = readmePath
         join(root, PERFORMANCE_PAGE_PATH),
         async (text) => replacePerformanceSection(text, await readBenchResults(join(root, "bench", "results"))),
       ],
+      [join(root, SDK_REFERENCE_PATH), () => sdkReferenceMarkdown(root)],
       ...(await chartFileTargets()),
     ];
 
@@ -76,7 +80,8 @@ const stale: string[] = [];
 for (const [path, wanted] of targets) {
   const current = await readFile(path, "utf8").catch((err: Error) => {
     // A wholly generated file may be missing (it is written); a page with markers may not.
-    if (readmePath || path !== join(root, ERROR_REFERENCE_PATH)) fail(`cannot read ${path}: ${err.message}`);
+    if (readmePath || (path !== join(root, ERROR_REFERENCE_PATH) && path !== join(root, SDK_REFERENCE_PATH)))
+      fail(`cannot read ${path}: ${err.message}`);
     return "";
   });
   let content: string;
