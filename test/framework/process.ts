@@ -17,7 +17,12 @@ export interface Proc {
  * {@link waitFor} for a process to become ready: fails at once if it exits first, and either way
  * the error carries what the process printed (read when it fails, not when the wait started).
  */
-export async function waitForProc(proc: Proc, what: string, check: () => Promise<boolean>): Promise<void> {
+export async function waitForProc(
+  proc: Proc,
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs?: number,
+): Promise<void> {
   const output = (): string => proc.output().slice(-4000);
   let died: Error | undefined;
   const exited = proc.exited.then((code) => {
@@ -25,7 +30,7 @@ export async function waitForProc(proc: Proc, what: string, check: () => Promise
   });
   exited.catch(() => undefined);
   try {
-    await Promise.race([waitFor(what, check), exited]);
+    await Promise.race([waitFor(what, check, ...(timeoutMs !== undefined ? [timeoutMs] : [])), exited]);
   } catch (err) {
     if (err === died) throw err;
     throw new Error(`${errorMessage(err)}\n${proc.name} output:\n${output()}`, { cause: err });

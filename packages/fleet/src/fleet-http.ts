@@ -126,8 +126,13 @@ export class FleetHttp {
   }
 
   private async route(req: FleetRequest, res: FleetResponse): Promise<void> {
-    const url = new URL(req.url ?? "/", "http://fleet.invalid");
+    const raw = req.url ?? "/";
+    const url = new URL(raw, "http://fleet.invalid");
     const path = url.pathname;
+    // What is served is what was asked for (and audited, and checked by whoever routed it here):
+    // the URL parser resolves dot segments (`.`, `..`, `%2e`), turns `\` into `/` and drops tabs,
+    // newlines and fragments, so a path it would change is refused instead of served as another.
+    if (path !== raw.split("?")[0]) return text(res, 400, "the fleet view serves canonical paths only\n");
     if (req.method !== "GET" && req.method !== "HEAD") {
       res.writeHead(405, { ...SECURITY_HEADERS, allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" });
       res.end("the fleet view answers GET only\n");

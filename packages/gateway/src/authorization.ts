@@ -76,7 +76,9 @@ export function impersonationOf(headers: HeaderBag): ImpersonationRequest | unde
   const users = values(headers["impersonate-user"]);
   const groups = values(headers["impersonate-group"]);
   const uids = values(headers["impersonate-uid"]);
-  const extra: Record<string, string[]> = {};
+  // A Map, then own properties: an object literal would take `Impersonate-Extra-__proto__` as its
+  // prototype (the extra silently gone) instead of a key.
+  const extras = new Map<string, string[]>();
   for (const [name, v] of Object.entries(headers)) {
     if (!name.startsWith("impersonate-extra-")) continue;
     let key: string;
@@ -85,8 +87,12 @@ export function impersonationOf(headers: HeaderBag): ImpersonationRequest | unde
     } catch {
       throw new GatewayError(400, "bad-request", `malformed header ${name}`);
     }
-    extra[key] = values(v).flatMap((x) => x.split(",").map((s) => s.trim()));
+    extras.set(
+      key,
+      values(v).flatMap((x) => x.split(",").map((s) => s.trim())),
+    );
   }
+  const extra: Record<string, string[]> = Object.fromEntries(extras);
   if (users.length === 0) {
     if (groups.length || uids.length || Object.keys(extra).length)
       throw new GatewayError(400, "bad-request", "Impersonate-Group, -Uid and -Extra-* need Impersonate-User");

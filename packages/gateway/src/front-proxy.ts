@@ -114,7 +114,9 @@ export function frontProxyIdentity(settings: RequestHeaderSettings, raw: readonl
   if (username === undefined) return undefined;
   const uid = settings.uidHeaders.map((h) => values(raw, h)[0]).find((u) => u !== undefined);
   const groups = settings.groupHeaders.flatMap((h) => values(raw, h));
-  const extra: Record<string, string[]> = {};
+  // A Map, not an object literal: a key is whatever the hub's authenticator named (`constructor`,
+  // `__proto__` and `toString` included), and an object would read those from its prototype.
+  const extra = new Map<string, string[]>();
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
     const prefix = settings.extraHeaderPrefixes.find((p) => name.startsWith(p));
@@ -125,9 +127,13 @@ export function frontProxyIdentity(settings: RequestHeaderSettings, raw: readonl
     } catch {
       continue;
     }
-    if (key !== "") (extra[key] ??= []).push(raw[i + 1]!);
+    if (key === "") continue;
+    const vals = extra.get(key) ?? [];
+    vals.push(raw[i + 1]!);
+    extra.set(key, vals);
   }
-  return { username, groups, extra, ...(uid !== undefined ? { uid } : {}) };
+  // Object.fromEntries defines each key as an own property (`__proto__` too).
+  return { username, groups, extra: Object.fromEntries(extra), ...(uid !== undefined ? { uid } : {}) };
 }
 
 /** Every header name the settings give meaning to: never forwarded, whoever sent them. */

@@ -730,31 +730,10 @@ export class Gateway {
     const aggregated = fromAggregatedUrl(req.url ?? "/");
     const fleetUrl = typeof aggregated === "string" ? aggregated : req.url;
     if (FleetHttp.owns(fleetUrl)) {
-      const socket = tlsSocketOf(req);
-      const certificate = clientCertificateOf(socket, this.options.clientCaFile !== "");
-      const frontProxy = this.frontProxy.identify(socket, req.rawHeaders);
-      // Audited like any other request (401s too), when the response ends; not counted in the
-      // request metrics, which are by cluster.
-      const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
-      rec.record.path = (req.url ?? "").split("?")[0];
-      const fleetReq: FleetRequest = {
-        ...(req.method ? { method: req.method } : {}),
-        url: fleetUrl,
-        headers: req.headers,
-      };
-      const noted: FleetRequestContext = {
-        rec,
-        ...(certificate ? { certificate } : {}),
-        ...(frontProxy ? { frontProxy } : {}),
-        ...(socket?.remoteAddress !== undefined ? { source: socket.remoteAddress } : {}),
-      };
-      this.fleetRequests.set(fleetReq, noted);
-      res.once("close", () => rec.finish(res.statusCode, undefined, noted.refusal));
+      // Whatever throws here, the request is counted out (a leaked count held every shutdown for
+      // its whole grace period) and the last-resort handler cuts it.
       try {
-        await this.fleet.handle(
-          fleetReq,
-          fleetResponseOf(res, (n) => rec.addOut(n)),
-        );
+        await this.onFleetRequest(req, res, fleetUrl);
       } finally {
         end();
       }
@@ -813,6 +792,34 @@ export class Gateway {
     } finally {
       end();
     }
+  }
+
+  /** A request for the fleet view (its own `/-/fleet/` or the aggregated path's cluster `-`). */
+  private async onFleetRequest(req: AnyRequest, res: AnyResponse, fleetUrl: string | undefined): Promise<void> {
+    const socket = tlsSocketOf(req);
+    const certificate = clientCertificateOf(socket, this.options.clientCaFile !== "");
+    const frontProxy = this.frontProxy.identify(socket, req.rawHeaders);
+    // Audited like any other request (401s too), when the response ends; not counted in the
+    // request metrics, which are by cluster.
+    const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
+    rec.record.path = (req.url ?? "").split("?")[0];
+    const fleetReq: FleetRequest = {
+      ...(req.method ? { method: req.method } : {}),
+      url: fleetUrl,
+      headers: req.headers,
+    };
+    const noted: FleetRequestContext = {
+      rec,
+      ...(certificate ? { certificate } : {}),
+      ...(frontProxy ? { frontProxy } : {}),
+      ...(socket?.remoteAddress !== undefined ? { source: socket.remoteAddress } : {}),
+    };
+    this.fleetRequests.set(fleetReq, noted);
+    res.once("close", () => rec.finish(res.statusCode, undefined, noted.refusal));
+    await this.fleet.handle(
+      fleetReq,
+      fleetResponseOf(res, (n) => rec.addOut(n)),
+    );
   }
 
   /** What a retry on another endpoint connection leaves behind: a metric and a debug line. */

@@ -20,6 +20,10 @@ export interface GatewayProcessConfig {
   clusters: string[];
   /** The services ConfigMap's `services` key (the allowlist), if any. */
   exposedServices?: string;
+  /** Other ConfigMaps of the hub by name (`extension-apiserver-authentication`: the front proxy's trust). */
+  configMaps?: Record<string, Record<string, string>>;
+  /** Clusters whose add-on is Available (rows of the fleet view). */
+  availableAddOns?: string[];
 }
 
 const config = JSON.parse(readFileSync(process.argv[2] ?? "", "utf8")) as GatewayProcessConfig;
@@ -29,6 +33,14 @@ for (const [token, u] of Object.entries(config.tokens)) hub.tokens.set(token, { 
 for (const [user, byCluster] of Object.entries(config.grants))
   for (const [cluster, verbs] of Object.entries(byCluster)) hub.grantProxy(user, cluster, ...verbs);
 if (config.exposedServices !== undefined) hub.setConfigMap({ services: config.exposedServices });
+for (const [name, data] of Object.entries(config.configMaps ?? {})) hub.setConfigMap(data, name);
+for (const c of config.availableAddOns ?? [])
+  hub.setAddOn(c, {
+    status: "True",
+    reason: "ProxyAgentAvailable",
+    message: "tunnel works",
+    lastTransitionTime: new Date().toISOString(),
+  });
 const gateway = new Gateway(parseGatewayOptions(config.options), {
   hub,
   bindAddress: "127.0.0.1",

@@ -47,6 +47,21 @@ export const READER: Caller = {
 /** Every verb on managedclusters/proxy of mc1 (so bodies of POST/PUT/PATCH/DELETE reach the agent). */
 export const WRITER: Caller = { token: "writer-token", username: "dora", groups: ["team-b", "system:authenticated"] };
 
+/** With {@link WorldOptions.frontProxy}: a second cluster without an agent, which only {@link WRITER} may `get`. */
+export const OTHER_CLUSTER = "mc2";
+/** The name the front proxy's certificate carries (the hub's `requestheader-allowed-names`). */
+export const FRONT_PROXY_NAME = "front-proxy-client";
+
+/** What the world is started with. */
+export interface WorldOptions {
+  /**
+   * The aggregated path: the hub publishes a requestheader CA ({@link HostileWorld.frontProxy} holds
+   * a certificate of it, the hub apiserver's), {@link OTHER_CLUSTER} exists, and both clusters'
+   * add-ons are Available (the fleet view's rows).
+   */
+  frontProxy?: boolean;
+}
+
 /** One request a stand-in received (recorded when its head arrives). */
 export interface Received {
   method: string;
@@ -160,6 +175,8 @@ export interface HostileWorld {
   servingCa: Buffer;
   apiserver: StandIn;
   service: StandIn;
+  /** With {@link WorldOptions.frontProxy}: the hub apiserver's front-proxy client certificate. */
+  frontProxy?: { cert: Buffer; key: Buffer };
   /** The gateway path of `path` on the stand-in Service. */
   servicePath(path: string): string;
   /**
@@ -181,7 +198,7 @@ export interface HostileWorld {
 }
 
 /** Start the world (see the module comment); `npm run build` first (the server and agent are the built CLI). */
-export async function startHostileWorld(): Promise<HostileWorld> {
+export async function startHostileWorld(opts: WorldOptions = {}): Promise<HostileWorld> {
   const h = await new Harness().init([CLUSTER]);
   try {
     const days = { validityDays: 1 };
@@ -213,6 +230,12 @@ export async function startHostileWorld(): Promise<HostileWorld> {
       usage: "server",
       ...days,
     });
+    const frontProxyCa = opts.frontProxy
+      ? await createCertificateAuthority({ commonName: "front-proxy-ca", ...days })
+      : undefined;
+    const frontProxy = frontProxyCa
+      ? await issueCertificate(frontProxyCa, { commonName: FRONT_PROXY_NAME, usage: "client", ...days })
+      : undefined;
     const saDir = join(h.dir, "sa");
     await mkdir(saDir);
     const files: Record<string, string> = {
@@ -274,6 +297,20 @@ export async function startHostileWorld(): Promise<HostileWorld> {
       clusters: [CLUSTER],
       exposedServices: `- clusters: [${CLUSTER}]\n  namespace: ${SERVICE.namespace}\n  service: ${SERVICE.name}\n`,
     };
+    if (frontProxyCa) {
+      config.clusters.push(OTHER_CLUSTER);
+      config.grants[WRITER.username]![OTHER_CLUSTER] = ["get"];
+      config.availableAddOns = [CLUSTER, OTHER_CLUSTER];
+      config.configMaps = {
+        "extension-apiserver-authentication": {
+          "requestheader-client-ca-file": frontProxyCa.certPem,
+          "requestheader-allowed-names": JSON.stringify([FRONT_PROXY_NAME]),
+          "requestheader-username-headers": JSON.stringify(["X-Remote-User"]),
+          "requestheader-group-headers": JSON.stringify(["X-Remote-Group"]),
+          "requestheader-extra-headers-prefix": JSON.stringify(["X-Remote-Extra-"]),
+        },
+      };
+    }
     const configFile = join(h.dir, "gateway.json");
     await writeFile(configFile, JSON.stringify(config));
     const spawnGateway = async (): Promise<{ proc: Proc; port: number; healthPort: number; exited: () => boolean }> => {
@@ -285,11 +322,17 @@ export async function startHostileWorld(): Promise<HostileWorld> {
         configFile,
       ]);
       let ports = { port: 0, healthPort: 0 };
-      await waitForProc(proc, "the gateway process READY", () => {
-        const m = /^READY (\{.*\})$/m.exec(proc.output());
-        if (m?.[1]) ports = JSON.parse(m[1]) as typeof ports;
-        return Promise.resolve(m !== null);
-      });
+      // Generous: on a busy machine tsx compiling the gateway alone has taken more than 15 s.
+      await waitForProc(
+        proc,
+        "the gateway process READY",
+        () => {
+          const m = /^READY (\{.*\})$/m.exec(proc.output());
+          if (m?.[1]) ports = JSON.parse(m[1]) as typeof ports;
+          return Promise.resolve(m !== null);
+        },
+        60_000,
+      );
       await waitForProc(
         proc,
         "the gateway's /readyz",
@@ -310,6 +353,9 @@ export async function startHostileWorld(): Promise<HostileWorld> {
       servingCa: Buffer.from(servingCa.certPem),
       apiserver,
       service,
+      ...(frontProxy
+        ? { frontProxy: { cert: Buffer.from(frontProxy.certPem), key: Buffer.from(frontProxy.keyPem) } }
+        : {}),
       servicePath: (path) =>
         `/${CLUSTER}/api/v1/namespaces/${SERVICE.namespace}/services/https:${SERVICE.name}:${service.port}/proxy-service${path}`,
       gatewayAlive: async () => {
