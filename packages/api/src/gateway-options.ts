@@ -406,7 +406,7 @@ const gatewayOptionFields = {
     {
       flag: "max-connections-per-client",
       description:
-        "TLS connections one client may hold at the gateway's port at once, counted by source address (IPv6 by /64): a quarter of the port's 8,192, so that no one source holds them all while an HTTP/1.1 client with a thousand watches, or the clients behind one NAT, still fit; further ones are closed on arrival. Behind a load balancer that replaces client addresses (a Service with externalTrafficPolicy Cluster) a source is a node: raise it, or keep client addresses (externalTrafficPolicy Local)",
+        "TLS connections one client may hold at the gateway's port at once, counted by source address (IPv6 by /64): a quarter of the port's 8,192, so that no one source holds them all while an HTTP/1.1 client with a thousand watches, or the clients behind one NAT, still fit; further ones are closed on arrival. The hub apiserver's connections (the aggregated path: its front-proxy certificate, checked at the handshake) stop counting once verified, as each of its users is bounded on their own. Behind a load balancer that replaces client addresses (a Service with externalTrafficPolicy Cluster) a source is a node: raise it, or keep client addresses (externalTrafficPolicy Local)",
     },
     positiveInt,
   ),

@@ -10,6 +10,8 @@
  */
 import assert from "node:assert/strict";
 import * as http2 from "node:http2";
+import * as net from "node:net";
+import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { aggregatedClusterPath, GATEWAY_API_ROOT } from "@cluster-proxy/api";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
@@ -328,6 +330,81 @@ describe("the aggregated path: the hub apiserver as a front proxy", () => {
     for (const path of [`${GATEWAY_API_ROOT}/clusters/mc1`, `${GATEWAY_API_ROOT}/clusters/mc1/proxyx/api`]) {
       const r = await f.request(path, { headers: identity, ...frontProxy });
       assert.equal(r.status, 400, path);
+    }
+  });
+});
+
+describe("the aggregated path: the hub apiserver is not one client of the per-client connection cap", () => {
+  const CAP = 2;
+  let f: GatewayFixture;
+  let frontProxy: { cert: Buffer; key: Buffer };
+  let stranger: { cert: Buffer; key: Buffer };
+
+  before(async () => {
+    f = await startGatewayFixture({ clientCa: true, limits: { maxConnectionsPerClient: CAP } });
+    const ca = await createCertificateAuthority({ commonName: "front-proxy-ca", validityDays: 2 });
+    const c = await issueCertificate(ca, { commonName: FRONT_PROXY_NAME, usage: "client", validityDays: 1 });
+    frontProxy = { cert: Buffer.from(c.certPem), key: Buffer.from(c.keyPem) };
+    // Same CA, a name the hub does not allow: not the front proxy, counted like anyone.
+    const s = await issueCertificate(ca, { commonName: "someone-else", usage: "client", validityDays: 1 });
+    stranger = { cert: Buffer.from(s.certPem), key: Buffer.from(s.keyPem) };
+    f.hub.setConfigMap(requestHeaderData(ca.certPem), "extension-apiserver-authentication");
+    f.hub.grantProxy("bob", "mc1", "get");
+  });
+  after(() => f.close());
+
+  /** An HTTP/2 connection from `localAddress` with `cert`, once it answered one request (its status). */
+  const connect = async (
+    localAddress: string,
+    cert: { cert: Buffer; key: Buffer },
+  ): Promise<{ session: http2.ClientHttp2Session; status: number }> => {
+    const session = http2.connect(`https://127.0.0.1:${f.port}`, {
+      createConnection: () =>
+        tls.connect({
+          socket: net.connect({ host: "127.0.0.1", port: f.port, localAddress }),
+          ca: f.servingCa,
+          servername: "localhost",
+          ALPNProtocols: ["h2"],
+          ...cert,
+        }),
+    });
+    session.on("error", () => undefined);
+    const status = await new Promise<number>((resolve) => {
+      const req = session.request({
+        ":path": `${aggregatedClusterPath("mc1")}/api`,
+        "x-remote-user": "bob",
+        "x-remote-group": "system:authenticated",
+      });
+      req.on("response", (h) => resolve(Number(h[":status"])));
+      req.on("error", () => resolve(0));
+      req.on("close", () => resolve(0));
+      req.resume();
+      req.end();
+    });
+    return { session, status };
+  };
+
+  test("the front proxy holds more connections than the cap from one address; others from it are still capped", async () => {
+    const held: http2.ClientHttp2Session[] = [];
+    try {
+      for (let i = 0; i < CAP * 3; i++) {
+        const c = await connect("127.0.0.21", frontProxy);
+        held.push(c.session);
+        assert.equal(c.status, 200, `front-proxy connection ${i + 1}`);
+      }
+      // A caller from the hub's own address without the front proxy's certificate counts as before.
+      for (let i = 0; i < CAP; i++) {
+        const c = await connect("127.0.0.21", stranger);
+        held.push(c.session);
+        assert.equal(c.status, 401, `connection ${i + 1} of a caller that is not the front proxy`);
+      }
+      const over = await connect("127.0.0.21", stranger);
+      held.push(over.session);
+      // (The cap is taken on arrival, before the handshake shows who connects: while others hold
+      // the cap of the hub's own address, a new front-proxy connection from it is closed too.)
+      assert.equal(over.status, 0, "a non-front-proxy connection over the cap is closed on arrival");
+    } finally {
+      for (const s of held) s.destroy();
     }
   });
 });

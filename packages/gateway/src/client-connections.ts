@@ -46,6 +46,8 @@ export function clientKeyOf(address: string | undefined): string {
 /** Counts each client's open connections; see the module comment. */
 export class ClientConnections {
   private readonly open = new Map<string, number>();
+  /** The admitted connections still counted, by remote address and port: how to stop counting each. */
+  private readonly counted = new Map<string, () => void>();
 
   constructor(private readonly maxPerClient: number) {}
 
@@ -66,13 +68,32 @@ export class ClientConnections {
       return false;
     }
     this.open.set(key, n + 1);
-    socket.once("close", () => {
+    const id = connectionId(socket);
+    let counted = true;
+    const uncount = (): void => {
+      if (!counted) return;
+      counted = false;
+      this.counted.delete(id);
       const left = (this.open.get(key) ?? 1) - 1;
       if (left <= 0) this.open.delete(key);
       else this.open.set(key, left);
-    });
+    };
+    this.counted.set(id, uncount);
+    socket.once("close", uncount);
     return true;
   }
+
+  /**
+   * Stop counting the admitted connection that `socket` runs over (the same remote address and
+   * port: a TLS socket over the accepted one), e.g. once it proved to be the hub's front proxy.
+   */
+  release(socket: Socket): void {
+    this.counted.get(connectionId(socket))?.();
+  }
+}
+
+function connectionId(socket: Socket): string {
+  return `${socket.remoteAddress ?? ""}|${socket.remotePort ?? ""}`;
 }
 
 /** What {@link guardSession} holds an HTTP/2 connection to. */
@@ -174,13 +195,16 @@ export type RefusalOfConnection = "client-connection-cap" | "stream-resets";
 /**
  * Hold the connections of `server` (HTTP/2 with HTTP/1.1 allowed) to `limits`: the per-client
  * cap (before the TLS handshake), {@link SilentConnections} for HTTP/1.1 and
- * {@link guardSession} for HTTP/2; `onRefused` hears of each connection refused or cut.
+ * {@link guardSession} for HTTP/2; `onRefused` hears of each connection refused or cut. A
+ * connection for which `uncapped` holds after its handshake (the hub apiserver's, carrying every
+ * user of the aggregated path, each bounded per user) stops counting against its address.
  */
 export function guardPort(
   server: Http2SecureServer,
   limits: PortLimits,
   onRefused: (reason: RefusalOfConnection) => void,
   listener: Server = server,
+  uncapped: (socket: TLSSocket) => boolean = () => false,
 ): void {
   const clients = new ClientConnections(limits.maxConnectionsPerClient);
   // Counted where connections are accepted (`listener`, e.g. the plain-HTTP guard in front of
@@ -190,6 +214,7 @@ export function guardPort(
   });
   const silent = new SilentConnections(limits.idleTimeoutMs);
   server.on("secureConnection", (socket: TLSSocket) => {
+    if (uncapped(socket)) clients.release(socket);
     if (socket.alpnProtocol !== "h2") silent.accepted(socket);
   });
   server.on("request", (req: IncomingMessage | Http2ServerRequest) => {

@@ -185,7 +185,14 @@ export class FrontProxyTrust {
    */
   identify(socket: tls.TLSSocket | undefined, rawHeaders: readonly string[]): UserInfo | "no-user" | undefined {
     const settings = this.settings;
-    if (!settings || !socket) return undefined;
+    if (!settings || !socket || !this.carries(socket)) return undefined;
+    return frontProxyIdentity(settings, rawHeaders) ?? "no-user";
+  }
+
+  /** Whether `socket` carries the front proxy's certificate now (an allowed name of the requestheader CA, valid). */
+  carries(socket: tls.TLSSocket): boolean {
+    const settings = this.settings;
+    if (!settings) return false;
     const now = this.now();
     let verdict = this.verdicts.get(socket);
     if (verdict?.generation !== this.generation) {
@@ -194,7 +201,6 @@ export class FrontProxyTrust {
       verdict = { generation: this.generation, until: frontProxy ? Date.parse(leaf.validTo) : -Infinity };
       this.verdicts.set(socket, verdict);
     }
-    if (now > verdict.until) return undefined;
-    return frontProxyIdentity(settings, rawHeaders) ?? "no-user";
+    return now <= verdict.until;
   }
 }

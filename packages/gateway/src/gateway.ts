@@ -542,7 +542,13 @@ export class Gateway {
     const listener = guardPlainHttp(server, { flag: "--port", firstBytesTimeoutMs: limits.handshakeTimeoutMs });
     listener.maxConnections = limits.maxConnections;
     this.listener = listener;
-    guardPort(server, limits, (reason) => this.metrics.refusedConnections.inc({ reason }), listener);
+    guardPort(
+      server,
+      limits,
+      (reason) => this.metrics.refusedConnections.inc({ reason }),
+      listener,
+      (socket) => this.frontProxy.carries(socket),
+    );
     // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
     // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
     server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
