@@ -12,6 +12,8 @@ import { DOC_BLOCKS, docBlock, type DocBlockName } from "../infra/addon/readme-i
 import { REPO } from "../framework/repo.js";
 
 const README_MAX_LINES = 350;
+/** The longest opening comment a source file may have: what it owns and a link, the essay in docs/. */
+const HEADER_MAX_LINES = 8;
 
 /** README.md and every .md file under docs/, relative to the repository root. */
 function markdownFiles(): string[] {
@@ -120,4 +122,47 @@ test("every marked block a suite runs verbatim is in the file the suite reads it
     const section = readme.slice(start + 1, readme.indexOf("\n## ", start + 1));
     assert.match(section, new RegExp("```" + lang + "\\n"), `${heading} has a ${lang} block`);
   }
+});
+
+/** The non-test TypeScript sources under packages/<name>/src, relative to the repository root. */
+function sourceFiles(): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    for (const name of readdirSync(join(REPO, dir)).sort()) {
+      const rel = join(dir, name);
+      if (statSync(join(REPO, rel)).isDirectory()) walk(rel);
+      else if (/\.tsx?$/.test(name) && !/\.test\.tsx?$/.test(name) && !name.endsWith(".d.ts")) out.push(rel);
+    }
+  };
+  for (const pkg of readdirSync(join(REPO, "packages")).sort())
+    if (existsSync(join(REPO, "packages", pkg, "src"))) walk(join("packages", pkg, "src"));
+  return out;
+}
+
+/** The comment a source file opens with (after a shebang): a block comment or a run of `//` lines. */
+function openingComment(text: string): string {
+  const body = text.replace(/^#![^\n]*\n/, "");
+  const block = /^\/\*[\s\S]*?\*\//.exec(body);
+  if (block) return block[0];
+  return /^(?:\/\/[^\n]*(?:\n|$))+/.exec(body)?.[0].trimEnd() ?? "";
+}
+
+test(`every source file opens with a header of at most ${HEADER_MAX_LINES} lines whose design links resolve`, () => {
+  const long: string[] = [];
+  const broken: string[] = [];
+  const files = sourceFiles();
+  assert.ok(files.length > 100, `only ${files.length} source files found: is the walk still right?`);
+  for (const file of files) {
+    const header = openingComment(readFileSync(join(REPO, file), "utf8"));
+    const lines = header === "" ? 0 : header.split("\n").length;
+    if (lines > HEADER_MAX_LINES) long.push(`${file}: ${lines} lines`);
+    for (const m of header.matchAll(/\bdocs\/[\w./-]+\.md(?:#[\w-]+)?/g)) {
+      const [path = "", anchor] = m[0].split("#", 2);
+      if (!existsSync(join(REPO, path))) broken.push(`${file}: ${m[0]} (no such file)`);
+      else if (anchor && !anchors(readFileSync(join(REPO, path), "utf8")).has(anchor))
+        broken.push(`${file}: ${m[0]} (no heading #${anchor} in ${path})`);
+    }
+  }
+  assert.deepEqual(long, [], "move the essay into docs/design and link its section");
+  assert.deepEqual(broken, []);
 });

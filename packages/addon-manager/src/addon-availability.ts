@@ -1,22 +1,7 @@
 /**
- * The `Available` condition of a ManagedClusterAddOn `cluster-proxy` (docs/design/addon-manager.md,
- * "Health"), from two sources:
- *
- * - the hub's tunnel probes through every ready proxy-server replica (tunnel-prober.ts): True
- *   while the tunnel works through at least one replica, the message counting them ("through 2 of
- *   3") and naming each failing one, so scaling the proxy-servers (a new replica the agents have
- *   not reached yet, one going away) shows as partial coverage, never as an unavailable cluster.
- *   Scaling also replaces every replica (the servers' --server-count is in their pod template):
- *   the old ones, which hold the agents' tunnels until they exit, leave the probed set (they are
- *   terminating) before the agents have reached the new ones. So when no replica has a tunnel
- *   but the set of replicas differs from the last one through which the tunnel worked, and that
- *   was less than {@link REPLICA_CHANGE_GRACE_MS} ago, Available stays True
- *   (`ProxyServersChanging`); a cut-off cluster (same replicas, all failing) turns False at once;
- * - what the agents say about themselves, read from the agent ManifestWork's status feedback: the
- *   agent Deployment's ready replicas and the `ProxyAgentConnected` condition each agent writes
- *   into that Deployment's status with its own last connection error
- *   (`getaddrinfo ENOTFOUND proxy-entrypoint...`). They complete the message when the tunnel
- *   does not work, so the hub says why without a look into the managed cluster.
+ * The `Available` condition of a ManagedClusterAddOn `cluster-proxy`, from the hub's tunnel probes
+ * through every ready replica and from what the agents report about themselves.
+ * Design: docs/design/addon-manager.md#health-available-from-tunnel-probes-through-the-proxy-server-replicas
  */
 import { ADDON_NAME, ADDON_NAME_LABEL, TunnelHealthReason, formatTunnelHealth } from "@cluster-proxy/api";
 import type { ConditionInput } from "./runtime/conditions.js";

@@ -1,13 +1,7 @@
 /**
- * The OCM side of the addon (docs/design/addon-manager.md, "OCM addon"): the ClusterManagementAddOn
- * `cluster-proxy`, and for every ManagedClusterAddOn `cluster-proxy` that OCM has given to it:
- * the registration (custom signer, per-cluster subject, agent namespace, Customized health),
- * the agent ManifestWork, ManifestApplied and Available; the spec hashes of the configs. (The
- * approval and signing of the agents' certificate requests: csr-approval.ts.)
- *
- * Every status write is a JSON merge patch carrying the object's uid and resourceVersion, built
- * from the whole cached status, so conditions other writers (OCM's addon manager, the
- * registration agent) set are kept; a 409 means our cache was stale and the key is retried.
+ * The OCM side of the addon: the ClusterManagementAddOn `cluster-proxy`, and for every ManagedClusterAddOn
+ * given to it the registration, the agent ManifestWork, ManifestApplied and Available.
+ * Design: docs/design/addon-manager.md#modules
  */
 import { createHash } from "node:crypto";
 import {

@@ -1,18 +1,7 @@
 /**
- * The ManifestWork that installs the proxy-agent into one managed cluster
- * (`addon-cluster-proxy-deploy-0` in the cluster's namespace; OCM's work agent applies it).
- *
- * Contents, in apply order: the agent Namespace (= the ManagedClusterAddOn's `status.namespace`,
- * where OCM's registration agent writes the agent's certificate Secret), a ServiceAccount with one
- * right (a Role and RoleBinding: `patch` on its own Deployment's `status`, where each agent
- * writes its connection state and last error, read back by the work's status feedback), Secret
- * `cluster-proxy-ca` with the proxy-servers' serving CA bundle, and Deployment
- * `cluster-proxy-proxy-agent`. With a gateway CA bundle (docs/design/gateway.md): Secret
- * `cluster-proxy-gateway-ca` (mounted, `--gateway-ca-file`), the gateway's impersonation prefix
- * (`--gateway-impersonation-prefix`, the agent serves only identities carrying it) and the one
- * cluster-wide right the agent's gateway endpoint needs, ClusterRole
- * `open-cluster-management:cluster-proxy:impersonator` (verb `impersonate` only) bound to the
- * agent's ServiceAccount.
+ * The ManifestWork that installs the proxy-agent into one managed cluster (`addon-cluster-proxy-deploy-0`),
+ * its manifests in apply order, and its spec hash.
+ * Design: docs/design/addon-manager.md#the-agents-manifestwork
  */
 import { createHash } from "node:crypto";
 import {

@@ -1,20 +1,7 @@
 /**
- * The manager's certificate authorities and the leaf certificates they issue.
- *
- * Four CAs, so trust is split by role (docs/design/pki.md):
- * - **serving** (`<signer>`): signs the proxy-servers' serving certificates; hub clients and
- *   agents trust it. With signer type Provided, it is your CA and the manager never writes it.
- * - **client** (`<signer>-client`): signs hub client certificates; only the client front doors trust it.
- * - **agent** (`<signer>-agent`): signs agent certificates; only the agent port trusts it.
- * - **gateway** (`<signer>-gateway`): signs the gateway's identity certificate; only the agents'
- *   gateway endpoint trusts it (its bundle reaches them in the agent's ManifestWork).
- * An agent certificate is therefore never accepted at a client door, nor a client certificate at
- * the agent port.
- *
- * CA Secrets (`ca.crt`, `ca.key`, `ca-bundle.crt`) have no owner: deleting a
- * ManagedProxyConfiguration, reinstalling or restoring a backup keeps (or brings back) the CA. A CA
- * is replaced at 80% of its validity; `ca-bundle.crt` then carries the new and the old CA until the
- * old one expires, so certificates of either are trusted during the change.
+ * The manager's certificate authorities (serving, client, agent, gateway: trust split by role) and the
+ * leaf certificates they issue; CA Secrets have no owner, and a CA is replaced at 80% of its validity.
+ * Design: docs/design/pki.md#four-cas-split-by-role
  */
 import { X509Certificate, createHash, createPrivateKey, createPublicKey } from "node:crypto";
 import {

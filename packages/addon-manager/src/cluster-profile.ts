@@ -1,18 +1,7 @@
 /**
- * The access provider `cluster-proxy` on SIG-Multicluster ClusterProfiles
- * (`multicluster.x-k8s.io/v1alpha1`, docs/guides/cluster-profile.md): for every ClusterProfile that
- * OCM made for a managed cluster with the addon, the manager keeps one entry in
- * `status.accessProviders` (and in the deprecated `status.credentialProviders`, as the API asks)
- * that points at the gateway: `server` `https://<gateway>/<cluster>`, `certificate-authority-data`
- * the gateway's serving CA bundle (the `ca.crt` of Secret `cluster-proxy-gateway-serving`, so a
- * rotated leaf needs no update and a new CA is followed), and the exec extension
- * `client.authentication.k8s.io/exec` = `{"cluster": "<cluster>"}` that `cluster-proxy credential`
- * receives as `ExecCredential.spec.cluster.config`. The entry is removed when the addon leaves the
- * cluster. Other providers' entries are never touched.
- *
- * The lists are atomic in the CRD (no list-map), so a status write is a JSON merge patch of both
- * whole lists carrying the profile's uid and resourceVersion: a 409 means the cache was behind
- * (another provider wrote) and the key is retried from the fresh object.
+ * The access provider `cluster-proxy` on SIG-Multicluster ClusterProfiles: one entry per profile of a
+ * cluster with the addon, pointing at the gateway. Guide: docs/guides/cluster-profile.md
+ * Design: docs/design/addon-manager.md#part-3-clusterprofiles---cluster-profiles
  */
 import { isDeepStrictEqual } from "node:util";
 import type { EventRecorder } from "./runtime/events.js";

@@ -1,12 +1,7 @@
 /**
- * The level-based reconciler of one ManagedProxyConfiguration: read the world, compute the
- * desired hub objects and certificates, apply the difference, write an honest status.
- *
- * Order: CAs (serving, client, agent, gateway) -> entrypoint address ->
- * Namespace/SA/Services/Deployment/PDB (server-side apply, so an edited object is put back and a
- * deleted one re-created) -> leaf certificate Secrets (the proxy-servers', the hub client's and the
- * gateway's; issued or rotated when missing, changed, from another CA, or due) -> stale owned
- * objects deleted -> status. It returns when to look again (the next certificate rotation, or the resync period).
+ * The level-based reconciler of one ManagedProxyConfiguration: read the world, compute the desired hub
+ * objects and certificates, apply the difference, write an honest status, say when to look again.
+ * Design: docs/design/addon-manager.md#shape
  */
 import { isIP } from "node:net";
 import {

@@ -1,11 +1,7 @@
 /**
- * Writing a ManagedProxyConfiguration's status. The status is a PUT with the resourceVersion it
- * was computed from; the manager's cache can lag behind its own last write, so a 409 Conflict is
- * routine: the object is read again, the same observations are merged into its newer status and
- * written once more (nothing is logged). Events about a condition's transition are recorded
- * after the write that made it, compared with the status that write replaced: each transition
- * gives one event, however often the write was retried: `ProxyServerDeployed` (Normal) when it
- * turns True, `InvalidConfiguration` (Warning) when the manager refuses a configuration.
+ * Writing a ManagedProxyConfiguration's status (a PUT with the resourceVersion it was computed from; a
+ * 409 is routine and merged again) and one Event per condition transition, however often retried.
+ * Design: docs/design/addon-manager.md#status
  */
 import { MpcConditions, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";

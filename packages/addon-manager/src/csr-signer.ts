@@ -1,18 +1,7 @@
 /**
- * Approving and signing the proxy-agents' certificate requests (OCM registration with the custom
- * signer `open-cluster-management.io/proxy-agent-signer`).
- *
- * The cluster a certificate is for is taken from what the hub apiserver vouches for: the CSR's
- * `spec.username`, which the klusterlet's registration agent cannot choose
- * (`system:open-cluster-management:<cluster>:<agent>`), cross-checked with `spec.groups`, the
- * labels and name OCM gives addon CSRs, the ManagedCluster (accepted) and our
- * ManagedClusterAddOn in that cluster's namespace, and the subject we published in its
- * `status.registrations`. Labels alone prove nothing (any registration agent may create CSRs
- * cluster-wide with any labels), and names are compared exactly, so `mc1` never approves `mc10`.
- * The certificate carries `cluster-proxy://cluster/<cluster>` and the extended key usages clientAuth
- * (the agent's identity at the proxy-servers) and serverAuth (the agent's gateway endpoint serves
- * with it, docs/design/gateway.md), whatever usages the request lists; requested SANs are never
- * copied.
+ * Approving and signing the proxy-agents' certificate requests (signer
+ * `open-cluster-management.io/proxy-agent-signer`): the cluster from what the hub apiserver vouches for.
+ * Design: docs/design/addon-manager.md#certificate-requests
  */
 import { ADDON_NAME, ADDON_NAME_LABEL } from "@cluster-proxy/api";
 import { isClusterName } from "@cluster-proxy/api/cluster-name";

@@ -1,15 +1,7 @@
 /**
- * What each ManagedClusterAddOn's `Available` says (docs/design/addon-manager.md, "Health"): every few
- * seconds the manager opens, through every ready proxy-server replica (its pod address, the HTTP
- * CONNECT door, with the configuration's proxy-client certificate), a tunnel to `<cluster>:443`:
- * the replica routes it to that cluster's agent, which dials the cluster's kube-apiserver. A 200
- * means the agent is connected to that replica and a dial through it works; anything else (no
- * agent, a dial error, no answer) is the replica's failure, named in the message.
- *
- * A replica that passed counts as failing only after a second failed probe, made at once, so one
- * lost packet on a busy hub does not flap the condition, and a cluster cut off silently is
- * reported within about interval + 2 x timeout. Only changes of the pass/fail picture reach the
- * reconciler (latencies alone do not: no status write every few seconds).
+ * The probes behind each ManagedClusterAddOn's `Available`: a tunnel to `<cluster>:443` through every
+ * ready proxy-server replica; only changes of the pass/fail picture reach the reconciler.
+ * Design: docs/design/addon-manager.md#health-available-from-tunnel-probes-through-the-proxy-server-replicas
  */
 import { performance } from "node:perf_hooks";
 import tls from "node:tls";

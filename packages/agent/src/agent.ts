@@ -1,14 +1,7 @@
 /**
  * The proxy-agent: keeps one Connect stream to every proxy server behind `--proxy-server-host`
- * (server count, HA behind an L4 load balancer), serves the servers' dials to endpoints in its
- * cluster, drains on request, and exposes health and metrics ports.
- *
- * Connect loop (konnectivity's ClientSet): every `--sync-interval` (±10% jitter), if fewer servers
- * are connected than the last `servercount` a new unique server announced, dial once more through
- * the same address with a fresh HTTP/2 session (so the balancer sees a new TCP connection). A
- * `serverid` we already hold is a "duplicate server": that session is closed and the next tick
- * tries again without backoff. Real errors back off from `--sync-interval` by x1.5 (10% jitter) up
- * to `--sync-interval-cap`.
+ * (server count, HA behind an L4 balancer), serves the servers' dials, drains, exposes health and metrics.
+ * Design: docs/design/protocol.md#23-server-count-and-ha-behind-a-load-balancer
  */
 import type * as http from "node:http";
 import type * as http2 from "node:http2";

@@ -1,13 +1,7 @@
 /**
- * What a proxy-agent tells its own cluster about its connection to the proxy-servers: one
- * Deployment status condition ({@link AGENT_CONNECTION_CONDITION}), True when connected to every
- * server announced, otherwise False with the agent's last connection error in its own words
- * ("cannot connect to proxy.example.com:8091: getaddrinfo ENOTFOUND proxy.example.com"). The hub
- * reads it back through the ManifestWork's status feedback (docs/design/addon-manager.md, "Health").
- *
- * The message leaves the cluster, so it is bounded ({@link AGENT_CONNECTION_MESSAGE_MAX}) and
- * stripped of what could be a secret: the user:password of a forward proxy URL (HTTPS_PROXY), and
- * anything that looks like a bearer token. Control characters become spaces.
+ * What a proxy-agent tells its own cluster about its connection to the proxy-servers: one Deployment
+ * condition ({@link AGENT_CONNECTION_CONDITION}), its message bounded and stripped of secrets.
+ * Design: docs/design/addon-manager.md#what-the-agents-report-the-reason-in-the-agents-own-words
  */
 import { AGENT_CONNECTION_CONDITION, AGENT_CONNECTION_MESSAGE_MAX, AgentConnectionReason } from "@cluster-proxy/api";
 

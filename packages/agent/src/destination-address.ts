@@ -1,21 +1,7 @@
 /**
  * The address the kernel will actually connect to, for judging a dial: every spelling of an IP
- * address is brought to one canonical text before any rule is matched.
- *
- * - IPv4 in any form `inet_aton` (and so `getaddrinfo`, and so the agent's own DNS lookup) accepts:
- *   dotted decimal, octal (`0177.0.0.1`), hex (`0x7f.1`), short forms (`127.1`) and a single
- *   number (`2130706433`) all become `127.0.0.1`;
- * - IPv6 in any notation becomes its compressed form; an IPv4-mapped (`::ffff:7f00:1`) or
- *   IPv4-compatible address becomes the IPv4 address it reaches; a zone (`%eth0`) is dropped;
- * - `0.0.0.0/8` and `::` are *this host*: Linux connects a dial to them to the local host, so they
- *   are judged as the loopback address as well (`127.0.0.1`, `::1`);
- * - an IPv6 address that a translator or tunnel turns into an IPv4 one reaches that IPv4 address:
- *   NAT64 (`64:ff9b::/96` and the local-use `64:ff9b:1::/48`, the IPv4 address in the last 32
- *   bits, as DNS64 writes it), SIIT's IPv4-translated `::ffff:0:0/96`, 6to4 (`2002::/16`, bits
- *   16-47) and Teredo (`2001::/32`, the client address inverted in the last 32 bits). It is dialled
- *   as written but judged as the IPv4 address it reaches ({@link judgedAddresses}).
- *
- * Parsing is ipaddr.js's (the library the Express/proxy-addr stack relies on), not our own.
+ * address brought to one canonical text (ipaddr.js parses), translated IPv6 judged as its IPv4.
+ * Design: docs/design/decisions.md#agent-identity-exact-grants-only-destination-policy-judged-after-resolution
  */
 import ipaddr from "ipaddr.js";
 

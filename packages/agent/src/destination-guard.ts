@@ -1,12 +1,7 @@
 /**
- * Enforcing the destination policy at dial time. {@link guardedConnector} wraps the socket
- * connector the endpoint dialer uses: a dial to an IP address (in any spelling, canonicalised by
- * destination-address.ts) is judged before connecting, and made to that canonical address; a dial
- * to a name is judged once without an address (so a refused port or name never reaches DNS), then
- * the name is resolved through the socket's `lookup` hook and only the allowed addresses are
- * handed to the connect, so the agent connects to exactly the addresses it judged. A refusal
- * surfaces as a socket error carrying a {@link DestinationRefusedError}, whose message the dialer
- * sends as the DIAL_RSP error.
+ * Enforcing the destination policy at dial time ({@link guardedConnector}): literal addresses judged
+ * before connecting, names judged, resolved through the socket's `lookup` hook and judged per address.
+ * Design: docs/design/decisions.md#agent-identity-exact-grants-only-destination-policy-judged-after-resolution
  */
 import * as dns from "node:dns";
 import * as net from "node:net";

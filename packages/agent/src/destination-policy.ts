@@ -1,33 +1,7 @@
 /**
- * The agent's destination policy: which addresses inside its cluster the agent may dial.
- *
- * A policy is a list of `allow` rules and a list of `deny` rules. A rule is
- *
- *     { "hosts": ["kubernetes.default.svc", "*.svc.cluster.local"],
- *       "cidrs": ["10.96.0.0/12", "fd00::/8"],
- *       "ports": [443, "8000-8999"] }
- *
- * and matches a destination (name, IP address, port) when every field it has matches (fields it
- * lacks match anything; a rule needs at least one field):
- * - `hosts`: the dialled name equals a pattern (ASCII case-insensitive, one trailing dot ignored),
- *   or the pattern is `*.suffix` and the name ends in `.suffix` with at least one label before
- *   it, or the pattern is `*` (any name). Host patterns never match a dial to an IP literal: use
- *   `cidrs` for addresses.
- * - `cidrs`: the IP address the agent will connect to lies in one of the IPv4 / IPv6 prefixes.
- *   For a name this is the *resolved* address. Every spelling of an address is canonicalised
- *   first (destination-address.ts: octal, hex, short forms, IPv4-mapped and IPv4-compatible IPv6
- *   count as the plain address); `0.0.0.0/8` and `::`, which Linux connects to this host, also
- *   count as `127.0.0.1` / `::1`, and a NAT64, SIIT, 6to4 or Teredo IPv6 address as the IPv4
- *   address it reaches: a deny rule matching any form refuses them, an allow rule must match the
- *   form finally reached.
- * - `ports`: the port is one of the numbers or inclusive `low-high` ranges.
- *
- * A destination is refused when any deny rule matches it; otherwise it is allowed when the policy
- * has no allow rules or when some allow rule matches. A name is resolved first and every address
- * is judged on its own (name, address, port); the agent dials only addresses that are allowed, so a
- * name that points into a refused range is refused (no second lookup at connect time).
- * An empty policy (no rules at all) allows everything: the Go agent's behaviour. The agent's
- * default when no policy is configured is {@link DestinationPolicy.builtIn}.
+ * The agent's destination policy: `allow` and `deny` rules of `hosts`, `cidrs` and `ports`, deny wins,
+ * and the built-in default ({@link DestinationPolicy.builtIn}). The rules: docs/guides/security.md
+ * Design: docs/design/decisions.md#agent-identity-exact-grants-only-destination-policy-judged-after-resolution
  */
 import { BlockList, isIP } from "node:net";
 import { ClusterProxyError, DESTINATION_POLICY_REFUSAL, ErrorCodes } from "@cluster-proxy/api";

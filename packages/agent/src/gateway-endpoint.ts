@@ -1,19 +1,7 @@
 /**
- * The agent's gateway endpoint (docs/design/gateway.md): the in-process server behind the reserved
- * dial address `gateway.cluster-proxy.invalid`. Each tunnelled connection's byte stream is handed
- * to {@link GatewayEndpoint.accept}; the endpoint speaks mutual TLS over it (the agent certificate
- * serves, a client certificate from the gateway CA is required, TLS 1.2 at least), forwarding
- * requests as {@link GatewayProxy} does. Inside TLS, by ALPN: `h2` carries the plain requests, one
- * HTTP/2 stream each (the protocol frames every body: nothing can be smuggled as a next request);
- * `http/1.1` carries exactly one upgrade request per connection. A plain request over HTTP/1.1 (a
- * gateway older than this agent) is answered 505 and the connection closed: it is never forwarded,
- * so an old gateway's unframed body cannot become a request here. The certificate, key and gateway
- * CA are polled by content (the tunnel package's CertReloader) and installed with
- * `setSecureContext`: new handshakes get them, established connections keep theirs.
- *
- * Bounds: a TLS handshake timeout, a header timeout (HTTP/1.1), a cap on concurrent connections
- * (one over it is closed at once, logged), and for HTTP/2 a cap on concurrent streams per session
- * and an idle session timeout (a session without streams for that long gets GOAWAY).
+ * The agent's gateway endpoint: the in-process mutual-TLS server behind the reserved dial address,
+ * `h2` for plain requests and one upgrade per `http/1.1` connection, with its bounds.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import type * as http from "node:http";
 import * as http2 from "node:http2";

@@ -1,15 +1,7 @@
 /**
- * HTTP/2 to the kube-apiserver (docs/design/gateway.md, "The gateway -> agent endpoint
- * contract"): the endpoint's non-upgrade requests to the apiserver travel as streams of one
- * multiplexed session when the apiserver picks `h2` by ALPN. A connection is opened offering
- * `h2` and `http/1.1`, verified against the ServiceAccount CA as the HTTP/1.1 pool is; when the
- * apiserver picks `http/1.1` (or nothing) that connection is closed and the origin is remembered
- * as HTTP/1.1 only: {@link H2Upstream.open} then answers `undefined` and the caller uses HTTP/1.1.
- *
- * Sessions: one per origin while it has room; a second one is opened when every open session
- * carries as many streams as the apiserver's `SETTINGS_MAX_CONCURRENT_STREAMS` allows. A session
- * that received GOAWAY, failed or closed takes no new streams (its running ones finish); the next
- * request opens a new one. A session without streams for the idle time is closed.
+ * HTTP/2 to the kube-apiserver: the endpoint's non-upgrade requests as streams of multiplexed sessions
+ * when the apiserver picks `h2`; otherwise {@link H2Upstream.open} answers `undefined` (HTTP/1.1).
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import * as http2 from "node:http2";
 import { isIP } from "node:net";

@@ -1,21 +1,7 @@
 /**
- * Forwarding one gateway endpoint request (docs/design/gateway.md): the request and its body
- * stream to the upstream, the response streams back as it arrives (a watch flows chunk by chunk),
- * and an upgrade (`Connection: Upgrade`: SPDY/3.1 or WebSocket for exec, attach, port-forward) is
- * relayed: the upstream's 101 goes back and then bytes flow both ways, with half-close. Errors of
- * the endpoint itself answer 502 with one line naming the target and the cause; refused requests
- * answer 400. One log line per failure; no header values (tokens) are ever logged.
- *
- * Framing (docs/design/gateway.md): a plain request comes as an HTTP/2 stream; it has a body when
- * its HEADERS frame did not end the stream. A body on GET, HEAD, DELETE or OPTIONS without
- * `content-length`, any `transfer-encoding`, or an unreadable length is refused (400) before
- * anything goes upstream. Upstream over HTTP/1.1 the body goes with `Content-Length` when declared
- * (and is cut, never completed, if the DATA received disagrees), else with explicit chunked
- * coding: never raw. Over HTTP/2 (the kube-apiserver when it picks `h2`, see gateway-h2-upstream.ts)
- * DATA frames delimit it, with the declared `content-length` (cut by RST_STREAM on disagreement).
- * An upgrade always goes over HTTP/1.1 and carries no body, so no `Content-Length` or `Transfer-Encoding`.
- * Answers that cannot go back over HTTP/2 (a status outside 200-599, connection-specific headers,
- * names or values Node refuses) become 502 or lose those headers: no answer can throw here.
+ * Forwarding one gateway endpoint request: the body framed to the upstream, the response streamed back,
+ * upgrades relayed both ways; no answer can throw here, and no header value is ever logged.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import * as http from "@cluster-proxy/kit/http";
 import type * as http2 from "node:http2";

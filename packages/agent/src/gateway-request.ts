@@ -1,13 +1,7 @@
 /**
- * What one gateway endpoint request asks for (docs/design/gateway.md, the gateway -> agent
- * contract): where it goes (`Cluster-Proxy-Target`, `Cluster-Proxy-Service`), with which
- * credential (impersonation with the agent's token, or the caller's own in pass-through), and the
- * headers it is forwarded with. Pure functions over the request's raw headers.
- *
- * The agent is the last line: everything is decided on the end-to-end headers (those that reach
- * the upstream; a header a `Connection` header names is gone before anything reads it), a kube
- * request is served only as an identity carrying the gateway's impersonation prefix, and the
- * agent's own credential is never sent without an `Impersonate-User`.
+ * What one gateway endpoint request asks for (target, credential, forwarded headers), decided from the
+ * end-to-end headers only. Pure functions; the agent is the last line of the impersonation checks.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import { isIP } from "node:net";
 import {

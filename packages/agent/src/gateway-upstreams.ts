@@ -1,20 +1,7 @@
 /**
- * Where the gateway endpoint forwards to, and with what: the kube-apiserver (`--kube-apiserver-url`,
- * TLS verified against the ServiceAccount `ca.crt`) with the agent's ServiceAccount token, and
- * Services (TLS verified against `ca.crt` plus `--service-ca-file`). The token and the CA files
- * are read again by the first request after {@link FILE_RECHECK_MS} (one read shared by the
- * requests arriving meanwhile; a failed read is retried by the next request), so a rotated
- * projected token or CA bundle is used within a second (kubelet rotates a token at 80% of its
- * lifetime: the old one stays valid long after) without a file read per request; the connection
- * pools are rebuilt only when the CA content changes.
- *
- * A Service name is resolved through the agent's destination policy, as the tunnel's dials are:
- * only the addresses the policy allows (judged after resolution, every spelling mapped) are
- * connected to, so an ExternalName Service pointing at a metadata address or at the agent's own
- * ports fails with the policy's refusal (a 502 naming it) before any connection is made.
- *
- * The kube-apiserver over https is also reached over HTTP/2 when it offers it
- * ({@link H2Upstream}: one multiplexed session, same CA, rebuilt when the CA content changes).
+ * Where the gateway endpoint forwards to, and with what: the kube-apiserver with the agent's token, and
+ * Services through the destination policy; token and CA files rechecked after {@link FILE_RECHECK_MS}.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";

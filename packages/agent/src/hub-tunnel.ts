@@ -1,17 +1,7 @@
 /**
- * The PortForward entrypoint, agent side (docs/design/portforward.md): the agent reaches the proxy-servers
- * through the hub kube-apiserver, the one connection OCM guarantees, with the hub kubeconfig OCM's
- * registration agent writes for the addon.
- *
- * - {@link HubAccess}: the hub's URL, CA and the agent's client certificate, re-read from the
- *   kubeconfig (and its certificate files, which the registration agent rotates) at every use.
- * - {@link openHubTunnel}: `GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/` with
- *   `Connection: Upgrade`, `Upgrade: cluster-proxy-agent-tunnel`; the apiserver authorizes `get` on
- *   `pods/proxy` and passes the upgrade to the proxy-server's agent upgrade door, whose 101 comes
- *   back: the socket is then a byte stream to that pod's agent port, for the agent's own mTLS.
- *   Refusals are explained (RBAC, credentials, pod gone, apiserver limits).
- * - {@link ReplicaWatch}: the ready proxy-server pods, from the EndpointSlices of their Service
- *   (list, then watch; re-list after every end of the watch).
+ * The PortForward entrypoint, agent side: {@link HubAccess} (the hub kubeconfig, re-read at each use),
+ * {@link openHubTunnel} (the upgrade through the hub apiserver) and {@link ReplicaWatch} (ready replicas).
+ * Design: docs/design/portforward.md#the-path
  */
 import * as https from "node:https";
 import type * as net from "node:net";

@@ -1,14 +1,7 @@
 /**
- * The agent's metrics registry: counters, gauges and a histogram kept as plain numbers and
- * rendered in Prometheus' text format (0.0.4) byte for byte as prom-client 15 renders the same
- * series (plain-metrics.test.ts compares them). The agent does not load prom-client: with the
- * @opentelemetry/api it imports, it was 1.3 MiB of an idle agent's RSS on Node.js 26
- * (docs/design/decisions.md, agent idle RSS). The server and the gateway keep prom-client.
- *
- * What prom-client does and this does too: metrics in registration order, label sets in the
- * order first seen, labels in the order of the object first given, a metric without label names
- * shown at 0 before its first update, histogram buckets cumulative with `le` first, then `+Inf`,
- * `_sum` and `_count`; `\` and newlines escaped in help texts, also `"` in label values.
+ * The agent's metrics registry: plain numbers rendered in Prometheus' text format (0.0.4) byte for byte
+ * as prom-client 15 renders the same series, so the agent does not load prom-client.
+ * Design: docs/design/decisions.md#the-agent-bundled-and-v8-flags-of-its-own-issue-27-4a
  */
 
 /** Label values of a series, by label name. */

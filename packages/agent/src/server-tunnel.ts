@@ -1,19 +1,7 @@
 /**
- * One agent tunnel: the `/AgentService/Connect` stream to one proxy server (on its own HTTP/2
- * session) and the endpoint connections opened through it. Handles DIAL_REQ, DATA, CLOSE_REQ
- * and DIAL_CLS from the server and answers as the Go proxy-agent does.
- *
- * Backpressure (docs/design/flow-control.md) is the tunnel engine's, shared with the server's relay: all
- * connections of a tunnel share this one stream, so it is never paused for one connection. When
- * the stream's send buffer holds more than {@link STREAM_SEND_BUDGET}, every endpoint socket
- * reading into it is paused until "drain"; while the stream is backed up, each busy endpoint reads
- * one quantum per turn between drains, least recently served first (the engine's TurnScheduler,
- * {@link ENDPOINT_SEND_QUANTUM}): a round robin. When one endpoint socket's write buffer exceeds
- * {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE) to stop reading that
- * connection's client and the stall clock starts; an endpoint that reads nothing for the stall
- * timeout is closed with an error. Only when the server ignores FLOW_PAUSE (the Go server) and the
- * socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused until it drains (the
- * engine's ConnectionFlow). A FLOW_PAUSE from the server pauses reading that one endpoint socket.
+ * One agent tunnel: the `/AgentService/Connect` stream to one proxy server and the endpoint connections
+ * opened through it; answers as the Go proxy-agent does. Backpressure is the tunnel engine's.
+ * Design: docs/design/flow-control.md#rules
  */
 import { EventEmitter } from "node:events";
 import type * as http2 from "node:http2";

@@ -1,15 +1,7 @@
 /**
- * Writes the agent's {@link ConnectionCondition} into the status of its own Deployment
- * (`--status-deployment=<namespace>/<name>`), with the pod's service account: one strategic merge
- * PATCH of `deployments/<name>/status` (conditions merge by type, so the Deployment controller's own
- * conditions are kept, and it keeps ours when it rewrites the status). That needs exactly one
- * right: `patch` on `deployments/status`, that name, that namespace (the Role the addon manager
- * ships with the agent).
- *
- * Only changes are written, at most one request in flight and one per `minIntervalMs` (the latest
- * state wins), so a reconnect loop failing the same way every few seconds writes once; a failed
- * write is retried with a doubling delay (from `retryMs` to 5 min) until it lands or a newer state
- * replaces it. No Kubernetes client library: the agent stays small (packages/agent/README.md).
+ * Writes the agent's {@link ConnectionCondition} into the status of its own Deployment: one strategic
+ * merge PATCH, only changes, one request in flight, retried with a doubling delay; no client library.
+ * Design: docs/design/addon-manager.md#what-the-agents-report-the-reason-in-the-agents-own-words
  */
 import { readFile } from "node:fs/promises";
 import https from "node:https";

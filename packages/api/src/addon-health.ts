@@ -1,14 +1,7 @@
 /**
- * The addon's health as the manager writes it into each ManagedClusterAddOn `cluster-proxy`
- * (condition `Available`) and as `cluster-proxy health` reads it back. The message is for people
- * and, through {@link parseTunnelHealth} and {@link parseTunnelReplicas}, for programs: it starts
- * with "tunnel works through <n> of <m> proxy-servers", then names the replicas it works through
- * in parentheses (" (a, b)"), and each failing replica after "; " ("c (10.0.0.7): <why>").
- *
- * `Available` is True while the tunnel works through at least one replica (a hub client whose
- * connection lands on a replica without a tunnel is a partial outage, shown as "<n> of <m>", not
- * an unavailable cluster), and for a short grace time while the replicas are being replaced
- * (scaling rolls them): scaling the proxy-servers must not flip it.
+ * The addon's health message as the manager writes it into `Available` and `cluster-proxy health`
+ * reads it back ({@link parseTunnelHealth}, {@link parseTunnelReplicas}): one format, both sides.
+ * Design: docs/design/addon-manager.md#health-available-from-tunnel-probes-through-the-proxy-server-replicas
  */
 
 /** Reasons of the `Available` condition the manager writes. */

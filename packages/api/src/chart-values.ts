@@ -1,16 +1,7 @@
 /**
- * The values of the Helm chart `charts/cluster-proxy`, as a JSON Schema (draft-07) that helm checks
- * on every `lint`, `template`, `install` and `upgrade`: an unknown key or a value of the wrong type
- * fails with its path. Built from the same sources as the CRD and the flags: each value that ends up
- * in a ManagedProxyConfiguration field takes that field's schema (type, bounds, enum, default,
- * description) from {@link managedProxyConfigurationSchema}, and each value that becomes an addon
- * manager flag takes its kind, choices and default from {@link addonManagerOptionSpecs}. Names follow
- * the Go cluster-proxy chart where the concept is the same (`registry`, `image`, `tag`, `replicas`,
- * `spokeAddonNamespace`, `proxyServer.entrypointAddress`, `proxyServer.entrypointLoadBalancer`,
- * `proxyServer.port`, `installByPlacement`). `gateway` configures the gateway Deployment
- * `cluster-proxy-addon-user` (docs/design/gateway.md): its values become `cluster-proxy gateway`
- * flags of the contract's names. The chart's `values.yaml`, `values.schema.json` and the
- * values table of its README are generated from this (`npm run docs:flags`).
+ * The values of the Helm chart `charts/cluster-proxy` as a JSON Schema (draft-07), built from the CRD's
+ * and the addon manager's schemas; `values.yaml`, `values.schema.json` and the README table come from it.
+ * Design: docs/design/architecture.md#the-helm-charts-values
  */
 import { addonManagerOptionSpecs } from "./addon-manager-options.js";
 import { type JsonSchemaProps, managedProxyConfigurationSchema } from "./managed-proxy-configuration.js";

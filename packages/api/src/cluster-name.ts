@@ -1,17 +1,7 @@
 /**
- * The one validator of managed cluster names, used by every command and component that takes one
- * (`agent --cluster-name`, `certs --cluster`, `up --clusters`, `health --cluster`,
- * `kubeconfig --cluster`, the agent certificates' cluster grants).
- *
- * The rule is what Open Cluster Management accepts for a ManagedCluster name: OCM's registration
- * webhook (open-cluster-management-io/ocm, pkg/registration/webhook/v1/managedcluster_validating.go,
- * `validateManagedClusterObj`) and the klusterlet's `--cluster-name` check (pkg/common/options,
- * `AgentOptions.Validate`) both call Kubernetes' `ValidateNamespaceName`, because the cluster name
- * becomes the cluster's namespace on the hub. That is a DNS-1123 label: at most 63 characters,
- * lowercase letters, digits and `-`, starting and ending with a letter or digit. No dots, so
- * `<host>.<cluster>:<port>` dial targets stay unambiguous. A leading digit is fine (`7staging`).
- *
- * This module imports nothing, so low layers (the PKI) use it without loading the schemas.
+ * The one validator of managed cluster names (a DNS-1123 label, what OCM accepts for a ManagedCluster),
+ * used by every command and component that takes one. Imports nothing, so the PKI uses it too.
+ * Design: docs/design/decisions.md#option-schemas-one-per-component-hand-written-builders-not-zod-cluster-names-are-dns-1123-labels
  */
 
 /** Longest cluster name (a DNS-1123 label). */

@@ -1,16 +1,7 @@
 /**
- * The `ManagedProxyConfiguration` API (`proxy.open-cluster-management.io/v1alpha1`, cluster-scoped):
- * its OpenAPI schema with defaults and CEL rules, the CRD generated from it, and the TypeScript
- * types the addon manager reads it with.
- *
- * Every field of the Go cluster-proxy addon's v1alpha1 is accepted, so an existing object applies
- * unchanged. What this implementation does not support is refused by the apiserver with a
- * message naming the field (CEL), never silently ignored:
- * - `authentication.signer.type: CertManager`;
- * - `userServer`, `proxyAgent.additionalServiceProxyArgs` and `proxyAgent.additionalServiceCAConfigMap`
- *   (the Go addon's user-server and service-proxy, which cluster-proxy replaces with its front doors
- *   and `<host>.<cluster>` addressing).
- * Added here: `authentication.signer.provided` (the Secret holding a CA you supply).
+ * The `ManagedProxyConfiguration` API (`proxy.open-cluster-management.io/v1alpha1`): its OpenAPI schema
+ * with defaults and CEL rules, the CRD generated from it, and the TypeScript types the manager reads.
+ * Design: docs/design/addon-manager.md#the-managedproxyconfiguration-api
  */
 import { AGENT_DOOR_PORT, GRPC_DOOR_PORT, HEALTH_DOOR_PORT } from "./hub-names.js";
 

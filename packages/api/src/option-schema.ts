@@ -1,13 +1,7 @@
 /**
- * The building blocks of the component schemas: each option is a field (its value type, its
- * default, its rules) plus its flag metadata; a component is a table of those plus its
- * cross-field rules. From one component schema come the TypeScript type ({@link OptionsOf}), the
- * defaults, the validation, the `--help` text and the README's flag reference (through the
- * derived {@link OptionSpec} table).
- *
- * Hand-written rather than zod: the schemas need only five value types, defaults and rule
- * functions, and loading zod/mini cost every agent 7-8 MiB of idle RSS (61 -> 69 MiB, a
- * process that runs in every managed cluster; A/B in docs/design/decisions.md).
+ * The building blocks of the component schemas (an option is a field plus its flag metadata), from
+ * which come the options' type ({@link OptionsOf}), defaults, validation, `--help` and the flag reference.
+ * Design: docs/design/decisions.md#option-schemas-one-per-component-hand-written-builders-not-zod-cluster-names-are-dns-1123-labels
  */
 import { flagValues, formatFlagValue, throwConfigProblems, type OptionKind, type OptionSpec } from "./options.js";
 

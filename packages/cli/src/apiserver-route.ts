@@ -1,25 +1,7 @@
 /**
- * The workstation's way to the proxy-servers: through the hub kube-apiserver's `pods/portforward`
- * (as `clusteradm proxy health` does), when the proxy-servers' Service is not reachable from here.
- * The apiserver is the one address a hub kubeconfig is sure to reach, and it authenticates the
- * caller as it always does (certificates, tokens, exec plugins).
- *
- * - {@link readyProxyServerPods}: the proxy-server pods that are Ready (a `list` of pods with the
- *   proxy-server label in the proxy-server namespace).
- * - {@link openPodPortForward}: one byte stream to a port of a pod, over the WebSocket
- *   port-forward protocol `v4.channel.k8s.io` (the apiserver passes it to the kubelet): binary
- *   messages whose first byte is the channel, 0 the data and 1 the errors of the one forwarded
- *   port, each channel's first message the port number (2 bytes, little-endian). One WebSocket
- *   carries one connection: closing it closes the connection.
- * - {@link ApiserverRelay}: a loopback listener; every accepted connection is forwarded to the door
- *   port of a ready proxy-server pod, the one used last while it stays Ready, else another one
- *   (so a pod that goes away is replaced on the next connection). The TLS session (mTLS with the
- *   proxy client certificate, the proxy-server verified against `proxy-server-ca`) runs end to end
- *   through it: the relay sees ciphertext only.
- *
- * Rights on the hub, exactly `clusteradm proxy health`'s: `list` pods and `create` pods/portforward
- * in the proxy-server namespace (and `get` on the Secrets proxy-client and proxy-server-ca, read by
- * hub-access.ts).
+ * The workstation's way to the proxy-servers through the hub kube-apiserver's `pods/portforward`: ready
+ * pods, one WebSocket port-forward per connection, and the loopback relay the mTLS session runs through.
+ * Guide: docs/guides/hub-operations.md#from-a-workstation-only-the-hub-kubeconfig
  */
 import { once } from "node:events";
 import type * as https from "node:https";

@@ -1,12 +1,7 @@
 /**
  * `cluster-proxy credential`: the exec credential plugin of the ClusterProfile access provider
- * `cluster-proxy` (docs/guides/cluster-profile.md). It answers client-go (and kubectl) with a
- * short-lived bearer token that the gateway accepts: a TokenRequest for a hub ServiceAccount
- * (the caller's own by default; no Secret, nothing long-lived is created) for the gateway's
- * audience, not the hub apiserver's, or the token of a file
- * that something else keeps fresh (an OIDC ID token, a projected ServiceAccount token). The token
- * is the same for every cluster: the gateway asks the hub whether its owner may reach the cluster
- * the request names.
+ * `cluster-proxy`, a short-lived hub token for the gateway's audience (or a token file kept fresh).
+ * Guide: docs/guides/cluster-profile.md
  */
 import { existsSync, readFileSync } from "node:fs";
 import type { Command } from "commander";

@@ -1,14 +1,7 @@
 /**
- * The kubeconfig `cluster-proxy kubeconfig --gateway` writes (docs/design/gateway.md,
- * docs/guides/hub-operations.md): one cluster entry per managed cluster and one user, the caller's
- * own hub credentials. By default the server is the aggregated path on the hub apiserver
- * (`<hub server>/apis/gateway.proxy.open-cluster-management.io/v1alpha1/clusters/<cluster>/proxy`),
- * verified as the hub kubeconfig verifies the hub: the hub authenticates the user with whatever it
- * knows and the gateway trusts what it says. With a direct gateway URL, the server is
- * `https://<gateway>/<cluster>`, verified against the serving CA bundle the addon manager publishes
- * in Secret `cluster-proxy-gateway-serving` (`ca.crt`), with `tls-server-name` when the URL's host
- * is not a name of the gateway's certificate (a port-forward to 127.0.0.1, a load balancer's
- * address); the gateway then authenticates the user itself (TokenReview, or OIDC).
+ * The kubeconfig `cluster-proxy kubeconfig --gateway` writes: one cluster entry per managed cluster and
+ * the caller's own hub credentials, through the aggregated path or a direct gateway URL.
+ * Guide: docs/guides/hub-operations.md#cluster-proxy-kubeconfig---gatewayurl-as-yourself-through-the-gateway
  */
 import { X509Certificate } from "node:crypto";
 import { isIP } from "node:net";

@@ -1,20 +1,7 @@
 /**
- * The kubeconfig `cluster-proxy kubeconfig` writes (design: docs/guides/hub-operations.md). kubectl
- * reaches the cluster through the proxy-server's mTLS HTTP CONNECT door:
- *
- * - `server: https://kubernetes.default.svc`: the name every kube-apiserver certificate carries,
- *   so TLS to the managed apiserver is verified without `tls-server-name` (which Go would also
- *   apply to the proxy);
- * - `proxy-url: https://<cluster>:@<hub door>`: Go's transport sends the user as
- *   `Proxy-Authorization: Basic base64("<cluster>:")`, and the door turns
- *   `kubernetes.default.svc:443` into `<cluster>:443`, the cluster's kube-apiserver as its agent
- *   reaches it. The empty password (`:`) matters: the WebSocket dialer kubectl uses for `exec`,
- *   `attach` and `port-forward` (gorilla/websocket) sends the header only when the URL has one;
- * - `certificate-authority-data`: the cluster's CA and the proxy-servers' CA (Go verifies both
- *   TLS sessions against the same roots);
- * - the user: the hub's proxy client certificate (Go presents it to the door; the managed
- *   apiserver ignores a certificate it cannot verify) and the user's own credentials for the
- *   managed cluster (token, exec plugin, ...), never the hub's.
+ * The kubeconfig `cluster-proxy kubeconfig` writes: kubectl reaches the cluster through the proxy-server's
+ * mTLS HTTP CONNECT door (`proxy-url https://<cluster>:@<door>`), with the user's own cluster credentials.
+ * Guide: docs/guides/hub-operations.md#cluster-proxy-kubeconfig---cluster-name
  */
 import { join } from "node:path";
 

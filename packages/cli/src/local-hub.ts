@@ -1,13 +1,7 @@
 /**
- * The local hub profile: what `cluster-proxy up` writes into its state directory once every demo
- * cluster answers (`<state-dir>/hub.json`, removed when it stops), so that `health`,
- * `port-forward` and `kubeconfig` reach that hub with no flags: its doors on 127.0.0.1, the
- * client certificate and the CA of the stand-in apiservers.
- *
- * Which hub a hub operation uses: `--hub-profile <file>`; else a Kubernetes hub when
- * `--kubeconfig` or `--proxy-server-host` is given; else `./.cluster-proxy/hub.json` (the
- * default state directory of `up`) when it exists; else `KUBECONFIG` or the in-cluster service
- * account. With none of them the command says what is missing instead of trying.
+ * The local hub profile `cluster-proxy up` writes (`<state-dir>/hub.json`), and which hub a hub operation
+ * uses: `--hub-profile`, a Kubernetes hub, `./.cluster-proxy/hub.json`, `KUBECONFIG` or in-cluster.
+ * Guide: docs/guides/hub-operations.md#cluster-proxy-up-trying-kubectl-without-kubernetes
  */
 import { existsSync, readFileSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";

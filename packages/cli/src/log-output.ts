@@ -1,18 +1,7 @@
 /**
- * The process logger of long-running commands: pino, written synchronously so nothing is lost
- * when the process exits right after a log line. pino (and pino-pretty, for text) is loaded on
- * first use so `cluster-proxy --help` does not pay for it.
- *
- * Form (`--log-format`): on a terminal one readable line per entry (pino-pretty: time, level,
- * message, fields), elsewhere one JSON object per line, as log collectors want; log files are
- * always JSON. Error texts lose OpenSSL's internals (`error:0A000412:SSL routines:...:
- * ../deps/openssl/...c:1605:`) in both forms.
- *
- * Where the lines go follows klog's flags, as the Go binaries read them: standard error by
- * default (`--logtostderr=true`); with `--logtostderr=false` a file (`--log-file`, else
- * `<--log-dir or the temp dir>/<name>.log`) that starts over once it would exceed
- * `--log-file-max-size` MB, plus standard error for lines at or above `--stderrthreshold`
- * (with `--alsologtostderr`: `--alsologtostderrthreshold`).
+ * The process logger of long-running commands: pino, synchronous, loaded on first use; text on a
+ * terminal, JSON elsewhere; where lines go follows klog's flags.
+ * Design: docs/design/decisions.md#process-logs-pino-written-synchronously-klogs-flags
  */
 import { closeSync, fstatSync, ftruncateSync, openSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,42 +1,8 @@
 /**
- * The Node.js flags a long-running cluster-proxy process (server, agent, up) should start with,
- * by Node major and command: {@link nodeFlagsFor}. Whoever starts `node .../main.js` (a container
- * entry point, a test harness, the benchmark, a launcher) passes `nodeFlagsFor(<that node's
- * version>, <command>)` before the script; {@link NODE_FLAGS} are those of the node running this
- * process, for any command but the agent. `cluster-proxy agent` and `proxy-agent` started
- * without the agent's own start again with them ({@link restartWithNodeFlags}).
- *
- * The old-space flags keep full (mark-compact) garbage collections off the bulk path. V8 counts
- * the ArrayBuffer memory allocated since the last full collection against the old generation's
- * limit, and node gives every TLS read of a tunnel (16 KiB) its own ArrayBuffer. A relay's live
- * heap is ~10 MiB, so V8 sets its limit ~16-24 MiB above it, and a bulk transfer crossed that
- * every ~20 MiB: about 50 full collections per GB relayed, a third of the server's CPU (profile in
- * docs/design/decisions.md).
- *
- * `--initial-old-space-size=64` (Node 20-23): a 64 MiB floor under that limit. The young
- * ArrayBuffers are freed by scavenges before it is reached: 0-1 full collections per GB.
- *
- * `--external-memory-accounted-in-global-limit --initial-old-space-size=128` (Node 24 and later):
- * there the floor alone no longer does it: V8 checks external memory against a limit of its own,
- * which the floor does not raise (dozens of full collections per GB, more in the agent than in the
- * server). With the first flag V8 counts it against the global limit, which has the floor; with a
- * 64 MiB floor a fresh agent on Node 24 still ran ~25 per GB in its first GB, with 128 MiB none
- * did: 0 per GB on 24 and 26 (figures in docs/design/decisions.md). Node 20 refuses the first flag ("bad
- * option", exit 9).
- *
- * `--max-semi-space-size=4` (every major): V8's young generation may grow to 2 x 4 MiB instead of
- * 2 x 16 MiB. A burst of connections (1,000 agents connecting at once) grew it to the maximum,
- * and node keeps it until the process has idled for a while: ~30 KiB of server RSS per agent of
- * the burst (104 -> 78 KiB per agent, Go: 74-76). The bulk relay costs the same CPU with it; dial
- * churn costs the server 14% more CPU per dial at the same dial rate (A/B in docs/design/decisions.md).
- *
- * `--max-semi-space-size=1` for the agent (`nodeFlagsFor(version, "agent")`): an idle agent holds
- * ~2 MiB less RSS on Node.js 26 (4.7 MiB before its bundle), and the agent's CPU per GB relayed and
- * its full collections (none) are the same as with 4 (A/B in docs/design/decisions.md, agent idle
- * RSS). An agent holds one tunnel per server, not thousands of them, so it never needs the larger
- * young generation a connection burst grows.
- *
- * V8 reads these flags only at start-up, and node refuses them in NODE_OPTIONS.
+ * The Node.js flags a long-running process (server, agent, up) starts with, by Node major and
+ * command ({@link nodeFlagsFor}, {@link NODE_FLAGS}); the agent restarts under its own
+ * ({@link restartWithNodeFlags}). V8 reads them only at start-up; node refuses them in NODE_OPTIONS.
+ * Design: docs/design/decisions.md#a-64-mib-floor-under-v8s-old-generation-limit---initial-old-space-size64
  */
 const FLAGS_BEFORE_24: readonly string[] = ["--initial-old-space-size=64", "--max-semi-space-size=4"];
 const FLAGS_FROM_24: readonly string[] = [

@@ -1,11 +1,7 @@
 /**
- * Commander wiring generated from the option schemas of @cluster-proxy/api: one commander
- * option per {@link OptionSpec} (the flag table a schema derives), and the parsed flags turned
- * back into the schema's options: flag syntax, environment and defaults (`flagValues`), then the
- * schema's validation, which gives them their type (`parseOptions`).
- *
- * Commander itself applies no defaults, reads no environment and validates nothing here, so a
- * value has exactly one source of truth and every error is the schema's, naming the flag.
+ * Commander wiring generated from the option schemas: one option per {@link OptionSpec}, the parsed flags
+ * turned back into the schema's options. Commander applies no defaults, reads no environment.
+ * Design: docs/design/architecture.md#5-one-schema-many-outputs
  */
 import { Option, type Command } from "commander";
 import {

@@ -1,11 +1,7 @@
 /**
- * `cluster-proxy relay`: the helper process of a workstation that reaches the hub only at its
- * kube-apiserver. It listens on a local port and forwards every connection, byte for byte,
- * through the hub kube-apiserver's `pods/portforward` to a door of a Ready proxy-server pod
- * (apiserver-route.ts), so that a kubeconfig written by `cluster-proxy kubeconfig --via=apiserver`
- * (proxy-url https://<cluster>:@127.0.0.1:8093) works with unmodified kubectl. The TLS session
- * (the hub's proxy client certificate, the proxy-server verified against its CA) runs end to end
- * through it.
+ * `cluster-proxy relay`: a local port forwarded, byte for byte, through the hub kube-apiserver's
+ * `pods/portforward` to a Ready proxy-server's door, for kubeconfigs of `kubeconfig --via=apiserver`.
+ * Guide: docs/guides/hub-operations.md#from-a-workstation-only-the-hub-kubeconfig
  */
 import type { Command } from "commander";
 import { ADDON_NAME, CONNECT_DOOR_PORT, ConfigError, GATEWAY_PORT, GRPC_DOOR_PORT } from "@cluster-proxy/api";

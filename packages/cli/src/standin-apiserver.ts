@@ -1,20 +1,7 @@
 /**
- * The stand-in kube-apiserver `cluster-proxy up` runs per demo cluster, so `cluster-proxy
- * kubeconfig` and plain `kubectl` can be tried without Kubernetes. It serves HTTPS with a
- * certificate for `kubernetes.default.svc` (signed by a demo CA in the state directory), wants a
- * bearer token, and answers what `kubectl get namespaces` and `kubectl get --watch` need:
- * discovery, /healthz, /version, and the Namespaces list (as a Table when asked) and watch.
- *
- * `kubectl exec`, `attach` and `port-forward` find the pod `default/sample` Running. An exec over
- * WebSocket (what kubectl uses) runs in a pretend container (standin-exec.ts: `echo`, `hostname`);
- * the other upgrades (attach, port-forward, SPDY) are answered with a Status saying that they
- * reached this stand-in through the hub, which shows that the kubeconfig's proxy-url carried the
- * cluster to the hub's CONNECT door.
- *
- * It shares the demo cluster's one loopback port with the sample HTTP service: a connection
- * that starts with a TLS handshake goes to the stand-in apiserver, anything else to the sample
- * service, so `<cluster>:80` keeps answering "hello from <cluster>" and `<cluster>:443` (where the
- * kubeconfig's `kubernetes.default.svc` goes) is the apiserver.
+ * The stand-in kube-apiserver `cluster-proxy up` runs per demo cluster, so `kubectl` can be tried without
+ * Kubernetes; it shares the cluster's loopback port with the sample service (TLS first bytes pick it).
+ * Guide: docs/guides/hub-operations.md#cluster-proxy-up-trying-kubectl-without-kubernetes
  */
 import { access, mkdir, writeFile } from "node:fs/promises";
 import type http from "node:http";

@@ -1,24 +1,7 @@
 /**
- * `cluster-proxy up`: a complete local hub in one process, no Kubernetes needed.
- *
- * It makes (or reuses) certificates in the state directory, starts a ProxyServer, and for each
- * demo cluster a sample HTTP service on a loopback port plus a ProxyAgent whose cluster's
- * "apiserver" is that service, so `<cluster>:80` reaches it through the hub. Once every cluster
- * answers through the tunnel it prints how to reach them (curl through HTTP CONNECT, plain and
- * mTLS, and an SDK snippet) and the address of the fleet view (up-fleet.ts), then runs until
- * SIGINT/SIGTERM.
- *
- * Ports, from --port-base B (default 8080), all on 127.0.0.1:
- *
- * | Port | What |
- * | --- | --- |
- * | B | HTTP CONNECT, plain (loopback only) |
- * | B+10 | gRPC ProxyService front door (mTLS) |
- * | B+11 | agent port (mTLS) |
- * | B+12 | health (`/healthz`, `/readyz`, `/metrics`) |
- * | B+13 | HTTP CONNECT over mTLS |
- * | B+15 | admin (`/metrics`) |
- * | B+16 | fleet view (the live page of every cluster, `/-/fleet/`) |
+ * `cluster-proxy up`: a complete local hub in one process, no Kubernetes needed: certificates, a
+ * ProxyServer, per demo cluster a sample service and a ProxyAgent, the fleet view; ports from `--port-base`.
+ * Guide: docs/guides/hub-operations.md#cluster-proxy-up-trying-kubectl-without-kubernetes
  */
 import { existsSync } from "node:fs";
 import { readFile, stat } from "node:fs/promises";

@@ -1,17 +1,7 @@
 /**
- * The fleet view of `cluster-proxy up` (docs/design/fleet-view.md): a {@link FleetModel} fed from
- * what `up` runs in its own process. One row per demo cluster:
- *
- * - agents: the proxy-server's agent streams of the cluster, read every 500 ms (an agent that
- *   connects or goes away shows within that);
- * - latency and availability: every 2 s a dial through the tunnel from inside the server
- *   (`ProxyServer.probe`: the agent dials the cluster's sample service), never overlapping itself,
- *   bounded by a timeout, and at once when the cluster's agents come back; available when an agent
- *   is connected and the last probe since it connected answered (Unknown until then);
- * - agent certificate expiry: read once from the cluster's agent certificate file;
- * - traffic: the server's per-cluster counters (`ProxyServer.trafficByIdentifier`), read every
- *   500 ms: requests are dials through its doors (a curl is one), errors the failed ones, bytes
- *   in are the callers', bytes out the cluster's answers. The probes are not counted there.
+ * The fleet view of `cluster-proxy up`: a {@link FleetModel} fed from what `up` runs in its own process,
+ * one row per demo cluster.
+ * Design: docs/design/fleet-view.md#the-local-hubs-rows
  */
 import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";

@@ -1,12 +1,7 @@
 /**
- * The error catalog: every error a user or an SDK caller can see has a stable `code` from
- * {@link ERROR_CATALOG} and is a {@link ClusterProxyError}. Codes are public (scripts and callers
- * match on them): never rename one; add new ones. The CLI maps codes to exit statuses
- * (packages/cli/src/exit-status.ts); the troubleshooting guide's error table and docs/reference/errors.md are generated
- * from this table (`npm run docs:flags`).
- *
- * This module imports nothing, so every package can depend on it (`@cluster-proxy/errors`)
- * without loading the option schemas.
+ * The error catalog ({@link ERROR_CATALOG}) and {@link ClusterProxyError}: every error a user or an SDK
+ * caller sees has a stable, public `code` (never renamed). Imports nothing, so every package can use it.
+ * Design: docs/design/decisions.md#one-error-catalog-in-cluster-proxyerrors
  */
 
 /** One kind of error users or callers can see. */

@@ -1,11 +1,8 @@
 /**
- * The fleet view's routes below `/-/fleet/` (docs/design/fleet-view.md): the page and its assets
- * (no data, no authentication), and the JSON API and event stream, answered per viewer: the host
- * says who the viewer is and which clusters (and which clusters' audit records) it may see; a
- * cluster the viewer may not see answers exactly like one that does not exist.
- *
- * Limits: event streams per viewer and per process (429 beyond), a viewer that does not read its
- * stream is cut, snapshots are coalesced and sent only when what the viewer sees changed.
+ * The fleet view's routes below `/-/fleet/`: the page and its assets (no data, no authentication), the
+ * JSON API and event stream per viewer (a cluster the viewer may not see answers exactly like one that
+ * does not exist), with the limits of the view.
+ * Design: docs/design/fleet-view.md#limits
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { clusterNameProblem } from "@cluster-proxy/api/cluster-name";

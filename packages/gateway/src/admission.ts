@@ -1,17 +1,7 @@
 /**
- * Admitting a request, before any tunnel opens, in this order: map the method (405, before
- * anything of the request is recorded: a made-up method leaves no label value), parse the URL
- * (400), authenticate (401/503), honour Impersonate-* headers the caller may use (403), ask the
- * hub whether the identity may reach the cluster with the verb of the method, and `create` for an
- * upgrade (403, see {@link proxyVerbsOf}), check that the cluster exists (404; only
- * after authorization, so a caller without access learns nothing about which clusters exist), and
- * for a Service, check the allowlist (403). The result is the request to send to the cluster's
- * endpoint: path and the headers of the contract (docs/design/gateway.md), the caller's forwarding
- * headers replaced by the gateway's (`forwarding-headers.ts`).
- *
- * A pass-through caller (a token the hub did not recognise, --passthrough-unrecognized-tokens)
- * skips hub authorization and the existence check: the cluster authenticates and authorizes it.
- * It may reach only the kube-apiserver.
+ * Admitting a request before any tunnel opens, in order: method (405), URL (400), authentication, the
+ * caller's Impersonate-* headers, hub authorization, existence (404, only after), Service allowlist.
+ * Design: docs/design/gateway.md#who-authenticates-and-authorizes-what-where
  */
 import {
   CONTRACT_HEADER_PREFIX,

@@ -1,12 +1,7 @@
 /**
- * The gateway's side of the aggregated path (docs/design/gateway.md, "The aggregated path"):
- * request targets under `/apis/<group>/<version>/clusters/<cluster>/proxy` are the gateway's own
- * `/<cluster>` targets, and the discovery documents the hub apiserver asks for (to mark the
- * APIService available and to list the group) are answered without credentials: they name only
- * the group, version and resource, which the APIService publishes anyway. The OpenAPI documents the
- * hub apiserver polls for every aggregated API (`/openapi/v2`, `/openapi/v3...`) are answered 404
- * without credentials: the gateway publishes none, and the hub reads 404 as "no schema", where a
- * cluster route would cost a review and an audit record per poll.
+ * The gateway's side of the aggregated path: `/apis/<group>/<version>/clusters/<cluster>/proxy` targets
+ * as `/<cluster>`, discovery answered without credentials, the hub's OpenAPI polls answered 404.
+ * Design: docs/design/gateway.md#the-aggregated-path
  */
 import { GATEWAY_API_GROUP, GATEWAY_API_RESOURCE, GATEWAY_API_ROOT, GATEWAY_API_VERSION } from "@cluster-proxy/api";
 

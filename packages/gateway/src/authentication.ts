@@ -1,16 +1,7 @@
 /**
- * Who is calling: a bearer token reviewed by the hub (TokenReview, cached by a hash of the token),
- * then an OIDC ID token, then a client certificate from --client-ca-file (CN the user, O the
- * groups). A bearer token neither recognises is passed through to the cluster when
- * --passthrough-unrecognized-tokens is set, else refused; so is a request without credentials.
- * A hub that cannot answer is 503, not 401: the caller's credentials may well be good.
- *
- * The hub's answers are cached in two separate, bounded caches: users for --authentication-cache-ttl,
- * rejections for at most {@link NEGATIVE_CACHE_MAX_MS}, so made-up tokens never push good entries
- * out. A token in neither costs a hub TokenReview, and those are rate-limited per source address
- * (a token bucket, --token-review-rate-per-source and --token-review-burst-per-source; an IPv6
- * address counts by its /64): over it, the request is refused with 429 and Retry-After without
- * asking the hub (an OIDC token the issuer's keys accept still gets in: that costs no hub call).
+ * Who is calling: a hub-reviewed bearer token, an OIDC ID token, or a client certificate; pass-through
+ * or refusal otherwise. Two bounded caches and a per-source TokenReview rate limit guard the hub.
+ * Design: docs/design/gateway.md#who-authenticates-and-authorizes-what-where
  */
 import { hash, type X509Certificate } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";

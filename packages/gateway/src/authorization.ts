@@ -1,11 +1,7 @@
 /**
- * Whether a caller may reach a cluster, asked of the hub before any tunnel opens: a
- * SubjectAccessReview on `managedclusters/proxy` (group cluster.open-cluster-management.io,
- * resourceName the cluster, verb from the HTTP method, and `create` for every upgrade), cached for
- * --authorization-cache-ttl;
- * and, for a request carrying Impersonate-* headers, whether the caller may impersonate each
- * (verb `impersonate` on users, serviceaccounts, groups, uids, userextras, as the kube-apiserver
- * asks). A hub that cannot answer is 503.
+ * Whether a caller may reach a cluster (a cached hub SubjectAccessReview on `managedclusters/proxy`, verb
+ * from the method, `create` for upgrades) and may impersonate what it asks to; 503 when the hub cannot say.
+ * Design: docs/design/gateway.md#who-authenticates-and-authorizes-what-where
  */
 import { hash } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";

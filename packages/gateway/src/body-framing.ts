@@ -1,13 +1,7 @@
 /**
- * How a caller's request body is delimited, decided before anything goes to a cluster
- * (docs/design/gateway.md, "gateway -> agent endpoint contract"): no body, a body of a declared
- * `Content-Length`, or a body streamed to its end (HTTP/1.1 chunked, HTTP/2 DATA without
- * `content-length`). A body on GET, HEAD, DELETE or OPTIONS needs a declared length (intermediaries
- * disagree about such bodies: that is how requests are smuggled); an unreadable length, or a length
- * and chunked coding together, is refused. Node's HTTP/1.1 parser (llhttp, strict) already refuses
- * `Transfer-Encoding` codings other than a final `chunked`, `Content-Length` with
- * `Transfer-Encoding`, differing duplicate lengths, bare LF and obs-fold: this is the second check,
- * and the only one for HTTP/2 callers.
+ * How a caller's request body is delimited (none, a declared length, streamed to its end), decided
+ * before anything goes to a cluster: the second check after Node's parser, the only one for HTTP/2.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import type { IncomingHttpHeaders } from "node:http";
 import { GatewayError } from "./gateway-error.js";

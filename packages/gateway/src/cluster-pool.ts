@@ -1,23 +1,7 @@
 /**
- * The connections to the clusters' gateway endpoints (docs/design/gateway.md, "gateway -> agent
- * endpoint contract"). Every connection is a tunnel dial of `gateway.cluster-proxy.invalid.<cluster>:443`
- * wrapped in mutual TLS: the gateway identity as client certificate, the endpoint's certificate
- * verified against --agent-ca and required to grant the cluster (URI SAN
- * `cluster-proxy://cluster/<cluster>`). The dialer is injected: the TunnelClient in production, a
- * loopback connection in tests.
- *
- * - A non-upgrade request is one HTTP/2 stream (ALPN `h2`) of a multiplexed session: per cluster at
- *   most --max-connections-per-cluster sessions, each carrying up to the endpoint's
- *   SETTINGS_MAX_CONCURRENT_STREAMS; a new session is opened only when every open one is full, and
- *   a request that finds all full and no room for another session waits (FIFO) for a free stream.
- *   A session that goes away (GOAWAY, error, close) is dropped; the next request opens a new one.
- *   Whether a failed stream provably never reached the endpoint's processing is
- *   {@link provablyUnprocessed} (the relay's retry, relay.ts).
- * - An upgrade gets a connection of its own (ALPN `http/1.1`) that carries exactly that request and
- *   is never reused.
- *
- * HTTP/2 frames every request body (DATA, END_STREAM): nothing a caller sends can be parsed as a
- * second request by the endpoint.
+ * The connections to the clusters' gateway endpoints: mutual TLS over tunnel dials, HTTP/2 sessions
+ * for plain requests (bounded per cluster, FIFO when full), an HTTP/1.1 connection per upgrade.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import { once } from "node:events";
 import * as http2 from "node:http2";

@@ -1,19 +1,7 @@
 /**
- * The Services users may reach (default deny): the ConfigMap --exposed-services-configmap in
- * --namespace, key `services`, a YAML list of entries
- *
- * ```yaml
- * - clusters: [mc1, mc2]        # optional: these clusters
- *   clusterSets: [prod]         # optional: clusters labelled cluster.open-cluster-management.io/clusterset=prod
- *   namespace: monitoring       # required
- *   service: grafana            # required
- *   port: 3000                  # optional: any port when left out
- *   protocol: http              # optional: http or https; any when left out
- * ```
- *
- * An entry with neither `clusters` nor `clusterSets` applies to no cluster. Parsing is strict
- * (unknown keys, wrong types refused). The list is watched: a bad update keeps the last good list
- * (and is reported, see {@link ExposedServices}); a deleted ConfigMap denies everything.
+ * The Services users may reach (default deny): the watched allowlist ConfigMap, parsed strictly; a bad
+ * update keeps the last good list, a deleted ConfigMap denies everything.
+ * Guide: docs/guides/gateway.md#services-of-a-managed-cluster-by-allowlist
  */
 import yaml from "js-yaml";
 import type { ManagedClusterInfo } from "./hub-api.js";

@@ -1,15 +1,7 @@
 /**
- * The fleet view's model fed from the hub (docs/design/fleet-view.md, "Hub source"): a row per
- * ManagedCluster (watched), `installed` when its ManagedClusterAddOn `cluster-proxy` exists,
- * `available` and the last change from that addon's `Available` condition, the proxy-servers the
- * tunnel works through (by name) and how many there are from the condition's message (written by
- * the addon manager's tunnel probes, read back with `parseTunnelHealth`/`parseTunnelReplicas`),
- * and the latency and agent certificate expiry from the gateway's own periodic probe of each
- * installed cluster's agent endpoint (`endpoint-probe.ts`, bounded by `probe-scheduler.ts`).
- *
- * Traffic and audit come from the gateway's request records ({@link FleetSource.tap}): each
- * finished request adds to its cluster's series and audit records, each streaming request counts
- * as open until it ends. The model drops what belongs to no row (a cluster a caller made up).
+ * The fleet view's model fed from the hub: rows from ManagedClusters and their addons' `Available`,
+ * latency from the gateway's endpoint probes, traffic and audit tapped from request records.
+ * Design: docs/design/gateway.md#the-fleet-view
  */
 import { ADDON_NAME, parseTunnelHealth, parseTunnelReplicas } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/kit";

@@ -1,20 +1,7 @@
 /**
- * Who looks at the fleet view, and what they may see (docs/design/fleet-view.md, "Who sees
- * what"): the viewer authenticates exactly as for a cluster request (the gateway's
- * {@link Authenticator}; a pass-through token is refused here, 401), sees a cluster when a hub
- * SubjectAccessReview allows verb `get` on `managedclusters/proxy` (group
- * cluster.open-cluster-management.io) with the cluster as resource name, and sees its audit
- * records when the same is allowed on the subresource `managedclusters/proxy-audit`.
- *
- * Decisions are kept per viewer identity for --fleet-authorization-cache-ttl, apart from the
- * Authorizer's cache of cluster requests (so a viewer of a large fleet never pushes those
- * out): per subresource, one review without a resource name (allowed, e.g. a hub admin or a rule
- * without `resourceNames`: every cluster is visible, no review per cluster), else one review per
- * cluster asked about, denials kept as long as grants. Snapshots, details and every event stream
- * of the viewer share them, so however often the page refreshes, a viewer costs at most
- * 2 + 2 × clusters SubjectAccessReviews per period; reviews of one identity and cluster are never
- * in flight twice, and those of one question run at most {@link REVIEWS_AT_ONCE} at a time.
- * Identities kept are bounded ({@link MAX_VIEWERS}, the oldest go first).
+ * Who looks at the fleet view and what they may see (hub SubjectAccessReviews on `managedclusters/proxy`
+ * and `/proxy-audit`), with per-viewer caches that bound the reviews a viewer costs.
+ * Design: docs/design/fleet-view.md#who-sees-what
  */
 import type { X509Certificate } from "node:crypto";
 import type { FleetRequest, FleetViewer, ViewerResult } from "@cluster-proxy/fleet";

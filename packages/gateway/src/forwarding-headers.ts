@@ -1,11 +1,7 @@
 /**
- * Who the caller is, as the gateway (and only the gateway) tells the cluster: every identity or
- * forwarding header a caller set (`X-Remote-*`, `X-Forwarded-*`, `Forwarded`, `X-Real-Ip`,
- * `X-Auth-Request-*`, `X-Client-*`, `X-Original-*` and a few CDN spellings) is removed before the
- * tunnel, so no Service behind an auth proxy convention takes a caller's word for who it is, and
- * the contract headers `Cluster-Proxy-Forwarded-For` (the caller's address as the gateway's socket
- * saw it) and `Cluster-Proxy-Forwarded-Proto` are set. The agent removes the same headers again and
- * builds `X-Forwarded-For`/`-Proto` for a Service from the contract headers (docs/design/gateway.md).
+ * Who the caller is, as only the gateway tells the cluster: every caller identity or forwarding header
+ * removed before the tunnel, the contract's `Cluster-Proxy-Forwarded-For` / `-Proto` set.
+ * Design: docs/design/gateway.md#browsers
  */
 import { isIP } from "node:net";
 import { FORWARDED_FOR_HEADER, FORWARDED_PROTO_HEADER } from "@cluster-proxy/api";

@@ -1,13 +1,7 @@
 /**
- * Relaying an admitted request to its cluster's gateway endpoint (docs/design/gateway.md,
- * "gateway -> agent endpoint contract"): a plain request is one HTTP/2 stream of the cluster's
- * session (`cluster-pool.ts`): its body framed as {@link BodyFraming} says, the response streamed
- * down as it arrives (watches, logs). An upgrade (`Connection: Upgrade`: SPDY, WebSocket) goes on an
- * HTTP/1.1 connection of its own, without a body or its framing headers, and becomes a two-way byte
- * relay with half-close. What comes back is checked before it reaches the caller: hop-by-hop and
- * HTTP/2-forbidden headers and anything Node would refuse are dropped, a status a caller cannot be
- * given becomes 502, and every write to the caller is guarded. Failures become one-line answers
- * naming the cluster and the cause: no tunnel 503, dial timeout 504, the endpoint or its target 502.
+ * Relaying an admitted request to its cluster's gateway endpoint: one HTTP/2 stream (an upgrade: an
+ * HTTP/1.1 byte relay), answers checked before they reach the caller, failures as one-line answers.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11
  */
 import * as http from "@cluster-proxy/kit/http";
 import * as http2 from "node:http2";

@@ -1,12 +1,7 @@
 /**
- * The bookkeeping of one request: its audit record, filled in as the request is admitted and
- * relayed, written once when it ends (with the status, bytes and duration), plus its metrics. A
- * long-running request (a watch, an upgraded stream, `logs -f`) also gets a start line when its relay begins,
- * so that it is on record even if the gateway dies before it ends.
- *
- * What a caller sends reaches the record and the labels only from fixed sets: a method the
- * gateway does not know is recorded as {@link OTHER}, and label values are bounded by
- * `metrics.ts`.
+ * The bookkeeping of one request: its audit record (a start line for a long-running one, the record when
+ * it ends) and its metrics, with what a caller sends reaching them only from fixed sets.
+ * Design: docs/design/gateway.md#bounded-state-at-the-gateways-port
  */
 import { randomUUID } from "node:crypto";
 import type { AuditRecord, AuditSink, AuditStart } from "./audit-log.js";

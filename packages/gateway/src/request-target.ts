@@ -1,15 +1,7 @@
 /**
- * What a gateway URL addresses, parsed strictly as the Go cluster-proxy addon routes it:
- *
- * - `/<cluster>/<kube-api path>`: the cluster's kube-apiserver, path and query unchanged;
- * - `/<cluster>/api/v1/namespaces/<ns>/services/<[scheme:]name:port>/proxy-service/<path>`: a
- *   Service of the cluster (scheme `http` or `https`, default `https`; the port is required and
- *   numeric), with the prefix up to `proxy-service` cut.
- *
- * Anything else (no cluster, a cluster segment that is not a cluster name, dot segments, empty
- * segments, encoded slashes or backslashes, control characters, an absolute-form target) is
- * refused with a one-line reason: the target path is handed to another server, so what it means
- * there must be exactly what was checked here.
+ * What a gateway URL addresses (a cluster's kube-apiserver or one of its Services), parsed strictly as
+ * the Go addon routes it; anything else refused with a one-line reason.
+ * Design: docs/design/gateway.md#the-path-of-one-request
  */
 import { clusterNameProblem, isDns1123Label } from "@cluster-proxy/api/cluster-name";
 

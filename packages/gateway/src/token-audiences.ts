@@ -1,15 +1,7 @@
 /**
- * Which hub tokens are gateway credentials (docs/design/gateway.md, "Token audiences"): the hub
- * TokenReview asks for --token-audiences, plus the hub apiserver's own audiences while
- * --accept-hub-api-audience is on, and its answer must name one of the audiences asked for
- * (`status.audiences`). An answer that names none comes from an audience-unaware authenticator,
- * which the hub only lets answer for its apiserver's audiences: such a token is accepted only while
- * that flag is on.
- *
- * The hub apiserver's audiences are --hub-api-audiences, else the `aud` claim of the gateway's own
- * mounted ServiceAccount token (the kubelet requests it for the apiserver's default audiences; no
- * hub request, no RBAC), else unknown: then a token refused for the gateway's audiences is
- * reviewed once more without audiences, which the hub reads as its own.
+ * Which hub tokens are gateway credentials: the audiences the hub TokenReview asks for and the answer
+ * must name, and how the hub apiserver's own audiences are found.
+ * Design: docs/design/gateway.md#token-audiences
  */
 import { readFileSync } from "node:fs";
 import type { HubApi, TokenReviewResult } from "./hub-api.js";

@@ -1,20 +1,7 @@
 /**
- * Fairness between the callers of one cluster: each caller may have at most
- * `maxRequests` ordinary requests and at most `maxLongRunning` long-running ones (watches,
- * `follow=true` logs, upgrades: exec, attach, port-forward) in flight to one cluster at once.
- *
- * - An ordinary request over the cap waits in the caller's queue for that cluster (first come,
- *   first served; at most `maxQueued` waiting). When the queue is full, or the request has waited
- *   `queueTimeoutMs`, it is refused with 429 and `Retry-After`; nothing reaches the cluster.
- * - A long-running request over its cap is refused at once (429): it would hold its place for
- *   minutes, so waiting for one to end is no use. Long-running requests have their own count, so
- *   a caller's informers (one watch per resource type and namespace) never starve that caller's
- *   own gets, and a flood of gets never blocks its watches.
- *
- * The caller is the identity the gateway authenticated (the user name, before any
- * impersonation: impersonating many names does not buy more room); a pass-through caller, whose
- * token the gateway cannot judge, is counted by its source address (an IPv6 address by its /64),
- * so a flood of made-up tokens is one caller. The queue's deadlines run on the injected clock.
+ * Fairness between the callers of one cluster: per caller, capped ordinary requests (queued, then 429)
+ * and long-running ones (429 at once), counted apart; pass-through callers by source address.
+ * Guide: docs/guides/gateway.md#fair-shares-of-a-cluster
  */
 import type { Duplex } from "node:stream";
 import { realClock, type Clock, type TimerHandle } from "@cluster-proxy/kit";

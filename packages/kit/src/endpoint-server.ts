@@ -1,11 +1,7 @@
 /**
- * `@cluster-proxy/kit/endpoints`: the one HTTP server of a component's health, readiness,
- * metrics and admin endpoints. Each component names its paths and answers (its own readiness
- * rule and texts, which follow the Go binaries' or controller-runtime's); this module serves
- * them, answers everything else with 404, and listens and closes.
- *
- * Apart from the package's main entry (and on the require-loaded `node:http` of
- * `@cluster-proxy/kit/http`) so that what loads the kit's logger or backoffs loads no HTTP server.
+ * `@cluster-proxy/kit/endpoints`: the one HTTP server of a component's health, readiness, metrics and
+ * admin endpoints; apart from the kit's main entry so that its logger or backoffs load no HTTP server.
+ * Design: docs/design/architecture.md#2-the-packages-and-their-layers
  */
 import type { AddressInfo } from "node:net";
 import * as http from "./node-http.js";

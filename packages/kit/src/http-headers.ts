@@ -1,17 +1,7 @@
 /**
- * Hop-by-hop header names (lowercase): they describe one connection, not the message, so a relay
- * never copies them from one leg to the next. One list for every relay (the gateway's admission
- * and relay, the agent's gateway endpoint both ways):
- * - RFC 9110 7.6.1: `Connection` and the fields it names ({@link connectionOptions}), and
- *   `Proxy-Connection`, `Keep-Alive`, `TE`, `Transfer-Encoding`, `Upgrade`. An upgrade relay
- *   re-adds its own `Connection: Upgrade` and the caller's `Upgrade`. `TE` is dropped whole:
- *   `te: trailers`, the one value HTTP/2 allows (RFC 9113 8.2.2), only matters to gRPC, and no leg
- *   here relays gRPC (Services are reached over HTTP/1.1).
- * - RFC 9113 8.2.2 / RFC 7540 3.2.1: what HTTP/2 forbids besides those, `HTTP2-Settings`.
- * - `Trailer` (RFC 2616 13.5.1's `Trailers`): a relay that frames the body anew announces no
- *   trailers it may not send.
- * - `Proxy-Authenticate` and `Proxy-Authorization` (RFC 9110 11.7.1, 11.7.2): addressed to the
- *   next hop only; relayed, a Service could ask the hub user's client for its proxy credentials.
+ * The one list of hop-by-hop header names every relay drops (the gateway's admission and relay, the
+ * agent's gateway endpoint both ways), and the fields a `Connection` header names.
+ * Design: docs/design/gateway.md#hop-by-hop-headers
  */
 export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
   "connection",

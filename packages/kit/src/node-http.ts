@@ -1,12 +1,7 @@
 /**
- * `node:http`, loaded with `require`: import it as `import * as http from "@cluster-proxy/kit/http"`
- * where you would import `node:http`; `http.X` is both the value and the type, as there.
- *
- * Why: importing `node:http` as an ES module builds its module namespace, which reads the lazy
- * `WebSocket`, `CloseEvent` and `MessageEvent` exports of Node 22 and later and so loads undici:
- * about 10 MiB more RSS in every process (Node 26.12: an idle process that imports `node:http`
- * 60.4 MiB, one that requires it 50 MiB), for code we never run. `require` leaves them lazy. Lint
- * refuses value imports of `node:http` in the packages' runtime code.
+ * `node:http`, loaded with `require` (import it as `import * as http from "@cluster-proxy/kit/http"`;
+ * `http.X` is value and type, as there), so undici stays unloaded.
+ * Design: docs/design/decisions.md#nodehttp-loaded-with-require-kithttp
  */
 import { createRequire } from "node:module";
 import type * as NodeHttp from "node:http";

@@ -1,17 +1,7 @@
 /**
- * Per-cluster agent identity, carried in the agent's client certificate.
- *
- * Encoding: an agent certificate grants one managed cluster per URI subject alternative name
- * of the form
- *
- *     cluster-proxy://cluster/<name>
- *
- * where `<name>` is the cluster name, percent-encoded as by `encodeURIComponent` (cluster names
- * are DNS-1123 labels, so in practice they appear verbatim). A certificate may carry several
- * such SANs (one agent serving several clusters); other SANs (DNS, IP, other URIs) are ignored.
- * The proxy server reads the granted names with {@link clusterNamesFromCertificate} and refuses
- * any `agentidentifiers` host that the certificate does not grant, so holding some agent
- * certificate is not enough to receive another cluster's traffic.
+ * Per-cluster agent identity, carried in the agent's client certificate as `cluster-proxy://cluster/<name>`
+ * URI SANs: encoding them, and reading the granted names ({@link clusterNamesFromCertificate}).
+ * Design: docs/design/decisions.md#agent-identity-exact-grants-only-destination-policy-judged-after-resolution
  */
 import { X509Certificate as NodeX509Certificate } from "node:crypto";
 import { clusterNameProblem } from "@cluster-proxy/api/cluster-name";

@@ -1,28 +1,7 @@
 /**
- * The certificate set of a standalone deployment (no Kubernetes, no addon manager), written to
- * one directory. Three CAs, so that each trust decision has its own root and no certificate
- * issued for one role is accepted in another:
- *
- * | File | What it is | Used as |
- * | --- | --- | --- |
- * | `ca.crt`, `ca.key` | the serving CA: signs the hub's serving certificate and nothing else | what clients and agents verify the hub against: agent `--ca-cert`, SDK `caFile`, curl `--proxy-cacert` |
- * | `client-ca.crt`, `client-ca.key` | the client CA: signs hub-side client certificates only | server `--server-ca-cert` (trust of the gRPC and HTTP CONNECT front doors) |
- * | `agent-ca.crt`, `agent-ca.key` | the agent CA: signs agent certificates only | server `--cluster-ca-cert` (trust of the agent port) |
- * | `server.crt`, `server.key` | the hub's serving certificate from `ca`, SANs = the hub hosts, extended key usage serverAuth only | server `--server-cert`/`--server-key` and `--cluster-cert`/`--cluster-key` |
- * | `client.crt`, `client.key` | a client certificate from `client-ca`, clientAuth only | SDK `certFile`/`keyFile`, curl `--proxy-cert`/`--proxy-key` |
- * | `agent-<cluster>.crt`, `.key` | one certificate per managed cluster from `agent-ca`, clientAuth and serverAuth (the agent's gateway endpoint serves with it), granting exactly that cluster (see agent-identity) | agent `--agent-cert`/`--agent-key` |
- *
- * So an agent certificate (whose key sits in a managed cluster) is refused at the client front
- * doors, a client certificate is refused at the agent port, and neither can serve as the hub
- * (clients and agents check the serverAuth usage, and only `ca` signs serving certificates).
- *
- * Older releases wrote one CA (`ca.crt`) that signed everything, server certificate usable as a
- * client too. {@link ensureStandaloneCerts} migrates such a directory: `ca.crt` stays and becomes
- * the serving CA (so what clients and agents verify the hub with keeps working), new client and
- * agent CAs are created, and the server, client and agent certificates are re-issued from the
- * CA of their role. {@link writeStandaloneCerts} refuses it with a {@link SingleCaLayoutError}.
- *
- * Keys are written with mode 0600.
+ * The certificate set of a standalone deployment (no Kubernetes, no addon manager) in one directory:
+ * three CAs, one per trust decision, their leaves, and the migration of an old single-CA directory.
+ * Design: docs/design/decisions.md#standalone-certificates-three-cas-one-per-trust-decision
  */
 import { X509Certificate, createPrivateKey } from "node:crypto";
 import { chmod, mkdir, readFile, readdir, rename, stat, writeFile } from "node:fs/promises";

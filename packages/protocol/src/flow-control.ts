@@ -1,16 +1,7 @@
 /**
- * cluster-proxy's per-connection flow-control signal, an extension of the konnectivity protocol
- * (see docs/design/flow-control.md). It travels on the shared agent stream in either direction:
- * `FLOW_PAUSE{connectID}` asks the peer to stop reading the source of that one connection (the
- * endpoint socket at an agent, the client socket or Proxy stream at a server), `FLOW_RESUME`
- * lets it read again.
- *
- * Encoding: a Packet whose `type` is outside the konnectivity enum (100 / 101) carrying the
- * `data` arm with only `connectID` set. It is only ever sent to a peer that announced it
- * understands it, with the {@link FLOW_CONTROL_METADATA} key (agent: request metadata of
- * Connect; server: response metadata): Go peers never announce it, so they never see a packet
- * outside the konnectivity protocol, and the receiver falls back to its buffer limit and the
- * stall timeout.
+ * The per-connection flow-control signal (FLOW_PAUSE / FLOW_RESUME), our extension of the konnectivity
+ * protocol, sent only to a peer that announced {@link FLOW_CONTROL_METADATA}.
+ * Design: docs/design/protocol.md#15-our-extension-per-connection-flow-control
  */
 import { encodeData } from "./packet.js";
 

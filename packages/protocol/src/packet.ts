@@ -1,14 +1,7 @@
 /**
- * The konnectivity `Packet` message and its protobuf codec.
- *
- * Wire facts (see docs/design/protocol.md): no protobuf package; `type` is field 1 and is absent on the
- * wire for DIAL_REQ (enum value 0); each type has one oneof arm (fields 2-8); every int64 is a
- * plain varint and is represented here as `bigint` so values above 2^53 survive.
- *
- * Cold packets are encoded and decoded with @bufbuild/protobuf's wire reader/writer. DATA, the
- * hot path, has a hand-written encoder that writes into one exactly-sized buffer with optional
- * headroom (so the gRPC layer can put its 5-byte prefix in front without another copy), and
- * {@link peekPacket} reads only what a relay needs to route a packet without decoding it.
+ * The konnectivity `Packet` message and its protobuf codec: hand-written for DATA and the canonical
+ * layout, @bufbuild/protobuf for the rest; {@link peekPacket} reads only what a relay routes by.
+ * Design: docs/design/protocol.md#12-messages-and-their-encoding
  */
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";

@@ -1,14 +1,7 @@
 /**
- * Certificate hot reload for long-running TLS endpoints: the files behind a certificate, its key
- * and a CA bundle are polled by content hash, and a changed set that checks out is handed to
- * `apply` (the server installs it with `tls.Server#setSecureContext`, so new handshakes get it
- * while established connections keep theirs). A changed set that does not check out (unreadable,
- * not PEM, key not matching the certificate) is refused: the old material stays, one error names
- * the flag and the file, and nothing more is logged until the content changes again.
- *
- * Polling, not fs.watch: Kubernetes Secret volumes replace their files by swapping a `..data`
- * symlink, which watchers of the files themselves miss; a hash of what a read returns sees
- * every change, whatever the filesystem does.
+ * Certificate hot reload for long-running TLS endpoints: files polled by content hash, a changed set
+ * that checks out handed to `apply`, a bad one refused (the old material stays, one error).
+ * Design: docs/design/decisions.md#certificate-reload-polling-content-setsecurecontext-per-listener
  */
 import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";

@@ -1,11 +1,7 @@
 /**
- * Leader election with a `coordination.k8s.io/v1` Lease, as client-go does it: a candidate
- * takes the Lease when it is free or when its holder has not renewed it for `leaseDuration`
- * as measured on the candidate's own clock (from when it last saw the Lease change, so clock
- * skew between replicas does not matter); the leader renews every `retryPeriod` and gives up
- * leadership when it could not renew for `renewDeadline`. Updates carry the resourceVersion,
- * so two candidates can never both win. `release()` clears the holder so a standby takes over
- * at once (SIGTERM); a killed leader is replaced after `leaseDuration`.
+ * Leader election with a `coordination.k8s.io/v1` Lease as client-go does it: expiry judged on the
+ * candidate's own clock, updates carrying the resourceVersion, `release()` for a hand-over at once.
+ * Design: docs/design/addon-manager.md#shape
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";

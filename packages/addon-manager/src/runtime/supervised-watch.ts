@@ -1,11 +1,7 @@
 /**
- * A supervised list+watch of one collection, keeping a cache of its objects.
- *
- * The JavaScript Kubernetes client's watches can end silently; this one treats every end of a
- * watch (timeout, network error, `410 Gone`, apiserver restart) the same way: re-list, replace
- * the cache (reporting what changed while it was away), and watch again, with jittered backoff
- * after failures. `synced` is true while the cache reflects a successful list and a watch is open
- * or being re-opened without error; readiness of the manager is built from it.
+ * A supervised list+watch of one collection with its cache: every end of a watch re-lists, reports what
+ * changed while away, and watches again; `synced` feeds the manager's readiness.
+ * Design: docs/design/addon-manager.md#shape
  */
 import { backoffDelay, delay } from "@cluster-proxy/kit";
 import { isGone, type KubeApi, type KubeObject, type ResourceRef } from "./kube-api.js";

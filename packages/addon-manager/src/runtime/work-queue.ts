@@ -1,12 +1,7 @@
 /**
- * A work queue of keys (of one reconciler, typed `K`) for level-based reconcilers: a key queued
- * several times is processed once; a key is never processed by two workers at once (a key queued
- * while it is being processed runs again afterwards); failures are retried with per-key
- * exponential backoff; `addAfter` requeues later (e.g. before a certificate must be rotated). A
- * routine failure (`isRoutine`, e.g. a 409 Conflict because the cache lagged behind a write) is
- * retried after the base delay and does not grow the backoff; `onError` gets it with `routine`
- * true. A {@link TerminalError} is not retried: `onError` gets it with `retryInMs` undefined, and
- * the key runs again only when it is queued again (its object changed).
+ * A work queue of keys for level-based reconcilers: deduplicated, never one key on two workers, per-key
+ * exponential backoff, routine failures retried without growing it, {@link TerminalError} not retried.
+ * Design: docs/design/addon-manager.md#shape
  */
 import { backoffDelay } from "@cluster-proxy/kit";
 

@@ -1,16 +1,7 @@
 /**
- * Test-only fake of the hub's gRPC front door that also plays the agent, so client tests need
- * no real server. Behaviour by dial address:
- * - `noagent:1`: answers `DIAL_RSP{error: "No agent available"}`;
- * - `hold:1`: never answers (for timeout and abort tests);
- * - `decoy:1`: first a DIAL_RSP whose random differs in the lowest bit (error "decoy"), then a
- *   good one (proves the client compares all 64 bits);
- * - `draining:1`: like a proxy-server that drains, GOAWAY on the session and the draining
- *   refusal (`DialErrors.serverDraining`) for the first {@link FakeProxyServer.drainingRefusals}
- *   dials (default 1), then echoes;
- * - an address in `targets`: connects a real TCP socket there and relays;
- * - anything else: echoes DATA back.
- * Every received packet is recorded; CLOSE_REQ is answered with CLOSE_RSP.
+ * Test-only fake of the hub's gRPC front door that also plays the agent, so client tests need no real
+ * server; what it does depends on the dial address.
+ * Behaviour: docs/testing/framework.md#fakeproxyserver-client-unit-tests
  */
 import { EventEmitter } from "node:events";
 import * as http2 from "node:http2";

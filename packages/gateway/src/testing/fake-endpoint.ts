@@ -1,18 +1,7 @@
 /**
- * Test-only: a fake agent gateway endpoint on loopback, reached through an injected dialer (no
- * tunnel): TLS requiring a client certificate from the gateway CA, serving an agent certificate
- * with the cluster's URI SAN, HTTP/2 for plain requests and HTTP/1.1 for upgrades only (a plain
- * HTTP/1.1 request is answered 505, as the agent does). It answers
- *
- * - `/stream`: the head and a first chunk at once, the rest when {@link FakeEndpoint.release} is called;
- * - `/quiet`, or any path with `fake=quiet` in its query: the head at once and no body until
- *   released (a watch with no events yet);
- * - `/hold`: nothing until released (to fill a pool);
- * - `/sized`: the head with `content-length: 6` and the body `sized\n` at once, the end of the
- *   stream only when released (a body complete before its END_STREAM);
- * - any other path: 200 with a JSON echo of method, url and headers;
- * - `/answer`: the status and headers {@link FakeEndpoint.answer} holds (a hostile target);
- * - an upgrade: 101, then echoes every byte; when the caller ends its side it writes `bye` and ends.
+ * Test-only: a fake agent gateway endpoint on loopback, reached through an injected dialer (no tunnel),
+ * speaking the endpoint's TLS and protocols; what it answers depends on the path.
+ * Behaviour: docs/testing/framework.md#fakeendpoint-gateway-unit-tests
  */
 import { once } from "node:events";
 import type * as http from "node:http";

@@ -1,11 +1,7 @@
 /**
- * Test-only: a throwaway standalone certificate set in a temp directory (no key material is
- * committed), with separate trust as in production: the serving CA (`ca`) signs the server
- * certificate (SANs localhost, 127.0.0.1, ::1) and is what clients and agents verify the hub with;
- * the client CA (`clientCa`, a server's --server-ca-cert) signs the client certificate; the agent
- * CA (`agentCa`, --cluster-ca-cert) signs the agent certificate, which grants the clusters
- * {@link TEST_AGENT_CLUSTERS} as `cluster-proxy://cluster/<name>` URI SANs. A second, unrelated
- * CA signs a "stranger" client certificate that a server must refuse everywhere.
+ * Test-only: a throwaway standalone certificate set in a temp directory (no key material committed),
+ * with the production split of trust, plus a "stranger" client certificate every server must refuse.
+ * Behaviour: docs/testing/framework.md#createtestpki-cluster-proxypki-testing
  */
 import { readFileSync, rmSync } from "node:fs";
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";

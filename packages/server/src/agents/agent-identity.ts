@@ -1,26 +1,7 @@
 /**
- * Binding an agent's routing identity to its client certificate (`--agent-identity`).
- *
- * In `certificate` mode (the default) the cluster names an agent may serve are the
- * `cluster-proxy://cluster/<name>` URI SANs of its client certificate (see
- * `@cluster-proxy/pki` agent-identity). For a granted cluster `<name>`, these `agentidentifiers`
- * values are allowed (ASCII case-insensitive, one trailing dot ignored):
- *
- * - `host=<name>`;
- * - `host=<name>.<ns>` for each `--agent-identity-namespaces` entry (the Go cluster-proxy addon
- *   announces `<cluster>.<addon namespace>`);
- * - `host=<service-proxy host>`: `"cluster-" + hex(sha256(<name>))` cut to 56 characters, plus
- *   `.open-cluster-management.proxy` (the Go cluster-proxy addon's service-proxy name; derived
- *   from the name by a hash, so no other cluster can own it).
- *
- * Nothing else: not `host=<x>.<name>` (dials to `<x>.<name>` already reach the `<name>` agent
- * through the destHost suffix rule, and a dotted name could be another cluster's), and no
- * `ipv4`, `ipv6`, `cidr` or `default-route=true` identifiers (a certificate grants cluster names,
- * not addresses; agents that route by address need `--agent-identity=shared`). An agent with no
- * identifiers is accepted: it is only reachable through the `default` strategy.
- *
- * In `shared` mode identifiers are self-asserted, as in Go: any agent certificate the CA signed
- * may claim anything.
+ * Binding an agent's routing identity to its client certificate (`--agent-identity`): which
+ * `agentidentifiers` a certificate's cluster grants allow (`certificate`), or anything (`shared`, as Go).
+ * Design: docs/design/decisions.md#agent-identity-exact-grants-only-destination-policy-judged-after-resolution
  */
 import { createHash, X509Certificate } from "node:crypto";
 import type { AgentIdentityMode } from "@cluster-proxy/api";

@@ -1,18 +1,7 @@
 /**
- * The agent upgrade door (`--agent-upgrade-port`, entrypoint type PortForward; docs/design/portforward.md).
- *
- * An agent whose only way to the hub is the hub's kube-apiserver sends, with its OCM hub
- * credentials, `GET /api/v1/namespaces/<ns>/pods/<pod>:<port>/proxy/` with `Connection: Upgrade`
- * and `Upgrade: cluster-proxy-agent-tunnel`; the apiserver authorizes it (`get` on `pods/proxy`)
- * and passes the upgrade on to this door. The door answers `101 Switching Protocols` and hands the
- * raw socket to the agent port's listener (the handshake pacer in front of the agent TLS server),
- * where the agent's own mTLS handshake and HTTP/2 tunnel run as if it had dialled --agent-port:
- * the door grants nothing, it only changes how the bytes arrive.
- *
- * Everything else is refused without touching the agent port: a request without the upgrade
- * (426), a wrong method or token (400), a malformed or oversized head (400, by Node's parser), and
- * a head not complete within the header timeout (closed). Upgraded connections are not subject to
- * any of these: the parser lets go of them.
+ * The agent upgrade door (`--agent-upgrade-port`, entrypoint type PortForward): answers the agent's
+ * `Upgrade: cluster-proxy-agent-tunnel` with 101 and hands the socket to the agent port; grants nothing.
+ * Design: docs/design/portforward.md#the-path
  */
 import * as http from "@cluster-proxy/kit/http";
 import type * as net from "node:net";

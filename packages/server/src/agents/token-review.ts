@@ -1,11 +1,7 @@
 /**
- * ServiceAccount token authentication of agents, as the Go proxy-server does it
- * (`--agent-namespace`, `--agent-service-account`, `--authentication-audience`, `--kubeconfig`):
- * the agent sends `authorization: Bearer <token>` with its Connect call; the server asks the
- * apiserver (TokenReview, with the audience) who the token belongs to, and accepts only
- * `system:serviceaccount:<namespace>:<service account>`. The error texts are Go's.
- *
- * The Kubernetes client is loaded only when token authentication is configured.
+ * ServiceAccount token authentication of agents, as the Go proxy-server does it (TokenReview with the
+ * audience, only `system:serviceaccount:<namespace>:<service account>`, Go's error texts).
+ * Design: docs/design/protocol.md#5-authentication
  */
 import { ClusterProxyError, ConfigError, ErrorCodes } from "@cluster-proxy/api";
 import { errorMessage } from "@cluster-proxy/errors";

@@ -1,14 +1,7 @@
 /**
- * The HTTP CONNECT front door, one socket at a time: read the request head, dial through the
- * relay, answer exactly as the Go server does, then pump bytes both ways. The door hands payload
- * bytes to the relay and gets them back through {@link PayloadRelay} (routing/payload-relay.ts):
- * the DATA packets and their gRPC framing are the relay's business, not the door's.
- *
- * Backpressure (docs/design/flow-control.md): socket -> agent pauses the socket while the shared agent
- * stream's send buffer is over budget, or while our agent asked (FLOW_PAUSE) because this
- * connection's endpoint is slow. agent -> socket: the socket's write buffer is this connection's
- * buffer; the relay applies the per-connection budget, limit and stall timeout to it, and never
- * stops reading the agent stream for one slow socket (unless the agent ignores FLOW_PAUSE).
+ * The HTTP CONNECT front door, one socket at a time: read the head, dial through the relay, answer as
+ * the Go server does, pump bytes both ways ({@link PayloadRelay} owns the packets and their framing).
+ * Design: docs/design/protocol.md#3-http-connect-front-door
  */
 import type { Socket } from "node:net";
 import type { Logger, TimerHandle } from "@cluster-proxy/kit";

@@ -1,24 +1,7 @@
 /**
- * Who may wait for a TLS handshake on a port, and in which order (issue 25: silent or slow peers
- * cannot starve the server). Pure bookkeeping, no I/O: the handshake pacer feeds it events and acts
- * on its answers.
- *
- * A connection goes through three phases: `hello` (accepted, its TLS ClientHello not complete
- * yet), `queued` (ClientHello in hand, waiting for a handshake slot) and `handshaking` (its turn
- * came; until the handshake is done or the connection closes). The ledger bounds:
- *
- * - connections in the `hello` phase per port: at the limit the OLDEST of them is evicted for the
- *   new one. A real client sends its ClientHello within a round trip, so a flood of silent
- *   connections only evicts itself;
- * - unfinished connections (all three phases) per source address: at the limit the source's
- *   oldest `hello` connection is evicted for the new one, or the new one is refused when the
- *   source has none (it holds that many ClientHellos in the queue or handshakes);
- * - `queued` connections per port: beyond, a new ClientHello is shed (the pacer answers with a TLS
- *   alert).
- *
- * Slots go round-robin over the sources that have queued connections, oldest first within each:
- * a source with a thousand connections in the queue delays another source's next connection by
- * one turn, not by a thousand.
+ * Who may wait for a TLS handshake on a port, and in which order: the bounds per phase and source and
+ * the round-robin of slots. Pure bookkeeping, no I/O; the handshake pacer feeds it events.
+ * Design: docs/design/decisions.md#the-handshake-pacer-and-its-ledger
  */
 
 /** Why the ledger closes a connection. */

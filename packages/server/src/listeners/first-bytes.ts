@@ -1,11 +1,8 @@
 /**
- * What a connection's first bytes say about its protocol, read before any TLS work (issue 25:
- * admission that silent peers cannot starve; issue 26: wrong-protocol mistakes answered at once).
- *
- * A TLS port admits a connection to its handshake queue only once a complete ClientHello record
- * has arrived; plain HTTP there is answered with a 400 at once, anything else is closed. The plain
- * HTTP CONNECT door recognises a TLS ClientHello the same way and answers it at once instead of
- * waiting for a request head that never comes.
+ * What a connection's first bytes say about its protocol, read before any TLS work: a complete
+ * ClientHello admits it to the handshake queue; plain HTTP on a TLS port, or TLS at the plain CONNECT
+ * door, is answered at once.
+ * Design: docs/design/decisions.md#the-handshake-pacer-and-its-ledger
  */
 
 /** TLS record type `handshake`. */

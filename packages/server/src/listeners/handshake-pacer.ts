@@ -1,26 +1,7 @@
 /**
- * Admission and pacing of TLS handshakes on a port (issue 18: overload must degrade into slower
- * success; issue 25: silent or slow peers cannot starve the server).
- *
- * A reconnect storm (every agent of a fleet dialling a restarted server within a second) used to
- * start every TLS handshake at once: the server's one thread worked on all of them in turn, each
- * finished late, the agents' deadlines expired, and their retries added more handshakes: the storm
- * fed itself. The pacer accepts the TCP connections itself and hands at most `maxConcurrent` of
- * them to the TLS server at a time. The others wait, accepted (a client sees a slow handshake, not
- * an error), with no deadline of their own: the TLS server's handshake timeout starts when a
- * connection's turn comes. A handshake holds its slot at most {@link SLOT_MS}.
- *
- * A connection enters the queue only once its complete TLS ClientHello has arrived (read here and
- * handed to the TLS server unread, see first-bytes.ts): a peer that connects and sends nothing
- * costs a socket until `helloTimeoutMs`, never a slot or a place in the queue, and the oldest such
- * peer is closed when `maxAwaitingHello` of them wait. Plain HTTP gets a 400 at once, other bytes
- * that are not TLS are closed at once. Turns go round-robin over source addresses and one source
- * holds at most `maxPerSource` unfinished connections (admission-ledger.ts).
- *
- * When `maxPending` connections already wait, a new ClientHello is shed: it gets a TLS
- * `user_canceled` alert at once, so the client learns that the server is overloaded (our agent
- * backs off by `--sync-interval-cap` instead of retrying at once; other clients see a TLS alert,
- * not a hang). Shedding costs no handshake.
+ * Admission and pacing of TLS handshakes on a port: at most `maxConcurrent` at a time, a connection
+ * queued only with its complete ClientHello, turns round-robin over sources, shedding past `maxPending`.
+ * Design: docs/design/decisions.md#the-handshake-pacer-and-its-ledger
  */
 import * as net from "node:net";
 import { realTimers, type EngineTimers } from "@cluster-proxy/tunnel";

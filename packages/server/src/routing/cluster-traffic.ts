@@ -1,12 +1,7 @@
 /**
- * Traffic through the server per cluster: for every `host` identifier an agent announced (its
- * cluster), the dials answered and failed, the bytes relayed each way and the connections open
- * now, counted since the server started. Hosts (`cluster-proxy up`'s fleet view) read a snapshot.
- *
- * The relay counts where it already handles each event: an agent stream resolves the counters of
- * its identifiers once, when it connects; a DATA packet adds its frame length to them (no lookup,
- * no allocation on the data path). Counters outlive the agents (a reconnecting agent continues
- * them) and are kept for at most {@link MAX_TALLIED_IDENTIFIERS} identifiers.
+ * Traffic through the server per cluster (`host` identifier): dials answered and failed, bytes each way,
+ * connections open, since the server started; the fleet view of `cluster-proxy up` reads a snapshot.
+ * Design: docs/design/fleet-view.md#traffic-counters-of-the-local-hub
  */
 import { destHostKey } from "@cluster-proxy/protocol";
 

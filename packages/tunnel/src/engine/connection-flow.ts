@@ -1,13 +1,7 @@
 /**
- * Per-connection flow control towards a slow reader (docs/design/flow-control.md), the same at both ends
- * of a tunnel: the server's frontends (client readers) and the agent's endpoint sockets.
- *
- * Each connection has a budget of bytes buffered towards its reader. Over it, the peer is asked
- * (FLOW_PAUSE) to stop reading that connection's source and the stall clock starts; when the
- * reader drains its buffer the peer gets FLOW_RESUME. A reader that reads nothing for the stall
- * timeout while over budget is closed with an error. Only when the peer keeps sending past the
- * hard limit (it ignores FLOW_PAUSE: a Go peer) is the whole shared stream held until that reader
- * drains.
+ * Per-connection flow control towards a slow reader, the same at both ends of a tunnel: the budget
+ * and FLOW_PAUSE / FLOW_RESUME, the stall timeout, the hard limit that holds the shared stream.
+ * Design: docs/design/flow-control.md#rules
  */
 import { FlowControl, encodeFlowControl } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "../grpc/framing.js";

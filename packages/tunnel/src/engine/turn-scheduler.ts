@@ -1,15 +1,7 @@
 /**
- * Fair sharing of one backed-up stream between busy connections that read into it (the agent's
- * endpoint sockets sharing its server stream).
- *
- * A turn is the time between two drains of the stream. While the stream is backed up (its last
- * send returned false) and more than one connection sends (in this turn or the last), a connection
- * that has sent a quantum in the current turn waits for the next turn: a round robin with one
- * quantum per connection per turn. A connection sending alone is never held to a quantum.
- *
- * The rule is a function of the sequence of {@link TurnScheduler.sent} and
- * {@link TurnScheduler.nextTurn} calls only (no clock): the same sends and drains give the same
- * pauses, however the events are spaced in time.
+ * Fair turns of busy connections on one backed-up stream (the agent's endpoint sockets on its server
+ * stream); a function of the `sent` / `nextTurn` calls only, no clock.
+ * Design: docs/design/decisions.md#fair-share-of-an-agent-stream-round-robin-between-busy-endpoints
  */
 
 /**

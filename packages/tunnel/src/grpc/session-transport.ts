@@ -1,23 +1,7 @@
 /**
- * The byte stream under a client HTTP/2 session: the TLS (or Unix) socket behind a JS Duplex.
- * Works around a mutual-write deadlock between two node:http2 endpoints (docs/design/flow-control.md,
- * "Two node:http2 peers can deadlock").
- *
- * node's Http2Session stops reading its socket while one of its own writes is in progress
- * (`MaybeStopReading` in src/node_http2.cc, a 2019 flood mitigation), and a write is in progress
- * until the kernel has taken every byte of it. One write carries everything nghttp2 has ready,
- * up to the peer's flow-control windows: with our 16 MiB stream windows, many MiB. When both ends
- * of a session are node (our client SDK or agent, and our server) and both have more to send than
- * the socket buffers between them hold, each waits for the other to read, neither reads again,
- * and the session hangs for good (even `session.destroy()` waits for the write before it closes
- * the socket).
- *
- * Given this Duplex instead of the socket, node wraps it in a JS stream socket whose writes
- * complete once the socket has queued the bytes (in user space), so the client side of every
- * tunnel session keeps reading: the server's write drains, the server reads again, and what we
- * queued flows. What can queue here is bounded by the peer's flow-control window (DATA) plus
- * small control frames; past {@link TRANSPORT_HOLD_BYTES} a write completes only on "drain" (node's
- * own behaviour), so a peer that stops reading cannot make us buffer without bound.
+ * The byte stream under a client HTTP/2 session: the TLS (or Unix) socket behind a JS Duplex, which
+ * keeps two node:http2 peers from deadlocking on their mutual writes.
+ * Design: docs/design/flow-control.md#two-nodehttp2-peers-can-deadlock-the-session-transport
  */
 import { Duplex } from "node:stream";
 import type * as net from "node:net";

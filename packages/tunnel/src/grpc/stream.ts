@@ -1,14 +1,7 @@
 /**
- * One gRPC bidi stream on top of a node:http2 stream, shared by the server and client sides.
- * Messages travel as sealed frames (see framing.ts). Flow control is HTTP/2's: `send` returns
- * false when the stream's buffer is full (wait for "drain"); `pause` stops reading so the peer's
- * window closes.
- *
- * What a stream queues for a peer that does not read is bounded ({@link SendLimits}): control
- * frames (replies, close and dial packets, sent with `sendControl`) by the bytes of them not yet
- * flushed, everything by the stream's send buffer. A stream past a bound is cut: reset at once
- * (RST_STREAM ENHANCE_YOUR_CALM, which frees its buffer) and closed with RESOURCE_EXHAUSTED, so
- * one peer that does not read costs at most its bound, and the session's other streams go on.
+ * One gRPC bidi stream on a node:http2 stream, shared by the server and client sides: sealed frames,
+ * HTTP/2 flow control, and bounded queues for a peer that does not read ({@link SendLimits}).
+ * Design: docs/design/decisions.md#grpc-on-nodehttp2-not-grpcgrpc-js
  */
 import { EventEmitter } from "node:events";
 import * as http2 from "node:http2";
