@@ -426,13 +426,14 @@ describe("the hub changes under load: apiserver restart, kill -9", { timeout: 60
       go: (o) => /no agent of cluster mc1 is connected|No agent available for cluster mc1/.test(o.err ?? ""),
     };
     const unclear: string[] = [];
+    const late: string[] = [];
     for (const o of during) {
       const seen = describeOutcome({ ...o, t0: o.t0 - stopped });
-      assert.ok(o.ms <= REQUEST_TIMEOUT_MS + 2_000, `no answer within the client's timeout: ${seen}`);
+      if (o.ms > REQUEST_TIMEOUT_MS + 2_000) late.push(seen);
       const clear = KINDS.find((k) => k === o.k);
       if (!ok(o) && !(clear && clear503[clear](o))) unclear.push(seen);
     }
-    assert.deepEqual(unclear, [], "every failure of the outage is a clear 503");
+    assert.deepEqual({ unclear, late }, { unclear: [], late: [] }, "every failure a clear 503, every answer in time");
     assert.ok(recovered - back <= 15_000, blip);
     assert.ok(availableAt - back <= 15_000 + 10_000, blip);
   });
