@@ -95,7 +95,7 @@ describe("a dial whose agent went away before answering", () => {
     assert.match(
       bounded.failure.text,
       new RegExp(
-        `^agent mc1-agent-\\d of cluster mc1 disconnected before answering the dial \\(gone ${MAX_DIAL_RESENDS}\\); the dial was sent ${MAX_DIAL_RESENDS} time\\(s\\) again$`,
+        `^agent mc1-agent-\\d of cluster mc1 disconnected before answering the dial \\(gone ${MAX_DIAL_RESENDS}\\), after it was sent ${MAX_DIAL_RESENDS} time\\(s\\) again$`,
       ),
     );
     assert.equal(many.relay.pendingCount(), 0);
@@ -107,6 +107,12 @@ describe("a dial whose agent went away before answering", () => {
     w.relay.dial(probe, { address: "mc1:443", random: 3n });
     w.relay.removeBackend(w.dialedOn(3n)!.backend, "gone");
     assert.equal(probe.failure?.kind, "agent_gone");
+    // Its text has no "; " (the addon's Available message separates the replicas' reasons with it).
+    assert.match(
+      probe.failure.text,
+      /^agent mc1-agent-\d of cluster mc1 disconnected before answering the dial \(gone\)$/,
+    );
+    assert.doesNotMatch(probe.failure.text, /; /);
     assert.equal(w.stream.flatMap((s) => s.call.packets()).filter((p) => p.type === PacketType.DIAL_REQ).length, 1);
   });
 });

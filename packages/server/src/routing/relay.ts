@@ -425,7 +425,7 @@ export class Relay implements FlowHooks {
   private agentGone(backend: Backend, dial: PendingDial, why: string): DialFailure {
     const cluster = servedName(backend, dial.requested);
     const text = this.router.route(dial.requested)
-      ? `agent ${backend.agentId} of cluster ${cluster} disconnected before answering the dial (${why}); the dial was sent ${dial.resent} time(s) again`
+      ? `agent ${backend.agentId} of cluster ${cluster} disconnected before answering the dial (${why})${dial.resent > 0 ? `, after it was sent ${dial.resent} time(s) again` : ""}`
       : `no agent of cluster ${cluster} is connected: the link of agent ${backend.agentId} went down before it answered the dial (${why})`;
     return { kind: "agent_gone", text, reason: "agent_gone", cluster };
   }
