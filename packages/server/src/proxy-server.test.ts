@@ -229,7 +229,10 @@ describe("ProxyServer in-process", () => {
     west.close();
     const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
     assert.equal(rsp.dialResponse.random, 21n);
-    assert.match(rsp.dialResponse.error, /agent agent-west disconnected before answering the dial/);
+    assert.match(
+      rsp.dialResponse.error,
+      /^no agent of cluster west is connected: the link of agent agent-west went down/,
+    );
   });
 
   test("established connections get CLOSE_RSP when their agent goes away", async () => {
@@ -333,7 +336,7 @@ describe("ProxyServer in-process", () => {
     assert.match((await r4).toString(), /^HTTP\/1\.1 405 /);
   });
 
-  test("HTTP CONNECT: a pending dial gets 502 at once when the agent disconnects", async () => {
+  test("HTTP CONNECT: a pending dial gets 503 naming the cluster at once when the agent disconnects", async () => {
     const south = await agent("agent-south", "host=south");
     await south.call.waitForHeaders();
     const s = await connectTls("client");
@@ -341,7 +344,26 @@ describe("ProxyServer in-process", () => {
     s.write("CONNECT south:80 HTTP/1.1\r\n\r\n");
     expectType(await south.packets.next(), PacketType.DIAL_REQ);
     south.close();
-    assert.match((await r).toString(), /^HTTP\/1\.1 502 Bad Gateway[^]*Backend context error: agent agent-south/);
+    assert.match(
+      (await r).toString(),
+      /^HTTP\/1\.1 503 No agent available for cluster south\r\n[^]*\r\n\r\nno agent of cluster south is connected: the link of agent agent-south went down/,
+    );
+    // A new CONNECT while it is gone: 503 naming the cluster (seen before), also without the
+    // Proxy-Authorization header; so does a DIAL_RSP on the gRPC door.
+    const again = await connectTls("client");
+    const r2 = readUntil(again, () => false);
+    again.write("CONNECT south:80 HTTP/1.1\r\n\r\n");
+    assert.match(
+      (await r2).toString(),
+      /^HTTP\/1\.1 503 No agent available for cluster south\r\n[^]*no agent of cluster south is connected to this proxy-server/,
+    );
+    const c = await client();
+    c.packets.send({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "south:80", random: 9n } });
+    const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    assert.match(
+      rsp.dialResponse.error,
+      /^No agent available for cluster south: no agent of cluster south is connected/,
+    );
   });
 
   test("clients and agents without a valid certificate are refused", async () => {
@@ -445,7 +467,7 @@ describe("ProxyServer in-process", () => {
     const { status, body } = await httpGet(port(server.addresses().health), "/metrics");
     assert.equal(status, 200);
     assert.match(body, /konnectivity_network_proxy_server_ready_backends\{proxy_strategy="destHost"\} 1/);
-    assert.match(body, /konnectivity_network_proxy_server_dial_failure_count\{reason="no_agent"\} 3/);
+    assert.match(body, /konnectivity_network_proxy_server_dial_failure_count\{reason="no_agent"\} 5/);
     assert.match(
       body,
       /konnectivity_network_proxy_server_stream_packets_total\{segment="from_agent",packet_type="DIAL_RSP"\}/,

@@ -17,6 +17,8 @@ export interface DialFailure {
   reason: ServerDialFailureReason;
   /** The agent's own packet (DIAL_RSP with error, DIAL_CLS) to forward unchanged, if any. */
   frame?: Buffer;
+  /** The cluster the dial was for, when the relay knows it (an `agent_gone` failure). */
+  cluster?: string;
 }
 
 /**

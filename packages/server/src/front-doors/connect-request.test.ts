@@ -81,7 +81,11 @@ test("fixed responses", () => {
   );
   assert.match(
     backendGoneResponse("agent x disconnected").toString(),
-    /^HTTP\/1\.1 502 [^]*Backend context error: agent x/,
+    /^HTTP\/1\.1 503 Service Unavailable\r\n[^]*\r\n\r\nagent x disconnected\n$/,
+  );
+  assert.match(
+    backendGoneResponse("no agent of cluster mc1 is connected: ...", "mc1").toString(),
+    /^HTTP\/1\.1 503 No agent available for cluster mc1\r\n[^]*\r\n\r\nno agent of cluster mc1 is connected: \.\.\.\n$/,
   );
 });
 

@@ -200,9 +200,19 @@ export function dialErrorResponse(errorText: string): Buffer {
   return textResponse(status, STATUS_TEXT[status] ?? "Bad Gateway", errorText);
 }
 
-/** 502: the agent stream went away before it answered the dial. */
-export function backendGoneResponse(detail: string): Buffer {
-  return textResponse(502, "Bad Gateway", `Backend context error: ${detail}`);
+/**
+ * 503: the agent stream went away before it answered the dial (its link is down: the agent pod
+ * left, or its tunnel through the hub apiserver was cut) and no other agent took the dial. The Go
+ * server answers `502 Backend context error`; a link that is down is a service unavailable for
+ * now, and Go clients report only the reason phrase, so that names the cluster as
+ * {@link noAgentResponse} does; the body is the relay's text.
+ */
+export function backendGoneResponse(detail: string, cluster?: string): Buffer {
+  return textResponse(
+    503,
+    cluster === undefined ? "Service Unavailable" : `No agent available for cluster ${cluster}`,
+    `${detail}\n`,
+  );
 }
 
 /** 504: `--backend-dial-timeout` elapsed. */

@@ -185,7 +185,7 @@ export class ConnectSession<C = TunnelConnection, D = PendingDial> implements Pa
     switch (failure.kind) {
       case "no_agent":
       case "shutdown":
-        this.reject(noAgentResponse(this.target.address, this.target.cluster));
+        this.reject(noAgentResponse(this.target.address, this.target.cluster ?? failure.cluster));
         return;
       case "draining":
         this.reject(DRAINING_RESPONSE);
@@ -194,7 +194,7 @@ export class ConnectSession<C = TunnelConnection, D = PendingDial> implements Pa
         this.reject(dialErrorResponse(failure.text));
         return;
       case "agent_gone":
-        this.reject(backendGoneResponse(failure.text));
+        this.reject(backendGoneResponse(failure.text, failure.cluster ?? this.target.cluster));
         return;
       case "timeout":
         this.reject(backendDialTimeoutResponse());

@@ -98,9 +98,19 @@ describe("per-cluster traffic", () => {
     const waiting = dial(undefined, "east:80", 0n);
     relay.removeBackend(backend, "gone");
     assert.equal(waiting.failure?.kind, "agent_gone");
-    assert.ok(dial(undefined, "east:80", 0n).failure, "no agent now");
-    assert.ok(dial(undefined, "svc.ns.east:443", 0n).failure);
-    assert.ok(dial(undefined, "nowhere:80", 0n).failure);
+    // No agent now: the cluster seen before is named (also for <host>.<cluster>); a name no agent
+    // ever announced keeps Go's text.
+    const now = dial(undefined, "east:80", 0n).failure;
+    assert.equal(now?.kind, "no_agent");
+    assert.equal(now.cluster, "east");
+    assert.match(
+      now.text,
+      /^No agent available for cluster east: no agent of cluster east is connected to this proxy-server now/,
+    );
+    assert.equal(dial(undefined, "svc.ns.east:443", 0n).failure?.cluster, "east");
+    const nowhere = dial(undefined, "nowhere:80", 0n).failure;
+    assert.equal(nowhere?.text, "No agent available");
+    assert.equal(nowhere.cluster, undefined);
     assert.equal(traffic("east")?.failedDials, 4);
     assert.equal(traffic("nowhere"), undefined, "a name no agent announced gets no counters");
     assert.equal(call.closed, false);
@@ -204,7 +214,11 @@ describe("the server's probe dial", () => {
     const { relay, connect, traffic } = setup(0, clock);
     const { backend, call } = connect("a", ids("east"));
     relay.removeBackend(backend, "gone");
-    assert.deepEqual(await probeDial(relay, "east:80", 5_000), { ok: false, reason: "No agent available" });
+    assert.deepEqual(await probeDial(relay, "east:80", 5_000), {
+      ok: false,
+      reason:
+        "No agent available for cluster east: no agent of cluster east is connected to this proxy-server now (one was before: its link went down, or it left)",
+    });
     const again = connect("a", ids("east"));
     const refused = probeDial(relay, "east:80", 5_000);
     const req = again.call.packets().find((p) => p.type === PacketType.DIAL_REQ);

@@ -51,12 +51,20 @@ export class TrafficTally {
    * was seen.
    */
   forAddress(address: string): IdentifierTraffic | undefined {
+    const id = this.identifierOf(address);
+    return id === undefined ? undefined : this.byIdentifier.get(id);
+  }
+
+  /**
+   * The identifier seen before (an agent's host: for our agents, its cluster's name) that
+   * `address` is for: its host, else the longest `<id>` of a `<host>.<id>` host; undefined when
+   * none was seen.
+   */
+  identifierOf(address: string): string | undefined {
     const key = destHostKey(address);
-    const exact = this.byIdentifier.get(key);
-    if (exact) return exact;
+    if (this.byIdentifier.has(key)) return key;
     for (let dot = key.indexOf(".", 1); dot > 0; dot = key.indexOf(".", dot + 1)) {
-      const t = this.byIdentifier.get(key.slice(dot + 1));
-      if (t) return t;
+      if (this.byIdentifier.has(key.slice(dot + 1))) return key.slice(dot + 1);
     }
     return undefined;
   }

@@ -72,14 +72,32 @@ describe("a dial whose agent went away before answering", () => {
     alone.relay.dial(end, { address: "mc1:443", random: 1n });
     alone.relay.removeBackend(alone.stream[0]!.backend, "keepalive timeout");
     assert.equal(end.failure?.kind, "agent_gone");
-    assert.match(end.failure.text, /mc1-agent-0 disconnected before answering the dial: keepalive timeout/);
+    assert.equal(end.failure.cluster, "mc1");
+    assert.equal(
+      end.failure.text,
+      "no agent of cluster mc1 is connected: the link of agent mc1-agent-0 went down before it answered the dial (keepalive timeout)",
+    );
     assert.equal(alone.relay.pendingCount(), 0);
+    // Also for an address inside the cluster (<host>.<cluster>:<port>).
+    const inside = world(1);
+    const svc = new RecordingEnd();
+    inside.relay.dial(svc, { address: "kubernetes.default.svc.mc1:443", random: 4n });
+    inside.relay.removeBackend(inside.stream[0]!.backend, "stream reset");
+    assert.equal(svc.failure?.cluster, "mc1");
+    assert.match(svc.failure.text, /^no agent of cluster mc1 is connected: .*\(stream reset\)$/);
 
     const many = world(MAX_DIAL_RESENDS + 3);
     const bounded = new RecordingEnd();
     many.relay.dial(bounded, { address: "mc1:443", random: 2n });
     for (let i = 0; i <= MAX_DIAL_RESENDS; i++) many.relay.removeBackend(many.dialedOn(2n)!.backend, `gone ${i}`);
     assert.equal(bounded.failure?.kind, "agent_gone", "gave up after the bounded resends");
+    // Other agents of mc1 are still connected: the text does not say none is.
+    assert.match(
+      bounded.failure.text,
+      new RegExp(
+        `^agent mc1-agent-\\d of cluster mc1 disconnected before answering the dial \\(gone ${MAX_DIAL_RESENDS}\\), after it was sent ${MAX_DIAL_RESENDS} time\\(s\\) again$`,
+      ),
+    );
     assert.equal(many.relay.pendingCount(), 0);
   });
 
@@ -89,6 +107,12 @@ describe("a dial whose agent went away before answering", () => {
     w.relay.dial(probe, { address: "mc1:443", random: 3n });
     w.relay.removeBackend(w.dialedOn(3n)!.backend, "gone");
     assert.equal(probe.failure?.kind, "agent_gone");
+    // Its text has no "; " (the addon's Available message separates the replicas' reasons with it).
+    assert.match(
+      probe.failure.text,
+      /^agent mc1-agent-\d of cluster mc1 disconnected before answering the dial \(gone\)$/,
+    );
+    assert.doesNotMatch(probe.failure.text, /; /);
     assert.equal(w.stream.flatMap((s) => s.call.packets()).filter((p) => p.type === PacketType.DIAL_REQ).length, 1);
   });
 });

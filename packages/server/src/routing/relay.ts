@@ -13,6 +13,7 @@ import {
   PacketType,
   decodePacket,
   encodePacket,
+  parseHostPort,
   peekPacket,
   type PacketRoute,
   type Packet,
@@ -29,7 +30,7 @@ import {
   type PendingDial,
 } from "../agents/backend.js";
 import { TrafficTally } from "./cluster-traffic.js";
-import { Router } from "./strategies.js";
+import { Router, type RoutableBackend } from "./strategies.js";
 import type { ServerDialFailureReason, ServerMetrics } from "../metrics.js";
 
 /** Encode a packet as a sealed gRPC frame. */
@@ -46,6 +47,16 @@ export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer }
   const route = peekPacket(frame.subarray(FRAME_HEADER));
   if (route.canonical || route.type < PacketType.DIAL_REQ || route.type > PacketType.DRAIN) return { route, frame };
   return { route, frame: packetFrame(decodePacket(frame.subarray(FRAME_HEADER))) };
+}
+
+/**
+ * The name under which `backend` serves `address`: the host identifier the address's host is or
+ * ends with (`mc1` for `mc1:443` and `kubernetes.default.svc.mc1:443`: our agents announce their
+ * cluster's name), else the address's host.
+ */
+export function servedName(backend: RoutableBackend, address: string): string {
+  const host = parseHostPort(address)?.host ?? address;
+  return backend.identifiers.host.find((h) => host === h || host.endsWith(`.${h}`)) ?? host;
 }
 
 /** How many times one dial is sent again after the agent it waited on went away. */
@@ -161,9 +172,8 @@ export class Relay implements FlowHooks {
     if (!this.backends.delete(backend)) return;
     this.router.remove(backend);
     backend.release();
-    const text = `agent ${backend.agentId} disconnected before answering the dial: ${why}`;
     for (const dial of [...backend.pending]) {
-      if (!this.resend(dial)) this.failDial(dial, { kind: "agent_gone", text, reason: "agent_gone" });
+      if (!this.resend(dial)) this.failDial(dial, this.agentGone(backend, dial, why));
     }
     for (const conn of [...backend.connections.values()]) {
       this.forgetConnection(conn);
@@ -309,9 +319,14 @@ export class Relay implements FlowHooks {
    * and the result is undefined.
    */
   dial(end: FrontendEnd, order: DialOrder): PendingDial | undefined {
-    const fail = (kind: DialFailure["kind"], text: string, reason: ServerDialFailureReason): undefined => {
+    const fail = (
+      kind: DialFailure["kind"],
+      text: string,
+      reason: ServerDialFailureReason,
+      cluster?: string,
+    ): undefined => {
       this.metrics.dialFailed(reason);
-      end.dialFailed(order.random, { kind, text, reason });
+      end.dialFailed(order.random, { kind, text, reason, ...(cluster === undefined ? {} : { cluster }) });
       return undefined;
     };
     if (this.shuttingDown) return fail("shutdown", "proxy server is shutting down", "no_agent");
@@ -322,7 +337,16 @@ export class Relay implements FlowHooks {
     if (!route) {
       const t = end.probe ? undefined : this.traffic.forAddress(order.address);
       if (t) t.failedDials++;
-      return fail("no_agent", DialErrors.noAgent, "no_agent");
+      // A cluster whose agents were connected before (their links went down, e.g. through a hub
+      // apiserver that restarts) is named; an address no agent ever served keeps Go's text.
+      const cluster = this.traffic.identifierOf(order.address);
+      if (cluster === undefined) return fail("no_agent", DialErrors.noAgent, "no_agent");
+      return fail(
+        "no_agent",
+        `${DialErrors.noAgent} for cluster ${cluster}: no agent of cluster ${cluster} is connected to this proxy-server now (one was before: its link went down, or it left)`,
+        "no_agent",
+        cluster,
+      );
     }
     const backend = route.backend;
     if (backend.closed) {
@@ -389,6 +413,21 @@ export class Relay implements FlowHooks {
       PacketType.DIAL_REQ,
     );
     return true;
+  }
+
+  /**
+   * Why `dial` failed when its agent stream ended before answering and it was not sent again: the
+   * text names the cluster (the agent's host identifier that serves the address) and says whether
+   * any agent of it is still connected to this proxy-server: with entrypoint PortForward, an
+   * apiserver outage takes every agent's link down at once, and the client should read that
+   * instead of a bare "backend" error.
+   */
+  private agentGone(backend: Backend, dial: PendingDial, why: string): DialFailure {
+    const cluster = servedName(backend, dial.requested);
+    const text = this.router.route(dial.requested)
+      ? `agent ${backend.agentId} of cluster ${cluster} disconnected before answering the dial (${why})${dial.resent > 0 ? `, after it was sent ${dial.resent} time(s) again` : ""}`
+      : `no agent of cluster ${cluster} is connected: the link of agent ${backend.agentId} went down before it answered the dial (${why})`;
+    return { kind: "agent_gone", text, reason: "agent_gone", cluster };
   }
 
   private dialTimedOut(dial: PendingDial): void {
