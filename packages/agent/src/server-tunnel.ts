@@ -9,10 +9,10 @@
  * reading into it is paused until "drain"; while the stream is backed up, each busy endpoint reads
  * one quantum per turn between drains, least recently served first (the engine's TurnScheduler,
  * {@link ENDPOINT_SEND_QUANTUM}): a round robin. When one endpoint socket's write buffer exceeds
- * {@link ENDPOINT_WRITE_BUDGET}, the server is asked (FLOW_PAUSE) to stop reading that
+ * the engine's `CONNECTION_BUFFER_BUDGET`, the server is asked (FLOW_PAUSE) to stop reading that
  * connection's client and the stall clock starts; an endpoint that reads nothing for the stall
  * timeout is closed with an error. Only when the server ignores FLOW_PAUSE (the Go server) and the
- * socket's buffer passes {@link ENDPOINT_WRITE_LIMIT} is the stream paused until it drains (the
+ * socket's buffer passes its `CONNECTION_BUFFER_LIMIT` is the stream paused until it drains (the
  * engine's ConnectionFlow). A FLOW_PAUSE from the server pauses reading that one endpoint socket.
  */
 import { EventEmitter } from "node:events";
@@ -29,8 +29,6 @@ import {
   type Packet,
 } from "@cluster-proxy/protocol";
 import {
-  CONNECTION_BUFFER_BUDGET,
-  CONNECTION_BUFFER_LIMIT,
   ConnectionFlow,
   ConnectionTable,
   FRAME_HEADER,
@@ -55,19 +53,6 @@ import {
 import { isGatewayAddress, openInProcessStream } from "./gateway-address.js";
 import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
 import { errorMessage } from "@cluster-proxy/errors";
-
-/**
- * Bytes an endpoint socket may have queued for writing before the server is asked (FLOW_PAUSE)
- * to stop reading that connection's client, and the stall clock starts (the engine's budget).
- */
-export const ENDPOINT_WRITE_BUDGET = CONNECTION_BUFFER_BUDGET;
-
-/**
- * Bytes an endpoint socket may have queued before the whole server stream is paused for it.
- * Reached only when the server ignores FLOW_PAUSE (the Go server): ours stops within one HTTP/2
- * window (16 MiB) plus its own send budget after the budget (the engine's limit).
- */
-export const ENDPOINT_WRITE_LIMIT = CONNECTION_BUFFER_LIMIT;
 
 /**
  * Bytes queued on the server stream before endpoint reads are paused. Above the stream's 16 KiB
