@@ -40,10 +40,9 @@ import {
   sendData,
   sendPacket,
   type ClientCall,
-  type EngineTimers,
 } from "@cluster-proxy/tunnel";
 import { GATEWAY_ENDPOINT_DISABLED } from "@cluster-proxy/api";
-import { type Logger } from "@cluster-proxy/kit";
+import { type Logger, type Timers } from "@cluster-proxy/kit";
 import {
   dialEndpoint,
   resolveEndpointAddress,
@@ -118,7 +117,7 @@ export interface ServerTunnelDeps {
   /** Opens endpoint sockets (tests inject one to simulate hanging dials). */
   connect?: SocketConnector;
   /** The stall timers' clock (tests drive it; default Node's timers). */
-  timers?: EngineTimers;
+  timers?: Timers;
   /**
    * Serves the reserved gateway address (`gateway.cluster-proxy.invalid`, any port) in-process:
    * each accepted connection's byte stream is handed to `accept`. Absent: the gateway endpoint is
