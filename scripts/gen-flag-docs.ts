@@ -34,7 +34,7 @@ import {
   replaceCrdReference,
   replaceErrorReference,
   replaceFlagReference,
-} from "@cluster-proxy/cli";
+} from "@cluster-proxy/cli/reference";
 import { METRICS_PAGE_PATH, replaceMetricsSection } from "./metrics-reference.js";
 import { PERFORMANCE_PAGE_PATH, readBenchResults, replacePerformanceSection } from "./performance-page.js";
 import { SDK_REFERENCE_PATH, sdkReferenceMarkdown } from "./sdk-reference.js";

@@ -17,7 +17,7 @@ import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import * as http from "node:http";
 import { join } from "node:path";
-import type { ProcessStats } from "@cluster-proxy/tunnel/process";
+import type { ProcessStats } from "@cluster-proxy/kit/process";
 import { CLI_ARGV, REPO } from "../framework/repo.js";
 import { Harness, agentCertFlags, serverCertFlags } from "../framework/harness.js";
 import { prerequisiteSkip } from "../framework/prerequisites.js";

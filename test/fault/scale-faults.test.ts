@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import type { TunnelClient } from "@cluster-proxy/client";
-import { countOpenFds } from "@cluster-proxy/tunnel/process";
+import { countOpenFds } from "@cluster-proxy/kit/process";
 import { REPO } from "../framework/repo.js";
 import { failIfMissing } from "../framework/prerequisites.js";
 import { waitFor } from "../framework/waits.js";

@@ -8,7 +8,7 @@ import { createHash } from "node:crypto";
 import { once } from "node:events";
 import type { Duplex } from "node:stream";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
-import type { ProcessStats } from "@cluster-proxy/tunnel/process";
+import type { ProcessStats } from "@cluster-proxy/kit/process";
 import { PatternStream, patternHash } from "../framework/harness.js";
 import { PORT, type ClusterName, type FaultLab } from "./lab.js";
 import { errorMessage } from "@cluster-proxy/errors";

@@ -19,7 +19,7 @@ import {
 } from "@cluster-proxy/client";
 import { PROXY_METHOD, PacketType, decodePacket, encodeData, encodePacket } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, connectSession, frameMessage, openCall, sealFrame } from "@cluster-proxy/tunnel";
-import type { ProcessStats } from "@cluster-proxy/tunnel/process";
+import type { ProcessStats } from "@cluster-proxy/kit/process";
 import {
   Harness,
   PatternStream,

@@ -60,7 +60,7 @@ export const HUB_KUBECONFIG_SECRET = `${ADDON_NAME}-hub-kubeconfig`;
 const HUB_KUBECONFIG_MOUNT = "/etc/hub";
 export const AGENT_HEALTH_PORT = 8093;
 /** The annotation acknowledging which configs (by spec hash) a work was rendered from. */
-export const CONFIG_SPEC_HASH_ANNOTATION = "open-cluster-management.io/config-spec-hash";
+const CONFIG_SPEC_HASH_ANNOTATION = "open-cluster-management.io/config-spec-hash";
 
 /** The parts of an AddOnDeploymentConfig spec the agent honours. */
 export interface AddOnDeploymentConfigSpec {

@@ -36,7 +36,7 @@ import {
   listenEndpointServer,
   type EndpointListener,
 } from "@cluster-proxy/kit/endpoints";
-import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/tunnel/process";
+import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/kit/process";
 import {
   agentIdentifiersHeader,
   loadAgentTls,

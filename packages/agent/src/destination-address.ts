@@ -87,8 +87,3 @@ function isIPv4Compatible(addr: ipaddr.IPv6): boolean {
   const range = addr.range();
   return range !== "unspecified" && range !== "loopback" && addr.parts.slice(0, 6).every((p) => p === 0);
 }
-
-/** True when `text` is an IP address in some spelling (see {@link canonicalAddress}). */
-export function isAddressSpelling(text: string): boolean {
-  return canonicalAddress(text) !== undefined;
-}

@@ -15,12 +15,6 @@ export interface DestinationRuleSpec {
   ports?: (number | string)[];
 }
 
-/** A policy file: `{"allow": [...], "deny": [...]}` (both optional). */
-export interface DestinationPolicySpec {
-  allow?: DestinationRuleSpec[];
-  deny?: DestinationRuleSpec[];
-}
-
 /** Text every refusal carries (defined in the error catalog); the proxy server recognises it (HTTP CONNECT answers 403). */
 export { DESTINATION_POLICY_REFUSAL };
 

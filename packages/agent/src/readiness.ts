@@ -5,7 +5,7 @@
  * `/metrics`; admin port `/metrics` (served directly rather than redirected as Go does) and,
  * with --enable-profiling, `/debug/process`.
  */
-import type { ProbeAnswer } from "@cluster-proxy/tunnel/process";
+import type { ProbeAnswer } from "@cluster-proxy/kit/endpoints";
 
 /**
  * The agent's readiness answer (Go's checks and texts: ping, server-connected; `verbose` lists

@@ -17,8 +17,6 @@ import {
   type Packet,
 } from "@cluster-proxy/protocol";
 import {
-  CONNECTION_BUFFER_BUDGET,
-  CONNECTION_BUFFER_LIMIT,
   ConnectionFlow,
   ConnectionTable,
   FRAME_HEADER,
@@ -30,10 +28,9 @@ import {
   sendData,
   sendPacket,
   type ClientCall,
-  type EngineTimers,
 } from "@cluster-proxy/tunnel";
 import { GATEWAY_ENDPOINT_DISABLED } from "@cluster-proxy/api";
-import { type Logger } from "@cluster-proxy/kit";
+import { type Logger, type Timers } from "@cluster-proxy/kit";
 import {
   dialEndpoint,
   resolveEndpointAddress,
@@ -43,19 +40,6 @@ import {
 import { isGatewayAddress, openInProcessStream } from "./gateway-address.js";
 import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
 import { errorMessage } from "@cluster-proxy/errors";
-
-/**
- * Bytes an endpoint socket may have queued for writing before the server is asked (FLOW_PAUSE)
- * to stop reading that connection's client, and the stall clock starts (the engine's budget).
- */
-export const ENDPOINT_WRITE_BUDGET = CONNECTION_BUFFER_BUDGET;
-
-/**
- * Bytes an endpoint socket may have queued before the whole server stream is paused for it.
- * Reached only when the server ignores FLOW_PAUSE (the Go server): ours stops within one HTTP/2
- * window (16 MiB) plus its own send budget after the budget (the engine's limit).
- */
-export const ENDPOINT_WRITE_LIMIT = CONNECTION_BUFFER_LIMIT;
 
 /**
  * Bytes queued on the server stream before endpoint reads are paused. Above the stream's 16 KiB
@@ -121,7 +105,7 @@ export interface ServerTunnelDeps {
   /** Opens endpoint sockets (tests inject one to simulate hanging dials). */
   connect?: SocketConnector;
   /** The stall timers' clock (tests drive it; default Node's timers). */
-  timers?: EngineTimers;
+  timers?: Timers;
   /**
    * Serves the reserved gateway address (`gateway.cluster-proxy.invalid`, any port) in-process:
    * each accepted connection's byte stream is handed to `accept`. Absent: the gateway endpoint is

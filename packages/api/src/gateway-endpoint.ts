@@ -55,8 +55,6 @@ export const IMPERSONATE_EXTRA_PREFIX = "impersonate-extra-";
 
 /** The values of {@link TARGET_HEADER}: the cluster's kube-apiserver, or a Service in the cluster. */
 export const GATEWAY_TARGETS = { kube: "kube", service: "service" } as const;
-/** A value of {@link TARGET_HEADER}. */
-export type GatewayTargetName = (typeof GATEWAY_TARGETS)[keyof typeof GATEWAY_TARGETS];
 
 /**
  * The groups an impersonation may carry without the gateway's prefix: those the kube-apiserver

@@ -124,9 +124,6 @@ type ValueOf<T> = T extends OptionField<infer V> ? V : never;
 /** The flag name of a field (a string literal type). */
 export type FlagOf<T> = T extends OptionField<unknown, infer Flag> ? Flag : never;
 
-/** The flag names of a field table: a union of string literals (`"server-port" | "agent-port" | ...`). */
-export type FlagsOf<F extends Record<string, OptionField>> = FlagOf<F[keyof F]>;
-
 /**
  * Option values keyed by flag name, each of its field's value type: what {@link argsFor} renders.
  * A flag left out or undefined is not rendered.

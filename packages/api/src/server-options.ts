@@ -496,11 +496,6 @@ export function parseServerOptions(input: ServerOptionsInput): ServerOptions {
   return parseOptions(serverOptionsSchema, input);
 }
 
-/** {@link parseServerOptions} without the result: throws the ConfigError, or returns. */
-export function validateServerOptions(input: ServerOptionsInput): void {
-  parseServerOptions(input);
-}
-
 /** True when agents authenticate with ServiceAccount tokens (any of the three flags is set). */
 export function usesTokenAuth(
   o: Pick<ServerOptionsInput, "agentNamespace" | "agentServiceAccount" | "authenticationAudience">,

@@ -22,7 +22,6 @@ import { AgentAuthError } from "@cluster-proxy/server";
 import {
   ConnectError,
   DialError,
-  ErrorCodes as TunnelErrorCodes,
   ProtocolError,
   ProxyConnectError,
   TlsFileError,
@@ -83,11 +82,6 @@ describe("error catalog across the packages", () => {
   test("errors raised by the code, not only constructed, carry their codes", () => {
     assert.throws(() => parseAgentIdentifiers("host=%zz"), { code: ErrorCodes.agentIdentifiers });
     assert.throws(() => decodePacket(Buffer.from([0xff, 0xff, 0xff])), { code: ErrorCodes.packetDecode });
-  });
-
-  test("tunnel's ErrorCodes are the catalog's (re-exported, same strings)", () => {
-    assert.equal(TunnelErrorCodes, ErrorCodes);
-    assert.equal(TunnelErrorCodes.dialFailed, "CP_ERR_DIAL_FAILED");
   });
 });
 

@@ -13,9 +13,6 @@ import { withoutOpensslInternals } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
 
-/** Log levels accepted by `--log-level`. */
-export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
-
 /** pino level of each klog severity (INFO includes klog's verbose lines, our debug). */
 const SEVERITY_LEVELS = ["debug", "warn", "error", "fatal"] as const;
 

@@ -2,7 +2,7 @@
  * What the data-plane packages load. No undici: an ES import of `node:http` would load it, for
  * ~10 MiB of RSS in every agent and server (packages/kit/src/node-http.ts). And the client SDK,
  * which runs inside users' programs, loads none of the process tooling of the components
- * (`node:v8`, `node:vm`, `node:perf_hooks`: `@cluster-proxy/tunnel/process`). Each import runs in
+ * (`node:v8`, `node:vm`, `node:perf_hooks`: `@cluster-proxy/kit/process`). Each import runs in
  * a fresh process on this node with the loader flags of this one (source or dist alike).
  */
 import assert from "node:assert/strict";

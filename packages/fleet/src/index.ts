@@ -1,15 +1,17 @@
-/** @cluster-proxy/fleet: the fleet view's model and HTTP routes (docs/design/fleet-view.md). */
+/**
+ * @cluster-proxy/fleet: the fleet view (docs/design/fleet-view.md). Promises its model, its HTTP
+ * routes with their request/response shapes and the built page's assets, which the gateway and
+ * `up` serve; the wire types are shared with the page under `ui/`.
+ */
 export * from "./fleet-types.js";
-export { FleetModel, type FleetChange, type RowReport } from "./fleet-model.js";
+export { FleetModel, type RowReport } from "./fleet-model.js";
 export type { TrafficDelta } from "./traffic-series.js";
 export {
-  DEFAULT_FLEET_LIMITS,
   FleetHttp,
-  type FleetHttpOptions,
   type FleetLimits,
   type FleetRequest,
   type FleetResponse,
   type FleetViewer,
   type ViewerResult,
 } from "./fleet-http.js";
-export { UI_DIR, loadUiAssets, type UiAsset, type UiAssets } from "./ui-assets.js";
+export { UI_DIR, loadUiAssets, type UiAssets } from "./ui-assets.js";

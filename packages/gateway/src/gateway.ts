@@ -27,7 +27,7 @@ import {
 import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
 import { guardPlainHttp, realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
-import { healthPortEndpoints } from "@cluster-proxy/tunnel/process";
+import { healthPortEndpoints } from "@cluster-proxy/kit/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
 import { discoveryDocument, fromAggregatedUrl, isOpenApiPath } from "./aggregated-api.js";
 import { auditSinkOf, type AuditSink } from "./audit-log.js";

@@ -42,8 +42,6 @@ export type {
   IncomingHttpHeaders,
   OutgoingHttpHeaders,
   RequestListener,
-  RequestOptions,
-  ServerOptions,
 } from "node:http";
 
 /** Whether Node accepts `name: value` on an outgoing message (writing one it refuses throws). */

@@ -14,11 +14,10 @@ export const Metadata = {
   serverCount: "servercount",
 } as const;
 
-/** Go peers refuse gRPC messages above 4 MiB (grpc-go default max receive size). */
-export const GO_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /**
- * Largest DATA payload we put in one packet. Well under the Go limit, big enough that per-message
- * costs do not dominate (32-64 KiB measured best).
+ * Largest DATA payload we put in one packet. Well under the 4 MiB Go peers accept in one gRPC
+ * message (grpc-go's default max receive size), big enough that per-message costs do not dominate
+ * (32-64 KiB measured best).
  */
 export const MAX_DATA_CHUNK = 64 * 1024;
 

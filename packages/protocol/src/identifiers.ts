@@ -7,7 +7,6 @@ import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 /** Identifier kinds the Go agent accepts at startup. */
 export const IDENTIFIER_TYPES = ["host", "ipv4", "ipv6", "cidr", "default-route"] as const;
-export type IdentifierType = (typeof IDENTIFIER_TYPES)[number];
 
 /** The parsed identifiers of one agent. */
 export interface AgentIdentifiers {

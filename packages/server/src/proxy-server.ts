@@ -34,8 +34,8 @@ import {
   widenSessionWindow,
 } from "@cluster-proxy/tunnel";
 import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
-import { createEndpointServer } from "@cluster-proxy/kit/endpoints";
-import { adminPortEndpoints, healthPortEndpoints, type ProbeAnswer } from "@cluster-proxy/tunnel/process";
+import { createEndpointServer, type ProbeAnswer } from "@cluster-proxy/kit/endpoints";
+import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/kit/process";
 import { handleAgentCall } from "./agents/agent-service.js";
 import type { IdentifierTraffic } from "./routing/cluster-traffic.js";
 import { probeDial, type DialProbeResult } from "./front-doors/probe-dial.js";

@@ -7,7 +7,7 @@ import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import * as tls from "node:tls";
 import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Logger, type TimerHandle, type Timers } from "@cluster-proxy/kit";
 
 /** One file and the flag it was given with (for messages). */
 export interface FlagFile {
@@ -160,21 +160,6 @@ export async function readTlsFiles(
   return { cert: await one(files.cert), key: await one(files.key), ca: await one(files.ca) };
 }
 
-/** Timers the reloader polls with (injected in tests). */
-export interface ReloadTimers {
-  setInterval(fn: () => void, ms: number): unknown;
-  clearInterval(handle: unknown): void;
-}
-
-const realTimers: ReloadTimers = {
-  setInterval: (fn, ms) => {
-    const t = setInterval(fn, ms);
-    t.unref();
-    return t;
-  },
-  clearInterval: (h) => clearInterval(h as NodeJS.Timeout),
-};
-
 /** Options of {@link CertReloader}. */
 export interface CertReloaderOptions {
   /** What the material is for, in logs (e.g. "agent port"). */
@@ -189,7 +174,8 @@ export interface CertReloaderOptions {
   /** Called once per reload attempt of changed content (for metrics). */
   onResult?(result: "success" | "failure", material: TlsMaterial | undefined): void;
   logger: Logger;
-  timers?: ReloadTimers;
+  /** The polls' timers (tests drive them; default the kit's `realClock`). */
+  timers?: Timers;
   readFile?: (path: string) => Promise<Buffer>;
 }
 
@@ -201,24 +187,34 @@ export class CertReloader {
   private loadedDigest: string;
   /** Digest (or read error) of the last refused content, so it is reported once. */
   private refused: string | undefined;
-  private timer: unknown;
+  private timer: TimerHandle;
   private running = false;
-  private readonly timers: ReloadTimers;
+  private readonly timers: Timers;
 
   constructor(private readonly options: CertReloaderOptions) {
     this.loadedDigest = tlsDigest(options.initial);
-    this.timers = options.timers ?? realTimers;
+    this.timers = options.timers ?? realClock;
   }
 
   /** Start polling every `intervalMs` (no-op when 0). */
   start(): void {
     if (this.options.intervalMs <= 0 || this.timer !== undefined) return;
-    this.timer = this.timers.setInterval(() => void this.check(), this.options.intervalMs);
+    this.arm();
   }
 
   stop(): void {
-    if (this.timer !== undefined) this.timers.clearInterval(this.timer);
+    if (this.timer !== undefined) this.timers.clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  /** The next poll, `intervalMs` after the last one ended (unless stopped or restarted meanwhile). */
+  private arm(): void {
+    const handle = this.timers.setTimeout(() => {
+      void this.check().finally(() => {
+        if (this.timer === handle) this.arm();
+      });
+    }, this.options.intervalMs);
+    this.timer = handle;
   }
 
   /** Read the files once; reload when their content changed. Never throws. */

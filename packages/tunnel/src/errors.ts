@@ -1,11 +1,9 @@
 /**
- * The tunnel's errors. Their codes come from the one error catalog (`@cluster-proxy/errors`,
- * re-exported here); dial failures also carry a reason from a closed set, the client's (named as
+ * The tunnel's errors. Their codes come from the one error catalog (`@cluster-proxy/errors`);
+ * dial failures also carry a reason from a closed set, the client's (named as
  * the konnectivity client's `dial_failure_total` labels).
  */
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
-
-export { ClusterProxyError, ErrorCodes, isClusterProxyError, type ErrorCode } from "@cluster-proxy/errors";
 
 /**
  * Why a client's dial failed (the reasons of konnectivity client's `dial_failure_total`): the

@@ -1,9 +1,9 @@
 /**
  * @cluster-proxy/tunnel: the engine shared by server, agent and client: gRPC framing on
  * node:http2, the connection engine (table, flow control, fair turns), packet I/O, the error
- * catalog, certificate reloading and packet counters. The logger interface and the backoffs are
- * `@cluster-proxy/kit`'s; the health/admin handlers and process statistics are
- * `@cluster-proxy/tunnel/process`.
+ * catalog's tunnel errors, certificate reloading and packet counters. The logger interface, the
+ * clock and the backoffs are `@cluster-proxy/kit`'s; the health/admin endpoints and process
+ * statistics are `@cluster-proxy/kit/process`.
  */
 export * from "./grpc/index.js";
 export * from "./engine/index.js";

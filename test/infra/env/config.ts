@@ -118,12 +118,6 @@ export const BOOTSTRAP_USER = "system:open-cluster-management:cpenv-bootstrap";
 export const AGENT_NAMESPACE = "open-cluster-management-agent";
 export const HUB_NAMESPACE = "open-cluster-management-hub";
 
-/**
- * Formerly the opt-in label for the process kubelet. It now runs every Deployment whose images it
- * can map; the label is accepted and ignored, so manifests that still carry it keep working.
- */
-export const KUBELET_LABEL = "cpenv.cluster-proxy.io/process-kubelet";
-
 export const paths = {
   state: join(stateDir, "state.json"),
   lock: join(stateDir, ".lock"),

@@ -14,7 +14,6 @@ import {
   readdirSync,
   readlinkSync,
   rmSync,
-  statSync,
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -886,12 +885,4 @@ export function describe(state: EnvState): string {
     `  stop: npm run env:down`,
   ];
   return lines.join("\n");
-}
-
-export function stateDirStat(): boolean {
-  try {
-    return statSync(stateDir).isDirectory();
-  } catch {
-    return false;
-  }
 }

@@ -10,10 +10,10 @@ import {
   earliestExpiry,
   checkTlsMaterial,
   tlsDigest,
-  type ReloadTimers,
   type TlsMaterial,
 } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 
 const FILES = {
   cert: { flag: "--server-cert", path: "/certs/tls.crt" },
@@ -37,21 +37,6 @@ function recordingLogger(): Logger & { lines: { level: string; obj: Record<strin
     child: () => logger,
   };
   return logger;
-}
-
-/** Timers that only fire when the test says so. */
-function manualTimers(): ReloadTimers & { tick(): void; active(): number } {
-  const fns = new Map<number, () => void>();
-  let next = 1;
-  return {
-    setInterval: (fn) => {
-      fns.set(next, fn);
-      return next++;
-    },
-    clearInterval: (h) => void fns.delete(h as number),
-    tick: () => fns.forEach((fn) => fn()),
-    active: () => fns.size,
-  };
 }
 
 describe("CertReloader", () => {
@@ -78,7 +63,7 @@ describe("CertReloader", () => {
 
   function setup(files: Map<string, Buffer>) {
     const logger = recordingLogger();
-    const timers = manualTimers();
+    const timers = new ManualClock();
     const applied: TlsMaterial[] = [];
     const results: string[] = [];
     const reloader = new CertReloader({
@@ -196,13 +181,17 @@ describe("CertReloader", () => {
     const { reloader, timers, applied } = setup(files);
     reloader.start();
     reloader.start();
-    assert.equal(timers.active(), 1);
+    assert.equal(timers.armed, 1);
     for (const [k, v] of disk(two)) files.set(k, v);
-    timers.tick();
+    timers.advance(9_999);
+    assert.equal(applied.length, 0, "not before the interval");
+    timers.advance(1);
     for (let i = 0; i < 100 && applied.length === 0; i++) await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
     assert.equal(applied.length, 1);
+    assert.equal(timers.armed, 1, "the next poll is armed once the check ended");
     reloader.stop();
-    assert.equal(timers.active(), 0);
+    assert.equal(timers.armed, 0);
     const off = new CertReloader({
       what: "off",
       files: FILES,
@@ -213,7 +202,7 @@ describe("CertReloader", () => {
       timers,
     });
     off.start();
-    assert.equal(timers.active(), 0);
+    assert.equal(timers.armed, 0);
   });
 
   test("earliestExpiry: the first CA of a bundle to expire", () => {

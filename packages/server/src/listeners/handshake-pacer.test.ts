@@ -4,7 +4,8 @@ import { once } from "node:events";
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import { ManualTimers, captureClientHello, waitUntil } from "@cluster-proxy/tunnel/testing";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+import { captureClientHello, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { HandshakePacer, SHED_ALERT, type DropReason, type HandshakePacerOptions } from "./handshake-pacer.js";
 import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
 
@@ -102,7 +103,7 @@ describe("HandshakePacer admission", () => {
   });
 
   test("no complete ClientHello within helloTimeoutMs: closed (also when it trickles in)", async () => {
-    const timers = new ManualTimers();
+    const timers = new ManualClock();
     const r = await rig({ helloTimeoutMs: 10_000, timers });
     try {
       const silent = await rawConnection(r.port);

@@ -4,7 +4,7 @@
  * Design: docs/design/decisions.md#the-handshake-pacer-and-its-ledger
  */
 import * as net from "node:net";
-import { realTimers, type EngineTimers } from "@cluster-proxy/tunnel";
+import { realClock, type Timers } from "@cluster-proxy/kit";
 import { AdmissionLedger, sourceKey, type AdmissionDropReason } from "./admission-ledger.js";
 import { classifyFirstBytes } from "./first-bytes.js";
 
@@ -43,7 +43,7 @@ export interface HandshakePacerOptions {
   /** What plain HTTP on this port is answered with (default: nothing, the connection is closed). */
   httpAnswer?: Buffer;
   /** The deadlines' clock (tests drive it; default Node's timers, unref'd). */
-  timers?: EngineTimers;
+  timers?: Timers;
   /** Called once per shed connection. */
   onShed?: (socket: net.Socket) => void;
   /** Called once per connection closed before its handshake, with why. */
@@ -75,13 +75,13 @@ export class HandshakePacer {
   private readonly inHandshake = new Map<net.Socket, () => void>();
   /** Sockets waiting for their ClientHello, and what stops reading it. */
   private readonly readingHello = new Map<net.Socket, () => void>();
-  private readonly timers: EngineTimers;
+  private readonly timers: Timers;
 
   constructor(
     private readonly tlsServer: net.Server,
     private readonly options: HandshakePacerOptions,
   ) {
-    this.timers = options.timers ?? realTimers;
+    this.timers = options.timers ?? realClock;
     this.ledger = new AdmissionLedger({
       maxPerSource: options.maxPerSource ?? Number.MAX_SAFE_INTEGER,
       maxAwaitingHello: options.maxAwaitingHello ?? Number.MAX_SAFE_INTEGER,

@@ -10,7 +10,7 @@ import { FRAME_HEADER } from "../grpc/framing.js";
 import { ConnectionFlow, FlowState, stallErrorText } from "./connection-flow.js";
 import { ConnectionTable } from "./connection-table.js";
 import { SharedStream } from "./shared-stream.js";
-import { ManualTimers } from "../testing/manual-timers.js";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 
 class Conn {
   readonly flow = new FlowState();
@@ -31,7 +31,7 @@ class FakeStream {
 }
 
 function setup(peerFlowControl = true) {
-  const timers = new ManualTimers();
+  const timers = new ManualClock();
   const stream = new FakeStream();
   const shared = new SharedStream(stream, !peerFlowControl);
   const table = new ConnectionTable<Conn>();
@@ -153,7 +153,7 @@ describe("ConnectionFlow", () => {
   });
 
   test("stall timeout 0: never closed", () => {
-    const timers = new ManualTimers();
+    const timers = new ManualClock();
     const shared = new SharedStream(new FakeStream());
     const flow = new ConnectionFlow<Conn>(
       { budget: 1, stallTimeoutMs: 0, reader: "endpoint", timers },

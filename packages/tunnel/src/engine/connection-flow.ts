@@ -6,7 +6,7 @@
 import { FlowControl, encodeFlowControl } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "../grpc/framing.js";
 import type { SharedStream } from "./shared-stream.js";
-import { realTimers, type EngineTimers, type TimerHandle } from "./timers.js";
+import { realClock, type TimerHandle, type Timers } from "@cluster-proxy/kit";
 
 /**
  * Bytes one connection may have buffered towards its reader before the peer is asked (FLOW_PAUSE)
@@ -78,7 +78,7 @@ export interface ConnectionFlowOptions {
   /** Who reads (the stall error names it): "client" or "endpoint". */
   reader: string;
   /** Default: Node's timers. */
-  timers?: EngineTimers;
+  timers?: Timers;
 }
 
 /** The flow-control policy of one end of the tunnel, for all its connections and streams. */
@@ -87,7 +87,7 @@ export class ConnectionFlow<C extends FlowControlled> {
   readonly limit: number;
   readonly stallTimeoutMs: number;
   private readonly reader: string;
-  private readonly timers: EngineTimers;
+  private readonly timers: Timers;
 
   constructor(
     options: ConnectionFlowOptions,
@@ -97,7 +97,7 @@ export class ConnectionFlow<C extends FlowControlled> {
     this.limit = Math.max(this.budget, options.limit ?? CONNECTION_BUFFER_LIMIT);
     this.stallTimeoutMs = options.stallTimeoutMs ?? DEFAULT_CONNECTION_STALL_TIMEOUT_MS;
     this.reader = options.reader;
-    this.timers = options.timers ?? realTimers;
+    this.timers = options.timers ?? realClock;
   }
 
   /** `conn` now has `buffered` bytes towards its reader (call after each write to the reader). */

@@ -4,7 +4,6 @@
  * holding the shared stream for a peer that ignores FLOW_PAUSE, and fair turns for connections
  * reading into a backed-up stream. The ends keep routing, dialing, identity and metrics.
  */
-export * from "./timers.js";
 export * from "./connection-table.js";
 export * from "./shared-stream.js";
 export * from "./connection-flow.js";

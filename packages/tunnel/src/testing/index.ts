@@ -6,4 +6,3 @@
 export * from "./wait.js";
 export * from "./client-hello.js";
 export * as rawH2 from "./h2-frames.js";
-export * from "./manual-timers.js";

@@ -14,10 +14,8 @@ import {
   type Endpoints,
   type MetricsRegistry,
   type ProbeAnswer,
-} from "@cluster-proxy/kit/endpoints";
+} from "./endpoint-server.js";
 import { PROCESS_STATS_PATH, processStatsHandler } from "./process-stats.js";
-
-export type { MetricsRegistry, ProbeAnswer } from "@cluster-proxy/kit/endpoints";
 
 /** What the health port reads from its component. */
 export interface HealthPortSource {

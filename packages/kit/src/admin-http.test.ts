@@ -3,7 +3,8 @@ import { once } from "node:events";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { after, describe, test } from "node:test";
-import { adminPortHandler, healthPortHandler, type MetricsRegistry } from "./admin-http.js";
+import { adminPortHandler, healthPortHandler } from "./admin-http.js";
+import type { MetricsRegistry } from "./endpoint-server.js";
 import { PROCESS_STATS_PATH } from "./process-stats.js";
 
 const registry: MetricsRegistry = {

@@ -1,0 +1,13 @@
+/**
+ * `@cluster-proxy/cli/reference`: what the documentation generator (scripts/gen-flag-docs.ts)
+ * writes into docs/reference/, the troubleshooting guide and the Helm chart: the flag, CRD and
+ * error references and the chart's generated files. Not loaded by the command itself.
+ */
+export { replaceFlagReference, replaceCrdReference } from "./flag-reference.js";
+export {
+  errorReferenceMarkdown,
+  replaceErrorReference,
+  ERROR_REFERENCE_PATH,
+  ERROR_TABLE_PATH,
+} from "./error-reference.js";
+export { chartFiles } from "./chart-files.js";
