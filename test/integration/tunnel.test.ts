@@ -12,8 +12,10 @@ import * as tls from "node:tls";
 import {
   DialError,
   HttpConnectError,
+  TlsSessionCache,
   TunnelClient,
   createTunnelAgent,
+  dial,
   dialConnect,
   type TunnelSocket,
 } from "@cluster-proxy/client";
@@ -266,6 +268,33 @@ describe("tunnel core: server, agents and targets as real processes on loopback"
     s.write("over connect\n");
     assert.equal(await readLine(s), "over connect");
     s.destroy();
+  });
+
+  test("dial and dialConnect resume the proxy-server's TLS session; resumed dials reach their cluster", async () => {
+    const sessions = new TlsSessionCache();
+    const proxy = { host: "127.0.0.1", port: ports.server, ...tlsOpts };
+    const resumed = 'cluster_proxy_server_tls_handshakes_total{port="server-port",kind="resumed"}';
+    const resumedBefore = await metric(ports.admin, resumed);
+    for (let i = 0; i < 3; i++) {
+      const s = await dial(`127.0.0.1.east:${echoPort}`, { proxy, tlsSessions: sessions, timeoutMs: 10_000 });
+      assert.equal(await echoRoundTrip(s, Buffer.from(`resumed ${i}`)), true);
+      s.destroy();
+    }
+    assert.equal(sessions.stats.resumed, 2, "the second and third single-use tunnels resumed the first one's session");
+    const resumedAfter = await metric(ports.admin, resumed);
+    assert.equal(resumedAfter - resumedBefore, 2);
+    // HTTP CONNECT: its own door, its own session.
+    const connectProxy = { host: "127.0.0.1", port: ports.httpConnect, ...tlsOpts };
+    for (let i = 0; i < 2; i++) {
+      const c = await dialConnect(`127.0.0.1.west:${echoPort}`, { proxy: connectProxy, tlsSessions: sessions });
+      c.write("over a resumed connect\n");
+      assert.equal(await readLine(c), "over a resumed connect");
+      c.destroy();
+    }
+    assert.equal(sessions.stats.resumed, 3);
+    // Opted out: a full handshake every time.
+    for (let i = 0; i < 2; i++) (await dial(`127.0.0.1.east:${echoPort}`, { proxy, tlsSessions: false })).destroy();
+    assert.equal(await metric(ports.admin, resumed), resumedAfter);
   });
 
   test("a CONNECT line without a port gets 400 naming the problem", async () => {

@@ -56,6 +56,13 @@ import {
 import { TerminalError, type ReconcileResult } from "./runtime/work-queue.js";
 import { ownedLabels } from "./labels.js";
 import { errorMessage } from "@cluster-proxy/errors";
+import {
+  TICKET_KEYS_FILE,
+  TICKET_KEYS_ROTATED_AT,
+  planTicketKeys,
+  ticketKeysOf,
+  ticketKeysSecretName,
+} from "./ticket-keys-secret.js";
 
 export interface ReconcilerOptions {
   signerNamespace: string;
@@ -64,6 +71,8 @@ export interface ReconcilerOptions {
   leaf: LeafPolicy;
   resyncMs: number;
   now?: () => number;
+  /** How often the proxy-servers' TLS session ticket key is replaced (default TICKET_KEY_ROTATION_MS). */
+  ticketKeyRotationMs?: number;
 }
 
 /** One leaf certificate: its Secret, request, CA, the trust bundle beside it, its condition. */
@@ -136,6 +145,7 @@ export class ConfigurationReconciler {
       conditions.push(issued.condition);
       recheckMs = Math.min(recheckMs, issued.recheckMs);
     }
+    recheckMs = Math.min(recheckMs, await this.ensureTicketKeys(mpc));
     for (const r of rendered.filter(isWorkload)) await this.api.apply(r.resource, r.object);
     await this.deleteStale(name, rendered);
     conditions.push(await this.publishServingCa(mpc, cas));
@@ -256,6 +266,37 @@ export class ConfigurationReconciler {
         condition: MpcConditions.GatewayIdentitySecretSigned,
       },
     ];
+  }
+
+  /**
+   * The proxy-servers' TLS session ticket keys Secret: created, or rotated once its current key is
+   * a period old (ticket-keys-secret.ts); resolves with the time until the next rotation.
+   */
+  private async ensureTicketKeys(mpc: ManagedProxyConfiguration): Promise<number> {
+    const name = mpc.metadata.name;
+    const ns = mpc.spec.proxyServer.namespace;
+    const secretName = ticketKeysSecretName(name);
+    const existing = await this.api.tryGet<SecretObject>(Resources.secret, secretName, ns);
+    const now = (this.options.now ?? Date.now)();
+    const plan = planTicketKeys(ticketKeysOf(existing), now, this.options.ticketKeyRotationMs);
+    if (!plan.change && existing) return plan.recheckMs;
+    await this.api.apply(Resources.secret, {
+      metadata: {
+        name: secretName,
+        namespace: ns,
+        labels: ownedLabels(name),
+        annotations: { [TICKET_KEYS_ROTATED_AT]: plan.rotatedAt.toISOString() },
+        ownerReferences: [ownerReference(mpc)],
+      },
+      type: "Opaque",
+      data: { [TICKET_KEYS_FILE]: b64(plan.file) },
+    });
+    if (plan.change)
+      this.logger.info(
+        { configuration: name, secret: `${ns}/${secretName}`, change: plan.change },
+        "TLS session ticket keys of the proxy-servers " + plan.change,
+      );
+    return plan.recheckMs;
   }
 
   /**

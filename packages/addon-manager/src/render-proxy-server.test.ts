@@ -9,7 +9,8 @@ import {
   type ManagedProxyConfigurationSpec,
 } from "@cluster-proxy/api";
 import { rawFlags } from "./testing/raw-flags.js";
-import { renderProxyServer, serverArgs, serverArgValues, type RenderedObject } from "./render-proxy-server.js";
+import { MOUNTS, renderProxyServer, serverArgs, serverArgValues, type RenderedObject } from "./render-proxy-server.js";
+import { TICKET_KEYS_FILE, ticketKeysSecretName } from "./ticket-keys-secret.js";
 import type { KubeObject } from "./runtime/kube-api.js";
 
 function mpc(spec: Partial<ManagedProxyConfigurationSpec>): ManagedProxyConfiguration {
@@ -30,6 +31,7 @@ type Container = {
   readinessProbe: unknown;
   livenessProbe: unknown;
   securityContext: Record<string, unknown>;
+  volumeMounts?: { name: string; mountPath: string }[];
 };
 type DeploymentSpec = {
   replicas: number;
@@ -37,6 +39,7 @@ type DeploymentSpec = {
   template: {
     spec: {
       containers: Container[];
+      volumes?: { name: string; secret?: unknown }[];
       nodeSelector?: unknown;
       tolerations?: unknown;
       securityContext: Record<string, unknown>;
@@ -193,6 +196,23 @@ describe("renderProxyServer", () => {
       ),
     );
     assert.equal(find(hostname, "RoleBinding"), undefined);
+  });
+});
+
+describe("the proxy-servers' TLS session ticket keys", () => {
+  it("every replica mounts the configuration's ticket keys Secret and reads it with --tls-session-ticket-key-file", () => {
+    const spec = {
+      proxyServer: { image: "quay.io/x/cluster-proxy:1", replicas: 2 },
+    } as Partial<ManagedProxyConfigurationSpec>;
+    const deployment = find(renderProxyServer(mpc(spec)), "Deployment")!;
+    const pod = (deployment.spec as DeploymentSpec).template.spec;
+    const container = pod.containers[0]!;
+    assert.ok(container.args.includes(`--tls-session-ticket-key-file=${MOUNTS.ticketKeys}/${TICKET_KEYS_FILE}`));
+    assert.deepEqual(
+      pod.volumes?.find((v) => v.name === "tls-ticket-keys"),
+      { name: "tls-ticket-keys", secret: { secretName: ticketKeysSecretName("cluster-proxy") } },
+    );
+    assert.ok(container.volumeMounts?.some((m) => m.name === "tls-ticket-keys" && m.mountPath === MOUNTS.ticketKeys));
   });
 });
 

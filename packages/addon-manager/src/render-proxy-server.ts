@@ -19,11 +19,14 @@ import { type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { contentHash } from "./content-hash.js";
 import { COMPONENT_LABEL, CONFIGURATION_LABEL, ownedLabels, SPEC_HASH_ANNOTATION } from "./labels.js";
+import { TICKET_KEYS_FILE, ticketKeysSecretName } from "./ticket-keys-secret.js";
 
 /** Where the certificate Secrets are mounted in a proxy-server pod. */
 export const MOUNTS = {
   proxyServer: "/etc/cluster-proxy/proxy-server",
   agentServer: "/etc/cluster-proxy/agent-server",
+  /** The TLS session ticket keys every replica shares (ticket-keys-secret.ts). */
+  ticketKeys: "/etc/cluster-proxy/tls-ticket-keys",
 };
 /** Keys of the trust bundles in the serving Secrets (beside tls.crt / tls.key). */
 export const CLIENT_CA_KEY = "client-ca.crt";
@@ -99,6 +102,8 @@ export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typ
     "cluster-cert": `${MOUNTS.agentServer}/tls.crt`,
     "cluster-key": `${MOUNTS.agentServer}/tls.key`,
     "cluster-ca-cert": `${MOUNTS.agentServer}/${AGENT_CA_KEY}`,
+    // TLS 1.3 resumption: the keys the manager rotates, the same in every replica.
+    "tls-session-ticket-key-file": `${MOUNTS.ticketKeys}/${TICKET_KEYS_FILE}`,
     "server-count": spec.proxyServer.replicas,
     "proxy-strategies": ["destHost"],
     // An agent behind a network that silently drops its packets is let go within 10 s, so the
@@ -296,6 +301,7 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                 volumeMounts: [
                   { name: "proxy-server-certs", mountPath: MOUNTS.proxyServer, readOnly: true },
                   { name: "agent-server-certs", mountPath: MOUNTS.agentServer, readOnly: true },
+                  { name: "tls-ticket-keys", mountPath: MOUNTS.ticketKeys, readOnly: true },
                 ],
               },
             ],
@@ -308,6 +314,7 @@ export function renderProxyServer(mpc: ManagedProxyConfiguration): RenderedObjec
                 name: "agent-server-certs",
                 secret: { secretName: spec.authentication.dump.secrets.signingAgentServerSecretName },
               },
+              { name: "tls-ticket-keys", secret: { secretName: ticketKeysSecretName(name) } },
             ],
           },
         },

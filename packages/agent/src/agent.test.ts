@@ -4,7 +4,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { once } from "node:events";
 import { X509Certificate } from "node:crypto";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -452,6 +452,30 @@ describe("ProxyAgent against a fake proxy server", () => {
       await server.listen();
       await waitUntil("reconnected", () => agent.connectedServers().length === 1, { timeoutMs: 2500 });
       assert.ok(Date.now() - back < 2500);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
+  it("resumes its TLS session when it reconnects, and not after its certificate files were reloaded", async () => {
+    const server = await listeningServer({ serverID: "resume-1", serverCount: 1 });
+    const cert = join(pki.dir, "agent-resume.crt");
+    const key = join(pki.dir, "agent-resume.key");
+    copyFileSync(pki.paths.agent.cert, cert);
+    copyFileSync(pki.paths.agent.key, key);
+    const agent = new ProxyAgent(options(server.port, { agentCert: cert, agentKey: key }));
+    try {
+      await agent.start();
+      await waitUntil("connected", () => agent.connectedServers().length === 1);
+      server.dropSessions();
+      await waitUntil("reconnected", () => server.resumed.length === 2 && agent.connectedServers().length === 1);
+      assert.deepEqual(server.resumed, [false, true], "the reconnect resumed the first session");
+      // The same certificate, re-written (a Secret update): reloaded, its sessions dropped.
+      appendFileSync(cert, "\n");
+      server.dropSessions();
+      await waitUntil("reconnected again", () => server.resumed.length === 3 && agent.connectedServers().length === 1);
+      assert.deepEqual(server.resumed, [false, true, false], "after the reload: a full handshake");
     } finally {
       await agent.close();
       await server.close();

@@ -22,6 +22,7 @@ import {
   ConnectError,
   earliestExpiry,
   connectSession,
+  TlsSessionCache,
   keepSessionAlive,
   openCall,
   serverIsShedding,
@@ -138,6 +139,11 @@ export class ProxyAgent {
   /** The forward proxy to the proxy server (HTTPS_PROXY), if any. */
   private hubProxy: HttpProxy | undefined;
   private certReloader: CertReloader | undefined;
+  /**
+   * TLS sessions of the proxy-servers (TLS 1.3 resumption): a reconnect after a drop or a hub
+   * restart skips the certificate exchange. Cleared when the certificate files are reloaded.
+   */
+  private readonly tlsSessions = new TlsSessionCache(16);
   /** The in-process gateway endpoint (--gateway-ca-file), if enabled. */
   private gateway: GatewayEndpoint | undefined;
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
@@ -489,6 +495,8 @@ export class ProxyAgent {
       initial,
       apply: (material) => {
         this.tlsMaterial = { ca: material.ca ?? initial.ca, cert: material.cert, key: material.key };
+        // Sessions of the old certificate are never resumed with the new one.
+        this.tlsSessions.clear();
       },
       onResult: (result, material) => {
         this.metrics.certificateReloads.inc({ result });
@@ -542,6 +550,7 @@ export class ProxyAgent {
         tcpKeepaliveMs: o.tcpKeepalive,
         tlsNames: AGENT_TLS_FLAGS,
         signal: attempt.signal,
+        sessions: this.tlsSessions,
         ...(this.hubProxy && !throughHub ? { proxy: this.hubProxy } : {}),
       });
       const s = session;

@@ -443,6 +443,27 @@ const serverOptionFields = {
     description:
       "Minimum TLS version of the TLS ports: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13 (empty: TLS 1.2)",
   }),
+  tlsSessionTicketLifetime: opt.duration(
+    3_600_000,
+    {
+      flag: "tls-session-ticket-lifetime",
+      description:
+        "TLS 1.3 session resumption on the TLS ports (agent port, client front doors): a client that offers a ticket this server (or a replica with the same --tls-session-ticket-key-file) issued less than this long ago skips the certificate exchange; the same identity checks apply as after a full handshake, and a session whose client certificate has expired since is refused. At most 7 days (TLS 1.3); 0 turns resumption off (every connection is a full handshake; the agent port then sends no tickets at all, about 10 KiB less per connected agent)",
+    },
+    (ms) =>
+      !Number.isFinite(ms) || ms < 0
+        ? "must not be negative"
+        : ms > 0 && ms < 1_000
+          ? `must be at least 1s or 0 (got ${ms} ms)`
+          : ms > 7 * 86_400_000
+            ? `must be at most 7 days, the TLS 1.3 limit (got ${ms} ms)`
+            : undefined,
+  ),
+  tlsSessionTicketKeyFile: opt.path("", {
+    flag: "tls-session-ticket-key-file",
+    description:
+      "File of the TLS session ticket keys every replica shares (the addon manager's Secret): one base64 48-byte key per line, the current one first and the previous one second. Tickets of the current key resume; tickets of the previous key still resume until it leaves the file (one rotation period). Re-read every --cert-reload-interval. Empty: each server makes its own random key (a ticket resumes only on the replica that issued it, until it restarts)",
+  }),
   xfrChannelSize: opt.int(
     10,
     {

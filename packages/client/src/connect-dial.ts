@@ -5,7 +5,14 @@
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";
-import { DialError, SDK_TLS_OPTIONS, describeConnectFailure } from "@cluster-proxy/tunnel";
+import {
+  DialError,
+  SDK_TLS_OPTIONS,
+  describeConnectFailure,
+  sharedTlsSessions,
+  tlsSessionKey,
+  type TlsSessionCache,
+} from "@cluster-proxy/tunnel";
 import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
@@ -32,6 +39,13 @@ export interface ConnectProxyOptions extends ProxyOptions {
 /** Options of {@link dialConnect}. */
 export interface DialConnectOptions extends DialOptions {
   proxy: ConnectProxyOptions;
+  /**
+   * TLS session resumption with the CONNECT door: where sessions are kept (default: the
+   * process-wide cache every `dial`, `TunnelClient` and `dialConnect` shares, keyed by the door's
+   * address and this client's certificate, key and CA, so a replaced certificate never resumes
+   * the old one's sessions); `false`: every connection is a full handshake.
+   */
+  tlsSessions?: TlsSessionCache | false;
 }
 
 /** The proxy answered CONNECT with an error status; `statusCode` and `body` are its answer. */
@@ -96,7 +110,7 @@ function mayBeStatusLine(buf: Buffer): boolean {
   return buf.subarray(0, n).toString("latin1") === prefix.slice(0, n);
 }
 
-function openProxySocket(proxy: ConnectProxyOptions): net.Socket {
+function openProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCache | undefined): net.Socket {
   if (proxy.udsPath) return net.connect(proxy.udsPath);
   const host = proxy.host ?? "127.0.0.1";
   const port = proxy.port ?? 0;
@@ -104,16 +118,39 @@ function openProxySocket(proxy: ConnectProxyOptions): net.Socket {
     proxy.tls !== undefined || proxy.ca !== undefined || proxy.cert !== undefined || proxy.key !== undefined;
   // The tunnel carries whatever the caller writes, often small requests: no Nagle delay.
   if (!useTls) return net.connect({ host, port, noDelay: true });
-  return tls
-    .connect({
-      host,
-      port,
-      ...(net.isIP(host) ? {} : { servername: host }),
-      ...tlsOptionsOf(proxy),
-      ...proxy.tls,
-      ALPNProtocols: ["http/1.1"],
-    })
-    .setNoDelay(true);
+  const options: tls.ConnectionOptions = {
+    host,
+    port,
+    ...(net.isIP(host) ? {} : { servername: host }),
+    ...tlsOptionsOf(proxy),
+    ...proxy.tls,
+    ALPNProtocols: ["http/1.1"],
+  };
+  const key = sessions ? tlsSessionKey(`${host}:${port}`, options) : "";
+  const offered = sessions?.get(key);
+  const socket = tls.connect(offered ? { ...options, session: offered } : options).setNoDelay(true);
+  if (sessions) {
+    if (offered) sessions.stats.offered++;
+    let failed = false;
+    let heard = false;
+    socket.on("session", (session: Buffer) => {
+      if (!failed) sessions.set(key, session);
+    });
+    socket.once("secureConnect", () => {
+      if (socket.isSessionReused()) sessions.stats.resumed++;
+    });
+    socket.once("data", () => (heard = true));
+    // Refused (e.g. a resumed session whose certificate expired): the next connection is a full handshake.
+    const drop = (): void => {
+      failed = true;
+      sessions.delete(key);
+    };
+    socket.once("error", drop);
+    socket.once("close", () => {
+      if (!heard) drop();
+    });
+  }
+  return socket;
 }
 
 /**
@@ -153,7 +190,8 @@ function dialConnectOnce(address: string, options: DialConnectOptions, limits: D
   if (badTls) return Promise.reject(badTls);
   if (limits.signal?.aborted) return Promise.reject(dialAbortError(address, limits.signal));
   return new Promise<net.Socket>((resolve, reject) => {
-    const socket = openProxySocket(options.proxy);
+    const sessions = options.tlsSessions === false ? undefined : (options.tlsSessions ?? sharedTlsSessions);
+    const socket = openProxySocket(options.proxy, sessions);
     handshake(socket, address, options.proxy, limits, resolve, reject);
   });
 }

@@ -26,6 +26,8 @@ export {
 } from "./options.js";
 export { ClusterProxyError, ConfigError, ErrorCodes, type ErrorCode } from "@cluster-proxy/errors";
 export {
+  TlsSessionCache,
+  sharedTlsSessions,
   ConnectError,
   DialError,
   ProtocolError,

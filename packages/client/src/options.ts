@@ -2,7 +2,7 @@
 import { errorMessage, ConfigError } from "@cluster-proxy/errors";
 import { readFileSync } from "node:fs";
 import type * as tls from "node:tls";
-import { pemProblem } from "@cluster-proxy/tunnel";
+import { pemProblem, type TlsSessionCache } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 
 /** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
@@ -45,6 +45,14 @@ export interface TunnelClientOptions {
   keepaliveMs?: number;
   /** Where diagnostics go (default: nowhere). */
   logger?: Logger;
+  /**
+   * TLS session resumption with the proxy-server: where sessions are kept (default: the
+   * process-wide cache every `dial`, `TunnelClient` and `dialConnect` shares, keyed by the
+   * server's address and this client's certificate, key and CA, so a replaced certificate never
+   * resumes the old one's sessions); `false`: every connection is a full handshake. A resumed
+   * connection skips the certificate exchange; the server applies the same checks.
+   */
+  tlsSessions?: TlsSessionCache | false;
 }
 
 /** Per-dial options. */

@@ -8,6 +8,7 @@ import { PROXY_METHOD, parseHostPort } from "@cluster-proxy/protocol";
 import {
   DialError,
   connectSession,
+  sharedTlsSessions,
   keepSessionAlive,
   openCall,
   type ClientCall,
@@ -223,6 +224,8 @@ export class TunnelClient {
     const target: ConnectTarget = proxy.udsPath
       ? { udsPath: proxy.udsPath }
       : { host: proxy.host ?? "127.0.0.1", port: proxy.port, tls: tlsOptionsOf(proxy) };
+    const sessions = this.options.tlsSessions;
+    if (sessions !== false) target.sessions = sessions ?? sharedTlsSessions;
     target.timeoutMs = this.options.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     const session = await connectSession(target);
     if (this.closed) {

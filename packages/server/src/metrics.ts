@@ -130,6 +130,14 @@ export class ServerMetrics {
   readonly certificateExpiry: Gauge<"flag">;
   /** Certificate reloads by listener (`agent`, `front`) and result (`success`, `failure`). */
   readonly certificateReloads: Counter<"listener" | "result">;
+  /**
+   * Completed TLS handshakes by port flag and kind: `full`, `resumed` (a session ticket, TLS 1.3
+   * resumption), `resumed_refused` (resumed with a client certificate no longer valid: closed, the
+   * client's next connection is a full handshake).
+   */
+  readonly tlsHandshakes: Counter<"port" | "kind">;
+  /** Ticket key file reloads by result (success, failure: the file was refused, the keys in use stay). */
+  readonly ticketKeyReloads: Counter<"result">;
   /** Packets per (segment, type), handed to `stream_packets_total` when it is scraped. */
   private readonly packetCounts = new PacketCounts(SEGMENTS);
 
@@ -240,6 +248,16 @@ export class ServerMetrics {
       "cluster_proxy_server_certificate_reloads_total",
       "Certificate reloads after the files changed, by listener (agent, front) and result (success, failure: the new files were refused and the old certificates stay)",
       ["listener", "result"],
+    );
+    this.tlsHandshakes = counter(
+      "cluster_proxy_server_tls_handshakes_total",
+      "Completed TLS handshakes by port flag and kind: full, resumed (TLS 1.3 session ticket), resumed_refused (resumed with a client certificate that expired since: closed, the client's next connection is a full handshake)",
+      ["port", "kind"],
+    );
+    this.ticketKeyReloads = counter(
+      "cluster_proxy_server_tls_ticket_key_reloads_total",
+      "Reloads of --tls-session-ticket-key-file after it changed, by result (success, failure: the file was refused and the keys in use stay)",
+      ["result"],
     );
     this.agentIdentityRefusals = counter(
       "cluster_proxy_server_agent_identity_refusals_total",

@@ -53,6 +53,7 @@ import { Relay } from "./routing/relay.js";
 import { sharedCaSubjects } from "./listeners/server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./agents/token-review.js";
 import { errorMessage } from "@cluster-proxy/errors";
+import { ServerTicketKeys } from "./listeners/ticket-doors.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -92,6 +93,8 @@ export interface ProxyServerDeps {
    * CONNECT door's and the handshake pacers' (default: the kit's `realClock`).
    */
   clock?: Clock;
+  /** The wall clock (ms since the epoch) a resumed session's certificate validity is checked at (default `Date.now`). */
+  wallClock?: () => number;
 }
 
 interface Listener {
@@ -123,6 +126,14 @@ function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): voi
   }
 }
 
+/** Which of a door's TLS servers: its own, or the twin that holds the previous ticket key. */
+type TicketSide = "primary" | "twin";
+
+/** The ticket key door (HKDF info and session id context) of a front door. */
+function ticketDoor(door: FrontDoor): string {
+  return `${door.protocol}${door.flag}`;
+}
+
 /** The TLS flags of a front door, for handshake failure messages. */
 function frontTls(door: FrontDoor): PortTls {
   return { port: door.flag, clientCa: "--server-ca-cert", cert: "--server-cert", front: true };
@@ -135,6 +146,7 @@ export class ProxyServer {
   private readonly relay: Relay;
   /** The protocol timers' clock: the relay's, the HTTP CONNECT door's and the handshake pacers'. */
   private readonly clock: Clock;
+  private readonly wallClock: () => number;
   /** The relay as the HTTP CONNECT door sees it: payloads in and out. */
   private readonly payloads: PayloadRelay;
   private readonly log: Logger;
@@ -150,6 +162,8 @@ export class ProxyServer {
   private readonly accepted = new Set<net.Socket>();
   private readonly tlsListeners: TlsListener[] = [];
   private certReloading: ServerCertReloading | undefined;
+  /** Session ticket keys of the TLS ports (undefined: --tls-session-ticket-lifetime=0, no tickets). */
+  private ticketKeys: ServerTicketKeys | undefined;
   private started = false;
   /** When start() began (the clock's ms): --ready-after-agents-timeout counts from here. */
   private startedAt = 0;
@@ -190,6 +204,7 @@ export class ProxyServer {
       awaitingHello: () => this.pacerStates((s) => s.awaitingHello),
     });
     this.clock = deps.clock ?? realClock;
+    this.wallClock = deps.wallClock ?? Date.now;
     this.relay = new Relay({
       strategies,
       backendDialTimeoutMs: options.backendDialTimeout,
@@ -280,6 +295,15 @@ export class ProxyServer {
       if (tokenAuth && !this.tokenReview) {
         this.tokenReview = await kubernetesTokenReview(o.kubeconfig, o.kubeconfigQps, o.kubeconfigBurst);
       }
+      if (o.tlsSessionTicketLifetime > 0) {
+        this.ticketKeys = await ServerTicketKeys.load({
+          file: o.tlsSessionTicketKeyFile,
+          lifetimeMs: o.tlsSessionTicketLifetime,
+          intervalMs: o.certReloadInterval,
+          logger: this.log,
+          onReload: (result) => this.metrics.ticketKeyReloads.inc({ result }),
+        });
+      }
       const doors = planFrontDoors(o);
       let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
@@ -297,13 +321,12 @@ export class ProxyServer {
           );
       }
 
-      await this.listenTcp(
-        this.createAgentServer(agentTls, !tokenAuth),
-        "agent",
-        o.agentPort,
-        o.agentBindAddress,
-        "--agent-port",
-      );
+      const agentServer = this.createAgentServer(agentTls, !tokenAuth, "primary");
+      if (this.ticketKeys) {
+        const twin = this.createAgentServer(agentTls, !tokenAuth, "twin");
+        this.ticketKeys.register("agent", agentServer, twin);
+      }
+      await this.listenTcp(agentServer, "agent", o.agentPort, o.agentBindAddress, "--agent-port", undefined, "agent");
       if (o.agentUpgradePort > 0) await this.listenAgentUpgradeDoor();
       for (const door of doors) await this.listenDoor(door, frontTls);
       await this.listenTcp(
@@ -329,7 +352,9 @@ export class ProxyServer {
         listeners: this.tlsListeners,
         agent: agentTls,
         front: frontTls,
+        afterReload: () => this.ticketKeys?.apply(),
       });
+      this.ticketKeys?.start();
     } catch (err) {
       await this.closeListeners();
       throw err;
@@ -342,6 +367,56 @@ export class ProxyServer {
    */
   reloadCertificates(): Promise<string[]> {
     return this.certReloading?.checkNow() ?? Promise.resolve([]);
+  }
+
+  /**
+   * Re-read --tls-session-ticket-key-file now instead of at the next --cert-reload-interval tick
+   * ("unchanged" without resumption or a key file).
+   */
+  reloadTicketKeys(): Promise<"unchanged" | "reloaded" | "failed"> {
+    return this.ticketKeys?.check() ?? Promise.resolve("unchanged");
+  }
+
+  /**
+   * The TLS options of resumption for `door`'s server (or its twin): the door's session id
+   * context, ticket lifetime and key; without resumption no tickets at all (they would cost about
+   * 10 KiB of memory per connected agent for nothing).
+   */
+  private resumptionOptions(door: string, side: TicketSide): tls.TlsOptions {
+    return this.ticketKeys?.tlsOptions(door, side) ?? { secureOptions: SSL_OP_NO_TICKET };
+  }
+
+  /**
+   * The checks of a resumed session (a ticket skips the certificate exchange, so nothing else
+   * checks the certificate again): with client certificates, the certificate the session carries
+   * must still be within its validity now, else the connection is closed and the client's next
+   * one is a full handshake. Counts every handshake, full or resumed.
+   */
+  private checkResumption(server: tls.Server, port: string, clientCerts: boolean): void {
+    server.on("secureConnection", (socket: tls.TLSSocket) => {
+      if (!socket.isSessionReused()) {
+        this.metrics.tlsHandshakes.inc({ port, kind: "full" });
+        return;
+      }
+      if (clientCerts) {
+        const cert = socket.getPeerX509Certificate();
+        const now = this.wallClock();
+        const problem = !cert
+          ? "no client certificate"
+          : now > Date.parse(cert.validTo)
+            ? `client certificate expired at ${new Date(cert.validTo).toISOString()}`
+            : now < Date.parse(cert.validFrom)
+              ? "client certificate not valid yet"
+              : undefined;
+        if (problem) {
+          this.metrics.tlsHandshakes.inc({ port, kind: "resumed_refused" });
+          this.log.debug({ port, remote: socket.remoteAddress, problem }, "refusing a resumed TLS session");
+          socket.destroy();
+          return;
+        }
+      }
+      this.metrics.tlsHandshakes.inc({ port, kind: "resumed" });
+    });
   }
 
   private secureServerOptions(material: tls.SecureContextOptions, clientCerts = true): http2.SecureServerOptions {
@@ -424,13 +499,16 @@ export class ProxyServer {
     });
   }
 
-  private createAgentServer(material: tls.SecureContextOptions, clientCerts: boolean): http2.Http2SecureServer {
-    // No TLS session tickets on the agent port: agents never resume a session (neither ours nor
-    // Go's keeps a session cache), and the two tickets OpenSSL issues after every TLS 1.3
-    // handshake cost about 10 KiB of memory per connected agent.
-    const options = { ...this.secureServerOptions(material, clientCerts), secureOptions: SSL_OP_NO_TICKET };
+  private createAgentServer(
+    material: tls.SecureContextOptions,
+    clientCerts: boolean,
+    side: TicketSide,
+  ): http2.Http2SecureServer {
+    // Session tickets (our agents resume on reconnect; Go's never do) unless resumption is off.
+    const options = { ...this.secureServerOptions(material, clientCerts), ...this.resumptionOptions("agent", side) };
     const server = http2.createSecureServer(options);
     this.tlsListeners.push({ server, role: "agent", options });
+    this.checkResumption(server, "agent-port", clientCerts);
     this.watchHttp2(server, "agent", this.options.keepaliveTime, {
       port: "--agent-port",
       clientCa: "--cluster-ca-cert",
@@ -464,13 +542,18 @@ export class ProxyServer {
       });
   }
 
-  private createGrpcFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
+  private createGrpcFront(
+    door: FrontDoor,
+    material: tls.SecureContextOptions | undefined,
+    side: TicketSide,
+  ): net.Server {
     let server: http2.Http2SecureServer | http2.Http2Server;
     const secure = door.transport === "tcp" && material !== undefined;
     if (secure) {
-      const options = { ...this.secureServerOptions(material), secureOptions: SSL_OP_NO_TICKET };
+      const options = { ...this.secureServerOptions(material), ...this.resumptionOptions(ticketDoor(door), side) };
       const tlsServer = http2.createSecureServer(options);
       this.tlsListeners.push({ server: tlsServer, role: "front", options });
+      this.checkResumption(tlsServer, door.flag.replace(/^--/, ""), true);
       server = tlsServer;
     } else server = http2.createServer(TUNNEL_HTTP2_OPTIONS);
     this.watchHttp2(server, "proxy", this.options.frontendKeepaliveTime, secure ? frontTls(door) : undefined);
@@ -489,7 +572,11 @@ export class ProxyServer {
     return server;
   }
 
-  private createConnectFront(door: FrontDoor, material: tls.SecureContextOptions | undefined): net.Server {
+  private createConnectFront(
+    door: FrontDoor,
+    material: tls.SecureContextOptions | undefined,
+    side: TicketSide,
+  ): net.Server {
     const log = this.log.child({ door: door.flag });
     const accept = (socket: net.Socket): void => {
       // The 200 (or error) answer is one small write the client waits for: no Nagle delay.
@@ -517,11 +604,12 @@ export class ProxyServer {
         rejectUnauthorized: true,
         ALPNProtocols: ["http/1.1"],
         ...this.tlsProfile,
-        secureOptions: SSL_OP_NO_TICKET,
+        ...this.resumptionOptions(ticketDoor(door), side),
         handshakeTimeout: this.options.handshakeTimeout,
       };
       const server = tls.createServer(options);
       this.tlsListeners.push({ server, role: "front", options });
+      this.checkResumption(server, door.flag.replace(/^--/, ""), true);
       server.on("secureConnection", accept);
       const portTls = frontTls(door);
       server.on("tlsClientError", (err, socket) => this.handshakeFailures.failed(err, socket, portTls));
@@ -532,10 +620,18 @@ export class ProxyServer {
   }
 
   private async listenDoor(door: FrontDoor, material: tls.SecureContextOptions | undefined): Promise<void> {
-    const server =
-      door.protocol === "grpc" ? this.createGrpcFront(door, material) : this.createConnectFront(door, material);
+    const create = (side: TicketSide): net.Server =>
+      door.protocol === "grpc"
+        ? this.createGrpcFront(door, material, side)
+        : this.createConnectFront(door, material, side);
+    const server = create("primary");
     if (door.transport === "tcp") {
-      await this.listenTcp(server, "front", door.port, door.host, door.flag, door);
+      const name = ticketDoor(door);
+      if (this.ticketKeys && server instanceof tls.Server) {
+        const twin = create("twin");
+        if (twin instanceof tls.Server) this.ticketKeys.register(name, server, twin);
+      }
+      await this.listenTcp(server, "front", door.port, door.host, door.flag, door, name);
       return;
     }
     if (this.options.deleteExistingUdsFile) {
@@ -561,9 +657,11 @@ export class ProxyServer {
     host: string,
     flag: string,
     door?: FrontDoor,
+    ticketDoorName?: string,
   ): Promise<void> {
     const where = `${host === "" ? "*" : host}:${port}`;
-    const pacer = server instanceof tls.Server ? this.pace(server, flag) : undefined;
+    const route = ticketDoorName !== undefined ? this.ticketKeys?.route(ticketDoorName) : undefined;
+    const pacer = server instanceof tls.Server ? this.pace(server, flag, route) : undefined;
     const listening = pacer?.server ?? server;
     const keepalive = this.options.tcpKeepalive;
     // The pacer sets keepalive on the connections it accepts; plain TCP ports here.
@@ -574,7 +672,7 @@ export class ProxyServer {
   }
 
   /** A handshake pacer in front of a TLS port (see handshake-pacer.ts). */
-  private pace(server: tls.Server, flag: string): HandshakePacer {
+  private pace(server: tls.Server, flag: string, route?: (ticket: Buffer) => tls.Server | undefined): HandshakePacer {
     const port = flag.replace(/^--/, "");
     // One warning per 10 s at most while shedding, with the count since the last one.
     let loggedAt = -Infinity;
@@ -589,6 +687,7 @@ export class ProxyServer {
       tcpKeepaliveMs: o.tcpKeepalive,
       httpAnswer: plainHttpOnTlsPortResponse(flag),
       timers: this.clock,
+      ...(route ? { route } : {}),
       onDrop: (socket, reason, detail) => {
         this.metrics.connectionsRefused.inc({ port, reason });
         this.admissionLog.refused(flag, reason, {
@@ -727,6 +826,7 @@ export class ProxyServer {
     if (this.started) await this.drain();
     this.log.info({}, "proxy server shutting down");
     this.certReloading?.stop();
+    this.ticketKeys?.stop();
     const closed = this.listeners.map((l) => new Promise<void>((resolve) => l.server.close(() => resolve())));
     this.relay.stopDialing();
     for (const b of [...this.relay.backends]) {
@@ -746,6 +846,7 @@ export class ProxyServer {
 
   private async closeListeners(): Promise<void> {
     this.certReloading?.stop();
+    this.ticketKeys?.stop();
     await Promise.all(
       this.listeners.map(
         (l) =>

@@ -13,3 +13,4 @@ export * from "./packet-counts.js";
 export * from "./cert-reloader.js";
 export * from "./tls-diagnosis.js";
 export * from "./pem-check.js";
+export * from "./tls-sessions.js";

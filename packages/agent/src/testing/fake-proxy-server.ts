@@ -4,9 +4,11 @@
  * test send packets and await the agent's packets. Plus a TCP echo server and a TCP relay
  * (round-robin balancer that can be frozen to simulate a half-open server).
  */
+import { randomBytes } from "node:crypto";
 import { EventEmitter, once } from "node:events";
 import * as http2 from "node:http2";
 import * as net from "node:net";
+import type * as tls from "node:tls";
 import { AGENT_CONNECT_METHOD, Metadata, decodePacket, type Packet } from "@cluster-proxy/protocol";
 import {
   FRAME_HEADER,
@@ -91,6 +93,9 @@ export class FakeProxyServer {
   private readonly sessions = new Set<http2.ServerHttp2Session>();
   private server: http2.Http2SecureServer | undefined;
   port = 0;
+  /** Whether each TLS connection resumed a session (in order); the ticket key outlives restarts. */
+  readonly resumed: boolean[] = [];
+  private readonly ticketKeys = randomBytes(48);
 
   constructor(
     private readonly pki: TestPki,
@@ -107,7 +112,9 @@ export class FakeProxyServer {
       requestCert: true,
       rejectUnauthorized: true,
       ALPNProtocols: ["h2"],
+      ticketKeys: this.ticketKeys,
     });
+    server.on("secureConnection", (socket: tls.TLSSocket) => this.resumed.push(socket.isSessionReused()));
     server.on("session", (s) => {
       this.sessions.add(s);
       s.on("close", () => this.sessions.delete(s));
@@ -150,6 +157,11 @@ export class FakeProxyServer {
   /** GOAWAY on every session, as a draining proxy-server does (streams go on). */
   goaway(): void {
     for (const s of this.sessions) s.close();
+  }
+
+  /** Destroy every session but keep listening (the agent reconnects). */
+  dropSessions(): void {
+    for (const s of this.sessions) s.destroy();
   }
 
   /** Stop listening and destroy every session (the agent sees its streams die). */

@@ -50,6 +50,8 @@ export function startServerCertReloading(deps: {
   listeners: readonly TlsListener[];
   agent: TlsMaterial;
   front: TlsMaterial | undefined;
+  /** After new material was installed (setSecureContext resets what the contexts hold, e.g. ticket keys). */
+  afterReload?: () => void;
 }): ServerCertReloading {
   const o = deps.options;
   const sets: { role: TlsListener["role"]; what: string; files: TlsFiles; material: TlsMaterial }[] = [
@@ -85,6 +87,7 @@ export function startServerCertReloading(deps: {
       apply: (material) => {
         for (const l of deps.listeners)
           if (l.role === set.role) l.server.setSecureContext({ ...l.options, ...material });
+        deps.afterReload?.();
       },
       onResult: (result, material) => {
         deps.metrics.certificateReloads.inc({ listener: set.role, result });

@@ -47,6 +47,47 @@ export function classifyFirstBytes(bytes: Buffer): FirstBytes {
   return bytes.length >= 5 + length ? { kind: "client-hello" } : { kind: "incomplete" };
 }
 
+/** TLS extension `pre_shared_key` (RFC 8446 4.2.11): the tickets a client offers to resume with. */
+const PRE_SHARED_KEY_EXTENSION = 41;
+
+/**
+ * The first PSK identity (a session ticket) of the ClientHello in the first TLS record of
+ * `bytes`, or undefined: no ticket offered (a full handshake), or a ClientHello that does not fit
+ * its first record (then the pacer treats it as a full handshake). Never throws.
+ */
+export function clientHelloTicket(bytes: Buffer): Buffer | undefined {
+  if (bytes.length < 9 || bytes[0] !== TLS_HANDSHAKE_RECORD || bytes[5] !== CLIENT_HELLO) return undefined;
+  const recordEnd = Math.min(bytes.length, 5 + bytes.readUInt16BE(3));
+  const helloEnd = Math.min(recordEnd, 9 + bytes.readUIntBE(6, 3));
+  // version (2), random (32)
+  let at = 9 + 2 + 32;
+  const skip = (lengthBytes: 1 | 2): boolean => {
+    if (at + lengthBytes > helloEnd) return false;
+    at += lengthBytes + bytes.readUIntBE(at, lengthBytes);
+    return at <= helloEnd;
+  };
+  // session id, cipher suites, compression methods
+  if (!skip(1) || !skip(2) || !skip(1)) return undefined;
+  if (at + 2 > helloEnd) return undefined;
+  const extensionsEnd = Math.min(helloEnd, at + 2 + bytes.readUInt16BE(at));
+  at += 2;
+  while (at + 4 <= extensionsEnd) {
+    const type = bytes.readUInt16BE(at);
+    const length = bytes.readUInt16BE(at + 2);
+    const body = at + 4;
+    if (body + length > extensionsEnd) return undefined;
+    if (type === PRE_SHARED_KEY_EXTENSION) {
+      // identities<7..2^16-1>: identity<1..2^16-1>, obfuscated_ticket_age (4)
+      if (length < 4) return undefined;
+      const identityLength = bytes.readUInt16BE(body + 2);
+      if (identityLength === 0 || body + 4 + identityLength > body + length) return undefined;
+      return bytes.subarray(body + 4, body + 4 + identityLength);
+    }
+    at = body + length;
+  }
+  return undefined;
+}
+
 /** Longest request method we wait for (the registered ones are at most 17 letters). */
 const MAX_METHOD = 20;
 

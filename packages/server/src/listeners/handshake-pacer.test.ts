@@ -6,15 +6,44 @@ import * as tls from "node:tls";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { ManualClock } from "@cluster-proxy/kit/testing";
 import { captureClientHello, waitUntil } from "@cluster-proxy/tunnel/testing";
-import { HandshakePacer, SHED_ALERT, type DropReason, type HandshakePacerOptions } from "./handshake-pacer.js";
+import {
+  HandshakePacer,
+  RESUMED_HANDSHAKE_COST,
+  SHED_ALERT,
+  type DropReason,
+  type HandshakePacerOptions,
+} from "./handshake-pacer.js";
 import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
 
 let pki: TestPki;
 let clientHello: Buffer;
+/** A ClientHello that offers a session ticket (a TLS 1.3 resumption). */
+let resumingHello: Buffer;
+
+/** A session of a TLS server with session tickets (node's default). */
+async function tlsSession(): Promise<Buffer> {
+  const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  try {
+    const c = tls.connect({
+      port: (server.address() as net.AddressInfo).port,
+      host: "127.0.0.1",
+      ca: pki.ca,
+      servername: "localhost",
+    });
+    const [session] = (await once(c, "session")) as [Buffer];
+    c.destroy();
+    return session;
+  } finally {
+    server.close();
+  }
+}
 
 before(async () => {
   pki = await createTestPki();
   clientHello = await captureClientHello();
+  resumingHello = await captureClientHello("localhost", await tlsSession());
 });
 after(() => pki.cleanup());
 
@@ -178,6 +207,38 @@ describe("HandshakePacer admission", () => {
       assert.equal(await client, "hello");
       assert.deepEqual(r.drops, ["source_limit"]);
     } finally {
+      await r.close();
+    }
+  });
+
+  test("a handshake offering a ticket costs RESUMED_HANDSHAKE_COST of a slot, in admission order", async () => {
+    const fit = Math.round(1 / RESUMED_HANDSHAKE_COST);
+    const r = await rig({ maxConcurrent: 1 });
+    const sockets: net.Socket[] = [];
+    const connect = async (hello: Buffer): Promise<net.Socket> => {
+      const s = await rawConnection(r.port);
+      sockets.push(s);
+      s.write(hello);
+      return s;
+    };
+    try {
+      // Stalled resumptions (they never finish their handshake): `fit` of them run at once.
+      for (let i = 0; i < fit; i++) await connect(resumingHello);
+      await waitUntil(`${fit} resumptions to run at once`, () => r.pacer.state().handshaking === fit);
+      assert.equal(r.pacer.state().load, 1);
+      // The slot is full: a full handshake waits, and so does a resumption that came after it.
+      await connect(clientHello);
+      await waitUntil("the full handshake to wait", () => r.pacer.state().waiting === 1);
+      await connect(resumingHello);
+      await waitUntil("the resumption behind it to wait", () => r.pacer.state().waiting === 2);
+      // One resumption ends: its quarter of the slot goes to the full handshake, first in line
+      // (the resumption behind it does not overtake it although it would fit).
+      sockets[0]!.destroy();
+      await waitUntil("the full handshake to start", () => r.pacer.state().waiting === 1);
+      assert.equal(r.pacer.state().handshaking, fit);
+      assert.equal(r.pacer.state().load, (fit - 1) * RESUMED_HANDSHAKE_COST + 1);
+    } finally {
+      for (const s of sockets) s.destroy();
       await r.close();
     }
   });

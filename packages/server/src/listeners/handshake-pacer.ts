@@ -6,13 +6,22 @@
 import * as net from "node:net";
 import { realClock, type Timers } from "@cluster-proxy/kit";
 import { AdmissionLedger, sourceKey, type AdmissionDropReason } from "./admission-ledger.js";
-import { classifyFirstBytes } from "./first-bytes.js";
+import { classifyFirstBytes, clientHelloTicket } from "./first-bytes.js";
 
 /** The TLS alert record a shedding server answers a ClientHello with: fatal `user_canceled` (90). */
 export const SHED_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 90]);
 
 /** How long one handshake may hold a slot before the next waiting connection starts anyway. */
 export const SLOT_MS = 2_000;
+
+/**
+ * What a handshake that offers a session ticket costs against `maxConcurrent`, a full handshake
+ * costing 1: a TLS 1.3 resumption skips the server's signature and the client chain's
+ * verification, the public-key work that dominates a full handshake (see docs/design/
+ * performance-notes.md); it still does the key exchange. A ticket the server cannot use turns into
+ * a full handshake within the same slot, so the price is paid at most once per slot.
+ */
+export const RESUMED_HANDSHAKE_COST = 0.25;
 
 /** How long a refused connection may take to read our answer (a 400, an alert) before it is closed. */
 const ANSWER_LINGER_MS = 2_000;
@@ -44,6 +53,13 @@ export interface HandshakePacerOptions {
   httpAnswer?: Buffer;
   /** The deadlines' clock (tests drive it; default Node's timers, unref'd). */
   timers?: Timers;
+  /**
+   * The TLS server that handshakes a connection offering `ticket` (the first PSK identity of its
+   * ClientHello), when not `tlsServer` (the previous ticket key's twin, see ticket-keys.ts).
+   */
+  route?: (ticket: Buffer) => net.Server | undefined;
+  /** The cost of a handshake that offers a ticket (default {@link RESUMED_HANDSHAKE_COST}). */
+  resumedCost?: number;
   /** Called once per shed connection. */
   onShed?: (socket: net.Socket) => void;
   /** Called once per connection closed before its handshake, with why. */
@@ -53,6 +69,8 @@ export interface HandshakePacerOptions {
 /** A snapshot of the pacer's queue (for metrics and tests). */
 export interface PacerState {
   handshaking: number;
+  /** The handshakes in progress weighed by their cost (full 1, resumed `resumedCost`): held against `maxConcurrent`. */
+  load: number;
   /** Connections with a ClientHello waiting for a slot. */
   waiting: number;
   /** Connections that have not sent their ClientHello yet. */
@@ -70,7 +88,13 @@ export class HandshakePacer {
   readonly server: net.Server;
   private readonly ledger: AdmissionLedger<net.Socket>;
   private handshaking = 0;
+  /** {@link handshaking} weighed by cost. */
+  private load = 0;
   private shedCount = 0;
+  /** The ticket each waiting connection's ClientHello offers (none: a full handshake). */
+  private readonly tickets = new WeakMap<net.Socket, Buffer>();
+  /** TLS servers whose "secureConnection" ends a turn. */
+  private readonly watched = new WeakSet<net.Server>();
   /** Raw sockets whose handshake runs, and what ends their turn. */
   private readonly inHandshake = new Map<net.Socket, () => void>();
   /** Sockets waiting for their ClientHello, and what stops reading it. */
@@ -88,16 +112,31 @@ export class HandshakePacer {
       maxQueued: options.maxPending,
     });
     this.server = net.createServer({ pauseOnConnect: true }, (socket) => this.accept(socket));
+    this.watch(tlsServer);
+  }
+
+  private watch(tlsServer: net.Server): void {
+    if (this.watched.has(tlsServer)) return;
+    this.watched.add(tlsServer);
     // The TLS server wraps each raw socket in a TLSSocket whose `_parent` is the raw socket.
     tlsServer.on("secureConnection", (tlsSocket: net.Socket & { _parent?: net.Socket }) => {
       if (tlsSocket._parent) this.inHandshake.get(tlsSocket._parent)?.();
     });
   }
 
+  /**
+   * Whether another handshake may start now: while the load is below `maxConcurrent` (the one
+   * that starts may take it past by less than one full handshake).
+   */
+  private hasRoom(): boolean {
+    return this.load < this.options.maxConcurrent - 1e-9;
+  }
+
   state(): PacerState {
     const counts = this.ledger.counts();
     return {
       handshaking: this.handshaking,
+      load: this.load,
       waiting: counts.queued,
       awaitingHello: counts.awaitingHello,
       shed: this.shedCount,
@@ -158,6 +197,7 @@ export class HandshakePacer {
         case "client-hello":
           stop();
           socket.pause();
+          this.noteTicket(socket, bytes);
           // The TLS server reads what the socket holds before reading on (TLSSocket's set-up).
           socket.unshift(bytes);
           this.helloed(socket);
@@ -168,8 +208,13 @@ export class HandshakePacer {
     socket.resume();
   }
 
+  private noteTicket(socket: net.Socket, hello: Buffer): void {
+    const ticket = clientHelloTicket(hello);
+    if (ticket) this.tickets.set(socket, ticket);
+  }
+
   private helloed(socket: net.Socket): void {
-    if (this.ledger.helloed(socket, this.handshaking < this.options.maxConcurrent) === "shed") {
+    if (this.ledger.helloed(socket, this.hasRoom()) === "shed") {
       this.shed(socket);
       return;
     }
@@ -177,13 +222,20 @@ export class HandshakePacer {
   }
 
   private begin(socket: net.Socket): void {
+    const ticket = this.tickets.get(socket);
+    this.tickets.delete(socket);
+    const cost = ticket ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
+    const server = (ticket ? this.options.route?.(ticket) : undefined) ?? this.tlsServer;
+    this.watch(server);
     this.handshaking++;
+    this.load += cost;
     let holding = true;
     const release = (): void => {
       if (!holding) return;
       holding = false;
       this.timers.clearTimeout(slot);
       this.handshaking--;
+      this.load = this.handshaking === 0 ? 0 : this.load - cost;
       this.next();
     };
     const slot = this.timers.setTimeout(release, SLOT_MS);
@@ -194,11 +246,13 @@ export class HandshakePacer {
     });
     // A failed handshake destroys the raw socket; a good one shows as "secureConnection".
     socket.once("close", () => this.inHandshake.get(socket)?.());
-    this.tlsServer.emit("connection", socket);
+    server.emit("connection", socket);
   }
 
   private next(): void {
-    while (this.handshaking < this.options.maxConcurrent) {
+    // In admission order whatever each costs: a cheap resumption never overtakes a full
+    // handshake that waits longer; it only lets more handshakes run at once.
+    while (this.hasRoom()) {
       const socket = this.ledger.next();
       if (!socket) return;
       if (!socket.destroyed) this.begin(socket);

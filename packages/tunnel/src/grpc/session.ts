@@ -8,6 +8,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import { SDK_TLS_OPTIONS as SDK_NAMES, describeConnectFailure, type TlsSettingNames } from "../tls-diagnosis.js";
+import { tlsSessionKey, type TlsSessionCache } from "../tls-sessions.js";
 import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";
 
@@ -69,6 +70,12 @@ export interface ConnectTarget {
    * server that vanished without a FIN is noticed even while the session is idle.
    */
   tcpKeepaliveMs?: number;
+  /**
+   * Resume TLS sessions: offer the session this cache holds for the server and our identity, and
+   * keep the tickets the server sends (see tls-sessions.ts). A connection that offered a session
+   * and failed drops it. Absent: every connection is a full handshake.
+   */
+  sessions?: TlsSessionCache;
 }
 
 /** Raised when a tunnel connection cannot be established. */
@@ -111,6 +118,18 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     const where = target.udsPath ?? `${target.host}:${target.port}`;
     let socket: net.Socket;
     let url: string;
+    const sessions = target.udsPath ? undefined : target.sessions;
+    const sessionKey = sessions ? tlsSessionKey(where, target.tls) : "";
+    const offered = sessions?.get(sessionKey);
+    /**
+     * A connection that failed or was refused right after its handshake: the session it offered
+     * and the tickets it got are dropped, so the next attempt is a full handshake.
+     */
+    let dropped = false;
+    const dropOffered = (): void => {
+      dropped = true;
+      sessions?.delete(sessionKey);
+    };
     if (target.udsPath) {
       socket = net.connect(target.udsPath);
       url = "http://localhost";
@@ -121,7 +140,14 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
         ...(target.socket ? { socket: target.socket } : { host, port: target.port }),
         ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
         servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
+        ...(offered ? { session: offered } : {}),
       });
+      if (sessions) {
+        if (offered) sessions.stats.offered++;
+        socket.on("session", (session: Buffer) => {
+          if (!dropped) sessions.set(sessionKey, session);
+        });
+      }
       url = `https://${host.includes(":") ? `[${host}]` : host}:${target.port}`;
     }
     let session: http2.ClientHttp2Session | undefined;
@@ -136,6 +162,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     };
     const fail = (err: ConnectError): void => {
       if (!settle()) return;
+      dropOffered();
       session?.destroy();
       socket.destroy();
       reject(err);
@@ -185,6 +212,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     let heard = false;
     const record = (err?: Error): void => {
       if (!settled || !session || transportFailures.has(session)) return;
+      if (!heard) dropOffered();
       const explained = err ? describeConnectFailure(err, names, where) : undefined;
       if (explained !== undefined && explained !== err?.message) transportFailures.set(session, explained);
       else if (!heard && !target.udsPath) {
@@ -203,6 +231,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     socket.once(target.udsPath ? "connect" : "secureConnect", () => {
       if (settled) return;
       const alpn = socket instanceof tls.TLSSocket ? socket.alpnProtocol : false;
+      if (sessions && socket instanceof tls.TLSSocket && socket.isSessionReused()) sessions.stats.resumed++;
       // (An agent may offer other protocols before h2 with --alpn-proto; HTTP/1.1 is never gRPC.)
       if (alpn === "http/1.1") {
         fail(

@@ -5,13 +5,19 @@ import * as tls from "node:tls";
 
 /**
  * The first flight of a node TLS client (a complete ClientHello record), captured from a real
- * `tls.connect` against a loopback listener that answers nothing.
+ * `tls.connect` against a loopback listener that answers nothing; with `session`, the ClientHello
+ * of a resumption (it offers the session's ticket).
  */
-export async function captureClientHello(servername = "localhost"): Promise<Buffer> {
+export async function captureClientHello(servername = "localhost", session?: Buffer): Promise<Buffer> {
   const capture = net.createServer();
   capture.listen(0, "127.0.0.1");
   await once(capture, "listening");
-  const client = tls.connect({ port: (capture.address() as net.AddressInfo).port, host: "127.0.0.1", servername });
+  const client = tls.connect({
+    port: (capture.address() as net.AddressInfo).port,
+    host: "127.0.0.1",
+    servername,
+    ...(session ? { session } : {}),
+  });
   client.on("error", () => undefined);
   try {
     const [socket] = (await once(capture, "connection")) as [net.Socket];

@@ -1,0 +1,175 @@
+/**
+ * The proxy-server's session ticket keys at work (see ticket-keys.ts for the design): the TLS
+ * options of each door's server and of its twin (the previous key), the pacer's routing of a
+ * ClientHello by its ticket's key name, and the reload of --tls-session-ticket-key-file (polled
+ * by content every --cert-reload-interval, like the certificates).
+ */
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type * as tls from "node:tls";
+import { ConfigError } from "@cluster-proxy/api";
+import { errorMessage } from "@cluster-proxy/errors";
+import type { Logger } from "@cluster-proxy/kit";
+import {
+  TICKET_KEY_BYTES,
+  doorSessionIdContext,
+  doorTicketKey,
+  parseTicketKeyFile,
+  randomTicketKeys,
+  ticketKeyName,
+  type TicketKeySet,
+} from "./ticket-keys.js";
+
+/** A door's TLS server and the twin that holds the previous key. */
+interface DoorServers {
+  primary: tls.Server;
+  twin: tls.Server;
+}
+
+export interface ServerTicketKeysOptions {
+  /** --tls-session-ticket-key-file ("" : random keys of this process). */
+  file: string;
+  /** --tls-session-ticket-lifetime (ms, > 0). */
+  lifetimeMs: number;
+  /** How often to re-read the file (ms; 0: never). */
+  intervalMs: number;
+  logger: Logger;
+  /** Called per reload attempt of changed content. */
+  onReload?: (result: "success" | "failure") => void;
+  readFile?: (path: string) => Promise<Buffer>;
+}
+
+function digest(content: Buffer): string {
+  return createHash("sha256").update(content).digest("hex");
+}
+
+/** The ticket keys of a server's TLS doors; see the module comment. */
+export class ServerTicketKeys {
+  private readonly doors = new Map<string, DoorServers>();
+  /** A twin's key while the file has no previous key: matches no ticket. */
+  private readonly noPrevious = randomBytes(TICKET_KEY_BYTES);
+  private timer: NodeJS.Timeout | undefined;
+  private refused: string | undefined;
+
+  private constructor(
+    private readonly options: ServerTicketKeysOptions,
+    private keys: TicketKeySet,
+    private loadedDigest: string,
+  ) {}
+
+  /** Read the key file (or make random keys without one); a ConfigError names the flag. */
+  static async load(options: ServerTicketKeysOptions): Promise<ServerTicketKeys> {
+    if (options.file === "") return new ServerTicketKeys(options, randomTicketKeys(), "");
+    const read = options.readFile ?? readFile;
+    let content: Buffer;
+    try {
+      content = await read(options.file);
+    } catch (err) {
+      throw new ConfigError(`--tls-session-ticket-key-file: cannot read "${options.file}": ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    try {
+      return new ServerTicketKeys(options, parseTicketKeyFile(content), digest(content));
+    } catch (err) {
+      throw new ConfigError(`--tls-session-ticket-key-file: "${options.file}": ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  /** The key `door`'s server (`primary`) or its twin uses now. */
+  key(door: string, which: keyof DoorServers): Buffer {
+    const fileKey = which === "primary" ? this.keys.current : this.keys.previous;
+    return fileKey ? doorTicketKey(fileKey, door) : this.noPrevious;
+  }
+
+  /** The TLS options of `door`'s server or twin: its session id context, ticket lifetime and key. */
+  tlsOptions(door: string, which: keyof DoorServers): tls.TlsOptions {
+    return {
+      sessionIdContext: doorSessionIdContext(door),
+      sessionTimeout: Math.max(1, Math.floor(this.options.lifetimeMs / 1000)),
+      ticketKeys: this.key(door, which),
+    };
+  }
+
+  /** Put `door`'s servers under the keys (and their reloads). */
+  register(door: string, primary: tls.Server, twin: tls.Server): void {
+    this.doors.set(door, { primary, twin });
+  }
+
+  /** The pacer's route of `door`: the twin for a ticket of the previous key, else the door's server. */
+  route(door: string): (ticket: Buffer) => tls.Server | undefined {
+    return (ticket) => {
+      const servers = this.doors.get(door);
+      const name = ticketKeyName(ticket);
+      if (!servers || !name || !this.keys.previous) return undefined;
+      const previousName = ticketKeyName(this.key(door, "twin"));
+      return previousName && timingSafeEqual(name, previousName) ? servers.twin : undefined;
+    };
+  }
+
+  /** Install the keys on every door (after a reload, or a certificate reload replaced the contexts). */
+  apply(): void {
+    for (const [door, servers] of this.doors) {
+      servers.primary.setTicketKeys(this.key(door, "primary"));
+      servers.twin.setTicketKeys(this.key(door, "twin"));
+    }
+  }
+
+  /** Poll the file every `intervalMs` (no file or 0: never). */
+  start(): void {
+    if (this.options.file === "" || this.options.intervalMs <= 0 || this.timer) return;
+    this.timer = setInterval(() => void this.check(), this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** Re-read the file; install changed keys that parse. Never throws. */
+  async check(): Promise<"unchanged" | "reloaded" | "failed"> {
+    if (this.options.file === "") return "unchanged";
+    const { logger, file } = this.options;
+    let content: Buffer;
+    try {
+      content = await (this.options.readFile ?? readFile)(file);
+    } catch (err) {
+      return this.refuse(`read:${errorMessage(err)}`, errorMessage(err));
+    }
+    const d = digest(content);
+    if (d === this.loadedDigest) {
+      this.refused = undefined;
+      return "unchanged";
+    }
+    if (d === this.refused) return "failed";
+    let keys: TicketKeySet;
+    try {
+      keys = parseTicketKeyFile(content);
+    } catch (err) {
+      return this.refuse(d, errorMessage(err));
+    }
+    this.keys = keys;
+    this.loadedDigest = d;
+    this.refused = undefined;
+    this.apply();
+    logger.info(
+      { file, previous: keys.previous !== undefined },
+      "reloaded the TLS session ticket keys (tickets of the previous key still resume)",
+    );
+    this.options.onReload?.("success");
+    return "reloaded";
+  }
+
+  private refuse(key: string, reason: string): "failed" {
+    if (this.refused !== key) {
+      this.refused = key;
+      this.options.logger.error(
+        { flag: "--tls-session-ticket-key-file", file: this.options.file, err: reason },
+        "refused the new TLS session ticket keys; keeping the ones in use",
+      );
+      this.options.onReload?.("failure");
+    }
+    return "failed";
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * TLS session ticket keys of the proxy-server's TLS ports (issue 41, TLS 1.3 resumption).
+ *
+ * The key file (--tls-session-ticket-key-file, the addon manager's Secret, the same in every
+ * replica) holds one base64 48-byte key per line: the current key first, the previous one
+ * second. A port never uses a file key as such: each door derives its own keys with HKDF (the
+ * door's name is the HKDF info), so a ticket one door issued cannot even be decrypted at another
+ * (a proxy-client certificate's session never resumes at the agent port), on top of the per-door
+ * `sessionIdContext` that OpenSSL checks on resumption.
+ *
+ * Node's TLS server holds one ticket key (48 bytes: a 16-byte name, an HMAC and an AES key) and
+ * refuses tickets of any other name: a server cannot accept two keys itself. The previous key is
+ * accepted by a twin TLS server of the same door holding it; the handshake pacer, which reads
+ * each ClientHello before the handshake, hands a connection whose ticket (the first PSK identity)
+ * starts with the previous key's name to the twin, every other one to the door's server. So a
+ * rotation does not turn the fleet's next reconnect into full handshakes: tickets of the previous
+ * key resume for one more rotation period, until the manager drops that key from the file.
+ */
+import { createHash, hkdfSync, randomBytes } from "node:crypto";
+
+/** Bytes of a node ticket key: name (16), HMAC secret (16), AES key (16). */
+export const TICKET_KEY_BYTES = 48;
+/** Bytes of a ticket key's name, which node writes at the start of every ticket. */
+export const TICKET_KEY_NAME_BYTES = 16;
+
+/** The keys of a file (or of a server without one). */
+export interface TicketKeySet {
+  current: Buffer;
+  previous?: Buffer;
+}
+
+/** Parse a key file: one base64 48-byte key per line (blank lines and `#` comments skipped), newest first. */
+export function parseTicketKeyFile(content: Buffer | string): TicketKeySet {
+  const keys: Buffer[] = [];
+  const lines = content.toString("utf8").split(/\r?\n/);
+  for (const [i, raw] of lines.entries()) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    if (!/^[A-Za-z0-9+/]+={0,2}$/.test(line)) throw new Error(`line ${i + 1}: not base64`);
+    const key = Buffer.from(line, "base64");
+    if (key.length !== TICKET_KEY_BYTES)
+      throw new Error(`line ${i + 1}: a key must be ${TICKET_KEY_BYTES} bytes, got ${key.length}`);
+    keys.push(key);
+  }
+  const [current, previous] = keys;
+  if (!current) throw new Error("no key in the file");
+  return previous ? { current, previous } : { current };
+}
+
+/** A key file's text for `keys` (newest first), as the addon manager writes it. */
+export function formatTicketKeyFile(keys: readonly Buffer[]): string {
+  return keys.map((k) => k.toString("base64")).join("\n") + "\n";
+}
+
+/** A fresh random key set (a server without a key file: tickets resume only on itself). */
+export function randomTicketKeys(): TicketKeySet {
+  return { current: randomBytes(TICKET_KEY_BYTES) };
+}
+
+/** The key of `door` (e.g. "agent", "grpc", "http-connect") derived from a file key. */
+export function doorTicketKey(fileKey: Buffer, door: string): Buffer {
+  return Buffer.from(hkdfSync("sha256", fileKey, "cluster-proxy ticket keys", `door=${door}`, TICKET_KEY_BYTES));
+}
+
+/** The session id context of `door`: OpenSSL resumes a session only in the context it was made in. */
+export function doorSessionIdContext(door: string): string {
+  return createHash("sha256").update(`cluster-proxy/${door}`).digest("hex").slice(0, 32);
+}
+
+/** The name a ticket starts with (undefined when too short to be one of node's). */
+export function ticketKeyName(ticket: Buffer): Buffer | undefined {
+  return ticket.length >= TICKET_KEY_NAME_BYTES ? ticket.subarray(0, TICKET_KEY_NAME_BYTES) : undefined;
+}
