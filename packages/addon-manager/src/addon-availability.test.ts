@@ -201,6 +201,15 @@ describe("Available", () => {
     const pending = { csrs: 1, csrLimit: 10, agentSecret: "agent-cert" };
     const waiting = availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: pending });
     assert.equal(waiting.reason, TunnelHealthReason.certificatePending);
+    // An agent that runs (it reports, or is ready) has its certificate: its own error is the cause.
+    for (const agent of [
+      { readyReplicas: 0, message: "a: connected to 0 of 1 proxy-server; last error: x" },
+      { readyReplicas: 1 },
+    ])
+      assert.equal(
+        availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: pending, agent }).reason,
+        TunnelHealthReason.unavailable,
+      );
     assert.match(
       waiting.message,
       /; no certificate issued to the agent yet \(OCM's registration agent has not reported ClusterCertificateRotated\): its pods cannot start without Secret agent-cert \(1 certificate request/,

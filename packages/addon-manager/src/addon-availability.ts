@@ -155,9 +155,13 @@ export function availableCondition(input: AvailabilityInput): ConditionInput {
   };
 }
 
-/** The reason of a False `Available` when the agent's certificate is what stops it (see {@link certificateNote}). */
-function certificateReason({ certificate }: AvailabilityInput): string | undefined {
-  if (!certificate) return undefined;
+/**
+ * The reason of a False `Available` when the agent's certificate is what stops it (see
+ * {@link certificateNote}): not while an agent is ready or reports its own state (it runs, so it
+ * has a certificate, and its own error is the cause).
+ */
+function certificateReason({ certificate, agent }: AvailabilityInput): string | undefined {
+  if (!certificate || (agent?.readyReplicas ?? 0) > 0 || agent?.message) return undefined;
   if (certificate.rotated?.status === "False") return TunnelHealthReason.certificateNotIssued;
   if (!certificate.rotated) return TunnelHealthReason.certificatePending;
   return undefined;
