@@ -152,6 +152,11 @@ describe("Available", () => {
     };
     const wedged = availableCondition({ ...base, picture: { probes: [failed("s1"), failed("s2")] }, certificate });
     assert.equal(wedged.status, "False");
+    assert.equal(wedged.reason, TunnelHealthReason.certificateNotIssued);
+    assert.match(
+      wedged.message,
+      /; agent pods without Secret cluster-proxy-open-cluster-management\.io-proxy-agent-signer-client-cert cannot start$/,
+    );
     assert.deepEqual(parseTunnelHealth(wedged.message), { reachable: 0, servers: 2 });
     assert.match(
       wedged.message,
@@ -172,6 +177,8 @@ describe("Available", () => {
     // The tunnel still works (an agent with its earlier certificate): True, and the note says rotation stopped.
     const working = availableCondition({ ...base, picture: { probes: [ok("s1")] }, certificate });
     assert.equal(working.status, "True");
+    assert.equal(working.reason, TunnelHealthReason.available);
+    assert.doesNotMatch(working.message, /cannot start/);
     assert.match(working.message, /^tunnel works through 1 of 1 proxy-server \(s1\); the agent's certificate is not/);
     // Another failure: OCM's reason and message, no advice about the count.
     const other = availableCondition({
@@ -193,6 +200,16 @@ describe("Available", () => {
   test("while no certificate was issued yet, a broken tunnel says the agent pods wait for their Secret; a rotated one adds nothing", () => {
     const pending = { csrs: 1, csrLimit: 10, agentSecret: "agent-cert" };
     const waiting = availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: pending });
+    assert.equal(waiting.reason, TunnelHealthReason.certificatePending);
+    // An agent that runs (it reports, or is ready) has its certificate: its own error is the cause.
+    for (const agent of [
+      { readyReplicas: 0, message: "a: connected to 0 of 1 proxy-server; last error: x" },
+      { readyReplicas: 1 },
+    ])
+      assert.equal(
+        availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: pending, agent }).reason,
+        TunnelHealthReason.unavailable,
+      );
     assert.match(
       waiting.message,
       /; no certificate issued to the agent yet \(OCM's registration agent has not reported ClusterCertificateRotated\): its pods cannot start without Secret agent-cert \(1 certificate request/,
@@ -206,9 +223,11 @@ describe("Available", () => {
       ...pending,
       rotated: { status: "True", reason: "ClientCertificateUpdated", message: "client certificate rotated" },
     };
+    const broken = availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: rotated });
     assert.equal(
-      availableCondition({ ...base, picture: { probes: [failed("s1")] }, certificate: rotated }).message,
+      broken.message,
       "tunnel works through 0 of 1 proxy-server; s1 (10.0.0.1): 503 Service Unavailable: no agent available",
     );
+    assert.equal(broken.reason, TunnelHealthReason.unavailable);
   });
 });

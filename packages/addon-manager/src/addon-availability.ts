@@ -135,15 +135,28 @@ export function availableCondition(input: AvailabilityInput): ConditionInput {
   return {
     type: "Available",
     status: "False",
-    reason: TunnelHealthReason.unavailable,
+    reason: certificateReason(input) ?? TunnelHealthReason.unavailable,
     message: `${message}${agentNote(input)}${certificateNote(input, false)}`,
   };
 }
 
 /**
+ * The reason of a False `Available` when the agent's certificate is what stops it (see
+ * {@link certificateNote}): not while an agent is ready or reports its own state (it runs, so it
+ * has a certificate, and its own error is the cause).
+ */
+function certificateReason({ certificate, agent }: AvailabilityInput): string | undefined {
+  if (!certificate || (agent?.readyReplicas ?? 0) > 0 || agent?.message) return undefined;
+  if (certificate.rotated?.status === "False") return TunnelHealthReason.certificateNotIssued;
+  if (!certificate.rotated) return TunnelHealthReason.certificatePending;
+  return undefined;
+}
+
+/**
  * What stops the agent's certificate, in words (docs/design/addon-manager.md, "Health"):
  * `ClusterCertificateRotated=False` with OCM's reason and message (and, when OCM stopped
- * requesting for too many CSRs, how many exist and how to clear them); while the tunnel does not
+ * requesting for too many CSRs, how many exist and how to clear them; while the tunnel does not
+ * work, that agent pods cannot start without their certificate Secret); while the tunnel does not
  * work and OCM has not written that condition yet, that the agent pods wait for their certificate
  * Secret. Empty when there is nothing to say.
  */
@@ -158,7 +171,7 @@ function certificateNote({ cluster, certificate }: AvailabilityInput, tunnelWork
     const tooMany = /too many csr/i.test(rotated.message ?? "")
       ? `; delete them (kubectl delete csr -l open-cluster-management.io/cluster-name=${cluster},${ADDON_NAME_LABEL}=${ADDON_NAME}) or wait for kube-controller-manager to remove issued ones after an hour`
       : "";
-    return `; the agent's certificate is not being issued: ClusterCertificateRotated=False (${rotated.reason ?? "no reason"}): ${rotated.message ?? ""}${count}${tooMany}`;
+    return `; the agent's certificate is not being issued: ClusterCertificateRotated=False (${rotated.reason ?? "no reason"}): ${rotated.message ?? ""}${count}${tooMany}${tunnelWorks ? "" : `; agent pods without Secret ${agentSecret} cannot start`}`;
   }
   if (!rotated && !tunnelWorks)
     return `; no certificate issued to the agent yet (OCM's registration agent has not reported ClusterCertificateRotated): its pods cannot start without Secret ${agentSecret}${count}`;

@@ -458,9 +458,13 @@ export class AddonManager {
         OcmResources.csr,
         (obj) => {
           enqueue.csr(obj.metadata.name);
-          // The addon's Available counts the cluster's CSRs when OCM stops requesting.
+          // The addon's Available counts the cluster's CSRs when OCM stops requesting; a new
+          // request supersedes the cluster's earlier issued ones (csr-approval.ts, cleanUp).
           const cluster = obj.metadata.labels?.[CLUSTER_NAME_LABEL];
-          if (cluster) enqueue.addon(cluster);
+          if (cluster) {
+            enqueue.addon(cluster);
+            enqueue.csrsOf(cluster);
+          }
         },
         ours,
       ),
@@ -478,6 +482,7 @@ export class AddonManager {
       managementAddOn: () => w.managementAddOns.get(ADDON_NAME),
       csr: (name) => w.csrs.get(name),
       csrCount: (cluster) => w.csrs.items().filter((c) => c.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster).length,
+      csrsOf: (cluster) => w.csrs.items().filter((c) => c.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster),
     };
   }
 

@@ -125,6 +125,8 @@ export interface AddonCache {
   csr(name: string): CsrObject | undefined;
   /** How many CSRs of the addon (its label) for `cluster` the hub has (undefined: not known). */
   csrCount?(cluster: string): number;
+  /** The CSRs of the addon (its label) for `cluster` (label `cluster-name`) on the hub. */
+  csrsOf?(cluster: string): CsrObject[];
 }
 
 export interface AddonOptions {

@@ -23,7 +23,7 @@ function fakeHub(): {
   api: KubeApi;
   csrs: Map<string, CsrObject>;
   deletes: { name: string; preconditions?: { uid?: string; resourceVersion?: string } }[];
-  cache: Pick<AddonCache, "cluster" | "addon" | "csr">;
+  cache: Pick<AddonCache, "cluster" | "addon" | "csr" | "csrsOf">;
 } {
   const csrs = new Map<string, CsrObject>();
   const deletes: { name: string; preconditions?: { uid?: string; resourceVersion?: string } }[] = [];
@@ -61,6 +61,7 @@ function fakeHub(): {
     cluster: (name: string) => (name === "mc1" ? mc : undefined),
     addon: (cluster: string) => (cluster === "mc1" ? mca : undefined),
     csr: (name: string) => csrs.get(name),
+    csrsOf: (cluster: string) => [...csrs.values()].filter((c) => c.metadata.labels?.[CLUSTER_NAME_LABEL] === cluster),
   };
   return { api, csrs, deletes, cache };
 }
@@ -208,9 +209,63 @@ test("only CSRs of the addon that we approved and that are issued are ever delet
   assert.equal(hub.deletes.length, 1);
 });
 
+test("a newer request of the same cluster and signer supersedes an issued one at once", async () => {
+  const hub = fakeHub();
+  const now = Date.parse("2026-01-01T01:00:00Z");
+  const options = {
+    signerNamespace: "ns",
+    signerName: "signer",
+    caValidityMs: 1,
+    certValidityMs: 1,
+    csrCleanupAfterMs: 2 * MINUTE,
+    now: () => now,
+  };
+  const reconciler = new CsrReconciler(hub.api, hub.cache, options, silentLogger);
+  const at = (iso: string) => ({ creationTimestamp: iso });
+  // Issued 10 s ago (well inside the grace), then the registration agent asked again.
+  hub.csrs.set("addon-mc1-cluster-proxy-a", {
+    ...(await hubClientCsr("addon-mc1-cluster-proxy-a", at("2026-01-01T00:59:40Z"))),
+    status: issuedBy(APPROVAL_REASON, "2026-01-01T00:59:50Z"),
+  });
+  // Another signer's request of the same cluster, newer: supersedes nothing of this signer.
+  const agentSigner = await hubClientCsr("addon-mc1-cluster-proxy-other", at("2026-01-01T00:59:55Z"));
+  hub.csrs.set("addon-mc1-cluster-proxy-other", {
+    ...agentSigner,
+    spec: { ...agentSigner.spec, signerName: "open-cluster-management.io/proxy-agent-signer" },
+  });
+  assert.ok(((await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"))?.requeueAfterMs ?? 0) > 0);
+  assert.equal(hub.deletes.length, 0);
+  // The same second is not newer (a tie supersedes nothing).
+  hub.csrs.set(
+    "addon-mc1-cluster-proxy-b",
+    await hubClientCsr("addon-mc1-cluster-proxy-b", at("2026-01-01T00:59:40Z")),
+  );
+  await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a");
+  assert.equal(hub.deletes.length, 0);
+  // A newer one, still pending: the issued one goes at once; the newer one stays.
+  hub.csrs.set(
+    "addon-mc1-cluster-proxy-c",
+    await hubClientCsr("addon-mc1-cluster-proxy-c", at("2026-01-01T00:59:59Z")),
+  );
+  assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
+  assert.deepEqual(
+    hub.deletes.map((d) => d.name),
+    ["addon-mc1-cluster-proxy-a"],
+  );
+  // Approved by someone else: never deleted, superseded or not.
+  hub.csrs.set("addon-mc1-cluster-proxy-admin", {
+    ...(await hubClientCsr("addon-mc1-cluster-proxy-admin", at("2026-01-01T00:00:00Z"))),
+    status: issuedBy("AutoApprovedByHubCSRApprovingController", "2026-01-01T00:00:01Z"),
+  });
+  await reconciler.reconcileCsr("addon-mc1-cluster-proxy-admin");
+  assert.equal(hub.deletes.length, 1);
+});
+
 test("reinstall after reinstall: the count of the addon's CSRs stays far below OCM's limit", async () => {
-  // Ten install cycles 90 s apart, two CSRs per install (agent signer and hub client), each
-  // issued at once: with the default grace of two minutes at most six exist at any time.
+  // Ten install cycles 30 s apart, each with a new request of the hub client signer (an install
+  // makes one per signer; the rule is per signer), issued at once: every new request supersedes
+  // the earlier issued one, so at most two exist at any time (the grace of two minutes alone
+  // would let four pile up per signer, eight for an install's two).
   const hub = fakeHub();
   let now = Date.parse("2026-01-01T00:00:00Z");
   const options = {
@@ -225,17 +280,17 @@ test("reinstall after reinstall: the count of the addon's CSRs stays far below O
   for (let cycle = 0; cycle < 10; cycle++) {
     // A new manager each cycle (helm uninstall removes it too): it remembers nothing.
     const reconciler = new CsrReconciler(hub.api, hub.cache, options, silentLogger);
-    for (const suffix of ["a", "b"]) {
-      const name = `addon-mc1-cluster-proxy-${cycle}${suffix}`;
-      hub.csrs.set(name, await hubClientCsr(name));
-      await reconciler.reconcileCsr(name);
-      issue(hub.csrs, name);
-    }
+    const name = `addon-mc1-cluster-proxy-${cycle}`;
+    hub.csrs.set(name, await hubClientCsr(name, { creationTimestamp: new Date(now).toISOString() }));
     maxCount = Math.max(maxCount, hub.csrs.size);
-    for (let tick = 0; tick < 9; tick++) {
+    // The manager's watch queues every CSR of the cluster on a CSR's event.
+    for (const other of [...hub.csrs.keys()]) await reconciler.reconcileCsr(other);
+    issue(hub.csrs, name);
+    maxCount = Math.max(maxCount, hub.csrs.size);
+    for (let tick = 0; tick < 3; tick++) {
       now += 10_000;
       for (const name of [...hub.csrs.keys()]) await reconciler.reconcileCsr(name);
     }
   }
-  assert.ok(maxCount <= 6 && maxCount < OCM_ADDON_CSR_LIMIT, `at most ${maxCount} CSRs existed at once`);
+  assert.ok(maxCount <= 2 && maxCount < OCM_ADDON_CSR_LIMIT, `at most ${maxCount} CSRs existed at once`);
 });

@@ -45,7 +45,7 @@ export class CsrReconciler {
 
   constructor(
     private readonly api: KubeApi,
-    private readonly cache: Pick<AddonCache, "cluster" | "addon" | "csr">,
+    private readonly cache: Pick<AddonCache, "cluster" | "addon" | "csr" | "csrsOf">,
     private readonly options: CsrOptions,
     private readonly logger: Logger,
   ) {}
@@ -106,7 +106,7 @@ export class CsrReconciler {
 
   /**
    * Step: delete a request we approved once its certificate was issued and `--csr-cleanup-after`
-   * has passed, so that repeated installs never reach OCM's limit of `OCM_ADDON_CSR_LIMIT` (csr-signer.ts)
+   * has passed, or at once when a newer request of the same cluster and signer exists, so that repeated installs never reach OCM's limit of `OCM_ADDON_CSR_LIMIT` (csr-signer.ts)
    * CSRs per cluster and addon (docs/design/addon-manager.md, "Certificate requests"). The
    * registration agent reads the certificate from its CSR informer at once; one deleted before it
    * did is asked for again with a new CSR. Issued-at is when this process saw the certificate
@@ -125,8 +125,9 @@ export class CsrReconciler {
       issuedAt = this.unissuedSeen.has(name) || Number.isNaN(approvedAt) ? now : approvedAt;
       this.issuedSeenAt.set(name, issuedAt);
     }
+    const newer = this.newerRequest(csr);
     const left = issuedAt + afterMs - now;
-    if (left > 0) return { requeueAfterMs: left };
+    if (left > 0 && !newer) return { requeueAfterMs: left };
     try {
       await this.api.delete(Resources.certificateSigningRequest, name, undefined, {
         ...(csr.metadata.uid ? { uid: csr.metadata.uid } : {}),
@@ -139,10 +140,35 @@ export class CsrReconciler {
     }
     this.forget(name);
     this.logger.info(
-      { csr: name, cluster: csr.metadata.labels[CLUSTER_NAME_LABEL], issuedMsAgo: now - issuedAt },
+      {
+        csr: name,
+        cluster: csr.metadata.labels[CLUSTER_NAME_LABEL],
+        issuedMsAgo: now - issuedAt,
+        ...(newer ? { supersededBy: newer } : {}),
+      },
       "deleted an issued certificate request",
     );
     return;
+  }
+
+  /**
+   * A request of the same cluster and signer created after `csr` (a later second), if any: the
+   * registration agent asks anew only once it no longer waits for an earlier request (it collected
+   * it, or it restarted, or its addon was reinstalled), so `csr` is of no more use to anyone.
+   */
+  private newerRequest(csr: CsrObject): string | undefined {
+    const cluster = csr.metadata.labels?.[CLUSTER_NAME_LABEL];
+    const created = Date.parse(csr.metadata.creationTimestamp ?? "");
+    if (!cluster || Number.isNaN(created)) return undefined;
+    return this.cache
+      .csrsOf?.(cluster)
+      .find(
+        (other) =>
+          other.metadata.name !== csr.metadata.name &&
+          isOurCsr(other) &&
+          other.spec.signerName === csr.spec.signerName &&
+          Date.parse(other.metadata.creationTimestamp ?? "") > created,
+      )?.metadata.name;
   }
 
   private forget(name: string): void {

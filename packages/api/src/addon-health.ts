@@ -17,6 +17,17 @@ export const TunnelHealthReason = {
    * moments ago: the agents are moving to the new replicas. Available stays True for a grace time.
    */
   changing: "ProxyServersChanging",
+  /**
+   * No replica could reach the cluster and OCM's registration agent reports that it does not get
+   * the agent's certificate (`ClusterCertificateRotated=False`, e.g. too many CSRs on the hub):
+   * agent pods without their certificate Secret cannot start. The message has OCM's words.
+   */
+  certificateNotIssued: "AgentCertificateNotIssued",
+  /**
+   * No replica could reach the cluster and no certificate was issued to the agent yet (no
+   * `ClusterCertificateRotated` condition): its pods wait for their certificate Secret.
+   */
+  certificatePending: "AgentCertificatePending",
 } as const;
 
 /** One proxy-server replica's last probe of a cluster. */

@@ -77,7 +77,7 @@ const addonManagerOptionFields = {
   csrCleanupAfter: opt.duration(120_000, {
     flag: "csr-cleanup-after",
     description:
-      "Delete an agent certificate request the manager approved this long after its certificate was issued (OCM's registration agent collects it at once), so that reinstalls never reach OCM's limit of 10 requests per cluster and addon; only requests of the addon that the manager approved. 0: never (kube-controller-manager's cleaner removes them after an hour)",
+      "Delete an agent certificate request the manager approved this long after its certificate was issued (OCM's registration agent collects it at once), or at once when a newer request of the same cluster and signer exists, so that reinstalls never reach OCM's limit of 10 requests per cluster and addon; only requests of the addon that the manager approved. 0: never (kube-controller-manager's cleaner removes them after an hour)",
   }),
   caValidity: opt.duration(3650 * DAY_MS, {
     flag: "ca-validity",

@@ -57,6 +57,7 @@ export const DOC_BLOCKS = {
   "kubevela-cluster-gateway-cluster": { file: "docs/guides/hub-operations.md", lang: "sh" },
   "kubevela-cluster-gateway-get": { file: "docs/guides/hub-operations.md", lang: "console" },
   "take-one-out": { file: "charts/cluster-proxy/README.md", lang: "sh" },
+  "uninstall-chart": { file: "charts/cluster-proxy/README.md", lang: "sh" },
   "own-placement": { file: "charts/cluster-proxy/README.md", lang: "sh" },
   "gateway-expose": { file: "docs/guides/gateway.md", lang: "sh" },
   "gateway-grant-hub": { file: "docs/guides/gateway.md", lang: "sh" },
