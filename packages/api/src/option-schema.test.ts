@@ -5,7 +5,7 @@ import { agentOptionSpecs, agentOptionsSchema, parseAgentOptions } from "./agent
 import { certsOptionSpecs, parseCertsOptions, parseUpOptions, upOptionSpecs } from "./command-options.js";
 import { ConfigError, flagValues } from "./options.js";
 import { gatewayOptionsSchema } from "./gateway-options.js";
-import { argsFor, resolveOptions } from "./option-schema.js";
+import { argsFor, defineOptions, opt, parseOptions, resolveOptions, rules } from "./option-schema.js";
 import {
   parseServerOptions,
   serverOptionSpecs,
@@ -164,9 +164,37 @@ describe("rules", () => {
       problems(() => flagValues(serverOptionSpecs, { "server-port": "x", "keepalive-time": "soon", bogus: "1" }, {})),
       [
         "--bogus: unknown flag",
-        '--server-port: "x" is not an integer',
+        '--server-port: "x" is not a port number (0-65535)',
         '--keepalive-time: "soon" is not a duration (use e.g. 500ms, 10s, 1m, 1h)',
       ],
+    );
+  });
+
+  test("an optional option is undefined when left out; given, its type and rules apply", () => {
+    const schema = defineOptions({
+      file: opt.optional(opt.path("", { flag: "file", description: "a file" }, rules.nonEmpty())),
+      port: opt.optional(opt.port(0, { flag: "port", description: "a port" }, rules.port(false))),
+    });
+    const none = resolveOptions(schema, {}, {});
+    assert.deepEqual(none, { file: undefined, port: undefined });
+    assert.deepEqual(resolveOptions(schema, { file: "f", port: "80" }, {}), { file: "f", port: 80 });
+    assert.deepEqual(
+      problems(() => parseOptions(schema, { file: "", port: 0 })),
+      ["--file: must not be empty", "--port: 0 is not a port number (1-65535)"],
+    );
+    assert.equal(schema.specs[0]!.default, undefined);
+  });
+
+  test("a flag with a bare value takes it when given without one; others need a value", () => {
+    const schema = defineOptions({
+      route: opt.optional(opt.string("", { flag: "route", description: "a route", bareValue: "aggregated" })),
+      name: opt.string("", { flag: "name", description: "a name" }),
+    });
+    assert.equal(resolveOptions(schema, { route: true }, {}).route, "aggregated");
+    assert.equal(resolveOptions(schema, { route: "direct" }, {}).route, "direct");
+    assert.deepEqual(
+      problems(() => resolveOptions(schema, { name: true }, {})),
+      ["--name: needs a value"],
     );
   });
 

@@ -23,7 +23,8 @@ export type NamedFlagMeta<Flag extends string> = FlagMeta & { readonly flag: Fla
  */
 export interface OptionField<V = unknown, Flag extends string = string> {
   readonly kind: OptionKind;
-  readonly default: string | number | boolean | readonly string[];
+  /** Undefined for an option without a default ({@link opt}.optional): left out, it is undefined. */
+  readonly default: string | number | boolean | readonly string[] | undefined;
   readonly choices?: readonly string[];
   readonly meta: NamedFlagMeta<Flag>;
   /** Why `value` (already defaulted) is not a valid value of this option: its type, then its rules. */
@@ -116,6 +117,18 @@ export const opt = {
       [],
       values,
     ),
+  /**
+   * `f` without a default: an option left out is undefined (the type is `V | undefined`), and
+   * the field's type and rules apply to a value given. For flags whose absence means something
+   * (`--kubeconfig`: then $KUBECONFIG), which no default value can say.
+   */
+  optional: <V, Flag extends string>(f: OptionField<V, Flag>): OptionField<V | undefined, Flag> => ({
+    kind: f.kind,
+    default: undefined,
+    meta: f.meta,
+    ...(f.choices ? { choices: f.choices } : {}),
+    problems: (value) => (value === undefined ? [] : f.problems(value)),
+  }),
 };
 
 /** The value type of a field. */
@@ -263,7 +276,7 @@ export function argsFor<F extends Record<string, OptionField>>(
 }
 
 /** A default as a value (a list default is copied, so no caller shares it). */
-function copyDefault(d: OptionField["default"]): string | number | boolean | string[] {
+function copyDefault(d: OptionField["default"]): string | number | boolean | string[] | undefined {
   return typeof d === "object" ? [...d] : d;
 }
 

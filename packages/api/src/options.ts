@@ -39,6 +39,10 @@ export interface OptionSpec {
   short?: string;
   /** Allowed values for `string` options. */
   choices?: readonly string[];
+  /** The value's name in `--help` (`--cluster <name>`); default: the kind's. */
+  valueName?: string;
+  /** The value of the flag given without one (`--gateway` is `--gateway=aggregated`); without it a value is needed. */
+  bareValue?: string;
 }
 
 /** How a flag relates to the Go konnectivity binaries (README compatibility table). */
@@ -142,7 +146,10 @@ function parseValue(spec: OptionSpec, raw: string | boolean): string | number | 
     if (/^(0|f|false|no)$/i.test(raw)) return false;
     return fail(`"${raw}" is not a boolean (use true or false)`);
   }
-  if (typeof raw === "boolean") return fail("needs a value");
+  if (typeof raw === "boolean") {
+    if (spec.bareValue === undefined) return fail("needs a value");
+    raw = spec.bareValue;
+  }
   switch (spec.kind) {
     case "float": {
       const n = Number(raw.trim());
@@ -151,7 +158,8 @@ function parseValue(spec: OptionSpec, raw: string | boolean): string | number | 
     }
     case "int":
     case "port": {
-      if (!/^-?\d+$/.test(raw.trim())) return fail(`"${raw}" is not an integer`);
+      if (!/^-?\d+$/.test(raw.trim()))
+        return fail(spec.kind === "port" ? `"${raw}" is not a port number (0-65535)` : `"${raw}" is not an integer`);
       const n = Number(raw);
       if (spec.kind === "port" && (n < 0 || n > 65535)) return fail(`${n} is not a port number (0-65535)`);
       return n;

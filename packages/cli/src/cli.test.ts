@@ -32,7 +32,7 @@ import {
 } from "./flag-reference.js";
 import { addOptionSpecs, commandFlagValues, normalizeGoArgs } from "./option-flags.js";
 import { portConflictMessage, portInUse } from "./port-conflicts.js";
-import { runCli } from "./program.js";
+import { buildProgram, runCli } from "./program.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 import { capture } from "./testing/capture.js";
 
@@ -421,6 +421,31 @@ describe("flag and CRD reference (docs/reference)", () => {
     assert.ok(!updated.includes("OLD-CONTENT"));
     assert.equal(replaceFlagReference(updated), updated);
     assert.throws(() => replaceFlagReference("# no markers\n"), /flags:begin/);
+  });
+
+  test("every command the program registers has a section listing each of its flags", () => {
+    const md = flagReferenceMarkdown();
+    const sections = new Map(
+      md
+        .split(/^### /m)
+        .slice(1)
+        .map((s) => [/^`cluster-proxy ([a-z-]+)`/.exec(s)?.[1], s] as const),
+    );
+    const commands = buildProgram(capture()).commands;
+    assert.ok(commands.length >= 11, "the whole tree");
+    const missing: string[] = [];
+    for (const command of commands) {
+      const section = sections.get(command.name());
+      if (section === undefined) {
+        missing.push(`cluster-proxy ${command.name()}: no section`);
+        continue;
+      }
+      for (const option of command.options) {
+        if (option.long === undefined || option.long === "--help") continue;
+        if (!section.includes(`\`${option.long}\``)) missing.push(`cluster-proxy ${command.name()} ${option.long}`);
+      }
+    }
+    assert.deepEqual(missing, []);
   });
 
   test("scripts/gen-flag-docs.ts --check fails on a stale page and passes once written", async () => {

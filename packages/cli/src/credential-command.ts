@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import type { Command } from "commander";
-import { ConfigError, GATEWAY_TOKEN_AUDIENCE, parseDuration } from "@cluster-proxy/api";
+import { ConfigError, GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
   execCredential,
@@ -18,12 +18,12 @@ import {
   type ExecInfo,
 } from "./exec-credential.js";
 import { loadHubKubeConfig } from "./hub-access.js";
+import { credentialOptionsSchema, type CredentialOptions } from "./hub-options.js";
+import { registerOptionCommand } from "./option-command.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** Where a pod's own ServiceAccount token is mounted. */
 export const IN_CLUSTER_TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-/** The shortest lifetime the apiserver grants a TokenRequest. */
-const MIN_EXPIRATION_S = 600;
 
 const EXAMPLE = `
 Examples (in a provider file of sigs.k8s.io/cluster-inventory-api/pkg/credentials, or a kubeconfig user):
@@ -42,40 +42,22 @@ ServiceAccount reach a cluster when hub RBAC allows it managedclusters/proxy wit
 resource name.
 `;
 
-interface CredentialFlags {
-  kubeconfig?: string;
-  serviceAccount?: string;
-  tokenFile?: string;
-  expiration: string;
-  audience?: string[];
-}
-
 /** Register `cluster-proxy credential`. */
 export function registerCredentialCommand(program: Command, ctx: CliContext): void {
-  const command = program
-    .command("credential")
-    .summary("exec credential plugin: a short-lived hub token for the gateway (ClusterProfile access provider)")
-    .description(
+  registerOptionCommand(program, ctx, {
+    name: "credential",
+    summary: "exec credential plugin: a short-lived hub token for the gateway (ClusterProfile access provider)",
+    description:
       "An exec credential plugin (client.authentication.k8s.io/v1) for the ClusterProfile access provider cluster-proxy and for kubeconfigs that reach clusters through the gateway: prints an ExecCredential with a short-lived token the gateway accepts.",
-    )
-    .addHelpText("after", EXAMPLE)
-    .option("--kubeconfig <file>", "hub kubeconfig for the TokenRequest (default: $KUBECONFIG, then in-cluster)")
-    .option(
-      "--service-account <namespace/name>",
-      "the hub ServiceAccount to request a token for (default: the kubeconfig's or the pod's own ServiceAccount)",
-    )
-    .option("--token-file <file>", "print the token in this file instead (re-read on every call; no hub request)")
-    .option("--expiration <duration>", "lifetime of a requested token (at least 10m)", "1h")
-    .option(
-      "--audience <audience>",
-      `audience of the requested token; repeatable (default: ${GATEWAY_TOKEN_AUDIENCE}; set it to one of the gateway's --token-audiences)`,
-      (v: string, all: string[] | undefined) => [...(all ?? []), v],
-    );
-  command.action(async () => {
-    const flags = command.opts<CredentialFlags>();
-    const info = parseExecInfo(ctx.env.KUBERNETES_EXEC_INFO);
-    const credential = flags.tokenFile ? fromFile(flags.tokenFile, info) : await fromTokenRequest(flags, info, ctx.env);
-    ctx.stdout(`${JSON.stringify(credential)}\n`);
+    example: EXAMPLE,
+    schema: credentialOptionsSchema,
+    run: async (flags) => {
+      const info = parseExecInfo(ctx.env.KUBERNETES_EXEC_INFO);
+      const credential = flags.tokenFile
+        ? fromFile(flags.tokenFile, info)
+        : await fromTokenRequest(flags, info, ctx.env);
+      ctx.stdout(`${JSON.stringify(credential)}\n`);
+    },
   });
 }
 
@@ -95,18 +77,11 @@ function fromFile(file: string, info: ExecInfo): ReturnType<typeof execCredentia
 }
 
 async function fromTokenRequest(
-  flags: CredentialFlags,
+  flags: CredentialOptions,
   info: ExecInfo,
   env: NodeJS.ProcessEnv,
 ): Promise<ReturnType<typeof execCredential>> {
-  let expirationMs: number;
-  try {
-    expirationMs = parseDuration(flags.expiration);
-  } catch (err) {
-    throw new ConfigError(`--expiration: ${errorMessage(err)}`, { cause: err });
-  }
-  const seconds = Math.floor(expirationMs / 1000);
-  if (seconds < MIN_EXPIRATION_S) throw new ConfigError(`--expiration: at least 10m (the apiserver's minimum)`);
+  const seconds = Math.floor(flags.expiration / 1000);
   const { KubeApi } = await import("@cluster-proxy/addon-manager");
   const { kc, file } = await loadHubKubeConfig(flags.kubeconfig, env);
   const own = (): { namespace: string; name: string } | undefined => {
@@ -127,7 +102,7 @@ async function fromTokenRequest(
     answer = await api.request(
       "POST",
       `/api/v1/namespaces/${sa.namespace}/serviceaccounts/${encodeURIComponent(sa.name)}/token`,
-      tokenRequest(seconds, flags.audience ?? [GATEWAY_TOKEN_AUDIENCE]),
+      tokenRequest(seconds, flags.audience.length > 0 ? flags.audience : [GATEWAY_TOKEN_AUDIENCE]),
     );
   } catch (err) {
     throw new CommandFailure(

@@ -15,26 +15,23 @@ import {
   GRPC_DOOR_PORT,
   SERVER_CA_AGENT_CA_KEY,
   SERVER_CA_SECRET,
-  clusterNameProblem,
   parseTunnelHealth,
   type Condition,
 } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
-  addHubFlags,
   clusterCa,
   connectHub,
   hubError,
   openProxyRoute,
-  parseVia,
   proxyCredentials,
   type Hub,
   type HubFlags,
   type ManagedClusterObject,
 } from "./hub-access.js";
+import { healthOptionsSchema, type HealthOptions } from "./hub-options.js";
 import {
-  addLocalHubFlag,
   localCredentials,
   localEndpoint,
   requireConfiguredHub,
@@ -48,14 +45,13 @@ import {
   type ProbeOutcome,
   type TunnelDialer,
 } from "./health-probe.js";
+import { registerOptionCommand } from "./option-command.js";
 import {
-  OUTPUT_FORMATS,
   addonReasons,
   expiryFromRotatedMessage,
   formatHealth,
   healthExitCode,
   type ClusterHealth,
-  type OutputFormat,
 } from "./health-report.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -81,73 +77,28 @@ Exit status: 0 when every cluster with the addon is healthy, 1 otherwise. A clus
 addon is listed as not installed (INSTALLED False) and fails the command only when named with --cluster.
 `;
 
-interface HealthFlags extends HubFlags {
-  cluster?: string[];
-  output: OutputFormat;
-  timeout: string;
-  probePath: string;
-  parallel: string;
-  hubProfile?: string;
-}
-
 interface Mca extends KubeObject {
   status?: { conditions?: Condition[] };
 }
 
 /** Register `health` on `program`. */
 export function registerHealthCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  const command = program
-    .command("health")
-    .summary("check the addon on every managed cluster (clusteradm proxy health)")
-    .description(
+  registerOptionCommand(program, ctx, {
+    name: "health",
+    summary: "check the addon on every managed cluster (clusteradm proxy health)",
+    description:
       "Show, per managed cluster, whether the cluster-proxy addon is installed and Available and whether a probe through the tunnel reaches its kube-apiserver with TLS verified. The columns CLUSTER NAME, INSTALLED, AVAILABLE, PROBED HEALTH and LATENCY are clusteradm's.",
-    )
-    .addHelpText("after", EXAMPLE)
-    .option(
-      "--cluster <name>",
-      "only this cluster (repeat, or separate with commas)",
-      (v: string, prev: string[] | undefined) => [...(prev ?? []), ...v.split(",").filter(Boolean)],
-    )
-    .option("-o, --output <format>", `output format: ${OUTPUT_FORMATS.join(", ")}`, "table")
-    .option("--timeout <duration>", "per-cluster probe timeout (e.g. 10s, 500ms)", "10s")
-    .option("--probe-path <path>", "apiserver path to probe (/healthz or /readyz)", "/healthz")
-    .option("--parallel <n>", "probes at a time", "32");
-  addHubFlags(command, "grpc");
-  addLocalHubFlag(command);
-  command.action(async () => {
-    const flags = command.opts<HealthFlags>();
-    if (!(OUTPUT_FORMATS as readonly string[]).includes(flags.output))
-      throw new ConfigError(`--output: "${flags.output}" is not one of ${OUTPUT_FORMATS.join(", ")}`);
-    const timeoutMs = parseDuration("--timeout", flags.timeout);
-    const parallel = Number(flags.parallel);
-    if (!Number.isInteger(parallel) || parallel < 1)
-      throw new ConfigError(`--parallel: "${flags.parallel}" is not a positive integer`);
-    const badNames = (flags.cluster ?? []).map(clusterNameProblem).filter((p) => p !== undefined);
-    if (badNames.length > 0) throw new ConfigError(`--cluster: ${badNames.join("; ")}`);
-    if (!flags.probePath.startsWith("/")) throw new ConfigError(`--probe-path: "${flags.probePath}" must start with /`);
-    parseVia(flags.via);
-    const local = selectLocalHub(flags, ctx.cwd);
-    const rows = local
-      ? await collectLocalHealth(local, flags, timeoutMs, parallel)
-      : await collectHealth(
-          await requireConfiguredHub(() => connectHub(flags, ctx.env), flags, ctx.env)(),
-          flags,
-          timeoutMs,
-          parallel,
-        );
-    ctx.stdout(await formatHealth(rows, flags.output));
-    setExitCode(healthExitCode(rows, flags.cluster));
+    example: EXAMPLE,
+    schema: healthOptionsSchema,
+    run: async (flags) => {
+      const local = selectLocalHub(flags, ctx.cwd);
+      const rows = local
+        ? await collectLocalHealth(local, flags)
+        : await collectHealth(await requireConfiguredHub(() => connectHub(flags, ctx.env), flags, ctx.env)(), flags);
+      ctx.stdout(await formatHealth(rows, flags.output));
+      setExitCode(healthExitCode(rows, flags.cluster));
+    },
   });
-}
-
-/** `10s`, `500ms`, `1m` or a number of seconds, as milliseconds. */
-export function parseDuration(flag: string, text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (!m) throw new ConfigError(`${flag}: "${text}" is not a duration (e.g. 10s, 500ms)`);
-  const n = Number(m[1]);
-  const ms = m[2] === "ms" ? n : m[2] === "m" ? n * 60_000 : n * 1000;
-  if (ms <= 0) throw new ConfigError(`${flag}: must be more than 0`);
-  return ms;
 }
 
 /** The newest agent certificate's expiry per cluster, from the addon's CertificateSigningRequests. */
@@ -177,12 +128,8 @@ async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> 
   return out;
 }
 
-async function collectHealth(
-  hub: Hub,
-  flags: HealthFlags,
-  timeoutMs: number,
-  parallel: number,
-): Promise<ClusterHealth[]> {
+async function collectHealth(hub: Hub, flags: HealthOptions): Promise<ClusterHealth[]> {
+  const { timeout: timeoutMs, parallel } = flags;
   const { Resources } = await import("@cluster-proxy/addon-manager");
   let clusters: ManagedClusterObject[];
   let addons: Mca[];
@@ -192,11 +139,11 @@ async function collectHealth(
   } catch (err) {
     throw hubError(err, "listing ManagedClusters and ManagedClusterAddOns");
   }
-  if (flags.cluster?.length) {
+  if (flags.cluster.length) {
     const known = new Set(clusters.map((c) => c.metadata.name));
     const unknown = flags.cluster.filter((c) => !known.has(c));
     if (unknown.length) throw new CommandFailure(`--cluster: no ManagedCluster named ${unknown.join(", ")}`);
-    clusters = clusters.filter((c) => flags.cluster!.includes(c.metadata.name));
+    clusters = clusters.filter((c) => flags.cluster.includes(c.metadata.name));
   }
   clusters.sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
   const expiries = await agentCertificateExpiries(hub);
@@ -307,19 +254,15 @@ async function tunnelDialer(
  * whether the proxy-server has an agent stream for it (its `cluster_proxy_server_backends`
  * metric), and the probe reaches its stand-in kube-apiserver through the gRPC door.
  */
-async function collectLocalHealth(
-  profile: LocalHubProfile,
-  flags: HealthFlags,
-  timeoutMs: number,
-  parallel: number,
-): Promise<ClusterHealth[]> {
-  const unknown = (flags.cluster ?? []).filter((c) => !profile.clusters.includes(c));
+async function collectLocalHealth(profile: LocalHubProfile, flags: HealthOptions): Promise<ClusterHealth[]> {
+  const { timeout: timeoutMs, parallel } = flags;
+  const unknown = flags.cluster.filter((c) => !profile.clusters.includes(c));
   if (unknown.length)
     throw new ConfigError(
       `--cluster: the local hub has no cluster named ${unknown.join(", ")} (its clusters: ${profile.clusters.join(", ")})`,
     );
   const clusters = [...profile.clusters]
-    .filter((c) => !flags.cluster?.length || flags.cluster.includes(c))
+    .filter((c) => !flags.cluster.length || flags.cluster.includes(c))
     .sort((a, b) => a.localeCompare(b));
   const backends = await localBackends(profile, timeoutMs);
   const ca = readFileSync(profile.files.apiserverCa);

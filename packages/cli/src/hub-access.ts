@@ -6,15 +6,11 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import type { Command } from "commander";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
 import {
-  ADDON_NAME,
   COMPONENT_LABEL,
-  CONNECT_DOOR_PORT,
   ConfigError,
-  GRPC_DOOR_PORT,
   PROXY_SERVER_COMPONENT,
   SERVER_CA_SECRET,
   managedProxyConfigurationFromApi,
@@ -23,12 +19,12 @@ import {
 import { CommandFailure } from "./cli-context.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
-/** The hub-access flags as commander parses them. */
+/** The hub-access options (their flags: hub-options.ts). */
 export interface HubFlags {
   kubeconfig?: string;
   configuration: string;
   proxyServerHost?: string;
-  proxyServerPort?: string;
+  proxyServerPort?: number;
   proxyServerName?: string;
   inClusterProxyCertLookup: boolean;
   proxyCaCert?: string;
@@ -46,40 +42,6 @@ export function parseVia(text: string): Via {
   const via = VIA_CHOICES.find((v) => v === text);
   if (!via) throw new ConfigError(`--via: "${text}" is not one of ${VIA_CHOICES.join(", ")}`);
   return via;
-}
-
-/** Add the hub-access flags to `command`; `door` names the port that --proxy-server-port means. */
-export function addHubFlags(command: Command, door: "grpc" | "connect"): Command {
-  const port = door === "grpc" ? GRPC_DOOR_PORT : CONNECT_DOOR_PORT;
-  return command
-    .option("--kubeconfig <file>", "hub kubeconfig (default: $KUBECONFIG, then the in-cluster service account)")
-    .option("--configuration <name>", "the ManagedProxyConfiguration", ADDON_NAME)
-    .option(
-      "--proxy-server-host <host>",
-      "where the proxy-servers are reachable (default: the ingress of a LoadBalancer Service in the proxy-server namespace exposing the door, else <service>.<namespace>.svc inside the hub)",
-    )
-    .option(
-      "--proxy-server-port <port>",
-      `port of the ${door === "grpc" ? "gRPC client door (--server-port)" : "HTTP CONNECT door (--http-connect-port)"} (default: ${port}, or the LoadBalancer's port for it)`,
-    )
-    .option(
-      "--proxy-server-name <name>",
-      "TLS name to verify the proxy-server as (default: --proxy-server-host, or <service>.<namespace>.svc for a door found through a LoadBalancer Service; the serving certificate carries <service>.<namespace>.svc, localhost, 127.0.0.1 and additionalSANs)",
-    )
-    .option(
-      "--in-cluster-proxy-cert-lookup [bool]",
-      "read the client certificate and the proxy-servers' CA from the hub (Secrets proxy-client and proxy-server-ca in the proxy-server namespace) when --proxy-ca-cert/--proxy-cert/--proxy-key are not given",
-      (v: string) => v !== "false",
-      true,
-    )
-    .option("--proxy-ca-cert <file>", "CA bundle that verifies the proxy-server (PEM)")
-    .option("--proxy-cert <file>", "client certificate for the proxy-server's client doors (PEM)")
-    .option("--proxy-key <file>", "key of --proxy-cert (PEM)")
-    .option(
-      "--via <route>",
-      "how to reach the proxy-servers: apiserver (a port-forward through the hub kube-apiserver to a Ready proxy-server pod, as clusteradm does; needs list pods and create pods/portforward in the proxy-server namespace), direct (--proxy-server-host, a LoadBalancer Service, or the in-cluster Service name), or auto (direct when --proxy-server-host is given, a LoadBalancer Service exposes the door, or the Service name resolves here; else apiserver)",
-      "auto",
-    );
 }
 
 /** A hub client certificate and the CA that verifies the proxy-servers, PEM. */
@@ -205,9 +167,7 @@ async function locateDoor(
   flags: HubFlags,
   doorPort: number,
 ): Promise<{ endpoint: ProxyEndpoint; source: DoorSource }> {
-  const portFlag = flags.proxyServerPort === undefined ? undefined : Number(flags.proxyServerPort);
-  if (portFlag !== undefined && !(Number.isInteger(portFlag) && portFlag > 0 && portFlag < 65536))
-    throw new ConfigError(`--proxy-server-port: "${flags.proxyServerPort}" is not a port (1-65535)`);
+  const portFlag = flags.proxyServerPort;
   if (flags.proxyServerHost) {
     return {
       source: "flag",

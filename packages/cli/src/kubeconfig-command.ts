@@ -14,23 +14,21 @@ import {
   GATEWAY_PORT,
   GATEWAY_SERVICE,
   GATEWAY_SERVING_SECRET,
-  clusterNameProblem,
 } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
 import { CommandFailure, type CliContext } from "./cli-context.js";
 import {
-  addHubFlags,
   chooseDirectEndpoint,
   clusterCa,
-  parseVia,
   hubError,
   lazyHub,
   proxyCredentials,
   readFlagFile,
   type Hub,
-  type HubFlags,
   type ManagedClusterObject,
 } from "./hub-access.js";
+import { kubeconfigOptionsSchema, type KubeconfigOptions } from "./hub-options.js";
+import { registerOptionCommand } from "./option-command.js";
 import {
   aggregatedGatewayCluster,
   buildGatewayKubeconfig,
@@ -48,14 +46,7 @@ import {
   type KubeconfigCluster,
   type KubeconfigUser,
 } from "./kubeconfig-builder.js";
-import {
-  addLocalHubFlag,
-  localCluster,
-  localCredentials,
-  localEndpoint,
-  requireConfiguredHub,
-  selectLocalHub,
-} from "./local-hub.js";
+import { localCluster, localCredentials, localEndpoint, requireConfiguredHub, selectLocalHub } from "./local-hub.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `
@@ -101,55 +92,22 @@ Either way the hub decides, per cluster, whether you may use managedclusters/pro
 cluster's own RBAC what you may do there (as cluster:hub:<you>).
 `;
 
-interface KubeconfigFlags extends HubFlags {
-  cluster?: string;
-  gateway?: string | true;
-  credentialsFrom?: string;
-  token?: string;
-  managedServiceAccount?: string;
-  output?: string;
-  clusterCaCert?: string;
-  hubProfile?: string;
-  relayPort: string;
-}
+/** The options of `kubeconfig`, as the functions below read them. */
+type KubeconfigFlags = KubeconfigOptions;
 
 /** Register `kubeconfig` on `program`. */
 export function registerKubeconfigCommand(program: Command, ctx: CliContext): void {
-  const command = program
-    .command("kubeconfig")
-    .summary("write a kubeconfig that reaches a managed cluster through the hub")
-    .description(
+  registerOptionCommand(program, ctx, {
+    name: "kubeconfig",
+    summary: "write a kubeconfig that reaches a managed cluster through the hub",
+    description:
       "Write a kubeconfig (mode 0600) with which unmodified kubectl reaches a managed cluster's kube-apiserver through the hub, TLS verified against the cluster's CA, with your own credentials for that cluster. With --gateway: a kubeconfig for the gateway, one context per cluster, with your hub credentials (each cluster's RBAC applies to you, impersonated).",
-    )
-    .addHelpText("after", EXAMPLE)
-    .option("--cluster <name>", "the managed cluster (with --gateway: only this one; default every ManagedCluster)")
-    .option(
-      "--gateway [aggregated|direct|url]",
-      "through the gateway instead, as yourself with your hub credentials: bare or aggregated, through the hub apiserver (the gateway's aggregated API); direct, its Service https://cluster-proxy-addon-user.<namespace>.svc:9092; or the https URL of the gateway",
-    )
-    .option(
-      "--credentials-from <kubeconfig>",
-      "copy the current user of this kubeconfig (token, exec plugin, ...; with --gateway: your hub user, default the hub kubeconfig's)",
-    )
-    .option("--token <token>", "a bearer token for the managed cluster (with --gateway: for the hub)")
-    .option(
-      "--managed-service-account <name>",
-      "use the token of this ManagedServiceAccount (hub Secret <name> in the cluster's namespace)",
-    )
-    .option("-o, --output <file>", "write here (mode 0600) instead of standard output")
-    .option(
-      "--cluster-ca-cert <file>",
-      "CA bundle of the cluster's kube-apiserver (default: from its ManagedCluster); with --proxy-server-host and the --proxy-* files no hub is read",
-    )
-    .option(
-      "--relay-port <port>",
-      'through the hub kube-apiserver: the local port of "cluster-proxy relay" the proxy URL names',
-      String(CONNECT_DOOR_PORT),
-    );
-  addHubFlags(command, "connect");
-  addLocalHubFlag(command);
-  command.action(async () => {
-    const flags = command.opts<KubeconfigFlags>();
+    example: EXAMPLE,
+    schema: kubeconfigOptionsSchema,
+    run: writeClusterKubeconfig,
+  });
+
+  async function writeClusterKubeconfig(flags: KubeconfigFlags): Promise<void> {
     if (flags.gateway !== undefined) {
       const doc = await gatewayKubeconfig(flags, ctx.env);
       await writeKubeconfig(ctx, flags.output, doc.kubeconfig, doc.summary);
@@ -158,12 +116,7 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
     if (flags.cluster === undefined)
       throw new ConfigError("--cluster: required (or --gateway, for every cluster through the gateway)");
     const cluster = flags.cluster;
-    const badName = clusterNameProblem(cluster);
-    if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
-    parseVia(flags.via);
-    const relayPort = Number(flags.relayPort);
-    if (!Number.isInteger(relayPort) || relayPort < 1 || relayPort > 65535)
-      throw new ConfigError(`--relay-port: "${flags.relayPort}" is not a port (1-65535)`);
+    const relayPort = flags.relayPort;
     const ways = [flags.credentialsFrom, flags.token, flags.managedServiceAccount].filter((v) => v !== undefined);
     if (ways.length !== 1)
       throw new ConfigError(
@@ -211,7 +164,7 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
       kubeconfig,
       (file) => `context ${cluster}; kubectl --kubeconfig ${file} get namespaces${relay}`,
     );
-  });
+  }
 }
 
 /** Write `kubeconfig` to `output` (mode 0600) and say so with `summary`, or to standard output. */
@@ -261,11 +214,7 @@ async function gatewayKubeconfig(
     throw new ConfigError(
       "--gateway: give at most one of --token and --credentials-from (default: your hub kubeconfig's user)",
     );
-  if (flags.cluster !== undefined) {
-    const badName = clusterNameProblem(flags.cluster);
-    if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
-  }
-  const route = parseGatewayRoute(flags.gateway ?? true);
+  const route = parseGatewayRoute(flags.gateway ?? "aggregated");
   const user = await hubUser(flags, env);
   if (route.kind === "aggregated") return aggregatedKubeconfig(flags, env, user);
   const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();

@@ -6,7 +6,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
-import type { Command } from "commander";
 import { ConfigError, clusterNameProblem } from "@cluster-proxy/api";
 import { CommandFailure } from "./cli-context.js";
 import type { Hub, ProxyCredentials, ProxyEndpoint } from "./hub-access.js";
@@ -49,14 +48,6 @@ export async function removeLocalHubProfile(stateDir: string, pid: number): Prom
     return;
   }
   await rm(file, { force: true });
-}
-
-/** `--hub-profile`, the flag the hub operations take besides the hub-access flags. */
-export function addLocalHubFlag(command: Command): Command {
-  return command.option(
-    "--hub-profile <file>",
-    `the local hub of "cluster-proxy up" to use (default: ./${DEFAULT_STATE_DIR}/${PROFILE_FILE} when it exists and neither --kubeconfig nor --proxy-server-host is given)`,
-  );
 }
 
 /** The flags that decide between the local hub and a Kubernetes hub. */

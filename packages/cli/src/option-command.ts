@@ -1,7 +1,8 @@
 /**
- * The subcommands whose flags are an option schema of @cluster-proxy/api (`server`, `agent`,
- * `addon-manager`, `certs`, `up`): declared once here, with their help texts and one flag per
- * spec, and run with the options resolved from flags, environment and defaults.
+ * The subcommands with flags, each an option schema (the components' and `certs`/`up` of
+ * @cluster-proxy/api, the hub operations' of hub-options.ts): declared once here, with their
+ * help texts and one flag per spec, and run with the options resolved from flags, environment
+ * and defaults.
  */
 import type { Command } from "commander";
 import { ConfigError, type OptionField, type OptionSpec, type OptionsOf, type OptionsSchema } from "@cluster-proxy/api";
@@ -25,6 +26,8 @@ export interface OptionCommand<F extends Record<string, OptionField>> {
    * component handed these options does not validate them again.
    */
   schema: OptionsSchema<F>;
+  /** Operands after the flags, as commander declares them (`["<specs...>", "what each is"]`); `command.args` holds them. */
+  argument?: readonly [name: string, description: string];
   /**
    * Run with the validated options and the commander command (to tell a flag given from a
    * default).
@@ -43,6 +46,7 @@ export function registerOptionCommand<F extends Record<string, OptionField>>(
     .summary(spec.summary)
     .description(spec.description)
     .addHelpText("after", spec.example);
+  if (spec.argument) command.argument(spec.argument[0], spec.argument[1]);
   addOptionSpecs(command, spec.schema.specs);
   command.action(async () => {
     await spec.run(resolveCommandOptions(command, spec.schema, ctx.env), command);

@@ -43,10 +43,15 @@ function collectList(value: string, previous: unknown): string {
   return typeof previous === "string" && previous !== "" ? `${previous},${value}` : value;
 }
 
-/** A commander option for `spec`. Booleans take an optional value (`--x`, `--x=false`). */
+/**
+ * A commander option for `spec`. Booleans take an optional value (`--x`, `--x=false`), as does a
+ * flag with a bare value (`--gateway`, `--gateway=direct`).
+ */
 export function commanderOption(spec: OptionSpec): Option {
   const names = spec.short ? `-${spec.short}, --${spec.flag}` : `--${spec.flag}`;
-  const flags = spec.kind === "boolean" ? `${names} [${VALUE_NAMES.boolean}]` : `${names} <${VALUE_NAMES[spec.kind]}>`;
+  const value = spec.valueName ?? VALUE_NAMES[spec.kind];
+  // A boolean, or a flag with a bare value, may be given without a value.
+  const flags = spec.kind === "boolean" || spec.bareValue !== undefined ? `${names} [${value}]` : `${names} <${value}>`;
   const option = new Option(flags, optionHelpText(spec));
   if (spec.kind === "list") option.argParser(collectList);
   return option;

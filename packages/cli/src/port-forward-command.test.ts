@@ -58,7 +58,7 @@ test("a --via, --door or --relay-port that is not one of its values is refused n
     ],
     [["health", "--via=ssh"], /--via: "ssh" is not one of auto, apiserver, direct/],
     [["relay", "--door", "agent"], /--door: "agent" is not one of connect, grpc, gateway/],
-    [["relay", "--port", "70000"], /--port: "70000" is not a port/],
+    [["relay", "--port", "70000"], /--port: 70000 is not a port/],
     [["kubeconfig", "--cluster", "mc1", "--token", "t", "--relay-port", "x"], /--relay-port: "x" is not a port/],
   ] as const) {
     const err: string[] = [];

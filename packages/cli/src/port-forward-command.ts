@@ -6,26 +6,12 @@
  */
 import net from "node:net";
 import type { Command } from "commander";
-import { ConfigError, GRPC_DOOR_PORT, clusterNameProblem } from "@cluster-proxy/api";
+import { ConfigError, GRPC_DOOR_PORT } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "./cli-context.js";
-import {
-  addHubFlags,
-  lazyHub,
-  openProxyRoute,
-  parseVia,
-  proxyCredentials,
-  type HubFlags,
-  type ProxyEndpoint,
-  type ProxyRoute,
-} from "./hub-access.js";
-import {
-  addLocalHubFlag,
-  localCluster,
-  localCredentials,
-  localEndpoint,
-  requireConfiguredHub,
-  selectLocalHub,
-} from "./local-hub.js";
+import { lazyHub, openProxyRoute, proxyCredentials, type ProxyEndpoint, type ProxyRoute } from "./hub-access.js";
+import { portForwardOptionsSchema, type PortForwardOptions } from "./hub-options.js";
+import { registerOptionCommand } from "./option-command.js";
+import { localCluster, localCredentials, localEndpoint, requireConfiguredHub, selectLocalHub } from "./local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
@@ -38,12 +24,6 @@ Examples:
 pod IP); the cluster's own name is its kube-apiserver. Local port 0 picks a free port.
 Stops on SIGINT/SIGTERM.
 `;
-
-interface PortForwardFlags extends HubFlags {
-  cluster: string;
-  address: string;
-  hubProfile?: string;
-}
 
 /** One `<local-port>:<host>:<port>` argument. */
 export interface ForwardSpec {
@@ -72,7 +52,6 @@ export function forwardAddress(spec: ForwardSpec, cluster: string): string {
   return `${host}:${spec.port}`;
 }
 
-/** Register `port-forward` on `program`. */
 /** How long a connection that could not be forwarded is given to close its side after ours. */
 const UNSERVED_LINGER_MS = 5_000;
 
@@ -91,29 +70,25 @@ function closeUnserved(local: net.Socket): void {
   local.end();
 }
 
+/** Register `port-forward` on `program`. */
 export function registerPortForwardCommand(
   program: Command,
   ctx: CliContext,
   setExitCode: (code: number) => void,
 ): void {
-  const command = program
-    .command("port-forward")
-    .summary("forward local ports to addresses inside a managed cluster, through the hub")
-    .description(
+  registerOptionCommand(program, ctx, {
+    name: "port-forward",
+    summary: "forward local ports to addresses inside a managed cluster, through the hub",
+    description:
       "Listen on local ports and forward every connection through the hub's proxy-servers to an address inside a managed cluster.",
-    )
-    .addHelpText("after", EXAMPLE)
-    .argument("<specs...>", "<local-port>:<host>:<port>")
-    .requiredOption("--cluster <name>", "the managed cluster")
-    .option("--address <ip>", "local address to listen on", "127.0.0.1");
-  addHubFlags(command, "grpc");
-  addLocalHubFlag(command);
-  command.action(async (specTexts: string[]) => {
-    const flags = command.opts<PortForwardFlags>();
-    const badName = clusterNameProblem(flags.cluster);
-    if (badName !== undefined) throw new ConfigError(`--cluster: ${badName}`);
+    example: EXAMPLE,
+    schema: portForwardOptionsSchema,
+    argument: ["<specs...>", "<local-port>:<host>:<port>"],
+    run: (flags, command) => forward(flags, command.args),
+  });
+
+  async function forward(flags: PortForwardOptions, specTexts: readonly string[]): Promise<void> {
     const specs = specTexts.map(parseForwardSpec);
-    parseVia(flags.via);
     const local = selectLocalHub(flags, ctx.cwd);
     let endpoint: ProxyEndpoint;
     let creds;
@@ -195,5 +170,5 @@ export function registerPortForwardCommand(
         forced: () => Promise.resolve(1),
       }),
     );
-  });
+  }
 }

@@ -4,10 +4,12 @@
  * Guide: docs/guides/hub-operations.md#from-a-workstation-only-the-hub-kubeconfig
  */
 import type { Command } from "commander";
-import { ADDON_NAME, CONNECT_DOOR_PORT, ConfigError, GATEWAY_PORT, GRPC_DOOR_PORT } from "@cluster-proxy/api";
+import { CONNECT_DOOR_PORT, GATEWAY_PORT, GRPC_DOOR_PORT } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
 import { GATEWAY_SELECTOR } from "./apiserver-route.js";
 import { lazyHub, openApiserverRoute } from "./hub-access.js";
+import { relayOptionsSchema, type RelayOptions } from "./hub-options.js";
+import { registerOptionCommand } from "./option-command.js";
 import { requireConfiguredHub } from "./local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
@@ -32,47 +34,28 @@ interface Door {
 }
 
 /** The doors by `--door` value. */
-const DOORS: Record<string, Door> = {
+const DOORS: Record<RelayOptions["door"], Door> = {
   connect: { port: CONNECT_DOOR_PORT, what: "the proxy-servers' HTTP CONNECT door" },
   grpc: { port: GRPC_DOOR_PORT, what: "the proxy-servers' gRPC door" },
   gateway: { port: GATEWAY_PORT, selector: GATEWAY_SELECTOR, what: "the gateway" },
 };
 
-interface RelayFlags {
-  kubeconfig?: string;
-  configuration: string;
-  door: string;
-  address: string;
-  port?: string;
-}
-
 /** Register `relay` on `program`. */
 export function registerRelayCommand(program: Command, ctx: CliContext, setExitCode: (code: number) => void): void {
-  const command = program
-    .command("relay")
-    .summary("forward a local port to the proxy-servers through the hub kube-apiserver (for tunnel kubeconfigs)")
-    .description(
+  registerOptionCommand(program, ctx, {
+    name: "relay",
+    summary: "forward a local port to the proxy-servers through the hub kube-apiserver (for tunnel kubeconfigs)",
+    description:
       "Listen on a local port and forward every connection through the hub kube-apiserver (pods/portforward) to a door of a Ready proxy-server pod: what a kubeconfig written with --via=apiserver needs beside kubectl.",
-    )
-    .addHelpText("after", EXAMPLE)
-    .option("--kubeconfig <file>", "hub kubeconfig (default: $KUBECONFIG, then the in-cluster service account)")
-    .option("--configuration <name>", "the ManagedProxyConfiguration", ADDON_NAME)
-    .option(
-      "--door <door>",
-      `the door: connect (the proxy-servers' HTTP CONNECT, ${CONNECT_DOOR_PORT}), grpc (their gRPC client door, ${GRPC_DOOR_PORT}) or gateway (the gateway's port, ${GATEWAY_PORT})`,
-      "connect",
-    )
-    .option("--address <ip>", "local address to listen on", "127.0.0.1")
-    .option("--port <port>", "local port (default: the door's port; 0 picks a free one)");
-  command.action(async () => {
-    const flags = command.opts<RelayFlags>();
-    const all = DOORS;
-    const door = Object.hasOwn(all, flags.door) ? all[flags.door] : undefined;
-    if (!door) throw new ConfigError(`--door: "${flags.door}" is not one of ${Object.keys(all).join(", ")}`);
+    example: EXAMPLE,
+    schema: relayOptionsSchema,
+    run: relay,
+  });
+
+  async function relay(flags: RelayOptions): Promise<void> {
+    const door = DOORS[flags.door];
     const doorPort = door.port;
-    const port = flags.port === undefined ? doorPort : Number(flags.port);
-    if (!Number.isInteger(port) || port < 0 || port > 65535)
-      throw new ConfigError(`--port: "${flags.port}" is not a port (0-65535)`);
+    const port = flags.port ?? doorPort;
     const hub = requireConfiguredHub(
       lazyHub({ ...flags, inClusterProxyCertLookup: true, via: "apiserver" }, ctx.env),
       flags,
@@ -95,5 +78,5 @@ export function registerRelayCommand(program: Command, ctx: CliContext, setExitC
         forced: () => Promise.resolve(1),
       }),
     );
-  });
+  }
 }

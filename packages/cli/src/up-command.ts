@@ -13,10 +13,9 @@ import type { Command } from "commander";
 import pc from "picocolors";
 import {
   ConfigError,
-  agentOptionsSchema,
+  parseAgentOptions,
+  parseServerOptions,
   parseUpOptions,
-  resolveOptions,
-  serverOptionsSchema,
   upOptionsSchema,
   type UpOptions,
 } from "@cluster-proxy/api";
@@ -339,37 +338,34 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       import("./up-fleet.js"),
       import("./up-fleet-http.js"),
     ]);
-    const serverOptions = resolveOptions(
-      serverOptionsSchema,
-      {
-        mode: "both",
-        "server-port": String(ports.grpc.port),
-        "server-bind-address": "127.0.0.1",
-        "http-connect-port": String(ports.connectPlain.port),
-        "http-connect-bind-address": "127.0.0.1",
-        "http-connect-plain": true,
-        "agent-port": String(ports.agent.port),
-        "agent-bind-address": "127.0.0.1",
-        "health-port": String(ports.health.port),
-        "health-bind-address": "127.0.0.1",
-        "admin-port": String(ports.admin.port),
-        "admin-bind-address": "127.0.0.1",
-        "server-cert": paths.server.cert,
-        "server-key": paths.server.key,
-        "server-ca-cert": paths.clientCa.cert,
-        "cluster-cert": paths.server.cert,
-        "cluster-key": paths.server.key,
-        "cluster-ca-cert": paths.agentCa.cert,
-        "server-id": "cluster-proxy-up",
-        "proxy-strategies": "destHost",
-        "keepalive-time": "30s",
-        "frontend-keepalive-time": "1m",
-        "backend-dial-timeout": "30s",
-        "graceful-shutdown-timeout": "1s",
-        "log-level": options.logLevel,
-      },
-      {},
-    );
+    // Typed options, validated by the schema: a field renamed or given the wrong type fails the typecheck here.
+    const serverOptions = parseServerOptions({
+      mode: "both",
+      serverPort: ports.grpc.port,
+      serverBindAddress: "127.0.0.1",
+      httpConnectPort: ports.connectPlain.port,
+      httpConnectBindAddress: "127.0.0.1",
+      httpConnectPlain: true,
+      agentPort: ports.agent.port,
+      agentBindAddress: "127.0.0.1",
+      healthPort: ports.health.port,
+      healthBindAddress: "127.0.0.1",
+      adminPort: ports.admin.port,
+      adminBindAddress: "127.0.0.1",
+      serverCert: paths.server.cert,
+      serverKey: paths.server.key,
+      serverCaCert: paths.clientCa.cert,
+      clusterCert: paths.server.cert,
+      clusterKey: paths.server.key,
+      clusterCaCert: paths.agentCa.cert,
+      serverId: "cluster-proxy-up",
+      proxyStrategies: ["destHost"],
+      keepaliveTime: 30_000,
+      frontendKeepaliveTime: 60_000,
+      backendDialTimeout: 30_000,
+      gracefulShutdownTimeout: 1_000,
+      logLevel: options.logLevel,
+    });
     const server = new ProxyServer(serverOptions, { logger: log });
     stack.push("proxy-server", () => server.close());
     await server.start();
@@ -417,27 +413,23 @@ export async function runUp(options: UpOptions, ctx: CliContext): Promise<number
       stack.push(`sample service ${cluster}`, () => service.close());
       services.push(service);
       const agentPaths = paths.agents.get(cluster)!;
-      const agentOptions = resolveOptions(
-        agentOptionsSchema,
-        {
-          "proxy-server-host": "127.0.0.1",
-          "proxy-server-port": String(ports.agent.port),
-          "ca-cert": paths.ca.cert,
-          "agent-cert": agentPaths.cert,
-          "agent-key": agentPaths.key,
-          "agent-id": `up-${cluster}`,
-          "cluster-name": cluster,
-          "apiserver-address": `127.0.0.1:${service.port}`,
-          "health-server-port": "0",
-          "admin-server-port": "0",
-          "sync-interval": "200ms",
-          "sync-interval-cap": "2s",
-          "drain-grace-period": "1s",
-          "keepalive-time": "30s",
-          "log-level": options.logLevel,
-        },
-        {},
-      );
+      const agentOptions = parseAgentOptions({
+        proxyServerHost: "127.0.0.1",
+        proxyServerPort: ports.agent.port,
+        caCert: paths.ca.cert,
+        agentCert: agentPaths.cert,
+        agentKey: agentPaths.key,
+        agentId: `up-${cluster}`,
+        clusterName: cluster,
+        apiserverAddress: `127.0.0.1:${service.port}`,
+        healthServerPort: 0,
+        adminServerPort: 0,
+        syncInterval: 200,
+        syncIntervalCap: 2_000,
+        drainGracePeriod: 1_000,
+        keepaliveTime: 30_000,
+        logLevel: options.logLevel,
+      });
       const slot: AgentSlot = {
         agent: undefined,
         make: () => new ProxyAgent(agentOptions, { logger: log.child({ cluster }) }),
