@@ -109,11 +109,13 @@ export function transcriptSteps(block: string): TranscriptStep[] {
 /**
  * A transcript's output line as a pattern for the real output: runs of spaces match any (tables
  * line up differently), and what varies from run to run matches any value of its shape (latencies,
- * times, kubectl's ages, source ports, pod names' hashes, pod addresses in parentheses).
+ * times, kubectl's ages, source ports, pod names' hashes, pod addresses in parentheses); `[...]`
+ * marks text the page leaves out (a long reason whose wording depends on timing) and matches any.
  */
 export function transcriptLinePattern(line: string): RegExp {
   const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/\s+/g, "\\s+");
   const shapes: [RegExp, (m: RegExpExecArray) => string][] = [
+    [/\[\.\.\.\]/y, () => ".+?"],
     [/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ/y, () => "\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ"],
     [/\d+ms(?=\s|$)/y, () => "\\d+(?:ms|\\.\\ds)"],
     [/(?<=\s)\d+[smhd](?:\d+[smhd])?(?=\s|$)/y, () => "\\d+[smhd](?:\\d+[smhd])?"],
