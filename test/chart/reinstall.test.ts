@@ -8,7 +8,7 @@
  *    the addon's CSRs per cluster (sampled every second) stay far below OCM's limit of 10, the
  *    registration agent's halt (csr-approval.ts: an issued request goes once a newer one of its
  *    cluster and signer exists). The issue's timing (each install Available within 60 s, the ten
- *    within fifteen minutes) is a `todo` test: not met on the busy test machine yet;
+ *    within fifteen minutes) is a `todo` test: it holds with the suite alone, not under heavy load;
  * 2. OCM's limit forced on mc1 (ten pending CSRs with mc1's cluster-name and the addon-name label,
  *    of a signer nobody serves, made before the install): within 30 s of the install mc1's
  *    `Available` is False with reason `AgentCertificateNotIssued`, its message and
@@ -42,8 +42,12 @@ const INSTALL_AVAILABLE_MS = 60_000;
 const CYCLES_TOTAL_MS = 15 * 60_000;
 /** OCM v1.2.1's registration agent halts at this many CSRs of a cluster and addon (csr-signer.ts). */
 const OCM_LIMIT = 10;
-/** At most this many of the addon's CSRs per cluster at any time during the cycles. */
-const CSRS_AT_MOST = 4;
+/**
+ * At most this many of the addon's CSRs per cluster at any time during the cycles: per signer (two
+ * with entrypoint PortForward) the issued one in use, its predecessor until the newer one is issued,
+ * and the request of an install in progress. Measured: 4 and 5.
+ */
+const CSRS_AT_MOST = 6;
 const CLUSTER_LABEL = "open-cluster-management.io/cluster-name";
 /** The placeholders' signer: nobody approves or signs it, so they stay pending. */
 const PLACEHOLDER_SIGNER = "example.com/cluster-proxy-test-placeholder";
@@ -152,12 +156,13 @@ describe("reinstalls, and OCM's limit of certificate requests", { timeout: 60 * 
     for (const cluster of MANAGED) assert.ok((most[cluster] ?? 0) <= CSRS_AT_MOST, line);
   });
 
-  // The issue's goal; not met on the busy 2-core test machine (58-251 s there, pods failing their
-  // liveness probes under load; up to ~30 s of each install is the new manager waiting out the
-  // leader Lease its uninstalled predecessor left held). Reported, not failing the run, until fixed.
+  // The issue's goal: held with the suite alone on 2 cores (21.7-40.7 s), not at a load average of
+  // 30 (58-251 s, pods failing their liveness probes; up to ~30 s of each install is the new manager
+  // waiting out the leader Lease its uninstalled predecessor left held). Reported, not failing the
+  // run, until it holds under load too.
   test(
     `the ${CYCLES} cycles within fifteen minutes, every install Available within 60 s`,
-    { todo: "not met on the busy test machine: leader Lease left held by the uninstalled manager, load" },
+    { todo: "not under heavy load: the leader Lease left held by the uninstalled manager, slow starts" },
     () => {
       assert.equal(cycles.length, CYCLES, "the cycles did not all run");
       for (const [i, c] of cycles.entries())
