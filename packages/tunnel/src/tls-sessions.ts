@@ -1,13 +1,7 @@
 /**
- * TLS 1.3 session resumption on the client side (issue 41): the tickets a proxy-server sends after
- * a handshake are kept per server and per own identity, and offered on the next connection to the
- * same server, which then skips the certificate exchange and its signatures (about a third of a
- * full handshake's CPU on both ends, and one less round of public-key work for the server).
- *
- * A cached session is keyed by the server's address and a digest of the TLS options that make the
- * client's identity (certificate, key, trusted CA, SNI name): a reloaded or replaced certificate
- * never resumes a session of the old one. A connection that offered a session and then failed
- * (refused, closed right after the handshake) drops it, so the next attempt is a full handshake.
+ * The client side of TLS 1.3 resumption: sessions kept per server and per own identity (a digest of
+ * certificate, key, CA and server name), offered on the next connection, dropped when it fails.
+ * Design: docs/design/decisions.md#tls-13-session-resumption-issue-41
  */
 import { createHash } from "node:crypto";
 import type * as tls from "node:tls";

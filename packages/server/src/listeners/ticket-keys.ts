@@ -1,20 +1,7 @@
 /**
- * TLS session ticket keys of the proxy-server's TLS ports (issue 41, TLS 1.3 resumption).
- *
- * The key file (--tls-session-ticket-key-file, the addon manager's Secret, the same in every
- * replica) holds one base64 48-byte key per line: the current key first, the previous one
- * second. A port never uses a file key as such: each door derives its own keys with HKDF (the
- * door's name is the HKDF info), so a ticket one door issued cannot even be decrypted at another
- * (a proxy-client certificate's session never resumes at the agent port), on top of the per-door
- * `sessionIdContext` that OpenSSL checks on resumption.
- *
- * Node's TLS server holds one ticket key (48 bytes: a 16-byte name, an HMAC and an AES key) and
- * refuses tickets of any other name: a server cannot accept two keys itself. The previous key is
- * accepted by a twin TLS server of the same door holding it; the handshake pacer, which reads
- * each ClientHello before the handshake, hands a connection whose ticket (the first PSK identity)
- * starts with the previous key's name to the twin, every other one to the door's server. So a
- * rotation does not turn the fleet's next reconnect into full handshakes: tickets of the previous
- * key resume for one more rotation period, until the manager drops that key from the file.
+ * TLS session ticket keys of the proxy-server's doors: the shared key file (current, previous),
+ * per-door keys derived with HKDF, and the previous key's twin server the pacer routes tickets to.
+ * Design: docs/design/decisions.md#tls-13-session-resumption-issue-41
  */
 import { createHash, hkdfSync, randomBytes } from "node:crypto";
 
