@@ -242,6 +242,13 @@ export class CertReloader {
       return "unchanged";
     }
     if (digest === this.refused) return "failed";
+    // The files are read one after another: a Secret volume's atomic swap between two reads gives a
+    // mix of old and new. Changed content counts only once a second read gives the same.
+    try {
+      if (tlsDigest(await readTlsFiles(files, this.options.readFile)) !== digest) return "unchanged";
+    } catch {
+      return "unchanged";
+    }
     try {
       checkTlsMaterial(files, material);
       this.options.apply(material);

@@ -153,6 +153,31 @@ describe("CertReloader", () => {
     assert.equal(await reloader.check(), "unchanged");
   });
 
+  test("a swap of the files between two reads (old and new mixed) is not applied; the whole new set is, once", async () => {
+    const files = disk(one);
+    const next = disk(two);
+    const applied: TlsMaterial[] = [];
+    let reads = 0;
+    const reloader = new CertReloader({
+      what: "x",
+      files: FILES,
+      intervalMs: 0,
+      initial: materialOf(files),
+      apply: (m) => void applied.push(m),
+      logger: recordingLogger(),
+      // The volume swaps to the new set right after the first file of this check was read.
+      readFile: (path) => {
+        if (++reads === 2) for (const [k, v] of next) files.set(k, v);
+        return Promise.resolve(files.get(path)!);
+      },
+    });
+    assert.equal(await reloader.check(), "unchanged", "a mixed read is not taken");
+    assert.equal(await reloader.check(), "reloaded");
+    assert.equal(await reloader.check(), "unchanged");
+    assert.equal(applied.length, 1);
+    assert.deepEqual(applied[0], materialOf(next));
+  });
+
   test("an apply that throws counts as a failure and is retried with the next change", async () => {
     const files = disk(one);
     const logger = recordingLogger();
