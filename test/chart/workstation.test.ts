@@ -94,6 +94,16 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
     return { out: () => out, err: () => err };
   };
 
+  /** A Service `name` in mc1's default namespace in front of the ops-web pods (port 80). */
+  const webService = (name: string): Promise<unknown> =>
+    env
+      .core("mc1")
+      .createNamespacedService({
+        namespace: "default",
+        body: { metadata: { name }, spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] } },
+      })
+      .catch(() => undefined);
+
   before(
     async () => {
       env = await startTestEnv();
@@ -130,16 +140,7 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
           }),
         })
         .catch(() => undefined);
-      await env
-        .core("mc1")
-        .createNamespacedService({
-          namespace: "default",
-          body: {
-            metadata: { name: "ops-web" },
-            spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] },
-          },
-        })
-        .catch(() => undefined);
+      await webService("ops-web");
     },
     { timeout: 90 * 60_000 },
   );
@@ -405,16 +406,7 @@ describe("from a workstation with only the hub kubeconfig", { timeout: 30 * 60_0
         body: { metadata: { name: "my-msa" }, data: { token: Buffer.from(mc1Token).toString("base64") } },
       })
       .catch(() => undefined);
-    await env
-      .core("mc1")
-      .createNamespacedService({
-        namespace: "default",
-        body: {
-          metadata: { name: "web" },
-          spec: { selector: { app: "ops-web" }, ports: [{ port: 80, targetPort: 8080 }] },
-        },
-      })
-      .catch(() => undefined);
+    await webService("web");
     // The gateway guide's grant on the managed side, for the hub kubeconfig's own user.
     const grant = docBlock("gateway-grant-managed")
       .replaceAll("system:serviceaccount:default:alice", "cpenv-admin")
