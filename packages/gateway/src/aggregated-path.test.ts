@@ -10,14 +10,12 @@
  */
 import assert from "node:assert/strict";
 import * as http2 from "node:http2";
-import * as net from "node:net";
-import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { aggregatedClusterPath, GATEWAY_API_ROOT } from "@cluster-proxy/api";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
 import type { EchoBody } from "./testing/fake-endpoint.js";
-import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { h2From, startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
 
 const FRONT_PROXY_NAME = "front-proxy-client";
 const TOKEN = "alice-token";
@@ -358,17 +356,7 @@ describe("the aggregated path: the hub apiserver is not one client of the per-cl
     localAddress: string,
     cert: { cert: Buffer; key: Buffer },
   ): Promise<{ session: http2.ClientHttp2Session; status: number }> => {
-    const session = http2.connect(`https://127.0.0.1:${f.port}`, {
-      createConnection: () =>
-        tls.connect({
-          socket: net.connect({ host: "127.0.0.1", port: f.port, localAddress }),
-          ca: f.servingCa,
-          servername: "localhost",
-          ALPNProtocols: ["h2"],
-          ...cert,
-        }),
-    });
-    session.on("error", () => undefined);
+    const session = h2From(f, localAddress, cert);
     const status = await new Promise<number>((resolve) => {
       const req = session.request({
         ":path": `${aggregatedClusterPath("mc1")}/api`,

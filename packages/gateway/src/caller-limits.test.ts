@@ -12,7 +12,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
-import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { h2From, startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
 import { RawH2 } from "./testing/raw-h2.js";
 
 const TOKEN = "limits-token";
@@ -116,21 +116,6 @@ async function tlsFrom(f: GatewayFixture, localAddress: string): Promise<tls.TLS
   });
   await once(socket, "secureConnect");
   return socket;
-}
-
-/** An HTTP/2 session from `localAddress`. */
-function h2From(f: GatewayFixture, localAddress: string): http2.ClientHttp2Session {
-  const session = http2.connect(`https://127.0.0.1:${f.port}`, {
-    createConnection: () =>
-      tls.connect({
-        socket: net.connect({ host: "127.0.0.1", port: f.port, localAddress }),
-        ca: f.servingCa,
-        servername: "localhost",
-        ALPNProtocols: ["h2"],
-      }),
-  });
-  session.on("error", () => undefined);
-  return session;
 }
 
 describe("gateway caller limits: per client, HTTP/2", () => {

@@ -6,7 +6,9 @@
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { once } from "node:events";
+import * as http2 from "node:http2";
 import * as https from "node:https";
+import * as net from "node:net";
 import * as tls from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -238,4 +240,27 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
       await rm(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * An HTTP/2 session to `f`'s port from `localAddress` (a loopback address of its own, so that it
+ * counts as a client of its own), with the client certificate `cert` if given.
+ */
+export function h2From(
+  f: GatewayFixture,
+  localAddress: string,
+  cert?: { cert: Buffer; key: Buffer },
+): http2.ClientHttp2Session {
+  const session = http2.connect(`https://127.0.0.1:${f.port}`, {
+    createConnection: () =>
+      tls.connect({
+        socket: net.connect({ host: "127.0.0.1", port: f.port, localAddress }),
+        ca: f.servingCa,
+        servername: "localhost",
+        ALPNProtocols: ["h2"],
+        ...cert,
+      }),
+  });
+  session.on("error", () => undefined);
+  return session;
 }
