@@ -1,11 +1,9 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { once } from "node:events";
-import type * as net from "node:net";
-import * as tls from "node:tls";
 import { createTestPki } from "@cluster-proxy/pki/testing";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { classifyFirstBytes, clientHelloTicket, looksLikeTls } from "./first-bytes.js";
+import { tlsSession } from "../testing/tls-session.js";
 
 test("classifyFirstBytes: a ClientHello only when its whole first record is there; HTTP and other bytes at once", async () => {
   const hello = await captureClientHello();
@@ -34,19 +32,8 @@ test("classifyFirstBytes: a ClientHello only when its whole first record is ther
 describe("clientHelloTicket", () => {
   test("the ticket a resuming ClientHello offers; none in a full one or in bytes that are not a ClientHello", async () => {
     const pki = await createTestPki();
-    const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("x"));
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
     try {
-      const c = tls.connect({
-        port: (server.address() as net.AddressInfo).port,
-        host: "127.0.0.1",
-        ca: pki.ca,
-        servername: "localhost",
-      });
-      const [session] = (await once(c, "session")) as [Buffer];
-      const ticket = c.getTLSTicket();
-      c.destroy();
+      const { session, ticket } = await tlsSession(pki);
       assert.ok(ticket);
       const resuming = await captureClientHello("localhost", session);
       assert.deepEqual(clientHelloTicket(resuming), ticket);
@@ -54,7 +41,6 @@ describe("clientHelloTicket", () => {
       for (let n = 0; n < resuming.length; n += 7) clientHelloTicket(resuming.subarray(0, n));
       assert.equal(clientHelloTicket(Buffer.from("GET / HTTP/1.1\r\n\r\n")), undefined);
     } finally {
-      server.close();
       pki.cleanup();
     }
   });

@@ -14,36 +14,17 @@ import {
   type HandshakePacerOptions,
 } from "./handshake-pacer.js";
 import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
+import { tlsSession } from "../testing/tls-session.js";
 
 let pki: TestPki;
 let clientHello: Buffer;
 /** A ClientHello that offers a session ticket (a TLS 1.3 resumption). */
 let resumingHello: Buffer;
 
-/** A session of a TLS server with session tickets (node's default). */
-async function tlsSession(): Promise<Buffer> {
-  const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  try {
-    const c = tls.connect({
-      port: (server.address() as net.AddressInfo).port,
-      host: "127.0.0.1",
-      ca: pki.ca,
-      servername: "localhost",
-    });
-    const [session] = (await once(c, "session")) as [Buffer];
-    c.destroy();
-    return session;
-  } finally {
-    server.close();
-  }
-}
-
 before(async () => {
   pki = await createTestPki();
   clientHello = await captureClientHello();
-  resumingHello = await captureClientHello("localhost", await tlsSession());
+  resumingHello = await captureClientHello("localhost", (await tlsSession(pki)).session);
 });
 after(() => pki.cleanup());
 
