@@ -5,7 +5,7 @@ import {
   defaultedSpec,
   type Condition,
   type ManagedProxyConfiguration,
-  type ManagedProxyConfigurationSpec,
+  type PartialManagedProxyConfigurationSpec,
 } from "@cluster-proxy/api";
 import { createCertificateAuthority } from "@cluster-proxy/pki";
 import { b64, unb64, type SecretObject } from "./certificate-authority.js";
@@ -71,7 +71,7 @@ function fakeApi(): { api: KubeApi; objects: Map<string, KubeObject> } {
   return { api: api as unknown as KubeApi, objects };
 }
 
-function configuration(spec: Partial<ManagedProxyConfigurationSpec> = {}): ManagedProxyConfiguration {
+function configuration(spec: PartialManagedProxyConfigurationSpec = {}): ManagedProxyConfiguration {
   return {
     apiVersion: "proxy.open-cluster-management.io/v1alpha1",
     kind: "ManagedProxyConfiguration",
@@ -81,7 +81,7 @@ function configuration(spec: Partial<ManagedProxyConfigurationSpec> = {}): Manag
       proxyAgent: { image: "a" },
       authentication: { signer: { type: "SelfSigned", selfSigned: { additionalSANs: ["gw.example.com"] } } },
       ...spec,
-    } as ManagedProxyConfigurationSpec),
+    }),
   };
 }
 
@@ -203,7 +203,7 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
     const mpc = configuration({
       authentication: defaultedSpec({
         authentication: { signer: { type: "Provided", provided: { secretName: "my-ca" } } },
-      } as ManagedProxyConfigurationSpec).authentication,
+      }).authentication,
     });
     await reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy");
     const myCa = new X509Certificate(mine.certPem);
@@ -250,7 +250,7 @@ describe("a configuration validation refuses (ConfigurationReconciler)", () => {
     const { api, objects } = fakeApi();
     const mpc = configuration({
       authentication: { signer: { type: "CertManager" } },
-    } as Partial<ManagedProxyConfigurationSpec>);
+    });
     await assert.rejects(
       reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy"),
       (err) => err instanceof TerminalError && /refused: spec\.authentication\.signer\.type/.test(err.message),

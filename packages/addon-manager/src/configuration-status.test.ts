@@ -11,7 +11,7 @@ function mpc(resourceVersion: string, conditions: Condition[] = []): ManagedProx
     apiVersion: "proxy.open-cluster-management.io/v1alpha1",
     kind: "ManagedProxyConfiguration",
     metadata: { name: "cluster-proxy", uid: "u1", generation: 1, resourceVersion },
-    spec: defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" } } as never),
+    spec: defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" } }),
     status: { conditions },
   };
 }

@@ -6,19 +6,19 @@ import {
   resolveOptions,
   serverOptionsSchema,
   type ManagedProxyConfiguration,
-  type ManagedProxyConfigurationSpec,
+  type PartialManagedProxyConfigurationSpec,
 } from "@cluster-proxy/api";
 import { rawFlags } from "./testing/raw-flags.js";
 import { MOUNTS, renderProxyServer, serverArgs, serverArgValues, type RenderedObject } from "./render-proxy-server.js";
 import { TICKET_KEYS_FILE, ticketKeysSecretName } from "./ticket-keys-secret.js";
 import type { KubeObject } from "./runtime/kube-api.js";
 
-function mpc(spec: Partial<ManagedProxyConfigurationSpec>): ManagedProxyConfiguration {
+function mpc(spec: PartialManagedProxyConfigurationSpec): ManagedProxyConfiguration {
   return {
     apiVersion: "proxy.open-cluster-management.io/v1alpha1",
     kind: "ManagedProxyConfiguration",
     metadata: { name: "cluster-proxy", uid: "u-1", generation: 1 },
-    spec: defaultedSpec({ proxyAgent: { image: "agent" }, ...spec } as ManagedProxyConfigurationSpec),
+    spec: defaultedSpec({ proxyAgent: { image: "agent" }, ...spec }),
   };
 }
 
@@ -51,14 +51,14 @@ type DeploymentSpec = {
 describe("renderProxyServer", () => {
   const base = {
     proxyServer: { image: "quay.io/x/cluster-proxy:1", replicas: 3 },
-  } as Partial<ManagedProxyConfigurationSpec>;
+  } satisfies PartialManagedProxyConfigurationSpec;
 
   it("runs the server with --server-count = replicas and the deploy ports", () => {
     const objs = renderProxyServer(
       mpc({
         ...base,
         deploy: { ports: { proxyServer: 9000, agentServer: 9001, healthServer: 9002, adminServer: 9005 } },
-        proxyServer: { ...base.proxyServer!, additionalArgs: ["--keepalive-time=30s"] },
+        proxyServer: { ...base.proxyServer, additionalArgs: ["--keepalive-time=30s"] },
       }),
     );
     const dep = find(objs, "Deployment")!;
@@ -112,7 +112,7 @@ describe("renderProxyServer", () => {
     assert.ok(JSON.stringify(spec.template.spec).includes("podAntiAffinity"));
     // One replica: no PDB (it would block every node drain).
     assert.equal(
-      find(renderProxyServer(mpc({ proxyServer: { ...base.proxyServer!, replicas: 1 } })), "PodDisruptionBudget"),
+      find(renderProxyServer(mpc({ proxyServer: { ...base.proxyServer, replicas: 1 } })), "PodDisruptionBudget"),
       undefined,
     );
   });
@@ -129,14 +129,14 @@ describe("renderProxyServer", () => {
     const objs = renderProxyServer(
       mpc({
         proxyServer: {
-          ...base.proxyServer!,
+          ...base.proxyServer,
           nodePlacement: { nodeSelector: { role: "infra" }, tolerations: [{ key: "infra", operator: "Exists" }] },
           entrypoint: {
             type: "LoadBalancerService",
             port: 443,
             loadBalancerService: { name: "lb", annotations: [{ key: "example.com/internal", value: "true" }] },
           },
-        } as never,
+        },
       }),
     );
     const spec = find(objs, "Deployment")!.spec as DeploymentSpec;
@@ -151,18 +151,16 @@ describe("renderProxyServer", () => {
   });
 
   it("a changed spec changes the Deployment's hash; the same spec keeps it", () => {
-    const hash = (s: Partial<ManagedProxyConfigurationSpec>): string | undefined =>
+    const hash = (s: PartialManagedProxyConfigurationSpec): string | undefined =>
       find(renderProxyServer(mpc(s)), "Deployment")!.metadata.annotations?.[
         "proxy.open-cluster-management.io/spec-hash"
       ];
     assert.equal(hash(base), hash(base));
-    assert.notEqual(hash(base), hash({ proxyServer: { ...base.proxyServer!, image: "other" } }));
+    assert.notEqual(hash(base), hash({ proxyServer: { ...base.proxyServer, image: "other" } }));
   });
 
   it("entrypoint PortForward: the agent upgrade door on 8096 and the RoleBinding of the agents' hub group to the tunnel role, nothing more", () => {
-    const objs = renderProxyServer(
-      mpc({ proxyServer: { ...base.proxyServer!, entrypoint: { type: "PortForward" } } } as never),
-    );
+    const objs = renderProxyServer(mpc({ proxyServer: { ...base.proxyServer, entrypoint: { type: "PortForward" } } }));
     const spec = find(objs, "Deployment")!.spec as DeploymentSpec & {
       template: { spec: { containers: { ports: { name: string; containerPort: number }[] }[] } };
     };
@@ -203,7 +201,7 @@ describe("the proxy-servers' TLS session ticket keys", () => {
   it("every replica mounts the configuration's ticket keys Secret and reads it with --tls-session-ticket-key-file", () => {
     const spec = {
       proxyServer: { image: "quay.io/x/cluster-proxy:1", replicas: 2 },
-    } as Partial<ManagedProxyConfigurationSpec>;
+    } satisfies PartialManagedProxyConfigurationSpec;
     const deployment = find(renderProxyServer(mpc(spec)), "Deployment")!;
     const pod = (deployment.spec as DeploymentSpec).template.spec;
     const container = pod.containers[0]!;
@@ -219,15 +217,16 @@ describe("the proxy-servers' TLS session ticket keys", () => {
 describe("the proxy-server's command line comes from the server's option schema", () => {
   it("parses back with the server's own parser to the values rendered, for every entrypoint", () => {
     const keyOf = new Map(serverOptionsSchema.specs.map((s) => [s.flag, s.key]));
-    for (const entrypoint of [
+    const entrypoints: NonNullable<PartialManagedProxyConfigurationSpec["proxyServer"]>["entrypoint"][] = [
       undefined,
       { type: "PortForward" },
       { type: "LoadBalancerService", port: 8091 },
       { type: "Hostname", hostname: { value: "h.example" }, port: 443 },
-    ]) {
+    ];
+    for (const entrypoint of entrypoints) {
       const spec = mpc({
         proxyServer: { image: "s", replicas: 2, ...(entrypoint ? { entrypoint } : {}) },
-      } as Partial<ManagedProxyConfigurationSpec>).spec;
+      }).spec;
       const values = serverArgValues(spec);
       const parsed: Record<string, unknown> = resolveOptions(serverOptionsSchema, rawFlags(serverArgs(spec)), {});
       for (const [flag, value] of Object.entries(values)) {

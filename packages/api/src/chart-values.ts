@@ -15,7 +15,7 @@ export interface ValuesSchema {
   type?: "object" | "array" | "string" | "integer" | "boolean" | "number";
   properties?: Record<string, ValuesSchema>;
   additionalProperties?: boolean | ValuesSchema;
-  required?: string[];
+  required?: readonly string[];
   items?: ValuesSchema;
   enum?: readonly unknown[];
   default?: unknown;

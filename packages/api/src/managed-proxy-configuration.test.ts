@@ -7,8 +7,17 @@ import {
   managedProxyConfigurationFromApi,
   managedProxyConfigurationSchema,
   schemaReference,
+  type Condition,
+  type EntrypointType,
   type JsonSchemaProps,
+  type ManagedProxyConfigurationSpec,
+  type PartialManagedProxyConfigurationSpec,
+  type SchemaValue,
 } from "./managed-proxy-configuration.js";
+
+/** Compile-time equality of two types: `typecheck` fails when a `holds<Equal<A, B>>()` does not. */
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+const holds = <T extends true>(): T | undefined => undefined;
 
 /** Every spec field of the Go addon's v1alpha1 (types at the release we replace, plus HEAD's additions). */
 const GO_FIELDS = [
@@ -115,7 +124,7 @@ describe("ManagedProxyConfiguration schema", () => {
   });
 
   it("fills the Go addon's defaults", () => {
-    const spec = defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" } } as never);
+    const spec = defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" } });
     assert.equal(spec.proxyServer.replicas, 3);
     assert.equal(spec.proxyServer.inClusterServiceName, "proxy-entrypoint");
     assert.equal(spec.proxyServer.namespace, "open-cluster-management-cluster-proxy");
@@ -133,7 +142,7 @@ describe("ManagedProxyConfiguration schema", () => {
     });
     assert.equal(spec.proxyAgent.replicas, 3);
     // A given value is kept.
-    assert.equal(defaultedSpec({ proxyServer: { image: "s", replicas: 1 } } as never).proxyServer.replicas, 1);
+    assert.equal(defaultedSpec({ proxyServer: { image: "s", replicas: 1 } }).proxyServer.replicas, 1);
   });
 
   it("refuses an entrypoint hostname that is neither a DNS name nor an IP address", () => {
@@ -174,7 +183,7 @@ describe("ManagedProxyConfiguration schema", () => {
 
   it("configurationProblems: what the CRD refuses, for objects a CRD without the rules let in", () => {
     const spec = (over: Record<string, unknown>): Parameters<typeof configurationProblems>[0] =>
-      defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" }, ...over } as never);
+      defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" }, ...over });
     assert.deepEqual(configurationProblems(spec({})), []);
     const server = (entrypoint: unknown): Parameters<typeof configurationProblems>[0] =>
       spec({ proxyServer: { image: "s", entrypoint } });
@@ -206,5 +215,49 @@ describe("ManagedProxyConfiguration schema", () => {
       one(spec({ proxyAgent: { image: "a", additionalServiceProxyArgs: ["--x"] } })),
       /^spec\.proxyAgent\.additionalServiceProxyArgs: /,
     );
+  });
+});
+
+describe("the API's TypeScript types come from the schema (SchemaValue)", () => {
+  it("a property is present once defaulted when the schema requires it or gives it a default; partial makes all optional", () => {
+    type S = {
+      type: "object";
+      required: readonly ["b"];
+      properties: {
+        a: { type: "string"; default: "x" };
+        b: { type: "integer" };
+        c: { type: "string"; enum: readonly ["A", "B"] };
+        d: { type: "array"; items: { type: "object"; properties: { e: { type: "boolean" } }; required: ["e"] } };
+        m: { type: "object"; additionalProperties: { type: "string" } };
+      };
+    };
+    holds<
+      Equal<SchemaValue<S>, { a: string; b: number; c?: "A" | "B"; d?: { e: boolean }[]; m?: Record<string, string> }>
+    >();
+    holds<
+      Equal<
+        SchemaValue<S, "partial">,
+        { a?: string; b?: number; c?: "A" | "B"; d?: { e?: boolean }[]; m?: Record<string, string> }
+      >
+    >();
+  });
+
+  it("the ManagedProxyConfiguration's types follow its schema's required fields, defaults and enums", () => {
+    holds<Equal<ManagedProxyConfigurationSpec["proxyServer"]["replicas"], number>>();
+    holds<
+      Equal<
+        ManagedProxyConfigurationSpec["authentication"]["signer"]["type"],
+        "SelfSigned" | "Provided" | "CertManager"
+      >
+    >();
+    holds<Equal<ManagedProxyConfigurationSpec["userServer"], { additionalSANs?: string[] } | undefined>>();
+    holds<Equal<EntrypointType, "Hostname" | "LoadBalancerService" | "PortForward">>();
+    holds<Equal<Condition["status"], "True" | "False" | "Unknown">>();
+    holds<Equal<NonNullable<PartialManagedProxyConfigurationSpec["proxyServer"]>["image"], string | undefined>>();
+    // @ts-expect-error -- a stored spec's proxyAgent needs its image (required, no default)
+    const agent: ManagedProxyConfigurationSpec["proxyAgent"] = { replicas: 1 };
+    const spec = defaultedSpec({ proxyServer: { image: "s" }, proxyAgent: { image: "a" } });
+    assert.equal(spec.deploy.ports.agentServer, 8091, "a defaulted field is set at run time as its type says");
+    assert.equal(agent.image, undefined);
   });
 });

@@ -33,11 +33,11 @@ export interface JsonSchemaProps {
   type?: "object" | "array" | "string" | "integer" | "boolean" | "number";
   description?: string;
   properties?: Record<string, JsonSchemaProps>;
-  required?: string[];
+  required?: readonly string[];
   items?: JsonSchemaProps;
   additionalProperties?: JsonSchemaProps;
   default?: unknown;
-  enum?: string[];
+  enum?: readonly string[];
   format?: string;
   minimum?: number;
   maximum?: number;
@@ -45,44 +45,84 @@ export interface JsonSchemaProps {
   maxLength?: number;
   maxItems?: number;
   pattern?: string;
-  "x-kubernetes-validations"?: { rule: string; message: string; fieldPath?: string; reason?: string }[];
+  "x-kubernetes-validations"?: readonly { rule: string; message: string; fieldPath?: string; reason?: string }[];
   "x-kubernetes-list-type"?: "atomic" | "set" | "map";
-  "x-kubernetes-list-map-keys"?: string[];
+  "x-kubernetes-list-map-keys"?: readonly string[];
   "x-kubernetes-map-type"?: "atomic" | "granular";
   "x-kubernetes-preserve-unknown-fields"?: boolean;
 }
 
-// --- small builders, so the schema below reads like the API ------------------------------------
+/**
+ * The TypeScript type of the values a schema admits. `"stored"`: once the apiserver (or
+ * `withSchemaDefaults`) filled in the defaults, a property is present when the schema requires it or
+ * gives it a default. `"partial"`: any part of such a value, every property optional (what
+ * `defaultedSpec` completes). The API's types below are derived with it: the schema is their only source.
+ */
+export type SchemaValue<S, Mode extends "stored" | "partial" = "stored"> = S extends { enum: readonly (infer E)[] }
+  ? E
+  : S extends { type: "string" }
+    ? string
+    : S extends { type: "integer" | "number" }
+      ? number
+      : S extends { type: "boolean" }
+        ? boolean
+        : S extends { type: "array"; items: infer I }
+          ? SchemaValue<I, Mode>[]
+          : S extends { type: "object"; properties: infer P }
+            ? ObjectValue<P, Mode extends "stored" ? PresentKeys<S, P> : never, Mode>
+            : S extends { type: "object"; additionalProperties: infer A }
+              ? Record<string, SchemaValue<A, Mode>>
+              : S extends { type: "object" }
+                ? Record<string, unknown>
+                : unknown;
 
-const str = (description: string, extra: Partial<JsonSchemaProps> = {}): JsonSchemaProps => ({
-  type: "string",
-  description,
-  ...extra,
-});
-const int32 = (description: string, extra: Partial<JsonSchemaProps> = {}): JsonSchemaProps => ({
-  type: "integer",
-  format: "int32",
-  description,
-  ...extra,
-});
-const obj = (
+/** The properties of an object schema that are present once defaulted: required or with a default. */
+type PresentKeys<S, P> = {
+  [K in keyof P]: K extends (S extends { required: readonly (infer R)[] } ? R : never)
+    ? K
+    : P[K] extends { default: unknown }
+      ? K
+      : never;
+}[keyof P];
+
+type ObjectValue<P, Present extends keyof P, Mode extends "stored" | "partial"> = {
+  -readonly [K in Present]: SchemaValue<P[K], Mode>;
+} & { -readonly [K in Exclude<keyof P, Present>]?: SchemaValue<P[K], Mode> } extends infer O
+  ? { [K in keyof O]: O[K] }
+  : never;
+
+// --- small builders, so the schema below reads like the API ------------------------------------
+// Each keeps its arguments' literal types (`const` type parameters), so that `SchemaValue` can
+// derive the TypeScript types from the schema itself.
+
+type SchemaExtra = Omit<JsonSchemaProps, "type" | "description" | "properties" | "items">;
+
+const str = <const X extends SchemaExtra = object>(
   description: string,
-  properties: Record<string, JsonSchemaProps>,
-  extra: Partial<JsonSchemaProps> = {},
-): JsonSchemaProps => ({ type: "object", description, properties, ...extra });
-const list = (description: string, items: JsonSchemaProps, extra: Partial<JsonSchemaProps> = {}): JsonSchemaProps => ({
-  type: "array",
-  description,
-  items,
-  ...extra,
-});
-const port = (description: string, dflt: number): JsonSchemaProps =>
+  extra?: X,
+): { type: "string"; description: string } & NoInfer<X> =>
+  Object.assign({}, { type: "string" as const, description }, extra);
+const int32 = <const X extends SchemaExtra = object>(
+  description: string,
+  extra?: X,
+): { type: "integer"; format: "int32"; description: string } & NoInfer<X> =>
+  Object.assign({}, { type: "integer" as const, format: "int32" as const, description }, extra);
+const obj = <const P extends Record<string, JsonSchemaProps>, const X extends SchemaExtra = object>(
+  description: string,
+  properties: P,
+  extra?: X,
+): { type: "object"; description: string; properties: P } & NoInfer<X> =>
+  Object.assign({}, { type: "object" as const, description, properties }, extra);
+const list = <const I extends JsonSchemaProps, const X extends SchemaExtra = object>(
+  description: string,
+  items: I,
+  extra?: X,
+): { type: "array"; description: string; items: I } & NoInfer<X> =>
+  Object.assign({}, { type: "array" as const, description, items }, extra);
+const port = <const D extends number>(description: string, dflt: D) =>
   int32(description, { default: dflt, minimum: 1, maximum: 65535 });
-const stringMap = (description: string): JsonSchemaProps => ({
-  type: "object",
-  description,
-  additionalProperties: { type: "string" },
-});
+const stringMap = (description: string) =>
+  ({ type: "object", description, additionalProperties: { type: "string" } }) as const;
 
 const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
@@ -103,7 +143,7 @@ const tolerations = list(
   }),
 );
 
-const nodePlacement = (what: string): JsonSchemaProps =>
+const nodePlacement = (what: string) =>
   obj(`Which nodes the ${what} run on.`, {
     nodeSelector: stringMap("Node labels the pods must match."),
     tolerations,
@@ -136,7 +176,7 @@ const conditionSchema = obj(
 );
 
 /** `spec` of a ManagedProxyConfiguration. */
-const specSchema: JsonSchemaProps = obj(
+const specSchema = obj(
   "How the proxy-servers on the hub and the proxy-agents in the managed clusters are run and how they authenticate each other.",
   {
     authentication: obj(
@@ -383,7 +423,7 @@ const specSchema: JsonSchemaProps = obj(
   { required: ["authentication", "proxyServer", "proxyAgent"] },
 );
 
-const statusSchema: JsonSchemaProps = obj("What the addon manager observed and did.", {
+const statusSchema = obj("What the addon manager observed and did.", {
   lastObservedGeneration: { type: "integer", format: "int64", description: "The generation last reconciled." },
   conditions: list("Conditions; see the README for each type.", conditionSchema, {
     "x-kubernetes-list-type": "map",
@@ -453,80 +493,17 @@ export function managedProxyConfigurationCrd(): CustomResourceDefinition {
   };
 }
 
-// --- types ------------------------------------------------------------------------------------
+// --- types, derived from the schema ------------------------------------------------------------
 
-export interface Toleration {
-  key?: string;
-  operator?: "Exists" | "Equal";
-  value?: string;
-  effect?: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
-  tolerationSeconds?: number;
-}
-export interface NodePlacement {
-  nodeSelector?: Record<string, string>;
-  tolerations?: Toleration[];
-}
-export type EntrypointType = "Hostname" | "LoadBalancerService" | "PortForward";
-export interface ManagedProxyConfigurationSpec {
-  authentication: {
-    signer: {
-      type: "SelfSigned" | "Provided" | "CertManager";
-      selfSigned?: { additionalSANs?: string[] };
-      provided?: { secretName: string; namespace?: string };
-    };
-    dump: {
-      secrets: {
-        signingProxyServerSecretName: string;
-        signingProxyClientSecretName: string;
-        signingAgentServerSecretName: string;
-      };
-    };
-  };
-  proxyServer: {
-    image: string;
-    imagePullPolicy: "Always" | "IfNotPresent" | "Never";
-    replicas: number;
-    inClusterServiceName: string;
-    namespace: string;
-    entrypoint?: {
-      type: EntrypointType;
-      hostname?: { value: string };
-      loadBalancerService?: { name: string; annotations?: { key: string; value?: string }[] };
-      port: number;
-    };
-    additionalArgs?: string[];
-    nodePlacement?: NodePlacement;
-    resources?: { limits?: Record<string, string>; requests?: Record<string, string> };
-    imagePullSecrets?: string[];
-  };
-  proxyAgent: {
-    image: string;
-    replicas: number;
-    additionalArgs?: string[];
-    imagePullSecrets?: string[];
-    agentNodePlacements?: Record<string, NodePlacement>;
-    additionalServiceProxyArgs?: string[];
-    additionalServiceCAConfigMap?: string;
-  };
-  deploy: { ports: { proxyServer: number; agentServer: number; healthServer: number; adminServer: number } };
-  userServer?: { additionalSANs?: string[] };
-}
-export interface Condition {
-  type: string;
-  status: "True" | "False" | "Unknown";
-  observedGeneration?: number;
-  lastTransitionTime: string;
-  reason: string;
-  message: string;
-}
-export interface ManagedProxyConfigurationStatus {
-  lastObservedGeneration?: number;
-  conditions?: Condition[];
-  replicas?: number;
-  readyReplicas?: number;
-  entrypoint?: string;
-  caExpiry?: string;
-}
+export type ManagedProxyConfigurationSpec = SchemaValue<typeof specSchema>;
+/** Any part of a spec, as written before defaults (what `defaultedSpec` completes). */
+export type PartialManagedProxyConfigurationSpec = SchemaValue<typeof specSchema, "partial">;
+export type ManagedProxyConfigurationStatus = SchemaValue<typeof statusSchema>;
+export type Condition = SchemaValue<typeof conditionSchema>;
+export type NodePlacement = SchemaValue<ReturnType<typeof nodePlacement>>;
+export type Toleration = NodePlacement extends { tolerations?: (infer T)[] } ? T : never;
+export type EntrypointType = NonNullable<ManagedProxyConfigurationSpec["proxyServer"]["entrypoint"]>["type"];
+
 export interface ManagedProxyConfiguration {
   apiVersion: typeof MPC_API_VERSION;
   kind: typeof MPC_KIND;
@@ -560,7 +537,7 @@ export function withSchemaDefaults<T>(value: T, schema: JsonSchemaProps = specSc
 }
 
 /** A spec with every default filled in. */
-export function defaultedSpec(spec: Partial<ManagedProxyConfigurationSpec> | undefined): ManagedProxyConfigurationSpec {
+export function defaultedSpec(spec: PartialManagedProxyConfigurationSpec | undefined): ManagedProxyConfigurationSpec {
   return withSchemaDefaults((spec ?? {}) as ManagedProxyConfigurationSpec, specSchema);
 }
 
@@ -576,7 +553,7 @@ export function managedProxyConfigurationFromApi(obj: {
   spec?: unknown;
   status?: unknown;
 }): ManagedProxyConfiguration {
-  const spec = defaultedSpec(obj.spec as Partial<ManagedProxyConfigurationSpec> | undefined);
+  const spec = defaultedSpec(obj.spec as PartialManagedProxyConfigurationSpec | undefined);
   const { status, ...rest } = obj;
   return {
     ...rest,
