@@ -501,7 +501,6 @@ export type PartialManagedProxyConfigurationSpec = SchemaValue<typeof specSchema
 export type ManagedProxyConfigurationStatus = SchemaValue<typeof statusSchema>;
 export type Condition = SchemaValue<typeof conditionSchema>;
 export type NodePlacement = SchemaValue<ReturnType<typeof nodePlacement>>;
-export type Toleration = NodePlacement extends { tolerations?: (infer T)[] } ? T : never;
 export type EntrypointType = NonNullable<ManagedProxyConfigurationSpec["proxyServer"]["entrypoint"]>["type"];
 
 export interface ManagedProxyConfiguration {

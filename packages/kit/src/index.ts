@@ -5,8 +5,13 @@
  * `@cluster-proxy/kit/endpoints` (the health/metrics/admin endpoint server),
  * `@cluster-proxy/kit/testing` (test-only: the manual clock).
  */
-export * from "./logger.js";
-export * from "./backoff.js";
-export * from "./clock.js";
-export * from "./http-headers.js";
-export * from "./plain-http-guard.js";
+export { type Logger, silentLogger } from "./logger.js";
+export { Backoff, backoffDelay, delay } from "./backoff.js";
+export { type Clock, realClock, type TimerHandle, type Timers } from "./clock.js";
+export {
+  CONNECTION_SPECIFIC_HEADERS,
+  connectionOptions,
+  HOP_BY_HOP_HEADERS,
+  isCallerClaimHeader,
+} from "./http-headers.js";
+export { guardPlainHttp, plainHttpOnTlsPortResponse } from "./plain-http-guard.js";

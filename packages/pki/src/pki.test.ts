@@ -7,21 +7,20 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import tls from "node:tls";
+import { AGENT_CLUSTER_URI_PREFIX, clusterNamesFromSubjectAltName } from "./agent-identity.js";
 import {
-  AGENT_CLUSTER_URI_PREFIX,
   CertificateError,
   clusterNamesFromCertificate,
-  clusterNamesFromSubjectAltName,
   createCertificateAuthority,
   SingleCaLayoutError,
   ensureStandaloneCerts,
   existingStandaloneCerts,
-  isSingleCaLayout,
   issueCertificate,
   writeStandaloneCerts,
   type CertificateAndKey,
   type StandaloneCertPaths,
 } from "./index.js";
+import { isSingleCaLayout } from "./standalone-certs.js";
 
 const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
 const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";

@@ -1,8 +1,30 @@
 /**
  * @cluster-proxy/protocol: the konnectivity wire protocol, with no I/O.
  */
-export * from "./packet.js";
-export * from "./constants.js";
-export * from "./identifiers.js";
-export * from "./address.js";
-export * from "./flow-control.js";
+export {
+  decodePacket,
+  type DialRequest,
+  encodeData,
+  encodePacket,
+  type Packet,
+  PacketDecodeError,
+  type PacketRoute,
+  PacketType,
+  packetTypeName,
+  peekPacket,
+} from "./packet.js";
+export { AGENT_CONNECT_METHOD, DialErrors, MAX_DATA_CHUNK, Metadata, PROXY_METHOD } from "./constants.js";
+export {
+  type AgentIdentifiers,
+  IdentifiersError,
+  parseAgentIdentifiers,
+  validateAgentIdentifiers,
+} from "./identifiers.js";
+export { destHostKey, joinHostPort, parseHostPort } from "./address.js";
+export {
+  decodeFlowControl,
+  encodeFlowControl,
+  FLOW_CONTROL_METADATA,
+  FlowControl,
+  isFlowControlType,
+} from "./flow-control.js";

@@ -5,12 +5,62 @@
  * clock and the backoffs are `@cluster-proxy/kit`'s; the health/admin endpoints and process
  * statistics are `@cluster-proxy/kit/process`.
  */
-export * from "./grpc/index.js";
-export * from "./engine/index.js";
-export * from "./errors.js";
-export * from "./packet-io.js";
-export * from "./packet-counts.js";
-export * from "./cert-reloader.js";
-export * from "./tls-diagnosis.js";
-export * from "./pem-check.js";
-export * from "./tls-sessions.js";
+export {
+  ClientCall,
+  ConnectError,
+  connectSession,
+  type ConnectTarget,
+  FRAME_HEADER,
+  frameMessage,
+  grpcCodeName,
+  GrpcStatus,
+  type HttpProxy,
+  IDLE_PROBE_MAX_MS,
+  IDLE_PROBE_MS,
+  keepSessionAlive,
+  openCall,
+  probeIdleSession,
+  ProxyConnectError,
+  proxyFromEnvironment,
+  sealFrame,
+  serveGrpc,
+  ServerCall,
+  type StreamStatus,
+  TUNNEL_HTTP2_OPTIONS,
+  widenSessionWindow,
+} from "./grpc/index.js";
+export {
+  ConnectionFlow,
+  ConnectionTable,
+  FlowState,
+  SEND_QUANTUM,
+  SharedStream,
+  TurnScheduler,
+} from "./engine/index.js";
+export { DialError, ProtocolError, TunnelClosedError } from "./errors.js";
+/** @public the SDK (`@cluster-proxy/client`) re-exports it: the type of `DialError.reason`. */
+export type { ClientDialFailureReason } from "./errors.js";
+export { sendData, sendPacket } from "./packet-io.js";
+export { PacketCounts } from "./packet-counts.js";
+export {
+  certificateInfo,
+  CertReloader,
+  checkTlsMaterial,
+  earliestExpiry,
+  type ReloadResult,
+  tlsDigest,
+  TlsFileError,
+  type TlsFiles,
+  type TlsMaterial,
+} from "./cert-reloader.js";
+export {
+  AGENT_TLS_FLAGS,
+  describeConnectFailure,
+  NOT_SIGNED_BY_CA,
+  NOT_TLS,
+  SDK_TLS_OPTIONS,
+  serverIsShedding,
+  withoutOpensslInternals,
+} from "./tls-diagnosis.js";
+export { pemProblem } from "./pem-check.js";
+export { sharedTlsSessions, TlsSessionCache, tlsSessionKey } from "./tls-sessions.js";
