@@ -8,9 +8,9 @@
  *   ManagedProxyConfiguration reference, from the API schema;
  * - docs/guides/troubleshooting.md, between `<!-- errors:begin -->` and `<!-- errors:end -->`:
  *   the table of error codes, and the whole of docs/reference/errors.md, from the error catalog
- *   (packages/cli/src/error-reference.ts);
+ *   (packages/cli/src/reference/error-reference.ts);
  * - the Helm chart's generated files (charts/cluster-proxy: values.schema.json, values.yaml,
- *   crds/, the README's values table), from the values schema (packages/cli/src/chart-files.ts);
+ *   crds/, the README's values table), from the values schema (packages/cli/src/reference/chart-files.ts);
  * - docs/reference/metrics.md, between `<!-- metrics:begin -->` and `<!-- metrics:end -->`: every
  *   series of the server's and the agent's metrics registries (scripts/metrics-reference.ts);
  * - docs/reference/performance.md, between `<!-- performance:begin -->` and

@@ -6,7 +6,7 @@
  * cuts an idle agent's RSS by ~14 MiB on Node.js 26 (docs/design/decisions.md).
  */
 import type { Command } from "commander";
-import { registerAgentCommand } from "./agent-command.js";
+import { registerAgentCommand } from "./commands/agent-command.js";
 import { processContext, type CliContext } from "./cli-context.js";
 import { rootCommand, runCommandTree } from "./command-tree.js";
 

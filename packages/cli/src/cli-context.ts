@@ -3,7 +3,7 @@
  * their own to run commands in-process.
  */
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api";
-import type { SignalSource } from "./shutdown-signals.js";
+import type { SignalSource } from "./commands/shutdown-signals.js";
 
 /** The process-facing side of a command run. */
 export interface CliContext {

@@ -22,18 +22,18 @@ import {
   type OptionsSchema,
 } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
-import { CRD_BEGIN, CRD_END } from "./crd-reference.js";
+import { CRD_BEGIN, CRD_END } from "./reference/crd-reference.js";
 import {
   FLAGS_BEGIN,
   FLAGS_END,
   flagReferenceMarkdown,
   replaceCrdReference,
   replaceFlagReference,
-} from "./flag-reference.js";
-import { addOptionSpecs, commandFlagValues, normalizeGoArgs } from "./option-flags.js";
-import { portConflictMessage, portInUse } from "./port-conflicts.js";
+} from "./reference/flag-reference.js";
+import { addOptionSpecs, commandFlagValues, normalizeGoArgs } from "./commands/option-flags.js";
+import { portConflictMessage, portInUse } from "./up/port-conflicts.js";
 import { buildProgram, runCli } from "./program.js";
-import { runUntilSignalled } from "./shutdown-signals.js";
+import { runUntilSignalled } from "./commands/shutdown-signals.js";
 import { capture } from "./testing/capture.js";
 
 async function run(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number; out: string; err: string }> {

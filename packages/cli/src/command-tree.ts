@@ -10,7 +10,7 @@ import { Command, CommanderError } from "commander";
 import { agentOptionSpecs, serverOptionSpecs } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
 import { EXIT_STATUS_BY_CODE, exitStatusOf } from "./exit-status.js";
-import { normalizeGoArgs } from "./option-flags.js";
+import { normalizeGoArgs } from "./commands/option-flags.js";
 
 /** The version in this package's package.json. */
 export function cliVersion(): string {

@@ -35,9 +35,9 @@ import {
   ERROR_TABLE_PATH,
   errorReferenceMarkdown,
   replaceErrorReference,
-} from "./error-reference.js";
+} from "./reference/error-reference.js";
 import { EXIT_FAILURE, EXIT_STATUS_BY_CODE, EXIT_USAGE, exitStatusOf } from "./exit-status.js";
-import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
+import { PortInUseError, portConflictMessage } from "./up/port-conflicts.js";
 import { runCaptured } from "./testing/capture.js";
 
 /** One instance of every user-visible error class, by class name. */

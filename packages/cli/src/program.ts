@@ -4,19 +4,19 @@
  * configuration, 1 for failures while running).
  */
 import type { Command } from "commander";
-import { registerAddonManagerCommand } from "./addon-manager-command.js";
-import { registerAgentCommand } from "./agent-command.js";
-import { registerCertsCommand } from "./certs-command.js";
-import { registerGatewayCommand } from "./gateway-command.js";
+import { registerAddonManagerCommand } from "./commands/addon-manager-command.js";
+import { registerAgentCommand } from "./commands/agent-command.js";
+import { registerCertsCommand } from "./commands/certs-command.js";
+import { registerGatewayCommand } from "./commands/gateway-command.js";
 import { processContext, type CliContext } from "./cli-context.js";
 import { rootCommand, runCommandTree } from "./command-tree.js";
-import { registerServerCommand } from "./server-command.js";
-import { registerUpCommand } from "./up-command.js";
-import { registerPortForwardCommand } from "./port-forward-command.js";
-import { registerKubeconfigCommand } from "./kubeconfig-command.js";
-import { registerHealthCommand } from "./health-command.js";
-import { registerCredentialCommand } from "./credential-command.js";
-import { registerRelayCommand } from "./relay-command.js";
+import { registerServerCommand } from "./commands/server-command.js";
+import { registerUpCommand } from "./up/up-command.js";
+import { registerPortForwardCommand } from "./commands/port-forward-command.js";
+import { registerKubeconfigCommand } from "./commands/kubeconfig-command.js";
+import { registerHealthCommand } from "./commands/health-command.js";
+import { registerCredentialCommand } from "./commands/credential-command.js";
+import { registerRelayCommand } from "./commands/relay-command.js";
 
 export { cliVersion } from "./command-tree.js";
 

@@ -3,11 +3,11 @@
  * writes into docs/reference/, the troubleshooting guide and the Helm chart: the flag, CRD and
  * error references and the chart's generated files. Not loaded by the command itself.
  */
-export { replaceFlagReference, replaceCrdReference } from "./flag-reference.js";
+export { replaceFlagReference, replaceCrdReference } from "./reference/flag-reference.js";
 export {
   errorReferenceMarkdown,
   replaceErrorReference,
   ERROR_REFERENCE_PATH,
   ERROR_TABLE_PATH,
-} from "./error-reference.js";
-export { chartFiles } from "./chart-files.js";
+} from "./reference/error-reference.js";
+export { chartFiles } from "./reference/chart-files.js";

@@ -8,8 +8,8 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
 import { FAKE_HUB_API_AUDIENCE, startGatewayFixture } from "@cluster-proxy/gateway/testing";
-import { execCredential, jwtExpiry, parseExecInfo, tokenServiceAccount } from "./exec-credential.js";
-import { runCaptured } from "./testing/capture.js";
+import { execCredential, jwtExpiry, parseExecInfo, tokenServiceAccount } from "../hub/exec-credential.js";
+import { runCaptured } from "../testing/capture.js";
 
 const jwt = (claims: Record<string, unknown>): string =>
   ["e30", Buffer.from(JSON.stringify(claims)).toString("base64url"), "c2ln"].join(".");

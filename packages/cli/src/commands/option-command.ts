@@ -6,9 +6,9 @@
  */
 import type { Command } from "commander";
 import { ConfigError, type OptionField, type OptionSpec, type OptionsOf, type OptionsSchema } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure, type CliContext } from "../cli-context.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
-import { PortInUseError, portConflictMessage } from "./port-conflicts.js";
+import { PortInUseError, portConflictMessage } from "../up/port-conflicts.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** A subcommand driven by an option schema (its field table `F`). */

@@ -7,8 +7,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { rm, writeFile } from "node:fs/promises";
 import { join, relative, resolve } from "node:path";
 import { ConfigError, clusterNameProblem } from "@cluster-proxy/api";
-import { CommandFailure } from "./cli-context.js";
-import type { Hub, ProxyCredentials, ProxyEndpoint } from "./hub-access.js";
+import { CommandFailure } from "../cli-context.js";
+import type { Hub, ProxyCredentials, ProxyEndpoint } from "../hub/hub-access.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** `up`'s default state directory (relative to the working directory). */

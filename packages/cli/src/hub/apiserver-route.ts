@@ -10,7 +10,7 @@ import { Duplex } from "node:stream";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { WebSocket as WebSocketLike } from "ws";
 import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
-import { CommandFailure } from "./cli-context.js";
+import { CommandFailure } from "../cli-context.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** The WebSocket subprotocol of port-forward this client speaks (binary channels, v4 framing). */

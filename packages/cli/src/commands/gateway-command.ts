@@ -4,9 +4,9 @@
  */
 import type { Command } from "commander";
 import { ConfigError, gatewayOptionSpecs, gatewayOptionsSchema, type GatewayOptions } from "@cluster-proxy/api";
-import type { CliContext } from "./cli-context.js";
+import type { CliContext } from "../cli-context.js";
 import { createLogger } from "./log-output.js";
-import { loadKubeConfig } from "./hub-access.js";
+import { loadKubeConfig } from "../hub/hub-access.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runComponent } from "./run-component.js";
 import { errorMessage } from "@cluster-proxy/errors";

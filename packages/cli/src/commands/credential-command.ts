@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import type { Command } from "commander";
 import { ConfigError, GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure, type CliContext } from "../cli-context.js";
 import {
   execCredential,
   jwtExpiry,
@@ -16,9 +16,9 @@ import {
   tokenRequestStatus,
   tokenServiceAccount,
   type ExecInfo,
-} from "./exec-credential.js";
-import { loadHubKubeConfig } from "./hub-access.js";
-import { credentialOptionsSchema, type CredentialOptions } from "./hub-options.js";
+} from "../hub/exec-credential.js";
+import { loadHubKubeConfig } from "../hub/hub-access.js";
+import { credentialOptionsSchema, type CredentialOptions } from "../hub/hub-options.js";
 import { registerOptionCommand } from "./option-command.js";
 import { errorMessage } from "@cluster-proxy/errors";
 

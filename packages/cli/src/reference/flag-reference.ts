@@ -24,7 +24,7 @@ import {
   kubeconfigOptionsSchema,
   portForwardOptionsSchema,
   relayOptionsSchema,
-} from "./hub-options.js";
+} from "../hub/hub-options.js";
 
 /** Marker lines that delimit the generated section. */
 export const FLAGS_BEGIN = "<!-- flags:begin -->";

@@ -16,7 +16,7 @@ import {
   GATEWAY_SERVING_SECRET,
 } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure, type CliContext } from "../cli-context.js";
 import {
   chooseDirectEndpoint,
   clusterCa,
@@ -26,8 +26,8 @@ import {
   readFlagFile,
   type Hub,
   type ManagedClusterObject,
-} from "./hub-access.js";
-import { kubeconfigOptionsSchema, type KubeconfigOptions } from "./hub-options.js";
+} from "../hub/hub-access.js";
+import { kubeconfigOptionsSchema, type KubeconfigOptions } from "../hub/hub-options.js";
 import { registerOptionCommand } from "./option-command.js";
 import {
   aggregatedGatewayCluster,
@@ -37,7 +37,7 @@ import {
   gatewayTlsServerName,
   parseGatewayRoute,
   parseGatewayUrl,
-} from "./gateway-kubeconfig.js";
+} from "../hub/gateway-kubeconfig.js";
 import {
   buildKubeconfig,
   currentCluster,
@@ -45,8 +45,14 @@ import {
   hasClientCertificate,
   type KubeconfigCluster,
   type KubeconfigUser,
-} from "./kubeconfig-builder.js";
-import { localCluster, localCredentials, localEndpoint, requireConfiguredHub, selectLocalHub } from "./local-hub.js";
+} from "../hub/kubeconfig-builder.js";
+import {
+  localCluster,
+  localCredentials,
+  localEndpoint,
+  requireConfiguredHub,
+  selectLocalHub,
+} from "../up/local-hub.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { forwardAddress, parseForwardSpec } from "./port-forward-command.js";
-import { runCli } from "./program.js";
+import { runCli } from "../program.js";
 
 test("port-forward specs: <local-port>:<host>:<port>, addressed inside the cluster", () => {
   assert.deepEqual(parseForwardSpec("8080:web.default.svc:80"), { localPort: 8080, host: "web.default.svc", port: 80 });

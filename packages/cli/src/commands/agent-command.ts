@@ -5,9 +5,9 @@
  */
 import type { Command } from "commander";
 import { agentOptionSpecs, agentOptionsSchema, type AgentOptions } from "@cluster-proxy/api";
-import type { CliContext } from "./cli-context.js";
+import type { CliContext } from "../cli-context.js";
 import { createLogger } from "./log-output.js";
-import { logMissingNodeFlags } from "./node-flags.js";
+import { logMissingNodeFlags } from "../node-flags.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runComponent } from "./run-component.js";
 

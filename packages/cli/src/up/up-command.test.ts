@@ -8,11 +8,11 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { ClusterDetail, FleetRow, FleetSnapshot } from "@cluster-proxy/fleet";
-import { probeThroughConnect } from "./cluster-probe.js";
-import { runCli } from "./program.js";
-import type { SignalSource } from "./shutdown-signals.js";
-import { runCaptured } from "./testing/capture.js";
-import { startUpInProcess } from "./testing/in-process-up.js";
+import { probeThroughConnect } from "../hub/cluster-probe.js";
+import { runCli } from "../program.js";
+import type { SignalSource } from "../commands/shutdown-signals.js";
+import { runCaptured } from "../testing/capture.js";
+import { startUpInProcess } from "../testing/in-process-up.js";
 
 // Fixed ports are what `up` is about; pick a base unlikely to be taken (below the ephemeral range).
 const base = 20_000 + (process.pid % 500) * 20;

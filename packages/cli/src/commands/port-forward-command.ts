@@ -7,11 +7,17 @@
 import net from "node:net";
 import type { Command } from "commander";
 import { ConfigError, GRPC_DOOR_PORT } from "@cluster-proxy/api";
-import { CommandFailure, type CliContext } from "./cli-context.js";
-import { lazyHub, openProxyRoute, proxyCredentials, type ProxyEndpoint, type ProxyRoute } from "./hub-access.js";
-import { portForwardOptionsSchema, type PortForwardOptions } from "./hub-options.js";
+import { CommandFailure, type CliContext } from "../cli-context.js";
+import { lazyHub, openProxyRoute, proxyCredentials, type ProxyEndpoint, type ProxyRoute } from "../hub/hub-access.js";
+import { portForwardOptionsSchema, type PortForwardOptions } from "../hub/hub-options.js";
 import { registerOptionCommand } from "./option-command.js";
-import { localCluster, localCredentials, localEndpoint, requireConfiguredHub, selectLocalHub } from "./local-hub.js";
+import {
+  localCluster,
+  localCredentials,
+  localEndpoint,
+  requireConfiguredHub,
+  selectLocalHub,
+} from "../up/local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `

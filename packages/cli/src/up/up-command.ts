@@ -21,16 +21,16 @@ import {
 } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/kit";
 
-import { CommandFailure, type CliContext, type UpAgents } from "./cli-context.js";
-import { probeThroughConnect } from "./cluster-probe.js";
+import { CommandFailure, type CliContext, type UpAgents } from "../cli-context.js";
+import { probeThroughConnect } from "../hub/cluster-probe.js";
 import { DEFAULT_STATE_DIR, profilePath, removeLocalHubProfile, writeLocalHubProfile } from "./local-hub.js";
-import { createLogger } from "./log-output.js";
-import { logMissingNodeFlags } from "./node-flags.js";
-import { registerOptionCommand } from "./option-command.js";
+import { createLogger } from "../commands/log-output.js";
+import { logMissingNodeFlags } from "../node-flags.js";
+import { registerOptionCommand } from "../commands/option-command.js";
 import { PortInUseError, portInUse } from "./port-conflicts.js";
 import { startSampleService, type SampleService } from "./sample-service.js";
 import { ensureStandinCerts, standinToken } from "./standin-apiserver.js";
-import { superviseComponent } from "./run-component.js";
+import { superviseComponent } from "../commands/run-component.js";
 import { startTlsFrontDoor, type TlsFrontDoor } from "./tls-front-door.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -101,7 +101,7 @@ interface ReadyHub {
  * PATH as the user's shell has it (npm run puts it on PATH for its own child only).
  */
 export function binDirHint(env: NodeJS.ProcessEnv): string | undefined {
-  const bin = resolve(dirname(fileURLToPath(import.meta.url)), "../../../node_modules/.bin");
+  const bin = resolve(dirname(fileURLToPath(import.meta.url)), "../../../../node_modules/.bin");
   if (!existsSync(join(bin, "cluster-proxy"))) return undefined;
   const path = (env.PATH ?? "").split(delimiter).filter((d) => d !== "");
   // Under npm run, npm prepended its node_modules/.bin directories: the user's shell lacks them.

@@ -6,7 +6,7 @@
  */
 import { errorCatalogEntries, type ErrorCode } from "@cluster-proxy/api";
 import { posix } from "node:path";
-import { EXIT_FAILURE, EXIT_STATUS_BY_CODE, EXIT_USAGE } from "./exit-status.js";
+import { EXIT_FAILURE, EXIT_STATUS_BY_CODE, EXIT_USAGE } from "../exit-status.js";
 import { replaceSection } from "./flag-reference.js";
 
 /** Marker lines that delimit the generated table of error codes (in ERROR_TABLE_PATH). */

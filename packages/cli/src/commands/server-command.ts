@@ -3,9 +3,9 @@
  */
 import type { Command } from "commander";
 import { serverOptionSpecs, serverOptionsSchema, type ServerOptions } from "@cluster-proxy/api";
-import type { CliContext } from "./cli-context.js";
+import type { CliContext } from "../cli-context.js";
 import { createLogger } from "./log-output.js";
-import { logMissingNodeFlags } from "./node-flags.js";
+import { logMissingNodeFlags } from "../node-flags.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runComponent } from "./run-component.js";
 

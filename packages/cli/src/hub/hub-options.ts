@@ -18,7 +18,7 @@ import {
 } from "@cluster-proxy/api";
 import { OUTPUT_FORMATS } from "./health-report.js";
 import { VIA_CHOICES } from "./hub-access.js";
-import { DEFAULT_STATE_DIR, PROFILE_FILE } from "./local-hub.js";
+import { DEFAULT_STATE_DIR, PROFILE_FILE } from "../up/local-hub.js";
 
 /** Why a list of cluster names is not (each problem names the cluster). */
 const clusterNames: ValueRule<string[]> = (names) =>

@@ -10,11 +10,11 @@ import {
   serverOptionSpecs,
   type OptionsOf,
 } from "@cluster-proxy/api";
-import { CommandFailure } from "./cli-context.js";
-import { exitStatusOf } from "./exit-status.js";
+import { CommandFailure } from "../cli-context.js";
+import { exitStatusOf } from "../exit-status.js";
 import { registerOptionCommand, startComponent } from "./option-command.js";
-import { PortInUseError } from "./port-conflicts.js";
-import { capture } from "./testing/capture.js";
+import { PortInUseError } from "../up/port-conflicts.js";
+import { capture } from "../testing/capture.js";
 
 /** A component whose start fails with `err`; records whether it was closed. */
 function failing(err: Error): { start(): Promise<void>; close(): Promise<void>; closed: boolean } {

@@ -9,7 +9,7 @@ import type { Command } from "commander";
 import { certsOptionsSchema, type CertsOptions } from "@cluster-proxy/api";
 
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure, type CliContext } from "../cli-context.js";
 import { registerOptionCommand } from "./option-command.js";
 
 const EXAMPLE = `

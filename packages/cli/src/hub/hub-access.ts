@@ -16,7 +16,7 @@ import {
   managedProxyConfigurationFromApi,
   type ManagedProxyConfiguration,
 } from "@cluster-proxy/api";
-import { CommandFailure } from "./cli-context.js";
+import { CommandFailure } from "../cli-context.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** The hub-access options (their flags: hub-options.ts). */

@@ -7,7 +7,7 @@
  */
 import type { OptionSpec } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/kit";
-import type { CliContext } from "./cli-context.js";
+import type { CliContext } from "../cli-context.js";
 import { startComponent } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 

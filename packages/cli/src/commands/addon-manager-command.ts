@@ -9,10 +9,10 @@ import {
   addonManagerOptionsSchema,
   type AddonManagerOptions,
 } from "@cluster-proxy/api";
-import type { CliContext } from "./cli-context.js";
-import { crdManifestYaml } from "./crd-manifest.js";
+import type { CliContext } from "../cli-context.js";
+import { crdManifestYaml } from "../reference/crd-manifest.js";
 import { createLogger } from "./log-output.js";
-import { loadKubeConfig } from "./hub-access.js";
+import { loadKubeConfig } from "../hub/hub-access.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runComponent } from "./run-component.js";
 

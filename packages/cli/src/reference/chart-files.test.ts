@@ -7,7 +7,7 @@ import { chartValuesSchema, managedProxyConfigurationCrd, type JsonSchemaProps }
 import { CHART_GENERATED, chartFiles, replaceValuesTable, schemaDefaults, valuesYaml } from "./chart-files.js";
 import { crdManifestYaml } from "./crd-manifest.js";
 
-const chartDir = fileURLToPath(new URL("../../../charts/cluster-proxy/", import.meta.url));
+const chartDir = fileURLToPath(new URL("../../../../charts/cluster-proxy/", import.meta.url));
 
 describe("the Helm chart's generated files", () => {
   test("match the values schema and the CRD (run npm run docs:flags)", async () => {

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { loadYaml } from "@kubernetes/client-node";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
 import { gatewayServer, gatewayTlsServerName, parseGatewayUrl } from "./gateway-kubeconfig.js";
-import { runCaptured } from "./testing/capture.js";
+import { runCaptured } from "../testing/capture.js";
 
 const NS = "open-cluster-management-addon";
 const SVC = `cluster-proxy-addon-user.${NS}.svc`;

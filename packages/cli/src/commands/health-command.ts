@@ -19,7 +19,7 @@ import {
   type Condition,
 } from "@cluster-proxy/api";
 import type { KubeObject } from "@cluster-proxy/addon-manager";
-import { CommandFailure, type CliContext } from "./cli-context.js";
+import { CommandFailure, type CliContext } from "../cli-context.js";
 import {
   clusterCa,
   connectHub,
@@ -29,22 +29,22 @@ import {
   type Hub,
   type HubFlags,
   type ManagedClusterObject,
-} from "./hub-access.js";
-import { healthOptionsSchema, type HealthOptions } from "./hub-options.js";
+} from "../hub/hub-access.js";
+import { healthOptionsSchema, type HealthOptions } from "../hub/hub-options.js";
 import {
   localCredentials,
   localEndpoint,
   requireConfiguredHub,
   selectLocalHub,
   type LocalHubProfile,
-} from "./local-hub.js";
+} from "../up/local-hub.js";
 import {
   mapLimited,
   probeApiserver,
   probeGatewayEndpoint,
   type ProbeOutcome,
   type TunnelDialer,
-} from "./health-probe.js";
+} from "../hub/health-probe.js";
 import { registerOptionCommand } from "./option-command.js";
 import {
   addonReasons,
@@ -52,7 +52,7 @@ import {
   formatHealth,
   healthExitCode,
   type ClusterHealth,
-} from "./health-report.js";
+} from "../hub/health-report.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `

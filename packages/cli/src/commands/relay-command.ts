@@ -5,12 +5,12 @@
  */
 import type { Command } from "commander";
 import { CONNECT_DOOR_PORT, GATEWAY_PORT, GRPC_DOOR_PORT } from "@cluster-proxy/api";
-import type { CliContext } from "./cli-context.js";
-import { GATEWAY_SELECTOR } from "./apiserver-route.js";
-import { lazyHub, openApiserverRoute } from "./hub-access.js";
-import { relayOptionsSchema, type RelayOptions } from "./hub-options.js";
+import type { CliContext } from "../cli-context.js";
+import { GATEWAY_SELECTOR } from "../hub/apiserver-route.js";
+import { lazyHub, openApiserverRoute } from "../hub/hub-access.js";
+import { relayOptionsSchema, type RelayOptions } from "../hub/hub-options.js";
 import { registerOptionCommand } from "./option-command.js";
-import { requireConfiguredHub } from "./local-hub.js";
+import { requireConfiguredHub } from "../up/local-hub.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
 
 const EXAMPLE = `
