@@ -21,3 +21,4 @@ export * from "./agent-upgrade.js";
 export * from "./gateway-aggregated-api.js";
 export * from "./gateway-endpoint.js";
 export * from "./hub-names.js";
+export * from "./hub-resources.js";
