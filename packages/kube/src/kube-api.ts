@@ -64,11 +64,18 @@ export function typedResource<T extends KubeObject>(ref: ResourceRef): ResourceR
 export const KubeResources = {
   namespace: { apiVersion: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
   secret: { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  configMap: { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespaced: true },
   pod: { apiVersion: "v1", kind: "Pod", plural: "pods", namespaced: true },
   service: { apiVersion: "v1", kind: "Service", plural: "services", namespaced: true },
   serviceAccount: { apiVersion: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
   event: { apiVersion: "v1", kind: "Event", plural: "events", namespaced: true },
   deployment: { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments", namespaced: true },
+  endpointSlice: {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    plural: "endpointslices",
+    namespaced: true,
+  },
   podDisruptionBudget: {
     apiVersion: "policy/v1",
     kind: "PodDisruptionBudget",
