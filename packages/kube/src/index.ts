@@ -12,6 +12,7 @@ export {
   isAlreadyExists,
   isConflict,
   isNotFound,
+  type KubeApiConfig,
   type KubeObject,
   type OwnerReference,
   type ResourceRef,

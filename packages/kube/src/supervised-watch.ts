@@ -22,6 +22,8 @@ export interface SupervisedWatchOptions<T extends KubeObject = KubeObject> exten
   onFailure?: (err: unknown, retryInMs: number) => void;
   /** The pause after failures: from `initialMs` (default 500), doubling up to `capMs` (default 30 s). */
   retry?: { initialMs: number; capMs: number };
+  /** List again when the server ends a watch too (its timeout), instead of watching on from the last version. */
+  relistWhenWatchEnds?: boolean;
 }
 
 const keyOf = (o: KubeObject): string => `${o.metadata.namespace ?? ""}/${o.metadata.name}`;
@@ -66,12 +68,13 @@ export class SupervisedWatch<T extends KubeObject = KubeObject> {
         const listed = await this.api.list(this.resource, this.selection());
         if (signal.aborted) return;
         this.replaceCache(listed.items);
-        this.options.onList?.(listed.items);
         this.synced = true;
         this.markSynced();
         this.failures = 0;
+        this.options.onList?.(listed.items);
         let resourceVersion = listed.resourceVersion;
-        // Watch until the stream fails; a clean end (server timeout) re-opens from the last version.
+        // Watch until the stream fails; a clean end (server timeout) re-opens from the last version
+        // (or lists again: relistWhenWatchEnds).
         for (;;) {
           if (signal.aborted) return;
           await this.api.watch(
@@ -89,6 +92,7 @@ export class SupervisedWatch<T extends KubeObject = KubeObject> {
             },
             signal,
           );
+          if (this.options.relistWhenWatchEnds) break;
         }
       } catch (err) {
         if (signal.aborted) return;
