@@ -52,9 +52,10 @@ export default tseslint.config(
   },
   ...packageLayers(),
   {
-    // The addon manager's wiring, runtime and reconcilers are small named steps (issue 30): no
-    // function over 60 lines. Rendering is exempt: its functions are manifests written as literals.
-    files: ["packages/addon-manager/src/**/*.ts"],
+    // The addon manager's wiring and reconcilers and the controller runtime (packages/kube) are
+    // small named steps (issue 30): no function over 60 lines. Rendering is exempt: its functions
+    // are manifests written as literals.
+    files: ["packages/addon-manager/src/**/*.ts", "packages/kube/src/**/*.ts"],
     ignores: [
       "**/*.test.ts",
       "**/src/testing/**",
@@ -112,25 +113,38 @@ function packageLayers() {
    * packages/kit/src/node-http.ts for the RSS it saves.
    * Not the gateway and the addon manager: `@kubernetes/client-node` loads undici there anyway.
    */
-  const requireHttp = ["kit", "protocol", "tunnel", "client", "server", "agent", "fleet", "cli"];
+  const requireHttp = ["kit", "protocol", "tunnel", "client", "server", "agent", "fleet", "cli", "kube"];
   const NODE_HTTP_RULE = {
     name: "node:http",
     allowTypeImports: true,
     message:
       'import * as http from "@cluster-proxy/kit/http" instead: an ES import of node:http loads undici (~10 MiB RSS); see packages/kit/src/node-http.ts',
   };
+  /**
+   * The agent loads the Kubernetes runtime only when --hub-kubeconfig asks for it (every managed
+   * cluster runs an agent: its idle memory counts): types, and `await import()`.
+   */
+  const KUBE_LAZY_RULE = {
+    name: "@cluster-proxy/kube",
+    allowTypeImports: true,
+    message:
+      'the agent loads @cluster-proxy/kube only when --hub-kubeconfig is set: `import type`, and `await import("@cluster-proxy/kube")` where it is used',
+  };
   const dataPlane = ["protocol", "tunnel", "client", "server", "agent"];
   const forbidden = {
-    errors: ["protocol", "api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
-    protocol: ["api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli", "fleet"],
-    api: ["pki", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
-    pki: ["protocol", "api", "tunnel", "client", "server", "agent", "addon-manager", "cli"],
-    tunnel: ["api", "pki", "client", "server", "agent", "addon-manager", "cli", "prom-client", "fleet"],
-    client: ["api", "pki", "server", "agent", "addon-manager", "cli", "prom-client", "k8s", "fleet"],
+    errors: ["protocol", "api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli", "kube"],
+    protocol: ["api", "pki", "tunnel", "client", "server", "agent", "addon-manager", "cli", "fleet", "kube"],
+    api: ["pki", "tunnel", "client", "server", "agent", "addon-manager", "cli", "kube"],
+    pki: ["protocol", "api", "tunnel", "client", "server", "agent", "addon-manager", "cli", "kube"],
+    tunnel: ["api", "pki", "client", "server", "agent", "addon-manager", "cli", "prom-client", "fleet", "kube"],
+    client: ["api", "pki", "server", "agent", "addon-manager", "cli", "prom-client", "k8s", "fleet", "kube"],
     server: ["client", "agent", "addon-manager", "cli", "fleet"],
     agent: ["pki", "client", "server", "addon-manager", "cli", "k8s", "fleet"],
     "addon-manager": [...dataPlane, "cli"],
     gateway: ["server", "agent", "addon-manager", "cli", "protocol"],
+    // The Kubernetes runtime (client, watches, queues, controllers, leader election): below every
+    // component that talks to an apiserver; it knows Kubernetes, not cluster-proxy.
+    kube: [...dataPlane, "pki", "addon-manager", "gateway", "fleet", "cli", "k8s"],
     kit: [
       "errors",
       "protocol",
@@ -146,6 +160,7 @@ function packageLayers() {
       "cli",
       "prom-client",
       "k8s",
+      "kube",
     ],
     fleet: [
       "protocol",
@@ -159,6 +174,7 @@ function packageLayers() {
       "cli",
       "prom-client",
       "k8s",
+      "kube",
     ],
   };
   const spec = (name) =>
@@ -176,7 +192,6 @@ function packageLayers() {
     };
     const runtime = names.map(banned);
     const inTests = names.filter((n) => n !== "pki").map(banned);
-    const inner = innerLayerRules()[pkg] ?? [];
     return [
       {
         files: [`packages/${pkg}/src/**/*.ts`],
@@ -184,7 +199,7 @@ function packageLayers() {
         rules: {
           "no-restricted-imports": rule(
             [...runtime, "^@cluster-proxy\\/[^/]+\\/testing$"],
-            requireHttp.includes(pkg) ? [NODE_HTTP_RULE] : [],
+            [...(requireHttp.includes(pkg) ? [NODE_HTTP_RULE] : []), ...(pkg === "agent" ? [KUBE_LAZY_RULE] : [])],
           ),
         },
       },
@@ -192,49 +207,8 @@ function packageLayers() {
         files: testFiles.map((t) => `packages/${pkg}/src/${t.replace("**/src/", "")}`),
         rules: { "no-restricted-imports": rule(inTests) },
       },
-      // A folder with its own layer rule: the package's rule and the folder's together (a later
-      // block's options replace an earlier one's, so the folder's block repeats the package's).
-      ...inner.map(({ dir, patterns }) => ({
-        files: [`packages/${pkg}/src/${dir}/**/*.ts`],
-        rules: {
-          "no-restricted-imports": [
-            "error",
-            {
-              patterns: [...runtime.map((regex) => ({ regex, message })), ...patterns],
-            },
-          ],
-        },
-      })),
     ];
   });
-}
-
-/**
- * Layers inside a package: a folder whose modules must not import the rest of their package.
- * The addon manager's controller runtime (`src/runtime/`: client, watches, queues, leader
- * election, Events, conditions) knows Kubernetes, not cluster-proxy: it imports nothing outside
- * its folder (no reconciler, no rendering, no wiring) and no X.509 (docs/design/addon-manager.md,
- * "Shape").
- */
-function innerLayerRules() {
-  return {
-    "addon-manager": [
-      {
-        dir: "runtime",
-        patterns: [
-          {
-            regex: "^\\.\\./",
-            message:
-              'the controller runtime (src/runtime/) must not import the reconcilers, rendering or wiring of the addon manager (docs/design/addon-manager.md, "Shape")',
-          },
-          {
-            regex: "^@cluster-proxy\\/pki(\\/.*)?$",
-            message: "the controller runtime (src/runtime/) knows Kubernetes, not certificates",
-          },
-        ],
-      },
-    ],
-  };
 }
 
 /**

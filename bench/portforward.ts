@@ -17,7 +17,8 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseTunnelHealth, type Condition } from "@cluster-proxy/api";
-import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { Resources } from "@cluster-proxy/addon-manager";
 import { HOST_ADDR, nsOf, repoRoot } from "../test/infra/env/config.js";
 import { waitFor } from "../test/infra/env/exec.js";
 import { startTestEnv } from "../test/infra/env/fixture.js";

@@ -12,7 +12,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { TunnelHealthReason, parseTunnelHealth, type Condition } from "@cluster-proxy/api";
-import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { Resources } from "@cluster-proxy/addon-manager";
 import { nsOf } from "../infra/env/config.js";
 import { waitFor } from "../infra/env/exec.js";
 import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";

@@ -16,7 +16,7 @@ import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { KubeApi } from "@cluster-proxy/addon-manager";
+import { KubeApi } from "@cluster-proxy/kube";
 import { paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { type TestEnv, startTestEnv } from "../infra/env/fixture.js";

@@ -21,7 +21,8 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test, type TestContext } from "node:test";
 import { ADDON_NAME, ADDON_NAME_LABEL, TunnelHealthReason, type Condition } from "@cluster-proxy/api";
-import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { Resources } from "@cluster-proxy/addon-manager";
 import { certificateRequest } from "@cluster-proxy/pki/testing";
 import { MANAGED } from "../infra/env/config.js";
 import { waitFor } from "../infra/env/exec.js";

@@ -29,7 +29,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { KubeApi } from "@cluster-proxy/addon-manager";
+import { KubeApi } from "@cluster-proxy/kube";
 import { nsOf, paths } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";
 import { type TestEnv, nodeScriptDeployment, startTestEnv } from "../infra/env/fixture.js";

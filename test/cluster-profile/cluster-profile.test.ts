@@ -21,7 +21,8 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { KubeApi, Resources, type KubeObject } from "@cluster-proxy/addon-manager";
+import { KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { Resources } from "@cluster-proxy/addon-manager";
 import { GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
 import { MANAGED, NETNS_ANNOTATION, repoRoot } from "../infra/env/config.js";
 import { type RunResult, waitFor } from "../infra/env/exec.js";

@@ -6,7 +6,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Condition } from "@cluster-proxy/api";
-import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
+import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import { deleteAddonCsrs } from "./addon/hub-setup.js";
 import { paths, repoRoot } from "./env/config.js";
 import { type RunResult, waitFor } from "./env/exec.js";

@@ -4,7 +4,7 @@
  * Design: docs/design/addon-manager.md#health-available-from-tunnel-probes-through-the-proxy-server-replicas
  */
 import { ADDON_NAME, ADDON_NAME_LABEL, TunnelHealthReason, formatTunnelHealth } from "@cluster-proxy/api";
-import type { ConditionInput } from "./runtime/conditions.js";
+import type { ConditionInput } from "@cluster-proxy/kube";
 import type { ClusterProbes } from "./tunnel-prober.js";
 
 /** Feedback names the agent ManifestWork asks for (agent-manifests.ts) beside the well-known ones. */

@@ -37,17 +37,26 @@ import { CsrReconciler } from "./csr-approval.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import type { SecretObject } from "./certificate-authority.js";
-import { EventRecorder } from "./runtime/events.js";
+import {
+  Controller,
+  EventRecorder,
+  KubeApi,
+  LeaderElector,
+  SupervisedWatch,
+  apisServed,
+  typedResource,
+  type AnyWatch,
+  type ControllerSpec,
+  type KubeObject,
+  type ReconcileMetrics,
+  type ResourceRef,
+  type SupervisedWatchOptions,
+} from "@cluster-proxy/kube";
+import { registerRuntimeMetrics } from "@cluster-proxy/kube/metrics";
 import { HealthServer } from "./health-ports.js";
-import { apisServed } from "./runtime/api-discovery.js";
-import { Controller, type ReconcileMetrics, type ControllerSpec } from "./runtime/controller.js";
-import { KubeApi, typedResource, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
-import { LeaderElector } from "./runtime/leader-election.js";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
-import { registerRuntimeMetrics } from "./runtime/metrics.js";
-import { SupervisedWatch, type AnyWatch, type SupervisedWatchOptions } from "./runtime/supervised-watch.js";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 
 /** What the manager is given besides its options: the hub's credentials and a logger. */
@@ -140,7 +149,7 @@ export class AddonManager {
     private readonly options: AddonManagerOptions,
     deps: AddonManagerDeps,
   ) {
-    this.api = new KubeApi(deps.kubeConfig);
+    this.api = new KubeApi(deps.kubeConfig, { fieldManager: MANAGED_BY });
     this.log = deps.logger ?? silentLogger;
     this.leadershipLost = new Promise((resolve) => (this.lost = resolve));
     if (options.leaderElect)

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-registration.js";
-import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
+import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import type { TunnelProber } from "./tunnel-prober.js";
 import { silentLogger } from "@cluster-proxy/kit";
 

@@ -22,7 +22,13 @@ import {
   type AddOnDeploymentConfigSpec,
 } from "./agent-manifests.js";
 import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificate-authority.js";
-import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
+import {
+  mergeConditions,
+  type ConditionInput,
+  type KubeApi,
+  type KubeObject,
+  type ReconcileResult,
+} from "@cluster-proxy/kube";
 import {
   AGENT_SIGNER,
   HUB_CLIENT_SIGNER,
@@ -30,14 +36,12 @@ import {
   type CsrObject,
   type RegistrationSubject,
 } from "./csr-signer.js";
-import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { contentHash } from "./content-hash.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
 import type { Logger } from "@cluster-proxy/kit";
 import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";
 import type { TunnelProber } from "./tunnel-prober.js";
-import type { ReconcileResult } from "./runtime/work-queue.js";
 
 const MPC_GROUP = MPC_API_VERSION.split("/")[0]!;
 const MPC_RESOURCE = "managedproxyconfigurations";

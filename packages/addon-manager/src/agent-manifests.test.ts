@@ -23,7 +23,7 @@ import {
   renderAgentWork,
   specHash,
 } from "./agent-manifests.js";
-import type { KubeObject } from "./runtime/kube-api.js";
+import type { KubeObject } from "@cluster-proxy/kube";
 import { rawFlags } from "./testing/raw-flags.js";
 
 const mpc = (agent: Record<string, unknown> = {}): ManagedProxyConfiguration => ({

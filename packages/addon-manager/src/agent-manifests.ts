@@ -16,7 +16,7 @@ import {
 } from "@cluster-proxy/api";
 import { AGENT_CONNECTED_FEEDBACK, AGENT_CONNECTION_MESSAGE_FEEDBACK } from "./addon-availability.js";
 import { AGENT_SIGNER } from "./csr-signer.js";
-import type { KubeObject, OwnerReference } from "./runtime/kube-api.js";
+import type { KubeObject, OwnerReference } from "@cluster-proxy/kube";
 import { FAST_KEEPALIVE, usesPortForward } from "./render-proxy-server.js";
 import { contentHash } from "./content-hash.js";
 

@@ -12,7 +12,7 @@ import {
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
-import { KubeApiError, type KubeApi } from "./runtime/kube-api.js";
+import { KubeApiError, type KubeApi } from "@cluster-proxy/kube";
 
 async function ca(role: SigningCa["role"]): Promise<SigningCa> {
   const cert = await createCertificateAuthority({ commonName: `${role}-ca` });

@@ -10,7 +10,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import { isAlreadyExists, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { isAlreadyExists, type KubeApi, type KubeObject } from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 import {
   CERT_HASH_ANNOTATION,

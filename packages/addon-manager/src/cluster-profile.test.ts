@@ -12,8 +12,7 @@ import {
   type ClusterProfile,
   type ClusterProfileCache,
 } from "./cluster-profile.js";
-import type { EventRecorder } from "./runtime/events.js";
-import { KubeApiError, type KubeApi, type ResourceRef } from "./runtime/kube-api.js";
+import { KubeApiError, type EventRecorder, type KubeApi, type ResourceRef } from "@cluster-proxy/kube";
 import { silentLogger } from "@cluster-proxy/kit";
 
 const CA1 = "-----BEGIN CERTIFICATE-----\nCA1\n-----END CERTIFICATE-----\n";

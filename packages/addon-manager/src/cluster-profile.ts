@@ -4,11 +4,17 @@
  * Design: docs/design/addon-manager.md#part-3-clusterprofiles---cluster-profiles
  */
 import { isDeepStrictEqual } from "node:util";
-import type { EventRecorder } from "./runtime/events.js";
+import {
+  KubeApiError,
+  type EventRecorder,
+  type KubeApi,
+  type KubeObject,
+  type ReconcileResult,
+  type Reconciler,
+  type ResourceRef,
+} from "@cluster-proxy/kube";
 import { GATEWAY_PORT, GATEWAY_SERVICE } from "@cluster-proxy/api";
-import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
-import type { ReconcileResult } from "./runtime/work-queue.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** The ClusterProfile API as OCM v1.2.1 serves it. */
@@ -146,7 +152,7 @@ export interface ClusterProfileOptions {
 }
 
 /** Reconciles one ClusterProfile (key `<namespace>/<name>`). */
-export class ClusterProfileReconciler {
+export class ClusterProfileReconciler implements Reconciler<string> {
   /** The last failure recorded as an Event per profile, so a retried failure is recorded once. */
   private readonly reported = new Map<string, string>();
 

@@ -10,10 +10,15 @@ import {
 import { createCertificateAuthority } from "@cluster-proxy/pki";
 import { b64, unb64, type SecretObject } from "./certificate-authority.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
-import { EventRecorder } from "./runtime/events.js";
-import { KubeApiError, type KubeApi, type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
+import {
+  EventRecorder,
+  KubeApiError,
+  TerminalError,
+  type KubeApi,
+  type KubeObject,
+  type ResourceRef,
+} from "@cluster-proxy/kube";
 import { silentLogger } from "@cluster-proxy/kit";
-import { TerminalError } from "./runtime/work-queue.js";
 
 const DAY = 86_400_000;
 const SIGNER_NS = "cp-manager";

@@ -34,10 +34,17 @@ import {
   type SignerRole,
   type SigningCa,
 } from "./certificate-authority.js";
-import type { ConditionInput } from "./runtime/conditions.js";
+import {
+  KubeApiError,
+  TerminalError,
+  type ConditionInput,
+  type EventRecorder,
+  type KubeApi,
+  type KubeObject,
+  type ReconcileResult,
+  type Reconciler,
+} from "@cluster-proxy/kube";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
-import type { EventRecorder } from "./runtime/events.js";
-import { KubeApiError, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
 import { Resources } from "./resources.js";
 import { publishGatewayApiServiceCa } from "./gateway-api-service.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
@@ -53,7 +60,6 @@ import {
   renderProxyServer,
   type RenderedObject,
 } from "./render-proxy-server.js";
-import { TerminalError, type ReconcileResult } from "./runtime/work-queue.js";
 import { ownedLabels } from "./labels.js";
 import { errorMessage } from "@cluster-proxy/errors";
 import {
@@ -111,7 +117,7 @@ export interface ObjectCache {
   owned(resource: "deployment" | "service" | "podDisruptionBudget", configuration: string): KubeObject[];
 }
 
-export class ConfigurationReconciler {
+export class ConfigurationReconciler implements Reconciler<string> {
   constructor(
     private readonly api: KubeApi,
     private readonly cache: ObjectCache,

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { defaultedSpec, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { writeConfigurationStatus } from "./configuration-status.js";
-import { KubeApiError, type KubeObject } from "./runtime/kube-api.js";
+import { KubeApiError, type KubeObject } from "@cluster-proxy/kube";
 
 const NOW = new Date("2026-01-02T03:04:05Z");
 

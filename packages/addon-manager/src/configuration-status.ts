@@ -4,9 +4,13 @@
  * Design: docs/design/addon-manager.md#status
  */
 import { MpcConditions, managedProxyConfigurationFromApi, type ManagedProxyConfiguration } from "@cluster-proxy/api";
-import { mergeConditions, type ConditionInput } from "./runtime/conditions.js";
-import type { EventRecorder } from "./runtime/events.js";
-import { isConflict, type KubeApi } from "./runtime/kube-api.js";
+import {
+  isConflict,
+  mergeConditions,
+  type ConditionInput,
+  type EventRecorder,
+  type KubeApi,
+} from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 
 /** The reason of ProxyServerDeployed=False for a configuration the manager refuses (a Warning event too). */

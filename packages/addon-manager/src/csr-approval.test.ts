@@ -6,7 +6,7 @@ import type { AddonCache, ManagedCluster, ManagedClusterAddOn } from "./addon-re
 import { APPROVAL_REASON, CsrReconciler } from "./csr-approval.js";
 import { ADDON_NAME } from "@cluster-proxy/api";
 import { CLUSTER_NAME_LABEL, HUB_CLIENT_SIGNER, OCM_ADDON_CSR_LIMIT, type CsrObject } from "./csr-signer.js";
-import { KubeApiError, type KubeApi } from "./runtime/kube-api.js";
+import { KubeApiError, type KubeApi } from "@cluster-proxy/kube";
 
 const SUBJECT = {
   user: "open-cluster-management:cluster-proxy:mc1:hub-client",

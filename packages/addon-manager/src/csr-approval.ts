@@ -20,8 +20,7 @@ import {
   type RegistrationSubject,
 } from "./csr-signer.js";
 import { Resources } from "./resources.js";
-import { isConflict, isNotFound, type KubeApi } from "./runtime/kube-api.js";
-import type { ReconcileResult } from "./runtime/work-queue.js";
+import { isConflict, isNotFound, type KubeApi, type ReconcileResult } from "@cluster-proxy/kube";
 
 const DAY_MS = 86_400_000;
 /** The reason of the Approved condition we write: how a CSR we approved is told from others. */

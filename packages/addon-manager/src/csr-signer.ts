@@ -6,7 +6,7 @@
 import { ADDON_NAME, ADDON_NAME_LABEL } from "@cluster-proxy/api";
 import { isClusterName } from "@cluster-proxy/api/cluster-name";
 import { parseCertificateRequest, type ParsedCertificateRequest } from "@cluster-proxy/pki";
-import type { KubeObject } from "./runtime/kube-api.js";
+import type { KubeObject } from "@cluster-proxy/kube";
 import { errorMessage } from "@cluster-proxy/errors";
 
 export const AGENT_SIGNER = "open-cluster-management.io/proxy-agent-signer";

@@ -7,7 +7,7 @@
 import { GATEWAY_API_GROUP, GATEWAY_API_VERSION } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/kit";
 import { b64 } from "./certificate-authority.js";
-import type { KubeApi, KubeObject } from "./runtime/kube-api.js";
+import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 
 /** The APIService's name, as the hub requires: `<version>.<group>`. */

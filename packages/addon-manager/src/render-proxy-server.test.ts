@@ -11,7 +11,7 @@ import {
 import { rawFlags } from "./testing/raw-flags.js";
 import { MOUNTS, renderProxyServer, serverArgs, serverArgValues, type RenderedObject } from "./render-proxy-server.js";
 import { TICKET_KEYS_FILE, ticketKeysSecretName } from "./ticket-keys-secret.js";
-import type { KubeObject } from "./runtime/kube-api.js";
+import type { KubeObject } from "@cluster-proxy/kube";
 
 function mpc(spec: PartialManagedProxyConfigurationSpec): ManagedProxyConfiguration {
   return {

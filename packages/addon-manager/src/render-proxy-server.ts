@@ -15,7 +15,7 @@ import {
   type ManagedProxyConfiguration,
   type ManagedProxyConfigurationSpec,
 } from "@cluster-proxy/api";
-import { type KubeObject, type ResourceRef } from "./runtime/kube-api.js";
+import type { KubeObject, ResourceRef } from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 import { contentHash } from "./content-hash.js";
 import { COMPONENT_LABEL, CONFIGURATION_LABEL, ownedLabels, SPEC_HASH_ANNOTATION } from "./labels.js";

@@ -13,7 +13,7 @@ import {
 } from "@cluster-proxy/api";
 import { delay } from "@cluster-proxy/kit";
 import { unb64, type SecretObject } from "./certificate-authority.js";
-import { typedResource, type KubeApi, type KubeObject } from "./runtime/kube-api.js";
+import { typedResource, type KubeApi, type KubeObject } from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 import { serverPodLabels } from "./render-proxy-server.js";
 import type { Logger } from "@cluster-proxy/kit";

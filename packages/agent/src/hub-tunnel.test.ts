@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { once } from "node:events";
-import { copyFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import type * as http from "node:http";
 import * as https from "node:https";
 import type * as net from "node:net";
@@ -244,6 +244,42 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
       );
     } finally {
       watch.stop();
+    }
+  });
+  test("the replica watch reads the kubeconfig again for every request: a broken one is reported, a mended one recovers", async () => {
+    const kubeconfig = join(pki.dir, "kubeconfig");
+    const good = readFileSync(kubeconfig, "utf8");
+    hub.slices = [slice("s1", [{ pod: "p-a" }])];
+    const seen: string[][] = [];
+    const errors: (string | undefined)[] = [];
+    const watch = new ReplicaWatch({
+      access,
+      namespace: "ns",
+      service: "proxy-entrypoint",
+      timeoutMs: 5_000,
+      retryMs: 50,
+      logger: silentLogger,
+      onChange: (pods) => seen.push(pods),
+      onError: (e) => errors.push(e),
+    });
+    watch.start();
+    try {
+      await waitUntil("the listed pods", () => seen.length === 1 && hub.watching === 1);
+      writeFileSync(kubeconfig, "clusters: [not a kubeconfig");
+      hub.endWatches();
+      await waitUntil("the failure reported", () => errors.some((e) => e !== undefined));
+      assert.match(
+        errors.find((e) => e !== undefined)!,
+        /^cannot learn the proxy-server replicas from the EndpointSlices of ns\/proxy-entrypoint on the hub: --hub-kubeconfig: cannot load/,
+      );
+      hub.slices = [slice("s1", [{ pod: "p-b" }])];
+      writeFileSync(kubeconfig, good);
+      await waitUntil("the re-list with the mended kubeconfig", () => seen.length === 2);
+      assert.deepEqual(seen[1], ["p-b"]);
+      assert.equal(errors.at(-1), undefined, "a successful list clears the reported error");
+    } finally {
+      watch.stop();
+      writeFileSync(kubeconfig, good);
     }
   });
 });

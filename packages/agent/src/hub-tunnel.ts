@@ -7,7 +7,8 @@ import * as https from "node:https";
 import type * as net from "node:net";
 import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
 import { ConnectError } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
+import { delay, type Logger } from "@cluster-proxy/kit";
+import type { KubeApiConfig, KubeObject, SupervisedWatch } from "@cluster-proxy/kube";
 import { apiStatusMessage } from "./kube-status.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -23,6 +24,20 @@ export interface HubEndpoint {
 /** The hub apiserver and the agent's credentials, from `--hub-kubeconfig`. */
 export class HubAccess {
   constructor(readonly kubeconfig: string) {}
+
+  /**
+   * The hub as the configuration of a @cluster-proxy/kube `KubeApi` at `hub`'s server: the
+   * kubeconfig and its files are read again for every request.
+   */
+  kubeApiConfig(hub: HubEndpoint): KubeApiConfig {
+    return {
+      getCurrentCluster: () => ({ server: hub.server.href }),
+      applyToHTTPSOptions: async (options) => {
+        const { ca, cert, key } = await this.load();
+        Object.assign(options, { ca, cert, key, agent: false });
+      },
+    };
+  }
 
   /** Load the kubeconfig and its files now; throws a ConfigError naming --hub-kubeconfig. */
   async load(): Promise<HubEndpoint> {
@@ -176,19 +191,13 @@ export function openHubTunnel(
 }
 
 /** One EndpointSlice as far as we read it. */
-interface EndpointSlice {
-  metadata: { name: string; resourceVersion?: string };
+interface EndpointSlice extends KubeObject {
   endpoints?:
     | {
         conditions?: { ready?: boolean | null; terminating?: boolean | null };
         targetRef?: { kind?: string; name?: string };
       }[]
     | null;
-}
-
-interface SliceList {
-  metadata: { resourceVersion?: string };
-  items: EndpointSlice[];
 }
 
 /**
@@ -225,136 +234,68 @@ export interface ReplicaWatchOptions {
 
 /**
  * The ready pods behind a Service, from its EndpointSlices (label `kubernetes.io/service-name`):
- * list, then watch from the list's resourceVersion; every end of the watch lists again (a watch
- * that failed after `retryMs`).
+ * a supervised watch of @cluster-proxy/kube (loaded here: only agents with --hub-kubeconfig run
+ * one) lists them, then watches from the list's resourceVersion; every end of the watch lists
+ * again (a watch that failed after `retryMs`).
  */
 export class ReplicaWatch {
-  private readonly slices = new Map<string, string[]>();
   private last = "";
-  private stopped = false;
-  private request: ReturnType<typeof https.request> | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly stopping = new AbortController();
 
   constructor(private readonly o: ReplicaWatchOptions) {}
 
   start(): void {
-    this.cycle(0);
+    void this.run(this.stopping.signal);
   }
 
   stop(): void {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    this.request?.destroy();
+    this.stopping.abort();
   }
 
-  private cycle(delayMs: number): void {
-    if (this.stopped) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.listAndWatch().then(
-        () => this.cycle(0),
-        (err: unknown) => {
-          const message = `cannot learn the proxy-server replicas from the EndpointSlices of ${this.o.namespace}/${this.o.service} on the hub: ${err instanceof Error ? err.message : String(err)}`;
-          this.o.logger.warn({ err: message }, "proxy-server replica watch failed");
-          this.o.onError(message);
-          this.cycle(this.o.retryMs);
+  private async run(signal: AbortSignal): Promise<void> {
+    const kube = await import("@cluster-proxy/kube");
+    let hub: HubEndpoint | undefined;
+    while (!hub && !signal.aborted) {
+      hub = await this.o.access.load().catch((err: unknown) => {
+        this.o.logger.warn({ err: errorMessage(err) }, "proxy-server replica watch: cannot load --hub-kubeconfig");
+        this.failed(err);
+        return undefined;
+      });
+      if (!hub) await delay(this.o.retryMs, signal);
+    }
+    if (!hub) return;
+    const api = new kube.KubeApi(this.o.access.kubeApiConfig(hub), { requestTimeoutMs: this.o.timeoutMs });
+    const watch: SupervisedWatch<EndpointSlice> = new kube.SupervisedWatch(
+      api,
+      kube.typedResource<EndpointSlice>(kube.KubeResources.endpointSlice),
+      {
+        namespace: this.o.namespace,
+        labelSelector: `kubernetes.io/service-name=${this.o.service}`,
+        relistWhenWatchEnds: true,
+        retry: { initialMs: this.o.retryMs, capMs: this.o.retryMs },
+        onList: () => {
+          this.o.onError(undefined);
+          this.publish(watch.items());
         },
-      );
-    }, delayMs);
+        onFailure: (err) => this.failed(err),
+      },
+      () => this.publish(watch.items()),
+      this.o.logger,
+    );
+    await watch.run(signal);
   }
 
-  private base(): string {
-    const selector = encodeURIComponent(`kubernetes.io/service-name=${this.o.service}`);
-    return `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(this.o.namespace)}/endpointslices?labelSelector=${selector}`;
+  private failed(err: unknown): void {
+    this.o.onError(
+      `cannot learn the proxy-server replicas from the EndpointSlices of ${this.o.namespace}/${this.o.service} on the hub: ${errorMessage(err)}`,
+    );
   }
 
-  private publish(): void {
-    const pods = [...new Set([...this.slices.values()].flat())].sort();
+  private publish(slices: EndpointSlice[]): void {
+    const pods = [...new Set(slices.flatMap(readyPods))].sort();
     const key = pods.join(",");
     if (key === this.last) return;
     this.last = key;
     this.o.onChange(pods);
-  }
-
-  private async listAndWatch(): Promise<void> {
-    const hub = await this.o.access.load();
-    const list = await this.getJson<SliceList>(hub, this.base());
-    this.slices.clear();
-    for (const s of list.items) this.slices.set(s.metadata.name, readyPods(s));
-    this.o.onError(undefined);
-    this.publish();
-    await this.watch(hub, list.metadata.resourceVersion ?? "");
-  }
-
-  private getJson<T>(hub: HubEndpoint, path: string): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const req = https.get(requestOptions(hub, path, this.o.timeoutMs), (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (c: string) => (body += c));
-        res.once("end", () => {
-          if (res.statusCode !== 200) {
-            reject(new Error(`list answered ${res.statusCode}: ${body.slice(0, 300)}`));
-            return;
-          }
-          try {
-            resolve(JSON.parse(body) as T);
-          } catch (err) {
-            reject(err instanceof Error ? err : new Error(String(err)));
-          }
-        });
-        res.once("error", reject);
-      });
-      req.once("timeout", () => req.destroy(new Error(`no answer within ${this.o.timeoutMs} ms`)));
-      req.once("error", reject);
-      this.request = req;
-    });
-  }
-
-  /** Watch until the server ends it (resolve) or it fails (reject). */
-  private watch(hub: HubEndpoint, resourceVersion: string): Promise<void> {
-    const path = `${this.base()}&watch=1&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=${encodeURIComponent(resourceVersion)}`;
-    return new Promise((resolve, reject) => {
-      const req = https.get({ ...requestOptions(hub, path, this.o.timeoutMs), timeout: 0 }, (res) => {
-        if (res.statusCode !== 200) {
-          res.resume();
-          reject(new Error(`watch answered ${res.statusCode}`));
-          return;
-        }
-        let buffered = "";
-        res.setEncoding("utf8");
-        res.on("data", (chunk: string) => {
-          buffered += chunk;
-          for (let nl = buffered.indexOf("\n"); nl >= 0; nl = buffered.indexOf("\n")) {
-            const line = buffered.slice(0, nl).trim();
-            buffered = buffered.slice(nl + 1);
-            if (line) this.event(line);
-          }
-        });
-        res.once("end", () => resolve());
-        res.once("error", reject);
-      });
-      req.once("error", reject);
-      this.request = req;
-    });
-  }
-
-  private event(line: string): void {
-    let event: { type?: string; object?: EndpointSlice };
-    try {
-      event = JSON.parse(line) as { type?: string; object?: EndpointSlice };
-    } catch {
-      return;
-    }
-    const slice = event.object;
-    if (!slice?.metadata?.name) return;
-    if (event.type === "ADDED" || event.type === "MODIFIED") this.slices.set(slice.metadata.name, readyPods(slice));
-    else if (event.type === "DELETED") this.slices.delete(slice.metadata.name);
-    else if (event.type === "ERROR") {
-      // 410 Gone and the like: the response ends and we list again.
-      this.request?.destroy();
-      return;
-    } else return;
-    this.publish();
   }
 }

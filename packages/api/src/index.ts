@@ -147,3 +147,4 @@ export {
   SERVER_CA_AGENT_CA_KEY,
   SERVER_CA_SECRET,
 } from "./hub-names.js";
+export { HubResources } from "./hub-resources.js";

@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ClusterProxyError, ConfigError, ErrorCodes, errorCatalogEntries, serverOptionSpecs } from "@cluster-proxy/api";
-import { KubeApiError } from "@cluster-proxy/addon-manager";
+import { KubeApiError } from "@cluster-proxy/kube";
 import { DestinationRefusedError } from "@cluster-proxy/agent";
 import { HttpConnectError } from "@cluster-proxy/client";
 import { CertificateError, SingleCaLayoutError } from "@cluster-proxy/pki";

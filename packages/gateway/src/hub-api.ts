@@ -1,7 +1,7 @@
 /**
  * What the gateway asks of the hub, behind one small interface: the real implementation
- * (`kube-hub.ts`) uses @kubernetes/client-node's typed APIs and Watch; tests use a fake
- * (`testing/fake-hub.ts`).
+ * (`kube-hub.ts`) uses @kubernetes/client-node's typed APIs and @cluster-proxy/kube's supervised
+ * watches; tests use a fake (`testing/fake-hub.ts`).
  */
 
 /** An authenticated identity, as a TokenReview or SubjectAccessReview carries it. */

@@ -1,6 +1,6 @@
 /**
  * The real HubApi against a stand-in apiserver on loopback (plain HTTP): the requests it sends
- * (TokenReview, SubjectAccessReview, ManagedCluster, ConfigMap list and watch, Event, the fleet
+ * (TokenReview, SubjectAccessReview, ManagedCluster, ConfigMap list and watch by name, Event, the fleet
  * view's ManagedClusterAddOn list and watch by name) and how it reads the answers (404 is "no such
  * cluster", a watch event updates the listener).
  */
@@ -20,6 +20,7 @@ describe("kubeHubApi", () => {
   let watchResponse: http.ServerResponse | undefined;
   let addOnWatch: http.ServerResponse | undefined;
   const addOnQueries: string[] = [];
+  const configMapQueries: string[] = [];
 
   before(async () => {
     server = http.createServer((req, res) => {
@@ -50,9 +51,8 @@ describe("kubeHubApi", () => {
             return json(201, { status: { allowed: true } });
           case "/apis/cluster.open-cluster-management.io/v1/managedclusters/mc1":
             return json(200, { metadata: { name: "mc1", labels: { a: "b" } } });
-          case "/api/v1/namespaces/ns/configmaps/svc":
-            return json(200, { metadata: { name: "svc", resourceVersion: "7" }, data: { services: "[]" } });
           case "/api/v1/namespaces/ns/configmaps":
+            configMapQueries.push(url.search);
             if (url.searchParams.get("watch")) {
               res.writeHead(200, { "content-type": "application/json" });
               res.write(
@@ -61,7 +61,10 @@ describe("kubeHubApi", () => {
               watchResponse = res;
               return;
             }
-            return json(404, {});
+            return json(200, {
+              metadata: { resourceVersion: "7" },
+              items: [{ metadata: { name: "svc", resourceVersion: "7" }, data: { services: "[]" } }],
+            });
           case "/apis/addon.open-cluster-management.io/v1alpha1/managedclusteraddons":
             addOnQueries.push(url.search);
             if (url.searchParams.get("watch")) {
@@ -180,6 +183,9 @@ describe("kubeHubApi", () => {
     while (seen.length < 2) await new Promise<void>((r) => (wake = r));
     stop();
     assert.deepEqual(seen, [{ services: "[]" }, { services: "- x" }]);
+    // Listed and watched by name (the gateway's Role names the ConfigMap), the watch from the list's version.
+    assert.ok(configMapQueries.every((q) => new URLSearchParams(q).get("fieldSelector") === "metadata.name=svc"));
+    assert.equal(new URLSearchParams(configMapQueries.at(-1)).get("resourceVersion"), "7");
   });
 
   test("an Event names the ConfigMap", async () => {

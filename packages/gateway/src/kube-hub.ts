@@ -1,12 +1,20 @@
 /**
- * The hub through @kubernetes/client-node: TokenReview and SubjectAccessReview (typed APIs),
- * ManagedCluster lookups (custom objects), the services ConfigMap (a list, then a Watch that is
- * re-listed whenever it ends, with backoff after failures) and Warning Events about it; for the
- * fleet view, ManagedClusters and the ManagedClusterAddOns `cluster-proxy` listed and watched the
- * same way.
+ * The hub: TokenReview and SubjectAccessReview (typed APIs of @kubernetes/client-node), ManagedCluster
+ * lookups, Warning Events about the services ConfigMap, and, through @cluster-proxy/kube's supervised
+ * watches, the services ConfigMap and, for the fleet view, the ManagedClusters and the
+ * ManagedClusterAddOns `cluster-proxy`: listed, then watched, re-listed whenever a watch ends.
  */
 import * as k8s from "@kubernetes/client-node";
-import { Backoff, silentLogger, type Logger } from "@cluster-proxy/kit";
+import { HubResources } from "@cluster-proxy/api";
+import {
+  KubeApi,
+  KubeResources,
+  SupervisedWatch,
+  typedResource,
+  type KubeObject,
+  type ResourceRef,
+} from "@cluster-proxy/kube";
+import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import type {
   AddOnCondition,
   AddOnInfo,
@@ -18,7 +26,6 @@ import type {
   TokenReviewResult,
   UserInfo,
 } from "./hub-api.js";
-import { errorMessage } from "@cluster-proxy/errors";
 
 function isNotFound(err: unknown): boolean {
   return err instanceof k8s.ApiException && err.code === 404;
@@ -29,12 +36,16 @@ function userOf(u: k8s.V1UserInfo | undefined): UserInfo | undefined {
   return { username: u.username, ...(u.uid ? { uid: u.uid } : {}), groups: u.groups ?? [], extra: u.extra ?? {} };
 }
 
-/** A custom object as a list or a watch gives it, as far as the fleet view reads it. */
-interface CustomObject {
-  metadata?: { name?: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string };
+/** A ManagedCluster or ManagedClusterAddOn as far as the fleet view reads it. */
+interface CustomObject extends KubeObject {
   status?: {
     conditions?: { type?: string; status?: string; reason?: string; message?: string; lastTransitionTime?: unknown }[];
   };
+}
+
+/** A ConfigMap as far as the gateway reads it. */
+interface ConfigMapObject extends KubeObject {
+  data?: Record<string, string>;
 }
 
 function clusterOf(obj: CustomObject): ManagedClusterInfo | undefined {
@@ -63,108 +74,51 @@ function addOnOf(obj: CustomObject): AddOnInfo | undefined {
   return { cluster, ...(available ? { available } : {}) };
 }
 
-/** Where a watched list of custom objects lives. */
-interface ListSpec<T> {
-  what: string;
-  group: string;
-  version: string;
-  plural: string;
-  fieldSelector?: string;
-  item(obj: CustomObject): T | undefined;
-  /** The name a `delete` event carries. */
-  key(obj: CustomObject): string | undefined;
-}
+/** The pause after a failed list or watch: doubling from 1 s up to 30 s. */
+const WATCH_RETRY = { initialMs: 1_000, capMs: 30_000 };
 
 /**
- * Read, then watch from the version read, again whenever the watch ends (after a failure, with
- * backoff) until the returned function is called. `read` resolves with the resourceVersion to
- * watch from (it is told whether the loop was stopped meanwhile, to hold its news back then);
- * `onEvent` gets the watch's events.
+ * Follow the `T`s of `resource` that `selection` selects until the returned function is called:
+ * `onList` gets every (re)list whole, `onEvent` the watch's changes in between.
  */
-function watchLoop<O>(
-  kc: k8s.KubeConfig,
+function follow<T extends KubeObject>(
+  api: KubeApi,
   logger: Logger,
-  what: string,
-  path: string,
-  query: Record<string, string>,
-  read: (stopped: () => boolean) => Promise<string | undefined>,
-  onEvent: (phase: string, obj: O) => void,
+  resource: ResourceRef<T>,
+  selection: { namespace?: string; fieldSelector?: string },
+  onList: (items: T[]) => void,
+  onEvent: (type: "ADDED" | "MODIFIED" | "DELETED", obj: T) => void,
 ): () => void {
-  let stopped = false;
-  let abort: AbortController | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  const backoff = new Backoff({ initialMs: 1_000, capMs: 30_000 });
-  const watch = new k8s.Watch(kc);
-  const run = async (): Promise<void> => {
-    const version = await read(() => stopped);
-    if (stopped) return;
-    await new Promise<void>((resolve, reject) => {
-      watch
-        .watch(
-          path,
-          { ...query, ...(version ? { resourceVersion: version } : {}) },
-          (phase: string, obj: O) => {
-            backoff.reset();
-            if (!stopped) onEvent(phase, obj);
-          },
-          (err: unknown) => (err ? reject(err instanceof Error ? err : new Error("the watch failed")) : resolve()),
-        )
-        .then((a) => {
-          abort = a;
-          if (stopped) a.abort();
-        }, reject);
-    });
-  };
-  const loop = (): void => {
-    if (stopped) return;
-    run().then(
-      () => loop(),
-      (err: unknown) => {
-        if (stopped) return;
-        const delay = backoff.next();
-        logger.warn({ err: errorMessage(err), retryInMs: delay }, `watch of ${what} failed`);
-        timer = setTimeout(loop, delay);
-      },
-    );
-  };
-  loop();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-    abort?.abort();
-  };
+  const stop = new AbortController();
+  const watch = new SupervisedWatch(api, resource, { ...selection, onList, retry: WATCH_RETRY }, onEvent, logger);
+  void watch.run(stop.signal);
+  return () => stop.abort();
 }
 
-/** List, then watch, the custom objects of `spec` (cluster-wide); see {@link watchLoop}. */
+/** Follow the `T`s of `resource` (cluster-wide) as {@link ListEvent}s of what `item` makes of them. */
 function listWatch<T>(
-  kc: k8s.KubeConfig,
-  custom: k8s.CustomObjectsApi,
+  api: KubeApi,
   logger: Logger,
-  spec: ListSpec<T>,
+  resource: ResourceRef<CustomObject>,
+  spec: {
+    fieldSelector?: string;
+    item(obj: CustomObject): T | undefined;
+    /** The name a `delete` event carries. */
+    key(obj: CustomObject): string | undefined;
+  },
   listener: (event: ListEvent<T>) => void,
 ): () => void {
-  const selector: Record<string, string> = spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {};
-  return watchLoop<CustomObject>(
-    kc,
+  return follow(
+    api,
     logger,
-    spec.what,
-    `/apis/${spec.group}/${spec.version}/${spec.plural}`,
-    selector,
-    async (stopped) => {
-      const list = (await custom.listClusterCustomObject({
-        group: spec.group,
-        version: spec.version,
-        plural: spec.plural,
-        ...selector,
-      })) as { items?: CustomObject[]; metadata?: { resourceVersion?: string } };
-      if (!stopped()) listener({ kind: "list", items: (list.items ?? []).flatMap((o) => spec.item(o) ?? []) });
-      return list.metadata?.resourceVersion;
-    },
-    (phase, obj) => {
-      if (phase === "DELETED") {
+    resource,
+    spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {},
+    (items) => listener({ kind: "list", items: items.flatMap((o) => spec.item(o) ?? []) }),
+    (type, obj) => {
+      if (type === "DELETED") {
         const name = spec.key(obj);
         if (name) listener({ kind: "delete", name });
-      } else if (phase === "ADDED" || phase === "MODIFIED") {
+      } else {
         const item = spec.item(obj);
         if (item) listener({ kind: "set", item });
       }
@@ -198,6 +152,7 @@ export function kubeHubApi(
   const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
   const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const core = kc.makeApiClient(k8s.CoreV1Api);
+  const api = new KubeApi(kc);
   return {
     async tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
       const review = await withDeadline(
@@ -254,59 +209,30 @@ export function kubeHubApi(
       }
     },
     watchConfigMap(namespace: string, name: string, listener: ConfigMapListener): () => void {
-      return watchLoop<k8s.V1ConfigMap>(
-        kc,
+      return follow(
+        api,
         logger,
-        `ConfigMap ${namespace}/${name}`,
-        `/api/v1/namespaces/${namespace}/configmaps`,
-        { fieldSelector: `metadata.name=${name}` },
-        async () => {
-          try {
-            const cm = await core.readNamespacedConfigMap({ name, namespace });
-            listener(cm.data ?? {});
-            return cm.metadata?.resourceVersion;
-          } catch (err) {
-            if (!isNotFound(err)) throw err;
-            listener(undefined);
-            return undefined;
-          }
-        },
-        (phase, obj) => {
-          if (phase === "DELETED") listener(undefined);
-          else if (phase === "ADDED" || phase === "MODIFIED") listener(obj.data ?? {});
-        },
+        typedResource<ConfigMapObject>(KubeResources.configMap),
+        { namespace, fieldSelector: `metadata.name=${name}` },
+        (items) => listener(items[0] ? (items[0].data ?? {}) : undefined),
+        (type, obj) => listener(type === "DELETED" ? undefined : (obj.data ?? {})),
       );
     },
     watchManagedClusters(listener: (event: ListEvent<ManagedClusterInfo>) => void): () => void {
       return listWatch(
-        kc,
-        custom,
+        api,
         logger,
-        {
-          what: "ManagedClusters",
-          group: "cluster.open-cluster-management.io",
-          version: "v1",
-          plural: "managedclusters",
-          item: clusterOf,
-          key: (o) => o.metadata?.name,
-        },
+        typedResource<CustomObject>(HubResources.managedCluster),
+        { item: clusterOf, key: (o) => o.metadata.name },
         listener,
       );
     },
     watchAddOns(name: string, listener: (event: ListEvent<AddOnInfo>) => void): () => void {
       return listWatch(
-        kc,
-        custom,
+        api,
         logger,
-        {
-          what: `ManagedClusterAddOns ${name}`,
-          group: "addon.open-cluster-management.io",
-          version: "v1alpha1",
-          plural: "managedclusteraddons",
-          fieldSelector: `metadata.name=${name}`,
-          item: addOnOf,
-          key: (o) => o.metadata?.namespace,
-        },
+        typedResource<CustomObject>(HubResources.managedClusterAddOn),
+        { fieldSelector: `metadata.name=${name}`, item: addOnOf, key: (o) => o.metadata.namespace },
         listener,
       );
     },

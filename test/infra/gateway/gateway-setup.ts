@@ -8,7 +8,8 @@ import { createSign, generateKeyPairSync, type KeyObject, randomUUID } from "nod
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
-import { Resources, type KubeApi, type KubeObject } from "@cluster-proxy/addon-manager";
+import { type KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { Resources } from "@cluster-proxy/addon-manager";
 import { HOST_ADDR, nsOf, repoRoot } from "../env/config.js";
 import type { TestEnv } from "../env/fixture.js";
 import { docBlock } from "../addon/readme-install.js";

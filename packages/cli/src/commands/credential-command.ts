@@ -82,7 +82,7 @@ async function fromTokenRequest(
   env: NodeJS.ProcessEnv,
 ): Promise<ReturnType<typeof execCredential>> {
   const seconds = Math.floor(flags.expiration / 1000);
-  const { KubeApi } = await import("@cluster-proxy/addon-manager");
+  const { KubeApi } = await import("@cluster-proxy/kube");
   const { kc, file } = await loadHubKubeConfig(flags.kubeconfig, env);
   const own = (): { namespace: string; name: string } | undefined => {
     const token = kc.getCurrentUser()?.token;

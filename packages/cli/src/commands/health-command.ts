@@ -17,8 +17,9 @@ import {
   SERVER_CA_SECRET,
   parseTunnelHealth,
   type Condition,
+  HubResources,
 } from "@cluster-proxy/api";
-import type { KubeObject } from "@cluster-proxy/addon-manager";
+import type { KubeObject } from "@cluster-proxy/kube";
 import { CommandFailure, type CliContext } from "../cli-context.js";
 import {
   clusterCa,
@@ -103,12 +104,12 @@ export function registerHealthCommand(program: Command, ctx: CliContext, setExit
 
 /** The newest agent certificate's expiry per cluster, from the addon's CertificateSigningRequests. */
 async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> {
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   const out = new Map<string, string>();
   let items: (KubeObject & { status?: { certificate?: string } })[];
   try {
     items = (
-      await hub.api.list(Resources.certificateSigningRequest, {
+      await hub.api.list(KubeResources.certificateSigningRequest, {
         labelSelector: `${ADDON_NAME_LABEL}=${ADDON_NAME}`,
       })
     ).items;
@@ -130,12 +131,12 @@ async function agentCertificateExpiries(hub: Hub): Promise<Map<string, string>> 
 
 async function collectHealth(hub: Hub, flags: HealthOptions): Promise<ClusterHealth[]> {
   const { timeout: timeoutMs, parallel } = flags;
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+
   let clusters: ManagedClusterObject[];
   let addons: Mca[];
   try {
-    clusters = (await hub.api.list(Resources.managedCluster)).items;
-    addons = (await hub.api.list(Resources.managedClusterAddOn)).items.filter((a) => a.metadata.name === ADDON_NAME);
+    clusters = (await hub.api.list(HubResources.managedCluster)).items;
+    addons = (await hub.api.list(HubResources.managedClusterAddOn)).items.filter((a) => a.metadata.name === ADDON_NAME);
   } catch (err) {
     throw hubError(err, "listing ManagedClusters and ManagedClusterAddOns");
   }
@@ -207,11 +208,11 @@ async function collectHealth(hub: Hub, flags: HealthOptions): Promise<ClusterHea
  * `agent-ca.crt`), or why there is none (a string: the GATEWAY column's reason).
  */
 async function agentCaBundle(hub: Hub): Promise<Buffer | string> {
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   const ns = hub.mpc.spec.proxyServer.namespace;
   try {
     const secret = await hub.api.tryGet<KubeObject & { data?: Record<string, string> }>(
-      Resources.secret,
+      KubeResources.secret,
       SERVER_CA_SECRET,
       ns,
     );

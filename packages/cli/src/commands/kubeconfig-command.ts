@@ -14,8 +14,9 @@ import {
   GATEWAY_PORT,
   GATEWAY_SERVICE,
   GATEWAY_SERVING_SECRET,
+  HubResources,
 } from "@cluster-proxy/api";
-import type { KubeObject } from "@cluster-proxy/addon-manager";
+import type { KubeObject } from "@cluster-proxy/kube";
 import { CommandFailure, type CliContext } from "../cli-context.js";
 import {
   chooseDirectEndpoint,
@@ -224,13 +225,13 @@ async function gatewayKubeconfig(
   const user = await hubUser(flags, env);
   if (route.kind === "aggregated") return aggregatedKubeconfig(flags, env, user);
   const hub = await requireConfiguredHub(lazyHub(flags, env), flags, env)();
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   const ns = hub.mpc.spec.proxyServer.namespace;
   let clusters: string[];
   let serving: (KubeObject & { data?: Record<string, string> }) | undefined;
   try {
     clusters = await gatewayClusters(hub, flags.cluster);
-    serving = await hub.api.tryGet(Resources.secret, GATEWAY_SERVING_SECRET, ns);
+    serving = await hub.api.tryGet(KubeResources.secret, GATEWAY_SERVING_SECRET, ns);
   } catch (err) {
     if (err instanceof CommandFailure) throw err;
     throw hubError(err, `listing ManagedClusters and reading Secret ${ns}/${GATEWAY_SERVING_SECRET}`);
@@ -268,13 +269,12 @@ async function gatewayKubeconfig(
 
 /** --cluster (checked to exist), else every ManagedCluster, sorted; hub errors are thrown as they are. */
 async function gatewayClusters(hub: Hub, cluster: string | undefined): Promise<string[]> {
-  const { Resources } = await import("@cluster-proxy/addon-manager");
   if (cluster !== undefined) {
-    if (!(await hub.api.tryGet(Resources.managedCluster, cluster)))
+    if (!(await hub.api.tryGet(HubResources.managedCluster, cluster)))
       throw new CommandFailure(`--cluster: no ManagedCluster named ${cluster}`);
     return [cluster];
   }
-  const clusters = (await hub.api.list(Resources.managedCluster)).items.map((c) => c.metadata.name).sort();
+  const clusters = (await hub.api.list(HubResources.managedCluster)).items.map((c) => c.metadata.name).sort();
   if (clusters.length === 0) throw new CommandFailure("no ManagedCluster on the hub: nothing to reach");
   return clusters;
 }
@@ -386,10 +386,10 @@ async function readKubeconfig<T>(file: string, source: string, pick: (doc: unkno
 /** The CA bundle of `cluster`'s kube-apiserver, from its ManagedCluster. */
 async function managedClusterCa(getHub: () => Promise<Hub>, cluster: string): Promise<Buffer> {
   const hub = await getHub();
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+
   let mc: ManagedClusterObject | undefined;
   try {
-    mc = await hub.api.tryGet<ManagedClusterObject>(Resources.managedCluster, cluster);
+    mc = await hub.api.tryGet<ManagedClusterObject>(HubResources.managedCluster, cluster);
   } catch (err) {
     throw hubError(err, `reading ManagedCluster ${cluster}`);
   }
@@ -414,10 +414,10 @@ async function userCredentials(
     return readCurrentUser(flags.credentialsFrom, `--credentials-from ${flags.credentialsFrom}`);
   const name = flags.managedServiceAccount!;
   const hub = await getHub();
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   let secret: (KubeObject & { data?: Record<string, string> }) | undefined;
   try {
-    secret = await hub.api.tryGet(Resources.secret, name, flags.cluster);
+    secret = await hub.api.tryGet(KubeResources.secret, name, flags.cluster);
   } catch (err) {
     throw hubError(err, `reading the ManagedServiceAccount token Secret ${flags.cluster}/${name}`);
   }

@@ -5,7 +5,7 @@ import net from "node:net";
 import { after, before, test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
 import { WebSocketServer, type WebSocket } from "ws";
-import { KubeApi } from "@cluster-proxy/addon-manager";
+import { KubeApi } from "@cluster-proxy/kube";
 import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
 import {
   ApiserverRelay,

@@ -9,7 +9,7 @@ import net from "node:net";
 import { Duplex } from "node:stream";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { WebSocket as WebSocketLike } from "ws";
-import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
+import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import { CommandFailure } from "../cli-context.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -41,10 +41,10 @@ export async function readyProxyServerPods(
   namespace: string,
   selector = PROXY_SERVER_SELECTOR,
 ): Promise<string[]> {
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   let pods: PodObject[];
   try {
-    pods = (await api.list<PodObject>(Resources.pod, { namespace, labelSelector: selector })).items;
+    pods = (await api.list<PodObject>(KubeResources.pod, { namespace, labelSelector: selector })).items;
   } catch (err) {
     throw new CommandFailure(
       `hub: listing the proxy-server pods in namespace ${namespace} (to port-forward through the hub kube-apiserver; needs list on pods there, or --via=direct): ${errorMessage(err)}`,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
-import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
+import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
 import { findProxyEndpoint, type Hub, type HubFlags } from "./hub-access.js";
 

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
-import type { KubeApi, KubeObject } from "@cluster-proxy/addon-manager";
+import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import {
   COMPONENT_LABEL,
   ConfigError,
@@ -15,6 +15,7 @@ import {
   SERVER_CA_SECRET,
   managedProxyConfigurationFromApi,
   type ManagedProxyConfiguration,
+  HubResources,
 } from "@cluster-proxy/api";
 import { CommandFailure } from "../cli-context.js";
 import { errorMessage } from "@cluster-proxy/errors";
@@ -102,12 +103,12 @@ export async function loadHubKubeConfig(
 
 /** Load the hub kubeconfig as `kubectl` would, and read the ManagedProxyConfiguration. */
 export async function connectHub(flags: HubFlags, env: NodeJS.ProcessEnv): Promise<Hub> {
-  const { KubeApi, Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeApi } = await import("@cluster-proxy/kube");
   const { kc, file } = await loadHubKubeConfig(flags.kubeconfig, env);
   const api = new KubeApi(kc);
   let stored: KubeObject | undefined;
   try {
-    stored = await api.tryGet(Resources.managedProxyConfiguration, flags.configuration);
+    stored = await api.tryGet(HubResources.managedProxyConfiguration, flags.configuration);
   } catch (err) {
     throw hubError(err, `reading ManagedProxyConfiguration ${flags.configuration}`);
   }
@@ -181,10 +182,10 @@ async function locateDoor(
   const hub = await getHub();
   const ns = hub.mpc.spec.proxyServer.namespace;
   const inCluster = `${hub.mpc.spec.proxyServer.inClusterServiceName}.${ns}.svc`;
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   let services: ServiceObject[] = [];
   try {
-    services = (await hub.api.list(Resources.service, { namespace: ns })).items;
+    services = (await hub.api.list(KubeResources.service, { namespace: ns })).items;
   } catch {
     // Not allowed to list Services: fall back to the in-cluster name.
   }
@@ -359,15 +360,15 @@ export async function proxyCredentials(getHub: () => Promise<Hub>, flags: HubFla
       "no client certificate: pass --proxy-ca-cert, --proxy-cert and --proxy-key, or allow --in-cluster-proxy-cert-lookup",
     );
   const hub = await getHub();
-  const { Resources } = await import("@cluster-proxy/addon-manager");
+  const { KubeResources } = await import("@cluster-proxy/kube");
   const ns = hub.mpc.spec.proxyServer.namespace;
   const name = hub.mpc.spec.authentication.dump.secrets.signingProxyClientSecretName;
   type Secret = KubeObject & { data?: Record<string, string> };
   let secret: Secret | undefined;
   let serving: Secret | undefined;
   try {
-    secret = await hub.api.tryGet<Secret>(Resources.secret, name, ns);
-    serving = await hub.api.tryGet<Secret>(Resources.secret, SERVER_CA_SECRET, ns);
+    secret = await hub.api.tryGet<Secret>(KubeResources.secret, name, ns);
+    serving = await hub.api.tryGet<Secret>(KubeResources.secret, SERVER_CA_SECRET, ns);
   } catch (err) {
     throw hubError(
       err,

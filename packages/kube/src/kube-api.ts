@@ -1,14 +1,14 @@
 /**
  * A small JSON client of the Kubernetes API: get, list, watch, server-side apply, status
- * replace and delete by path. Authentication and TLS come from @kubernetes/client-node's
- * KubeConfig (kubeconfig file, in-cluster service account, exec plugins); requests are plain
- * `https.request`s so content types, subresources and watch streams are exactly what the
- * apiserver documents.
+ * replace and delete by path. Authentication and TLS come from its {@link KubeApiConfig} (a
+ * @kubernetes/client-node KubeConfig: kubeconfig file, in-cluster service account, exec plugins);
+ * requests are plain `https.request`s so content types, subresources and watch streams are exactly
+ * what the apiserver documents.
  */
-import type { KubeConfig } from "@kubernetes/client-node";
-import http from "node:http";
+import type * as NodeHttp from "node:http";
 import https from "node:https";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/api";
+import * as http from "@cluster-proxy/kit/http";
+import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 
 /** A Kubernetes object as JSON. */
 export interface KubeObject {
@@ -64,11 +64,18 @@ export function typedResource<T extends KubeObject>(ref: ResourceRef): ResourceR
 export const KubeResources = {
   namespace: { apiVersion: "v1", kind: "Namespace", plural: "namespaces", namespaced: false },
   secret: { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
+  configMap: { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespaced: true },
   pod: { apiVersion: "v1", kind: "Pod", plural: "pods", namespaced: true },
   service: { apiVersion: "v1", kind: "Service", plural: "services", namespaced: true },
   serviceAccount: { apiVersion: "v1", kind: "ServiceAccount", plural: "serviceaccounts", namespaced: true },
   event: { apiVersion: "v1", kind: "Event", plural: "events", namespaced: true },
   deployment: { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments", namespaced: true },
+  endpointSlice: {
+    apiVersion: "discovery.k8s.io/v1",
+    kind: "EndpointSlice",
+    plural: "endpointslices",
+    namespaced: true,
+  },
   podDisruptionBudget: {
     apiVersion: "policy/v1",
     kind: "PodDisruptionBudget",
@@ -121,10 +128,40 @@ export type WatchEvent<T extends KubeObject = KubeObject> =
   | { type: "ADDED" | "MODIFIED" | "DELETED" | "BOOKMARK"; object: T }
   | { type: "ERROR"; object: { code?: number; reason?: string; message?: string } };
 
-/** The field manager of every server-side apply. */
-export const FIELD_MANAGER = "cluster-proxy-addon-manager";
+/** The field manager of writes unless {@link KubeApiOptions.fieldManager} names another. */
+const DEFAULT_FIELD_MANAGER = "cluster-proxy-addon-manager";
 
 const REQUEST_TIMEOUT_MS = 30_000;
+
+/**
+ * Where a {@link KubeApi} sends its requests and how they authenticate, asked for every request: a
+ * @kubernetes/client-node `KubeConfig` is one (it reads the certificate files it names each time).
+ */
+export interface KubeApiConfig {
+  getCurrentCluster(): { server: string } | null;
+  applyToHTTPSOptions(options: https.RequestOptions): Promise<void>;
+}
+
+export interface KubeApiOptions {
+  /** The field manager of applies and writes. Default `cluster-proxy-addon-manager`. */
+  fieldManager?: string;
+  /** How long a request other than a watch may take. Default 30 s. */
+  requestTimeoutMs?: number;
+}
+
+/** Which objects of a collection: those of `namespace` (all when absent) that the selectors select. */
+export interface ListOptions {
+  namespace?: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+}
+
+function selectorQuery(options: ListOptions): URLSearchParams {
+  const q = new URLSearchParams();
+  if (options.labelSelector) q.set("labelSelector", options.labelSelector);
+  if (options.fieldSelector) q.set("fieldSelector", options.fieldSelector);
+  return q;
+}
 
 export interface ListResult<T extends KubeObject = KubeObject> {
   items: T[];
@@ -134,10 +171,18 @@ export interface ListResult<T extends KubeObject = KubeObject> {
 /** A path-level client; one per manager. */
 export class KubeApi {
   readonly server: URL;
-  constructor(private readonly kc: KubeConfig) {
+  private readonly fieldManager: string;
+  private readonly requestTimeoutMs: number;
+
+  constructor(
+    private readonly kc: KubeApiConfig,
+    options: KubeApiOptions = {},
+  ) {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new KubeApiError(0, "NoCluster", "the kubeconfig has no current cluster");
     this.server = new URL(cluster.server);
+    this.fieldManager = encodeURIComponent(options.fieldManager ?? DEFAULT_FIELD_MANAGER);
+    this.requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   }
 
   /** The collection path of `ref` (in `namespace` when namespaced). */
@@ -168,12 +213,8 @@ export class KubeApi {
     }
   }
 
-  async list<T extends KubeObject>(
-    ref: ResourceRef<T>,
-    options: { namespace?: string; labelSelector?: string } = {},
-  ): Promise<ListResult<T>> {
-    const q = new URLSearchParams();
-    if (options.labelSelector) q.set("labelSelector", options.labelSelector);
+  async list<T extends KubeObject>(ref: ResourceRef<T>, options: ListOptions = {}): Promise<ListResult<T>> {
+    const q = selectorQuery(options);
     const body = (await this.request("GET", `${KubeApi.collectionPath(ref, options.namespace)}?${q.toString()}`)) as {
       items: T[];
       metadata: { resourceVersion: string };
@@ -187,7 +228,7 @@ export class KubeApi {
 
   /** Server-side apply of `obj` (fields we own are set to what it says; `force` takes them over). */
   async apply<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject): Promise<T> {
-    const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}?fieldManager=${FIELD_MANAGER}&force=true`;
+    const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}?fieldManager=${this.fieldManager}&force=true`;
     return (await this.request(
       "PATCH",
       path,
@@ -197,13 +238,13 @@ export class KubeApi {
   }
 
   async create<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject): Promise<T> {
-    const path = `${KubeApi.collectionPath(ref, obj.metadata.namespace)}?fieldManager=${FIELD_MANAGER}`;
+    const path = `${KubeApi.collectionPath(ref, obj.metadata.namespace)}?fieldManager=${this.fieldManager}`;
     return (await this.request("POST", path, { ...obj, apiVersion: ref.apiVersion, kind: ref.kind })) as T;
   }
 
   /** PUT: fails with 409 when `obj.metadata.resourceVersion` is not the current one. */
   async replace<T extends KubeObject = KubeObject>(ref: ResourceRef, obj: KubeObject, subresource = ""): Promise<T> {
-    const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${FIELD_MANAGER}`;
+    const path = `${KubeApi.objectPath(ref, obj.metadata.name, obj.metadata.namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${this.fieldManager}`;
     return (await this.request("PUT", path, { ...obj, apiVersion: ref.apiVersion, kind: ref.kind })) as T;
   }
 
@@ -219,7 +260,7 @@ export class KubeApi {
     patch: Record<string, unknown>,
     subresource = "",
   ): Promise<T> {
-    const path = `${KubeApi.objectPath(ref, name, namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${FIELD_MANAGER}`;
+    const path = `${KubeApi.objectPath(ref, name, namespace)}${subresource ? `/${subresource}` : ""}?fieldManager=${this.fieldManager}`;
     return (await this.request("PATCH", path, patch, "application/merge-patch+json")) as T;
   }
 
@@ -249,17 +290,15 @@ export class KubeApi {
    */
   async watch<T extends KubeObject>(
     ref: ResourceRef<T>,
-    options: { namespace?: string; labelSelector?: string; resourceVersion: string; timeoutSeconds?: number },
+    options: ListOptions & { resourceVersion: string; timeoutSeconds?: number },
     onEvent: (event: WatchEvent<T>) => void,
     signal: AbortSignal,
   ): Promise<void> {
-    const q = new URLSearchParams({
-      watch: "1",
-      resourceVersion: options.resourceVersion,
-      allowWatchBookmarks: "true",
-      timeoutSeconds: String(options.timeoutSeconds ?? 300),
-    });
-    if (options.labelSelector) q.set("labelSelector", options.labelSelector);
+    const q = selectorQuery(options);
+    q.set("watch", "1");
+    q.set("resourceVersion", options.resourceVersion);
+    q.set("allowWatchBookmarks", "true");
+    q.set("timeoutSeconds", String(options.timeoutSeconds ?? 300));
     const res = await this.open(
       "GET",
       `${KubeApi.collectionPath(ref, options.namespace)}?${q.toString()}`,
@@ -303,7 +342,7 @@ export class KubeApi {
 
   /** One JSON request; errors become {@link KubeApiError}. */
   async request(method: string, path: string, body?: unknown, contentType = "application/json"): Promise<unknown> {
-    const res = await this.open(method, path, body, contentType, undefined, REQUEST_TIMEOUT_MS);
+    const res = await this.open(method, path, body, contentType, undefined, this.requestTimeoutMs);
     const text = await readAll(res);
     if ((res.statusCode ?? 0) >= 300) throw statusError(res.statusCode ?? 0, text, `${method} ${path}`);
     return text === "" ? undefined : JSON.parse(text);
@@ -316,13 +355,13 @@ export class KubeApi {
     contentType: string | undefined,
     signal: AbortSignal | undefined,
     timeoutMs: number,
-  ): Promise<http.IncomingMessage> {
+  ): Promise<NodeHttp.IncomingMessage> {
     const opts: https.RequestOptions = {};
     await this.kc.applyToHTTPSOptions(opts);
     const url = new URL(this.server.pathname.replace(/\/$/, "") + path, this.server);
     const payload = body === undefined ? undefined : JSON.stringify(body);
-    const headers: http.OutgoingHttpHeaders = {
-      ...((opts.headers ?? {}) as http.OutgoingHttpHeaders),
+    const headers: NodeHttp.OutgoingHttpHeaders = {
+      ...((opts.headers ?? {}) as NodeHttp.OutgoingHttpHeaders),
       accept: "application/json",
     };
     if (payload !== undefined) {
@@ -348,14 +387,14 @@ export class KubeApi {
   }
 }
 
-async function readAll(res: http.IncomingMessage): Promise<string> {
+async function readAll(res: NodeHttp.IncomingMessage): Promise<string> {
   res.setEncoding("utf8");
   let text = "";
   for await (const chunk of res) text += chunk as string;
   return text;
 }
 
-async function errorOf(res: http.IncomingMessage): Promise<KubeApiError> {
+async function errorOf(res: NodeHttp.IncomingMessage): Promise<KubeApiError> {
   return statusError(res.statusCode ?? 0, await readAll(res), "watch");
 }
 

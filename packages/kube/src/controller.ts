@@ -33,13 +33,20 @@ export class ReconcileMetrics {
   }
 }
 
+/**
+ * What a controller drives: bring what key `key` names to its desired state (controller-runtime's
+ * `reconcile.Reconciler`). A rejection is retried with backoff, a {@link TerminalError} is not.
+ */
+export interface Reconciler<K extends string = string> {
+  reconcile(key: K): Promise<ReconcileResult>;
+}
+
 /** What a controller is: its reconcile of one key and how its log lines name the work. */
-export interface ControllerSpec<K extends string> {
+export interface ControllerSpec<K extends string> extends Reconciler<K> {
   /** What the log lines call one reconcile, e.g. `"addon reconcile"`. */
   readonly what: string;
   /** The log fields naming `key`, e.g. `{ configuration: key }`. */
   readonly logFields: (key: K) => Record<string, unknown>;
-  readonly reconcile: (key: K) => Promise<ReconcileResult>;
 }
 
 /** One reconciler and its queue of `K` keys. */
