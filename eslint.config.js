@@ -196,6 +196,8 @@ function packageLayers() {
       // block's options replace an earlier one's, so the folder's block repeats the package's).
       ...inner.map(({ dir, patterns }) => ({
         files: [`packages/${pkg}/src/${dir}/**/*.ts`],
+        // A folder inside it with a rule of its own follows that rule.
+        ignores: inner.filter((o) => o.dir.startsWith(`${dir}/`)).map((o) => `packages/${pkg}/src/${o.dir}/**`),
         rules: {
           "no-restricted-imports": [
             "error",
@@ -224,6 +226,21 @@ function innerLayerRules() {
         patterns: [
           {
             regex: "^\\.\\./",
+            message:
+              'the controller runtime (src/runtime/) must not import the reconcilers, rendering or wiring of the addon manager (docs/design/addon-manager.md, "Shape")',
+          },
+          {
+            regex: "^@cluster-proxy\\/pki(\\/.*)?$",
+            message: "the controller runtime (src/runtime/) knows Kubernetes, not certificates",
+          },
+        ],
+      },
+      {
+        // The runtime's test fakes (the faithful fake API server): the runtime's layer, one level down.
+        dir: "runtime/testing",
+        patterns: [
+          {
+            regex: "^\\.\\./\\.\\./",
             message:
               'the controller runtime (src/runtime/) must not import the reconcilers, rendering or wiring of the addon manager (docs/design/addon-manager.md, "Shape")',
           },
