@@ -201,7 +201,11 @@ export class FakeApiServer {
   url = "";
 
   constructor(resources: readonly FakeResource[] = []) {
-    for (const r of [...DEFAULT_FAKE_RESOURCES, ...resources]) this.resources.set(resourceKey(r), r);
+    for (const r of [...DEFAULT_FAKE_RESOURCES, ...resources]) {
+      // A resource named again keeps the subresources it had unless it names its own.
+      const known = this.resources.get(resourceKey(r))?.subresources;
+      this.resources.set(resourceKey(r), { ...r, ...(r.subresources || !known ? {} : { subresources: known }) });
+    }
   }
 
   /** A started fake serving the runtime's resources and `resources`. */
