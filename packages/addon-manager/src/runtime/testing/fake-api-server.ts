@@ -194,6 +194,8 @@ export class FakeApiServer {
   /** Watches from a resourceVersion below this are expired (410). */
   private oldest = 1;
   private server: http.Server | undefined;
+  /** Every change stored (by a request or by `put`/`remove`), in order. */
+  readonly changes: { type: EventType; object: KubeObject }[] = [];
   /** Every request, in order. */
   readonly requests: FakeRequest[] = [];
   /** Called with each request before it is answered (to observe the client at that moment). */
@@ -341,6 +343,7 @@ export class FakeApiServer {
     if (type === "DELETED") this.bucket(ref).delete(key);
     else this.bucket(ref).set(key, stored);
     this.lastRv.set(resourceKey(ref), rv);
+    this.changes.push({ type, object: clone(stored) });
     const event: StoredEvent = { rv, key: resourceKey(ref), type, object: clone(stored), ...(old ? { old } : {}) };
     this.history.push(event);
     for (const w of this.watchers) this.deliver(w, event);
