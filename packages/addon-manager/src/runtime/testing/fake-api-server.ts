@@ -265,7 +265,11 @@ export class FakeApiServer {
   }
 
   /** The stored object, or undefined. */
-  object<T extends KubeObject = KubeObject>(ref: ResourceRef<T>, name: string, namespace?: string): T | undefined {
+  object<T extends Pick<KubeObject, "metadata"> = KubeObject>(
+    ref: ResourceRef,
+    name: string,
+    namespace?: string,
+  ): T | undefined {
     const o = this.bucket(ref).get(objectKey(ref.namespaced ? namespace : undefined, name));
     return o ? (clone(o) as T) : undefined;
   }
