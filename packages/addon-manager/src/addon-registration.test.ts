@@ -1,20 +1,30 @@
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-registration.js";
 import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
+import { Resources } from "./resources.js";
+import { ADDON_NAME } from "@cluster-proxy/api";
+
+/** The manager's resources; Open Cluster Management's have a status subresource. */
+const SERVED = Object.values(Resources).map((r) =>
+  r.apiVersion.includes("open-cluster-management.io") ? { ...r, subresources: ["status"] } : r,
+);
 import type { TunnelProber } from "./tunnel-prober.js";
 import { silentLogger } from "@cluster-proxy/kit";
 
-test("the ClusterManagementAddOn is created when missing, by Placement when asked, but not again after it was deleted", async () => {
-  const created: KubeObject[] = [];
-  const api = {
-    create: (_ref: unknown, obj: KubeObject) => {
-      created.push(obj);
-      return Promise.resolve(obj);
-    },
-  } as unknown as KubeApi;
-  let cma: KubeObject | undefined;
-  const cache = { managementAddOn: () => cma } as unknown as AddonCache;
+test("the ClusterManagementAddOn is created when missing, by Placement when asked, but not again after it was deleted", async (t) => {
+  const server = await FakeApiServer.start(SERVED);
+  t.after(() => server.close());
+  const api = server.api();
+  const created = (): KubeObject[] =>
+    server.requests
+      .filter((r) => r.method === "POST" && r.path.endsWith("/clustermanagementaddons"))
+      .map((r) => r.body as KubeObject);
+  const cache: AddonCache = {
+    ...addonCache(server, undefined),
+    managementAddOn: () => server.object(Resources.clusterManagementAddOn, ADDON_NAME),
+  };
   const options = {
     installPlacement: "open-cluster-management-addon/global",
     signerNamespace: "ns",
@@ -24,41 +34,55 @@ test("the ClusterManagementAddOn is created when missing, by Placement when aske
   };
   const reconciler = new AddonReconciler(api, cache, options, silentLogger);
   await reconciler.reconcileManagementAddOn();
-  assert.equal(created.length, 1);
-  assert.deepEqual((created[0]!.spec as { installStrategy: unknown }).installStrategy, {
+  assert.equal(created().length, 1);
+  assert.deepEqual((created()[0]!.spec as { installStrategy: unknown }).installStrategy, {
     type: "Placements",
     placements: [{ name: "global", namespace: "open-cluster-management-addon" }],
   });
-  cma = created[0];
   await reconciler.reconcileManagementAddOn();
   // Deleted by an operator: an uninstall, not drift to repair.
-  cma = undefined;
+  server.remove(Resources.clusterManagementAddOn, ADDON_NAME);
   await reconciler.reconcileManagementAddOn();
   await reconciler.reconcileManagementAddOn();
-  assert.equal(created.length, 1, "not recreated while this manager runs");
+  assert.equal(created().length, 1, "not recreated while this manager runs");
   // A restarted manager (a new term) creates it again, Manual without a placement.
   await new AddonReconciler(api, cache, { ...options, installPlacement: "" }, silentLogger).reconcileManagementAddOn();
-  assert.equal(created.length, 2);
-  assert.deepEqual((created[1]!.spec as { installStrategy: unknown }).installStrategy, { type: "Manual" });
+  assert.equal(created().length, 2);
+  assert.deepEqual((created()[1]!.spec as { installStrategy: unknown }).installStrategy, { type: "Manual" });
 });
 
-/** A fake apiserver for reconcileAddon: Secrets by namespace/name; every status merge patch recorded. */
-function addonApi(): { api: KubeApi; secrets: Map<string, KubeObject>; patches: { plural: string; body: unknown }[] } {
-  const secrets = new Map<string, KubeObject>();
-  const patches: { plural: string; body: unknown }[] = [];
-  const api = {
-    tryGet: (ref: { plural: string }, name: string, namespace?: string) =>
-      Promise.resolve(ref.plural === "secrets" ? secrets.get(`${namespace}/${name}`) : undefined),
-    create: (ref: { plural: string }, obj: KubeObject) => {
-      if (ref.plural === "secrets") secrets.set(`${obj.metadata.namespace}/${obj.metadata.name}`, obj);
-      return Promise.resolve(obj);
+/**
+ * The faithful fake API server for reconcileAddon (closed after the test): `seed` stores the addon
+ * (the cache reads it back, so conditional patches see its resourceVersion); Secrets and every
+ * merge patch are read back from the server.
+ */
+async function addonApi(t: TestContext): Promise<{
+  api: KubeApi;
+  server: FakeApiServer;
+  secrets: { size: number; keys: () => string[] };
+  patches: () => { plural: string; body: unknown }[];
+}> {
+  const server = await FakeApiServer.start(SERVED);
+  t.after(() => server.close());
+  const secretKeys = (): string[] =>
+    server.objects(Resources.secret).map((o) => `${o.metadata.namespace}/${o.metadata.name}`);
+  return {
+    api: server.api(),
+    server,
+    secrets: {
+      get size() {
+        return secretKeys().length;
+      },
+      keys: secretKeys,
     },
-    mergePatch: (ref: { plural: string }, _name: string, _ns: string | undefined, body: unknown) => {
-      patches.push({ plural: ref.plural, body });
-      return Promise.resolve(body);
-    },
-  } as unknown as KubeApi;
-  return { api, secrets, patches };
+    patches: () =>
+      server.requests
+        .filter((r) => r.method === "PATCH" && r.contentType === "application/merge-patch+json")
+        .map((r) => {
+          const parts = r.path.split("/");
+          return { plural: parts[parts.indexOf("namespaces") + 2] ?? parts.at(-2) ?? "", body: r.body };
+        }),
+  };
 }
 
 const ownedAddon = (annotations: Record<string, string> = {}): ManagedClusterAddOn => ({
@@ -88,9 +112,10 @@ const addonOptions = {
   certValidityMs: 86_400_000,
 };
 
-function addonCache(mca: ManagedClusterAddOn | undefined): AddonCache {
+/** A cache that reads the addon from `server` (when stored) and knows mc1's ManagedCluster. */
+function addonCache(server: FakeApiServer, mca: ManagedClusterAddOn | undefined): AddonCache {
   return {
-    addon: () => mca,
+    addon: () => (mca ? (server.object(Resources.managedClusterAddOn, mca.metadata.name, "mc1") ?? mca) : undefined),
     cluster: (name) => ({
       apiVersion: "cluster.open-cluster-management.io/v1",
       kind: "ManagedCluster",
@@ -108,28 +133,36 @@ type StatusPatch = {
   status: { conditions?: { type: string; status: string; reason: string }[]; [k: string]: unknown };
 };
 
-test("reconcileAddon: an addon not owned by the ClusterManagementAddOn, or deleted, is left alone", async () => {
-  const { api, secrets, patches } = addonApi();
+test("reconcileAddon: an addon not owned by the ClusterManagementAddOn, or deleted, is left alone", async (t) => {
+  const { api, server, secrets, patches } = await addonApi(t);
   const unowned: ManagedClusterAddOn = { ...ownedAddon(), metadata: { ...ownedAddon().metadata, ownerReferences: [] } };
   assert.equal(
-    await new AddonReconciler(api, addonCache(unowned), addonOptions, silentLogger).reconcileAddon("mc1"),
+    await new AddonReconciler(
+      api,
+      addonCache(server, server.put(Resources.managedClusterAddOn, unowned)),
+      addonOptions,
+      silentLogger,
+    ).reconcileAddon("mc1"),
     undefined,
   );
   assert.equal(
-    await new AddonReconciler(api, addonCache(undefined), addonOptions, silentLogger).reconcileAddon("mc1"),
+    await new AddonReconciler(api, addonCache(server, undefined), addonOptions, silentLogger).reconcileAddon("mc1"),
     undefined,
   );
-  assert.equal(patches.length, 0);
+  assert.equal(patches().length, 0);
   assert.equal(secrets.size, 0);
 });
 
-test("reconcileAddon: Hosted mode is refused with RegistrationApplied=False, before any CA or work", async () => {
-  const { api, secrets, patches } = addonApi();
-  const mca = ownedAddon({ "addon.open-cluster-management.io/hosting-cluster-name": "hosting" });
-  await new AddonReconciler(api, addonCache(mca), addonOptions, silentLogger).reconcileAddon("mc1");
+test("reconcileAddon: Hosted mode is refused with RegistrationApplied=False, before any CA or work", async (t) => {
+  const { api, server, secrets, patches } = await addonApi(t);
+  const mca = server.put(
+    Resources.managedClusterAddOn,
+    ownedAddon({ "addon.open-cluster-management.io/hosting-cluster-name": "hosting" }),
+  );
+  await new AddonReconciler(api, addonCache(server, mca), addonOptions, silentLogger).reconcileAddon("mc1");
   assert.equal(secrets.size, 0, "no agent CA made");
-  assert.equal(patches.length, 1);
-  const { status } = patches[0]!.body as StatusPatch;
+  assert.equal(patches().length, 1);
+  const { status } = patches()[0]!.body as StatusPatch;
   assert.deepEqual(Object.keys(status), ["conditions"]);
   assert.deepEqual(
     status.conditions?.map((c) => [c.type, c.status, c.reason]),
@@ -137,16 +170,17 @@ test("reconcileAddon: Hosted mode is refused with RegistrationApplied=False, bef
   );
 });
 
-test("reconcileAddon: without its configuration the addon is registered, ManifestApplied=False, and looked at again in 5 s", async () => {
-  const { api, secrets, patches } = addonApi();
-  const result = await new AddonReconciler(api, addonCache(ownedAddon()), addonOptions, silentLogger).reconcileAddon(
+test("reconcileAddon: without its configuration the addon is registered, ManifestApplied=False, and looked at again in 5 s", async (t) => {
+  const { api, server, secrets, patches } = await addonApi(t);
+  const mca = server.put(Resources.managedClusterAddOn, ownedAddon());
+  const result = await new AddonReconciler(api, addonCache(server, mca), addonOptions, silentLogger).reconcileAddon(
     "mc1",
   );
   assert.deepEqual(result, { requeueAfterMs: 5_000 });
-  assert.deepEqual([...secrets.keys()], ["ns/signer-agent"], "the agent CA is made for the registration");
-  assert.equal(patches.length, 1);
-  assert.equal(patches[0]!.plural, "managedclusteraddons");
-  const { status } = patches[0]!.body as StatusPatch & {
+  assert.deepEqual(secrets.keys(), ["ns/signer-agent"], "the agent CA is made for the registration");
+  assert.equal(patches().length, 1);
+  assert.equal(patches()[0]!.plural, "managedclusteraddons");
+  const { status } = patches()[0]!.body as StatusPatch & {
     status: { registrations: { signerName: string }[]; namespace: string; healthCheck: unknown };
   };
   assert.deepEqual(
@@ -165,8 +199,8 @@ test("reconcileAddon: without its configuration the addon is registered, Manifes
   );
 });
 
-test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the cluster's CSRs reach Available's message", async () => {
-  const { api, patches } = addonApi();
+test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the cluster's CSRs reach Available's message", async (t) => {
+  const { api, server, patches } = await addonApi(t);
   const mca = ownedAddon();
   mca.status = {
     conditions: [
@@ -179,7 +213,8 @@ test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the
       },
     ],
   };
-  const cache: AddonCache = { ...addonCache(mca), csrCount: (cluster) => (cluster === "mc1" ? 10 : 0) };
+  server.put(Resources.managedClusterAddOn, mca);
+  const cache: AddonCache = { ...addonCache(server, mca), csrCount: (cluster) => (cluster === "mc1" ? 10 : 0) };
   const prober = {
     track: () => undefined,
     untrack: () => undefined,
@@ -187,7 +222,7 @@ test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the
     result: () => ({ probes: [{ server: "s1", address: "10.0.0.1", ok: false, error: "no agent available" }] }),
   } as unknown as TunnelProber;
   await new AddonReconciler(api, cache, addonOptions, silentLogger, prober).reconcileAddon("mc1");
-  const { status } = patches[0]!.body as {
+  const { status } = patches()[0]!.body as {
     status: { conditions: { type: string; status: string; message: string }[] };
   };
   const available = status.conditions.find((c) => c.type === "Available");

@@ -34,7 +34,7 @@ const mpc = (agent: Record<string, unknown> = {}): ManagedProxyConfiguration => 
     proxyServer: { image: "s" },
     proxyAgent: { image: "quay.io/open-cluster-management/cluster-proxy:v1", replicas: 2, ...agent },
     authentication: {},
-  } as never),
+  }),
 });
 
 type Dep = KubeObject & {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it, type TestContext } from "node:test";
 import { createCertificateAuthority } from "@cluster-proxy/pki";
 import {
   b64,
@@ -12,7 +12,8 @@ import {
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
-import { KubeApiError, type KubeApi } from "@cluster-proxy/kube";
+import { KubeResources, type KubeApi } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
 
 async function ca(role: SigningCa["role"]): Promise<SigningCa> {
   const cert = await createCertificateAuthority({ commonName: `${role}-ca` });
@@ -79,33 +80,16 @@ describe("leaf certificate renewal", () => {
   });
 });
 
-/** A fake apiserver holding Secrets in a map (get, create, replace with resourceVersion checks). */
-function secretStore() {
-  const secrets = new Map<string, SecretObject>();
-  let rv = 0;
-  const key = (o: { metadata: { name: string; namespace?: string } }): string =>
-    `${o.metadata.namespace}/${o.metadata.name}`;
-  const api = {
-    tryGet: (_r: unknown, name: string, namespace: string) =>
-      Promise.resolve(structuredClone(secrets.get(`${namespace}/${name}`))),
-    create: (_r: unknown, o: SecretObject) => {
-      if (secrets.has(key(o))) return Promise.reject(new KubeApiError(409, "AlreadyExists", "exists"));
-      secrets.set(key(o), { ...structuredClone(o), metadata: { ...o.metadata, resourceVersion: String(++rv) } });
-      return Promise.resolve(o);
-    },
-    replace: (_r: unknown, o: SecretObject) => {
-      if (secrets.get(key(o))?.metadata.resourceVersion !== o.metadata.resourceVersion)
-        return Promise.reject(new KubeApiError(409, "Conflict", "changed"));
-      secrets.set(key(o), { ...structuredClone(o), metadata: { ...o.metadata, resourceVersion: String(++rv) } });
-      return Promise.resolve(o);
-    },
-  };
-  return { api: api as unknown as KubeApi, secrets };
+/** The faithful fake API server, closed after the test; `secrets.set` stores a Secret as it is. */
+async function secretStore(t: TestContext): Promise<{ api: KubeApi; secrets: { set: (obj: SecretObject) => void } }> {
+  const server = await FakeApiServer.start();
+  t.after(() => server.close());
+  return { api: server.api(), secrets: { set: (obj) => void server.put(KubeResources.secret, obj) } };
 }
 
 describe("CA lifecycle", () => {
-  it("creates a CA once, keeps it, and at 80% of its life adds a new one while trusting both", async () => {
-    const { api } = secretStore();
+  it("creates a CA once, keeps it, and at 80% of its life adds a new one while trusting both", async (t) => {
+    const { api } = await secretStore(t);
     const t0 = Date.now();
     const policy = { caValidityMs: 10 * DAY, create: true };
     const first = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 });
@@ -125,8 +109,8 @@ describe("CA lifecycle", () => {
     );
   });
 
-  it("a Provided CA is only read: missing, not a CA, or a foreign key is an error naming the Secret", async () => {
-    const { api, secrets } = secretStore();
+  it("a Provided CA is only read: missing, not a CA, or a foreign key is an error naming the Secret", async (t) => {
+    const { api, secrets } = await secretStore(t);
     await assert.rejects(
       ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false }),
       /Secret ns\/mine .*does not exist/,
@@ -145,10 +129,10 @@ describe("CA lifecycle", () => {
       },
       { validityMs: DAY, refreshAfterMs: DAY },
     );
-    secrets.set("ns/mine", { metadata: { name: "mine", namespace: "ns" }, data: leaf.data });
+    secrets.set({ metadata: { name: "mine", namespace: "ns" }, data: leaf.data });
     await assert.rejects(ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false }), /not a CA/);
     const other = await createCertificateAuthority({ commonName: "y" });
-    secrets.set("ns/mine", {
+    secrets.set({
       metadata: { name: "mine", namespace: "ns" },
       data: { "tls.crt": b64(leafCa.certPem), "tls.key": b64(other.keyPem) },
     });
@@ -156,7 +140,7 @@ describe("CA lifecycle", () => {
       ensureCa(api, "serving", "ns", "mine", { caValidityMs: DAY, create: false }),
       /key does not belong/,
     );
-    secrets.set("ns/mine", {
+    secrets.set({
       metadata: { name: "mine", namespace: "ns" },
       data: { "tls.crt": b64(leafCa.certPem), "tls.key": b64(leafCa.keyPem) },
     });

@@ -1,8 +1,9 @@
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import {
   ACCESS_PROVIDER_NAME,
   ClusterProfileReconciler,
+  ClusterProfileResource,
   EXEC_EXTENSION,
   PROFILE_UPDATE_FAILED,
   accessProviderPatch,
@@ -12,7 +13,9 @@ import {
   type ClusterProfile,
   type ClusterProfileCache,
 } from "./cluster-profile.js";
-import { KubeApiError, type EventRecorder, type KubeApi, type ResourceRef } from "@cluster-proxy/kube";
+import { EventRecorder } from "@cluster-proxy/kube";
+import { KubeResources } from "@cluster-proxy/kube";
+import { FakeApiServer, type FakeRequest } from "@cluster-proxy/kube/testing";
 import { silentLogger } from "@cluster-proxy/kit";
 
 const CA1 = "-----BEGIN CERTIFICATE-----\nCA1\n-----END CERTIFICATE-----\n";
@@ -91,76 +94,90 @@ interface Call {
   subresource: string;
 }
 
-function harness(state: { addon: boolean; ca?: string; failWith?: Error }) {
-  const calls: Call[] = [];
-  const events: { reason: string; message: string }[] = [];
-  const profiles = new Map<string, ClusterProfile>([["fleet/mc1", profile("mc1", { accessProviders: [other] })]]);
-  const api = {
-    mergePatch: (
-      _ref: ResourceRef,
-      name: string,
-      namespace: string | undefined,
-      patch: Record<string, unknown>,
-      sub = "",
-    ) => {
-      if (state.failWith) return Promise.reject(state.failWith);
-      calls.push({ name, namespace, patch, subresource: sub });
-      return Promise.resolve(patch);
-    },
-  } as unknown as KubeApi;
-  const recorder = {
-    record: (_about: unknown, _type: string, reason: string, message: string) => {
-      events.push({ reason, message });
-      return Promise.resolve();
-    },
-  } as unknown as EventRecorder;
+/**
+ * The reconciler on the faithful fake API server (closed after the test): the profile is stored
+ * there (the cache reads it), every merge patch is read back from the request log, and Events are
+ * real Event objects.
+ */
+async function harness(t: TestContext, state: { addon: boolean; ca?: string }) {
+  const server = await FakeApiServer.start([{ ...ClusterProfileResource, subresources: ["status"] }]);
+  t.after(() => server.close());
+  const api = server.api();
+  const profiles = {
+    set: (_key: string, p: ClusterProfile) => void server.put(ClusterProfileResource, p),
+  };
+  profiles.set("fleet/mc1", profile("mc1", { accessProviders: [other] }));
+  const calls = (): Call[] =>
+    server.requests
+      .filter((r) => r.method === "PATCH")
+      .map((r) => {
+        // /apis/<group>/<version>/namespaces/<namespace>/clusterprofiles/<name>[/<subresource>]
+        const parts = r.path.split("/");
+        const at = parts.indexOf("namespaces");
+        return {
+          name: parts[at + 3] ?? "",
+          namespace: parts[at + 1],
+          patch: r.body as Record<string, unknown>,
+          subresource: parts[at + 4] ?? "",
+        };
+      });
+  const events = (): { reason: string; message: string }[] =>
+    server.objects(KubeResources.event).map((e) => ({ reason: String(e.reason), message: String(e.message) }));
   const cache: ClusterProfileCache = {
-    profile: (namespace, name) => profiles.get(`${namespace}/${name}`),
+    profile: (namespace, name) => server.object(ClusterProfileResource, name, namespace),
     addonInstalled: () => state.addon,
     gatewayNamespace: () => "open-cluster-management-addon",
     gatewayCaBundle: () => state.ca,
   };
-  const reconciler = new ClusterProfileReconciler(api, cache, recorder, { gatewayUrl: "" }, silentLogger);
-  return { reconciler, calls, events, profiles };
+  const reconciler = new ClusterProfileReconciler(
+    api,
+    cache,
+    new EventRecorder(api, silentLogger),
+    { gatewayUrl: "" },
+    silentLogger,
+  );
+  return { reconciler, calls, events, profiles, server };
 }
 
-test("the reconciler writes the status subresource, waits for the gateway's CA, and removes the entry with the addon", async () => {
+test("the reconciler writes the status subresource, waits for the gateway's CA, and removes the entry with the addon", async (t) => {
   const state: { addon: boolean; ca?: string } = { addon: true };
-  const h = harness(state);
+  const h = await harness(t, state);
   await h.reconciler.reconcile("fleet/mc1");
-  assert.equal(h.calls.length, 0, "no CA bundle yet: nothing true to publish");
+  assert.equal(h.calls().length, 0, "no CA bundle yet: nothing true to publish");
   state.ca = CA1;
   await h.reconciler.reconcile("fleet/mc1");
-  assert.equal(h.calls.length, 1);
-  assert.equal(h.calls[0]!.subresource, "status");
-  const status = h.calls[0]!.patch.status as { accessProviders: AccessProvider[] };
+  assert.equal(h.calls().length, 1);
+  assert.equal(h.calls()[0]!.subresource, "status");
+  const status = h.calls()[0]!.patch.status as { accessProviders: AccessProvider[] };
   assert.deepEqual(status.accessProviders, [other, desiredAccessProvider("mc1", { url: `${GW}`, caBundle: CA1 })]);
   // The addon left mc1: the entry goes, the other provider's stays.
   h.profiles.set("fleet/mc1", profile("mc1", { ...status, credentialProviders: status.accessProviders.slice(1) }));
   state.addon = false;
   await h.reconciler.reconcile("fleet/mc1");
-  assert.deepEqual(h.calls[1]!.patch.status, { accessProviders: [other], credentialProviders: null });
+  assert.deepEqual(h.calls()[1]!.patch.status, { accessProviders: [other], credentialProviders: null });
   // A profile gone from the cache is nothing to do.
   await h.reconciler.reconcile("fleet/gone");
-  assert.equal(h.calls.length, 2);
+  assert.equal(h.calls().length, 2);
 });
 
-test("a profile that cannot be updated gets one Warning Event per distinct failure; conflicts are only retried", async () => {
-  const state: { addon: boolean; ca?: string; failWith?: Error } = {
-    addon: true,
-    ca: CA1,
-    failWith: new KubeApiError(403, "Forbidden", 'clusterprofiles.multicluster.x-k8s.io "mc1" is forbidden'),
-  };
-  const h = harness(state);
+test("a profile that cannot be updated gets one Warning Event per distinct failure; conflicts are only retried", async (t) => {
+  const state: { addon: boolean; ca?: string } = { addon: true, ca: CA1 };
+  const h = await harness(t, state);
+  const isPatch = (r: FakeRequest): boolean => r.method === "PATCH";
+  h.server.failNext(
+    2,
+    { code: 403, reason: "Forbidden", message: 'clusterprofiles.multicluster.x-k8s.io "mc1" is forbidden' },
+    isPatch,
+  );
   await assert.rejects(h.reconciler.reconcile("fleet/mc1"), /forbidden/);
   await assert.rejects(h.reconciler.reconcile("fleet/mc1"), /forbidden/);
-  assert.equal(h.events.length, 1);
-  assert.equal(h.events[0]!.reason, PROFILE_UPDATE_FAILED);
+  assert.equal(h.events().length, 1);
+  assert.equal(h.events()[0]!.reason, PROFILE_UPDATE_FAILED);
   assert.match(
-    h.events[0]!.message,
+    h.events()[0]!.message,
     /cannot write access provider cluster-proxy to ClusterProfile fleet\/mc1: .*forbidden/,
   );
-  state.failWith = new KubeApiError(409, "Conflict", "the object has been modified");
+  h.server.failNext(1, { code: 409, reason: "Conflict", message: "the object has been modified" }, isPatch);
   await assert.rejects(h.reconciler.reconcile("fleet/mc1"), /modified/);
-  assert.equal(h.events.length, 1, "a conflict is routine");
+  assert.equal(h.events().length, 1, "a conflict is routine");
 });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { X509Certificate } from "node:crypto";
-import { describe, it } from "node:test";
+import { describe, it, type TestContext } from "node:test";
 import {
   defaultedSpec,
   type Condition,
@@ -10,14 +10,9 @@ import {
 import { createCertificateAuthority } from "@cluster-proxy/pki";
 import { b64, unb64, type SecretObject } from "./certificate-authority.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
-import {
-  EventRecorder,
-  KubeApiError,
-  TerminalError,
-  type KubeApi,
-  type KubeObject,
-  type ResourceRef,
-} from "@cluster-proxy/kube";
+import { EventRecorder, TerminalError, type KubeApi, type KubeObject, type ResourceRef } from "@cluster-proxy/kube";
+import { FakeApiServer, type FakeResource } from "@cluster-proxy/kube/testing";
+import { Resources } from "./resources.js";
 import { silentLogger } from "@cluster-proxy/kit";
 
 const DAY = 86_400_000;
@@ -26,54 +21,50 @@ const NS = "cp-servers";
 const SERVER_AUTH = "1.3.6.1.5.5.7.3.1";
 const CLIENT_AUTH = "1.3.6.1.5.5.7.3.2";
 
-/** A fake apiserver: objects by kind, namespace and name; apply merges metadata and replaces the rest. */
-function fakeApi(): { api: KubeApi; objects: Map<string, KubeObject> } {
-  const objects = new Map<string, KubeObject>();
-  const key = (ref: ResourceRef, name: string, namespace?: string): string =>
-    `${ref.kind}/${ref.namespaced ? (namespace ?? "") : ""}/${name}`;
-  let rv = 0;
-  const put = (ref: ResourceRef, obj: KubeObject): KubeObject => {
-    const stored = structuredClone({ ...obj, metadata: { ...obj.metadata, resourceVersion: String(++rv) } });
-    objects.set(key(ref, obj.metadata.name, obj.metadata.namespace), stored);
-    return structuredClone(stored);
+/** Every resource the reconciler reads or writes, with the status subresources of the real ones. */
+const SERVED: FakeResource[] = Object.values(Resources).map((r) =>
+  r === Resources.managedProxyConfiguration || r === Resources.apiService ? { ...r, subresources: ["status"] } : r,
+);
+const byKind = new Map<string, ResourceRef>(Object.values(Resources).map((r) => [r.kind, r]));
+
+/**
+ * The faithful fake API server (closed after the test), and a view of its objects keyed
+ * `Kind/namespace/name`; `seed` stores an object as it is (a configuration the manager watches).
+ */
+async function fakeApi(t: TestContext): Promise<{
+  api: KubeApi;
+  seed: <T extends Pick<KubeObject, "metadata">>(ref: ResourceRef, obj: T) => T;
+  objects: {
+    get: (key: string) => KubeObject | undefined;
+    set: (key: string, obj: KubeObject) => void;
+    delete: (key: string) => boolean;
+    values: () => KubeObject[];
+    keys: () => string[];
   };
-  const api = {
-    tryGet: (ref: ResourceRef, name: string, namespace?: string) =>
-      Promise.resolve(structuredClone(objects.get(key(ref, name, namespace)))),
-    create: (ref: ResourceRef, obj: KubeObject) =>
-      objects.has(key(ref, obj.metadata.name, obj.metadata.namespace))
-        ? Promise.reject(new KubeApiError(409, "AlreadyExists", "exists"))
-        : Promise.resolve(put(ref, obj)),
-    replace: (ref: ResourceRef, obj: KubeObject) => Promise.resolve(put(ref, obj)),
-    apply: (ref: ResourceRef, obj: KubeObject) => {
-      const old = objects.get(key(ref, obj.metadata.name, obj.metadata.namespace));
-      return Promise.resolve(
-        put(ref, { ...(old ?? {}), ...obj, metadata: { ...(old?.metadata ?? {}), ...obj.metadata } }),
-      );
-    },
-    delete: (ref: ResourceRef, name: string, namespace?: string) => {
-      objects.delete(key(ref, name, namespace));
-      return Promise.resolve();
-    },
-    // JSON merge patch of plain objects, as RFC 7386 (null removes; nothing else here needs it).
-    mergePatch: (ref: ResourceRef, name: string, namespace: string | undefined, patch: Record<string, unknown>) => {
-      const old = objects.get(key(ref, name, namespace));
-      if (!old) return Promise.reject(new KubeApiError(404, "NotFound", "not found"));
-      const merge = (a: unknown, b: unknown): unknown =>
-        b && typeof b === "object" && !Array.isArray(b) && a && typeof a === "object" && !Array.isArray(a)
-          ? Object.fromEntries(
-              [...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [
-                k,
-                k in b
-                  ? merge((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
-                  : (a as Record<string, unknown>)[k],
-              ]),
-            )
-          : b;
-      return Promise.resolve(put(ref, merge(old, patch) as KubeObject));
-    },
+}> {
+  const server = await FakeApiServer.start(SERVED);
+  t.after(() => server.close());
+  const parse = (key: string): { ref: ResourceRef; namespace: string | undefined; name: string } => {
+    const [kind = "", namespace = "", name = ""] = key.split("/");
+    const ref = byKind.get(kind);
+    assert.ok(ref, `a resource of kind ${kind}`);
+    return { ref, namespace: namespace || undefined, name };
   };
-  return { api: api as unknown as KubeApi, objects };
+  const values = (): KubeObject[] => [...byKind.values()].flatMap((ref) => server.objects(ref));
+  const objects = {
+    get: (key: string) => {
+      const { ref, namespace, name } = parse(key);
+      return server.object(ref, name, namespace);
+    },
+    set: (key: string, obj: KubeObject) => void server.put(parse(key).ref, obj),
+    delete: (key: string) => {
+      const { ref, namespace, name } = parse(key);
+      return server.remove(ref, name, namespace);
+    },
+    values,
+    keys: () => values().map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`),
+  };
+  return { api: server.api(), seed: (ref, obj) => server.put(ref, obj), objects };
 }
 
 function configuration(spec: PartialManagedProxyConfigurationSpec = {}): ManagedProxyConfiguration {
@@ -108,19 +99,19 @@ function reconciler(api: KubeApi, mpc: ManagedProxyConfiguration, now: () => num
   );
 }
 
-const secretIn = (objects: Map<string, KubeObject>, ns: string, name: string): SecretObject => {
+type Objects = Awaited<ReturnType<typeof fakeApi>>["objects"];
+const secretIn = (objects: Objects, ns: string, name: string): SecretObject => {
   const s = objects.get(`Secret/${ns}/${name}`);
   assert.ok(s, `Secret ${ns}/${name}`);
   return s;
 };
 const certOf = (s: SecretObject, k = "tls.crt"): X509Certificate => new X509Certificate(unb64(s.data?.[k]));
-const caOf = (objects: Map<string, KubeObject>, name: string): X509Certificate =>
-  certOf(secretIn(objects, SIGNER_NS, name), "ca.crt");
+const caOf = (objects: Objects, name: string): X509Certificate => certOf(secretIn(objects, SIGNER_NS, name), "ca.crt");
 
 describe("the gateway's certificates (ConfigurationReconciler)", () => {
-  it("a fourth CA signs the identity (client, agent CA bundle beside it); the serving CA signs the serving certificate for the gateway's Service names", async () => {
-    const { api, objects } = fakeApi();
-    const mpc = configuration();
+  it("a fourth CA signs the identity (client, agent CA bundle beside it); the serving CA signs the serving certificate for the gateway's Service names", async (t) => {
+    const { api, objects, seed } = await fakeApi(t);
+    const mpc = seed(Resources.managedProxyConfiguration, configuration());
     const now = (): number => Date.now();
     await reconciler(api, mpc, now).reconcile("cluster-proxy");
 
@@ -175,7 +166,7 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
       assert.equal(c?.status, "True", type);
       assert.match(c?.message ?? "", /^Expiry:\d{4}-/);
     }
-    const events = [...objects.values()].filter((o) => o.kind === undefined && o.metadata.namespace === "default");
+    const events = [...objects.values()].filter((o) => o.kind === "Event" && o.metadata.namespace === "default");
     const messages = events.map((e) => (e as KubeObject & { message?: string }).message ?? "");
     for (const name of ["cluster-proxy-gateway-serving", "cluster-proxy-gateway-identity"])
       assert.ok(
@@ -195,8 +186,8 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
     assert.ok(certOf(reissued).checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
   });
 
-  it("with a Provided serving CA the gateway is served by it, and its identity stays on the manager's gateway CA", async () => {
-    const { api, objects } = fakeApi();
+  it("with a Provided serving CA the gateway is served by it, and its identity stays on the manager's gateway CA", async (t) => {
+    const { api, objects, seed } = await fakeApi(t);
     const mine = await createCertificateAuthority({ commonName: "my-org-ca" });
     await api.create(
       { apiVersion: "v1", kind: "Secret", plural: "secrets", namespaced: true },
@@ -205,11 +196,14 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
         data: { "tls.crt": b64(mine.certPem), "tls.key": b64(mine.keyPem) },
       },
     );
-    const mpc = configuration({
-      authentication: defaultedSpec({
-        authentication: { signer: { type: "Provided", provided: { secretName: "my-ca" } } },
-      }).authentication,
-    });
+    const mpc = seed(
+      Resources.managedProxyConfiguration,
+      configuration({
+        authentication: defaultedSpec({
+          authentication: { signer: { type: "Provided", provided: { secretName: "my-ca" } } },
+        }).authentication,
+      }),
+    );
     await reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy");
     const myCa = new X509Certificate(mine.certPem);
     assert.ok(certOf(secretIn(objects, NS, "cluster-proxy-gateway-serving")).checkIssued(myCa));
@@ -232,8 +226,9 @@ describe("the gateway's APIService (ConfigurationReconciler)", () => {
     },
   });
 
-  it("the chart's APIService gets the serving CA bundle; one of another namespace or none is left alone", async () => {
-    const { api, objects } = fakeApi();
+  it("the chart's APIService gets the serving CA bundle; one of another namespace or none is left alone", async (t) => {
+    const { api, objects, seed } = await fakeApi(t);
+    seed(Resources.managedProxyConfiguration, configuration());
     const now = (): number => Date.now();
     await reconciler(api, configuration(), now).reconcile("cluster-proxy");
     assert.equal(objects.get(apiServiceKey), undefined, "the manager never creates it");
@@ -251,11 +246,14 @@ describe("the gateway's APIService (ConfigurationReconciler)", () => {
 });
 
 describe("a configuration validation refuses (ConfigurationReconciler)", () => {
-  it("is recorded in ProxyServerDeployed, deploys nothing, and is a terminal error (not retried)", async () => {
-    const { api, objects } = fakeApi();
-    const mpc = configuration({
-      authentication: { signer: { type: "CertManager" } },
-    });
+  it("is recorded in ProxyServerDeployed, deploys nothing, and is a terminal error (not retried)", async (t) => {
+    const { api, objects, seed } = await fakeApi(t);
+    const mpc = seed(
+      Resources.managedProxyConfiguration,
+      configuration({
+        authentication: { signer: { type: "CertManager" } },
+      }),
+    );
     await assert.rejects(
       reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy"),
       (err) => err instanceof TerminalError && /refused: spec\.authentication\.signer\.type/.test(err.message),

@@ -1,8 +1,10 @@
 import assert from "node:assert/strict";
-import { describe, it } from "node:test";
+import { describe, it, type TestContext } from "node:test";
 import { defaultedSpec, type Condition, type ManagedProxyConfiguration } from "@cluster-proxy/api";
 import { writeConfigurationStatus } from "./configuration-status.js";
-import { KubeApiError, type KubeObject } from "@cluster-proxy/kube";
+import { KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
+import { Resources } from "./resources.js";
 
 const NOW = new Date("2026-01-02T03:04:05Z");
 
@@ -24,27 +26,30 @@ const deployed = (status: "True" | "False", message: string): Condition => ({
   observedGeneration: 1,
 });
 
-/** A fake apiserver holding one object: a PUT with another resourceVersion is a 409. */
-function fakeApi(stored: ManagedProxyConfiguration) {
-  let current = stored;
-  const writes: KubeObject[] = [];
-  return {
-    writes,
-    get current() {
-      return current;
-    },
-    replace<T extends KubeObject>(_ref: unknown, obj: KubeObject): Promise<T> {
-      if (obj.metadata.resourceVersion !== current.metadata.resourceVersion)
-        return Promise.reject(new KubeApiError(409, "Conflict", "the object has been modified"));
-      writes.push(obj);
-      const rv = String(Number(current.metadata.resourceVersion) + 1);
-      current = { ...current, metadata: { ...current.metadata, resourceVersion: rv }, status: obj.status as never };
-      return Promise.resolve(current as unknown as T);
-    },
-    tryGet<T extends KubeObject>(): Promise<T | undefined> {
-      return Promise.resolve(current as unknown as T);
-    },
-  };
+const MPC = Resources.managedProxyConfiguration;
+
+/** A real client of the faithful fake API server holding `stored`, with what it holds and was written. */
+class Hub extends KubeApi {
+  constructor(readonly fake: FakeApiServer) {
+    super(fake.kubeConfig());
+  }
+  get current(): ManagedProxyConfiguration {
+    const stored = this.fake.object<ManagedProxyConfiguration>(MPC, "cluster-proxy");
+    assert.ok(stored);
+    return stored;
+  }
+  /** The configuration's status writes that the server took. */
+  get writes(): KubeObject[] {
+    return this.fake.changes.filter((c) => c.type === "MODIFIED" && c.object.kind === MPC.kind).map((c) => c.object);
+  }
+}
+
+/** The fake (closed after the test) holding `stored` (its resourceVersion is the server's). */
+async function fakeApi(t: TestContext, stored: ManagedProxyConfiguration): Promise<Hub> {
+  const server = await FakeApiServer.start([{ ...MPC, subresources: ["status"] }]);
+  t.after(() => server.close());
+  server.put(MPC, stored);
+  return new Hub(server);
 }
 
 describe("writeConfigurationStatus", () => {
@@ -55,12 +60,13 @@ describe("writeConfigurationStatus", () => {
     message: "1 of 1 proxy-servers ready",
   } as const;
 
-  it("records ProxyServerDeployed once per transition, after the write", async () => {
-    const api = fakeApi(mpc("1", [deployed("False", "0 of 1 proxy-servers ready")]));
+  it("records ProxyServerDeployed once per transition, after the write", async (t) => {
+    const api = await fakeApi(t, mpc("", [deployed("False", "0 of 1 proxy-servers ready")]));
+    const rv = api.current.metadata.resourceVersion ?? "";
     const events: string[] = [];
     const recorder = { record: (_o: unknown, _t: string, reason: string) => Promise.resolve(void events.push(reason)) };
     assert.equal(
-      await writeConfigurationStatus(api, recorder, mpc("1", [deployed("False", "0 of 1")]), [ready], {}, NOW),
+      await writeConfigurationStatus(api, recorder, mpc(rv, [deployed("False", "0 of 1")]), [ready], {}, NOW),
       true,
     );
     assert.deepEqual(events, ["ProxyServerDeployed"]);
@@ -69,9 +75,9 @@ describe("writeConfigurationStatus", () => {
     assert.deepEqual(events, ["ProxyServerDeployed"]);
   });
 
-  it("a conflict from a stale cache is re-read and retried: no error, no second event", async () => {
-    const stale = mpc("1", [deployed("False", "0 of 1 proxy-servers ready")]);
-    const api = fakeApi(stale);
+  it("a conflict from a stale cache is re-read and retried: no error, no second event", async (t) => {
+    const api = await fakeApi(t, mpc("", [deployed("False", "0 of 1 proxy-servers ready")]));
+    const stale = api.current;
     const events: string[] = [];
     const recorder = { record: (_o: unknown, _t: string, reason: string) => Promise.resolve(void events.push(reason)) };
     await writeConfigurationStatus(api, recorder, stale, [ready], {}, NOW);
@@ -88,19 +94,17 @@ describe("writeConfigurationStatus", () => {
     assert.equal(api.writes.length, 2);
   });
 
-  it("other errors are the caller's", async () => {
-    const api = {
-      replace: () => Promise.reject(new KubeApiError(422, "Invalid", "bad")),
-      tryGet: () => Promise.resolve(undefined),
-    };
+  it("other errors are the caller's", async (t) => {
+    const api = await fakeApi(t, mpc(""));
+    api.fake.failNext(1, { code: 422, reason: "Invalid", message: "bad" });
     await assert.rejects(
-      writeConfigurationStatus(api, { record: () => Promise.resolve() }, mpc("1"), [ready], {}, NOW),
+      writeConfigurationStatus(api, { record: () => Promise.resolve() }, api.current, [ready], {}, NOW),
       /bad/,
     );
   });
 
-  it("a refused configuration gives one Warning event", async () => {
-    const api = fakeApi(mpc("1"));
+  it("a refused configuration gives one Warning event", async (t) => {
+    const api = await fakeApi(t, mpc(""));
     const events: string[] = [];
     const recorder = {
       record: (_o: unknown, type: string, reason: string) => Promise.resolve(void events.push(`${type} ${reason}`)),

@@ -16,6 +16,7 @@ export {
   type KubeObject,
   type OwnerReference,
   type ResourceRef,
+  type WatchEvent,
 } from "./kube-api.js";
 export { SupervisedWatch, type AnyWatch, type SupervisedWatchOptions } from "./supervised-watch.js";
 export { TerminalError, type ReconcileResult } from "./work-queue.js";

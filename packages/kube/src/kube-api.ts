@@ -251,7 +251,8 @@ export class KubeApi {
   /**
    * JSON merge patch (of `subresource` when given). Put `metadata.uid` and
    * `metadata.resourceVersion` in `patch` to make it conditional: a 409 then means someone
-   * else wrote first (merge patches replace whole lists, such as conditions).
+   * else wrote first, a 422 ("field is immutable") that the object was replaced (another uid);
+   * merge patches replace whole lists, such as conditions.
    */
   async mergePatch<T extends KubeObject = KubeObject>(
     ref: ResourceRef,
