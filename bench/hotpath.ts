@@ -4,7 +4,9 @@
  * per operation and, with `--prof`, V8 CPU profiles of our server and agent summarised by self
  * time (bench/profile.ts).
  *
- *   hotpath.ts dialrate [--secs=10] [--conc=16]   dial, 16 B echo, close; CPU ms per dial
+ *   hotpath.ts dialrate [--secs=10] [--conc=16] [--perf]   dial, 16 B echo, close; CPU ms per dial;
+ *                                                 with --perf, server's and agent's CPU us per dial by
+ *                                                 category (Linux perf samples of every thread)
  *   hotpath.ts firstbyte [--count=200]             new connection to first echoed byte, single-use
  *                                                 tunnel and reusable client; p50 and CPU ms per connection
  *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
@@ -337,15 +339,34 @@ async function main(): Promise<void> {
 
   if (scenario === "dialrate") {
     const secs = num("secs", 10);
+    const perf = flag("perf");
+    if (perf && !perfAvailable()) throw new Error("--perf needs Linux perf allowed to sample other processes");
     const rates: Partial<Record<Path, number[]>> = {};
+    // path -> process -> category -> CPU us per dial summed over rounds (--perf)
+    const byCategory: Record<string, Record<string, Record<string, number>>> = {};
     for (let r = 0; r < rounds; r++) {
       for (const path of order(r)) {
         const st = stacks[path]!;
+        const who = { server: st.server.child.pid, agent: st.agent?.child.pid };
+        const recordings = perf
+          ? Object.entries(who).map(([name, pid]) => {
+              const file = join(h.dir, `perf-dial-${path}-${name}-${r}.data`);
+              return { name, file, pid, proc: startPerf(pid!, file) };
+            })
+          : [];
+        if (perf) await sleep(300); // perf attaches before the dials start
         const c0 = cpuOf(st, tpid);
         const res = await dialRate(open(path), target.echo, 1, secs * 1000, num("conc", 16));
         const c1 = cpuOf(st, tpid);
         const rate = res.windows[0]!;
         (rates[path] ??= []).push(rate);
+        for (const rec of recordings) {
+          await stopPerf(rec.proc);
+          const usPerDial =
+            ((rec.name === "server" ? c1.server - c0.server : c1.agent - c0.agent) / (rate * secs)) * 1e6;
+          const sums = ((byCategory[path] ??= {})[rec.name] ??= {});
+          for (const [cat, share] of perfCategories(rec.file)) sums[cat] = (sums[cat] ?? 0) + share * usPerDial;
+        }
         log(
           `round ${r + 1} ${path}: ${rate.toFixed(0)} dials/s (errors ${res.errors}); CPU ms/dial: ` +
             perOp(c0, c1, rate * secs, 1000),
@@ -355,6 +376,20 @@ async function main(): Promise<void> {
     }
     for (const p of paths.filter((x) => x !== "go" && rates.go)) {
       log(`${p}/go per round: ${rates[p]!.map((o, i) => (o / rates.go![i]!).toFixed(3)).join(" ")}`);
+    }
+    if (perf) {
+      // CPU us per dial (each round's CPU time split by its perf samples), mean over rounds.
+      const columns = Object.entries(byCategory).flatMap(([path, byProc]) =>
+        Object.entries(byProc).map(([proc, cats]) => ({ label: `${path} ${proc}`, cats })),
+      );
+      const value = (cats: Record<string, number>, row: string): number =>
+        (row === "total" ? Object.values(cats).reduce((a, b) => a + b, 0) : (cats[row] ?? 0)) / rounds;
+      log(`\nCPU us per dial by category (Linux perf samples, mean of ${rounds} rounds)`);
+      log(`| category | ${columns.map((c) => c.label).join(" | ")} |`);
+      log(`| --- | ${columns.map(() => "---").join(" | ")} |`);
+      for (const row of [...PERF_CATEGORIES.map((c) => c.name), "total"]) {
+        log(`| ${row} | ${columns.map((c) => value(c.cats, row).toFixed(0)).join(" | ")} |`);
+      }
     }
   } else if (scenario === "bulk") {
     const perf = flag("perf");

@@ -10,7 +10,12 @@ import { ConfigError, agentOptionsSchema, withDefaults, type AgentOptions } from
 import { loadDestinationPolicy } from "./agent-config.js";
 import { guardedConnector, type Resolver } from "./destination-guard.js";
 import { canonicalAddress } from "./destination-address.js";
-import { DESTINATION_POLICY_REFUSAL, DestinationPolicy, parseAllowEntry } from "./destination-policy.js";
+import {
+  DESTINATION_POLICY_REFUSAL,
+  DestinationPolicy,
+  POLICY_MEMO_ENTRIES,
+  parseAllowEntry,
+} from "./destination-policy.js";
 import { dialEndpoint, type DialFailure } from "./endpoint-dialer.js";
 
 const policy = DestinationPolicy.parse({
@@ -73,6 +78,31 @@ test("no rules: open; deny only: everything else allowed; an empty allow list al
   assert.equal(denyOnly.check({ ip: "192.168.0.1", port: 1 }).allowed, true);
   assert.equal(denyOnly.check({ ip: "10.1.2.3", port: 1 }).allowed, false);
   assert.equal(DestinationPolicy.parse({ allow: [] }).check({ ip: "127.0.0.1", port: 1 }).allowed, false);
+});
+
+test("verdicts are kept per destination, and the memo starts over past its bound with the same answers", () => {
+  const policy = DestinationPolicy.parse({
+    allow: [{ cidrs: ["10.0.0.0/8"], ports: [443] }, { hosts: ["*.svc"] }],
+    deny: [{ cidrs: ["10.0.0.9/32"] }],
+  });
+  const first = policy.check({ ip: "10.1.2.3", port: 443 });
+  assert.deepEqual(first, { allowed: true });
+  // Judged once: the same verdict object comes back.
+  assert.equal(policy.check({ ip: "10.1.2.3", port: 443 }), first);
+  // The key keeps name, address and port apart.
+  assert.equal(policy.check({ ip: "10.1.2.3", port: 80 }).allowed, false);
+  assert.equal(policy.check({ name: "a.svc", port: 80 }).allowed, "unknown");
+  assert.equal(policy.check({ name: "a.svc", ip: "192.168.1.1", port: 80 }).allowed, true);
+  assert.equal(policy.check({ name: "a.svc", ip: "10.0.0.9", port: 80 }).allowed, false);
+  assert.equal(policy.check({ name: "a.svcx", ip: "192.168.1.1", port: 80 }).allowed, false);
+  // Ever new destinations: the memo is cleared at its bound, the answers stay right.
+  for (let i = 0; i < POLICY_MEMO_ENTRIES * 2 + 7; i++) {
+    const ip = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
+    assert.equal(policy.check({ ip, port: 443 }).allowed, ip !== "10.0.0.9", ip);
+    assert.equal(policy.check({ ip, port: 444 }).allowed, false, ip);
+  }
+  assert.deepEqual(policy.check({ ip: "10.1.2.3", port: 443 }), { allowed: true });
+  assert.deepEqual(policy.check({ ip: "10.0.0.9", port: 443 }).allowed, false);
 });
 
 test("bad policies are errors naming the entry", () => {

@@ -39,6 +39,8 @@ export interface Destination {
 /** The verdict on one destination; `unknown` only when the answer depends on the not yet resolved IP. */
 export type PolicyVerdict = { allowed: true } | { allowed: false; because: string } | { allowed: "unknown" };
 
+const ALLOWED: PolicyVerdict = Object.freeze({ allowed: true });
+
 interface Cidr {
   text: string;
   list: BlockList;
@@ -192,8 +194,20 @@ function describeRules(rules: readonly Rule[]): string {
   return text.length > 300 ? `${text.slice(0, 297)}...` : text;
 }
 
+/**
+ * Verdicts a policy keeps, by destination: a policy is immutable, so a verdict once reached holds,
+ * and an agent dials the same few destinations over and over (the apiserver, a handful of
+ * services). Judging one again parses and canonicalises the address and walks every rule (~10-20
+ * µs a dial, measured under dial churn). Past this many destinations the memo starts over, so a
+ * client dialling ever new addresses costs no more memory than this.
+ */
+export const POLICY_MEMO_ENTRIES = 1024;
+
 /** A parsed, immutable destination policy. */
 export class DestinationPolicy {
+  /** Verdicts by destination ({@link POLICY_MEMO_ENTRIES}). */
+  private readonly memo = new Map<string, PolicyVerdict>();
+
   private constructor(
     private readonly allow: readonly Rule[] | undefined,
     private readonly deny: readonly Rule[],
@@ -265,6 +279,19 @@ export class DestinationPolicy {
 
   /** Judge a destination. With `ip` absent the answer may be `unknown` (resolve and ask again). */
   check(d: Destination): PolicyVerdict {
+    if (this.isOpen) return ALLOWED;
+    // "\n" is in no host name, address or port: the key names one destination.
+    const key = `${d.name === undefined ? "" : `n${d.name}`}\n${d.ip ?? ""}\n${d.port}`;
+    let verdict = this.memo.get(key);
+    if (verdict === undefined) {
+      verdict = this.judge(d);
+      if (this.memo.size >= POLICY_MEMO_ENTRIES) this.memo.clear();
+      this.memo.set(key, verdict);
+    }
+    return verdict;
+  }
+
+  private judge(d: Destination): PolicyVerdict {
     const name = d.name === undefined ? {} : { name: normalizeName(d.name) };
     // The address finally reached decides (loopback for 0.0.0.0/8 and ::, the IPv4 address of a
     // NAT64 or 6to4 one); the other forms are judged by the deny rules too, so a rule written

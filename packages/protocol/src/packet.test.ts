@@ -6,6 +6,7 @@ import {
   decodePacket,
   encodeData,
   encodePacket,
+  peekDecoded,
   peekPacket,
   packetTypeName,
   type Packet,
@@ -125,6 +126,23 @@ test("crafted DATA (two arms, a repeated connectID) is not canonical and routes 
   // 08 04 22 02 08 01 | 08 04 22 00: the second, empty arm merges and keeps connectID 1 (as Go does)
   const merged = Buffer.from("0804220208010804" + "2200", "hex");
   assert.deepEqual(peekPacket(merged), { type: 4, connectID: 1n, random: 0n, canonical: false });
+});
+
+test("peekDecoded: peekPacket's route and the packet decodePacket reads, no payload read for a canonical DATA", () => {
+  const packets: Packet[] = [
+    { type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address: "a.b:443", random: 3n } },
+    { type: PacketType.DIAL_RSP, dialResponse: { error: "refused", connectID: 0n, random: 3n } },
+    { type: PacketType.CLOSE_RSP, closeResponse: { error: "", connectID: 9n } },
+    { type: PacketType.DIAL_CLS, closeDial: { random: 4n } },
+  ];
+  const two = Buffer.concat([encodeData(5n, Buffer.from("x")), encodeData(7n, Buffer.from("y"))]);
+  for (const bytes of [...packets.map((p) => encodePacket(p)), two]) {
+    const { route, packet } = peekDecoded(bytes);
+    assert.deepEqual(route, peekPacket(bytes));
+    assert.deepEqual(packet, decodePacket(bytes));
+  }
+  const data = encodeData(5n, Buffer.from("payload"));
+  assert.deepEqual(peekDecoded(data), { route: peekPacket(data), packet: undefined });
 });
 
 test("a missing or mismatched arm reads as zero values, like Go getters", () => {

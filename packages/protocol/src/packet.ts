@@ -445,7 +445,32 @@ export function peekPacket(bytes: Uint8Array): PacketRoute {
   if (fast !== undefined) return { type: PacketType.DATA, connectID: fast, random: 0n, canonical: true };
   const c = decodeCanonical(bytes);
   const p = c ?? decodePacketWithReader(bytes);
+  return routeOf(p, c !== undefined || (!("unknown" in p) && Buffer.from(bytes).equals(encodePacket(p))));
+}
+
+/** A packet's routing fields, and the packet itself when peeking decoded it. */
+export interface PeekedPacket {
+  route: PacketRoute;
+  /**
+   * The decoded packet: every type but a canonical DATA, whose payload is not read. A relay that
+   * needs a field (a DIAL_REQ's address, an error text) reads it here instead of decoding again.
+   */
+  packet: Packet | undefined;
+}
+
+/** {@link peekPacket}, keeping the packet it decoded. Throws {@link PacketDecodeError} on malformed input. */
+export function peekDecoded(bytes: Uint8Array): PeekedPacket {
+  const fast = peekCanonicalData(bytes);
+  if (fast !== undefined) {
+    return { route: { type: PacketType.DATA, connectID: fast, random: 0n, canonical: true }, packet: undefined };
+  }
+  const c = decodeCanonical(bytes);
+  const p = c ?? decodePacketWithReader(bytes);
   const canonical = c !== undefined || (!("unknown" in p) && Buffer.from(bytes).equals(encodePacket(p)));
+  return { route: routeOf(p, canonical), packet: p };
+}
+
+function routeOf(p: Packet, canonical: boolean): PacketRoute {
   if ("dialRequest" in p) return { type: p.type, connectID: 0n, random: p.dialRequest.random, canonical };
   if ("dialResponse" in p)
     return { type: p.type, connectID: p.dialResponse.connectID, random: p.dialResponse.random, canonical };

@@ -97,6 +97,9 @@ function registeringIn(registers: Registry[]) {
   };
 }
 
+/** The gRPC methods the server serves (`service_method` of `grpc_connections`). */
+export type GrpcMethod = "Proxy" | "Connect";
+
 export class ServerMetrics {
   readonly registry = new Registry();
   readonly dialDuration: Histogram;
@@ -104,7 +107,11 @@ export class ServerMetrics {
   readonly frontendWriteDuration: Histogram;
   /** Failed sends on gRPC streams (Go: stream_errors_total). */
   readonly streamErrors: Counter<"segment" | "code" | "packet_type">;
-  readonly grpcConnections: Gauge;
+  /** Open gRPC streams by method, counted in plain numbers ({@link grpcStreamOpened}) and read on scrape. */
+  private readonly grpcStreams = new Map<GrpcMethod, number>([
+    ["Proxy", 0],
+    ["Connect", 0],
+  ]);
   readonly httpConnections: Gauge;
   readonly dialFailures: Counter;
   /** Dials sent again to another agent because theirs went away before answering (relay.ts `resend`). */
@@ -179,7 +186,17 @@ export class ServerMetrics {
         this.set({ service_method: "Connect" }, 0);
       },
     });
-    this.grpcConnections = gauge(`${PREFIX}grpc_connections`, "Number of current gRPC streams", ["service_method"]);
+    // Counted in plain numbers: prom-client hashes the label set of every inc() and dec(), twice a dial.
+    const grpcStreams = this.grpcStreams;
+    new Gauge({
+      name: `${PREFIX}grpc_connections`,
+      help: "Number of current gRPC streams",
+      labelNames: ["service_method"],
+      registers,
+      collect() {
+        for (const [method, open] of grpcStreams) this.set({ service_method: method }, open);
+      },
+    });
     this.httpConnections = gauge(`${PREFIX}http_connections`, "Number of current HTTP CONNECT connections");
     new Gauge({
       name: `${PREFIX}ready_backends`,
@@ -289,9 +306,19 @@ export class ServerMetrics {
     this.packetCounts.add(segment, type);
   }
 
-  /** Record a frontend write that started at `startNs` (process.hrtime.bigint()). */
-  frontendWrite(startNs: bigint): void {
-    this.frontendWriteDuration.observe(Number(process.hrtime.bigint() - startNs) / 1e9);
+  /** Record a frontend write that started at `startMs` (performance.now(): no BigInt per write). */
+  frontendWrite(startMs: number): void {
+    this.frontendWriteDuration.observe((performance.now() - startMs) / 1000);
+  }
+
+  /** A gRPC stream of `method` opened (`grpc_connections`). */
+  grpcStreamOpened(method: GrpcMethod): void {
+    this.grpcStreams.set(method, this.grpcStreams.get(method)! + 1);
+  }
+
+  /** A gRPC stream of `method` closed. */
+  grpcStreamClosed(method: GrpcMethod): void {
+    this.grpcStreams.set(method, this.grpcStreams.get(method)! - 1);
   }
 
   /** A stream that ended with an error status (Go: a failed Recv, packet type "Unknown"). */

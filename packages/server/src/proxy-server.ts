@@ -561,9 +561,9 @@ export class ProxyServer {
     serveGrpc(server, {
       [PROXY_METHOD]: (call) => {
         if (call.closed) return;
-        this.metrics.grpcConnections.inc({ service_method: "Proxy" });
+        this.metrics.grpcStreamOpened("Proxy");
         call.once("close", (status) => {
-          this.metrics.grpcConnections.dec({ service_method: "Proxy" });
+          this.metrics.grpcStreamClosed("Proxy");
           if (status.code !== GrpcStatus.OK) this.metrics.streamErrorNoPacket("from_client", status.code);
         });
         new ProxyStream(call, this.relay, this.metrics, log);

@@ -119,7 +119,7 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
   // Only an agent that announced it gets FLOW_PAUSE / FLOW_RESUME (Go agents never do).
   backend.ignoresFlowControl = call.metadataValues(FLOW_CONTROL_METADATA)[0] !== "1";
   const log = options.logger.child({ agentID: identity.agentId, stream: backend.serial });
-  metrics.grpcConnections.inc({ service_method: "Connect" });
+  metrics.grpcStreamOpened("Connect");
   relay.addBackend(backend);
   log.info(
     {
@@ -132,7 +132,7 @@ function acceptAgentCall(call: ServerCall, options: AgentServiceOptions, usernam
   call.on("message", (frame) => relay.fromAgent(backend, frame));
   call.on("halfClose", () => call.finish({ code: GrpcStatus.OK, details: "" }));
   call.on("close", (status) => {
-    metrics.grpcConnections.dec({ service_method: "Connect" });
+    metrics.grpcStreamClosed("Connect");
     // Go counts a failed Recv on the agent stream (not a clean end) as stream_errors_total.
     if (status.code !== GrpcStatus.OK) metrics.streamErrorNoPacket("from_agent", status.code);
     if (call.overflowed) {

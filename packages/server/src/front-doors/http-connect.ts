@@ -212,7 +212,7 @@ export class ConnectSession<C = TunnelConnection, D = PendingDial> implements Pa
   data(_conn: C, payload: Uint8Array): number {
     if (this.state !== "open") return 0;
     this.written += payload.length;
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     this.socket.write(payload);
     this.metrics.frontendWrite(started);
     return this.socket.writableLength;

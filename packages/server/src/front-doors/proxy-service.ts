@@ -6,7 +6,14 @@
  * the agent for pending dials, CLOSE_REQ for established connections.
  */
 import { constants as http2constants } from "node:http2";
-import { DialErrors, PacketDecodeError, PacketType, decodePacket, type PacketRoute } from "@cluster-proxy/protocol";
+import {
+  DialErrors,
+  PacketDecodeError,
+  PacketType,
+  decodePacket,
+  type Packet,
+  type PacketRoute,
+} from "@cluster-proxy/protocol";
 import { FRAME_HEADER, GrpcStatus, type ServerCall } from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 import type { DialFailure, FrontendEnd, PendingDial, TunnelConnection } from "../agents/backend.js";
@@ -61,7 +68,7 @@ export class ProxyStream implements FrontendEnd {
   private send(frame: Buffer, type: number): boolean {
     this.metrics.packet("to_client", type);
     this.sentBytes += frame.length;
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     // Replies and close packets are bounded control frames: a client that sends requests and
     // never reads the replies is cut (the tunnel's SendLimits), its data is flow-controlled.
     const ok = type === PacketType.DATA ? this.call.send(frame) : this.call.sendControl(frame);
@@ -78,8 +85,9 @@ export class ProxyStream implements FrontendEnd {
 
   private onFrame(frame: Buffer): void {
     let route: PacketRoute;
+    let packet: Packet | undefined;
     try {
-      ({ route, frame } = routeFrame(frame));
+      ({ route, frame, packet } = routeFrame(frame));
     } catch (err) {
       if (!(err instanceof PacketDecodeError)) throw err;
       this.log.warn({ err: err.message }, "dropping malformed packet from client");
@@ -88,7 +96,7 @@ export class ProxyStream implements FrontendEnd {
     this.metrics.packet("from_client", route.type);
     switch (route.type) {
       case PacketType.DIAL_REQ: {
-        const p = decodePacket(frame.subarray(FRAME_HEADER));
+        const p = packet ?? decodePacket(frame.subarray(FRAME_HEADER));
         if (!("dialRequest" in p)) return;
         const dial = this.relay.dial(this, { address: p.dialRequest.address, random: route.random, frame });
         if (dial) this.dials.set(dial.random, dial);

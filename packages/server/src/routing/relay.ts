@@ -14,7 +14,7 @@ import {
   decodePacket,
   encodePacket,
   parseHostPort,
-  peekPacket,
+  peekDecoded,
   type PacketRoute,
   type Packet,
 } from "@cluster-proxy/protocol";
@@ -42,11 +42,18 @@ export function packetFrame(packet: Packet): Buffer {
  * Read a received frame's routing fields, and give the frame to forward: the received one when
  * its bytes are canonical (the hot path: no copy), else a canonical re-encoding of what was
  * routed, so the next hop cannot read a crafted packet differently (e.g. another connectID).
+ * `packet` is the packet as decoded (absent for a canonical DATA, whose payload is not read).
  */
-export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer } {
-  const route = peekPacket(frame.subarray(FRAME_HEADER));
-  if (route.canonical || route.type < PacketType.DIAL_REQ || route.type > PacketType.DRAIN) return { route, frame };
-  return { route, frame: packetFrame(decodePacket(frame.subarray(FRAME_HEADER))) };
+export function routeFrame(frame: Buffer): { route: PacketRoute; frame: Buffer; packet: Packet | undefined } {
+  const { route, packet } = peekDecoded(frame.subarray(FRAME_HEADER));
+  if (route.canonical || route.type < PacketType.DIAL_REQ || route.type > PacketType.DRAIN || !packet)
+    return { route, frame, packet };
+  return { route, frame: packetFrame(packet), packet };
+}
+
+/** The packet of a routed frame: the one decoded while routing, else decoded now. */
+function packetOf(frame: Buffer, packet: Packet | undefined): Packet {
+  return packet ?? decodePacket(frame.subarray(FRAME_HEADER));
 }
 
 /**
@@ -189,8 +196,9 @@ export class Relay implements FlowHooks {
   /** A frame from an agent stream. */
   fromAgent(backend: Backend, frame: Buffer): void {
     let route: PacketRoute;
+    let packet: Packet | undefined;
     try {
-      ({ route, frame } = routeFrame(frame));
+      ({ route, frame, packet } = routeFrame(frame));
     } catch (err) {
       if (!(err instanceof PacketDecodeError)) throw err;
       this.log.warn({ agentID: backend.agentId, err: err.message }, "dropping malformed packet from agent");
@@ -199,7 +207,7 @@ export class Relay implements FlowHooks {
     this.metrics.packet("from_agent", route.type);
     switch (route.type) {
       case PacketType.DIAL_RSP:
-        this.onDialResponse(backend, frame, route.random, route.connectID);
+        this.onDialResponse(backend, frame, packetOf(frame, packet), route.random, route.connectID);
         return;
       case PacketType.DATA: {
         if (route.connectID === 0n) return;
@@ -224,7 +232,7 @@ export class Relay implements FlowHooks {
         this.forgetConnection(conn);
         if (conn.frontendGone) return;
         // A CLOSE_RSP with an error (e.g. our agent's stall close) ends the frontend with an error.
-        const p = decodePacket(frame.subarray(FRAME_HEADER));
+        const p = packetOf(frame, packet);
         const error = "closeResponse" in p ? p.closeResponse.error : "";
         conn.end.closed(conn, frame, error || undefined);
         return;
@@ -264,7 +272,7 @@ export class Relay implements FlowHooks {
     this.flow.drained(conn);
   }
 
-  private onDialResponse(backend: Backend, frame: Buffer, random: bigint, connectID: bigint): void {
+  private onDialResponse(backend: Backend, frame: Buffer, p: Packet, random: bigint, connectID: bigint): void {
     const dial = this.pending.get(random);
     if (!dial || dial.backend !== backend) {
       this.metrics.dialFailed("unrecognized_response");
@@ -279,7 +287,6 @@ export class Relay implements FlowHooks {
       return;
     }
     this.forgetDial(dial);
-    const p = decodePacket(frame.subarray(FRAME_HEADER));
     const error = "dialResponse" in p ? p.dialResponse.error : "";
     if (error !== "" || connectID === 0n) {
       this.metrics.dialFailed("error_response");
