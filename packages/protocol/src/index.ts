@@ -11,6 +11,7 @@ export {
   type PacketRoute,
   PacketType,
   packetTypeName,
+  peekDecoded,
   peekPacket,
 } from "./packet.js";
 export { AGENT_CONNECT_METHOD, DialErrors, MAX_DATA_CHUNK, Metadata, PROXY_METHOD } from "./constants.js";
