@@ -340,7 +340,8 @@ function fieldValue(pod: Pod, path: string): string {
     case "metadata.name":
       return pod.name;
     case "metadata.uid":
-      return pod.uid;
+      // The Pod object's uid, as a kubelet gives it (containers start once the object exists).
+      return pod.api.uid ?? "";
     case "status.podIP":
       return pod.ip;
     case "status.hostIP":
@@ -871,7 +872,8 @@ function tickPod(pod: Pod): void {
   }
   refreshVolumes(pod);
   for (const c of pod.containers) {
-    if (!c.child && Date.now() >= c.nextStart) startContainer(pod, c);
+    // As a kubelet runs the containers of a Pod object: not before the object exists (its uid).
+    if (!c.child && pod.api.uid && Date.now() >= c.nextStart) startContainer(pod, c);
     probeContainer(pod, c);
   }
 }
