@@ -159,6 +159,7 @@ export class AddonManager {
           namespace: options.namespace,
           name: options.leaderElectionId,
           identity: options.identity,
+          pod: options.identity && options.podUid ? { name: options.identity, uid: options.podUid } : undefined,
           leaseDurationMs: options.leaseDuration,
           renewDeadlineMs: options.renewDeadline,
           retryPeriodMs: options.retryPeriod,

@@ -131,6 +131,12 @@ const addonManagerOptionFields = {
     env: "POD_NAME",
     description: "This replica's name in the leader-election Lease (default: hostname and a random suffix)",
   }),
+  podUid: opt.string("", {
+    flag: "pod-uid",
+    env: "POD_UID",
+    description:
+      "The uid of this replica's pod, named by --identity in --namespace (the chart sets both from the downward API): the Lease this replica holds then names its pod, and a standby takes the Lease at once when the apiserver says that pod no longer exists (404), instead of waiting for the Lease to expire",
+  }),
   logLevel: opt.choice(["debug", "info", "warn", "error"] as const, "info", {
     flag: "log-level",
     description: "Log level",

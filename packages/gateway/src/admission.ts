@@ -27,6 +27,7 @@ import type { ExposedServices } from "./exposed-services.js";
 import { withForwarding } from "./forwarding-headers.js";
 import { GatewayError } from "./gateway-error.js";
 import type { UserInfo } from "./hub-api.js";
+import { HUB_REVIEW_TIMEOUT_MS, HubDeadline } from "./hub-deadline.js";
 import { kubeRequestInfo } from "./request-info.js";
 import type { RequestRecord } from "./request-record.js";
 import { parseRequestTarget, type RequestTarget } from "./request-target.js";
@@ -114,6 +115,8 @@ export interface AdmissionDeps {
   isFrontProxyHeader?: (name: string) => boolean;
   /** Counts a denial (allowlist) by reason. */
   onDenial?: (reason: string) => void;
+  /** How long the hub reviews of one request may take in all (default {@link HUB_REVIEW_TIMEOUT_MS}). */
+  hubReviewTimeoutMs?: number;
 }
 
 /** Percent-encode an Impersonate-Extra key as the kube-apiserver decodes it. */
@@ -151,16 +154,19 @@ function forwardable(
  * The caller: the user the hub's front proxy states on its own connection (whatever else the
  * request carries), else what the authenticator makes of the request's credentials.
  */
-async function authenticate(deps: AdmissionDeps, head: RequestHead): Promise<Caller> {
+async function authenticate(deps: AdmissionDeps, head: RequestHead, deadline: HubDeadline): Promise<Caller> {
   if (head.frontProxy === "no-user")
     throw new GatewayError(401, "unauthenticated", "the hub apiserver forwarded the request without a user");
   if (head.frontProxy) return { method: "front-proxy", user: head.frontProxy };
   const authorization = head.headers.authorization;
-  return deps.authenticator.authenticate({
-    ...(authorization !== undefined ? { authorization } : {}),
-    ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
-    ...(head.source !== undefined ? { source: head.source } : {}),
-  });
+  return deps.authenticator.authenticate(
+    {
+      ...(authorization !== undefined ? { authorization } : {}),
+      ...(head.clientCertificate ? { clientCertificate: head.clientCertificate } : {}),
+      ...(head.source !== undefined ? { source: head.source } : {}),
+    },
+    deadline,
+  );
 }
 
 /** Admit `head` (see the module comment); throws a GatewayError when refused. */
@@ -195,7 +201,9 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   // As the kube-apiserver reads a WebSocket exec: the GET of an upgrade is a `create`.
   if (upgrade && r.verb === "get") r.verb = "create";
 
-  const caller = await authenticate(deps, head);
+  // One deadline for the request's hub reviews (TokenReview, SubjectAccessReviews), not one each.
+  const deadline = new HubDeadline(deps.hubReviewTimeoutMs ?? HUB_REVIEW_TIMEOUT_MS);
+  const caller = await authenticate(deps, head, deadline);
   r.authentication = caller.method;
   const headers = withForwarding(
     forwardable(head.headers, head.upgrade, deps.isFrontProxyHeader ?? (() => false)),
@@ -222,7 +230,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   r.groups = identity.groups;
   const impersonation = impersonationOf(head.headers);
   if (impersonation) {
-    identity = await deps.authorizer.impersonate(identity, impersonation);
+    identity = await deps.authorizer.impersonate(identity, impersonation, deadline);
     r.impersonatedUser = identity.username;
     r.impersonatedGroups = identity.groups;
   }
@@ -232,6 +240,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
       target.cluster,
       verb,
       upgrade && verb === "create" ? UPGRADE_NEEDS_CREATE : "",
+      deadline,
     );
   const cluster = await deps.clusters.require(target.cluster);
 

@@ -6,6 +6,7 @@
 import { hash, type X509Certificate } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, TokenReviewResult, UserInfo } from "./hub-api.js";
+import type { HubDeadline } from "./hub-deadline.js";
 import type { OidcAuthenticator } from "./oidc.js";
 import { SourceBuckets, sourceKey } from "./source-buckets.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
@@ -86,13 +87,16 @@ export class Authenticator {
     });
   }
 
-  /** The caller of a request, or a GatewayError (401, or 503 when the hub cannot answer). */
-  async authenticate(c: Credentials): Promise<Caller> {
+  /**
+   * The caller of a request, or a GatewayError (401, or 503 when the hub cannot answer, or not
+   * before `deadline`: the request's deadline for its hub reviews).
+   */
+  async authenticate(c: Credentials, deadline?: HubDeadline): Promise<Caller> {
     const auth = c.authorization;
     if (auth !== undefined && auth !== "") {
       const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
       if (!m) return this.fail("bad-authorization", 401, "the Authorization header is not a bearer token");
-      return this.bearer(m[1]!, auth, c.source);
+      return this.bearer(m[1]!, auth, c.source, deadline);
     }
     if (c.clientCertificate) {
       const user = userOfCertificate(c.clientCertificate);
@@ -127,12 +131,18 @@ export class Authenticator {
     return running;
   }
 
-  private async bearer(token: string, authorization: string, source: string | undefined): Promise<Caller> {
+  private async bearer(
+    token: string,
+    authorization: string,
+    source: string | undefined,
+    deadline: HubDeadline | undefined,
+  ): Promise<Caller> {
     let hubDown: Error | undefined;
     let limited: number | undefined;
     if (this.s.tokenReview) {
       try {
-        const review = await this.review(token, source);
+        const reviewing = this.review(token, source);
+        const review = await (deadline ? deadline.race(reviewing, "TokenReview") : reviewing);
         if ("limited" in review) limited = review.limited;
         else if (review.user) return { method: "token", user: review.user };
       } catch (err) {

@@ -6,6 +6,7 @@
 import { hash } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
+import type { HubDeadline } from "./hub-deadline.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -128,11 +129,18 @@ export class Authorizer {
 
   /**
    * Resolve when `user` may `verb` managedclusters/proxy `cluster`; else a 403 (or 503)
-   * GatewayError. `why` ends the message of a 403 (what needs the verb).
+   * GatewayError. `why` ends the message of a 403 (what needs the verb); the 503 comes at the
+   * latest at `deadline` (the request's deadline for its hub reviews).
    */
-  async authorizeCluster(user: UserInfo, cluster: string, verb: string, why = ""): Promise<void> {
+  async authorizeCluster(
+    user: UserInfo,
+    cluster: string,
+    verb: string,
+    why = "",
+    deadline?: HubDeadline,
+  ): Promise<void> {
     const attrs = { group: CLUSTER_API_GROUP, resource: "managedclusters", subresource: "proxy", name: cluster, verb };
-    if (!(await this.allowed(user, attrs)))
+    if (!(await this.allowed(user, attrs, false, deadline)))
       this.deny(
         "cluster-proxy-denied",
         "forbidden",
@@ -142,9 +150,9 @@ export class Authorizer {
 
   /**
    * The identity that replaces `user` after checking that `user` may impersonate every part of
-   * `req`; else a 403 naming the first part it may not.
+   * `req`; else a 403 naming the first part it may not (a 503 at the latest at `deadline`).
    */
-  async impersonate(user: UserInfo, req: ImpersonationRequest): Promise<UserInfo> {
+  async impersonate(user: UserInfo, req: ImpersonationRequest, deadline?: HubDeadline): Promise<UserInfo> {
     const checks: ResourceAttributes[] = [];
     const sa = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(req.user);
     checks.push(
@@ -165,7 +173,7 @@ export class Authorizer {
           verb: "impersonate",
         });
     for (const attrs of checks) {
-      if (!(await this.allowed(user, attrs)))
+      if (!(await this.allowed(user, attrs, false, deadline)))
         this.deny(
           "impersonation-denied",
           "impersonation-forbidden",
@@ -182,16 +190,23 @@ export class Authorizer {
    * Whether the hub lets `user` do `attrs` (one SubjectAccessReview, cached for the TTL; a denial
    * for at most {@link DENIAL_CACHE_MAX_MS}, or as long as a grant with `keepDenials`, for callers
    * that ask about every cluster over and over, like the fleet view). A hub that cannot answer is
-   * a 503 GatewayError.
+   * a 503 GatewayError, as is one that has not answered by `deadline` (the review goes on, for
+   * the cache).
    */
-  async allowed(user: UserInfo, attrs: ResourceAttributes, keepDenials = false): Promise<boolean> {
+  async allowed(
+    user: UserInfo,
+    attrs: ResourceAttributes,
+    keepDenials = false,
+    deadline?: HubDeadline,
+  ): Promise<boolean> {
     const key = hash("sha256", JSON.stringify([user, attrs]));
     try {
-      return await this.decisions.get(
+      const deciding = this.decisions.get(
         key,
         async () => (await this.s.hub.subjectAccessReview(user, attrs)).allowed,
         (ok) => (ok || keepDenials ? this.s.cacheTtlMs : Math.min(this.s.cacheTtlMs, DENIAL_CACHE_MAX_MS)),
       );
+      return await (deadline ? deadline.race(deciding, "SubjectAccessReview") : deciding);
     } catch (err) {
       this.s.onDenial?.("authorization-unavailable");
       throw new GatewayError(

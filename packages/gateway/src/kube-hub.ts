@@ -26,6 +26,7 @@ import type {
   TokenReviewResult,
   UserInfo,
 } from "./hub-api.js";
+import { HUB_REVIEW_TIMEOUT_MS } from "./hub-deadline.js";
 
 function isNotFound(err: unknown): boolean {
   return err instanceof k8s.ApiException && err.code === 404;
@@ -126,13 +127,6 @@ function listWatch<T>(
   );
 }
 
-/**
- * How long a TokenReview or SubjectAccessReview may take: a hub apiserver that accepts
- * connections but does not answer (starting, overloaded) makes the caller's request fail with 503
- * at this deadline instead of hanging with it.
- */
-export const HUB_REVIEW_TIMEOUT_MS = 5_000;
-
 /** `p`, or a rejection naming `what` when it has not settled within `ms`. */
 function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -142,7 +136,11 @@ function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
-/** A {@link HubApi} for the hub `kc` points at; reviews fail after `reviewTimeoutMs`. */
+/**
+ * A {@link HubApi} for the hub `kc` points at; each review call fails after `reviewTimeoutMs` (a
+ * call may serve several requests; each request also has one deadline for all its reviews,
+ * `hub-deadline.ts`).
+ */
 export function kubeHubApi(
   kc: k8s.KubeConfig,
   logger: Logger = silentLogger,

@@ -1,6 +1,9 @@
 /**
  * Leader election with a `coordination.k8s.io/v1` Lease as client-go does it: expiry judged on the
  * candidate's own clock, updates carrying the resourceVersion, `release()` for a hand-over at once.
+ * A holder that runs in a pod (its own pod checked) names that pod in the Lease; a candidate takes
+ * the Lease before it expires only when the apiserver answers that this pod no longer exists (a
+ * holder that could not release it: helm uninstall removes the manager's rights before its pod).
  * Design: docs/design/addon-manager.md#shape
  */
 import { hostname } from "node:os";
@@ -17,9 +20,26 @@ export interface LeaderElectionOptions {
   leaseDurationMs: number;
   renewDeadlineMs: number;
   retryPeriodMs: number;
+  /**
+   * The pod this candidate runs in (in `namespace`), e.g. from the downward API. Once the pod is
+   * seen with this uid, the Lease it holds names it ({@link HOLDER_POD_ANNOTATION}), so that a
+   * candidate may take the Lease at once when that pod is gone.
+   */
+  pod?: { name: string; uid: string };
   /** Injected clock (ms), for tests. */
   now?: () => number;
 }
+
+/**
+ * The holder's pod on the Lease, `<pod name>/<pod uid>` in the Lease's namespace: written only by a
+ * holder that found its own pod with that uid. A candidate that gets 404 for that pod (or finds a
+ * pod of another uid under its name) takes the Lease without waiting for it to expire; any other
+ * answer (the pod, 403, a timeout) counts as the holder being alive.
+ */
+export const HOLDER_POD_ANNOTATION = "proxy.open-cluster-management.io/leader-pod";
+
+/** What the elector asks of the apiserver ({@link KubeApi} does it). */
+export type LeaseApi = Pick<KubeApi, "get" | "tryGet" | "create" | "replace">;
 
 interface Lease extends KubeObject {
   spec?: {
@@ -44,9 +64,11 @@ export class LeaderElector {
   private observed: { record: string; at: number } | undefined;
   private lastRenew = 0;
   private readonly now: () => number;
+  /** `<name>/<uid>` of this candidate's pod once seen; "" when it cannot be (no pod, another uid). */
+  private ownPod: string | undefined;
 
   constructor(
-    private readonly api: KubeApi,
+    private readonly api: LeaseApi,
     private readonly options: LeaderElectionOptions,
     private readonly logger: Logger,
   ) {
@@ -100,6 +122,7 @@ export class LeaderElector {
       const lease = await this.api.get<Lease>(KubeResources.lease, this.options.name, this.options.namespace);
       if (lease.spec?.holderIdentity !== this.identity) return;
       lease.spec = { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(this.now()) };
+      lease.metadata.annotations = withHolderPod(lease.metadata.annotations, "");
       await this.api.replace(KubeResources.lease, lease);
       this.logger.info({ identity: this.identity }, "released the leader lease");
     } catch (err) {
@@ -110,7 +133,8 @@ export class LeaderElector {
     }
   }
 
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  /** One attempt to take or renew the Lease ({@link run} makes one each retry period); true if this candidate leads. */
+  async tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, leaseDurationMs } = this.options;
     const now = this.now();
     const mine = {
@@ -120,9 +144,10 @@ export class LeaderElector {
     };
     try {
       const lease = await this.api.tryGet<Lease>(KubeResources.lease, name, namespace);
+      const ownPod = await this.resolveOwnPod();
       if (!lease) {
         await this.api.create(KubeResources.lease, {
-          metadata: { name, namespace },
+          metadata: { name, namespace, annotations: withHolderPod(undefined, ownPod) },
           spec: { ...mine, acquireTime: microTime(now), leaseTransitions: 0 },
         });
         return this.won(now);
@@ -132,11 +157,16 @@ export class LeaderElector {
       if (this.observed?.record !== record) this.observed = { record, at: now };
       const holder = spec.holderIdentity ?? "";
       const duration = (spec.leaseDurationSeconds ?? 0) * 1000;
+      let gonePod = "";
       if (holder !== "" && holder !== this.identity && now < this.observed.at + duration) {
-        this.leading = false;
-        return false;
+        gonePod = await this.holderPodGone(lease);
+        if (!gonePod) {
+          this.leading = false;
+          return false;
+        }
       }
       const taking = holder !== this.identity;
+      lease.metadata.annotations = withHolderPod(lease.metadata.annotations, ownPod);
       lease.spec = {
         ...spec,
         ...mine,
@@ -144,7 +174,12 @@ export class LeaderElector {
         leaseTransitions: (spec.leaseTransitions ?? 0) + (taking && holder !== "" ? 1 : 0),
       };
       await this.api.replace(KubeResources.lease, lease);
-      if (taking && holder !== "") this.logger.info({ previous: holder }, "took over the leader lease");
+      if (gonePod)
+        this.logger.info(
+          { previous: holder, pod: gonePod },
+          "took over the leader lease before it expired: the holder's pod no longer exists",
+        );
+      else if (taking && holder !== "") this.logger.info({ previous: holder }, "took over the leader lease");
       return this.won(now);
     } catch (err) {
       if (isConflict(err) || isAlreadyExists(err) || isNotFound(err)) return false;
@@ -153,9 +188,69 @@ export class LeaderElector {
     }
   }
 
+  /**
+   * This candidate's pod as the Lease names it, once the pod was seen with the configured uid; ""
+   * without one (not configured, 404, another uid); retried after any other failure.
+   */
+  private async resolveOwnPod(): Promise<string> {
+    const pod = this.options.pod;
+    if (this.ownPod !== undefined || !pod) return this.ownPod ?? "";
+    try {
+      const found = await this.api.get(KubeResources.pod, pod.name, this.options.namespace);
+      if (found.metadata.uid === pod.uid) this.ownPod = `${pod.name}/${pod.uid}`;
+      else {
+        this.ownPod = "";
+        this.logger.warn(
+          { pod: `${this.options.namespace}/${pod.name}`, uid: pod.uid, found: found.metadata.uid },
+          "leader election: this pod has another uid; the Lease will not name it",
+        );
+      }
+    } catch (err) {
+      if (!isNotFound(err)) return "";
+      this.ownPod = "";
+      this.logger.warn(
+        { pod: `${this.options.namespace}/${pod.name}` },
+        "leader election: no such pod; the Lease will not name it",
+      );
+    }
+    return this.ownPod;
+  }
+
+  /**
+   * The holder's pod (`<name>/<uid>`) when the Lease names one and the apiserver says it is gone: a
+   * 404, or a pod of another uid under its name. "" for anything else (alive, 403, timeout).
+   */
+  private async holderPodGone(lease: Lease): Promise<string> {
+    const named = lease.metadata.annotations?.[HOLDER_POD_ANNOTATION] ?? "";
+    const slash = named.indexOf("/");
+    if (slash <= 0 || slash === named.length - 1) return "";
+    const [podName, uid] = [named.slice(0, slash), named.slice(slash + 1)];
+    try {
+      const pod = await this.api.get(KubeResources.pod, podName, this.options.namespace);
+      return pod.metadata.uid !== undefined && pod.metadata.uid !== uid ? named : "";
+    } catch (err) {
+      if (isNotFound(err)) return named;
+      this.logger.debug(
+        { pod: podName, err: errorMessage(err) },
+        "leader election: could not tell whether the holder's pod exists (waiting for the lease to expire)",
+      );
+      return "";
+    }
+  }
+
   private won(now: number): boolean {
     this.leading = true;
     this.lastRenew = now;
     return true;
   }
+}
+
+/** `annotations` naming `pod` as the holder's ({@link HOLDER_POD_ANNOTATION}), or none when "". */
+function withHolderPod(
+  annotations: Record<string, string> | undefined,
+  pod: string,
+): Record<string, string> | undefined {
+  const rest = Object.fromEntries(Object.entries(annotations ?? {}).filter(([k]) => k !== HOLDER_POD_ANNOTATION));
+  if (pod) rest[HOLDER_POD_ANNOTATION] = pod;
+  return Object.keys(rest).length > 0 ? rest : undefined;
 }

@@ -333,6 +333,9 @@ function addItems(
   }
 }
 
+/** Stands for the Pod object's uid in a container's env and args until the object exists. */
+const POD_UID_PENDING = "<pod uid: the Pod object is not created yet>";
+
 function fieldValue(pod: Pod, path: string): string {
   switch (path) {
     case "metadata.namespace":
@@ -340,7 +343,8 @@ function fieldValue(pod: Pod, path: string): string {
     case "metadata.name":
       return pod.name;
     case "metadata.uid":
-      return pod.uid;
+      // The Pod object's uid, as a kubelet gives it (containers start once the object exists).
+      return pod.api.uid ?? "";
     case "status.podIP":
       return pod.ip;
     case "status.hostIP":
@@ -510,7 +514,12 @@ async function prepare(pod: Pod): Promise<void> {
     }
     for (const e of c.env ?? []) {
       if (e.value !== undefined) env[e.name] = sub(e.value);
-      else if (e.valueFrom?.fieldRef) env[e.name] = fieldValue(pod, e.valueFrom.fieldRef.fieldPath);
+      else if (e.valueFrom?.fieldRef)
+        // The Pod object (its uid) may not exist yet: filled in when the container starts.
+        env[e.name] =
+          e.valueFrom.fieldRef.fieldPath === "metadata.uid" && !pod.api.uid
+            ? POD_UID_PENDING
+            : fieldValue(pod, e.valueFrom.fieldRef.fieldPath);
       else if (e.valueFrom?.secretKeyRef) {
         const r = e.valueFrom.secretKeyRef;
         const v = secretData(ns, r.name!, r.optional)?.[r.key];
@@ -563,10 +572,13 @@ function startContainer(pod: Pod, c: Container): void {
   const rawFd = openSync(join(pod.dir, `${c.name}.log`), "a");
   // A FIFO opened read-write never reports end-of-file and never blocks its writers.
   const stdinFd = c.stdinFifo ? openSync(c.stdinFifo, fsConstants.O_RDWR) : null;
-  const argv = network.wrap(pod, mountServiceAccount(pod, c.argv));
+  // The Pod object's uid where the downward API asked for it (containers start once it exists).
+  const uid = (v: string): string => v.split(POD_UID_PENDING).join(pod.api.uid ?? "");
+  const argv = network.wrap(pod, mountServiceAccount(pod, c.argv.map(uid)));
+  const env = Object.fromEntries(Object.entries(c.env).map(([k, v]) => [k, v === undefined ? v : uid(v)]));
   const child = spawn(argv[0]!, argv.slice(1), {
     cwd: pod.dir,
-    env: c.env,
+    env,
     stdio: [stdinFd ?? "ignore", "pipe", "pipe"],
   });
   if (stdinFd !== null) closeSync(stdinFd);
@@ -871,7 +883,8 @@ function tickPod(pod: Pod): void {
   }
   refreshVolumes(pod);
   for (const c of pod.containers) {
-    if (!c.child && Date.now() >= c.nextStart) startContainer(pod, c);
+    // As a kubelet runs the containers of a Pod object: not before the object exists (its uid).
+    if (!c.child && pod.api.uid && Date.now() >= c.nextStart) startContainer(pod, c);
     probeContainer(pod, c);
   }
 }

@@ -1,0 +1,152 @@
+import assert from "node:assert/strict";
+import { afterEach, beforeEach, describe, mock, test } from "node:test";
+import { admit, type AdmissionDeps } from "./admission.js";
+import { Authenticator } from "./authentication.js";
+import { Authorizer } from "./authorization.js";
+import { ClusterDirectory } from "./cluster-directory.js";
+import { ExposedServices } from "./exposed-services.js";
+import { GatewayError } from "./gateway-error.js";
+import type { ResourceAttributes, TokenReviewResult, UserInfo } from "./hub-api.js";
+import { HUB_REVIEW_TIMEOUT_MS } from "./hub-deadline.js";
+import { RequestRecord } from "./request-record.js";
+import { FakeHub } from "./testing/fake-hub.js";
+
+/** A hub apiserver that answers each review after `reviewMs` (of the mocked clock). */
+class SlowHub extends FakeHub {
+  tokenReviewMs = 0;
+  accessReviewMs = 0;
+  private later<T>(ms: number, answer: () => Promise<T>): Promise<T> {
+    return new Promise<void>((resolve) => setTimeout(resolve, ms)).then(answer);
+  }
+  override tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
+    return this.later(this.tokenReviewMs, () => super.tokenReview(token, audiences));
+  }
+  override subjectAccessReview(user: UserInfo, attributes: ResourceAttributes): Promise<{ allowed: boolean }> {
+    return this.later(this.accessReviewMs, () => super.subjectAccessReview(user, attributes));
+  }
+}
+
+const TOKEN = "alice-token";
+const ALICE: UserInfo = { username: "alice", groups: ["system:authenticated"], extra: {} };
+
+function setup(): { hub: SlowHub; deps: AdmissionDeps } {
+  const hub = new SlowHub();
+  hub.tokens.set(TOKEN, ALICE);
+  hub.grantProxy("alice", "mc1", "get");
+  hub.grant("alice", { group: "", resource: "users", name: "bob", verb: "impersonate" });
+  hub.grant("alice", { group: "", resource: "groups", name: "team", verb: "impersonate" });
+  hub.grantProxy("bob", "mc1", "get");
+  hub.clusters.set("mc1", { name: "mc1", labels: {} });
+  const deps: AdmissionDeps = {
+    authenticator: new Authenticator({ hub, tokenReview: true, cacheTtlMs: 0, passthroughUnrecognizedTokens: false }),
+    authorizer: new Authorizer({ hub, cacheTtlMs: 0 }),
+    clusters: new ClusterDirectory(hub),
+    services: new ExposedServices(),
+    impersonationPrefix: "cluster:hub:",
+  };
+  return { hub, deps };
+}
+
+const audit = { write: () => undefined, close: () => undefined };
+
+/** Admit a GET of mc1's pods as alice (with `headers` besides); settles on the mocked clock. */
+function request(deps: AdmissionDeps, headers: Record<string, string | string[]> = {}) {
+  const outcome: { settled?: number; error?: unknown } = {};
+  const started = Date.now();
+  const done = admit(
+    deps,
+    {
+      method: "GET",
+      url: "/mc1/api/v1/namespaces/default/pods",
+      headers: { authorization: `Bearer ${TOKEN}`, ...headers },
+      upgrade: false,
+    },
+    new RequestRecord("GET", audit, undefined),
+  ).then(
+    () => void (outcome.settled = Date.now() - started),
+    (err: unknown) => {
+      outcome.settled = Date.now() - started;
+      outcome.error = err;
+    },
+  );
+  return { outcome, done };
+}
+
+/** Advance the mocked clock by `ms`, 50 ms at a time, letting promises run in between. */
+async function advance(ms: number): Promise<void> {
+  for (let t = 0; t < ms; t += 50) {
+    mock.timers.tick(50);
+    for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
+  }
+}
+
+describe("one deadline for all the hub reviews of a request", () => {
+  beforeEach(() => mock.timers.enable({ apis: ["setTimeout", "Date"], now: 1_000_000 }));
+  afterEach(() => mock.timers.reset());
+
+  test("a TokenReview and a SubjectAccessReview of 3 s each: 503 at 5 s, naming the review that was late", async () => {
+    const { hub, deps } = setup();
+    hub.tokenReviewMs = 3_000;
+    hub.accessReviewMs = 3_000;
+    const { outcome, done } = request(deps);
+    await advance(HUB_REVIEW_TIMEOUT_MS - 100);
+    assert.equal(outcome.settled, undefined, "not before the deadline");
+    await advance(200);
+    assert.notEqual(outcome.settled, undefined, "settled by the deadline");
+    await done;
+    assert.ok(outcome.error instanceof GatewayError, String(outcome.error));
+    assert.equal(outcome.error.status, 503);
+    assert.match(
+      outcome.error.message,
+      /^the hub cannot authorize the request \(SubjectAccessReview failed: the hub apiserver did not answer the SubjectAccessReview within 5000 ms \(the deadline of all the hub reviews of a request\)\)$/,
+    );
+    assert.ok(outcome.settled! >= HUB_REVIEW_TIMEOUT_MS && outcome.settled! <= HUB_REVIEW_TIMEOUT_MS + 100);
+  });
+
+  test("impersonation: three SubjectAccessReviews of 2 s after a TokenReview of 0.5 s: 503 at 5 s", async () => {
+    const { hub, deps } = setup();
+    hub.tokenReviewMs = 500;
+    hub.accessReviewMs = 2_000;
+    const { outcome, done } = request(deps, { "impersonate-user": "bob", "impersonate-group": "team" });
+    await advance(HUB_REVIEW_TIMEOUT_MS + 100);
+    assert.notEqual(outcome.settled, undefined, "settled by the deadline");
+    await done;
+    assert.ok(outcome.error instanceof GatewayError, String(outcome.error));
+    assert.equal(outcome.error.status, 503);
+    assert.match(outcome.error.message, /did not answer the SubjectAccessReview within 5000 ms/);
+    assert.ok(outcome.settled! <= HUB_REVIEW_TIMEOUT_MS + 100, `settled after ${outcome.settled} ms`);
+  });
+
+  test("a TokenReview past the deadline: 503 authentication-unavailable at 5 s", async () => {
+    const { hub, deps } = setup();
+    hub.tokenReviewMs = 8_000;
+    const { outcome, done } = request(deps);
+    await advance(HUB_REVIEW_TIMEOUT_MS + 100);
+    assert.notEqual(outcome.settled, undefined, "settled by the deadline");
+    await done;
+    assert.ok(outcome.error instanceof GatewayError, String(outcome.error));
+    assert.equal(outcome.error.status, 503);
+    assert.match(
+      outcome.error.message,
+      /^the hub cannot review the token \(TokenReview failed: the hub apiserver did not answer the TokenReview within 5000 ms/,
+    );
+  });
+
+  test("legitimate traffic: reviews that together fit in the deadline are admitted", async () => {
+    const { hub, deps } = setup();
+    hub.tokenReviewMs = 2_000;
+    hub.accessReviewMs = 2_500;
+    const plain = request(deps);
+    await advance(4_600);
+    assert.notEqual(plain.outcome.settled, undefined, "settled");
+    await plain.done;
+    assert.equal(plain.outcome.error, undefined, String(plain.outcome.error));
+    hub.tokenReviewMs = 1_000;
+    hub.accessReviewMs = 1_000;
+    const impersonating = request(deps, { "impersonate-user": "bob", "impersonate-group": "team" });
+    await advance(4_100);
+    assert.notEqual(impersonating.outcome.settled, undefined, "settled");
+    await impersonating.done;
+    assert.equal(impersonating.outcome.error, undefined, String(impersonating.outcome.error));
+  });
+});
