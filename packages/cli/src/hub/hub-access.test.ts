@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
-import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
+import { KubeResources, type KubeObject } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
 import { findProxyEndpoint, type Hub, type HubFlags } from "./hub-access.js";
 
@@ -11,8 +12,12 @@ function hubWith(services: KubeObject[]): () => Promise<Hub> {
     metadata: { name: "cluster-proxy" },
     spec: { proxyServer: { image: "s", namespace: "open-cluster-management-addon" }, proxyAgent: { image: "a" } },
   });
-  const api = { list: () => Promise.resolve({ items: services, resourceVersion: "1" }) } as unknown as KubeApi;
-  return () => Promise.resolve({ api, mpc, kc: new KubeConfig(), inCluster: true });
+  return async () => {
+    const server = await FakeApiServer.start();
+    after(() => server.close());
+    for (const service of services) server.put(KubeResources.service, service);
+    return { api: server.api(), mpc, kc: new KubeConfig(), inCluster: true };
+  };
 }
 const flags: HubFlags = { configuration: "cluster-proxy", inClusterProxyCertLookup: true, via: "auto" };
 const doors: KubeObject = {
