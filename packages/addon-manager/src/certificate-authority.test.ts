@@ -12,8 +12,8 @@ import {
   type SecretObject,
   type SigningCa,
 } from "./certificate-authority.js";
-import { KubeResources, type KubeApi } from "@cluster-proxy/kube";
-import { FakeApiServer } from "@cluster-proxy/kube/testing";
+import { KubeApiError, KubeResources, type KubeApi } from "@cluster-proxy/kube";
+import { FakeApiServer, type FakeRequest } from "@cluster-proxy/kube/testing";
 
 async function ca(role: SigningCa["role"]): Promise<SigningCa> {
   const cert = await createCertificateAuthority({ commonName: `${role}-ca` });
@@ -149,4 +149,41 @@ describe("CA lifecycle", () => {
       fingerprintOf(leafCa.certPem),
     );
   });
+});
+
+describe("a CA written by two managers at once (a hand-over)", () => {
+  const policy = { caValidityMs: 10 * DAY, create: true };
+  const secretCreate = (r: FakeRequest): boolean => r.method === "POST" && r.path.endsWith("/namespaces/ns/secrets");
+  const alreadyExists = { code: 409, reason: "AlreadyExists", message: 'secrets "signer-agent" already exists' };
+
+  it("a lost create reads the CA the other manager wrote and uses it", async (t) => {
+    const other = await FakeApiServer.start();
+    t.after(() => other.close());
+    const theirs = await ensureCa(other.api(), "agent", "ns", "signer-agent", policy);
+    const stored = other.objects(KubeResources.secret, "ns")[0]!;
+    const server = await FakeApiServer.start();
+    t.after(() => server.close());
+    // The other manager's create lands just before this one's, which is answered 409.
+    server.onRequest = (r) => {
+      if (secretCreate(r)) server.put(KubeResources.secret, stored);
+    };
+    server.failNext(1, alreadyExists, secretCreate);
+    const mine = await ensureCa(server.api(), "agent", "ns", "signer-agent", policy);
+    assert.equal(mine.fingerprint, theirs.fingerprint, "theirs is used, not overwritten");
+  });
+
+  it(
+    "a writer that keeps winning is an error after three attempts, not an endless retry",
+    { timeout: 20_000 },
+    async (t) => {
+      const server = await FakeApiServer.start();
+      t.after(() => server.close());
+      server.failNext(1_000, alreadyExists, secretCreate);
+      await assert.rejects(
+        ensureCa(server.api(), "agent", "ns", "signer-agent", policy),
+        (err) => err instanceof KubeApiError && err.status === 409,
+      );
+      assert.equal(server.requests.filter(secretCreate).length, 3);
+    },
+  );
 });

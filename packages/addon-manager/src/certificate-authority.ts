@@ -10,7 +10,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import { isAlreadyExists, type KubeApi, type KubeObject } from "@cluster-proxy/kube";
+import { isAlreadyExists, isConflict, type KubeApi, type KubeObject } from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 import {
   CERT_HASH_ANNOTATION,
@@ -67,6 +67,27 @@ export interface CaPolicy {
  * exist, for a Provided CA) and replacing it at 80% of its life (self-signed only).
  */
 export async function ensureCa(
+  api: KubeApi,
+  role: SignerRole,
+  namespace: string,
+  name: string,
+  policy: CaPolicy & { create: boolean },
+): Promise<SigningCa> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await readOrWriteCa(api, role, namespace, name, policy);
+    } catch (err) {
+      // Someone else (another manager during a hand-over) created or changed it first: read theirs,
+      // a bounded number of times (a writer that keeps winning is reported, not chased forever).
+      if (!(isAlreadyExists(err) || isConflict(err)) || attempt >= CA_WRITE_ATTEMPTS) throw err;
+    }
+  }
+}
+
+/** How many times `ensureCa` reads the CA again after losing a write to another writer. */
+const CA_WRITE_ATTEMPTS = 3;
+
+async function readOrWriteCa(
   api: KubeApi,
   role: SignerRole,
   namespace: string,
@@ -150,15 +171,8 @@ async function createCaSecret(
     type: "Opaque",
     data: { "ca.crt": b64(cert.certPem), "ca.key": b64(cert.keyPem), "ca-bundle.crt": b64(bundle.join("\n") + "\n") },
   };
-  try {
-    if (existing) await api.replace(Resources.secret, body);
-    else await api.create(Resources.secret, body);
-  } catch (err) {
-    // Someone else (another manager during a hand-over) created or changed it first: use theirs.
-    if (isAlreadyExists(err) || (err as { status?: number }).status === 409)
-      return ensureCa(api, role, namespace, name, { caValidityMs: validityMs, create: true, now: () => now });
-    throw err;
-  }
+  if (existing) await api.replace(Resources.secret, body);
+  else await api.create(Resources.secret, body);
   return {
     role,
     cert,
