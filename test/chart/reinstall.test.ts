@@ -6,7 +6,7 @@
  *
  * 1. ten uninstall/install cycles on one hub, every install Available on every cluster; meanwhile
  *    the addon's CSRs per cluster (sampled every second) stay far below OCM's limit of 10, the
- *    registration agent's halt (csr-approval.ts: an issued request goes once a newer one of its
+ *    registration agent's halt (csr-reconciler.ts: an issued request goes once a newer one of its
  *    cluster and signer exists); each install Available within 60 s, the ten within fifteen minutes;
  * 2. OCM's limit forced on mc1 (ten pending CSRs with mc1's cluster-name and the addon-name label,
  *    of a signer nobody serves, made before the install): within 30 s of the install mc1's

@@ -22,7 +22,7 @@ import {
   type ManagedCluster,
   type ManagedClusterAddOn,
   type ManifestWork,
-} from "./addon-registration.js";
+} from "./addon-reconciler.js";
 import type { AddOnDeploymentConfigSpec } from "./agent-manifests.js";
 import {
   CLUSTER_MANAGER_LABEL,
@@ -32,8 +32,8 @@ import {
   profileCluster,
   type ClusterProfile,
   type ClusterProfileCache,
-} from "./cluster-profile.js";
-import { CsrReconciler } from "./csr-approval.js";
+} from "./cluster-profile-reconciler.js";
+import { CsrReconciler } from "./csr-reconciler.js";
 import { ConfigurationReconciler, type ObjectCache } from "./configuration-reconciler.js";
 import { CLUSTER_NAME_LABEL, type CsrObject } from "./csr-signer.js";
 import type { SecretObject } from "./certificate-authority.js";
@@ -469,7 +469,7 @@ export class AddonManager {
         (obj) => {
           enqueue.csr(obj.metadata.name);
           // The addon's Available counts the cluster's CSRs when OCM stops requesting; a new
-          // request supersedes the cluster's earlier issued ones (csr-approval.ts, cleanUp).
+          // request supersedes the cluster's earlier issued ones (csr-reconciler.ts, cleanUp).
           const cluster = obj.metadata.labels?.[CLUSTER_NAME_LABEL];
           if (cluster) {
             enqueue.addon(cluster);

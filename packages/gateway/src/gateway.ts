@@ -3,8 +3,8 @@
  * serving certificate and the gateway identity reloaded when their files change (polled by
  * content: Secret volumes swap symlinks), the health port (/healthz, /readyz,
  * /metrics), the ConfigMap watch of the exposed Services, the fleet view below `/-/fleet/`
- * (docs/design/fleet-view.md: answered before cluster routing, fed by `fleet-source.ts`, its
- * viewers authorized by `fleet-viewers.ts`), and a graceful shutdown.
+ * (docs/design/fleet-view.md: answered before cluster routing, fed by `fleet/fleet-source.ts`, its
+ * viewers authorized by `fleet/fleet-viewers.ts`), and a graceful shutdown.
  */
 import { once } from "node:events";
 import { readFileSync } from "node:fs";
@@ -39,8 +39,8 @@ import { guardPort } from "./client-connections.js";
 import { ClusterPool, type Dialer, type EndpointTls } from "./cluster-pool.js";
 import { probeEndpoint } from "./endpoint-probe.js";
 import { ExposedServices } from "./exposed-services.js";
-import { FleetSource } from "./fleet-source.js";
-import { FleetViewers } from "./fleet-viewers.js";
+import { FleetSource } from "./fleet/fleet-source.js";
+import { FleetViewers } from "./fleet/fleet-viewers.js";
 import { EXTENSION_AUTH_CONFIGMAP, FrontProxyTrust } from "./front-proxy.js";
 import { GatewayError, asGatewayError } from "./gateway-error.js";
 import type { HubApi, UserInfo } from "./hub-api.js";

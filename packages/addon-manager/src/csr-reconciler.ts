@@ -7,7 +7,7 @@
  */
 import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
 import type { Logger } from "@cluster-proxy/kit";
-import { ensureAgentCa, type AddonCache, type AddonOptions } from "./addon-registration.js";
+import { ensureAgentCa, type AddonCache, type AddonOptions } from "./addon-reconciler.js";
 import {
   AGENT_SIGNER,
   CLUSTER_NAME_LABEL,

@@ -224,7 +224,7 @@ export function ensureAgentCa(api: KubeApi, o: Omit<AddonOptions, "installPlacem
 
 /**
  * The ClusterManagementAddOn and each cluster's ManagedClusterAddOn: two controllers' reconciles
- * (`reconcileManagementAddOn`, `reconcileAddon`); the agents' CSRs are csr-approval.ts's.
+ * (`reconcileManagementAddOn`, `reconcileAddon`); the agents' CSRs are csr-reconciler.ts's.
  */
 export class AddonReconciler {
   /** The ClusterManagementAddOn existed during this term (so its absence is a deletion). */

@@ -5,12 +5,12 @@
  */
 import type { X509Certificate } from "node:crypto";
 import type { FleetRequest, FleetViewer, ViewerResult } from "@cluster-proxy/fleet";
-import type { Authenticator } from "./authentication.js";
+import type { Authenticator } from "../authentication.js";
 import { createHash } from "node:crypto";
-import { CLUSTER_API_GROUP } from "./authorization.js";
-import { GatewayError, asGatewayError } from "./gateway-error.js";
-import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
-import type { Clock } from "./ttl-cache.js";
+import { CLUSTER_API_GROUP } from "../authorization.js";
+import { GatewayError, asGatewayError } from "../gateway-error.js";
+import type { HubApi, ResourceAttributes, UserInfo } from "../hub-api.js";
+import type { Clock } from "../ttl-cache.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** The subresource whose `get` lets a viewer see a cluster's audit records. */

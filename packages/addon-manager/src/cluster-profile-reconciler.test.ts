@@ -12,7 +12,7 @@ import {
   type AccessProvider,
   type ClusterProfile,
   type ClusterProfileCache,
-} from "./cluster-profile.js";
+} from "./cluster-profile-reconciler.js";
 import { EventRecorder } from "@cluster-proxy/kube";
 import { KubeResources } from "@cluster-proxy/kube";
 import { FakeApiServer, type FakeRequest } from "@cluster-proxy/kube/testing";

@@ -6,11 +6,11 @@
 import { ADDON_NAME, parseTunnelHealth, parseTunnelReplicas } from "@cluster-proxy/api";
 import type { Logger } from "@cluster-proxy/kit";
 import type { AuditEntry, FleetModel, RowReport } from "@cluster-proxy/fleet";
-import type { AuditRecord } from "./audit-log.js";
-import type { EndpointProbe } from "./endpoint-probe.js";
-import type { AddOnInfo, HubApi, ListEvent, ManagedClusterInfo } from "./hub-api.js";
-import { ProbeScheduler } from "./probe-scheduler.js";
-import type { RecordTap } from "./request-record.js";
+import type { AuditRecord } from "../audit-log.js";
+import type { EndpointProbe } from "../endpoint-probe.js";
+import type { AddOnInfo, HubApi, ListEvent, ManagedClusterInfo } from "../hub-api.js";
+import { ProbeScheduler } from "../probe-scheduler.js";
+import type { RecordTap } from "../request-record.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** Default interval of a cluster's endpoint probe. */

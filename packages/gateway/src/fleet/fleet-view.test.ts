@@ -12,10 +12,10 @@ import * as https from "node:https";
 import { after, before, describe, test } from "node:test";
 import type { ClusterDetail, FleetSnapshot } from "@cluster-proxy/fleet";
 import { readFleetEvents, type FleetEvents } from "@cluster-proxy/fleet/testing";
-import { Authenticator } from "./authentication.js";
+import { Authenticator } from "../authentication.js";
 import { FleetViewers } from "./fleet-viewers.js";
-import { FakeHub } from "./testing/fake-hub.js";
-import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { FakeHub } from "../testing/fake-hub.js";
+import { startGatewayFixture, type GatewayFixture } from "../testing/gateway-fixture.js";
 
 const GROUP = "cluster.open-cluster-management.io";
 const user = (username: string) => ({ username, groups: ["system:authenticated"], extra: {} });

@@ -6,10 +6,10 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { FleetModel } from "@cluster-proxy/fleet";
-import type { AuditRecord } from "./audit-log.js";
-import type { EndpointProbe } from "./endpoint-probe.js";
+import type { AuditRecord } from "../audit-log.js";
+import type { EndpointProbe } from "../endpoint-probe.js";
 import { FleetSource, auditEntryOf } from "./fleet-source.js";
-import { FakeHub } from "./testing/fake-hub.js";
+import { FakeHub } from "../testing/fake-hub.js";
 
 const AT = "2026-11-26T20:00:00Z";
 const available = (message: string, status: "True" | "False" = "True") => ({

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
-import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-registration.js";
+import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-reconciler.js";
 import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
 import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import { Resources } from "./resources.js";
