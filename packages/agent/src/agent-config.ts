@@ -9,7 +9,7 @@ import * as tls from "node:tls";
 import { ConfigError, parseAgentOptions, type AgentOptions, type AgentOptionsInput } from "@cluster-proxy/api";
 import { validateAgentIdentifiers } from "@cluster-proxy/protocol";
 import { pemProblem, proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
-import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination-policy.js";
+import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination/destination-policy.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 function fail(flag: string, why: string): never {

@@ -4,7 +4,7 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { ProxyAgent } from "./agent.js";
-import type { ConnectionCondition } from "./connection-report.js";
+import type { ConnectionCondition } from "./connect/connection-report.js";
 import { FakeProxyServer } from "./testing/fake-proxy-server.js";
 
 let pki: TestPki;

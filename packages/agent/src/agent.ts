@@ -48,15 +48,15 @@ import {
   validateAgentOptions,
   type AgentTlsMaterial,
 } from "./agent-config.js";
-import { guardedConnector } from "./destination-guard.js";
-import { loadGatewaySettings } from "./gateway-config.js";
-import type { GatewayEndpoint } from "./gateway-endpoint.js";
-import { HubAccess, openHubTunnel, ReplicaWatch } from "./hub-tunnel.js";
-import { defaultConnector, type SocketConnector } from "./endpoint-dialer.js";
-import { connectionCondition } from "./connection-report.js";
+import { guardedConnector } from "./destination/destination-guard.js";
+import { loadGatewaySettings } from "./gateway-endpoint/gateway-config.js";
+import type { GatewayEndpoint } from "./gateway-endpoint/gateway-endpoint.js";
+import { HubAccess, openHubTunnel, ReplicaWatch } from "./connect/hub-tunnel.js";
+import { defaultConnector, type SocketConnector } from "./destination/endpoint-dialer.js";
+import { connectionCondition } from "./connect/connection-report.js";
 import { agentReadiness } from "./readiness.js";
 import { AgentMetrics } from "./metrics.js";
-import { ServerTunnel } from "./server-tunnel.js";
+import { ServerTunnel } from "./tunnel/server-tunnel.js";
 import { StatusPublisher, type PatchSender } from "./status-publisher.js";
 
 /** What {@link ProxyAgent.start} started as: the fields of the component's one start-up line. */
@@ -220,8 +220,8 @@ export class ProxyAgent {
     if (gateway && this.tlsMaterial.cert && this.tlsMaterial.key) {
       // Loaded only when enabled: every managed cluster runs an agent, its idle memory counts.
       const [{ GatewayEndpoint }, { ClusterUpstreams }] = await Promise.all([
-        import("./gateway-endpoint.js"),
-        import("./gateway-upstreams.js"),
+        import("./gateway-endpoint/gateway-endpoint.js"),
+        import("./gateway-endpoint/gateway-upstreams.js"),
       ]);
       this.gateway = new GatewayEndpoint({
         material: { cert: this.tlsMaterial.cert, key: this.tlsMaterial.key, ca: gateway.gatewayCa },

@@ -4,5 +4,5 @@
  * and the error a refused destination raises; everything else stays inside the package.
  */
 export { ProxyAgent } from "./agent.js";
-export { DestinationRefusedError } from "./destination-policy.js";
+export { DestinationRefusedError } from "./destination/destination-policy.js";
 export { AgentMetrics } from "./metrics.js";

@@ -9,7 +9,7 @@ import { after, before, describe, test } from "node:test";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { silentLogger } from "@cluster-proxy/kit";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
-import type { ConnectionCondition } from "./connection-report.js";
+import type { ConnectionCondition } from "./connect/connection-report.js";
 import { StatusPublisher, inClusterPatchSender } from "./status-publisher.js";
 
 const condition = (status: "True" | "False", message: string): ConnectionCondition => ({

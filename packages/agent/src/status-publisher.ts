@@ -6,7 +6,7 @@
 import { readFile } from "node:fs/promises";
 import https from "node:https";
 import type { Logger } from "@cluster-proxy/kit";
-import type { ConnectionCondition } from "./connection-report.js";
+import type { ConnectionCondition } from "./connect/connection-report.js";
 import { apiStatusMessage } from "./kube-status.js";
 
 /** Where the kubelet mounts the pod's service account token, CA and namespace. */

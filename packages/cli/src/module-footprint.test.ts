@@ -17,8 +17,8 @@ const LOADS = {
   // The agent loads its gateway endpoint only when --gateway-ca-file is set: as the manager sets it.
   "agent with its gateway endpoint": [
     "@cluster-proxy/agent",
-    import.meta.resolve("../../agent/src/gateway-endpoint.ts"),
-    import.meta.resolve("../../agent/src/gateway-upstreams.ts"),
+    import.meta.resolve("../../agent/src/gateway-endpoint/gateway-endpoint.ts"),
+    import.meta.resolve("../../agent/src/gateway-endpoint/gateway-upstreams.ts"),
   ],
   // What `cluster-proxy agent` runs (agent-loader.ts); written by `npm run build`.
   "agent bundle": [import.meta.resolve("../dist/agent-bundle.js")],

@@ -16,7 +16,7 @@ import {
 import { FRAME_HEADER, sealFrame, type ClientCall } from "@cluster-proxy/tunnel";
 import { silentLogger } from "@cluster-proxy/kit";
 import { AgentMetrics } from "../metrics.js";
-import { ServerTunnel, type ServerTunnelDeps } from "../server-tunnel.js";
+import { ServerTunnel, type ServerTunnelDeps } from "../tunnel/server-tunnel.js";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 
 /** The server stream a tunnel writes to. */

@@ -15,8 +15,8 @@ import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
 import { silentLogger } from "@cluster-proxy/kit";
-import { GatewayEndpoint } from "../gateway-endpoint.js";
-import { ClusterUpstreams } from "../gateway-upstreams.js";
+import { GatewayEndpoint } from "../gateway-endpoint/gateway-endpoint.js";
+import { ClusterUpstreams } from "../gateway-endpoint/gateway-upstreams.js";
 
 /** The Service the stand-in answers as. */
 export const TEST_SERVICE_HOST = "web.apps.svc";

@@ -12,7 +12,11 @@ import type { AddressInfo, LookupFunction } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { DESTINATION_POLICY_REFUSAL, DestinationPolicy, DestinationRefusedError } from "./destination-policy.js";
+import {
+  DESTINATION_POLICY_REFUSAL,
+  DestinationPolicy,
+  DestinationRefusedError,
+} from "../destination/destination-policy.js";
 import { parseServiceTarget, type GatewayTarget } from "./gateway-request.js";
 import { ClusterUpstreams, FILE_RECHECK_MS, type Upstream } from "./gateway-upstreams.js";
 

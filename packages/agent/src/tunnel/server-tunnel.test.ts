@@ -9,8 +9,8 @@ import { after, describe, test } from "node:test";
 import { FlowControl, encodeData, encodeFlowControl } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import type { ServerTunnel } from "./server-tunnel.js";
-import { FakeServerCall, dialThrough, tunnelOver } from "./testing/fake-server-call.js";
-import { deafEndpoint, listenTcp } from "./testing/tcp-endpoints.js";
+import { FakeServerCall, dialThrough, tunnelOver } from "../testing/fake-server-call.js";
+import { deafEndpoint, listenTcp } from "../testing/tcp-endpoints.js";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 
 function tunnel(stallMs: number, serverFlowControl = true): { t: ServerTunnel; call: FakeServerCall } {

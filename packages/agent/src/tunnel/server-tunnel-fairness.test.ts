@@ -11,8 +11,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { ENDPOINT_SEND_QUANTUM } from "./server-tunnel.js";
-import { FakeServerCall, dialThrough, tunnelOver } from "./testing/fake-server-call.js";
-import { endlessSource } from "./testing/tcp-endpoints.js";
+import { FakeServerCall, dialThrough, tunnelOver } from "../testing/fake-server-call.js";
+import { endlessSource } from "../testing/tcp-endpoints.js";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 
 test("busy endpoints share a backed-up server stream round robin, one quantum per turn", async () => {

@@ -8,10 +8,10 @@ import { after, describe, test } from "node:test";
 import { PacketType, encodePacket, type Packet } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
-import { AgentMetrics } from "./metrics.js";
-import { dialLimitError } from "./server-tunnel.js";
-import { FakeServerCall, dialThrough, tunnelOver } from "./testing/fake-server-call.js";
-import { listenTcp } from "./testing/tcp-endpoints.js";
+import { AgentMetrics } from "../metrics.js";
+import { dialLimitError } from "../tunnel/server-tunnel.js";
+import { FakeServerCall, dialThrough, tunnelOver } from "../testing/fake-server-call.js";
+import { listenTcp } from "../testing/tcp-endpoints.js";
 
 const frame = (packet: Packet): Buffer => sealFrame(encodePacket(packet, FRAME_HEADER));
 

@@ -36,9 +36,9 @@ import {
   resolveEndpointAddress,
   type EndpointAddressing,
   type SocketConnector,
-} from "./endpoint-dialer.js";
-import { isGatewayAddress, openInProcessStream } from "./gateway-address.js";
-import type { AgentMetrics, DialLimitFlag } from "./metrics.js";
+} from "../destination/endpoint-dialer.js";
+import { isGatewayAddress, openInProcessStream } from "../gateway-endpoint/gateway-address.js";
+import type { AgentMetrics, DialLimitFlag } from "../metrics.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /**

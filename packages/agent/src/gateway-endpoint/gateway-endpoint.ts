@@ -12,7 +12,7 @@ import { DEFAULT_IMPERSONATION_PREFIX } from "@cluster-proxy/api";
 import { type Logger } from "@cluster-proxy/kit";
 import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
-import type { InProcessEndpoint } from "./server-tunnel.js";
+import type { InProcessEndpoint } from "../tunnel/server-tunnel.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /**

@@ -11,7 +11,7 @@ import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { GATEWAY_ENDPOINT_DISABLED } from "@cluster-proxy/api";
 import type { InProcessEndpoint } from "./server-tunnel.js";
-import { FakeServerCall, dialAddress, tunnelOver } from "./testing/fake-server-call.js";
+import { FakeServerCall, dialAddress, tunnelOver } from "../testing/fake-server-call.js";
 
 /** A connector that must not be used. */
 const noDial = (): never => {

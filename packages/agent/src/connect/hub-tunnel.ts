@@ -9,7 +9,7 @@ import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
 import { ConnectError } from "@cluster-proxy/tunnel";
 import { delay, type Logger } from "@cluster-proxy/kit";
 import type { KubeApiConfig, KubeObject, SupervisedWatch } from "@cluster-proxy/kube";
-import { apiStatusMessage } from "./kube-status.js";
+import { apiStatusMessage } from "../kube-status.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** What a request to the hub apiserver needs. */

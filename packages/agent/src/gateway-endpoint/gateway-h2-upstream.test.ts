@@ -12,7 +12,7 @@ import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { headerPairs, headerValues } from "./gateway-request.js";
-import { h2Call, startGatewayFixture, type GatewayFixture, type ReceivedRequest } from "./testing/gateway-fixture.js";
+import { h2Call, startGatewayFixture, type GatewayFixture, type ReceivedRequest } from "../testing/gateway-fixture.js";
 
 const ID: [string, string][] = [
   ["Cluster-Proxy-Target", "kube"],

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { once } from "node:events";
 import fc from "fast-check";
 import { ConfigError, agentOptionsSchema, withDefaults, type AgentOptions } from "@cluster-proxy/api";
-import { loadDestinationPolicy } from "./agent-config.js";
+import { loadDestinationPolicy } from "../agent-config.js";
 import { guardedConnector, type Resolver } from "./destination-guard.js";
 import { canonicalAddress } from "./destination-address.js";
 import {

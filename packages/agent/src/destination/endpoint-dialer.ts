@@ -7,7 +7,7 @@
 import * as net from "node:net";
 import { joinHostPort, parseHostPort } from "@cluster-proxy/protocol";
 import { DESTINATION_REFUSED_CODE } from "./destination-policy.js";
-import type { EndpointDialFailureReason } from "./metrics.js";
+import type { EndpointDialFailureReason } from "../metrics.js";
 
 /** How the agent maps dial addresses: its own cluster name goes to the kube-apiserver. */
 export interface EndpointAddressing {

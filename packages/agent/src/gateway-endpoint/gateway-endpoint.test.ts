@@ -12,7 +12,7 @@ import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "@cluster-proxy/tunnel/testing";
 import { headerValues } from "./gateway-request.js";
-import { h2Call, startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { h2Call, startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "../testing/gateway-fixture.js";
 
 interface Answer {
   status: number;
