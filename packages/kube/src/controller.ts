@@ -62,9 +62,7 @@ export class Controller<K extends string> {
         else if (routine) log.debug({ ...fields, retryInMs }, `${spec.what} failed; retrying`);
         else log.warn({ ...fields, retryInMs }, `${spec.what} failed; retrying`);
       },
-      undefined,
-      undefined,
-      isConflict,
+      { isRoutine: isConflict },
     );
   }
 

@@ -1,13 +1,11 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { TerminalError, WorkQueue } from "./work-queue.js";
 
-const until = async (check: () => boolean, what: string): Promise<void> => {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what} not reached`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+/** Let the queue's workers run what is ready (turns of the event loop; no time passes). */
+const settle = async (): Promise<void> => {
+  for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
 };
 
 describe("WorkQueue", () => {
@@ -21,45 +19,55 @@ describe("WorkQueue", () => {
         if (runs.length === 1) await gate;
       },
       () => undefined,
+      { timers: new ManualClock() },
     );
     const stop = new AbortController();
     const running = queue.run(stop.signal);
     queue.add("a");
     queue.add("a");
-    await until(() => runs.length === 1, "first run");
+    await settle();
+    assert.deepEqual(runs, ["a"]);
     queue.add("a"); // while running: once more afterwards
     queue.add("a");
     release();
-    await until(() => runs.length === 2, "second run");
-    await new Promise((r) => setTimeout(r, 30));
+    await settle();
     assert.deepEqual(runs, ["a", "a"]);
     stop.abort();
     await running;
   });
 
   it("retries a failing key with growing delays and reports each failure", async () => {
+    const clock = new ManualClock();
     const times: number[] = [];
     const errors: number[] = [];
     const queue = new WorkQueue(
       () => {
-        times.push(Date.now());
+        times.push(clock.now());
         return times.length < 3 ? Promise.reject(new Error("boom")) : Promise.resolve();
       },
       (_key, _err, retryInMs) => errors.push(retryInMs ?? -1),
-      20,
-      1000,
+      { baseDelayMs: 20, maxDelayMs: 1000, timers: clock },
     );
     const stop = new AbortController();
     const running = queue.run(stop.signal);
     queue.add("k");
-    await until(() => times.length === 3, "third attempt");
-    assert.equal(errors.length, 2);
+    await settle();
+    for (const _ of [1, 2]) {
+      clock.advance(errors.at(-1)! - 1);
+      await settle();
+      assert.equal(times.length, errors.length, "not before its delay");
+      clock.advance(1);
+      await settle();
+    }
+    assert.equal(times.length, 3);
+    assert.deepEqual(times, [0, errors[0], errors[0]! + errors[1]!]);
     assert.ok(errors[1]! >= errors[0]! / 2 && errors[1]! <= 40, `delays ${errors.join(",")}`);
     stop.abort();
     await running;
   });
 
   it("requeues a key when the handler asks to look again later", async () => {
+    const clock = new ManualClock();
     let runs = 0;
     const queue = new WorkQueue(
       () => {
@@ -67,16 +75,25 @@ describe("WorkQueue", () => {
         return Promise.resolve(runs === 1 ? { requeueAfterMs: 20 } : undefined);
       },
       () => undefined,
+      { timers: clock },
     );
     const stop = new AbortController();
     const running = queue.run(stop.signal);
     queue.add("k");
-    await until(() => runs === 2, "requeued run");
+    await settle();
+    clock.advance(19);
+    await settle();
+    assert.equal(runs, 1);
+    clock.advance(1);
+    await settle();
+    assert.equal(runs, 2);
+    assert.equal(clock.armed, 0, "nothing more asked for");
     stop.abort();
     await running;
   });
 
   it("retries a routine failure (a conflict) after the base delay, without growing the backoff", async () => {
+    const clock = new ManualClock();
     const reports: [number, boolean][] = [];
     let runs = 0;
     const conflict = new Error("409 Conflict");
@@ -86,14 +103,16 @@ describe("WorkQueue", () => {
         return Promise.reject(runs <= 4 ? conflict : new Error("boom"));
       },
       (_key, _err, retryInMs, routine) => reports.push([retryInMs ?? -1, routine]),
-      20,
-      10_000,
-      (err) => err === conflict,
+      { baseDelayMs: 20, maxDelayMs: 10_000, isRoutine: (err) => err === conflict, timers: clock },
     );
     const stop = new AbortController();
     const running = queue.run(stop.signal);
     queue.add("k");
-    await until(() => reports.length === 5, "five failures");
+    await settle();
+    for (let i = 0; i < 4; i++) {
+      clock.advance(20);
+      await settle();
+    }
     stop.abort();
     await running;
     assert.deepEqual(reports.slice(0, 4), [
@@ -108,6 +127,7 @@ describe("WorkQueue", () => {
   });
 
   it("does not retry a terminal error; the key runs again when queued again", async () => {
+    const clock = new ManualClock();
     const runs: string[] = [];
     const reports: [string, number | undefined][] = [];
     const queue = new WorkQueue<"bad" | "good">(
@@ -116,21 +136,21 @@ describe("WorkQueue", () => {
         return key === "bad" ? Promise.reject(new TerminalError("spec refused")) : Promise.resolve();
       },
       (key, _err, retryInMs) => reports.push([key, retryInMs]),
-      1,
-      1,
+      { baseDelayMs: 1, maxDelayMs: 1, timers: clock },
     );
     const stop = new AbortController();
     const running = queue.run(stop.signal);
     queue.add("bad");
-    await until(() => reports.length === 1, "the terminal error reported");
-    // A retry would come after 1 ms; the queue stays idle instead until the key is queued again.
-    queue.add("good");
-    await until(() => runs.includes("good"), "another key runs");
-    await new Promise((r) => setTimeout(r, 30));
-    assert.deepEqual(runs, ["bad", "good"]);
+    await settle();
     assert.deepEqual(reports, [["bad", undefined]]);
+    assert.equal(clock.armed, 0, "no retry is scheduled");
+    queue.add("good");
+    clock.advance(1_000);
+    await settle();
+    assert.deepEqual(runs, ["bad", "good"]);
     queue.add("bad");
-    await until(() => runs.length === 3, "queued again");
+    await settle();
+    assert.deepEqual(runs, ["bad", "good", "bad"]);
     stop.abort();
     await running;
   });

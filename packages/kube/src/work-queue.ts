@@ -3,7 +3,7 @@
  * exponential backoff, routine failures retried without growing it, {@link TerminalError} not retried.
  * Design: docs/design/addon-manager.md#shape
  */
-import { backoffDelay } from "@cluster-proxy/kit";
+import { backoffDelay, realClock, type TimerHandle, type Timers } from "@cluster-proxy/kit";
 
 export type ReconcileResult = { requeueAfterMs?: number } | void;
 
@@ -19,23 +19,42 @@ export class TerminalError extends Error {
   }
 }
 
+/** How a {@link WorkQueue} waits before it runs a key again. */
+export interface WorkQueueOptions {
+  /** The first retry's delay, and a routine failure's every retry (ms, default 500). */
+  baseDelayMs?: number;
+  /** The longest retry delay (ms, default 60 000). */
+  maxDelayMs?: number;
+  /** A failure retried after `baseDelayMs` without growing the backoff (a conflict); default none. */
+  isRoutine?: (err: unknown) => boolean;
+  /** The timers of retries and requeues (default: Node's). */
+  timers?: Timers;
+}
+
 export class WorkQueue<K extends string = string> {
   private readonly queued = new Set<K>();
   private readonly active = new Set<K>();
   private readonly dirty = new Set<K>();
   private readonly failures = new Map<K, number>();
-  private readonly timers = new Map<K, NodeJS.Timeout>();
+  private readonly timers = new Map<K, TimerHandle>();
   private waiters: (() => void)[] = [];
   private closed = false;
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+  private readonly isRoutine: (err: unknown) => boolean;
+  private readonly clock: Timers;
 
   constructor(
     private readonly handler: (key: K) => Promise<ReconcileResult>,
     /** A failure: retried in `retryInMs`, or not at all (undefined) for a {@link TerminalError}. */
     private readonly onError: (key: K, err: unknown, retryInMs: number | undefined, routine: boolean) => void,
-    private readonly baseDelayMs = 500,
-    private readonly maxDelayMs = 60_000,
-    private readonly isRoutine: (err: unknown) => boolean = () => false,
-  ) {}
+    options: WorkQueueOptions = {},
+  ) {
+    this.baseDelayMs = options.baseDelayMs ?? 500;
+    this.maxDelayMs = options.maxDelayMs ?? 60_000;
+    this.isRoutine = options.isRoutine ?? (() => false);
+    this.clock = options.timers ?? realClock;
+  }
 
   add(key: K): void {
     if (this.closed) return;
@@ -50,16 +69,14 @@ export class WorkQueue<K extends string = string> {
   /** Queue `key` after `ms`; this replaces a pending `addAfter` of the key (the last call wins). */
   addAfter(key: K, ms: number): void {
     if (this.closed) return;
-    const existing = this.timers.get(key);
-    if (existing) clearTimeout(existing);
-    const timer = setTimeout(
+    this.clock.clearTimeout(this.timers.get(key));
+    const timer = this.clock.setTimeout(
       () => {
         this.timers.delete(key);
         this.add(key);
       },
       Math.max(0, ms),
     );
-    timer.unref();
     this.timers.set(key, timer);
   }
 
@@ -71,7 +88,7 @@ export class WorkQueue<K extends string = string> {
 
   close(): void {
     this.closed = true;
-    for (const t of this.timers.values()) clearTimeout(t);
+    for (const t of this.timers.values()) this.clock.clearTimeout(t);
     this.timers.clear();
     for (const w of this.waiters.splice(0)) w();
   }
