@@ -59,6 +59,11 @@ import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from 
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 
+/**
+ * The leader Lease's annotation that names the holder's pod (`<pod>/<uid>`): a new manager takes the
+ * Lease at once when that pod is gone (an uninstall deletes the manager's RBAC before it can release).
+ */
+const LEADER_POD_ANNOTATION = "proxy.open-cluster-management.io/leader-pod";
 /** What the manager is given besides its options: the hub's credentials and a logger. */
 export interface AddonManagerDeps {
   kubeConfig: KubeConfig;
@@ -160,6 +165,7 @@ export class AddonManager {
           name: options.leaderElectionId,
           identity: options.identity,
           pod: options.identity && options.podUid ? { name: options.identity, uid: options.podUid } : undefined,
+          holderPodAnnotation: LEADER_POD_ANNOTATION,
           leaseDurationMs: options.leaseDuration,
           renewDeadlineMs: options.renewDeadline,
           retryPeriodMs: options.retryPeriod,

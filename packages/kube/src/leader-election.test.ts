@@ -2,7 +2,10 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { silentLogger } from "@cluster-proxy/kit";
 import { KubeApiError, type KubeObject, type ResourceRef } from "./kube-api.js";
-import { HOLDER_POD_ANNOTATION, LeaderElector, type LeaseApi } from "./leader-election.js";
+import { LeaderElector, type LeaseApi } from "./leader-election.js";
+
+/** The annotation these tests give the electors for the holder's pod. */
+const HOLDER_POD_ANNOTATION = "example.com/leader-pod";
 
 const NS = "open-cluster-management-addon";
 const NAME = "cluster-proxy-addon-manager";
@@ -55,7 +58,14 @@ function fakeApi(pods: Record<string, PodAnswer>) {
   return { api, podGets, spec, holder: () => spec().holderIdentity, lease: () => lease };
 }
 
-const elector = (api: LeaseApi, identity: string, pod: { name: string; uid: string } | undefined, now: () => number) =>
+const elector = (
+  api: LeaseApi,
+  identity: string,
+  pod: { name: string; uid: string } | undefined,
+  now: () => number,
+  /** null: none (the elector then never names or looks up pods). */
+  holderPodAnnotation: string | null = HOLDER_POD_ANNOTATION,
+) =>
   new LeaderElector(
     api,
     {
@@ -63,6 +73,7 @@ const elector = (api: LeaseApi, identity: string, pod: { name: string; uid: stri
       name: NAME,
       identity,
       pod,
+      ...(holderPodAnnotation === null ? {} : { holderPodAnnotation }),
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
@@ -184,5 +195,22 @@ describe("LeaderElector: a Lease whose holder's pod is gone", () => {
     assert.equal(fake.lease()?.metadata.annotations, undefined);
     assert.equal(await candidate.tryAcquireOrRenew(), true);
     assert.equal(fake.lease()?.metadata.annotations?.[HOLDER_POD_ANNOTATION], "manager-new/uid-new");
+  });
+});
+
+describe("LeaderElector without a holder-pod annotation", () => {
+  test("names no pod on the Lease and takes it only once it expired, whatever the holder's pod", async () => {
+    let clock = 1_000_000;
+    const now = () => clock;
+    const fake = fakeApi({ "manager-new": "uid-new" });
+    const old = elector(fake.api, "manager-old", { name: "manager-old", uid: "uid-old" }, now, null);
+    assert.equal(await old.tryAcquireOrRenew(), true);
+    assert.equal(fake.lease()?.metadata.annotations, undefined);
+    const candidate = elector(fake.api, "manager-new", { name: "manager-new", uid: "uid-new" }, now, null);
+    assert.equal(await candidate.tryAcquireOrRenew(), false, "the holder's pod is never looked at");
+    assert.deepEqual(fake.podGets, []);
+    clock += 15_001;
+    assert.equal(await candidate.tryAcquireOrRenew(), true);
+    assert.equal(fake.holder(), "manager-new");
   });
 });

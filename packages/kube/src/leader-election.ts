@@ -22,21 +22,21 @@ export interface LeaderElectionOptions {
   retryPeriodMs: number;
   /**
    * The pod this candidate runs in (in `namespace`), e.g. from the downward API. Once the pod is
-   * seen with this uid, the Lease it holds names it ({@link HOLDER_POD_ANNOTATION}), so that a
+   * seen with this uid, the Lease it holds names it (in `holderPodAnnotation`), so that a
    * candidate may take the Lease at once when that pod is gone.
    */
   pod?: { name: string; uid: string };
+  /**
+   * The Lease annotation that names the holder's pod, `<pod name>/<pod uid>` in the Lease's
+   * namespace: written only by a holder that found its own pod with that uid. A candidate that gets
+   * 404 for that pod (or finds a pod of another uid under its name) takes the Lease without waiting
+   * for it to expire; any other answer (the pod, 403, a timeout) counts as the holder being alive.
+   * Without it, a Lease is taken only once it expired or was released.
+   */
+  holderPodAnnotation?: string;
   /** Injected clock (ms), for tests. */
   now?: () => number;
 }
-
-/**
- * The holder's pod on the Lease, `<pod name>/<pod uid>` in the Lease's namespace: written only by a
- * holder that found its own pod with that uid. A candidate that gets 404 for that pod (or finds a
- * pod of another uid under its name) takes the Lease without waiting for it to expire; any other
- * answer (the pod, 403, a timeout) counts as the holder being alive.
- */
-export const HOLDER_POD_ANNOTATION = "proxy.open-cluster-management.io/leader-pod";
 
 /** What the elector asks of the apiserver ({@link KubeApi} does it). */
 export type LeaseApi = Pick<KubeApi, "get" | "tryGet" | "create" | "replace">;
@@ -122,7 +122,7 @@ export class LeaderElector {
       const lease = await this.api.get<Lease>(KubeResources.lease, this.options.name, this.options.namespace);
       if (lease.spec?.holderIdentity !== this.identity) return;
       lease.spec = { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(this.now()) };
-      lease.metadata.annotations = withHolderPod(lease.metadata.annotations, "");
+      lease.metadata.annotations = withHolderPod(lease.metadata.annotations, this.options.holderPodAnnotation, "");
       await this.api.replace(KubeResources.lease, lease);
       this.logger.info({ identity: this.identity }, "released the leader lease");
     } catch (err) {
@@ -147,7 +147,11 @@ export class LeaderElector {
       const ownPod = await this.resolveOwnPod();
       if (!lease) {
         await this.api.create(KubeResources.lease, {
-          metadata: { name, namespace, annotations: withHolderPod(undefined, ownPod) },
+          metadata: {
+            name,
+            namespace,
+            annotations: withHolderPod(undefined, this.options.holderPodAnnotation, ownPod),
+          },
           spec: { ...mine, acquireTime: microTime(now), leaseTransitions: 0 },
         });
         return this.won(now);
@@ -166,7 +170,7 @@ export class LeaderElector {
         }
       }
       const taking = holder !== this.identity;
-      lease.metadata.annotations = withHolderPod(lease.metadata.annotations, ownPod);
+      lease.metadata.annotations = withHolderPod(lease.metadata.annotations, this.options.holderPodAnnotation, ownPod);
       lease.spec = {
         ...spec,
         ...mine,
@@ -194,7 +198,7 @@ export class LeaderElector {
    */
   private async resolveOwnPod(): Promise<string> {
     const pod = this.options.pod;
-    if (this.ownPod !== undefined || !pod) return this.ownPod ?? "";
+    if (this.ownPod !== undefined || !pod || this.options.holderPodAnnotation === undefined) return this.ownPod ?? "";
     try {
       const found = await this.api.get(KubeResources.pod, pod.name, this.options.namespace);
       if (found.metadata.uid === pod.uid) this.ownPod = `${pod.name}/${pod.uid}`;
@@ -221,7 +225,8 @@ export class LeaderElector {
    * 404, or a pod of another uid under its name. "" for anything else (alive, 403, timeout).
    */
   private async holderPodGone(lease: Lease): Promise<string> {
-    const named = lease.metadata.annotations?.[HOLDER_POD_ANNOTATION] ?? "";
+    const key = this.options.holderPodAnnotation;
+    const named = key === undefined ? "" : (lease.metadata.annotations?.[key] ?? "");
     const slash = named.indexOf("/");
     if (slash <= 0 || slash === named.length - 1) return "";
     const [podName, uid] = [named.slice(0, slash), named.slice(slash + 1)];
@@ -245,12 +250,14 @@ export class LeaderElector {
   }
 }
 
-/** `annotations` naming `pod` as the holder's ({@link HOLDER_POD_ANNOTATION}), or none when "". */
+/** `annotations` naming `pod` as the holder's in annotation `key`, or none when "" (unchanged without a key). */
 function withHolderPod(
   annotations: Record<string, string> | undefined,
+  key: string | undefined,
   pod: string,
 ): Record<string, string> | undefined {
-  const rest = Object.fromEntries(Object.entries(annotations ?? {}).filter(([k]) => k !== HOLDER_POD_ANNOTATION));
-  if (pod) rest[HOLDER_POD_ANNOTATION] = pod;
+  if (key === undefined) return annotations;
+  const rest = Object.fromEntries(Object.entries(annotations ?? {}).filter(([k]) => k !== key));
+  if (pod) rest[key] = pod;
   return Object.keys(rest).length > 0 ? rest : undefined;
 }
