@@ -82,6 +82,13 @@ const options = (now: () => number) => ({
   now,
 });
 
+/** A reconciler of `hub`'s CSRs reading `cache` (the hub's own unless given), at the time `now` gives. */
+const reconcilerOf = (
+  hub: Awaited<ReturnType<typeof fakeHub>>,
+  now: () => number,
+  cache: Awaited<ReturnType<typeof fakeHub>>["cache"] = hub.cache,
+): CsrReconciler => new CsrReconciler(hub.api, cache, options(now), silentLogger);
+
 async function hubClientCsr(name: string, over: Partial<CsrObject["metadata"]> = {}): Promise<CsrObject> {
   const pem = await certificateRequest(SUBJECT.user, SUBJECT.groups);
   return {
@@ -122,12 +129,7 @@ const issuedBy = (reason: string, at: string): NonNullable<CsrObject["status"]> 
 test("a CSR we approved is deleted --csr-cleanup-after its certificate was issued, not before, and only once unchanged", async (t) => {
   const hub = await fakeHub(t);
   let now = Date.parse("2026-01-01T00:00:00Z");
-  const reconciler = new CsrReconciler(
-    hub.api,
-    hub.cache,
-    options(() => now),
-    silentLogger,
-  );
+  const reconciler = reconcilerOf(hub, () => now);
   hub.put(await hubClientCsr("addon-mc1-cluster-proxy-a"));
   // Pending: approved (kube-controller-manager signs this signer); nothing deleted.
   assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
@@ -145,12 +147,7 @@ test("a CSR we approved is deleted --csr-cleanup-after its certificate was issue
   const stale = { ...cached, metadata: { ...cached.metadata, resourceVersion: "stale" } };
   const cache = { ...hub.cache, csr: (name: string) => (name === cached.metadata.name ? stale : undefined) };
   now += MINUTE;
-  const behind = new CsrReconciler(
-    hub.api,
-    cache,
-    options(() => now),
-    silentLogger,
-  );
+  const behind = reconcilerOf(hub, () => now, cache);
   // (A fresh process: it did not see the issue, so the approval time counts, 12 minutes ago.)
   assert.equal(await behind.reconcileCsr(cached.metadata.name), undefined);
   assert.ok(hub.csr(cached.metadata.name), "a CSR changed since it was read is not deleted");
@@ -167,12 +164,7 @@ test("a CSR we approved is deleted --csr-cleanup-after its certificate was issue
 test("only CSRs of the addon that we approved and that are issued are ever deleted", async (t) => {
   const hub = await fakeHub(t);
   const now = Date.parse("2026-01-01T01:00:00Z");
-  const reconciler = new CsrReconciler(
-    hub.api,
-    hub.cache,
-    options(() => now),
-    silentLogger,
-  );
+  const reconciler = reconcilerOf(hub, () => now);
   const longAgo = "2026-01-01T00:00:00Z";
   const recently = "2026-01-01T00:59:30Z";
   const put = async (name: string, status: CsrObject["status"], labels?: Record<string, string>): Promise<void> => {
@@ -213,12 +205,7 @@ test("only CSRs of the addon that we approved and that are issued are ever delet
 test("a newer request of the same cluster and signer supersedes an issued one at once", async (t) => {
   const hub = await fakeHub(t);
   const now = Date.parse("2026-01-01T01:00:00Z");
-  const reconciler = new CsrReconciler(
-    hub.api,
-    hub.cache,
-    options(() => now),
-    silentLogger,
-  );
+  const reconciler = reconcilerOf(hub, () => now);
   const at = (iso: string) => ({ creationTimestamp: iso });
   // Issued 10 s ago (well inside the grace), then the registration agent asked again.
   hub.put({
@@ -263,12 +250,7 @@ test("reinstall after reinstall: the count of the addon's CSRs stays far below O
   let maxCount = 0;
   for (let cycle = 0; cycle < 10; cycle++) {
     // A new manager each cycle (helm uninstall removes it too): it remembers nothing.
-    const reconciler = new CsrReconciler(
-      hub.api,
-      hub.cache,
-      options(() => now),
-      silentLogger,
-    );
+    const reconciler = reconcilerOf(hub, () => now);
     const name = `addon-mc1-cluster-proxy-${cycle}`;
     hub.put(await hubClientCsr(name, { creationTimestamp: new Date(now).toISOString() }));
     maxCount = Math.max(maxCount, hub.names().length);

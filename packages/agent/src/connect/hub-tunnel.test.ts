@@ -187,6 +187,24 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
     });
   });
 
+  /** A started replica watch of ns/proxy-entrypoint through `access`, with what it reported. */
+  const startReplicaWatch = (): { watch: ReplicaWatch; seen: string[][]; errors: (string | undefined)[] } => {
+    const seen: string[][] = [];
+    const errors: (string | undefined)[] = [];
+    const watch = new ReplicaWatch({
+      access,
+      namespace: "ns",
+      service: "proxy-entrypoint",
+      timeoutMs: 5_000,
+      retryMs: 50,
+      logger: silentLogger,
+      onChange: (pods) => seen.push(pods),
+      onError: (e) => errors.push(e),
+    });
+    watch.start();
+    return { watch, seen, errors };
+  };
+
   test("ready pods from EndpointSlices: listed, then followed by the watch, re-listed when it ends", async () => {
     assert.deepEqual(
       readyPods(slice("s", [{ pod: "a" }, { pod: "b", ready: false }, { pod: "c", ready: true }]) as never),
@@ -205,19 +223,7 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
       ["new", "up"],
     );
     hub.slices = [slice("s1", [{ pod: "p-b" }, { pod: "p-a" }])];
-    const seen: string[][] = [];
-    const errors: (string | undefined)[] = [];
-    const watch = new ReplicaWatch({
-      access,
-      namespace: "ns",
-      service: "proxy-entrypoint",
-      timeoutMs: 5_000,
-      retryMs: 50,
-      logger: silentLogger,
-      onChange: (pods) => seen.push(pods),
-      onError: (e) => errors.push(e),
-    });
-    watch.start();
+    const { watch, seen, errors } = startReplicaWatch();
     try {
       await waitUntil("the listed pods", () => seen.length === 1 && hub.watching === 1);
       assert.deepEqual(seen[0], ["p-a", "p-b"]);
@@ -250,19 +256,7 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
     const kubeconfig = join(pki.dir, "kubeconfig");
     const good = readFileSync(kubeconfig, "utf8");
     hub.slices = [slice("s1", [{ pod: "p-a" }])];
-    const seen: string[][] = [];
-    const errors: (string | undefined)[] = [];
-    const watch = new ReplicaWatch({
-      access,
-      namespace: "ns",
-      service: "proxy-entrypoint",
-      timeoutMs: 5_000,
-      retryMs: 50,
-      logger: silentLogger,
-      onChange: (pods) => seen.push(pods),
-      onError: (e) => errors.push(e),
-    });
-    watch.start();
+    const { watch, seen, errors } = startReplicaWatch();
     try {
       await waitUntil("the listed pods", () => seen.length === 1 && hub.watching === 1);
       writeFileSync(kubeconfig, "clusters: [not a kubeconfig");
