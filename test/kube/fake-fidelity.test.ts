@@ -29,6 +29,8 @@ interface Backend {
   api: KubeApi;
   /** A resourceVersion of ServiceAccounts too old to watch from. */
   tooOld(): Promise<string>;
+  /** Whether a watch's bookmark may fail to come (true of the real apiserver under load). */
+  bookmarkBestEffort?: boolean;
 }
 
 /** What a failed call says, as the client sees it. */
@@ -196,16 +198,28 @@ async function scenario(b: Backend): Promise<Record<string, unknown>> {
     seen[`watchFrom "${rv}"`] = initial.events.map(label);
   }
 
-  // Bookmarks: about 2 s before a watch's timeout, at the resource's latest change.
-  const x1 = await api.create(secret, { metadata: { name: "x1", namespace: ns } });
-  const started = Date.now();
+  // Bookmarks: about 2 s before a watch's timeout, at the resource's latest change. The real apiserver's
+  // bookmark is best effort (its cacher's once-a-second tick can miss the window on a loaded machine), so
+  // the real one gets up to three tries to show one; the fake must show one at the first.
+  let x1 = await api.create(secret, { metadata: { name: "x1", namespace: ns } });
+  let started = Date.now();
   let x2 = x1;
-  const bookmarked = await watchEvents(
-    api,
-    { namespace: ns, resourceVersion: x1.metadata.resourceVersion ?? "", timeoutSeconds: 5 },
-    (events) => events.some((e) => e.type === "BOOKMARK"),
-    async () => void (x2 = await api.create(secret, { metadata: { name: "x2", namespace: ns } })),
-  );
+  let bookmarked: Awaited<ReturnType<typeof watchEvents>> = { events: [] };
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    if (attempt > 1) {
+      await api.delete(secret, "x1", ns);
+      await api.delete(secret, "x2", ns);
+      x1 = await api.create(secret, { metadata: { name: "x1", namespace: ns } });
+    }
+    started = Date.now();
+    bookmarked = await watchEvents(
+      api,
+      { namespace: ns, resourceVersion: x1.metadata.resourceVersion ?? "", timeoutSeconds: 5 },
+      (events) => events.some((e) => e.type === "BOOKMARK"),
+      async () => void (x2 = await api.create(secret, { metadata: { name: "x2", namespace: ns } })),
+    );
+    if (bookmarked.events.some((e) => e.type === "BOOKMARK") || !b.bookmarkBestEffort) break;
+  }
   const found = bookmarked.events.find((e) => e.type === "BOOKMARK");
   const bookmark = found?.type === "BOOKMARK" ? found.object : undefined;
   const after = (Date.now() - started) / 1000;
@@ -330,6 +344,7 @@ describe("the faithful fake answers as kube-apiserver does", { skip: prerequisit
     }
     real = {
       api,
+      bookmarkBestEffort: true,
       tooOld: async () => {
         // A write after the old resourceVersion, then etcd's compaction up to it (the apiserver
         // compacts every 5 minutes; this is the same, now).
