@@ -785,13 +785,31 @@ async function markTerminating(pod: Pod, graceMs: number): Promise<void> {
   }
 }
 
+/** Where a stopped pod's container logs are kept, for whoever reads a failed run: `<ns>_<name>_<uid>/`. */
+const stoppedPodLogs = join(workDir, "..", "stopped-pod-logs");
+
+/** Keep `pod`'s container logs (its directory is about to go). */
+function keepLogsOf(pod: Pod): void {
+  try {
+    const to = join(stoppedPodLogs, `${pod.namespace}_${pod.name}_${pod.uid}`);
+    mkdirSync(to, { recursive: true });
+    for (const c of pod.containers) {
+      const from = join(pod.dir, `${c.name}.log`);
+      if (existsSync(from)) renameSync(from, join(to, `${c.name}.log`));
+    }
+  } catch (err) {
+    log(`keeping the logs of pod ${pod.namespace}/${pod.name}: ${firstLine(err)}`);
+  }
+}
+
 async function stopPod(pod: Pod): Promise<void> {
   if (pod.terminating) return;
   pod.terminating = true;
   log(`stopping pod ${pod.namespace}/${pod.name}`);
   wake();
-  // On the kubelet's own shutdown, be quick: the environment's teardown is waiting.
-  const grace = stopping ? 2_000 : Math.min(30, pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+  // As a kubelet does: the pod's whole terminationGracePeriodSeconds after SIGTERM, then SIGKILL; on the
+  // kubelet's own shutdown, be quick (the environment's teardown is waiting).
+  const grace = stopping ? 2_000 : (pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
   const marked = markTerminating(pod, grace);
   const kids = pod.containers.map((c) => c.child).filter((c): c is ChildProcess => !!c && c.exitCode === null);
   for (const c of pod.containers) c.child = null;
@@ -799,12 +817,17 @@ async function stopPod(pod: Pod): Promise<void> {
     kids.map(
       (c) =>
         new Promise<void>((resolve) => {
+          // The sandbox (the pod's network) goes only once its processes are gone, so that the
+          // kernel's FIN or RST of their connections reaches the peers; a SIGKILLed process is
+          // waited for too (bounded: a process stuck in the kernel must not hold the kubelet).
+          let killed: NodeJS.Timeout | undefined;
           const t = setTimeout(() => {
             c.kill("SIGKILL");
-            resolve();
+            killed = setTimeout(resolve, 10_000);
           }, grace);
           c.once("exit", () => {
             clearTimeout(t);
+            clearTimeout(killed);
             resolve();
           });
           c.kill("SIGTERM");
@@ -816,6 +839,7 @@ async function stopPod(pod: Pod): Promise<void> {
   } catch (err) {
     log(`pod ${pod.namespace}/${pod.name} network teardown: ${firstLine(err)}`);
   }
+  keepLogsOf(pod);
   rmSync(pod.dir, { recursive: true, force: true });
   await marked;
   pods.delete(pod.uid);
