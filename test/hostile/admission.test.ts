@@ -18,7 +18,8 @@ import * as tls from "node:tls";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { Harness, echoRoundTrip, type AgentHandle, type ServerPorts } from "../framework/harness.js";
-import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
+import { failIfMissing } from "../framework/prerequisites.js";
+import { PeerNamespace, blackholePrerequisite } from "../framework/peer-namespace.js";
 import { httpGet } from "../framework/http.js";
 import { waitFor } from "../framework/waits.js";
 import { type Proc } from "../framework/process.js";
@@ -35,20 +36,6 @@ const TRICKLED = 200;
 
 /** A legitimate action must succeed within this while an attack runs (generous: busy machine). */
 const WITHIN_MS = 15_000;
-
-/** Why this machine cannot cut a peer off silently (a network namespace and nftables), or undefined. */
-function blackholeUnavailable(): string | undefined {
-  if (process.platform !== "linux" || process.getuid?.() !== 0) return "needs root on Linux (network namespaces)";
-  if (spawnSync("ip", ["-V"]).status !== 0) return "needs iproute2 ('ip')";
-  if (spawnSync("sh", ["-c", "command -v nft"]).status !== 0) return "needs nftables ('nft')";
-  return undefined;
-}
-const blackhole = prerequisiteSkip(blackholeUnavailable());
-
-function sh(cmd: string, args: string[], input?: string): void {
-  const r = spawnSync(cmd, args, { encoding: "utf8", input, timeout: 10_000 });
-  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed: ${r.stderr || r.error?.message || r.status}`);
-}
 
 /** The TCP sockets of this namespace matching an `ss` filter, one line each (with their timers). */
 function sockets(filter: string): string[] {
@@ -315,37 +302,25 @@ describe("hostile clients: admission (silent, slow and half-open peers)", () => 
 
   test(
     "a CONNECT client that vanishes without a FIN: TCP keepalive closes its socket, the tunnel and the target socket; the agent's sockets carry keepalive too",
-    { skip: blackhole.skip },
+    { skip: blackholePrerequisite.skip },
     async (t) => {
-      failIfMissing(blackhole.missing);
-      const ns = `cph${process.pid}`;
-      const [vethHost, vethPeer] = [`cph${process.pid}a`, `cph${process.pid}b`];
-      sh("ip", ["netns", "add", ns]);
+      failIfMissing(blackholePrerequisite.missing);
+      const ns = new PeerNamespace("h", "10.203.0");
       let peer: Proc | undefined;
       try {
-        sh("ip", ["-n", ns, "link", "set", "lo", "up"]);
-        sh("ip", ["link", "add", vethHost, "type", "veth", "peer", "name", vethPeer, "netns", ns]);
-        sh("ip", ["addr", "add", "10.203.0.1/30", "dev", vethHost]);
-        sh("ip", ["link", "set", vethHost, "up"]);
-        sh("ip", ["-n", ns, "addr", "add", "10.203.0.2/30", "dev", vethPeer]);
-        sh("ip", ["-n", ns, "link", "set", vethPeer, "up"]);
         const before = new Set(echoSockets);
-        peer = h.spawnProc(
-          "half-open client",
-          "ip",
-          ["netns", "exec", ns, process.execPath, "--input-type=module", "-e", HALF_OPEN_CLIENT],
-          {
-            env: {
-              ...process.env,
-              HO_HOST: "10.203.0.1",
-              HO_PORT: String(ports.httpConnect),
-              HO_CA: h.certs.ca.cert,
-              HO_CERT: h.certs.client.cert,
-              HO_KEY: h.certs.client.key,
-              HO_TARGET: `127.0.0.1.east:${echoPort}`,
-            },
+        const { cmd, args } = ns.exec([process.execPath, "--input-type=module", "-e", HALF_OPEN_CLIENT]);
+        peer = h.spawnProc("half-open client", cmd, args, {
+          env: {
+            ...process.env,
+            HO_HOST: ns.hostAddress,
+            HO_PORT: String(ports.httpConnect),
+            HO_CA: h.certs.ca.cert,
+            HO_CERT: h.certs.client.cert,
+            HO_KEY: h.certs.client.key,
+            HO_TARGET: `127.0.0.1.east:${echoPort}`,
           },
-        );
+        });
         const proc = peer;
         await waitFor(
           "the client in the namespace to tunnel an echo",
@@ -360,17 +335,13 @@ describe("hostile clients: admission (silent, slow and half-open peers)", () => 
         // is read until the socket is idle and its keepalive timer shows (bounded).
         const keepalive = (what: string, filter: string): Promise<void> =>
           waitFor(what, () => sockets(filter).some((l) => l.includes("timer:(keepalive")), 10_000, 100);
-        await keepalive("server: the CONNECT socket", `( sport = :${ports.httpConnect} and dst 10.203.0.2 )`);
+        await keepalive("server: the CONNECT socket", `( sport = :${ports.httpConnect} and dst ${ns.peerAddress} )`);
         await keepalive("agent: its connection to the server", `( dport = :${ports.agent} )`);
         await keepalive("agent: its endpoint socket", `( dport = :${echoPort} and sport = :${target.remotePort} )`);
         const targetClosed = new Promise<void>((resolve) => target.once("close", () => resolve()));
         // The client's namespace now drops everything, silently: no FIN, no RST, no ICMP.
         const cutAt = Date.now();
-        sh(
-          "ip",
-          ["netns", "exec", ns, "nft", "-f", "-"],
-          "table inet blackhole {\n chain in { type filter hook input priority 0; policy drop; }\n chain out { type filter hook output priority 0; policy drop; }\n}\n",
-        );
+        ns.blackhole();
         await timedOut(targetClosed, 60_000, "the target socket to close after the client vanished");
         const noticedMs = Date.now() - cutAt;
         await waitFor(
@@ -383,7 +354,7 @@ describe("hostile clients: admission (silent, slow and half-open peers)", () => 
         );
       } finally {
         await peer?.kill("SIGKILL");
-        spawnSync("ip", ["netns", "del", ns], { timeout: 10_000 });
+        ns.close();
       }
     },
   );

@@ -15,6 +15,7 @@ import {
 } from "@cluster-proxy/tunnel";
 import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
 import {
+  DEFAULT_TCP_KEEPALIVE_MS,
   DEFAULT_DIAL_TIMEOUT_MS,
   describeProxy,
   proxyTlsError,
@@ -46,6 +47,12 @@ export interface DialConnectOptions extends DialOptions {
    * the old one's sessions); `false`: every connection is a full handshake.
    */
   tlsSessions?: TlsSessionCache | false;
+  /**
+   * TCP keepalive on the connection to the CONNECT door: ms of idle before the first probe
+   * (default {@link DEFAULT_TCP_KEEPALIVE_MS}; 0: off), so that a server that vanished without a
+   * FIN ends the returned socket (with an error) instead of leaving it open forever.
+   */
+  tcpKeepaliveMs?: number;
 }
 
 /** The proxy answered CONNECT with an error status; `statusCode` and `body` are its answer. */
@@ -110,8 +117,18 @@ function mayBeStatusLine(buf: Buffer): boolean {
   return buf.subarray(0, n).toString("latin1") === prefix.slice(0, n);
 }
 
-function openProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCache | undefined): net.Socket {
+function openProxySocket(
+  proxy: ConnectProxyOptions,
+  sessions: TlsSessionCache | undefined,
+  tcpKeepaliveMs: number,
+): net.Socket {
   if (proxy.udsPath) return net.connect(proxy.udsPath);
+  const socket = openTcpProxySocket(proxy, sessions);
+  if (tcpKeepaliveMs > 0) socket.setKeepAlive(true, tcpKeepaliveMs);
+  return socket;
+}
+
+function openTcpProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCache | undefined): net.Socket {
   const host = proxy.host ?? "127.0.0.1";
   const port = proxy.port ?? 0;
   const useTls =
@@ -191,7 +208,7 @@ function dialConnectOnce(address: string, options: DialConnectOptions, limits: D
   if (limits.signal?.aborted) return Promise.reject(dialAbortError(address, limits.signal));
   return new Promise<net.Socket>((resolve, reject) => {
     const sessions = options.tlsSessions === false ? undefined : (options.tlsSessions ?? sharedTlsSessions);
-    const socket = openProxySocket(options.proxy, sessions);
+    const socket = openProxySocket(options.proxy, sessions, options.tcpKeepaliveMs ?? DEFAULT_TCP_KEEPALIVE_MS);
     handshake(socket, address, options.proxy, limits, resolve, reject);
   });
 }

@@ -17,6 +17,7 @@ export {
 } from "./tunnel-agent.js";
 export {
   DEFAULT_DIAL_TIMEOUT_MS,
+  DEFAULT_TCP_KEEPALIVE_MS,
   loadProxyTls,
   type DialOptions,
   type ProxyOptions,

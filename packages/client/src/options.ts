@@ -8,6 +8,9 @@ import { type Logger } from "@cluster-proxy/kit";
 /** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
 export const DEFAULT_DIAL_TIMEOUT_MS = 30_000;
 
+/** Default TCP keepalive idle time on a client's connection to the proxy server (see `tcpKeepaliveMs`). */
+export const DEFAULT_TCP_KEEPALIVE_MS = 30_000;
+
 /**
  * Where the hub's proxy server listens and the TLS material to reach it.
  *
@@ -43,6 +46,14 @@ export interface TunnelClientOptions {
    * this against servers that allow it.
    */
   keepaliveMs?: number;
+  /**
+   * TCP keepalive on the connection to the proxy server: ms of idle before the first probe
+   * (default {@link DEFAULT_TCP_KEEPALIVE_MS}; 0: off). On Linux probes follow every second and a
+   * server silent for 10 of them is dropped. Unlike pings it also guards a session the server is
+   * draining (after its GOAWAY no ping can be sent): a server that vanished without a FIN mid-drain
+   * then ends the dials still open through it within about this plus 10 s, instead of never.
+   */
+  tcpKeepaliveMs?: number;
   /** Where diagnostics go (default: nowhere). */
   logger?: Logger;
   /**

@@ -21,6 +21,7 @@ import { newDialRandom } from "./proxy-call.js";
 import type { TunnelSocket } from "./tunnel-socket.js";
 import {
   DEFAULT_DIAL_TIMEOUT_MS,
+  DEFAULT_TCP_KEEPALIVE_MS,
   describeProxy,
   proxyTlsError,
   tlsOptionsOf,
@@ -227,6 +228,7 @@ export class TunnelClient {
     const sessions = this.options.tlsSessions;
     if (sessions !== false) target.sessions = sessions ?? sharedTlsSessions;
     target.timeoutMs = this.options.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
+    target.tcpKeepaliveMs = this.options.tcpKeepaliveMs ?? DEFAULT_TCP_KEEPALIVE_MS;
     const session = await connectSession(target);
     if (this.closed) {
       session.destroy();

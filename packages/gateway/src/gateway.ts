@@ -418,6 +418,9 @@ export class Gateway {
         proxy: { host: options.proxyServerHost, port: options.proxyServerPort, ...tlsFiles },
         dialTimeoutMs: options.dialTimeout,
         keepaliveMs: 30_000,
+        // A proxy-server that vanishes without a FIN while draining (its GOAWAY stops our pings)
+        // would leave the requests through it silent, watches for ever: noticed in about 15 s.
+        tcpKeepaliveMs: 5_000,
         logger: this.logger,
       });
       this.tunnel = client;
