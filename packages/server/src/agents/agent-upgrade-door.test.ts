@@ -49,6 +49,27 @@ function upgradeRequest(token = AGENT_UPGRADE_PROTOCOL, method = "GET"): string 
   );
 }
 
+/**
+ * A byte pipe with the close semantics of the kube-apiserver's upgrade proxy (upgradeaware.go):
+ * as soon as one direction ends, both connections are closed.
+ */
+function upgradeProxy(doorPort: number): net.Server {
+  return net.createServer((agentSide) => {
+    const doorSide = net.connect(doorPort, "127.0.0.1");
+    const closeBoth = (): void => {
+      agentSide.destroy();
+      doorSide.destroy();
+    };
+    for (const s of [agentSide, doorSide]) {
+      s.on("error", closeBoth);
+      s.on("end", closeBoth);
+      s.on("close", closeBoth);
+    }
+    agentSide.pipe(doorSide);
+    doorSide.pipe(agentSide);
+  });
+}
+
 describe("agent upgrade door (--agent-upgrade-port)", () => {
   let pki: TestPki;
   let server: ProxyServer;
@@ -138,5 +159,36 @@ describe("agent upgrade door (--agent-upgrade-port)", () => {
       clearInterval(trickle);
     }
     await waitUntil("both agents registered", () => server.backendCount() === 2);
+  });
+
+  test("an agent that goes away behind the hub apiserver is dropped at once, without a keepalive", async () => {
+    // keepaliveTime is 0 here, as for a draining server (after GOAWAY it can no longer ping): the
+    // close the apiserver passes on is the only news of the agent's end.
+    const proxy = upgradeProxy(doorPort);
+    proxy.listen(0, "127.0.0.1");
+    await once(proxy, "listening");
+    const address = proxy.address();
+    assert.ok(address && typeof address !== "string");
+    try {
+      const before = server.backendCount();
+      const socket = net.connect(address.port, "127.0.0.1");
+      sockets.push(socket);
+      await once(socket, "connect");
+      socket.write(upgradeRequest());
+      const { head } = await readHead(socket);
+      assert.match(head, /^HTTP\/1\.1 101 /);
+      const peer = await connectFakeAgent(
+        { host: "127.0.0.1", port: doorPort, socket, tls: { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey } },
+        { agentid: "north", agentidentifiers: "host=north" },
+      );
+      await peer.call.waitForHeaders();
+      await waitUntil("the agent registered", () => server.backendCount() === before + 1);
+      // The agent's process ends: its socket to the apiserver closes, and the apiserver closes
+      // its connection to the door.
+      peer.close();
+      await waitUntil("the server dropped the agent", () => server.backendCount() === before, { timeoutMs: 5_000 });
+    } finally {
+      proxy.close();
+    }
   });
 });

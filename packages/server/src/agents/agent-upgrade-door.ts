@@ -77,6 +77,11 @@ export function createAgentUpgradeDoor(options: AgentUpgradeDoorOptions): http.S
       `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${AGENT_UPGRADE_PROTOCOL}\r\n\r\n`,
     );
     socket.pause();
+    // The http server accepts its sockets half-open, and the agent port's TLS socket made over this
+    // one inherits that: a FIN from the apiserver (the agent has gone) would only end the reading
+    // half, and the agent's session would stay open with no news of its end for ever (a draining
+    // server cannot ping). Accepted on the agent port itself, a socket closes on the peer's FIN.
+    socket.allowHalfOpen = false;
     if (head.length > 0) socket.unshift(head);
     options.handOver(socket);
   });
