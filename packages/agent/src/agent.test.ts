@@ -338,6 +338,26 @@ describe("ProxyAgent against a fake proxy server", () => {
     }
   });
 
+  it("shutting down with a connection open tells its client in-band (CLOSE_RSP 'agent shutting down'), then ends the stream cleanly, a draining server's too", async () => {
+    const server = await listeningServer({ serverID: "server-s", serverCount: 1 });
+    const agent = new ProxyAgent(options(server.port));
+    try {
+      await agent.start();
+      const stream = await server.stream(0);
+      const id = await dial(stream, `127.0.0.1:${echo.port}`, 1n);
+      // The server drains (GOAWAY), as a proxy-server does on SIGTERM: it can no longer ping.
+      server.goaway();
+      await agent.close();
+      const rsp = await stream.next((p) => "closeResponse" in p && p.closeResponse.connectID === id);
+      assert.ok("closeResponse" in rsp);
+      assert.equal(rsp.closeResponse.error, "agent shutting down");
+      assert.equal((await stream.closed()).code, 0, "the agent ended its stream (END_STREAM), no reset");
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  });
+
   it("connects to servercount distinct servers behind a round-robin balancer and drains them all", async () => {
     const a = new FakeProxyServer(pki, { serverID: "ha-1", serverCount: 2 });
     const b = new FakeProxyServer(pki, { serverID: "ha-2", serverCount: 2 });

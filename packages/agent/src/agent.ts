@@ -318,6 +318,7 @@ export class ProxyAgent {
 
   /** Close everything: endpoint sockets, streams, sessions, the pending attempt and the ports. */
   async close(): Promise<void> {
+    const shutdowns: Promise<void>[] = [];
     if (!this.closed) {
       this.closed = true;
       this.certReloader?.stop();
@@ -327,12 +328,14 @@ export class ProxyAgent {
       clearTimeout(this.timer);
       this.timer = undefined;
       this.attempt?.abort();
-      for (const tunnel of [...this.tunnels.values()]) tunnel.close("agent shutting down");
+      // In-band: each open connection's client hears of its end from our CLOSE_RSP even if the
+      // transport's close never reaches the server.
+      shutdowns.push(...[...this.tunnels.values()].map((tunnel) => tunnel.shutdown("agent shutting down")));
     }
     const servers = [this.health?.server, this.admin?.server].filter((s): s is http.Server => s !== undefined);
     this.health = undefined;
     this.admin = undefined;
-    await Promise.all(servers.map((s) => closeEndpointServer(s)));
+    await Promise.all([...shutdowns, ...servers.map((s) => closeEndpointServer(s))]);
   }
 
   /** Resolves true once no endpoint connection (open or dialling) is left, false after `timeoutMs`. */

@@ -32,6 +32,8 @@ export class FakeAgentStream {
       this.packets.push(decodePacket(frame.subarray(FRAME_HEADER)));
       this.events.emit("packet");
     });
+    // As the proxy-server does: the agent ending its stream ends the call (OK).
+    call.on("halfClose", () => call.finish({ code: 0, details: "" }));
     call.on("close", (status) => {
       this.status = status;
       this.events.emit("close");

@@ -49,6 +49,11 @@ export class FakeServerCall extends EventEmitter {
   abort(): void {
     this.closed = true;
   }
+  /** The tunnel half-closed the stream (END_STREAM); `sent.length` at that moment. */
+  endedAfter: number | undefined;
+  end(): void {
+    this.endedAfter ??= this.sent.length;
+  }
 
   /** The konnectivity packets sent (FLOW packets left out). */
   packets(): Packet[] {
@@ -74,10 +79,17 @@ export class FakeServerCall extends EventEmitter {
   }
 }
 
+/** A session that never closes by itself: a graceful close() waits for destroy(). */
 class FakeSession extends EventEmitter {
   destroyed = false;
+  closing = false;
+  close(): void {
+    this.closing = true;
+  }
   destroy(): void {
+    if (this.destroyed) return;
     this.destroyed = true;
+    this.emit("close");
   }
 }
 

@@ -8,8 +8,10 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { FlowControl, encodeData, encodeFlowControl } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
+import { PacketType } from "@cluster-proxy/protocol";
 import type { ServerTunnel } from "./server-tunnel.js";
-import { FakeServerCall, dialThrough, tunnelOver } from "../testing/fake-server-call.js";
+import * as net from "node:net";
+import { FakeServerCall, dialAddress, dialThrough, tunnelOver } from "../testing/fake-server-call.js";
 import { deafEndpoint, listenTcp } from "../testing/tcp-endpoints.js";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 
@@ -93,5 +95,52 @@ describe("ServerTunnel per-connection flow control", () => {
     assert.ok(dataFor(b) > bBefore, "the neighbour keeps flowing");
     t.receive(sealFrame(encodeFlowControl(FlowControl.RESUME, a, FRAME_HEADER)));
     await waitUntil("DATA again after FLOW_RESUME", () => dataFor(a) > aPaused, { timeoutMs: 10_000 });
+  });
+});
+
+describe("ServerTunnel shutdown (the agent stops with connections open)", () => {
+  const cleanups: (() => void)[] = [];
+  after(() => cleanups.forEach((c) => c()));
+
+  test("CLOSE_RSP with the reason for each open connection, then END_STREAM; a session that never closes is destroyed after the flush bound", async () => {
+    const ep = await deafEndpoint();
+    cleanups.push(() => void ep.close());
+    const { t, call } = tunnel(0);
+    cleanups.push(() => t.close("test over"));
+    const a = await dialThrough(t, call, ep.port, 1n);
+    const b = await dialThrough(t, call, ep.port, 2n);
+    const before = call.sent.length;
+    const started = Date.now();
+    const done = t.shutdown("agent shutting down", 200);
+    assert.ok(t.closed);
+    assert.equal(t.endpointCount, 0);
+    const closes = call
+      .packets()
+      .slice(-2)
+      .map((p) => ("closeResponse" in p ? p.closeResponse : undefined));
+    assert.deepEqual(closes, [
+      { connectID: a, error: "agent shutting down" },
+      { connectID: b, error: "agent shutting down" },
+    ]);
+    assert.equal(call.packets().at(-1)?.type, PacketType.CLOSE_RSP);
+    assert.equal(call.sent.length, before + 2, "one CLOSE_RSP per connection, nothing else");
+    assert.equal(call.endedAfter, before + 2, "END_STREAM after the CLOSE_RSPs");
+    assert.equal(call.closed, false, "not reset while the frames flush");
+    assert.ok(!t.session.destroyed);
+    await done;
+    assert.ok(Date.now() - started >= 150, "waited for the flush bound");
+    assert.ok(t.session.destroyed);
+    assert.equal(call.closed, true, "reset once the bound ran out");
+  });
+
+  test("a dial still pending gets its DIAL_RSP with the reason", async () => {
+    const call = new FakeServerCall();
+    const t = tunnelOver(call, { connect: () => new net.Socket(), dialTimeoutMs: 60_000 });
+    cleanups.push(() => t.close("test over"));
+    const answer = dialAddress(t, call, "10.0.0.1:443", 7n);
+    await waitUntil("the dial is pending", () => t.endpointCount === 1);
+    const done = t.shutdown("agent shutting down", 50);
+    assert.deepEqual(await answer, { random: 7n, connectID: 0n, error: "agent shutting down" });
+    await done;
   });
 });

@@ -56,6 +56,12 @@ export const STREAM_SEND_BUDGET = 1024 * 1024;
  */
 export const ENDPOINT_SEND_QUANTUM = SEND_QUANTUM;
 
+/**
+ * How long the agent's last frames (CLOSE_RSP for each open connection, END_STREAM) may take to
+ * reach the server on shutdown before the session is destroyed.
+ */
+export const SHUTDOWN_FLUSH_MS = 1_000;
+
 /** How long an endpoint socket closed by CLOSE_REQ may take to flush before it is destroyed. */
 export const CLOSE_LINGER_MS = 10_000;
 
@@ -278,15 +284,59 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
 
   /** End the tunnel: destroy every endpoint socket, abandon dials, cancel the stream, drop the session. */
   close(reason: string): void {
-    if (this.closedReason !== undefined) return;
+    if (!this.finish(reason)) return;
+    this.call.abort({ code: 1, details: reason });
+    if (!this.session.destroyed) this.session.destroy();
+  }
+
+  /**
+   * The agent's own end (shutdown): say it in-band before the transport goes. Every open
+   * connection gets CLOSE_RSP with `reason` as its error and every pending dial a DIAL_RSP error,
+   * the stream is ended (END_STREAM after those frames) and the session closed gracefully; after
+   * `flushMs` whatever is left is destroyed. The server forwards each close to its client at once,
+   * even when the transport's close is lost on the way (a tunnel through the hub apiserver).
+   * Resolves once the session is gone.
+   */
+  shutdown(reason: string, flushMs: number = SHUTDOWN_FLUSH_MS): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    for (const conn of this.connections.values()) {
+      if (conn.state === "open")
+        this.send({ type: PacketType.CLOSE_RSP, closeResponse: { connectID: conn.connectID, error: reason } });
+      else
+        this.send({
+          type: PacketType.DIAL_RSP,
+          dialResponse: { random: conn.random, connectID: 0n, error: reason },
+        });
+    }
+    this.call.end();
+    this.finish(reason);
+    const session = this.session;
+    if (session.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        this.call.abort({ code: 1, details: reason });
+        session.destroy();
+      }, flushMs);
+      session.once("close", () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      // GOAWAY, then the session ends once the server has finished the stream (it answers our
+      // END_STREAM with its trailers), which means it read every frame before.
+      session.close();
+    });
+  }
+
+  /** Mark the tunnel closed and let go of every endpoint; false if it was closed already. */
+  private finish(reason: string): boolean {
+    if (this.closedReason !== undefined) return false;
     this.closedReason = reason;
     this.log.info({ reason, endpoints: this.connections.size }, "server tunnel closed");
     for (const conn of [...this.connections.values()]) this.discard(conn, true);
     for (const socket of this.lingering) socket.destroy();
     this.lingering.clear();
-    this.call.abort({ code: 1, details: reason });
-    if (!this.session.destroyed) this.session.destroy();
     this.emit("close", reason);
+    return true;
   }
 
   private send(packet: Packet): void {
