@@ -9,7 +9,8 @@ import { once } from "node:events";
 import { ConfigError } from "@cluster-proxy/api";
 import { issueCertificate } from "@cluster-proxy/pki";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
-import { GrpcStatus, type ConnectTarget } from "@cluster-proxy/tunnel";
+import { GrpcStatus, TlsFileError, type ConnectTarget } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 import { ProxyServer } from "./proxy-server.js";
 import { sharedCaSubjects } from "./listeners/server-config.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
@@ -574,9 +575,51 @@ describe("ProxyServer options and lifecycle", () => {
     }
   });
 
+  test("a bad TLS file is the same CP_ERR_TLS_FILE naming the flag and file at start and on reload", async () => {
+    const live = { cert: `${pki.dir}/same-code.crt`, key: `${pki.dir}/same-code.key` };
+    copyFileSync(pki.paths.server.cert, live.cert);
+    writeFileSync(live.key, "not a key\n");
+    const options = testServerOptions(pki, {
+      serverCert: live.cert,
+      serverKey: live.key,
+      certReloadInterval: 0,
+      mode: "grpc",
+    });
+    const atStart = await new ProxyServer(options).start().then(
+      () => assert.fail("started with a bad --server-key"),
+      (err: unknown) => err,
+    );
+    assert.ok(atStart instanceof TlsFileError, String(atStart));
+    assert.equal(atStart.code, "CP_ERR_TLS_FILE");
+    assert.equal(atStart.flag, "--server-key");
+    assert.match(atStart.message, new RegExp(`^--server-key: ${live.key}: not a PEM private key`));
+    copyFileSync(pki.paths.server.key, live.key);
+    const errors: Record<string, unknown>[] = [];
+    const logger: Logger = {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: () => undefined,
+      error: (obj) => void errors.push(obj),
+      child: () => logger,
+    };
+    const s = new ProxyServer(options, { logger });
+    await s.start();
+    try {
+      writeFileSync(live.key, "not a key\n");
+      assert.deepEqual(await s.reloadCertificates(), ["unchanged", "failed"]);
+      assert.equal(errors.length, 1);
+      assert.deepEqual(
+        { code: errors[0]!["code"], flag: errors[0]!["flag"], err: errors[0]!["err"] },
+        { code: atStart.code, flag: atStart.flag, err: atStart.message },
+      );
+    } finally {
+      await s.close();
+    }
+  });
+
   test("start rejects unreadable files and busy ports naming the flag", async () => {
     const bad = new ProxyServer(testServerOptions(pki, { clusterCert: `${pki.dir}/missing.crt` }));
-    await assert.rejects(bad.start(), /--cluster-cert: cannot read/);
+    await assert.rejects(bad.start(), /^TlsFileError: --cluster-cert: .*missing\.crt: cannot read: ENOENT/);
     const blocker = net.createServer();
     blocker.listen(0, "127.0.0.1");
     await once(blocker, "listening");

@@ -4,7 +4,7 @@
  * ports, all sharing one relay.
  */
 import { constants as cryptoConstants, randomUUID } from "node:crypto";
-import { chmod, readFile, unlink } from "node:fs/promises";
+import { chmod, unlink } from "node:fs/promises";
 import * as http from "@cluster-proxy/kit/http";
 import * as http2 from "node:http2";
 import * as net from "node:net";
@@ -28,10 +28,12 @@ import {
   IDLE_PROBE_MAX_MS,
   IDLE_PROBE_MS,
   keepSessionAlive,
-  pemProblem,
+  loadTlsFiles,
   probeIdleSession,
   serveGrpc,
   widenSessionWindow,
+  type TlsFiles,
+  type TlsMaterial,
 } from "@cluster-proxy/tunnel";
 import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { createEndpointServer, type ProbeAnswer } from "@cluster-proxy/kit/endpoints";
@@ -39,7 +41,12 @@ import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/kit/proc
 import { handleAgentCall } from "./agents/agent-service.js";
 import type { IdentifierTraffic } from "./routing/cluster-traffic.js";
 import { probeDial, type DialProbeResult } from "./front-doors/probe-dial.js";
-import { startServerCertReloading, type ServerCertReloading, type TlsListener } from "./listeners/cert-reloading.js";
+import {
+  serverTlsFiles,
+  startServerCertReloading,
+  type ServerCertReloading,
+  type TlsListener,
+} from "./listeners/cert-reloading.js";
 import { HandshakeFailureLog, type PortTls } from "./listeners/handshake-failures.js";
 import { createAgentUpgradeDoor } from "./agents/agent-upgrade-door.js";
 import { AdmissionLog } from "./listeners/admission-log.js";
@@ -103,27 +110,6 @@ interface Listener {
   pacer?: HandshakePacer;
   door?: FrontDoor;
   role: "agent" | "agent-upgrade" | "front" | "health" | "admin";
-}
-
-/** Read and parse a PEM file, naming the flag when it cannot be read or is not what it should be. */
-async function readPem(flag: string, path: string, kind: "certificate" | "key"): Promise<Buffer> {
-  let pem: Buffer;
-  try {
-    pem = await readFile(path);
-  } catch (err) {
-    throw new ConfigError(`${flag}: cannot read "${path}": ${errorMessage(err)}`, { cause: err });
-  }
-  const problem = pemProblem(pem, kind);
-  if (problem) throw new ConfigError(`${flag}: "${path}" ${problem}`);
-  return pem;
-}
-
-function checkTlsMaterial(flags: string, options: tls.SecureContextOptions): void {
-  try {
-    tls.createSecureContext(options);
-  } catch (err) {
-    throw new ConfigError(`${flags}: invalid certificate or key: ${errorMessage(err)}`, { cause: err });
-  }
 }
 
 /** Which of a door's TLS servers: its own, or the twin that holds the previous ticket key. */
@@ -275,7 +261,10 @@ export class ProxyServer {
     return this.readiness() === "ready";
   }
 
-  /** Listen on every configured port. Rejects with a ConfigError naming the flag on bad files or ports. */
+  /**
+   * Listen on every configured port. Rejects with a TlsFileError naming the flag on bad TLS files,
+   * a ConfigError naming it on bad ports.
+   */
   async start(): Promise<void> {
     if (this.started) throw new Error("ProxyServer.start() called twice");
     this.started = true;
@@ -283,15 +272,14 @@ export class ProxyServer {
     const o = this.options;
     try {
       const tokenAuth = usesTokenAuth(o);
-      const agentTls: { cert: Buffer; key: Buffer; ca?: Buffer } = {
-        cert: await readPem("--cluster-cert", o.clusterCert, "certificate"),
-        key: await readPem("--cluster-key", o.clusterKey, "key"),
-        ...(tokenAuth ? {} : { ca: await readPem("--cluster-ca-cert", o.clusterCaCert, "certificate") }),
-      };
-      checkTlsMaterial(
-        tokenAuth ? "--cluster-cert/--cluster-key" : "--cluster-cert/--cluster-key/--cluster-ca-cert",
-        agentTls,
+      // With ServiceAccount token authentication the agent port trusts no client CA.
+      const agentFiles = serverTlsFiles(
+        "cluster",
+        o.clusterCert,
+        o.clusterKey,
+        tokenAuth ? undefined : o.clusterCaCert,
       );
+      const agentTls = await loadTlsFiles(agentFiles);
       if (tokenAuth && !this.tokenReview) {
         this.tokenReview = await kubernetesTokenReview(o.kubeconfig, o.kubeconfigQps, o.kubeconfigBurst);
       }
@@ -305,15 +293,11 @@ export class ProxyServer {
         });
       }
       const doors = planFrontDoors(o);
-      let frontTls: { cert: Buffer; key: Buffer; ca: Buffer } | undefined;
+      let front: { files: TlsFiles; material: TlsMaterial } | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
-        frontTls = {
-          cert: await readPem("--server-cert", o.serverCert, "certificate"),
-          key: await readPem("--server-key", o.serverKey, "key"),
-          ca: await readPem("--server-ca-cert", o.serverCaCert, "certificate"),
-        };
-        checkTlsMaterial("--server-cert/--server-key/--server-ca-cert", frontTls);
-        const shared = agentTls.ca ? sharedCaSubjects(frontTls.ca, agentTls.ca) : [];
+        const files = serverTlsFiles("server", o.serverCert, o.serverKey, o.serverCaCert);
+        front = { files, material: await loadTlsFiles(files) };
+        const shared = agentTls.ca && front.material.ca ? sharedCaSubjects(front.material.ca, agentTls.ca) : [];
         if (shared.length > 0)
           this.log.warn(
             { ca: shared },
@@ -328,7 +312,7 @@ export class ProxyServer {
       }
       await this.listenTcp(agentServer, "agent", o.agentPort, o.agentBindAddress, "--agent-port", undefined, "agent");
       if (o.agentUpgradePort > 0) await this.listenAgentUpgradeDoor();
-      for (const door of doors) await this.listenDoor(door, frontTls);
+      for (const door of doors) await this.listenDoor(door, front?.material);
       await this.listenTcp(
         createEndpointServer(
           healthPortEndpoints({ registry: this.metrics.registry, readiness: () => serverReadiness(this.readiness()) }),
@@ -350,8 +334,8 @@ export class ProxyServer {
         metrics: this.metrics,
         logger: this.log,
         listeners: this.tlsListeners,
-        agent: agentTls,
-        front: frontTls,
+        agent: { files: agentFiles, material: agentTls },
+        front,
         afterReload: () => this.ticketKeys?.apply(),
       });
       this.ticketKeys?.start();

@@ -3,31 +3,18 @@
  * that checks out handed to `apply`, a bad one refused (the old material stays, one error).
  * Design: docs/design/decisions.md#certificate-reload-polling-content-setsecurecontext-per-listener
  */
-import { X509Certificate, createHash, createPrivateKey } from "node:crypto";
-import { readFile } from "node:fs/promises";
-import * as tls from "node:tls";
-import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
+import { X509Certificate, createHash } from "node:crypto";
+import { errorMessage } from "@cluster-proxy/errors";
 import { realClock, type Logger, type TimerHandle, type Timers } from "@cluster-proxy/kit";
-
-/** One file and the flag it was given with (for messages). */
-export interface FlagFile {
-  flag: string;
-  path: string;
-}
-
-/** The files of one TLS identity; each is optional (an agent may run without a certificate). */
-export interface TlsFiles {
-  cert?: FlagFile;
-  key?: FlagFile;
-  ca?: FlagFile;
-}
-
-/** Checked TLS material, ready for `tls.createSecureContext`. */
-export interface TlsMaterial {
-  cert?: Buffer;
-  key?: Buffer;
-  ca?: Buffer;
-}
+import {
+  checkTlsMaterial,
+  PEM_CERTIFICATE,
+  readTlsFiles,
+  TlsFileError,
+  type FlagFile,
+  type TlsFiles,
+  type TlsMaterial,
+} from "./tls-files.js";
 
 /** What a certificate file holds, for logs and metrics. */
 export interface CertificateInfo {
@@ -36,35 +23,6 @@ export interface CertificateInfo {
   serialNumber: string;
   fingerprint256: string;
   subject: string;
-}
-
-/** A TLS file that cannot be used, naming the flag and the file. */
-export class TlsFileError extends ClusterProxyError<typeof ErrorCodes.tlsFile> {
-  constructor(
-    readonly flag: string,
-    readonly path: string,
-    reason: string,
-    options?: ErrorOptions,
-  ) {
-    super(ErrorCodes.tlsFile, `${flag}: ${path}: ${reason}`, options);
-    this.name = "TlsFileError";
-  }
-}
-
-const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
-
-function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
-  const blocks = data.toString("latin1").match(PEM_CERTIFICATE) ?? [];
-  if (blocks.length === 0) throw new TlsFileError(file.flag, file.path, "no PEM certificate found");
-  return blocks.map((block, i) => {
-    try {
-      return new X509Certificate(block);
-    } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `certificate ${i + 1} is unreadable: ${errorMessage(err)}`, {
-        cause: err,
-      });
-    }
-  });
 }
 
 /** The sha256 of a set's contents (what the reloader compares between polls). */
@@ -108,56 +66,6 @@ export function earliestExpiry(pem: Buffer | undefined): Date | undefined {
     }
   }
   return earliest;
-}
-
-/**
- * Check file contents as a TLS identity: every certificate readable, the key readable and
- * matching the certificate, and node able to build a secure context from them. Throws a
- * {@link TlsFileError} naming the flag and the file at fault.
- */
-export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
-  let leaf: X509Certificate | undefined;
-  if (files.cert && material.cert) leaf = pemCertificates(files.cert, material.cert)[0];
-  if (files.ca && material.ca) pemCertificates(files.ca, material.ca);
-  if (files.key && material.key) {
-    let key;
-    try {
-      key = createPrivateKey(material.key);
-    } catch (err) {
-      throw new TlsFileError(files.key.flag, files.key.path, `not a usable private key: ${errorMessage(err)}`, {
-        cause: err,
-      });
-    }
-    if (leaf && files.cert && !leaf.checkPrivateKey(key))
-      throw new TlsFileError(
-        files.key.flag,
-        files.key.path,
-        `does not match the certificate in ${files.cert.flag} ${files.cert.path}`,
-      );
-  }
-  try {
-    tls.createSecureContext({ ...material });
-  } catch (err) {
-    const blame = files.cert ?? files.key ?? files.ca;
-    if (!blame) throw err;
-    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${errorMessage(err)}`, { cause: err });
-  }
-}
-
-/** Read the files of a set (missing entries stay undefined). Throws a {@link TlsFileError} for an unreadable file. */
-export async function readTlsFiles(
-  files: TlsFiles,
-  read: (path: string) => Promise<Buffer> = readFile,
-): Promise<TlsMaterial> {
-  const one = async (file: FlagFile | undefined): Promise<Buffer | undefined> => {
-    if (!file) return undefined;
-    try {
-      return await read(file.path);
-    } catch (err) {
-      throw new TlsFileError(file.flag, file.path, `cannot read: ${errorMessage(err)}`, { cause: err });
-    }
-  };
-  return { cert: await one(files.cert), key: await one(files.key), ca: await one(files.ca) };
 }
 
 /** Options of {@link CertReloader}. */
@@ -276,7 +184,7 @@ export class CertReloader {
     if (this.refused === key) return "failed";
     this.refused = key;
     const fields: Record<string, unknown> = { what: this.options.what, err: err.message };
-    if (err instanceof TlsFileError) Object.assign(fields, { flag: err.flag, file: err.path });
+    if (err instanceof TlsFileError) Object.assign(fields, { code: err.code, flag: err.flag, file: err.path });
     this.options.logger.error(
       fields,
       `refused new TLS certificates of the ${this.options.what}; keeping the ones in use`,

@@ -42,17 +42,17 @@ export { DialError, ProtocolError, TunnelClosedError } from "./errors.js";
 export type { ClientDialFailureReason } from "./errors.js";
 export { sendData, sendPacket } from "./packet-io.js";
 export { PacketCounts } from "./packet-counts.js";
+export { certificateInfo, CertReloader, earliestExpiry, type ReloadResult, tlsDigest } from "./cert-reloader.js";
 export {
-  certificateInfo,
-  CertReloader,
   checkTlsMaterial,
-  earliestExpiry,
-  type ReloadResult,
-  tlsDigest,
+  type FlagFile,
+  loadTlsFiles,
+  loadTlsFilesSync,
+  readTlsFiles,
   TlsFileError,
   type TlsFiles,
   type TlsMaterial,
-} from "./cert-reloader.js";
+} from "./tls-files.js";
 export {
   AGENT_TLS_FLAGS,
   describeConnectFailure,

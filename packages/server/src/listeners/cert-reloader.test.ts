@@ -144,10 +144,10 @@ describe("CertReloader", () => {
       .filter((l) => l.level === "error")
       .map((l) => `${String(l.obj["flag"])} ${String(l.obj["err"])}`);
     assert.equal(errors.length, 4);
-    assert.match(errors[0]!, /^--server-ca-cert .*certificate 1 is unreadable/);
-    assert.match(errors[1]!, /^--server-ca-cert .*no PEM certificate found/);
+    assert.match(errors[0]!, /^--server-ca-cert .*certificate 1 of 1 does not parse/);
+    assert.match(errors[1]!, /^--server-ca-cert .*holds no PEM certificate/);
     assert.match(errors[2]!, /^--server-cert .*cannot read: ENOENT/);
-    assert.match(errors[3]!, /^--server-key .*not a usable private key/);
+    assert.match(errors[3]!, /^--server-key .*not a PEM private key/);
     // back to the loaded content: unchanged, and a later identical bad content is reported again
     files.set(FILES.key.path, Buffer.from(one.keyPem));
     assert.equal(await reloader.check(), "unchanged");

@@ -33,8 +33,16 @@ export interface ServerCertReloading {
   stop(): void;
 }
 
-/** The files of the `--<prefix>-cert`, `--<prefix>-key` and (when given) `--<prefix>-ca-cert` flags. */
-function flagFiles(prefix: "cluster" | "server", cert: string, key: string, ca: string | undefined): TlsFiles {
+/**
+ * The files of the `--<prefix>-cert`, `--<prefix>-key` and (when given) `--<prefix>-ca-cert` flags:
+ * the set read at start and on every reload.
+ */
+export function serverTlsFiles(
+  prefix: "cluster" | "server",
+  cert: string,
+  key: string,
+  ca: string | undefined,
+): TlsFiles {
   return {
     cert: { flag: `--${prefix}-cert`, path: cert },
     key: { flag: `--${prefix}-key`, path: key },
@@ -48,28 +56,17 @@ export function startServerCertReloading(deps: {
   metrics: ServerMetrics;
   logger: Logger;
   listeners: readonly TlsListener[];
-  agent: TlsMaterial;
-  front: TlsMaterial | undefined;
+  /** The agent port's files and what start read from them. */
+  agent: { files: TlsFiles; material: TlsMaterial };
+  /** The TCP client front doors' files and material; undefined when no front door uses TLS. */
+  front: { files: TlsFiles; material: TlsMaterial } | undefined;
   /** After new material was installed (setSecureContext resets what the contexts hold, e.g. ticket keys). */
   afterReload?: () => void;
 }): ServerCertReloading {
-  const o = deps.options;
   const sets: { role: TlsListener["role"]; what: string; files: TlsFiles; material: TlsMaterial }[] = [
-    {
-      role: "agent",
-      what: "agent port",
-      material: deps.agent,
-      // With ServiceAccount token authentication the agent port trusts no client CA.
-      files: flagFiles("cluster", o.clusterCert, o.clusterKey, o.clusterCaCert || undefined),
-    },
+    { role: "agent", what: "agent port", ...deps.agent },
   ];
-  if (deps.front)
-    sets.push({
-      role: "front",
-      what: "client front doors",
-      material: deps.front,
-      files: flagFiles("server", o.serverCert, o.serverKey, o.serverCaCert),
-    });
+  if (deps.front) sets.push({ role: "front", what: "client front doors", ...deps.front });
   /** Expiry of the leaf (the first certificate of the file) and of the earliest CA of the bundle. */
   const setExpiry = (files: TlsFiles, material: TlsMaterial | undefined): void => {
     const leaf = certificateInfo(material?.cert)?.notAfter;
@@ -82,7 +79,7 @@ export function startServerCertReloading(deps: {
     const reloader = new CertReloader({
       what: set.what,
       files: set.files,
-      intervalMs: o.certReloadInterval,
+      intervalMs: deps.options.certReloadInterval,
       initial: set.material,
       apply: (material) => {
         for (const l of deps.listeners)

@@ -1,0 +1,156 @@
+/**
+ * The one reader of the TLS files a flag (or option) names, for every component at start and for
+ * the {@link CertReloader} on reload: each failure is a {@link TlsFileError} (`CP_ERR_TLS_FILE`)
+ * that names the flag, the file and why.
+ */
+import { X509Certificate, createPrivateKey } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import * as tls from "node:tls";
+import { errorMessage, ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
+
+/** One file and the flag (or option) it was given with, for messages. */
+export interface FlagFile {
+  flag: string;
+  path: string;
+}
+
+/** The files of one TLS identity; each is optional (an agent may run without a certificate). */
+export interface TlsFiles {
+  cert?: FlagFile;
+  key?: FlagFile;
+  ca?: FlagFile;
+}
+
+/** TLS material as read from {@link TlsFiles}, ready for `tls.createSecureContext`. */
+export interface TlsMaterial {
+  cert?: Buffer;
+  key?: Buffer;
+  ca?: Buffer;
+}
+
+/** A TLS file that cannot be used, naming the flag and the file: `<flag>: <path>: <why>`. */
+export class TlsFileError extends ClusterProxyError<typeof ErrorCodes.tlsFile> {
+  constructor(
+    readonly flag: string,
+    readonly path: string,
+    reason: string,
+    options?: ErrorOptions,
+  ) {
+    super(ErrorCodes.tlsFile, `${flag}: ${path}: ${reason}`, options);
+    this.name = "TlsFileError";
+  }
+}
+
+/** The PEM certificate blocks of a file's contents. */
+export const PEM_CERTIFICATE = /-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g;
+
+function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
+  const blocks = data.toString("latin1").match(PEM_CERTIFICATE) ?? [];
+  if (blocks.length === 0)
+    throw new TlsFileError(file.flag, file.path, "holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+  return blocks.map((block, i) => {
+    try {
+      return new X509Certificate(block);
+    } catch (err) {
+      throw new TlsFileError(
+        file.flag,
+        file.path,
+        `certificate ${i + 1} of ${blocks.length} does not parse: ${errorMessage(err)}`,
+        { cause: err },
+      );
+    }
+  });
+}
+
+/**
+ * Check file contents as a TLS identity: every certificate readable, the key readable and
+ * matching the certificate, and node able to build a secure context from them. Throws a
+ * {@link TlsFileError} naming the flag and the file at fault.
+ */
+export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
+  let leaf: X509Certificate | undefined;
+  if (files.cert && material.cert) leaf = pemCertificates(files.cert, material.cert)[0];
+  if (files.ca && material.ca) pemCertificates(files.ca, material.ca);
+  if (files.key && material.key) {
+    let key;
+    try {
+      key = createPrivateKey(material.key);
+    } catch (err) {
+      throw new TlsFileError(files.key.flag, files.key.path, `not a PEM private key: ${errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+    if (leaf && files.cert && !leaf.checkPrivateKey(key))
+      throw new TlsFileError(
+        files.key.flag,
+        files.key.path,
+        `does not match the certificate in ${files.cert.flag} ${files.cert.path}`,
+      );
+  }
+  try {
+    tls.createSecureContext({ ...material });
+  } catch (err) {
+    const blame = files.cert ?? files.key ?? files.ca;
+    if (!blame) throw err;
+    throw new TlsFileError(blame.flag, blame.path, `unusable TLS material: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+function cannotRead(file: FlagFile, err: unknown): TlsFileError {
+  return new TlsFileError(file.flag, file.path, `cannot read: ${errorMessage(err)}`, { cause: err });
+}
+
+/**
+ * Read the files of a set, unchecked (missing entries stay undefined): what the reloader compares
+ * between polls. Throws a {@link TlsFileError} for an unreadable file.
+ */
+export async function readTlsFiles(
+  files: TlsFiles,
+  read: (path: string) => Promise<Buffer> = readFile,
+): Promise<TlsMaterial> {
+  const one = async (file: FlagFile | undefined): Promise<Buffer | undefined> => {
+    if (!file) return undefined;
+    try {
+      return await read(file.path);
+    } catch (err) {
+      throw cannotRead(file, err);
+    }
+  };
+  const out: TlsMaterial = {};
+  const cert = await one(files.cert);
+  const key = await one(files.key);
+  const ca = await one(files.ca);
+  if (cert) out.cert = cert;
+  if (key) out.key = key;
+  if (ca) out.ca = ca;
+  return out;
+}
+
+/** Read and check the files of a set ({@link checkTlsMaterial}): what a component does at start. */
+export async function loadTlsFiles(files: TlsFiles, read?: (path: string) => Promise<Buffer>): Promise<TlsMaterial> {
+  const material = await readTlsFiles(files, read);
+  checkTlsMaterial(files, material);
+  return material;
+}
+
+/** {@link loadTlsFiles}, synchronously (for APIs that cannot wait). */
+export function loadTlsFilesSync(files: TlsFiles): TlsMaterial {
+  const one = (file: FlagFile | undefined): Buffer | undefined => {
+    if (!file) return undefined;
+    try {
+      return readFileSync(file.path);
+    } catch (err) {
+      throw cannotRead(file, err);
+    }
+  };
+  const out: TlsMaterial = {};
+  const cert = one(files.cert);
+  const key = one(files.key);
+  const ca = one(files.ca);
+  if (cert) out.cert = cert;
+  if (key) out.key = key;
+  if (ca) out.ca = ca;
+  checkTlsMaterial(files, out);
+  return out;
+}
