@@ -27,7 +27,7 @@ import {
   type StandaloneCertPaths,
 } from "@cluster-proxy/pki";
 import { HandshakeFailureLog, ProxyServer, SHED_ALERT, SLOT_MS } from "@cluster-proxy/server";
-import { connectSession, serverIsShedding } from "@cluster-proxy/tunnel";
+import { connectSession, serverIsShedding, TlsFileError } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { waitFor } from "../framework/waits.js";
@@ -341,10 +341,14 @@ describe("diagnosable TLS and configuration failures", () => {
     ] as const) {
       writeFileSync(join(dir, "empty.pem"), "not a certificate\n");
       const s = new ProxyServer(serverOptions({ [flag]: path }));
-      await assert.rejects(s.start(), (e: Error) => e instanceof ConfigError && e.message.startsWith(`--${flag}:`));
+      await assert.rejects(
+        s.start(),
+        (e: Error) =>
+          e instanceof TlsFileError && e.flag === `--${flag}` && e.message.startsWith(`--${flag}: ${path}: `),
+      );
     }
     const agent = new ProxyAgent(agentOptions(1, { "ca-cert": certs.server.key }));
-    await assert.rejects(agent.start(), (e: Error) => e instanceof ConfigError && e.message.startsWith("--ca-cert:"));
+    await assert.rejects(agent.start(), (e: Error) => e instanceof TlsFileError && e.message.startsWith("--ca-cert:"));
     await agent.close();
   });
 

@@ -5,10 +5,16 @@
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { networkInterfaces } from "node:os";
-import * as tls from "node:tls";
 import { ConfigError, parseAgentOptions, type AgentOptions, type AgentOptionsInput } from "@cluster-proxy/api";
 import { validateAgentIdentifiers } from "@cluster-proxy/protocol";
-import { pemProblem, proxyFromEnvironment, type HttpProxy } from "@cluster-proxy/tunnel";
+import {
+  loadCaFile,
+  loadTlsFiles,
+  proxyFromEnvironment,
+  TlsFileError,
+  type HttpProxy,
+  type TlsFiles,
+} from "@cluster-proxy/tunnel";
 import { DestinationPolicy, parseAllowEntry, type DestinationRuleSpec } from "./destination/destination-policy.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -90,8 +96,8 @@ export async function loadDestinationPolicy(
 
 /**
  * The forward proxy to the proxy server from `HTTPS_PROXY`/`NO_PROXY` (undefined: direct), with
- * the CA of `--https-proxy-ca-cert`. A malformed variable or an unreadable CA file is a
- * {@link ConfigError} naming it.
+ * the CA of `--https-proxy-ca-cert`. A malformed variable is a {@link ConfigError}, a bad CA file a
+ * `TlsFileError`, each naming the flag.
  */
 export async function resolveHubProxy(
   o: AgentOptions,
@@ -105,10 +111,7 @@ export async function resolveHubProxy(
   }
   if (!url) return undefined;
   if (!o.httpsProxyCaCert) return { url };
-  const ca = await readFlagFile("https-proxy-ca-cert", o.httpsProxyCaCert);
-  const problem = pemProblem(ca, "certificate");
-  if (problem) fail("https-proxy-ca-cert", `${o.httpsProxyCaCert} ${problem}`);
-  return { url, ca };
+  return { url, ca: await loadCaFile({ flag: "--https-proxy-ca-cert", path: o.httpsProxyCaCert }) };
 }
 
 /** The agent ID: `--agent-id`, else env `PROXY_AGENT_ID`, else a random UUID. */
@@ -154,35 +157,24 @@ async function readFlagFile(flag: string, path: string): Promise<Buffer> {
   }
 }
 
+/** The agent's TLS files: --ca-cert, and --agent-cert/--agent-key when given; read at start and on reload. */
+export function agentTlsFiles(o: Pick<AgentOptions, "caCert" | "agentCert" | "agentKey">): TlsFiles {
+  return {
+    ca: { flag: "--ca-cert", path: o.caCert },
+    ...(o.agentCert
+      ? { cert: { flag: "--agent-cert", path: o.agentCert }, key: { flag: "--agent-key", path: o.agentKey } }
+      : {}),
+  };
+}
+
 /**
- * Read and check the CA, certificate and key files. Throws {@link ConfigError} naming the flag
- * for unreadable files, bad PEM or a key that does not match the certificate.
+ * Read and check the CA, certificate and key files ({@link agentTlsFiles}). Throws a
+ * `TlsFileError` naming the flag for unreadable files, bad PEM or a key that does not match the
+ * certificate.
  */
 export async function loadAgentTls(o: AgentOptions): Promise<AgentTlsMaterial> {
-  const ca = await readFlagFile("ca-cert", o.caCert);
-  try {
-    tls.createSecureContext({ ca });
-    const problem = pemProblem(ca, "certificate");
-    if (problem) throw new Error(problem);
-  } catch (err) {
-    fail("ca-cert", `${o.caCert} is not a usable PEM CA certificate: ${errorMessage(err)}`);
-  }
-  if (!o.agentCert) return { ca };
-  const cert = await readFlagFile("agent-cert", o.agentCert);
-  const key = await readFlagFile("agent-key", o.agentKey);
-  const keyProblem = pemProblem(key, "key");
-  if (keyProblem) fail("agent-key", `${o.agentKey}: ${keyProblem}`);
-  try {
-    const problem = pemProblem(cert, "certificate");
-    if (problem) throw new Error(problem);
-    tls.createSecureContext({ cert });
-  } catch (err) {
-    fail("agent-cert", `${o.agentCert} is not a usable PEM certificate: ${errorMessage(err)}`);
-  }
-  try {
-    tls.createSecureContext({ cert, key });
-  } catch (err) {
-    fail("agent-key", `${o.agentKey} is not a usable private key for --agent-cert: ${errorMessage(err)}`);
-  }
-  return { ca, cert, key };
+  const material = await loadTlsFiles(agentTlsFiles(o));
+  // --ca-cert is always in the set, so a load that succeeded read it.
+  if (!material.ca) throw new TlsFileError("--ca-cert", o.caCert, "not read");
+  return { ...material, ca: material.ca };
 }

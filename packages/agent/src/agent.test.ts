@@ -17,6 +17,7 @@ import { ProxyAgent } from "./agent.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { FakeProxyServer, TcpBalancer, startEchoServer, type FakeAgentStream } from "./testing/fake-proxy-server.js";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
+import { TlsFileError } from "@cluster-proxy/tunnel";
 
 let pki: TestPki;
 let echo: Awaited<ReturnType<typeof startEchoServer>>;
@@ -138,6 +139,19 @@ describe("ProxyAgent against a fake proxy server", () => {
       const refusal = lines.find((l) => l.level === "error");
       assert.equal(refusal?.obj["flag"], "--agent-key");
       assert.equal(refusal?.obj["file"], keyPath);
+      // the same files at start: the same code and message as the refusal on reload
+      const late = new ProxyAgent(options(server.port, { agentCert: certPath, agentKey: keyPath }));
+      const atStart = await late.start().then(
+        () => assert.fail("started with a key not matching --agent-cert"),
+        (err: unknown) => err,
+      );
+      await late.close();
+      assert.ok(atStart instanceof TlsFileError, String(atStart));
+      assert.equal(refusal?.obj["code"], "CP_ERR_TLS_FILE");
+      assert.deepEqual(
+        { code: refusal?.obj["code"], flag: refusal?.obj["flag"], err: refusal?.obj["err"] },
+        { code: atStart.code, flag: atStart.flag, err: atStart.message },
+      );
 
       // a new pair from the agent CA
       const agentCa = {
@@ -524,17 +538,35 @@ describe("ProxyAgent against a fake proxy server", () => {
 
 describe("ProxyAgent.start() refuses bad configuration", () => {
   // `over` is a function: the PKI paths exist only once `before` has run.
-  const cases: { name: string; over: () => Partial<AgentOptionsInput>; flag: string }[] = [
-    { name: "an unreadable CA file", over: () => ({ caCert: "/nonexistent/ca.crt" }), flag: "--ca-cert" },
-    { name: "a key that is not a key", over: () => ({ agentKey: pki.paths.ca.cert }), flag: "--agent-key" },
-    { name: "an unknown identifier type", over: () => ({ agentIdentifiers: "zone=eu" }), flag: "--agent-identifiers" },
+  const cases: { name: string; over: () => Partial<AgentOptionsInput>; flag: string; code: string }[] = [
+    {
+      name: "an unreadable CA file",
+      over: () => ({ caCert: "/nonexistent/ca.crt" }),
+      flag: "--ca-cert",
+      code: "CP_ERR_TLS_FILE",
+    },
+    {
+      name: "a key that is not a key",
+      over: () => ({ agentKey: pki.paths.ca.cert }),
+      flag: "--agent-key",
+      code: "CP_ERR_TLS_FILE",
+    },
+    {
+      name: "an unknown identifier type",
+      over: () => ({ agentIdentifiers: "zone=eu" }),
+      flag: "--agent-identifiers",
+      code: "CP_ERR_CONFIG",
+    },
   ];
-  for (const { name, over, flag } of cases) {
+  for (const { name, over, flag, code } of cases) {
     it(`names ${flag} for ${name}`, async () => {
       const agent = new ProxyAgent(options(1, over()));
       await assert.rejects(
         agent.start(),
-        (err: Error) => err instanceof ConfigError && err.message.startsWith(`${flag}:`),
+        (err: Error) =>
+          (err instanceof ConfigError || err instanceof TlsFileError) &&
+          err.code === code &&
+          err.message.startsWith(`${flag}:`),
       );
       await agent.close();
     });

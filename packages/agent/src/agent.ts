@@ -26,7 +26,6 @@ import {
   keepSessionAlive,
   openCall,
   serverIsShedding,
-  type TlsFiles,
   type ClientCall,
   type HttpProxy,
 } from "@cluster-proxy/tunnel";
@@ -40,6 +39,7 @@ import {
 import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/kit/process";
 import {
   agentIdentifiersHeader,
+  agentTlsFiles,
   loadAgentTls,
   loadDestinationPolicy,
   readAuthorization,
@@ -479,11 +479,7 @@ export class ProxyAgent {
    */
   private startCertReloading(initial: AgentTlsMaterial): void {
     const o = this.options;
-    const files: TlsFiles = { ca: { flag: "--ca-cert", path: o.caCert } };
-    if (o.agentCert) {
-      files.cert = { flag: "--agent-cert", path: o.agentCert };
-      files.key = { flag: "--agent-key", path: o.agentKey };
-    }
+    const files = agentTlsFiles(o);
     const setExpiry = (material: { cert?: Buffer; ca?: Buffer } | undefined): void => {
       const leaf = certificateInfo(material?.cert)?.notAfter;
       const ca = earliestExpiry(material?.ca);

@@ -46,6 +46,7 @@ export { certificateInfo, CertReloader, earliestExpiry, type ReloadResult, tlsDi
 export {
   checkTlsMaterial,
   type FlagFile,
+  loadCaFile,
   loadTlsFiles,
   loadTlsFilesSync,
   readTlsFiles,

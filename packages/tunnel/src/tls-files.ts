@@ -134,6 +134,18 @@ export async function loadTlsFiles(files: TlsFiles, read?: (path: string) => Pro
   return material;
 }
 
+/** Read and check one CA bundle a flag names ({@link loadTlsFiles} of `{ ca: file }`). */
+export async function loadCaFile(file: FlagFile, read: (path: string) => Promise<Buffer> = readFile): Promise<Buffer> {
+  let data: Buffer;
+  try {
+    data = await read(file.path);
+  } catch (err) {
+    throw cannotRead(file, err);
+  }
+  checkTlsMaterial({ ca: file }, { ca: data });
+  return data;
+}
+
 /** {@link loadTlsFiles}, synchronously (for APIs that cannot wait). */
 export function loadTlsFilesSync(files: TlsFiles): TlsMaterial {
   const one = (file: FlagFile | undefined): Buffer | undefined => {

@@ -16,6 +16,7 @@ import {
   type AgentOptions,
 } from "@cluster-proxy/api";
 import { createCertificateAuthority } from "@cluster-proxy/pki";
+import { TlsFileError } from "@cluster-proxy/tunnel";
 import { kubeApiserverUrl, loadGatewaySettings } from "./gateway-config.js";
 
 describe("gateway settings", () => {
@@ -68,16 +69,18 @@ describe("gateway settings", () => {
   });
 
   test("unreadable or non-PEM files are errors naming their flag", async () => {
-    const fails = async (over: Partial<AgentOptions>, flag: string): Promise<void> => {
+    const fails = async (over: Partial<AgentOptions>, flag: string, tlsFile = false): Promise<void> => {
       await assert.rejects(
         loadGatewaySettings({ ...base, ...over }, {}),
-        (err: Error) => err instanceof ConfigError && err.message.startsWith(`--${flag}: `),
+        (err: Error) =>
+          (tlsFile ? err instanceof TlsFileError && err.flag === `--${flag}` : err instanceof ConfigError) &&
+          err.message.startsWith(`--${flag}: `),
         flag,
       );
     };
-    await fails({ gatewayCaFile: join(dir, "missing") }, "gateway-ca-file");
-    await fails({ gatewayCaFile: join(dir, "not-pem") }, "gateway-ca-file");
-    await fails({ serviceCaFile: join(dir, "missing") }, "service-ca-file");
+    await fails({ gatewayCaFile: join(dir, "missing") }, "gateway-ca-file", true);
+    await fails({ gatewayCaFile: join(dir, "not-pem") }, "gateway-ca-file", true);
+    await fails({ serviceCaFile: join(dir, "missing") }, "service-ca-file", true);
     await fails({ serviceAccountDir: join(dir, "nowhere") }, "service-account-dir");
     await fails({ kubeApiserverUrl: "" }, "kube-apiserver-url");
   });

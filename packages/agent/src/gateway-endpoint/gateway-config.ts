@@ -2,13 +2,14 @@
  * The gateway endpoint's settings from the agent's options (`--gateway-ca-file`,
  * `--service-ca-file`, `--kube-apiserver-url`, `--service-account-dir`,
  * `--gateway-impersonation-prefix`), checked at start: every
- * file readable and PEM where it must be, the apiserver URL known. Errors name the flag.
+ * file readable and PEM where it must be (CA files by the one TLS file reader: `TlsFileError`),
+ * the apiserver URL known. Errors name the flag.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ConfigError, type AgentOptions } from "@cluster-proxy/api";
 import { joinHostPort } from "@cluster-proxy/protocol";
-import { pemProblem, type TlsFiles } from "@cluster-proxy/tunnel";
+import { loadCaFile, type TlsFiles } from "@cluster-proxy/tunnel";
 import type { UpstreamSettings } from "./gateway-upstreams.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -25,18 +26,6 @@ export interface GatewaySettings {
 
 function fail(flag: string, why: string): never {
   throw new ConfigError(`--${flag}: ${why}`);
-}
-
-async function readChecked(flag: string, path: string, pem: boolean): Promise<Buffer> {
-  let data: Buffer;
-  try {
-    data = await readFile(path);
-  } catch (err) {
-    return fail(flag, `cannot read ${path}: ${errorMessage(err)}`);
-  }
-  const problem = pem ? pemProblem(data, "certificate") : undefined;
-  if (problem) fail(flag, `${path} ${problem}`);
-  return data;
 }
 
 /**
@@ -80,12 +69,17 @@ export async function loadGatewaySettings(
       "needs --agent-cert and --agent-key (the gateway endpoint serves with the agent certificate)",
     );
   }
-  const gatewayCa = await readChecked("gateway-ca-file", o.gatewayCaFile, true);
-  if (o.serviceCaFile) await readChecked("service-ca-file", o.serviceCaFile, true);
+  const gatewayCa = await loadCaFile({ flag: "--gateway-ca-file", path: o.gatewayCaFile });
+  if (o.serviceCaFile) await loadCaFile({ flag: "--service-ca-file", path: o.serviceCaFile });
   const apiserverUrl = kubeApiserverUrl(o, env);
-  await readChecked("service-account-dir", join(o.serviceAccountDir, "token"), false);
+  const token = join(o.serviceAccountDir, "token");
+  try {
+    await readFile(token);
+  } catch (err) {
+    fail("service-account-dir", `cannot read ${token}: ${errorMessage(err)}`);
+  }
   if (apiserverUrl.protocol === "https:")
-    await readChecked("service-account-dir", join(o.serviceAccountDir, "ca.crt"), true);
+    await loadCaFile({ flag: "--service-account-dir", path: join(o.serviceAccountDir, "ca.crt") });
   return {
     gatewayCa,
     files: {

@@ -19,6 +19,8 @@ import {
 } from "../destination/destination-policy.js";
 import { parseServiceTarget, type GatewayTarget } from "./gateway-request.js";
 import { ClusterUpstreams, FILE_RECHECK_MS, type Upstream } from "./gateway-upstreams.js";
+import { createCertificateAuthority } from "@cluster-proxy/pki";
+import { loadCaFile, TlsFileError } from "@cluster-proxy/tunnel";
 
 /** A server counting the requests it gets. */
 async function standIn(): Promise<{ server: http.Server; port: number; hits: string[] }> {
@@ -152,6 +154,10 @@ describe("gateway upstreams and the destination policy", () => {
 
 describe("the token and CA files are read once per recheck interval, not per request", () => {
   const kube: GatewayTarget = { kind: "kube", credential: "impersonate" };
+  let caPem = "";
+  before(async () => {
+    caPem = (await createCertificateAuthority({ commonName: "sa-ca", validityDays: 1 })).certPem;
+  });
 
   test("requests within the interval share one read; the first after it reads the rotated token", async () => {
     const reads: string[] = [];
@@ -161,7 +167,7 @@ describe("the token and CA files are read once per recheck interval, not per req
       { apiserverUrl: new URL("https://127.0.0.1:1"), serviceAccountDir: "/sa", serviceCaFile: "" },
       (path) => {
         reads.push(path);
-        return Promise.resolve(Buffer.from(path.endsWith("token") ? token : "ca-bundle"));
+        return Promise.resolve(Buffer.from(path.endsWith("token") ? token : caPem));
       },
       () => clock,
     );
@@ -182,6 +188,37 @@ describe("the token and CA files are read once per recheck interval, not per req
       assert.equal(rotated.token, "sa-token-2");
       assert.deepEqual(reads, ["/sa/token", "/sa/ca.crt", "/sa/token", "/sa/ca.crt"]);
       assert.equal(rotated.agent, first[0]?.agent, "an unchanged CA keeps its pool");
+    } finally {
+      upstreams.close();
+    }
+  });
+
+  test("a bad CA file on re-read is the TlsFileError (CP_ERR_TLS_FILE) start gives, naming the flag", async () => {
+    let ca = caPem;
+    let clock = 0;
+    const read = (path: string): Promise<Buffer> =>
+      Promise.resolve(Buffer.from(path.endsWith("token") ? "sa-token\n" : ca));
+    const upstreams = new ClusterUpstreams(
+      { apiserverUrl: new URL("https://127.0.0.1:1"), serviceAccountDir: "/sa", serviceCaFile: "" },
+      read,
+      () => clock,
+    );
+    try {
+      await upstreams.resolve(kube);
+      ca = "not a certificate\n";
+      clock = FILE_RECHECK_MS;
+      const atStart = await loadCaFile({ flag: "--service-account-dir", path: "/sa/ca.crt" }, read).then(
+        () => assert.fail("a bad CA was accepted"),
+        (err: unknown) => err,
+      );
+      assert.ok(atStart instanceof TlsFileError);
+      await assert.rejects(upstreams.resolve(kube), (err: unknown) => {
+        assert.ok(err instanceof TlsFileError, String(err));
+        assert.equal(err.code, "CP_ERR_TLS_FILE");
+        assert.equal(err.message, atStart.message);
+        assert.match(err.message, /^--service-account-dir: \/sa\/ca\.crt: holds no PEM certificate/);
+        return true;
+      });
     } finally {
       upstreams.close();
     }

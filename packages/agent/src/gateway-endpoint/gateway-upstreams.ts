@@ -14,6 +14,7 @@ import type { DestinationPolicy } from "../destination/destination-policy.js";
 import { H2Upstream } from "./gateway-h2-upstream.js";
 import type { GatewayTarget } from "./gateway-request.js";
 import { errorMessage } from "@cluster-proxy/errors";
+import { loadCaFile } from "@cluster-proxy/tunnel";
 
 /** How long a read of the token or a CA file serves requests before the file is read again. */
 export const FILE_RECHECK_MS = 1000;
@@ -154,8 +155,11 @@ export class ClusterUpstreams {
     if (target.kind === "kube") {
       const url = this.settings.apiserverUrl;
       const { host, port } = hostAndPort(url);
-      const token = target.credential === "impersonate" ? tokenText(await this.readFile(this.tokenFile)) : undefined;
-      const ca = url.protocol === "https:" ? await this.readFile(this.caFile) : undefined;
+      const token =
+        target.credential === "impersonate"
+          ? tokenText(await this.reread(this.tokenFile, () => this.readToken()))
+          : undefined;
+      const ca = url.protocol === "https:" ? await this.readCa("--service-account-dir", this.caFile) : undefined;
       const agent = ca ? this.kubePool.get(ca) : this.plain;
       const h2 = ca && this.settings.apiserverHttp2 !== false ? this.kubePool.h2For(url, ca) : undefined;
       return {
@@ -172,8 +176,8 @@ export class ClusterUpstreams {
     const { host, port } = hostAndPort(target.url);
     let agent: http.Agent = this.plain;
     if (target.url.protocol === "https:") {
-      const bundle = [await this.readFile(this.caFile)];
-      if (this.settings.serviceCaFile) bundle.push(await this.readFile(this.settings.serviceCaFile));
+      const bundle = [await this.readCa("--service-account-dir", this.caFile)];
+      if (this.settings.serviceCaFile) bundle.push(await this.readCa("--service-ca-file", this.settings.serviceCaFile));
       agent = this.servicePool.get(Buffer.concat(bundle.flatMap((b) => [b, Buffer.from("\n")])));
     }
     const lookup = this.serviceLookup(port);
@@ -206,26 +210,34 @@ export class ClusterUpstreams {
     this.plain.destroy();
   }
 
-  /** `path`'s content as read at most {@link UpstreamSettings.fileRecheckMs} ago (see the module comment). */
-  private readFile(path: string): Promise<Buffer> {
+  /**
+   * A CA file a flag names, by the one TLS file reader (as at start): a `TlsFileError` naming the
+   * flag when it cannot be read or holds no usable certificate.
+   */
+  private readCa(flag: string, path: string): Promise<Buffer> {
+    return this.reread(path, () => loadCaFile({ flag, path }, this.read));
+  }
+
+  private async readToken(): Promise<Buffer> {
+    try {
+      return await this.read(this.tokenFile);
+    } catch (err) {
+      throw new Error(`cannot read ${this.tokenFile}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, {
+        cause: err,
+      });
+    }
+  }
+
+  /** `path`'s content as `load` gave it at most {@link UpstreamSettings.fileRecheckMs} ago (see the module comment). */
+  private reread(path: string, load: () => Promise<Buffer>): Promise<Buffer> {
     const now = this.now();
     const last = this.files.get(path);
     if (last && now - last.at < (this.settings.fileRecheckMs ?? FILE_RECHECK_MS)) return last.data;
-    const data = this.readNow(path);
+    const data = load();
     this.files.set(path, { at: now, data });
     data.catch(() => {
       if (this.files.get(path)?.data === data) this.files.delete(path);
     });
     return data;
-  }
-
-  private async readNow(path: string): Promise<Buffer> {
-    try {
-      return await this.read(path);
-    } catch (err) {
-      throw new Error(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, {
-        cause: err,
-      });
-    }
   }
 }
