@@ -11,7 +11,7 @@ import {
   loadCaFile,
   loadTlsFiles,
   proxyFromEnvironment,
-  TlsFileError,
+  type FlagFile,
   type HttpProxy,
   type TlsFiles,
 } from "@cluster-proxy/tunnel";
@@ -158,7 +158,7 @@ async function readFlagFile(flag: string, path: string): Promise<Buffer> {
 }
 
 /** The agent's TLS files: --ca-cert, and --agent-cert/--agent-key when given; read at start and on reload. */
-export function agentTlsFiles(o: Pick<AgentOptions, "caCert" | "agentCert" | "agentKey">): TlsFiles {
+export function agentTlsFiles(o: Pick<AgentOptions, "caCert" | "agentCert" | "agentKey">): TlsFiles & { ca: FlagFile } {
   return {
     ca: { flag: "--ca-cert", path: o.caCert },
     ...(o.agentCert
@@ -173,8 +173,5 @@ export function agentTlsFiles(o: Pick<AgentOptions, "caCert" | "agentCert" | "ag
  * certificate.
  */
 export async function loadAgentTls(o: AgentOptions): Promise<AgentTlsMaterial> {
-  const material = await loadTlsFiles(agentTlsFiles(o));
-  // --ca-cert is always in the set, so a load that succeeded read it.
-  if (!material.ca) throw new TlsFileError("--ca-cert", o.caCert, "not read");
-  return { ...material, ca: material.ca };
+  return loadTlsFiles(agentTlsFiles(o));
 }

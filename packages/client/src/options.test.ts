@@ -7,6 +7,7 @@ import { dialConnect } from "./connect-dial.js";
 import { loadProxyTls, tlsOptionsOf, describeProxy } from "./options.js";
 import { TunnelClient } from "./tunnel-client.js";
 import { createTestPki } from "@cluster-proxy/pki/testing";
+import { TlsFileError } from "@cluster-proxy/tunnel";
 
 test("loadProxyTls reads the files and names the one it cannot read", async () => {
   const pki = await createTestPki();
@@ -20,7 +21,19 @@ test("loadProxyTls reads the files and names the one it cannot read", async () =
     assert.ok(tls.cert?.equals(pki.clientCert));
     assert.ok(tls.key?.equals(pki.clientKey));
     assert.deepEqual(loadProxyTls({}), {});
-    assert.throws(() => loadProxyTls({ caFile: join(pki.dir, "missing.crt") }), /CA file .*missing\.crt/);
+    assert.throws(
+      () => loadProxyTls({ caFile: join(pki.dir, "missing.crt") }),
+      (err: Error) => err instanceof TlsFileError && /^caFile: .*missing\.crt: cannot read: ENOENT/.test(err.message),
+    );
+    assert.throws(
+      () => loadProxyTls({ caFile: join(pki.dir, "missing.crt") }, { caFile: "--proxy-ca" }),
+      (err: Error) => err instanceof TlsFileError && err.flag === "--proxy-ca",
+    );
+    assert.throws(
+      () => loadProxyTls({ certFile: pki.paths.client.cert, keyFile: pki.paths.server.key }),
+      (err: Error) =>
+        err instanceof TlsFileError && /^keyFile: .*: does not match the certificate in certFile /.test(err.message),
+    );
   } finally {
     pki.cleanup();
   }
@@ -42,12 +55,11 @@ test("a CA that holds no certificate is refused naming the option, not blamed on
     assert.throws(
       () => loadProxyTls({ caFile: notPem }),
       (err: Error) =>
-        err instanceof ConfigError && /^caFile: CA file .*README\.md holds no PEM certificate/.test(err.message),
+        err instanceof TlsFileError &&
+        err.code === "CP_ERR_TLS_FILE" &&
+        /^caFile: .*README\.md: holds no PEM certificate/.test(err.message),
     );
-    assert.throws(
-      () => loadProxyTls({ keyFile: notPem }),
-      /keyFile: client key file .*README\.md not a PEM private key/,
-    );
+    assert.throws(() => loadProxyTls({ keyFile: notPem }), /^TlsFileError: keyFile: .*README\.md: not a PEM private key/);
     const readme = readFileSync(notPem);
     assert.throws(
       () => new TunnelClient({ proxy: { host: "127.0.0.1", port: 1, ca: readme } }),

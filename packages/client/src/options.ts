@@ -1,8 +1,13 @@
 /** Options shared by every way of reaching the hub: where the proxy server is and how to trust it. */
-import { errorMessage, ConfigError } from "@cluster-proxy/errors";
-import { readFileSync } from "node:fs";
+import { ConfigError } from "@cluster-proxy/errors";
 import type * as tls from "node:tls";
-import { pemProblem, type TlsSessionCache } from "@cluster-proxy/tunnel";
+import {
+  loadTlsFilesSync,
+  pemProblem,
+  type FlagFile,
+  type TlsFiles,
+  type TlsSessionCache,
+} from "@cluster-proxy/tunnel";
 import { type Logger } from "@cluster-proxy/kit";
 
 /** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
@@ -88,11 +93,11 @@ export interface ProxyTls {
   key?: Buffer;
 }
 
-/** The PEM options of {@link ProxyOptions}, what each must hold, and its file option. */
+/** The PEM options of {@link ProxyOptions} and what each must hold. */
 const PEM_FIELDS = [
-  { field: "ca", kind: "certificate", file: "caFile", what: "CA" },
-  { field: "cert", kind: "certificate", file: "certFile", what: "client certificate" },
-  { field: "key", kind: "key", file: "keyFile", what: "client key" },
+  { field: "ca", kind: "certificate" },
+  { field: "cert", kind: "certificate" },
+  { field: "key", kind: "key" },
 ] as const;
 
 /**
@@ -114,29 +119,23 @@ export function proxyTlsError(proxy: Pick<ProxyOptions, "ca" | "cert" | "key">, 
 /**
  * Read CA, certificate and key files (synchronously) into {@link ProxyTls}:
  * `{ proxy: { host, port, ...loadProxyTls({ caFile, certFile, keyFile }) } }`.
- * Throws a `ConfigError` (code `CP_ERR_CONFIG`) naming the file that cannot be read or does not
- * hold what it should (e.g. a `caFile` without a PEM certificate).
+ * Throws a `TlsFileError` (code `CP_ERR_TLS_FILE`) naming the option (or, with `flags`, the flag
+ * it came from) and the file that cannot be read or does not hold what it should (e.g. a
+ * `caFile` without a PEM certificate, a key that is not the certificate's).
  */
-export function loadProxyTls(files: ProxyTlsFiles): ProxyTls {
-  const read = (spec: (typeof PEM_FIELDS)[number]): Buffer | undefined => {
-    const path = files[spec.file];
-    if (path === undefined || path === "") return undefined;
-    let pem: Buffer;
-    try {
-      pem = readFileSync(path);
-    } catch (err) {
-      throw new ConfigError(`cannot read ${spec.what} file ${path}: ${errorMessage(err)}`, { cause: err });
-    }
-    const problem = pemProblem(pem, spec.kind);
-    if (problem) throw new ConfigError(`${spec.file}: ${spec.what} file ${path} ${problem}`);
-    return pem;
+export function loadProxyTls(files: ProxyTlsFiles, flags: Partial<Record<keyof ProxyTlsFiles, string>> = {}): ProxyTls {
+  const named = (option: keyof ProxyTlsFiles): FlagFile | undefined => {
+    const path = files[option];
+    return path === undefined || path === "" ? undefined : { flag: flags[option] ?? option, path };
   };
-  const out: ProxyTls = {};
-  const [ca, cert, key] = PEM_FIELDS.map(read);
-  if (ca) out.ca = ca;
-  if (cert) out.cert = cert;
-  if (key) out.key = key;
-  return out;
+  const tlsFiles: TlsFiles = {};
+  const ca = named("caFile");
+  const cert = named("certFile");
+  const key = named("keyFile");
+  if (ca) tlsFiles.ca = ca;
+  if (cert) tlsFiles.cert = cert;
+  if (key) tlsFiles.key = key;
+  return loadTlsFilesSync(tlsFiles);
 }
 
 /** The node:tls options for the TLS fields of {@link ProxyOptions}. */

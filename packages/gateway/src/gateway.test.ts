@@ -16,6 +16,10 @@ import { DialError } from "@cluster-proxy/client";
 import { issueCertificate } from "@cluster-proxy/pki";
 import type { EchoBody } from "./testing/fake-endpoint.js";
 import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixture.js";
+import { FakeHub } from "./testing/fake-hub.js";
+import { Gateway } from "./gateway.js";
+import { TlsFileError } from "@cluster-proxy/tunnel";
+import type { Logger } from "@cluster-proxy/kit";
 
 const ALICE = "system:serviceaccount:default:alice";
 const TOKEN = "alice-token-secret-value";
@@ -345,6 +349,59 @@ describe("gateway", () => {
     assert.ok(sessions.dials - dials <= 1, `dials: ${sessions.dials - dials}`);
     assert.ok(f.endpoint.dialed.length - before <= 1);
     assert.ok(Math.max(maxBefore, f.endpoint.maxOpenStreams) >= 40, `streams at once: ${f.endpoint.maxOpenStreams}`);
+  });
+});
+
+describe("a bad TLS file is the same CP_ERR_TLS_FILE, naming the flag and file, at start and on reload", () => {
+  test("--serving-key (start) and --identity-key (constructor) against their reloaders", async () => {
+    const errors: Record<string, unknown>[] = [];
+    const logger: Logger = {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: () => undefined,
+      error: (obj) => void errors.push(obj),
+      child: () => logger,
+    };
+    const f = await startGatewayFixture({ logger });
+    const again = (): Gateway => new Gateway(f.options, { hub: new FakeHub(), dialer: f.endpoint.dialer() });
+    const same = (atStart: unknown, flag: string): void => {
+      assert.ok(atStart instanceof TlsFileError, String(atStart));
+      assert.equal(atStart.code, "CP_ERR_TLS_FILE");
+      assert.equal(atStart.flag, flag);
+      const refusal = errors.at(-1);
+      assert.deepEqual(
+        { code: refusal?.["code"], flag: refusal?.["flag"], err: refusal?.["err"] },
+        { code: atStart.code, flag: atStart.flag, err: atStart.message },
+      );
+    };
+    try {
+      await writeFile(join(f.dir, "serving.key"), "not a key\n");
+      assert.equal(await f.gateway.reloadServingCertificate(), "failed");
+      const late = again();
+      const atStart = await late.start().then(
+        () => assert.fail("started with a bad --serving-key"),
+        (err: unknown) => err,
+      );
+      await late.close(0);
+      same(atStart, "--serving-key");
+      assert.match(String(errors.at(-1)?.["err"]), /^--serving-key: .*serving\.key: not a PEM private key/);
+
+      await writeFile(join(f.dir, "identity.key"), f.servingAuthority.keyPem);
+      assert.equal(await f.gateway.reloadIdentity(), "failed");
+      let atConstruction: unknown;
+      try {
+        again();
+      } catch (err) {
+        atConstruction = err;
+      }
+      same(atConstruction, "--identity-key");
+      assert.match(
+        String(errors.at(-1)?.["err"]),
+        /^--identity-key: .*: does not match the certificate in --identity-cert /,
+      );
+    } finally {
+      await f.close();
+    }
   });
 });
 

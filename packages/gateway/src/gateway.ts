@@ -24,7 +24,7 @@ import {
   type FleetResponse,
   type UiAssets,
 } from "@cluster-proxy/fleet";
-import { CertReloader, type ReloadResult } from "@cluster-proxy/tunnel";
+import { CertReloader, loadTlsFiles, loadTlsFilesSync, type ReloadResult, type TlsFiles } from "@cluster-proxy/tunnel";
 import { guardPlainHttp, realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/kit/process";
@@ -312,6 +312,15 @@ interface FleetRequestContext {
   refusal?: string;
 }
 
+/** The gateway's identity towards agents: --identity-cert/--identity-key and --agent-ca, read at start and on reload. */
+function gatewayIdentityFiles(o: Pick<GatewayOptions, "identityCert" | "identityKey" | "agentCa">): Required<TlsFiles> {
+  return {
+    cert: { flag: "--identity-cert", path: o.identityCert },
+    key: { flag: "--identity-key", path: o.identityKey },
+    ca: { flag: "--agent-ca", path: o.agentCa },
+  };
+}
+
 /** See the module comment. */
 export class Gateway {
   readonly metrics: GatewayMetrics;
@@ -365,7 +374,7 @@ export class Gateway {
       ? new OidcAuthenticator({
           issuerUrl: options.oidcIssuerUrl,
           clientId: options.oidcClientId,
-          ...(options.oidcCaFile ? { ca: readFileSync(options.oidcCaFile) } : {}),
+          ...(options.oidcCaFile ? loadTlsFilesSync({ ca: { flag: "--oidc-ca-file", path: options.oidcCaFile } }) : {}),
           usernameClaim: options.oidcUsernameClaim,
           usernamePrefix: options.oidcUsernamePrefix,
           groupsClaim: options.oidcGroupsClaim,
@@ -409,11 +418,10 @@ export class Gateway {
     };
     let dialer = deps.dialer;
     if (!dialer) {
-      const tlsFiles = loadProxyTls({
-        caFile: options.proxyCa,
-        certFile: options.proxyCert,
-        keyFile: options.proxyKey,
-      });
+      const tlsFiles = loadProxyTls(
+        { caFile: options.proxyCa, certFile: options.proxyCert, keyFile: options.proxyKey },
+        { caFile: "--proxy-ca", certFile: "--proxy-cert", keyFile: "--proxy-key" },
+      );
       const client = new TunnelClient({
         proxy: { host: options.proxyServerHost, port: options.proxyServerPort, ...tlsFiles },
         dialTimeoutMs: options.dialTimeout,
@@ -427,11 +435,8 @@ export class Gateway {
       dialer = (address, signal) =>
         client.dial(address, { timeoutMs: options.dialTimeout, ...(signal ? { signal } : {}) });
     }
-    const endpointTls: EndpointTls = {
-      cert: readFileSync(options.identityCert),
-      key: readFileSync(options.identityKey),
-      ca: readFileSync(options.agentCa),
-    };
+    const identityFiles = gatewayIdentityFiles(options);
+    const endpointTls: EndpointTls = loadTlsFilesSync(identityFiles);
     this.pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
     const fleet = deps.fleet ?? {};
     const dial = dialer;
@@ -471,11 +476,7 @@ export class Gateway {
     });
     this.identityReloader = new CertReloader({
       what: "gateway identity",
-      files: {
-        cert: { flag: "--identity-cert", path: options.identityCert },
-        key: { flag: "--identity-key", path: options.identityKey },
-        ca: { flag: "--agent-ca", path: options.agentCa },
-      },
+      files: identityFiles,
       intervalMs: SERVING_CERT_POLL_MS,
       initial: endpointTls,
       apply: (m) => {
@@ -527,10 +528,13 @@ export class Gateway {
     // --client-ca-file users' (verified by the handshake) or the hub front proxy's (front-proxy.ts).
     const base: tls.SecureContextOptions & tls.TlsOptions = {
       ...(o.clientCaFile || o.frontProxyAuthentication ? { requestCert: true, rejectUnauthorized: false } : {}),
-      ...(o.clientCaFile ? { ca: readFileSync(o.clientCaFile) } : {}),
+      ...(o.clientCaFile ? await loadTlsFiles({ ca: { flag: "--client-ca-file", path: o.clientCaFile } }) : {}),
     };
-    const cert = readFileSync(o.servingCert);
-    const key = readFileSync(o.servingKey);
+    const servingFiles = {
+      cert: { flag: "--serving-cert", path: o.servingCert },
+      key: { flag: "--serving-key", path: o.servingKey },
+    };
+    const { cert, key } = await loadTlsFiles(servingFiles);
     const limits = callerLimitsOf(o, this.deps.limits);
     const server = http2.createSecureServer({
       ...base,
@@ -607,10 +611,7 @@ export class Gateway {
     );
     this.reloader = new CertReloader({
       what: "gateway port",
-      files: {
-        cert: { flag: "--serving-cert", path: o.servingCert },
-        key: { flag: "--serving-key", path: o.servingKey },
-      },
+      files: servingFiles,
       intervalMs: SERVING_CERT_POLL_MS,
       initial: { cert, key },
       apply: (m) => server.setSecureContext({ ...base, cert: m.cert, key: m.key }),

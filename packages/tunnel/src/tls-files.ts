@@ -29,6 +29,11 @@ export interface TlsMaterial {
   ca?: Buffer;
 }
 
+/** The material {@link loadTlsFiles} gives for `F`: a buffer for each file `F` always names. */
+export type TlsMaterialOf<F extends TlsFiles> = TlsMaterial & {
+  [K in keyof F as undefined extends F[K] ? never : K]: Buffer;
+};
+
 /** A TLS file that cannot be used, naming the flag and the file: `<flag>: <path>: <why>`. */
 export class TlsFileError extends ClusterProxyError<typeof ErrorCodes.tlsFile> {
   constructor(
@@ -127,27 +132,26 @@ export async function readTlsFiles(
   return out;
 }
 
-/** Read and check the files of a set ({@link checkTlsMaterial}): what a component does at start. */
-export async function loadTlsFiles(files: TlsFiles, read?: (path: string) => Promise<Buffer>): Promise<TlsMaterial> {
+/**
+ * Read and check the files of a set ({@link checkTlsMaterial}): what a component does at start.
+ * Each file the set names is in the result (or the call threw).
+ */
+export async function loadTlsFiles<F extends TlsFiles>(
+  files: F,
+  read?: (path: string) => Promise<Buffer>,
+): Promise<TlsMaterialOf<F>> {
   const material = await readTlsFiles(files, read);
   checkTlsMaterial(files, material);
-  return material;
+  return loaded(files, material);
 }
 
 /** Read and check one CA bundle a flag names ({@link loadTlsFiles} of `{ ca: file }`). */
 export async function loadCaFile(file: FlagFile, read: (path: string) => Promise<Buffer> = readFile): Promise<Buffer> {
-  let data: Buffer;
-  try {
-    data = await read(file.path);
-  } catch (err) {
-    throw cannotRead(file, err);
-  }
-  checkTlsMaterial({ ca: file }, { ca: data });
-  return data;
+  return (await loadTlsFiles({ ca: file }, read)).ca;
 }
 
 /** {@link loadTlsFiles}, synchronously (for APIs that cannot wait). */
-export function loadTlsFilesSync(files: TlsFiles): TlsMaterial {
+export function loadTlsFilesSync<F extends TlsFiles>(files: F): TlsMaterialOf<F> {
   const one = (file: FlagFile | undefined): Buffer | undefined => {
     if (!file) return undefined;
     try {
@@ -156,13 +160,20 @@ export function loadTlsFilesSync(files: TlsFiles): TlsMaterial {
       throw cannotRead(file, err);
     }
   };
-  const out: TlsMaterial = {};
+  const material: TlsMaterial = {};
   const cert = one(files.cert);
   const key = one(files.key);
   const ca = one(files.ca);
-  if (cert) out.cert = cert;
-  if (key) out.key = key;
-  if (ca) out.ca = ca;
-  checkTlsMaterial(files, out);
-  return out;
+  if (cert) material.cert = cert;
+  if (key) material.key = key;
+  if (ca) material.ca = ca;
+  checkTlsMaterial(files, material);
+  return loaded(files, material);
+}
+
+/** `material` as read from `files`: every file named was read (a read that fails throws), so it holds a buffer each. */
+function loaded<F extends TlsFiles>(files: F, material: TlsMaterial): TlsMaterialOf<F> {
+  for (const part of ["cert", "key", "ca"] as const)
+    if (files[part] && !material[part]) throw new Error(`${files[part].flag}: ${files[part].path}: not read`);
+  return material as TlsMaterialOf<F>;
 }

@@ -12,7 +12,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseGatewayOptions, type GatewayOptionsInput } from "@cluster-proxy/api";
+import { parseGatewayOptions, type GatewayOptions, type GatewayOptionsInput } from "@cluster-proxy/api";
 import {
   agentClusterUri,
   createCertificateAuthority,
@@ -36,6 +36,8 @@ export interface TestResponse {
 /** What a test gets. */
 export interface GatewayFixture {
   gateway: Gateway;
+  /** The options the gateway was started with (its files are in {@link dir}). */
+  options: GatewayOptions;
   hub: FakeHub;
   endpoint: FakeEndpoint;
   port: number;
@@ -193,6 +195,7 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   const ca = Buffer.from(servingCa.certPem);
   return {
     gateway,
+    options,
     hub,
     endpoint,
     port,
