@@ -110,6 +110,20 @@ describe("cluster-proxy command line", () => {
     assert.equal(r.err, "cluster-proxy server: --server-port: 70000 is not a port number (0-65535)\n");
   });
 
+  test("server: a TLS file that cannot be read exits 2 with the reader's one line naming the flag and file", async () => {
+    const r = await run([
+      "server",
+      ...["--cluster-cert", "/nonexistent/tls.crt", "--cluster-key", "/nonexistent/tls.key"],
+      ...["--cluster-ca-cert", "/nonexistent/ca.crt", "--server-port", "0", "--uds-name", "/nonexistent/proxy.sock"],
+      ...["--agent-port", "0", "--health-port", "0", "--admin-port", "0"],
+    ]);
+    assert.equal(r.code, 2);
+    assert.equal(
+      r.err,
+      "cluster-proxy server: --cluster-cert: /nonexistent/tls.crt: cannot read: ENOENT: no such file or directory, open '/nonexistent/tls.crt'\n",
+    );
+  });
+
   test("addon-manager: a malformed --install-placement exits 2 naming it", async () => {
     const r = await run(["addon-manager", "--install-placement", "global"]);
     assert.equal(r.code, 2);

@@ -32,6 +32,7 @@ export {
   ConnectError,
   DialError,
   ProtocolError,
+  TlsFileError,
   TunnelClosedError,
   type ClientDialFailureReason,
 } from "@cluster-proxy/tunnel";

@@ -115,7 +115,7 @@ export const ERROR_CATALOG = {
     code: "CP_ERR_TLS_FILE",
     raisedBy: ["TlsFileError"],
     summary:
-      "A certificate, key or CA file named by a flag cannot be read or used; the message names the flag and the file.",
+      "A certificate, key or CA file named by a flag or option cannot be read or used, at start or on reload; the message names the flag, the file and why (missing, unreadable, not PEM, key not the certificate's).",
     fix: "Point the flag at a readable PEM file (the key must belong to the certificate).",
   },
   certificate: {

@@ -3,6 +3,7 @@
  * SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
+import { TlsFileError } from "@cluster-proxy/tunnel";
 import { ConfigError, gatewayOptionSpecs, gatewayOptionsSchema, type GatewayOptions } from "@cluster-proxy/api";
 import type { CliContext } from "../cli-context.js";
 import { createLogger } from "./log-output.js";
@@ -52,6 +53,7 @@ export function registerGatewayCommand(program: Command, ctx: CliContext, setExi
     try {
       gateway = new Gateway(options, { hub: kubeHubApi(kc, logger), logger });
     } catch (err) {
+      if (err instanceof TlsFileError) throw err;
       throw new ConfigError(errorMessage(err), { cause: err });
     }
     const code = await runComponent(ctx, gateway, {

@@ -6,6 +6,7 @@
  * (gateway-kubeconfig.ts).
  */
 import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { loadTlsFilesSync } from "@cluster-proxy/tunnel";
 import { dirname, resolve } from "node:path";
 import type { Command } from "commander";
 import {
@@ -24,7 +25,6 @@ import {
   hubError,
   lazyHub,
   proxyCredentials,
-  readFlagFile,
   type Hub,
   type ManagedClusterObject,
 } from "../hub/hub-access.js";
@@ -144,9 +144,9 @@ export function registerKubeconfigCommand(program: Command, ctx: CliContext): vo
           )
       : requireConfiguredHub(lazyHub(flags, ctx.env), flags, ctx.env);
     const ca = flags.clusterCaCert
-      ? readFlagFile("--cluster-ca-cert", flags.clusterCaCert)
+      ? loadTlsFilesSync({ ca: { flag: "--cluster-ca-cert", path: flags.clusterCaCert } }).ca
       : local
-        ? readFlagFile("the local hub's apiserver CA", local.files.apiserverCa)
+        ? loadTlsFilesSync({ ca: { flag: "the local hub's apiserver CA", path: local.files.apiserverCa } }).ca
         : await managedClusterCa(hub, cluster);
     const credentials = await userCredentials(hub, { ...flags, cluster });
     const direct = local ? localEndpoint(local, "connect") : await chooseDirectEndpoint(hub, flags, CONNECT_DOOR_PORT);

@@ -5,6 +5,7 @@
  * and defaults.
  */
 import type { Command } from "commander";
+import { TlsFileError } from "@cluster-proxy/tunnel";
 import { ConfigError, type OptionField, type OptionSpec, type OptionsOf, type OptionsSchema } from "@cluster-proxy/api";
 import { CommandFailure, type CliContext } from "../cli-context.js";
 import { addOptionSpecs, resolveCommandOptions } from "./option-flags.js";
@@ -62,7 +63,7 @@ export interface StartableComponent {
 
 /**
  * Start `component`; when that fails, close it and throw what the user should read: a port
- * conflict naming its flag, a ConfigError as it is, anything else as `<what> failed to start`
+ * conflict naming its flag, a ConfigError or TlsFileError as it is, anything else as `<what> failed to start`
  * (exit status 1).
  */
 export async function startComponent<T extends object>(
@@ -77,7 +78,7 @@ export async function startComponent<T extends object>(
     await component.close().catch(() => undefined);
     const conflict = portConflictMessage(err, specs, options);
     if (conflict) throw new PortInUseError(conflict, { cause: err });
-    if (err instanceof ConfigError) throw err;
+    if (err instanceof ConfigError || err instanceof TlsFileError) throw err;
     throw new CommandFailure(`${what} failed to start: ${errorMessage(err)}`, { cause: err });
   }
 }

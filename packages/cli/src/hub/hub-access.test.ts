@@ -4,7 +4,8 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { KubeResources, type KubeObject } from "@cluster-proxy/kube";
 import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import { managedProxyConfigurationFromApi } from "@cluster-proxy/api";
-import { findProxyEndpoint, type Hub, type HubFlags } from "./hub-access.js";
+import { TlsFileError } from "@cluster-proxy/tunnel";
+import { findProxyEndpoint, proxyCredentials, type Hub, type HubFlags } from "./hub-access.js";
 
 /** A hub whose configuration is the chart's (no inClusterServiceName, no dump) and whose proxy-server namespace holds `services`. */
 function hubWith(services: KubeObject[]): () => Promise<Hub> {
@@ -52,4 +53,15 @@ test("without a LoadBalancer the in-cluster name of a chart-installed configurat
     port: 8090,
     servername: "proxy-entrypoint.open-cluster-management-addon.svc",
   });
+});
+
+test("--proxy-ca-cert/--proxy-cert/--proxy-key go through the one TLS file reader: CP_ERR_TLS_FILE naming the flag", async () => {
+  const given = { ...flags, proxyCaCert: "/nonexistent/ca.crt", proxyCert: "/nonexistent/tls.crt", proxyKey: "/k" };
+  await assert.rejects(
+    proxyCredentials(() => Promise.reject(new Error("the hub is not asked when the files are given")), given),
+    (err: unknown) =>
+      err instanceof TlsFileError &&
+      err.code === "CP_ERR_TLS_FILE" &&
+      err.message.startsWith("--proxy-cert: /nonexistent/tls.crt: cannot read: ENOENT"),
+  );
 });

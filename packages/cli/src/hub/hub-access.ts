@@ -4,7 +4,7 @@
  * proxy-server front doors are reachable, the client certificate to present there, and each
  * ManagedCluster's CA. Flags are clusteradm's names (`clusteradm proxy health`).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { isIP } from "node:net";
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
@@ -19,6 +19,7 @@ import {
 } from "@cluster-proxy/api";
 import { CommandFailure } from "../cli-context.js";
 import { errorMessage } from "@cluster-proxy/errors";
+import { loadTlsFilesSync } from "@cluster-proxy/tunnel";
 
 /** The hub-access options (their flags: hub-options.ts). */
 export interface HubFlags {
@@ -329,17 +330,6 @@ export async function openApiserverRoute(
   };
 }
 
-/** The contents of the file a flag names; a usage error naming the flag when it cannot be read. */
-export function readFlagFile(flag: string, file: string): Buffer {
-  try {
-    return readFileSync(file);
-  } catch (err) {
-    throw new ConfigError(`${flag} ${file}: ${(err as NodeJS.ErrnoException).code ?? errorMessage(err)}`, {
-      cause: err,
-    });
-  }
-}
-
 /**
  * The client certificate and proxy CA: from --proxy-ca-cert/--proxy-cert/--proxy-key, else (with
  * --in-cluster-proxy-cert-lookup) from the hub's `proxy-client` Secret (the name the
@@ -348,12 +338,12 @@ export function readFlagFile(flag: string, file: string): Buffer {
  */
 export async function proxyCredentials(getHub: () => Promise<Hub>, flags: HubFlags): Promise<ProxyCredentials> {
   const given = [flags.proxyCaCert, flags.proxyCert, flags.proxyKey].filter((f) => f !== undefined).length;
-  if (given === 3)
-    return {
-      ca: readFlagFile("--proxy-ca-cert", flags.proxyCaCert!),
-      cert: readFlagFile("--proxy-cert", flags.proxyCert!),
-      key: readFlagFile("--proxy-key", flags.proxyKey!),
-    };
+  if (flags.proxyCaCert !== undefined && flags.proxyCert !== undefined && flags.proxyKey !== undefined)
+    return loadTlsFilesSync({
+      ca: { flag: "--proxy-ca-cert", path: flags.proxyCaCert },
+      cert: { flag: "--proxy-cert", path: flags.proxyCert },
+      key: { flag: "--proxy-key", path: flags.proxyKey },
+    });
   if (given > 0) throw new ConfigError("--proxy-ca-cert, --proxy-cert and --proxy-key go together");
   if (!flags.inClusterProxyCertLookup)
     throw new ConfigError(
