@@ -49,6 +49,7 @@ export {
   loadCaFile,
   loadTlsFiles,
   loadTlsFilesSync,
+  pemProblem,
   readTlsFiles,
   TlsFileError,
   type TlsFiles,
@@ -63,5 +64,4 @@ export {
   serverIsShedding,
   withoutOpensslInternals,
 } from "./tls-diagnosis.js";
-export { pemProblem } from "./pem-check.js";
 export { sharedTlsSessions, TlsSessionCache, tlsSessionKey } from "./tls-sessions.js";

@@ -3,7 +3,7 @@
  * the {@link CertReloader} on reload: each failure is a {@link TlsFileError} (`CP_ERR_TLS_FILE`)
  * that names the flag, the file and why.
  */
-import { X509Certificate, createPrivateKey } from "node:crypto";
+import { X509Certificate, createPrivateKey, type KeyObject } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import * as tls from "node:tls";
@@ -39,7 +39,8 @@ export class TlsFileError extends ClusterProxyError<typeof ErrorCodes.tlsFile> {
   constructor(
     readonly flag: string,
     readonly path: string,
-    reason: string,
+    /** Why the file cannot be used (the message without the flag and the path). */
+    readonly reason: string,
     options?: ErrorOptions,
   ) {
     super(ErrorCodes.tlsFile, `${flag}: ${path}: ${reason}`, options);
@@ -68,6 +69,32 @@ function pemCertificates(file: FlagFile, data: Buffer): X509Certificate[] {
   });
 }
 
+function privateKey(file: FlagFile, data: Buffer): KeyObject {
+  try {
+    return createPrivateKey(data);
+  } catch (err) {
+    throw new TlsFileError(file.flag, file.path, `not a PEM private key: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+/**
+ * What is wrong with `pem` as `kind` (one or more certificates; a private key), in the words of
+ * {@link TlsFileError}, or undefined when every certificate block parses / the key parses: for
+ * TLS material given as buffers rather than files.
+ */
+export function pemProblem(pem: Buffer | string, kind: "certificate" | "key"): string | undefined {
+  const data = typeof pem === "string" ? Buffer.from(pem, "latin1") : pem;
+  const given = { flag: "", path: "" };
+  try {
+    if (kind === "key") privateKey(given, data);
+    else pemCertificates(given, data);
+    return undefined;
+  } catch (err) {
+    if (err instanceof TlsFileError) return err.reason;
+    throw err;
+  }
+}
+
 /**
  * Check file contents as a TLS identity: every certificate readable, the key readable and
  * matching the certificate, and node able to build a secure context from them. Throws a
@@ -78,14 +105,7 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
   if (files.cert && material.cert) leaf = pemCertificates(files.cert, material.cert)[0];
   if (files.ca && material.ca) pemCertificates(files.ca, material.ca);
   if (files.key && material.key) {
-    let key;
-    try {
-      key = createPrivateKey(material.key);
-    } catch (err) {
-      throw new TlsFileError(files.key.flag, files.key.path, `not a PEM private key: ${errorMessage(err)}`, {
-        cause: err,
-      });
-    }
+    const key = privateKey(files.key, material.key);
     if (leaf && files.cert && !leaf.checkPrivateKey(key))
       throw new TlsFileError(
         files.key.flag,

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
-import { loadTlsFiles, loadTlsFilesSync, TlsFileError, type TlsFiles } from "@cluster-proxy/tunnel";
+import { loadTlsFiles, loadTlsFilesSync, pemProblem, TlsFileError, type TlsFiles } from "@cluster-proxy/tunnel";
 
 describe("loadTlsFiles / loadTlsFilesSync", () => {
   let dir: string;
@@ -73,4 +73,11 @@ describe("loadTlsFiles / loadTlsFilesSync", () => {
       assert.throws(() => loadTlsFilesSync(files), check);
     });
   }
+
+  test("pemProblem: the reader's reasons for material given as buffers", () => {
+    assert.equal(pemProblem(one.certPem, "certificate"), undefined);
+    assert.equal(pemProblem(Buffer.from(one.keyPem), "key"), undefined);
+    assert.match(pemProblem("hello", "certificate") ?? "", /^holds no PEM certificate/);
+    assert.match(pemProblem(one.certPem, "key") ?? "", /^not a PEM private key/);
+  });
 });
