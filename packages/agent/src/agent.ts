@@ -201,7 +201,7 @@ export class ProxyAgent {
   /**
    * Validate options, load the TLS files, open the health/admin ports and start the connect loop.
    * Resolves once listening (not once connected) with what it started as, for the one start-up
-   * line its runner logs; rejects with a ConfigError naming the flag.
+   * line its runner logs; rejects with a ConfigError (a TlsFileError for a TLS file) naming the flag.
    */
   async start(): Promise<AgentStarted> {
     if (this.started) throw new Error("ProxyAgent.start() called twice");
