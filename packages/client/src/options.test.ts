@@ -59,7 +59,10 @@ test("a CA that holds no certificate is refused naming the option, not blamed on
         err.code === "CP_ERR_TLS_FILE" &&
         /^caFile: .*README\.md: holds no PEM certificate/.test(err.message),
     );
-    assert.throws(() => loadProxyTls({ keyFile: notPem }), /^TlsFileError: keyFile: .*README\.md: not a PEM private key/);
+    assert.throws(
+      () => loadProxyTls({ keyFile: notPem }),
+      /^TlsFileError: keyFile: .*README\.md: not a PEM private key/,
+    );
     const readme = readFileSync(notPem);
     assert.throws(
       () => new TunnelClient({ proxy: { host: "127.0.0.1", port: 1, ca: readme } }),

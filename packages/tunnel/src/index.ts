@@ -50,7 +50,6 @@ export {
   loadTlsFiles,
   loadTlsFilesSync,
   pemProblem,
-  readTlsFiles,
   TlsFileError,
   type TlsFiles,
   type TlsMaterial,
