@@ -19,7 +19,7 @@ import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixt
 import { FakeHub } from "./testing/fake-hub.js";
 import { Gateway } from "./gateway.js";
 import { TlsFileError } from "@cluster-proxy/tunnel";
-import type { Logger } from "@cluster-proxy/kit";
+import { recordingLogger } from "@cluster-proxy/kit/testing";
 
 const ALICE = "system:serviceaccount:default:alice";
 const TOKEN = "alice-token-secret-value";
@@ -354,21 +354,15 @@ describe("gateway", () => {
 
 describe("a bad TLS file is the same CP_ERR_TLS_FILE, naming the flag and file, at start and on reload", () => {
   test("--serving-key (start) and --identity-key (constructor) against their reloaders", async () => {
-    const errors: Record<string, unknown>[] = [];
-    const logger: Logger = {
-      debug: () => undefined,
-      info: () => undefined,
-      warn: () => undefined,
-      error: (obj) => void errors.push(obj),
-      child: () => logger,
-    };
+    const logger = recordingLogger();
+    const errors = (): Record<string, unknown>[] => logger.lines.filter((l) => l.level === "error").map((l) => l.obj);
     const f = await startGatewayFixture({ logger });
     const again = (): Gateway => new Gateway(f.options, { hub: new FakeHub(), dialer: f.endpoint.dialer() });
     const same = (atStart: unknown, flag: string): void => {
       assert.ok(atStart instanceof TlsFileError, String(atStart));
       assert.equal(atStart.code, "CP_ERR_TLS_FILE");
       assert.equal(atStart.flag, flag);
-      const refusal = errors.at(-1);
+      const refusal = errors().at(-1);
       assert.deepEqual(
         { code: refusal?.["code"], flag: refusal?.["flag"], err: refusal?.["err"] },
         { code: atStart.code, flag: atStart.flag, err: atStart.message },
@@ -384,7 +378,7 @@ describe("a bad TLS file is the same CP_ERR_TLS_FILE, naming the flag and file, 
       );
       await late.close(0);
       same(atStart, "--serving-key");
-      assert.match(String(errors.at(-1)?.["err"]), /^--serving-key: .*serving\.key: not a PEM private key/);
+      assert.match(String(errors().at(-1)?.["err"]), /^--serving-key: .*serving\.key: not a PEM private key/);
 
       await writeFile(join(f.dir, "identity.key"), f.servingAuthority.keyPem);
       assert.equal(await f.gateway.reloadIdentity(), "failed");
@@ -396,7 +390,7 @@ describe("a bad TLS file is the same CP_ERR_TLS_FILE, naming the flag and file, 
       }
       same(atConstruction, "--identity-key");
       assert.match(
-        String(errors.at(-1)?.["err"]),
+        String(errors().at(-1)?.["err"]),
         /^--identity-key: .*: does not match the certificate in --identity-cert /,
       );
     } finally {

@@ -10,7 +10,7 @@ import { ConfigError } from "@cluster-proxy/api";
 import { issueCertificate } from "@cluster-proxy/pki";
 import { DialErrors, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { GrpcStatus, TlsFileError, type ConnectTarget } from "@cluster-proxy/tunnel";
-import type { Logger } from "@cluster-proxy/kit";
+import { recordingLogger } from "@cluster-proxy/kit/testing";
 import { ProxyServer } from "./proxy-server.js";
 import { sharedCaSubjects } from "./listeners/server-config.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
@@ -594,22 +594,16 @@ describe("ProxyServer options and lifecycle", () => {
     assert.equal(atStart.flag, "--server-key");
     assert.match(atStart.message, new RegExp(`^--server-key: ${live.key}: not a PEM private key`));
     copyFileSync(pki.paths.server.key, live.key);
-    const errors: Record<string, unknown>[] = [];
-    const logger: Logger = {
-      debug: () => undefined,
-      info: () => undefined,
-      warn: () => undefined,
-      error: (obj) => void errors.push(obj),
-      child: () => logger,
-    };
+    const logger = recordingLogger();
+    const errors = (): Record<string, unknown>[] => logger.lines.filter((l) => l.level === "error").map((l) => l.obj);
     const s = new ProxyServer(options, { logger });
     await s.start();
     try {
       writeFileSync(live.key, "not a key\n");
       assert.deepEqual(await s.reloadCertificates(), ["unchanged", "failed"]);
-      assert.equal(errors.length, 1);
+      assert.equal(errors().length, 1);
       assert.deepEqual(
-        { code: errors[0]!["code"], flag: errors[0]!["flag"], err: errors[0]!["err"] },
+        { code: errors()[0]!["code"], flag: errors()[0]!["flag"], err: errors()[0]!["err"] },
         { code: atStart.code, flag: atStart.flag, err: atStart.message },
       );
     } finally {

@@ -12,32 +12,13 @@ import {
   tlsDigest,
   type TlsMaterial,
 } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
-import { ManualClock } from "@cluster-proxy/kit/testing";
+import { ManualClock, recordingLogger } from "@cluster-proxy/kit/testing";
 
 const FILES = {
   cert: { flag: "--server-cert", path: "/certs/tls.crt" },
   key: { flag: "--server-key", path: "/certs/tls.key" },
   ca: { flag: "--server-ca-cert", path: "/certs/ca.crt" },
 };
-
-/** A logger that records every line. */
-function recordingLogger(): Logger & { lines: { level: string; obj: Record<string, unknown>; msg?: string }[] } {
-  const lines: { level: string; obj: Record<string, unknown>; msg?: string }[] = [];
-  const at =
-    (level: string) =>
-    (obj: Record<string, unknown>, msg?: string): void =>
-      void lines.push({ level, obj, msg });
-  const logger = {
-    lines,
-    debug: at("debug"),
-    info: at("info"),
-    warn: at("warn"),
-    error: at("error"),
-    child: () => logger,
-  };
-  return logger;
-}
 
 describe("CertReloader", () => {
   let ca: CertificateAndKey;
