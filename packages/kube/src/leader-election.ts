@@ -227,9 +227,16 @@ export class LeaderElector {
   private async holderPodGone(lease: Lease): Promise<string> {
     const key = this.options.holderPodAnnotation;
     const named = key === undefined ? "" : (lease.metadata.annotations?.[key] ?? "");
-    const slash = named.indexOf("/");
-    if (slash <= 0 || slash === named.length - 1) return "";
-    const [podName, uid] = [named.slice(0, slash), named.slice(slash + 1)];
+    const holderPod = parseHolderPod(named);
+    if (!holderPod) {
+      if (named !== "")
+        this.logger.debug(
+          { annotation: named.slice(0, 300) },
+          "leader election: the Lease names no pod this namespace can hold (waiting for the lease to expire)",
+        );
+      return "";
+    }
+    const { podName, uid } = holderPod;
     try {
       const pod = await this.api.get(KubeResources.pod, podName, this.options.namespace);
       return pod.metadata.uid !== undefined && pod.metadata.uid !== uid ? named : "";
@@ -248,6 +255,25 @@ export class LeaderElector {
     this.lastRenew = now;
     return true;
   }
+}
+
+/** A pod name: a DNS-1123 subdomain (what the apiserver lets a pod be called). */
+const POD_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** A uid as a pod's `metadata.uid` can be: printable, no slash, no space. */
+const POD_UID = /^[\x21-\x2e\x30-\x7e]{1,128}$/;
+
+/**
+ * The pod a holder-pod annotation names (`<pod name>/<pod uid>` in the Lease's namespace), or
+ * undefined when it is not exactly that: another shape (a namespace, more parts), or a name no pod
+ * can have, whose GET could reach something else than that pod (`..` climbs to the namespace) or
+ * answer 404 although the holder lives. Such a Lease is waited for.
+ */
+function parseHolderPod(named: string): { podName: string; uid: string } | undefined {
+  const parts = named.split("/");
+  if (parts.length !== 2) return undefined;
+  const [podName, uid] = parts as [string, string];
+  if (podName.length > 253 || !POD_NAME.test(podName) || !POD_UID.test(uid)) return undefined;
+  return { podName, uid };
 }
 
 /** `annotations` naming `pod` as the holder's in annotation `key`, or none when "" (unchanged without a key). */
