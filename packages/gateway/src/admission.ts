@@ -201,7 +201,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   // As the kube-apiserver reads a WebSocket exec: the GET of an upgrade is a `create`.
   if (upgrade && r.verb === "get") r.verb = "create";
 
-  // One deadline for the request's hub reviews (TokenReview, SubjectAccessReviews), not one each.
+  // One deadline for the request's hub calls (TokenReview, SubjectAccessReviews, the ManagedCluster lookup), not one each.
   const deadline = new HubDeadline(deps.hubReviewTimeoutMs ?? HUB_REVIEW_TIMEOUT_MS);
   const caller = await authenticate(deps, head, deadline);
   r.authentication = caller.method;
@@ -242,7 +242,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
       upgrade && verb === "create" ? UPGRADE_NEEDS_CREATE : "",
       deadline,
     );
-  const cluster = await deps.clusters.require(target.cluster);
+  const cluster = await deps.clusters.require(target.cluster, deadline);
 
   if (target.kind === "service") {
     const request = {

@@ -5,6 +5,7 @@
  */
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ManagedClusterInfo } from "./hub-api.js";
+import type { HubDeadline } from "./hub-deadline.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
 import { errorMessage } from "@cluster-proxy/errors";
 
@@ -24,15 +25,20 @@ export class ClusterDirectory {
     this.cache = new TtlCache({ ...(now ? { now } : {}) });
   }
 
-  /** The ManagedCluster `name`; a 404 GatewayError when there is none, 503 when the hub cannot say. */
-  async require(name: string): Promise<ManagedClusterInfo> {
+  /**
+   * The ManagedCluster `name`; a 404 GatewayError when there is none, 503 when the hub cannot say
+   * (at the latest at `deadline`, the request's deadline for its hub calls; the lookup goes on for
+   * the cache).
+   */
+  async require(name: string, deadline?: HubDeadline): Promise<ManagedClusterInfo> {
     let info: ManagedClusterInfo | null;
     try {
-      info = await this.cache.get(
+      const looking = this.cache.get(
         name,
         async () => (await this.hub.managedCluster(name)) ?? null,
         () => CLUSTER_CACHE_MS,
       );
+      info = await (deadline ? deadline.race(looking, "ManagedCluster lookup") : looking);
     } catch (err) {
       throw new GatewayError(
         503,

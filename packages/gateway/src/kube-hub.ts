@@ -32,9 +32,36 @@ function isNotFound(err: unknown): boolean {
   return err instanceof k8s.ApiException && err.code === 404;
 }
 
-function userOf(u: k8s.V1UserInfo | undefined): UserInfo | undefined {
-  if (!u?.username) return undefined;
-  return { username: u.username, ...(u.uid ? { uid: u.uid } : {}), groups: u.groups ?? [], extra: u.extra ?? {} };
+const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === "string");
+
+/**
+ * The user of an authenticated TokenReview. client-node does not check the types of what it
+ * parses (`"authenticated": "false"` arrives as a string, a numeric username as a number), so
+ * every field is checked here: an answer of any other shape is an error (503), never a user.
+ */
+function userOf(status: k8s.V1TokenReviewStatus | undefined): UserInfo | undefined {
+  const authenticated: unknown = status?.authenticated;
+  if (authenticated === undefined || authenticated === false) return undefined;
+  const u: unknown = status?.user;
+  if (authenticated !== true || typeof u !== "object" || u === null)
+    throw new Error("the hub apiserver answered a TokenReview of an unexpected shape (authenticated, user)");
+  const { username, uid, groups, extra } = u as Record<string, unknown>;
+  const extras = extra === undefined || extra === null ? {} : extra;
+  if (
+    typeof username !== "string" ||
+    username === "" ||
+    (uid !== undefined && uid !== null && typeof uid !== "string") ||
+    (groups !== undefined && groups !== null && !isStrings(groups)) ||
+    typeof extras !== "object" ||
+    !Object.values(extras).every(isStrings)
+  )
+    throw new Error("the hub apiserver answered a TokenReview of an unexpected shape (user)");
+  return {
+    username,
+    ...(typeof uid === "string" && uid !== "" ? { uid } : {}),
+    groups: groups ?? [],
+    extra: extras as Record<string, string[]>,
+  };
 }
 
 /** A ManagedCluster or ManagedClusterAddOn as far as the fleet view reads it. */
@@ -164,7 +191,7 @@ export function kubeHubApi(
         reviewTimeoutMs,
         "TokenReview",
       );
-      const user = review.status?.authenticated ? userOf(review.status.user) : undefined;
+      const user = userOf(review.status);
       if (!user) return {};
       const granted = review.status?.audiences ?? [];
       return { user, ...(granted.length > 0 ? { audiences: granted } : {}) };
@@ -194,12 +221,16 @@ export function kubeHubApi(
     },
     async managedCluster(name: string): Promise<ManagedClusterInfo | undefined> {
       try {
-        const obj = (await custom.getClusterCustomObject({
-          group: "cluster.open-cluster-management.io",
-          version: "v1",
-          plural: "managedclusters",
-          name,
-        })) as { metadata?: { labels?: Record<string, string> } };
+        const obj = (await withDeadline(
+          custom.getClusterCustomObject({
+            group: "cluster.open-cluster-management.io",
+            version: "v1",
+            plural: "managedclusters",
+            name,
+          }),
+          reviewTimeoutMs,
+          "ManagedCluster lookup",
+        )) as { metadata?: { labels?: Record<string, string> } };
         return { name, labels: obj.metadata?.labels ?? {} };
       } catch (err) {
         if (isNotFound(err)) return undefined;

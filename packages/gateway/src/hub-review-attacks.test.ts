@@ -1,0 +1,550 @@
+/**
+ * Hostile hub answers against admission's one deadline for a request's hub calls: the real
+ * {@link kubeHubApi} (client-node, over loopback HTTP) talks to a stand-in apiserver that stalls,
+ * answers late, answers 5xx, answers garbage or closes mid-body, per token, per reviewed user or per
+ * cluster; {@link admit} runs with the gateway's Authenticator, Authorizer and ClusterDirectory.
+ * The per-call timeout of kubeHubApi is set long here, so that only the request's deadline bounds
+ * it (the unit tests on a mocked clock are in hub-deadline.test.ts).
+ *
+ * Invariants attacked here:
+ * 1. A request is admitted only with exactly the identity checked: the Impersonate-* headers it
+ *    carries on are the user, groups, uid and extra of its last cluster SubjectAccessReview.
+ * 2. A hub call (TokenReview, SubjectAccessReview, ManagedCluster lookup) that stalls, answers after
+ *    the deadline, answers garbage, answers 5xx or closes mid-body never admits the request: it
+ *    fails closed with a GatewayError (503 for a hub that cannot answer), by the deadline (never a
+ *    hang past it, never an exception of another kind).
+ * 3. A caller cannot make the deadline longer by splitting its work over several reviews (many
+ *    impersonated groups, the two verbs of an upgrade), nor make one caller's stalled review delay
+ *    other callers: while an attacker's reviews stall, legitimate requests are answered.
+ * 4. No cached verdict outlives what it was checked for: a grant is reused only for the very same
+ *    identity and attributes, a denial or rejection for at most its short bound, a user for the TTL.
+ */
+import assert from "node:assert/strict";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import { isDeepStrictEqual } from "node:util";
+import { after, before, describe, test as nodeTest, type TestContext } from "node:test";
+import { KubeConfig } from "@kubernetes/client-node";
+import { errorMessage } from "@cluster-proxy/errors";
+import { admit, type AdmissionDeps, type AdmittedRequest } from "./admission.js";
+import { Authenticator, NEGATIVE_CACHE_MAX_MS } from "./authentication.js";
+import { Authorizer, DENIAL_CACHE_MAX_MS } from "./authorization.js";
+import { ClusterDirectory } from "./cluster-directory.js";
+import { ExposedServices } from "./exposed-services.js";
+import { GatewayError } from "./gateway-error.js";
+import type { HubApi, UserInfo } from "./hub-api.js";
+import { kubeHubApi } from "./kube-hub.js";
+import { RequestRecord } from "./request-record.js";
+import { FakeHub } from "./testing/fake-hub.js";
+
+/** A test that fails (not hangs) when admission never settles. */
+function test(name: string, fn: (t: TestContext) => Promise<void>): void {
+  nodeTest(name, { timeout: 20_000 }, fn);
+}
+
+/** The request deadline of these tests (short, so that every variant runs quickly). */
+const DEADLINE_MS = 800;
+/** How late past the deadline a refusal may come on a busy machine. */
+const SLACK_MS = 1_500;
+const PREFIX = "cluster:hub:";
+
+/** How the stand-in apiserver answers one call. */
+type Behaviour =
+  | { kind: "ok" }
+  | { kind: "stall" }
+  | { kind: "late"; ms: number }
+  | { kind: "status"; code: number }
+  | { kind: "raw"; body: string }
+  | { kind: "json"; body: unknown }
+  | { kind: "mid-body" }
+  | { kind: "head-then-stall" }
+  | { kind: "reset" };
+
+const ok: Behaviour = { kind: "ok" };
+
+/** The stand-in apiserver: behaviours by token (TokenReview), by user (SubjectAccessReview), by cluster. */
+class HostileHub {
+  readonly byToken = new Map<string, Behaviour>();
+  readonly byUser = new Map<string, Behaviour>();
+  readonly byCluster = new Map<string, Behaviour>();
+  /** The SubjectAccessReviews answered "allowed" for managedclusters/proxy, in order. */
+  readonly clusterGrants: UserInfo[] = [];
+  private readonly server: http.Server;
+  constructor() {
+    this.server = http.createServer((req, res) => {
+      let raw = "";
+      req.on("data", (c: Buffer) => (raw += c.toString()));
+      req.on("end", () => this.answer(req, res, raw));
+    });
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private answer(req: http.IncomingMessage, res: http.ServerResponse, raw: string): void {
+    const path = new URL(req.url ?? "/", "http://x").pathname;
+    const json = (status: number, body: unknown): void => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    };
+    const body = raw ? (JSON.parse(raw) as { spec?: Record<string, unknown> }) : {};
+    let behaviour: Behaviour;
+    let answer: () => void;
+    if (path === "/apis/authentication.k8s.io/v1/tokenreviews") {
+      const token = String(body.spec?.token);
+      behaviour = this.byToken.get(token) ?? ok;
+      answer = () =>
+        json(201, {
+          status: { authenticated: true, user: { username: token.replace(/^token-/, ""), groups: ["devs"] } },
+        });
+    } else if (path === "/apis/authorization.k8s.io/v1/subjectaccessreviews") {
+      const spec = body.spec as {
+        user: string;
+        groups?: string[];
+        uid?: string;
+        extra?: Record<string, string[]>;
+        resourceAttributes: { resource: string; subresource?: string };
+      };
+      behaviour = this.byUser.get(spec.user) ?? ok;
+      answer = () => {
+        if (spec.resourceAttributes.subresource === "proxy")
+          this.clusterGrants.push({
+            username: spec.user,
+            groups: spec.groups ?? [],
+            ...(spec.uid ? { uid: spec.uid } : {}),
+            extra: spec.extra ?? {},
+          });
+        json(201, { status: { allowed: true } });
+      };
+    } else {
+      const name = /^\/apis\/cluster\.open-cluster-management\.io\/v1\/managedclusters\/([^/]+)$/.exec(path)?.[1];
+      if (name === undefined) return json(404, { kind: "Status", code: 404 });
+      behaviour = this.byCluster.get(name) ?? ok;
+      answer = () => json(200, { metadata: { name, labels: {} } });
+    }
+    switch (behaviour.kind) {
+      case "ok":
+        return answer();
+      case "stall":
+        return;
+      case "late":
+        setTimeout(answer, behaviour.ms);
+        return;
+      case "status":
+        return json(behaviour.code, { kind: "Status", status: "Failure", code: behaviour.code, message: "injected" });
+      case "raw":
+        res.writeHead(201, { "content-type": "application/json" });
+        res.end(behaviour.body);
+        return;
+      case "json":
+        return json(201, behaviour.body);
+      case "mid-body":
+        res.writeHead(201, { "content-type": "application/json", "content-length": "400" });
+        res.write('{"status":{"authenticated":true,"allowed":true,"user":{"user');
+        setTimeout(() => res.socket?.destroy(), 20);
+        return;
+      case "head-then-stall":
+        res.writeHead(201, { "content-type": "application/json", "content-length": "400" });
+        res.write('{"status":');
+        return;
+      case "reset":
+        req.socket.destroy();
+        return;
+    }
+  }
+}
+
+const audit = { write: () => undefined, close: () => undefined };
+
+interface Outcome {
+  admitted?: AdmittedRequest;
+  error?: unknown;
+  ms: number;
+}
+
+/** How an outcome reads in an assertion message. */
+function outcomeOf(o: Outcome): string {
+  return o.admitted ? "admitted" : errorMessage(o.error);
+}
+
+/** Admit a request; the outcome and how long it took. */
+async function attempt(
+  deps: AdmissionDeps,
+  token: string,
+  headers: Record<string, string | string[]> = {},
+  url = "/mc1/api/v1/namespaces/default/pods",
+  method = "GET",
+): Promise<Outcome> {
+  const started = performance.now();
+  try {
+    const admitted = await admit(
+      deps,
+      { method, url, headers: { authorization: `Bearer ${token}`, ...headers }, upgrade: false },
+      new RequestRecord(method, audit, undefined),
+    );
+    return { admitted, ms: performance.now() - started };
+  } catch (error) {
+    return { error, ms: performance.now() - started };
+  }
+}
+
+function depsOf(hub: HubApi, deadlineMs = DEADLINE_MS): AdmissionDeps {
+  return {
+    authenticator: new Authenticator({ hub, tokenReview: true, cacheTtlMs: 0, passthroughUnrecognizedTokens: false }),
+    authorizer: new Authorizer({ hub, cacheTtlMs: 0 }),
+    clusters: new ClusterDirectory(hub),
+    services: new ExposedServices(),
+    impersonationPrefix: PREFIX,
+    hubReviewTimeoutMs: deadlineMs,
+  };
+}
+
+/**
+ * Invariant 1: the identity an admitted request carries on (its Impersonate-* headers) is one a
+ * cluster SubjectAccessReview answered since `since` checked, field by field.
+ */
+function assertCarriesChecked(admitted: AdmittedRequest, hub: HostileHub, since: number): void {
+  const h = admitted.headers;
+  const unprefixed = (v: string): string => {
+    assert.ok(v.startsWith(PREFIX), `${v} lacks the prefix`);
+    return v.slice(PREFIX.length);
+  };
+  const user = h["impersonate-user"];
+  assert.equal(typeof user, "string", "no Impersonate-User");
+  const groups = h["impersonate-group"] ?? [];
+  const uid = h["impersonate-uid"];
+  const carried: UserInfo = {
+    username: unprefixed(String(user)),
+    groups: (Array.isArray(groups) ? groups : [groups]).map(unprefixed),
+    ...(typeof uid === "string" ? { uid } : {}),
+    extra: admitted.identity?.extra ?? {},
+  };
+  const checked = hub.clusterGrants.slice(since);
+  assert.ok(
+    checked.some((c) => isDeepStrictEqual(c, carried)),
+    `carried ${JSON.stringify(carried)}, checked ${JSON.stringify(checked)}`,
+  );
+}
+
+/** Invariant 2: refused with a GatewayError (of `statuses`), by the deadline. */
+function assertRefusedInTime(o: Outcome, statuses: readonly number[]): void {
+  assert.equal(o.admitted, undefined, "admitted");
+  assert.ok(o.error instanceof GatewayError, `not a GatewayError: ${String(o.error)}`);
+  assert.ok(statuses.includes(o.error.status), `status ${o.error.status}: ${o.error.message}`);
+  assert.ok(o.ms <= DEADLINE_MS + SLACK_MS, `refused after ${Math.round(o.ms)} ms`);
+}
+
+let hostile: HostileHub;
+let hub: HubApi;
+let variant = 0;
+
+before(async () => {
+  hostile = new HostileHub();
+  const server = await hostile.start();
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: "hub", server, skipTLSVerify: true }],
+    users: [{ name: "gateway", token: "gateway-token" }],
+    contexts: [{ name: "hub", cluster: "hub", user: "gateway" }],
+    currentContext: "hub",
+  });
+  // A per-call timeout far past the request's deadline: only the deadline bounds a request here.
+  hub = kubeHubApi(kc, undefined, 60_000);
+});
+after(() => hostile.close());
+
+/** Transport and status failures: each must be a 503 by the deadline. */
+const failures: [string, Behaviour][] = [
+  ["stalls (accepts, never answers)", { kind: "stall" }],
+  ["answers after twice the deadline", { kind: "late", ms: DEADLINE_MS * 2 }],
+  ["sends its head, then stalls mid-body", { kind: "head-then-stall" }],
+  ["closes the connection mid-body", { kind: "mid-body" }],
+  ["resets the connection before answering", { kind: "reset" }],
+  ["answers 500", { kind: "status", code: 500 }],
+  ["answers 502", { kind: "status", code: 502 }],
+  ["answers 503", { kind: "status", code: 503 }],
+  ["answers 504", { kind: "status", code: 504 }],
+  ["answers 429", { kind: "status", code: 429 }],
+  ["answers 401 (the gateway's own credential refused)", { kind: "status", code: 401 }],
+  ["answers 403 (the gateway may not review)", { kind: "status", code: 403 }],
+  ["answers a body that is not JSON", { kind: "raw", body: "<html>busy</html>" }],
+  ["answers an empty body", { kind: "raw", body: "" }],
+];
+
+describe("hub calls that fail: the request is refused with 503 by its deadline", () => {
+  for (const [what, behaviour] of failures) {
+    test(`a TokenReview that ${what}`, async () => {
+      const token = `token-v${++variant}`;
+      hostile.byToken.set(token, behaviour);
+      assertRefusedInTime(await attempt(depsOf(hub), token), [503]);
+    });
+    test(`a cluster SubjectAccessReview that ${what}`, async () => {
+      const token = `token-v${++variant}`;
+      hostile.byUser.set(token.slice(6), behaviour);
+      assertRefusedInTime(await attempt(depsOf(hub), token), [503]);
+    });
+    test(`an impersonation SubjectAccessReview that ${what}`, async () => {
+      const token = `token-v${++variant}`;
+      hostile.byUser.set(token.slice(6), behaviour);
+      assertRefusedInTime(await attempt(depsOf(hub), token, { "impersonate-user": "bob" }), [503]);
+    });
+    test(`a ManagedCluster lookup that ${what}`, async () => {
+      const token = `token-v${++variant}`;
+      const cluster = `mc-v${variant}`;
+      hostile.byCluster.set(cluster, behaviour);
+      assertRefusedInTime(await attempt(depsOf(hub), token, {}, `/${cluster}/api`), [503]);
+    });
+  }
+});
+
+/** Answers of the right status and shape but wrong content: never admitted. */
+const garbageTokenReviews: [string, unknown][] = [
+  [
+    'authenticated "false" (a string) with a user',
+    { status: { authenticated: "false", user: { username: "mallory" } } },
+  ],
+  ["authenticated 1 (a number) with a user", { status: { authenticated: 1, user: { username: "mallory" } } }],
+  ['authenticated "true" (a string) with a user', { status: { authenticated: "true", user: { username: "mallory" } } }],
+  ["authenticated false with a user", { status: { authenticated: false, user: { username: "mallory" } } }],
+  ["authenticated true, a numeric username", { status: { authenticated: true, user: { username: 42 } } }],
+  ["authenticated true, an object for username", { status: { authenticated: true, user: { username: { a: 1 } } } }],
+  ["authenticated true, no user", { status: { authenticated: true } }],
+  ["authenticated true, an empty username", { status: { authenticated: true, user: { username: "" } } }],
+  ["no status", {}],
+  ["a status that is a string", { status: "authenticated" }],
+  ["null", null],
+  ["an error with authenticated true", { status: { authenticated: true, error: "x", user: { username: "mallory" } } }],
+];
+
+describe("TokenReview answers that are garbage: never admitted as anyone the hub did not vouch for", () => {
+  for (const [what, body] of garbageTokenReviews)
+    test(what, async () => {
+      const token = `token-v${++variant}`;
+      hostile.byToken.set(token, { kind: "json", body });
+      const since = hostile.clusterGrants.length;
+      const o = await attempt(depsOf(hub), token);
+      if (what.startsWith("an error with authenticated true")) {
+        // The apiserver sets `error` only beside authenticated false; a user it vouched for is still a user.
+        if (o.admitted) assertCarriesChecked(o.admitted, hostile, since);
+        return;
+      }
+      assertRefusedInTime(o, [401, 503]);
+    });
+});
+
+const garbageAccessReviews: [string, unknown][] = [
+  ['allowed "true" (a string)', { status: { allowed: "true" } }],
+  ["allowed 1", { status: { allowed: 1 } }],
+  ["no status", {}],
+  ["allowed absent, reason given", { status: { reason: "allowed" } }],
+  ["null", null],
+];
+
+describe("SubjectAccessReview answers that are garbage: never admitted", () => {
+  for (const [what, body] of garbageAccessReviews)
+    test(what, async () => {
+      const token = `token-v${++variant}`;
+      hostile.byUser.set(token.slice(6), { kind: "json", body });
+      assertRefusedInTime(await attempt(depsOf(hub), token), [403, 503]);
+    });
+});
+
+describe("a caller cannot lengthen the deadline by splitting its work", () => {
+  const splits: [string, Record<string, string | string[]>, string][] = [
+    [
+      "twelve impersonated groups",
+      { "impersonate-user": "bob", "impersonate-group": [...Array(12).keys()].map((i) => `g${i}`) },
+      "GET",
+    ],
+    [
+      "twelve impersonated extras in one header",
+      { "impersonate-user": "bob", "impersonate-extra-scopes": [...Array(12).keys()].join(",") },
+      "GET",
+    ],
+    [
+      "a user, a uid and extras and groups",
+      {
+        "impersonate-user": "bob",
+        "impersonate-uid": "u1",
+        "impersonate-group": ["a", "b", "c"],
+        "impersonate-extra-k": "1,2,3,4",
+      },
+      "GET",
+    ],
+    [
+      "the two verbs of an upgrading DELETE, after impersonation",
+      { "impersonate-user": "bob", "impersonate-group": ["a", "b"], upgrade: "websocket", connection: "Upgrade" },
+      "DELETE",
+    ],
+  ];
+  for (const [what, headers, method] of splits)
+    test(`${what}, each review 40% of the deadline: refused by the deadline`, async () => {
+      const token = `token-v${++variant}`;
+      hostile.byUser.set(token.slice(6), { kind: "late", ms: DEADLINE_MS * 0.4 });
+      const o = await attempt(depsOf(hub), token, headers, "/mc1/api/v1/namespaces/default/pods", method);
+      assertRefusedInTime(o, [503]);
+      assert.match((o.error as Error).message, /did not answer the SubjectAccessReview within 800 ms/);
+    });
+
+  test("a TokenReview and a SubjectAccessReview each 60% of the deadline: refused by the deadline", async () => {
+    const token = `token-v${++variant}`;
+    hostile.byToken.set(token, { kind: "late", ms: DEADLINE_MS * 0.6 });
+    hostile.byUser.set(token.slice(6), { kind: "late", ms: DEADLINE_MS * 0.6 });
+    assertRefusedInTime(await attempt(depsOf(hub), token), [503]);
+  });
+
+  test("legitimate: the same splits, each review fast, are admitted with the identity checked", async () => {
+    for (const [, headers, method] of splits) {
+      const since = hostile.clusterGrants.length;
+      const o = await attempt(
+        depsOf(hub, 10_000),
+        "token-alice",
+        headers,
+        "/mc1/api/v1/namespaces/default/pods",
+        method,
+      );
+      assert.ok(o.admitted, String(o.error));
+      assertCarriesChecked(o.admitted, hostile, since);
+    }
+  });
+});
+
+describe("a stalled caller does not delay the others", () => {
+  test("while 30 requests wait on stalled TokenReviews, SubjectAccessReviews and lookups, others are admitted", async () => {
+    // A long deadline for the attackers: they are still pending when the legitimate requests end.
+    const deps = depsOf(hub, 30_000);
+    const attackers: Promise<Outcome>[] = [];
+    for (let i = 0; i < 10; i++) {
+      const token = `token-stall-t${i}`;
+      hostile.byToken.set(token, { kind: "stall" });
+      attackers.push(attempt(deps, token));
+      hostile.byUser.set(`stall-u${i}`, { kind: "stall" });
+      attackers.push(attempt(deps, `token-stall-u${i}`, { "impersonate-user": "bob" }));
+      hostile.byCluster.set(`mc-stall-${i}`, { kind: "stall" });
+      attackers.push(attempt(deps, `token-stall-c${i}`, {}, `/mc-stall-${i}/api`));
+    }
+    let attackersDone = false;
+    const attacked = Promise.all(attackers).then((r) => ((attackersDone = true), r));
+    for (let i = 0; i < 10; i++) {
+      const since = hostile.clusterGrants.length;
+      const o = await attempt(deps, `token-legit${i}`, { "impersonate-user": "bob", "impersonate-group": "team" });
+      assert.ok(o.admitted, String(o.error));
+      assertCarriesChecked(o.admitted, hostile, since);
+      assert.ok(o.ms < 5_000, `a legitimate request took ${Math.round(o.ms)} ms`);
+    }
+    assert.equal(attackersDone, false, "the attackers were not pending meanwhile");
+    // The same token stalled again: the second request shares the review, and waits no longer.
+    const again = await attempt(depsOf(hub), "token-stall-t0");
+    assertRefusedInTime(again, [503]);
+    await hostile.close(); // ends the stalls: every attacker is refused, none admitted
+    for (const o of await attacked) assert.equal(o.admitted, undefined);
+    hostile = new HostileHub();
+  });
+});
+
+describe("no cached verdict outlives what it was checked for", () => {
+  const ALICE: UserInfo = { username: "alice", groups: ["devs"], extra: {} };
+  const TTL = 60_000;
+
+  function cached() {
+    let clock = 1_000_000;
+    const now = (): number => clock;
+    const fake = new FakeHub();
+    fake.tokens.set("alice-token", ALICE);
+    fake.clusters.set("mc1", { name: "mc1", labels: {} });
+    fake.clusters.set("mc2", { name: "mc2", labels: {} });
+    const deps: AdmissionDeps = {
+      authenticator: new Authenticator({
+        hub: fake,
+        tokenReview: true,
+        cacheTtlMs: TTL,
+        passthroughUnrecognizedTokens: false,
+        now,
+      }),
+      authorizer: new Authorizer({ hub: fake, cacheTtlMs: TTL, now }),
+      clusters: new ClusterDirectory(fake, undefined, now),
+      services: new ExposedServices(),
+      impersonationPrefix: PREFIX,
+    };
+    return { fake, deps, tick: (ms: number) => (clock += ms) };
+  }
+
+  test("a grant is reused only for the same identity and attributes", async () => {
+    const { fake, deps } = cached();
+    fake.grantProxy("alice", "mc1", "get");
+    fake.grant("alice", { group: "", resource: "users", name: "bob", verb: "impersonate" });
+    fake.grantProxy("bob", "mc1", "get");
+    assert.ok((await attempt(deps, "alice-token")).admitted);
+    const variants: [string, Record<string, string | string[]>, string, string][] = [
+      ["another cluster", {}, "/mc2/api", "GET"],
+      ["another verb", {}, "/mc1/api", "DELETE"],
+      ["an upgrade (create)", { upgrade: "websocket", connection: "Upgrade" }, "/mc1/api", "GET"],
+      [
+        "impersonating bob with a group",
+        { "impersonate-user": "bob", "impersonate-group": "admins" },
+        "/mc1/api",
+        "GET",
+      ],
+      ["impersonating bob with a uid", { "impersonate-user": "bob", "impersonate-uid": "u9" }, "/mc1/api", "GET"],
+      [
+        "impersonating bob with an extra",
+        { "impersonate-user": "bob", "impersonate-extra-scopes": "all" },
+        "/mc1/api",
+        "GET",
+      ],
+      ["impersonating carol", { "impersonate-user": "carol" }, "/mc1/api", "GET"],
+    ];
+    for (const [what, headers, url, method] of variants) {
+      const o = await attempt(deps, "alice-token", headers, url, method);
+      assert.ok(o.error instanceof GatewayError && o.error.status === 403, `${what}: ${outcomeOf(o)}`);
+    }
+    // And the cached grant still serves exactly what it was checked for.
+    const before = fake.accessReviews.length;
+    assert.ok((await attempt(deps, "alice-token")).admitted);
+    assert.equal(fake.accessReviews.length, before, "the same request was reviewed again");
+  });
+
+  test("a grant checked for an identity with a group is not reused for the same user without it", async () => {
+    const { fake, deps } = cached();
+    fake.grant("alice", { group: "", resource: "users", name: "bob", verb: "impersonate" });
+    fake.grant("alice", { group: "", resource: "groups", name: "ops", verb: "impersonate" });
+    fake.grantProxy("group:ops", "mc1", "get"); // bob may reach mc1 only as a member of ops
+    const asOps = await attempt(deps, "alice-token", { "impersonate-user": "bob", "impersonate-group": "ops" });
+    assert.ok(asOps.admitted, String(asOps.error));
+    assert.deepEqual(asOps.admitted.headers["impersonate-group"], [`${PREFIX}ops`, `${PREFIX}system:authenticated`]);
+    const alone = await attempt(deps, "alice-token", { "impersonate-user": "bob" });
+    assert.ok(alone.error instanceof GatewayError && alone.error.status === 403, outcomeOf(alone));
+  });
+
+  test("a user is kept for the TTL only; a rejection and a denial for their short bounds only", async () => {
+    const { fake, deps, tick } = cached();
+    fake.grantProxy("alice", "mc1", "get");
+    assert.ok((await attempt(deps, "alice-token")).admitted);
+    fake.tokens.delete("alice-token"); // revoked
+    tick(TTL - 1);
+    assert.ok((await attempt(deps, "alice-token")).admitted, "within the TTL the cached user serves");
+    tick(2);
+    const revoked = await attempt(deps, "alice-token");
+    assert.ok(revoked.error instanceof GatewayError && revoked.error.status === 401, "the user outlived the TTL");
+
+    // A rejection: refused, then valid: seen within NEGATIVE_CACHE_MAX_MS although the TTL is long.
+    tick(1);
+    fake.tokens.set("alice-token", ALICE);
+    tick(NEGATIVE_CACHE_MAX_MS + 1);
+    assert.ok((await attempt(deps, "alice-token")).admitted, "the rejection outlived its bound");
+
+    // A denial: denied, then granted: seen within DENIAL_CACHE_MAX_MS.
+    const denied = await attempt(deps, "alice-token", {}, "/mc2/api");
+    assert.ok(denied.error instanceof GatewayError && denied.error.status === 403);
+    fake.grantProxy("alice", "mc2", "get");
+    tick(DENIAL_CACHE_MAX_MS + 1);
+    assert.ok((await attempt(deps, "alice-token", {}, "/mc2/api")).admitted, "the denial outlived its bound");
+  });
+});
