@@ -12,31 +12,28 @@
  */
 export const HUB_REVIEW_TIMEOUT_MS = 5_000;
 
-/** The deadline of one request's hub reviews, counted from its creation. */
-export class HubDeadline {
-  private readonly at: number;
+/** What {@link HubDeadline}'s timer resolves with: no review answers with it. */
+const PASSED: unique symbol = Symbol("hub deadline passed");
 
-  constructor(
-    readonly ms: number = HUB_REVIEW_TIMEOUT_MS,
-    private readonly now: () => number = () => Date.now(),
-  ) {
-    this.at = now() + ms;
+/**
+ * The deadline of one request's hub reviews, counted from its creation by one timer (the monotonic
+ * clock of timers: a wall clock that steps back or stands still does not lengthen it). The timer
+ * does not keep the process alive and is gone once it fired.
+ */
+export class HubDeadline {
+  private readonly passed: Promise<typeof PASSED>;
+
+  constructor(readonly ms: number = HUB_REVIEW_TIMEOUT_MS) {
+    this.passed = new Promise((resolve) => setTimeout(() => resolve(PASSED), ms).unref());
   }
 
   /** `review`, or a rejection naming `what` when the deadline passes first (at once when it has). */
-  race<T>(review: Promise<T>, what: string): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new Error(
-              `the hub apiserver did not answer the ${what} within ${this.ms} ms (the deadline of all the hub reviews of a request)`,
-            ),
-          ),
-        Math.max(0, this.at - this.now()),
+  async race<T>(review: Promise<T>, what: string): Promise<T> {
+    const first = await Promise.race([review, this.passed]);
+    if (first === PASSED)
+      throw new Error(
+        `the hub apiserver did not answer the ${what} within ${this.ms} ms (the deadline of all the hub reviews of a request)`,
       );
-    });
-    return Promise.race([review, late]).finally(() => clearTimeout(timer));
+    return first;
   }
 }

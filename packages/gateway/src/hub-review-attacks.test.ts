@@ -23,7 +23,7 @@ import assert from "node:assert/strict";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { isDeepStrictEqual } from "node:util";
-import { after, before, describe, test as nodeTest, type TestContext } from "node:test";
+import { after, before, describe, mock, test as nodeTest, type TestContext } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
 import { errorMessage } from "@cluster-proxy/errors";
 import { admit, type AdmissionDeps, type AdmittedRequest } from "./admission.js";
@@ -33,6 +33,7 @@ import { ClusterDirectory } from "./cluster-directory.js";
 import { ExposedServices } from "./exposed-services.js";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, UserInfo } from "./hub-api.js";
+import { HubDeadline } from "./hub-deadline.js";
 import { kubeHubApi } from "./kube-hub.js";
 import { RequestRecord } from "./request-record.js";
 import { FakeHub } from "./testing/fake-hub.js";
@@ -547,4 +548,43 @@ describe("no cached verdict outlives what it was checked for", () => {
     tick(DENIAL_CACHE_MAX_MS + 1);
     assert.ok((await attempt(deps, "alice-token", {}, "/mc2/api")).admitted, "the denial outlived its bound");
   });
+});
+
+describe("the deadline does not follow the wall clock", () => {
+  /** Date is mocked (set as each case says) while timers run on their real, monotonic clock. */
+  const steps: [string, number][] = [
+    ["steps back an hour (NTP, a VM resumed)", -3_600_000],
+    ["steps back a second", -1_000],
+    ["stands still", 0],
+    ["steps forward an hour", 3_600_000],
+  ];
+  for (const [what, stepMs] of steps)
+    test(`the wall clock ${what} between two reviews: the second still ends at the deadline`, async () => {
+      mock.timers.reset(); // a case that failed before may have left it on
+      mock.timers.enable({ apis: ["Date"], now: 10_000_000 });
+      try {
+        const started = performance.now();
+        const deadline = new HubDeadline(1_000);
+        const first = deadline.race(
+          new Promise<string>((resolve) => setTimeout(() => resolve("first"), 600)),
+          "TokenReview",
+        );
+        assert.equal(await first, "first");
+        mock.timers.setTime(10_000_000 + stepMs);
+        const second = await Promise.race([
+          deadline.race(new Promise<never>(() => undefined), "SubjectAccessReview").then(
+            () => "answered",
+            (err: unknown) => err,
+          ),
+          new Promise<string>((resolve) => setTimeout(() => resolve("still pending after 3 s"), 3_000).unref()),
+        ]);
+        const took = performance.now() - started;
+        assert.ok(second instanceof Error, String(second));
+        assert.match(second.message, /did not answer the SubjectAccessReview within 1000 ms/);
+        // 1 s from the start, not 1 s from the second review (1.6 s) nor an hour on.
+        assert.ok(took < 1_400, `ended after ${Math.round(took)} ms`);
+      } finally {
+        mock.timers.reset();
+      }
+    });
 });
