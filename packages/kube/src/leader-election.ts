@@ -31,7 +31,10 @@ export interface LeaderElectionOptions {
    * namespace: written only by a holder that found its own pod with that uid. A candidate that gets
    * 404 for that pod (or finds a pod of another uid under its name) takes the Lease without waiting
    * for it to expire; any other answer (the pod, 403, a timeout) counts as the holder being alive.
-   * Without it, a Lease is taken only once it expired or was released.
+   * The name counts only for a holder whose identity is that pod's name, or the name, `_` and a
+   * suffix ({@link defaultIdentity}): an annotation left by an earlier holder (an elector without
+   * this option keeps it) says nothing of the present one. Without it, a Lease is taken only once
+   * it expired or was released.
    */
   holderPodAnnotation?: string;
   /** Injected clock (ms), for tests. */
@@ -237,6 +240,16 @@ export class LeaderElector {
       return "";
     }
     const { podName, uid } = holderPod;
+    const holder = lease.spec?.holderIdentity ?? "";
+    if (holder !== podName && !holder.startsWith(`${podName}_`)) {
+      // Not written by this holder: left by an earlier one through an elector that does not write
+      // the annotation (an older version), so that pod's fate says nothing of this holder.
+      this.logger.debug(
+        { holder, pod: podName },
+        "leader election: the Lease names a pod that is not its holder's (waiting for the lease to expire)",
+      );
+      return "";
+    }
     try {
       const pod = await this.api.get(KubeResources.pod, podName, this.options.namespace);
       return pod.metadata.uid !== undefined && pod.metadata.uid !== uid ? named : "";
