@@ -1,6 +1,6 @@
 /**
- * The proxy-agent: keeps one Connect stream to every proxy server behind `--proxy-server-host`
- * (server count, HA behind an L4 balancer), serves the servers' dials, drains, exposes health and metrics.
+ * The proxy-agent's wiring: picks the server targets from the options and hands them to the connect
+ * loop, opens each tunnel, serves the servers' dials, drains, exposes health and metrics.
  * Design: docs/design/protocol.md#23-server-count-and-ha-behind-a-load-balancer
  */
 import type * as http from "node:http";
@@ -25,11 +25,10 @@ import {
   TlsSessionCache,
   keepSessionAlive,
   openCall,
-  serverIsShedding,
   type ClientCall,
   type HttpProxy,
 } from "@cluster-proxy/tunnel";
-import { Backoff, silentLogger, type Logger } from "@cluster-proxy/kit";
+import { silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import {
   closeEndpointServer,
   createEndpointServer,
@@ -51,7 +50,10 @@ import {
 import { guardedConnector } from "./destination/destination-guard.js";
 import { loadGatewaySettings } from "./gateway-endpoint/gateway-config.js";
 import type { GatewayEndpoint } from "./gateway-endpoint/gateway-endpoint.js";
-import { HubAccess, openHubTunnel, ReplicaWatch } from "./connect/hub-tunnel.js";
+import { HubAccess } from "./connect/hub-tunnel.js";
+import { ConnectLoop, type AttemptResult } from "./connect/connect-loop.js";
+import { BalancedServerTargets, type ServerTarget, type ServerTargets } from "./connect/server-targets.js";
+import { ReplicaServerTargets } from "./connect/replica-targets.js";
 import { defaultConnector, type SocketConnector } from "./destination/endpoint-dialer.js";
 import { connectionCondition } from "./connect/connection-report.js";
 import { agentReadiness } from "./readiness.js";
@@ -82,10 +84,16 @@ export interface ProxyAgentDeps {
   connectEndpoint?: SocketConnector;
   /** Sends the `--status-deployment` patch (tests inject one; the pod's service account otherwise). */
   sendStatus?: PatchSender;
+  /** The connect loop's timers (default: Node's, which keep the process alive). */
+  clock?: Clock;
 }
 
-/** How one connect attempt ended (errors are thrown). */
-type AttemptResult = "connected" | "duplicate" | "closed";
+/** Node's timers as the connect loop's clock, ref'd: a waiting agent keeps its process alive. */
+const nodeClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout | undefined),
+};
 
 /** The server's answer to Connect: its identity and how many servers there are. */
 export interface ServerHandshake {
@@ -132,9 +140,10 @@ export class ProxyAgent {
   readonly metrics = new AgentMetrics();
   private readonly log: Logger;
   private readonly random: () => number;
-  private readonly backoff: Backoff;
   private readonly tunnels = new Map<string, ServerTunnel>();
-  private knownServerCount = 1;
+  /** Where tunnels go: the load-balanced address, or (--hub-kubeconfig) each ready replica. */
+  private targets: ServerTargets = new BalancedServerTargets(() => this.tunnels.values());
+  private loop: ConnectLoop | undefined;
   private tlsMaterial: AgentTlsMaterial | undefined;
   /** The forward proxy to the proxy server (HTTPS_PROXY), if any. */
   private hubProxy: HttpProxy | undefined;
@@ -148,7 +157,6 @@ export class ProxyAgent {
   private gateway: GatewayEndpoint | undefined;
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
   private connectEndpoint: SocketConnector | undefined;
-  private timer: NodeJS.Timeout | undefined;
   private attempt: AbortController | undefined;
   private started = false;
   private draining = false;
@@ -161,15 +169,7 @@ export class ProxyAgent {
   private lastConnectError: string | undefined;
   private admin: EndpointListener | undefined;
   /** --hub-kubeconfig: tunnels go through the hub kube-apiserver, one per ready proxy-server pod. */
-  private hubAccess: HubAccess | undefined;
-  private replicaWatch: ReplicaWatch | undefined;
-  /** The ready proxy-server pods (sorted), with --hub-kubeconfig. */
-  private readyReplicas: string[] = [];
-  /** The pod each tunnel was opened to, by serverID (with --hub-kubeconfig). */
-  private readonly podOfServer = new Map<string, string>();
-  /** The pod of the last attempt: the next attempt tries the next one, so one bad pod blocks none. */
-  private lastTriedPod = "";
-  private replicaError: string | undefined;
+  private replicas: ReplicaServerTargets | undefined;
 
   /** The options over their defaults; validated (and replaced by the validated ones) in start(). */
   private opts: AgentOptions;
@@ -189,13 +189,6 @@ export class ProxyAgent {
     this.random = deps.random ?? Math.random;
     this.agentID = resolveAgentID(options);
     this.identifiers = options.clusterName || options.agentIdentifiers ? safeIdentifiers(options) : "";
-    this.backoff = new Backoff({
-      initialMs: options.syncInterval,
-      capMs: options.syncIntervalCap,
-      factor: 1.5,
-      jitter: 0.1,
-      random: this.random,
-    });
   }
 
   /**
@@ -210,8 +203,10 @@ export class ProxyAgent {
     this.tlsMaterial = await loadAgentTls(this.options);
     this.hubProxy = await resolveHubProxy(this.options);
     if (this.options.hubKubeconfig) {
-      this.hubAccess = new HubAccess(this.options.hubKubeconfig);
-      await this.hubAccess.load();
+      const access = new HubAccess(this.options.hubKubeconfig);
+      await access.load();
+      this.replicas = this.replicaTargets(access);
+      this.targets = this.replicas;
     }
     this.startCertReloading(this.tlsMaterial);
     await readAuthorization(this.options);
@@ -268,7 +263,7 @@ export class ProxyAgent {
       agentID: this.agentID,
       identifiers: this.identifiers,
       server: `${o.proxyServerHost}:${o.proxyServerPort}`,
-      ...(this.hubAccess
+      ...(this.replicas
         ? { through: `hub kube-apiserver, pods of ${o.proxyServerNamespace}/${o.proxyServerService}` }
         : {}),
       ...(this.hubProxy ? { through: `${this.hubProxy.url.protocol}//${this.hubProxy.url.host}` } : {}),
@@ -285,8 +280,31 @@ export class ProxyAgent {
         ...(this.deps.sendStatus ? { send: this.deps.sendStatus } : {}),
       });
     }
-    if (this.hubAccess) this.watchReplicas(this.hubAccess);
-    this.schedule(0);
+    this.replicas?.start();
+    this.loop = new ConnectLoop({
+      targets: this.targets,
+      attempt: () => this.connectOnce(),
+      syncIntervalMs: o.syncInterval,
+      syncIntervalCapMs: o.syncIntervalCap,
+      random: this.random,
+      clock: this.deps.clock ?? nodeClock,
+      onFailure: ({ err, retryInMs, failures, shedding }) => {
+        this.lastConnectError = err instanceof Error ? err.message : String(err);
+        this.reportStatus();
+        this.log.warn(
+          {
+            err: err instanceof Error ? err.message : String(err),
+            retryInMs,
+            failures,
+            ...(shedding ? { overloaded: true } : {}),
+          },
+          shedding
+            ? "proxy server is overloaded (it shed this connection): backing off"
+            : "cannot connect to proxy server",
+        );
+      },
+    });
+    this.loop.start();
     return describe();
   }
 
@@ -297,8 +315,7 @@ export class ProxyAgent {
   drain(): void {
     if (this.draining || this.closed) return;
     this.draining = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
+    this.loop?.stop();
     for (const tunnel of this.tunnels.values()) tunnel.drain();
     this.gateway?.drain();
     this.log.info({ servers: this.tunnels.size }, "draining: no new server connections");
@@ -324,9 +341,8 @@ export class ProxyAgent {
       this.certReloader?.stop();
       this.gateway?.close();
       this.status?.close();
-      this.replicaWatch?.stop();
-      clearTimeout(this.timer);
-      this.timer = undefined;
+      this.replicas?.stop();
+      this.loop?.stop();
       this.attempt?.abort();
       // In-band: each open connection's client hears of its end from our CLOSE_RSP even if the
       // transport's close never reaches the server.
@@ -369,108 +385,27 @@ export class ProxyAgent {
     return this.endpointCount;
   }
 
-  /** Follow the ready proxy-server pods (--hub-kubeconfig): one tunnel to each. */
-  private watchReplicas(access: HubAccess): void {
+  /** The PortForward targets (--hub-kubeconfig): one tunnel to each ready proxy-server pod. */
+  private replicaTargets(access: HubAccess): ReplicaServerTargets {
     const o = this.options;
-    this.replicaWatch = new ReplicaWatch({
+    return new ReplicaServerTargets({
       access,
       namespace: o.proxyServerNamespace,
       service: o.proxyServerService,
+      port: o.proxyServerPort,
       timeoutMs: Math.max(o.keepaliveTimeout, o.dialTimeout),
       retryMs: o.syncIntervalCap,
       logger: this.log,
       onChange: (pods) => {
-        this.readyReplicas = pods;
-        this.knownServerCount = Math.max(1, pods.length);
-        this.metrics.knownServerCount.set(this.knownServerCount);
+        this.metrics.knownServerCount.set(this.targets.knownServerCount);
         this.log.info({ replicas: pods }, "ready proxy-server replicas changed");
         this.reportStatus();
-        if (this.nextPod() !== undefined && this.timer !== undefined && !this.attempt) this.schedule(0);
+        if (this.targets.wantsAnother()) this.loop?.poke();
       },
       onError: (message) => {
-        this.replicaError = message;
         if (message) this.reportStatus();
       },
     });
-    this.replicaWatch.start();
-  }
-
-  /**
-   * The ready pod to open a tunnel to next (--hub-kubeconfig): one without a tunnel, the first
-   * after the last one tried (in name order, wrapping), so every agent covers every replica.
-   */
-  private nextPod(): string | undefined {
-    const held = new Set(this.podOfServer.values());
-    const missing = this.readyReplicas.filter((p) => !held.has(p));
-    return missing.find((p) => p > this.lastTriedPod) ?? missing[0];
-  }
-
-  /** Whether another tunnel is wanted: a ready pod without one, or fewer servers than announced. */
-  private wantsAnotherTunnel(): boolean {
-    if (this.hubAccess) return this.nextPod() !== undefined;
-    let staying = 0;
-    for (const t of this.tunnels.values()) if (!t.serverLeaving) staying++;
-    return staying < this.knownServerCount;
-  }
-
-  private schedule(delayMs: number): void {
-    if (this.closed || this.draining) return;
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.tick(), delayMs);
-  }
-
-  private jitteredSyncInterval(): number {
-    return Math.round(this.options.syncInterval * (1 + 0.1 * (2 * this.random() - 1)));
-  }
-
-  private tick(): void {
-    this.timer = undefined;
-    if (this.closed || this.draining) return;
-    if (!this.wantsAnotherTunnel()) {
-      this.schedule(this.jitteredSyncInterval());
-      return;
-    }
-    const started = Date.now();
-    this.connectOnce().then(
-      (result) => {
-        if (result !== "closed") this.backoff.reset();
-        // Through the hub the missing replicas are known: the next one at once.
-        this.schedule(
-          result === "connected" && this.hubAccess && this.wantsAnotherTunnel() ? 0 : this.jitteredSyncInterval(),
-        );
-      },
-      (err: unknown) => {
-        const shedding = serverIsShedding(err);
-        const delay = this.retryDelay(Date.now() - started, shedding);
-        this.lastConnectError = err instanceof Error ? err.message : String(err);
-        this.reportStatus();
-        this.log.warn(
-          {
-            err: err instanceof Error ? err.message : String(err),
-            retryInMs: delay,
-            failures: this.backoff.failures,
-            ...(shedding ? { overloaded: true } : {}),
-          },
-          shedding
-            ? "proxy server is overloaded (it shed this connection): backing off"
-            : "cannot connect to proxy server",
-        );
-        this.schedule(delay);
-      },
-    );
-  }
-
-  /**
-   * The delay before the next attempt after one that failed after `elapsedMs`: the backoff, but
-   * never shorter than a jittered `elapsedMs` (a server that took 8 s to fail us is not asked
-   * again after 1 s), and when the server said it is shedding load, a jittered
-   * `--sync-interval-cap` at least, so a fleet it shed does not come back at once.
-   */
-  private retryDelay(elapsedMs: number, shedding: boolean): number {
-    let delay = this.backoff.next();
-    if (elapsedMs > delay) delay = Math.round(elapsedMs * (0.5 + this.random()));
-    if (shedding) delay = Math.max(delay, Math.round(this.options.syncIntervalCap * (0.5 + 0.5 * this.random())));
-    return delay;
   }
 
   /**
@@ -523,17 +458,12 @@ export class ProxyAgent {
     const timeoutMs = Math.max(o.keepaliveTimeout, o.dialTimeout);
     const handshakeTimeoutMs = o.handshakeTimeout;
     let session: http2.ClientHttp2Session | undefined;
-    let pod: string | undefined;
     try {
-      let throughHub: { socket: Socket } | undefined;
-      if (this.hubAccess) {
-        pod = this.nextPod();
-        if (pod === undefined) return "closed";
-        this.lastTriedPod = pod;
-        const hub = await this.hubAccess.load();
-        const target = { namespace: o.proxyServerNamespace, pod, port: o.proxyServerPort };
-        throughHub = { socket: await openHubTunnel(hub, target, timeoutMs, attempt.signal) };
-      }
+      const target = this.targets.pick();
+      if (target === undefined) return "closed";
+      const throughHub: { socket: Socket } | undefined = target.open
+        ? { socket: await target.open(attempt.signal) }
+        : undefined;
       session = await connectSession({
         ...(throughHub ?? {}),
         host: o.proxyServerHost,
@@ -584,7 +514,7 @@ export class ProxyAgent {
         s.close();
         return "duplicate";
       }
-      this.register(serverID, s, call, serverCount, early, headers[FLOW_CONTROL_METADATA] === "1", pod);
+      this.register(serverID, s, call, serverCount, early, headers[FLOW_CONTROL_METADATA] === "1", target);
       return "connected";
     } catch (err) {
       session?.destroy();
@@ -601,8 +531,9 @@ export class ProxyAgent {
     count: number,
     early: Buffer[],
     serverFlowControl: boolean,
-    pod?: string,
+    target: ServerTarget,
   ): void {
+    const { pod } = target;
     const tunnel = new ServerTunnel(serverID, session, call, {
       addressing: { clusterName: this.options.clusterName, apiserverAddress: this.options.apiserverAddress },
       dialTimeoutMs: this.options.dialTimeout,
@@ -621,11 +552,8 @@ export class ProxyAgent {
       ...(this.gateway ? { gateway: this.gateway } : {}),
     });
     this.tunnels.set(serverID, tunnel);
-    if (pod !== undefined) this.podOfServer.set(serverID, pod);
-    // Go uses the count as given; a count below 1 would stop reconnecting after a server loss.
-    // Through the hub the ready pods are the count (the server's is its --server-count).
-    if (!this.hubAccess) this.knownServerCount = Math.max(1, count);
-    this.metrics.knownServerCount.set(this.knownServerCount);
+    this.targets.opened(serverID, target, count);
+    this.metrics.knownServerCount.set(this.targets.knownServerCount);
     this.metrics.openServerConnections.set(this.tunnels.size);
     this.log.info(
       { serverID, serverCount: count, connected: this.tunnels.size, ...(pod ? { pod } : {}) },
@@ -635,7 +563,7 @@ export class ProxyAgent {
     tunnel.once("close", (reason) => {
       if (this.tunnels.get(serverID) === tunnel) {
         this.tunnels.delete(serverID);
-        this.podOfServer.delete(serverID);
+        this.targets.closed(serverID);
       }
       this.metrics.openServerConnections.set(this.tunnels.size);
       this.log.info({ serverID, reason, connected: this.tunnels.size }, "disconnected from proxy server");
@@ -643,7 +571,7 @@ export class ProxyAgent {
     });
     // A draining server (GOAWAY) keeps its open connections; another replica is wanted at once.
     tunnel.once("goaway", () => {
-      if (!this.closed && !this.draining && this.timer !== undefined && !this.attempt) this.schedule(0);
+      if (!this.closed && !this.draining) this.loop?.poke();
     });
     for (const frame of early) tunnel.receive(frame);
     if (call.closed || session.destroyed) tunnel.close("stream ended during the handshake");
@@ -654,15 +582,15 @@ export class ProxyAgent {
   private reportStatus(): void {
     if (!this.status) return;
     // An error from before the agent reached every server is history, not a reason.
-    if (this.tunnels.size >= this.knownServerCount) this.lastConnectError = undefined;
+    if (this.tunnels.size >= this.targets.knownServerCount) this.lastConnectError = undefined;
     this.status.publish(
       connectionCondition({
         agent: this.agentID,
         connected: this.tunnels.size,
-        known: this.knownServerCount,
-        ...(this.hubAccess ? { path: "through the hub kube-apiserver (entrypoint PortForward)" } : {}),
-        ...(this.replicaError || this.lastConnectError
-          ? { lastError: this.replicaError ?? this.lastConnectError }
+        known: this.targets.knownServerCount,
+        ...(this.replicas ? { path: "through the hub kube-apiserver (entrypoint PortForward)" } : {}),
+        ...(this.replicas?.error || this.lastConnectError
+          ? { lastError: this.replicas?.error ?? this.lastConnectError }
           : {}),
       }),
     );
