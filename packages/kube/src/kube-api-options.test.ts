@@ -100,3 +100,54 @@ describe("KubeApi options", () => {
     );
   });
 });
+
+describe("KubeApi request signal", () => {
+  it(
+    "an aborted request closes its connection, waiting for the answer or reading its body",
+    { timeout: 20_000 },
+    async () => {
+      const server = http.createServer((req, res) => {
+        if (req.url?.endsWith("/half")) {
+          res.writeHead(200, { "content-type": "application/json" });
+          res.write('{"metadata":'); // the rest never comes
+        }
+        // otherwise: accepted, never answered
+      });
+      server.listen(0, "127.0.0.1");
+      await once(server, "listening");
+      const connections = (): Promise<number> =>
+        new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+      try {
+        const port = (server.address() as AddressInfo).port;
+        const api = new KubeApi(
+          {
+            getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }),
+            applyToHTTPSOptions: () => Promise.resolve(),
+          },
+          { requestTimeoutMs: 60_000 },
+        );
+        const stop = new AbortController();
+        const calls = ["/api/v1/silent", "/api/v1/half", "/api/v1/silent"].map((path) =>
+          api.request("GET", path, undefined, undefined, stop.signal).then(
+            () => undefined,
+            (err: unknown) => err,
+          ),
+        );
+        for (let open = await connections(); open < calls.length; open = await connections())
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        const started = Date.now();
+        stop.abort();
+        for (const err of await Promise.all(calls))
+          assert.ok(err instanceof KubeApiError && err.reason === "Transport", String(err));
+        for (let open = await connections(); open > 0; open = await connections()) {
+          assert.ok(Date.now() - started < 5_000, `${open} connections still open 5 s after the abort`);
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await assert.rejects(api.request("GET", "/api/v1/silent", undefined, undefined, stop.signal), KubeApiError);
+      } finally {
+        server.closeAllConnections();
+        server.close();
+      }
+    },
+  );
+});

@@ -341,10 +341,24 @@ export class KubeApi {
     });
   }
 
-  /** One JSON request; errors become {@link KubeApiError}. */
-  async request(method: string, path: string, body?: unknown, contentType = "application/json"): Promise<unknown> {
-    const res = await this.open(method, path, body, contentType, undefined, this.requestTimeoutMs);
-    const text = await readAll(res);
+  /**
+   * One JSON request; errors become {@link KubeApiError}. `signal` aborts it: its connection is
+   * closed (while waiting for the answer or reading it) and the promise rejects.
+   */
+  async request(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+    signal?: AbortSignal,
+  ): Promise<unknown> {
+    const res = await this.open(method, path, body, contentType, signal, this.requestTimeoutMs);
+    let text: string;
+    try {
+      text = await readAll(res);
+    } catch (err) {
+      throw new KubeApiError(0, "Transport", `${method} ${path}: ${errorText(err)}`, { cause: err });
+    }
     if ((res.statusCode ?? 0) >= 300) throw statusError(res.statusCode ?? 0, text, `${method} ${path}`);
     return text === "" ? undefined : JSON.parse(text);
   }
@@ -386,6 +400,10 @@ export class KubeApi {
       req.end(payload);
     });
   }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 async function readAll(res: NodeHttp.IncomingMessage): Promise<string> {
