@@ -8,6 +8,7 @@ import { GatewayError } from "./gateway-error.js";
 import type { HubApi, TokenReviewResult, UserInfo } from "./hub-api.js";
 import type { HubDeadline } from "./hub-deadline.js";
 import type { OidcAuthenticator } from "./oidc.js";
+import { SharedAbort } from "./shared-abort.js";
 import { SourceBuckets, sourceKey } from "./source-buckets.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
 import { errorMessage } from "@cluster-proxy/errors";
@@ -72,7 +73,8 @@ export class Authenticator {
   /** Tokens the hub rejected, by hash: apart from {@link users}, so junk never evicts them. */
   private readonly rejected: TtlCache<true>;
   /** Reviews in flight, by hash (one hub call per token at a time). */
-  private readonly pending = new Map<string, Promise<TokenReviewResult>>();
+  /** The TokenReviews under way, by token hash, with the requests waiting for each. */
+  private readonly pending = new Map<string, { review: Promise<TokenReviewResult>; waiters: SharedAbort }>();
   private readonly buckets: SourceBuckets;
 
   constructor(private readonly s: AuthenticatorSettings) {
@@ -110,25 +112,33 @@ export class Authenticator {
    * The hub's answer about `token`: from the caches, else a TokenReview if the source's bucket has
    * a token; `limited` (seconds to wait) when it had none. Throws when the hub cannot answer.
    */
-  private async review(token: string, source: string | undefined): Promise<TokenReviewResult | { limited: number }> {
+  private async review(
+    token: string,
+    source: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<TokenReviewResult | { limited: number }> {
     const key = hash("sha256", token);
     const user = this.users.peek(key);
     if (user) return { user };
     if (this.rejected.peek(key)) return {};
-    let running = this.pending.get(key);
-    if (!running) {
-      const wait = this.buckets.take(sourceKey(source));
-      if (wait > 0) return { limited: wait };
-      running = this.s.hub.tokenReview(token).then((r) => {
-        if (r.user) this.users.set(key, r.user, this.s.cacheTtlMs);
-        else this.rejected.set(key, true, Math.min(this.s.cacheTtlMs, NEGATIVE_CACHE_MAX_MS));
-        return r;
-      });
-      this.pending.set(key, running);
-      const forget = (): void => void this.pending.delete(key);
-      running.then(forget, forget);
+    const running = this.pending.get(key);
+    if (running) {
+      running.waiters.join(signal);
+      return running.review;
     }
-    return running;
+    const wait = this.buckets.take(sourceKey(source));
+    if (wait > 0) return { limited: wait };
+    const waiters = new SharedAbort();
+    waiters.join(signal);
+    const review = this.s.hub.tokenReview(token, undefined, waiters.signal).then((r) => {
+      if (r.user) this.users.set(key, r.user, this.s.cacheTtlMs);
+      else this.rejected.set(key, true, Math.min(this.s.cacheTtlMs, NEGATIVE_CACHE_MAX_MS));
+      return r;
+    });
+    this.pending.set(key, { review, waiters });
+    const forget = (): void => void this.pending.delete(key);
+    review.then(forget, forget);
+    return review;
   }
 
   private async bearer(
@@ -141,7 +151,7 @@ export class Authenticator {
     let limited: number | undefined;
     if (this.s.tokenReview) {
       try {
-        const reviewing = this.review(token, source);
+        const reviewing = this.review(token, source, deadline?.signal);
         const review = await (deadline ? deadline.race(reviewing, "TokenReview") : reviewing);
         if ("limited" in review) limited = review.limited;
         else if (review.user) return { method: "token", user: review.user };

@@ -191,7 +191,7 @@ export class Authorizer {
    * for at most {@link DENIAL_CACHE_MAX_MS}, or as long as a grant with `keepDenials`, for callers
    * that ask about every cluster over and over, like the fleet view). A hub that cannot answer is
    * a 503 GatewayError, as is one that has not answered by `deadline` (the review goes on, for
-   * the cache).
+   * the cache, only while another request without a passed deadline waits for it).
    */
   async allowed(
     user: UserInfo,
@@ -203,8 +203,9 @@ export class Authorizer {
     try {
       const deciding = this.decisions.get(
         key,
-        async () => (await this.s.hub.subjectAccessReview(user, attrs)).allowed,
+        async (signal) => (await this.s.hub.subjectAccessReview(user, attrs, signal)).allowed,
         (ok) => (ok || keepDenials ? this.s.cacheTtlMs : Math.min(this.s.cacheTtlMs, DENIAL_CACHE_MAX_MS)),
+        deadline?.signal,
       );
       return await (deadline ? deadline.race(deciding, "SubjectAccessReview") : deciding);
     } catch (err) {

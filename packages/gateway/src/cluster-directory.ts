@@ -28,15 +28,16 @@ export class ClusterDirectory {
   /**
    * The ManagedCluster `name`; a 404 GatewayError when there is none, 503 when the hub cannot say
    * (at the latest at `deadline`, the request's deadline for its hub calls; the lookup goes on for
-   * the cache).
+   * the cache while another request without a passed deadline waits for it).
    */
   async require(name: string, deadline?: HubDeadline): Promise<ManagedClusterInfo> {
     let info: ManagedClusterInfo | null;
     try {
       const looking = this.cache.get(
         name,
-        async () => (await this.hub.managedCluster(name)) ?? null,
+        async (signal) => (await this.hub.managedCluster(name, signal)) ?? null,
         () => CLUSTER_CACHE_MS,
+        deadline?.signal,
       );
       info = await (deadline ? deadline.race(looking, "ManagedCluster lookup") : looking);
     } catch (err) {

@@ -1,6 +1,6 @@
 /**
  * What the gateway asks of the hub, behind one small interface: the real implementation
- * (`kube-hub.ts`) uses @kubernetes/client-node's typed APIs and @cluster-proxy/kube's supervised
+ * (`kube-hub.ts`) uses @cluster-proxy/kube's client (requests aborted by a signal) and supervised
  * watches; tests use a fake (`testing/fake-hub.ts`).
  */
 
@@ -69,12 +69,17 @@ export type ConfigMapListener = (data: Record<string, string> | undefined) => vo
 export interface HubApi {
   /**
    * Review `token` for `audiences` (`spec.audiences`; undefined: none, which the hub reads as its
-   * own apiserver's audiences).
+   * own apiserver's audiences); `signal` aborts the review (and closes its request to the hub).
    */
-  tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult>;
-  subjectAccessReview(user: UserInfo, attributes: ResourceAttributes): Promise<{ allowed: boolean; reason?: string }>;
-  /** The ManagedCluster `name`, or undefined when there is none. */
-  managedCluster(name: string): Promise<ManagedClusterInfo | undefined>;
+  tokenReview(token: string, audiences?: readonly string[], signal?: AbortSignal): Promise<TokenReviewResult>;
+  /** Whether the hub lets `user` do `attributes`; `signal` aborts the review (and closes its request). */
+  subjectAccessReview(
+    user: UserInfo,
+    attributes: ResourceAttributes,
+    signal?: AbortSignal,
+  ): Promise<{ allowed: boolean; reason?: string }>;
+  /** The ManagedCluster `name`, or undefined when there is none; `signal` aborts the lookup. */
+  managedCluster(name: string, signal?: AbortSignal): Promise<ManagedClusterInfo | undefined>;
   /**
    * Watch the ConfigMap `namespace/name`: `listener` gets its current state, then every change
    * (re-listing whenever the watch ends). Returns the function that stops watching.

@@ -22,9 +22,23 @@ const PASSED: unique symbol = Symbol("hub deadline passed");
  */
 export class HubDeadline {
   private readonly passed: Promise<typeof PASSED>;
+  private readonly expiry = new AbortController();
 
   constructor(readonly ms: number = HUB_REVIEW_TIMEOUT_MS) {
-    this.passed = new Promise((resolve) => setTimeout(() => resolve(PASSED), ms).unref());
+    this.passed = new Promise((resolve) =>
+      setTimeout(() => {
+        resolve(PASSED);
+        this.expiry.abort(new Error(`the deadline of all the hub reviews of a request (${ms} ms) passed`));
+      }, ms).unref(),
+    );
+  }
+
+  /**
+   * Aborts when the deadline passes: the hub calls made for this request alone close their HTTP
+   * requests then (a call shared with other requests when all of them gave up, `shared-abort.ts`).
+   */
+  get signal(): AbortSignal {
+    return this.expiry.signal;
   }
 
   /** `review`, or a rejection naming `what` when the deadline passes first (at once when it has). */

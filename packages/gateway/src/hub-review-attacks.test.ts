@@ -1,6 +1,6 @@
 /**
  * Hostile hub answers against admission's one deadline for a request's hub calls: the real
- * {@link kubeHubApi} (client-node, over loopback HTTP) talks to a stand-in apiserver that stalls,
+ * {@link kubeHubApi} (@cluster-proxy/kube's client, over loopback HTTP) talks to a stand-in apiserver that stalls,
  * answers late, answers 5xx, answers garbage or closes mid-body, per token, per reviewed user or per
  * cluster; {@link admit} runs with the gateway's Authenticator, Authorizer and ClusterDirectory.
  * The per-call timeout of kubeHubApi is set long here, so that only the request's deadline bounds
@@ -18,10 +18,13 @@
  *    other callers: while an attacker's reviews stall, legitimate requests are answered.
  * 4. No cached verdict outlives what it was checked for: a grant is reused only for the very same
  *    identity and attributes, a denial or rejection for at most its short bound, a user for the TTL.
+ * 5. A refused request leaves no connection to the hub behind: a flood of callers while the hub
+ *    stalls does not pile up sockets (the hub call is aborted at the deadline, its request closed).
  */
 import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
 import * as http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { isDeepStrictEqual } from "node:util";
 import { after, before, describe, mock, test as nodeTest, type TestContext } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
@@ -70,12 +73,45 @@ class HostileHub {
   readonly byCluster = new Map<string, Behaviour>();
   /** The SubjectAccessReviews answered "allowed" for managedclusters/proxy, in order. */
   readonly clusterGrants: UserInfo[] = [];
+  /** The connections open to the stand-in apiserver, and the most that were open at once. */
+  readonly sockets = new Set<Socket>();
+  peak = 0;
+  private readonly closes = new EventEmitter();
   private readonly server: http.Server;
   constructor() {
     this.server = http.createServer((req, res) => {
       let raw = "";
       req.on("data", (c: Buffer) => (raw += c.toString()));
       req.on("end", () => this.answer(req, res, raw));
+    });
+    this.server.on("connection", (socket: Socket) => {
+      this.sockets.add(socket);
+      this.peak = Math.max(this.peak, this.sockets.size);
+      socket.on("close", () => {
+        this.sockets.delete(socket);
+        this.closes.emit("close");
+      });
+    });
+  }
+
+  /** Resolves once at most `n` connections are open; rejects, naming how many are, after `ms`. */
+  async openAtMost(n: number, ms: number): Promise<void> {
+    if (this.sockets.size <= n) return;
+    await new Promise<void>((resolve, reject) => {
+      const onClose = (): void => {
+        if (this.sockets.size > n) return;
+        done();
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`${this.sockets.size} connections to the hub still open after ${ms} ms (at most ${n})`));
+      }, ms);
+      const done = (): void => {
+        clearTimeout(timer);
+        this.closes.off("close", onClose);
+      };
+      this.closes.on("close", onClose);
     });
   }
 
@@ -323,6 +359,30 @@ const garbageTokenReviews: [string, unknown][] = [
   ["null", null],
   ["an error with authenticated true", { status: { authenticated: true, error: "x", user: { username: "mallory" } } }],
 ];
+
+/** Callers at once in {@link describe}'s flood. */
+const FLOOD = 50;
+/** How long after the last refusal the hub's connections may take to close. */
+const CLOSE_BOUND_MS = 5_000;
+
+describe("a flood of callers while the hub stalls leaves no connection to the hub behind", () => {
+  const stalls: [string, (token: string) => void][] = [
+    ["TokenReview", (token) => hostile.byToken.set(token, { kind: "stall" })],
+    ["cluster SubjectAccessReview", (token) => hostile.byUser.set(token.slice(6), { kind: "stall" })],
+    ["ManagedCluster lookup", (token) => hostile.byCluster.set(`mc-${token}`, { kind: "head-then-stall" })],
+  ];
+  for (const [what, stall] of stalls)
+    test(`${FLOOD} callers whose ${what} stalls: each refused by the deadline, every socket closed`, async () => {
+      const tokens = Array.from({ length: FLOOD }, () => `token-v${++variant}`);
+      tokens.forEach(stall);
+      const baseline = hostile.sockets.size;
+      hostile.peak = baseline;
+      const outcomes = await Promise.all(tokens.map((token) => attempt(depsOf(hub), token, {}, `/mc-${token}/api`)));
+      for (const o of outcomes) assertRefusedInTime(o, [503]);
+      assert.ok(hostile.peak >= baseline + FLOOD / 2, `the hub saw only ${hostile.peak - baseline} new connections`);
+      await hostile.openAtMost(baseline, CLOSE_BOUND_MS);
+    });
+});
 
 describe("TokenReview answers that are garbage: never admitted as anyone the hub did not vouch for", () => {
   for (const [what, body] of garbageTokenReviews)

@@ -1,16 +1,17 @@
 /**
- * The hub: TokenReview and SubjectAccessReview (typed APIs of @kubernetes/client-node), ManagedCluster
- * lookups, Warning Events about the services ConfigMap, and, through @cluster-proxy/kube's supervised
- * watches, the services ConfigMap and, for the fleet view, the ManagedClusters and the
+ * The hub, through @cluster-proxy/kube's client: TokenReview and SubjectAccessReview, ManagedCluster
+ * lookups (each aborted, its HTTP request closed, at its timeout or when its caller's signal
+ * aborts), Warning Events about the services ConfigMap, and, through supervised watches, the services ConfigMap and, for the fleet view, the ManagedClusters and the
  * ManagedClusterAddOns `cluster-proxy`: listed, then watched, re-listed whenever a watch ends.
  */
-import * as k8s from "@kubernetes/client-node";
 import { HubResources } from "@cluster-proxy/api";
 import {
   KubeApi,
   KubeResources,
   SupervisedWatch,
+  isNotFound,
   typedResource,
+  type KubeApiConfig,
   type KubeObject,
   type ResourceRef,
 } from "@cluster-proxy/kube";
@@ -28,18 +29,31 @@ import type {
 } from "./hub-api.js";
 import { HUB_REVIEW_TIMEOUT_MS } from "./hub-deadline.js";
 
-function isNotFound(err: unknown): boolean {
-  return err instanceof k8s.ApiException && err.code === 404;
-}
-
 const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === "string");
 
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+const isStringRecord = (v: unknown): v is Record<string, string> =>
+  isRecord(v) && Object.values(v).every((x) => typeof x === "string");
+
 /**
- * The user of an authenticated TokenReview. client-node does not check the types of what it
- * parses (`"authenticated": "false"` arrives as a string, a numeric username as a number), so
- * every field is checked here: an answer of any other shape is an error (503), never a user.
+ * The `status` of the object the hub answered a `what` with (undefined when it has none): an
+ * answer that is not an object, or a status that is not one, is an error (503).
  */
-function userOf(status: k8s.V1TokenReviewStatus | undefined): UserInfo | undefined {
+function statusOf(body: unknown, what: string): Record<string, unknown> | undefined {
+  if (!isRecord(body)) throw new Error(`the hub apiserver answered a ${what} that is not an object`);
+  const status = body.status;
+  if (status === undefined) return undefined;
+  if (!isRecord(status)) throw new Error(`the hub apiserver answered a ${what} of an unexpected shape (status)`);
+  return status;
+}
+
+/**
+ * The user of an authenticated TokenReview. The JSON of the answer is not trusted to have the
+ * types the API documents (`"authenticated": "false"` as a string, a numeric username), so every
+ * field is checked here: an answer of any other shape is an error (503), never a user.
+ */
+function userOf(status: Record<string, unknown> | undefined): UserInfo | undefined {
   const authenticated: unknown = status?.authenticated;
   if (authenticated === undefined || authenticated === false) return undefined;
   const u: unknown = status?.user;
@@ -154,84 +168,105 @@ function listWatch<T>(
   );
 }
 
-/** `p`, or a rejection naming `what` when it has not settled within `ms`. */
-function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the hub apiserver did not answer the ${what} within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+/**
+ * `run(signal)`, where `signal` aborts after `ms` (a rejection naming `what`) or when `caller`
+ * does (its reason): the request `run` makes with it is closed then, its socket freed.
+ */
+async function bounded<T>(
+  what: string,
+  ms: number,
+  caller: AbortSignal | undefined,
+  run: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const timeout = new AbortController();
+  const timer = setTimeout(
+    () => timeout.abort(new Error(`the hub apiserver did not answer the ${what} within ${ms} ms`)),
+    ms,
+  );
+  const signal = caller ? AbortSignal.any([caller, timeout.signal]) : timeout.signal;
+  try {
+    return await run(signal);
+  } catch (err) {
+    if (!signal.aborted) throw err;
+    const reason: unknown = signal.reason;
+    throw reason instanceof Error ? reason : new Error(`the ${what} was aborted`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The labels of a ManagedCluster the hub answered; any other shape is an error (503). */
+function labelsOf(body: unknown): Record<string, string> {
+  const metadata = isRecord(body) ? body.metadata : undefined;
+  if (!isRecord(metadata)) throw new Error("the hub apiserver answered a ManagedCluster without metadata");
+  const labels = metadata.labels ?? {};
+  if (!isStringRecord(labels))
+    throw new Error("the hub apiserver answered a ManagedCluster of an unexpected shape (labels)");
+  return labels;
 }
 
 /**
- * A {@link HubApi} for the hub `kc` points at; each review call fails after `reviewTimeoutMs` (a
- * call may serve several requests; each request also has one deadline for all its reviews,
- * `hub-deadline.ts`).
+ * A {@link HubApi} for the hub `kc` points at (a @kubernetes/client-node `KubeConfig`, or any
+ * {@link KubeApiConfig}); each review call fails after `reviewTimeoutMs` (a call may serve several
+ * requests; each request also has one deadline for all its reviews, `hub-deadline.ts`, whose
+ * signal aborts the calls it waits for), and its HTTP request is closed then.
  */
 export function kubeHubApi(
-  kc: k8s.KubeConfig,
+  kc: KubeApiConfig,
   logger: Logger = silentLogger,
   reviewTimeoutMs = HUB_REVIEW_TIMEOUT_MS,
 ): HubApi {
-  const authn = kc.makeApiClient(k8s.AuthenticationV1Api);
-  const authz = kc.makeApiClient(k8s.AuthorizationV1Api);
-  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
-  const core = kc.makeApiClient(k8s.CoreV1Api);
   const api = new KubeApi(kc);
   return {
-    async tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
-      const review = await withDeadline(
-        authn.createTokenReview({
-          body: {
-            apiVersion: "authentication.k8s.io/v1",
-            kind: "TokenReview",
-            spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
-          },
-        }),
-        reviewTimeoutMs,
+    async tokenReview(token: string, audiences?: readonly string[], signal?: AbortSignal): Promise<TokenReviewResult> {
+      const body = {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenReview",
+        spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
+      };
+      const status = statusOf(
+        await bounded("TokenReview", reviewTimeoutMs, signal, (s) =>
+          api.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body, undefined, s),
+        ),
         "TokenReview",
       );
-      const user = userOf(review.status);
+      const user = userOf(status);
       if (!user) return {};
-      const granted = review.status?.audiences ?? [];
+      const granted = status?.audiences ?? [];
+      if (!isStrings(granted))
+        throw new Error("the hub apiserver answered a TokenReview of an unexpected shape (audiences)");
       return { user, ...(granted.length > 0 ? { audiences: granted } : {}) };
     },
-    async subjectAccessReview(user: UserInfo, a: ResourceAttributes) {
-      const review = await withDeadline(
-        authz.createSubjectAccessReview({
-          body: {
-            apiVersion: "authorization.k8s.io/v1",
-            kind: "SubjectAccessReview",
-            spec: {
-              user: user.username,
-              groups: user.groups,
-              ...(user.uid ? { uid: user.uid } : {}),
-              extra: user.extra,
-              resourceAttributes: { ...a },
-            },
-          },
-        }),
-        reviewTimeoutMs,
+    async subjectAccessReview(user: UserInfo, a: ResourceAttributes, signal?: AbortSignal) {
+      const body = {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: {
+          user: user.username,
+          groups: user.groups,
+          ...(user.uid ? { uid: user.uid } : {}),
+          extra: user.extra,
+          resourceAttributes: { ...a },
+        },
+      };
+      const status = statusOf(
+        await bounded("SubjectAccessReview", reviewTimeoutMs, signal, (s) =>
+          api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body, undefined, s),
+        ),
         "SubjectAccessReview",
       );
+      const reason = status?.reason;
       return {
-        allowed: review.status?.allowed === true,
-        ...(review.status?.reason ? { reason: review.status.reason } : {}),
+        allowed: status?.allowed === true,
+        ...(typeof reason === "string" && reason !== "" ? { reason } : {}),
       };
     },
-    async managedCluster(name: string): Promise<ManagedClusterInfo | undefined> {
+    async managedCluster(name: string, signal?: AbortSignal): Promise<ManagedClusterInfo | undefined> {
       try {
-        const obj = (await withDeadline(
-          custom.getClusterCustomObject({
-            group: "cluster.open-cluster-management.io",
-            version: "v1",
-            plural: "managedclusters",
-            name,
-          }),
-          reviewTimeoutMs,
-          "ManagedCluster lookup",
-        )) as { metadata?: { labels?: Record<string, string> } };
-        return { name, labels: obj.metadata?.labels ?? {} };
+        const obj = await bounded("ManagedCluster lookup", reviewTimeoutMs, signal, (s) =>
+          api.request("GET", KubeApi.objectPath(HubResources.managedCluster, name), undefined, undefined, s),
+        );
+        return { name, labels: labelsOf(obj) };
       } catch (err) {
         if (isNotFound(err)) return undefined;
         throw err;
@@ -266,21 +301,20 @@ export function kubeHubApi(
       );
     },
     async configMapEvent(namespace: string, name: string, reason: string, message: string): Promise<void> {
-      const now = new Date();
-      await core.createNamespacedEvent({
-        namespace,
-        body: {
-          metadata: { generateName: `${name}.`, namespace },
-          involvedObject: { apiVersion: "v1", kind: "ConfigMap", name, namespace },
-          reason,
-          message,
-          type: "Warning",
-          source: { component: "cluster-proxy-gateway" },
-          firstTimestamp: now,
-          lastTimestamp: now,
-          count: 1,
-          reportingComponent: "cluster-proxy-gateway",
-        },
+      const now = new Date().toISOString();
+      await api.request("POST", KubeApi.collectionPath(KubeResources.event, namespace), {
+        apiVersion: "v1",
+        kind: "Event",
+        metadata: { generateName: `${name}.`, namespace },
+        involvedObject: { apiVersion: "v1", kind: "ConfigMap", name, namespace },
+        reason,
+        message,
+        type: "Warning",
+        source: { component: "cluster-proxy-gateway" },
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+        reportingComponent: "cluster-proxy-gateway",
       });
     },
   };

@@ -1,8 +1,10 @@
 /**
  * A small expiring cache for hub answers (TokenReview, SubjectAccessReview, ManagedCluster
  * lookups). Each entry has its own lifetime (denials are kept shorter than grants); the number of
- * entries is bounded, the oldest go first. Concurrent lookups of one key share one hub call.
+ * entries is bounded, the oldest go first. Concurrent lookups of one key share one hub call,
+ * aborted once all of them gave up.
  */
+import { SharedAbort } from "./shared-abort.js";
 
 /** Clock (milliseconds), injectable in tests. */
 export type Clock = () => number;
@@ -16,7 +18,7 @@ export interface TtlCacheOptions {
 /** See the module comment. */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expires: number }>();
-  private readonly pending = new Map<string, Promise<V>>();
+  private readonly pending = new Map<string, { value: Promise<V>; waiters: SharedAbort }>();
   private readonly maxEntries: number;
   private readonly now: Clock;
 
@@ -25,18 +27,32 @@ export class TtlCache<V> {
     this.now = options.now ?? Date.now;
   }
 
-  /** The cached value of `key`, or `load()`'s, kept for `ttlOf(value)` ms (0: not kept). */
-  async get(key: string, load: () => Promise<V>, ttlOf: (value: V) => number): Promise<V> {
+  /**
+   * The cached value of `key`, or `load(signal)`'s, kept for `ttlOf(value)` ms (0: not kept). The
+   * lookups of `key` while it loads share the load; its `signal` aborts when the `signal` of every
+   * one of them has (none: never).
+   */
+  async get(
+    key: string,
+    load: (signal: AbortSignal) => Promise<V>,
+    ttlOf: (value: V) => number,
+    signal?: AbortSignal,
+  ): Promise<V> {
     const hit = this.entries.get(key);
     if (hit && hit.expires > this.now()) return hit.value;
     if (hit) this.entries.delete(key);
     const running = this.pending.get(key);
-    if (running) return running;
-    const p = load().then((value) => {
+    if (running) {
+      running.waiters.join(signal);
+      return running.value;
+    }
+    const waiters = new SharedAbort();
+    waiters.join(signal);
+    const p = load(waiters.signal).then((value) => {
       this.set(key, value, ttlOf(value));
       return value;
     });
-    this.pending.set(key, p);
+    this.pending.set(key, { value: p, waiters });
     try {
       return await p;
     } finally {

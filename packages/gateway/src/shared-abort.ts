@@ -1,0 +1,38 @@
+/**
+ * The abort signal of a hub call that several requests share (a TokenReview, SubjectAccessReview or
+ * ManagedCluster lookup coalesced by key): it aborts when every request waiting for the call has
+ * given up (its deadline passed), so that the call's HTTP request to the hub is closed then, and
+ * never while one request still waits (nor when one joined without a signal).
+ */
+export class SharedAbort {
+  private readonly controller = new AbortController();
+  /** Waiters whose signal has not aborted. */
+  private waiting = 0;
+  /** A waiter without a signal joined: the call is never aborted. */
+  private held = false;
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  /** One more request waits for the call, until `signal` aborts (undefined: for as long as it takes). */
+  join(signal: AbortSignal | undefined): void {
+    if (!signal) this.held = true;
+    else if (!signal.aborted) {
+      this.waiting++;
+      signal.addEventListener(
+        "abort",
+        () => {
+          this.waiting--;
+          this.check(signal.reason);
+        },
+        { once: true },
+      );
+    }
+    this.check(signal?.reason);
+  }
+
+  private check(reason: unknown): void {
+    if (!this.held && this.waiting === 0 && !this.controller.signal.aborted) this.controller.abort(reason);
+  }
+}
