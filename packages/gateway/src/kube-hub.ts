@@ -36,6 +36,9 @@ const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "obj
 const isStringRecord = (v: unknown): v is Record<string, string> =>
   isRecord(v) && Object.values(v).every((x) => typeof x === "string");
 
+const isStringListRecord = (v: unknown): v is Record<string, string[]> =>
+  isRecord(v) && Object.values(v).every(isStrings);
+
 /**
  * The `status` of the object the hub answered a `what` with (undefined when it has none): an
  * answer that is not an object, or a status that is not one, is an error (503).
@@ -57,24 +60,23 @@ function userOf(status: Record<string, unknown> | undefined): UserInfo | undefin
   const authenticated: unknown = status?.authenticated;
   if (authenticated === undefined || authenticated === false) return undefined;
   const u: unknown = status?.user;
-  if (authenticated !== true || typeof u !== "object" || u === null)
+  if (authenticated !== true || !isRecord(u))
     throw new Error("the hub apiserver answered a TokenReview of an unexpected shape (authenticated, user)");
-  const { username, uid, groups, extra } = u as Record<string, unknown>;
+  const { username, uid, groups, extra } = u;
   const extras = extra === undefined || extra === null ? {} : extra;
   if (
     typeof username !== "string" ||
     username === "" ||
     (uid !== undefined && uid !== null && typeof uid !== "string") ||
     (groups !== undefined && groups !== null && !isStrings(groups)) ||
-    typeof extras !== "object" ||
-    !Object.values(extras).every(isStrings)
+    !isStringListRecord(extras)
   )
     throw new Error("the hub apiserver answered a TokenReview of an unexpected shape (user)");
   return {
     username,
     ...(typeof uid === "string" && uid !== "" ? { uid } : {}),
     groups: groups ?? [],
-    extra: extras as Record<string, string[]>,
+    extra: extras,
   };
 }
 

@@ -8,7 +8,7 @@
 import type * as NodeHttp from "node:http";
 import https from "node:https";
 import * as http from "@cluster-proxy/kit/http";
-import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
+import { ClusterProxyError, ErrorCodes, errorMessage } from "@cluster-proxy/errors";
 
 /** A Kubernetes object as JSON. */
 export interface KubeObject {
@@ -357,7 +357,7 @@ export class KubeApi {
     try {
       text = await readAll(res);
     } catch (err) {
-      throw new KubeApiError(0, "Transport", `${method} ${path}: ${errorText(err)}`, { cause: err });
+      throw new KubeApiError(0, "Transport", `${method} ${path}: ${errorMessage(err)}`, { cause: err });
     }
     if ((res.statusCode ?? 0) >= 300) throw statusError(res.statusCode ?? 0, text, `${method} ${path}`);
     return text === "" ? undefined : JSON.parse(text);
@@ -400,10 +400,6 @@ export class KubeApi {
       req.end(payload);
     });
   }
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 async function readAll(res: NodeHttp.IncomingMessage): Promise<string> {
