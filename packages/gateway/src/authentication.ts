@@ -8,7 +8,7 @@ import { GatewayError } from "./gateway-error.js";
 import type { HubApi, TokenReviewResult, UserInfo } from "./hub-api.js";
 import type { HubDeadline } from "./hub-deadline.js";
 import type { OidcAuthenticator } from "./oidc.js";
-import { SharedAbort } from "./shared-abort.js";
+import { SharedCalls } from "./shared-abort.js";
 import { SourceBuckets, sourceKey } from "./source-buckets.js";
 import { TtlCache, type Clock } from "./ttl-cache.js";
 import { errorMessage } from "@cluster-proxy/errors";
@@ -72,9 +72,8 @@ export class Authenticator {
   private readonly users: TtlCache<UserInfo>;
   /** Tokens the hub rejected, by hash: apart from {@link users}, so junk never evicts them. */
   private readonly rejected: TtlCache<true>;
-  /** Reviews in flight, by hash (one hub call per token at a time). */
-  /** The TokenReviews under way, by token hash, with the requests waiting for each. */
-  private readonly pending = new Map<string, { review: Promise<TokenReviewResult>; waiters: SharedAbort }>();
+  /** The TokenReviews under way, by token hash (one hub call per token at a time). */
+  private readonly reviews = new SharedCalls<TokenReviewResult>();
   private readonly buckets: SourceBuckets;
 
   constructor(private readonly s: AuthenticatorSettings) {
@@ -121,24 +120,16 @@ export class Authenticator {
     const user = this.users.peek(key);
     if (user) return { user };
     if (this.rejected.peek(key)) return {};
-    const running = this.pending.get(key);
-    if (running) {
-      running.waiters.join(signal);
-      return running.review;
-    }
+    const running = this.reviews.join(key, signal);
+    if (running) return running;
     const wait = this.buckets.take(sourceKey(source));
     if (wait > 0) return { limited: wait };
-    const waiters = new SharedAbort();
-    waiters.join(signal);
-    const review = this.s.hub.tokenReview(token, undefined, waiters.signal).then((r) => {
+    return this.reviews.start(key, signal, async (s) => {
+      const r = await this.s.hub.tokenReview(token, undefined, s);
       if (r.user) this.users.set(key, r.user, this.s.cacheTtlMs);
       else this.rejected.set(key, true, Math.min(this.s.cacheTtlMs, NEGATIVE_CACHE_MAX_MS));
       return r;
     });
-    this.pending.set(key, { review, waiters });
-    const forget = (): void => void this.pending.delete(key);
-    review.then(forget, forget);
-    return review;
   }
 
   private async bearer(

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { SharedAbort } from "./shared-abort.js";
+import { SharedAbort, SharedCalls } from "./shared-abort.js";
 
 describe("SharedAbort", () => {
   it("aborts once every waiter's signal has, with the last one's reason", () => {
@@ -29,5 +29,43 @@ describe("SharedAbort", () => {
     const shared = new SharedAbort();
     shared.join(AbortSignal.abort(new Error("late")));
     assert.equal(shared.signal.aborted, true);
+  });
+});
+
+describe("SharedCalls", () => {
+  it("runs one call per key, joined by the requests asking meanwhile, and forgets it once settled", async () => {
+    const calls = new SharedCalls<string>();
+    let started = 0;
+    let finish: (v: string) => void = () => undefined;
+    const a = new AbortController();
+    const b = new AbortController();
+    assert.equal(calls.join("k", a.signal), undefined, "nothing runs yet");
+    const first = calls.start("k", a.signal, () => {
+      started++;
+      return new Promise<string>((resolve) => (finish = resolve));
+    });
+    const second = calls.join("k", b.signal);
+    assert.equal(second, first, "the second request shares the call");
+    a.abort();
+    finish("done");
+    assert.equal(await first, "done");
+    assert.equal(started, 1);
+    assert.equal(calls.join("k", undefined), undefined, "a settled call is forgotten");
+  });
+
+  it("aborts the call's signal once every request waiting for it gave up", () => {
+    const calls = new SharedCalls<void>();
+    let signal: AbortSignal | undefined;
+    const a = new AbortController();
+    const b = new AbortController();
+    void calls.start("k", a.signal, (s) => {
+      signal = s;
+      return new Promise<void>(() => undefined);
+    });
+    void calls.join("k", b.signal);
+    a.abort();
+    assert.equal(signal?.aborted, false, "b still waits");
+    b.abort();
+    assert.equal(signal?.aborted, true);
   });
 });

@@ -36,3 +36,29 @@ export class SharedAbort {
     if (!this.held && this.waiting === 0 && !this.controller.signal.aborted) this.controller.abort(reason);
   }
 }
+
+/**
+ * Hub calls shared by key: one call per key at a time, which every request asking for that key
+ * while it runs joins; its signal aborts as {@link SharedAbort} says, and it is forgotten once settled.
+ */
+export class SharedCalls<V> {
+  private readonly running = new Map<string, { call: Promise<V>; waiters: SharedAbort }>();
+
+  /** The call under way for `key`, now also waited for until `signal` aborts; undefined when none runs. */
+  join(key: string, signal: AbortSignal | undefined): Promise<V> | undefined {
+    const running = this.running.get(key);
+    running?.waiters.join(signal);
+    return running?.call;
+  }
+
+  /** Start the call for `key` (none runs: {@link join} said so), waited for until `signal` aborts. */
+  start(key: string, signal: AbortSignal | undefined, call: (signal: AbortSignal) => Promise<V>): Promise<V> {
+    const waiters = new SharedAbort();
+    waiters.join(signal);
+    const p = call(waiters.signal);
+    this.running.set(key, { call: p, waiters });
+    const forget = (): void => void this.running.delete(key);
+    p.then(forget, forget);
+    return p;
+  }
+}

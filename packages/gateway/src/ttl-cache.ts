@@ -4,7 +4,7 @@
  * entries is bounded, the oldest go first. Concurrent lookups of one key share one hub call,
  * aborted once all of them gave up.
  */
-import { SharedAbort } from "./shared-abort.js";
+import { SharedCalls } from "./shared-abort.js";
 
 /** Clock (milliseconds), injectable in tests. */
 export type Clock = () => number;
@@ -18,7 +18,7 @@ export interface TtlCacheOptions {
 /** See the module comment. */
 export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expires: number }>();
-  private readonly pending = new Map<string, { value: Promise<V>; waiters: SharedAbort }>();
+  private readonly loads = new SharedCalls<V>();
   private readonly maxEntries: number;
   private readonly now: Clock;
 
@@ -41,23 +41,14 @@ export class TtlCache<V> {
     const hit = this.entries.get(key);
     if (hit && hit.expires > this.now()) return hit.value;
     if (hit) this.entries.delete(key);
-    const running = this.pending.get(key);
-    if (running) {
-      running.waiters.join(signal);
-      return running.value;
-    }
-    const waiters = new SharedAbort();
-    waiters.join(signal);
-    const p = load(waiters.signal).then((value) => {
-      this.set(key, value, ttlOf(value));
-      return value;
-    });
-    this.pending.set(key, { value: p, waiters });
-    try {
-      return await p;
-    } finally {
-      this.pending.delete(key);
-    }
+    return (
+      this.loads.join(key, signal) ??
+      this.loads.start(key, signal, async (s) => {
+        const value = await load(s);
+        this.set(key, value, ttlOf(value));
+        return value;
+      })
+    );
   }
 
   /** The cached value of `key`, if it has not expired (no load). */
