@@ -28,7 +28,8 @@ import {
   type ClientCall,
   type HttpProxy,
 } from "@cluster-proxy/tunnel";
-import { silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
+import { keepAliveClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import {
   closeEndpointServer,
   createEndpointServer,
@@ -84,16 +85,9 @@ export interface ProxyAgentDeps {
   connectEndpoint?: SocketConnector;
   /** Sends the `--status-deployment` patch (tests inject one; the pod's service account otherwise). */
   sendStatus?: PatchSender;
-  /** The connect loop's timers (default: Node's, which keep the process alive). */
+  /** The connect loop's timers (default: the kit's keepAliveClock, whose waits keep the process alive). */
   clock?: Clock;
 }
-
-/** Node's timers as the connect loop's clock, ref'd: a waiting agent keeps its process alive. */
-const nodeClock: Clock = {
-  now: () => Date.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, ms),
-  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout | undefined),
-};
 
 /** The server's answer to Connect: its identity and how many servers there are. */
 export interface ServerHandshake {
@@ -287,13 +281,13 @@ export class ProxyAgent {
       syncIntervalMs: o.syncInterval,
       syncIntervalCapMs: o.syncIntervalCap,
       random: this.random,
-      clock: this.deps.clock ?? nodeClock,
+      clock: this.deps.clock ?? keepAliveClock,
       onFailure: ({ err, retryInMs, failures, shedding }) => {
-        this.lastConnectError = err instanceof Error ? err.message : String(err);
+        this.lastConnectError = errorMessage(err);
         this.reportStatus();
         this.log.warn(
           {
-            err: err instanceof Error ? err.message : String(err),
+            err: this.lastConnectError,
             retryInMs,
             failures,
             ...(shedding ? { overloaded: true } : {}),

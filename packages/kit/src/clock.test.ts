@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { realClock } from "./clock.js";
+import { keepAliveClock, realClock } from "./clock.js";
 import { ManualClock } from "./testing/manual-clock.js";
 
 describe("ManualClock", () => {
@@ -47,5 +47,16 @@ describe("realClock", () => {
       const hold = setTimeout(() => undefined, 1_000);
       realClock.setTimeout(() => clearTimeout(hold), 1);
     });
+  });
+});
+
+describe("keepAliveClock", () => {
+  test("runs a timer that keeps the process alive, clears another", async () => {
+    keepAliveClock.clearTimeout(keepAliveClock.setTimeout(() => assert.fail("cleared timer ran"), 0));
+    keepAliveClock.clearTimeout(undefined);
+    const handle = keepAliveClock.setTimeout(() => undefined, 1);
+    // The handle is Node's timer (the Clock interface keeps it opaque).
+    assert.equal((handle as NodeJS.Timeout).hasRef(), true);
+    await new Promise<void>((resolve) => keepAliveClock.setTimeout(resolve, 1));
   });
 });

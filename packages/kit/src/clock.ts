@@ -8,7 +8,10 @@ export type TimerHandle = unknown;
 
 /** Schedules and cancels one-shot timers. */
 export interface Timers {
-  /** Run `fn` once after `ms` milliseconds; the timer must not keep the process alive. */
+  /**
+   * Run `fn` once after `ms` milliseconds; the timer must not keep the process alive (but
+   * {@link keepAliveClock}'s, for a wait that is all its process is there for).
+   */
   setTimeout(fn: () => void, ms: number): TimerHandle;
   /** Cancel a timer `setTimeout` returned (a fired or unknown one is ignored). */
   clearTimeout(handle: TimerHandle): void;
@@ -28,6 +31,18 @@ export const realClock: Clock = {
     timer.unref();
     return timer;
   },
+  clearTimeout(handle) {
+    if (handle !== undefined) clearTimeout(handle as NodeJS.Timeout);
+  },
+};
+
+/**
+ * Node's timers, ref'd, and `Date.now`: for a loop whose waiting is what keeps its process alive
+ * (the agent's connect loop between attempts, with no port open).
+ */
+export const keepAliveClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout(handle) {
     if (handle !== undefined) clearTimeout(handle as NodeJS.Timeout);
   },

@@ -7,7 +7,7 @@
  */
 export { type Logger, silentLogger } from "./logger.js";
 export { Backoff, backoffDelay, delay } from "./backoff.js";
-export { type Clock, realClock, type TimerHandle, type Timers } from "./clock.js";
+export { type Clock, keepAliveClock, realClock, type TimerHandle, type Timers } from "./clock.js";
 export {
   CONNECTION_SPECIFIC_HEADERS,
   connectionOptions,

@@ -3,24 +3,12 @@
  * each pod its own target, reached through the hub kube-apiserver.
  * Design: docs/design/portforward.md#the-path
  */
-import type { Logger } from "@cluster-proxy/kit";
-import { openHubTunnel, ReplicaWatch, type HubAccess } from "./hub-tunnel.js";
+import { openHubTunnel, ReplicaWatch, type ReplicaWatchOptions } from "./hub-tunnel.js";
 import type { ServerTarget, ServerTargets } from "./server-targets.js";
 
-export interface ReplicaTargetsOptions {
-  access: HubAccess;
-  namespace: string;
-  service: string;
+export interface ReplicaTargetsOptions extends ReplicaWatchOptions {
   /** The proxy-server's agent upgrade door port. */
   port: number;
-  timeoutMs: number;
-  /** Delay before listing the replicas again after a failure (ms). */
-  retryMs: number;
-  logger: Logger;
-  /** The ready replicas changed (sorted pod names). */
-  onChange: (pods: string[]) => void;
-  /** Learning the replicas failed (the message), or works again (undefined). */
-  onError: (message: string | undefined) => void;
 }
 
 /** One tunnel to every ready proxy-server pod, through the hub kube-apiserver. */
@@ -38,12 +26,7 @@ export class ReplicaServerTargets implements ServerTargets {
 
   constructor(private readonly o: ReplicaTargetsOptions) {
     this.watch = new ReplicaWatch({
-      access: o.access,
-      namespace: o.namespace,
-      service: o.service,
-      timeoutMs: o.timeoutMs,
-      retryMs: o.retryMs,
-      logger: o.logger,
+      ...o,
       onChange: (pods) => this.setReady(pods),
       onError: (message) => {
         this.error = message;
