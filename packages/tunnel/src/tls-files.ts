@@ -122,6 +122,9 @@ export function checkTlsMaterial(files: TlsFiles, material: TlsMaterial): void {
   }
 }
 
+/** The parts of a {@link TlsFiles} set, in the order they are read. */
+const TLS_PARTS = ["cert", "key", "ca"] as const;
+
 function cannotRead(file: FlagFile, err: unknown): TlsFileError {
   return new TlsFileError(file.flag, file.path, `cannot read: ${errorMessage(err)}`, { cause: err });
 }
@@ -134,21 +137,16 @@ export async function readTlsFiles(
   files: TlsFiles,
   read: (path: string) => Promise<Buffer> = readFile,
 ): Promise<TlsMaterial> {
-  const one = async (file: FlagFile | undefined): Promise<Buffer | undefined> => {
-    if (!file) return undefined;
+  const out: TlsMaterial = {};
+  for (const part of TLS_PARTS) {
+    const file = files[part];
+    if (!file) continue;
     try {
-      return await read(file.path);
+      out[part] = await read(file.path);
     } catch (err) {
       throw cannotRead(file, err);
     }
-  };
-  const out: TlsMaterial = {};
-  const cert = await one(files.cert);
-  const key = await one(files.key);
-  const ca = await one(files.ca);
-  if (cert) out.cert = cert;
-  if (key) out.key = key;
-  if (ca) out.ca = ca;
+  }
   return out;
 }
 
@@ -172,28 +170,23 @@ export async function loadCaFile(file: FlagFile, read: (path: string) => Promise
 
 /** {@link loadTlsFiles}, synchronously (for APIs that cannot wait). */
 export function loadTlsFilesSync<F extends TlsFiles>(files: F): TlsMaterialOf<F> {
-  const one = (file: FlagFile | undefined): Buffer | undefined => {
-    if (!file) return undefined;
+  const material: TlsMaterial = {};
+  for (const part of TLS_PARTS) {
+    const file = files[part];
+    if (!file) continue;
     try {
-      return readFileSync(file.path);
+      material[part] = readFileSync(file.path);
     } catch (err) {
       throw cannotRead(file, err);
     }
-  };
-  const material: TlsMaterial = {};
-  const cert = one(files.cert);
-  const key = one(files.key);
-  const ca = one(files.ca);
-  if (cert) material.cert = cert;
-  if (key) material.key = key;
-  if (ca) material.ca = ca;
+  }
   checkTlsMaterial(files, material);
   return loaded(files, material);
 }
 
 /** `material` as read from `files`: every file named was read (a read that fails throws), so it holds a buffer each. */
 function loaded<F extends TlsFiles>(files: F, material: TlsMaterial): TlsMaterialOf<F> {
-  for (const part of ["cert", "key", "ca"] as const)
+  for (const part of TLS_PARTS)
     if (files[part] && !material[part]) throw new Error(`${files[part].flag}: ${files[part].path}: not read`);
   return material as TlsMaterialOf<F>;
 }
