@@ -386,7 +386,7 @@ export class Gateway {
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
     const audiences = this.tokenAudiences();
     const authenticator = new Authenticator({
-      hub: { tokenReview: (token) => audiences.review(token) },
+      hub: audiences.reviewer,
       tokenReview: options.tokenReview,
       cacheTtlMs: options.authenticationCacheTtl,
       ...(oidc ? { oidc } : {}),

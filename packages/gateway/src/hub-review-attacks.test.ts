@@ -40,6 +40,7 @@ import { HubDeadline } from "./hub-deadline.js";
 import { kubeHubApi } from "./kube-hub.js";
 import { RequestRecord } from "./request-record.js";
 import { FakeHub } from "./testing/fake-hub.js";
+import { TokenAudiences } from "./token-audiences.js";
 
 /** A test that fails (not hangs) when admission never settles. */
 function test(name: string, fn: (t: TestContext) => Promise<void>): void {
@@ -232,9 +233,14 @@ async function attempt(
   }
 }
 
-function depsOf(hub: HubApi, deadlineMs = DEADLINE_MS): AdmissionDeps {
+function depsOf(hub: HubApi, deadlineMs = DEADLINE_MS, reviewer: Pick<HubApi, "tokenReview"> = hub): AdmissionDeps {
   return {
-    authenticator: new Authenticator({ hub, tokenReview: true, cacheTtlMs: 0, passthroughUnrecognizedTokens: false }),
+    authenticator: new Authenticator({
+      hub: reviewer,
+      tokenReview: true,
+      cacheTtlMs: 0,
+      passthroughUnrecognizedTokens: false,
+    }),
     authorizer: new Authorizer({ hub, cacheTtlMs: 0 }),
     clusters: new ClusterDirectory(hub),
     services: new ExposedServices(),
@@ -366,18 +372,29 @@ const FLOOD = 50;
 const CLOSE_BOUND_MS = 5_000;
 
 describe("a flood of callers while the hub stalls leaves no connection to the hub behind", () => {
-  const stalls: [string, (token: string) => void][] = [
+  /** The gateway's TokenReviews: through the audiences it asks for (`token-audiences.ts`). */
+  const audiences = (): Pick<HubApi, "tokenReview"> =>
+    new TokenAudiences(hub, { tokenAudiences: ["cluster-proxy"], acceptHubApiAudience: true, hubApiAudiences: [] })
+      .reviewer;
+  const stalls: [string, (token: string) => void, (() => Pick<HubApi, "tokenReview">)?][] = [
     ["TokenReview", (token) => hostile.byToken.set(token, { kind: "stall" })],
+    [
+      "TokenReview (asked as the gateway asks: for its audiences)",
+      (token) => hostile.byToken.set(token, { kind: "stall" }),
+      audiences,
+    ],
     ["cluster SubjectAccessReview", (token) => hostile.byUser.set(token.slice(6), { kind: "stall" })],
     ["ManagedCluster lookup", (token) => hostile.byCluster.set(`mc-${token}`, { kind: "head-then-stall" })],
   ];
-  for (const [what, stall] of stalls)
+  for (const [what, stall, reviewer] of stalls)
     test(`${FLOOD} callers whose ${what} stalls: each refused by the deadline, every socket closed`, async () => {
       const tokens = Array.from({ length: FLOOD }, () => `token-v${++variant}`);
       tokens.forEach(stall);
       const baseline = hostile.sockets.size;
       hostile.peak = baseline;
-      const outcomes = await Promise.all(tokens.map((token) => attempt(depsOf(hub), token, {}, `/mc-${token}/api`)));
+      const outcomes = await Promise.all(
+        tokens.map((token) => attempt(depsOf(hub, DEADLINE_MS, reviewer?.()), token, {}, `/mc-${token}/api`)),
+      );
       for (const o of outcomes) assertRefusedInTime(o, [503]);
       assert.ok(hostile.peak >= baseline + FLOOD / 2, `the hub saw only ${hostile.peak - baseline} new connections`);
       await hostile.openAtMost(baseline, CLOSE_BOUND_MS);

@@ -51,13 +51,24 @@ export class TokenAudiences {
     this.requested = [...new Set([...s.tokenAudiences, ...(s.acceptHubApiAudience ? s.hubApiAudiences : [])])];
   }
 
-  /** Review `token`: the user only when the token is valid for an audience the gateway accepts. */
-  async review(token: string): Promise<TokenReviewResult> {
-    const r = await this.hub.tokenReview(token, this.requested);
+  /**
+   * The gateway's TokenReview (the Authenticator's hub): {@link review}, aborted with the signal the
+   * Authenticator gives (every request waiting for it gave up), so that its hub request is closed then.
+   */
+  readonly reviewer: Pick<HubApi, "tokenReview"> = {
+    tokenReview: (token, _audiences, signal) => this.review(token, signal),
+  };
+
+  /**
+   * Review `token`: the user only when the token is valid for an audience the gateway accepts. The
+   * hub calls are aborted when `signal` aborts.
+   */
+  async review(token: string, signal?: AbortSignal): Promise<TokenReviewResult> {
+    const r = await this.hub.tokenReview(token, this.requested, signal);
     if (r.user) return this.accepted(r) ? r : {};
     if (!this.s.acceptHubApiAudience || this.s.hubApiAudiences.length > 0) return {};
     // The hub apiserver's audiences are unknown: ask for them the only way a review can.
-    const own = await this.hub.tokenReview(token);
+    const own = await this.hub.tokenReview(token, undefined, signal);
     return own.user ? { user: own.user } : {};
   }
 
