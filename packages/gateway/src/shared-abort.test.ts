@@ -68,4 +68,31 @@ describe("SharedCalls", () => {
     b.abort();
     assert.equal(signal?.aborted, true);
   });
+
+  it("a request asking after every waiter gave up, while the aborted call still settles, starts its own", async () => {
+    const calls = new SharedCalls<string>();
+    const a = new AbortController();
+    const fail: ((err: unknown) => void)[] = [];
+    const first = calls.start(
+      "k",
+      a.signal,
+      (s) =>
+        new Promise<string>((_resolve, reject) => {
+          // The hub request closes on abort, and its rejection comes a turn later.
+          s.addEventListener("abort", () => fail.push(reject), { once: true });
+        }),
+    );
+    a.abort(new Error("a gave up"));
+    const b = new AbortController();
+    assert.equal(calls.join("k", b.signal), undefined, "b does not join the call aborted for a");
+    const second = calls.start("k", b.signal, () => Promise.resolve("for b"));
+    for (const f of fail) f(new Error("aborted"));
+    await assert.rejects(first, /aborted/);
+    assert.equal(await second, "for b");
+    let finish: (v: string) => void = () => undefined;
+    const third = calls.start("k", undefined, () => new Promise<string>((resolve) => (finish = resolve)));
+    assert.equal(calls.join("k", undefined), third, "the aborted call's end forgets only itself");
+    finish("done");
+    assert.equal(await third, "done");
+  });
 });

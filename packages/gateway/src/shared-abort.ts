@@ -44,11 +44,16 @@ export class SharedAbort {
 export class SharedCalls<V> {
   private readonly running = new Map<string, { call: Promise<V>; waiters: SharedAbort }>();
 
-  /** The call under way for `key`, now also waited for until `signal` aborts; undefined when none runs. */
+  /**
+   * The call under way for `key`, now also waited for until `signal` aborts; undefined when none
+   * runs, or when the one that runs was aborted (every request waiting for it gave up) and has not
+   * settled yet: a request asking then must not fail for the others' deadlines.
+   */
   join(key: string, signal: AbortSignal | undefined): Promise<V> | undefined {
     const running = this.running.get(key);
-    running?.waiters.join(signal);
-    return running?.call;
+    if (!running || running.waiters.signal.aborted) return undefined;
+    running.waiters.join(signal);
+    return running.call;
   }
 
   /** Start the call for `key` (none runs: {@link join} said so), waited for until `signal` aborts. */
@@ -57,7 +62,10 @@ export class SharedCalls<V> {
     waiters.join(signal);
     const p = call(waiters.signal);
     this.running.set(key, { call: p, waiters });
-    const forget = (): void => void this.running.delete(key);
+    // An aborted call may settle after another was started for its key: it forgets only itself.
+    const forget = (): void => {
+      if (this.running.get(key)?.call === p) this.running.delete(key);
+    };
     p.then(forget, forget);
     return p;
   }
