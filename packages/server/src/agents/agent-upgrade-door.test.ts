@@ -191,4 +191,29 @@ describe("agent upgrade door (--agent-upgrade-port)", () => {
       proxy.close();
     }
   });
+
+  /**
+   * Hostile upgraders that half-close (FIN) right after the head, or after a few bytes of TLS: the
+   * FIN closes the socket at once (the door hands it over with allowHalfOpen false), not at the
+   * agent port's TLS handshake timeout (about 10 s with these options), which a flood of them would
+   * otherwise fill.
+   */
+  const halfClosers: [string, Buffer][] = [
+    ["the head alone", Buffer.alloc(0)],
+    ["the head and the first bytes of a TLS ClientHello", Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00])],
+    ["the head and bytes that are not TLS", Buffer.from("GET / HTTP/1.1\r\n\r\n")],
+  ];
+  for (const [what, tail] of halfClosers)
+    test(`an upgrader that sends ${what}, then FIN: closed, never registered`, async () => {
+      const before = server.backendCount();
+      const socket = await connect();
+      socket.on("error", () => undefined);
+      const started = performance.now();
+      socket.end(Buffer.concat([Buffer.from(upgradeRequest()), tail]));
+      socket.resume();
+      await once(socket, "close");
+      const ms = performance.now() - started;
+      assert.ok(ms < 5_000, `closed after ${Math.round(ms)} ms: held until the handshake timeout`);
+      assert.equal(server.backendCount(), before);
+    });
 });
