@@ -6,23 +6,10 @@
  * only say how to build one.
  */
 import type { OptionSpec } from "@cluster-proxy/api";
-import type { Logger } from "@cluster-proxy/kit";
+import type { Component, Logger } from "@cluster-proxy/kit";
 import type { CliContext } from "../cli-context.js";
 import { startComponent } from "./option-command.js";
 import { runUntilSignalled } from "./shutdown-signals.js";
-
-/** A long-running component as {@link runComponent} runs it. */
-export interface Component<Started> {
-  /** Open its ports and begin; what it resolves with goes into the "started" log line. */
-  start(): Promise<Started>;
-  /**
-   * The graceful part of a stop, before close (e.g. the agent's DRAIN and grace period); resolves
-   * false when work in flight was cut.
-   */
-  drain?(): Promise<boolean>;
-  /** Stop and release everything. */
-  close(): Promise<unknown>;
-}
 
 /** What {@link runComponent} needs besides the component. */
 export interface RunOptions<Started> {
