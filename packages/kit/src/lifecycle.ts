@@ -23,46 +23,51 @@ export interface Component<Started = void> {
  * the first one's promise. A start after close began rejects, and a drain after it resolves false.
  */
 export class Lifecycle<Started> {
-  private starting: Promise<Started> | undefined;
-  private draining: Promise<boolean> | undefined;
-  private closing: Promise<void> | undefined;
+  private startRun: Promise<Started> | undefined;
+  private drainRun: Promise<boolean> | undefined;
+  private closeRun: Promise<void> | undefined;
 
   /** `component` names the component in the error of a start after close. */
   constructor(private readonly component: string) {}
 
   /** start() was called. */
   get started(): boolean {
-    return this.starting !== undefined;
+    return this.startRun !== undefined;
+  }
+
+  /** drain() was called. */
+  get draining(): boolean {
+    return this.drainRun !== undefined;
   }
 
   /** drain() or close() was called: no new work should be taken. */
   get stopping(): boolean {
-    return this.draining !== undefined || this.closing !== undefined;
+    return this.drainRun !== undefined || this.closeRun !== undefined;
   }
 
   /** close() was called. */
   get closed(): boolean {
-    return this.closing !== undefined;
+    return this.closeRun !== undefined;
   }
 
   /** Run `run` on the first call; every later call gets its promise. */
   start(run: () => Promise<Started>): Promise<Started> {
-    if (this.closing && !this.starting) return Promise.reject(new Error(`${this.component} is closed`));
-    this.starting ??= run();
-    return this.starting;
+    if (this.closeRun && !this.startRun) return Promise.reject(new Error(`${this.component} is closed`));
+    this.startRun ??= run();
+    return this.startRun;
   }
 
   /** Run `run` on the first call (resolves false after close began); every later call gets its promise. */
   drain(run: () => Promise<boolean>): Promise<boolean> {
-    if (this.closing && !this.draining) return Promise.resolve(false);
-    this.draining ??= run();
-    return this.draining;
+    if (this.closeRun && !this.drainRun) return Promise.resolve(false);
+    this.drainRun ??= run();
+    return this.drainRun;
   }
 
   /** Run `run` on the first call; every later call gets its promise. */
   close(run: () => Promise<void>): Promise<void> {
-    this.closing ??= run();
-    return this.closing;
+    this.closeRun ??= run();
+    return this.closeRun;
   }
 }
 
