@@ -18,6 +18,7 @@ import {
   serverOptionsSchema,
   type AgentOptions,
   type ServerOptions,
+  parseServerOptions,
 } from "@cluster-proxy/api";
 import { TunnelClient, dialConnect } from "@cluster-proxy/client";
 import {
@@ -355,7 +356,13 @@ describe("diagnosable TLS and configuration failures", () => {
   test("all missing required flags are reported at once", () => {
     assert.throws(
       () =>
-        new ProxyServer({ ...serverOptions(), clusterCert: "", clusterKey: "", clusterCaCert: "", serverCaCert: "" }),
+        parseServerOptions({
+          ...serverOptions(),
+          clusterCert: "",
+          clusterKey: "",
+          clusterCaCert: "",
+          serverCaCert: "",
+        }),
       (e: Error) =>
         e instanceof ConfigError &&
         /4 problems/.test(e.message) &&

@@ -50,9 +50,9 @@ export class Lifecycle<Started> {
     return this.closeRun !== undefined;
   }
 
-  /** Run `run` on the first call; every later call gets its promise. */
+  /** Run `run` on the first call; every later call gets its promise, until close: then it rejects. */
   start(run: () => Promise<Started>): Promise<Started> {
-    if (this.closeRun && !this.startRun) return Promise.reject(new Error(`${this.component} is closed`));
+    if (this.closeRun) return Promise.reject(new Error(`${this.component} is closed`));
     this.startRun ??= run();
     return this.startRun;
   }

@@ -486,18 +486,15 @@ describe("ProxyServer options and lifecycle", () => {
   });
   after(() => pki.cleanup());
 
-  test("validation names the flag", () => {
-    assert.throws(() => new ProxyServer(testServerOptions(pki, { clusterCaCert: "" })), /--cluster-ca-cert/);
-    assert.throws(() => new ProxyServer(testServerOptions(pki, { serverCaCert: "" })), /--server-ca-cert/);
+  test("options are validated before a server is built, naming the flag", () => {
+    assert.throws(() => testServerOptions(pki, { clusterCaCert: "" }), /--cluster-ca-cert/);
+    assert.throws(() => testServerOptions(pki, { serverCaCert: "" }), /--server-ca-cert/);
     assert.throws(
-      () => new ProxyServer(testServerOptions(pki, { httpConnectPlain: true, httpConnectBindAddress: "0.0.0.0" })),
+      () => testServerOptions(pki, { httpConnectPlain: true, httpConnectBindAddress: "0.0.0.0" }),
       (err: Error) => err instanceof ConfigError && /--http-connect-plain/.test(err.message),
     );
-    assert.throws(
-      () => new ProxyServer(testServerOptions(pki, { proxyStrategies: ["nearest"] })),
-      /--proxy-strategies/,
-    );
-    assert.throws(() => new ProxyServer(testServerOptions(pki, { certReloadInterval: -1 })), /--cert-reload-interval/);
+    assert.throws(() => testServerOptions(pki, { proxyStrategies: ["nearest"] }), /--proxy-strategies/);
+    assert.throws(() => testServerOptions(pki, { certReloadInterval: -1 }), /--cert-reload-interval/);
   });
 
   test("shared trust between --server-ca-cert and --cluster-ca-cert is detected (the server warns)", () => {
@@ -609,6 +606,24 @@ describe("ProxyServer options and lifecycle", () => {
     } finally {
       await s.close();
     }
+  });
+
+  test("one lifecycle: start and drain run once, a start after close is refused", async () => {
+    const s = new ProxyServer(testServerOptions(pki));
+    const first = s.start();
+    assert.equal(s.start(), first, "a second start() is the first one's promise");
+    await first;
+    const drained = s.drain();
+    assert.equal(s.drain(), drained, "a second drain() is the first one's promise");
+    assert.equal(s.readiness(), "draining");
+    assert.equal(await drained, true);
+    const closed = s.close();
+    assert.equal(s.close(), closed, "a second close() is the first one's promise");
+    await closed;
+    await assert.rejects(s.start(), /proxy-server is closed/);
+    const never = new ProxyServer(testServerOptions(pki));
+    await never.close();
+    await assert.rejects(never.start(), /proxy-server is closed/);
   });
 
   test("start rejects unreadable files and busy ports naming the flag", async () => {

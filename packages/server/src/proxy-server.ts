@@ -12,14 +12,12 @@ import * as tls from "node:tls";
 import {
   ConfigError,
   effectiveAgentIdentity,
-  parseServerOptions,
   planFrontDoors,
   tlsProfileOptions,
   usesTokenAuth,
   type FrontDoor,
   type ProxyStrategy,
   type ServerOptions,
-  type ServerOptionsInput,
 } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, PROXY_METHOD } from "@cluster-proxy/protocol";
 import {
@@ -35,7 +33,7 @@ import {
   type TlsFiles,
   type TlsMaterial,
 } from "@cluster-proxy/tunnel";
-import { realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { Lifecycle, realClock, silentLogger, type Clock, type Component, type Logger } from "@cluster-proxy/kit";
 import { createEndpointServer, type ProbeAnswer } from "@cluster-proxy/kit/endpoints";
 import { adminPortEndpoints, healthPortEndpoints } from "@cluster-proxy/kit/process";
 import { handleAgentCall } from "./agents/agent-service.js";
@@ -125,7 +123,7 @@ function frontTls(door: FrontDoor): PortTls {
   return { port: door.flag, clientCa: "--server-ca-cert", cert: "--server-cert", front: true };
 }
 
-export class ProxyServer {
+export class ProxyServer implements Component {
   readonly serverId: string;
   /** Metrics of this server (its own registry). */
   readonly metrics: ServerMetrics;
@@ -150,17 +148,14 @@ export class ProxyServer {
   private certReloading: ServerCertReloading | undefined;
   /** Session ticket keys of the TLS ports (undefined: --tls-session-ticket-lifetime=0, no tickets). */
   private ticketKeys: ServerTicketKeys | undefined;
-  private started = false;
+  private readonly life = new Lifecycle<void>("proxy-server");
   /** When start() began (the clock's ms): --ready-after-agents-timeout counts from here. */
   private startedAt = 0;
-  /** Set by the first drain() (or close()): see {@link drain}. */
-  private draining: Promise<boolean> | undefined;
   /** Past --shutdown-delay: sessions get GOAWAY, new dials are refused. */
   private goingAway = false;
   private cutDelay: (() => void) | undefined;
   /** Ends a drain's wait at once (close() during a drain: the second signal). */
   private cutDrain: (() => void) | undefined;
-  private closing: Promise<void> | undefined;
   /** --cipher-suites / --tls-min-version as node TLS options, for every TLS port. */
   private readonly tlsProfile: ReturnType<typeof tlsProfileOptions>;
   private tokenReview: TokenReviewFn | undefined;
@@ -169,8 +164,8 @@ export class ProxyServer {
   private readonly handshakeFailures: HandshakeFailureLog;
   private readonly admissionLog: AdmissionLog;
 
-  constructor(input: ServerOptionsInput, deps: ProxyServerDeps = {}) {
-    const options = parseServerOptions(input);
+  /** `options` as `parseServerOptions` returns them (validated, every default applied). */
+  constructor(options: ServerOptions, deps: ProxyServerDeps = {}) {
     this.options = options;
     this.tlsProfile = tlsProfileOptions(options.cipherSuites, options.tlsMinVersion);
     this.tokenReview = deps.tokenReview;
@@ -250,10 +245,10 @@ export class ProxyServer {
    * starts gets its agents before it takes dials, and a hub without clusters still gets ready.
    */
   readiness(): "ready" | "no_agent" | "draining" {
-    if (this.draining || this.closing) return "draining";
+    if (this.life.stopping) return "draining";
     if (this.relay.router.ready()) return "ready";
     const wait = this.options.readyAfterAgentsTimeout;
-    return this.started && wait > 0 && this.clock.now() - this.startedAt >= wait ? "ready" : "no_agent";
+    return this.life.started && wait > 0 && this.clock.now() - this.startedAt >= wait ? "ready" : "no_agent";
   }
 
   /** Whether `/readyz` answers ready ({@link readiness}). */
@@ -265,9 +260,11 @@ export class ProxyServer {
    * Listen on every configured port. Rejects with a TlsFileError naming the flag on bad TLS files,
    * a ConfigError naming it on bad ports.
    */
-  async start(): Promise<void> {
-    if (this.started) throw new Error("ProxyServer.start() called twice");
-    this.started = true;
+  start(): Promise<void> {
+    return this.life.start(() => this.listen());
+  }
+
+  private async listen(): Promise<void> {
     this.startedAt = this.clock.now();
     const o = this.options;
     try {
@@ -427,7 +424,7 @@ export class ProxyServer {
     const door = createAgentUpgradeDoor({
       headerTimeoutMs: o.agentUpgradeHeaderTimeout,
       handOver: (socket) => {
-        if (this.closing) socket.destroy();
+        if (this.life.closed) socket.destroy();
         else agentListener.emit("connection", socket);
       },
       onRefused: (reason, remote) => {
@@ -567,7 +564,7 @@ export class ProxyServer {
       socket.setNoDelay(true);
       this.sockets.add(socket);
       socket.once("close", () => this.sockets.delete(socket));
-      if (this.closing) {
+      if (this.life.closed) {
         socket.destroy();
         return;
       }
@@ -745,8 +742,7 @@ export class ProxyServer {
    * when the timeout (or close()) cut the wait. The ports stay open until close().
    */
   drain(): Promise<boolean> {
-    this.draining ??= this.runDrain();
-    return this.draining;
+    return this.life.drain(() => this.runDrain());
   }
 
   private async runDrain(): Promise<boolean> {
@@ -757,9 +753,9 @@ export class ProxyServer {
     if (delayMs > 0) {
       this.log.info({ delayMs }, "proxy server leaving: not ready, still serving for --shutdown-delay");
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delayMs);
+        const timer = this.clock.setTimeout(resolve, delayMs);
         this.cutDelay = () => {
-          clearTimeout(timer);
+          this.clock.clearTimeout(timer);
           resolve();
         };
       });
@@ -798,16 +794,18 @@ export class ProxyServer {
    * signal); then stop accepting, fail pending dials, and close every stream and socket.
    */
   close(): Promise<void> {
-    this.closing ??= this.shutdown();
-    return this.closing;
+    if (this.life.closed) return this.life.close(() => Promise.resolve());
+    const cut = this.life.draining;
+    const drained = this.life.started ? this.drain() : undefined;
+    return this.life.close(() => this.shutdown(cut, drained));
   }
 
-  private async shutdown(): Promise<void> {
-    if (this.draining) {
+  private async shutdown(cut: boolean, drained: Promise<boolean> | undefined): Promise<void> {
+    if (cut) {
       this.cutDelay?.();
       this.cutDrain?.();
     }
-    if (this.started) await this.drain();
+    await drained;
     this.log.info({}, "proxy server shutting down");
     this.certReloading?.stop();
     this.ticketKeys?.stop();

@@ -3,7 +3,7 @@ import { once } from "node:events";
 import type * as net from "node:net";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
-import type { ServerOptionsInput } from "@cluster-proxy/api";
+import type { ServerOptions } from "@cluster-proxy/api";
 import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "../proxy-server.js";
 import { connectFakeAgent, type FakePeer } from "../testing/fake-peers.js";
@@ -63,7 +63,7 @@ describe("agent ServiceAccount token check (Go's rules and texts)", () => {
 });
 
 /** The in-process test server, authenticating agents by ServiceAccount token instead of a client CA. */
-function serverOptions(pki: TestPki, overrides: Partial<ServerOptionsInput>): ServerOptionsInput {
+function serverOptions(pki: TestPki, overrides: Partial<ServerOptions>): ServerOptions {
   return testServerOptions(pki, {
     mode: "grpc",
     serverCaCert: pki.paths.ca.cert,
@@ -130,18 +130,15 @@ describe("ProxyServer with ServiceAccount token authentication", () => {
 
   test("validation: all three flags or none, and no --cluster-ca-cert next to them", () => {
     assert.throws(
-      () => new ProxyServer(serverOptions(pki, { agentServiceAccount: "" })),
+      () => serverOptions(pki, { agentServiceAccount: "" }),
       /^ConfigError: --agent-service-account: cannot be empty/,
     );
     assert.throws(
-      () => new ProxyServer(serverOptions(pki, { clusterCaCert: pki.paths.ca.cert })),
+      () => serverOptions(pki, { clusterCaCert: pki.paths.ca.cert }),
       /^ConfigError: --cluster-ca-cert: cannot be used/,
     );
     assert.throws(
-      () =>
-        new ProxyServer(
-          serverOptions(pki, { agentNamespace: "", agentServiceAccount: "", authenticationAudience: "" }),
-        ),
+      () => serverOptions(pki, { agentNamespace: "", agentServiceAccount: "", authenticationAudience: "" }),
       /^ConfigError: --cluster-ca-cert: required .* unless agents authenticate with ServiceAccount tokens/,
     );
   });

@@ -19,7 +19,7 @@ import {
   type Packet,
 } from "@cluster-proxy/protocol";
 import { ConnectionFlow, FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
-import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
+import { IdleWaiters, realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 import type { ProxyStrategy } from "@cluster-proxy/api";
 import {
   TunnelConnection,
@@ -117,7 +117,7 @@ export class Relay implements FlowHooks {
   private shuttingDown = false;
   /** Draining (SIGTERM): new dials are refused, the pending and established ones go on. */
   private draining = false;
-  private idleWaiters: (() => void)[] = [];
+  private readonly idleWaiters: IdleWaiters;
   /** Per-connection budgets, FLOW_PAUSE / FLOW_RESUME, stall closes and the stream hold. */
   private readonly flow: ConnectionFlow<TunnelConnection>;
 
@@ -126,6 +126,7 @@ export class Relay implements FlowHooks {
     this.log = options.logger;
     this.metrics = options.metrics;
     this.clock = options.clock ?? realClock;
+    this.idleWaiters = new IdleWaiters(() => this.idle(), this.clock);
     this.flow = new ConnectionFlow<TunnelConnection>(
       {
         budget: options.connectionBufferBudget,
@@ -510,7 +511,7 @@ export class Relay implements FlowHooks {
     if (dial.timer !== undefined) this.clock.clearTimeout(dial.timer);
     if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
     dial.backend.pending.delete(dial);
-    this.maybeIdle();
+    this.idleWaiters.notify();
   }
 
   private forgetConnection(conn: TunnelConnection): void {
@@ -518,7 +519,7 @@ export class Relay implements FlowHooks {
     this.flow.release(conn);
     this.established--;
     if (!conn.end.probe) for (const t of conn.backend.traffic) t.openConnections--;
-    this.maybeIdle();
+    this.idleWaiters.notify();
   }
 
   /** No dial pending and no connection established. */
@@ -526,31 +527,12 @@ export class Relay implements FlowHooks {
     return this.established === 0 && this.pending.size === 0;
   }
 
-  private maybeIdle(): void {
-    if (!this.idle() || this.idleWaiters.length === 0) return;
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const w of waiters) w();
-  }
-
   /**
    * Resolve true once no dial is pending and no connection is established, or false after
    * `timeoutMs`.
    */
   whenIdle(timeoutMs: number): Promise<boolean> {
-    if (this.idle()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const clock = this.clock;
-      const timer = clock.setTimeout(() => {
-        this.idleWaiters = this.idleWaiters.filter((w) => w !== done);
-        resolve(false);
-      }, timeoutMs);
-      function done(): void {
-        clock.clearTimeout(timer);
-        resolve(true);
-      }
-      this.idleWaiters.push(done);
-    });
+    return this.idleWaiters.wait(timeoutMs);
   }
 
   /** Drain: refuse new dials ({@link DialErrors.serverDraining}); pending and open ones go on. */

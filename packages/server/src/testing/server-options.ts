@@ -2,15 +2,16 @@
  * Test-only: server options for in-process tests on loopback with free ports and the split trust
  * of a test PKI (`@cluster-proxy/pki/testing`).
  */
-import { serverOptionsSchema, withDefaults, type ServerOptions } from "@cluster-proxy/api";
+import { parseServerOptions, serverOptionsSchema, withDefaults, type ServerOptions } from "@cluster-proxy/api";
 import type { TestPki } from "@cluster-proxy/pki/testing";
 
 /**
  * Server options for in-process tests: the schema's defaults (so options added later are covered),
- * loopback, ports picked by the kernel, the test PKI's split trust, then `overrides`.
+ * loopback, ports picked by the kernel, the test PKI's split trust, then `overrides`; validated as
+ * `parseServerOptions` does (throws its ConfigError).
  */
 export function testServerOptions(pki: TestPki, overrides: Partial<ServerOptions> = {}): ServerOptions {
-  return {
+  return parseServerOptions({
     ...withDefaults(serverOptionsSchema, {}),
     mode: "both",
     serverPort: 0,
@@ -43,5 +44,5 @@ export function testServerOptions(pki: TestPki, overrides: Partial<ServerOptions
     gracefulShutdownTimeout: 0,
     logLevel: "silent",
     ...overrides,
-  };
+  });
 }
