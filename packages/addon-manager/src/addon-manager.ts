@@ -56,7 +56,7 @@ import { registerRuntimeMetrics } from "@cluster-proxy/kube/metrics";
 import { HealthServer } from "./health-ports.js";
 import { Resources } from "./resources.js";
 import { CONFIGURATION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SIGNER_LABEL } from "./labels.js";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { Lifecycle, silentLogger, type Component, type Logger } from "@cluster-proxy/kit";
 import { TunnelProber, replicaFinder } from "./tunnel-prober.js";
 
 /**
@@ -124,11 +124,18 @@ interface OcmWatches {
   csrs: SupervisedWatch<CsrObject>;
 }
 
+/** The ports the manager listens on (those a flag asked for). */
+export interface AddonManagerStarted {
+  healthPort?: number;
+  metricsPort?: number;
+}
+
 /**
  * The wiring of the manager (docs/design/addon-manager.md, "Shape"): the runtime's leader
  * election, watches and controllers around the reconcilers, and the health and metrics listeners.
  */
-export class AddonManager {
+export class AddonManager implements Component<AddonManagerStarted> {
+  private readonly life = new Lifecycle<AddonManagerStarted>("addon manager");
   private readonly api: KubeApi;
   private readonly log: Logger;
   private readonly elector: LeaderElector | undefined;
@@ -194,7 +201,11 @@ export class AddonManager {
   }
 
   /** Start the health server and the campaign (or the controllers at once without leader election). */
-  async start(): Promise<{ healthPort?: number; metricsPort?: number }> {
+  start(): Promise<AddonManagerStarted> {
+    return this.life.start(() => this.listen());
+  }
+
+  private async listen(): Promise<AddonManagerStarted> {
     const o = this.options;
     const listeners: { address: string; flag: string; paths: "health" | "metrics" | "both" }[] = [];
     if (o.healthProbeBindAddress && o.healthProbeBindAddress === o.metricsBindAddress)
@@ -230,7 +241,11 @@ export class AddonManager {
   }
 
   /** Stop reconciling, release the Lease (so a standby takes over at once), close the servers. */
-  async close(): Promise<void> {
+  close(): Promise<void> {
+    return this.life.close(() => this.shutdown());
+  }
+
+  private async shutdown(): Promise<void> {
     this.stop.abort();
     await this.running?.catch(() => undefined);
     await this.elector?.release();
