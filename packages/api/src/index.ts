@@ -21,7 +21,6 @@ export {
   planFrontDoors,
   type ProxyStrategy,
   type ServerOptions,
-  type ServerOptionsInput,
   serverOptionSpecs,
   serverOptionsSchema,
   usesTokenAuth,
