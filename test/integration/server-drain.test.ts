@@ -15,11 +15,7 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { ProxyServer } from "../../packages/server/src/proxy-server.js";
 import { testServerOptions } from "../../packages/server/src/testing/server-options.js";
 import { connectFakeAgent, type FakePeer } from "../../packages/server/src/testing/fake-peers.js";
-
-function port(addr: net.AddressInfo | string | undefined): number {
-  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
-  return addr.port;
-}
+import { tcpPort } from "@cluster-proxy/tunnel/testing";
 
 /** An agent that accepts every dial and echoes every DATA; counts the dials it got. */
 function echoAgent(agent: FakePeer): { dials: string[] } {
@@ -140,7 +136,7 @@ describe("a proxy-server draining in the middle of the SDK's dials", { timeout: 
       const agent = await connectFakeAgent(
         {
           host: "127.0.0.1",
-          port: port(s.addresses().agent),
+          port: tcpPort(s.addresses().agent),
           tls: { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey },
         },
         { agentid: "agent-east", agentidentifiers: "host=east" },
@@ -153,7 +149,7 @@ describe("a proxy-server draining in the middle of the SDK's dials", { timeout: 
     client = new TunnelClient({
       proxy: {
         host: "localhost",
-        port: port(forwarder.server.address() ?? undefined),
+        port: tcpPort(forwarder.server.address()),
         ca: pki.ca,
         cert: pki.clientCert,
         key: pki.clientKey,
@@ -172,13 +168,13 @@ describe("a proxy-server draining in the middle of the SDK's dials", { timeout: 
   test("the dial refused by the draining server lands on the other; the open tunnel finishes; the drain ends", async () => {
     const onA = echoAgent(agents[0]!);
     const onB = echoAgent(agents[1]!);
-    forwarder.target = port(a.addresses().server);
+    forwarder.target = tcpPort(a.addresses().server);
     const open = await client.dial("east:1");
     assert.equal(await echo(open, "before the drain"), "before the drain");
 
     // From now on the Service sends new connections to B, and A's next bytes wait in the forwarder.
-    forwarder.target = port(b.addresses().server);
-    const held = forwarder.hold(port(a.addresses().server));
+    forwarder.target = tcpPort(b.addresses().server);
+    const held = forwarder.hold(tcpPort(a.addresses().server));
     const dialling = client.dial("east:2");
     await held;
     let drainedIdle: boolean | undefined;

@@ -20,16 +20,12 @@ import { ProxyServer } from "./proxy-server.js";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
 import { errorMessage } from "@cluster-proxy/errors";
-
-function port(addr: net.AddressInfo | string | undefined): number {
-  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
-  return addr.port;
-}
+import { tcpPort } from "@cluster-proxy/tunnel/testing";
 
 function readyz(s: ProxyServer): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     http
-      .get({ host: "127.0.0.1", port: port(s.addresses().health), path: "/readyz" }, (res) => {
+      .get({ host: "127.0.0.1", port: tcpPort(s.addresses().health), path: "/readyz" }, (res) => {
         let body = "";
         res.setEncoding("utf8");
         res.on("data", (c: string) => (body += c));
@@ -95,7 +91,7 @@ describe("proxy-server drain and readiness", () => {
   async function agentOf(s: ProxyServer, cluster: string): Promise<FakePeer> {
     const tlsOptions = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
     const a = await connectFakeAgent(
-      { host: "127.0.0.1", port: port(s.addresses().agent), tls: tlsOptions },
+      { host: "127.0.0.1", port: tcpPort(s.addresses().agent), tls: tlsOptions },
       { agentid: `agent-${cluster}`, agentidentifiers: `host=${cluster}` },
     );
     peers.push(a);
@@ -105,7 +101,7 @@ describe("proxy-server drain and readiness", () => {
   async function clientOf(s: ProxyServer): Promise<FakePeer> {
     const c = await connectFakeClient({
       host: "127.0.0.1",
-      port: port(s.addresses().server),
+      port: tcpPort(s.addresses().server),
       tls: { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
     });
     peers.push(c);
@@ -114,7 +110,7 @@ describe("proxy-server drain and readiness", () => {
   async function connectDoor(s: ProxyServer): Promise<tls.TLSSocket> {
     const sock = tls.connect({
       host: "127.0.0.1",
-      port: port(s.addresses().httpConnect),
+      port: tcpPort(s.addresses().httpConnect),
       ca: pki.ca,
       cert: pki.clientCert,
       key: pki.clientKey,
@@ -219,7 +215,7 @@ describe("proxy-server drain and readiness", () => {
     // A new connection to the gRPC door: GOAWAY before its first stream, which is refused.
     const fresh = await connectSession({
       host: "127.0.0.1",
-      port: port(s.addresses().server),
+      port: tcpPort(s.addresses().server),
       tls: { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
     });
     try {

@@ -9,21 +9,15 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type * as net from "node:net";
 import * as tls from "node:tls";
 import type { ServerOptions } from "@cluster-proxy/api";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { TlsSessionCache, tlsSessionKey, type ConnectTarget } from "@cluster-proxy/tunnel";
-import { waitUntil } from "@cluster-proxy/tunnel/testing";
+import { tcpPort, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { ProxyServer, type ProxyServerDeps } from "./proxy-server.js";
 import { formatTicketKeyFile } from "./listeners/ticket-keys.js";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
-
-function port(addr: net.AddressInfo | string | undefined): number {
-  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
-  return addr.port;
-}
 
 interface Handshake {
   reused: boolean;
@@ -120,7 +114,7 @@ describe("TLS session resumption", () => {
   };
   const agentTarget = (s: ProxyServer, sessions: TlsSessionCache): ConnectTarget => ({
     host: "127.0.0.1",
-    port: port(s.addresses().agent),
+    port: tcpPort(s.addresses().agent),
     tls: agentTls,
     sessions,
   });
@@ -157,13 +151,13 @@ describe("TLS session resumption", () => {
     const a = await start({ tlsSessionTicketKeyFile: file });
     const b = await start({ tlsSessionTicketKeyFile: file, serverId: "replica-b" });
     const loner = await start({ serverId: "replica-c" });
-    const fromA = await handshake(port(a.addresses().server), clientTls);
+    const fromA = await handshake(tcpPort(a.addresses().server), clientTls);
     assert.ok(fromA.ticket, "replica A sent a ticket");
-    const atB = await handshake(port(b.addresses().server), clientTls, fromA.ticket);
+    const atB = await handshake(tcpPort(b.addresses().server), clientTls, fromA.ticket);
     assert.equal(atB.reused, true, "replica B resumed replica A's session");
     assert.equal(atB.open, true);
     assert.equal(await metric(b, "server-port", "resumed"), 1);
-    const atLoner = await handshake(port(loner.addresses().server), clientTls, fromA.ticket);
+    const atLoner = await handshake(tcpPort(loner.addresses().server), clientTls, fromA.ticket);
     assert.equal(atLoner.reused, false, "a server with other keys falls back to a full handshake");
     assert.equal(atLoner.open, true);
   });
@@ -172,7 +166,7 @@ describe("TLS session resumption", () => {
     const [k1, k2, k3] = [randomBytes(48), randomBytes(48), randomBytes(48)];
     const file = keyFile([k1]);
     const s = await start({ tlsSessionTicketKeyFile: file });
-    const p = port(s.addresses().httpConnect);
+    const p = tcpPort(s.addresses().httpConnect);
     const old = await handshake(p, { ...clientTls, ALPNProtocols: ["http/1.1"] });
     assert.ok(old.ticket);
     keyFile([k2, k1], file);
@@ -196,7 +190,7 @@ describe("TLS session resumption", () => {
 
   test("a ticket past --tls-session-ticket-lifetime falls back to a full handshake", async () => {
     const s = await start({ tlsSessionTicketLifetime: 1_000 });
-    const p = port(s.addresses().server);
+    const p = tcpPort(s.addresses().server);
     const first = await handshake(p, clientTls);
     assert.ok(first.ticket);
     const young = await handshake(p, clientTls, first.ticket);
@@ -239,13 +233,13 @@ describe("TLS session resumption", () => {
 
   test("a proxy-client certificate's session never resumes at the agent port", async () => {
     const s = await start();
-    const front = port(s.addresses().server);
-    const agentPort = port(s.addresses().agent);
+    const front = tcpPort(s.addresses().server);
+    const agentPort = tcpPort(s.addresses().agent);
     const client = await handshake(front, clientTls);
     assert.ok(client.ticket);
     assert.equal((await handshake(front, clientTls, client.ticket)).reused, true, "it resumes at its own door");
     const connect = await handshake(
-      port(s.addresses().httpConnect),
+      tcpPort(s.addresses().httpConnect),
       { ...clientTls, ALPNProtocols: ["http/1.1"] },
       client.ticket,
     );
@@ -271,7 +265,7 @@ describe("TLS session resumption", () => {
 
   test("--tls-session-ticket-lifetime=0 turns resumption off", async () => {
     const s = await start({ tlsSessionTicketLifetime: 0 });
-    const p = port(s.addresses().server);
+    const p = tcpPort(s.addresses().server);
     const first = await handshake(p, clientTls);
     // (OpenSSL still sends a stateful TLS 1.3 ticket, which only a server-side cache could resume.)
     const second = await handshake(p, clientTls, first.ticket);

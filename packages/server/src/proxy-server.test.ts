@@ -16,11 +16,7 @@ import { sharedCaSubjects } from "./listeners/server-config.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
-
-function port(addr: net.AddressInfo | string | undefined): number {
-  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
-  return addr.port;
-}
+import { tcpPort } from "@cluster-proxy/tunnel/testing";
 
 function httpGet(p: number, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -73,7 +69,7 @@ function connectAgentTo(
   metadata: Parameters<typeof connectFakeAgent>[1],
 ): Promise<FakePeer> {
   const tls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
-  return connectFakeAgent({ host: "127.0.0.1", port: port(s.addresses().agent), tls }, metadata);
+  return connectFakeAgent({ host: "127.0.0.1", port: tcpPort(s.addresses().agent), tls }, metadata);
 }
 
 /** Client `c` dials `address`; the DIAL_REQ reaches `agent`, which has not answered yet. */
@@ -109,8 +105,8 @@ describe("ProxyServer in-process", () => {
     await server.start();
     const clientTls = { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
     const agentTls = { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey };
-    agentTarget = { host: "127.0.0.1", port: port(server.addresses().agent), tls: agentTls };
-    clientTarget = { host: "127.0.0.1", port: port(server.addresses().server), tls: clientTls };
+    agentTarget = { host: "127.0.0.1", port: tcpPort(server.addresses().agent), tls: agentTls };
+    clientTarget = { host: "127.0.0.1", port: tcpPort(server.addresses().server), tls: clientTls };
   });
 
   after(async () => {
@@ -136,7 +132,7 @@ describe("ProxyServer in-process", () => {
   const connectTls = async (withCert: "client" | "stranger" | "none"): Promise<tls.TLSSocket> => {
     const opts: tls.ConnectionOptions = {
       host: "127.0.0.1",
-      port: port(server.addresses().httpConnect),
+      port: tcpPort(server.addresses().httpConnect),
       ca: pki.ca,
       servername: "localhost",
     };
@@ -154,7 +150,7 @@ describe("ProxyServer in-process", () => {
   let east: FakePeer;
 
   test("readyz is 500 without agents; agent gets serverid/servercount before any packet; then ready", async () => {
-    const health = port(server.addresses().health);
+    const health = tcpPort(server.addresses().health);
     assert.deepEqual(await httpGet(health, "/healthz"), { status: 200, body: "ok" });
     assert.deepEqual(await httpGet(health, "/readyz"), { status: 500, body: "no connection to any proxy agent" });
     east = await agent("agent-east", "host=east&host=east.open-cluster-management-agent-addon");
@@ -423,17 +419,21 @@ describe("ProxyServer in-process", () => {
     };
     // node's TLS server ends a connection whose certificate it refuses without a byte (or an alert)
     const refusal = /closed without an answer|unknown ca|alert|ECONNRESET|hang up/i;
-    assert.match(await handshake(port(a.server), "agent", "h2"), refusal, "agent certificate at the gRPC front door");
     assert.match(
-      await handshake(port(a.httpConnect), "agent", "http/1.1"),
+      await handshake(tcpPort(a.server), "agent", "h2"),
+      refusal,
+      "agent certificate at the gRPC front door",
+    );
+    assert.match(
+      await handshake(tcpPort(a.httpConnect), "agent", "http/1.1"),
       refusal,
       "agent certificate at HTTP CONNECT",
     );
-    assert.match(await handshake(port(a.agent), "client", "h2"), refusal, "client certificate at the agent port");
+    assert.match(await handshake(tcpPort(a.agent), "client", "h2"), refusal, "client certificate at the agent port");
     // the right certificate at each door is accepted (the test itself works)
-    assert.equal(await handshake(port(a.server), "client", "h2"), "accepted");
-    assert.equal(await handshake(port(a.httpConnect), "client", "http/1.1"), "accepted");
-    assert.equal(await handshake(port(a.agent), "agent", "h2"), "accepted");
+    assert.equal(await handshake(tcpPort(a.server), "client", "h2"), "accepted");
+    assert.equal(await handshake(tcpPort(a.httpConnect), "client", "http/1.1"), "accepted");
+    assert.equal(await handshake(tcpPort(a.agent), "agent", "h2"), "accepted");
     assert.equal(server.backendCount(), 1, "only the east agent is registered");
   });
 
@@ -450,7 +450,7 @@ describe("ProxyServer in-process", () => {
 
   test("garbage bytes on every port do not hurt the server", async () => {
     const a = server.addresses();
-    for (const p of [port(a.agent), port(a.server), port(a.httpConnect)]) {
+    for (const p of [tcpPort(a.agent), tcpPort(a.server), tcpPort(a.httpConnect)]) {
       const s = net.connect(p, "127.0.0.1");
       sockets.push(s);
       s.on("error", () => undefined);
@@ -460,12 +460,12 @@ describe("ProxyServer in-process", () => {
       s.end();
       await once(s, "close");
     }
-    assert.deepEqual(await httpGet(port(a.health), "/healthz"), { status: 200, body: "ok" });
+    assert.deepEqual(await httpGet(tcpPort(a.health), "/healthz"), { status: 200, body: "ok" });
     assert.equal(server.backendCount(), 1);
   });
 
   test("metrics carry konnectivity names", async () => {
-    const { status, body } = await httpGet(port(server.addresses().health), "/metrics");
+    const { status, body } = await httpGet(tcpPort(server.addresses().health), "/metrics");
     assert.equal(status, 200);
     assert.match(body, /konnectivity_network_proxy_server_ready_backends\{proxy_strategy="destHost"\} 1/);
     assert.match(body, /konnectivity_network_proxy_server_dial_failure_count\{reason="no_agent"\} 5/);
@@ -474,7 +474,7 @@ describe("ProxyServer in-process", () => {
       /konnectivity_network_proxy_server_stream_packets_total\{segment="from_agent",packet_type="DIAL_RSP"\}/,
     );
     assert.match(body, /cluster_proxy_server_backends\{identifier="east"\} 1/);
-    const admin = await httpGet(port(server.addresses().admin), "/metrics");
+    const admin = await httpGet(tcpPort(server.addresses().admin), "/metrics");
     assert.match(admin.body, /konnectivity_network_proxy_server_grpc_connections/);
   });
 });
@@ -516,7 +516,7 @@ describe("ProxyServer options and lifecycle", () => {
     const serial = async (): Promise<string> => {
       const c = tls.connect({
         host: "127.0.0.1",
-        port: port(s.addresses().server),
+        port: tcpPort(s.addresses().server),
         ca: pki.ca,
         servername: "localhost",
         ALPNProtocols: ["h2"],
@@ -632,7 +632,7 @@ describe("ProxyServer options and lifecycle", () => {
     const blocker = net.createServer();
     blocker.listen(0, "127.0.0.1");
     await once(blocker, "listening");
-    const busy = new ProxyServer(testServerOptions(pki, { agentPort: port(blocker.address() ?? undefined) }));
+    const busy = new ProxyServer(testServerOptions(pki, { agentPort: tcpPort(blocker.address()) }));
     await assert.rejects(busy.start(), /--agent-port: cannot listen/);
     blocker.close();
   });
@@ -641,7 +641,7 @@ describe("ProxyServer options and lifecycle", () => {
     const blocker = net.createServer();
     blocker.listen(0, "127.0.0.1");
     await once(blocker, "listening");
-    const taken = port(blocker.address() ?? undefined);
+    const taken = tcpPort(blocker.address());
     try {
       const busy = new ProxyServer(testServerOptions(pki, { serverPort: taken }));
       const err = await busy.start().then(
@@ -674,14 +674,14 @@ describe("ProxyServer options and lifecycle", () => {
     const a = await connectAgentTo(s, pki, { agentid: "slow", agentidentifiers: "" });
     try {
       await a.call.waitForHeaders();
-      const c = await connectFakeClient({ host: "127.0.0.1", port: port(s.addresses().server), tls: tlsOpts });
+      const c = await connectFakeClient({ host: "127.0.0.1", port: tcpPort(s.addresses().server), tls: tlsOpts });
       await dialPending(c, a, "x:1", 9n);
       const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
       assert.equal(rsp.dialResponse.error, DialErrors.backendDialTimeout);
       expectType(await a.packets.next(), PacketType.DIAL_CLS);
       c.close();
 
-      const plain = net.connect(port(s.addresses().httpConnect), "127.0.0.1");
+      const plain = net.connect(tcpPort(s.addresses().httpConnect), "127.0.0.1");
       plain.on("error", () => undefined);
       const r = readUntil(plain, () => false);
       plain.write("CONNECT x:1 HTTP/1.1\r\n\r\n");
@@ -737,7 +737,7 @@ describe("ProxyServer options and lifecycle", () => {
     const s = new ProxyServer(testServerOptions(pki, { gracefulShutdownTimeout: 1000 }));
     await s.start();
     const a = s.addresses();
-    const ports = [port(a.server), port(a.httpConnect), port(a.agent), port(a.health), port(a.admin)];
+    const ports = [tcpPort(a.server), tcpPort(a.httpConnect), tcpPort(a.agent), tcpPort(a.health), tcpPort(a.admin)];
     const sockets: net.Socket[] = [];
     const open = (p: number, first?: Buffer, end = false): void => {
       const sock = net.connect(p, "127.0.0.1");

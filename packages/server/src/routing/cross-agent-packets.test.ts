@@ -5,7 +5,6 @@
  * the client of another agent's connection or dial, which go on as if nothing was sent.
  */
 import assert from "node:assert/strict";
-import type * as net from "node:net";
 import { after, before, describe, test } from "node:test";
 import { PacketType, type Packet } from "@cluster-proxy/protocol";
 import type { ConnectTarget } from "@cluster-proxy/tunnel";
@@ -13,11 +12,7 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { ProxyServer } from "../proxy-server.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "../testing/fake-peers.js";
 import { testServerOptions } from "../testing/server-options.js";
-
-function port(addr: net.AddressInfo | string | undefined): number {
-  assert.ok(addr && typeof addr !== "string", "expected a TCP address");
-  return addr.port;
-}
+import { tcpPort } from "@cluster-proxy/tunnel/testing";
 
 function expectType<T extends Packet["type"]>(p: Packet, type: T): Extract<Packet, { type: T }> {
   assert.equal(p.type, type, `expected packet type ${type}, got ${p.type}`);
@@ -58,12 +53,12 @@ describe("a hostile agent's packets for connections and dials of another agent",
     await server.start();
     agentTarget = {
       host: "127.0.0.1",
-      port: port(server.addresses().agent),
+      port: tcpPort(server.addresses().agent),
       tls: { ca: pki.ca, cert: pki.agentCert, key: pki.agentKey },
     };
     clientTarget = {
       host: "127.0.0.1",
-      port: port(server.addresses().server),
+      port: tcpPort(server.addresses().server),
       tls: { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
     };
     east = await connectFakeAgent(agentTarget, { agentid: "agent-east", agentidentifiers: "host=east" });

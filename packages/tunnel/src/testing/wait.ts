@@ -98,3 +98,9 @@ async function kernelPort(): Promise<number> {
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
 }
+
+/** The port of a listening TCP server's `address()` (fails the test for a pipe or no address). */
+export function tcpPort(addr: net.AddressInfo | string | null | undefined): number {
+  if (!addr || typeof addr === "string") throw new Error(`expected a TCP address, got ${inspect(addr)}`);
+  return addr.port;
+}
