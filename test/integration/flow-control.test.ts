@@ -59,6 +59,24 @@ async function deafTarget(h: Harness): Promise<number> {
   return listenOnLoopback(h, srv);
 }
 
+/**
+ * A transfer size (whole MiB, 8 MiB to 128 MiB) that takes about `ms` at `mbPerSecond`: what fits
+ * a time window on this machine, however busy it is.
+ */
+function healthySize(mbPerSecond: number, ms: number): number {
+  return Math.min(128, Math.max(8, Math.floor((mbPerSecond * ms) / 1000))) * MiB;
+}
+
+/** Whether `p` has settled yet (fulfilled or rejected), asked later. */
+function settled(p: Promise<unknown>): () => boolean {
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  return () => done;
+}
+
 function expectedHash(size: number, seed: number): string {
   const gen = new PatternStream(seed);
   const h = createHash("sha256");
@@ -194,6 +212,7 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       a1.pause();
       debug("A1 dialled");
       const a1End = ending(a1);
+      const a1Ended = settled(a1End);
       a1.write(`source ${4096 * MiB} 9\n`);
       // A2: an HTTP CONNECT client that never reads a 4 GiB download.
       const a2 = await dialConnect(target, { proxy: { host: "127.0.0.1", port: connectPort, ...tlsOpts } });
@@ -201,10 +220,12 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       debug("A2 dialled");
       const stallsBefore = serverStalls(server);
       const a2End = connectStallEnd(server, stallsBefore + 1, a2, 4096 * MiB).then((at) => ({ at, error: "" }));
+      const a2Ended = settled(a2End);
       a2.write(`source ${4096 * MiB} 10\n`);
       // A3: a target that never reads what a client keeps writing.
       const a3 = await client.dial(`127.0.0.1.east:${deafPort}`);
       const a3End = ending(a3);
+      const a3Ended = settled(a3End);
       debug("A3 dialled");
       const junk = Buffer.alloc(MiB, 5);
       let a3Writing = true;
@@ -225,11 +246,17 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
         10,
       );
 
-      const down = await download(await client.dial(target), size, 3, want);
-      debug(`down ${down}`);
-      const up = await upload(await client.dial(target), size, 4);
+      // The healthy transfers must run while the neighbours are stalled (before the stall timeout
+      // closes them), on a busy machine too: sized so that at the solo rates both together take an
+      // eighth of the stall timeout, at the 0.25x floor asserted below half of it.
+      const healthy = healthySize(Math.min(soloDown, soloUp), STALL_MS / 16);
+      const healthyWant = healthy === size ? want : expectedHash(healthy, 3);
+      const down = await download(await client.dial(target), healthy, 3, healthyWant);
+      debug(`down ${down} (${healthy / MiB} MiB)`);
+      const up = await upload(await client.dial(target), healthy, 4);
       debug(`up ${up}`);
       const healthyDoneAt = Date.now();
+      const stillStalled = [a1Ended, a2Ended, a3Ended].map((ended) => !ended());
       for (const [i, e] of [a1End, a2End, a3End].entries())
         void e.then(
           (r) => debug(`A${i + 1} ended ${JSON.stringify(r)}`),
@@ -243,6 +270,7 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
         soloDown: Math.round(soloDown),
         down: Math.round(down),
         soloUp: Math.round(soloUp),
+        healthyMiB: healthy / MiB,
         up: Math.round(up),
         serverRssMiB: Math.round((serverRss ?? 0) / MiB),
         agentRssMiB: Math.round((agentRss ?? 0) / MiB),
@@ -251,7 +279,11 @@ describe("per-connection flow control: stalled neighbours do not slow a healthy 
       };
       process.stderr.write(`flow-control (ours): ${JSON.stringify(report)}\n`);
 
-      assert.ok(healthyDoneAt < stalledAt + STALL_MS, "the healthy transfers ran while the neighbours were stalled");
+      assert.deepEqual(
+        stillStalled,
+        [true, true, true],
+        `the healthy transfers ran while the neighbours were stalled (done ${healthyDoneAt - stalledAt} ms after)`,
+      );
       assert.ok(down >= soloDown * 0.25, `download ${down.toFixed(0)} MB/s vs solo ${soloDown.toFixed(0)} MB/s`);
       assert.ok(up >= soloUp * 0.25, `upload ${up.toFixed(0)} MB/s vs solo ${soloUp.toFixed(0)} MB/s`);
       assert.ok((serverRss ?? 0) < RSS_LIMIT, `server RSS ${report.serverRssMiB} MiB`);
