@@ -21,6 +21,11 @@
  *                                                 each variant of extra agent node flags ("" = the
  *                                                 CLI's flags alone; `cli=<main.js>`: the agent runs
  *                                                 that build), variants alternating round by round
+ *   hotpath.ts handshakes [--count=300]           TLS handshakes at our agent port with an agent
+ *                                                 certificate, full and resumed (a ticket of the
+ *                                                 first), taking turns; server CPU ms per handshake
+ *                                                 of each and their ratio: the handshake pacer's
+ *                                                 cost of a resumption (RESUMED_HANDSHAKE_COST)
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
  * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
@@ -32,8 +37,10 @@
  */
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
+import * as tls from "node:tls";
 import { join } from "node:path";
 import { writeStandaloneCerts } from "@cluster-proxy/pki";
+import { RESUMED_HANDSHAKE_COST } from "@cluster-proxy/server";
 import { Harness } from "../test/framework/harness.js";
 import { type Proc } from "../test/framework/process.js";
 import { goBin } from "../test/framework/go-harness.js";
@@ -319,6 +326,75 @@ function reportPerf(sums: Record<string, Record<string, Record<string, number>>>
   log(`wrote ${file}`);
 }
 
+/** One TLS handshake to `port` (with `session`: offering its ticket); resolves with whether it resumed and the session it got. */
+async function handshake(
+  port: number,
+  options: tls.ConnectionOptions,
+  session?: Buffer,
+): Promise<{ resumed: boolean; session: Buffer | undefined }> {
+  const socket = tls.connect({
+    host: "127.0.0.1",
+    port,
+    ALPNProtocols: ["h2"],
+    ...options,
+    ...(session ? { session } : {}),
+  });
+  try {
+    const got = new Promise<Buffer | undefined>((resolve) => {
+      socket.once("session", resolve);
+      socket.once("close", () => resolve(undefined));
+    });
+    await new Promise<void>((resolve, reject) => {
+      socket.once("secureConnect", resolve);
+      socket.once("error", reject);
+    });
+    const resumed = socket.isSessionReused();
+    // A TLS 1.3 ticket comes after the handshake; a full handshake's is the one to resume with.
+    const ticket = session ? undefined : await Promise.race([got, sleep(2_000).then(() => undefined)]);
+    return { resumed, session: ticket };
+  } finally {
+    socket.destroy();
+  }
+}
+
+/** See `handshakes` in the module comment: the server CPU of a full and a resumed handshake. */
+async function handshakes(): Promise<void> {
+  const count = num("count", 300);
+  const st = await startOurs(h, LOOPBACK, { noAgent: true });
+  const agentCert = h.certs.agents.get("bench")!;
+  const options: tls.ConnectionOptions = {
+    ca: readFileSync(h.certs.ca.cert),
+    cert: readFileSync(agentCert.cert),
+    key: readFileSync(agentCert.key),
+  };
+  const perHandshake: Record<"full" | "resumed", number[]> = { full: [], resumed: [] };
+  try {
+    const { session } = await handshake(st.agentPort, options);
+    if (!session) throw new Error("the agent port issued no session ticket (--tls-session-ticket-lifetime=0?)");
+    for (let r = 0; r < rounds; r++) {
+      const kinds = r % 2 === 0 ? (["full", "resumed"] as const) : (["resumed", "full"] as const);
+      for (const kind of kinds) {
+        let resumedCount = 0;
+        const c0 = cpuSeconds(st.server.child.pid);
+        for (let i = 0; i < count; i++) {
+          const x = await handshake(st.agentPort, options, kind === "resumed" ? session : undefined);
+          if (x.resumed) resumedCount++;
+        }
+        const ms = ((cpuSeconds(st.server.child.pid) - c0) / count) * 1000;
+        perHandshake[kind].push(ms);
+        log(
+          `round ${r + 1} ${kind}: server CPU ${ms.toFixed(3)} ms per handshake (${resumedCount} of ${count} resumed)`,
+        );
+      }
+    }
+    const ratios = perHandshake.resumed.map((ms, i) => ms / perHandshake.full[i]!);
+    log(`resumed/full server CPU per round: ${ratios.map((x) => x.toFixed(3)).join(" ")}`);
+    log(`median: ${percentileOf(ratios, 50).toFixed(3)} (the pacer charges ${RESUMED_HANDSHAKE_COST})`);
+  } finally {
+    await st.stop();
+  }
+}
+
 async function main(): Promise<void> {
   const bin = goBin();
   h.dir = join(os.tmpdir(), `cphot-${process.pid}`);
@@ -328,6 +404,7 @@ async function main(): Promise<void> {
   });
   if (scenario === "agents") return agents(bin);
   if (scenario === "agentrss") return agentRss(bin);
+  if (scenario === "handshakes") return handshakes();
   const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
 
   const target = await startTarget(h, LOOPBACK);

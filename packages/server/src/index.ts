@@ -11,4 +11,4 @@ export type { DialProbeResult } from "./front-doors/probe-dial.js";
 export { AgentAuthError } from "./agents/token-review.js";
 export { IDLE_METRICS_SOURCE, ServerMetrics } from "./metrics.js";
 export { HandshakeFailureLog } from "./listeners/handshake-failures.js";
-export { SHED_ALERT, SLOT_MS } from "./listeners/handshake-pacer.js";
+export { RESUMED_HANDSHAKE_COST, SHED_ALERT, SLOT_MS } from "./listeners/handshake-pacer.js";

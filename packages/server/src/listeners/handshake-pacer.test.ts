@@ -212,7 +212,7 @@ describe("HandshakePacer admission", () => {
       await waitUntil("the full handshake to wait", () => r.pacer.state().waiting === 1);
       await connect(resumingHello);
       await waitUntil("the resumption behind it to wait", () => r.pacer.state().waiting === 2);
-      // One resumption ends: its quarter of the slot goes to the full handshake, first in line
+      // One resumption ends: its share of the slot goes to the full handshake, first in line
       // (the resumption behind it does not overtake it although it would fit).
       sockets[0]!.destroy();
       await waitUntil("the full handshake to start", () => r.pacer.state().waiting === 1);

@@ -16,12 +16,11 @@ export const SLOT_MS = 2_000;
 
 /**
  * What a handshake that offers a session ticket costs against `maxConcurrent`, a full handshake
- * costing 1: a TLS 1.3 resumption skips the server's signature and the client chain's
- * verification, the public-key work that dominates a full handshake (see docs/design/
- * performance-notes.md); it still does the key exchange. A ticket the server cannot use turns into
- * a full handshake within the same slot, so the price is paid at most once per slot.
+ * costing 1: the server CPU of a resumed connection against a full one, measured (docs/design/
+ * performance-notes.md, "What the pacer charges a resumption"). A ticket the server cannot use
+ * turns into a full handshake within the same slot, so the price is paid at most once per slot.
  */
-export const RESUMED_HANDSHAKE_COST = 0.25;
+export const RESUMED_HANDSHAKE_COST = 0.5;
 
 /** How long a refused connection may take to read our answer (a 400, an alert) before it is closed. */
 const ANSWER_LINGER_MS = 2_000;
