@@ -4,6 +4,7 @@ import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { ProxyAgent } from "./agent.js";
+import { validateAgentOptions } from "./agent-config.js";
 import type { ConnectionCondition } from "./connect/connection-report.js";
 import { FakeProxyServer } from "./testing/fake-proxy-server.js";
 
@@ -25,7 +26,7 @@ test("--status-deployment: the agent writes why it cannot connect, once, then th
     child: () => logger,
   };
   const agent = new ProxyAgent(
-    {
+    validateAgentOptions({
       proxyServerHost: "127.0.0.1",
       proxyServerPort: port,
       caCert: pki.paths.ca.cert,
@@ -39,7 +40,7 @@ test("--status-deployment: the agent writes why it cannot connect, once, then th
       syncIntervalCap: 100,
       statusDeployment: "agents/cluster-proxy-proxy-agent",
       logLevel: "silent",
-    },
+    }),
     {
       logger,
       sendStatus: (body) => {

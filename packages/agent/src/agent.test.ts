@@ -9,11 +9,13 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TLSSocket } from "node:tls";
-import { ConfigError, type AgentOptionsInput } from "@cluster-proxy/api";
+import { ConfigError, type AgentOptions, type AgentOptionsInput } from "@cluster-proxy/api";
 import { agentClusterUri, issueCertificate } from "@cluster-proxy/pki";
 import { Metadata, PacketType, type Packet } from "@cluster-proxy/protocol";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { ProxyAgent } from "./agent.js";
+import { validateAgentOptions } from "./agent-config.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { FakeProxyServer, TcpBalancer, startEchoServer, type FakeAgentStream } from "./testing/fake-proxy-server.js";
 import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
@@ -38,7 +40,8 @@ async function listeningServer(config: ConstructorParameters<typeof FakeProxySer
   return server;
 }
 
-function options(port: number, over: Partial<AgentOptionsInput> = {}): AgentOptionsInput {
+/** The options of a test agent, as given (not validated). */
+function input(port: number, over: Partial<AgentOptionsInput> = {}): AgentOptionsInput {
   return {
     proxyServerHost: "127.0.0.1",
     proxyServerPort: port,
@@ -64,6 +67,11 @@ function options(port: number, over: Partial<AgentOptionsInput> = {}): AgentOpti
     logLevel: "silent",
     ...over,
   };
+}
+
+/** The options of a test agent, validated as a ProxyAgent takes them. */
+function options(port: number, over: Partial<AgentOptionsInput> = {}): AgentOptions {
+  return validateAgentOptions(input(port, over));
 }
 
 const isType =
@@ -234,13 +242,13 @@ describe("ProxyAgent against a fake proxy server", () => {
       const closeRsp = await stream.next(isType(PacketType.CLOSE_RSP));
       assert.ok("closeResponse" in closeRsp);
       assert.deepEqual(closeRsp.closeResponse, { connectID: id, error: "" });
-      assert.equal(await agent.waitIdle(2000), true);
+      await waitUntil("no endpoint connection", () => agent.openEndpointConnections === 0, { timeoutMs: 2000 });
 
       // the client closes: CLOSE_REQ -> CLOSE_RSP, endpoint socket closed
       const id2 = await dial(stream, `127.0.0.1:${echo.port}`, 42n);
       assert.ok(id2 > id, "connectIDs come from one increasing counter");
       await waitUntil("endpoint connected", () => echo.sockets.size === 1, { timeoutMs: 2000 });
-      assert.equal(await agent.waitIdle(50), false);
+      assert.equal(agent.openEndpointConnections, 1);
       stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id2 } });
       const closeRsp2 = await stream.next(isType(PacketType.CLOSE_RSP));
       assert.ok("closeResponse" in closeRsp2);
@@ -307,7 +315,7 @@ describe("ProxyAgent against a fake proxy server", () => {
       await waitUntil("dial started", () => hanging.length === 1, { timeoutMs: 2000 });
       stream.send({ type: PacketType.DIAL_CLS, closeDial: { random: 100n } });
       await waitUntil("dial abandoned", () => hanging[0]!.destroyed, { timeoutMs: 2000 });
-      assert.equal(await agent.waitIdle(1000), true);
+      await waitUntil("no endpoint connection", () => agent.openEndpointConnections === 0, { timeoutMs: 1000 });
 
       stream.send(dialReq("10.1.2.3:443", 101n));
       const rsp = await stream.next(isType(PacketType.DIAL_RSP));
@@ -388,8 +396,8 @@ describe("ProxyAgent against a fake proxy server", () => {
       assert.ok(metrics.includes("konnectivity_network_proxy_agent_known_server_count 2"));
       assert.ok(metrics.includes("konnectivity_network_proxy_agent_open_server_connections 2"));
 
-      // DRAIN goes out at once on every (idle) stream
-      agent.drain();
+      // DRAIN goes out at once on every (idle) stream; no endpoint connection to wait for
+      assert.equal(await agent.drain(), true);
       for (const server of [a, b]) {
         const [stream] = server.openStreams();
         assert.ok(stream);
@@ -536,7 +544,7 @@ describe("ProxyAgent against a fake proxy server", () => {
   });
 });
 
-describe("ProxyAgent.start() refuses bad configuration", () => {
+describe("ProxyAgent refuses bad configuration: its options before it is made, its files at start()", () => {
   // `over` is a function: the PKI paths exist only once `before` has run.
   const cases: { name: string; over: () => Partial<AgentOptionsInput>; flag: string; code: string }[] = [
     {
@@ -560,17 +568,139 @@ describe("ProxyAgent.start() refuses bad configuration", () => {
   ];
   for (const { name, over, flag, code } of cases) {
     it(`names ${flag} for ${name}`, async () => {
-      const agent = new ProxyAgent(options(1, over()));
+      const run = async (): Promise<void> => {
+        const agent = new ProxyAgent(validateAgentOptions(input(1, over())));
+        try {
+          await agent.start();
+        } finally {
+          await agent.close();
+        }
+      };
       await assert.rejects(
-        agent.start(),
+        run(),
         (err: Error) =>
           (err instanceof ConfigError || err instanceof TlsFileError) &&
           err.code === code &&
           err.message.startsWith(`${flag}:`),
       );
-      await agent.close();
     });
   }
+});
+
+describe("ProxyAgent is one component: start, drain and close each once", () => {
+  /** Let pending promise reactions and I/O callbacks run. */
+  const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+  /** An agent on a ManualClock, connected to a fake server, with one endpoint connection open. */
+  async function withOpenConnection(
+    serverID: string,
+    body: (t: { agent: ProxyAgent; clock: ManualClock; stream: FakeAgentStream; id: bigint }) => Promise<void>,
+  ): Promise<void> {
+    const clock = new ManualClock();
+    const server = await listeningServer({ serverID, serverCount: 1 });
+    const agent = new ProxyAgent(options(server.port, { drainGracePeriod: 30_000 }), { clock });
+    try {
+      await agent.start();
+      clock.advance(0); // the connect loop's first attempt
+      const stream = await server.stream(0);
+      await waitUntil("connected", () => agent.connectedServers().length === 1, { timeoutMs: 10_000 });
+      const id = await dial(stream, `127.0.0.1:${echo.port}`, 1n);
+      assert.equal(agent.openEndpointConnections, 1);
+      await body({ agent, clock, stream, id });
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+  }
+
+  it("a second start() is the first one; a start() after close() rejects and opens nothing", async () => {
+    const server = await listeningServer({ serverID: "once-1", serverCount: 1 });
+    const agent = new ProxyAgent(options(server.port));
+    try {
+      const first = agent.start();
+      assert.equal(agent.start(), first);
+      await first;
+      await server.stream(0);
+      assert.equal(agent.start(), first);
+    } finally {
+      await agent.close();
+      await server.close();
+    }
+    const closed = new ProxyAgent(options(1, { healthServerPort: await freePort() }));
+    await closed.close();
+    await assert.rejects(closed.start(), /proxy-agent is closed/);
+    assert.equal(closed.addresses().health, undefined);
+    assert.equal(await closed.drain(), false, "a drain after close has nothing to wait for");
+  });
+
+  it("drain() sends DRAIN once and waits, on the agent's clock, until the open connection ends; a second drain() is the first one", async () => {
+    await withOpenConnection("drain-1", async ({ agent, clock, stream, id }) => {
+      const drained = agent.drain();
+      assert.equal(agent.drain(), drained);
+      await stream.next(isType(PacketType.DRAIN));
+      let result: boolean | undefined;
+      void drained.then((idle) => (result = idle));
+      clock.advance(29_999);
+      await settle();
+      assert.equal(result, undefined, "still waiting for the open connection");
+      // the connection keeps working while the agent drains
+      stream.send({ type: PacketType.DATA, data: { connectID: id, error: "", data: Buffer.from("ping") } });
+      assert.equal(Buffer.concat(await receiveData(stream, id, 4)).toString(), "ping");
+      // its client ends it: the drain is over
+      stream.send({ type: PacketType.CLOSE_REQ, closeRequest: { connectID: id } });
+      await stream.next(isType(PacketType.CLOSE_RSP));
+      assert.equal(await drained, true);
+      assert.equal(stream.packets.filter(isType(PacketType.DRAIN)).length, 0, "one DRAIN");
+      assert.equal(clock.armed, 0, "no grace timer left, no connect attempt scheduled");
+    });
+  });
+
+  it("drain() resolves false once --drain-grace-period is over, the connection still open", async () => {
+    await withOpenConnection("drain-2", async ({ agent, clock }) => {
+      const drained = agent.drain();
+      clock.advance(30_000);
+      assert.equal(await drained, false);
+      assert.equal(agent.openEndpointConnections, 1, "close() cuts it, not the drain");
+    });
+  });
+
+  it("close() during a drain cuts it: the drain resolves false", async () => {
+    await withOpenConnection("drain-3", async ({ agent, clock, stream, id }) => {
+      const drained = agent.drain();
+      await stream.next(isType(PacketType.DRAIN));
+      await agent.close();
+      assert.equal(await drained, false);
+      assert.equal(agent.openEndpointConnections, 0);
+      assert.equal(clock.armed, 0, "the grace timer is gone");
+      const rsp = await stream.next((p) => "closeResponse" in p && p.closeResponse.connectID === id);
+      assert.ok("closeResponse" in rsp);
+      assert.equal(rsp.closeResponse.error, "agent shutting down");
+    });
+  });
+
+  it("the constructor reads no file: files that do not exist fail start(), naming the flag", async () => {
+    const missing = join(pki.dir, "missing");
+    const agent = new ProxyAgent(
+      options(1, {
+        caCert: join(missing, "ca.crt"),
+        agentCert: join(missing, "tls.crt"),
+        agentKey: join(missing, "tls.key"),
+        serviceAccountTokenPath: join(missing, "token"),
+        destinationPolicy: join(missing, "policy.json"),
+        gatewayCaFile: join(missing, "gateway-ca.crt"),
+      }),
+    );
+    assert.equal(agent.agentID, "agent-1");
+    await assert.rejects(
+      agent.start(),
+      (err: Error) =>
+        err instanceof TlsFileError &&
+        err.code === "CP_ERR_TLS_FILE" &&
+        err.flag === "--agent-cert" &&
+        err.message.startsWith(`--agent-cert: ${join(missing, "tls.crt")}: cannot read`),
+    );
+    await agent.close();
+  });
 });
 
 describe("ProxyAgent backpressure", () => {

@@ -6,14 +6,7 @@
 import type * as http from "node:http";
 import type * as http2 from "node:http2";
 import type { AddressInfo, Socket } from "node:net";
-import {
-  agentAlpnProtocols,
-  agentOptionsSchema,
-  ConfigError,
-  withDefaults,
-  type AgentOptions,
-  type AgentOptionsInput,
-} from "@cluster-proxy/api";
+import { agentAlpnProtocols, ConfigError, type AgentOptions } from "@cluster-proxy/api";
 import { AGENT_CONNECT_METHOD, FLOW_CONTROL_METADATA, Metadata } from "@cluster-proxy/protocol";
 import {
   AGENT_TLS_FLAGS,
@@ -29,7 +22,15 @@ import {
   type HttpProxy,
 } from "@cluster-proxy/tunnel";
 import { errorMessage } from "@cluster-proxy/errors";
-import { keepAliveClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import {
+  InFlight,
+  keepAliveClock,
+  Lifecycle,
+  silentLogger,
+  type Clock,
+  type Component,
+  type Logger,
+} from "@cluster-proxy/kit";
 import {
   closeEndpointServer,
   createEndpointServer,
@@ -45,7 +46,6 @@ import {
   readAuthorization,
   resolveAgentID,
   resolveHubProxy,
-  validateAgentOptions,
   type AgentTlsMaterial,
 } from "./agent-config.js";
 import { guardedConnector } from "./destination/destination-guard.js";
@@ -85,7 +85,10 @@ export interface ProxyAgentDeps {
   connectEndpoint?: SocketConnector;
   /** Sends the `--status-deployment` patch (tests inject one; the pod's service account otherwise). */
   sendStatus?: PatchSender;
-  /** The connect loop's timers (default: the kit's keepAliveClock, whose waits keep the process alive). */
+  /**
+   * The agent's timers: the connect loop's and the drain's grace period (default: the kit's
+   * keepAliveClock, whose waits keep the process alive).
+   */
   clock?: Clock;
 }
 
@@ -125,8 +128,12 @@ export function parseServerHandshake(
   return { serverID: id, serverCount: Number(count) };
 }
 
-/** A konnectivity-compatible proxy-agent. */
-export class ProxyAgent {
+/**
+ * A konnectivity-compatible proxy-agent: a kit {@link Component} (start, drain and close each run
+ * once). It takes its options validated (`validateAgentOptions`); the constructor does no I/O, the
+ * files are read in start().
+ */
+export class ProxyAgent implements Component<AgentStarted> {
   /** The `agentid` this agent announces. */
   readonly agentID: string;
   /** The `agentidentifiers` header value this agent announces. */
@@ -152,11 +159,12 @@ export class ProxyAgent {
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
   private connectEndpoint: SocketConnector | undefined;
   private attempt: AbortController | undefined;
-  private started = false;
-  private draining = false;
-  private closed = false;
-  private endpointCount = 0;
-  private readonly idleWaiters = new Set<() => void>();
+  private readonly lifecycle = new Lifecycle<AgentStarted>("proxy-agent");
+  /** Aborted when close() begins: cuts a drain's wait. */
+  private readonly closing = new AbortController();
+  private readonly clock: Clock;
+  /** Endpoint connections (dialling or open) of every tunnel: what a drain waits for. */
+  private readonly endpoints: InFlight;
   private health: EndpointListener | undefined;
   /** Writes the connection state into the agent's Deployment (--status-deployment). */
   private status: StatusPublisher | undefined;
@@ -165,35 +173,33 @@ export class ProxyAgent {
   /** --hub-kubeconfig: tunnels go through the hub kube-apiserver, one per ready proxy-server pod. */
   private replicas: ReplicaServerTargets | undefined;
 
-  /** The options over their defaults; validated (and replaced by the validated ones) in start(). */
-  private opts: AgentOptions;
-
-  /** The agent's options, every default applied (validated once start() has run). */
-  get options(): AgentOptions {
-    return this.opts;
-  }
-
+  /**
+   * @param options validated, every default applied (`validateAgentOptions`); not checked again
+   *   here, and no file is read before start().
+   */
   constructor(
-    private readonly input: AgentOptionsInput,
+    readonly options: AgentOptions,
     private readonly deps: ProxyAgentDeps = {},
   ) {
-    const options = withDefaults(agentOptionsSchema, input);
-    this.opts = options;
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-agent" });
     this.random = deps.random ?? Math.random;
+    this.clock = deps.clock ?? keepAliveClock;
+    this.endpoints = new InFlight(this.clock, (count) => this.metrics.openEndpointConnections.set(count));
     this.agentID = resolveAgentID(options);
-    this.identifiers = options.clusterName || options.agentIdentifiers ? safeIdentifiers(options) : "";
+    this.identifiers = agentIdentifiersHeader(options);
   }
 
   /**
-   * Validate options, load the TLS files, open the health/admin ports and start the connect loop.
-   * Resolves once listening (not once connected) with what it started as, for the one start-up
-   * line its runner logs; rejects with a ConfigError (a TlsFileError for a TLS file) naming the flag.
+   * Load the TLS and other files, open the health/admin ports and start the connect loop (once: a
+   * second call gets the first one's promise). Resolves once listening (not once connected) with
+   * what it started as, for the one start-up line its runner logs; rejects with a ConfigError (a
+   * TlsFileError for a TLS file) naming the flag, and after close().
    */
-  async start(): Promise<AgentStarted> {
-    if (this.started) throw new Error("ProxyAgent.start() called twice");
-    this.started = true;
-    this.opts = validateAgentOptions(this.input);
+  start(): Promise<AgentStarted> {
+    return this.lifecycle.start(() => this.open());
+  }
+
+  private async open(): Promise<AgentStarted> {
     this.tlsMaterial = await loadAgentTls(this.options);
     this.hubProxy = await resolveHubProxy(this.options);
     if (this.options.hubKubeconfig) {
@@ -264,7 +270,11 @@ export class ProxyAgent {
       destinationPolicy: policy.describe(),
       gatewayEndpoint: this.gateway ? "enabled" : "disabled",
     });
-    if (this.closed) return describe();
+    if (this.lifecycle.closed) {
+      // close() ran while the files were read or the ports opened: nothing is left running.
+      await this.release();
+      return describe();
+    }
     if (o.statusDeployment) {
       const [namespace, deployment] = o.statusDeployment.split("/") as [string, string];
       this.status = new StatusPublisher({
@@ -281,7 +291,7 @@ export class ProxyAgent {
       syncIntervalMs: o.syncInterval,
       syncIntervalCapMs: o.syncIntervalCap,
       random: this.random,
-      clock: this.deps.clock ?? keepAliveClock,
+      clock: this.clock,
       onFailure: ({ err, retryInMs, failures, shedding }) => {
         this.lastConnectError = errorMessage(err);
         this.reportStatus();
@@ -303,12 +313,30 @@ export class ProxyAgent {
   }
 
   /**
-   * First SIGTERM: send DRAIN on every server stream (idle ones too), GOAWAY on every gateway
-   * endpoint session, and stop opening new server connections. Existing traffic keeps flowing.
+   * The graceful part of a stop (the first SIGTERM), once: send DRAIN on every server stream (idle
+   * ones too), GOAWAY on every gateway endpoint session and stop opening server connections, then
+   * wait up to --drain-grace-period for the open endpoint connections to end (existing traffic
+   * keeps flowing meanwhile). Resolves false when the period ran out or close() cut the wait.
    */
-  drain(): void {
-    if (this.draining || this.closed) return;
-    this.draining = true;
+  drain(): Promise<boolean> {
+    return this.lifecycle.drain(async () => {
+      this.stopTakingWork();
+      const grace = this.options.drainGracePeriod;
+      const cut = new Promise<false>((resolve) =>
+        this.closing.signal.addEventListener("abort", () => resolve(false), { once: true }),
+      );
+      const idle = await Promise.race([this.endpoints.whenIdle(grace), cut]);
+      // close() ends the connections itself: an agent idle because it closed was cut, not drained.
+      if (idle && !this.closing.signal.aborted) return true;
+      if (!this.closing.signal.aborted) {
+        this.log.warn({ gracePeriodMs: grace }, "grace period over, closing open connections");
+      }
+      return false;
+    });
+  }
+
+  /** The immediate part of a drain: no new server connections, DRAIN and GOAWAY sent. */
+  private stopTakingWork(): void {
     this.loop?.stop();
     for (const tunnel of this.tunnels.values()) tunnel.drain();
     this.gateway?.drain();
@@ -316,52 +344,31 @@ export class ProxyAgent {
   }
 
   /**
-   * The graceful part of a stop: {@link drain}, then wait up to --drain-grace-period for open
-   * endpoint connections to end. Resolves false when the period ran out (close() cuts the rest).
+   * Close everything, once (after a drain, or at once: it cuts a drain in progress): endpoint
+   * sockets, streams, sessions, the pending attempt and the ports.
    */
-  async drainAndWait(): Promise<boolean> {
-    this.drain();
-    const idle = await this.waitIdle(this.options.drainGracePeriod);
-    if (!idle)
-      this.log.warn({ gracePeriodMs: this.options.drainGracePeriod }, "grace period over, closing open connections");
-    return idle;
+  close(): Promise<void> {
+    return this.lifecycle.close(() => {
+      this.closing.abort();
+      return this.release();
+    });
   }
 
-  /** Close everything: endpoint sockets, streams, sessions, the pending attempt and the ports. */
-  async close(): Promise<void> {
-    const shutdowns: Promise<void>[] = [];
-    if (!this.closed) {
-      this.closed = true;
-      this.certReloader?.stop();
-      this.gateway?.close();
-      this.status?.close();
-      this.replicas?.stop();
-      this.loop?.stop();
-      this.attempt?.abort();
-      // In-band: each open connection's client hears of its end from our CLOSE_RSP even if the
-      // transport's close never reaches the server.
-      shutdowns.push(...[...this.tunnels.values()].map((tunnel) => tunnel.shutdown("agent shutting down")));
-    }
+  /** Stop and release what runs now (again for what a start running during close() opened). */
+  private async release(): Promise<void> {
+    this.certReloader?.stop();
+    this.gateway?.close();
+    this.status?.close();
+    this.replicas?.stop();
+    this.loop?.stop();
+    this.attempt?.abort();
+    // In-band: each open connection's client hears of its end from our CLOSE_RSP even if the
+    // transport's close never reaches the server.
+    const shutdowns = [...this.tunnels.values()].map((tunnel) => tunnel.shutdown("agent shutting down"));
     const servers = [this.health?.server, this.admin?.server].filter((s): s is http.Server => s !== undefined);
     this.health = undefined;
     this.admin = undefined;
     await Promise.all([...shutdowns, ...servers.map((s) => closeEndpointServer(s))]);
-  }
-
-  /** Resolves true once no endpoint connection (open or dialling) is left, false after `timeoutMs`. */
-  waitIdle(timeoutMs: number): Promise<boolean> {
-    if (this.endpointCount === 0) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const onIdle = (): void => {
-        clearTimeout(timer);
-        resolve(true);
-      };
-      const timer = setTimeout(() => {
-        this.idleWaiters.delete(onIdle);
-        resolve(false);
-      }, timeoutMs);
-      this.idleWaiters.add(onIdle);
-    });
   }
 
   /** serverIDs currently connected. */
@@ -376,7 +383,7 @@ export class ProxyAgent {
 
   /** Number of endpoint connections (open or dialling). */
   get openEndpointConnections(): number {
-    return this.endpointCount;
+    return this.endpoints.count;
   }
 
   /** The PortForward targets (--hub-kubeconfig): one tunnel to each ready proxy-server pod. */
@@ -441,11 +448,11 @@ export class ProxyAgent {
     // Re-read the files per attempt so rotated certificates are picked up at once; a bad set is
     // refused (logged, counted) and the last good one is used.
     await this.certReloader?.check();
-    if (this.closed) return "closed";
+    if (this.lifecycle.closed) return "closed";
     const material = this.tlsMaterial;
     if (!material) throw new ConnectError("no TLS material loaded");
     const authorization = await readAuthorization(o);
-    if (this.closed) return "closed";
+    if (this.lifecycle.closed) return "closed";
     const attempt = new AbortController();
     this.attempt = attempt;
     this.log.debug({ server: `${o.proxyServerHost}:${o.proxyServerPort}` }, "connecting to proxy server");
@@ -497,7 +504,7 @@ export class ProxyAgent {
       call.on("message", collect);
       const headers = await withTimeout(call.waitForHeaders(), handshakeTimeoutMs, () => s.destroy());
       call.off("message", collect);
-      if (this.closed) {
+      if (this.lifecycle.closed) {
         s.destroy();
         return "closed";
       }
@@ -536,11 +543,11 @@ export class ProxyAgent {
       serverFlowControl,
       metrics: this.metrics,
       logger: this.log,
-      onEndpointCount: (delta) => this.onEndpointCount(delta),
+      beginEndpoint: () => this.endpoints.begin(),
       dialLimits: {
         perTunnel: this.options.maxDialsPerTunnel,
         perAgent: this.options.maxDials,
-        agentCount: () => this.endpointCount,
+        agentCount: () => this.endpoints.count,
       },
       connect: this.connectEndpoint,
       ...(this.gateway ? { gateway: this.gateway } : {}),
@@ -565,11 +572,11 @@ export class ProxyAgent {
     });
     // A draining server (GOAWAY) keeps its open connections; another replica is wanted at once.
     tunnel.once("goaway", () => {
-      if (!this.closed && !this.draining) this.loop?.poke();
+      if (!this.lifecycle.stopping) this.loop?.poke();
     });
     for (const frame of early) tunnel.receive(frame);
     if (call.closed || session.destroyed) tunnel.close("stream ended during the handshake");
-    else if (this.draining) tunnel.drain();
+    else if (this.lifecycle.stopping) tunnel.drain();
   }
 
   /** Publish the connection state (--status-deployment); only changes are written. */
@@ -588,25 +595,6 @@ export class ProxyAgent {
           : {}),
       }),
     );
-  }
-
-  private onEndpointCount(delta: number): void {
-    this.endpointCount += delta;
-    this.metrics.openEndpointConnections.set(this.endpointCount);
-    if (this.endpointCount === 0) {
-      const waiters = [...this.idleWaiters];
-      this.idleWaiters.clear();
-      for (const w of waiters) w();
-    }
-  }
-}
-
-function safeIdentifiers(o: AgentOptions): string {
-  try {
-    return agentIdentifiersHeader(o);
-  } catch {
-    // invalid identifiers: start() rejects with a ConfigError naming the flag
-    return o.agentIdentifiers;
   }
 }
 

@@ -286,8 +286,9 @@ export function defaultsOf<F extends Record<string, OptionField>>(schema: Option
 }
 
 /**
- * `input` over the defaults of `schema`, NOT validated: for a component that needs its settings
- * before it validates them (the agent validates when it starts), and for reporting every problem.
+ * `input` over the defaults of `schema`, NOT validated: for tests that build an option set field
+ * by field, and for reporting every problem. A component takes its options validated
+ * ({@link parseOptions}).
  */
 export function withDefaults<F extends Record<string, OptionField>>(
   schema: OptionsSchema<F>,

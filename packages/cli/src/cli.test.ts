@@ -124,6 +124,21 @@ describe("cluster-proxy command line", () => {
     );
   });
 
+  test("agent: a bad --allow-destinations entry, then a TLS file that cannot be read, exits 2 naming the flag", async () => {
+    const agent = ["agent", "--proxy-server-host", "127.0.0.1", "--ca-cert", "/nonexistent/ca.crt"];
+    const ports = ["--health-server-port", "0", "--admin-server-port", "0", "--log-level", "silent"];
+    assert.deepEqual(await run([...agent, ...ports, "--allow-destinations", "bad entry"]), {
+      code: 2,
+      out: "",
+      err: 'cluster-proxy agent: --allow-destinations: "bad entry": allow[0].hosts[0]: "bad entry" is not a host pattern (a DNS name, "*.suffix" or "*")\n',
+    });
+    assert.deepEqual(await run([...agent, ...ports]), {
+      code: 2,
+      out: "",
+      err: "cluster-proxy agent: --ca-cert: /nonexistent/ca.crt: cannot read: ENOENT: no such file or directory, open '/nonexistent/ca.crt'\n",
+    });
+  });
+
   test("addon-manager: a malformed --install-placement exits 2 naming it", async () => {
     const r = await run(["addon-manager", "--install-placement", "global"]);
     assert.equal(r.code, 2);

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { PacketType, encodePacket, type Packet } from "@cluster-proxy/protocol";
 import { FRAME_HEADER, sealFrame } from "@cluster-proxy/tunnel";
+import { InFlight } from "@cluster-proxy/kit";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { AgentMetrics } from "../metrics.js";
 import { dialLimitError } from "../tunnel/server-tunnel.js";
@@ -31,11 +32,11 @@ describe("dial caps", () => {
     cleanups.push(() => ep.close());
     const call = new FakeServerCall();
     const metrics = new AgentMetrics();
-    let agentCount = 0;
+    const endpoints = new InFlight();
     const t = tunnelOver(call, {
       metrics,
-      onEndpointCount: (d) => (agentCount += d),
-      dialLimits: { perTunnel: 2, perAgent: 0, agentCount: () => agentCount },
+      beginEndpoint: () => endpoints.begin(),
+      dialLimits: { perTunnel: 2, perAgent: 0, agentCount: () => endpoints.count },
     });
     cleanups.push(() => t.close("test over"));
     const a = await dialThrough(t, call, ep.port, 1n);
@@ -65,12 +66,12 @@ describe("dial caps", () => {
   test("the per-agent cap counts every tunnel's connections", async () => {
     const ep = await listenTcp(() => undefined);
     cleanups.push(() => ep.close());
-    let agentCount = 0;
-    const limits = { perTunnel: 0, perAgent: 1, agentCount: () => agentCount };
+    const endpoints = new InFlight();
+    const limits = { perTunnel: 0, perAgent: 1, agentCount: () => endpoints.count };
     const callA = new FakeServerCall();
     const callB = new FakeServerCall();
-    const a = tunnelOver(callA, { onEndpointCount: (d) => (agentCount += d), dialLimits: limits });
-    const b = tunnelOver(callB, { onEndpointCount: (d) => (agentCount += d), dialLimits: limits });
+    const a = tunnelOver(callA, { beginEndpoint: () => endpoints.begin(), dialLimits: limits });
+    const b = tunnelOver(callB, { beginEndpoint: () => endpoints.begin(), dialLimits: limits });
     cleanups.push(
       () => a.close("test over"),
       () => b.close("test over"),

@@ -104,7 +104,7 @@ export function tunnelOver(call: FakeServerCall, deps: Partial<ServerTunnelDeps>
       dialTimeoutMs: 2000,
       metrics: new AgentMetrics(),
       logger: silentLogger,
-      onEndpointCount: () => undefined,
+      beginEndpoint: () => () => undefined,
       ...deps,
     },
   );

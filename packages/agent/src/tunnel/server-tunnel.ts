@@ -100,8 +100,11 @@ export interface ServerTunnelDeps {
   endpointWriteLimit?: number;
   metrics: AgentMetrics;
   logger: Logger;
-  /** Called with +1 / -1 as endpoint connections (dialling or open) come and go. */
-  onEndpointCount: (delta: number) => void;
+  /**
+   * Counts one endpoint connection (dialling or open) until the function it returns is called
+   * (the agent's kit `InFlight`, which a drain waits on).
+   */
+  beginEndpoint: () => () => void;
   /**
    * The dial caps: most endpoint connections (dialling or open) this tunnel (`perTunnel`) and the
    * whole agent (`perAgent`, counted by `agentCount`) may hold; 0 is no cap. A DIAL_REQ beyond a
@@ -147,6 +150,8 @@ interface EndpointConnection {
   connectID: bigint;
   random: bigint;
   state: "dialing" | "open" | "closed";
+  /** Ends its count in the agent's endpoint connections ({@link ServerTunnelDeps.beginEndpoint}). */
+  readonly end: () => void;
   /** The endpoint's byte stream: a dialled socket, or the tunnel end of an in-process stream. */
   socket?: Duplex;
   cancelDial?: () => void;
@@ -396,10 +401,15 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
       return;
     }
     const connectID = allocateConnectID();
-    const conn: EndpointConnection = { connectID, random: req.random, state: "dialing", flow: new FlowState() };
+    const conn: EndpointConnection = {
+      connectID,
+      random: req.random,
+      state: "dialing",
+      end: this.deps.beginEndpoint(),
+      flow: new FlowState(),
+    };
     this.connections.add(conn);
     this.pendingDials.set(req.random, conn);
-    this.deps.onEndpointCount(1);
     const target = resolveEndpointAddress(req.address, this.deps.addressing);
     const started = performance.now();
     this.log.debug({ connectID, address: req.address, target }, "dialing endpoint");
@@ -448,9 +458,14 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
       return;
     }
     const connectID = allocateConnectID();
-    const conn: EndpointConnection = { connectID, random: req.random, state: "dialing", flow: new FlowState() };
+    const conn: EndpointConnection = {
+      connectID,
+      random: req.random,
+      state: "dialing",
+      end: this.deps.beginEndpoint(),
+      flow: new FlowState(),
+    };
     this.connections.add(conn);
-    this.deps.onEndpointCount(1);
     const { tunnelSide, endpointSide } = openInProcessStream();
     this.log.debug({ connectID, address: req.address }, "serving the gateway endpoint in-process");
     this.attach(conn, tunnelSide);
@@ -568,7 +583,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     this.flow.release(conn);
     this.turns.remove(conn);
     conn.early = undefined;
-    this.deps.onEndpointCount(-1);
+    conn.end();
   }
 
   /** Forget a connection, cancel its dial, and optionally destroy its socket at once. */

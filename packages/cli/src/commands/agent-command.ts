@@ -39,19 +39,16 @@ export function registerAgentCommand(program: Command, ctx: CliContext, setExitC
   async function runAgent(options: AgentOptions): Promise<void> {
     const logger = await createLogger(options, "proxy-agent", ctx.logFd);
     logMissingNodeFlags(logger);
-    const { ProxyAgent } = await import("@cluster-proxy/agent");
-    const agent = new ProxyAgent(options, { logger });
-    const code = await runComponent(
-      ctx,
-      { start: () => agent.start(), drain: () => agent.drainAndWait(), close: () => agent.close() },
-      {
-        name: "proxy-agent",
-        logger,
-        specs: agentOptionSpecs,
-        options,
-        started: (as) => ({ cluster: options.clusterName, ...as }),
-      },
-    );
+    const { ProxyAgent, validateAgentOptions } = await import("@cluster-proxy/agent");
+    // The schema's checks ran on the flags; this adds the agent's own (the --allow-destinations rules).
+    const agent = new ProxyAgent(validateAgentOptions(options), { logger });
+    const code = await runComponent(ctx, agent, {
+      name: "proxy-agent",
+      logger,
+      specs: agentOptionSpecs,
+      options,
+      started: (as) => ({ cluster: options.clusterName, ...as }),
+    });
     setExitCode(code);
   }
 }
