@@ -1,10 +1,9 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import { AddonReconciler, type AddonCache, type ManagedClusterAddOn } from "./addon-reconciler.js";
-import type { KubeApi, KubeObject } from "@cluster-proxy/kube";
+import type { KubeApi } from "@cluster-proxy/kube";
 import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import { Resources } from "./resources.js";
-import { ADDON_NAME } from "@cluster-proxy/api";
 
 /** The manager's resources; Open Cluster Management's have a status subresource. */
 const SERVED = Object.values(Resources).map((r) =>
@@ -13,46 +12,8 @@ const SERVED = Object.values(Resources).map((r) =>
 import type { TunnelProber } from "./tunnel-prober.js";
 import { silentLogger } from "@cluster-proxy/kit";
 
-test("the ClusterManagementAddOn is created when missing, by Placement when asked, but not again after it was deleted", async (t) => {
-  const server = await FakeApiServer.start(SERVED);
-  t.after(() => server.close());
-  const api = server.api();
-  const created = (): KubeObject[] =>
-    server.requests
-      .filter((r) => r.method === "POST" && r.path.endsWith("/clustermanagementaddons"))
-      .map((r) => r.body as KubeObject);
-  const cache: AddonCache = {
-    ...addonCache(server, undefined),
-    managementAddOn: () => server.object(Resources.clusterManagementAddOn, ADDON_NAME),
-  };
-  const options = {
-    installPlacement: "open-cluster-management-addon/global",
-    signerNamespace: "ns",
-    signerName: "signer",
-    caValidityMs: 1,
-    certValidityMs: 1,
-  };
-  const reconciler = new AddonReconciler(api, cache, options, silentLogger);
-  await reconciler.reconcileManagementAddOn();
-  assert.equal(created().length, 1);
-  assert.deepEqual((created()[0]!.spec as { installStrategy: unknown }).installStrategy, {
-    type: "Placements",
-    placements: [{ name: "global", namespace: "open-cluster-management-addon" }],
-  });
-  await reconciler.reconcileManagementAddOn();
-  // Deleted by an operator: an uninstall, not drift to repair.
-  server.remove(Resources.clusterManagementAddOn, ADDON_NAME);
-  await reconciler.reconcileManagementAddOn();
-  await reconciler.reconcileManagementAddOn();
-  assert.equal(created().length, 1, "not recreated while this manager runs");
-  // A restarted manager (a new term) creates it again, Manual without a placement.
-  await new AddonReconciler(api, cache, { ...options, installPlacement: "" }, silentLogger).reconcileManagementAddOn();
-  assert.equal(created().length, 2);
-  assert.deepEqual((created()[1]!.spec as { installStrategy: unknown }).installStrategy, { type: "Manual" });
-});
-
 /**
- * The faithful fake API server for reconcileAddon (closed after the test): `seed` stores the addon
+ * The faithful fake API server for the addon reconcile (closed after the test): `seed` stores the addon
  * (the cache reads it back, so conditional patches see its resourceVersion); Secrets and every
  * merge patch are read back from the server.
  */
@@ -133,7 +94,7 @@ type StatusPatch = {
   status: { conditions?: { type: string; status: string; reason: string }[]; [k: string]: unknown };
 };
 
-test("reconcileAddon: an addon not owned by the ClusterManagementAddOn, or deleted, is left alone", async (t) => {
+test("addon reconcile: an addon not owned by the ClusterManagementAddOn, or deleted, is left alone", async (t) => {
   const { api, server, secrets, patches } = await addonApi(t);
   const unowned: ManagedClusterAddOn = { ...ownedAddon(), metadata: { ...ownedAddon().metadata, ownerReferences: [] } };
   assert.equal(
@@ -142,24 +103,24 @@ test("reconcileAddon: an addon not owned by the ClusterManagementAddOn, or delet
       addonCache(server, server.put(Resources.managedClusterAddOn, unowned)),
       addonOptions,
       silentLogger,
-    ).reconcileAddon("mc1"),
+    ).reconcile("mc1"),
     undefined,
   );
   assert.equal(
-    await new AddonReconciler(api, addonCache(server, undefined), addonOptions, silentLogger).reconcileAddon("mc1"),
+    await new AddonReconciler(api, addonCache(server, undefined), addonOptions, silentLogger).reconcile("mc1"),
     undefined,
   );
   assert.equal(patches().length, 0);
   assert.equal(secrets.size, 0);
 });
 
-test("reconcileAddon: Hosted mode is refused with RegistrationApplied=False, before any CA or work", async (t) => {
+test("addon reconcile: Hosted mode is refused with RegistrationApplied=False, before any CA or work", async (t) => {
   const { api, server, secrets, patches } = await addonApi(t);
   const mca = server.put(
     Resources.managedClusterAddOn,
     ownedAddon({ "addon.open-cluster-management.io/hosting-cluster-name": "hosting" }),
   );
-  await new AddonReconciler(api, addonCache(server, mca), addonOptions, silentLogger).reconcileAddon("mc1");
+  await new AddonReconciler(api, addonCache(server, mca), addonOptions, silentLogger).reconcile("mc1");
   assert.equal(secrets.size, 0, "no agent CA made");
   assert.equal(patches().length, 1);
   const { status } = patches()[0]!.body as StatusPatch;
@@ -170,12 +131,10 @@ test("reconcileAddon: Hosted mode is refused with RegistrationApplied=False, bef
   );
 });
 
-test("reconcileAddon: without its configuration the addon is registered, ManifestApplied=False, and looked at again in 5 s", async (t) => {
+test("addon reconcile: without its configuration the addon is registered, ManifestApplied=False, and looked at again in 5 s", async (t) => {
   const { api, server, secrets, patches } = await addonApi(t);
   const mca = server.put(Resources.managedClusterAddOn, ownedAddon());
-  const result = await new AddonReconciler(api, addonCache(server, mca), addonOptions, silentLogger).reconcileAddon(
-    "mc1",
-  );
+  const result = await new AddonReconciler(api, addonCache(server, mca), addonOptions, silentLogger).reconcile("mc1");
   assert.deepEqual(result, { requeueAfterMs: 5_000 });
   assert.deepEqual(secrets.keys(), ["ns/signer-agent"], "the agent CA is made for the registration");
   assert.equal(patches().length, 1);
@@ -199,7 +158,7 @@ test("reconcileAddon: without its configuration the addon is registered, Manifes
   );
 });
 
-test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the cluster's CSRs reach Available's message", async (t) => {
+test("addon reconcile: OCM's ClusterCertificateRotated=False and the count of the cluster's CSRs reach Available's message", async (t) => {
   const { api, server, patches } = await addonApi(t);
   const mca = ownedAddon();
   mca.status = {
@@ -221,7 +180,7 @@ test("reconcileAddon: OCM's ClusterCertificateRotated=False and the count of the
     now: () => 1_000,
     result: () => ({ probes: [{ server: "s1", address: "10.0.0.1", ok: false, error: "no agent available" }] }),
   } as unknown as TunnelProber;
-  await new AddonReconciler(api, cache, addonOptions, silentLogger, prober).reconcileAddon("mc1");
+  await new AddonReconciler(api, cache, addonOptions, silentLogger, prober).reconcile("mc1");
   const { status } = patches()[0]!.body as {
     status: { conditions: { type: string; status: string; message: string }[] };
   };

@@ -1,7 +1,7 @@
 /**
- * The OCM side of the addon: the ClusterManagementAddOn `cluster-proxy`, and for every ManagedClusterAddOn
- * given to it the registration, the agent ManifestWork, ManifestApplied and Available.
- * Design: docs/design/addon-manager.md#modules
+ * The `addons` controller: for every ManagedClusterAddOn given to the ClusterManagementAddOn, the
+ * registration, the agent ManifestWork, ManifestApplied and Available; and the OCM types, cache and
+ * agent CA the addon side's reconcilers share. Design: docs/design/addon-manager.md#modules
  */
 import { createHash } from "node:crypto";
 import {
@@ -25,6 +25,7 @@ import { ensureCa, unb64, type SecretObject, type SigningCa } from "./certificat
 import {
   mergeConditions,
   type ConditionInput,
+  type ControllerSpec,
   type KubeApi,
   type KubeObject,
   type ReconcileResult,
@@ -39,14 +40,14 @@ import {
 import { Resources } from "./resources.js";
 import { contentHash } from "./content-hash.js";
 import { SPEC_HASH_ANNOTATION } from "./labels.js";
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 import { AGENT_HUB_GROUP, usesPortForward } from "./render-proxy-server.js";
 import type { TunnelProber } from "./tunnel-prober.js";
 
-const MPC_GROUP = MPC_API_VERSION.split("/")[0]!;
-const MPC_RESOURCE = "managedproxyconfigurations";
-const ADDON_GROUP = "addon.open-cluster-management.io";
-const ADC_RESOURCE = "addondeploymentconfigs";
+export const MPC_GROUP = MPC_API_VERSION.split("/")[0]!;
+export const MPC_RESOURCE = "managedproxyconfigurations";
+export const ADDON_GROUP = "addon.open-cluster-management.io";
+export const ADC_RESOURCE = "addondeploymentconfigs";
 export const DEFAULT_CONFIGURATION = "cluster-proxy";
 const HOSTING_ANNOTATION = "addon.open-cluster-management.io/hosting-cluster-name";
 
@@ -99,7 +100,7 @@ export interface ClusterManagementAddOn extends KubeObject {
 }
 
 /** What the config references need of a config object (a ManagedProxyConfiguration or an AddOnDeploymentConfig). */
-interface ConfigObject {
+export interface ConfigObject {
   metadata: { generation?: number };
   spec?: unknown;
 }
@@ -133,16 +134,17 @@ export interface AddonCache {
   csrsOf?(cluster: string): CsrObject[];
 }
 
-export interface AddonOptions {
-  /** `<namespace>/<name>` of the Placement of a ClusterManagementAddOn the manager creates ("": Manual). */
-  installPlacement?: string;
+/** The agent CA (`<signer>-agent`) and the certificates it signs. */
+export interface AgentCaOptions {
   signerNamespace: string;
   signerName: string;
   caValidityMs: number;
   certValidityMs: number;
+}
+
+export interface AddonOptions extends AgentCaOptions {
   /** The gateway's impersonation prefix, rendered into the agents (`--gateway-impersonation-prefix`). */
   gatewayImpersonationPrefix?: string;
-  now?: () => number;
 }
 
 /** The condition OCM's registration agent writes about the agent's certificate (OCM v1.2.1). */
@@ -152,33 +154,6 @@ export const SUPPORTED_CONFIGS = [
   { group: MPC_GROUP, resource: MPC_RESOURCE },
   { group: ADDON_GROUP, resource: ADC_RESOURCE },
 ];
-
-/**
- * The ClusterManagementAddOn the manager creates when it is missing: install strategy Placements
- * over `placement` (`<namespace>/<name>`: OCM gives every cluster it selects, now or later, a
- * ManagedClusterAddOn), or Manual without one (a ManagedClusterAddOn per cluster by hand). Either
- * way a ManagedClusterAddOn created by hand works.
- */
-export function clusterManagementAddOn(placement = ""): KubeObject {
-  const [namespace, name] = placement.split("/") as [string, string | undefined];
-  return {
-    apiVersion: Resources.clusterManagementAddOn.apiVersion,
-    kind: Resources.clusterManagementAddOn.kind,
-    metadata: { name: ADDON_NAME, annotations: { "addon.open-cluster-management.io/lifecycle": "addon-manager" } },
-    spec: {
-      addOnMeta: {
-        displayName: "cluster-proxy",
-        description: "Reach every managed cluster's network (its kube-apiserver first) from the hub through a tunnel",
-      },
-      supportedConfigs: [
-        { group: MPC_GROUP, resource: MPC_RESOURCE, defaultConfig: { name: DEFAULT_CONFIGURATION } },
-        { group: ADDON_GROUP, resource: ADC_RESOURCE },
-      ],
-      installStrategy:
-        placement && name ? { type: "Placements", placements: [{ name, namespace }] } : { type: "Manual" },
-    },
-  };
-}
 
 /**
  * The subject the agents' certificates carry (Go cluster-proxy's, so its dashboards and RBAC
@@ -211,25 +186,35 @@ export function agentHubSubject(cluster: string): RegistrationSubject {
 export const AGENT_GROUP = "open-cluster-management:cluster-proxy";
 
 const refKey = (r: { group?: string; resource: string }): string => `${r.resource}.${r.group ?? ""}`;
-const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+/** Whether two JSON values are the same (what a status write compares). */
+export const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
 /** The agent CA (Secret `<signer>-agent` in the signer namespace), made when missing, renewed at 80% of its life. */
-export function ensureAgentCa(api: KubeApi, o: Omit<AddonOptions, "installPlacement">): Promise<SigningCa> {
+export function ensureAgentCa(api: KubeApi, o: AgentCaOptions, clock: Clock = realClock): Promise<SigningCa> {
   return ensureCa(api, "agent", o.signerNamespace, `${o.signerName}-agent`, {
     caValidityMs: o.caValidityMs,
     create: true,
-    ...(o.now ? { now: o.now } : {}),
+    clock,
   });
 }
 
+/** A config object an addon or the ClusterManagementAddOn refers to: what its hash and generation come from. */
+export function configObject(
+  cache: Pick<AddonCache, "configuration" | "deploymentConfig">,
+  ref: { group?: string; resource: string; name: string; namespace?: string },
+): ConfigObject | undefined {
+  if (ref.resource === MPC_RESOURCE && (ref.group ?? "") === MPC_GROUP) return cache.configuration(ref.name);
+  if (ref.resource === ADC_RESOURCE && (ref.group ?? "") === ADDON_GROUP && ref.namespace)
+    return cache.deploymentConfig(ref.namespace, ref.name);
+  return undefined;
+}
+
 /**
- * The ClusterManagementAddOn and each cluster's ManagedClusterAddOn: two controllers' reconciles
- * (`reconcileManagementAddOn`, `reconcileAddon`); the agents' CSRs are csr-reconciler.ts's.
+ * The `addons` controller's reconciler, keyed by cluster: each cluster's ManagedClusterAddOn (the
+ * ClusterManagementAddOn is management-addon-reconciler.ts's, the agents' CSRs csr-reconciler.ts's).
  */
-export class AddonReconciler {
-  /** The ClusterManagementAddOn existed during this term (so its absence is a deletion). */
-  private managementAddOnSeen = false;
-  private toldDeleted = false;
+export class AddonReconciler implements ControllerSpec<string> {
+  readonly what = "addon reconcile";
 
   constructor(
     private readonly api: KubeApi,
@@ -238,80 +223,16 @@ export class AddonReconciler {
     private readonly logger: Logger,
     /** Probes each cluster's tunnel; without it (probing disabled) Available is Unknown. */
     private readonly prober?: TunnelProber,
+    /** What "now" is for the agent CA and the conditions. */
+    private readonly clock: Clock = realClock,
   ) {}
 
+  logFields(cluster: string): Record<string, unknown> {
+    return { key: `addon/${cluster}` };
+  }
+
   private agentCa(): Promise<SigningCa> {
-    return ensureAgentCa(this.api, this.options);
-  }
-
-  /** A config object an addon or the ClusterManagementAddOn refers to: what its hash and generation come from. */
-  private configObject(ref: {
-    group?: string;
-    resource: string;
-    name: string;
-    namespace?: string;
-  }): ConfigObject | undefined {
-    if (ref.resource === MPC_RESOURCE && (ref.group ?? "") === MPC_GROUP) return this.cache.configuration(ref.name);
-    if (ref.resource === ADC_RESOURCE && (ref.group ?? "") === ADDON_GROUP && ref.namespace)
-      return this.cache.deploymentConfig(ref.namespace, ref.name);
-    return undefined;
-  }
-
-  /** Create the ClusterManagementAddOn when missing; fill the spec hashes of its config references. */
-  async reconcileManagementAddOn(): Promise<ReconcileResult> {
-    const cma = this.cache.managementAddOn();
-    if (!cma) {
-      // Deleted while we run: that is an uninstall (OCM and the garbage collector remove every
-      // addon it owns, and with them the agents). Recreating it at once would let OCM hand the
-      // addons to the new one before they are collected; a restarted manager creates it again.
-      if (this.managementAddOnSeen) {
-        if (!this.toldDeleted)
-          this.logger.warn(
-            { addon: ADDON_NAME },
-            "the ClusterManagementAddOn was deleted: its addons and agents are being removed; restart the manager to create it again",
-          );
-        this.toldDeleted = true;
-        return;
-      }
-      try {
-        await this.api.create(Resources.clusterManagementAddOn, clusterManagementAddOn(this.options.installPlacement));
-        this.logger.info({ addon: ADDON_NAME }, "created the ClusterManagementAddOn");
-      } catch (err) {
-        if ((err as { status?: number }).status !== 409) throw err;
-      }
-      return;
-    }
-    this.managementAddOnSeen = true;
-    this.toldDeleted = false;
-    if (!cma.status) return;
-    const status = structuredClone(cma.status);
-    const fill = (group: string, resource: string, desired: ConfigReference["desiredConfig"]): void => {
-      if (!desired?.name) return;
-      const obj = this.configObject({
-        group,
-        resource,
-        name: desired.name,
-        ...(desired.namespace ? { namespace: desired.namespace } : {}),
-      });
-      if (obj) desired.specHash = specHash(obj);
-    };
-    for (const r of status.defaultconfigReferences ?? []) fill(r.group, r.resource, r.desiredConfig);
-    for (const p of status.installProgressions ?? [])
-      for (const r of p.configReferences ?? []) fill(r.group, r.resource, r.desiredConfig);
-    if (same(status, cma.status)) return;
-    await this.api.mergePatch(
-      Resources.clusterManagementAddOn,
-      ADDON_NAME,
-      undefined,
-      {
-        metadata: { uid: cma.metadata.uid, resourceVersion: cma.metadata.resourceVersion },
-        status: {
-          defaultconfigReferences: status.defaultconfigReferences ?? null,
-          installProgressions: status.installProgressions ?? null,
-        },
-      },
-      "status",
-    );
+    return ensureAgentCa(this.api, this.options, this.clock);
   }
 
   /**
@@ -320,7 +241,7 @@ export class AddonReconciler {
    * {@link resolveConfigs} -> {@link register} -> {@link deployAgent} -> {@link reportHealth} ->
    * one status write ({@link writeStatus}).
    */
-  async reconcileAddon(cluster: string): Promise<ReconcileResult> {
+  async reconcile(cluster: string): Promise<ReconcileResult> {
     const scope = this.addonInScope(cluster);
     if (!scope) return;
     const { mca, mc } = scope;
@@ -398,7 +319,7 @@ export class AddonReconciler {
       const name = r.desiredConfig?.name ?? r.name;
       if (!name) continue;
       const namespace = r.desiredConfig?.namespace ?? r.namespace;
-      const obj = this.configObject({
+      const obj = configObject(this.cache, {
         group: r.group,
         resource: r.resource,
         name,
@@ -650,7 +571,7 @@ export class AddonReconciler {
     status: AddonStatus,
     conditions: ConditionInput[],
   ): Promise<void> {
-    const now = new Date(this.options.now?.() ?? Date.now());
+    const now = new Date(this.clock.now());
     const merged = mergeConditions(mca.status?.conditions, conditions, undefined, now);
     const next: Record<string, unknown> = { ...status, conditions: merged };
     const old: Record<string, unknown> = mca.status ?? {};

@@ -14,6 +14,14 @@ import {
 } from "./certificate-authority.js";
 import { KubeApiError, KubeResources, type KubeApi } from "@cluster-proxy/kube";
 import { FakeApiServer, type FakeRequest } from "@cluster-proxy/kube/testing";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+
+/** A clock that stands at the real time now until the test advances it (certificates are dated by the real one). */
+function clockAtNow(): ManualClock {
+  const clock = new ManualClock();
+  clock.advance(Date.now());
+  return clock;
+}
 
 async function ca(role: SigningCa["role"]): Promise<SigningCa> {
   const cert = await createCertificateAuthority({ commonName: `${role}-ca` });
@@ -39,23 +47,21 @@ const DAY = 86_400_000;
 describe("leaf certificate renewal", () => {
   it("keeps a fresh certificate and says when to look again", async () => {
     const serving = await ca("serving");
-    const t0 = Date.now();
-    const policy = { validityMs: 10 * DAY, refreshAfterMs: 8 * DAY, now: () => t0 };
+    const clock = clockAtNow();
+    const policy = { validityMs: 10 * DAY, refreshAfterMs: 8 * DAY, clock };
     const issued = await issueLeaf(request, serving, policy);
     const secret: SecretObject = { metadata: { name: "s", annotations: issued.annotations }, data: issued.data };
     const fresh = leafRenewal(secret, request, serving, policy);
     assert.equal(fresh.reason, undefined);
     assert.ok(Math.abs(fresh.recheckInMs - 8 * DAY) < 1000, String(fresh.recheckInMs));
     // Due once it is refreshAfter old (injected clock), never later than 80% of its life.
-    assert.equal(
-      leafRenewal(secret, request, serving, { ...policy, now: () => t0 + 8 * DAY + 1 }).reason,
-      "due for rotation",
-    );
+    clock.advance(8 * DAY + 1);
+    assert.equal(leafRenewal(secret, request, serving, policy).reason, "due for rotation");
     // 80% of the certificate's own life: its notAfter counts from when it was signed, up to a few
-    // seconds after t0 on a busy machine (key generation), so look a minute after 80%.
+    // seconds after the clock's start on a busy machine (key generation), so look a minute after 80%.
+    clock.advance(60_000 - 1);
     assert.equal(
-      leafRenewal(secret, request, serving, { ...policy, refreshAfterMs: 100 * DAY, now: () => t0 + 8 * DAY + 60_000 })
-        .reason,
+      leafRenewal(secret, request, serving, { ...policy, refreshAfterMs: 100 * DAY }).reason,
       "due for rotation",
     );
   });
@@ -90,18 +96,21 @@ async function secretStore(t: TestContext): Promise<{ api: KubeApi; secrets: { s
 describe("CA lifecycle", () => {
   it("creates a CA once, keeps it, and at 80% of its life adds a new one while trusting both", async (t) => {
     const { api } = await secretStore(t);
-    const t0 = Date.now();
-    const policy = { caValidityMs: 10 * DAY, create: true };
-    const first = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 });
-    const again = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 + DAY });
+    const clock = clockAtNow();
+    const policy = { caValidityMs: 10 * DAY, create: true, clock };
+    const first = await ensureCa(api, "agent", "ns", "signer-agent", policy);
+    clock.advance(DAY);
+    const again = await ensureCa(api, "agent", "ns", "signer-agent", policy);
     assert.equal(again.fingerprint, first.fingerprint, "the same CA is reused");
     assert.equal(splitPem(again.bundlePem).length, 1);
-    const rotated = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 + 8.1 * DAY });
+    clock.advance(7.1 * DAY);
+    const rotated = await ensureCa(api, "agent", "ns", "signer-agent", policy);
     assert.notEqual(rotated.fingerprint, first.fingerprint, "a new CA at 80% of the old one's life");
     const bundle = splitPem(rotated.bundlePem).map(fingerprintOf);
     assert.deepEqual(bundle, [rotated.fingerprint, first.fingerprint], "new first, old still trusted");
-    // (Certificates are dated by the real clock, so at "t0 + 10.5 days" both CAs above have expired.)
-    const afterExpiry = await ensureCa(api, "agent", "ns", "signer-agent", { ...policy, now: () => t0 + 10.5 * DAY });
+    // (Certificates are dated by the real clock, so 10.5 days after the start both CAs above have expired.)
+    clock.advance(2.4 * DAY);
+    const afterExpiry = await ensureCa(api, "agent", "ns", "signer-agent", policy);
     assert.deepEqual(
       splitPem(afterExpiry.bundlePem).map(fingerprintOf),
       [afterExpiry.fingerprint],

@@ -20,6 +20,7 @@ import {
   REPLACED_CA_ANNOTATION,
   SIGNER_LABEL,
 } from "./labels.js";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 
 /** What a CA signs (and so who trusts it). */
 export type SignerRole = "serving" | "client" | "agent" | "gateway";
@@ -59,7 +60,8 @@ const DAY_MS = 86_400_000;
 
 export interface CaPolicy {
   caValidityMs: number;
-  now?: () => number;
+  /** What "now" is for validity and rotation (default {@link realClock}). */
+  clock?: Clock;
 }
 
 /**
@@ -94,7 +96,7 @@ async function readOrWriteCa(
   name: string,
   policy: CaPolicy & { create: boolean },
 ): Promise<SigningCa> {
-  const now = policy.now?.() ?? Date.now();
+  const now = (policy.clock ?? realClock).now();
   const secret = await api.tryGet<SecretObject>(Resources.secret, name, namespace);
   if (!secret) {
     if (!policy.create) throw new CertificateError(`Secret ${namespace}/${name} with the provided CA does not exist`);
@@ -206,7 +208,8 @@ export interface LeafPolicy {
   validityMs: number;
   /** Re-issue once the certificate is this old. */
   refreshAfterMs: number;
-  now?: () => number;
+  /** What "now" is for renewal and the issued-at annotation (default {@link realClock}). */
+  clock?: Clock;
 }
 
 /** Hash of a request and its issuer: a different hash means the certificate must be re-issued. */
@@ -235,7 +238,7 @@ export function leafRenewal(
   ca: SigningCa,
   policy: LeafPolicy,
 ): { reason?: string; recheckInMs: number; notAfter?: Date } {
-  const now = policy.now?.() ?? Date.now();
+  const now = (policy.clock ?? realClock).now();
   if (!secret) return { reason: "missing", recheckInMs: 0 };
   const certPem = unb64(secret.data?.["tls.crt"]);
   const keyPem = unb64(secret.data?.["tls.key"]);
@@ -275,7 +278,7 @@ export async function issueLeaf(
     data: { "tls.crt": b64(leaf.certPem), "tls.key": b64(leaf.keyPem) },
     annotations: {
       [CERT_HASH_ANNOTATION]: leafRequestHash(request, ca),
-      [ISSUED_AT_ANNOTATION]: new Date(policy.now?.() ?? Date.now()).toISOString(),
+      [ISSUED_AT_ANNOTATION]: new Date((policy.clock ?? realClock).now()).toISOString(),
     },
     notAfter: new Date(Date.parse(new X509Certificate(leaf.certPem).validTo)),
   };

@@ -9,8 +9,8 @@ import {
   type EventRecorder,
   type KubeApi,
   type KubeObject,
+  type ControllerSpec,
   type ReconcileResult,
-  type Reconciler,
   type ResourceRef,
 } from "@cluster-proxy/kube";
 import { GATEWAY_PORT, GATEWAY_SERVICE } from "@cluster-proxy/api";
@@ -80,6 +80,10 @@ export interface GatewayEndpoint {
 export function defaultGatewayUrl(namespace: string): string {
   return `https://${GATEWAY_SERVICE}.${namespace}.svc:${GATEWAY_PORT}`;
 }
+
+/** A ClusterProfile's key: `<namespace>/<name>`. */
+export type ProfileKey = `${string}/${string}`;
+export const profileKey = (p: KubeObject): ProfileKey => `${p.metadata.namespace ?? ""}/${p.metadata.name}`;
 
 /** The managed cluster an OCM ClusterProfile describes, or undefined for any other profile. */
 export function profileCluster(profile: KubeObject): string | undefined {
@@ -151,8 +155,9 @@ export interface ClusterProfileOptions {
   gatewayUrl: string;
 }
 
-/** Reconciles one ClusterProfile (key `<namespace>/<name>`). */
-export class ClusterProfileReconciler implements Reconciler<string> {
+/** The `profiles` controller's reconciler: one ClusterProfile (key `<namespace>/<name>`). */
+export class ClusterProfileReconciler implements ControllerSpec<ProfileKey> {
+  readonly what = "ClusterProfile reconcile";
   /** The last failure recorded as an Event per profile, so a retried failure is recorded once. */
   private readonly reported = new Map<string, string>();
 
@@ -163,6 +168,10 @@ export class ClusterProfileReconciler implements Reconciler<string> {
     private readonly options: ClusterProfileOptions,
     private readonly log: Logger,
   ) {}
+
+  logFields(key: ProfileKey): Record<string, unknown> {
+    return { clusterProfile: key };
+  }
 
   /** The entry the profile should carry now: undefined to remove it, "wait" when the gateway's CA is not known yet. */
   desired(profile: ClusterProfile): AccessProvider | undefined | "wait" {
@@ -175,7 +184,7 @@ export class ClusterProfileReconciler implements Reconciler<string> {
     return desiredAccessProvider(cluster, { url: this.options.gatewayUrl || defaultGatewayUrl(namespace), caBundle });
   }
 
-  async reconcile(key: string): Promise<ReconcileResult> {
+  async reconcile(key: ProfileKey): Promise<ReconcileResult> {
     const [namespace = "", name = ""] = key.split("/");
     const profile = this.cache.profile(namespace, name);
     if (!profile) {

@@ -14,6 +14,7 @@ import { EventRecorder, TerminalError, type KubeApi, type KubeObject, type Resou
 import { FakeApiServer, type FakeResource } from "@cluster-proxy/kube/testing";
 import { Resources } from "./resources.js";
 import { silentLogger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 
 const DAY = 86_400_000;
 const SIGNER_NS = "cp-manager";
@@ -81,8 +82,11 @@ function configuration(spec: PartialManagedProxyConfigurationSpec = {}): Managed
   };
 }
 
-function reconciler(api: KubeApi, mpc: ManagedProxyConfiguration, now: () => number): ConfigurationReconciler {
+/** A reconciler of `mpc` on a clock that stands at the real time (certificates are dated by the real one). */
+function reconciler(api: KubeApi, mpc: ManagedProxyConfiguration): ConfigurationReconciler {
   const cache: ObjectCache = { configuration: () => mpc, owned: () => [] };
+  const clock = new ManualClock();
+  clock.advance(Date.now());
   return new ConfigurationReconciler(
     api,
     cache,
@@ -91,11 +95,11 @@ function reconciler(api: KubeApi, mpc: ManagedProxyConfiguration, now: () => num
       signerNamespace: SIGNER_NS,
       signerName: "cluster-proxy-signer",
       caValidityMs: 3650 * DAY,
-      leaf: { validityMs: 180 * DAY, refreshAfterMs: 144 * DAY, now },
+      leaf: { validityMs: 180 * DAY, refreshAfterMs: 144 * DAY },
       resyncMs: 600_000,
-      now,
     },
     silentLogger,
+    clock,
   );
 }
 
@@ -112,8 +116,7 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
   it("a fourth CA signs the identity (client, agent CA bundle beside it); the serving CA signs the serving certificate for the gateway's Service names", async (t) => {
     const { api, objects, seed } = await fakeApi(t);
     const mpc = seed(Resources.managedProxyConfiguration, configuration());
-    const now = (): number => Date.now();
-    await reconciler(api, mpc, now).reconcile("cluster-proxy");
+    await reconciler(api, mpc).reconcile("cluster-proxy");
 
     const gatewayCa = secretIn(objects, SIGNER_NS, "cluster-proxy-signer-gateway");
     assert.equal(gatewayCa.metadata.labels?.["proxy.open-cluster-management.io/signer"], "gateway");
@@ -176,11 +179,11 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
 
     // Nothing changes on the next pass; a new gateway CA re-issues the identity at once.
     const before = identity.data?.["tls.crt"];
-    await reconciler(api, mpc, now).reconcile("cluster-proxy");
+    await reconciler(api, mpc).reconcile("cluster-proxy");
     assert.equal(secretIn(objects, NS, "cluster-proxy-gateway-identity").data?.["tls.crt"], before);
     assert.equal(secretIn(objects, NS, "cluster-proxy-gateway-serving").data?.["tls.crt"], serving.data?.["tls.crt"]);
     objects.delete(`Secret/${SIGNER_NS}/cluster-proxy-signer-gateway`);
-    await reconciler(api, mpc, now).reconcile("cluster-proxy");
+    await reconciler(api, mpc).reconcile("cluster-proxy");
     const reissued = secretIn(objects, NS, "cluster-proxy-gateway-identity");
     assert.notEqual(reissued.data?.["tls.crt"], before);
     assert.ok(certOf(reissued).checkIssued(caOf(objects, "cluster-proxy-signer-gateway")));
@@ -204,7 +207,7 @@ describe("the gateway's certificates (ConfigurationReconciler)", () => {
         }).authentication,
       }),
     );
-    await reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy");
+    await reconciler(api, mpc).reconcile("cluster-proxy");
     const myCa = new X509Certificate(mine.certPem);
     assert.ok(certOf(secretIn(objects, NS, "cluster-proxy-gateway-serving")).checkIssued(myCa));
     const identity = certOf(secretIn(objects, NS, "cluster-proxy-gateway-identity"));
@@ -229,16 +232,15 @@ describe("the gateway's APIService (ConfigurationReconciler)", () => {
   it("the chart's APIService gets the serving CA bundle; one of another namespace or none is left alone", async (t) => {
     const { api, objects, seed } = await fakeApi(t);
     seed(Resources.managedProxyConfiguration, configuration());
-    const now = (): number => Date.now();
-    await reconciler(api, configuration(), now).reconcile("cluster-proxy");
+    await reconciler(api, configuration()).reconcile("cluster-proxy");
     assert.equal(objects.get(apiServiceKey), undefined, "the manager never creates it");
 
     objects.set(apiServiceKey, apiService("elsewhere"));
-    await reconciler(api, configuration(), now).reconcile("cluster-proxy");
+    await reconciler(api, configuration()).reconcile("cluster-proxy");
     assert.equal((objects.get(apiServiceKey) as ReturnType<typeof apiService>).spec.caBundle, undefined);
 
     objects.set(apiServiceKey, apiService(NS));
-    await reconciler(api, configuration(), now).reconcile("cluster-proxy");
+    await reconciler(api, configuration()).reconcile("cluster-proxy");
     const published = objects.get(apiServiceKey) as ReturnType<typeof apiService>;
     assert.equal(published.spec.caBundle, secretIn(objects, NS, "cluster-proxy-gateway-serving").data?.["ca.crt"]);
     assert.equal(published.spec.group, "gateway.proxy.open-cluster-management.io", "the rest is the chart's");
@@ -255,7 +257,7 @@ describe("a configuration validation refuses (ConfigurationReconciler)", () => {
       }),
     );
     await assert.rejects(
-      reconciler(api, mpc, () => Date.now()).reconcile("cluster-proxy"),
+      reconciler(api, mpc).reconcile("cluster-proxy"),
       (err) => err instanceof TerminalError && /refused: spec\.authentication\.signer\.type/.test(err.message),
     );
     const stored = [...objects.values()].find((o) => o.kind === "ManagedProxyConfiguration" || o.status);

@@ -41,14 +41,14 @@ import {
   type EventRecorder,
   type KubeApi,
   type KubeObject,
+  type ControllerSpec,
   type ReconcileResult,
-  type Reconciler,
 } from "@cluster-proxy/kube";
 import { INVALID_CONFIGURATION, writeConfigurationStatus } from "./configuration-status.js";
 import { Resources } from "./resources.js";
 import { publishGatewayApiServiceCa } from "./gateway-api-service.js";
 import { CONFIGURATION_LABEL } from "./labels.js";
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 import {
   AGENT_CA_KEY,
   AGENT_TUNNEL_BINDING,
@@ -76,7 +76,6 @@ export interface ReconcilerOptions {
   caValidityMs: number;
   leaf: LeafPolicy;
   resyncMs: number;
-  now?: () => number;
   /** How often the proxy-servers' TLS session ticket key is replaced (default TICKET_KEY_ROTATION_MS). */
   ticketKeyRotationMs?: number;
 }
@@ -117,14 +116,27 @@ export interface ObjectCache {
   owned(resource: "deployment" | "service" | "podDisruptionBudget", configuration: string): KubeObject[];
 }
 
-export class ConfigurationReconciler implements Reconciler<string> {
+/** The `configurations` controller's reconciler, keyed by configuration name. */
+export class ConfigurationReconciler implements ControllerSpec<string> {
+  readonly what = "reconcile";
+  /** Its leaf certificates are issued and renewed on the same clock. */
+  private readonly leaf: LeafPolicy;
+
   constructor(
     private readonly api: KubeApi,
     private readonly cache: ObjectCache,
     private readonly events: EventRecorder,
     private readonly options: ReconcilerOptions,
     private readonly logger: Logger,
-  ) {}
+    /** What "now" is for certificates, ticket keys and conditions. */
+    private readonly clock: Clock = realClock,
+  ) {
+    this.leaf = { ...options.leaf, clock };
+  }
+
+  logFields(name: string): Record<string, unknown> {
+    return { configuration: name };
+  }
 
   /**
    * One pass over the configuration `name`, as named steps in apply order: refuse an invalid
@@ -283,7 +295,7 @@ export class ConfigurationReconciler implements Reconciler<string> {
     const ns = mpc.spec.proxyServer.namespace;
     const secretName = ticketKeysSecretName(name);
     const existing = await this.api.tryGet<SecretObject>(Resources.secret, secretName, ns);
-    const now = (this.options.now ?? Date.now)();
+    const now = this.clock.now();
     const plan = planTicketKeys(ticketKeysOf(existing), now, this.options.ticketKeyRotationMs);
     if (!plan.change && existing) return plan.recheckMs;
     await this.api.apply(Resources.secret, {
@@ -317,12 +329,12 @@ export class ConfigurationReconciler implements Reconciler<string> {
     const ns = mpc.spec.proxyServer.namespace;
     let recheckMs = this.options.resyncMs;
     const existing = await this.api.tryGet<SecretObject>(Resources.secret, leaf.secret, ns);
-    const due = leafRenewal(existing, leaf.request, leaf.ca, this.options.leaf);
+    const due = leafRenewal(existing, leaf.request, leaf.ca, this.leaf);
     let data = { "tls.crt": existing?.data?.["tls.crt"] ?? "", "tls.key": existing?.data?.["tls.key"] ?? "" };
     let annotations: Record<string, string>;
     let notAfter = due.notAfter;
     if (due.reason) {
-      const issued = await issueLeaf(leaf.request, leaf.ca, this.options.leaf);
+      const issued = await issueLeaf(leaf.request, leaf.ca, this.leaf);
       data = issued.data as typeof data;
       annotations = issued.annotations;
       notAfter = issued.notAfter;
@@ -442,7 +454,7 @@ export class ConfigurationReconciler implements Reconciler<string> {
 
   private async ensureCas(mpc: ManagedProxyConfiguration): Promise<Cas> {
     const o = this.options;
-    const policy = { caValidityMs: o.caValidityMs, ...(o.now ? { now: o.now } : {}) };
+    const policy = { caValidityMs: o.caValidityMs, clock: this.clock };
     const signer = mpc.spec.authentication.signer;
     const serving =
       signer.type === "Provided" && signer.provided
@@ -578,7 +590,7 @@ export class ConfigurationReconciler implements Reconciler<string> {
     conditions: ConditionInput[],
     status: NonNullable<ManagedProxyConfiguration["status"]>,
   ): Promise<void> {
-    const now = new Date(this.options.now?.() ?? Date.now());
+    const now = new Date(this.clock.now());
     await writeConfigurationStatus(this.api, this.events, mpc, conditions, status, now);
   }
 }

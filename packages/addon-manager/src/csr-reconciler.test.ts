@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import { silentLogger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { certificateRequest } from "@cluster-proxy/pki/testing";
 import type { AddonCache, ManagedCluster, ManagedClusterAddOn } from "./addon-reconciler.js";
 import { APPROVAL_REASON, CsrReconciler } from "./csr-reconciler.js";
@@ -73,21 +74,27 @@ async function fakeHub(t: TestContext): Promise<{
 }
 
 /** The reconciler's options: CSRs we approved are deleted two minutes after their certificate. */
-const options = (now: () => number) => ({
+const options = {
   signerNamespace: "ns",
   signerName: "signer",
   caValidityMs: 1,
   certValidityMs: 1,
   csrCleanupAfterMs: 2 * MINUTE,
-  now,
-});
+};
 
-/** A reconciler of `hub`'s CSRs reading `cache` (the hub's own unless given), at the time `now` gives. */
+/** A clock that stands at `iso` until the test advances it. */
+function clockAt(iso: string): ManualClock {
+  const clock = new ManualClock();
+  clock.advance(Date.parse(iso));
+  return clock;
+}
+
+/** A reconciler of `hub`'s CSRs reading `cache` (the hub's own unless given), on `clock`. */
 const reconcilerOf = (
   hub: Awaited<ReturnType<typeof fakeHub>>,
-  now: () => number,
+  clock: ManualClock,
   cache: Awaited<ReturnType<typeof fakeHub>>["cache"] = hub.cache,
-): CsrReconciler => new CsrReconciler(hub.api, cache, options(now), silentLogger);
+): CsrReconciler => new CsrReconciler(hub.api, cache, options, silentLogger, clock);
 
 async function hubClientCsr(name: string, over: Partial<CsrObject["metadata"]> = {}): Promise<CsrObject> {
   const pem = await certificateRequest(SUBJECT.user, SUBJECT.groups);
@@ -128,47 +135,48 @@ const issuedBy = (reason: string, at: string): NonNullable<CsrObject["status"]> 
 
 test("a CSR we approved is deleted --csr-cleanup-after its certificate was issued, not before, and only once unchanged", async (t) => {
   const hub = await fakeHub(t);
-  let now = Date.parse("2026-01-01T00:00:00Z");
-  const reconciler = reconcilerOf(hub, () => now);
+  const clock = clockAt("2026-01-01T00:00:00Z");
+  const reconciler = reconcilerOf(hub, clock);
   hub.put(await hubClientCsr("addon-mc1-cluster-proxy-a"));
   // Pending: approved (kube-controller-manager signs this signer); nothing deleted.
-  assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
+  assert.equal(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), undefined);
   assert.equal(hub.csr("addon-mc1-cluster-proxy-a")?.status?.conditions?.[0]?.reason, APPROVAL_REASON);
-  assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
+  assert.equal(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), undefined);
   // Issued ten minutes after the approval: the grace counts from the issue this process saw.
-  now += 10 * MINUTE;
+  clock.advance(10 * MINUTE);
   issue(hub, "addon-mc1-cluster-proxy-a");
-  assert.deepEqual(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), { requeueAfterMs: 2 * MINUTE });
-  now += MINUTE;
-  assert.deepEqual(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), { requeueAfterMs: MINUTE });
+  assert.deepEqual(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), { requeueAfterMs: 2 * MINUTE });
+  clock.advance(MINUTE);
+  assert.deepEqual(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), { requeueAfterMs: MINUTE });
   assert.equal(hub.deletes().length, 0, "not before the grace period");
   // Changed meanwhile (the cache is behind): the precondition refuses, nothing is lost.
   const cached = hub.csr("addon-mc1-cluster-proxy-a")!;
   const stale = { ...cached, metadata: { ...cached.metadata, resourceVersion: "stale" } };
   const cache = { ...hub.cache, csr: (name: string) => (name === cached.metadata.name ? stale : undefined) };
-  now += MINUTE;
-  const behind = reconcilerOf(hub, () => now, cache);
+  clock.advance(MINUTE);
+  const behind = reconcilerOf(hub, clock, cache);
   // (A fresh process: it did not see the issue, so the approval time counts, 12 minutes ago.)
-  assert.equal(await behind.reconcileCsr(cached.metadata.name), undefined);
+  assert.equal(await behind.reconcile(cached.metadata.name), undefined);
   assert.ok(hub.csr(cached.metadata.name), "a CSR changed since it was read is not deleted");
-  assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
+  assert.equal(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), undefined);
   assert.equal(hub.csr("addon-mc1-cluster-proxy-a"), undefined, "deleted once the grace period passed");
   assert.deepEqual(hub.deletes().at(-1)?.preconditions, {
     uid: "uid-addon-mc1-cluster-proxy-a",
     resourceVersion: cached.metadata.resourceVersion,
   });
   // Gone from the cache: forgotten, nothing more to do.
-  assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
+  assert.equal(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), undefined);
 });
 
 test("only CSRs of the addon that we approved and that are issued are ever deleted", async (t) => {
   const hub = await fakeHub(t);
-  const now = Date.parse("2026-01-01T01:00:00Z");
-  const reconciler = reconcilerOf(hub, () => now);
+  const clock = clockAt("2026-01-01T01:00:00Z");
+  const reconciler = reconcilerOf(hub, clock);
   const longAgo = "2026-01-01T00:00:00Z";
   const recently = "2026-01-01T00:59:30Z";
   const put = async (name: string, status: CsrObject["status"], labels?: Record<string, string>): Promise<void> => {
-    const c = await hubClientCsr(name, labels ? { labels } : {});
+    // All created in one second (the fake server would stamp each at its own): none supersedes another.
+    const c = await hubClientCsr(name, { creationTimestamp: longAgo, ...(labels ? { labels } : {}) });
     hub.put(status ? { ...c, status } : c);
   };
   // Ours, approved by us an hour ago, issued (a manager that started later: the approval time counts).
@@ -190,22 +198,22 @@ test("only CSRs of the addon that we approved and that are issued are ever delet
   await put("addon-mc1-cluster-proxy-unissued", {
     conditions: [{ type: "Approved", status: "True", reason: APPROVAL_REASON, lastUpdateTime: longAgo }],
   });
-  for (const name of hub.names()) await reconciler.reconcileCsr(name);
+  for (const name of hub.names()) await reconciler.reconcile(name);
   assert.deepEqual(
     hub.deletes().map((d) => d.name),
     ["addon-mc1-cluster-proxy-old"],
   );
   // Disabled (0): nothing is deleted.
-  const off = new CsrReconciler(hub.api, hub.cache, { ...options(() => now), csrCleanupAfterMs: 0 }, silentLogger);
+  const off = new CsrReconciler(hub.api, hub.cache, { ...options, csrCleanupAfterMs: 0 }, silentLogger, clock);
   await put("addon-mc1-cluster-proxy-old2", issuedBy(APPROVAL_REASON, longAgo));
-  assert.equal(await off.reconcileCsr("addon-mc1-cluster-proxy-old2"), undefined);
+  assert.equal(await off.reconcile("addon-mc1-cluster-proxy-old2"), undefined);
   assert.equal(hub.deletes().length, 1);
 });
 
 test("a newer request of the same cluster and signer supersedes an issued one at once", async (t) => {
   const hub = await fakeHub(t);
-  const now = Date.parse("2026-01-01T01:00:00Z");
-  const reconciler = reconcilerOf(hub, () => now);
+  const clock = clockAt("2026-01-01T01:00:00Z");
+  const reconciler = reconcilerOf(hub, clock);
   const at = (iso: string) => ({ creationTimestamp: iso });
   // Issued 10 s ago (well inside the grace), then the registration agent asked again.
   hub.put({
@@ -218,15 +226,15 @@ test("a newer request of the same cluster and signer supersedes an issued one at
     ...agentSigner,
     spec: { ...agentSigner.spec, signerName: "open-cluster-management.io/proxy-agent-signer" },
   });
-  assert.ok(((await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"))?.requeueAfterMs ?? 0) > 0);
+  assert.ok(((await reconciler.reconcile("addon-mc1-cluster-proxy-a"))?.requeueAfterMs ?? 0) > 0);
   assert.equal(hub.deletes().length, 0);
   // The same second is not newer (a tie supersedes nothing).
   hub.put(await hubClientCsr("addon-mc1-cluster-proxy-b", at("2026-01-01T00:59:40Z")));
-  await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a");
+  await reconciler.reconcile("addon-mc1-cluster-proxy-a");
   assert.equal(hub.deletes().length, 0);
   // A newer one, still pending: the issued one goes at once; the newer one stays.
   hub.put(await hubClientCsr("addon-mc1-cluster-proxy-c", at("2026-01-01T00:59:59Z")));
-  assert.equal(await reconciler.reconcileCsr("addon-mc1-cluster-proxy-a"), undefined);
+  assert.equal(await reconciler.reconcile("addon-mc1-cluster-proxy-a"), undefined);
   assert.deepEqual(
     hub.deletes().map((d) => d.name),
     ["addon-mc1-cluster-proxy-a"],
@@ -236,7 +244,7 @@ test("a newer request of the same cluster and signer supersedes an issued one at
     ...(await hubClientCsr("addon-mc1-cluster-proxy-admin", at("2026-01-01T00:00:00Z"))),
     status: issuedBy("AutoApprovedByHubCSRApprovingController", "2026-01-01T00:00:01Z"),
   });
-  await reconciler.reconcileCsr("addon-mc1-cluster-proxy-admin");
+  await reconciler.reconcile("addon-mc1-cluster-proxy-admin");
   assert.equal(hub.deletes().length, 1);
 });
 
@@ -246,21 +254,21 @@ test("reinstall after reinstall: the count of the addon's CSRs stays far below O
   // the earlier issued one, so at most two exist at any time (the grace of two minutes alone
   // would let four pile up per signer, eight for an install's two).
   const hub = await fakeHub(t);
-  let now = Date.parse("2026-01-01T00:00:00Z");
+  const clock = clockAt("2026-01-01T00:00:00Z");
   let maxCount = 0;
   for (let cycle = 0; cycle < 10; cycle++) {
     // A new manager each cycle (helm uninstall removes it too): it remembers nothing.
-    const reconciler = reconcilerOf(hub, () => now);
+    const reconciler = reconcilerOf(hub, clock);
     const name = `addon-mc1-cluster-proxy-${cycle}`;
-    hub.put(await hubClientCsr(name, { creationTimestamp: new Date(now).toISOString() }));
+    hub.put(await hubClientCsr(name, { creationTimestamp: new Date(clock.now()).toISOString() }));
     maxCount = Math.max(maxCount, hub.names().length);
     // The manager's watch queues every CSR of the cluster on a CSR's event.
-    for (const other of hub.names()) await reconciler.reconcileCsr(other);
+    for (const other of hub.names()) await reconciler.reconcile(other);
     issue(hub, name);
     maxCount = Math.max(maxCount, hub.names().length);
     for (let tick = 0; tick < 3; tick++) {
-      now += 10_000;
-      for (const name of hub.names()) await reconciler.reconcileCsr(name);
+      clock.advance(10_000);
+      for (const name of hub.names()) await reconciler.reconcile(name);
     }
   }
   assert.ok(maxCount <= 2 && maxCount < OCM_ADDON_CSR_LIMIT, `at most ${maxCount} CSRs existed at once`);

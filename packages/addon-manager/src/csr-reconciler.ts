@@ -1,13 +1,10 @@
 /**
- * The agents' CertificateSigningRequests (docs/design/addon-manager.md, "Certificate requests"):
- * one controller's reconcile, in named steps: the checks of csr-signer.ts against the watch caches
- * ({@link CsrReconciler.csrContext}), then {@link CsrReconciler.deny} or approve, then
- * {@link CsrReconciler.sign} with the agent CA (the hub apiserver's client signer is
- * kube-controller-manager's to sign).
+ * The `csrs` controller: approve (or deny) and sign the agents' CertificateSigningRequests, and
+ * delete them once collected. Design: docs/design/addon-manager.md#certificate-requests
  */
 import { agentClusterUri, signCertificateRequest } from "@cluster-proxy/pki";
-import type { Logger } from "@cluster-proxy/kit";
-import { ensureAgentCa, type AddonCache, type AddonOptions } from "./addon-reconciler.js";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
+import { ensureAgentCa, type AddonCache, type AgentCaOptions } from "./addon-reconciler.js";
 import {
   AGENT_SIGNER,
   CLUSTER_NAME_LABEL,
@@ -20,14 +17,14 @@ import {
   type RegistrationSubject,
 } from "./csr-signer.js";
 import { Resources } from "./resources.js";
-import { isConflict, isNotFound, type KubeApi, type ReconcileResult } from "@cluster-proxy/kube";
+import { isConflict, isNotFound, type ControllerSpec, type KubeApi, type ReconcileResult } from "@cluster-proxy/kube";
 
 const DAY_MS = 86_400_000;
 /** The reason of the Approved condition we write: how a CSR we approved is told from others. */
 export const APPROVAL_REASON = "AutoApprovedByClusterProxyAddonManager";
 
 /** What the CSR reconciler is told besides the agent CA. */
-export interface CsrOptions extends Omit<AddonOptions, "installPlacement"> {
+export interface CsrOptions extends AgentCaOptions {
   /**
    * Delete a CSR we approved this long after its certificate was issued (`--csr-cleanup-after`;
    * 0: never, kube-controller-manager's cleaner removes it after an hour).
@@ -35,8 +32,14 @@ export interface CsrOptions extends Omit<AddonOptions, "installPlacement"> {
   csrCleanupAfterMs?: number;
 }
 
-/** Approves (or denies) and signs the agents' certificate requests, and deletes them once collected. */
-export class CsrReconciler {
+/**
+ * The `csrs` controller's reconciler, keyed by CSR name, in named steps: the checks of
+ * csr-signer.ts against the watch caches ({@link CsrReconciler.csrContext}), then
+ * {@link CsrReconciler.deny} or approve, then {@link CsrReconciler.sign} with the agent CA (the hub
+ * apiserver's client signer is kube-controller-manager's to sign), and {@link CsrReconciler.cleanUp}.
+ */
+export class CsrReconciler implements ControllerSpec<string> {
+  readonly what = "addon reconcile";
   /** CSRs this process saw without a certificate (so it sees the moment theirs is issued). */
   private readonly unissuedSeen = new Set<string>();
   /** When this process saw the certificate of a CSR in {@link unissuedSeen} issued. */
@@ -47,7 +50,13 @@ export class CsrReconciler {
     private readonly cache: Pick<AddonCache, "cluster" | "addon" | "csr" | "csrsOf">,
     private readonly options: CsrOptions,
     private readonly logger: Logger,
+    /** What "now" is for approvals, cleanup and the agent CA. */
+    private readonly clock: Clock = realClock,
   ) {}
+
+  logFields(name: string): Record<string, unknown> {
+    return { key: `csr/${name}` };
+  }
 
   /** The checks for CertificateSigningRequests (from the caches). */
   csrContext(): CsrContext {
@@ -73,7 +82,7 @@ export class CsrReconciler {
   }
 
   /** Approve (or deny) and sign one of the agents' certificate requests. */
-  async reconcileCsr(name: string): Promise<ReconcileResult> {
+  async reconcile(name: string): Promise<ReconcileResult> {
     let csr = this.cache.csr(name);
     if (!csr) return this.forget(name);
     if (!isOurCsr(csr) || csrState(csr) === "denied") return;
@@ -117,7 +126,7 @@ export class CsrReconciler {
     const name = csr.metadata.name;
     const approved = csr.status?.conditions?.find((c) => c.type === "Approved" && c.status !== "False");
     if (afterMs <= 0 || approved?.reason !== APPROVAL_REASON || !csr.metadata.labels?.[CLUSTER_NAME_LABEL]) return;
-    const now = this.options.now?.() ?? Date.now();
+    const now = this.clock.now();
     let issuedAt = this.issuedSeenAt.get(name);
     if (issuedAt === undefined) {
       const approvedAt = Date.parse(approved.lastUpdateTime ?? "");
@@ -191,7 +200,7 @@ export class CsrReconciler {
    * `--cert-validity` and the request's `expirationSeconds`; a request deleted meanwhile is let go.
    */
   private async sign(csr: CsrObject, cluster: string): Promise<void> {
-    const ca = await ensureAgentCa(this.api, this.options);
+    const ca = await ensureAgentCa(this.api, this.options, this.clock);
     const validityDays = Math.min(
       this.options.certValidityMs / DAY_MS,
       csr.spec.expirationSeconds ? csr.spec.expirationSeconds / 86_400 : Infinity,
@@ -228,7 +237,7 @@ export class CsrReconciler {
         status: "True",
         reason,
         message,
-        lastUpdateTime: new Date(this.options.now?.() ?? Date.now()).toISOString().replace(/\.\d+Z$/, "Z"),
+        lastUpdateTime: new Date(this.clock.now()).toISOString().replace(/\.\d+Z$/, "Z"),
       },
     ];
     return this.api.replace<CsrObject>(

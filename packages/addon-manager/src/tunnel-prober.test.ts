@@ -6,6 +6,7 @@ import tls from "node:tls";
 import type { ReplicaProbe } from "@cluster-proxy/api";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
 import { silentLogger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import {
   TunnelProber,
   probeThroughReplica,
@@ -20,8 +21,8 @@ const replicas: ProxyServerReplica[] = [
 ];
 const credentials: ProbeCredentials = { port: 1, ca: "", cert: "", key: "", servername: "x" };
 
-/** A prober over scripted outcomes: `outcome(replica, cluster)` per call, every call recorded. */
-function scripted(outcome: (replica: string, cluster: string) => boolean | string) {
+/** A prober over scripted outcomes: `outcome(replica, cluster)` per call, every call recorded; on `clock`. */
+function scripted(outcome: (replica: string, cluster: string) => boolean | string, clock = new ManualClock()) {
   const calls: string[] = [];
   const changes: string[] = [];
   let latency = 1;
@@ -47,8 +48,9 @@ function scripted(outcome: (replica: string, cluster: string) => boolean | strin
       probe,
     },
     silentLogger,
+    clock,
   );
-  return { prober, calls, changes };
+  return { prober, calls, changes, clock };
 }
 
 describe("TunnelProber", () => {
@@ -104,12 +106,13 @@ describe("TunnelProber", () => {
 
   test("the last round that passed is kept (with its replicas) while every replica fails, without a change to report", async () => {
     let down = false;
-    const { prober, changes } = scripted(() => (down ? "no agent" : true));
+    const { prober, changes, clock } = scripted(() => (down ? "no agent" : true));
     prober.track("mc1", "cluster-proxy");
+    clock.advance(5_000);
     await prober.tick();
     const pass = prober.result("mc1")?.lastPass;
     assert.deepEqual(pass?.replicas, ["server-a", "server-b"]);
-    assert.ok(pass && pass.at <= prober.now());
+    assert.equal(pass?.at, 5_000, "on the prober's clock");
     down = true;
     await prober.tick();
     assert.deepEqual(prober.result("mc1")?.lastPass, pass, "kept from the round that passed");
@@ -117,8 +120,30 @@ describe("TunnelProber", () => {
     await prober.tick();
     assert.deepEqual(changes, [], "the kept pass is no change");
     down = false;
+    clock.advance(1_000);
     await prober.tick();
-    assert.ok(prober.result("mc1")!.lastPass!.at > pass.at);
+    assert.equal(prober.result("mc1")!.lastPass!.at, 6_000);
+  });
+
+  test("run probes a round every interval on its clock, and stops when aborted", async () => {
+    const { prober, calls, clock } = scripted(() => true);
+    prober.track("mc1", "cluster-proxy");
+    const stop = new AbortController();
+    const running = prober.run(stop.signal);
+    /** Let the round in flight finish (the scripted probes resolve at once: one turn of the event loop). */
+    const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+    await settle();
+    assert.equal(calls.length, 2, "the first round at once");
+    assert.equal(clock.armed, 1, "then a wait for the next");
+    clock.advance(999);
+    await settle();
+    assert.equal(calls.length, 2, "not before the interval");
+    clock.advance(1);
+    await settle();
+    assert.equal(calls.length, 4, "the second round after the interval");
+    stop.abort();
+    await running;
+    assert.equal(clock.armed, 0, "no timer left behind");
   });
 
   test("a configuration that cannot be probed gives the reason; untracked clusters are forgotten", async () => {
@@ -139,6 +164,8 @@ describe("probeThroughReplica", () => {
   let creds: ProbeCredentials;
   const answers = new Map<string, string | null>();
   const heads: string[] = [];
+  /** Called with the cluster of each CONNECT the server reads. */
+  let onHead: (cluster: string) => void = () => undefined;
 
   before(async () => {
     const ca = await createCertificateAuthority({ commonName: "test serving CA" });
@@ -155,6 +182,7 @@ describe("probeThroughReplica", () => {
           if (!head.includes("\r\n\r\n")) return;
           heads.push(head);
           const cluster = /^CONNECT ([^:]+):443 /.exec(head)?.[1] ?? "";
+          onHead(cluster);
           const answer = answers.get(cluster);
           if (answer === null) return; // never answers
           socket.end(answer ?? "HTTP/1.1 200 Connection Established\r\n\r\n");
@@ -174,8 +202,12 @@ describe("probeThroughReplica", () => {
   });
   after(() => server.close());
 
-  const probe = (cluster: string, c: ProbeCredentials = creds, timeoutMs = 5000): Promise<ReplicaProbe> =>
-    probeThroughReplica({ name: "p", address: "127.0.0.1" }, cluster, c, timeoutMs);
+  const probe = (
+    cluster: string,
+    c: ProbeCredentials = creds,
+    timeoutMs = 5000,
+    clock?: ManualClock,
+  ): Promise<ReplicaProbe> => probeThroughReplica({ name: "p", address: "127.0.0.1" }, cluster, c, timeoutMs, clock);
 
   test("200 passes with a latency, over mTLS, asking for <cluster>:443", async () => {
     const r = await probe("mc1");
@@ -192,9 +224,19 @@ describe("probeThroughReplica", () => {
 
   test("no answer fails at the timeout; a wrong CA fails naming the TLS error", async () => {
     answers.set("mc3", null);
-    const r = await probe("mc3", creds, 300);
+    const clock = new ManualClock();
+    const asked = new Promise<void>((resolve) => {
+      onHead = (cluster) => {
+        if (cluster === "mc3") resolve();
+      };
+    });
+    // A minute on the manual clock: the test waits for no real one.
+    const pending = probe("mc3", creds, 60_000, clock);
+    await asked;
+    clock.advance(60_000);
+    const r = await pending;
     assert.equal(r.ok, false);
-    assert.match(r.error ?? "", /no answer within 300 ms/);
+    assert.match(r.error ?? "", /no answer within 60000 ms/);
     const other = await createCertificateAuthority({ commonName: "other" });
     const bad = await probe("mc1", { ...creds, ca: other.certPem });
     assert.equal(bad.ok, false);

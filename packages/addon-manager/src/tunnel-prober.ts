@@ -11,12 +11,11 @@ import {
   type ManagedProxyConfiguration,
   type ReplicaProbe,
 } from "@cluster-proxy/api";
-import { delay } from "@cluster-proxy/kit";
 import { unb64, type SecretObject } from "./certificate-authority.js";
 import { typedResource, type KubeApi, type KubeObject } from "@cluster-proxy/kube";
 import { Resources } from "./resources.js";
 import { serverPodLabels } from "./render-proxy-server.js";
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** One proxy-server replica to probe through. */
@@ -59,13 +58,13 @@ export interface TunnelProberOptions {
   replicas(configuration: string): Promise<ReplicaSet>;
   /** Called with a cluster whose pass/fail picture changed. */
   onChange(cluster: string): void;
-  /** Injected in unit tests; {@link probeThroughReplica} otherwise. */
+  /** Injected in unit tests; {@link probeThroughReplica} on the prober's clock otherwise. */
   probe?: ProbeFn;
 }
 
 /** The last round in which a cluster's tunnel worked through at least one replica. */
 export interface LastPass {
-  /** When (performance.now() of the prober, milliseconds). */
+  /** When (the prober's clock, {@link TunnelProber.now}). */
   at: number;
   /** The replicas probed in that round (pod names, sorted). */
   replicas: string[];
@@ -85,6 +84,8 @@ export class TunnelProber {
   constructor(
     private readonly options: TunnelProberOptions,
     private readonly log: Logger,
+    /** The rounds' interval and {@link LastPass.at}. */
+    private readonly clock: Clock = realClock,
   ) {}
 
   /** Probe `cluster`'s tunnel through the replicas of `configuration` from now on. */
@@ -101,7 +102,7 @@ export class TunnelProber {
 
   /** The clock of {@link LastPass.at}. */
   now(): number {
-    return performance.now();
+    return this.clock.now();
   }
 
   /** The last picture of `cluster` (undefined: not probed yet). */
@@ -112,14 +113,28 @@ export class TunnelProber {
   /** Probe every tracked cluster every interval until `signal` aborts. */
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      const started = performance.now();
+      const started = this.clock.now();
       try {
         await this.tick();
       } catch (err) {
         this.log.warn({ err: errorMessage(err) }, "tunnel probe round failed");
       }
-      await delay(Math.max(0, this.options.intervalMs - (performance.now() - started)), signal);
+      await this.wait(Math.max(0, this.options.intervalMs - (this.clock.now() - started)), signal);
     }
+  }
+
+  /** Resolves after `ms` on the prober's clock, or at once when `signal` aborts. */
+  private wait(ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      if (signal.aborted) return resolve();
+      const done = (): void => {
+        this.clock.clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = this.clock.setTimeout(done, ms);
+      signal.addEventListener("abort", done, { once: true });
+    });
   }
 
   /** One round: every tracked cluster through every replica of its configuration. */
@@ -145,7 +160,7 @@ export class TunnelProber {
       }
     }
     await runLimited(jobs, this.options.concurrency ?? 64);
-    const now = performance.now();
+    const now = this.clock.now();
     for (const [cluster, picture] of next) {
       if (!this.tracked.has(cluster)) continue;
       const before = this.results.get(cluster);
@@ -166,7 +181,8 @@ export class TunnelProber {
     cluster: string,
     credentials: ProbeCredentials,
   ): Promise<ReplicaProbe> {
-    const probe = this.options.probe ?? probeThroughReplica;
+    const probe: ProbeFn =
+      this.options.probe ?? ((r, c, creds, timeoutMs) => probeThroughReplica(r, c, creds, timeoutMs, this.clock));
     const first = await probe(replica, cluster, credentials, this.options.timeoutMs);
     if (first.ok) return first;
     const previous = this.results.get(cluster)?.probes?.find((p) => p.server === replica.name);
@@ -192,13 +208,14 @@ async function runLimited(jobs: (() => Promise<void>)[], limit: number): Promise
 /**
  * One probe: mTLS to the replica's CONNECT door, `CONNECT <cluster>:443`, and the answer's status
  * line. 200 passes (the tunnel is closed at once); otherwise the error is the server's own text
- * (e.g. "no agent available"), the TLS or socket error, or the timeout.
+ * (e.g. "no agent available"), the TLS or socket error, or the timeout (on `clock`).
  */
 export function probeThroughReplica(
   replica: ProxyServerReplica,
   cluster: string,
   credentials: ProbeCredentials,
   timeoutMs: number,
+  clock: Clock = realClock,
 ): Promise<ReplicaProbe> {
   const started = performance.now();
   const base = { server: replica.name, address: replica.address };
@@ -216,12 +233,12 @@ export function probeThroughReplica(
     const finish = (result: ReplicaProbe): void => {
       if (settled) return;
       settled = true;
-      clearTimeout(timer);
+      clock.clearTimeout(timer);
       socket.destroy();
       resolve(result);
     };
     const fail = (error: string): void => finish({ ...base, ok: false, error });
-    const timer = setTimeout(
+    const timer = clock.setTimeout(
       () =>
         fail(
           received
@@ -276,13 +293,14 @@ const PodResource = typedResource<PodObject>(Resources.pod);
 /**
  * The {@link TunnelProberOptions.replicas} of a manager: the ready proxy-server pods of a
  * configuration (listed each round: one request per configuration) and its proxy-client
- * certificate and serving CA (read again every `credentialTtlMs`, so rotations are followed).
- * `configuration` gives it with the schema's defaults filled in.
+ * certificate and serving CA (read again every `credentialTtlMs` on `clock`, so rotations are
+ * followed). `configuration` gives it with the schema's defaults filled in.
  */
 export function replicaFinder(
   api: KubeApi,
   configuration: (name: string) => ManagedProxyConfiguration | undefined,
   credentialTtlMs = 30_000,
+  clock: Clock = realClock,
 ): (name: string) => Promise<ReplicaSet> {
   const cached = new Map<string, { at: number; credentials: ProbeCredentials }>();
   return async (name) => {
@@ -291,7 +309,7 @@ export function replicaFinder(
     const spec = mpc.spec;
     const ns = spec.proxyServer.namespace;
     let credentials = cached.get(name);
-    if (!credentials || performance.now() - credentials.at > credentialTtlMs) {
+    if (!credentials || clock.now() - credentials.at > credentialTtlMs) {
       const secretName = spec.authentication.dump.secrets.signingProxyClientSecretName;
       const [client, serving] = await Promise.all([
         api.tryGet<SecretObject>(Resources.secret, secretName, ns),
@@ -305,7 +323,7 @@ export function replicaFinder(
       if (!ca) return { error: `Secret ${ns}/${SERVER_CA_SECRET} (the proxy-servers' CA) does not exist yet` };
       const svc = spec.proxyServer.inClusterServiceName;
       credentials = {
-        at: performance.now(),
+        at: clock.now(),
         credentials: { port: CONNECT_DOOR_PORT, ca, cert, key, servername: `${svc}.${ns}.svc` },
       };
       cached.set(name, credentials);

@@ -20,7 +20,7 @@ export {
 } from "./kube-api.js";
 export { SupervisedWatch, type AnyWatch, type SupervisedWatchOptions } from "./supervised-watch.js";
 export { TerminalError, type ReconcileResult } from "./work-queue.js";
-export { Controller, type ControllerSpec, type ReconcileMetrics, type Reconciler } from "./controller.js";
+export { Controller, type ControllerSpec, type ReconcileMetrics } from "./controller.js";
 export { LeaderElector } from "./leader-election.js";
 export { EventRecorder } from "./events.js";
 export { mergeConditions, type ConditionInput } from "./conditions.js";
