@@ -207,8 +207,9 @@ export class LeaderTerm {
       // ClusterProfiles (--cluster-profiles): every profile is looked at again whenever the addons'
       // inputs change (configurations, the gateway's serving Secret); level-based, so a look that
       // changes nothing writes nothing.
-      for (const p of side?.watch.items() ?? [])
-        if (cluster === undefined || profileCluster(p) === cluster) side?.profiles.add(profileKey(p));
+      if (!side) return;
+      for (const p of side.watch.items())
+        if (cluster === undefined || profileCluster(p) === cluster) side.profiles.add(profileKey(p));
     };
     return {
       configuration: (name) => hub.configurations.add(name),
@@ -217,9 +218,9 @@ export class LeaderTerm {
       },
       addonSide: () => {
         profiles();
-        ocm?.managementAddOn.add(ADDON_NAME);
-        for (const a of ocm?.watches.addons.items() ?? [])
-          if (a.metadata.namespace) ocm?.addons.add(a.metadata.namespace);
+        if (!ocm) return;
+        ocm.managementAddOn.add(ADDON_NAME);
+        for (const a of ocm.watches.addons.items()) if (a.metadata.namespace) ocm.addons.add(a.metadata.namespace);
       },
       addon: (cluster) => ocm?.addons.add(cluster),
       csr: (name) => ocm?.csrs.add(name),
