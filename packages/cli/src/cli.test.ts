@@ -169,6 +169,43 @@ describe("cluster-proxy command line", () => {
       assert.match(r.err, new RegExp(`${flag}: `), flag);
   });
 
+  test("gateway: a TLS file that cannot be read exits 2 with the reader's one line naming the flag and file (read at start)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "cp-cli-gateway-"));
+    try {
+      // A hub that is never asked: the files are read before anything talks to it.
+      const kubeconfig = join(dir, "hub.kubeconfig");
+      await writeFile(
+        kubeconfig,
+        [
+          "apiVersion: v1",
+          "kind: Config",
+          "clusters: [{name: hub, cluster: {server: 'https://127.0.0.1:1'}}]",
+          "users: [{name: u, user: {token: t}}]",
+          "contexts: [{name: hub, context: {cluster: hub, user: u}}]",
+          "current-context: hub",
+          "",
+        ].join("\n"),
+      );
+      const missing = (name: string): string => join(dir, "nonexistent", name);
+      const r = await run([
+        "gateway",
+        ...["--hub-kubeconfig", kubeconfig, "--port", "0", "--health-port", "0"],
+        ...["--serving-cert", missing("tls.crt"), "--serving-key", missing("tls.key")],
+        ...["--proxy-server-host", "127.0.0.1", "--proxy-ca", missing("proxy-ca.crt")],
+        ...["--proxy-cert", missing("proxy.crt"), "--proxy-key", missing("proxy.key")],
+        ...["--identity-cert", missing("id.crt"), "--identity-key", missing("id.key")],
+        ...["--agent-ca", missing("agent-ca.crt"), "--audit-log", join(dir, "audit.log")],
+      ]);
+      assert.equal(r.code, 2);
+      assert.equal(
+        r.err,
+        `cluster-proxy gateway: --proxy-cert: ${missing("proxy.crt")}: cannot read: ENOENT: no such file or directory, open '${missing("proxy.crt")}'\n`,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test("an unknown flag exits 2 naming the flag", async () => {
     const r = await run(["agent", "--sync-intervall", "1s"]);
     assert.equal(r.code, 2);

@@ -10,8 +10,10 @@ import { writeFile } from "node:fs/promises";
 import type * as http from "node:http";
 import * as http2 from "node:http2";
 import * as https from "node:https";
+import * as net from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { ConfigError, parseGatewayOptions, type GatewayOptionsInput } from "@cluster-proxy/api";
 import { DialError } from "@cluster-proxy/client";
 import { issueCertificate } from "@cluster-proxy/pki";
 import type { EchoBody } from "./testing/fake-endpoint.js";
@@ -19,7 +21,7 @@ import { startGatewayFixture, type GatewayFixture } from "./testing/gateway-fixt
 import { FakeHub } from "./testing/fake-hub.js";
 import { Gateway } from "./gateway.js";
 import { TlsFileError } from "@cluster-proxy/tunnel";
-import { recordingLogger } from "@cluster-proxy/kit/testing";
+import { ManualClock, recordingLogger } from "@cluster-proxy/kit/testing";
 
 const ALICE = "system:serviceaccount:default:alice";
 const TOKEN = "alice-token-secret-value";
@@ -353,7 +355,7 @@ describe("gateway", () => {
 });
 
 describe("a bad TLS file is the same CP_ERR_TLS_FILE, naming the flag and file, at start and on reload", () => {
-  test("--serving-key (start) and --identity-key (constructor) against their reloaders", async () => {
+  test("--serving-key and --identity-key at start against their reloaders", async () => {
     const logger = recordingLogger();
     const errors = (): Record<string, unknown>[] => logger.lines.filter((l) => l.level === "error").map((l) => l.obj);
     const f = await startGatewayFixture({ logger });
@@ -382,17 +384,144 @@ describe("a bad TLS file is the same CP_ERR_TLS_FILE, naming the flag and file, 
 
       await writeFile(join(f.dir, "identity.key"), f.servingAuthority.keyPem);
       assert.equal(await f.gateway.reloadIdentity(), "failed");
-      let atConstruction: unknown;
-      try {
-        again();
-      } catch (err) {
-        atConstruction = err;
-      }
-      same(atConstruction, "--identity-key");
+      const unmatched = again();
+      const atIdentity = await unmatched.start().then(
+        () => assert.fail("started with an --identity-key not of --identity-cert"),
+        (err: unknown) => err,
+      );
+      await unmatched.close(0);
+      same(atIdentity, "--identity-key");
       assert.match(
         String(errors().at(-1)?.["err"]),
         /^--identity-key: .*: does not match the certificate in --identity-cert /,
       );
+    } finally {
+      await f.close();
+    }
+  });
+});
+
+/** A gateway over `f`'s files with `change` to its options (not started). */
+function gatewayOver(
+  f: GatewayFixture,
+  change: GatewayOptionsInput,
+  through: { tunnel?: boolean; auditLog?: boolean } = {},
+): Gateway {
+  return new Gateway(parseGatewayOptions({ ...f.options, ...change }), {
+    hub: new FakeHub(),
+    // Without a dialer the gateway dials through a TunnelClient: it reads --proxy-*.
+    ...(through.tunnel ? {} : { dialer: f.endpoint.dialer() }),
+    ...(through.auditLog ? {} : { audit: { write: () => undefined, close: () => undefined } }),
+    bindAddress: "127.0.0.1",
+    fleet: { assets: new Map() },
+    serviceAccountTokenFile: join(f.dir, "sa.token"),
+  });
+}
+
+/** Resolves once a connection to `port` on loopback is refused. */
+async function refused(port: number): Promise<void> {
+  const socket = net.connect(port, "127.0.0.1");
+  const [err] = (await once(socket, "error")) as [NodeJS.ErrnoException];
+  assert.equal(err.code, "ECONNREFUSED");
+}
+
+/** Let promise callbacks and I/O callbacks of this turn run. */
+const turns = async (n = 5): Promise<void> => {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+};
+
+describe("gateway: one component shape (options parsed, files read at start; start, drain and close each once)", () => {
+  test("constructed over files that are missing it does not throw; start rejects naming the flag (CP_ERR_TLS_FILE)", async () => {
+    const f = await startGatewayFixture();
+    try {
+      const missing = join(f.dir, "missing.pem");
+      // In the order the flags are read at start. The fixture's --proxy-* name no file: they are
+      // read only when the gateway dials through a TunnelClient (no injected dialer).
+      const cases: [GatewayOptionsInput, { tunnel?: boolean }, string][] = [
+        [{ oidcIssuerUrl: "https://127.0.0.1:1", oidcClientId: "gateway", oidcCaFile: missing }, {}, "--oidc-ca-file"],
+        [{}, { tunnel: true }, "--proxy-cert"],
+        [{ identityCert: missing }, {}, "--identity-cert"],
+        [{ identityKey: missing }, {}, "--identity-key"],
+        [{ agentCa: missing }, {}, "--agent-ca"],
+        [{ clientCaFile: missing }, {}, "--client-ca-file"],
+        [{ servingCert: missing }, {}, "--serving-cert"],
+        [{ servingKey: missing }, {}, "--serving-key"],
+      ];
+      for (const [change, through, flag] of cases) {
+        const g = gatewayOver(f, change, through);
+        const err = await g.start().then(
+          () => assert.fail(`started without ${flag}`),
+          (e: unknown) => e,
+        );
+        await g.close(0);
+        assert.ok(err instanceof TlsFileError, `${flag}: ${String(err)}`);
+        assert.equal(err.code, "CP_ERR_TLS_FILE");
+        assert.equal(err.flag, flag);
+        assert.match(err.message, new RegExp(`^${flag}: ${f.dir}/\\S+: cannot read: ENOENT`));
+      }
+      // The audit log is opened at start too: a ConfigError naming --audit-log.
+      const g = gatewayOver(f, { auditLog: join(f.dir, "no-such-dir", "audit.log") }, { auditLog: true });
+      await assert.rejects(
+        g.start(),
+        (err: unknown) =>
+          err instanceof ConfigError && /^--audit-log: \S+audit\.log: cannot open: ENOENT/.test(err.message),
+      );
+      await g.close(0);
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("start twice is one start, never again after close; a close during the start fails it; a start after close rejects", async () => {
+    const f = await startGatewayFixture();
+    try {
+      const g = gatewayOver(f, {});
+      const first = g.start();
+      assert.equal(g.start(), first, "a second start gets the first one's promise");
+      const { port, healthPort } = await first;
+      assert.equal((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status, 200);
+      await g.close(0);
+      assert.equal(g.start(), first, "no second start after close");
+      await refused(port);
+      await refused(healthPort);
+
+      const closedEarly = gatewayOver(f, {});
+      const starting = closedEarly.start();
+      const closing = closedEarly.close(0);
+      await assert.rejects(starting, /closed while starting/);
+      await closing;
+
+      const never = gatewayOver(f, {});
+      await never.close();
+      await assert.rejects(never.start(), /gateway is closed/);
+    } finally {
+      await f.close();
+    }
+  });
+
+  test("close waits for a request in flight up to its grace, on the gateway's clock, then cuts it", async () => {
+    const clock = new ManualClock();
+    const f = await startGatewayFixture({ clock });
+    try {
+      f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
+      f.hub.grantProxy(ALICE, "mc1", "get");
+      const held = f.request("/mc1/hold", { headers: { authorization: `Bearer ${TOKEN}` } }).then(
+        (r) => r,
+        (err: unknown) => err,
+      );
+      await f.endpoint.heldCount(1);
+      const armed = clock.armed;
+      let closed = false;
+      const closing = f.gateway.close(10_000).then(() => void (closed = true));
+      await waitFor(() => clock.armed === armed + 1);
+      await refused(f.port);
+      clock.advance(9_999);
+      await turns();
+      assert.equal(closed, false, "closed before the grace was over");
+      clock.advance(1);
+      await closing;
+      const cut = await held;
+      assert.ok(cut instanceof Error, `the request in flight was answered: ${JSON.stringify(cut)}`);
     } finally {
       await f.close();
     }
@@ -594,7 +723,8 @@ describe("gateway: shutdown and removed clusters", () => {
   });
 
   test("drain (--shutdown-delay): not ready but still serving new connections; callers are moved off (Connection: close, GOAWAY)", async () => {
-    const f = await startGatewayFixture({ options: { shutdownDelay: 1_500 } });
+    const clock = new ManualClock();
+    const f = await startGatewayFixture({ options: { shutdownDelay: 5_000 }, clock });
     const session = http2.connect(`https://127.0.0.1:${f.port}`, { ca: f.servingCa, servername: "localhost" });
     try {
       f.hub.tokens.set(TOKEN, { username: ALICE, groups: [], extra: {} });
@@ -609,13 +739,22 @@ describe("gateway: shutdown and removed clusters", () => {
         });
       assert.equal(await h2(), 200);
       const goaway = once(session, "goaway");
+      const armed = clock.armed;
       const draining = f.gateway.drain();
+      assert.equal(f.gateway.drain(), draining, "a second drain gets the first one's promise");
+      assert.equal(clock.armed, armed + 1, "one --shutdown-delay, on the gateway's clock");
+      let drained = false;
+      void draining.then(() => (drained = true));
       assert.equal((await fetch(`http://127.0.0.1:${f.healthPort}/readyz`)).status, 503);
       await goaway;
       // A new connection during the delay (the Service has not caught up): served, and told to go.
       const r = await f.request("/mc1/api", { headers: bearer });
       assert.equal(r.status, 200, r.body);
       assert.equal(r.headers.connection, "close");
+      clock.advance(4_999);
+      await turns();
+      assert.equal(drained, false, "drained before --shutdown-delay was over");
+      clock.advance(1);
       assert.equal(await draining, true);
       await f.gateway.close(5_000);
       await assert.rejects(f.request("/mc1/api", { headers: bearer }), /ECONNREFUSED/);

@@ -7,15 +7,14 @@
  * viewers authorized by `fleet/fleet-viewers.ts`), and a graceful shutdown.
  */
 import { once } from "node:events";
-import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import type * as http from "node:http";
 import * as http2 from "node:http2";
 import type * as net from "node:net";
 import type { X509Certificate } from "node:crypto";
 import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
-import type { GatewayOptions } from "@cluster-proxy/api";
-import { TunnelClient, loadProxyTls } from "@cluster-proxy/client";
+import { TunnelClient } from "@cluster-proxy/client";
 import {
   FleetHttp,
   FleetModel,
@@ -24,8 +23,18 @@ import {
   type FleetResponse,
   type UiAssets,
 } from "@cluster-proxy/fleet";
-import { CertReloader, loadTlsFiles, loadTlsFilesSync, type ReloadResult, type TlsFiles } from "@cluster-proxy/tunnel";
-import { guardPlainHttp, realClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { CertReloader, loadTlsFiles, type ReloadResult, type TlsFiles } from "@cluster-proxy/tunnel";
+import { ConfigError, type GatewayOptions } from "@cluster-proxy/api";
+import {
+  InFlight,
+  Lifecycle,
+  guardPlainHttp,
+  realClock,
+  silentLogger,
+  type Clock,
+  type Component,
+  type Logger,
+} from "@cluster-proxy/kit";
 import { closeEndpointServer, createEndpointServer, listenEndpointServer } from "@cluster-proxy/kit/endpoints";
 import { healthPortEndpoints } from "@cluster-proxy/kit/process";
 import { admit, type AdmissionDeps, type RequestHead } from "./admission.js";
@@ -78,7 +87,10 @@ export interface GatewayDeps {
   bindAddress?: string;
   /** Clock of the caches and OIDC (tests). */
   now?: () => number;
-  /** Timers of the per-user queues' deadlines (tests; default the real clock). */
+  /**
+   * The gateway's clock: the per-user queues' deadlines, the drain's --shutdown-delay and the
+   * close's grace (default the real clock; tests drive it).
+   */
   clock?: Clock;
   /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
   limits?: Partial<CallerLimits>;
@@ -321,60 +333,147 @@ function gatewayIdentityFiles(o: Pick<GatewayOptions, "identityCert" | "identity
   };
 }
 
-/** See the module comment. */
-export class Gateway {
+/** Where a pod's ServiceAccount mount says which namespace it runs in. */
+const MOUNTED_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+/** Open the audit sink --audit-log names (a file is opened for appending): a ConfigError naming the flag when it cannot be. */
+function openAuditSink(o: Pick<GatewayOptions, "auditLog" | "auditLogMaxSize" | "auditLogMaxFiles">): AuditSink {
+  try {
+    return auditSinkOf(o.auditLog, o.auditLogMaxSize, o.auditLogMaxFiles);
+  } catch (err) {
+    throw new ConfigError(`--audit-log: ${o.auditLog}: cannot open: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+/** What {@link Gateway.start} resolves with: the ports it listens on (the "started" log line). */
+export interface GatewayPorts {
+  /** --port (the gateway's HTTPS port). */
+  port: number;
+  /** --health-port (/healthz, /readyz, /metrics). */
+  healthPort: number;
+}
+
+/**
+ * What the gateway builds at start from the files its options name (the TLS files, the mounted
+ * token, the audit log): nothing of it exists before {@link Gateway.start}.
+ */
+interface Serving {
+  audit: AuditSink;
+  admission: AdmissionDeps;
+  pool: ClusterPool;
+  /** The client of the proxy-servers (none with an injected dialer). */
+  tunnel: TunnelClient | undefined;
+  /** The fleet view and its hub source. */
+  fleet: FleetHttp;
+  fleetSource: FleetSource;
+  /** Follows --identity-cert, --identity-key and --agent-ca. */
+  identityReloader: CertReloader;
+}
+
+/**
+ * See the module comment. A kit `Component` (docs/design/architecture.md#one-component-shape): it
+ * takes its options parsed (`parseGatewayOptions`), its constructor reads no file and opens
+ * nothing; {@link start} reads the files (each failure a `CP_ERR_TLS_FILE` or `ConfigError` naming
+ * its flag) and opens the ports.
+ */
+export class Gateway implements Component<GatewayPorts> {
   readonly metrics: GatewayMetrics;
-  readonly pool: ClusterPool;
   readonly services = new ExposedServices();
   /** Each caller's share of each cluster (user-caps.ts). */
   readonly caps: UserCaps;
   /** What the fleet view shows (docs/design/fleet-view.md). */
   readonly fleetModel: FleetModel;
-  /** The hub source of {@link fleetModel}. */
-  readonly fleetSource: FleetSource;
-  private readonly fleet: FleetHttp;
   /** What the fleet view's authentication and audit need of each of its requests. */
   private readonly fleetRequests = new WeakMap<FleetRequest, FleetRequestContext>();
   private readonly logger: Logger;
-  private readonly audit: AuditSink;
-  private readonly admission: AdmissionDeps;
+  /** The drain's --shutdown-delay, the close's grace and the per-user queues' deadlines run on it. */
+  private readonly clock: Clock;
   private readonly clusters: ClusterDirectory;
-  private readonly tunnel: TunnelClient | undefined;
+  /** Start, drain and close, each once. */
+  private readonly life = new Lifecycle<GatewayPorts>("gateway");
+  /** The run of {@link start}, once called: {@link close} lets it settle first, then closes what it opened. */
+  private starting: Promise<GatewayPorts> | undefined;
+  /** Plain requests in flight: {@link close} waits for them, up to its grace. */
+  private readonly inFlight: InFlight;
+  /** What {@link start} built from the files (undefined before, and when reading them failed). */
+  private serving: Serving | undefined;
   private server: http2.Http2SecureServer | undefined;
   /** What listens on --port: the plain-HTTP guard in front of `server`. */
   private listener: net.Server | undefined;
   private health: http.Server | undefined;
   private reloader: CertReloader | undefined;
-  private readonly identityReloader: CertReloader;
   private stopWatch: (() => void) | undefined;
   private stopFrontProxyWatch: (() => void) | undefined;
   /** The hub apiserver as a front proxy (the aggregated path), when --front-proxy-authentication. */
   private readonly frontProxy: FrontProxyTrust;
+  /** Both ports listen (ready unless draining or closing). */
   private ready = false;
-  /** Draining (SIGTERM): still serving, moving callers to other replicas ({@link drain}). */
-  private leaving = false;
   /** The open HTTP/2 sessions of callers (GOAWAY on drain). */
   private readonly sessions = new Set<http2.ServerHttp2Session>();
-  private closing: Promise<void> | undefined;
-  private inFlight = 0;
-  private readonly idle = new Set<() => void>();
   private readonly sockets = new Set<Duplex>();
   private readonly upgrades = new Set<Duplex>();
 
+  /** Reads no file and opens nothing ({@link start} does); `options` as `parseGatewayOptions` gives them. */
   constructor(
     private readonly options: GatewayOptions,
     private readonly deps: GatewayDeps,
   ) {
     this.logger = deps.logger ?? silentLogger;
-    this.audit = deps.audit ?? auditSinkOf(options.auditLog, options.auditLogMaxSize, options.auditLogMaxFiles);
+    this.clock = deps.clock ?? realClock;
+    this.inFlight = new InFlight(this.clock);
     const now = deps.now ? { now: deps.now } : {};
     this.clusters = new ClusterDirectory(deps.hub, (cluster) => this.clusterRemoved(cluster), deps.now);
     this.metrics = new GatewayMetrics((cluster) => this.clusters.isKnown(cluster));
+    this.caps = new UserCaps({
+      maxRequests: options.maxRequestsPerUser,
+      maxQueued: options.maxQueuedRequestsPerUser,
+      queueTimeoutMs: options.queuedRequestTimeout,
+      maxLongRunning: options.maxLongRunningPerUser,
+      clock: this.clock,
+      onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
+    });
+    this.frontProxy = new FrontProxyTrust(deps.now);
+    this.fleetModel = new FleetModel(now);
+  }
+
+  /** The connections to the clusters' endpoints (exists once {@link start} has read the gateway identity). */
+  get pool(): ClusterPool {
+    if (!this.serving) throw new Error("the gateway has not started");
+    return this.serving.pool;
+  }
+
+  /**
+   * Read the files the options name, in the order of their flags' checks (--oidc-ca-file, the
+   * mounted token, --proxy-*, --identity-*, --agent-ca; the audit log last), and build what needs
+   * them.
+   */
+  private async serve(): Promise<Serving> {
+    const options = this.options;
+    const deps = this.deps;
+    const now = deps.now ? { now: deps.now } : {};
+    const oidcTls =
+      options.oidcIssuerUrl && options.oidcCaFile
+        ? await loadTlsFiles({ ca: { flag: "--oidc-ca-file", path: options.oidcCaFile } })
+        : {};
+    const audiences = await this.tokenAudiences();
+    // How clusters are reached: the injected dialer, else a TunnelClient to the proxy-servers.
+    const route: { dialer: Dialer; tunnel?: TunnelClient } = deps.dialer
+      ? { dialer: deps.dialer }
+      : this.tunnelTo(
+          await loadTlsFiles({
+            ca: { flag: "--proxy-ca", path: options.proxyCa },
+            cert: { flag: "--proxy-cert", path: options.proxyCert },
+            key: { flag: "--proxy-key", path: options.proxyKey },
+          }),
+        );
+    const identityFiles = gatewayIdentityFiles(options);
+    const endpointTls: EndpointTls = await loadTlsFiles(identityFiles);
+    const audit = deps.audit ?? openAuditSink(options);
     const oidc = options.oidcIssuerUrl
       ? new OidcAuthenticator({
           issuerUrl: options.oidcIssuerUrl,
           clientId: options.oidcClientId,
-          ...(options.oidcCaFile ? loadTlsFilesSync({ ca: { flag: "--oidc-ca-file", path: options.oidcCaFile } }) : {}),
+          ...oidcTls,
           usernameClaim: options.oidcUsernameClaim,
           usernamePrefix: options.oidcUsernamePrefix,
           groupsClaim: options.oidcGroupsClaim,
@@ -384,7 +483,6 @@ export class Gateway {
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
-    const audiences = this.tokenAudiences();
     const authenticator = new Authenticator({
       hub: audiences.reviewer,
       tokenReview: options.tokenReview,
@@ -397,17 +495,8 @@ export class Gateway {
       onRateLimited: () => this.metrics.fairnessRejections.inc({ reason: "token-review-rate" }),
       ...now,
     });
-    this.caps = new UserCaps({
-      maxRequests: options.maxRequestsPerUser,
-      maxQueued: options.maxQueuedRequestsPerUser,
-      queueTimeoutMs: options.queuedRequestTimeout,
-      maxLongRunning: options.maxLongRunningPerUser,
-      clock: deps.clock ?? realClock,
-      onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
-    });
     const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
-    this.frontProxy = new FrontProxyTrust(deps.now);
-    this.admission = {
+    const admission: AdmissionDeps = {
       authenticator,
       authorizer,
       clusters: this.clusters,
@@ -416,36 +505,14 @@ export class Gateway {
       isFrontProxyHeader: (name) => this.frontProxy.isFrontProxyHeader(name),
       onDenial,
     };
-    let dialer = deps.dialer;
-    if (!dialer) {
-      const tlsFiles = loadProxyTls(
-        { caFile: options.proxyCa, certFile: options.proxyCert, keyFile: options.proxyKey },
-        { caFile: "--proxy-ca", certFile: "--proxy-cert", keyFile: "--proxy-key" },
-      );
-      const client = new TunnelClient({
-        proxy: { host: options.proxyServerHost, port: options.proxyServerPort, ...tlsFiles },
-        dialTimeoutMs: options.dialTimeout,
-        keepaliveMs: 30_000,
-        // A proxy-server that vanishes without a FIN while draining (its GOAWAY stops our pings)
-        // would leave the requests through it silent, watches for ever: noticed in about 15 s.
-        tcpKeepaliveMs: 5_000,
-        logger: this.logger,
-      });
-      this.tunnel = client;
-      dialer = (address, signal) =>
-        client.dial(address, { timeoutMs: options.dialTimeout, ...(signal ? { signal } : {}) });
-    }
-    const identityFiles = gatewayIdentityFiles(options);
-    const endpointTls: EndpointTls = loadTlsFilesSync(identityFiles);
-    this.pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
+    const dialer = route.dialer;
+    const pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
     const fleet = deps.fleet ?? {};
-    const dial = dialer;
-    this.fleetModel = new FleetModel(now);
-    this.fleetSource = new FleetSource({
+    const fleetSource = new FleetSource({
       hub: deps.hub,
       model: this.fleetModel,
       probe: (cluster) =>
-        probeEndpoint(dial, cluster, this.pool.endpointTls, fleet.probeTimeoutMs ?? FLEET_PROBE_TIMEOUT_MS),
+        probeEndpoint(dialer, cluster, pool.endpointTls, fleet.probeTimeoutMs ?? FLEET_PROBE_TIMEOUT_MS),
       ...(fleet.probeIntervalMs !== undefined ? { probeIntervalMs: fleet.probeIntervalMs } : {}),
       ...(fleet.probeConcurrency !== undefined ? { probeConcurrency: fleet.probeConcurrency } : {}),
       logger: this.logger,
@@ -461,7 +528,7 @@ export class Gateway {
       onUnavailable: () => onDenial("authorization-unavailable"),
       ...now,
     });
-    this.fleet = new FleetHttp({
+    const fleetHttp = new FleetHttp({
       model: this.fleetModel,
       identify: async (req) => {
         const who = await viewers.identify(req);
@@ -474,26 +541,44 @@ export class Gateway {
       ...(fleet.limits ? { limits: fleet.limits } : {}),
       ...now,
     });
-    this.identityReloader = new CertReloader({
+    const identityReloader = new CertReloader({
       what: "gateway identity",
       files: identityFiles,
       intervalMs: SERVING_CERT_POLL_MS,
       initial: endpointTls,
       apply: (m) => {
-        if (m.cert && m.key && m.ca) this.pool.renew({ cert: m.cert, key: m.key, ca: m.ca });
+        if (m.cert && m.key && m.ca) pool.renew({ cert: m.cert, key: m.key, ca: m.ca });
       },
       logger: this.logger,
     });
+    return { audit, admission, pool, tunnel: route.tunnel, fleet: fleetHttp, fleetSource, identityReloader };
+  }
+
+  /** A TunnelClient to --proxy-server-host/port with the --proxy-* material, and its dialer. */
+  private tunnelTo(proxyTls: { ca: Buffer; cert: Buffer; key: Buffer }): { dialer: Dialer; tunnel: TunnelClient } {
+    const options = this.options;
+    const tunnel = new TunnelClient({
+      proxy: { host: options.proxyServerHost, port: options.proxyServerPort, ...proxyTls },
+      dialTimeoutMs: options.dialTimeout,
+      keepaliveMs: 30_000,
+      // A proxy-server that vanishes without a FIN while draining (its GOAWAY stops our pings)
+      // would leave the requests through it silent, watches for ever: noticed in about 15 s.
+      tcpKeepaliveMs: 5_000,
+      logger: this.logger,
+    });
+    const dialer: Dialer = (address, signal) =>
+      tunnel.dial(address, { timeoutMs: options.dialTimeout, ...(signal ? { signal } : {}) });
+    return { dialer, tunnel };
   }
 
   /** The audience policy of hub TokenReviews (`token-audiences.ts`); logs what it asks for. */
-  private tokenAudiences(): TokenAudiences {
+  private async tokenAudiences(): Promise<TokenAudiences> {
     const o = this.options;
     // The mounted token is the hub's only when the gateway talks to the hub it runs on.
     const hubApiAudiences =
       o.hubApiAudiences.length > 0 || o.hubKubeconfig !== ""
         ? o.hubApiAudiences
-        : tokenFileAudiences(this.deps.serviceAccountTokenFile ?? MOUNTED_TOKEN_FILE);
+        : await tokenFileAudiences(this.deps.serviceAccountTokenFile ?? MOUNTED_TOKEN_FILE);
     const audiences = new TokenAudiences(this.deps.hub, {
       tokenAudiences: o.tokenAudiences,
       acceptHubApiAudience: o.acceptHubApiAudience,
@@ -512,17 +597,26 @@ export class Gateway {
   }
 
   /** The namespace of the services ConfigMap: --namespace, else the pod's. */
-  private namespace(): string {
+  private async namespace(): Promise<string> {
     if (this.options.namespace) return this.options.namespace;
     try {
-      return readFileSync("/var/run/secrets/kubernetes.io/serviceaccount/namespace", "utf8").trim() || "default";
+      return (await readFile(MOUNTED_NAMESPACE_FILE, "utf8")).trim() || "default";
     } catch {
       return "default";
     }
   }
 
-  /** Listen on both ports and start watching the services ConfigMap. Resolves with the ports. */
-  async start(): Promise<{ port: number; healthPort: number }> {
+  /**
+   * Read the files, listen on both ports and start watching the services ConfigMap. Resolves with
+   * the ports. Once: a second call gets the first one's promise; a call after {@link close} rejects.
+   */
+  start(): Promise<GatewayPorts> {
+    return this.life.start(() => (this.starting = this.open()));
+  }
+
+  private async open(): Promise<GatewayPorts> {
+    const serving = await this.serve();
+    this.serving = serving;
     const o = this.options;
     // A client certificate is asked for (never required) when either trust needs one: the
     // --client-ca-file users' (verified by the handshake) or the hub front proxy's (front-proxy.ts).
@@ -535,6 +629,9 @@ export class Gateway {
       key: { flag: "--serving-key", path: o.servingKey },
     };
     const { cert, key } = await loadTlsFiles(servingFiles);
+    const ns = await this.namespace();
+    // Closed while the files were read: open nothing (close is waiting for this to settle).
+    if (this.life.closed) throw new Error("the gateway was closed while starting");
     const limits = callerLimitsOf(o, this.deps.limits);
     const server = http2.createSecureServer({
       ...base,
@@ -559,7 +656,7 @@ export class Gateway {
     // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
     // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
     server.on("connect", (req: AnyRequest, to: Duplex | http2.Http2ServerResponse) => {
-      const rec = new RequestRecord(req.method ?? "CONNECT", this.audit, this.metrics);
+      const rec = new RequestRecord(req.method ?? "CONNECT", serving.audit, this.metrics);
       const e = new GatewayError(405, "method-not-allowed", 'method "CONNECT" is not supported');
       if (to instanceof http2.Http2ServerResponse) {
         const body = `${e.message}\n`;
@@ -582,7 +679,7 @@ export class Gateway {
     // The last resort: whatever escapes a request's own handling is logged and only that
     // request is cut; the gateway keeps serving everyone else.
     server.on("request", (req: AnyRequest, res: AnyResponse) => {
-      void this.onRequest(req, res).catch((err: unknown) => {
+      void this.onRequest(serving, req, res).catch((err: unknown) => {
         this.logger.error({ err: errorMessage(err) }, "request handling failed");
         destroyQuietly(() =>
           "stream" in res ? res.stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR) : res.destroy(),
@@ -590,7 +687,7 @@ export class Gateway {
       });
     });
     server.on("upgrade", (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
-      void this.onUpgrade(req, socket, head).catch((err: unknown) => {
+      void this.onUpgrade(serving, req, socket, head).catch((err: unknown) => {
         this.logger.error({ err: errorMessage(err) }, "upgrade handling failed");
         destroyQuietly(() => socket.destroy());
       });
@@ -618,7 +715,7 @@ export class Gateway {
       logger: this.logger,
     });
     this.reloader.start();
-    this.identityReloader.start();
+    serving.identityReloader.start();
     listener.listen(o.port, this.deps.bindAddress);
     await once(listener, "listening");
     // The HTTP/1.1 side's headersTimeout is checked by machinery Node starts on the server's
@@ -630,14 +727,15 @@ export class Gateway {
         healthPortEndpoints({
           registry: this.metrics.registry,
           readiness: () =>
-            this.ready ? { status: 200, body: "ok" } : { status: 503, body: "not ready: shutting down\n" },
+            this.ready && !this.life.stopping
+              ? { status: 200, body: "ok" }
+              : { status: 503, body: "not ready: shutting down\n" },
         }),
       ),
       { host: this.deps.bindAddress, port: o.healthPort, flag: "--health-port" },
     );
     this.health = health.server;
     const ports = { port, healthPort: health.address.port };
-    const ns = this.namespace();
     const name = o.exposedServicesConfigmap;
     this.stopWatch = this.deps.hub.watchConfigMap(ns, name, (data) => {
       const u = this.services.update(data);
@@ -666,7 +764,7 @@ export class Gateway {
       }
     });
     if (o.frontProxyAuthentication) this.watchFrontProxy();
-    this.fleetSource.start();
+    serving.fleetSource.start();
     this.ready = true;
     return ports;
   }
@@ -704,24 +802,17 @@ export class Gateway {
 
   /** Check the identity files (--identity-cert, --identity-key, --agent-ca) now (tests). */
   reloadIdentity(): Promise<ReloadResult> {
-    return this.identityReloader.check();
+    return this.serving?.identityReloader.check() ?? Promise.resolve("unchanged");
   }
 
   private clusterRemoved(cluster: string): void {
-    this.pool.forget(cluster);
+    this.serving?.pool.forget(cluster);
     void this.metrics.forgetCluster(cluster);
   }
 
-  private begin(): () => void {
-    this.inFlight++;
-    return () => {
-      if (--this.inFlight === 0) for (const fn of this.idle) fn();
-    };
-  }
-
-  private async onRequest(req: AnyRequest, res: AnyResponse): Promise<void> {
-    const end = this.begin();
-    if (this.leaving) {
+  private async onRequest(s: Serving, req: AnyRequest, res: AnyResponse): Promise<void> {
+    const end = this.inFlight.begin();
+    if (this.life.stopping) {
       // Draining: this answer is the connection's last (the caller's next request goes elsewhere).
       if ("stream" in res) res.stream.session?.close();
       else res.shouldKeepAlive = false;
@@ -743,19 +834,19 @@ export class Gateway {
       // Whatever throws here, the request is counted out (a leaked count held every shutdown for
       // its whole grace period) and the last-resort handler cuts it.
       try {
-        await this.onFleetRequest(req, res, fleetUrl);
+        await this.onFleetRequest(s, req, res, fleetUrl);
       } finally {
         end();
       }
       return;
     }
-    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
+    const rec = new RequestRecord(req.method ?? "GET", s.audit, this.metrics, s.fleetSource.tap);
     const exchange = sandboxed(exchangeOf(req, res));
     try {
-      if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
+      if (this.life.closed) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       const gone = closeSignal(res);
       const head = headOf(req, false, this.frontProxy, this.options.clientCaFile !== "");
-      const a = await admit(this.admission, head, rec);
+      const a = await admit(s.admission, head, rec);
       // Before any tunnel: a body the hop could not frame goes nowhere (400).
       const framing = bodyFraming(
         req.method ?? "GET",
@@ -770,7 +861,7 @@ export class Gateway {
         code = await relayRequest(
           {
             cluster: a.cluster,
-            sessions: this.pool.sessionsFor(a.cluster),
+            sessions: s.pool.sessionsFor(a.cluster),
             method: req.method ?? "GET",
             path: a.path,
             headers: a.headers,
@@ -805,13 +896,18 @@ export class Gateway {
   }
 
   /** A request for the fleet view (its own `/-/fleet/` or the aggregated path's cluster `-`). */
-  private async onFleetRequest(req: AnyRequest, res: AnyResponse, fleetUrl: string | undefined): Promise<void> {
+  private async onFleetRequest(
+    s: Serving,
+    req: AnyRequest,
+    res: AnyResponse,
+    fleetUrl: string | undefined,
+  ): Promise<void> {
     const socket = tlsSocketOf(req);
     const certificate = clientCertificateOf(socket, this.options.clientCaFile !== "");
     const frontProxy = this.frontProxy.identify(socket, req.rawHeaders);
     // Audited like any other request (401s too), when the response ends; not counted in the
     // request metrics, which are by cluster.
-    const rec = new RequestRecord(req.method ?? "GET", this.audit, undefined);
+    const rec = new RequestRecord(req.method ?? "GET", s.audit, undefined);
     rec.record.path = (req.url ?? "").split("?")[0];
     const fleetReq: FleetRequest = {
       ...(req.method ? { method: req.method } : {}),
@@ -826,7 +922,7 @@ export class Gateway {
     };
     this.fleetRequests.set(fleetReq, noted);
     res.once("close", () => rec.finish(res.statusCode, undefined, noted.refusal));
-    await this.fleet.handle(
+    await s.fleet.handle(
       fleetReq,
       fleetResponseOf(res, (n) => rec.addOut(n)),
     );
@@ -843,8 +939,8 @@ export class Gateway {
     };
   }
 
-  private async onUpgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const rec = new RequestRecord(req.method ?? "GET", this.audit, this.metrics, this.fleetSource.tap);
+  private async onUpgrade(s: Serving, req: http.IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const rec = new RequestRecord(req.method ?? "GET", s.audit, this.metrics, s.fleetSource.tap);
     rec.record.upgrade = true;
     // Each direction of an upgraded stream ends on its own (half-close), so the caller's end of
     // input must not end our output to it.
@@ -853,10 +949,10 @@ export class Gateway {
     socket.once("close", () => this.upgrades.delete(socket));
     socket.on("error", () => socket.destroy());
     try {
-      if (this.closing) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
+      if (this.life.closed) throw new GatewayError(503, "shutting-down", "the gateway is shutting down");
       checkUpgradeFraming(req.headers);
       const requestHead = headOf(req, true, this.frontProxy, this.options.clientCaFile !== "");
-      const a = await admit(this.admission, requestHead, rec);
+      const a = await admit(s.admission, requestHead, rec);
       checkUpgradeOrigin(req.headers, this.options.allowedUpgradeOrigins);
       const gone = new AbortController();
       socket.once("close", () => gone.abort());
@@ -866,7 +962,7 @@ export class Gateway {
       const code = await relayUpgrade(
         {
           cluster: a.cluster,
-          sessions: this.pool.sessionsFor(a.cluster),
+          sessions: s.pool.sessionsFor(a.cluster),
           method: req.method ?? "GET",
           path: a.path,
           headers: a.headers,
@@ -890,63 +986,55 @@ export class Gateway {
   }
 
   /**
-   * The graceful start of a stop (SIGTERM): /readyz turns 503 and, for --shutdown-delay, the
-   * gateway keeps serving everything, new connections too (the Service may still send them here
-   * until it has seen the readiness), while it moves its callers elsewhere: HTTP/1.1 answers carry
-   * `Connection: close`, HTTP/2 connections get GOAWAY once their streams are done (and new ones at
-   * their first request). Then {@link close} stops accepting. Resolves true (nothing is cut here).
+   * The graceful start of a stop (SIGTERM): /readyz turns 503 and, for --shutdown-delay (on the
+   * gateway's clock), the gateway keeps serving everything, new connections too (the Service may
+   * still send them here until it has seen the readiness), while it moves its callers elsewhere:
+   * HTTP/1.1 answers carry `Connection: close`, HTTP/2 connections get GOAWAY once their streams
+   * are done (and new ones at their first request). Then {@link close} stops accepting. Resolves
+   * true (nothing is cut here); once: a second call gets the first one's promise, a call after
+   * close began resolves false.
    */
-  async drain(): Promise<boolean> {
-    if (this.leaving || this.closing) return true;
-    this.leaving = true;
-    this.ready = false;
-    for (const s of this.sessions) s.close();
-    const delay = this.options.shutdownDelay;
-    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
-    return true;
+  drain(): Promise<boolean> {
+    return this.life.drain(async () => {
+      for (const s of this.sessions) s.close();
+      const delay = this.options.shutdownDelay;
+      if (delay > 0) await new Promise<void>((resolve) => this.clock.setTimeout(resolve, delay));
+      return true;
+    });
   }
 
   /**
    * Shut down: /readyz turns 503, the port stops accepting, in-flight requests get up to
-   * `graceMs` to finish; then upgraded streams and every connection are closed.
+   * `graceMs` (on the gateway's clock; 0: none) to finish; then upgraded streams and every
+   * connection are closed. Once: a second call gets the first one's promise (and its grace). A
+   * start under way settles first, and what it opened is closed.
    */
   close(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
-    this.closing ??= (async () => {
-      this.ready = false;
+    return this.life.close(async () => {
+      await this.starting?.catch(() => undefined);
+      const s = this.serving;
       this.stopWatch?.();
       this.stopFrontProxyWatch?.();
-      this.fleetSource.stop();
-      this.fleet.close();
+      s?.fleetSource.stop();
+      s?.fleet.close();
       this.reloader?.stop();
-      this.identityReloader.stop();
+      s?.identityReloader.stop();
       const server = this.server;
       const listener = this.listener;
       const closed = Promise.all([
         server ? new Promise<void>((r) => server.close(() => r())) : undefined,
         listener ? new Promise<void>((r) => listener.close(() => r())) : undefined,
       ]);
-      if (this.inFlight > 0) {
-        let timer: NodeJS.Timeout | undefined;
-        await new Promise<void>((resolve) => {
-          const done = (): void => {
-            this.idle.delete(done);
-            resolve();
-          };
-          this.idle.add(done);
-          timer = setTimeout(done, graceMs);
-        });
-        clearTimeout(timer);
-      }
-      for (const s of this.upgrades) s.destroy();
+      if (graceMs > 0) await this.inFlight.whenIdle(graceMs);
+      for (const u of this.upgrades) u.destroy();
       // A response that finished just now may still be on its way out: connections end after what
       // was written to them, and one that does not close within a second is cut.
-      await Promise.all([...this.sockets].map((s) => endGracefully(s, SOCKET_END_MS)));
+      await Promise.all([...this.sockets].map((socket) => endGracefully(socket, SOCKET_END_MS)));
       await closed;
-      this.pool.destroy();
-      await this.tunnel?.close();
+      s?.pool.destroy();
+      await s?.tunnel?.close();
       if (this.health) await closeEndpointServer(this.health);
-      this.audit.close();
-    })();
-    return this.closing;
+      s?.audit.close();
+    });
   }
 }

@@ -80,21 +80,21 @@ test("the hub apiserver's audiences unknown: a token refused for the gateway's i
   assert.deepEqual(hub.reviewAudiences, [[GATEWAY_TOKEN_AUDIENCE]]);
 });
 
-test("the hub apiserver's audiences from the aud claim of a mounted token", () => {
+test("the hub apiserver's audiences from the aud claim of a mounted token", async () => {
   const dir = mkdtempSync(join(tmpdir(), "cp-audiences-"));
   try {
     const jwt = (claims: unknown): string =>
       ["e30", Buffer.from(JSON.stringify(claims)).toString("base64url"), "c2ln"].join(".");
     const file = join(dir, "token");
     writeFileSync(file, `${jwt({ aud: ["https://kubernetes.default.svc.cluster.local", "k3s"] })}\n`);
-    assert.deepEqual(tokenFileAudiences(file), ["https://kubernetes.default.svc.cluster.local", "k3s"]);
+    assert.deepEqual(await tokenFileAudiences(file), ["https://kubernetes.default.svc.cluster.local", "k3s"]);
     writeFileSync(file, jwt({ aud: "https://kubernetes.default.svc" }));
-    assert.deepEqual(tokenFileAudiences(file), ["https://kubernetes.default.svc"]);
+    assert.deepEqual(await tokenFileAudiences(file), ["https://kubernetes.default.svc"]);
     writeFileSync(file, jwt({ sub: "x" }));
-    assert.deepEqual(tokenFileAudiences(file), []);
+    assert.deepEqual(await tokenFileAudiences(file), []);
     writeFileSync(file, "not-a-jwt");
-    assert.deepEqual(tokenFileAudiences(file), []);
-    assert.deepEqual(tokenFileAudiences(join(dir, "missing")), []);
+    assert.deepEqual(await tokenFileAudiences(file), []);
+    assert.deepEqual(await tokenFileAudiences(join(dir, "missing")), []);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

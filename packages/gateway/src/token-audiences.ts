@@ -3,7 +3,7 @@
  * must name, and how the hub apiserver's own audiences are found.
  * Design: docs/design/gateway.md#token-audiences
  */
-import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
 import type { HubApi, TokenReviewResult } from "./hub-api.js";
 
 /** Where a pod's own ServiceAccount token is mounted. */
@@ -20,10 +20,10 @@ export interface TokenAudienceSettings {
 }
 
 /** The `aud` claim of the JWT in `file` (a list), or [] when there is no such file or it is no JWT. */
-export function tokenFileAudiences(file: string): string[] {
+export async function tokenFileAudiences(file: string): Promise<string[]> {
   let token: string;
   try {
-    token = readFileSync(file, "utf8").trim();
+    token = (await readFile(file, "utf8")).trim();
   } catch {
     return [];
   }

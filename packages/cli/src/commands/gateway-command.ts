@@ -3,14 +3,12 @@
  * SIGTERM/SIGINT.
  */
 import type { Command } from "commander";
-import { TlsFileError } from "@cluster-proxy/tunnel";
 import { ConfigError, gatewayOptionSpecs, gatewayOptionsSchema, type GatewayOptions } from "@cluster-proxy/api";
 import type { CliContext } from "../cli-context.js";
 import { createLogger } from "./log-output.js";
 import { loadKubeConfig } from "../hub/hub-access.js";
 import { registerOptionCommand } from "./option-command.js";
 import { runComponent } from "./run-component.js";
-import { errorMessage } from "@cluster-proxy/errors";
 
 const EXAMPLE = `
 Example (what the chart runs: the Secrets of docs/design/gateway.md mounted under /etc/gateway):
@@ -49,13 +47,8 @@ export function registerGatewayCommand(program: Command, ctx: CliContext, setExi
     const kc = await loadKubeConfig("--hub-kubeconfig", options.hubKubeconfig);
     if (!kc.getCurrentCluster()) throw new ConfigError("--hub-kubeconfig: no current cluster (set it or run in a pod)");
     const { Gateway, kubeHubApi } = await import("@cluster-proxy/gateway");
-    let gateway;
-    try {
-      gateway = new Gateway(options, { hub: kubeHubApi(kc, logger), logger });
-    } catch (err) {
-      if (err instanceof TlsFileError) throw err;
-      throw new ConfigError(errorMessage(err), { cause: err });
-    }
+    // Reads no file: a file that cannot be used fails the start, naming its flag (exit status 2).
+    const gateway = new Gateway(options, { hub: kubeHubApi(kc, logger), logger });
     const code = await runComponent(ctx, gateway, {
       name: "gateway",
       logger,

@@ -82,7 +82,10 @@ export interface FixtureOptions {
   dialer?: (endpointDialer: Dialer) => Dialer;
   /** The fleet view's settings (default: no page, the gateway's other defaults). */
   fleet?: FleetSettings;
-  /** The timers of the per-user queues (default: real ones), e.g. a ManualClock. */
+  /**
+   * The gateway's clock (the per-user queues' deadlines, the drain's --shutdown-delay, the close's
+   * grace; default: the real one), e.g. a ManualClock.
+   */
   clock?: Clock;
   /** Where the gateway logs (default: nowhere). */
   logger?: Logger;
