@@ -608,7 +608,8 @@ export class Gateway implements Component<GatewayPorts> {
 
   /**
    * Read the files, listen on both ports and start watching the services ConfigMap. Resolves with
-   * the ports. Once: a second call gets the first one's promise; a call after {@link close} rejects.
+   * the ports. Once: a second call gets the first one's promise; a call after {@link close} began
+   * rejects (and a close during the start makes it reject once the files are read).
    */
   start(): Promise<GatewayPorts> {
     return this.life.start(() => (this.starting = this.open()));
