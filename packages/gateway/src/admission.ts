@@ -16,7 +16,7 @@ import {
   SERVICE_HEADER,
   TARGET_HEADER,
 } from "@cluster-proxy/api";
-import { CONNECTION_SPECIFIC_HEADERS, connectionOptions } from "@cluster-proxy/kit";
+import { CONNECTION_SPECIFIC_HEADERS, connectionOptions, type Timers } from "@cluster-proxy/kit";
 import type { IncomingHttpHeaders } from "node:http";
 import type { X509Certificate } from "node:crypto";
 import { fromAggregatedUrl } from "./aggregated-api.js";
@@ -117,6 +117,8 @@ export interface AdmissionDeps {
   onDenial?: (reason: string) => void;
   /** How long the hub reviews of one request may take in all (default {@link HUB_REVIEW_TIMEOUT_MS}). */
   hubReviewTimeoutMs?: number;
+  /** The timers of those deadlines (default the kit's `realClock`). */
+  clock?: Timers;
 }
 
 /** Percent-encode an Impersonate-Extra key as the kube-apiserver decodes it. */
@@ -202,7 +204,7 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
   if (upgrade && r.verb === "get") r.verb = "create";
 
   // One deadline for the request's hub calls (TokenReview, SubjectAccessReviews, the ManagedCluster lookup), not one each.
-  const deadline = new HubDeadline(deps.hubReviewTimeoutMs ?? HUB_REVIEW_TIMEOUT_MS);
+  const deadline = new HubDeadline(deps.hubReviewTimeoutMs ?? HUB_REVIEW_TIMEOUT_MS, deps.clock);
   const caller = await authenticate(deps, head, deadline);
   r.authentication = caller.method;
   const headers = withForwarding(

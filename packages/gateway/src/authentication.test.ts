@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, test } from "node:test";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { FileAuditSink, type AuditRecord } from "./audit-log.js";
 import { Authenticator, NEGATIVE_CACHE_MAX_MS } from "./authentication.js";
 import type { GatewayError } from "./gateway-error.js";
@@ -17,25 +18,25 @@ import { TestIssuer } from "./testing/test-issuer.js";
 describe("Authenticator", () => {
   test("caches reviews for the TTL, rejections at most briefly", async () => {
     const hub = new FakeHub();
-    let now = 0;
+    const clock = new ManualClock();
     const a = new Authenticator({
       hub,
       tokenReview: true,
       cacheTtlMs: 10_000,
       passthroughUnrecognizedTokens: false,
-      now: () => now,
+      clock,
     });
     hub.tokens.set("t1", { username: "u", groups: [], extra: {} });
     await a.authenticate({ authorization: "Bearer t1" });
     await a.authenticate({ authorization: "Bearer t1" });
     assert.equal(hub.reviews.length, 1);
-    now += 10_001;
+    clock.advance(10_001);
     await a.authenticate({ authorization: "Bearer t1" });
     assert.equal(hub.reviews.length, 2);
     await assert.rejects(a.authenticate({ authorization: "Bearer t2" }), (e: GatewayError) => e.status === 401);
     hub.tokens.set("t2", { username: "v", groups: [], extra: {} });
     await assert.rejects(a.authenticate({ authorization: "Bearer t2" }), (e: GatewayError) => e.status === 401);
-    now += NEGATIVE_CACHE_MAX_MS + 1;
+    clock.advance(NEGATIVE_CACHE_MAX_MS + 1);
     assert.deepEqual(await a.authenticate({ authorization: "Bearer t2" }), {
       method: "token",
       user: { username: "v", groups: [], extra: {} },
@@ -44,7 +45,7 @@ describe("Authenticator", () => {
 
   test("a flood of made-up tokens from one source costs at most the bucket's reviews; cached and other sources' tokens keep working", async () => {
     const hub = new FakeHub();
-    let now = 0;
+    const clock = new ManualClock();
     let limited = 0;
     const a = new Authenticator({
       hub,
@@ -54,7 +55,7 @@ describe("Authenticator", () => {
       reviewRatePerSource: 2,
       reviewBurstPerSource: 10,
       onRateLimited: () => limited++,
-      now: () => now,
+      clock,
     });
     hub.tokens.set("good", { username: "u", groups: [], extra: {} });
     hub.tokens.set("other", { username: "o", groups: [], extra: {} });
@@ -76,7 +77,7 @@ describe("Authenticator", () => {
     assert.equal((await a.authenticate({ authorization: "Bearer other", source: "10.0.0.2" })).method, "token");
     assert.equal(hub.reviews.length, 11, "only the other source's token was reviewed");
     // A token the hub rejected is not reviewed again, even once the bucket has refilled.
-    now += 1_000;
+    clock.advance(1_000);
     await a.authenticate({ authorization: "Bearer junk-0", source: attacker });
     assert.equal(hub.reviews.length, 11);
     await a.authenticate({ authorization: "Bearer junk-999", source: attacker });

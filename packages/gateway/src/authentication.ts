@@ -10,7 +10,8 @@ import type { HubDeadline } from "./hub-deadline.js";
 import type { OidcAuthenticator } from "./oidc.js";
 import { SharedCalls } from "./shared-abort.js";
 import { SourceBuckets, sourceKey } from "./source-buckets.js";
-import { TtlCache, type Clock } from "./ttl-cache.js";
+import { TtlCache } from "./ttl-cache.js";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** How a caller authenticated (the audit record's `authentication`). */
@@ -51,7 +52,8 @@ export interface AuthenticatorSettings {
   onFailure?: (reason: string) => void;
   /** Counts a request refused by the TokenReview rate limit (metrics). */
   onRateLimited?: () => void;
-  now?: Clock;
+  /** The caches' and the rate limit's clock (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 /** Rejections are cached at most this long (a token that just became valid is not refused for long). */
@@ -77,14 +79,15 @@ export class Authenticator {
   private readonly buckets: SourceBuckets;
 
   constructor(private readonly s: AuthenticatorSettings) {
-    const cache = { ...(s.now ? { now: s.now } : {}), maxEntries: s.maxCacheEntries ?? 10_000 };
+    const clock = s.clock ?? realClock;
+    const cache = { clock, maxEntries: s.maxCacheEntries ?? 10_000 };
     this.users = new TtlCache(cache);
     this.rejected = new TtlCache(cache);
     this.buckets = new SourceBuckets({
       ratePerSecond: s.reviewRatePerSource ?? 0,
       burst: s.reviewBurstPerSource ?? 1,
       maxSources: s.maxCacheEntries ?? 10_000,
-      now: s.now ?? Date.now,
+      clock,
     });
   }
 

@@ -7,7 +7,8 @@ import { hash } from "node:crypto";
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ResourceAttributes, UserInfo } from "./hub-api.js";
 import type { HubDeadline } from "./hub-deadline.js";
-import { TtlCache, type Clock } from "./ttl-cache.js";
+import { TtlCache } from "./ttl-cache.js";
+import type { Clock } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** The API group of ManagedClusters. */
@@ -106,7 +107,8 @@ export interface AuthorizerSettings {
   cacheTtlMs: number;
   /** Counts a denial by reason (metrics). */
   onDenial?: (reason: string) => void;
-  now?: Clock;
+  /** The decisions' cache clock (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 function describeUser(user: UserInfo): string {
@@ -124,7 +126,7 @@ export class Authorizer {
   private readonly decisions: TtlCache<boolean>;
 
   constructor(private readonly s: AuthorizerSettings) {
-    this.decisions = new TtlCache({ maxEntries: MAX_DECISIONS, ...(s.now ? { now: s.now } : {}) });
+    this.decisions = new TtlCache({ maxEntries: MAX_DECISIONS, ...(s.clock ? { clock: s.clock } : {}) });
   }
 
   /**

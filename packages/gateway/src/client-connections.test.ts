@@ -1,7 +1,9 @@
-/** Which client a connection counts against. */
+/** Which client a connection counts against; silent HTTP/1.1 connections closed on the injected clock. */
 import assert from "node:assert/strict";
+import { Socket } from "node:net";
 import { test } from "node:test";
-import { clientKeyOf } from "./client-connections.js";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+import { SilentConnections, clientKeyOf } from "./client-connections.js";
 
 test("IPv4 addresses count as themselves, IPv4-mapped ones as their IPv4 address", () => {
   assert.equal(clientKeyOf("10.1.2.3"), "10.1.2.3");
@@ -22,4 +24,20 @@ test("IPv6 addresses count by their /64, however they are written", () => {
 
 test("no address is one client", () => {
   assert.equal(clientKeyOf(undefined), "");
+});
+
+test("an HTTP/1.1 connection that begins no request is closed after the idle time of the injected clock", () => {
+  const clock = new ManualClock();
+  const silent = new SilentConnections(1_000, clock);
+  const quiet = new Socket();
+  const speaking = new Socket();
+  silent.accepted(quiet);
+  silent.accepted(speaking);
+  silent.began(speaking);
+  clock.advance(999);
+  assert.equal(quiet.destroyed, false, "not before the idle time");
+  clock.advance(1);
+  assert.equal(quiet.destroyed, true, "closed at the idle time");
+  assert.equal(speaking.destroyed, false, "a connection that began a request stays");
+  speaking.destroy();
 });

@@ -10,6 +10,7 @@ import type { IncomingMessage } from "node:http";
 import { isIPv4, isIPv6, type Server, type Socket } from "node:net";
 import { constants, type Http2SecureServer, type Http2ServerRequest, type ServerHttp2Session } from "node:http2";
 import type { TLSSocket } from "node:tls";
+import { realClock, type Clock, type TimerHandle } from "@cluster-proxy/kit";
 
 const MAPPED_IPV4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
 
@@ -111,31 +112,30 @@ export interface SessionLimits {
  * Hold `session` to `limits`: close it (GOAWAY, then the connection) once no stream has been open
  * on it for the idle time (from its start, and each time its last open stream closes); cut it
  * (GOAWAY ENHANCE_YOUR_CALM) when its client resets streams before their answers faster than the
- * allowance, calling `onCut`. (nghttp2 cuts a connection after about 1,000 such resets by
+ * allowance, calling `onCut`; time is `clock`'s. (nghttp2 cuts a connection after about 1,000 such resets by
  * itself; each one can cost the gateway a hub review and a relay, so the bound here is tighter.)
  */
 export function guardSession(
   session: ServerHttp2Session,
   limits: SessionLimits,
   onCut: (reason: "stream-resets") => void = () => undefined,
-  now: () => number = Date.now,
+  clock: Clock = realClock,
 ): void {
   let open = 0;
-  let timer: NodeJS.Timeout | undefined;
+  let timer: TimerHandle;
   let allowance = limits.maxEarlyResets;
-  let refilled = now();
+  let refilled = clock.now();
   let cut = false;
   const arm = (): void => {
-    clearTimeout(timer);
-    timer = setTimeout(() => {
+    clock.clearTimeout(timer);
+    timer = clock.setTimeout(() => {
       if (open === 0 && !session.closed && !session.destroyed) session.close();
     }, limits.idleTimeoutMs);
-    timer.unref();
   };
   const earlyReset = (): void => {
     // Streams that end with their connection are not the client's resets.
     if (session.destroyed || session.closed) return;
-    const t = now();
+    const t = clock.now();
     allowance = Math.min(limits.maxEarlyResets, allowance + ((t - refilled) / 1000) * (limits.maxEarlyResets / 10));
     refilled = t;
     if (--allowance >= 0 || cut) return;
@@ -147,13 +147,13 @@ export function guardSession(
   };
   session.on("stream", (stream) => {
     open++;
-    clearTimeout(timer);
+    clock.clearTimeout(timer);
     stream.once("close", () => {
       if (!stream.headersSent && stream.rstCode !== constants.NGHTTP2_NO_ERROR) earlyReset();
       if (--open === 0 && !session.closed && !session.destroyed) arm();
     });
   });
-  session.once("close", () => clearTimeout(timer));
+  session.once("close", () => clock.clearTimeout(timer));
   arm();
 }
 
@@ -161,20 +161,22 @@ export function guardSession(
  * HTTP/1.1 connections that say nothing: Node's HTTP/1.1 server times out a request whose
  * headers are slow and a connection idle after a response (keepAliveTimeout, 5 s), but not one
  * that never begins a request. Such a connection is closed when it has begun none within the idle
- * time of its handshake.
+ * time of its handshake (on `clock`, default the kit's `realClock`).
  */
 export class SilentConnections {
   private readonly begun = new WeakSet<object>();
 
-  constructor(private readonly idleMs: number) {}
+  constructor(
+    private readonly idleMs: number,
+    private readonly clock: Clock = realClock,
+  ) {}
 
   /** A connection that will speak HTTP/1.1 was accepted. */
   accepted(socket: Socket): void {
-    const timer = setTimeout(() => {
+    const timer = this.clock.setTimeout(() => {
       if (!this.begun.has(socket)) socket.destroy();
     }, this.idleMs);
-    timer.unref();
-    socket.once("close", () => clearTimeout(timer));
+    socket.once("close", () => this.clock.clearTimeout(timer));
   }
 
   /** `socket` began a request (or an upgrade). */
@@ -197,7 +199,8 @@ export type RefusalOfConnection = "client-connection-cap" | "stream-resets";
  * cap (before the TLS handshake), {@link SilentConnections} for HTTP/1.1 and
  * {@link guardSession} for HTTP/2; `onRefused` hears of each connection refused or cut. A
  * connection for which `uncapped` holds after its handshake (the hub apiserver's, carrying every
- * user of the aggregated path, each bounded per user) stops counting against its address.
+ * user of the aggregated path, each bounded per user) stops counting against its address. The
+ * idle times and the reset allowance run on `clock` (default the kit's `realClock`).
  */
 export function guardPort(
   server: Http2SecureServer,
@@ -205,6 +208,7 @@ export function guardPort(
   onRefused: (reason: RefusalOfConnection) => void,
   listener: Server = server,
   uncapped: (socket: TLSSocket) => boolean = () => false,
+  clock: Clock = realClock,
 ): void {
   const clients = new ClientConnections(limits.maxConnectionsPerClient);
   // Counted where connections are accepted (`listener`, e.g. the plain-HTTP guard in front of
@@ -212,7 +216,7 @@ export function guardPort(
   listener.on("connection", (socket: Socket) => {
     if (!clients.admit(socket)) onRefused("client-connection-cap");
   });
-  const silent = new SilentConnections(limits.idleTimeoutMs);
+  const silent = new SilentConnections(limits.idleTimeoutMs, clock);
   server.on("secureConnection", (socket: TLSSocket) => {
     if (uncapped(socket)) clients.release(socket);
     if (socket.alpnProtocol !== "h2") silent.accepted(socket);
@@ -224,5 +228,5 @@ export function guardPort(
     server.on(event, (req: IncomingMessage | Http2ServerRequest) => {
       if (!("stream" in req)) silent.began(req.socket);
     });
-  server.on("session", (session: ServerHttp2Session) => guardSession(session, limits, onRefused));
+  server.on("session", (session: ServerHttp2Session) => guardSession(session, limits, onRefused, clock));
 }

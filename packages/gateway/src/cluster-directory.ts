@@ -6,7 +6,8 @@
 import { GatewayError } from "./gateway-error.js";
 import type { HubApi, ManagedClusterInfo } from "./hub-api.js";
 import type { HubDeadline } from "./hub-deadline.js";
-import { TtlCache, type Clock } from "./ttl-cache.js";
+import { TtlCache } from "./ttl-cache.js";
+import type { Clock } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** How long a lookup is kept. */
@@ -20,9 +21,9 @@ export class ClusterDirectory {
   constructor(
     private readonly hub: HubApi,
     private readonly onRemoved: (cluster: string) => void = () => undefined,
-    now?: Clock,
+    clock?: Clock,
   ) {
-    this.cache = new TtlCache({ ...(now ? { now } : {}) });
+    this.cache = new TtlCache({ ...(clock ? { clock } : {}) });
   }
 
   /**

@@ -11,6 +11,7 @@ import type { PeerCertificate } from "node:tls";
 import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/api";
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { errorMessage } from "@cluster-proxy/errors";
+import { realClock, type Timers } from "@cluster-proxy/kit";
 
 /** How long an endpoint may take to send its SETTINGS before its session is given up. */
 export const SETTINGS_TIMEOUT_MS = 10_000;
@@ -129,6 +130,8 @@ export class ClusterSessions {
     private readonly dial: Dialer,
     private readonly tls: EndpointTls,
     private readonly maxSessions: number,
+    /** The timers of the sessions' SETTINGS deadline (default the kit's `realClock`). */
+    private readonly clock: Timers = realClock,
   ) {}
 
   /** Sessions open or opening. */
@@ -294,14 +297,13 @@ export class ClusterSessions {
     const session = http2.connect(`https://${GATEWAY_ENDPOINT_HOST}`, { createConnection: () => socket });
     s.session = session;
     // Requests beyond the first wait for the SETTINGS: an endpoint that never sends them must not hold them.
-    const noSettings = setTimeout(
+    const noSettings = this.clock.setTimeout(
       () => session.destroy(new Error(`the endpoint sent no HTTP/2 SETTINGS within ${SETTINGS_TIMEOUT_MS} ms`)),
       SETTINGS_TIMEOUT_MS,
     );
-    noSettings.unref();
-    session.once("close", () => clearTimeout(noSettings));
+    session.once("close", () => this.clock.clearTimeout(noSettings));
     session.on("remoteSettings", (settings: http2.Settings) => {
-      clearTimeout(noSettings);
+      this.clock.clearTimeout(noSettings);
       s.maxStreams = Math.max(
         1,
         Math.min(settings.maxConcurrentStreams ?? UNLIMITED_STREAMS_CAP, UNLIMITED_STREAMS_CAP),
@@ -330,6 +332,8 @@ export class ClusterPool {
     private readonly dial: Dialer,
     private tls: EndpointTls,
     private readonly maxSessionsPerCluster: number,
+    /** The timers of the sessions' SETTINGS deadlines (default the kit's `realClock`). */
+    private readonly clock: Timers = realClock,
   ) {}
 
   /** The TLS material new connections use (the fleet view's endpoint probes use it too). */
@@ -351,7 +355,7 @@ export class ClusterPool {
   sessionsFor(cluster: string): ClusterSessions {
     let c = this.clusters.get(cluster);
     if (!c) {
-      c = new ClusterSessions(cluster, this.dial, this.tls, this.maxSessionsPerCluster);
+      c = new ClusterSessions(cluster, this.dial, this.tls, this.maxSessionsPerCluster, this.clock);
       this.clusters.set(cluster, c);
     }
     return c;

@@ -10,6 +10,7 @@ import { X509Certificate } from "node:crypto";
 import type * as tls from "node:tls";
 import type { UserInfo } from "./hub-api.js";
 import { errorMessage } from "@cluster-proxy/errors";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 
 /** Where the hub publishes its requestheader settings. */
 export const EXTENSION_AUTH_CONFIGMAP = { namespace: "kube-system", name: "extension-apiserver-authentication" };
@@ -158,7 +159,8 @@ export class FrontProxyTrust {
   private readonly verdicts = new WeakMap<tls.TLSSocket, { generation: number; until: number }>();
   private dropped: (name: string) => boolean = () => false;
 
-  constructor(private readonly now: () => number = Date.now) {}
+  /** `clock`: when connections are decided on and certificates checked, its `now()` read as Unix ms. */
+  constructor(private readonly clock: Clock = realClock) {}
 
   /** Load the ConfigMap's data (undefined: deleted). A malformed update keeps the last good settings. */
   update(data: Record<string, string> | undefined): FrontProxyUpdate {
@@ -193,7 +195,7 @@ export class FrontProxyTrust {
   carries(socket: tls.TLSSocket): boolean {
     const settings = this.settings;
     if (!settings) return false;
-    const now = this.now();
+    const now = this.clock.now();
     let verdict = this.verdicts.get(socket);
     if (verdict?.generation !== this.generation) {
       const leaf = socket.getPeerX509Certificate();

@@ -85,11 +85,11 @@ export interface GatewayDeps {
   audit?: AuditSink;
   /** Bind address of both ports (default: all). */
   bindAddress?: string;
-  /** Clock of the caches and OIDC (tests). */
-  now?: () => number;
   /**
-   * The gateway's clock: the per-user queues' deadlines, the drain's --shutdown-delay and the
-   * close's grace (default the real clock; tests drive it).
+   * The clock of the caches, OIDC, the front proxy's certificate, the hub reviews' deadlines, the
+   * per-user queues, the connections' idle times, the fleet view, the drain's --shutdown-delay and
+   * the close's grace (tests; default the kit's `realClock`; its `now()` is read as Unix ms where
+   * certificates and tokens are checked).
    */
   clock?: Clock;
   /** Bounds on callers (default {@link DEFAULT_CALLER_LIMITS}; tests shorten them). */
@@ -421,8 +421,7 @@ export class Gateway implements Component<GatewayPorts> {
     this.logger = deps.logger ?? silentLogger;
     this.clock = deps.clock ?? realClock;
     this.inFlight = new InFlight(this.clock);
-    const now = deps.now ? { now: deps.now } : {};
-    this.clusters = new ClusterDirectory(deps.hub, (cluster) => this.clusterRemoved(cluster), deps.now);
+    this.clusters = new ClusterDirectory(deps.hub, (cluster) => this.clusterRemoved(cluster), this.clock);
     this.metrics = new GatewayMetrics((cluster) => this.clusters.isKnown(cluster));
     this.caps = new UserCaps({
       maxRequests: options.maxRequestsPerUser,
@@ -432,8 +431,8 @@ export class Gateway implements Component<GatewayPorts> {
       clock: this.clock,
       onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
     });
-    this.frontProxy = new FrontProxyTrust(deps.now);
-    this.fleetModel = new FleetModel(now);
+    this.frontProxy = new FrontProxyTrust(this.clock);
+    this.fleetModel = new FleetModel({ now: () => this.clock.now() });
   }
 
   /** The connections to the clusters' endpoints (exists once {@link start} has read the gateway identity). */
@@ -450,7 +449,7 @@ export class Gateway implements Component<GatewayPorts> {
   private async serve(): Promise<Serving> {
     const options = this.options;
     const deps = this.deps;
-    const now = deps.now ? { now: deps.now } : {};
+    const clock = this.clock;
     const oidcTls =
       options.oidcIssuerUrl && options.oidcCaFile
         ? await loadTlsFiles({ ca: { flag: "--oidc-ca-file", path: options.oidcCaFile } })
@@ -479,7 +478,7 @@ export class Gateway implements Component<GatewayPorts> {
           groupsClaim: options.oidcGroupsClaim,
           groupsPrefix: options.oidcGroupsPrefix,
           requiredClaims: options.oidcRequiredClaim,
-          ...now,
+          clock,
         })
       : undefined;
     const onDenial = (reason: string): void => this.metrics.authorizationDenials.inc({ reason });
@@ -493,9 +492,9 @@ export class Gateway implements Component<GatewayPorts> {
       reviewBurstPerSource: options.tokenReviewBurstPerSource,
       onFailure: (reason) => this.metrics.authenticationFailures.inc({ reason }),
       onRateLimited: () => this.metrics.fairnessRejections.inc({ reason: "token-review-rate" }),
-      ...now,
+      clock,
     });
-    const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, ...now });
+    const authorizer = new Authorizer({ hub: deps.hub, cacheTtlMs: options.authorizationCacheTtl, onDenial, clock });
     const admission: AdmissionDeps = {
       authenticator,
       authorizer,
@@ -504,9 +503,10 @@ export class Gateway implements Component<GatewayPorts> {
       impersonationPrefix: options.impersonationPrefix,
       isFrontProxyHeader: (name) => this.frontProxy.isFrontProxyHeader(name),
       onDenial,
+      clock,
     };
     const dialer = route.dialer;
-    const pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster);
+    const pool = new ClusterPool(dialer, endpointTls, options.maxConnectionsPerCluster, clock);
     const fleet = deps.fleet ?? {};
     const fleetSource = new FleetSource({
       hub: deps.hub,
@@ -516,7 +516,7 @@ export class Gateway implements Component<GatewayPorts> {
       ...(fleet.probeIntervalMs !== undefined ? { probeIntervalMs: fleet.probeIntervalMs } : {}),
       ...(fleet.probeConcurrency !== undefined ? { probeConcurrency: fleet.probeConcurrency } : {}),
       logger: this.logger,
-      ...now,
+      clock,
     });
     const viewers = new FleetViewers({
       authenticator,
@@ -526,7 +526,7 @@ export class Gateway implements Component<GatewayPorts> {
       sourceOf: (req) => this.fleetRequests.get(req)?.source,
       frontProxyOf: (req) => this.fleetRequests.get(req)?.frontProxy,
       onUnavailable: () => onDenial("authorization-unavailable"),
-      ...now,
+      clock,
     });
     const fleetHttp = new FleetHttp({
       model: this.fleetModel,
@@ -539,7 +539,7 @@ export class Gateway implements Component<GatewayPorts> {
       },
       ...(fleet.assets ? { assets: fleet.assets } : {}),
       ...(fleet.limits ? { limits: fleet.limits } : {}),
-      ...now,
+      now: () => clock.now(),
     });
     const identityReloader = new CertReloader({
       what: "gateway identity",
@@ -550,6 +550,7 @@ export class Gateway implements Component<GatewayPorts> {
         if (m.cert && m.key && m.ca) pool.renew({ cert: m.cert, key: m.key, ca: m.ca });
       },
       logger: this.logger,
+      timers: clock,
     });
     return { audit, admission, pool, tunnel: route.tunnel, fleet: fleetHttp, fleetSource, identityReloader };
   }
@@ -653,6 +654,7 @@ export class Gateway implements Component<GatewayPorts> {
       (reason) => this.metrics.refusedConnections.inc({ reason }),
       listener,
       (socket) => this.frontProxy.carries(socket),
+      this.clock,
     );
     // CONNECT is refused like any method the gateway does not serve (over HTTP/1.1, without a
     // listener, Node would leave the connection hanging; over HTTP/2 this listener gets it too).
@@ -714,6 +716,7 @@ export class Gateway implements Component<GatewayPorts> {
       initial: { cert, key },
       apply: (m) => server.setSecureContext({ ...base, cert: m.cert, key: m.key }),
       logger: this.logger,
+      timers: this.clock,
     });
     this.reloader.start();
     serving.identityReloader.start();

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { afterEach, beforeEach, describe, mock, test } from "node:test";
+import { beforeEach, describe, test } from "node:test";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { admit, type AdmissionDeps } from "./admission.js";
 import { Authenticator } from "./authentication.js";
 import { Authorizer } from "./authorization.js";
@@ -11,12 +12,15 @@ import { HUB_REVIEW_TIMEOUT_MS } from "./hub-deadline.js";
 import { RequestRecord } from "./request-record.js";
 import { FakeHub } from "./testing/fake-hub.js";
 
-/** A hub apiserver that answers each review after `reviewMs` (of the mocked clock). */
+/** A hub apiserver that answers each review after `reviewMs` (of the manual clock). */
 class SlowHub extends FakeHub {
+  constructor(private readonly clock: ManualClock) {
+    super();
+  }
   tokenReviewMs = 0;
   accessReviewMs = 0;
   private later<T>(ms: number, answer: () => Promise<T>): Promise<T> {
-    return new Promise<void>((resolve) => setTimeout(resolve, ms)).then(answer);
+    return new Promise<void>((resolve) => this.clock.setTimeout(resolve, ms)).then(answer);
   }
   override tokenReview(token: string, audiences?: readonly string[]): Promise<TokenReviewResult> {
     return this.later(this.tokenReviewMs, () => super.tokenReview(token, audiences));
@@ -29,8 +33,11 @@ class SlowHub extends FakeHub {
 const TOKEN = "alice-token";
 const ALICE: UserInfo = { username: "alice", groups: ["system:authenticated"], extra: {} };
 
+/** The clock of the hub and of the deadlines (a new one for each test). */
+let clock = new ManualClock();
+
 function setup(): { hub: SlowHub; deps: AdmissionDeps } {
-  const hub = new SlowHub();
+  const hub = new SlowHub(clock);
   hub.tokens.set(TOKEN, ALICE);
   hub.grantProxy("alice", "mc1", "get");
   hub.grant("alice", { group: "", resource: "users", name: "bob", verb: "impersonate" });
@@ -43,16 +50,17 @@ function setup(): { hub: SlowHub; deps: AdmissionDeps } {
     clusters: new ClusterDirectory(hub),
     services: new ExposedServices(),
     impersonationPrefix: "cluster:hub:",
+    clock,
   };
   return { hub, deps };
 }
 
 const audit = { write: () => undefined, close: () => undefined };
 
-/** Admit a GET of mc1's pods as alice (with `headers` besides); settles on the mocked clock. */
+/** Admit a GET of mc1's pods as alice (with `headers` besides); settles on the manual clock. */
 function request(deps: AdmissionDeps, headers: Record<string, string | string[]> = {}) {
   const outcome: { settled?: number; error?: unknown } = {};
-  const started = Date.now();
+  const started = clock.now();
   const done = admit(
     deps,
     {
@@ -63,26 +71,25 @@ function request(deps: AdmissionDeps, headers: Record<string, string | string[]>
     },
     new RequestRecord("GET", audit, undefined),
   ).then(
-    () => void (outcome.settled = Date.now() - started),
+    () => void (outcome.settled = clock.now() - started),
     (err: unknown) => {
-      outcome.settled = Date.now() - started;
+      outcome.settled = clock.now() - started;
       outcome.error = err;
     },
   );
   return { outcome, done };
 }
 
-/** Advance the mocked clock by `ms`, 50 ms at a time, letting promises run in between. */
+/** Advance the manual clock by `ms`, 50 ms at a time, letting promises run in between. */
 async function advance(ms: number): Promise<void> {
   for (let t = 0; t < ms; t += 50) {
-    mock.timers.tick(50);
+    clock.advance(50);
     for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
   }
 }
 
 describe("one deadline for all the hub reviews of a request", () => {
-  beforeEach(() => mock.timers.enable({ apis: ["setTimeout", "Date"], now: 1_000_000 }));
-  afterEach(() => mock.timers.reset());
+  beforeEach(() => (clock = new ManualClock()));
 
   test("a TokenReview and a SubjectAccessReview of 3 s each: 503 at 5 s, naming the review that was late", async () => {
     const { hub, deps } = setup();

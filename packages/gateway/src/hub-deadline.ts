@@ -5,6 +5,7 @@
  * deadline, not at the sum of each review's own timeout.
  * Design: docs/design/gateway.md#who-authenticates-and-authorizes-what-where
  */
+import { realClock, type Timers } from "@cluster-proxy/kit";
 
 /**
  * How long the hub reviews of one request may take in all, and each hub review call at most (a
@@ -17,19 +18,23 @@ const PASSED: unique symbol = Symbol("hub deadline passed");
 
 /**
  * The deadline of one request's hub reviews, counted from its creation by one timer (the monotonic
- * clock of timers: a wall clock that steps back or stands still does not lengthen it). The timer
- * does not keep the process alive and is gone once it fired.
+ * clock of timers: a wall clock that steps back or stands still does not lengthen it), `timers`'
+ * (default the kit's `realClock`, whose timers do not keep the process alive). The timer is gone
+ * once it fired.
  */
 export class HubDeadline {
   private readonly passed: Promise<typeof PASSED>;
   private readonly expiry = new AbortController();
 
-  constructor(readonly ms: number = HUB_REVIEW_TIMEOUT_MS) {
+  constructor(
+    readonly ms: number = HUB_REVIEW_TIMEOUT_MS,
+    timers: Timers = realClock,
+  ) {
     this.passed = new Promise((resolve) =>
-      setTimeout(() => {
+      timers.setTimeout(() => {
         resolve(PASSED);
         this.expiry.abort(new Error(`the deadline of all the hub reviews of a request (${ms} ms) passed`));
-      }, ms).unref(),
+      }, ms),
     );
   }
 

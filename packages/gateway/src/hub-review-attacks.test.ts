@@ -29,6 +29,7 @@ import { isDeepStrictEqual } from "node:util";
 import { after, before, describe, mock, test as nodeTest, type TestContext } from "node:test";
 import { KubeConfig } from "@kubernetes/client-node";
 import { errorMessage } from "@cluster-proxy/errors";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { admit, type AdmissionDeps, type AdmittedRequest } from "./admission.js";
 import { Authenticator, NEGATIVE_CACHE_MAX_MS } from "./authentication.js";
 import { Authorizer, DENIAL_CACHE_MAX_MS } from "./authorization.js";
@@ -532,8 +533,7 @@ describe("no cached verdict outlives what it was checked for", () => {
   const TTL = 60_000;
 
   function cached() {
-    let clock = 1_000_000;
-    const now = (): number => clock;
+    const clock = new ManualClock();
     const fake = new FakeHub();
     fake.tokens.set("alice-token", ALICE);
     fake.clusters.set("mc1", { name: "mc1", labels: {} });
@@ -544,14 +544,14 @@ describe("no cached verdict outlives what it was checked for", () => {
         tokenReview: true,
         cacheTtlMs: TTL,
         passthroughUnrecognizedTokens: false,
-        now,
+        clock,
       }),
-      authorizer: new Authorizer({ hub: fake, cacheTtlMs: TTL, now }),
-      clusters: new ClusterDirectory(fake, undefined, now),
+      authorizer: new Authorizer({ hub: fake, cacheTtlMs: TTL, clock }),
+      clusters: new ClusterDirectory(fake, undefined, clock),
       services: new ExposedServices(),
       impersonationPrefix: PREFIX,
     };
-    return { fake, deps, tick: (ms: number) => (clock += ms) };
+    return { fake, deps, tick: (ms: number) => clock.advance(ms) };
   }
 
   test("a grant is reused only for the same identity and attributes", async () => {

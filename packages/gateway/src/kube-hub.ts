@@ -15,7 +15,7 @@ import {
   type KubeObject,
   type ResourceRef,
 } from "@cluster-proxy/kube";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { realClock, silentLogger, type Logger, type Timers } from "@cluster-proxy/kit";
 import type {
   AddOnCondition,
   AddOnInfo,
@@ -172,16 +172,18 @@ function listWatch<T>(
 
 /**
  * `run(signal)`, where `signal` aborts after `ms` (a rejection naming `what`) or when `caller`
- * does (its reason): the request `run` makes with it is closed then, its socket freed.
+ * does (its reason): the request `run` makes with it is closed then, its socket freed. The timer
+ * is `timers`'.
  */
 async function bounded<T>(
   what: string,
   ms: number,
   caller: AbortSignal | undefined,
   run: (signal: AbortSignal) => Promise<T>,
+  timers: Timers,
 ): Promise<T> {
   const timeout = new AbortController();
-  const timer = setTimeout(
+  const timer = timers.setTimeout(
     () => timeout.abort(new Error(`the hub apiserver did not answer the ${what} within ${ms} ms`)),
     ms,
   );
@@ -193,7 +195,7 @@ async function bounded<T>(
     const reason: unknown = signal.reason;
     throw reason instanceof Error ? reason : new Error(`the ${what} was aborted`, { cause: err });
   } finally {
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
   }
 }
 
@@ -211,12 +213,14 @@ function labelsOf(body: unknown): Record<string, string> {
  * A {@link HubApi} for the hub `kc` points at (a @kubernetes/client-node `KubeConfig`, or any
  * {@link KubeApiConfig}); each review call fails after `reviewTimeoutMs` (a call may serve several
  * requests; each request also has one deadline for all its reviews, `hub-deadline.ts`, whose
- * signal aborts the calls it waits for), and its HTTP request is closed then.
+ * signal aborts the calls it waits for), and its HTTP request is closed then. Those timeouts run
+ * on `timers` (default the kit's `realClock`).
  */
 export function kubeHubApi(
   kc: KubeApiConfig,
   logger: Logger = silentLogger,
   reviewTimeoutMs = HUB_REVIEW_TIMEOUT_MS,
+  timers: Timers = realClock,
 ): HubApi {
   const api = new KubeApi(kc);
   return {
@@ -227,8 +231,12 @@ export function kubeHubApi(
         spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
       };
       const status = statusOf(
-        await bounded("TokenReview", reviewTimeoutMs, signal, (s) =>
-          api.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body, undefined, s),
+        await bounded(
+          "TokenReview",
+          reviewTimeoutMs,
+          signal,
+          (s) => api.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body, undefined, s),
+          timers,
         ),
         "TokenReview",
       );
@@ -252,8 +260,12 @@ export function kubeHubApi(
         },
       };
       const status = statusOf(
-        await bounded("SubjectAccessReview", reviewTimeoutMs, signal, (s) =>
-          api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body, undefined, s),
+        await bounded(
+          "SubjectAccessReview",
+          reviewTimeoutMs,
+          signal,
+          (s) => api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body, undefined, s),
+          timers,
         ),
         "SubjectAccessReview",
       );
@@ -265,8 +277,12 @@ export function kubeHubApi(
     },
     async managedCluster(name: string, signal?: AbortSignal): Promise<ManagedClusterInfo | undefined> {
       try {
-        const obj = await bounded("ManagedCluster lookup", reviewTimeoutMs, signal, (s) =>
-          api.request("GET", KubeApi.objectPath(HubResources.managedCluster, name), undefined, undefined, s),
+        const obj = await bounded(
+          "ManagedCluster lookup",
+          reviewTimeoutMs,
+          signal,
+          (s) => api.request("GET", KubeApi.objectPath(HubResources.managedCluster, name), undefined, undefined, s),
+          timers,
         );
         return { name, labels: labelsOf(obj) };
       } catch (err) {

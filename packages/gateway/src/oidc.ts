@@ -17,7 +17,7 @@ import {
 } from "jose";
 import type { UserInfo } from "./hub-api.js";
 import { getJson } from "./https-json.js";
-import type { Clock } from "./ttl-cache.js";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 
 /** Seconds of clock skew tolerated on exp, nbf and iat. */
 export const CLOCK_SKEW_S = 30;
@@ -36,7 +36,11 @@ export interface OidcSettings {
   groupsPrefix: string;
   /** `key=value` pairs. */
   requiredClaims: readonly string[];
-  now?: Clock;
+  /**
+   * The clock of the JWKS refetch limit and of `exp`, `nbf` and `iat`, read as Unix milliseconds
+   * (default the kit's `realClock`, whose `now()` is `Date.now()`).
+   */
+  clock?: Clock;
 }
 
 /** The outcome of one token: not ours (another issuer, not a JWT), accepted, or refused with a reason. */
@@ -48,7 +52,7 @@ type GetKey = ReturnType<typeof createLocalJWKSet>;
 /** See the module comment. */
 export class OidcAuthenticator {
   private readonly issuer: string;
-  private readonly now: Clock;
+  private readonly clock: Clock;
   private jwks: GetKey | undefined;
   private jwksUri: string | undefined;
   private lastFetch = -Infinity;
@@ -57,7 +61,7 @@ export class OidcAuthenticator {
 
   constructor(private readonly settings: OidcSettings) {
     this.issuer = settings.issuerUrl;
-    this.now = settings.now ?? Date.now;
+    this.clock = settings.clock ?? realClock;
     this.required = settings.requiredClaims.map((kv) => {
       const eq = kv.indexOf("=");
       return [kv.slice(0, eq), kv.slice(eq + 1)];
@@ -100,9 +104,9 @@ export class OidcAuthenticator {
       audience: this.settings.clientId,
       clockTolerance: CLOCK_SKEW_S,
       requiredClaims: ["exp", "iat"],
-      currentDate: new Date(this.now()),
+      currentDate: new Date(this.clock.now()),
     });
-    if (typeof payload.iat === "number" && payload.iat > this.now() / 1000 + CLOCK_SKEW_S)
+    if (typeof payload.iat === "number" && payload.iat > this.clock.now() / 1000 + CLOCK_SKEW_S)
       throw new errors.JWTClaimValidationFailed(
         '"iat" claim timestamp check failed (issued in the future)',
         payload,
@@ -146,7 +150,7 @@ export class OidcAuthenticator {
   /** Fetch the discovery document (once) and the JWKS; `force` ignores the refetch limit. */
   private async refresh(force: boolean): Promise<void> {
     if (this.fetching) return this.fetching;
-    if (!force && this.now() - this.lastFetch < JWKS_REFETCH_MIN_MS) return;
+    if (!force && this.clock.now() - this.lastFetch < JWKS_REFETCH_MIN_MS) return;
     this.fetching = (async () => {
       try {
         const ca = this.settings.ca ? { ca: this.settings.ca } : {};
@@ -162,7 +166,7 @@ export class OidcAuthenticator {
         if (typeof jwks !== "object" || jwks === null || !Array.isArray((jwks as { keys?: unknown }).keys))
           throw new Error(`${this.jwksUri}: not a JWKS`);
         this.jwks = createLocalJWKSet(jwks as JSONWebKeySet);
-        this.lastFetch = this.now();
+        this.lastFetch = this.clock.now();
       } finally {
         this.fetching = undefined;
       }

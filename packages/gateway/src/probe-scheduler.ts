@@ -4,6 +4,7 @@
  * again `intervalMs` after its last job ended. A slow fleet stretches the rounds instead of
  * piling jobs up, so at any number of keys the work in flight stays bounded.
  */
+import { realClock, type Clock, type TimerHandle } from "@cluster-proxy/kit";
 
 /** Options of {@link ProbeScheduler}. */
 export interface ProbeSchedulerOptions {
@@ -11,20 +12,21 @@ export interface ProbeSchedulerOptions {
   concurrency: number;
   /** The job of `key`; it should not reject (a rejection is ignored). */
   run(key: string): Promise<void>;
-  now?: () => number;
+  /** When keys are due, and the timer to the next one (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 /** See the module comment. */
 export class ProbeScheduler {
-  /** When each key is due next (Unix ms). */
+  /** When each key is due next (on the clock). */
   private readonly due = new Map<string, number>();
   private readonly running = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle;
   private stopped = true;
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
   constructor(private readonly o: ProbeSchedulerOptions) {
-    this.now = o.now ?? Date.now;
+    this.clock = o.clock ?? realClock;
   }
 
   /** Jobs running now. */
@@ -41,14 +43,14 @@ export class ProbeScheduler {
   /** Stop starting jobs (running ones finish). */
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.timer);
+    this.clock.clearTimeout(this.timer);
     this.timer = undefined;
   }
 
   /** Run `key`'s job from now on (at once, the first time). */
   add(key: string): void {
     if (this.due.has(key)) return;
-    this.due.set(key, this.now());
+    this.due.set(key, this.clock.now());
     this.pump();
   }
 
@@ -64,7 +66,7 @@ export class ProbeScheduler {
 
   private pump(): void {
     if (this.stopped) return;
-    clearTimeout(this.timer);
+    this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     while (this.running.size < this.o.concurrency) {
       let next: string | undefined;
@@ -75,10 +77,9 @@ export class ProbeScheduler {
           at = due;
         }
       if (next === undefined) return;
-      const wait = at - this.now();
+      const wait = at - this.clock.now();
       if (wait > 0) {
-        this.timer = setTimeout(() => this.pump(), wait);
-        this.timer.unref();
+        this.timer = this.clock.setTimeout(() => this.pump(), wait);
         return;
       }
       this.launch(next);
@@ -90,7 +91,7 @@ export class ProbeScheduler {
     this.due.set(key, Infinity);
     const done = (): void => {
       this.running.delete(key);
-      if (this.due.has(key)) this.due.set(key, this.now() + this.o.intervalMs);
+      if (this.due.has(key)) this.due.set(key, this.clock.now() + this.o.intervalMs);
       this.pump();
     };
     this.o.run(key).then(done, done);

@@ -4,6 +4,7 @@
  * tracked is bounded: when full, buckets that have refilled (the same as no bucket) are dropped,
  * then the oldest. Time is the injected clock's.
  */
+import type { Clock } from "@cluster-proxy/kit";
 
 /** The key of a source address: an IPv4 address itself, an IPv6 one its /64 (one host holds a /64). */
 export function sourceKey(address: string | undefined): string {
@@ -37,7 +38,8 @@ export interface SourceBucketsSettings {
   burst: number;
   /** Sources tracked at most (default 10,000). */
   maxSources?: number;
-  now: () => number;
+  /** The refills' clock. */
+  clock: Clock;
 }
 
 /** See the module comment. */
@@ -52,7 +54,7 @@ export class SourceBuckets {
   /** Spend one token of `source`: 0 when there was one, else the seconds until there is one. */
   take(source: string): number {
     if (this.s.ratePerSecond <= 0) return 0;
-    const now = this.s.now();
+    const now = this.s.clock.now();
     const b = this.buckets.get(source);
     let tokens = this.s.burst;
     if (b) tokens = Math.min(this.s.burst, b.tokens + ((now - b.at) / 1000) * this.s.ratePerSecond);

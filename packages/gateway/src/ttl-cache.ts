@@ -4,15 +4,14 @@
  * entries is bounded, the oldest go first. Concurrent lookups of one key share one hub call,
  * aborted once all of them gave up.
  */
+import { realClock, type Clock } from "@cluster-proxy/kit";
 import { SharedCalls } from "./shared-abort.js";
-
-/** Clock (milliseconds), injectable in tests. */
-export type Clock = () => number;
 
 /** Options of {@link TtlCache}. */
 export interface TtlCacheOptions {
   maxEntries?: number;
-  now?: Clock;
+  /** The clock lifetimes are counted on (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 /** See the module comment. */
@@ -20,11 +19,11 @@ export class TtlCache<V> {
   private readonly entries = new Map<string, { value: V; expires: number }>();
   private readonly loads = new SharedCalls<V>();
   private readonly maxEntries: number;
-  private readonly now: Clock;
+  private readonly clock: Clock;
 
   constructor(options: TtlCacheOptions = {}) {
     this.maxEntries = options.maxEntries ?? 10_000;
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? realClock;
   }
 
   /**
@@ -39,7 +38,7 @@ export class TtlCache<V> {
     signal?: AbortSignal,
   ): Promise<V> {
     const hit = this.entries.get(key);
-    if (hit && hit.expires > this.now()) return hit.value;
+    if (hit && hit.expires > this.clock.now()) return hit.value;
     if (hit) this.entries.delete(key);
     return (
       this.loads.join(key, signal) ??
@@ -55,7 +54,7 @@ export class TtlCache<V> {
   peek(key: string): V | undefined {
     const hit = this.entries.get(key);
     if (!hit) return undefined;
-    if (hit.expires > this.now()) return hit.value;
+    if (hit.expires > this.clock.now()) return hit.value;
     this.entries.delete(key);
     return undefined;
   }
@@ -68,7 +67,7 @@ export class TtlCache<V> {
       const oldest = this.entries.keys().next();
       if (!oldest.done) this.entries.delete(oldest.value);
     }
-    this.entries.set(key, { value, expires: this.now() + ttlMs });
+    this.entries.set(key, { value, expires: this.clock.now() + ttlMs });
   }
 
   /** Entries held (expired ones included until they are looked up or pushed out). */

@@ -4,7 +4,7 @@
  * Design: docs/design/gateway.md#the-fleet-view
  */
 import { ADDON_NAME, parseTunnelHealth, parseTunnelReplicas } from "@cluster-proxy/api";
-import type { Logger } from "@cluster-proxy/kit";
+import type { Clock, Logger } from "@cluster-proxy/kit";
 import type { AuditEntry, FleetModel, RowReport } from "@cluster-proxy/fleet";
 import type { AuditRecord } from "../audit-log.js";
 import type { EndpointProbe } from "../endpoint-probe.js";
@@ -27,7 +27,8 @@ export interface FleetSourceOptions {
   probeIntervalMs?: number;
   probeConcurrency?: number;
   logger?: Logger;
-  now?: () => number;
+  /** The probes' schedule clock (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 interface ProbeResult {
@@ -52,7 +53,7 @@ export class FleetSource {
       intervalMs: o.probeIntervalMs ?? FLEET_PROBE_INTERVAL_MS,
       concurrency: o.probeConcurrency ?? FLEET_PROBE_CONCURRENCY,
       run: (cluster) => this.probe(cluster),
-      ...(o.now ? { now: o.now } : {}),
+      ...(o.clock ? { clock: o.clock } : {}),
     });
   }
 

@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { CLUSTER_API_GROUP } from "../authorization.js";
 import { GatewayError, asGatewayError } from "../gateway-error.js";
 import type { HubApi, ResourceAttributes, UserInfo } from "../hub-api.js";
-import type { Clock } from "../ttl-cache.js";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
 
 /** The subresource whose `get` lets a viewer see a cluster's audit records. */
@@ -38,7 +38,8 @@ export interface FleetViewersSettings {
   frontProxyOf?(req: FleetRequest): UserInfo | "no-user" | undefined;
   /** Counts a review the hub could not answer (metrics). */
   onUnavailable?: () => void;
-  now?: Clock;
+  /** The decisions' cache clock (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 /** One viewer's decisions about one subresource: the review without a name, and each cluster's. */
@@ -52,10 +53,10 @@ interface Decisions {
 export class FleetViewers {
   /** By viewer identity and subresource. */
   private readonly decisions = new Map<string, Decisions>();
-  private readonly now: Clock;
+  private readonly clock: Clock;
 
   constructor(private readonly s: FleetViewersSettings) {
-    this.now = s.now ?? Date.now;
+    this.clock = s.clock ?? realClock;
   }
 
   /** The viewer of `req`, or the refusal to answer with (401, 503). */
@@ -130,7 +131,7 @@ export class FleetViewers {
     const key = createHash("sha256")
       .update(JSON.stringify([subresource, user.username, [...user.groups].sort(), user.uid ?? null, user.extra]))
       .digest("hex");
-    const now = this.now();
+    const now = this.clock.now();
     const kept = this.decisions.get(key);
     if (kept && kept.expires > now) return kept;
     this.decisions.delete(key);

@@ -19,7 +19,7 @@ import {
   issueCertificate,
   type CertificateAndKey,
 } from "@cluster-proxy/pki";
-import type { Clock, Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 import type { AuditLine, AuditRecord } from "../audit-log.js";
 import type { Dialer } from "../cluster-pool.js";
 import { Gateway, type CallerLimits, type FleetSettings } from "../gateway.js";
@@ -54,7 +54,10 @@ export interface GatewayFixture {
   audit: AuditRecord[];
   /** Every audit line in order: the records, and the start lines of long-running requests. */
   auditLines: AuditLine[];
-  /** Move the caches' clock forward (expire cached hub answers). */
+  /**
+   * Move the fixture's clock (`now()` only, its timers are real ones) forward (expire cached hub
+   * answers) or back; not a `clock` given in the options, which the test moves itself.
+   */
   advance(ms: number): void;
   /** Send a request to the gateway and read the whole answer. */
   request(
@@ -83,8 +86,8 @@ export interface FixtureOptions {
   /** The fleet view's settings (default: no page, the gateway's other defaults). */
   fleet?: FleetSettings;
   /**
-   * The gateway's clock (the per-user queues' deadlines, the drain's --shutdown-delay, the close's
-   * grace; default: the real one), e.g. a ManualClock.
+   * The gateway's clock, e.g. a ManualClock (default: real timers and `Date.now()` shifted by
+   * {@link GatewayFixture.advance}).
    */
   clock?: Clock;
   /** Where the gateway logs (default: nowhere). */
@@ -176,6 +179,11 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
   });
   const endpointDialer = endpoint.dialer();
   let offset = 0;
+  const clock: Clock = f.clock ?? {
+    now: () => Date.now() + offset,
+    setTimeout: (fn, ms) => realClock.setTimeout(fn, ms),
+    clearTimeout: (handle) => realClock.clearTimeout(handle),
+  };
   const gateway = new Gateway(options, {
     hub,
     dialer: f.dialer ? f.dialer(endpointDialer) : endpointDialer,
@@ -187,9 +195,8 @@ export async function startGatewayFixture(f: FixtureOptions = {}): Promise<Gatew
       close: () => undefined,
     },
     bindAddress: "127.0.0.1",
-    now: () => Date.now() + offset,
+    clock,
     ...(f.limits ? { limits: f.limits } : {}),
-    ...(f.clock ? { clock: f.clock } : {}),
     ...(f.logger ? { logger: f.logger } : {}),
     fleet: { assets: new Map(), ...f.fleet },
     serviceAccountTokenFile: join(dir, "sa.token"),
