@@ -278,7 +278,7 @@ export class ProxyServer implements Component {
       );
       const agentTls = await loadTlsFiles(agentFiles);
       if (tokenAuth && !this.tokenReview) {
-        this.tokenReview = await kubernetesTokenReview(o.kubeconfig, o.kubeconfigQps, o.kubeconfigBurst);
+        this.tokenReview = await kubernetesTokenReview(o.kubeconfig, o.kubeconfigQps, o.kubeconfigBurst, this.clock);
       }
       if (o.tlsSessionTicketLifetime > 0) {
         this.ticketKeys = await ServerTicketKeys.load({
@@ -287,6 +287,7 @@ export class ProxyServer implements Component {
           intervalMs: o.certReloadInterval,
           logger: this.log,
           onReload: (result) => this.metrics.ticketKeyReloads.inc({ result }),
+          timers: this.clock,
         });
       }
       const doors = planFrontDoors(o);

@@ -8,8 +8,20 @@ import { GrpcStatus } from "@cluster-proxy/tunnel";
 import { ProxyServer } from "../proxy-server.js";
 import { connectFakeAgent, type FakePeer } from "../testing/fake-peers.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { testServerOptions } from "../testing/server-options.js";
 import { AgentAuthError, RateLimiter, authenticateAgentToken, type TokenReviewFn } from "./token-review.js";
+
+/** Whether `p` has settled, after the continuations queued so far ran. */
+async function settled(p: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  p.then(
+    () => (done = true),
+    () => (done = true),
+  );
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  return done;
+}
 
 const SA = "system:serviceaccount:kube-system:konnectivity-agent";
 const review: TokenReviewFn = (token, audience) => {
@@ -53,12 +65,21 @@ describe("agent ServiceAccount token check (Go's rules and texts)", () => {
   });
 
   test("the rate limiter spaces requests past the burst at qps", async () => {
-    const limiter = new RateLimiter(20, 2);
-    const started = Date.now();
+    const clock = new ManualClock();
+    const limiter = new RateLimiter(20, 2, clock);
     await Promise.all([limiter.take(), limiter.take()]);
-    await limiter.take();
-    await limiter.take();
-    assert.ok(Date.now() - started >= 80, `two more at 20/s take >= ~100 ms (${Date.now() - started} ms)`);
+    const third = limiter.take();
+    assert.equal(await settled(third), false, "past the burst it waits");
+    clock.advance(49);
+    assert.equal(await settled(third), false, "not before 1/qps on the injected clock");
+    clock.advance(1);
+    assert.equal(await settled(third), true, "at 1/qps");
+    const fourth = limiter.take();
+    assert.equal(await settled(fourth), false, "it waits its turn");
+    clock.advance(49);
+    assert.equal(await settled(fourth), false);
+    clock.advance(1);
+    assert.equal(await settled(fourth), true, "the next one 1/qps later");
   });
 });
 

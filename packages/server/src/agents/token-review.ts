@@ -5,6 +5,7 @@
  */
 import { ClusterProxyError, ConfigError, ErrorCodes } from "@cluster-proxy/api";
 import { errorMessage } from "@cluster-proxy/errors";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 
 /** Who reviews a token: returns the authenticated username, or throws with the reason. */
 export type TokenReviewFn = (token: string, audience: string) => Promise<string>;
@@ -24,30 +25,35 @@ export interface TokenAuthOptions {
   review: TokenReviewFn;
 }
 
-/** A simple token bucket: `qps` per second, up to `burst` at once (client-go's defaults for 0). */
+/**
+ * A simple token bucket: `qps` per second, up to `burst` at once (client-go's defaults for 0), on
+ * `clock` (default the kit's `realClock`).
+ */
 export class RateLimiter {
   private tokens: number;
-  private last = Date.now();
+  private last: number;
   private queue: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly qps: number,
     private readonly burst: number,
+    private readonly clock: Clock = realClock,
   ) {
     this.tokens = burst;
+    this.last = clock.now();
   }
 
   /** Resolves when a request may go out. */
   take(): Promise<void> {
     const next = this.queue.then(async () => {
-      const now = Date.now();
+      const now = this.clock.now();
       this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
       this.last = now;
       if (this.tokens < 1) {
         const waitMs = Math.ceil(((1 - this.tokens) / this.qps) * 1000);
-        await new Promise((r) => setTimeout(r, waitMs));
+        await new Promise<void>((r) => this.clock.setTimeout(r, waitMs));
         this.tokens = 1;
-        this.last = Date.now();
+        this.last = this.clock.now();
       }
       this.tokens -= 1;
     });
@@ -93,10 +99,15 @@ export async function authenticateAgentToken(values: readonly string[], o: Token
 
 /**
  * A TokenReview client for the apiserver of `kubeconfig` (empty: the in-cluster ServiceAccount
- * config), limited to `qps` requests per second with bursts of `burst` (0: client-go's 5 and 10).
- * Throws a ConfigError naming --kubeconfig when the config cannot be loaded.
+ * config), limited to `qps` requests per second with bursts of `burst` (0: client-go's 5 and 10)
+ * on `clock` (default the kit's `realClock`). Throws a ConfigError naming --kubeconfig when the config cannot be loaded.
  */
-export async function kubernetesTokenReview(kubeconfig: string, qps = 0, burst = 0): Promise<TokenReviewFn> {
+export async function kubernetesTokenReview(
+  kubeconfig: string,
+  qps = 0,
+  burst = 0,
+  clock: Clock = realClock,
+): Promise<TokenReviewFn> {
   const k8s = await import("@kubernetes/client-node");
   const kc = new k8s.KubeConfig();
   try {
@@ -110,7 +121,7 @@ export async function kubernetesTokenReview(kubeconfig: string, qps = 0, burst =
     );
   }
   const api = kc.makeApiClient(k8s.AuthenticationV1Api);
-  const limiter = new RateLimiter(qps > 0 ? qps : 5, burst > 0 ? burst : 10);
+  const limiter = new RateLimiter(qps > 0 ? qps : 5, burst > 0 ? burst : 10, clock);
   return async (token, audience) => {
     await limiter.take();
     let review;

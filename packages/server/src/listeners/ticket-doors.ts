@@ -9,7 +9,7 @@ import { readFile } from "node:fs/promises";
 import type * as tls from "node:tls";
 import { ConfigError } from "@cluster-proxy/api";
 import { errorMessage } from "@cluster-proxy/errors";
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Logger, type TimerHandle, type Timers } from "@cluster-proxy/kit";
 import {
   TICKET_KEY_BYTES,
   doorSessionIdContext,
@@ -37,6 +37,8 @@ export interface ServerTicketKeysOptions {
   /** Called per reload attempt of changed content. */
   onReload?: (result: "success" | "failure") => void;
   readFile?: (path: string) => Promise<Buffer>;
+  /** The polls' timers (tests drive them; default the kit's `realClock`). */
+  timers?: Timers;
 }
 
 function digest(content: Buffer): string {
@@ -48,7 +50,7 @@ export class ServerTicketKeys {
   private readonly doors = new Map<string, DoorServers>();
   /** A twin's key while the file has no previous key: matches no ticket. */
   private readonly noPrevious = randomBytes(TICKET_KEY_BYTES);
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle;
   private refused: string | undefined;
 
   private constructor(
@@ -117,14 +119,21 @@ export class ServerTicketKeys {
 
   /** Poll the file every `intervalMs` (no file or 0: never). */
   start(): void {
-    if (this.options.file === "" || this.options.intervalMs <= 0 || this.timer) return;
-    this.timer = setInterval(() => void this.check(), this.options.intervalMs);
-    this.timer.unref();
+    if (this.options.file === "" || this.options.intervalMs <= 0 || this.timer !== undefined) return;
+    this.arm();
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    if (this.timer !== undefined) (this.options.timers ?? realClock).clearTimeout(this.timer);
     this.timer = undefined;
+  }
+
+  /** The next poll `intervalMs` from now, armed as the poll begins (a steady beat, as an interval's). */
+  private arm(): void {
+    this.timer = (this.options.timers ?? realClock).setTimeout(() => {
+      this.arm();
+      void this.check();
+    }, this.options.intervalMs);
   }
 
   /** Re-read the file; install changed keys that parse. Never throws. */

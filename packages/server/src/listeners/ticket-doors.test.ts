@@ -1,0 +1,57 @@
+/**
+ * The reload of --tls-session-ticket-key-file on an injected clock: polled every interval of that
+ * clock (not before), a changed file is installed once, polls stop with stop().
+ */
+import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
+import { describe, test } from "node:test";
+import { silentLogger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
+import { ServerTicketKeys } from "./ticket-doors.js";
+import { TICKET_KEY_BYTES, formatTicketKeyFile } from "./ticket-keys.js";
+
+/** Let a poll's read and check run. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+}
+
+describe("ServerTicketKeys reload", () => {
+  test("the key file is polled every interval of the injected clock; a new key is installed once", async () => {
+    const clock = new ManualClock();
+    const first = randomBytes(TICKET_KEY_BYTES);
+    const second = randomBytes(TICKET_KEY_BYTES);
+    let content = Buffer.from(formatTicketKeyFile([first]));
+    let reads = 0;
+    const reloads: string[] = [];
+    const keys = await ServerTicketKeys.load({
+      file: "/keys",
+      lifetimeMs: 60_000,
+      intervalMs: 1_000,
+      logger: silentLogger,
+      onReload: (r) => reloads.push(r),
+      readFile: () => {
+        reads++;
+        return Promise.resolve(content);
+      },
+      timers: clock,
+    });
+    const before = keys.key("door", "primary");
+    keys.start();
+    assert.equal(reads, 1, "read once on load");
+    content = Buffer.from(formatTicketKeyFile([second, first]));
+    clock.advance(999);
+    await settle();
+    assert.equal(reads, 1, "no poll before the interval");
+    clock.advance(1);
+    await settle();
+    assert.equal(reads, 2);
+    assert.deepEqual(reloads, ["success"]);
+    assert.notDeepEqual(keys.key("door", "primary"), before, "the new key is in use");
+    clock.advance(1_000);
+    await settle();
+    assert.equal(reads, 3, "and again an interval later");
+    assert.deepEqual(reloads, ["success"], "unchanged content is not reloaded again");
+    keys.stop();
+    assert.equal(clock.armed, 0, "stopped: no poll left");
+  });
+});
