@@ -86,8 +86,8 @@ export interface ProxyAgentDeps {
   /** Sends the `--status-deployment` patch (tests inject one; the pod's service account otherwise). */
   sendStatus?: PatchSender;
   /**
-   * The agent's timers: the connect loop's and the drain's grace period (default: the kit's
-   * keepAliveClock, whose waits keep the process alive).
+   * The agent's timers: the connect loop's, the drain's grace period and the status writes'
+   * (default: the kit's keepAliveClock, whose waits keep the process alive).
    */
   clock?: Clock;
 }
@@ -282,6 +282,7 @@ export class ProxyAgent implements Component<AgentStarted> {
         deployment,
         logger: this.log,
         ...(this.deps.sendStatus ? { send: this.deps.sendStatus } : {}),
+        clock: this.clock,
       });
     }
     this.replicas?.start();

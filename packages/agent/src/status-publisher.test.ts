@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { silentLogger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { ConnectionCondition } from "./connect/connection-report.js";
 import { StatusPublisher, inClusterPatchSender } from "./status-publisher.js";
@@ -19,16 +20,32 @@ const condition = (status: "True" | "False", message: string): ConnectionConditi
   message,
 });
 
+/**
+ * Resolves once `publisher` is idle, moving `clock` 10 ms at a time in between (its writes wait on
+ * it); fails when it is not within a simulated minute.
+ */
+async function idle(publisher: StatusPublisher, clock: ManualClock): Promise<void> {
+  let done = false;
+  void publisher.whenIdle().then(() => (done = true));
+  for (let i = 0; i < 6_000 && !done; i++) {
+    for (let j = 0; j < 3; j++) await new Promise((r) => setImmediate(r));
+    if (!done) clock.advance(10);
+  }
+  assert.ok(done, "idle within a minute of the clock");
+}
+
 describe("StatusPublisher", () => {
   test("writes changes only, one at a time, the latest state winning; retries a failed write", async () => {
     const sent: string[] = [];
     let failNext = 0;
+    const clock = new ManualClock();
     const publisher = new StatusPublisher({
       namespace: "agents",
       deployment: "agent",
       logger: silentLogger,
       minIntervalMs: 20,
       retryMs: 20,
+      clock,
       send: (body) => {
         sent.push(body);
         if (failNext > 0) {
@@ -44,18 +61,18 @@ describe("StatusPublisher", () => {
       );
     // A reconnect loop failing the same way again and again: one write.
     for (let i = 0; i < 50; i++) publisher.publish(condition("False", "a: cannot connect: ECONNREFUSED"));
-    await publisher.whenIdle();
+    await idle(publisher, clock);
     assert.deepEqual(messages(), ["a: cannot connect: ECONNREFUSED"]);
     // States that pass while a write waits are skipped: the latest is written.
     publisher.publish(condition("False", "a: first"));
     publisher.publish(condition("False", "a: second"));
     publisher.publish(condition("True", "a: connected to 1 of 1 proxy-server"));
-    await publisher.whenIdle();
+    await idle(publisher, clock);
     assert.deepEqual(messages().slice(1), ["a: connected to 1 of 1 proxy-server"]);
     // A refused write is tried again until it lands.
     failNext = 2;
     publisher.publish(condition("False", "a: lost"));
-    await publisher.whenIdle();
+    await idle(publisher, clock);
     assert.deepEqual(messages().slice(2), ["a: lost", "a: lost", "a: lost"]);
     const body = JSON.parse(sent.at(-1)!) as { status: { conditions: Record<string, string>[] } };
     assert.deepEqual(Object.keys(body.status.conditions[0]!).sort(), [
@@ -68,8 +85,45 @@ describe("StatusPublisher", () => {
     ]);
     publisher.close();
     publisher.publish(condition("True", "after close"));
-    await publisher.whenIdle();
+    await idle(publisher, clock);
     assert.equal(sent.length, 5, "nothing after close");
+  });
+
+  test("writes are spaced and stamped by the injected clock", async () => {
+    const sent: string[] = [];
+    const clock = new ManualClock();
+    clock.advance(Date.parse("2026-01-02T03:04:05Z"));
+    const publisher = new StatusPublisher({
+      namespace: "agents",
+      deployment: "agent",
+      logger: silentLogger,
+      minIntervalMs: 1_000,
+      send: (body) => {
+        sent.push(body);
+        return Promise.resolve();
+      },
+      clock,
+    });
+    const flush = async (): Promise<void> => {
+      for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+    };
+    publisher.publish(condition("False", "down"));
+    clock.advance(0);
+    await flush();
+    assert.equal(sent.length, 1, "the first write at once");
+    const first = JSON.parse(sent[0]!) as { status: { conditions: Record<string, string>[] } };
+    assert.equal(first.status.conditions[0]!.lastUpdateTime, "2026-01-02T03:04:05Z", "stamped with the clock's time");
+    publisher.publish(condition("True", "up"));
+    clock.advance(999);
+    await flush();
+    assert.equal(sent.length, 1, "not before the minimum interval of the clock");
+    clock.advance(1);
+    await flush();
+    assert.equal(sent.length, 2);
+    const second = JSON.parse(sent[1]!) as { status: { conditions: Record<string, string>[] } };
+    assert.equal(second.status.conditions[0]!.lastUpdateTime, "2026-01-02T03:04:06Z");
+    assert.equal(second.status.conditions[0]!.lastTransitionTime, "2026-01-02T03:04:06Z");
+    publisher.close();
   });
 });
 

@@ -5,7 +5,7 @@
  */
 import { readFile } from "node:fs/promises";
 import https from "node:https";
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger, type TimerHandle } from "@cluster-proxy/kit";
 import type { ConnectionCondition } from "./connect/connection-report.js";
 import { apiStatusMessage } from "./kube-status.js";
 
@@ -23,7 +23,11 @@ export interface StatusPublisherOptions {
   send?: PatchSender;
   minIntervalMs?: number;
   retryMs?: number;
-  now?: () => Date;
+  /**
+   * The clock of the writes' spacing and retries, and of the condition's times (its `now()` read
+   * as Unix ms); default the kit's `realClock`.
+   */
+  clock?: Clock;
 }
 
 /**
@@ -109,14 +113,16 @@ export class StatusPublisher {
   /** The status last written and since when. */
   private transition: { status: string; at: Date } | undefined;
   private inFlight = false;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: TimerHandle;
   private lastWriteAt = -Infinity;
   private failures = 0;
   private lastFailure = "";
   private closed = false;
   private idle: (() => void)[] = [];
+  private readonly clock: Clock;
 
   constructor(private readonly options: StatusPublisherOptions) {
+    this.clock = options.clock ?? realClock;
     this.send = options.send ?? inClusterPatchSender(options.namespace, options.deployment);
     this.minIntervalMs = options.minIntervalMs ?? 1_000;
     this.retryMs = options.retryMs ?? 5_000;
@@ -130,13 +136,13 @@ export class StatusPublisher {
       return;
     }
     this.pending = condition;
-    this.kick(Math.max(0, this.lastWriteAt + this.minIntervalMs - Date.now()));
+    this.kick(Math.max(0, this.lastWriteAt + this.minIntervalMs - this.clock.now()));
   }
 
   /** Stop writing (a write in flight finishes). */
   close(): void {
     this.closed = true;
-    clearTimeout(this.timer);
+    this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     this.pending = undefined;
     this.settle();
@@ -149,8 +155,8 @@ export class StatusPublisher {
   }
 
   private kick(delayMs: number): void {
-    if (this.closed || this.inFlight || this.timer) return;
-    this.timer = setTimeout(() => this.flush(), delayMs);
+    if (this.closed || this.inFlight || this.timer !== undefined) return;
+    this.timer = this.clock.setTimeout(() => this.flush(), delayMs);
   }
 
   private flush(): void {
@@ -163,7 +169,7 @@ export class StatusPublisher {
     }
     this.inFlight = true;
     const o = this.options;
-    const now = o.now?.() ?? new Date();
+    const now = new Date(this.clock.now());
     const transitionAt = this.transition?.status === condition.status ? this.transition.at : now;
     this.send(conditionPatch(condition, now, transitionAt)).then(
       () => {
@@ -192,7 +198,7 @@ export class StatusPublisher {
 
   private done(retryInMs: number): void {
     this.inFlight = false;
-    this.lastWriteAt = Date.now();
+    this.lastWriteAt = this.clock.now();
     if (this.pending) this.kick(Math.max(retryInMs, this.minIntervalMs));
     else this.settle();
   }

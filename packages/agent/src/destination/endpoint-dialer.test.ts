@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { dialEndpoint, goDialErrorText, resolveEndpointAddress, type DialFailure } from "./endpoint-dialer.js";
 
 const sysErr = (code: string, extra: Record<string, unknown> = {}): Error =>
@@ -44,7 +45,12 @@ test("socket errors are worded as Go's net.Dial words them", () => {
   assert.equal(goDialErrorText("tcp", "localhost:9", aggregate), "dial tcp [::1]:9: connect: connection refused");
 });
 
-function dialOnce(protocol: string, target: string, connect?: () => net.Socket): Promise<DialFailure | undefined> {
+function dialOnce(
+  protocol: string,
+  target: string,
+  connect?: () => net.Socket,
+  clock?: ManualClock,
+): Promise<DialFailure | undefined> {
   return new Promise((resolve) => {
     dialEndpoint(
       protocol,
@@ -55,6 +61,7 @@ function dialOnce(protocol: string, target: string, connect?: () => net.Socket):
         resolve(failure);
       },
       connect,
+      clock,
     );
   });
 }
@@ -67,9 +74,14 @@ test("bad addresses and protocols fail like Go", async () => {
   assert.deepEqual(await dialOnce("udp", "east:53"), { message: "dial udp: unknown network udp", reason: "unknown" });
 });
 
-test("a dial that does not connect in time is an i/o timeout", async () => {
+test("a dial that does not connect in time (of the injected clock) is an i/o timeout", async () => {
   const socket = new net.Socket();
-  assert.deepEqual(await dialOnce("tcp", "10.9.9.9:443", () => socket), {
+  const clock = new ManualClock();
+  const failure = dialOnce("tcp", "10.9.9.9:443", () => socket, clock);
+  clock.advance(99);
+  assert.equal(socket.destroyed, false, "not before the timeout");
+  clock.advance(1);
+  assert.deepEqual(await failure, {
     message: "dial tcp 10.9.9.9:443: i/o timeout",
     reason: "timeout",
   });
@@ -81,6 +93,7 @@ test("a refused dial reports connection refused; cancel stops a pending dial", a
   assert.equal(failure?.message, "dial tcp 127.0.0.1:1: connect: connection refused");
 
   const socket = new net.Socket();
+  const clock = new ManualClock();
   let called = false;
   const cancel = dialEndpoint(
     "tcp",
@@ -88,9 +101,11 @@ test("a refused dial reports connection refused; cancel stops a pending dial", a
     50,
     () => (called = true),
     () => socket,
+    clock,
   );
   cancel();
   assert.ok(socket.destroyed);
-  await new Promise((resolve) => setTimeout(resolve, 80)); // past the dial timeout: done must not fire
+  assert.equal(clock.armed, 0, "the dial timeout is cancelled");
+  clock.advance(80); // past the dial timeout: done must not fire
   assert.equal(called, false);
 });

@@ -5,6 +5,7 @@
  * "i/o timeout").
  */
 import * as net from "node:net";
+import { realClock, type Timers } from "@cluster-proxy/kit";
 import { joinHostPort, parseHostPort } from "@cluster-proxy/protocol";
 import { DESTINATION_REFUSED_CODE } from "./destination-policy.js";
 import type { EndpointDialFailureReason } from "../metrics.js";
@@ -109,7 +110,8 @@ export function goDialErrorText(protocol: string, target: string, error: Error):
 /**
  * Dial `target` (host:port) over TCP. Calls `done` exactly once: with a connected socket, or
  * with a failure worded like Go's. Returns a cancel function: after it, `done` is never called
- * and any socket (connecting or connected) is destroyed.
+ * and any socket (connecting or connected) is destroyed. The timeout is on `timers` (default the
+ * kit's `realClock`).
  */
 export function dialEndpoint(
   protocol: string,
@@ -117,6 +119,7 @@ export function dialEndpoint(
   timeoutMs: number,
   done: (failure: DialFailure | undefined, socket?: net.Socket) => void,
   connect: SocketConnector = defaultConnector,
+  timers: Timers = realClock,
 ): () => void {
   let settled = false;
   const finish = (failure: DialFailure | undefined, socket?: net.Socket): void => {
@@ -136,12 +139,12 @@ export function dialEndpoint(
     return () => undefined;
   }
   const socket = connect({ host: hp.host, port: hp.port, ...(family ? { family } : {}) });
-  const timer = setTimeout(() => {
+  const timer = timers.setTimeout(() => {
     socket.destroy();
     finish({ message: `dial ${protocol} ${target}: i/o timeout`, reason: "timeout" });
   }, timeoutMs);
   const onError = (err: Error): void => {
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
     socket.destroy();
     const message = goDialErrorText(protocol, target, err);
     const code = (err as SystemError).code;
@@ -150,14 +153,14 @@ export function dialEndpoint(
   };
   socket.once("error", onError);
   socket.once("connect", () => {
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
     socket.off("error", onError);
     finish(undefined, socket);
   });
   return () => {
     if (settled) return;
     settled = true;
-    clearTimeout(timer);
+    timers.clearTimeout(timer);
     socket.destroy();
   };
 }

@@ -438,6 +438,7 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
         conn.early = undefined;
       },
       this.deps.connect,
+      this.deps.timers,
     );
   }
 
