@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DialErrors } from "@cluster-proxy/protocol";
 import { DialError } from "@cluster-proxy/tunnel";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { HttpConnectError, dialConnect } from "./connect-dial.js";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 
@@ -206,9 +207,15 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
   });
 
   test("timeout and abort", async () => {
-    await assert.rejects(dialConnect("hold:1", { proxy: { port: plainPort }, timeoutMs: 200 }), {
-      reason: "timeout",
-    });
+    const clock = new ManualClock();
+    let timedOut = false;
+    const held = dialConnect("hold:1", { proxy: { port: plainPort }, timeoutMs: 200, clock });
+    held.catch(() => (timedOut = true));
+    clock.advance(199);
+    for (let i = 0; i < 3; i++) await new Promise((r) => setImmediate(r));
+    assert.equal(timedOut, false, "not before the timeout of the injected clock");
+    clock.advance(1);
+    await assert.rejects(held, { reason: "timeout" });
     const controller = new AbortController();
     const dialing = dialConnect("hold:1", { proxy: { port: plainPort }, signal: controller.signal });
     controller.abort();

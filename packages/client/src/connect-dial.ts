@@ -4,6 +4,7 @@
  */
 import * as net from "node:net";
 import * as tls from "node:tls";
+import type { Clock } from "@cluster-proxy/kit";
 import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";
 import {
   DialError,
@@ -13,7 +14,7 @@ import {
   tlsSessionKey,
   type TlsSessionCache,
 } from "@cluster-proxy/tunnel";
-import { dialAbortError, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
+import { dialAbortError, remainingMs, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
 import {
   DEFAULT_TCP_KEEPALIVE_MS,
   DEFAULT_DIAL_TIMEOUT_MS,
@@ -53,6 +54,11 @@ export interface DialConnectOptions extends DialOptions {
    * FIN ends the returned socket (with an error) instead of leaving it open forever.
    */
   tcpKeepaliveMs?: number;
+  /**
+   * The clock of the dial's deadline (tests; default the kit's `keepAliveClock`: the wait keeps the
+   * process alive, as it is what its caller waits for).
+   */
+  clock?: Clock;
 }
 
 /** The proxy answered CONNECT with an error status; `statusCode` and `body` are its answer. */
@@ -185,11 +191,11 @@ function openTcpProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCach
  * the same timeout. Nothing else is retried.
  */
 export async function dialConnect(address: string, options: DialConnectOptions): Promise<net.Socket> {
-  const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal);
+  const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal, options.clock);
   try {
     return await dialConnectOnce(address, options, limits);
   } catch (err) {
-    if (!serverDraining(err) || limits.signal?.aborted || limits.deadline - Date.now() <= 0) throw err;
+    if (!serverDraining(err) || limits.signal?.aborted || remainingMs(limits) <= 0) throw err;
     return dialConnectOnce(address, options, limits);
   }
 }
@@ -236,7 +242,7 @@ function handshake(
 
   const cleanup = (): void => {
     settled = true;
-    clearTimeout(timer);
+    limits.clock.clearTimeout(timer);
     limits.signal?.removeEventListener("abort", onAbort);
     socket.off("readable", onReadable);
     socket.off("end", onEnd);
@@ -339,10 +345,7 @@ function handshake(
     }
   };
   const onAbort = (): void => fail(dialAbortError(address, limits.signal));
-  const timer = setTimeout(
-    () => fail(dialTimeoutError(address, limits.timeoutMs)),
-    Math.max(0, limits.deadline - Date.now()),
-  );
+  const timer = limits.clock.setTimeout(() => fail(dialTimeoutError(address, limits.timeoutMs)), remainingMs(limits));
   limits.signal?.addEventListener("abort", onAbort, { once: true });
   // Paused-mode reads, so nothing past the response head is consumed once we have settled.
   const onReadable = (): void => {

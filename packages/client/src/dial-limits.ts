@@ -1,4 +1,5 @@
 /** The two limits every dial has, a deadline and an AbortSignal, and the errors they produce. */
+import { keepAliveClock, type Clock } from "@cluster-proxy/kit";
 import { DialError } from "@cluster-proxy/tunnel";
 
 /** The error of a dial that ran out of time (reason `timeout`). */
@@ -18,19 +19,29 @@ export function dialAbortError(address: string, signal: AbortSignal | undefined)
 export interface DialLimits {
   address: string;
   timeoutMs: number;
-  /** `Date.now()` value after which the dial has failed. */
+  /** `clock.now()` value after which the dial has failed. */
   deadline: number;
   signal?: AbortSignal | undefined;
+  /** The clock of the deadline and its timers. */
+  clock: Clock;
 }
 
-/** Start the clock of a dial. */
-export function startDialLimits(address: string, timeoutMs: number, signal?: AbortSignal): DialLimits {
-  return { address, timeoutMs, deadline: Date.now() + timeoutMs, signal };
+/**
+ * Start the clock of a dial, on `clock` (default the kit's `keepAliveClock`: the wait for a dial
+ * keeps the process alive).
+ */
+export function startDialLimits(
+  address: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+  clock: Clock = keepAliveClock,
+): DialLimits {
+  return { address, timeoutMs, deadline: clock.now() + timeoutMs, signal, clock };
 }
 
 /** Milliseconds left before the deadline (never negative). */
 export function remainingMs(limits: DialLimits): number {
-  return Math.max(0, limits.deadline - Date.now());
+  return Math.max(0, limits.deadline - limits.clock.now());
 }
 
 /**
@@ -38,7 +49,7 @@ export function remainingMs(limits: DialLimits): number {
  * `discard` receives the value `work` resolves with later (to close it).
  */
 export function withinDialLimits<T>(work: Promise<T>, limits: DialLimits, discard: (value: T) => void): Promise<T> {
-  const { signal } = limits;
+  const { signal, clock } = limits;
   if (signal?.aborted) {
     work.then(discard, () => undefined);
     return Promise.reject(dialAbortError(limits.address, signal));
@@ -48,14 +59,14 @@ export function withinDialLimits<T>(work: Promise<T>, limits: DialLimits, discar
     const finish = (): boolean => {
       if (done) return false;
       done = true;
-      clearTimeout(timer);
+      clock.clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
       return true;
     };
     const onAbort = (): void => {
       if (finish()) reject(dialAbortError(limits.address, signal));
     };
-    const timer = setTimeout(() => {
+    const timer = clock.setTimeout(() => {
       if (finish()) reject(dialTimeoutError(limits.address, limits.timeoutMs));
     }, remainingMs(limits));
     signal?.addEventListener("abort", onAbort, { once: true });

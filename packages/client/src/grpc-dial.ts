@@ -5,7 +5,7 @@
 import { constants as http2Constants } from "node:http2";
 import { DialErrors, PacketType } from "@cluster-proxy/protocol";
 import { DialError, sendPacket, type ClientCall, type StreamStatus } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
+import { keepAliveClock, type Logger, type Timers } from "@cluster-proxy/kit";
 import { dialAbortError, dialTimeoutError } from "./dial-limits.js";
 import { finishProxyCall, packetOfFrame } from "./proxy-call.js";
 import { TunnelSocket } from "./tunnel-socket.js";
@@ -32,6 +32,8 @@ export interface CallDialInit {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   logger: Logger;
+  /** The timer of `timeoutMs` (default the kit's `keepAliveClock`). */
+  timers?: Timers;
   /** Called exactly once when the call is over (after a failed dial, or when the socket is done). */
   release: () => void;
   /** Forwarded to the socket (process keep-alive bookkeeping). */
@@ -41,11 +43,12 @@ export interface CallDialInit {
 /** Send DIAL_REQ on `call` and resolve with the socket once the agent has connected. */
 export function dialOnCall(init: CallDialInit): Promise<TunnelSocket> {
   const { call, address, random, signal, logger } = init;
+  const timers = init.timers ?? keepAliveClock;
   return new Promise<TunnelSocket>((resolve, reject) => {
     let settled = false;
     const cleanup = (): void => {
       settled = true;
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       signal?.removeEventListener("abort", onAbort);
       call.off("message", onMessage);
       call.off("close", onClose);
@@ -114,7 +117,10 @@ export function dialOnCall(init: CallDialInit): Promise<TunnelSocket> {
     };
     const abortError = (): DialError => dialAbortError(address, signal);
     const onAbort = (): void => fail(abortError(), true);
-    const timer = setTimeout(() => fail(dialTimeoutError(address, init.timeoutMs), true), Math.max(0, init.timeoutMs));
+    const timer = timers.setTimeout(
+      () => fail(dialTimeoutError(address, init.timeoutMs), true),
+      Math.max(0, init.timeoutMs),
+    );
     call.on("message", onMessage);
     call.on("close", onClose);
     if (signal?.aborted) {

@@ -8,7 +8,7 @@ import {
   type TlsFiles,
   type TlsSessionCache,
 } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
+import { type Clock, type Logger } from "@cluster-proxy/kit";
 
 /** Default time a dial may take before it is given up (konnectivity's 30 s backstop). */
 export const DEFAULT_DIAL_TIMEOUT_MS = 30_000;
@@ -61,6 +61,11 @@ export interface TunnelClientOptions {
   tcpKeepaliveMs?: number;
   /** Where diagnostics go (default: nowhere). */
   logger?: Logger;
+  /**
+   * The clock of the dials' deadlines and of close()'s grace period (tests; default the kit's
+   * `keepAliveClock`: a dial's wait keeps the process alive, as it is what its caller waits for).
+   */
+  clock?: Clock;
   /**
    * TLS session resumption with the proxy-server: where sessions are kept (default: the
    * process-wide cache every `dial`, `TunnelClient` and `dialConnect` shares, keyed by the

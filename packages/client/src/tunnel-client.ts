@@ -14,7 +14,7 @@ import {
   type ClientCall,
   type ConnectTarget,
 } from "@cluster-proxy/tunnel";
-import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { keepAliveClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
 import { remainingMs, startDialLimits, withinDialLimits } from "./dial-limits.js";
 import { dialOnCall, isServerGoingAway } from "./grpc-dial.js";
 import { newDialRandom } from "./proxy-call.js";
@@ -55,6 +55,7 @@ const CLOSE_GRACE_MS = 2000;
 export class TunnelClient {
   private readonly options: TunnelClientOptions;
   private readonly logger: Logger;
+  private readonly clock: Clock;
   private readonly singleUse: boolean;
   private session: http2.ClientHttp2Session | undefined;
   private connecting: Promise<http2.ClientHttp2Session> | undefined;
@@ -74,6 +75,7 @@ export class TunnelClient {
     if (badTls) throw badTls;
     this.options = options;
     this.logger = options.logger ?? silentLogger;
+    this.clock = options.clock ?? keepAliveClock;
     this.singleUse = (options as InternalOptions)[SINGLE_USE] === true;
   }
 
@@ -105,6 +107,7 @@ export class TunnelClient {
       address,
       options.timeoutMs ?? this.options.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS,
       options.signal,
+      this.clock,
     );
     // Held across the attempts, so a single-use client is not closed between them.
     this.acquire();
@@ -132,6 +135,7 @@ export class TunnelClient {
             timeoutMs: remainingMs(limits),
             signal: options.signal,
             logger: this.logger,
+            timers: this.clock,
             release,
             setRef: (ref) => this.setRef(ref),
           });
@@ -170,14 +174,14 @@ export class TunnelClient {
       if (!session || session.destroyed) return;
       await new Promise<void>((resolve) => {
         const done = (): void => {
-          clearTimeout(limit);
+          this.clock.clearTimeout(limit);
           resolve();
         };
         // A graceful close waits for the peer; one that stopped answering must not hold close()
         // (and the caller's shutdown) forever. Nor may its "close" event: node's HTTP/2 emits it
         // only once the native session has flushed, which a peer that stopped reading prevents,
         // so after the grace period destroy() is the end whether or not "close" follows.
-        const limit = setTimeout(() => {
+        const limit = this.clock.setTimeout(() => {
           session.destroy();
           done();
         }, CLOSE_GRACE_MS);
