@@ -19,7 +19,12 @@ export interface Timers {
 
 /** Timers and the time they run on. */
 export interface Clock extends Timers {
-  /** Milliseconds; only differences between two readings mean anything. */
+  /**
+   * Milliseconds. For timers and caches only differences between two readings mean anything;
+   * what checks a time of the world (a certificate's or token's validity, a status timestamp)
+   * reads it as Unix ms, as `realClock`'s and `keepAliveClock`'s are (a test's `ManualClock` is
+   * advanced to such a time first).
+   */
   now(): number;
 }
 
