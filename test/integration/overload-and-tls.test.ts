@@ -30,6 +30,7 @@ import {
 import { HandshakeFailureLog, ProxyServer, SHED_ALERT, SLOT_MS } from "@cluster-proxy/server";
 import { connectSession, serverIsShedding, TlsFileError } from "@cluster-proxy/tunnel";
 import { silentLogger, type Logger } from "@cluster-proxy/kit";
+import { ManualClock } from "@cluster-proxy/kit/testing";
 import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { waitFor } from "../framework/waits.js";
 
@@ -321,13 +322,13 @@ describe("diagnosable TLS and configuration failures", () => {
 
   test("the server's handshake warnings are rate-limited, and say how many were held back", () => {
     const log = recordingLogger();
-    let now = 0;
-    const limited = new HandshakeFailureLog(log, 3, 10_000, () => now);
+    const clock = new ManualClock();
+    const limited = new HandshakeFailureLog(log, 3, 10_000, clock);
     const port = { port: "--agent-port", clientCa: "--cluster-ca-cert", cert: "--cluster-cert", front: false };
     const err = Object.assign(new Error("bad"), { code: "ERR_SSL_PEER_DID_NOT_RETURN_A_CERTIFICATE" });
     for (let i = 0; i < 10; i++) limited.failed(err, undefined, port);
     assert.equal(log.warnings.length, 3);
-    now = 10_000;
+    clock.advance(10_000);
     limited.failed(err, undefined, port);
     assert.equal(log.warnings.length, 4);
     assert.equal(log.warnings[3]!.obj.suppressedBefore, 7);

@@ -171,8 +171,8 @@ export class ProxyServer implements Component {
     this.tokenReview = deps.tokenReview;
     this.serverId = options.serverId || randomUUID();
     this.log = (deps.logger ?? silentLogger).child({ component: "proxy-server", serverID: this.serverId });
-    this.handshakeFailures = new HandshakeFailureLog(this.log);
-    this.admissionLog = new AdmissionLog(this.log);
+    this.handshakeFailures = new HandshakeFailureLog(this.log, undefined, undefined, deps.clock ?? realClock);
+    this.admissionLog = new AdmissionLog(this.log, undefined, deps.clock ?? realClock);
     const strategies = options.proxyStrategies as ProxyStrategy[];
     // The gauges read the relay at scrape time (after construction).
     this.metrics = new ServerMetrics({

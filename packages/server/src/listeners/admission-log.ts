@@ -3,7 +3,7 @@
  * deadlines, wrong protocol): at most one line per port per interval, with what was refused since
  * the last one by reason, so an attack cannot flood the log.
  */
-import type { Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 
 /** What each refusal reason means, in the warning. */
 const REASONS: Record<string, string> = {
@@ -21,7 +21,8 @@ export class AdmissionLog {
   constructor(
     private readonly log: Logger,
     private readonly intervalMs = 10_000,
-    private readonly now: () => number = Date.now,
+    /** The intervals' clock (default the kit's `realClock`). */
+    private readonly clock: Clock = realClock,
   ) {}
 
   /** Count one refused connection on `port` (its flag) and warn if this port's interval has passed. */
@@ -32,7 +33,7 @@ export class AdmissionLog {
       this.ports.set(port, state);
     }
     state.counts.set(reason, (state.counts.get(reason) ?? 0) + 1);
-    const now = this.now();
+    const now = this.clock.now();
     if (now - state.loggedAt < this.intervalMs) return;
     state.loggedAt = now;
     const refused = Object.fromEntries(state.counts);

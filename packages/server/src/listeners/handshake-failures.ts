@@ -5,7 +5,7 @@
  */
 import type * as tls from "node:tls";
 import { NOT_SIGNED_BY_CA, NOT_TLS, withoutOpensslInternals } from "@cluster-proxy/tunnel";
-import { type Logger } from "@cluster-proxy/kit";
+import { realClock, type Clock, type Logger } from "@cluster-proxy/kit";
 
 /** Which port refused, and the flags that configure its certificates. */
 export interface PortTls {
@@ -61,7 +61,8 @@ export function explainRejectedHandshake(
 
 /**
  * Logs rejected handshakes as warnings, at most `burst` per `intervalMs`; what is held back is
- * counted and reported with the next warning.
+ * counted and reported with the next warning; the windows are on `clock` (default the kit's
+ * `realClock`).
  */
 export class HandshakeFailureLog {
   private windowStart = 0;
@@ -72,7 +73,7 @@ export class HandshakeFailureLog {
     private readonly log: Logger,
     private readonly burst = 10,
     private readonly intervalMs = 10_000,
-    private readonly now: () => number = Date.now,
+    private readonly clock: Clock = realClock,
   ) {}
 
   /** Record one failed handshake on `port`; logs when it names a reason and the budget allows. */
@@ -82,7 +83,7 @@ export class HandshakeFailureLog {
       this.log.debug({ port: port.port, err: err.message }, "TLS handshake abandoned by the client");
       return;
     }
-    const t = this.now();
+    const t = this.clock.now();
     if (t - this.windowStart >= this.intervalMs) {
       this.windowStart = t;
       this.inWindow = 0;
