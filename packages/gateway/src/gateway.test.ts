@@ -510,10 +510,10 @@ describe("gateway: one component shape (options parsed, files read at start; sta
         (err: unknown) => err,
       );
       await f.endpoint.heldCount(1);
-      const armed = clock.armed;
       let closed = false;
       const closing = f.gateway.close(10_000).then(() => void (closed = true));
-      await waitFor(() => clock.armed === armed + 1);
+      // The port closes in the same turn as the grace starts (the gateway's clock also runs the
+      // timers that close stops, so the count of armed ones says nothing).
       await refused(f.port);
       clock.advance(9_999);
       await turns();
