@@ -2,7 +2,9 @@
  * The faithful fake (packages/kube/src/testing/fake-api-server.ts) against a real
  * kube-apiserver (with etcd, from scripts/k8s-binaries.mjs, on loopback): the same operations through
  * the same client (KubeApi) give the same answers (status codes, reasons, messages, resourceVersion
- * order, conditional writes, label selectors, watch events, bookmarks and 410 Expired).
+ * order, conditional writes, label selectors, watch events, bookmarks and 410 Expired), and the same
+ * TokenReviews, SubjectAccessReviews and TokenRequests (the fake's token table knowing the real one's
+ * static token, its authorizer granting system:masters as the real one's does).
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -265,6 +267,124 @@ async function scenario(b: Backend): Promise<Record<string, unknown>> {
   return seen;
 }
 
+/** What an answer's fields are, with the values that differ between two apiservers replaced by their kind. */
+function shape(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(shape);
+  if (typeof v === "object" && v !== null)
+    return Object.fromEntries(
+      Object.entries(v)
+        // Field ownership is not modelled by the fake.
+        .filter(([k]) => k !== "managedFields")
+        .map(([k, x]) => [k, shape(x)]),
+    );
+  if (typeof v === "string")
+    return v
+      .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, "<uid>")
+      .replace(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/, "<time>");
+  return v;
+}
+
+/** TokenReviews, SubjectAccessReviews and TokenRequests, as the gateway and the CLI send them. */
+async function reviews(api: KubeApi): Promise<Record<string, unknown>> {
+  const seen: Record<string, unknown> = {};
+  const ns = "fidelity-reviews";
+  await api.create(KubeResources.namespace, { metadata: { name: ns } }).catch(() => undefined);
+  const tokenReview = async (token: string, audiences?: string[]): Promise<unknown> => {
+    const answer = (await api.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenReview",
+      spec: { token, ...(audiences ? { audiences } : {}) },
+    })) as Record<string, unknown>;
+    return shape(answer);
+  };
+  seen.invalidToken = await tokenReview("not-a-token");
+  seen.invalidTokenWithAudiences = await tokenReview("not-a-token", ["gw"]);
+  seen.staticToken = await tokenReview("fidelity-token");
+  seen.staticTokenWithAudiences = await tokenReview("fidelity-token", ["gw", "other"]);
+
+  // A token bound to an audience (a TokenRequest): reviewed for it, and for another.
+  await api.create(KubeResources.serviceAccount, { metadata: { name: "reviewer", namespace: ns } });
+  const tokenRequest = (name: string, spec: Record<string, unknown>): Promise<unknown> =>
+    api.request("POST", `${KubeApi.objectPath(KubeResources.serviceAccount, name, ns)}/token`, {
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec,
+    });
+  const issued = (await tokenRequest("reviewer", { audiences: ["gw"], expirationSeconds: 1200 })) as {
+    status: { token: string; expirationTimestamp: string };
+  };
+  seen.tokenRequest = shape({ ...issued, status: { ...issued.status, token: typeof issued.status.token } });
+  const lifetime = (Date.parse(issued.status.expirationTimestamp) - Date.now()) / 1000;
+  seen.tokenRequestLifetime = lifetime > 1100 && lifetime <= 1200;
+  seen.tokenRequestMissing = await outcome(tokenRequest("missing", { audiences: ["gw"] }));
+  const bound = (audiences?: string[]): Promise<unknown> =>
+    tokenReview(issued.status.token, audiences).then((r) => {
+      // The real one adds credential ids to `extra`; the user and the audiences are what is compared.
+      const review = r as { spec: { token?: string }; status: { user?: { extra?: unknown } } };
+      delete review.status.user?.extra;
+      review.spec.token = "<the issued token>";
+      return review;
+    });
+  seen.boundToken = await bound(["gw", "other"]);
+  seen.boundTokenOtherAudience = await bound(["other"]);
+  seen.boundTokenApiAudience = await bound();
+
+  const accessReview = async (spec: Record<string, unknown>): Promise<unknown> =>
+    shape(
+      await api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec,
+      }),
+    );
+  const attributes = {
+    group: "cluster.open-cluster-management.io",
+    resource: "managedclusters",
+    subresource: "proxy",
+    name: "mc1",
+    verb: "get",
+  };
+  seen.accessNoGrant = await accessReview({
+    user: "nobody",
+    groups: ["devs"],
+    uid: "u1",
+    extra: { k: ["v"] },
+    resourceAttributes: attributes,
+  });
+  seen.accessMasters = await accessReview({
+    user: "admin",
+    groups: ["system:masters"],
+    resourceAttributes: attributes,
+  });
+  seen.accessNoUser = await outcome(
+    api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SubjectAccessReview",
+      spec: { resourceAttributes: attributes },
+    }),
+  );
+  seen.accessNoAttributes = await outcome(
+    api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+      apiVersion: "authorization.k8s.io/v1",
+      kind: "SubjectAccessReview",
+      spec: { user: "nobody" },
+    }),
+  );
+
+  // An Event named by generateName.
+  const event = (await api.request("POST", KubeApi.collectionPath(KubeResources.event, ns), {
+    apiVersion: "v1",
+    kind: "Event",
+    metadata: { generateName: "svc.", namespace: ns },
+    involvedObject: { apiVersion: "v1", kind: "ConfigMap", name: "svc", namespace: ns },
+    reason: "R",
+    message: "m",
+    type: "Warning",
+  })) as KubeObject;
+  seen.generatedName = /^svc\.[a-z0-9]{5}$/.test(event.metadata.name);
+  return seen;
+}
+
 describe("the faithful fake answers as kube-apiserver does", { skip: prerequisites.skip, timeout: 600_000 }, () => {
   const h = new Harness();
   let real: Backend;
@@ -380,6 +500,15 @@ describe("the faithful fake answers as kube-apiserver does", { skip: prerequisit
         return Promise.resolve(before);
       },
     });
+    assert.deepEqual(fromFake, fromReal);
+  });
+
+  test("TokenReviews, SubjectAccessReviews and TokenRequests: the same answers", async () => {
+    const fromReal = await reviews(real.api);
+    fake.tokens.set("fidelity-token", {
+      user: { username: "fidelity-admin", uid: "1", groups: ["system:masters"] },
+    });
+    const fromFake = await reviews(fake.api());
     assert.deepEqual(fromFake, fromReal);
   });
 });

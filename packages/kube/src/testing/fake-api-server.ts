@@ -1,13 +1,16 @@
 /**
  * A faithful fake of kube-apiserver for tests: a loopback HTTP server speaking the REST conventions
  * {@link KubeApi} uses, so tests exercise the real client. Checked against a real kube-apiserver by
- * test/kube/fake-fidelity.test.ts. What it does not model: admission, validation, defaulting,
- * managedFields and field ownership (server-side apply merges like a merge patch), finalizers, and
- * namespaces' existence.
+ * test/kube/fake-fidelity.test.ts. Besides the REST of its resources it answers TokenReviews (from
+ * a token table), SubjectAccessReviews (from a grant predicate) and TokenRequests (minting tokens the
+ * table then knows), recording each review. What it does not model: admission, validation,
+ * defaulting, managedFields and field ownership (server-side apply merges like a merge patch),
+ * finalizers, and namespaces' existence. For a test that needs a misbehaving apiserver, `intercept`
+ * takes over any request (stall, answer late, answer garbage, close mid-body).
  */
 import { randomUUID } from "node:crypto";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { KubeApi, KubeResources, type KubeApiConfig, type KubeObject, type ResourceRef } from "../kube-api.js";
 
 /** A resource the fake serves, with the subresources it has (e.g. `status`, `approval`). */
@@ -29,8 +32,62 @@ export interface FakeRequest {
   path: string;
   query: URLSearchParams;
   contentType: string | undefined;
+  /** The request's headers (e.g. `authorization`), as Node parsed them. */
+  headers: http.IncomingHttpHeaders;
   body: unknown;
 }
+
+/** A user as the authenticator knows it (TokenReview's `status.user`). */
+export interface FakeUser {
+  username: string;
+  uid?: string;
+  groups?: string[];
+  extra?: Record<string, string[]>;
+}
+
+/** A token the fake's authenticator knows: its user and, for a bound token, the audiences it is for. */
+export interface FakeToken {
+  user: FakeUser;
+  /** The audiences the token was issued for; without, the apiserver's own (`apiAudiences`), as a static token's. */
+  audiences?: string[];
+}
+
+/** The `spec` of a TokenReview, as sent. */
+export interface FakeTokenReviewSpec {
+  token?: string;
+  audiences?: string[];
+}
+
+/** The `spec` of a SubjectAccessReview, as sent. */
+export interface FakeAccessReviewSpec {
+  user?: string;
+  groups?: string[];
+  uid?: string;
+  extra?: Record<string, string[]>;
+  resourceAttributes?: {
+    namespace?: string;
+    verb?: string;
+    group?: string;
+    version?: string;
+    resource?: string;
+    subresource?: string;
+    name?: string;
+  };
+  nonResourceAttributes?: { path?: string; verb?: string };
+}
+
+/** A decision of the fake's authorizer (SubjectAccessReview's `status`). */
+export interface FakeDecision {
+  allowed: boolean;
+  denied?: boolean;
+  reason?: string;
+}
+
+/**
+ * Takes over one request: answer it on `res` (now or later), leave it unanswered (a stall), or
+ * destroy `res.socket`; `serve()` answers it as the fake would have.
+ */
+export type FakeInterceptor = (req: FakeRequest, res: http.ServerResponse, serve: () => void) => void;
 
 type EventType = "ADDED" | "MODIFIED" | "DELETED";
 
@@ -68,6 +125,7 @@ const BUILTIN_SUBRESOURCES: Record<string, readonly string[]> = {
   deployments: ["status"],
   poddisruptionbudgets: ["status"],
   namespaces: ["status"],
+  serviceaccounts: ["token"],
   certificatesigningrequests: ["status", "approval"],
 };
 
@@ -78,6 +136,13 @@ export const DEFAULT_FAKE_RESOURCES: readonly FakeResource[] = Object.values(Kub
 }));
 
 const BOOKMARK_EVERY_MS = 60_000;
+
+const TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews";
+const ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+/** The apiserver's own audience (its `--service-account-issuer`, as in the env's apiservers). */
+export const FAKE_API_AUDIENCE = "https://kubernetes.default.svc.cluster.local";
+/** The letters of a generated name's suffix (the apiserver's: no vowels, no look-alikes). */
+const NAME_SUFFIX_LETTERS = "bcdfghjklmnpqrstvwxz2456789";
 
 const groupOf = (apiVersion: string): string => (apiVersion.includes("/") ? apiVersion.split("/")[0]! : "");
 const resourceKey = (ref: ResourceRef): string => `${ref.apiVersion}/${ref.plural}`;
@@ -97,6 +162,18 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** `raw` with a name made from its `metadata.generateName` when it has none, as the apiserver makes it. */
+function withGeneratedName(raw: unknown): unknown {
+  if (!isRecord(raw) || !isRecord(raw.metadata)) return raw;
+  const { name, generateName } = raw.metadata;
+  if ((typeof name === "string" && name !== "") || typeof generateName !== "string" || generateName === "") return raw;
+  const suffix = Array.from(
+    { length: 5 },
+    () => NAME_SUFFIX_LETTERS[Math.floor(Math.random() * NAME_SUFFIX_LETTERS.length)],
+  ).join("");
+  return { ...raw, metadata: { ...raw.metadata, name: `${generateName}${suffix}` } };
 }
 
 function isKubeObject(v: unknown): v is KubeObject {
@@ -199,6 +276,26 @@ export class FakeApiServer {
   readonly requests: FakeRequest[] = [];
   /** Called with each request before it is answered (to observe the client at that moment). */
   onRequest: ((req: FakeRequest) => void) | undefined;
+  /** When set, gets every request (after `onRequest`) instead of the fake: see {@link FakeInterceptor}. */
+  intercept: FakeInterceptor | undefined;
+  /** The tokens TokenReviews authenticate (TokenRequests add theirs). */
+  readonly tokens = new Map<string, FakeToken>();
+  /** The audiences of a TokenReview or TokenRequest that names none: the apiserver's own. */
+  apiAudiences: string[] = [FAKE_API_AUDIENCE];
+  /**
+   * The authorizer of SubjectAccessReviews: by default only the group `system:masters` (as the
+   * apiserver's privileged-group authorizer) is allowed anything.
+   */
+  authorize: (spec: FakeAccessReviewSpec) => boolean | FakeDecision = (spec) =>
+    (spec.groups ?? []).includes("system:masters");
+  /** Every TokenReview's spec, in order. */
+  readonly tokenReviews: FakeTokenReviewSpec[] = [];
+  /** Every SubjectAccessReview's spec, in order. */
+  readonly accessReviews: FakeAccessReviewSpec[] = [];
+  /** The most connections open at once since `resetPeakConnections()`. */
+  peakConnections = 0;
+  private readonly sockets = new Set<Socket>();
+  private readonly socketWaits = new Set<() => void>();
   url = "";
 
   constructor(resources: readonly FakeResource[] = []) {
@@ -219,6 +316,14 @@ export class FakeApiServer {
   private async listen(): Promise<void> {
     const server = http.createServer((req, res) => void this.handle(req, res));
     this.server = server;
+    server.on("connection", (socket: Socket) => {
+      this.sockets.add(socket);
+      this.peakConnections = Math.max(this.peakConnections, this.sockets.size);
+      socket.on("close", () => {
+        this.sockets.delete(socket);
+        for (const wake of [...this.socketWaits]) wake();
+      });
+    });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
@@ -315,6 +420,37 @@ export class FakeApiServer {
   /** The number of open watches. */
   openWatches(): number {
     return this.watchers.size;
+  }
+
+  /** The number of client connections open now. */
+  openConnections(): number {
+    return this.sockets.size;
+  }
+
+  /** Start counting `peakConnections` from the connections open now. */
+  resetPeakConnections(): void {
+    this.peakConnections = this.sockets.size;
+  }
+
+  /** Resolves once at most `n` connections are open; rejects, naming how many are, after `ms`. */
+  async connectionsAtMost(n: number, ms: number): Promise<void> {
+    if (this.sockets.size <= n) return;
+    await new Promise<void>((resolve, reject) => {
+      const wake = (): void => {
+        if (this.sockets.size > n) return;
+        done();
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`${this.sockets.size} connections still open after ${ms} ms (at most ${n})`));
+      }, ms);
+      const done = (): void => {
+        clearTimeout(timer);
+        this.socketWaits.delete(wake);
+      };
+      this.socketWaits.add(wake);
+    });
   }
 
   async close(): Promise<void> {
@@ -421,10 +557,19 @@ export class FakeApiServer {
       path: url.pathname,
       query: url.searchParams,
       contentType: req.headers["content-type"],
+      headers: req.headers,
       body,
     };
     this.requests.push(request);
     this.onRequest?.(request);
+    if (this.intercept) this.intercept(request, res, () => this.serve(request, res));
+    else this.serve(request, res);
+  }
+
+  private serve(request: FakeRequest, res: http.ServerResponse): void {
+    if (res.writableEnded || res.destroyed) return;
+    const url = { pathname: request.path, searchParams: request.query };
+    const body = request.body;
     const reply = (code: number, value: unknown): void => {
       res.writeHead(code, { "content-type": "application/json" });
       res.end(JSON.stringify(value));
@@ -435,6 +580,8 @@ export class FakeApiServer {
         fault.remaining--;
         throw new StatusError(fault.status);
       }
+      if (request.method === "POST" && url.pathname === TOKEN_REVIEWS) return reply(201, this.tokenReview(body));
+      if (request.method === "POST" && url.pathname === ACCESS_REVIEWS) return reply(201, this.accessReview(body));
       const target = this.parse(url.pathname);
       const q = url.searchParams;
       switch (request.method) {
@@ -443,6 +590,8 @@ export class FakeApiServer {
           if (q.get("watch") === "1" || q.get("watch") === "true") return this.watch(target, q, res);
           return reply(200, this.list(target, q));
         case "POST":
+          if (target.subresource === "token" && target.name !== undefined)
+            return reply(201, this.tokenRequest(target, body));
           return reply(201, this.create(target, body));
         case "PUT":
           return reply(200, this.update(target, body));
@@ -461,6 +610,104 @@ export class FakeApiServer {
       }
       reply(500, statusBody({ code: 500, reason: "InternalError", message: String(err) }));
     }
+  }
+
+  /** A TokenReview: the token's user when the table knows it for the audiences asked (or the apiserver's). */
+  private tokenReview(raw: unknown): Record<string, unknown> {
+    const spec: FakeTokenReviewSpec = isRecord(raw) && isRecord(raw.spec) ? clone(raw.spec) : {};
+    this.tokenReviews.push(spec);
+    const asked = spec.audiences && spec.audiences.length > 0 ? spec.audiences : this.apiAudiences;
+    const known = spec.token === undefined ? undefined : this.tokens.get(spec.token);
+    const valid = known?.audiences ?? this.apiAudiences;
+    const audiences = known ? asked.filter((a) => valid.includes(a)) : [];
+    let status: Record<string, unknown> = { error: "invalid bearer token", user: {} };
+    if (known && audiences.length === 0 && known.audiences)
+      status = {
+        error: `[invalid bearer token, token audiences ${JSON.stringify(valid)} is invalid for the target audiences ${JSON.stringify(asked)}]`,
+        user: {},
+      };
+    else if (known && audiences.length > 0) {
+      const { username, uid, groups = [], extra } = known.user;
+      const authenticated = groups.includes("system:authenticated") ? groups : [...groups, "system:authenticated"];
+      status = {
+        authenticated: true,
+        user: { username, ...(uid ? { uid } : {}), groups: authenticated, ...(extra ? { extra: clone(extra) } : {}) },
+        audiences,
+      };
+    }
+    return {
+      kind: "TokenReview",
+      apiVersion: "authentication.k8s.io/v1",
+      metadata: {},
+      spec: raw !== undefined && isRecord(raw) && isRecord(raw.spec) ? raw.spec : {},
+      status,
+    };
+  }
+
+  /** A SubjectAccessReview: the spec as validation requires it, decided by `authorize`. */
+  private accessReview(raw: unknown): Record<string, unknown> {
+    const spec: FakeAccessReviewSpec = isRecord(raw) && isRecord(raw.spec) ? clone(raw.spec) : {};
+    if (!spec.resourceAttributes && !spec.nonResourceAttributes)
+      throw statusOf(
+        422,
+        "Invalid",
+        `.authorization.k8s.io "" is invalid: spec.resourceAttributes: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified`,
+        { kind: "SubjectAccessReview", group: "authorization.k8s.io" },
+      );
+    if (!spec.user && (spec.groups ?? []).length === 0)
+      throw statusOf(
+        422,
+        "Invalid",
+        `.authorization.k8s.io "" is invalid: spec.user: Invalid value: "": at least one of user or group must be specified`,
+        { kind: "SubjectAccessReview", group: "authorization.k8s.io" },
+      );
+    this.accessReviews.push(spec);
+    const verdict = this.authorize(clone(spec));
+    const decision: FakeDecision = typeof verdict === "boolean" ? { allowed: verdict } : verdict;
+    return {
+      kind: "SubjectAccessReview",
+      apiVersion: "authorization.k8s.io/v1",
+      metadata: {},
+      spec: isRecord(raw) && isRecord(raw.spec) ? raw.spec : {},
+      status: {
+        allowed: decision.allowed,
+        ...(decision.denied ? { denied: true } : {}),
+        ...(decision.reason ? { reason: decision.reason } : {}),
+      },
+    };
+  }
+
+  /** A TokenRequest of a ServiceAccount that exists: a new token, which TokenReviews then know. */
+  private tokenRequest(t: Target, raw: unknown): Record<string, unknown> {
+    const name = t.name!;
+    const account = this.current(t, name);
+    const spec = isRecord(raw) && isRecord(raw.spec) ? raw.spec : {};
+    const expirationSeconds = typeof spec.expirationSeconds === "number" ? spec.expirationSeconds : 3600;
+    const audiences =
+      Array.isArray(spec.audiences) && spec.audiences.length > 0 ? spec.audiences.map(String) : [...this.apiAudiences];
+    const token = `fake-token-${randomUUID()}`;
+    const namespace = t.namespace ?? "";
+    this.tokens.set(token, {
+      user: {
+        username: `system:serviceaccount:${namespace}:${name}`,
+        ...(account.metadata.uid ? { uid: account.metadata.uid } : {}),
+        groups: ["system:serviceaccounts", `system:serviceaccounts:${namespace}`],
+      },
+      audiences,
+    });
+    const expires = new Date(Date.now() + expirationSeconds * 1000).toISOString().replace(/\.\d+Z$/, "Z");
+    return {
+      kind: "TokenRequest",
+      apiVersion: "authentication.k8s.io/v1",
+      metadata: {
+        name,
+        namespace,
+        ...(account.metadata.uid ? { uid: account.metadata.uid } : {}),
+        creationTimestamp: now(),
+      },
+      spec: { audiences, expirationSeconds, boundObjectRef: null },
+      status: { token, expirationTimestamp: expires },
+    };
   }
 
   private notFound(t: Target, name: string): StatusError {
@@ -531,7 +778,7 @@ export class FakeApiServer {
   private create(t: Target, raw: unknown): KubeObject {
     if (t.name !== undefined)
       throw statusOf(405, "MethodNotAllowed", "the server does not allow this method on the requested resource");
-    const obj = this.body(t, raw);
+    const obj = this.body(t, withGeneratedName(raw));
     if (t.resource.namespaced && obj.metadata.namespace === undefined)
       throw statusOf(404, "NotFound", "the server could not find the requested resource");
     const key = objectKey(t.namespace, obj.metadata.name);
