@@ -1,4 +1,5 @@
 /**
+ * A fake of the gateway's own {@link HubApi} port, not of the Kubernetes API server (that is `@cluster-proxy/kube/testing`).
  * Test-only: an in-memory hub behind {@link HubApi}: tokens it recognises, grants it allows,
  * ManagedClusters and ManagedClusterAddOns (watchers hear of changes), the services ConfigMap (set by the test, delivered as a watch would) and the
  * Events recorded. Counts its calls, and can be told to fail.
