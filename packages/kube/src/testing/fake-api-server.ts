@@ -403,6 +403,14 @@ export class FakeApiServer {
     for (const w of [...this.watchers]) w.close();
   }
 
+  /** Cut every open watch's connection, as a network failure or a crashed apiserver does: the client's stream fails. */
+  dropWatches(): void {
+    for (const w of [...this.watchers]) {
+      w.res.socket?.destroy();
+      w.close();
+    }
+  }
+
   /** Send a BOOKMARK (the resource's last change) to every watch that asked for them and is behind it. */
   bookmark(): void {
     for (const w of this.watchers) this.sendBookmark(w);
