@@ -1,8 +1,8 @@
 /**
  * Hostile hub answers against admission's one deadline for a request's hub calls: the real
- * {@link kubeHubApi} (@cluster-proxy/kube's client, over loopback HTTP) talks to a stand-in apiserver that stalls,
- * answers late, answers 5xx, answers garbage or closes mid-body, per token, per reviewed user or per
- * cluster; {@link admit} runs with the gateway's Authenticator, Authorizer and ClusterDirectory.
+ * {@link kubeHubApi} (@cluster-proxy/kube's client, over loopback HTTP) talks to the faithful fake
+ * apiserver, whose answers a behaviour spoils (it stalls, answers late, answers 5xx, answers garbage
+ * or closes mid-body) per token, per reviewed user or per cluster; {@link admit} runs with the gateway's Authenticator, Authorizer and ClusterDirectory.
  * The per-call timeout of kubeHubApi is set long here, so that only the request's deadline bounds
  * it (the unit tests on a mocked clock are in hub-deadline.test.ts).
  *
@@ -22,14 +22,13 @@
  *    stalls does not pile up sockets (the hub call is aborted at the deadline, its request closed).
  */
 import assert from "node:assert/strict";
-import { EventEmitter } from "node:events";
-import * as http from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import type * as http from "node:http";
 import { isDeepStrictEqual } from "node:util";
 import { after, before, describe, mock, test as nodeTest, type TestContext } from "node:test";
-import { KubeConfig } from "@kubernetes/client-node";
+import { HubResources } from "@cluster-proxy/api";
 import { errorMessage } from "@cluster-proxy/errors";
 import { ManualClock } from "@cluster-proxy/kit/testing";
+import { FakeApiServer, type FakeRequest } from "@cluster-proxy/kube/testing";
 import { admit, type AdmissionDeps, type AdmittedRequest } from "./admission.js";
 import { Authenticator, NEGATIVE_CACHE_MAX_MS } from "./authentication.js";
 import { Authorizer, DENIAL_CACHE_MAX_MS } from "./authorization.js";
@@ -54,7 +53,7 @@ const DEADLINE_MS = 800;
 const SLACK_MS = 1_500;
 const PREFIX = "cluster:hub:";
 
-/** How the stand-in apiserver answers one call. */
+/** How the hostile hub answers one call. */
 type Behaviour =
   | { kind: "ok" }
   | { kind: "stall" }
@@ -68,116 +67,79 @@ type Behaviour =
 
 const ok: Behaviour = { kind: "ok" };
 
-/** The stand-in apiserver: behaviours by token (TokenReview), by user (SubjectAccessReview), by cluster. */
+const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null;
+
+/**
+ * The hostile hub: the faithful fake apiserver, where every `token-<name>` is `<name>`'s (group
+ * devs), every ManagedCluster exists and every SubjectAccessReview is allowed, whose answers a
+ * behaviour spoils: by token (TokenReview), by reviewed user (SubjectAccessReview), by cluster.
+ */
 class HostileHub {
   readonly byToken = new Map<string, Behaviour>();
   readonly byUser = new Map<string, Behaviour>();
   readonly byCluster = new Map<string, Behaviour>();
   /** The SubjectAccessReviews answered "allowed" for managedclusters/proxy, in order. */
   readonly clusterGrants: UserInfo[] = [];
-  /** The connections open to the stand-in apiserver, and the most that were open at once. */
-  readonly sockets = new Set<Socket>();
-  peak = 0;
-  private readonly closes = new EventEmitter();
-  private readonly server: http.Server;
-  constructor() {
-    this.server = http.createServer((req, res) => {
-      let raw = "";
-      req.on("data", (c: Buffer) => (raw += c.toString()));
-      req.on("end", () => this.answer(req, res, raw));
-    });
-    this.server.on("connection", (socket: Socket) => {
-      this.sockets.add(socket);
-      this.peak = Math.max(this.peak, this.sockets.size);
-      socket.on("close", () => {
-        this.sockets.delete(socket);
-        this.closes.emit("close");
-      });
-    });
+
+  private constructor(readonly fake: FakeApiServer) {
+    fake.authenticate = (token) =>
+      token.startsWith("token-") ? { user: { username: token.slice(6), groups: ["devs"] } } : undefined;
+    fake.authorize = (spec) => {
+      if (spec.resourceAttributes?.subresource === "proxy")
+        this.clusterGrants.push({
+          username: spec.user ?? "",
+          groups: spec.groups ?? [],
+          ...(spec.uid ? { uid: spec.uid } : {}),
+          extra: spec.extra ?? {},
+        });
+      return true;
+    };
+    fake.intercept = (req, res, serve) => this.answer(req, res, serve);
   }
 
-  /** Resolves once at most `n` connections are open; rejects, naming how many are, after `ms`. */
-  async openAtMost(n: number, ms: number): Promise<void> {
-    if (this.sockets.size <= n) return;
-    await new Promise<void>((resolve, reject) => {
-      const onClose = (): void => {
-        if (this.sockets.size > n) return;
-        done();
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`${this.sockets.size} connections to the hub still open after ${ms} ms (at most ${n})`));
-      }, ms);
-      const done = (): void => {
-        clearTimeout(timer);
-        this.closes.off("close", onClose);
-      };
-      this.closes.on("close", onClose);
-    });
+  static async start(): Promise<HostileHub> {
+    return new HostileHub(await FakeApiServer.start([HubResources.managedCluster]));
   }
 
-  async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.server.listen(0, "127.0.0.1", resolve));
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  close(): Promise<void> {
+    return this.fake.close();
   }
 
-  async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private answer(req: http.IncomingMessage, res: http.ServerResponse, raw: string): void {
-    const path = new URL(req.url ?? "/", "http://x").pathname;
+  private answer(req: FakeRequest, res: http.ServerResponse, serve: () => void): void {
+    const spec = isRecord(req.body) && isRecord(req.body.spec) ? req.body.spec : {};
+    let behaviour: Behaviour = ok;
+    if (req.path === "/apis/authentication.k8s.io/v1/tokenreviews")
+      behaviour = this.byToken.get(String(spec.token)) ?? ok;
+    else if (req.path === "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+      behaviour = this.byUser.get(String(spec.user)) ?? ok;
+    else {
+      const name = /^\/apis\/cluster\.open-cluster-management\.io\/v1\/managedclusters\/([^/]+)$/.exec(req.path)?.[1];
+      if (name !== undefined) {
+        behaviour = this.byCluster.get(name) ?? ok;
+        if (!this.fake.object(HubResources.managedCluster, name))
+          this.fake.put(HubResources.managedCluster, { metadata: { name, labels: {} } });
+      }
+    }
     const json = (status: number, body: unknown): void => {
       res.writeHead(status, { "content-type": "application/json" });
       res.end(JSON.stringify(body));
     };
-    const body = raw ? (JSON.parse(raw) as { spec?: Record<string, unknown> }) : {};
-    let behaviour: Behaviour;
-    let answer: () => void;
-    if (path === "/apis/authentication.k8s.io/v1/tokenreviews") {
-      const token = String(body.spec?.token);
-      behaviour = this.byToken.get(token) ?? ok;
-      answer = () =>
-        json(201, {
-          status: { authenticated: true, user: { username: token.replace(/^token-/, ""), groups: ["devs"] } },
-        });
-    } else if (path === "/apis/authorization.k8s.io/v1/subjectaccessreviews") {
-      const spec = body.spec as {
-        user: string;
-        groups?: string[];
-        uid?: string;
-        extra?: Record<string, string[]>;
-        resourceAttributes: { resource: string; subresource?: string };
-      };
-      behaviour = this.byUser.get(spec.user) ?? ok;
-      answer = () => {
-        if (spec.resourceAttributes.subresource === "proxy")
-          this.clusterGrants.push({
-            username: spec.user,
-            groups: spec.groups ?? [],
-            ...(spec.uid ? { uid: spec.uid } : {}),
-            extra: spec.extra ?? {},
-          });
-        json(201, { status: { allowed: true } });
-      };
-    } else {
-      const name = /^\/apis\/cluster\.open-cluster-management\.io\/v1\/managedclusters\/([^/]+)$/.exec(path)?.[1];
-      if (name === undefined) return json(404, { kind: "Status", code: 404 });
-      behaviour = this.byCluster.get(name) ?? ok;
-      answer = () => json(200, { metadata: { name, labels: {} } });
-    }
     switch (behaviour.kind) {
       case "ok":
-        return answer();
+        return serve();
       case "stall":
         return;
       case "late":
-        setTimeout(answer, behaviour.ms);
+        setTimeout(serve, behaviour.ms);
         return;
       case "status":
-        return json(behaviour.code, { kind: "Status", status: "Failure", code: behaviour.code, message: "injected" });
+        return json(behaviour.code, {
+          kind: "Status",
+          apiVersion: "v1",
+          status: "Failure",
+          message: "injected",
+          code: behaviour.code,
+        });
       case "raw":
         res.writeHead(201, { "content-type": "application/json" });
         res.end(behaviour.body);
@@ -194,7 +156,7 @@ class HostileHub {
         res.write('{"status":');
         return;
       case "reset":
-        req.socket.destroy();
+        res.socket?.destroy();
         return;
     }
   }
@@ -290,17 +252,9 @@ let hub: HubApi;
 let variant = 0;
 
 before(async () => {
-  hostile = new HostileHub();
-  const server = await hostile.start();
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: "hub", server, skipTLSVerify: true }],
-    users: [{ name: "gateway", token: "gateway-token" }],
-    contexts: [{ name: "hub", cluster: "hub", user: "gateway" }],
-    currentContext: "hub",
-  });
+  hostile = await HostileHub.start();
   // A per-call timeout far past the request's deadline: only the deadline bounds a request here.
-  hub = kubeHubApi(kc, undefined, 60_000);
+  hub = kubeHubApi(hostile.fake.kubeConfig(), undefined, 60_000);
 });
 after(() => hostile.close());
 
@@ -391,14 +345,15 @@ describe("a flood of callers while the hub stalls leaves no connection to the hu
     test(`${FLOOD} callers whose ${what} stalls: each refused by the deadline, every socket closed`, async () => {
       const tokens = Array.from({ length: FLOOD }, () => `token-v${++variant}`);
       tokens.forEach(stall);
-      const baseline = hostile.sockets.size;
-      hostile.peak = baseline;
+      const baseline = hostile.fake.openConnections();
+      hostile.fake.resetPeakConnections();
       const outcomes = await Promise.all(
         tokens.map((token) => attempt(depsOf(hub, DEADLINE_MS, reviewer?.()), token, {}, `/mc-${token}/api`)),
       );
       for (const o of outcomes) assertRefusedInTime(o, [503]);
-      assert.ok(hostile.peak >= baseline + FLOOD / 2, `the hub saw only ${hostile.peak - baseline} new connections`);
-      await hostile.openAtMost(baseline, CLOSE_BOUND_MS);
+      const peak = hostile.fake.peakConnections;
+      assert.ok(peak >= baseline + FLOOD / 2, `the hub saw only ${peak - baseline} new connections`);
+      await hostile.fake.connectionsAtMost(baseline, CLOSE_BOUND_MS);
     });
 });
 
@@ -524,7 +479,6 @@ describe("a stalled caller does not delay the others", () => {
     assertRefusedInTime(again, [503]);
     await hostile.close(); // ends the stalls: every attacker is refused, none admitted
     for (const o of await attacked) assert.equal(o.admitted, undefined);
-    hostile = new HostileHub();
   });
 });
 

@@ -280,6 +280,8 @@ export class FakeApiServer {
   intercept: FakeInterceptor | undefined;
   /** The tokens TokenReviews authenticate (TokenRequests add theirs). */
   readonly tokens = new Map<string, FakeToken>();
+  /** The authenticator of TokenReviews: by default the token table. */
+  authenticate: (token: string) => FakeToken | undefined = (token) => this.tokens.get(token);
   /** The audiences of a TokenReview or TokenRequest that names none: the apiserver's own. */
   apiAudiences: string[] = [FAKE_API_AUDIENCE];
   /**
@@ -625,7 +627,7 @@ export class FakeApiServer {
     const spec: FakeTokenReviewSpec = isRecord(raw) && isRecord(raw.spec) ? clone(raw.spec) : {};
     this.tokenReviews.push(spec);
     const asked = spec.audiences && spec.audiences.length > 0 ? spec.audiences : this.apiAudiences;
-    const known = spec.token === undefined ? undefined : this.tokens.get(spec.token);
+    const known = typeof spec.token === "string" ? this.authenticate(spec.token) : undefined;
     const valid = known?.audiences ?? this.apiAudiences;
     const audiences = known ? asked.filter((a) => valid.includes(a)) : [];
     let status: Record<string, unknown> = { error: "invalid bearer token", user: {} };
