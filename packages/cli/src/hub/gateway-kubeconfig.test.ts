@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, statSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
-import { once } from "node:events";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { loadYaml } from "@kubernetes/client-node";
+import { HubResources } from "@cluster-proxy/api";
+import { KubeApi, KubeResources } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import { createCertificateAuthority, issueCertificate } from "@cluster-proxy/pki";
 import { gatewayServer, gatewayTlsServerName, parseGatewayUrl } from "./gateway-kubeconfig.js";
 import { runCaptured } from "../testing/capture.js";
@@ -30,11 +30,12 @@ test("gateway URLs: https only, a path kept as a prefix, the cluster as the firs
 });
 
 describe("cluster-proxy kubeconfig --gateway against a hub", () => {
-  let server: Server;
+  let hub: FakeApiServer;
   let dir: string;
   let hubUrl = "";
   let servingCa = "";
-  const requests: string[] = [];
+  /** What the hub was asked: method, path and credentials of each request. */
+  const requests = (): string[] => hub.requests.map((r) => `${r.method} ${r.path} ${r.headers.authorization ?? ""}`);
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), "cp-gw-kubeconfig-"));
@@ -48,37 +49,34 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
       validityDays: 1,
     });
     const b64 = (s: string): string => Buffer.from(s).toString("base64");
-    const objects: Record<string, unknown> = {
-      "/apis/proxy.open-cluster-management.io/v1alpha1/managedproxyconfigurations/cluster-proxy": {
-        apiVersion: "proxy.open-cluster-management.io/v1alpha1",
-        kind: "ManagedProxyConfiguration",
-        metadata: { name: "cluster-proxy" },
-        spec: { proxyServer: { image: "s", namespace: NS }, proxyAgent: { image: "a" } },
-      },
-      "/apis/cluster.open-cluster-management.io/v1/managedclusters": {
-        kind: "ManagedClusterList",
-        metadata: { resourceVersion: "1" },
-        items: [{ metadata: { name: "mc2" } }, { metadata: { name: "mc1" } }],
-      },
-      "/apis/cluster.open-cluster-management.io/v1/managedclusters/mc2": { metadata: { name: "mc2" } },
-      [`/api/v1/namespaces/${NS}/secrets/cluster-proxy-gateway-serving`]: {
-        metadata: { name: "cluster-proxy-gateway-serving", namespace: NS },
-        data: { "ca.crt": b64(ca.certPem), "tls.crt": b64(leaf.certPem) },
-      },
-    };
-    server = createServer((req, res) => {
-      const path = (req.url ?? "").split("?")[0]!;
-      requests.push(`${req.method} ${path} ${req.headers.authorization ?? ""}`);
-      const body = objects[path];
-      res.writeHead(body ? 200 : 404, { "content-type": "application/json" });
-      res.end(JSON.stringify(body ?? { kind: "Status", code: 404, reason: "NotFound", message: "not found" }));
+    hub = await FakeApiServer.start([HubResources.managedProxyConfiguration, HubResources.managedCluster]);
+    hub.put(HubResources.managedProxyConfiguration, {
+      metadata: { name: "cluster-proxy" },
+      spec: { proxyServer: { image: "s", namespace: NS }, proxyAgent: { image: "a" } },
     });
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    hubUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    hub.put(HubResources.managedCluster, { metadata: { name: "mc2" } });
+    hub.put(HubResources.managedCluster, { metadata: { name: "mc1" } });
+    hub.put(KubeResources.secret, {
+      metadata: { name: "cluster-proxy-gateway-serving", namespace: NS },
+      data: { "ca.crt": b64(ca.certPem), "tls.crt": b64(leaf.certPem) },
+    });
+    // The hub lists the ManagedClusters in the order they were made, not by name (the command sorts them).
+    hub.intercept = (req, res, serve) => {
+      if (req.method !== "GET" || req.path !== KubeApi.collectionPath(HubResources.managedCluster)) return serve();
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          kind: "ManagedClusterList",
+          apiVersion: HubResources.managedCluster.apiVersion,
+          metadata: { resourceVersion: hub.resourceVersion() },
+          items: hub.objects(HubResources.managedCluster),
+        }),
+      );
+    };
+    hubUrl = hub.url;
   });
-  after(() => {
-    server.close();
+  after(async () => {
+    await hub.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -125,9 +123,9 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
       { name: "hub-user", user: { "client-certificate": join(dir, "agg.crt"), "client-key": join(dir, "agg.key") } },
     ]);
     assert.equal(doc["current-context"], "mc1");
-    const asked = requests.length;
+    const asked = hub.requests.length;
     const explicit = await runCaptured(["kubeconfig", "--gateway=aggregated", "--cluster", "mc2"], { KUBECONFIG: kc });
-    assert.equal(requests.length, asked, "with --cluster nothing is read from the hub");
+    assert.equal(hub.requests.length, asked, "with --cluster nothing is read from the hub");
     assert.equal(explicit.code, 0, explicit.err);
     const aggregated: Kubeconfig = loadYaml(explicit.out);
     const server = aggregated.clusters[0]!.cluster.server ?? "";
@@ -169,10 +167,10 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
     const kc = hubKubeconfig("exec.kubeconfig", {
       exec: { apiVersion: "client.authentication.k8s.io/v1", command: "kubectl-oidc_login", args: ["get-token"] },
     });
-    const hub = hubKubeconfig("hub.kubeconfig", { token: "hub-token" });
+    const hubConfig = hubKubeconfig("hub.kubeconfig", { token: "hub-token" });
     const r = await runCaptured(
       ["kubeconfig", "--gateway=https://127.0.0.1:19092", "--cluster", "mc2", "--credentials-from", kc],
-      { KUBECONFIG: hub },
+      { KUBECONFIG: hubConfig },
     );
     assert.equal(r.code, 0, r.err);
     const doc: Kubeconfig = loadYaml(r.out);
@@ -185,16 +183,18 @@ describe("cluster-proxy kubeconfig --gateway against a hub", () => {
       command: "kubectl-oidc_login",
       args: ["get-token"],
     });
-    const asked = requests.length;
+    const asked = hub.requests.length;
     const sanHost = await runCaptured(["kubeconfig", "--gateway", "https://gw.example.com:443", "--token", "t"], {
-      KUBECONFIG: hub,
+      KUBECONFIG: hubConfig,
     });
     assert.equal(sanHost.code, 0, sanHost.err);
     const named: Kubeconfig = loadYaml(sanHost.out);
     assert.equal(named.clusters[0]!.cluster["tls-server-name"], undefined);
     assert.deepEqual(named.users[0]!.user, { token: "t" }, "--token is the hub token");
+    const read = requests().slice(asked);
+    assert.ok(read.length > 0, "the hub was read");
     assert.ok(
-      requests.slice(asked).every((r) => r.endsWith("Bearer hub-token")),
+      read.every((r) => r.endsWith("Bearer hub-token")),
       "the hub is read with the hub kubeconfig's credentials; --token only goes into the kubeconfig",
     );
   });
