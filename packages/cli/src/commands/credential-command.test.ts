@@ -1,12 +1,11 @@
 import assert from "node:assert/strict";
-import { once } from "node:events";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { GATEWAY_TOKEN_AUDIENCE } from "@cluster-proxy/api";
+import { KubeResources } from "@cluster-proxy/kube";
+import { FAKE_API_AUDIENCE, FakeApiServer, type FakeRequest } from "@cluster-proxy/kube/testing";
 import { FAKE_HUB_API_AUDIENCE, startGatewayFixture } from "@cluster-proxy/gateway/testing";
 import { execCredential, jwtExpiry, parseExecInfo, tokenServiceAccount } from "../hub/exec-credential.js";
 import { runCaptured } from "../testing/capture.js";
@@ -21,34 +20,18 @@ const execInfo = (apiVersion: string, config?: unknown): string =>
   });
 
 let dir: string;
-let server: http.Server;
-const requests: { method: string; url: string; body: unknown; auth: string }[] = [];
+let hub: FakeApiServer;
 let kubeconfig: string;
+/** The requests the hub got since `mark()`. */
+let since = 0;
+const mark = (): void => void (since = hub.requests.length);
+const requests = (): FakeRequest[] => hub.requests.slice(since);
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "cp-credential-"));
-  server = http.createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString()));
-    req.on("end", () => {
-      requests.push({
-        method: req.method ?? "",
-        url: req.url ?? "",
-        body: JSON.parse(body || "null"),
-        auth: req.headers.authorization ?? "",
-      });
-      if (req.url?.includes("/serviceaccounts/missing/")) {
-        res.writeHead(404, { "content-type": "application/json" });
-        res.end(JSON.stringify({ kind: "Status", reason: "NotFound", message: 'serviceaccounts "missing" not found' }));
-        return;
-      }
-      res.writeHead(201, { "content-type": "application/json" });
-      res.end(JSON.stringify({ status: { token: "issued-token", expirationTimestamp: "2026-11-26T20:00:00Z" } }));
-    });
-  });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const port = (server.address() as AddressInfo).port;
+  hub = await FakeApiServer.start();
+  hub.put(KubeResources.serviceAccount, { metadata: { name: "consumer", namespace: "fleet" } });
+  hub.put(KubeResources.serviceAccount, { metadata: { name: "reader", namespace: "team-a" } });
   kubeconfig = join(dir, "hub.kubeconfig");
   const userToken = jwt({ sub: "system:serviceaccount:team-a:reader", exp: 2_000_000_000 });
   writeFileSync(
@@ -56,7 +39,7 @@ before(async () => {
     JSON.stringify({
       apiVersion: "v1",
       kind: "Config",
-      clusters: [{ name: "hub", cluster: { server: `http://127.0.0.1:${port}`, "insecure-skip-tls-verify": true } }],
+      clusters: [{ name: "hub", cluster: { server: hub.url, "insecure-skip-tls-verify": true } }],
       users: [{ name: "u", user: { token: userToken } }],
       contexts: [{ name: "c", context: { cluster: "hub", user: "u" } }],
       "current-context": "c",
@@ -64,8 +47,8 @@ before(async () => {
   );
 });
 
-after(() => {
-  server?.close();
+after(async () => {
+  await hub?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -100,21 +83,25 @@ test("ExecCredential answers carry the token and an RFC 3339 expiry; JWT claims 
 });
 
 test("a TokenRequest for the named ServiceAccount, the gateway's audience, the asked lifetime; no Secret is created", async () => {
-  requests.length = 0;
+  mark();
   const r = await runCaptured(
     ["credential", "--kubeconfig", kubeconfig, "--service-account", "fleet/consumer", "--expiration", "20m"],
     { KUBERNETES_EXEC_INFO: execInfo("client.authentication.k8s.io/v1", { cluster: "mc1" }) },
   );
   assert.equal(r.code, 0, r.err);
+  const issued = hub.issuedTokens.at(-1)!;
+  assert.equal(issued.serviceAccount, "fleet/consumer");
   assert.deepEqual(JSON.parse(r.out), {
     apiVersion: "client.authentication.k8s.io/v1",
     kind: "ExecCredential",
-    status: { token: "issued-token", expirationTimestamp: "2026-11-26T20:00:00Z" },
+    status: { token: issued.token, expirationTimestamp: issued.expirationTimestamp },
   });
-  assert.equal(requests.length, 1);
-  assert.equal(requests[0]!.method, "POST");
-  assert.equal(requests[0]!.url, "/api/v1/namespaces/fleet/serviceaccounts/consumer/token");
-  assert.deepEqual(requests[0]!.body, {
+  assert.equal(requests().length, 1);
+  assert.equal(requests()[0]!.method, "POST");
+  assert.equal(requests()[0]!.path, "/api/v1/namespaces/fleet/serviceaccounts/consumer/token");
+  assert.equal(requests()[0]!.query.toString(), "");
+  assert.deepEqual(hub.objects(KubeResources.secret), [], "no Secret is created");
+  assert.deepEqual(requests()[0]!.body, {
     apiVersion: "authentication.k8s.io/v1",
     kind: "TokenRequest",
     spec: { expirationSeconds: 1200, audiences: [GATEWAY_TOKEN_AUDIENCE] },
@@ -122,17 +109,21 @@ test("a TokenRequest for the named ServiceAccount, the gateway's audience, the a
 });
 
 test("the credential is a gateway credential: the gateway's TokenReview asks for its audience and accepts it, a plain hub token is refused with --accept-hub-api-audience=false", async () => {
-  requests.length = 0;
   const r = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--service-account", "fleet/consumer"], {});
   assert.equal(r.code, 0, r.err);
   const token = (JSON.parse(r.out) as { status: { token: string } }).status.token;
-  const asked = (requests[0]!.body as { spec: { audiences?: string[] } }).spec.audiences;
+  // The audiences the hub issued the token for (those the TokenRequest asked for, or its own).
+  const issuedFor = hub.tokens.get(token)?.audiences;
+  assert.ok(issuedFor, "a token the hub issued");
   const f = await startGatewayFixture({ options: { acceptHubApiAudience: false } });
   try {
     const user = { username: "system:serviceaccount:fleet:consumer", groups: [], extra: {} };
-    // The hub issued the token for the audiences the TokenRequest asked for (none: its own).
+    // The gateway's hub (a FakeHub) knows the token as the apiserver issued it (its own audience by FakeHub's name).
     f.hub.tokens.set(token, user);
-    f.hub.tokenAudiences.set(token, asked ?? [FAKE_HUB_API_AUDIENCE]);
+    f.hub.tokenAudiences.set(
+      token,
+      issuedFor.map((a) => (a === FAKE_API_AUDIENCE ? FAKE_HUB_API_AUDIENCE : a)),
+    );
     f.hub.tokens.set("plain-hub-token", user);
     f.hub.grantProxy(user.username, "mc1", "get");
     const minted = await f.request("/mc1/version", { headers: { authorization: `Bearer ${token}` } });
@@ -146,14 +137,14 @@ test("the credential is a gateway credential: the gateway's TokenReview asks for
 });
 
 test("without --service-account: the kubeconfig's own ServiceAccount; audiences when asked; v1beta1 when asked", async () => {
-  requests.length = 0;
+  mark();
   const r = await runCaptured(["credential", "--kubeconfig", kubeconfig, "--audience", "a1", "--audience", "a2"], {
     KUBERNETES_EXEC_INFO: execInfo("client.authentication.k8s.io/v1beta1"),
   });
   assert.equal(r.code, 0, r.err);
   assert.equal((JSON.parse(r.out) as { apiVersion: string }).apiVersion, "client.authentication.k8s.io/v1beta1");
-  assert.equal(requests[0]!.url, "/api/v1/namespaces/team-a/serviceaccounts/reader/token");
-  assert.deepEqual(requests[0]!.body, {
+  assert.equal(requests()[0]!.path, "/api/v1/namespaces/team-a/serviceaccounts/reader/token");
+  assert.deepEqual(requests()[0]!.body, {
     apiVersion: "authentication.k8s.io/v1",
     kind: "TokenRequest",
     spec: { expirationSeconds: 3600, audiences: ["a1", "a2"] },

@@ -292,6 +292,8 @@ export class FakeApiServer {
     (spec.groups ?? []).includes("system:masters");
   /** Every TokenReview's spec, in order. */
   readonly tokenReviews: FakeTokenReviewSpec[] = [];
+  /** Every token a TokenRequest issued, in order. */
+  readonly issuedTokens: { serviceAccount: string; token: string; expirationTimestamp: string }[] = [];
   /** Every SubjectAccessReview's spec, in order. */
   readonly accessReviews: FakeAccessReviewSpec[] = [];
   /** The most connections open at once since `resetPeakConnections()`. */
@@ -706,6 +708,7 @@ export class FakeApiServer {
       audiences,
     });
     const expires = new Date(Date.now() + expirationSeconds * 1000).toISOString().replace(/\.\d+Z$/, "Z");
+    this.issuedTokens.push({ serviceAccount: `${namespace}/${name}`, token, expirationTimestamp: expires });
     return {
       kind: "TokenRequest",
       apiVersion: "authentication.k8s.io/v1",
