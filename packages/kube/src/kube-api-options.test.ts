@@ -1,55 +1,38 @@
 /**
- * KubeApi's options against a loopback HTTP server: the request timeout (a request not answered in
- * time fails naming it; a watch is not bounded by it), the field manager and the selectors.
+ * KubeApi's options against the faithful fake apiserver: the request timeout (a request not answered
+ * in time fails naming it; a watch is not bounded by it), the field manager and the selectors, and a
+ * request's signal (the fake's `intercept` stalls or half-answers the requests these need).
  */
 import assert from "node:assert/strict";
-import { once } from "node:events";
-import * as http from "node:http";
-import type { AddressInfo } from "node:net";
 import { after, before, describe, it } from "node:test";
-import { KubeApi, KubeApiError, KubeResources, type KubeApiConfig, type WatchEvent } from "./kube-api.js";
+import { KubeApi, KubeApiError, KubeResources, type WatchEvent } from "./kube-api.js";
+import { FakeApiServer } from "./testing/fake-api-server.js";
+
+/** Resolves once `check` holds; fails naming `what` after 10 s. */
+async function until(what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!check()) {
+    assert.ok(Date.now() < deadline, `no ${what} within 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
 
 describe("KubeApi options", () => {
-  let server: http.Server;
-  const urls: string[] = [];
-  let config: KubeApiConfig;
+  let fake: FakeApiServer;
+  /** The query of the last request. */
+  const lastQuery = (): URLSearchParams => fake.requests.at(-1)!.query;
 
   before(async () => {
-    server = http.createServer((req, res) => {
-      const url = new URL(req.url ?? "/", "http://x");
-      urls.push(req.url ?? "");
-      if (url.pathname.endsWith("/silent")) return; // accepted, never answered
-      if (url.searchParams.get("watch") === "1") {
-        // A watch that sends its one event after longer than the request timeout, then ends.
-        res.writeHead(200, { "content-type": "application/json" });
-        setTimeout(() => {
-          res.end(
-            `${JSON.stringify({ type: "ADDED", object: { metadata: { name: "late", resourceVersion: "2" } } })}\n`,
-          );
-        }, 400);
-        return;
-      }
-      req.resume();
-      req.on("end", () => {
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ metadata: { name: "x", resourceVersion: "1" }, items: [] }));
-      });
-    });
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const port = (server.address() as AddressInfo).port;
-    config = {
-      getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }),
-      applyToHTTPSOptions: () => Promise.resolve(),
+    fake = await FakeApiServer.start();
+    // Requests to .../silent are accepted, never answered.
+    fake.intercept = (req, _res, serve) => {
+      if (!req.path.endsWith("/silent")) serve();
     };
   });
-  after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
+  after(() => fake.close());
 
   it("a request not answered within requestTimeoutMs fails naming it; a watch outlives it", async () => {
-    const api = new KubeApi(config, { requestTimeoutMs: 200 });
+    const api = new KubeApi(fake.kubeConfig(), { requestTimeoutMs: 200 });
     const started = Date.now();
     await assert.rejects(api.request("GET", "/api/v1/silent"), (err: unknown) => {
       assert.ok(err instanceof KubeApiError);
@@ -58,14 +41,21 @@ describe("KubeApi options", () => {
       return true;
     });
     assert.ok(Date.now() - started < 5_000);
-    assert.deepEqual((await api.list(KubeResources.secret, { namespace: "ns" })).items, []);
+    const listed = await api.list(KubeResources.secret, { namespace: "ns" });
+    assert.deepEqual(listed.items, []);
     const events: WatchEvent[] = [];
-    await api.watch(
+    const watching = api.watch(
       KubeResources.secret,
-      { resourceVersion: "1" },
+      { resourceVersion: listed.resourceVersion },
       (e) => events.push(e),
       new AbortController().signal,
     );
+    await until("the watch", () => fake.openWatches() === 1);
+    // Its one event comes after longer than the request timeout, then the apiserver ends it.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    fake.put(KubeResources.secret, { metadata: { name: "late", namespace: "ns" } });
+    fake.closeWatches();
+    await watching;
     assert.deepEqual(
       events.map((e) => e.type),
       ["ADDED"],
@@ -73,28 +63,30 @@ describe("KubeApi options", () => {
   });
 
   it("writes carry the field manager; lists and watches the label and field selectors", async () => {
-    const api = new KubeApi(config, { fieldManager: "cluster-proxy-gateway" });
+    const api = new KubeApi(fake.kubeConfig(), { fieldManager: "cluster-proxy-gateway" });
     await api.apply(KubeResources.configMap, { metadata: { name: "x", namespace: "ns" } });
-    assert.equal(new URL(urls.at(-1)!, "http://x").searchParams.get("fieldManager"), "cluster-proxy-gateway");
+    assert.equal(lastQuery().get("fieldManager"), "cluster-proxy-gateway");
     await api.list(KubeResources.configMap, {
       namespace: "ns",
       labelSelector: "a=b",
       fieldSelector: "metadata.name=x",
     });
-    const q = new URL(urls.at(-1)!, "http://x");
-    assert.equal(q.pathname, "/api/v1/namespaces/ns/configmaps");
-    assert.equal(q.searchParams.get("labelSelector"), "a=b");
-    assert.equal(q.searchParams.get("fieldSelector"), "metadata.name=x");
-    await api.watch(
+    assert.equal(fake.requests.at(-1)!.path, "/api/v1/namespaces/ns/configmaps");
+    assert.equal(lastQuery().get("labelSelector"), "a=b");
+    assert.equal(lastQuery().get("fieldSelector"), "metadata.name=x");
+    const watching = api.watch(
       KubeResources.configMap,
-      { namespace: "ns", fieldSelector: "metadata.name=x", resourceVersion: "1" },
+      { namespace: "ns", fieldSelector: "metadata.name=x", resourceVersion: fake.resourceVersion() },
       () => undefined,
       new AbortController().signal,
     );
-    assert.equal(new URL(urls.at(-1)!, "http://x").searchParams.get("fieldSelector"), "metadata.name=x");
-    await new KubeApi(config).apply(KubeResources.configMap, { metadata: { name: "x", namespace: "ns" } });
+    await until("the watch", () => fake.openWatches() === 1);
+    assert.equal(lastQuery().get("fieldSelector"), "metadata.name=x");
+    fake.closeWatches();
+    await watching;
+    await new KubeApi(fake.kubeConfig()).apply(KubeResources.configMap, { metadata: { name: "x", namespace: "ns" } });
     assert.equal(
-      new URL(urls.at(-1)!, "http://x").searchParams.get("fieldManager"),
+      lastQuery().get("fieldManager"),
       "cluster-proxy-addon-manager",
       "the default: the manager every cluster-proxy client has written with",
     );
@@ -106,26 +98,16 @@ describe("KubeApi request signal", () => {
     "an aborted request closes its connection, waiting for the answer or reading its body",
     { timeout: 20_000 },
     async () => {
-      const server = http.createServer((req, res) => {
-        if (req.url?.endsWith("/half")) {
+      const fake = await FakeApiServer.start();
+      fake.intercept = (req, res) => {
+        if (req.path.endsWith("/half")) {
           res.writeHead(200, { "content-type": "application/json" });
           res.write('{"metadata":'); // the rest never comes
         }
         // otherwise: accepted, never answered
-      });
-      server.listen(0, "127.0.0.1");
-      await once(server, "listening");
-      const connections = (): Promise<number> =>
-        new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+      };
       try {
-        const port = (server.address() as AddressInfo).port;
-        const api = new KubeApi(
-          {
-            getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }),
-            applyToHTTPSOptions: () => Promise.resolve(),
-          },
-          { requestTimeoutMs: 60_000 },
-        );
+        const api = new KubeApi(fake.kubeConfig(), { requestTimeoutMs: 60_000 });
         const stop = new AbortController();
         const calls = ["/api/v1/silent", "/api/v1/half", "/api/v1/silent"].map((path) =>
           api.request("GET", path, undefined, undefined, stop.signal).then(
@@ -133,20 +115,14 @@ describe("KubeApi request signal", () => {
             (err: unknown) => err,
           ),
         );
-        for (let open = await connections(); open < calls.length; open = await connections())
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        const started = Date.now();
+        await until("every request", () => fake.requests.length === calls.length);
         stop.abort();
         for (const err of await Promise.all(calls))
           assert.ok(err instanceof KubeApiError && err.reason === "Transport", String(err));
-        for (let open = await connections(); open > 0; open = await connections()) {
-          assert.ok(Date.now() - started < 5_000, `${open} connections still open 5 s after the abort`);
-          await new Promise((resolve) => setTimeout(resolve, 10));
-        }
+        await fake.connectionsAtMost(0, 5_000);
         await assert.rejects(api.request("GET", "/api/v1/silent", undefined, undefined, stop.signal), KubeApiError);
       } finally {
-        server.closeAllConnections();
-        server.close();
+        await fake.close();
       }
     },
   );
