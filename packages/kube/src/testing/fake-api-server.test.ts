@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it, type TestContext } from "node:test";
-import { KubeApiError, KubeResources, isConflict, isNotFound, type WatchEvent } from "../kube-api.js";
+import { KubeApi, KubeApiError, KubeResources, isConflict, isNotFound, type WatchEvent } from "../kube-api.js";
 import { FakeApiServer, labelSelector, mergePatch } from "./fake-api-server.js";
 
 const { secret } = KubeResources;
@@ -49,6 +49,50 @@ describe("the fake API server's own hooks (the rest is compared with kube-apiser
       api.watch(secret, { namespace: "ns", resourceVersion: before }, () => undefined, new AbortController().signal),
       (err) => err instanceof KubeApiError && err.status === 410 && err.reason === "Expired",
     );
+  });
+
+  it("intercept takes a request over (a stall, its own answer) or lets the fake serve it, at once or later", async (t) => {
+    const server = await started(t);
+    const api = server.api();
+    let held: (() => void) | undefined;
+    server.intercept = (req, res, serve) => {
+      if (req.method === "DELETE") return; // a stall
+      if (req.method === "POST") held = serve;
+      else if (req.path.endsWith("/teapot")) res.writeHead(418).end();
+      else serve();
+    };
+    const creating = api.create(secret, { metadata: { name: "a", namespace: "ns" } });
+    const deadline = Date.now() + 10_000;
+    while (!held && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    assert.equal(server.object(secret, "a", "ns"), undefined, "held: not yet created");
+    held?.();
+    assert.equal((await creating).metadata.name, "a");
+    await assert.rejects(
+      api.request("GET", "/api/v1/teapot"),
+      (err) => err instanceof KubeApiError && err.status === 418,
+    );
+    const stop = new AbortController();
+    const deleting = api.request("DELETE", KubeApi.objectPath(secret, "a", "ns"), {}, undefined, stop.signal);
+    while (server.requests.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    stop.abort();
+    await assert.rejects(deleting, KubeApiError);
+    assert.ok(server.object(secret, "a", "ns"), "the stalled DELETE was never served");
+  });
+
+  it("dropWatches cuts the open watches: the client's stream fails", async (t) => {
+    const server = await started(t);
+    const api = server.api();
+    const watching = api.watch(
+      secret,
+      { namespace: "ns", resourceVersion: server.resourceVersion() },
+      () => undefined,
+      new AbortController().signal,
+    );
+    const deadline = Date.now() + 10_000;
+    while (server.openWatches() === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    server.dropWatches();
+    await assert.rejects(watching);
+    assert.equal(server.openWatches(), 0);
   });
 
   it("label selectors and merge patches follow kubectl and RFC 7386", () => {
