@@ -382,6 +382,35 @@ async function reviews(api: KubeApi): Promise<Record<string, unknown>> {
     type: "Warning",
   })) as KubeObject;
   seen.generatedName = /^svc\.[a-z0-9]{5}$/.test(event.metadata.name);
+
+  // A strategic merge patch of a Deployment's status (as the agent writes its condition): merged by type.
+  const labels = { app: "fidelity" };
+  await api.create(KubeResources.deployment, {
+    metadata: { name: "patched", namespace: ns },
+    spec: {
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [{ name: "c", image: "example.invalid/c" }] } },
+    },
+  });
+  const statusPatch = async (conditions: Record<string, string>[]): Promise<unknown> => {
+    const patched = (await api.request(
+      "PATCH",
+      `${KubeApi.objectPath(KubeResources.deployment, "patched", ns)}/status`,
+      { status: { conditions } },
+      "application/strategic-merge-patch+json",
+    )) as { status?: { conditions?: Record<string, unknown>[] } };
+    // The real one writes a condition's unset times as null (typed serialization, which the fake does not model).
+    return patched.status?.conditions?.map((c) => Object.fromEntries(Object.entries(c).filter(([, v]) => v !== null)));
+  };
+  const condition = (type: string, status: string): Record<string, string> => ({
+    type,
+    status,
+    reason: "R",
+    message: `${type} is ${status}`,
+  });
+  seen.strategicFirst = await statusPatch([condition("Available", "True")]);
+  seen.strategicMerged = await statusPatch([condition("Progressing", "True"), condition("Available", "False")]);
+  seen.strategicAdded = await statusPatch([condition("ReplicaFailure", "False")]);
   return seen;
 }
 

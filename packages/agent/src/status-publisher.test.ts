@@ -1,15 +1,13 @@
 import assert from "node:assert/strict";
-import { once } from "node:events";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import https from "node:https";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { silentLogger } from "@cluster-proxy/kit";
 import { ManualClock } from "@cluster-proxy/kit/testing";
-import { waitUntil } from "@cluster-proxy/tunnel/testing";
+import { KubeResources } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import type { ConnectionCondition } from "./connect/connection-report.js";
 import { StatusPublisher, inClusterPatchSender } from "./status-publisher.js";
 
@@ -142,34 +140,44 @@ describe("inClusterPatchSender", () => {
   });
 
   test("PATCHes the Deployment's status subresource with the pod's token, verifying the apiserver", async () => {
-    const requests: { method?: string; url?: string; headers: Record<string, unknown>; body: string }[] = [];
-    let answer = 200;
-    const server = https.createServer({ key: pki.serverKey, cert: pki.serverCert }, (req, res) => {
-      let body = "";
-      req.setEncoding("utf8");
-      req.on("data", (c: string) => (body += c));
-      req.on("end", () => {
-        requests.push({ method: req.method, url: req.url, headers: req.headers, body });
-        res.writeHead(answer, { "content-type": "application/json" });
-        res.end(JSON.stringify({ kind: "Status", message: answer === 200 ? "ok" : "deployments.apps is forbidden" }));
-      });
+    const fake = await FakeApiServer.start([], { tls: { key: pki.serverKey, cert: pki.serverCert } });
+    const available = { type: "Available", status: "True", reason: "MinimumReplicasAvailable", message: "up" };
+    fake.put(KubeResources.deployment, {
+      metadata: { name: "cluster-proxy-proxy-agent", namespace: "agents" },
+      status: { conditions: [available] },
     });
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
+    const requests = fake.requests;
     try {
       const env = {
         KUBERNETES_SERVICE_HOST: "127.0.0.1",
-        KUBERNETES_SERVICE_PORT: String((server.address() as AddressInfo).port),
+        KUBERNETES_SERVICE_PORT: new URL(fake.url).port,
       };
       const send = inClusterPatchSender("agents", "cluster-proxy-proxy-agent", env, dir, 5000);
       await send('{"status":{}}');
       assert.equal(requests[0]!.method, "PATCH");
-      assert.equal(requests[0]!.url, "/apis/apps/v1/namespaces/agents/deployments/cluster-proxy-proxy-agent/status");
+      assert.equal(requests[0]!.path, "/apis/apps/v1/namespaces/agents/deployments/cluster-proxy-proxy-agent/status");
       assert.equal(requests[0]!.headers.authorization, "Bearer the-token");
       assert.equal(requests[0]!.headers["content-type"], "application/strategic-merge-patch+json");
-      assert.equal(requests[0]!.body, '{"status":{}}');
-      answer = 403;
-      await assert.rejects(send("{}"), /HTTP 403: deployments\.apps is forbidden/);
+      assert.deepEqual(requests[0]!.body, { status: {} });
+      // A strategic merge patch: the condition is merged into the others by its type.
+      const connected = condition("True", "a: connected to 1 of 1 proxy-server");
+      await send(JSON.stringify({ status: { conditions: [connected] } }));
+      const written = fake.object<{ metadata: { name: string }; status?: { conditions?: unknown[] } }>(
+        KubeResources.deployment,
+        "cluster-proxy-proxy-agent",
+        "agents",
+      );
+      assert.deepEqual(
+        new Set(written?.status?.conditions),
+        new Set([available, connected]),
+        "the other conditions are kept",
+      );
+      fake.failNext(1, {
+        code: 403,
+        reason: "Forbidden",
+        message: `deployments.apps "cluster-proxy-proxy-agent" is forbidden: User "system:serviceaccount:agents:x" cannot patch resource "deployments/status" in API group "apps" in the namespace "agents"`,
+      });
+      await assert.rejects(send("{}"), /HTTP 403: deployments\.apps "cluster-proxy-proxy-agent" is forbidden/);
       await assert.rejects(inClusterPatchSender("agents", "x", {}, dir)("{}"), /KUBERNETES_SERVICE_HOST is not set/);
       await assert.rejects(
         inClusterPatchSender("agents", "x", env, join(dir, "missing"))("{}"),
@@ -178,9 +186,7 @@ describe("inClusterPatchSender", () => {
       await rm(join(dir, "ca.crt"));
       await assert.rejects(send("{}"), /cannot read the cluster CA of the service account in .*ENOENT/);
     } finally {
-      server.close();
-      server.closeAllConnections();
+      await fake.close();
     }
-    await waitUntil("server closed", () => !server.listening);
   });
 });

@@ -10,6 +10,7 @@
  */
 import { randomUUID } from "node:crypto";
 import http from "node:http";
+import https from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import { KubeApi, KubeResources, type KubeApiConfig, type KubeObject, type ResourceRef } from "../kube-api.js";
 
@@ -159,6 +160,42 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
   }
   return out;
 }
+
+/** The API groups of Kubernetes' own types, which take strategic merge patches (custom resources do not). */
+const BUILTIN_GROUPS = new Set([
+  "",
+  "apps",
+  "policy",
+  "certificates.k8s.io",
+  "coordination.k8s.io",
+  "discovery.k8s.io",
+]);
+
+/**
+ * A strategic merge patch as the apiserver applies one to the built-in types, for what this runtime
+ * sends: a merge patch, except that a `conditions` list is merged by each condition's `type` (its
+ * patch merge key) instead of replaced, the patch's in its order first. Other lists are replaced; `$patch` directives are not modelled.
+ */
+export function strategicMergePatch(target: unknown, patch: unknown): unknown {
+  if (!isRecord(patch)) return clone(patch);
+  const out: Record<string, unknown> = isRecord(target) ? { ...target } : {};
+  for (const [k, v] of Object.entries(patch)) {
+    const old = out[k];
+    if (v === null) delete out[k];
+    else if (k === "conditions" && isList(v) && isList(old)) {
+      // The patch's conditions (merged into the stored ones of their type) in its order, then the others.
+      const typeOf = (c: unknown): unknown => (isRecord(c) ? c.type : undefined);
+      const patched = v.map((c) => {
+        const stored = old.find((o) => typeOf(o) === typeOf(c));
+        return stored === undefined ? clone(c) : strategicMergePatch(stored, c);
+      });
+      out[k] = [...patched, ...old.filter((o) => !v.some((c) => typeOf(c) === typeOf(o)))];
+    } else out[k] = strategicMergePatch(old, v);
+  }
+  return out;
+}
+
+const isList = (v: unknown): v is unknown[] => Array.isArray(v);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -311,14 +348,19 @@ export class FakeApiServer {
   }
 
   /** A started fake serving the runtime's resources and `resources`. */
-  static async start(resources: readonly FakeResource[] = []): Promise<FakeApiServer> {
+  static async start(
+    resources: readonly FakeResource[] = [],
+    options: { tls?: https.ServerOptions } = {},
+  ): Promise<FakeApiServer> {
     const fake = new FakeApiServer(resources);
-    await fake.listen();
+    await fake.listen(options.tls);
     return fake;
   }
 
-  private async listen(): Promise<void> {
-    const server = http.createServer((req, res) => void this.handle(req, res));
+  /** Listen on loopback: plain HTTP, or HTTPS with `tls` (a serving certificate, and a client CA to ask for one). */
+  private async listen(tls: https.ServerOptions | undefined): Promise<void> {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => void this.handle(req, res);
+    const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
     this.server = server;
     server.on("connection", (socket: Socket) => {
       this.sockets.add(socket);
@@ -329,7 +371,7 @@ export class FakeApiServer {
       });
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.url = `${tls ? "https" : "http"}://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
 
   /** A client configuration for this server (plain HTTP on loopback, no credentials). */
@@ -908,7 +950,14 @@ export class FakeApiServer {
       const next = mergePatch(old, raw);
       return this.write(t.resource, "MODIFIED", this.merged(t, old, next as KubeObject), old);
     }
-    if (type !== "application/merge-patch+json")
+    const strategic = type === "application/strategic-merge-patch+json";
+    if (strategic && !BUILTIN_GROUPS.has(groupOf(t.resource.apiVersion)))
+      throw statusOf(
+        415,
+        "UnsupportedMediaType",
+        `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml`,
+      );
+    if (type !== "application/merge-patch+json" && !strategic)
       throw statusOf(
         415,
         "UnsupportedMediaType",
@@ -917,7 +966,7 @@ export class FakeApiServer {
     if (!old) throw this.notFound(t, t.name);
     const meta = isRecord(raw.metadata) ? raw.metadata : {};
     this.preconditions(t, old, meta.uid, meta.resourceVersion, true);
-    const next = mergePatch(old, raw) as KubeObject;
+    const next = (strategic ? strategicMergePatch(old, raw) : mergePatch(old, raw)) as KubeObject;
     return this.write(t.resource, "MODIFIED", this.merged(t, old, next), old);
   }
 
