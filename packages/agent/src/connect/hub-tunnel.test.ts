@@ -2,95 +2,70 @@ import assert from "node:assert/strict";
 import { once } from "node:events";
 import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import type * as http from "node:http";
-import * as https from "node:https";
-import type * as net from "node:net";
 import type * as tls from "node:tls";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { AGENT_UPGRADE_PROTOCOL, ConfigError } from "@cluster-proxy/api";
+import { KubeResources, type KubeObject } from "@cluster-proxy/kube";
+import { FakeApiServer } from "@cluster-proxy/kube/testing";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
 import { silentLogger } from "@cluster-proxy/kit";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { explainRefusal, HubAccess, openHubTunnel, readyPods, ReplicaWatch } from "./hub-tunnel.js";
 
+/** A request to the hub, with the CN of the client certificate it came with. */
+interface Seen {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+  user: string;
+}
+
 /**
- * A stand-in hub apiserver: mTLS as a real one (client certificates of the test client CA); the
- * upgrade of `pods/good:8096/proxy/` is answered 101 and then echoes; other pods get the
- * apiserver's refusals; EndpointSlices are listed and watched from `slices`/`events`.
+ * The hub apiserver: the faithful fake over mTLS (client certificates of the test client CA), its
+ * EndpointSlices listed and watched; the upgrade of `pods/good:8096/proxy/` (a pod's proxy, which the
+ * fake does not model) is answered 101 and then echoes, other pods get the apiserver's refusals.
  */
-class FakeHub {
-  readonly server: https.Server;
-  readonly requests: { method: string; url: string; headers: http.IncomingHttpHeaders; user: string }[] = [];
-  slices: unknown[] = [];
-  private watchers = new Set<http.ServerResponse>();
-
-  constructor(pki: TestPki) {
-    this.server = https.createServer(
-      { cert: pki.serverCert, key: pki.serverKey, ca: pki.clientCa, requestCert: true, rejectUnauthorized: true },
-      (req, res) => {
-        this.record(req);
-        const url = new URL(req.url ?? "/", "https://hub");
-        if (!url.pathname.endsWith("/endpointslices")) {
-          res.writeHead(404).end();
-          return;
-        }
-        if (url.searchParams.get("watch") === "1") {
-          res.writeHead(200, { "content-type": "application/json" });
-          this.watchers.add(res);
-          res.once("close", () => this.watchers.delete(res));
-          return;
-        }
-        res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ metadata: { resourceVersion: "7" }, items: this.slices }));
-      },
-    );
-    this.server.on("upgrade", (req: http.IncomingMessage, socket: net.Socket) => {
-      this.record(req);
-      const pod = /\/pods\/([^/:]+):8096\/proxy\/$/.exec(req.url ?? "")?.[1];
-      const status = (code: number, message: string): void => {
-        const body = JSON.stringify({ kind: "Status", status: "Failure", message, code });
-        socket.end(
-          `HTTP/1.1 ${code} X\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
-        );
-      };
-      if (pod === "forbidden") status(403, 'pods "forbidden" is forbidden: User "x" cannot get resource "pods/proxy"');
-      else if (pod === "gone") status(404, 'pods "gone" not found');
-      else if (pod === "wrong")
-        socket.write("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
-      else if (pod === "good") {
-        socket.write(
-          `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${AGENT_UPGRADE_PROTOCOL}\r\n\r\n`,
-        );
-        socket.pipe(socket);
-      } else status(503, "error trying to reach service: dial tcp 10.0.0.1:8096: connect: connection refused");
-    });
-  }
-
-  private record(req: http.IncomingMessage): void {
+async function startHub(pki: TestPki): Promise<{ fake: FakeApiServer; upgrades: Seen[] }> {
+  const fake = await FakeApiServer.start([], {
+    tls: { cert: pki.serverCert, key: pki.serverKey, ca: pki.clientCa, requestCert: true, rejectUnauthorized: true },
+  });
+  const upgrades: Seen[] = [];
+  fake.upgrade = (req, socket) => {
     const cert = (req.socket as tls.TLSSocket).getPeerCertificate();
-    this.requests.push({
+    upgrades.push({
       method: req.method ?? "",
       url: req.url ?? "",
       headers: req.headers,
       user: String(cert.subject?.CN ?? ""),
     });
-  }
-
-  event(type: string, object: unknown): void {
-    for (const w of this.watchers) w.write(`${JSON.stringify({ type, object })}\n`);
-  }
-
-  endWatches(): void {
-    for (const w of this.watchers) w.end();
-  }
-
-  get watching(): number {
-    return this.watchers.size;
-  }
+    const pod = /\/pods\/([^/:]+):8096\/proxy\/$/.exec(req.url ?? "")?.[1];
+    const status = (code: number, message: string): void => {
+      const body = JSON.stringify({ kind: "Status", status: "Failure", message, code });
+      socket.end(
+        `HTTP/1.1 ${code} X\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    };
+    if (pod === "forbidden") status(403, 'pods "forbidden" is forbidden: User "x" cannot get resource "pods/proxy"');
+    else if (pod === "gone") status(404, 'pods "gone" not found');
+    else if (pod === "wrong")
+      socket.write("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    else if (pod === "good") {
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ${AGENT_UPGRADE_PROTOCOL}\r\n\r\n`,
+      );
+      socket.pipe(socket);
+    } else status(503, "error trying to reach service: dial tcp 10.0.0.1:8096: connect: connection refused");
+  };
+  return { fake, upgrades };
 }
 
-const slice = (name: string, endpoints: { pod: string; ready?: boolean; terminating?: boolean }[]): unknown => ({
-  metadata: { name },
+const slice = (
+  name: string,
+  endpoints: { pod: string; ready?: boolean; terminating?: boolean }[],
+  service = "proxy-entrypoint",
+): KubeObject => ({
+  metadata: { name, namespace: "ns", labels: { "kubernetes.io/service-name": service } },
   endpoints: endpoints.map((e) => ({
     conditions: {
       ...(e.ready === undefined ? {} : { ready: e.ready }),
@@ -102,15 +77,15 @@ const slice = (name: string, endpoints: { pod: string; ready?: boolean; terminat
 
 describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
   let pki: TestPki;
-  let hub: FakeHub;
+  let hub: FakeApiServer;
+  let upgrades: Seen[];
   let access: HubAccess;
+  const { endpointSlice } = KubeResources;
 
   before(async () => {
     pki = await createTestPki();
-    hub = new FakeHub(pki);
-    hub.server.listen(0, "127.0.0.1");
-    await once(hub.server, "listening");
-    const port = (hub.server.address() as net.AddressInfo).port;
+    ({ fake: hub, upgrades } = await startHub(pki));
+    const port = new URL(hub.url).port;
     // As OCM's registration agent writes it: the certificate files named relative to the kubeconfig.
     copyFileSync(pki.paths.client.cert, join(pki.dir, "tls.crt"));
     copyFileSync(pki.paths.client.key, join(pki.dir, "tls.key"));
@@ -136,16 +111,14 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
     );
     access = new HubAccess(join(pki.dir, "kubeconfig"));
   });
-  after(() => {
-    hub.endWatches();
-    hub.server.close();
-    hub.server.closeAllConnections();
+  after(async () => {
+    await hub.close();
     pki.cleanup();
   });
 
   test("the upgrade GET carries the token and the agent's client certificate; the 101 socket is a byte stream to the door", async () => {
     const socket = await openHubTunnel(await access.load(), { namespace: "ns", pod: "good", port: 8096 }, 5_000);
-    const request = hub.requests.at(-1)!;
+    const request = upgrades.at(-1)!;
     assert.equal(request.method, "GET");
     assert.equal(request.url, "/api/v1/namespaces/ns/pods/good:8096/proxy/");
     assert.equal(request.headers.upgrade, AGENT_UPGRADE_PROTOCOL);
@@ -222,27 +195,39 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
       ),
       ["new", "up"],
     );
-    hub.slices = [slice("s1", [{ pod: "p-b" }, { pod: "p-a" }])];
+    hub.put(endpointSlice, slice("s1", [{ pod: "p-b" }, { pod: "p-a" }]));
+    // Another Service's slice: not its replicas.
+    hub.put(endpointSlice, slice("other", [{ pod: "x" }], "other-service"));
     const { watch, seen, errors } = startReplicaWatch();
     try {
-      await waitUntil("the listed pods", () => seen.length === 1 && hub.watching === 1);
+      await waitUntil("the listed pods", () => seen.length === 1 && hub.openWatches() === 1);
       assert.deepEqual(seen[0], ["p-a", "p-b"]);
-      const list = hub.requests.find((r) => r.url.includes("endpointslices"))!;
-      assert.match(list.url, /labelSelector=kubernetes\.io%2Fservice-name%3Dproxy-entrypoint/);
-      hub.event("ADDED", slice("s2", [{ pod: "p-c" }]));
+      const list = hub.requests.find((r) => r.path.endsWith("/endpointslices"))!;
+      assert.equal(list.path, "/apis/discovery.k8s.io/v1/namespaces/ns/endpointslices");
+      assert.equal(list.query.get("labelSelector"), "kubernetes.io/service-name=proxy-entrypoint");
+      hub.put(endpointSlice, slice("s2", [{ pod: "p-c" }]));
       await waitUntil("a new replica", () => seen.length === 2);
       assert.deepEqual(seen[1], ["p-a", "p-b", "p-c"]);
-      hub.event("MODIFIED", slice("s1", [{ pod: "p-a", ready: false }, { pod: "p-b" }]));
+      hub.put(endpointSlice, slice("s1", [{ pod: "p-a", ready: false }, { pod: "p-b" }]));
       await waitUntil("a replica no longer ready", () => seen.length === 3);
       assert.deepEqual(seen[2], ["p-b", "p-c"]);
-      hub.event("MODIFIED", slice("s1", [{ pod: "p-a", ready: false }, { pod: "p-b" }]));
-      hub.event("DELETED", slice("s2", []));
+      hub.put(endpointSlice, slice("s1", [{ pod: "p-a", ready: false }, { pod: "p-b" }]));
+      hub.remove(endpointSlice, "s2", "ns");
       await waitUntil("a slice deleted", () => seen.length === 4);
       assert.deepEqual(seen[3], ["p-b"], "an unchanged set is not reported again");
       // The watch ends (apiserver timeout): the agent lists again, changes made meanwhile included.
-      hub.slices = [slice("s1", [{ pod: "p-b" }, { pod: "p-d" }])];
-      hub.endWatches();
-      await waitUntil("the re-list", () => seen.length === 5);
+      // (The re-list is held until the change is made, so that only the re-list can tell of it.)
+      let release: (() => void) | undefined;
+      hub.intercept = (req, _res, serve) => {
+        if (req.query.get("watch") === "1") return serve();
+        hub.intercept = undefined;
+        release = serve;
+      };
+      hub.closeWatches();
+      await waitUntil("the re-list", () => release !== undefined);
+      hub.put(endpointSlice, slice("s1", [{ pod: "p-b" }, { pod: "p-d" }]));
+      release?.();
+      await waitUntil("the re-listed pods", () => seen.length === 5);
       assert.deepEqual(seen[4], ["p-b", "p-d"]);
       assert.ok(
         errors.every((e) => e === undefined),
@@ -255,18 +240,18 @@ describe("through the hub kube-apiserver (--hub-kubeconfig)", () => {
   test("the replica watch reads the kubeconfig again for every request: a broken one is reported, a mended one recovers", async () => {
     const kubeconfig = join(pki.dir, "kubeconfig");
     const good = readFileSync(kubeconfig, "utf8");
-    hub.slices = [slice("s1", [{ pod: "p-a" }])];
+    hub.put(endpointSlice, slice("s1", [{ pod: "p-a" }]));
     const { watch, seen, errors } = startReplicaWatch();
     try {
-      await waitUntil("the listed pods", () => seen.length === 1 && hub.watching === 1);
+      await waitUntil("the listed pods", () => seen.length === 1 && hub.openWatches() === 1);
       writeFileSync(kubeconfig, "clusters: [not a kubeconfig");
-      hub.endWatches();
+      hub.closeWatches();
       await waitUntil("the failure reported", () => errors.some((e) => e !== undefined));
       assert.match(
         errors.find((e) => e !== undefined)!,
         /^cannot learn the proxy-server replicas from the EndpointSlices of ns\/proxy-entrypoint on the hub: --hub-kubeconfig: cannot load/,
       );
-      hub.slices = [slice("s1", [{ pod: "p-b" }])];
+      hub.put(endpointSlice, slice("s1", [{ pod: "p-b" }]));
       writeFileSync(kubeconfig, good);
       await waitUntil("the re-list with the mended kubeconfig", () => seen.length === 2);
       assert.deepEqual(seen[1], ["p-b"]);

@@ -315,6 +315,11 @@ export class FakeApiServer {
   onRequest: ((req: FakeRequest) => void) | undefined;
   /** When set, gets every request (after `onRequest`) instead of the fake: see {@link FakeInterceptor}. */
   intercept: FakeInterceptor | undefined;
+  /**
+   * Answers an upgrade (a pod's `proxy`, `exec`, `portforward`), which the fake does not model; without
+   * it an upgrade's connection is closed.
+   */
+  upgrade: ((req: http.IncomingMessage, socket: Socket, head: Buffer) => void) | undefined;
   /** The tokens TokenReviews authenticate (TokenRequests add theirs). */
   readonly tokens = new Map<string, FakeToken>();
   /** The authenticator of TokenReviews: by default the token table. */
@@ -362,7 +367,11 @@ export class FakeApiServer {
     const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => void this.handle(req, res);
     const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
     this.server = server;
-    server.on("connection", (socket: Socket) => {
+    server.on("upgrade", (req: http.IncomingMessage, socket: Socket, head: Buffer) => {
+      if (this.upgrade) this.upgrade(req, socket, head);
+      else socket.destroy();
+    });
+    server.on(tls ? "secureConnection" : "connection", (socket: Socket) => {
       this.sockets.add(socket);
       this.peakConnections = Math.max(this.peakConnections, this.sockets.size);
       socket.on("close", () => {
