@@ -9,20 +9,12 @@ import { after, before, describe, test } from "node:test";
 import { HubResources } from "@cluster-proxy/api";
 import { KubeResources, type KubeObject } from "@cluster-proxy/kube";
 import { FAKE_API_AUDIENCE, FakeApiServer } from "@cluster-proxy/kube/testing";
+import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import type { AddOnInfo, HubApi, ListEvent } from "./hub-api.js";
 import { kubeHubApi } from "./kube-hub.js";
 
 const { managedCluster, managedClusterAddOn } = HubResources;
 const ALICE = { username: "alice", uid: "u1", groups: ["g"], extra: { k: ["v"] } };
-
-/** Resolves once `check` holds; fails naming `what` after 10 s. */
-async function until(what: string, check: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!check()) {
-    assert.ok(Date.now() < deadline, `no ${what} within 10 s`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-}
 
 describe("kubeHubApi", () => {
   let fake: FakeApiServer;
@@ -123,10 +115,10 @@ describe("kubeHubApi", () => {
     const seen: (Record<string, string> | undefined)[] = [];
     const stop = hub.watchConfigMap("ns", "svc", (data) => seen.push(data));
     try {
-      await until("listed ConfigMap and open watch", () => seen.length === 1 && fake.openWatches() === 1);
+      await waitUntil("listed ConfigMap and open watch", () => seen.length === 1 && fake.openWatches() === 1);
       fake.put(configMap, { metadata: { name: "other", namespace: "ns" }, data: { services: "- changed" } });
       fake.put(configMap, svc("- x"));
-      await until("watched change", () => seen.length === 2);
+      await waitUntil("watched change", () => seen.length === 2);
     } finally {
       stop();
     }
@@ -170,10 +162,10 @@ describe("kubeHubApi", () => {
     const path = "/apis/addon.open-cluster-management.io/v1alpha1/managedclusteraddons";
     const stop = hub.watchAddOns("cluster-proxy", (e) => seen.push(e));
     try {
-      await until("listed add-ons and open watch", () => seen.length === 1 && fake.openWatches() === 1);
+      await waitUntil("listed add-ons and open watch", () => seen.length === 1 && fake.openWatches() === 1);
       fake.remove(managedClusterAddOn, "another-addon", "mc1");
       fake.remove(managedClusterAddOn, "cluster-proxy", "mc2");
-      await until("watched delete", () => seen.length === 2);
+      await waitUntil("watched delete", () => seen.length === 2);
     } finally {
       stop();
     }
