@@ -284,7 +284,7 @@ function shape(v: unknown): unknown {
   return v;
 }
 
-/** TokenReviews, SubjectAccessReviews and TokenRequests, as the gateway and the CLI send them. */
+/** TokenReviews, SubjectAccessReviews and TokenRequests as the gateway and the CLI send them, generated names and strategic merge patches. */
 async function reviews(api: KubeApi): Promise<Record<string, unknown>> {
   const seen: Record<string, unknown> = {};
   const ns = "fidelity-reviews";
@@ -532,7 +532,7 @@ describe("the faithful fake answers as kube-apiserver does", { skip: prerequisit
     assert.deepEqual(fromFake, fromReal);
   });
 
-  test("TokenReviews, SubjectAccessReviews and TokenRequests: the same answers", async () => {
+  test("reviews, TokenRequests, generated names and strategic merge patches: the same answers", async () => {
     const fromReal = await reviews(real.api);
     fake.tokens.set("fidelity-token", {
       user: { username: "fidelity-admin", uid: "1", groups: ["system:masters"] },
