@@ -400,15 +400,8 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
       this.serveGateway(req);
       return;
     }
-    const connectID = allocateConnectID();
-    const conn: EndpointConnection = {
-      connectID,
-      random: req.random,
-      state: "dialing",
-      end: this.deps.beginEndpoint(),
-      flow: new FlowState(),
-    };
-    this.connections.add(conn);
+    const conn = this.newConnection(req.random);
+    const { connectID } = conn;
     this.pendingDials.set(req.random, conn);
     const target = resolveEndpointAddress(req.address, this.deps.addressing);
     const started = performance.now();
@@ -442,6 +435,19 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
     );
   }
 
+  /** A new endpoint connection for the dial `random`, counted and tracked. */
+  private newConnection(random: bigint): EndpointConnection {
+    const conn: EndpointConnection = {
+      connectID: allocateConnectID(),
+      random,
+      state: "dialing",
+      end: this.deps.beginEndpoint(),
+      flow: new FlowState(),
+    };
+    this.connections.add(conn);
+    return conn;
+  }
+
   /**
    * A dial to the reserved gateway address: never dialled and not subject to the destination
    * policy. With the endpoint enabled the connection is open at once and its byte stream goes to
@@ -458,15 +464,8 @@ export class ServerTunnel extends EventEmitter<ServerTunnelEvents> {
       });
       return;
     }
-    const connectID = allocateConnectID();
-    const conn: EndpointConnection = {
-      connectID,
-      random: req.random,
-      state: "dialing",
-      end: this.deps.beginEndpoint(),
-      flow: new FlowState(),
-    };
-    this.connections.add(conn);
+    const conn = this.newConnection(req.random);
+    const { connectID } = conn;
     const { tunnelSide, endpointSide } = openInProcessStream();
     this.log.debug({ connectID, address: req.address }, "serving the gateway endpoint in-process");
     this.attach(conn, tunnelSide);
