@@ -1,12 +1,7 @@
 /**
- * A faithful fake of kube-apiserver for tests: a loopback HTTP server speaking the REST conventions
- * {@link KubeApi} uses, so tests exercise the real client. Checked against a real kube-apiserver by
- * test/kube/fake-fidelity.test.ts. Besides the REST of its resources it answers TokenReviews (from
- * a token table), SubjectAccessReviews (from a grant predicate) and TokenRequests (minting tokens the
- * table then knows), recording each review. What it does not model: admission, validation,
- * defaulting, managedFields and field ownership (server-side apply merges like a merge patch),
- * finalizers, and namespaces' existence. For a test that needs a misbehaving apiserver, `intercept`
- * takes over any request (stall, answer late, answer garbage, close mid-body).
+ * Test-only: a faithful fake kube-apiserver on loopback (REST, watches, TokenReview,
+ * SubjectAccessReview, TokenRequest; `intercept` for a misbehaving one), checked against the real
+ * one by test/kube/fake-fidelity.test.ts. Design: docs/testing/README.md#the-fake-api-server
  */
 import { randomUUID } from "node:crypto";
 import http from "node:http";
