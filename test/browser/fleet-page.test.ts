@@ -27,6 +27,7 @@ import { buildFleetUi } from "../../scripts/build-fleet-ui.js";
 import { failIfMissing, prerequisiteSkip } from "../framework/prerequisites.js";
 import { Browser, chromiumMissing } from "../framework/browser.js";
 import { FleetPage } from "./fleet-page.js";
+import { realClock } from "@cluster-proxy/kit";
 
 const CLUSTERS = 1_000;
 const TOKEN = "fleet-test-token";
@@ -110,7 +111,7 @@ describe("fleet page in Chromium", { skip, timeout: 180_000 }, () => {
   let uiDir: string;
   let assets: UiAssets;
   const offset = { ms: 0 };
-  const model = new FleetModel({ now: () => Date.now() + offset.ms });
+  const model = new FleetModel({ clock: { ...realClock, now: () => Date.now() + offset.ms } });
   const seenAuthorization: (string | undefined)[] = [];
   let open: { url: string; server: Server; http: FleetHttp };
   let guarded: { url: string; server: Server; http: FleetHttp };

@@ -11,6 +11,7 @@ import type { FleetModel } from "./fleet-model.js";
 import { FLEET_PATH, type FleetSnapshot } from "./fleet-types.js";
 import { loadUiAssets, type UiAssets } from "./ui-assets.js";
 import { errorMessage } from "@cluster-proxy/errors";
+import { realClock, type Clock, type TimerHandle } from "@cluster-proxy/kit";
 
 /** Who is looking, as the host decided. */
 export interface FleetViewer {
@@ -73,7 +74,8 @@ export interface FleetHttpOptions {
   limits?: Partial<FleetLimits>;
   /** The page's files (default: the built page, {@link loadUiAssets}). */
   assets?: UiAssets;
-  now?: () => number;
+  /** The time of snapshots and of the streams' coalescing (default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 const SECURITY_HEADERS = {
@@ -88,14 +90,14 @@ const NOT_BUILT = "the fleet page is not built: run npm run build (the JSON API 
 export class FleetHttp {
   private readonly limits: FleetLimits;
   private readonly assets: UiAssets;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   private readonly streams = new Set<EventStream>();
   private readonly perViewer = new Map<string, number>();
 
   constructor(private readonly options: FleetHttpOptions) {
     this.limits = { ...DEFAULT_FLEET_LIMITS, ...options.limits };
     this.assets = options.assets ?? loadUiAssets();
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? realClock;
   }
 
   /** Whether `url` is one of the fleet view's (the host hands those to {@link handle}). */
@@ -173,7 +175,7 @@ export class FleetHttp {
     const names = [...visible].filter((c) => model.has(c)).sort();
     const auditable = names.length === 0 ? new Set<string>() : await viewer.auditable(names);
     return {
-      generated: new Date(this.now()).toISOString(),
+      generated: new Date(this.clock.now()).toISOString(),
       clusters: names.flatMap((c) => model.row(c) ?? []),
       audit: auditable.size > 0,
     };
@@ -234,8 +236,8 @@ export class FleetHttp {
       const detail = await this.detail(viewer, cluster);
       if (!stream.isClosed) stream.send("detail", detail ?? null);
     };
-    const snapshots = new Coalescer(coalesceMs, () => sendSnapshot().catch(() => stream.close(true)));
-    const details = new Coalescer(coalesceMs, () => sendDetail().catch(() => stream.close(true)));
+    const snapshots = new Coalescer(coalesceMs, this.clock, () => sendSnapshot().catch(() => stream.close(true)));
+    const details = new Coalescer(coalesceMs, this.clock, () => sendDetail().catch(() => stream.close(true)));
     const every = cluster === null ? undefined : setInterval(() => details.trigger(), this.limits.detailEveryMs);
     every?.unref();
     const unsubscribe = this.options.model.subscribe((change) => {
@@ -262,31 +264,29 @@ export class FleetHttp {
 /** Runs a function at most once per `ms`: at once when the window is over, else once at its end. */
 class Coalescer {
   private last = 0;
-  private pending: NodeJS.Timeout | undefined;
+  private pending: TimerHandle;
 
   constructor(
     private readonly ms: number,
+    private readonly clock: Clock,
     private readonly run: () => unknown,
   ) {}
 
   trigger(): void {
-    if (this.pending) return;
-    const wait = this.last + this.ms - Date.now();
+    if (this.pending !== undefined) return;
+    const wait = this.last + this.ms - this.clock.now();
     if (wait <= 0) this.fire();
-    else {
-      this.pending = setTimeout(() => this.fire(), wait);
-      this.pending.unref();
-    }
+    else this.pending = this.clock.setTimeout(() => this.fire(), wait);
   }
 
   cancel(): void {
-    clearTimeout(this.pending);
+    this.clock.clearTimeout(this.pending);
     this.pending = undefined;
   }
 
   private fire(): void {
     this.pending = undefined;
-    this.last = Date.now();
+    this.last = this.clock.now();
     void this.run();
   }
 }

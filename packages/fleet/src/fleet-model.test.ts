@@ -3,6 +3,7 @@ import { test } from "node:test";
 import { FleetModel, type FleetChange, type RowReport } from "./fleet-model.js";
 import { AUDIT_ENTRIES, BUCKET_MS, SERIES_POINTS, type AuditEntry } from "./fleet-types.js";
 import { TrafficSeries } from "./traffic-series.js";
+import { realClock } from "@cluster-proxy/kit";
 
 const row = (cluster: string, over: Partial<RowReport> = {}): RowReport => ({
   cluster,
@@ -27,7 +28,7 @@ const entry = (n: number): AuditEntry => ({
 
 test("lastChange moves with installed, available and agents, not with latency", () => {
   let now = 1_000;
-  const model = new FleetModel({ now: () => now });
+  const model = new FleetModel({ clock: { ...realClock, now: () => now } });
   const changes: FleetChange[] = [];
   model.subscribe((c) => changes.push(c));
   model.setRow(row("east"));
@@ -49,7 +50,7 @@ test("lastChange moves with installed, available and agents, not with latency", 
 
 test("traffic and audit of clusters without a row are dropped; audit keeps the newest", () => {
   let now = 10 * BUCKET_MS;
-  const model = new FleetModel({ now: () => now });
+  const model = new FleetModel({ clock: { ...realClock, now: () => now } });
   model.recordTraffic("ghost", { requests: 1 });
   model.recordAudit("ghost", entry(1));
   assert.equal(model.detail("ghost", true), undefined);

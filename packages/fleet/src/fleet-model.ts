@@ -6,6 +6,7 @@
  * Memory is bounded by the clusters that have a row: traffic and audit records for a cluster
  * without one (a name a caller made up, a cluster being removed) are dropped.
  */
+import { realClock, type Clock } from "@cluster-proxy/kit";
 import { AUDIT_ENTRIES, type AuditEntry, type ClusterDetail, type FleetRow, type TrafficPoint } from "./fleet-types.js";
 import { TrafficSeries, type TrafficDelta } from "./traffic-series.js";
 
@@ -30,10 +31,11 @@ interface ClusterState {
 export class FleetModel {
   private readonly clusters = new Map<string, ClusterState>();
   private readonly listeners = new Set<(change: FleetChange) => void>();
-  private readonly now: () => number;
+  private readonly clock: Clock;
 
-  constructor(options: { now?: () => number } = {}) {
-    this.now = options.now ?? Date.now;
+  /** `clock`: the time of changes and traffic (default the kit's `realClock`; its `now()` read as Unix ms). */
+  constructor(options: { clock?: Clock } = {}) {
+    this.clock = options.clock ?? realClock;
   }
 
   /**
@@ -45,7 +47,7 @@ export class FleetModel {
   setRow(report: RowReport, since?: string): void {
     const state = this.clusters.get(report.cluster);
     if (!state) {
-      const row: FleetRow = { ...report, lastChange: since ?? new Date(this.now()).toISOString() };
+      const row: FleetRow = { ...report, lastChange: since ?? new Date(this.clock.now()).toISOString() };
       this.clusters.set(report.cluster, { row, traffic: new TrafficSeries(), openStreams: 0, audit: [] });
       this.emit({ kind: "row", cluster: report.cluster });
       return;
@@ -55,7 +57,7 @@ export class FleetModel {
       old.installed !== report.installed ||
       old.available !== report.available ||
       !sameCounts(old.agentsByServer, report.agentsByServer);
-    const row: FleetRow = { ...report, lastChange: moved ? new Date(this.now()).toISOString() : old.lastChange };
+    const row: FleetRow = { ...report, lastChange: moved ? new Date(this.clock.now()).toISOString() : old.lastChange };
     if (sameRow(old, row)) return;
     state.row = row;
     this.emit({ kind: "row", cluster: report.cluster });
@@ -70,7 +72,7 @@ export class FleetModel {
   recordTraffic(cluster: string, delta: TrafficDelta): void {
     const state = this.clusters.get(cluster);
     if (!state) return;
-    state.traffic.add(this.now(), delta);
+    state.traffic.add(this.clock.now(), delta);
     this.emit({ kind: "detail", cluster });
   }
 
@@ -109,7 +111,7 @@ export class FleetModel {
 
   /** The traffic series of `cluster` (oldest first). */
   series(cluster: string): TrafficPoint[] | undefined {
-    return this.clusters.get(cluster)?.traffic.points(this.now());
+    return this.clusters.get(cluster)?.traffic.points(this.clock.now());
   }
 
   /** The detail of `cluster`, with its audit records when `withAudit`. */
@@ -118,7 +120,7 @@ export class FleetModel {
     if (!state) return undefined;
     return {
       row: { ...state.row, agentsByServer: { ...state.row.agentsByServer } },
-      series: state.traffic.points(this.now()),
+      series: state.traffic.points(this.clock.now()),
       openStreams: state.openStreams,
       audit: withAudit ? state.audit.slice().reverse() : null,
     };

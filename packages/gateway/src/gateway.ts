@@ -432,7 +432,7 @@ export class Gateway implements Component<GatewayPorts> {
       onRefusal: (reason) => this.metrics.fairnessRejections.inc({ reason }),
     });
     this.frontProxy = new FrontProxyTrust(this.clock);
-    this.fleetModel = new FleetModel({ now: () => this.clock.now() });
+    this.fleetModel = new FleetModel({ clock: this.clock });
   }
 
   /** The connections to the clusters' endpoints (exists once {@link start} has read the gateway identity). */
@@ -539,7 +539,7 @@ export class Gateway implements Component<GatewayPorts> {
       },
       ...(fleet.assets ? { assets: fleet.assets } : {}),
       ...(fleet.limits ? { limits: fleet.limits } : {}),
-      now: () => clock.now(),
+      clock,
     });
     const identityReloader = new CertReloader({
       what: "gateway identity",

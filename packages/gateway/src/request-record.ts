@@ -8,6 +8,7 @@ import type { AuditRecord, AuditSink, AuditStart } from "./audit-log.js";
 import { proxyVerbOf } from "./authorization.js";
 import type { GatewayError } from "./gateway-error.js";
 import { OTHER, codeLabel, verbLabel, type GatewayMetrics } from "./metrics.js";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 
 /** Who else hears of a request (the fleet view): when it starts streaming, and its record when it ends. */
 export interface RecordTap {
@@ -54,16 +55,16 @@ export class RequestRecord {
   /**
    * @param metrics where the request is counted (undefined: nowhere, e.g. the fleet view's own
    *   requests, which are audited only)
+   * @param clock the time of the record and of its duration (default the kit's `realClock`)
    */
   constructor(
     method: string,
     private readonly audit: AuditSink,
     private readonly metrics: GatewayMetrics | undefined,
     private readonly tap?: RecordTap,
-    now: () => number = Date.now,
+    private readonly clock: Clock = realClock,
   ) {
-    this.started = now();
-    this.now = now;
+    this.started = clock.now();
     this.served = proxyVerbOf(method) !== undefined;
     this.record = {
       time: new Date(this.started).toISOString(),
@@ -77,8 +78,6 @@ export class RequestRecord {
       decision: "allow",
     };
   }
-
-  private readonly now: () => number;
 
   /** The `cluster` label of this request. */
   private get clusterLabel(): string {
@@ -121,7 +120,7 @@ export class RequestRecord {
     this.done = true;
     const r = this.record;
     r.code = code;
-    r.durationMs = this.now() - this.started;
+    r.durationMs = this.clock.now() - this.started;
     if (err) {
       r.decision = err.decision;
       r.reason = err.message;

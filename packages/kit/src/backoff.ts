@@ -4,6 +4,7 @@
  * with equal jitter by attempt number (the addon manager's work queue and watches). {@link delay}:
  * an abortable wait.
  */
+import { keepAliveClock, type Timers } from "./clock.js";
 
 /**
  * Jittered exponential backoff, as konnectivity agents use it: start at `initialMs`, multiply by
@@ -51,13 +52,13 @@ export function backoffDelay(
   return Math.round(ceiling / 2 + (random() * ceiling) / 2);
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
-export function delay(ms: number, signal: AbortSignal): Promise<void> {
+/** Resolves after `ms` on `timers` (default ref'd real timers: the wait is what its caller is there for), or at once when `signal` aborts. */
+export function delay(ms: number, signal: AbortSignal, timers: Timers = keepAliveClock): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
+    const timer = timers.setTimeout(done, ms);
     function done(): void {
-      clearTimeout(timer);
+      timers.clearTimeout(timer);
       signal.removeEventListener("abort", done);
       resolve();
     }

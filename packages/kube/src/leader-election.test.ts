@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { silentLogger } from "@cluster-proxy/kit";
+import { keepAliveClock, silentLogger } from "@cluster-proxy/kit";
 import { KubeApiError, type KubeObject, type ResourceRef } from "./kube-api.js";
 import { LeaderElector, type LeaseApi } from "./leader-election.js";
 
@@ -77,7 +77,7 @@ const elector = (
       leaseDurationMs: 15_000,
       renewDeadlineMs: 10_000,
       retryPeriodMs: 2_000,
-      now,
+      clock: { ...keepAliveClock, now },
     },
     silentLogger,
   );

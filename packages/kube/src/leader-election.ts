@@ -8,7 +8,7 @@
  */
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { delay } from "@cluster-proxy/kit";
+import { delay, keepAliveClock, type Clock } from "@cluster-proxy/kit";
 import { isAlreadyExists, isConflict, isNotFound, KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 import { errorMessage } from "@cluster-proxy/errors";
@@ -37,8 +37,8 @@ export interface LeaderElectionOptions {
    * it expired or was released.
    */
   holderPodAnnotation?: string;
-  /** Injected clock (ms), for tests. */
-  now?: () => number;
+  /** The clock of the Lease's times and of the waits between tries (default the kit's `keepAliveClock`; tests inject one). */
+  clock?: Clock;
 }
 
 /** What the elector asks of the apiserver ({@link KubeApi} does it). */
@@ -66,7 +66,7 @@ export class LeaderElector {
   private leading = false;
   private observed: { record: string; at: number } | undefined;
   private lastRenew = 0;
-  private readonly now: () => number;
+  private readonly clock: Clock;
   /** `<name>/<uid>` of this candidate's pod once seen; "" when it cannot be (no pod, another uid). */
   private ownPod: string | undefined;
 
@@ -76,7 +76,7 @@ export class LeaderElector {
     private readonly logger: Logger,
   ) {
     this.identity = options.identity || defaultIdentity();
-    this.now = options.now ?? Date.now;
+    this.clock = options.clock ?? keepAliveClock;
   }
 
   isLeader(): boolean {
@@ -89,7 +89,8 @@ export class LeaderElector {
    * Returns true if leadership was lost (not stopped).
    */
   async run(signal: AbortSignal, lead: (signal: AbortSignal) => void): Promise<boolean> {
-    while (!signal.aborted && !(await this.tryAcquireOrRenew())) await delay(this.options.retryPeriodMs, signal);
+    while (!signal.aborted && !(await this.tryAcquireOrRenew()))
+      await delay(this.options.retryPeriodMs, signal, this.clock);
     if (signal.aborted) return false;
     this.logger.info(
       { lease: `${this.options.namespace}/${this.options.name}`, identity: this.identity },
@@ -99,10 +100,10 @@ export class LeaderElector {
     lead(leadership.signal);
     try {
       while (!signal.aborted) {
-        await delay(this.options.retryPeriodMs, signal);
+        await delay(this.options.retryPeriodMs, signal, this.clock);
         if (signal.aborted) break;
         if (await this.tryAcquireOrRenew()) continue;
-        if (this.now() - this.lastRenew > this.options.renewDeadlineMs) {
+        if (this.clock.now() - this.lastRenew > this.options.renewDeadlineMs) {
           this.leading = false;
           this.logger.error(
             { lease: `${this.options.namespace}/${this.options.name}`, identity: this.identity },
@@ -124,7 +125,12 @@ export class LeaderElector {
     try {
       const lease = await this.api.get<Lease>(KubeResources.lease, this.options.name, this.options.namespace);
       if (lease.spec?.holderIdentity !== this.identity) return;
-      lease.spec = { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(this.now()) };
+      lease.spec = {
+        ...lease.spec,
+        holderIdentity: null,
+        leaseDurationSeconds: 1,
+        renewTime: microTime(this.clock.now()),
+      };
       lease.metadata.annotations = withHolderPod(lease.metadata.annotations, this.options.holderPodAnnotation, "");
       await this.api.replace(KubeResources.lease, lease);
       this.logger.info({ identity: this.identity }, "released the leader lease");
@@ -139,7 +145,7 @@ export class LeaderElector {
   /** One attempt to take or renew the Lease ({@link run} makes one each retry period); true if this candidate leads. */
   async tryAcquireOrRenew(): Promise<boolean> {
     const { namespace, name, leaseDurationMs } = this.options;
-    const now = this.now();
+    const now = this.clock.now();
     const mine = {
       holderIdentity: this.identity,
       leaseDurationSeconds: Math.ceil(leaseDurationMs / 1000),

@@ -16,7 +16,7 @@
  */
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { silentLogger } from "@cluster-proxy/kit";
+import { keepAliveClock, silentLogger } from "@cluster-proxy/kit";
 import { KubeResources, type KubeApi, type KubeObject } from "./kube-api.js";
 import { LeaderElector } from "./leader-election.js";
 import { FakeApiServer } from "./testing/fake-api-server.js";
@@ -63,7 +63,7 @@ async function held() {
         leaseDurationMs: LEASE_MS,
         renewDeadlineMs: 10_000,
         retryPeriodMs: 2_000,
-        now,
+        clock: { ...keepAliveClock, now },
       },
       silentLogger,
     );

@@ -18,6 +18,7 @@ import { ProxyServer, type ProxyServerDeps } from "./proxy-server.js";
 import { formatTicketKeyFile } from "./listeners/ticket-keys.js";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, type FakePeer } from "./testing/fake-peers.js";
+import { realClock } from "@cluster-proxy/kit";
 
 interface Handshake {
   reused: boolean;
@@ -204,7 +205,10 @@ describe("TLS session resumption", () => {
 
   test("a resumed session whose client certificate has expired since is refused; the next connection is a full handshake", async () => {
     let offset = 0;
-    const s = await start({ agentIdentity: "certificate" }, { wallClock: () => Date.now() + offset });
+    const s = await start(
+      { agentIdentity: "certificate" },
+      { clock: { ...realClock, now: () => Date.now() + offset } },
+    );
     const sessions = new TlsSessionCache();
     const first = await connectFakeAgent(agentTarget(s, sessions), { agentid: "x", agentidentifiers: "host=east" });
     await waitUntil("the agent and its ticket", () => s.backendCount() === 1 && sessions.size === 1);

@@ -95,11 +95,10 @@ export interface ProxyServerDeps {
   tokenReview?: TokenReviewFn;
   /**
    * The clock of the relay's protocol timers (dial deadlines, lingers, stall checks), the HTTP
-   * CONNECT door's and the handshake pacers' (default: the kit's `realClock`).
+   * CONNECT door's and the handshake pacers', and the time a resumed session's certificate
+   * validity is checked at (its `now()` read as Unix ms; default: the kit's `realClock`).
    */
   clock?: Clock;
-  /** The wall clock (ms since the epoch) a resumed session's certificate validity is checked at (default `Date.now`). */
-  wallClock?: () => number;
 }
 
 interface Listener {
@@ -128,9 +127,8 @@ export class ProxyServer implements Component {
   /** Metrics of this server (its own registry). */
   readonly metrics: ServerMetrics;
   private readonly relay: Relay;
-  /** The protocol timers' clock: the relay's, the HTTP CONNECT door's and the handshake pacers'. */
+  /** The server's clock: the relay's, the HTTP CONNECT door's and the handshake pacers' timers, and the resumed sessions' certificate checks. */
   private readonly clock: Clock;
-  private readonly wallClock: () => number;
   /** The relay as the HTTP CONNECT door sees it: payloads in and out. */
   private readonly payloads: PayloadRelay;
   private readonly log: Logger;
@@ -185,7 +183,6 @@ export class ProxyServer implements Component {
       awaitingHello: () => this.pacerStates((s) => s.awaitingHello),
     });
     this.clock = deps.clock ?? realClock;
-    this.wallClock = deps.wallClock ?? Date.now;
     this.relay = new Relay({
       strategies,
       backendDialTimeoutMs: options.backendDialTimeout,
@@ -382,7 +379,7 @@ export class ProxyServer implements Component {
       }
       if (clientCerts) {
         const cert = socket.getPeerX509Certificate();
-        const now = this.wallClock();
+        const now = this.clock.now();
         const problem = !cert
           ? "no client certificate"
           : now > Date.parse(cert.validTo)

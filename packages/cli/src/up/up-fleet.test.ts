@@ -8,6 +8,7 @@ import type { DialProbeResult, IdentifierTraffic } from "@cluster-proxy/server";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { UpFleet, type UpFleetServer } from "./up-fleet.js";
 import { startUpFleetHttp } from "./up-fleet-http.js";
+import { realClock } from "@cluster-proxy/kit";
 
 /** A proxy-server whose agents, counters and probe answers the test sets. */
 class FakeServer implements UpFleetServer {
@@ -59,7 +60,7 @@ function fleetOf(server: FakeServer, now?: () => number): UpFleet {
     ],
     probeEveryMs: 3_600_000,
     pollMs: 3_600_000,
-    ...(now ? { now } : {}),
+    ...(now ? { clock: { ...realClock, now } } : {}),
   });
 }
 

@@ -7,6 +7,7 @@ import { X509Certificate } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { FleetModel, type RowReport, type TrafficDelta } from "@cluster-proxy/fleet";
 import type { ProxyServer } from "@cluster-proxy/server";
+import { type Clock } from "@cluster-proxy/kit";
 
 /** What up-fleet reads of the in-process proxy-server. */
 export type UpFleetServer = Pick<ProxyServer, "serverId" | "agentsByIdentifier" | "trafficByIdentifier" | "probe">;
@@ -29,8 +30,8 @@ export interface UpFleetOptions {
   probeTimeoutMs?: number;
   /** Interval of reading agents and traffic (default 500 ms). */
   pollMs?: number;
-  /** The model's clock (tests). */
-  now?: () => number;
+  /** The model's clock (tests; default the kit's `realClock`). */
+  clock?: Clock;
 }
 
 type Probe = { ok: true; ms: number } | { ok: false; reason: string };
@@ -60,7 +61,7 @@ export class UpFleet {
   private closed = false;
 
   constructor(private readonly options: UpFleetOptions) {
-    this.model = new FleetModel(options.now ? { now: options.now } : {});
+    this.model = new FleetModel(options.clock ? { clock: options.clock } : {});
     this.probeEveryMs = options.probeEveryMs ?? 2_000;
     this.probeTimeoutMs = options.probeTimeoutMs ?? 1_500;
     this.probePort = options.probePort ?? 80;
