@@ -5,9 +5,10 @@
  */
 import { readFile } from "node:fs/promises";
 import https from "node:https";
-import { realClock, type Clock, type Logger, type TimerHandle } from "@cluster-proxy/kit";
+import { IdleWaiters, realClock, type Clock, type Logger, type TimerHandle } from "@cluster-proxy/kit";
 import type { ConnectionCondition } from "./connect/connection-report.js";
 import { apiStatusMessage } from "./kube-status.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Where the kubelet mounts the pod's service account token, CA and namespace. */
 export const SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
@@ -118,11 +119,13 @@ export class StatusPublisher {
   private failures = 0;
   private lastFailure = "";
   private closed = false;
-  private idle: (() => void)[] = [];
   private readonly clock: Clock;
+  /** Waiters for nothing pending (or closed) and nothing in flight. */
+  private readonly idle: IdleWaiters;
 
   constructor(private readonly options: StatusPublisherOptions) {
     this.clock = options.clock ?? realClock;
+    this.idle = new IdleWaiters(() => !this.inFlight && (!this.pending || this.closed), this.clock);
     this.send = options.send ?? inClusterPatchSender(options.namespace, options.deployment);
     this.minIntervalMs = options.minIntervalMs ?? 1_000;
     this.retryMs = options.retryMs ?? 5_000;
@@ -149,9 +152,8 @@ export class StatusPublisher {
   }
 
   /** Resolves once nothing is pending or in flight (for tests and shutdown). */
-  whenIdle(): Promise<void> {
-    if (!this.inFlight && !this.pending) return Promise.resolve();
-    return new Promise((resolve) => this.idle.push(resolve));
+  async whenIdle(): Promise<void> {
+    await this.idle.wait();
   }
 
   private kick(delayMs: number): void {
@@ -183,7 +185,7 @@ export class StatusPublisher {
         this.done(0);
       },
       (err: unknown) => {
-        const message = err instanceof Error ? err.message : String(err);
+        const message = errorMessage(err);
         this.failures++;
         if (message !== this.lastFailure)
           o.logger.warn(
@@ -204,10 +206,7 @@ export class StatusPublisher {
   }
 
   private settle(): void {
-    if (this.inFlight || (this.pending && !this.closed)) return;
-    const waiters = this.idle;
-    this.idle = [];
-    for (const w of waiters) w();
+    this.idle.notify();
   }
 }
 

@@ -11,6 +11,7 @@ import { agentOptionSpecs, serverOptionSpecs } from "@cluster-proxy/api";
 import type { CliContext } from "./cli-context.js";
 import { EXIT_STATUS_BY_CODE, exitStatusOf } from "./exit-status.js";
 import { normalizeGoArgs } from "./commands/option-flags.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** The version in this package's package.json. */
 export function cliVersion(): string {
@@ -87,7 +88,7 @@ export async function runCommandTree(
       ctx.stderr(`${commandName}: ${describeCommanderError(err, commandName)}\n`);
       return EXIT_STATUS_BY_CODE.CP_ERR_USAGE;
     }
-    ctx.stderr(`${commandName}: ${err instanceof Error ? err.message : String(err)}\n`);
+    ctx.stderr(`${commandName}: ${errorMessage(err)}\n`);
     return exitStatusOf(err);
   }
 }

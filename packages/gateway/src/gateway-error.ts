@@ -2,6 +2,7 @@
  * The one error type of a refused or failed gateway request: the HTTP status the caller gets, a
  * one-line message, and the reason the audit record and the metrics carry.
  */
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Why a request ended without reaching its target (audit `reason`, metric labels). */
 export type RefusalReason =
@@ -47,6 +48,6 @@ export class GatewayError extends Error {
 /** `err` as a {@link GatewayError}: itself, or a 500 for anything unexpected. */
 export function asGatewayError(err: unknown): GatewayError {
   if (err instanceof GatewayError) return err;
-  const message = err instanceof Error ? err.message : String(err);
+  const message = errorMessage(err);
   return new GatewayError(500, "endpoint-error", `internal error: ${message}`, { cause: err });
 }

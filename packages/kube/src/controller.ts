@@ -9,6 +9,7 @@ import type { Counter, Histogram } from "prom-client";
 import { isConflict } from "./kube-api.js";
 import type { Logger } from "@cluster-proxy/kit";
 import { TerminalError, WorkQueue, type ReconcileResult } from "./work-queue.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** Counts reconciles by result (`success`, `error`, `terminal`) and times them. */
 export class ReconcileMetrics {
@@ -57,7 +58,7 @@ export class Controller<K extends string> {
     this.queue = new WorkQueue<K>(
       (key) => metrics.measure(() => spec.reconcile(key)),
       (key, err, retryInMs, routine) => {
-        const fields = { ...spec.logFields(key), err: err instanceof Error ? err.message : String(err) };
+        const fields = { ...spec.logFields(key), err: errorMessage(err) };
         if (retryInMs === undefined) log.warn(fields, `${spec.what} refused; not retried until it changes`);
         else if (routine) log.debug({ ...fields, retryInMs }, `${spec.what} failed; retrying`);
         else log.warn({ ...fields, retryInMs }, `${spec.what} failed; retrying`);

@@ -4,7 +4,7 @@
  * OpenSSL's codes or the `cancelled` / `stream reset` a TLS 1.3 client sees when the server
  * refuses its certificate after the client considered the handshake done.
  */
-import { ErrorCodes } from "@cluster-proxy/errors";
+import { ErrorCodes, errorMessage } from "@cluster-proxy/errors";
 
 /** How the caller names its TLS settings (flags for the agent, option names for the SDK). */
 export interface TlsSettingNames {
@@ -117,7 +117,7 @@ export function explainTlsCode(code: string, where: string, names: TlsSettingNam
  * the error shows it (the original message follows in brackets), else the error's own message.
  */
 export function describeConnectFailure(err: unknown, names: TlsSettingNames, where?: string): string {
-  const message = withoutOpensslInternals(err instanceof Error ? err.message : String(err));
+  const message = withoutOpensslInternals(errorMessage(err));
   const code = codeOf(err);
   const explained = code ? explainTlsCode(code, where ?? "the proxy server", names) : undefined;
   return explained ? `${explained} [${message}]` : message;

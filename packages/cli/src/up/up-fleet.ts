@@ -8,6 +8,7 @@ import { readFile } from "node:fs/promises";
 import { FleetModel, type RowReport, type TrafficDelta } from "@cluster-proxy/fleet";
 import type { ProxyServer } from "@cluster-proxy/server";
 import { type Clock } from "@cluster-proxy/kit";
+import { errorMessage } from "@cluster-proxy/errors";
 
 /** What up-fleet reads of the in-process proxy-server. */
 export type UpFleetServer = Pick<ProxyServer, "serverId" | "agentsByIdentifier" | "trafficByIdentifier" | "probe">;
@@ -158,7 +159,7 @@ export class UpFleet {
     c.probing = true;
     const probing: Promise<Probe> = this.options.server
       .probe(`${c.name}:${this.probePort}`, this.probeTimeoutMs)
-      .catch((err: unknown) => ({ ok: false, reason: err instanceof Error ? err.message : String(err) }));
+      .catch((err: unknown) => ({ ok: false, reason: errorMessage(err) }));
     void probing.then((result) => {
       c.probing = false;
       if (this.closed) return;

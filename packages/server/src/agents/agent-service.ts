@@ -14,6 +14,7 @@ import { verifyAgentIdentity } from "./agent-identity.js";
 import { Backend } from "./backend.js";
 import type { Relay } from "../routing/relay.js";
 import type { ServerMetrics } from "../metrics.js";
+import { errorMessage } from "@cluster-proxy/errors";
 
 export interface AgentServiceOptions {
   serverId: string;
@@ -67,7 +68,7 @@ export function handleAgentCall(call: ServerCall, options: AgentServiceOptions):
         acceptAgentCall(call, options, username);
       },
       (err: unknown) => {
-        const message = err instanceof Error ? err.message : String(err);
+        const message = errorMessage(err);
         options.metrics.agentAuthFailures.inc();
         options.logger.warn(
           { agentID: call.metadataValues(Metadata.agentID)[0], error: message },
