@@ -50,7 +50,7 @@ import { createAgentUpgradeDoor } from "./agents/agent-upgrade-door.js";
 import { AdmissionLog } from "./listeners/admission-log.js";
 import { plainHttpOnTlsPortResponse } from "./listeners/first-bytes.js";
 import { HandshakePacer, type PacerState } from "./listeners/handshake-pacer.js";
-import { ConnectSession } from "./front-doors/http-connect.js";
+import { ConnectDoorClient } from "./front-doors/http-connect.js";
 import { ServerMetrics } from "./metrics.js";
 import { ProxyStream } from "./front-doors/proxy-service.js";
 import { payloadRelay, type PayloadRelay } from "./routing/payload-relay.js";
@@ -566,7 +566,7 @@ export class ProxyServer implements Component {
         socket.destroy();
         return;
       }
-      new ConnectSession(socket, this.payloads, this.metrics, log, {
+      new ConnectDoorClient(socket, this.payloads, this.metrics, log, {
         plain: door.transport === "uds" || door.plain,
         headTimeoutMs: this.options.httpConnectHeaderTimeout,
         onTlsOnPlainPort: () => {

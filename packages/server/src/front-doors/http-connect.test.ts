@@ -8,7 +8,7 @@ import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { IDLE_METRICS_SOURCE, ServerMetrics } from "../metrics.js";
 import type { PayloadEnd, PayloadRelay } from "../routing/payload-relay.js";
 import { CONNECT_ESTABLISHED } from "./connect-request.js";
-import { ConnectSession } from "./http-connect.js";
+import { ConnectDoorClient } from "./http-connect.js";
 
 /** A relay that records what the door hands it; connections and dials are plain numbers. */
 class FakeRelay implements PayloadRelay<number, number> {
@@ -41,7 +41,7 @@ async function door(
   let served: net.Socket | undefined;
   const server = net.createServer((socket) => {
     served = socket;
-    new ConnectSession(socket, relay, metrics, silentLogger, { headTimeoutMs });
+    new ConnectDoorClient(socket, relay, metrics, silentLogger, { headTimeoutMs });
   });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");

@@ -39,7 +39,7 @@ export const TLS_ON_PLAIN_PORT_RESPONSE = textResponse(
   "Client sent a TLS handshake to a plain HTTP port: this HTTP CONNECT port does not speak TLS.\n",
 );
 
-/** How a {@link ConnectSession} is served. */
+/** How a {@link ConnectDoorClient} is served. */
 export interface ConnectSessionOptions {
   /** The door is plain (no TLS): a TLS ClientHello is answered at once. */
   plain?: boolean;
@@ -67,7 +67,7 @@ function resetSocket(socket: Socket): void {
  * One client socket of the HTTP CONNECT door. `C` and `D` are the relay's handles of the
  * connection and of the pending dial ({@link PayloadRelay}), opaque here.
  */
-export class ConnectSession<C = TunnelConnection, D = PendingDial> implements PayloadEnd<C> {
+export class ConnectDoorClient<C = TunnelConnection, D = PendingDial> implements PayloadEnd<C> {
   private state: State = "head";
   private head: Buffer = Buffer.alloc(0);
   private dial: D | undefined;
