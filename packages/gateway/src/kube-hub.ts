@@ -223,6 +223,12 @@ export function kubeHubApi(
   timers: Timers = realClock,
 ): HubApi {
   const api = new KubeApi(kc);
+  /** POST a review (`kind`) to `path` under the per-call timeout; its `status`, checked for shape. */
+  const review = async (kind: string, path: string, body: unknown, signal?: AbortSignal) =>
+    statusOf(
+      await bounded(kind, reviewTimeoutMs, signal, (s) => api.request("POST", path, body, undefined, s), timers),
+      kind,
+    );
   return {
     async tokenReview(token: string, audiences?: readonly string[], signal?: AbortSignal): Promise<TokenReviewResult> {
       const body = {
@@ -230,16 +236,7 @@ export function kubeHubApi(
         kind: "TokenReview",
         spec: { token, ...(audiences ? { audiences: [...audiences] } : {}) },
       };
-      const status = statusOf(
-        await bounded(
-          "TokenReview",
-          reviewTimeoutMs,
-          signal,
-          (s) => api.request("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body, undefined, s),
-          timers,
-        ),
-        "TokenReview",
-      );
+      const status = await review("TokenReview", "/apis/authentication.k8s.io/v1/tokenreviews", body, signal);
       const user = userOf(status);
       if (!user) return {};
       const granted = status?.audiences ?? [];
@@ -259,15 +256,11 @@ export function kubeHubApi(
           resourceAttributes: { ...a },
         },
       };
-      const status = statusOf(
-        await bounded(
-          "SubjectAccessReview",
-          reviewTimeoutMs,
-          signal,
-          (s) => api.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body, undefined, s),
-          timers,
-        ),
+      const status = await review(
         "SubjectAccessReview",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        body,
+        signal,
       );
       const reason = status?.reason;
       return {
