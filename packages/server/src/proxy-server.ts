@@ -792,7 +792,6 @@ export class ProxyServer implements Component {
    * signal); then stop accepting, fail pending dials, and close every stream and socket.
    */
   close(): Promise<void> {
-    if (this.life.closed) return this.life.close(() => Promise.resolve());
     const cut = this.life.draining;
     const drained = this.life.started ? this.drain() : undefined;
     return this.life.close(() => this.shutdown(cut, drained));
