@@ -391,8 +391,6 @@ export class Gateway implements Component<GatewayPorts> {
   private readonly clusters: ClusterDirectory;
   /** Start, drain and close, each once. */
   private readonly life = new Lifecycle<GatewayPorts>("gateway");
-  /** The run of {@link start}, once called: {@link close} lets it settle first, then closes what it opened. */
-  private starting: Promise<GatewayPorts> | undefined;
   /** Plain requests in flight: {@link close} waits for them, up to its grace. */
   private readonly inFlight: InFlight;
   /** What {@link start} built from the files (undefined before, and when reading them failed). */
@@ -613,7 +611,7 @@ export class Gateway implements Component<GatewayPorts> {
    * rejects (and a close during the start makes it reject once the files are read).
    */
   start(): Promise<GatewayPorts> {
-    return this.life.start(() => (this.starting = this.open()));
+    return this.life.start(() => this.open());
   }
 
   private async open(): Promise<GatewayPorts> {
@@ -1015,7 +1013,7 @@ export class Gateway implements Component<GatewayPorts> {
    */
   close(graceMs = SHUTDOWN_GRACE_MS): Promise<void> {
     return this.life.close(async () => {
-      await this.starting?.catch(() => undefined);
+      await this.life.startSettled();
       const s = this.serving;
       this.stopWatch?.();
       this.stopFrontProxyWatch?.();

@@ -38,6 +38,21 @@ describe("Lifecycle", () => {
     await assert.rejects(life.start(start), /bad flag 1/);
     await assert.rejects(life.start(start), /bad flag 1/);
     assert.equal(runs, 1);
+    await life.startSettled();
+  });
+
+  test("startSettled waits for a start in progress, and resolves at once without one", async () => {
+    const life = new Lifecycle<void>("thing");
+    await life.startSettled();
+    let finish: () => void = () => undefined;
+    void life.start(() => new Promise<void>((resolve) => (finish = resolve)));
+    let settled = false;
+    const waiting = life.startSettled().then(() => (settled = true));
+    await Promise.resolve();
+    assert.equal(settled, false);
+    finish();
+    await waiting;
+    assert.equal(settled, true);
   });
 });
 

@@ -57,6 +57,11 @@ export class Lifecycle<Started> {
     return this.startRun;
   }
 
+  /** Resolves once a start that began has settled, fulfilled or not (at once when none began). */
+  async startSettled(): Promise<void> {
+    await this.startRun?.catch(() => undefined);
+  }
+
   /** Run `run` on the first call (resolves false after close began); every later call gets its promise. */
   drain(run: () => Promise<boolean>): Promise<boolean> {
     if (this.closeRun && !this.drainRun) return Promise.resolve(false);
