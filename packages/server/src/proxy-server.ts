@@ -639,8 +639,12 @@ export class ProxyServer implements Component {
     ticketDoorName?: string,
   ): Promise<void> {
     const where = `${host === "" ? "*" : host}:${port}`;
-    const route = ticketDoorName !== undefined ? this.ticketKeys?.route(ticketDoorName) : undefined;
-    const pacer = server instanceof tls.Server ? this.pace(server, flag, route) : undefined;
+    const keys = ticketDoorName !== undefined ? this.ticketKeys : undefined;
+    const tickets =
+      keys && ticketDoorName !== undefined
+        ? { route: keys.route(ticketDoorName), resumable: keys.resumable(ticketDoorName) }
+        : undefined;
+    const pacer = server instanceof tls.Server ? this.pace(server, flag, tickets) : undefined;
     const listening = pacer?.server ?? server;
     const keepalive = this.options.tcpKeepalive;
     // The pacer sets keepalive on the connections it accepts; plain TCP ports here.
@@ -651,7 +655,11 @@ export class ProxyServer implements Component {
   }
 
   /** A handshake pacer in front of a TLS port (see handshake-pacer.ts). */
-  private pace(server: tls.Server, flag: string, route?: (ticket: Buffer) => tls.Server | undefined): HandshakePacer {
+  private pace(
+    server: tls.Server,
+    flag: string,
+    tickets?: { route: (ticket: Buffer) => tls.Server | undefined; resumable: (ticket: Buffer) => boolean },
+  ): HandshakePacer {
     const port = flag.replace(/^--/, "");
     // One warning per 10 s at most while shedding, with the count since the last one.
     let loggedAt = -Infinity;
@@ -666,7 +674,8 @@ export class ProxyServer implements Component {
       tcpKeepaliveMs: o.tcpKeepalive,
       httpAnswer: plainHttpOnTlsPortResponse(flag),
       timers: this.clock,
-      ...(route ? { route } : {}),
+      // Without the door's ticket keys no ticket resumes: each handshake costs a full slot.
+      ...(tickets ?? {}),
       onDrop: (socket, reason, detail) => {
         this.metrics.connectionsRefused.inc({ port, reason });
         this.admissionLog.refused(flag, reason, {

@@ -194,7 +194,7 @@ describe("HandshakePacer admission", () => {
 
   test("a handshake offering a ticket costs RESUMED_HANDSHAKE_COST of a slot, in admission order", async () => {
     const fit = Math.round(1 / RESUMED_HANDSHAKE_COST);
-    const r = await rig({ maxConcurrent: 1 });
+    const r = await rig({ maxConcurrent: 1, resumable: () => true });
     const sockets: net.Socket[] = [];
     const connect = async (hello: Buffer): Promise<net.Socket> => {
       const s = await rawConnection(r.port);
@@ -218,6 +218,55 @@ describe("HandshakePacer admission", () => {
       await waitUntil("the full handshake to start", () => r.pacer.state().waiting === 1);
       assert.equal(r.pacer.state().handshaking, fit);
       assert.equal(r.pacer.state().load, (fit - 1) * RESUMED_HANDSHAKE_COST + 1);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await r.close();
+    }
+  });
+
+  test("a ticket no key of the port can resume costs a full slot (a bogus ticket is no discount)", async () => {
+    // The rig's server never issued resumingHello's ticket: its handshake is a full one.
+    const offered: Buffer[] = [];
+    const r = await rig({
+      maxConcurrent: 1,
+      resumable: (ticket) => {
+        offered.push(ticket);
+        return false;
+      },
+    });
+    const sockets: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 2; i++) {
+        const s = await rawConnection(r.port);
+        sockets.push(s);
+        s.write(resumingHello);
+      }
+      await waitUntil("one handshake to run, one to wait", () => {
+        const st = r.pacer.state();
+        return st.handshaking === 1 && st.waiting === 1;
+      });
+      assert.equal(r.pacer.state().load, 1);
+      assert.ok(offered.length >= 1, "the pacer asked whether the ticket resumes");
+    } finally {
+      for (const s of sockets) s.destroy();
+      await r.close();
+    }
+  });
+
+  test("without a resumable test (a port without ticket keys) every ticket costs a full slot", async () => {
+    const r = await rig({ maxConcurrent: 1 });
+    const sockets: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 2; i++) {
+        const s = await rawConnection(r.port);
+        sockets.push(s);
+        s.write(resumingHello);
+      }
+      await waitUntil("one handshake to run, one to wait", () => {
+        const st = r.pacer.state();
+        return st.handshaking === 1 && st.waiting === 1;
+      });
+      assert.equal(r.pacer.state().load, 1);
     } finally {
       for (const s of sockets) s.destroy();
       await r.close();

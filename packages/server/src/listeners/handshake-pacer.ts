@@ -17,8 +17,9 @@ export const SLOT_MS = 2_000;
 /**
  * What a handshake that offers a session ticket costs against `maxConcurrent`, a full handshake
  * costing 1: the server CPU of a resumed connection against a full one, measured (docs/design/
- * performance-notes.md, "What the pacer charges a resumption"). A ticket the server cannot use
- * turns into a full handshake within the same slot, so the price is paid at most once per slot.
+ * performance-notes.md, "What the pacer charges a resumption"). Only a ticket of one of the port's
+ * keys (`resumable`) is charged this: any other turns into a full handshake, and is charged 1 (else
+ * anyone could run 1 / this as many full handshakes at once as `maxConcurrent` allows).
  */
 export const RESUMED_HANDSHAKE_COST = 0.5;
 
@@ -57,7 +58,13 @@ export interface HandshakePacerOptions {
    * ClientHello), when not `tlsServer` (the previous ticket key's twin, see ticket-keys.ts).
    */
   route?: (ticket: Buffer) => net.Server | undefined;
-  /** The cost of a handshake that offers a ticket (default {@link RESUMED_HANDSHAKE_COST}). */
+  /**
+   * Whether a server of this port may resume the session of `ticket` (its key name is one of the
+   * port's ticket keys): only then is its handshake charged `resumedCost`. Absent: no ticket is
+   * resumable, every handshake costs 1.
+   */
+  resumable?: (ticket: Buffer) => boolean;
+  /** The cost of a handshake that offers a `resumable` ticket (default {@link RESUMED_HANDSHAKE_COST}). */
   resumedCost?: number;
   /** Called once per shed connection. */
   onShed?: (socket: net.Socket) => void;
@@ -223,7 +230,8 @@ export class HandshakePacer {
   private begin(socket: net.Socket): void {
     const ticket = this.tickets.get(socket);
     this.tickets.delete(socket);
-    const cost = ticket ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
+    const resumable = ticket !== undefined && this.options.resumable?.(ticket) === true;
+    const cost = resumable ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
     const server = (ticket ? this.options.route?.(ticket) : undefined) ?? this.tlsServer;
     this.watch(server);
     this.handshaking++;

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
+import * as tls from "node:tls";
 import { silentLogger } from "@cluster-proxy/kit";
 import { ManualClock } from "@cluster-proxy/kit/testing";
 import { ServerTicketKeys } from "./ticket-doors.js";
@@ -53,5 +54,34 @@ describe("ServerTicketKeys reload", () => {
     assert.deepEqual(reloads, ["success"], "unchanged content is not reloaded again");
     keys.stop();
     assert.equal(clock.armed, 0, "stopped: no poll left");
+  });
+
+  test("resumable: only a ticket named by the door's key (or, with one, the previous key) resumes", async () => {
+    const first = randomBytes(TICKET_KEY_BYTES);
+    const second = randomBytes(TICKET_KEY_BYTES);
+    let content = Buffer.from(formatTicketKeyFile([first]));
+    const keys = await ServerTicketKeys.load({
+      file: "/keys",
+      lifetimeMs: 60_000,
+      intervalMs: 0,
+      logger: silentLogger,
+      readFile: () => Promise.resolve(content),
+    });
+    const server = tls.createServer();
+    keys.register("door", server, tls.createServer());
+    const ticketOf = (key: Buffer): Buffer => Buffer.concat([key.subarray(0, 16), randomBytes(64)]);
+    const resumable = keys.resumable("door");
+    const firstKey = keys.key("door", "primary");
+    assert.equal(resumable(ticketOf(firstKey)), true, "a ticket of the door's key");
+    assert.equal(resumable(randomBytes(80)), false, "a bogus ticket");
+    assert.equal(resumable(randomBytes(8)), false, "a ticket too short to name a key");
+    assert.equal(keys.resumable("other")(ticketOf(firstKey)), false, "a door without keys");
+    content = Buffer.from(formatTicketKeyFile([second, first]));
+    assert.equal(await keys.check(), "reloaded");
+    assert.equal(resumable(ticketOf(keys.key("door", "primary"))), true, "the new key");
+    assert.equal(resumable(ticketOf(firstKey)), true, "the previous key (the twin resumes it)");
+    content = Buffer.from(formatTicketKeyFile([second]));
+    assert.equal(await keys.check(), "reloaded");
+    assert.equal(resumable(ticketOf(firstKey)), false, "a key dropped from the file");
   });
 });

@@ -109,6 +109,22 @@ export class ServerTicketKeys {
     };
   }
 
+  /**
+   * The pacer's test of `door`'s tickets: whether one names the key of the door's server or (with a
+   * previous key) its twin's, so that a server may resume it. Any other ticket is a full handshake.
+   */
+  resumable(door: string): (ticket: Buffer) => boolean {
+    return (ticket) => {
+      const name = ticketKeyName(ticket);
+      if (!name || !this.doors.has(door)) return false;
+      const sides: (keyof DoorServers)[] = this.keys.previous ? ["primary", "twin"] : ["primary"];
+      return sides.some((side) => {
+        const keyName = ticketKeyName(this.key(door, side));
+        return keyName !== undefined && timingSafeEqual(name, keyName);
+      });
+    };
+  }
+
   /** Install the keys on every door (after a reload, or a certificate reload replaced the contexts). */
   apply(): void {
     for (const [door, servers] of this.doors) {
