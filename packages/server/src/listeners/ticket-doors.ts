@@ -48,6 +48,8 @@ function digest(content: Buffer): string {
 /** The ticket keys of a server's TLS doors; see the module comment. */
 export class ServerTicketKeys {
   private readonly doors = new Map<string, DoorServers>();
+  /** Key names by `<side>\0<door>` of the current key set (see keyName). */
+  private readonly keyNames = new Map<string, Buffer | undefined>();
   /** A twin's key while the file has no previous key: matches no ticket. */
   private readonly noPrevious = randomBytes(TICKET_KEY_BYTES);
   private timer: TimerHandle;
@@ -100,13 +102,7 @@ export class ServerTicketKeys {
 
   /** The pacer's route of `door`: the twin for a ticket of the previous key, else the door's server. */
   route(door: string): (ticket: Buffer) => tls.Server | undefined {
-    return (ticket) => {
-      const servers = this.doors.get(door);
-      const name = ticketKeyName(ticket);
-      if (!servers || !name || !this.keys.previous) return undefined;
-      const previousName = ticketKeyName(this.key(door, "twin"));
-      return previousName && timingSafeEqual(name, previousName) ? servers.twin : undefined;
-    };
+    return (ticket) => (this.sideOf(door, ticket) === "twin" ? this.doors.get(door)?.twin : undefined);
   }
 
   /**
@@ -114,15 +110,25 @@ export class ServerTicketKeys {
    * previous key) its twin's, so that a server may resume it. Any other ticket is a full handshake.
    */
   resumable(door: string): (ticket: Buffer) => boolean {
-    return (ticket) => {
-      const name = ticketKeyName(ticket);
-      if (!name || !this.doors.has(door)) return false;
-      const sides: (keyof DoorServers)[] = this.keys.previous ? ["primary", "twin"] : ["primary"];
-      return sides.some((side) => {
-        const keyName = ticketKeyName(this.key(door, side));
-        return keyName !== undefined && timingSafeEqual(name, keyName);
-      });
-    };
+    return (ticket) => this.sideOf(door, ticket) !== undefined;
+  }
+
+  /** Which of `door`'s servers holds the key `ticket` names (the twin only with a previous key); undefined: none. */
+  private sideOf(door: string, ticket: Buffer): keyof DoorServers | undefined {
+    const name = ticketKeyName(ticket);
+    if (!name || !this.doors.has(door)) return undefined;
+    const sides: (keyof DoorServers)[] = this.keys.previous ? ["primary", "twin"] : ["primary"];
+    return sides.find((side) => {
+      const keyName = this.keyName(door, side);
+      return keyName !== undefined && timingSafeEqual(name, keyName);
+    });
+  }
+
+  /** The name of `door`'s key for `side`, derived once per key set (not per ClientHello). */
+  private keyName(door: string, side: keyof DoorServers): Buffer | undefined {
+    const at = `${side}\u0000${door}`;
+    if (!this.keyNames.has(at)) this.keyNames.set(at, ticketKeyName(this.key(door, side)));
+    return this.keyNames.get(at);
   }
 
   /** Install the keys on every door (after a reload, or a certificate reload replaced the contexts). */
@@ -175,6 +181,7 @@ export class ServerTicketKeys {
       return this.refuse(d, errorMessage(err));
     }
     this.keys = keys;
+    this.keyNames.clear();
     this.loadedDigest = d;
     this.refused = undefined;
     this.apply();
