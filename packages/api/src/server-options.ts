@@ -448,7 +448,7 @@ const serverOptionFields = {
     {
       flag: "tls-session-ticket-lifetime",
       description:
-        "TLS 1.3 session resumption on the TLS ports (agent port, client front doors): a client that offers a ticket this server (or a replica with the same --tls-session-ticket-key-file) issued less than this long ago skips the certificate exchange; the same identity checks apply as after a full handshake, and a session whose client certificate has expired since is refused. At most 7 days (TLS 1.3); 0 turns resumption off (every connection is a full handshake; the agent port then sends no tickets at all, about 10 KiB less per connected agent)",
+        "TLS 1.3 session resumption on the TLS ports (agent port, client front doors): a client that offers a ticket this server (or a replica with the same --tls-session-ticket-key-file) issued less than this long ago skips the certificate exchange; the same identity checks apply as after a full handshake, and a session whose client certificate has expired since is refused; a ticket resumes only while the port's CA file (--cluster-ca-cert, --server-ca-cert) holds exactly the CAs of its full handshake. At most 7 days (TLS 1.3); 0 turns resumption off (every connection is a full handshake; the agent port then sends no tickets at all, about 10 KiB less per connected agent)",
     },
     (ms) =>
       !Number.isFinite(ms) || ms < 0

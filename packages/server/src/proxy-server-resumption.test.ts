@@ -235,6 +235,53 @@ describe("TLS session resumption", () => {
     assert.equal(sessions.stats.resumed, 1, "only the refused attempt resumed; the next one was a full handshake");
   });
 
+  test("after a CA leaves the CA file, its certificates' tickets do not resume (full handshake, refused), at the agent port and the client doors", async () => {
+    // Copies of the CA files the server trusts, which the test replaces as an operator would.
+    const agentCaFile = join(pki.dir, "trusted-agent-ca.crt");
+    const clientCaFile = join(pki.dir, "trusted-client-ca.crt");
+    writeFileSync(agentCaFile, pki.agentCa);
+    writeFileSync(clientCaFile, pki.clientCa);
+    const s = await start({ agentIdentity: "certificate", clusterCaCert: agentCaFile, serverCaCert: clientCaFile });
+    const sessions = new TlsSessionCache();
+    const first = await connectFakeAgent(agentTarget(s, sessions), { agentid: "x", agentidentifiers: "host=east" });
+    await waitUntil("the agent and its ticket", () => s.backendCount() === 1 && sessions.size === 1);
+    first.close();
+    await waitUntil("the agent gone", () => s.backendCount() === 0);
+    const front = tcpPort(s.addresses().server);
+    const client = await handshake(front, clientTls);
+    assert.ok(client.ticket);
+    assert.equal((await handshake(front, clientTls, client.ticket)).reused, true, "resumes while its CA is trusted");
+    // A CA added to the file: the tickets of before get one full handshake, which still passes.
+    writeFileSync(clientCaFile, Buffer.concat([pki.clientCa, pki.ca]));
+    assert.deepEqual(await s.reloadCertificates(), ["unchanged", "reloaded"]);
+    const widened = await handshake(front, clientTls, client.ticket);
+    assert.deepEqual([widened.reused, widened.open], [false, true]);
+    assert.ok(widened.ticket);
+    assert.equal((await handshake(front, clientTls, widened.ticket)).reused, true, "the new ticket resumes");
+
+    // Each file now trusts only the other CA: neither certificate chains to what is trusted.
+    writeFileSync(agentCaFile, pki.clientCa);
+    writeFileSync(clientCaFile, pki.agentCa);
+    assert.deepEqual(await s.reloadCertificates(), ["reloaded", "reloaded"]);
+    const atFront = await handshake(front, clientTls, widened.ticket).catch(() => ({ reused: false, open: false }));
+    assert.deepEqual([atFront.reused, atFront.open], [false, false], "a full handshake, which refused the certificate");
+    const agentAgain = await connectFakeAgent(agentTarget(s, sessions), {
+      agentid: "x",
+      agentidentifiers: "host=east",
+    }).then(
+      async (peer) => {
+        peers.push(peer);
+        return (await peer.packets.closed(10_000)).code !== 0;
+      },
+      () => true,
+    );
+    assert.equal(agentAgain, true, "the agent's connection is refused");
+    assert.equal(sessions.stats.resumed, 0, "its ticket did not resume");
+    assert.equal(s.backendCount(), 0, "no agent of an untrusted CA serves a cluster");
+    assert.equal(await metric(s, "server-port", "resumed"), 2, "only the resumptions while the CA was trusted");
+    assert.equal(await metric(s, "agent-port", "resumed"), 0);
+  });
+
   test("a proxy-client certificate's session never resumes at the agent port", async () => {
     const s = await start();
     const front = tcpPort(s.addresses().server);

@@ -58,7 +58,7 @@ import { Relay } from "./routing/relay.js";
 import { sharedCaSubjects } from "./listeners/server-config.js";
 import { authenticateAgentToken, kubernetesTokenReview, type TokenReviewFn } from "./agents/token-review.js";
 import { errorMessage } from "@cluster-proxy/errors";
-import { ServerTicketKeys } from "./listeners/ticket-doors.js";
+import { AGENT_TICKET_DOOR, ServerTicketKeys } from "./listeners/ticket-doors.js";
 
 const { SSL_OP_NO_TICKET } = cryptoConstants;
 
@@ -146,6 +146,8 @@ export class ProxyServer implements Component {
   private certReloading: ServerCertReloading | undefined;
   /** Session ticket keys of the TLS ports (undefined: --tls-session-ticket-lifetime=0, no tickets). */
   private ticketKeys: ServerTicketKeys | undefined;
+  /** The ticket doors of the TCP client front doors with TLS (they trust --server-ca-cert). */
+  private frontTicketDoors: string[] = [];
   private readonly life = new Lifecycle<void>("proxy-server");
   /** When start() began (the clock's ms): --ready-after-agents-timeout counts from here. */
   private startedAt = 0;
@@ -286,12 +288,15 @@ export class ProxyServer implements Component {
           onReload: (result) => this.metrics.ticketKeyReloads.inc({ result }),
           timers: this.clock,
         });
+        this.ticketKeys.trust([AGENT_TICKET_DOOR], agentTls.ca);
       }
       const doors = planFrontDoors(o);
       let front: { files: TlsFiles; material: TlsMaterial } | undefined;
       if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
         const files = serverTlsFiles("server", o.serverCert, o.serverKey, o.serverCaCert);
         front = { files, material: await loadTlsFiles(files) };
+        this.frontTicketDoors = doors.filter((d) => d.transport === "tcp" && !d.plain).map(ticketDoor);
+        this.ticketKeys?.trust(this.frontTicketDoors, front.material.ca);
         const shared = agentTls.ca && front.material.ca ? sharedCaSubjects(front.material.ca, agentTls.ca) : [];
         if (shared.length > 0)
           this.log.warn(
@@ -303,9 +308,17 @@ export class ProxyServer implements Component {
       const agentServer = this.createAgentServer(agentTls, !tokenAuth, "primary");
       if (this.ticketKeys) {
         const twin = this.createAgentServer(agentTls, !tokenAuth, "twin");
-        this.ticketKeys.register("agent", agentServer, twin);
+        this.ticketKeys.register(AGENT_TICKET_DOOR, agentServer, twin);
       }
-      await this.listenTcp(agentServer, "agent", o.agentPort, o.agentBindAddress, "--agent-port", undefined, "agent");
+      await this.listenTcp(
+        agentServer,
+        "agent",
+        o.agentPort,
+        o.agentBindAddress,
+        "--agent-port",
+        undefined,
+        AGENT_TICKET_DOOR,
+      );
       if (o.agentUpgradePort > 0) await this.listenAgentUpgradeDoor();
       for (const door of doors) await this.listenDoor(door, front?.material);
       await this.listenTcp(
@@ -331,7 +344,10 @@ export class ProxyServer implements Component {
         listeners: this.tlsListeners,
         agent: { files: agentFiles, material: agentTls },
         front,
-        afterReload: () => this.ticketKeys?.apply(),
+        afterReload: (role, material) => {
+          this.ticketKeys?.trust(role === "agent" ? [AGENT_TICKET_DOOR] : this.frontTicketDoors, material.ca);
+          this.ticketKeys?.apply();
+        },
       });
       this.ticketKeys?.start();
     } catch (err) {
@@ -484,7 +500,10 @@ export class ProxyServer implements Component {
     side: TicketSide,
   ): http2.Http2SecureServer {
     // Session tickets (our agents resume on reconnect; Go's never do) unless resumption is off.
-    const options = { ...this.secureServerOptions(material, clientCerts), ...this.resumptionOptions("agent", side) };
+    const options = {
+      ...this.secureServerOptions(material, clientCerts),
+      ...this.resumptionOptions(AGENT_TICKET_DOOR, side),
+    };
     const server = http2.createSecureServer(options);
     this.tlsListeners.push({ server, role: "agent", options });
     this.checkResumption(server, "agent-port", clientCerts);

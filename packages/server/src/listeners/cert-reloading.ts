@@ -60,8 +60,11 @@ export function startServerCertReloading(deps: {
   agent: { files: TlsFiles; material: TlsMaterial };
   /** The TCP client front doors' files and material; undefined when no front door uses TLS. */
   front: { files: TlsFiles; material: TlsMaterial } | undefined;
-  /** After new material was installed (setSecureContext resets what the contexts hold, e.g. ticket keys). */
-  afterReload?: () => void;
+  /**
+   * After new material of `role` was installed (setSecureContext resets what the contexts hold,
+   * e.g. ticket keys; the CAs a resumed session is checked against change with it).
+   */
+  afterReload?: (role: TlsListener["role"], material: TlsMaterial) => void;
 }): ServerCertReloading {
   const sets: { role: TlsListener["role"]; what: string; files: TlsFiles; material: TlsMaterial }[] = [
     { role: "agent", what: "agent port", ...deps.agent },
@@ -84,7 +87,7 @@ export function startServerCertReloading(deps: {
       apply: (material) => {
         for (const l of deps.listeners)
           if (l.role === set.role) l.server.setSecureContext({ ...l.options, ...material });
-        deps.afterReload?.();
+        deps.afterReload?.(set.role, material);
       },
       onResult: (result, material) => {
         deps.metrics.certificateReloads.inc({ listener: set.role, result });

@@ -84,4 +84,31 @@ describe("ServerTicketKeys reload", () => {
     assert.equal(await keys.check(), "reloaded");
     assert.equal(resumable(ticketOf(firstKey)), false, "a key dropped from the file");
   });
+
+  test("a door's keys follow its CA file: the same file, the same keys (replicas); another file, other keys", async () => {
+    const fileKey = Buffer.from(formatTicketKeyFile([randomBytes(TICKET_KEY_BYTES)]));
+    const load = (): Promise<ServerTicketKeys> =>
+      ServerTicketKeys.load({
+        file: "/keys",
+        lifetimeMs: 60_000,
+        intervalMs: 0,
+        logger: silentLogger,
+        readFile: () => Promise.resolve(fileKey),
+      });
+    const [a, b] = [await load(), await load()];
+    const [caOne, caTwo] = [Buffer.from("CA one"), Buffer.from("CA two")];
+    a.trust(["door"], caOne);
+    b.trust(["door"], caOne);
+    a.register("door", tls.createServer(), tls.createServer());
+    const before = a.key("door", "primary");
+    assert.deepEqual(b.key("door", "primary"), before, "replicas trusting the same CAs share the door's key");
+    const ticket = Buffer.concat([before.subarray(0, 16), randomBytes(64)]);
+    assert.equal(a.resumable("door")(ticket), true);
+    a.trust(["door"], caTwo);
+    assert.notDeepEqual(a.key("door", "primary"), before, "another CA file, another key");
+    assert.equal(a.resumable("door")(ticket), false, "a ticket of the old trust is a full handshake");
+    assert.notDeepEqual(a.key("other", "primary"), a.key("door", "primary"), "doors keep keys of their own");
+    a.trust(["door"], caOne);
+    assert.deepEqual(a.key("door", "primary"), before, "derived, not random: the old CA file, the old key");
+  });
 });

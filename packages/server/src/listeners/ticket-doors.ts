@@ -17,8 +17,12 @@ import {
   parseTicketKeyFile,
   randomTicketKeys,
   ticketKeyName,
+  trustDigest,
   type TicketKeySet,
 } from "./ticket-keys.js";
+
+/** The agent port's ticket door (its keys' HKDF info and session id context). */
+export const AGENT_TICKET_DOOR = "agent";
 
 /** A door's TLS server and the twin that holds the previous key. */
 interface DoorServers {
@@ -48,6 +52,8 @@ function digest(content: Buffer): string {
 /** The ticket keys of a server's TLS doors; see the module comment. */
 export class ServerTicketKeys {
   private readonly doors = new Map<string, DoorServers>();
+  /** The digest of each door's CA file (see doorTicketKey); none: "". */
+  private readonly trusts = new Map<string, string>();
   /** Key names by `<side>\0<door>` of the current key set (see keyName). */
   private readonly keyNames = new Map<string, Buffer | undefined>();
   /** A twin's key while the file has no previous key: matches no ticket. */
@@ -83,7 +89,22 @@ export class ServerTicketKeys {
   /** The key `door`'s server (`primary`) or its twin uses now. */
   key(door: string, which: keyof DoorServers): Buffer {
     const fileKey = which === "primary" ? this.keys.current : this.keys.previous;
-    return fileKey ? doorTicketKey(fileKey, door) : this.noPrevious;
+    return fileKey ? doorTicketKey(fileKey, door, this.trusts.get(door)) : this.noPrevious;
+  }
+
+  /**
+   * `doors` verify client certificates with `caFile` from now on: their keys are derived with its
+   * digest, so a ticket whose full handshake trusted other CAs (a CA taken out of the file, or
+   * another replica's file) is not resumed but gets a full handshake against these. Call it before
+   * the doors' servers are created and after every reload of the file (then {@link apply}).
+   */
+  trust(doors: readonly string[], caFile: Buffer | undefined): void {
+    const digest = trustDigest(caFile);
+    for (const door of doors) {
+      if (this.trusts.get(door) === digest) continue;
+      this.trusts.set(door, digest);
+      this.keyNames.clear();
+    }
   }
 
   /** The TLS options of `door`'s server or twin: its session id context, ticket lifetime and key. */

@@ -44,9 +44,20 @@ export function randomTicketKeys(): TicketKeySet {
   return { current: randomBytes(TICKET_KEY_BYTES) };
 }
 
-/** The key of `door` (e.g. "agent", "grpc", "http-connect") derived from a file key. */
-export function doorTicketKey(fileKey: Buffer, door: string): Buffer {
-  return Buffer.from(hkdfSync("sha256", fileKey, "cluster-proxy ticket keys", `door=${door}`, TICKET_KEY_BYTES));
+/**
+ * The key of `door` (e.g. "agent", "grpc", "http-connect") derived from a file key and `trust`,
+ * a digest of the CA file the door verifies client certificates with ({@link trustDigest}): a
+ * ticket resumes only where the same CAs are trusted as when its full handshake verified the chain.
+ */
+export function doorTicketKey(fileKey: Buffer, door: string, trust = ""): Buffer {
+  return Buffer.from(
+    hkdfSync("sha256", fileKey, "cluster-proxy ticket keys", `door=${door};trust=${trust}`, TICKET_KEY_BYTES),
+  );
+}
+
+/** The digest of a door's CA file that its keys are derived with ("" for a door without one). */
+export function trustDigest(caFile: Buffer | undefined): string {
+  return caFile ? createHash("sha256").update(caFile).digest("hex") : "";
 }
 
 /** The session id context of `door`: OpenSSL resumes a session only in the context it was made in. */
