@@ -26,6 +26,9 @@
  *                                                 first), taking turns; server CPU ms per handshake
  *                                                 of each and their ratio: the handshake pacer's
  *                                                 cost of a resumption (RESUMED_HANDSHAKE_COST)
+ *   hotpath.ts storm [--agents=1000] [--procs=4]   reconnect storm (--prof: our server's profile): load agents connect, then all
+ *                                                 reconnect at once (ours resuming TLS sessions,
+ *                                                 Go's not); seconds until all are back, server CPU
  *   hotpath.ts summary <file.cpuprofile> [top]    summarise a profile
  *
  * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
@@ -47,6 +50,7 @@ import { goBin } from "../test/framework/go-harness.js";
 import {
   LOOPBACK,
   MiB,
+  CLUSTER,
   agentFleet,
   bulk,
   cpuSeconds,
@@ -210,6 +214,47 @@ async function agents(bin: string): Promise<void> {
         else await st.stop();
       }
     }
+  }
+}
+
+/**
+ * The reconnect storm: `--agents` load agents connect (full handshakes), then all drop their
+ * connections and reconnect at once, ours resuming their TLS sessions (each agent its own cache,
+ * as our agent keeps one), Go's not (the Go proxy-agent keeps no session cache). The server is the
+ * same process before and after: with the replicas' shared ticket key file a restarted one resumes
+ * the same tickets, and here it also tears the old connections down while the new ones arrive.
+ */
+async function storm(bin: string): Promise<void> {
+  const n = num("agents", 1000);
+  const procs = num("procs", Math.min(4, Math.ceil(n / 250)));
+  const seconds: Partial<Record<Path, number[]>> = {};
+  for (let r = 0; r < rounds; r++) {
+    for (const path of order(r)) {
+      const profDir = flag("prof") && (path === "ours" || path === "ours2") ? join(h.dir, `prof-${r}`) : undefined;
+      const st = await startPath(path, bin, profDir, true);
+      try {
+        const fleet = await agentFleet(h, st, n, procs, 1000, "host=bench", CLUSTER, { resume: path !== "go" });
+        try {
+          const x = await fleet.reconnect();
+          (seconds[path] ??= []).push(x.seconds);
+          log(
+            `round ${r + 1} ${path}: connect ${fleet.result.connectSeconds.toFixed(1)} s ` +
+              `(server ${fleet.result.serverCpuMsPerAgent?.toFixed(2)} ms CPU per agent); reconnect storm ` +
+              `${x.seconds.toFixed(1)} s, ${x.resumed} of ${x.agents} resumed, server ${x.serverCpuMsPerAgent.toFixed(2)} ms CPU per agent`,
+          );
+        } finally {
+          await fleet.release();
+        }
+      } finally {
+        if (profDir) await stopAndSummarise(st, join(profDir, path));
+        else await st.stop();
+      }
+    }
+  }
+  for (const path of paths) {
+    const med = percentileOf(seconds[path] ?? [], 50);
+    const go = seconds.go ? percentileOf(seconds.go, 50) : NaN;
+    log(`${path}: reconnect storm median ${med.toFixed(1)} s${seconds.go ? ` (${(med / go).toFixed(2)}x Go)` : ""}`);
   }
 }
 
@@ -405,6 +450,7 @@ async function main(): Promise<void> {
   if (scenario === "agents") return agents(bin);
   if (scenario === "agentrss") return agentRss(bin);
   if (scenario === "handshakes") return handshakes();
+  if (scenario === "storm") return storm(bin);
   const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
 
   const target = await startTarget(h, LOOPBACK);

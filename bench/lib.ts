@@ -841,8 +841,24 @@ export interface AgentFleet {
    * shrinks V8's young generation once the process has been idle for a while).
    */
   settle(ms: number): Promise<void>;
+  /**
+   * The reconnect storm: every load agent drops its connection and reconnects at once (with its
+   * TLS session when the fleet was started with `resume`); resolves when all have reported.
+   */
+  reconnect(): Promise<ReconnectStorm>;
   /** Kill the load agents. */
   release(): Promise<void>;
+}
+
+/** What a fleet's reconnect storm took. */
+export interface ReconnectStorm {
+  agents: number;
+  /** Until the last agent was back (the slowest load-agent process's own count). */
+  seconds: number;
+  /** Reconnections that resumed a TLS session. */
+  resumed: number;
+  /** The server's CPU per agent from the signal until all were back. */
+  serverCpuMsPerAgent: number;
 }
 
 /** Connect idle agents to `st` and measure; the agents stay until the fleet is released. */
@@ -854,6 +870,7 @@ export async function agentFleet(
   idleMs: number,
   identifiers: string,
   cluster: string = CLUSTER,
+  options: { resume?: boolean } = {},
 ): Promise<AgentFleet> {
   const pid = st.server.child.pid;
   await sleep(1500);
@@ -878,6 +895,7 @@ export async function agentFleet(
           idPrefix: `${st.path}-load-${p}`,
           identifiers,
           concurrency: 16,
+          resume: options.resume === true,
         }),
       ]),
     );
@@ -948,9 +966,36 @@ export async function agentFleet(
       peakBytesPerAgent: (peak - baseline) / connected,
     };
     const release = async (): Promise<void> => void (await Promise.all(procs.map((p) => p.kill("SIGKILL"))));
+    const reconnect = async (): Promise<ReconnectStorm> => {
+      const cpu0 = cpuSeconds(pid);
+      for (const p of procs) p.child.kill("SIGUSR2");
+      const pattern = /reconnected (\d+) failed (\d+) resumed (\d+) in (\d+)(.*)/;
+      let reports: RegExpExecArray[] = [];
+      await waitFor(
+        `${connected} load agents reconnected`,
+        () => {
+          const lines = procs.map((p) => pattern.exec(p.output()));
+          if (lines.some((m) => m === null)) return false;
+          reports = lines.filter((m) => m !== null);
+          return true;
+        },
+        300_000,
+        100,
+      );
+      const sum = (i: number): number => reports.reduce((a, m) => a + Number(m[i]), 0);
+      if (sum(2) > 0)
+        throw new Error(`${sum(2)} load agents failed to reconnect: ${reports.map((m) => m[5]).join(" ")}`);
+      return {
+        agents: sum(1),
+        seconds: Math.max(...reports.map((m) => Number(m[4]))) / 1000,
+        resumed: sum(3),
+        serverCpuMsPerAgent: ((cpuSeconds(pid) - cpu0) / sum(1)) * 1000,
+      };
+    };
     return {
       result,
       release,
+      reconnect,
       settle: async (ms) => {
         await sleep(connectedAt + ms - performance.now());
         const settled = rssBytes(pid);
