@@ -590,42 +590,59 @@ async function main(): Promise<void> {
         try {
           const open = opener(path, LOOPBACK, st);
           const before = await firstByte(open, target.echo, P.bigFbCount, 60_000);
-          // While the agents storm in: a client dials through the real agent every 200 ms (one
-          // at a time, at most 1,000), counting the dials that fail.
-          const storm = { ms: [] as number[], failed: 0, lastError: "" };
-          let storming = true;
-          const probe = (async () => {
-            for (let i = 0; storming && i < 1000; i++) {
-              try {
-                storm.ms.push(...(await firstByte(open, target.echo, 1, 30_000)));
-              } catch (e) {
-                storm.failed++;
-                storm.lastError = errorMessage(e);
+          /**
+           * While `storm` runs, a client dials through the real agent every 200 ms (one at a
+           * time, at most 1,000): the first bytes and the dials that failed.
+           */
+          const probed = async <T>(
+            storm: () => Promise<T>,
+          ): Promise<{ result: T; ms: number[]; failed: number; lastError: string }> => {
+            const seen = { ms: [] as number[], failed: 0, lastError: "" };
+            let storming = true;
+            const probe = (async () => {
+              for (let i = 0; storming && i < 1000; i++) {
+                try {
+                  seen.ms.push(...(await firstByte(open, target.echo, 1, 30_000)));
+                } catch (e) {
+                  seen.failed++;
+                  seen.lastError = errorMessage(e);
+                }
+                await sleep(200);
               }
-              await sleep(200);
+            })();
+            try {
+              return { result: await storm(), ...seen };
+            } finally {
+              storming = false;
+              await probe;
             }
-          })();
-          try {
-            fleet = await agentFleet(h, st, P.bigAgents, P.bigAgentProcs, 3000, "host=load", "load");
-          } finally {
-            storming = false;
-            await probe;
-          }
+          };
+          const connect = await probed(() =>
+            agentFleet(h, st, P.bigAgents, P.bigAgentProcs, 3000, "host=load", "load", { resume: path === "ours" }),
+          );
+          fleet = connect.result;
           const during = await firstByte(open, target.echo, P.bigFbCount, 60_000);
+          // Then all of them at once again, as after a hub restart: ours resume their sessions, Go's
+          // agents keep no session cache.
+          const again = await probed(() => fleet!.reconnect());
           const r = fleet.result;
           (detail.agents10k ??= {})[path] = {
             ...r,
             firstByteBeforeMs: before,
             firstByteMs: during,
-            firstByteStormMs: storm.ms,
-            stormDialFailures: storm.failed,
+            firstByteStormMs: connect.ms,
+            stormDialFailures: connect.failed,
+            reconnect: { ...again.result, dialFailures: again.failed, firstByteMs: again.ms },
           };
+          const x = again.result;
           log(
             `  ${path}: ${r.agents} agents in ${r.connectSeconds.toFixed(1)} s, ${r.rssMiB.toFixed(0)} MiB RSS ` +
               `(${(r.bytesPerAgent / 1024).toFixed(1)} KiB/agent), first byte p50 ` +
               `${percentileOf(during, 50).toFixed(2)} ms (before: ${percentileOf(before, 50).toFixed(2)} ms; ` +
-              `while they connected: ${percentileOf(storm.ms, 50).toFixed(2)} ms, ${storm.ms.length} dials, ` +
-              `${storm.failed} failed${storm.lastError ? `: ${storm.lastError}` : ""})`,
+              `while they connected: ${percentileOf(connect.ms, 50).toFixed(2)} ms, ${connect.ms.length} dials, ` +
+              `${connect.failed} failed${connect.lastError ? `: ${connect.lastError}` : ""}); all reconnecting at once: ` +
+              `${x.seconds.toFixed(1)} s, ${x.resumed} resumed, ${again.ms.length} dials meanwhile, ${again.failed} failed` +
+              (again.lastError ? `: ${again.lastError}` : ""),
           );
         } finally {
           await fleet?.release();

@@ -16,6 +16,7 @@ import {
   type IdleConnResult,
   type ManyResult,
   type PathName,
+  type ReconnectStorm,
   type RttResult,
   type Summary,
 } from "./lib.js";
@@ -62,6 +63,11 @@ export interface BigFleetResult extends AgentScaleResult {
   firstByteStormMs?: number[];
   /** Client dials through the real agent that failed while the agents connected. */
   stormDialFailures?: number;
+  /**
+   * Then every agent dropped its connection and reconnected at once (ours resuming their TLS
+   * sessions, Go's full handshakes), with the client's dials meanwhile (older details have none).
+   */
+  reconnect?: ReconnectStorm & { dialFailures: number; firstByteMs: number[] };
 }
 
 /**
@@ -80,6 +86,11 @@ const TARGETS: { key: string; label: string; limit: number; atLeast?: boolean; a
   { key: "agent_rss_mib", label: "idle agent RSS, MiB (issue 27)", limit: 65, absolute: true },
   { key: "server_kib_per_agent_burst", label: "server memory per agent right after a connect burst", limit: 1.0 },
   { key: "agents_10k_connect_s", label: "10,000 agents: time for all to connect", limit: 1.0 },
+  {
+    key: "agents_10k_reconnect_s",
+    label: "10,000 agents: time for all to reconnect at once (ours resuming, Go's full handshakes)",
+    limit: 0.7,
+  },
 ];
 
 /** The key of a target in `targets` (an absolute one gets its own). */
@@ -333,6 +344,12 @@ function rows(d: Detail): Row[] {
       true,
       each((b) => b.connectSeconds),
     );
+    if (big.ours?.reconnect || big.go?.reconnect)
+      add(
+        `${bigN} agents: time for all to reconnect at once, ours resuming (s)`,
+        true,
+        each((b) => b.reconnect?.seconds ?? NaN),
+      );
     add(
       `${bigN} agents: server RSS (MiB)`,
       true,
@@ -458,12 +475,21 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       first_byte_p50_ms_storm: r2(percentileOf(b.firstByteStormMs ?? [], 50)),
       storm_dials: b.firstByteStormMs?.length ?? null,
       storm_dial_failures: b.stormDialFailures ?? null,
+      reconnect_s: r2(b.reconnect?.seconds),
+      reconnect_resumed: b.reconnect?.resumed ?? null,
+      reconnect_server_cpu_ms_per_agent: r2(b.reconnect?.serverCpuMsPerAgent),
+      reconnect_dials: b.reconnect?.firstByteMs.length ?? null,
+      reconnect_dial_failures: b.reconnect?.dialFailures ?? null,
     };
   }
   json["agents_10k"] = big;
   json["agents_10k_connect_s"] = {
     ours: r2(d.agents10k?.ours?.connectSeconds),
     go: r2(d.agents10k?.go?.connectSeconds),
+  };
+  json["agents_10k_reconnect_s"] = {
+    ours: r2(d.agents10k?.ours?.reconnect?.seconds),
+    go: r2(d.agents10k?.go?.reconnect?.seconds),
   };
   json["targets"] = targets(json);
   json["runs"] = {
@@ -489,7 +515,9 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "real agent with a reusable client while they are connected, and before; *_storm: one such dial every 200 ms while they connected, storm_dial_failures: those that failed); targets: issue 19's and 27's ratios ours/Go " +
       "(node_floor_ratio: the node floor's ratio to Go; reachable_in_node: whether the floor itself meets the target; " +
       "agent_rss_mib_absolute: issue 27's target in MiB, its ratio and node_floor_ratio are MiB); agents_10k_connect_s: " +
-      "agents_10k's connect_s of each server, for the target; agents_10k.*.server_cpu_ms_per_agent: the server's CPU while they connected",
+      "agents_10k's connect_s of each server, for the target; agents_10k.*.server_cpu_ms_per_agent: the server's CPU while they connected; " +
+      "agents_10k.*.reconnect_*: then all of them dropped their connections and reconnected at once (ours resuming their TLS " +
+      "sessions, Go's agents keeping no session cache), with a client's dials meanwhile; agents_10k_reconnect_s: reconnect_s of each server, for the target",
   };
   json["runtime"] = d.runtime ?? { node: d.machine["node"] };
   json["machine"] = d.machine;
