@@ -59,8 +59,8 @@ export interface HandshakePacerOptions {
    */
   route?: (ticket: Buffer) => net.Server | undefined;
   /**
-   * Whether a server of this port may resume the session of `ticket` (its key name is one of the
-   * port's ticket keys): only then is its handshake charged `resumedCost`. Absent: no ticket is
+   * Whether a server of this port may resume the session of `ticket` (it was made with one of the
+   * port's ticket keys: key name and HMAC): only then is its handshake charged `resumedCost`. Absent: no ticket is
    * resumable, every handshake costs 1.
    */
   resumable?: (ticket: Buffer) => boolean;

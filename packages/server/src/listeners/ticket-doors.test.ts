@@ -1,15 +1,26 @@
 /**
- * The reload of --tls-session-ticket-key-file on an injected clock: polled every interval of that
- * clock (not before), a changed file is installed once, polls stop with stop().
+ * The reload of --tls-session-ticket-key-file on an injected clock (polled every interval of that
+ * clock, a changed file installed once), the pacer's test of a ticket (made with a door's key: its
+ * name and HMAC), and door keys bound to the door's CA file.
  */
 import assert from "node:assert/strict";
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
+import * as net from "node:net";
 import * as tls from "node:tls";
+import { createTestPki } from "@cluster-proxy/pki/testing";
+import { tcpPort } from "@cluster-proxy/tunnel/testing";
 import { silentLogger } from "@cluster-proxy/kit";
 import { ManualClock } from "@cluster-proxy/kit/testing";
+import { clientHelloTicket } from "./first-bytes.js";
 import { ServerTicketKeys } from "./ticket-doors.js";
 import { TICKET_KEY_BYTES, formatTicketKeyFile } from "./ticket-keys.js";
+
+/** A ticket in node's format made with `key`: key name, IV, "encrypted" state, HMAC over them. */
+function ticketOf(key: Buffer): Buffer {
+  const body = Buffer.concat([key.subarray(0, 16), randomBytes(16), randomBytes(96)]);
+  return Buffer.concat([body, createHmac("sha256", key.subarray(16, 32)).update(body).digest()]);
+}
 
 /** Let a poll's read and check run. */
 async function settle(): Promise<void> {
@@ -69,11 +80,12 @@ describe("ServerTicketKeys reload", () => {
     });
     const server = tls.createServer();
     keys.register("door", server, tls.createServer());
-    const ticketOf = (key: Buffer): Buffer => Buffer.concat([key.subarray(0, 16), randomBytes(64)]);
     const resumable = keys.resumable("door");
     const firstKey = keys.key("door", "primary");
     assert.equal(resumable(ticketOf(firstKey)), true, "a ticket of the door's key");
     assert.equal(resumable(randomBytes(80)), false, "a bogus ticket");
+    const forged = Buffer.concat([firstKey.subarray(0, 16), randomBytes(96)]);
+    assert.equal(resumable(forged), false, "a made-up ticket that copies the key's name");
     assert.equal(resumable(randomBytes(8)), false, "a ticket too short to name a key");
     assert.equal(keys.resumable("other")(ticketOf(firstKey)), false, "a door without keys");
     content = Buffer.from(formatTicketKeyFile([second, first]));
@@ -102,7 +114,7 @@ describe("ServerTicketKeys reload", () => {
     a.register("door", tls.createServer(), tls.createServer());
     const before = a.key("door", "primary");
     assert.deepEqual(b.key("door", "primary"), before, "replicas trusting the same CAs share the door's key");
-    const ticket = Buffer.concat([before.subarray(0, 16), randomBytes(64)]);
+    const ticket = ticketOf(before);
     assert.equal(a.resumable("door")(ticket), true);
     a.trust(["door"], caTwo);
     assert.notDeepEqual(a.key("door", "primary"), before, "another CA file, another key");
@@ -110,5 +122,51 @@ describe("ServerTicketKeys reload", () => {
     assert.notDeepEqual(a.key("other", "primary"), a.key("door", "primary"), "doors keep keys of their own");
     a.trust(["door"], caOne);
     assert.deepEqual(a.key("door", "primary"), before, "derived, not random: the old CA file, the old key");
+  });
+
+  test("a real ticket of the door's key passes; the same ticket altered in one byte does not", async () => {
+    const pki = await createTestPki();
+    const keys = await ServerTicketKeys.load({ file: "", lifetimeMs: 60_000, intervalMs: 0, logger: silentLogger });
+    const server = tls.createServer(
+      { cert: pki.serverCert, key: pki.serverKey, ...keys.tlsOptions("door", "primary") },
+      (s) => s.end(),
+    );
+    keys.register("door", server, tls.createServer());
+    const raw = net.createServer();
+    try {
+      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+      await new Promise<void>((r) => raw.listen(0, "127.0.0.1", r));
+      const connect = (port: number, session?: Buffer): tls.TLSSocket =>
+        tls
+          .connect({ port, host: "127.0.0.1", ca: pki.ca, servername: "localhost", ...(session ? { session } : {}) })
+          .on("error", () => undefined);
+      const session = await new Promise<Buffer>((resolve) => {
+        const c = connect(tcpPort(server.address()));
+        c.once("session", (s: Buffer) => {
+          c.destroy();
+          resolve(s);
+        });
+      });
+      // The ClientHello that offers it, as the pacer reads it.
+      const hello = new Promise<Buffer>((resolve) =>
+        raw.once("connection", (s) =>
+          s.once("data", (d: Buffer) => {
+            s.destroy();
+            resolve(d);
+          }),
+        ),
+      );
+      connect(tcpPort(raw.address()), session);
+      const ticket = clientHelloTicket(await hello);
+      assert.ok(ticket, "the ClientHello offers the ticket");
+      assert.equal(keys.resumable("door")(ticket), true);
+      const altered = Buffer.from(ticket);
+      altered[40] = (altered[40] ?? 0) ^ 1;
+      assert.equal(keys.resumable("door")(altered), false);
+    } finally {
+      server.close();
+      raw.close();
+      pki.cleanup();
+    }
   });
 });

@@ -4,7 +4,7 @@
  * ClientHello by its ticket's key name, and the reload of --tls-session-ticket-key-file (polled
  * by content every --cert-reload-interval, like the certificates).
  */
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import type * as tls from "node:tls";
 import { ConfigError } from "@cluster-proxy/api";
@@ -16,7 +16,7 @@ import {
   doorTicketKey,
   parseTicketKeyFile,
   randomTicketKeys,
-  ticketKeyName,
+  ticketMadeWith,
   trustDigest,
   type TicketKeySet,
 } from "./ticket-keys.js";
@@ -54,8 +54,8 @@ export class ServerTicketKeys {
   private readonly doors = new Map<string, DoorServers>();
   /** The digest of each door's CA file (see doorTicketKey); none: "". */
   private readonly trusts = new Map<string, string>();
-  /** Key names by `<side>\0<door>` of the current key set (see keyName). */
-  private readonly keyNames = new Map<string, Buffer | undefined>();
+  /** Keys by `<side>\0<door>` of the current key set and CA files (see derivedKey). */
+  private readonly derivedKeys = new Map<string, Buffer>();
   /** A twin's key while the file has no previous key: matches no ticket. */
   private readonly noPrevious = randomBytes(TICKET_KEY_BYTES);
   private timer: TimerHandle;
@@ -103,7 +103,7 @@ export class ServerTicketKeys {
     for (const door of doors) {
       if (this.trusts.get(door) === digest) continue;
       this.trusts.set(door, digest);
-      this.keyNames.clear();
+      this.derivedKeys.clear();
     }
   }
 
@@ -127,29 +127,27 @@ export class ServerTicketKeys {
   }
 
   /**
-   * The pacer's test of `door`'s tickets: whether one names the key of the door's server or (with a
-   * previous key) its twin's, so that a server may resume it. Any other ticket is a full handshake.
+   * The pacer's test of `door`'s tickets: whether one was made with the key of the door's server or
+   * (with a previous key) its twin's, so that a server may resume it. Any other ticket is a full
+   * handshake, including one that copies a real key's name: the ticket's HMAC is checked too.
    */
   resumable(door: string): (ticket: Buffer) => boolean {
     return (ticket) => this.sideOf(door, ticket) !== undefined;
   }
 
-  /** Which of `door`'s servers holds the key `ticket` names (the twin only with a previous key); undefined: none. */
+  /** Which of `door`'s servers holds the key `ticket` was made with (the twin only with a previous key); undefined: none. */
   private sideOf(door: string, ticket: Buffer): keyof DoorServers | undefined {
-    const name = ticketKeyName(ticket);
-    if (!name || !this.doors.has(door)) return undefined;
+    if (!this.doors.has(door)) return undefined;
     const sides: (keyof DoorServers)[] = this.keys.previous ? ["primary", "twin"] : ["primary"];
-    return sides.find((side) => {
-      const keyName = this.keyName(door, side);
-      return keyName !== undefined && timingSafeEqual(name, keyName);
-    });
+    return sides.find((side) => ticketMadeWith(ticket, this.derivedKey(door, side)));
   }
 
-  /** The name of `door`'s key for `side`, derived once per key set (not per ClientHello). */
-  private keyName(door: string, side: keyof DoorServers): Buffer | undefined {
+  /** `door`'s key for `side`, derived once per key set and CA file (not per ClientHello). */
+  private derivedKey(door: string, side: keyof DoorServers): Buffer {
     const at = `${side}\u0000${door}`;
-    if (!this.keyNames.has(at)) this.keyNames.set(at, ticketKeyName(this.key(door, side)));
-    return this.keyNames.get(at);
+    let key = this.derivedKeys.get(at);
+    if (!key) this.derivedKeys.set(at, (key = this.key(door, side)));
+    return key;
   }
 
   /** Install the keys on every door (after a reload, or a certificate reload replaced the contexts). */
@@ -202,7 +200,7 @@ export class ServerTicketKeys {
       return this.refuse(d, errorMessage(err));
     }
     this.keys = keys;
-    this.keyNames.clear();
+    this.derivedKeys.clear();
     this.loadedDigest = d;
     this.refused = undefined;
     this.apply();

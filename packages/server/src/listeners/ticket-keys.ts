@@ -3,12 +3,12 @@
  * per-door keys derived with HKDF, and the previous key's twin server the pacer routes tickets to.
  * Design: docs/design/decisions.md#tls-13-session-resumption-issue-41
  */
-import { createHash, hkdfSync, randomBytes } from "node:crypto";
+import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from "node:crypto";
 
 /** Bytes of a node ticket key: name (16), HMAC secret (16), AES key (16). */
 export const TICKET_KEY_BYTES = 48;
 /** Bytes of a ticket key's name, which node writes at the start of every ticket. */
-export const TICKET_KEY_NAME_BYTES = 16;
+const TICKET_KEY_NAME_BYTES = 16;
 
 /** The keys of a file (or of a server without one). */
 export interface TicketKeySet {
@@ -66,6 +66,25 @@ export function doorSessionIdContext(door: string): string {
 }
 
 /** The name a ticket starts with (undefined when too short to be one of node's). */
-export function ticketKeyName(ticket: Buffer): Buffer | undefined {
+function ticketKeyName(ticket: Buffer): Buffer | undefined {
   return ticket.length >= TICKET_KEY_NAME_BYTES ? ticket.subarray(0, TICKET_KEY_NAME_BYTES) : undefined;
+}
+
+/** Bytes of the HMAC-SHA256 that ends each of node's tickets. */
+const TICKET_MAC_BYTES = 32;
+
+/**
+ * Whether `ticket` (a ClientHello's PSK identity) was made with `key`: it names the key and its
+ * HMAC-SHA256 (node's ticket format: key name, IV, encrypted session, HMAC over the rest, keyed
+ * with the key's second 16 bytes) checks out. A made-up ticket that copies a real key name fails.
+ */
+export function ticketMadeWith(ticket: Buffer, key: Buffer): boolean {
+  const name = ticketKeyName(ticket);
+  if (!name || ticket.length <= TICKET_KEY_NAME_BYTES + TICKET_MAC_BYTES) return false;
+  if (!timingSafeEqual(name, key.subarray(0, TICKET_KEY_NAME_BYTES))) return false;
+  const macAt = ticket.length - TICKET_MAC_BYTES;
+  const mac = createHmac("sha256", key.subarray(TICKET_KEY_NAME_BYTES, 2 * TICKET_KEY_NAME_BYTES))
+    .update(ticket.subarray(0, macAt))
+    .digest();
+  return timingSafeEqual(mac, ticket.subarray(macAt));
 }
