@@ -205,74 +205,83 @@ export async function admit(deps: AdmissionDeps, head: RequestHead, rec: Request
 
   // One deadline for the request's hub calls (TokenReview, SubjectAccessReviews, the ManagedCluster lookup), not one each.
   const deadline = new HubDeadline(deps.hubReviewTimeoutMs ?? HUB_REVIEW_TIMEOUT_MS, deps.clock);
-  const caller = await authenticate(deps, head, deadline);
-  r.authentication = caller.method;
-  const headers = withForwarding(
-    forwardable(head.headers, head.upgrade, deps.isFrontProxyHeader ?? (() => false)),
-    head.source,
-  );
-
-  if (caller.method === "passthrough") {
-    if (target.kind !== "kube")
-      throw new GatewayError(
-        403,
-        "forbidden",
-        `Service requests need a caller the hub recognises (cluster "${target.cluster}")`,
-      );
-    if (impersonationOf(head.headers))
-      throw new GatewayError(403, "impersonation-forbidden", "Impersonate-* headers need a caller the hub recognises");
-    headers.authorization = caller.authorization;
-    headers[PASSTHROUGH_HEADER] = PASSTHROUGH_VALUE;
-    headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
-    return { cluster: target.cluster, target, caller, path: target.path + target.query, headers };
-  }
-
-  let identity = caller.user;
-  r.user = identity.username;
-  r.groups = identity.groups;
-  const impersonation = impersonationOf(head.headers);
-  if (impersonation) {
-    identity = await deps.authorizer.impersonate(identity, impersonation, deadline);
-    r.impersonatedUser = identity.username;
-    r.impersonatedGroups = identity.groups;
-  }
-  for (const verb of verbs)
-    await deps.authorizer.authorizeCluster(
-      identity,
-      target.cluster,
-      verb,
-      upgrade && verb === "create" ? UPGRADE_NEEDS_CREATE : "",
-      deadline,
+  try {
+    const caller = await authenticate(deps, head, deadline);
+    r.authentication = caller.method;
+    const headers = withForwarding(
+      forwardable(head.headers, head.upgrade, deps.isFrontProxyHeader ?? (() => false)),
+      head.source,
     );
-  const cluster = await deps.clusters.require(target.cluster, deadline);
 
-  if (target.kind === "service") {
-    const request = {
-      namespace: target.namespace,
-      service: target.service,
-      port: target.port,
-      protocol: target.scheme,
-    };
-    if (!deps.services.allows(cluster, request)) {
-      deps.onDenial?.("service-not-exposed");
-      throw new GatewayError(
-        403,
-        "service-not-exposed",
-        `service ${target.namespace}/${target.service} port ${target.port} (${target.scheme}) is not exposed on cluster "${target.cluster}"`,
-      );
+    if (caller.method === "passthrough") {
+      if (target.kind !== "kube")
+        throw new GatewayError(
+          403,
+          "forbidden",
+          `Service requests need a caller the hub recognises (cluster "${target.cluster}")`,
+        );
+      if (impersonationOf(head.headers))
+        throw new GatewayError(
+          403,
+          "impersonation-forbidden",
+          "Impersonate-* headers need a caller the hub recognises",
+        );
+      headers.authorization = caller.authorization;
+      headers[PASSTHROUGH_HEADER] = PASSTHROUGH_VALUE;
+      headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
+      return { cluster: target.cluster, target, caller, path: target.path + target.query, headers };
     }
-    headers[TARGET_HEADER] = GATEWAY_TARGETS.service;
-    headers[SERVICE_HEADER] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
-  } else {
-    // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
-    const prefix = deps.impersonationPrefix;
-    refuseUnrepresentable(identity);
-    headers[IMPERSONATE_USER_HEADER] = prefix + identity.username;
-    if (identity.groups.length) headers[IMPERSONATE_GROUP_HEADER] = identity.groups.map((g) => prefix + g);
-    if (identity.uid !== undefined) headers[IMPERSONATE_UID_HEADER] = identity.uid;
-    for (const [key, vals] of Object.entries(identity.extra))
-      headers[IMPERSONATE_EXTRA_PREFIX + encodeExtraKey(key)] = vals;
-    headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
+
+    let identity = caller.user;
+    r.user = identity.username;
+    r.groups = identity.groups;
+    const impersonation = impersonationOf(head.headers);
+    if (impersonation) {
+      identity = await deps.authorizer.impersonate(identity, impersonation, deadline);
+      r.impersonatedUser = identity.username;
+      r.impersonatedGroups = identity.groups;
+    }
+    for (const verb of verbs)
+      await deps.authorizer.authorizeCluster(
+        identity,
+        target.cluster,
+        verb,
+        upgrade && verb === "create" ? UPGRADE_NEEDS_CREATE : "",
+        deadline,
+      );
+    const cluster = await deps.clusters.require(target.cluster, deadline);
+
+    if (target.kind === "service") {
+      const request = {
+        namespace: target.namespace,
+        service: target.service,
+        port: target.port,
+        protocol: target.scheme,
+      };
+      if (!deps.services.allows(cluster, request)) {
+        deps.onDenial?.("service-not-exposed");
+        throw new GatewayError(
+          403,
+          "service-not-exposed",
+          `service ${target.namespace}/${target.service} port ${target.port} (${target.scheme}) is not exposed on cluster "${target.cluster}"`,
+        );
+      }
+      headers[TARGET_HEADER] = GATEWAY_TARGETS.service;
+      headers[SERVICE_HEADER] = `${target.scheme}://${target.service}.${target.namespace}.svc:${target.port}`;
+    } else {
+      // The identity goes to the kube-apiserver only: a Service gets no Impersonate-* headers.
+      const prefix = deps.impersonationPrefix;
+      refuseUnrepresentable(identity);
+      headers[IMPERSONATE_USER_HEADER] = prefix + identity.username;
+      if (identity.groups.length) headers[IMPERSONATE_GROUP_HEADER] = identity.groups.map((g) => prefix + g);
+      if (identity.uid !== undefined) headers[IMPERSONATE_UID_HEADER] = identity.uid;
+      for (const [key, vals] of Object.entries(identity.extra))
+        headers[IMPERSONATE_EXTRA_PREFIX + encodeExtraKey(key)] = vals;
+      headers[TARGET_HEADER] = GATEWAY_TARGETS.kube;
+    }
+    return { cluster: target.cluster, target, caller, identity, path: target.path + target.query, headers };
+  } finally {
+    // Admitted or refused, the request waits for no more hub reviews: its deadline's timer goes now.
+    deadline.done();
   }
-  return { cluster: target.cluster, target, caller, identity, path: target.path + target.query, headers };
 }

@@ -202,6 +202,9 @@ export class Authorizer {
     deadline?: HubDeadline,
   ): Promise<boolean> {
     const key = hash("sha256", JSON.stringify([user, attrs]));
+    // A cached decision needs neither the hub nor the deadline.
+    const cached = this.decisions.peek(key);
+    if (cached !== undefined) return cached;
     try {
       const deciding = this.decisions.get(
         key,

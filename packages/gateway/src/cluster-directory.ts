@@ -32,25 +32,26 @@ export class ClusterDirectory {
    * the cache while another request without a passed deadline waits for it).
    */
   async require(name: string, deadline?: HubDeadline): Promise<ManagedClusterInfo> {
-    let info: ManagedClusterInfo | null;
-    try {
-      const looking = this.cache.get(
-        name,
-        async (signal) => (await this.hub.managedCluster(name, signal)) ?? null,
-        () => CLUSTER_CACHE_MS,
-        deadline?.signal,
-      );
-      info = await (deadline ? deadline.race(looking, "ManagedCluster lookup") : looking);
-    } catch (err) {
-      throw new GatewayError(
-        503,
-        "authorization-unavailable",
-        `cannot look up ManagedCluster "${name}": ${errorMessage(err)}`,
-        {
-          cause: err,
-        },
-      );
-    }
+    let info = this.cache.peek(name);
+    if (info === undefined)
+      try {
+        const looking = this.cache.get(
+          name,
+          async (signal) => (await this.hub.managedCluster(name, signal)) ?? null,
+          () => CLUSTER_CACHE_MS,
+          deadline?.signal,
+        );
+        info = await (deadline ? deadline.race(looking, "ManagedCluster lookup") : looking);
+      } catch (err) {
+        throw new GatewayError(
+          503,
+          "authorization-unavailable",
+          `cannot look up ManagedCluster "${name}": ${errorMessage(err)}`,
+          {
+            cause: err,
+          },
+        );
+      }
     if (!info) {
       if (this.known.delete(name)) this.onRemoved(name);
       throw new GatewayError(404, "unknown-cluster", `cluster "${name}" is not a managed cluster of this hub`);
