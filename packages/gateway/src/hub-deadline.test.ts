@@ -8,7 +8,7 @@ import { ClusterDirectory } from "./cluster-directory.js";
 import { ExposedServices } from "./exposed-services.js";
 import { GatewayError } from "./gateway-error.js";
 import type { ResourceAttributes, TokenReviewResult, UserInfo } from "./hub-api.js";
-import { HUB_REVIEW_TIMEOUT_MS } from "./hub-deadline.js";
+import { HUB_REVIEW_TIMEOUT_MS, HubDeadline } from "./hub-deadline.js";
 import { RequestRecord } from "./request-record.js";
 import { FakeHub } from "./testing/fake-hub.js";
 
@@ -155,5 +155,35 @@ describe("one deadline for all the hub reviews of a request", () => {
     assert.notEqual(impersonating.outcome.settled, undefined, "settled");
     await impersonating.done;
     assert.equal(impersonating.outcome.error, undefined, String(impersonating.outcome.error));
+  });
+});
+
+describe("the deadline's own state", () => {
+  test("admission leaves no timer behind, admitted or refused", async () => {
+    clock = new ManualClock();
+    const { deps } = setup();
+    const admitted = request(deps);
+    await advance(100);
+    await admitted.done;
+    assert.equal(admitted.outcome.error, undefined, String(admitted.outcome.error));
+    const refused = request(deps, { "impersonate-user": "carol" });
+    await advance(100);
+    await refused.done;
+    assert.ok(refused.outcome.error instanceof GatewayError, String(refused.outcome.error));
+    assert.equal(clock.armed, 0);
+  });
+
+  test("done() drops the timer and aborts a signal asked for; a deadline that passed still rejects at once", async () => {
+    const c = new ManualClock();
+    const d = new HubDeadline(1_000, c);
+    const signal = d.signal;
+    assert.equal(c.armed, 1);
+    d.done();
+    assert.equal(c.armed, 0);
+    assert.equal(signal.aborted, true);
+    const late = new HubDeadline(1_000, c);
+    c.advance(1_000);
+    assert.equal(late.signal.aborted, true);
+    await assert.rejects(late.race(new Promise<never>(() => undefined), "TokenReview"), /within 1000 ms/);
   });
 });
