@@ -198,6 +198,27 @@ describe("watches over HTTP/2 to the kube-apiserver", () => {
       session.destroy();
     }
   });
+
+  test("an answer of a declared length ends with its last byte, before the apiserver ends its stream", async () => {
+    const session = await callerSession(fx);
+    try {
+      const answer = session.request({
+        ":path": "/whole-then-hold",
+        "cluster-proxy-target": "kube",
+        "impersonate-user": ALICE,
+      });
+      answer.setEncoding("utf8");
+      let text = "";
+      answer.on("data", (c: string) => (text += c));
+      // The stand-in holds its END_STREAM until released: the caller's stream ends without it.
+      await once(answer, "end");
+      assert.equal(text, "whole\n");
+      fx.apiserver.releaseStream();
+      assert.equal((await call(fx, {})).status, 200);
+    } finally {
+      session.destroy();
+    }
+  });
 });
 
 describe("the apiserver's stream limit and idle sessions", () => {

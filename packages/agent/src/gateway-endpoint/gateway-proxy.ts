@@ -96,6 +96,17 @@ export function h2ResponseHeaders(raw: RawHeaders): http2.OutgoingHttpHeaders {
   return out;
 }
 
+/**
+ * The length of an answer's body as its one `Content-Length` declares it; undefined when it has
+ * none, or when that header does not give the body's length (a HEAD, a 204 or 304).
+ */
+export function bodyLength(method: string | undefined, status: number, raw: RawHeaders): number | undefined {
+  if (method === "HEAD" || status === 204 || status === 304) return undefined;
+  const values = headerValues(raw, "content-length");
+  const text = values.length === 1 ? (values[0] ?? "").trim() : "";
+  return /^[0-9]{1,15}$/.test(text) ? Number(text) : undefined;
+}
+
 /** Whether `status` is a final answer a caller can be given. */
 function relayable(status: number | undefined): status is number {
   return status !== undefined && Number.isInteger(status) && status >= 200 && status <= 599;
@@ -111,6 +122,54 @@ interface Exchange {
   cancel(): void;
   /** Called with the final answer: its status, raw headers and body. */
   onResponse(listener: (status: number | undefined, rawHeaders: string[], body: Readable) => void): void;
+}
+
+/**
+ * Where an answer goes back: the endpoint's HTTP/2 stream itself, or an HTTP/1.1 response (tests
+ * of the forwarding). Not through the HTTP/2 compatibility layer's `writeHead`, which always
+ * waits for trailers: its END_STREAM then goes in an empty DATA frame of its own, a TLS record
+ * and tunnel packet more per answer, where `end(last)` sets it on the last DATA frame.
+ */
+interface AnswerOut {
+  head(status: number, headers: http2.OutgoingHttpHeaders): void;
+  /** Write a body chunk; false when the caller's buffer is full. */
+  write(chunk: Buffer): boolean;
+  /** End the answer, with its last chunk when given. */
+  end(last?: Buffer): void;
+  onDrain(fn: () => void): void;
+}
+
+function answerOut(res: AnyResponse): AnswerOut {
+  if ("stream" in res) {
+    const stream = res.stream;
+    return {
+      head: (status, headers) => {
+        stream.respond({ ...headers, [h2constants.HTTP2_HEADER_STATUS]: status });
+      },
+      write: (chunk) => stream.write(chunk),
+      end: (last) => {
+        if (last) stream.end(last);
+        else stream.end();
+      },
+      onDrain: (fn) => {
+        stream.on("drain", fn);
+      },
+    };
+  }
+  return {
+    head: (status, headers) => {
+      res.writeHead(status, headers);
+      res.flushHeaders();
+    },
+    write: (chunk) => res.write(chunk),
+    end: (last) => {
+      if (last) res.end(last);
+      else res.end();
+    },
+    onDrain: (fn) => {
+      res.on("drain", fn);
+    },
+  };
 }
 
 /** An exchange over an HTTP/1.1 request. */
@@ -431,32 +490,44 @@ export class GatewayProxy {
         failWith(502, badGateway(name, `answered with status ${status ?? "none"}, which cannot be relayed`));
         return;
       }
+      const to = answerOut(res);
       try {
         // The head goes out at once (a watch's first event may take long).
-        res.writeHead(status, h2ResponseHeaders(rawHeaders));
-        if (!("stream" in res)) res.flushHeaders();
+        to.head(status, h2ResponseHeaders(rawHeaders));
       } catch (err) {
         answer.resume();
         failWith(502, badGateway(name, `its answer cannot be relayed: ${errorMessage(err)}`));
         return;
       }
-      answer.on("data", (c: Buffer) => {
+      // A body of a declared length ends with its last byte (END_STREAM on that DATA frame), not
+      // with the upstream's end a turn later.
+      const declared = bodyLength(req.method, status, rawHeaders);
+      let received = 0;
+      const finish = (last?: Buffer): void => {
+        if (answered) return;
+        answered = true;
         try {
-          if (!("stream" in res ? res.write(c) : res.write(c))) answer.pause();
+          to.end(last);
+        } catch {
+          cut(res);
+        }
+      };
+      answer.on("data", (c: Buffer) => {
+        if (answered) return;
+        received += c.length;
+        if (declared !== undefined && received >= declared) {
+          finish(c);
+          return;
+        }
+        try {
+          if (!to.write(c)) answer.pause();
         } catch {
           exchange.cancel();
           cut(res);
         }
       });
-      res.on("drain", () => answer.resume());
-      answer.on("end", () => {
-        answered = true;
-        try {
-          res.end();
-        } catch {
-          cut(res);
-        }
-      });
+      to.onDrain(() => answer.resume());
+      answer.on("end", () => finish());
       answer.on("error", () => cut(res));
     });
     // The caller went away before the answer's end: stop the upstream request (a watch would

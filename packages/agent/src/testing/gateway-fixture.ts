@@ -78,7 +78,8 @@ function plainHeaders(raw: string[]): string[] {
 
 /**
  * Start a stand-in (`http2`: an HTTP/2 server that also speaks HTTP/1.1, as kube-apiserver is): `/stream` answers `first\n` at once and `second\n` after
- * {@link StandIn.releaseStream}; `/hold-head...` is recorded, then answered (the echo) only after
+ * {@link StandIn.releaseStream}; `/whole-then-hold` sends its whole body of a declared length at once but
+ * ends only after {@link StandIn.releaseStream}; `/hold-head...` is recorded, then answered (the echo) only after
  * {@link StandIn.releaseHeads}; `/status-600` answers status 600, `/http2-settings` with an
  * `HTTP2-Settings` and an `Upgrade` header (a hostile pod's answers); an upgrade (any protocol) is answered 101 and then echoes
  * `echo:<bytes>`, and after the client ends its writing sends `bye` and ends; every other path
@@ -122,6 +123,14 @@ async function startStandIn(
         else res.write("first\n");
         await released;
         res.end("second\n");
+        return;
+      }
+      if (req.url === "/whole-then-hold") {
+        res.writeHead(200, { "Content-Type": "text/plain", "Content-Length": "6" });
+        if ("stream" in res) res.write("whole\n");
+        else res.write("whole\n");
+        await released;
+        res.end();
         return;
       }
       // Answers a proxied pod may give that no caller can be handed as they are.
