@@ -516,7 +516,8 @@ export class GatewayProxy {
         if (answered) return;
         received += c.length;
         if (declared !== undefined && received >= declared) {
-          finish(c);
+          // Never past the declared length (the upstream's parser refuses more; this holds anyway).
+          finish(c.subarray(0, c.length - (received - declared)));
           return;
         }
         try {
