@@ -7,9 +7,6 @@
  */
 import { readdirSync } from "node:fs";
 import type * as http from "node:http";
-import { PerformanceObserver, constants as perf } from "node:perf_hooks";
-import * as v8 from "node:v8";
-import * as vm from "node:vm";
 
 export interface ProcessStats {
   rssBytes: number;
@@ -42,6 +39,9 @@ let gcCounts: GcCounts | undefined;
 /** Count this process's garbage collections by kind from now on (idempotent, process-wide). */
 function countGarbageCollections(): void {
   if (gcCounts) return;
+  // node:perf_hooks, node:v8 and node:vm load on first use: a process without --enable-profiling
+  // never needs them (11 modules: an idle agent holds ~0.2 MiB less RSS; docs/design/performance-notes.md).
+  const { PerformanceObserver, constants: perf } = process.getBuiltinModule("node:perf_hooks");
   const counts: GcCounts = { minor: 0, major: 0, incremental: 0, weakcb: 0 };
   const kinds = new Map<number, keyof GcCounts>([
     [perf.NODE_PERFORMANCE_GC_MINOR, "minor"],
@@ -67,8 +67,8 @@ export function fullGarbageCollection(): void {
     const exposed = (globalThis as { gc?: () => void }).gc;
     if (exposed) collect = exposed;
     else {
-      v8.setFlagsFromString("--expose-gc");
-      collect = vm.runInNewContext("gc") as () => void;
+      process.getBuiltinModule("node:v8").setFlagsFromString("--expose-gc");
+      collect = process.getBuiltinModule("node:vm").runInNewContext("gc") as () => void;
     }
   }
   collect();
