@@ -120,6 +120,16 @@ describe("TLS session resumption", () => {
     sessions,
   });
 
+  /** Whether agent "x" of east, offering the session of `sessions`, is refused (closed, or failed to connect). */
+  const refusedAgent = (s: ProxyServer, sessions: TlsSessionCache): Promise<boolean> =>
+    connectFakeAgent(agentTarget(s, sessions), { agentid: "x", agentidentifiers: "host=east" }).then(
+      async (peer) => {
+        peers.push(peer);
+        return (await peer.packets.closed(10_000)).code !== 0;
+      },
+      () => true,
+    );
+
   test("a resumed agent session is attributed to the cluster its certificate grants", async () => {
     const s = await start({ agentIdentity: "certificate" });
     const sessions = new TlsSessionCache();
@@ -215,16 +225,7 @@ describe("TLS session resumption", () => {
     first.close();
     // The test PKI's agent certificate is valid for 2 days.
     offset = 3 * 86_400_000;
-    const refused = await connectFakeAgent(agentTarget(s, sessions), {
-      agentid: "x",
-      agentidentifiers: "host=east",
-    }).then(
-      async (peer) => {
-        peers.push(peer);
-        return (await peer.packets.closed(10_000)).code !== 0;
-      },
-      () => true,
-    );
+    const refused = await refusedAgent(s, sessions);
     assert.equal(refused, true, "the resumed connection is closed");
     assert.equal(await metric(s, "agent-port", "resumed_refused"), 1);
     assert.equal(sessions.size, 0, "the refused session is dropped");
@@ -265,16 +266,7 @@ describe("TLS session resumption", () => {
     assert.deepEqual(await s.reloadCertificates(), ["reloaded", "reloaded"]);
     const atFront = await handshake(front, clientTls, widened.ticket).catch(() => ({ reused: false, open: false }));
     assert.deepEqual([atFront.reused, atFront.open], [false, false], "a full handshake, which refused the certificate");
-    const agentAgain = await connectFakeAgent(agentTarget(s, sessions), {
-      agentid: "x",
-      agentidentifiers: "host=east",
-    }).then(
-      async (peer) => {
-        peers.push(peer);
-        return (await peer.packets.closed(10_000)).code !== 0;
-      },
-      () => true,
-    );
+    const agentAgain = await refusedAgent(s, sessions);
     assert.equal(agentAgain, true, "the agent's connection is refused");
     assert.equal(sessions.stats.resumed, 0, "its ticket did not resume");
     assert.equal(s.backendCount(), 0, "no agent of an untrusted CA serves a cluster");
