@@ -61,8 +61,8 @@ export function startServerCertReloading(deps: {
   /** The TCP client front doors' files and material; undefined when no front door uses TLS. */
   front: { files: TlsFiles; material: TlsMaterial } | undefined;
   /**
-   * After new material of `role` was installed (setSecureContext resets what the contexts hold,
-   * e.g. ticket keys; the CAs a resumed session is checked against change with it).
+   * After new material of `role` was installed: setSecureContext resets what the contexts hold
+   * (the ticket keys), and the ticket keys are derived with the CA file's digest.
    */
   afterReload?: (role: TlsListener["role"], material: TlsMaterial) => void;
 }): ServerCertReloading {
