@@ -6,14 +6,14 @@
 import assert from "node:assert/strict";
 import { createHmac, randomBytes } from "node:crypto";
 import { describe, test } from "node:test";
-import * as net from "node:net";
 import * as tls from "node:tls";
 import { createTestPki } from "@cluster-proxy/pki/testing";
-import { tcpPort } from "@cluster-proxy/tunnel/testing";
+import { captureClientHello } from "@cluster-proxy/tunnel/testing";
 import { silentLogger } from "@cluster-proxy/kit";
 import { ManualClock } from "@cluster-proxy/kit/testing";
 import { clientHelloTicket } from "./first-bytes.js";
 import { ServerTicketKeys } from "./ticket-doors.js";
+import { tlsSession } from "../testing/tls-session.js";
 import { TICKET_KEY_BYTES, formatTicketKeyFile } from "./ticket-keys.js";
 
 /** A ticket in node's format made with `key`: key name, IV, "encrypted" state, HMAC over them. */
@@ -126,46 +126,18 @@ describe("ServerTicketKeys reload", () => {
 
   test("a real ticket of the door's key passes; the same ticket altered in one byte does not", async () => {
     const pki = await createTestPki();
-    const keys = await ServerTicketKeys.load({ file: "", lifetimeMs: 60_000, intervalMs: 0, logger: silentLogger });
-    const server = tls.createServer(
-      { cert: pki.serverCert, key: pki.serverKey, ...keys.tlsOptions("door", "primary") },
-      (s) => s.end(),
-    );
-    keys.register("door", server, tls.createServer());
-    const raw = net.createServer();
     try {
-      await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-      await new Promise<void>((r) => raw.listen(0, "127.0.0.1", r));
-      const connect = (port: number, session?: Buffer): tls.TLSSocket =>
-        tls
-          .connect({ port, host: "127.0.0.1", ca: pki.ca, servername: "localhost", ...(session ? { session } : {}) })
-          .on("error", () => undefined);
-      const session = await new Promise<Buffer>((resolve) => {
-        const c = connect(tcpPort(server.address()));
-        c.once("session", (s: Buffer) => {
-          c.destroy();
-          resolve(s);
-        });
-      });
-      // The ClientHello that offers it, as the pacer reads it.
-      const hello = new Promise<Buffer>((resolve) =>
-        raw.once("connection", (s) =>
-          s.once("data", (d: Buffer) => {
-            s.destroy();
-            resolve(d);
-          }),
-        ),
-      );
-      connect(tcpPort(raw.address()), session);
-      const ticket = clientHelloTicket(await hello);
+      const keys = await ServerTicketKeys.load({ file: "", lifetimeMs: 60_000, intervalMs: 0, logger: silentLogger });
+      keys.register("door", tls.createServer(), tls.createServer());
+      const { session } = await tlsSession(pki, keys.tlsOptions("door", "primary"));
+      // The ticket as the pacer reads it: the first PSK identity of the resuming ClientHello.
+      const ticket = clientHelloTicket(await captureClientHello("localhost", session));
       assert.ok(ticket, "the ClientHello offers the ticket");
       assert.equal(keys.resumable("door")(ticket), true);
       const altered = Buffer.from(ticket);
       altered[40] = (altered[40] ?? 0) ^ 1;
       assert.equal(keys.resumable("door")(altered), false);
     } finally {
-      server.close();
-      raw.close();
       pki.cleanup();
     }
   });

@@ -7,9 +7,17 @@ import type * as net from "node:net";
 import * as tls from "node:tls";
 import type { TestPki } from "@cluster-proxy/pki/testing";
 
-/** Connect once to a TLS server with session tickets (node's default); its session and ticket. */
-export async function tlsSession(pki: TestPki): Promise<{ session: Buffer; ticket: Buffer | undefined }> {
-  const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
+/**
+ * Connect once to a TLS server with session tickets (node's default; `serverOptions` adds to its
+ * options, e.g. a door's ticket key); its session and ticket.
+ */
+export async function tlsSession(
+  pki: TestPki,
+  serverOptions: tls.TlsOptions = {},
+): Promise<{ session: Buffer; ticket: Buffer | undefined }> {
+  const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey, ...serverOptions }, (s) =>
+    s.end("hello"),
+  );
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
   try {
