@@ -70,6 +70,23 @@ function closed(s: net.Socket): Promise<void> {
   return new Promise((resolve) => s.once("close", () => resolve()));
 }
 
+/**
+ * Two connections offer `resumingHello` to a rig of one slot: one handshakes, the other waits, the
+ * first charged a full slot (its sockets go to `sockets`, for the caller to destroy).
+ */
+async function ticketedHandshakesCostFull(r: Rig, sockets: net.Socket[]): Promise<void> {
+  for (let i = 0; i < 2; i++) {
+    const s = await rawConnection(r.port);
+    sockets.push(s);
+    s.write(resumingHello);
+  }
+  await waitUntil("one handshake to run, one to wait", () => {
+    const st = r.pacer.state();
+    return st.handshaking === 1 && st.waiting === 1;
+  });
+  assert.equal(r.pacer.state().load, 1);
+}
+
 async function rawConnection(port: number): Promise<net.Socket> {
   const s = net.connect(port, "127.0.0.1");
   s.on("error", () => undefined);
@@ -236,16 +253,7 @@ describe("HandshakePacer admission", () => {
     });
     const sockets: net.Socket[] = [];
     try {
-      for (let i = 0; i < 2; i++) {
-        const s = await rawConnection(r.port);
-        sockets.push(s);
-        s.write(resumingHello);
-      }
-      await waitUntil("one handshake to run, one to wait", () => {
-        const st = r.pacer.state();
-        return st.handshaking === 1 && st.waiting === 1;
-      });
-      assert.equal(r.pacer.state().load, 1);
+      await ticketedHandshakesCostFull(r, sockets);
       assert.ok(offered.length >= 1, "the pacer asked whether the ticket resumes");
     } finally {
       for (const s of sockets) s.destroy();
@@ -257,16 +265,7 @@ describe("HandshakePacer admission", () => {
     const r = await rig({ maxConcurrent: 1 });
     const sockets: net.Socket[] = [];
     try {
-      for (let i = 0; i < 2; i++) {
-        const s = await rawConnection(r.port);
-        sockets.push(s);
-        s.write(resumingHello);
-      }
-      await waitUntil("one handshake to run, one to wait", () => {
-        const st = r.pacer.state();
-        return st.handshaking === 1 && st.waiting === 1;
-      });
-      assert.equal(r.pacer.state().load, 1);
+      await ticketedHandshakesCostFull(r, sockets);
     } finally {
       for (const s of sockets) s.destroy();
       await r.close();
