@@ -111,17 +111,16 @@ export class Authenticator {
   }
 
   /**
-   * The hub's answer about `token`: from the caches, else a TokenReview if the source's bucket has
-   * a token; `limited` (seconds to wait) when it had none. Throws when the hub cannot answer.
+   * The hub's answer about `token` (`key`: its digest) when no recognised user is cached for it:
+   * from the cache of rejected tokens, else a TokenReview if the source's bucket has a token;
+   * `limited` (seconds to wait) when it had none. Throws when the hub cannot answer.
    */
   private async review(
     token: string,
+    key: string,
     source: string | undefined,
     signal: AbortSignal | undefined,
   ): Promise<TokenReviewResult | { limited: number }> {
-    const key = hash("sha256", token);
-    const user = this.users.peek(key);
-    if (user) return { user };
     if (this.rejected.peek(key)) return {};
     const running = this.reviews.join(key, signal);
     if (running) return running;
@@ -145,10 +144,11 @@ export class Authenticator {
     let limited: number | undefined;
     if (this.s.tokenReview) {
       // A token the hub recognised lately needs neither the hub nor the deadline.
-      const cached = this.users.peek(hash("sha256", token));
+      const key = hash("sha256", token);
+      const cached = this.users.peek(key);
       if (cached) return { method: "token", user: cached };
       try {
-        const reviewing = this.review(token, source, deadline?.signal);
+        const reviewing = this.review(token, key, source, deadline?.signal);
         const review = await (deadline ? deadline.race(reviewing, "TokenReview") : reviewing);
         if ("limited" in review) limited = review.limited;
         else if (review.user) return { method: "token", user: review.user };
