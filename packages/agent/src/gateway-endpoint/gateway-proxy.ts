@@ -148,8 +148,7 @@ function answerOut(res: AnyResponse): AnswerOut {
       },
       write: (chunk) => stream.write(chunk),
       end: (last) => {
-        if (last) stream.end(last);
-        else stream.end();
+        stream.end(last);
       },
       onDrain: (fn) => {
         stream.on("drain", fn);
@@ -163,8 +162,7 @@ function answerOut(res: AnyResponse): AnswerOut {
     },
     write: (chunk) => res.write(chunk),
     end: (last) => {
-      if (last) res.end(last);
-      else res.end();
+      res.end(last);
     },
     onDrain: (fn) => {
       res.on("drain", fn);
