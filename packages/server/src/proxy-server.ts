@@ -292,10 +292,10 @@ export class ProxyServer implements Component {
       }
       const doors = planFrontDoors(o);
       let front: { files: TlsFiles; material: TlsMaterial } | undefined;
-      if (doors.some((d) => d.transport === "tcp" && !d.plain)) {
+      this.frontTicketDoors = doors.filter((d) => d.transport === "tcp" && !d.plain).map(ticketDoor);
+      if (this.frontTicketDoors.length > 0) {
         const files = serverTlsFiles("server", o.serverCert, o.serverKey, o.serverCaCert);
         front = { files, material: await loadTlsFiles(files) };
-        this.frontTicketDoors = doors.filter((d) => d.transport === "tcp" && !d.plain).map(ticketDoor);
         this.ticketKeys?.trust(this.frontTicketDoors, front.material.ca);
         const shared = agentTls.ca && front.material.ca ? sharedCaSubjects(front.material.ca, agentTls.ca) : [];
         if (shared.length > 0)
