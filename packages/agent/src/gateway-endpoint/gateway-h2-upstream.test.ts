@@ -199,7 +199,7 @@ describe("watches over HTTP/2 to the kube-apiserver", () => {
     }
   });
 
-  test("an answer of a declared length ends with its last byte, before the apiserver ends its stream", async () => {
+  test("an answer of a declared length ends with its last byte, before the apiserver ends its stream, which is then reset", async () => {
     const session = await callerSession(fx);
     try {
       const answer = session.request({
@@ -211,8 +211,11 @@ describe("watches over HTTP/2 to the kube-apiserver", () => {
       let text = "";
       answer.on("data", (c: string) => (text += c));
       // The stand-in holds its END_STREAM until released: the caller's stream ends without it.
+      const resets = fx.apiserver.resets();
       await once(answer, "end");
       assert.equal(text, "whole\n");
+      // The caller's stream is done, so the one the apiserver still holds is reset, not left open.
+      await waitUntil("the held upstream stream reset", () => fx.apiserver.resets() === resets + 1);
       fx.apiserver.releaseStream();
       assert.equal((await call(fx, {})).status, 200);
     } finally {

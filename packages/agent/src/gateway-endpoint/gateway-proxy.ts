@@ -470,6 +470,8 @@ export class GatewayProxy {
     const out = exchange.out;
     let failed = false;
     let answered = false;
+    /** The upstream's answer has ended (an answer of a declared length is done before that). */
+    let upstreamEnded = false;
     const failWith = (status: number, text: string): void => {
       if (failed) return;
       failed = true;
@@ -526,13 +528,18 @@ export class GatewayProxy {
         }
       });
       to.onDrain(() => answer.resume());
-      answer.on("end", () => finish());
+      answer.on("end", () => {
+        upstreamEnded = true;
+        finish();
+      });
       answer.on("error", () => cut(res));
     });
-    // The caller went away before the answer's end: stop the upstream request (a watch would
-    // otherwise run on). Not `writableFinished`: an HTTP/2 response reports it on a reset too.
+    // The caller's stream closed before the upstream's answer ended (the caller went away, or
+    // its answer of a declared length is complete while the upstream holds its stream): stop the
+    // upstream request (a watch, or a held stream, would otherwise run on). Not
+    // `writableFinished`: an HTTP/2 response reports it on a reset too.
     res.on("close", () => {
-      if (!answered) exchange.cancel();
+      if (!upstreamEnded) exchange.cancel();
     });
     if (framing.body === "none") {
       req.resume();
