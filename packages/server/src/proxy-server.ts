@@ -692,7 +692,7 @@ export class ProxyServer implements Component {
       helloTimeoutMs: o.clientHelloTimeout,
       tcpKeepaliveMs: o.tcpKeepalive,
       httpAnswer: plainHttpOnTlsPortResponse(flag),
-      timers: this.clock,
+      clock: this.clock,
       // Without the door's ticket keys no ticket resumes: each handshake costs a full slot.
       ...(tickets ?? {}),
       onDrop: (socket, reason, detail) => {

@@ -1,5 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import * as net from "node:net";
 import * as tls from "node:tls";
@@ -15,6 +16,7 @@ import {
 } from "./handshake-pacer.js";
 import { plainHttpOnTlsPortResponse } from "./first-bytes.js";
 import { tlsSession } from "../testing/tls-session.js";
+import { ticketMadeWith } from "./ticket-keys.js";
 
 let pki: TestPki;
 let clientHello: Buffer;
@@ -30,13 +32,16 @@ after(() => pki.cleanup());
 
 interface Rig {
   pacer: HandshakePacer;
+  tlsServer: tls.Server;
   port: number;
   drops: DropReason[];
   close(): Promise<void>;
 }
 
-async function rig(options: Partial<HandshakePacerOptions>): Promise<Rig> {
-  const tlsServer = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
+async function rig(options: Partial<HandshakePacerOptions>, tlsOptions: tls.TlsOptions = {}): Promise<Rig> {
+  const tlsServer = tls.createServer({ cert: pki.serverCert, key: pki.serverKey, ...tlsOptions }, (s) =>
+    s.end("hello"),
+  );
   tlsServer.on("tlsClientError", () => undefined);
   const drops: DropReason[] = [];
   const pacer = new HandshakePacer(tlsServer, {
@@ -54,6 +59,7 @@ async function rig(options: Partial<HandshakePacerOptions>): Promise<Rig> {
   await once(pacer.server, "listening");
   return {
     pacer,
+    tlsServer,
     port: (pacer.server.address() as net.AddressInfo).port,
     drops,
     close: async () => {
@@ -94,12 +100,12 @@ async function rawConnection(port: number): Promise<net.Socket> {
   return s;
 }
 
-/** A TLS client's first read ("hello" from the rig's server) or its error. */
-function tlsClient(port: number): Promise<string> {
+/** A TLS client's first read ("hello" from the rig's server, and whether it resumed) or its error. */
+function tlsClient(port: number, options: tls.ConnectionOptions = {}): Promise<string> {
   return new Promise((resolve) => {
-    const c = tls.connect({ port, host: "127.0.0.1", ca: pki.ca, servername: "localhost" });
+    const c = tls.connect({ port, host: "127.0.0.1", ca: pki.ca, servername: "localhost", ...options });
     c.once("data", (d: Buffer) => {
-      resolve(d.toString());
+      resolve(`${d.toString()}${c.isSessionReused() ? " (resumed)" : ""}`);
       c.destroy();
     });
     c.once("error", (err: NodeJS.ErrnoException) => resolve(`error ${err.code ?? err.message}`));
@@ -131,7 +137,7 @@ describe("HandshakePacer admission", () => {
 
   test("no complete ClientHello within helloTimeoutMs: closed (also when it trickles in)", async () => {
     const timers = new ManualClock();
-    const r = await rig({ helloTimeoutMs: 10_000, timers });
+    const r = await rig({ helloTimeoutMs: 10_000, clock: timers });
     try {
       const silent = await rawConnection(r.port);
       const trickle = await rawConnection(r.port);
@@ -211,7 +217,9 @@ describe("HandshakePacer admission", () => {
 
   test("a handshake offering a ticket costs RESUMED_HANDSHAKE_COST of a slot, in admission order", async () => {
     const fit = Math.round(1 / RESUMED_HANDSHAKE_COST);
-    const r = await rig({ maxConcurrent: 1, resumable: () => true });
+    // The clock stands still: a handshake charged as a resumption that ends without resuming
+    // (here: destroyed) owes nothing for the 0 ms it ran (the next test covers what it owes).
+    const r = await rig({ maxConcurrent: 1, resumable: () => true, clock: new ManualClock() });
     const sockets: net.Socket[] = [];
     const connect = async (hello: Buffer): Promise<net.Socket> => {
       const s = await rawConnection(r.port);
@@ -235,6 +243,54 @@ describe("HandshakePacer admission", () => {
       await waitUntil("the full handshake to start", () => r.pacer.state().waiting === 1);
       assert.equal(r.pacer.state().handshaking, fit);
       assert.equal(r.pacer.state().load, (fit - 1) * RESUMED_HANDSHAKE_COST + 1);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await r.close();
+    }
+  });
+
+  test("a ticket of the port's key that ends in a full handshake owes the rest of a full slot for as long again", async () => {
+    // The port's ticket key: the rig's server issues and resumes its tickets, the pacer prices them.
+    const key = randomBytes(48);
+    const clock = new ManualClock();
+    const r = await rig(
+      { maxConcurrent: 1, resumable: (ticket) => ticketMadeWith(ticket, key), clock },
+      { ticketKeys: key },
+    );
+    // Each handshake runs 40 ms on the pacer's clock (until the end of the test, which stands still).
+    let handshakeMs = 40;
+    r.tlsServer.on("connection", () => clock.advance(handshakeMs));
+    const sockets: net.Socket[] = [];
+    try {
+      const { session } = await tlsSession(pki, { ticketKeys: key });
+      assert.equal(await tlsClient(r.port, { session }), "hello (resumed)");
+      assert.equal(r.pacer.state().load, 0, "a resumption owes nothing");
+      // The same real ticket, with only a cipher suite of another hash than the session's
+      // (TLS_AES_256_GCM_SHA384): the pacer cannot tell from the ClientHello; OpenSSL runs a full handshake.
+      assert.equal(await tlsClient(r.port, { session, ciphers: "TLS_AES_128_GCM_SHA256" }), "hello");
+      assert.equal(r.pacer.state().handshaking, 0);
+      assert.equal(r.pacer.state().load, 1 - RESUMED_HANDSHAKE_COST, "it owes the rest of a full slot");
+      clock.advance(39);
+      assert.equal(r.pacer.state().load, 1 - RESUMED_HANDSHAKE_COST, "for as long again as it ran");
+      clock.advance(1);
+      assert.equal(r.pacer.state().load, 0);
+
+      // What it owes is held against maxConcurrent: with a stalled resumption it fills the slot.
+      assert.equal(await tlsClient(r.port, { session, ciphers: "TLS_AES_128_GCM_SHA256" }), "hello");
+      handshakeMs = 0;
+      const resuming = await captureClientHello("localhost", session);
+      for (const hello of [resuming, clientHello]) {
+        const s = await rawConnection(r.port);
+        sockets.push(s);
+        s.write(hello);
+      }
+      await waitUntil("the stalled resumption to run, the full handshake to wait", () => {
+        const st = r.pacer.state();
+        return st.handshaking === 1 && st.waiting === 1;
+      });
+      assert.equal(r.pacer.state().load, 1);
+      clock.advance(40);
+      await waitUntil("the debt paid, the full handshake to start", () => r.pacer.state().handshaking === 2);
     } finally {
       for (const s of sockets) s.destroy();
       await r.close();

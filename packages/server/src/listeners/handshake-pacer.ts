@@ -4,7 +4,8 @@
  * Design: docs/design/decisions.md#the-handshake-pacer-and-its-ledger
  */
 import * as net from "node:net";
-import { realClock, type Timers } from "@cluster-proxy/kit";
+import type * as tls from "node:tls";
+import { realClock, type Clock } from "@cluster-proxy/kit";
 import { AdmissionLedger, sourceKey, type AdmissionDropReason } from "./admission-ledger.js";
 import { classifyFirstBytes, clientHelloTicket } from "./first-bytes.js";
 
@@ -19,7 +20,10 @@ export const SLOT_MS = 2_000;
  * costing 1: the server CPU of a resumed connection against a full one, measured (docs/design/
  * performance-notes.md, "What the pacer charges a resumption"). Only a ticket of one of the port's
  * keys (`resumable`) is charged this: any other turns into a full handshake, and is charged 1 (else
- * anyone could run 1 / this as many full handshakes at once as `maxConcurrent` allows).
+ * anyone could run 1 / this as many full handshakes at once as `maxConcurrent` allows). A ticket of
+ * the port's keys can still end in a full handshake (the client offers no cipher suite of the
+ * ticket's hash, or no PSK mode, or the ticket is past its lifetime): such a handshake is charged
+ * the rest of a full slot afterwards, for as long again as it ran (see {@link HandshakePacer}).
  */
 export const RESUMED_HANDSHAKE_COST = 0.5;
 
@@ -51,8 +55,8 @@ export interface HandshakePacerOptions {
   tcpKeepaliveMs?: number;
   /** What plain HTTP on this port is answered with (default: nothing, the connection is closed). */
   httpAnswer?: Buffer;
-  /** The deadlines' clock (tests drive it; default Node's timers, unref'd). */
-  timers?: Timers;
+  /** The deadlines' clock (tests drive it; default the kit's `realClock`). */
+  clock?: Clock;
   /**
    * The TLS server that handshakes a connection offering `ticket` (the first PSK identity of its
    * ClientHello), when not `tlsServer` (the previous ticket key's twin, see ticket-keys.ts).
@@ -75,7 +79,10 @@ export interface HandshakePacerOptions {
 /** A snapshot of the pacer's queue (for metrics and tests). */
 export interface PacerState {
   handshaking: number;
-  /** The handshakes in progress weighed by their cost (full 1, resumed `resumedCost`): held against `maxConcurrent`. */
+  /**
+   * The handshakes in progress weighed by their cost (full 1, resumed `resumedCost`), and what
+   * handshakes charged as resumptions that turned into full ones still owe: held against `maxConcurrent`.
+   */
   load: number;
   /** Connections with a ClientHello waiting for a slot. */
   waiting: number;
@@ -88,6 +95,11 @@ export interface PacerState {
  * Accepts connections for `tlsServer` (a `tls.Server` or HTTP/2 secure server, which start the
  * handshake on their "connection" event) and feeds them to it at a bounded rate. Listen on
  * {@link server} instead of `tlsServer`.
+ *
+ * Whether a handshake resumed is known only when it ends (the TLS server tells nothing before),
+ * so one charged `resumedCost` that did not end as a resumption (a full handshake, or one that
+ * failed) owes `1 - resumedCost` of a slot for as long again as it ran (at most {@link SLOT_MS}):
+ * over time it has held what a full handshake holds.
  */
 export class HandshakePacer {
   /** The listening server; its connections are fed to the TLS server. */
@@ -96,22 +108,25 @@ export class HandshakePacer {
   private handshaking = 0;
   /** {@link handshaking} weighed by cost. */
   private load = 0;
+  /** What ended handshakes owe (see the class comment), and how many owe it. */
+  private debt = 0;
+  private debtors = 0;
   private shedCount = 0;
   /** The ticket each waiting connection's ClientHello offers (none: a full handshake). */
   private readonly tickets = new WeakMap<net.Socket, Buffer>();
   /** TLS servers whose "secureConnection" ends a turn. */
   private readonly watched = new WeakSet<net.Server>();
-  /** Raw sockets whose handshake runs, and what ends their turn. */
-  private readonly inHandshake = new Map<net.Socket, () => void>();
+  /** Raw sockets whose handshake runs, and what ends their turn (told whether it resumed, when known). */
+  private readonly inHandshake = new Map<net.Socket, (resumed?: boolean) => void>();
   /** Sockets waiting for their ClientHello, and what stops reading it. */
   private readonly readingHello = new Map<net.Socket, () => void>();
-  private readonly timers: Timers;
+  private readonly clock: Clock;
 
   constructor(
     private readonly tlsServer: net.Server,
     private readonly options: HandshakePacerOptions,
   ) {
-    this.timers = options.timers ?? realClock;
+    this.clock = options.clock ?? realClock;
     this.ledger = new AdmissionLedger({
       maxPerSource: options.maxPerSource ?? Number.MAX_SAFE_INTEGER,
       maxAwaitingHello: options.maxAwaitingHello ?? Number.MAX_SAFE_INTEGER,
@@ -125,8 +140,8 @@ export class HandshakePacer {
     if (this.watched.has(tlsServer)) return;
     this.watched.add(tlsServer);
     // The TLS server wraps each raw socket in a TLSSocket whose `_parent` is the raw socket.
-    tlsServer.on("secureConnection", (tlsSocket: net.Socket & { _parent?: net.Socket }) => {
-      if (tlsSocket._parent) this.inHandshake.get(tlsSocket._parent)?.();
+    tlsServer.on("secureConnection", (tlsSocket: tls.TLSSocket & { _parent?: net.Socket }) => {
+      if (tlsSocket._parent) this.inHandshake.get(tlsSocket._parent)?.(tlsSocket.isSessionReused());
     });
   }
 
@@ -135,14 +150,14 @@ export class HandshakePacer {
    * that starts may take it past by less than one full handshake).
    */
   private hasRoom(): boolean {
-    return this.load < this.options.maxConcurrent - 1e-9;
+    return this.load + this.debt < this.options.maxConcurrent - 1e-9;
   }
 
   state(): PacerState {
     const counts = this.ledger.counts();
     return {
       handshaking: this.handshaking,
-      load: this.load,
+      load: this.load + this.debt,
       waiting: counts.queued,
       awaitingHello: counts.awaitingHello,
       shed: this.shedCount,
@@ -180,11 +195,11 @@ export class HandshakePacer {
   private readHello(socket: net.Socket): void {
     let bytes: Buffer = Buffer.alloc(0);
     const stop = (): void => {
-      this.timers.clearTimeout(deadline);
+      this.clock.clearTimeout(deadline);
       socket.off("data", onData);
       this.readingHello.delete(socket);
     };
-    const deadline = this.timers.setTimeout(
+    const deadline = this.clock.setTimeout(
       () => this.drop(socket, "hello_timeout"),
       this.options.helloTimeoutMs ?? 10_000,
     );
@@ -236,24 +251,38 @@ export class HandshakePacer {
     this.watch(server);
     this.handshaking++;
     this.load += cost;
+    const began = this.clock.now();
     let holding = true;
     const release = (): void => {
       if (!holding) return;
       holding = false;
-      this.timers.clearTimeout(slot);
+      this.clock.clearTimeout(slot);
       this.handshaking--;
       this.load = this.handshaking === 0 ? 0 : this.load - cost;
       this.next();
     };
-    const slot = this.timers.setTimeout(release, SLOT_MS);
-    this.inHandshake.set(socket, () => {
+    const slot = this.clock.setTimeout(release, SLOT_MS);
+    this.inHandshake.set(socket, (resumed) => {
       this.inHandshake.delete(socket);
       this.ledger.finished(socket);
       release();
+      if (cost < 1 && resumed !== true) this.owe(1 - cost, Math.min(this.clock.now() - began, SLOT_MS));
     });
     // A failed handshake destroys the raw socket; a good one shows as "secureConnection".
     socket.once("close", () => this.inHandshake.get(socket)?.());
     server.emit("connection", socket);
+  }
+
+  /** Hold `share` of a slot for `ms` more (see the class comment). */
+  private owe(share: number, ms: number): void {
+    if (ms <= 0) return;
+    this.debt += share;
+    this.debtors++;
+    this.clock.setTimeout(() => {
+      this.debtors--;
+      this.debt = this.debtors === 0 ? 0 : this.debt - share;
+      this.next();
+    }, ms);
   }
 
   private next(): void {
@@ -300,8 +329,8 @@ export class HandshakePacer {
    * to a reset for unread bytes; close it after {@link ANSWER_LINGER_MS} at most.
    */
   private linger(socket: net.Socket): void {
-    const timer = this.timers.setTimeout(() => socket.destroy(), ANSWER_LINGER_MS);
-    socket.once("close", () => this.timers.clearTimeout(timer));
+    const timer = this.clock.setTimeout(() => socket.destroy(), ANSWER_LINGER_MS);
+    socket.once("close", () => this.clock.clearTimeout(timer));
     socket.removeAllListeners("data");
     socket.on("data", () => undefined);
     socket.resume();
