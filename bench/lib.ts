@@ -13,6 +13,7 @@ import { TunnelClient, dial, dialConnect, type ProxyOptions } from "@cluster-pro
 import type { StandaloneCertPaths } from "@cluster-proxy/pki";
 import { CLI } from "../test/framework/repo.js";
 import { agentCertFlags, freePort, serverCertFlags, type Harness } from "../test/framework/harness.js";
+import { GoClientDriver } from "../test/framework/go-harness.js";
 import { httpGet } from "../test/framework/http.js";
 import { waitFor } from "../test/framework/waits.js";
 import { type Proc } from "../test/framework/process.js";
@@ -168,6 +169,13 @@ export async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
 }
 
 /** First-byte variant names of the relay floor ({@link startRelayFloor}; keys of the detail's `firstByte`). */
+/** The first-byte variants `report.ts` reads by name besides the node floors. */
+export const FIRST_BYTE = {
+  oursSingleUse: "ours single-use gRPC tunnel",
+  goClientOurs: "Go konnectivity-client single-use against our server",
+  goClientGo: "Go konnectivity-client single-use against the Go server",
+} as const;
+
 export const FLOOR_VARIANTS = {
   singleUse: "node floor single-use (bench/relay-floor.ts)",
   reusable: "node floor reusable client (bench/relay-floor.ts)",
@@ -698,6 +706,22 @@ export async function firstByte(open: Opener, echoPort: number, count: number, m
     s.destroy();
   }
   return out;
+}
+
+/**
+ * `count` new connections to `echoPort` through `st`, each on its own single-use tunnel of the
+ * real Go konnectivity-client (test/infra/go-peers/client, `--mode=firstbyte`, which times them
+ * itself: its process start is not counted); the times to the first echoed byte (ms).
+ */
+export async function goClientFirstBytes(h: Harness, st: Stack, echoPort: number, count: number): Promise<number[]> {
+  const r = await new GoClientDriver(h, () => st.grpcPort).run(
+    ["--mode=firstbyte", `--address=${st.dialHost}:${echoPort}`, `--count=${count}`, "--timeout=20s"],
+    "go-client-first-byte",
+  );
+  const line = r.stdout.split("\n").find((l) => l.startsWith("first-byte-ms "));
+  if (r.code !== 0 || !line)
+    throw new Error(`Go client first byte through ${st.path}: ${r.stderr.trim() || `exit ${r.code}`}`);
+  return line.split(" ").slice(1).map(Number);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,9 @@
 //	--mode=http (default): GET --url through the tunnel, print the body to stdout.
 //	    With --count N --concurrency C: N tunnels, C at a time, summary line on stdout.
 //	--mode=tcp: dial --address through the tunnel, copy stdin -> conn and conn -> stdout.
+//	--mode=firstbyte: --count times, one after another: a new single-use tunnel, dial
+//	    --address (an echo server), write one byte, read one byte; prints
+//	    "first-byte-ms" and each time from the tunnel's creation to that byte (bench/).
 //
 // Exit codes: 0 success, 1 failure (error text on stderr), 2 usage error.
 package main
@@ -75,11 +78,11 @@ func main() {
 	fs.StringVar(&o.clientKey, "client-key", "", "client private key (mTLS)")
 	fs.StringVar(&o.tlsServerName, "tls-server-name", "", "server name to verify (default: --proxy-host)")
 	fs.StringVar(&o.uds, "uds", "", "connect to the proxy server over this Unix socket with insecure credentials (ignores --proxy-host/--proxy-port and TLS flags)")
-	fs.StringVar(&o.mode, "mode", "http", "http | tcp")
+	fs.StringVar(&o.mode, "mode", "http", "http | tcp | firstbyte")
 	fs.StringVar(&o.url, "url", "", "http mode: URL to GET through the tunnel, e.g. http://cluster1:8000/success")
 	fs.StringVar(&o.method, "method", http.MethodGet, "http mode: request method")
-	fs.StringVar(&o.address, "address", "", "tcp mode: host:port to dial through the tunnel")
-	fs.IntVar(&o.count, "count", 1, "http mode: number of requests, each on its own single-use tunnel")
+	fs.StringVar(&o.address, "address", "", "tcp and firstbyte modes: host:port to dial through the tunnel")
+	fs.IntVar(&o.count, "count", 1, "http and firstbyte modes: number of requests, each on its own single-use tunnel")
 	fs.IntVar(&o.concurrency, "concurrency", 1, "http mode: number of requests in flight at once")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "overall deadline per request (http) or per connection (tcp); 0 = none")
 	fs.BoolVar(&o.allowStatus, "allow-http-errors", false, "http mode: treat any HTTP status as success (default: status >= 400 is a failure)")
@@ -130,8 +133,18 @@ func main() {
 		if err := o.doTCP(target, dialOpt); err != nil {
 			fail(err)
 		}
+	case "firstbyte":
+		if o.address == "" {
+			usageErr("--address is required in firstbyte mode")
+		}
+		if o.count < 1 {
+			usageErr("--count must be >= 1")
+		}
+		if err := o.firstBytes(target, dialOpt); err != nil {
+			fail(err)
+		}
 	default:
-		usageErr("unknown --mode %q (want http or tcp)", o.mode)
+		usageErr("unknown --mode %q (want http, tcp or firstbyte)", o.mode)
 	}
 }
 
@@ -302,6 +315,45 @@ func (o *options) runMany(target string, dialOpts []grpc.DialOption) int {
 		return 1
 	}
 	return 0
+}
+
+// firstBytes times o.count new connections to o.address (an echo server), each on its own
+// single-use tunnel as the OCM README's clients open them: from the tunnel's creation to the
+// first byte back. It prints "first-byte-ms" and the times in ms, space-separated.
+func (o *options) firstBytes(target string, dialOpts []grpc.DialOption) error {
+	times := make([]string, 0, o.count)
+	for i := 0; i < o.count; i++ {
+		ms, err := o.firstByte(target, dialOpts)
+		if err != nil {
+			return fmt.Errorf("connection %d of %d: %w", i+1, o.count, err)
+		}
+		times = append(times, strconv.FormatFloat(ms, 'f', 3, 64))
+	}
+	fmt.Printf("first-byte-ms %s\n", strings.Join(times, " "))
+	return nil
+}
+
+func (o *options) firstByte(target string, dialOpts []grpc.DialOption) (float64, error) {
+	ctx, cancel := o.context()
+	defer cancel()
+	start := time.Now()
+	tunnel, err := konnectivity.CreateSingleUseGrpcTunnel(ctx, target, dialOpts...)
+	if err != nil {
+		return 0, fmt.Errorf("creating tunnel: %w", err)
+	}
+	conn, err := tunnel.DialContext(ctx, "tcp", o.address)
+	if err != nil {
+		return 0, fmt.Errorf("dial %s: %w", o.address, err)
+	}
+	defer waitTunnel(ctx, tunnel)
+	defer conn.Close()
+	if _, err := conn.Write([]byte("x")); err != nil {
+		return 0, fmt.Errorf("write: %w", err)
+	}
+	if _, err := io.ReadFull(conn, make([]byte, 1)); err != nil {
+		return 0, fmt.Errorf("read: %w", err)
+	}
+	return float64(time.Since(start).Microseconds()) / 1000, nil
 }
 
 // readerOnly hides io.WriterTo / io.ReaderFrom so io.CopyBuffer really uses our buffer
