@@ -15,6 +15,7 @@ import {
   ConnectError,
   earliestExpiry,
   connectSession,
+  SecureContextCache,
   TlsSessionCache,
   keepSessionAlive,
   openCall,
@@ -154,6 +155,8 @@ export class ProxyAgent implements Component<AgentStarted> {
    * restart skips the certificate exchange. Cleared when the certificate files are reloaded.
    */
   private readonly tlsSessions = new TlsSessionCache(16);
+  /** The TLS context of the agent's one identity (a reload makes a new one). */
+  private readonly tlsContexts = new SecureContextCache(1);
   /** The in-process gateway endpoint (--gateway-ca-file), if enabled. */
   private gateway: GatewayEndpoint | undefined;
   /** Opens endpoint sockets: the injected connector, wrapped by the destination policy if any. */
@@ -482,6 +485,7 @@ export class ProxyAgent implements Component<AgentStarted> {
         tlsNames: AGENT_TLS_FLAGS,
         signal: attempt.signal,
         sessions: this.tlsSessions,
+        contexts: this.tlsContexts,
         ...(this.hubProxy && !throughHub ? { proxy: this.hubProxy } : {}),
       });
       const s = session;

@@ -10,6 +10,7 @@ import {
   DialError,
   SDK_TLS_OPTIONS,
   describeConnectFailure,
+  sharedSecureContexts,
   sharedTlsSessions,
   tlsSessionKey,
   type TlsSessionCache,
@@ -151,7 +152,8 @@ function openTcpProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCach
   };
   const key = sessions ? tlsSessionKey(`${host}:${port}`, options) : "";
   const offered = sessions?.get(key);
-  const socket = tls.connect(offered ? { ...options, session: offered } : options).setNoDelay(true);
+  const withSession = offered ? { ...options, session: offered } : options;
+  const socket = tls.connect(sharedSecureContexts.withContext(withSession)).setNoDelay(true);
   if (sessions) {
     if (offered) sessions.stats.offered++;
     let failed = false;

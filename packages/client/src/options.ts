@@ -106,6 +106,24 @@ const PEM_FIELDS = [
 ] as const;
 
 /**
+ * What {@link pemProblem} said of each buffer already checked ("" : nothing wrong): every single-use
+ * `dial` builds a client that checks its options, mostly the same buffers each time, and parsing a
+ * CA, a certificate and a key costs about 0.2 ms of CPU (a resumed TLS connection about 1.2 ms).
+ */
+const checkedPems = { certificate: new WeakMap<Buffer, string>(), key: new WeakMap<Buffer, string>() };
+
+function checkedPem(value: string | Buffer, kind: "certificate" | "key"): string | undefined {
+  if (typeof value === "string") return pemProblem(value, kind);
+  const memo = checkedPems[kind];
+  let problem = memo.get(value);
+  if (problem === undefined) {
+    problem = pemProblem(value, kind) ?? "";
+    memo.set(value, problem);
+  }
+  return problem === "" ? undefined : problem;
+}
+
+/**
  * The `ConfigError` naming the option for TLS material that is not what the option says (a CA
  * bundle without a certificate, a key that does not parse), or undefined when all is well: given
  * such a "CA", node trusts nothing and every connection fails as if the server's certificate
@@ -115,7 +133,7 @@ export function proxyTlsError(proxy: Pick<ProxyOptions, "ca" | "cert" | "key">, 
   for (const { field, kind } of PEM_FIELDS) {
     const value = proxy[field];
     if (value === undefined) continue;
-    const problem = pemProblem(value, kind);
+    const problem = checkedPem(value, kind);
     if (problem) return new ConfigError(`${who}: proxy.${field} ${problem}`);
   }
   return undefined;

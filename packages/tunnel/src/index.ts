@@ -64,3 +64,4 @@ export {
   withoutOpensslInternals,
 } from "./tls-diagnosis.js";
 export { sharedTlsSessions, TlsSessionCache, tlsSessionKey } from "./tls-sessions.js";
+export { sharedSecureContexts, SecureContextCache } from "./secure-contexts.js";

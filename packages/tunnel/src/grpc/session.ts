@@ -8,6 +8,7 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import { SDK_TLS_OPTIONS as SDK_NAMES, describeConnectFailure, type TlsSettingNames } from "../tls-diagnosis.js";
+import { sharedSecureContexts, type SecureContextCache } from "../secure-contexts.js";
 import { tlsSessionKey, type TlsSessionCache } from "../tls-sessions.js";
 import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";
@@ -76,6 +77,8 @@ export interface ConnectTarget {
    * and failed drops it. Absent: every connection is a full handshake.
    */
   sessions?: TlsSessionCache;
+  /** Where the TLS context of `tls` is kept (default: the process-wide {@link sharedSecureContexts}). */
+  contexts?: SecureContextCache;
 }
 
 /** Raised when a tunnel connection cannot be established. */
@@ -135,13 +138,15 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       url = "http://localhost";
     } else {
       const host = target.host ?? "127.0.0.1";
-      socket = tls.connect({
-        ...target.tls,
-        ...(target.socket ? { socket: target.socket } : { host, port: target.port }),
-        ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
-        servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
-        ...(offered ? { session: offered } : {}),
-      });
+      socket = tls.connect(
+        (target.contexts ?? sharedSecureContexts).withContext({
+          ...target.tls,
+          ...(target.socket ? { socket: target.socket } : { host, port: target.port }),
+          ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
+          servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
+          ...(offered ? { session: offered } : {}),
+        }),
+      );
       if (sessions) {
         if (offered) sessions.stats.offered++;
         socket.on("session", (session: Buffer) => {
