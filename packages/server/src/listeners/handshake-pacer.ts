@@ -265,8 +265,9 @@ export class HandshakePacer {
     this.inHandshake.set(socket, (resumed) => {
       this.inHandshake.delete(socket);
       this.ledger.finished(socket);
-      release();
+      // Owed before the slot is let go, so the turn that takes it sees the debt.
       if (cost < 1 && resumed !== true) this.owe(1 - cost, Math.min(this.clock.now() - began, SLOT_MS));
+      release();
     });
     // A failed handshake destroys the raw socket; a good one shows as "secureConnection".
     socket.once("close", () => this.inHandshake.get(socket)?.());
