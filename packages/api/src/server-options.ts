@@ -382,6 +382,15 @@ const serverOptionFields = {
     },
     rules.notNegative,
   ),
+  warmUpDialWait: opt.duration(
+    0,
+    {
+      flag: "warm-up-dial-wait",
+      description:
+        "During a new server's warm-up, until this long after it got ready (an agent connected, or --ready-after-agents-timeout passed), a dial for an address no agent serves waits for such an agent to connect (at most this long, never past --backend-dial-timeout; at most 1024 dials at once) instead of failing at once with No agent available: a ready replica takes clients before every cluster's agent has found it. 0, as Go: fail at once (the addon manager sets 20s)",
+    },
+    rules.notNegative,
+  ),
   enableProfiling: ENABLE_PROFILING_FIELD,
   enableContentionProfiling: ENABLE_CONTENTION_PROFILING_FIELD,
   agentNamespace: opt.string("", {

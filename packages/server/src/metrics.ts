@@ -31,6 +31,8 @@ const SEGMENTS: readonly Segment[] = ["from_client", "to_client", "from_agent", 
 export interface MetricsSource {
   readyBackends(): { strategy: string; count: number }[];
   pendingDials(): number;
+  /** Dials waiting for an agent of their address to connect (a new server's warm-up). */
+  dialsWaitingForAgent(): number;
   establishedConnections(): number;
   /** Agent streams connected. */
   backendCount(): number;
@@ -46,6 +48,7 @@ export interface MetricsSource {
 export const IDLE_METRICS_SOURCE: MetricsSource = {
   readyBackends: () => [],
   pendingDials: () => 0,
+  dialsWaitingForAgent: () => 0,
   establishedConnections: () => 0,
   backendCount: () => 0,
   backendsByIdentifier: () => new Map(),
@@ -116,6 +119,8 @@ export class ServerMetrics {
   readonly dialFailures: Counter;
   /** Dials sent again to another agent because theirs went away before answering (relay.ts `resend`). */
   readonly dialsResent: Counter;
+  /** Dials that found no agent during a new server's warm-up (--warm-up-dial-wait), by how their wait ended. */
+  readonly dialsWaitedForAgent: Counter<"result">;
   /** Agents refused because their identifiers exceed what their certificate grants (agent-identity.ts). */
   readonly agentIdentityRefusals: Counter<"reason">;
   /** Agents whose ServiceAccount token was not accepted (token-review.ts). */
@@ -217,6 +222,17 @@ export class ServerMetrics {
     this.dialsResent = counter(
       "cluster_proxy_server_dials_resent_total",
       "Dials sent again to another agent of the same cluster because the agent they were sent to went away before answering",
+    );
+    scrapedGauge(
+      registers,
+      "cluster_proxy_server_dials_waiting_for_agent",
+      "Dials that found no agent for their address during the server's warm-up (--warm-up-dial-wait) and wait for one to connect",
+      () => source.dialsWaitingForAgent(),
+    );
+    this.dialsWaitedForAgent = counter(
+      "cluster_proxy_server_dials_waited_for_agent_total",
+      "Dials that found no agent for their address during the server's warm-up (--warm-up-dial-wait), by result: sent (an agent that serves the address connected), expired (none within the wait: failed with No agent available), cancelled (the client gave up), released (the server drained or stopped: failed as draining), refused (too many dials waited already: failed at once)",
+      ["result"],
     );
     this.stalledConnections = counter(
       "cluster_proxy_server_stalled_connections_total",

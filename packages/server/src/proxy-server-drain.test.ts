@@ -2,7 +2,8 @@
  * The proxy-server's drain (issue 43): on SIGTERM (drain()) it reports not ready, sends GOAWAY on
  * every HTTP/2 session (clients' and agents'), refuses new dials as draining, lets the dials pending
  * and the tunnels open finish up to --graceful-shutdown-timeout, then closes. And readiness before
- * agents: ready once an agent is connected, or after --ready-after-agents-timeout.
+ * agents: ready once an agent is connected, or after --ready-after-agents-timeout; and the
+ * warm-up after it (--warm-up-dial-wait): a dial for a cluster whose agent is not here yet waits.
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -20,7 +21,7 @@ import { ProxyServer } from "./proxy-server.js";
 import { testServerOptions } from "./testing/server-options.js";
 import { connectFakeAgent, connectFakeClient, type FakePeer } from "./testing/fake-peers.js";
 import { errorMessage } from "@cluster-proxy/errors";
-import { tcpPort } from "@cluster-proxy/tunnel/testing";
+import { tcpPort, waitUntil } from "@cluster-proxy/tunnel/testing";
 
 function readyz(s: ProxyServer): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -291,5 +292,106 @@ describe("proxy-server drain and readiness", () => {
     const draining = s.drain();
     assert.equal(await settlesWithin(s.close(), 10_000), true, "close() finished within 10 s");
     assert.equal(await draining, false);
+  });
+
+  /** Dials the server holds while they wait for an agent (its gauge). */
+  async function waitingDials(s: ProxyServer): Promise<number> {
+    const gauge = s.metrics.registry.getSingleMetric("cluster_proxy_server_dials_waiting_for_agent");
+    return (await gauge!.get()).values[0]?.value ?? 0;
+  }
+  /** The first bytes `sock` reads (latin1). */
+  function firstData(sock: net.Socket): Promise<string> {
+    return new Promise((resolve, reject) => {
+      sock.once("data", (c: Buffer) => resolve(c.toString("latin1")));
+      sock.once("close", () => reject(new Error("closed before any answer")));
+    });
+  }
+  const dialReq = (address: string, random: bigint): Packet => ({
+    type: PacketType.DIAL_REQ,
+    dialRequest: { protocol: "tcp", address, random },
+  });
+
+  test("--warm-up-dial-wait: just ready, a dial on either door for a cluster whose agent is not here yet waits for it; after the warm-up it fails at once", async () => {
+    const clock = new ManualClock();
+    const s = await startServer({ readyAfterAgentsTimeout: 1_000, warmUpDialWait: 20_000 }, clock);
+    clock.advance(1_000);
+    assert.equal((await readyz(s)).status, 200, "ready without an agent: the Service sends clients");
+    const c = await clientOf(s);
+    c.packets.send(dialReq("east:1", 1n));
+    const door = await connectDoor(s);
+    const doorAnswer = firstData(door);
+    door.write("CONNECT east:2 HTTP/1.1\r\nHost: east:2\r\n\r\n");
+    await waitUntil("both dials wait", async () => (await waitingDials(s)) === 2);
+    clock.advance(9_000);
+    const agent = await agentOf(s, "east");
+    const reqs = [
+      expectType(await agent.packets.next(), PacketType.DIAL_REQ),
+      expectType(await agent.packets.next(), PacketType.DIAL_REQ),
+    ];
+    assert.deepEqual(reqs.map((r) => r.dialRequest.address).sort(), ["east:1", "east:2"]);
+    for (const [i, r] of reqs.entries())
+      agent.packets.send({
+        type: PacketType.DIAL_RSP,
+        dialResponse: { random: r.dialRequest.random, connectID: BigInt(i + 1), error: "" },
+      });
+    const rsp = expectType(await c.packets.next(), PacketType.DIAL_RSP);
+    assert.equal(rsp.dialResponse.error, "");
+    assert.match(await doorAnswer, /^HTTP\/1\.1 200 /);
+    assert.equal(await waitingDials(s), 0);
+
+    // The warm-up is over 20 s after the server got ready (at 1 s): a dial for a cluster without
+    // an agent fails at once again, with the usual error, on both doors.
+    clock.advance(11_000);
+    c.packets.send(dialReq("west:1", 3n));
+    assert.equal(expectType(await c.packets.next(), PacketType.DIAL_RSP).dialResponse.error, DialErrors.noAgent);
+    const late = await connectDoor(s);
+    const lateAnswer = answerOf(late);
+    late.write("CONNECT west:1 HTTP/1.1\r\nHost: west:1\r\n\r\n");
+    assert.match(await lateAnswer, /^HTTP\/1\.1 500 [^]*No agent available/);
+    assert.equal(await waitingDials(s), 0);
+    door.destroy();
+  });
+
+  test("--warm-up-dial-wait: a waiting dial fails with No agent available when its wait is over; drain releases the waiting dials at once, as draining", async () => {
+    const clock = new ManualClock();
+    const s = await startServer(
+      { readyAfterAgentsTimeout: 0, warmUpDialWait: 5_000, gracefulShutdownTimeout: 60_000 },
+      clock,
+    );
+    const c = await clientOf(s);
+    c.packets.send(dialReq("north:1", 1n));
+    await waitUntil("the dial waits", async () => (await waitingDials(s)) === 1);
+    clock.advance(4_999);
+    assert.equal(await waitingDials(s), 1);
+    clock.advance(1);
+    assert.equal(expectType(await c.packets.next(), PacketType.DIAL_RSP).dialResponse.error, DialErrors.noAgent);
+
+    // (Still before any agent: the warm-up has not begun to run out.)
+    c.packets.send(dialReq("north:2", 2n));
+    const door = await connectDoor(s);
+    const doorAnswer = answerOf(door);
+    door.write("CONNECT south:1 HTTP/1.1\r\nHost: south:1\r\n\r\n");
+    await waitUntil("both dials wait", async () => (await waitingDials(s)) === 2);
+    const drained = s.drain();
+    assert.equal(expectType(await c.packets.next(), PacketType.DIAL_RSP).dialResponse.error, DialErrors.serverDraining);
+    const text = await doorAnswer;
+    assert.match(text, /^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    assert.ok(text.includes(DialErrors.serverDraining), text);
+    assert.equal(await drained, true, "nothing left to drain");
+    await s.close();
+  });
+
+  test("--warm-up-dial-wait: a client that goes away while its dial waits (gRPC stream, CONNECT socket) frees it at once", async () => {
+    const clock = new ManualClock();
+    const s = await startServer({ readyAfterAgentsTimeout: 0, warmUpDialWait: 20_000 }, clock);
+    const c = await clientOf(s);
+    c.packets.send(dialReq("north:1", 1n));
+    const door = await connectDoor(s);
+    door.write("CONNECT north:2 HTTP/1.1\r\nHost: north:2\r\n\r\n");
+    await waitUntil("both dials wait", async () => (await waitingDials(s)) === 2);
+    c.close();
+    door.end();
+    await waitUntil("no dial waits", async () => (await waitingDials(s)) === 0);
+    assert.match(await s.metrics.registry.metrics(), /dials_waited_for_agent_total\{result="cancelled"\} 2/);
   });
 });

@@ -178,6 +178,7 @@ export class ProxyServer implements Component {
     this.metrics = new ServerMetrics({
       readyBackends: () => this.relay.router.strategies.map((s) => ({ strategy: s.name, count: s.size() })),
       pendingDials: () => this.relay.pendingCount(),
+      dialsWaitingForAgent: () => this.relay.waitingCount(),
       establishedConnections: () => this.relay.establishedCount(),
       backendCount: () => this.relay.backends.size,
       backendsByIdentifier: () => this.agentsByIdentifier(),
@@ -192,6 +193,7 @@ export class ProxyServer implements Component {
       logger: this.log,
       metrics: this.metrics,
       clock: this.clock,
+      agentWaitMs: () => this.warmUpWaitMs(),
     });
     this.payloads = payloadRelay(this.relay);
   }
@@ -248,6 +250,24 @@ export class ProxyServer implements Component {
     if (this.relay.router.ready()) return "ready";
     const wait = this.options.readyAfterAgentsTimeout;
     return this.life.started && wait > 0 && this.clock.now() - this.startedAt >= wait ? "ready" : "no_agent";
+  }
+
+  /**
+   * How long a dial that finds no agent may wait now for one to connect (--warm-up-dial-wait, W):
+   * a replica that just started takes clients (it is ready) before every cluster's agent has found
+   * it, so during its warm-up, until W after it got ready (an agent connected, or
+   * --ready-after-agents-timeout passed), a dial waits at most W (never past the warm-up's end)
+   * instead of failing at once. 0 after the warm-up and from drain() on.
+   */
+  private warmUpWaitMs(): number {
+    const wait = this.options.warmUpDialWait;
+    if (wait <= 0 || this.life.stopping) return 0;
+    const readyAfter = this.options.readyAfterAgentsTimeout;
+    const readyAt = Math.min(
+      this.relay.routableSince ?? Infinity,
+      readyAfter > 0 ? this.startedAt + readyAfter : Infinity,
+    );
+    return Math.max(0, Math.min(wait, readyAt + wait - this.clock.now()));
   }
 
   /** Whether `/readyz` answers ready ({@link readiness}). */
@@ -772,6 +792,8 @@ export class ProxyServer implements Component {
   }
 
   private async runDrain(): Promise<boolean> {
+    // Dials that wait for an agent fail now (as draining: the client dials again elsewhere).
+    this.relay.releaseWaiting();
     // --shutdown-delay: not ready, everything else as before, while the Service (which may still
     // send new connections here for a moment) catches up; clients that do not retry (Go's) lose
     // nothing then. A second signal (close()) ends the wait.

@@ -66,8 +66,12 @@ export interface FrontendEnd {
 /** A dial waiting for the agent's DIAL_RSP. */
 export interface PendingDial {
   readonly random: bigint;
-  /** The agent stream the dial was sent on (another one when that went away before answering). */
-  backend: Backend;
+  /**
+   * The agent stream the dial was sent on (another one when that went away before answering);
+   * undefined while it waits for an agent of its address to connect (a new server's warm-up,
+   * see the relay's `agentWaitMs`).
+   */
+  backend: Backend | undefined;
   readonly end: FrontendEnd;
   /** The address sent to {@link backend} (the requested one, rewritten by a suffix match). */
   address: string;
@@ -76,7 +80,7 @@ export interface PendingDial {
   /** How many times the dial was sent again after its agent went away. */
   resent: number;
   readonly startedAt: number;
-  /** The dial deadline (a handle of the relay's clock). */
+  /** The dial deadline, or the end of its wait for an agent (a handle of the relay's clock). */
   timer?: TimerHandle;
 }
 

@@ -72,6 +72,16 @@ export const MAX_DIAL_RESENDS = 2;
 /** How long a connection whose frontend left waits for the agent's CLOSE_RSP before it is forgotten. */
 export const CLOSING_LINGER_MS = 30_000;
 
+/**
+ * The most dials that wait for an agent at once (a new server's warm-up, {@link RelayOptions.agentWaitMs}):
+ * past it a dial for an address no agent serves fails at once, as outside the warm-up, so a flood
+ * of dials for made-up clusters holds at most this many (each a small record and a timer).
+ */
+export const MAX_DIALS_WAITING_FOR_AGENTS = 1024;
+
+/** A dial whose address is longer than this never waits for an agent (no host:port is that long). */
+export const MAX_WAITING_ADDRESS_LENGTH = 300;
+
 export interface RelayOptions {
   strategies: readonly ProxyStrategy[];
   /** Fail dials the agent has not answered within this many ms (0: wait forever). */
@@ -88,6 +98,14 @@ export interface RelayOptions {
   /** Per-connection hard limit (default: the tunnel engine's `CONNECTION_BUFFER_LIMIT`). */
   connectionBufferLimit?: number;
   random?: () => number;
+  /**
+   * How long a dial that finds no agent for its address may wait, from now, for one to connect
+   * (a new server's warm-up: --warm-up-dial-wait); never past --backend-dial-timeout. 0 or absent:
+   * it fails at once, as the Go server's.
+   */
+  agentWaitMs?: () => number;
+  /** The most dials that wait for an agent at once (default {@link MAX_DIALS_WAITING_FOR_AGENTS}). */
+  maxDialsWaitingForAgents?: number;
   /**
    * The clock of the dial deadlines, the closing linger, the stall timers, the idle wait and the
    * dial durations (tests drive it; default the kit's `realClock`).
@@ -109,6 +127,12 @@ export class Relay implements FlowHooks {
   /** Per-cluster traffic (cluster-traffic.ts). */
   readonly traffic = new TrafficTally();
   private readonly pending = new Map<bigint, PendingDial>();
+  /** The pending dials that wait for an agent of their address to connect (no backend yet). */
+  private readonly waiting = new Set<PendingDial>();
+  /** When the "room full" warning was logged last (the clock's ms). */
+  private waitingFullLoggedAt = -Infinity;
+  /** When the first strategy first had an agent to route to (the clock's ms; undefined: not yet). */
+  routableSince: number | undefined;
   private established = 0;
   private readonly log: Logger;
   private readonly metrics: ServerMetrics;
@@ -164,12 +188,45 @@ export class Relay implements FlowHooks {
     return this.established;
   }
 
+  /** Dials waiting for an agent of their address to connect. */
+  waitingCount(): number {
+    return this.waiting.size;
+  }
+
   // ---- agent side -------------------------------------------------------------------------
 
   addBackend(backend: Backend): void {
     this.backends.add(backend);
     backend.traffic = this.traffic.forHosts(backend.identifiers.host);
     this.router.add(backend);
+    if (this.routableSince === undefined && this.router.ready()) this.routableSince = this.clock.now();
+    if (this.waiting.size > 0) this.sendWaiting(backend);
+  }
+
+  /** `backend` connected: send it (or the agent the router now picks) the dials that waited for it. */
+  private sendWaiting(backend: Backend): void {
+    let sent = 0;
+    for (const dial of [...this.waiting]) {
+      const route = this.router.route(dial.requested);
+      if (!route || route.backend.closed) continue;
+      this.waiting.delete(dial);
+      this.clock.clearTimeout(dial.timer);
+      dial.timer = undefined;
+      const deadline = this.options.backendDialTimeoutMs;
+      if (deadline > 0) {
+        // The dial's own deadline counts from when the frontend asked, its wait included.
+        const left = Math.max(0, dial.startedAt + deadline - this.clock.now());
+        dial.timer = this.clock.setTimeout(() => this.dialTimedOut(dial), left);
+      }
+      this.sendDial(dial, route.backend, route.address);
+      sent++;
+    }
+    if (sent === 0) return;
+    this.metrics.dialsWaitedForAgent.inc({ result: "sent" }, sent);
+    this.log.info(
+      { agentID: backend.agentId, dials: sent, stillWaiting: this.waiting.size },
+      "agent connected: the dials that waited for it are sent",
+    );
   }
 
   /**
@@ -327,34 +384,15 @@ export class Relay implements FlowHooks {
    * and the result is undefined.
    */
   dial(end: FrontendEnd, order: DialOrder): PendingDial | undefined {
-    const fail = (
-      kind: DialFailure["kind"],
-      text: string,
-      reason: ServerDialFailureReason,
-      cluster?: string,
-    ): undefined => {
-      this.metrics.dialFailed(reason);
-      end.dialFailed(order.random, { kind, text, reason, ...(cluster === undefined ? {} : { cluster }) });
-      return undefined;
-    };
+    const fail = (kind: DialFailure["kind"], text: string, reason: ServerDialFailureReason): undefined =>
+      this.refuse(end, order, { kind, text, reason });
     if (this.shuttingDown) return fail("shutdown", "proxy server is shutting down", "no_agent");
     if (this.draining) return fail("draining", DialErrors.serverDraining, "draining");
     if (this.pending.has(order.random))
       return fail("send_failed", "a dial with this random is already pending", "send_rsp");
     const route = this.router.route(order.address);
     if (!route) {
-      const t = end.probe ? undefined : this.traffic.forAddress(order.address);
-      if (t) t.failedDials++;
-      // A cluster whose agents were connected before (their links went down, e.g. through a hub
-      // apiserver that restarts) is named; an address no agent ever served keeps Go's text.
-      const cluster = this.traffic.identifierOf(order.address);
-      if (cluster === undefined) return fail("no_agent", DialErrors.noAgent, "no_agent");
-      return fail(
-        "no_agent",
-        `${DialErrors.noAgent} for cluster ${cluster}: no agent of cluster ${cluster} is connected to this proxy-server now (one was before: its link went down, or it left)`,
-        "no_agent",
-        cluster,
-      );
+      return this.waitForAgent(end, order) ?? this.refuse(end, order, this.noAgent(order.address, end.probe === true));
     }
     const backend = route.backend;
     if (backend.closed) {
@@ -363,7 +401,7 @@ export class Relay implements FlowHooks {
     }
     const dial: PendingDial = {
       random: order.random,
-      backend,
+      backend: undefined,
       end,
       address: route.address,
       requested: order.address,
@@ -371,23 +409,107 @@ export class Relay implements FlowHooks {
       startedAt: this.clock.now(),
     };
     this.pending.set(order.random, dial);
-    backend.pending.add(dial);
     if (this.options.backendDialTimeoutMs > 0) {
       dial.timer = this.clock.setTimeout(() => this.dialTimedOut(dial), this.options.backendDialTimeoutMs);
     }
-    const frame =
-      order.frame && route.address === order.address
-        ? order.frame
-        : packetFrame({
-            type: PacketType.DIAL_REQ,
-            dialRequest: { protocol: "tcp", address: route.address, random: order.random },
-          });
     this.log.debug(
       { address: order.address, forwarded: route.address, agentID: backend.agentId, strategy: route.strategy },
       "dial",
     );
-    this.sendToAgent(backend, frame, PacketType.DIAL_REQ);
+    this.sendDial(dial, backend, route.address, order.frame);
     return dial;
+  }
+
+  /** Fail a dial before it is pending: count it and tell its frontend. */
+  private refuse(end: FrontendEnd, order: DialOrder, failure: DialFailure): undefined {
+    this.metrics.dialFailed(failure.reason);
+    end.dialFailed(order.random, failure);
+    return undefined;
+  }
+
+  /**
+   * Send `dial` to `backend` as a DIAL_REQ for `address`: the client's own `frame` when the
+   * address is the one it asked for, else one encoded here.
+   */
+  private sendDial(dial: PendingDial, backend: Backend, address: string, frame?: Buffer): void {
+    dial.backend = backend;
+    dial.address = address;
+    backend.pending.add(dial);
+    const out =
+      frame && address === dial.requested
+        ? frame
+        : packetFrame({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random: dial.random } });
+    this.sendToAgent(backend, out, PacketType.DIAL_REQ);
+  }
+
+  /**
+   * Why a dial for `address` fails when no agent serves it (counted in the address's traffic
+   * unless `probe`). A cluster whose agents were connected before (their links went down, e.g.
+   * through a hub apiserver that restarts) is named; an address no agent ever served keeps Go's text.
+   */
+  private noAgent(address: string, probe: boolean): DialFailure {
+    const t = probe ? undefined : this.traffic.forAddress(address);
+    if (t) t.failedDials++;
+    const cluster = this.traffic.identifierOf(address);
+    if (cluster === undefined) return { kind: "no_agent", text: DialErrors.noAgent, reason: "no_agent" };
+    return {
+      kind: "no_agent",
+      text: `${DialErrors.noAgent} for cluster ${cluster}: no agent of cluster ${cluster} is connected to this proxy-server now (one was before: its link went down, or it left)`,
+      reason: "no_agent",
+      cluster,
+    };
+  }
+
+  /**
+   * A new server's warm-up ({@link RelayOptions.agentWaitMs}): keep a dial that found no agent
+   * pending until an agent that serves its address connects ({@link sendWaiting}), its wait is
+   * over (then it fails as it would have at once), the frontend gives up, or the server drains or
+   * stops. Undefined when it may not wait: outside the warm-up, a health probe (it asks about the
+   * agents connected now), an address too long to be one, or {@link MAX_DIALS_WAITING_FOR_AGENTS}
+   * dials already waiting.
+   */
+  private waitForAgent(end: FrontendEnd, order: DialOrder): PendingDial | undefined {
+    if (end.probe || order.address.length > MAX_WAITING_ADDRESS_LENGTH) return undefined;
+    const deadline = this.options.backendDialTimeoutMs;
+    const waitMs = Math.min(this.options.agentWaitMs?.() ?? 0, deadline > 0 ? deadline : Infinity);
+    if (!(waitMs > 0)) return undefined;
+    const cap = this.options.maxDialsWaitingForAgents ?? MAX_DIALS_WAITING_FOR_AGENTS;
+    if (this.waiting.size >= cap) {
+      this.metrics.dialsWaitedForAgent.inc({ result: "refused" });
+      const now = this.clock.now();
+      if (now - this.waitingFullLoggedAt >= 10_000) {
+        this.waitingFullLoggedAt = now;
+        this.log.warn(
+          { address: order.address, waiting: this.waiting.size },
+          "warm-up: too many dials wait for their agent already; this one fails at once",
+        );
+      }
+      return undefined;
+    }
+    const dial: PendingDial = {
+      random: order.random,
+      backend: undefined,
+      end,
+      address: order.address,
+      requested: order.address,
+      resent: 0,
+      startedAt: this.clock.now(),
+    };
+    dial.timer = this.clock.setTimeout(() => this.waitOver(dial), waitMs);
+    this.pending.set(order.random, dial);
+    this.waiting.add(dial);
+    this.log.debug(
+      { address: order.address, waitMs },
+      "warm-up: no agent for this address yet; the dial waits for one",
+    );
+    return dial;
+  }
+
+  /** The wait of `dial` for an agent is over and none came: it fails as it would have at once. */
+  private waitOver(dial: PendingDial): void {
+    if (!this.waiting.has(dial)) return;
+    this.metrics.dialsWaitedForAgent.inc({ result: "expired" });
+    this.failDial(dial, this.noAgent(dial.requested, dial.end.probe === true));
   }
 
   /**
@@ -402,7 +524,7 @@ export class Relay implements FlowHooks {
     if (dial.end.probe || dial.resent >= MAX_DIAL_RESENDS || this.shuttingDown) return false;
     const route = this.router.route(dial.requested);
     if (!route || route.backend.closed) return false;
-    dial.backend.pending.delete(dial);
+    dial.backend?.pending.delete(dial);
     dial.backend = route.backend;
     dial.address = route.address;
     dial.resent++;
@@ -439,7 +561,7 @@ export class Relay implements FlowHooks {
   }
 
   private dialTimedOut(dial: PendingDial): void {
-    if (this.pending.get(dial.random) !== dial) return;
+    if (this.pending.get(dial.random) !== dial || !dial.backend) return;
     this.sendToAgent(
       dial.backend,
       packetFrame({ type: PacketType.DIAL_CLS, closeDial: { random: dial.random } }),
@@ -454,9 +576,10 @@ export class Relay implements FlowHooks {
    */
   cancelDial(dial: PendingDial): void {
     if (this.pending.get(dial.random) !== dial) return;
+    if (this.waiting.has(dial)) this.metrics.dialsWaitedForAgent.inc({ result: "cancelled" });
     this.forgetDial(dial);
     this.metrics.dialFailed("frontend_close");
-    if (!dial.backend.closed) {
+    if (dial.backend && !dial.backend.closed) {
       this.sendToAgent(
         dial.backend,
         packetFrame({ type: PacketType.DIAL_CLS, closeDial: { random: dial.random } }),
@@ -502,7 +625,9 @@ export class Relay implements FlowHooks {
   /** Forget a pending dial, count its failure and tell its frontend. */
   private failDial(dial: PendingDial, failure: DialFailure): void {
     this.forgetDial(dial);
-    if (failure.kind !== "shutdown" && !dial.end.probe) for (const t of dial.backend.traffic) t.failedDials++;
+    // A dial that waited for an agent was counted by noAgent(), or not at all (drain, shutdown).
+    if (failure.kind !== "shutdown" && !dial.end.probe && dial.backend)
+      for (const t of dial.backend.traffic) t.failedDials++;
     this.metrics.dialFailed(failure.reason);
     dial.end.dialFailed(dial.random, failure);
   }
@@ -510,7 +635,8 @@ export class Relay implements FlowHooks {
   private forgetDial(dial: PendingDial): void {
     if (dial.timer !== undefined) this.clock.clearTimeout(dial.timer);
     if (this.pending.get(dial.random) === dial) this.pending.delete(dial.random);
-    dial.backend.pending.delete(dial);
+    dial.backend?.pending.delete(dial);
+    this.waiting.delete(dial);
     this.idleWaiters.notify();
   }
 
@@ -535,14 +661,30 @@ export class Relay implements FlowHooks {
     return this.idleWaiters.wait(timeoutMs);
   }
 
-  /** Drain: refuse new dials ({@link DialErrors.serverDraining}); pending and open ones go on. */
+  /**
+   * Drain: refuse new dials ({@link DialErrors.serverDraining}); pending and open ones go on, but
+   * the dials that wait for an agent fail at once ({@link releaseWaiting}).
+   */
   startDraining(): void {
     this.draining = true;
+    this.releaseWaiting();
   }
 
-  /** Shutdown: refuse new dials and fail every pending one. */
+  /**
+   * The server is leaving: every dial that waits for an agent fails at once as draining (the
+   * client dials again, through another replica), and no new dial waits (`agentWaitMs` says 0).
+   */
+  releaseWaiting(): void {
+    if (this.waiting.size === 0) return;
+    this.metrics.dialsWaitedForAgent.inc({ result: "released" }, this.waiting.size);
+    for (const dial of [...this.waiting])
+      this.failDial(dial, { kind: "draining", text: DialErrors.serverDraining, reason: "draining" });
+  }
+
+  /** Shutdown: refuse new dials and fail every pending one (those that wait for an agent too). */
   stopDialing(): void {
     this.shuttingDown = true;
+    if (this.waiting.size > 0) this.metrics.dialsWaitedForAgent.inc({ result: "released" }, this.waiting.size);
     for (const dial of [...this.pending.values()]) {
       this.failDial(dial, { kind: "shutdown", text: "proxy server is shutting down", reason: "frontend_close" });
     }
