@@ -16,11 +16,14 @@ class FakeRelay implements PayloadRelay<number, number> {
   readonly dials: { end: PayloadEnd<number>; address: string }[] = [];
   readonly sent: string[] = [];
   readonly closed: number[] = [];
+  readonly cancelled: number[] = [];
   dial(end: PayloadEnd<number>, address: string): number {
     this.dials.push({ end, address });
     return this.dials.length;
   }
-  cancelDial(): void {}
+  cancelDial(dial: number): void {
+    this.cancelled.push(dial);
+  }
   send(_conn: number, payload: Uint8Array): boolean {
     this.sent.push(Buffer.from(payload).toString());
     return true;
@@ -84,6 +87,20 @@ describe("the HTTP CONNECT door", () => {
     assert.equal(relay.sent[1], "more");
     client.end();
     await waitUntil("the relay is told the client left", () => relay.closed.includes(7));
+  });
+
+  test("a client that gives up while its dial is pending (EOF): the dial is cancelled at once, a late success closed", async () => {
+    const relay = new FakeRelay();
+    const { client, served } = await door(relay);
+    client.write("CONNECT east:80 HTTP/1.1\r\n\r\nfirst");
+    await waitUntil("the door dials", () => relay.dials.length === 1);
+    client.write("second");
+    client.end();
+    await waitUntil("the dial is cancelled", () => relay.cancelled.includes(1));
+    await waitUntil("the socket is gone", () => served()?.destroyed === true);
+    relay.dials[0]!.end.dialSucceeded(3);
+    assert.deepEqual(relay.sent, [], "nothing sent for a client that left");
+    assert.deepEqual(relay.closed, [3], "a late success is closed at once");
   });
 
   test("the request head deadline and the reject linger run on the relay's clock", async () => {

@@ -29,6 +29,14 @@ import { STREAM_BUFFER_BUDGET } from "./proxy-service.js";
  */
 export const CONNECT_HEAD_TIMEOUT_MS = 60_000;
 
+/**
+ * Bytes a client may send after its request head before the dial is answered (pipelined: they go
+ * to the agent once the tunnel is open). The socket is read while the dial is pending, so that a
+ * client that gives up (EOF, reset) is noticed at once and its dial cancelled (a dial may wait
+ * for its agent during a new server's warm-up); past this many bytes reading pauses.
+ */
+export const DIALING_READ_LIMIT = 64 * 1024;
+
 /** How long a rejected client may take to read the answer and close before the socket is destroyed. */
 const REJECT_LINGER_MS = 5_000;
 
@@ -109,6 +117,11 @@ export class ConnectDoorClient<C = TunnelConnection, D = PendingDial> implements
       this.forward(chunk);
       return;
     }
+    if (this.state === "dialing") {
+      this.head = Buffer.concat([this.head, chunk]);
+      if (this.head.length >= DIALING_READ_LIMIT) this.socket.pause();
+      return;
+    }
     if (this.state !== "head") return;
     if (this.head.length === 0 && this.options.plain && looksLikeTls(chunk)) {
       this.log.debug({}, "TLS ClientHello on the plain HTTP CONNECT port");
@@ -125,8 +138,8 @@ export class ConnectDoorClient<C = TunnelConnection, D = PendingDial> implements
       return;
     }
     this.relay.clock.clearTimeout(this.headDeadline);
-    this.socket.pause();
     this.head = Buffer.from(parsed.rest); // pipelined bytes, sent once the tunnel is open
+    if (this.head.length >= DIALING_READ_LIMIT) this.socket.pause();
     this.state = "dialing";
     this.target = { address: parsed.address, cluster: parsed.cluster };
     this.dial = this.relay.dial(this, parsed.address);
