@@ -72,6 +72,7 @@ describe("renderProxyServer", () => {
       "--health-port=9002",
       "--admin-port=9005",
       "--proxy-strategies=destHost",
+      "--warm-up-dial-wait=20s",
     ])
       assert.ok(c.args.includes(a), a);
     assert.equal(c.args.at(-1), "--keepalive-time=30s", "additionalArgs come last");

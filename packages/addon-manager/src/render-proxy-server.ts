@@ -81,6 +81,13 @@ export const SERVER_DRAIN_TIMEOUT_MS = 30_000;
  * (--shutdown-delay): the Service may still send new connections for a moment.
  */
 export const SERVER_SHUTDOWN_DELAY_MS = 5_000;
+/**
+ * How long a proxy-server replica that just got ready lets a dial for a cluster whose agent has
+ * not found it yet wait for that agent (--warm-up-dial-wait), instead of answering No agent
+ * available: agents reach a new replica within their reconnect backoff (at most --sync-interval-cap,
+ * 10 s, plus jitter) through the hub, and behind a Service within a few of their 1 s sync rounds.
+ */
+export const SERVER_WARM_UP_DIAL_WAIT_MS = 20_000;
 /** The proxy-server pods' terminationGracePeriodSeconds: the delay and the drain plus 15 s to close. */
 export const SERVER_TERMINATION_GRACE_SECONDS = (SERVER_SHUTDOWN_DELAY_MS + SERVER_DRAIN_TIMEOUT_MS) / 1000 + 15;
 
@@ -116,6 +123,8 @@ export function serverArgValues(spec: ManagedProxyConfigurationSpec): ArgsOf<typ
     // (the 30 s default at most). Any other entrypoint is a Service that sends agents only to ready
     // pods: waiting for agents there would only delay every replica by the whole timeout.
     "ready-after-agents-timeout": usesPortForward(spec) ? undefined : 1_000,
+    // Ready is not "every cluster's agent is here": a client's dial that comes first waits for it.
+    "warm-up-dial-wait": SERVER_WARM_UP_DIAL_WAIT_MS,
     // Entrypoint PortForward: agents come through the hub kube-apiserver's pods/<pod>:<port>/proxy.
     "agent-upgrade-port": usesPortForward(spec) ? AGENT_UPGRADE_PORT : undefined,
   };
