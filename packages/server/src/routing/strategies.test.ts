@@ -60,6 +60,36 @@ test("destHost: first non-draining backend under a key, else a draining one", ()
   assert.equal(s.pick("east:443")?.backend, a);
 });
 
+test("destHost: a stream that leaves is removed from its own keys only; the oldest of the rest keeps serving", () => {
+  const a = backend("a", "host=east&ipv4=10.0.0.1");
+  const b = backend("b", "host=east");
+  const c = backend("c", "host=west");
+  const s = destHost(a, b, c);
+  s.remove(a);
+  s.remove(a);
+  assert.equal(s.pick("east:443")?.backend, b);
+  assert.equal(s.pick("10.0.0.1:22"), undefined);
+  assertRoute(s.pick("api.east:443"), b, "api:443");
+  s.add(a);
+  assert.equal(s.pick("east:443")?.backend, b, "a stream that comes back is the newest");
+  s.remove(b);
+  s.remove(c);
+  assert.equal(s.pick("west:443"), undefined);
+  assert.equal(s.size(), 1);
+});
+
+test("destHost: the streams of 30,000 clusters leaving at once are removed within 3 s (a removal touches its own keys)", () => {
+  // Every stream used to be looked for under every key: 30,000 removals walked 60,000 keys each
+  // (about 20 s here). Now a removal touches the stream's own keys.
+  const streams = Array.from({ length: 30_000 }, (_, i) => backend(`b${i}`, `host=cluster-${i}`));
+  const s = destHost(...streams);
+  const started = performance.now();
+  for (const b of streams) s.remove(b);
+  const ms = performance.now() - started;
+  assert.equal(s.size(), 0);
+  assert.ok(ms < 3_000, `30,000 removals took ${ms.toFixed(0)} ms`);
+});
+
 test("destHost suffix rule: <host>.<cluster> routes to the cluster and strips the suffix", () => {
   const east = backend("east", "host=east&host=east.ns");
   const ns = backend("ns", "host=ns");

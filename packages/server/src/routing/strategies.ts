@@ -42,8 +42,13 @@ function removeFrom<T>(list: T[], item: T): boolean {
 }
 
 /** First non-draining element, else the first one. */
-function preferActive<B extends RoutableBackend>(list: readonly B[]): B | undefined {
-  return list.find((b) => !b.draining) ?? list[0];
+function preferActive<B extends RoutableBackend>(list: Iterable<B>): B | undefined {
+  let first: B | undefined;
+  for (const b of list) {
+    if (!b.draining) return b;
+    first ??= b;
+  }
+  return first;
 }
 
 /**
@@ -139,39 +144,42 @@ export class DefaultRouteStrategy<B extends RoutableBackend> extends RandomAgent
  */
 export class DestHostStrategy<B extends RoutableBackend> implements Strategy<B> {
   readonly name = "destHost" as const;
-  private readonly byKey = new Map<string, B[]>();
-  private readonly byHostId = new Map<string, B[]>();
-  private readonly members = new Set<B>();
+  /** Each key's streams, oldest first (a Set keeps insertion order and removes in O(1)). */
+  private readonly byKey = new Map<string, Set<B>>();
+  private readonly byHostId = new Map<string, Set<B>>();
+  /** Each member and the keys it was indexed under (so a removal touches only those). */
+  private readonly members = new Map<B, { keys: string[]; hosts: string[] }>();
 
   add(backend: B): void {
+    if (this.members.has(backend)) return;
     const ids = backend.identifiers;
-    const keys = new Set([...ids.host, ...ids.ipv4, ...ids.ipv6].filter((k) => k !== ""));
-    if (keys.size === 0) return;
-    this.members.add(backend);
-    for (const key of keys) push(this.byKey, key, backend);
-    for (const host of new Set(ids.host)) if (host !== "") push(this.byHostId, host, backend);
+    const keys = [...new Set([...ids.host, ...ids.ipv4, ...ids.ipv6])].filter((k) => k !== "");
+    if (keys.length === 0) return;
+    const hosts = [...new Set(ids.host)].filter((h) => h !== "");
+    this.members.set(backend, { keys, hosts });
+    for (const key of keys) indexAdd(this.byKey, key, backend);
+    for (const host of hosts) indexAdd(this.byHostId, host, backend);
   }
 
   remove(backend: B): void {
-    if (!this.members.delete(backend)) return;
-    for (const index of [this.byKey, this.byHostId]) {
-      for (const [key, list] of index) {
-        if (removeFrom(list, backend) && list.length === 0) index.delete(key);
-      }
-    }
+    const member = this.members.get(backend);
+    if (!member) return;
+    this.members.delete(backend);
+    for (const key of member.keys) indexRemove(this.byKey, key, backend);
+    for (const host of member.hosts) indexRemove(this.byHostId, host, backend);
   }
 
   pick(address: string): Route<B> | undefined {
     const key = destHostKey(address);
     const exact = this.byKey.get(key);
-    if (exact && exact.length > 0) {
+    if (exact && exact.size > 0) {
       const backend = preferActive(exact);
       return backend && { backend, address, strategy: this.name };
     }
     // Suffix rule: the first `.` gives the longest candidate identifier.
     for (let dot = key.indexOf(".", 1); dot > 0; dot = key.indexOf(".", dot + 1)) {
       const list = this.byHostId.get(key.slice(dot + 1));
-      if (!list || list.length === 0) continue;
+      if (!list || list.size === 0) continue;
       const backend = preferActive(list);
       if (!backend) continue;
       return { backend, address: rewriteHost(address, key, key.slice(0, dot)), strategy: this.name };
@@ -184,10 +192,15 @@ export class DestHostStrategy<B extends RoutableBackend> implements Strategy<B> 
   }
 }
 
-function push<B>(index: Map<string, B[]>, key: string, backend: B): void {
-  const list = index.get(key);
-  if (!list) index.set(key, [backend]);
-  else if (!list.includes(backend)) list.push(backend);
+function indexAdd<B>(index: Map<string, Set<B>>, key: string, backend: B): void {
+  const set = index.get(key);
+  if (set) set.add(backend);
+  else index.set(key, new Set([backend]));
+}
+
+function indexRemove<B>(index: Map<string, Set<B>>, key: string, backend: B): void {
+  const set = index.get(key);
+  if (set?.delete(backend) && set.size === 0) index.delete(key);
 }
 
 /** Replace the host `key` of `address` by `host`, keeping the port (bracketing IPv6). */
