@@ -574,6 +574,7 @@ export class ProxyAgent implements Component<AgentStarted> {
       this.metrics.openServerConnections.set(this.tunnels.size);
       this.log.info({ serverID, reason, connected: this.tunnels.size }, "disconnected from proxy server");
       this.reportStatus();
+      if (!this.lifecycle.stopping) this.loop?.lost();
     });
     // A draining server (GOAWAY) keeps its open connections; another replica is wanted at once.
     tunnel.once("goaway", () => {

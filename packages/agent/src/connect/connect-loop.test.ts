@@ -186,6 +186,51 @@ test("poke: a target that wants another tunnel (GOAWAY, a new replica) gets an a
   loop.stop();
 });
 
+test("lost: a fleet whose tunnels close together comes back spread over the sync interval, not at its shared phase", async () => {
+  // 200 agents that connected in the same instant (one phase) lose their server at once.
+  let seed = 7;
+  const random = (): number => (seed = (seed * 16_807) % 2_147_483_647) / 2_147_483_647;
+  const fleet = Array.from({ length: 200 }, () => setup(1, false, random));
+  for (const f of fleet) {
+    f.loop.start();
+    f.clock.advance(0);
+    await f.opener.connect();
+  }
+  // Each loop runs on its own clock; drive them together.
+  const advance = (ms: number): void => {
+    for (const f of fleet) f.clock.advance(ms);
+  };
+  advance(100);
+  for (const f of fleet) {
+    f.targets.closed();
+    f.loop.lost();
+  }
+  const startedAt: number[] = [];
+  for (let t = 0; t < 1_100; t += 10) {
+    advance(10);
+    for (const [i, f] of fleet.entries()) if (f.opener.calls === 2 && startedAt[i] === undefined) startedAt[i] = t;
+  }
+  assert.equal(startedAt.filter((t) => t !== undefined).length, 200, "every agent tried again within the interval");
+  const peak = Math.max(
+    ...[0, 100, 200, 300, 400, 500, 600, 700, 800, 900].map(
+      (w) => startedAt.filter((t) => t >= w && t < w + 100).length,
+    ),
+  );
+  assert.ok(peak <= 50, `${peak} of 200 tried again within one 100 ms window`);
+  for (const f of fleet) f.loop.stop();
+});
+
+test("lost during an attempt changes nothing: the attempt's end schedules the next", async () => {
+  const { clock, opener, loop } = setup(1);
+  loop.start();
+  clock.advance(0);
+  loop.lost();
+  assert.equal(clock.armed, 0);
+  await opener.fail();
+  assert.equal(clock.armed, 1);
+  loop.stop();
+});
+
 test("stop (drain, close): no further attempt, not even after one in flight ends or a poke", async () => {
   const { clock, opener, loop } = setup(2);
   loop.start();

@@ -69,6 +69,16 @@ export class ConnectLoop {
     if (this.timer !== undefined) this.schedule(0);
   }
 
+  /**
+   * A tunnel closed (its server went away): when waiting between attempts, the next one comes at
+   * a random point of the sync interval rather than at the loop's own phase. Agents that started
+   * or reconnected together share that phase, and a server's restart drops them all at once:
+   * without this they come back in the same instant.
+   */
+  lost(): void {
+    if (this.timer !== undefined) this.schedule(Math.round(this.o.random() * this.o.syncIntervalMs));
+  }
+
   private schedule(delayMs: number): void {
     if (this.stopped) return;
     this.o.clock.clearTimeout(this.timer);
