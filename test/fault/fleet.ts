@@ -1,7 +1,7 @@
 /**
  * Many real proxy-agents in one process (the product's ProxyAgent class, each with its own mTLS
  * connection, Connect stream and reconnect loop), for the reconnect-storm fault. Each agent
- * serves the cluster `fleet-<i>`. Connect attempts are recorded from the agents' own log events:
+ * serves the cluster `fleet-<i>` (`i` from `first`). Connect attempts are recorded from the agents' own log events:
  * `connecting to proxy server` (an attempt starts), `connected to proxy server`, and each failed
  * attempt with its reason (`cannot connect to proxy server`, or the server shedding load).
  *
@@ -26,6 +26,8 @@ export interface FleetConfig {
   key: string;
   /** How many agents start at once (the first connects; later reconnects are the agents' own). */
   startConcurrency: number;
+  /** The index of this process's first agent (several fleet processes serve distinct clusters). */
+  first?: number;
 }
 
 const cfg = JSON.parse(process.argv[2] ?? "{}") as FleetConfig;
@@ -46,7 +48,7 @@ const recorder: Logger = {
 };
 
 const agents: ProxyAgent[] = [];
-for (let i = 0; i < cfg.count; i++) {
+for (let i = cfg.first ?? 0; i < (cfg.first ?? 0) + cfg.count; i++) {
   const options = resolveOptions(agentOptionsSchema, {
     "proxy-server-host": cfg.host,
     "proxy-server-port": String(cfg.port),
