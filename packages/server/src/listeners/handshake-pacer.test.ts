@@ -77,14 +77,18 @@ function closed(s: net.Socket): Promise<void> {
 }
 
 /**
- * Two connections offer `resumingHello` to a rig of one slot: one handshakes, the other waits, the
- * first charged a full slot (its sockets go to `sockets`, for the caller to destroy).
+ * Connections offer `hellos` (two; default `resumingHello` twice) to a rig of one slot: one
+ * handshakes, the other waits, the slot full (its sockets go to `sockets`, for the caller to destroy).
  */
-async function ticketedHandshakesCostFull(r: Rig, sockets: net.Socket[]): Promise<void> {
-  for (let i = 0; i < 2; i++) {
+async function oneRunsOneWaits(
+  r: Rig,
+  sockets: net.Socket[],
+  hellos: Buffer[] = [resumingHello, resumingHello],
+): Promise<void> {
+  for (const hello of hellos) {
     const s = await rawConnection(r.port);
     sockets.push(s);
-    s.write(resumingHello);
+    s.write(hello);
   }
   await waitUntil("one handshake to run, one to wait", () => {
     const st = r.pacer.state();
@@ -278,17 +282,7 @@ describe("HandshakePacer admission", () => {
       // What it owes is held against maxConcurrent: with a stalled resumption it fills the slot.
       assert.equal(await tlsClient(r.port, { session, ciphers: "TLS_AES_128_GCM_SHA256" }), "hello");
       handshakeMs = 0;
-      const resuming = await captureClientHello("localhost", session);
-      for (const hello of [resuming, clientHello]) {
-        const s = await rawConnection(r.port);
-        sockets.push(s);
-        s.write(hello);
-      }
-      await waitUntil("the stalled resumption to run, the full handshake to wait", () => {
-        const st = r.pacer.state();
-        return st.handshaking === 1 && st.waiting === 1;
-      });
-      assert.equal(r.pacer.state().load, 1);
+      await oneRunsOneWaits(r, sockets, [await captureClientHello("localhost", session), clientHello]);
       clock.advance(40);
       await waitUntil("the debt paid, the full handshake to start", () => r.pacer.state().handshaking === 2);
     } finally {
@@ -309,7 +303,7 @@ describe("HandshakePacer admission", () => {
     });
     const sockets: net.Socket[] = [];
     try {
-      await ticketedHandshakesCostFull(r, sockets);
+      await oneRunsOneWaits(r, sockets);
       assert.ok(offered.length >= 1, "the pacer asked whether the ticket resumes");
     } finally {
       for (const s of sockets) s.destroy();
@@ -321,7 +315,7 @@ describe("HandshakePacer admission", () => {
     const r = await rig({ maxConcurrent: 1 });
     const sockets: net.Socket[] = [];
     try {
-      await ticketedHandshakesCostFull(r, sockets);
+      await oneRunsOneWaits(r, sockets);
     } finally {
       for (const s of sockets) s.destroy();
       await r.close();
