@@ -220,6 +220,20 @@ test("lost: a fleet whose tunnels close together comes back spread over the sync
   for (const f of fleet) f.loop.stop();
 });
 
+test("lost during a backoff keeps it: a server that failed us is not asked again sooner", async () => {
+  const { clock, opener, loop } = setup(2, false, () => 1);
+  loop.start();
+  clock.advance(0);
+  await opener.fail();
+  // The backoff: 1,100 ms (the top of its jitter); a random point of the interval, 1,000 at most.
+  loop.lost();
+  clock.advance(1_000);
+  assert.equal(opener.calls, 1, "not at the random point of the interval");
+  clock.advance(100);
+  assert.equal(opener.calls, 2);
+  loop.stop();
+});
+
 test("lost during an attempt changes nothing: the attempt's end schedules the next", async () => {
   const { clock, opener, loop } = setup(1);
   loop.start();

@@ -70,13 +70,14 @@ export class ConnectLoop {
   }
 
   /**
-   * A tunnel closed (its server went away): when waiting between attempts, the next one comes at
-   * a random point of the sync interval rather than at the loop's own phase. Agents that started
-   * or reconnected together share that phase, and a server's restart drops them all at once:
-   * without this they come back in the same instant.
+   * A tunnel closed (its server went away): when waiting for the next sync, the next attempt comes
+   * at a random point of the sync interval rather than at the loop's own phase. Agents that
+   * started or reconnected together share that phase, and a server's restart drops them all at
+   * once: without this they come back in the same instant. A backoff after failed attempts is kept.
    */
   lost(): void {
-    if (this.timer !== undefined) this.schedule(Math.round(this.o.random() * this.o.syncIntervalMs));
+    if (this.timer !== undefined && this.backoff.failures === 0)
+      this.schedule(Math.round(this.o.random() * this.o.syncIntervalMs));
   }
 
   private schedule(delayMs: number): void {
