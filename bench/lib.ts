@@ -168,7 +168,6 @@ export async function firstJsonLine<T>(proc: Proc, what: string): Promise<T> {
   return value!;
 }
 
-/** First-byte variant names of the relay floor ({@link startRelayFloor}; keys of the detail's `firstByte`). */
 /** The first-byte variants `report.ts` reads by name besides the node floors. */
 export const FIRST_BYTE = {
   oursSingleUse: "ours single-use gRPC tunnel",
@@ -176,6 +175,7 @@ export const FIRST_BYTE = {
   goClientGo: "Go konnectivity-client single-use against the Go server",
 } as const;
 
+/** First-byte variant names of the relay floor ({@link startRelayFloor}; keys of the detail's `firstByte`). */
 export const FLOOR_VARIANTS = {
   singleUse: "node floor single-use (bench/relay-floor.ts)",
   reusable: "node floor reusable client (bench/relay-floor.ts)",
