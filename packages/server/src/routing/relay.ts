@@ -212,12 +212,7 @@ export class Relay implements FlowHooks {
       this.waiting.delete(dial);
       this.clock.clearTimeout(dial.timer);
       dial.timer = undefined;
-      const deadline = this.options.backendDialTimeoutMs;
-      if (deadline > 0) {
-        // The dial's own deadline counts from when the frontend asked, its wait included.
-        const left = Math.max(0, dial.startedAt + deadline - this.clock.now());
-        dial.timer = this.clock.setTimeout(() => this.dialTimedOut(dial), left);
-      }
+      this.armDeadline(dial);
       this.sendDial(dial, route.backend, route.address);
       sent++;
     }
@@ -399,25 +394,40 @@ export class Relay implements FlowHooks {
       if (!end.probe) for (const t of backend.traffic) t.failedDials++;
       return fail("send_failed", `agent ${backend.agentId} stream is closed`, "send_rsp");
     }
-    const dial: PendingDial = {
-      random: order.random,
-      backend: undefined,
-      end,
-      address: route.address,
-      requested: order.address,
-      resent: 0,
-      startedAt: this.clock.now(),
-    };
-    this.pending.set(order.random, dial);
-    if (this.options.backendDialTimeoutMs > 0) {
-      dial.timer = this.clock.setTimeout(() => this.dialTimedOut(dial), this.options.backendDialTimeoutMs);
-    }
+    const dial = this.pend(end, order);
+    this.armDeadline(dial);
     this.log.debug(
       { address: order.address, forwarded: route.address, agentID: backend.agentId, strategy: route.strategy },
       "dial",
     );
     this.sendDial(dial, backend, route.address, order.frame);
     return dial;
+  }
+
+  /** A pending dial for `order`, not yet sent to an agent ({@link sendDial} sends it). */
+  private pend(end: FrontendEnd, order: DialOrder): PendingDial {
+    const dial: PendingDial = {
+      random: order.random,
+      backend: undefined,
+      end,
+      address: order.address,
+      requested: order.address,
+      resent: 0,
+      startedAt: this.clock.now(),
+    };
+    this.pending.set(order.random, dial);
+    return dial;
+  }
+
+  /**
+   * Arm the dial's deadline (--backend-dial-timeout), counted from when the frontend asked: a
+   * dial that waited for an agent has what is left of it.
+   */
+  private armDeadline(dial: PendingDial): void {
+    const deadline = this.options.backendDialTimeoutMs;
+    if (deadline <= 0) return;
+    const left = Math.max(0, dial.startedAt + deadline - this.clock.now());
+    dial.timer = this.clock.setTimeout(() => this.dialTimedOut(dial), left);
   }
 
   /** Fail a dial before it is pending: count it and tell its frontend. */
@@ -486,17 +496,8 @@ export class Relay implements FlowHooks {
       }
       return undefined;
     }
-    const dial: PendingDial = {
-      random: order.random,
-      backend: undefined,
-      end,
-      address: order.address,
-      requested: order.address,
-      resent: 0,
-      startedAt: this.clock.now(),
-    };
+    const dial = this.pend(end, order);
     dial.timer = this.clock.setTimeout(() => this.waitOver(dial), waitMs);
-    this.pending.set(order.random, dial);
     this.waiting.add(dial);
     this.log.debug(
       { address: order.address, waitMs },
