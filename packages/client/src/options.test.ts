@@ -4,7 +4,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConfigError } from "@cluster-proxy/errors";
 import { dialConnect } from "./connect-dial.js";
-import { loadProxyTls, tlsOptionsOf, describeProxy } from "./options.js";
+import { loadProxyTls, proxyTlsError, tlsOptionsOf, describeProxy } from "./options.js";
 import { TunnelClient } from "./tunnel-client.js";
 import { createTestPki } from "@cluster-proxy/pki/testing";
 import { TlsFileError } from "@cluster-proxy/tunnel";
@@ -80,6 +80,26 @@ test("a CA that holds no certificate is refused naming the option, not blamed on
     );
     // Good material passes.
     new TunnelClient({ proxy: { host: "127.0.0.1", port: 1, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey } });
+  } finally {
+    pki.cleanup();
+  }
+});
+
+test("a buffer checked once and then overwritten in place is checked again", async () => {
+  const pki = await createTestPki();
+  try {
+    const ca = Buffer.from(pki.ca);
+    const key = Buffer.from(pki.clientKey);
+    const proxy = { ca, cert: pki.clientCert, key };
+    assert.equal(proxyTlsError(proxy, "TunnelClient"), undefined);
+    // The same buffers, their bytes replaced (e.g. a pool reused for the next file read).
+    ca.fill("#");
+    assert.match(proxyTlsError(proxy, "TunnelClient")?.message ?? "", /proxy\.ca holds no PEM certificate/);
+    pki.ca.copy(ca);
+    key.fill("#");
+    assert.match(proxyTlsError(proxy, "TunnelClient")?.message ?? "", /proxy\.key not a PEM private key/);
+    pki.clientKey.copy(key);
+    assert.equal(proxyTlsError(proxy, "TunnelClient"), undefined, "good again");
   } finally {
     pki.cleanup();
   }

@@ -106,21 +106,31 @@ const PEM_FIELDS = [
 ] as const;
 
 /**
- * What {@link pemProblem} said of each buffer already checked ("" : nothing wrong): every single-use
- * `dial` builds a client that checks its options, mostly the same buffers each time, and parsing a
- * CA, a certificate and a key costs about 0.2 ms of CPU (a resumed TLS connection about 1.2 ms).
+ * What {@link pemProblem} said of each buffer already checked ("" : nothing wrong), with a copy of
+ * the bytes it read: every single-use `dial` builds a client that checks its options, mostly the
+ * same buffers each time, and parsing a CA, a certificate and a key costs about 0.2 ms of CPU (a
+ * resumed TLS connection about 1.2 ms). A buffer whose bytes changed since (overwritten in place)
+ * is checked again: comparing them costs microseconds.
  */
-const checkedPems = { certificate: new WeakMap<Buffer, string>(), key: new WeakMap<Buffer, string>() };
+const checkedPems = {
+  certificate: new WeakMap<Buffer, CheckedPem>(),
+  key: new WeakMap<Buffer, CheckedPem>(),
+};
+
+interface CheckedPem {
+  bytes: Buffer;
+  problem: string;
+}
 
 function checkedPem(value: string | Buffer, kind: "certificate" | "key"): string | undefined {
   if (typeof value === "string") return pemProblem(value, kind);
   const memo = checkedPems[kind];
-  let problem = memo.get(value);
-  if (problem === undefined) {
-    problem = pemProblem(value, kind) ?? "";
-    memo.set(value, problem);
+  let checked = memo.get(value);
+  if (checked === undefined || !checked.bytes.equals(value)) {
+    checked = { bytes: Buffer.from(value), problem: pemProblem(value, kind) ?? "" };
+    memo.set(value, checked);
   }
-  return problem === "" ? undefined : problem;
+  return checked.problem === "" ? undefined : checked.problem;
 }
 
 /**
