@@ -1,6 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { X509Certificate } from "node:crypto";
+import { X509Certificate, constants } from "node:crypto";
 import { once } from "node:events";
 import type * as net from "node:net";
 import * as tls from "node:tls";
@@ -124,5 +124,111 @@ describe("SecureContextCache", () => {
     const objects = { pfx: [{ buf: Buffer.from("x"), passphrase: "p" }] };
     assert.equal(cache.withContext(objects), objects);
     assert.equal(cache.size, 0);
+  });
+
+  test("every option tls.createSecureContext reads is in the key: no two of these share a context", () => {
+    const cache = new SecureContextCache(64);
+    const base: tls.ConnectionOptions = { ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
+    const variants: tls.ConnectionOptions[] = [
+      base,
+      { ...base, allowPartialTrustChain: true },
+      // Read by node, not (yet) declared by its types.
+      Object.assign({}, base, { certificateCompression: ["zlib"] }),
+      { ...base, passphrase: "p" },
+      { ...base, ciphers: "TLS_AES_128_GCM_SHA256" },
+      { ...base, sigalgs: "ecdsa_secp256r1_sha256" },
+      { ...base, ecdhCurve: "P-256" },
+      { ...base, secureOptions: constants.SSL_OP_NO_TICKET },
+      { ...base, minVersion: "TLSv1.3" },
+      { ...base, maxVersion: "TLSv1.2" },
+      { ...base, honorCipherOrder: true },
+      { ...base, ca: [pki.ca, pki.clientCa] },
+      { ...base, ca: [pki.clientCa, pki.ca] },
+    ];
+    const contexts = variants.map((o) => cache.withContext(o).secureContext);
+    assert.equal(new Set(contexts).size, variants.length);
+    // The same options again: the same contexts.
+    assert.deepEqual(
+      variants.map((o) => cache.withContext({ ...o }).secureContext),
+      contexts,
+    );
+  });
+
+  test("a context is never presented for another identity: after eviction, and after the certificate is replaced", async () => {
+    const server = tls.createServer(
+      { cert: pki.serverCert, key: pki.serverKey, ca: [pki.clientCa, pki.agentCa], requestCert: true },
+      (s) => s.end(`${s.getPeerX509Certificate()?.subject ?? "none"}`),
+    );
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const port = (server.address() as net.AddressInfo).port;
+    // One context at most, as the agent's.
+    const cache = new SecureContextCache(1);
+    const presented = (options: tls.ConnectionOptions): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const c = tls.connect(
+          cache.withContext({ host: "127.0.0.1", port, ca: pki.ca, servername: "localhost", ...options }),
+        );
+        let peer = "";
+        c.on("data", (d: Buffer) => (peer += d.toString()));
+        c.on("end", () => resolve(peer));
+        c.on("error", reject);
+      });
+    const subjectA = new X509Certificate(pki.clientCert).subject;
+    const subjectB = new X509Certificate(pki.agentCert).subject;
+    assert.notEqual(subjectA, subjectB);
+    try {
+      for (let round = 0; round < 3; round++) {
+        assert.equal(await presented({ cert: pki.clientCert, key: pki.clientKey }), subjectA);
+        assert.equal(await presented({ cert: pki.agentCert, key: pki.agentKey }), subjectB);
+      }
+      // A reload that rewrites the same buffers in place (padded to one length with newlines).
+      const pad = (pem: Buffer, length: number): Buffer =>
+        Buffer.concat([pem, Buffer.alloc(length - pem.length, "\n")]);
+      const certLength = Math.max(pki.clientCert.length, pki.agentCert.length);
+      const keyLength = Math.max(pki.clientKey.length, pki.agentKey.length);
+      const cert = pad(pki.clientCert, certLength);
+      const key = pad(pki.clientKey, keyLength);
+      const reloaded = { cert, key };
+      assert.equal(await presented(reloaded), subjectA);
+      pad(pki.agentCert, certLength).copy(cert);
+      pad(pki.agentKey, keyLength).copy(key);
+      assert.equal(await presented(reloaded), subjectB, "the replaced certificate is not presented");
+      // A reload that replaces the buffers: the same.
+      reloaded.cert = pad(pki.clientCert, certLength);
+      reloaded.key = pad(pki.clientKey, keyLength);
+      assert.equal(await presented(reloaded), subjectA);
+      assert.equal(cache.size, 1);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("rejectUnauthorized is the connection's: a context shared with a lenient connection still refuses an untrusted server", async () => {
+    const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const port = (server.address() as net.AddressInfo).port;
+    const cache = new SecureContextCache();
+    // A CA that did not sign the server's certificate.
+    const untrusting = { host: "127.0.0.1", port, ca: pki.clientCa, servername: "localhost" };
+    const read = (options: tls.ConnectionOptions): Promise<string> =>
+      new Promise((resolve) => {
+        const c = tls.connect(options);
+        let got = "";
+        c.on("data", (d: Buffer) => (got += d.toString()));
+        c.on("end", () => resolve(got));
+        c.on("error", (err: NodeJS.ErrnoException) => resolve(`error ${err.code ?? err.message}`));
+      });
+    try {
+      const lenient = cache.withContext({ ...untrusting, rejectUnauthorized: false });
+      assert.equal(await read(lenient), "hello");
+      const strict = cache.withContext(untrusting);
+      assert.equal(strict.secureContext, lenient.secureContext, "one context");
+      assert.equal(strict.rejectUnauthorized, undefined);
+      assert.match(await read(strict), /^error /);
+    } finally {
+      server.close();
+    }
   });
 });

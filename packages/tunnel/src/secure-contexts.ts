@@ -16,6 +16,7 @@ const MAX_CONTEXTS = 16;
  */
 const CONTEXT_OPTIONS = [
   "ca",
+  "allowPartialTrustChain",
   "cert",
   "key",
   "passphrase",
@@ -38,11 +39,17 @@ const CONTEXT_OPTIONS = [
   "clientCertEngine",
 ] as const;
 
+/** Context options node reads that its types do not declare (yet): read by name. */
+const UNDECLARED_CONTEXT_OPTIONS = ["certificateCompression"] as const;
+
 /** A digest of the context options of `options`; undefined when one cannot be digested. */
 function contextKey(options: tls.ConnectionOptions): string | undefined {
   const h = createHash("sha256");
-  for (const name of CONTEXT_OPTIONS) {
-    const value: unknown = options[name];
+  const values: [string, unknown][] = [
+    ...CONTEXT_OPTIONS.map((name): [string, unknown] => [name, options[name]]),
+    ...UNDECLARED_CONTEXT_OPTIONS.map((name): [string, unknown] => [name, Reflect.get(options, name)]),
+  ];
+  for (const [name, value] of values) {
     if (value === undefined) continue;
     const parts: unknown[] = Array.isArray(value) ? value : [value];
     h.update(`${name}=${parts.length}[`);
