@@ -49,8 +49,14 @@ describe("AdmissionLedger", () => {
     ledger.arrive("z1", "10.0.0.2");
     ledger.helloed("z1");
     const order: string[] = [];
-    for (let c = ledger.next(); c !== undefined; c = ledger.next()) order.push(c);
+    for (let c = ledger.peek(); c !== undefined; c = ledger.peek()) {
+      // peek tells whose turn is next and leaves it waiting.
+      assert.equal(ledger.peek(), c);
+      assert.equal(ledger.next(), c);
+      order.push(c);
+    }
     assert.deepEqual(order, ["x1", "y1", "z1", "x2", "y2", "x3", "x4"]);
+    assert.equal(ledger.next(), undefined);
   });
 
   test("past maxQueued a ClientHello is shed and forgotten", () => {

@@ -106,6 +106,15 @@ export class AdmissionLedger<C> {
     return "queued";
   }
 
+  /** The connection {@link next} would return, left waiting; undefined if none waits. */
+  peek(): C | undefined {
+    for (const from of this.turns.values()) {
+      const conn = first(from.queued);
+      if (conn !== undefined) return conn;
+    }
+    return undefined;
+  }
+
   /** The connection whose turn is next (it moves to `handshaking`), or undefined if none waits. */
   next(): C | undefined {
     for (const [key, from] of this.turns) {

@@ -241,12 +241,17 @@ describe("HandshakePacer admission", () => {
       await waitUntil("the full handshake to wait", () => r.pacer.state().waiting === 1);
       await connect(resumingHello);
       await waitUntil("the resumption behind it to wait", () => r.pacer.state().waiting === 2);
-      // One resumption ends: its share of the slot goes to the full handshake, first in line
-      // (the resumption behind it does not overtake it although it would fit).
+      // One resumption ends: the full handshake, first in line, does not fit in its share of the
+      // slot, and the resumption behind it does not overtake it although it would fit.
       sockets[0]!.destroy();
+      await waitUntil("the resumption to end", () => r.pacer.state().handshaking === fit - 1);
+      assert.equal(r.pacer.state().waiting, 2);
+      assert.equal(r.pacer.state().load, (fit - 1) * RESUMED_HANDSHAKE_COST);
+      // The others end too: the full handshake starts, the slot full again.
+      for (const s of sockets.slice(1, fit)) s.destroy();
       await waitUntil("the full handshake to start", () => r.pacer.state().waiting === 1);
-      assert.equal(r.pacer.state().handshaking, fit);
-      assert.equal(r.pacer.state().load, (fit - 1) * RESUMED_HANDSHAKE_COST + 1);
+      assert.equal(r.pacer.state().handshaking, 1);
+      assert.equal(r.pacer.state().load, 1);
     } finally {
       for (const s of sockets) s.destroy();
       await r.close();
@@ -284,7 +289,16 @@ describe("HandshakePacer admission", () => {
       handshakeMs = 0;
       await oneRunsOneWaits(r, sockets, [await captureClientHello("localhost", session), clientHello]);
       clock.advance(40);
-      await waitUntil("the debt paid, the full handshake to start", () => r.pacer.state().handshaking === 2);
+      assert.equal(r.pacer.state().load, RESUMED_HANDSHAKE_COST, "the debt paid");
+      assert.equal(r.pacer.state().waiting, 1, "a full handshake does not fit beside the resumption");
+      // The resumption is dropped after 40 ms: it owes for 40 ms more, and then the full one starts.
+      sockets[0]!.destroy();
+      await waitUntil("the resumption to end", () => r.pacer.state().handshaking === 0);
+      assert.equal(r.pacer.state().load, 1 - RESUMED_HANDSHAKE_COST);
+      assert.equal(r.pacer.state().waiting, 1);
+      clock.advance(40);
+      await waitUntil("the full handshake to start", () => r.pacer.state().waiting === 0);
+      assert.equal(r.pacer.state().load, 1);
     } finally {
       for (const s of sockets) s.destroy();
       await r.close();
@@ -321,4 +335,163 @@ describe("HandshakePacer admission", () => {
       await r.close();
     }
   });
+
+  test("a flood of real tickets that end in full handshakes runs no more of them over time than full price allows", async () => {
+    const key = randomBytes(48);
+    const { session } = await tlsSession(pki, { ticketKeys: key });
+    // A ticket the issuing server gave a lifetime of 1 s, offered (replayed) after it: OpenSSL's
+    // clock, not the pacer's, tells the age, so this test waits that long once.
+    const shortLived = await tlsSession(pki, { ticketKeys: key, sessionTimeout: 1 });
+    const expired = await captureClientHello("localhost", shortLived.session);
+    const issued = Date.now();
+    // The port's real ticket, offered so that OpenSSL cannot resume it: with only a cipher suite of
+    // another hash than the session's, without a PSK mode, past its lifetime.
+    const hellos = {
+      otherHash: await captureClientHello("localhost", session, { ciphers: "TLS_AES_128_GCM_SHA256" }),
+      noPskMode: withoutExtension(await captureClientHello("localhost", session), PSK_KEY_EXCHANGE_MODES),
+      expired,
+    };
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, issued + 2_100 - Date.now())));
+    const floods: [string, Buffer | Buffer[]][] = [
+      ...Object.entries(hellos),
+      // Each beside a full handshake: the full one must not start on the half slot the other took.
+      ["otherHash and fresh in turn", [hellos.otherHash, clientHello]],
+      ["fresh and otherHash in turn", [clientHello, hellos.otherHash, hellos.otherHash]],
+    ];
+    for (const maxConcurrent of [1, 2]) {
+      for (const [name, hello] of floods) {
+        // The same flood priced as full handshakes...
+        const full = await flood(maxConcurrent, key, hello, () => false);
+        // ...and priced by the port's keys.
+        const priced = await flood(maxConcurrent, key, hello, (ticket) => ticketMadeWith(ticket, key));
+        const what = `${name}, ${maxConcurrent} at once: ${priced.started} started vs ${full.started} at full price`;
+        assert.equal(priced.resumable, true, `${what}: the pacer took the ticket for a resumption`);
+        assert.equal(priced.resumed, 0, `${what}: none resumed`);
+        // Over time no more than at full price, but for the first round (twice as many at once).
+        assert.ok(priced.started <= full.started + maxConcurrent, what);
+        assert.ok(priced.peak <= maxConcurrent / RESUMED_HANDSHAKE_COST, `${what}: at once ${priced.peak}`);
+      }
+    }
+  });
+
+  test("a ticket of the port's key whose handshake fails on the server's side owes the rest of a full slot", async () => {
+    const key = randomBytes(48);
+    const clock = new ManualClock();
+    const r = await rig(
+      { maxConcurrent: 1, resumable: (ticket) => ticketMadeWith(ticket, key), clock },
+      { ticketKeys: key },
+    );
+    const { session } = await tlsSession(pki, { ticketKeys: key });
+    const hello = await captureClientHello("localhost", session, { ciphers: "TLS_AES_128_GCM_SHA256" });
+    try {
+      const s = await rawConnection(r.port);
+      s.write(hello);
+      await once(s, "data");
+      assert.equal(r.pacer.state().load, RESUMED_HANDSHAKE_COST);
+      clock.advance(50);
+      // Not a TLS record: the TLS server fails the handshake.
+      s.write(Buffer.alloc(64, 0xff));
+      await closed(s);
+      await waitUntil("the failed handshake to end", () => r.pacer.state().handshaking === 0);
+      assert.equal(r.pacer.state().load, 1 - RESUMED_HANDSHAKE_COST);
+      clock.advance(50);
+      assert.equal(r.pacer.state().load, 0);
+    } finally {
+      await r.close();
+    }
+  });
 });
+
+/** The psk_key_exchange_modes extension's type. */
+const PSK_KEY_EXCHANGE_MODES = 45;
+
+/** `hello` (one ClientHello record) without its extension of `type`, its lengths fixed. */
+function withoutExtension(hello: Buffer, type: number): Buffer {
+  let at = 9 + 2 + 32;
+  at += 1 + hello.readUInt8(at);
+  at += 2 + hello.readUInt16BE(at);
+  at += 1 + hello.readUInt8(at);
+  const extensionsAt = at;
+  const kept: Buffer[] = [];
+  for (at += 2; at < hello.length;) {
+    const length = 4 + hello.readUInt16BE(at + 2);
+    if (hello.readUInt16BE(at) !== type) kept.push(hello.subarray(at, at + length));
+    at += length;
+  }
+  const extensions = Buffer.concat(kept);
+  const out = Buffer.concat([hello.subarray(0, extensionsAt + 2), extensions]);
+  out.writeUInt16BE(extensions.length, extensionsAt);
+  out.writeUInt16BE(out.length - 5, 3);
+  out.writeUIntBE(out.length - 9, 6, 3);
+  assert.ok(out.length < hello.length, "the extension was there");
+  return out;
+}
+
+/**
+ * A flood of connections offering `hello` (or in turn each of a list) to a port of `maxConcurrent` handshakes whose server
+ * holds ticket key `key`, the pacer pricing tickets with `resumable`: each handshake runs 100 ms on
+ * the pacer's clock after the server's first flight, then its client drops it (as one dodging what
+ * it owes would), for 10 steps of 100 ms. How many handshakes started, most at once, and whether
+ * the pacer took the ticket for a resumption, and how many resumed.
+ */
+async function flood(
+  maxConcurrent: number,
+  key: Buffer,
+  hello: Buffer | Buffer[],
+  resumable: (ticket: Buffer) => boolean,
+): Promise<{ started: number; peak: number; resumable: boolean; resumed: number }> {
+  const ms = 100;
+  const clock = new ManualClock();
+  let priced = false;
+  const r = await rig(
+    {
+      maxConcurrent,
+      clock,
+      resumable: (ticket) => {
+        const yes = resumable(ticket);
+        priced ||= yes;
+        return yes;
+      },
+    },
+    { ticketKeys: key },
+  );
+  const began: { raw: net.Socket; at: number; ended: boolean }[] = [];
+  r.tlsServer.on("connection", (raw: net.Socket) => {
+    const b = { raw, at: clock.now(), ended: false };
+    began.push(b);
+    raw.once("close", () => (b.ended = true));
+  });
+  const clients: net.Socket[] = [];
+  let flights = 0;
+  let resumed = 0;
+  r.tlsServer.on("secureConnection", (s: tls.TLSSocket) => (resumed += s.isSessionReused() ? 1 : 0));
+  const running = (): number => began.filter((b) => !b.ended).length;
+  const settled = (): Promise<void> =>
+    waitUntil("every started handshake to have answered, every ended one to be let go", () => {
+      return flights === began.length && r.pacer.state().handshaking === running();
+    });
+  try {
+    for (let i = 0; i < 16 * maxConcurrent + 8; i++) {
+      const s = await rawConnection(r.port);
+      clients.push(s);
+      s.once("data", () => flights++);
+      s.write(Array.isArray(hello) ? hello[i % hello.length]! : hello);
+    }
+    let peak = 0;
+    for (let step = 0; step < 10; step++) {
+      await settled();
+      peak = Math.max(peak, running());
+      clock.advance(ms);
+      for (const b of began) {
+        if (b.ended || clock.now() - b.at < ms) continue;
+        b.ended = true;
+        b.raw.destroy();
+      }
+      await settled();
+    }
+    return { started: began.length, peak, resumable: priced, resumed };
+  } finally {
+    for (const s of clients) s.destroy();
+    await r.close();
+  }
+}

@@ -114,6 +114,8 @@ export class HandshakePacer {
   private shedCount = 0;
   /** The ticket each waiting connection's ClientHello offers (none: a full handshake). */
   private readonly tickets = new WeakMap<net.Socket, Buffer>();
+  /** The cost of the waiting connections whose turn came and did not fit (checked once per ticket). */
+  private readonly costs = new WeakMap<net.Socket, number>();
   /** TLS servers whose "secureConnection" ends a turn. */
   private readonly watched = new WeakSet<net.Server>();
   /** Raw sockets whose handshake runs, and what ends their turn (told whether it resumed, when known). */
@@ -145,12 +147,27 @@ export class HandshakePacer {
     });
   }
 
-  /**
-   * Whether another handshake may start now: while the load is below `maxConcurrent` (the one
-   * that starts may take it past by less than one full handshake).
-   */
+  /** Whether some handshake could start now: the load is below `maxConcurrent`. */
   private hasRoom(): boolean {
     return this.load + this.debt < this.options.maxConcurrent - 1e-9;
+  }
+
+  /**
+   * Whether a handshake of `cost` may start now: it fits under `maxConcurrent` with the load (else
+   * a full handshake starting beside a resumption that turns out full would take the port past
+   * `maxConcurrent` full handshakes for as long as both run, which no debt pays back), or
+   * nothing holds the port.
+   */
+  private fits(cost: number): boolean {
+    const held = this.load + this.debt;
+    return held < 1e-9 || held + cost <= this.options.maxConcurrent + 1e-9;
+  }
+
+  /** What `socket`'s handshake costs: {@link RESUMED_HANDSHAKE_COST} for a `resumable` ticket, else 1. */
+  private costOf(socket: net.Socket): number {
+    const ticket = this.tickets.get(socket);
+    const resumable = ticket !== undefined && this.options.resumable?.(ticket) === true;
+    return resumable ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
   }
 
   state(): PacerState {
@@ -242,11 +259,9 @@ export class HandshakePacer {
     this.next();
   }
 
-  private begin(socket: net.Socket): void {
+  private begin(socket: net.Socket, cost: number): void {
     const ticket = this.tickets.get(socket);
     this.tickets.delete(socket);
-    const resumable = ticket !== undefined && this.options.resumable?.(ticket) === true;
-    const cost = resumable ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
     const server = (ticket ? this.options.route?.(ticket) : undefined) ?? this.tlsServer;
     this.watch(server);
     this.handshaking++;
@@ -289,11 +304,17 @@ export class HandshakePacer {
   private next(): void {
     // In admission order whatever each costs: a cheap resumption never overtakes a full
     // handshake that waits longer; it only lets more handshakes run at once.
-    while (this.hasRoom()) {
-      const socket = this.ledger.next();
-      if (!socket) return;
-      if (!socket.destroyed) this.begin(socket);
-      else this.ledger.finished(socket);
+    for (let socket = this.ledger.peek(); socket; socket = this.ledger.peek()) {
+      if (socket.destroyed) {
+        this.ledger.next();
+        this.ledger.finished(socket);
+        continue;
+      }
+      let cost = this.costs.get(socket);
+      if (cost === undefined) this.costs.set(socket, (cost = this.costOf(socket)));
+      if (!this.fits(cost)) return;
+      this.ledger.next();
+      this.begin(socket, cost);
     }
   }
 

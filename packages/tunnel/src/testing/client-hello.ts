@@ -6,9 +6,13 @@ import * as tls from "node:tls";
 /**
  * The first flight of a node TLS client (a complete ClientHello record), captured from a real
  * `tls.connect` against a loopback listener that answers nothing; with `session`, the ClientHello
- * of a resumption (it offers the session's ticket).
+ * of a resumption (it offers the session's ticket); `options` adds to the client's (e.g. `ciphers`).
  */
-export async function captureClientHello(servername = "localhost", session?: Buffer): Promise<Buffer> {
+export async function captureClientHello(
+  servername = "localhost",
+  session?: Buffer,
+  options: tls.ConnectionOptions = {},
+): Promise<Buffer> {
   const capture = net.createServer();
   capture.listen(0, "127.0.0.1");
   await once(capture, "listening");
@@ -17,6 +21,7 @@ export async function captureClientHello(servername = "localhost", session?: Buf
     host: "127.0.0.1",
     servername,
     ...(session ? { session } : {}),
+    ...options,
   });
   client.on("error", () => undefined);
   try {
