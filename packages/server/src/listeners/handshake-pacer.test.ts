@@ -374,6 +374,30 @@ describe("HandshakePacer admission", () => {
     }
   });
 
+  test("a ClientHello that does not fit beside the handshakes running waits within maxPending, else is shed", async () => {
+    const r = await rig({ maxConcurrent: 1, maxPending: 0, resumable: () => true, clock: new ManualClock() });
+    const sockets: net.Socket[] = [];
+    try {
+      const resuming = await rawConnection(r.port);
+      sockets.push(resuming);
+      resuming.write(resumingHello);
+      await waitUntil("the resumption to run", () => r.pacer.state().handshaking === 1);
+      assert.equal(r.pacer.state().load, RESUMED_HANDSHAKE_COST);
+      // Half the slot is free, but a full handshake needs all of it: it would wait, and none may.
+      for (let i = 0; i < 3; i++) {
+        const full = await rawConnection(r.port);
+        sockets.push(full);
+        full.write(clientHello);
+        assert.deepEqual(await readAll(full), SHED_ALERT);
+      }
+      assert.equal(r.pacer.state().waiting, 0);
+      assert.equal(r.pacer.state().shed, 3);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await r.close();
+    }
+  });
+
   test("a ticket of the port's key whose handshake fails on the server's side owes the rest of a full slot", async () => {
     const key = randomBytes(48);
     const clock = new ManualClock();

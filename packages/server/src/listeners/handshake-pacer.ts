@@ -114,7 +114,7 @@ export class HandshakePacer {
   private shedCount = 0;
   /** The ticket each waiting connection's ClientHello offers (none: a full handshake). */
   private readonly tickets = new WeakMap<net.Socket, Buffer>();
-  /** The cost of the waiting connections whose turn came and did not fit (checked once per ticket). */
+  /** The cost of each connection with a ClientHello (see {@link costOf}). */
   private readonly costs = new WeakMap<net.Socket, number>();
   /** TLS servers whose "secureConnection" ends a turn. */
   private readonly watched = new WeakSet<net.Server>();
@@ -147,11 +147,6 @@ export class HandshakePacer {
     });
   }
 
-  /** Whether some handshake could start now: the load is below `maxConcurrent`. */
-  private hasRoom(): boolean {
-    return this.load + this.debt < this.options.maxConcurrent - 1e-9;
-  }
-
   /**
    * Whether a handshake of `cost` may start now: it fits under `maxConcurrent` with the load (else
    * a full handshake starting beside a resumption that turns out full would take the port past
@@ -163,11 +158,19 @@ export class HandshakePacer {
     return held < 1e-9 || held + cost <= this.options.maxConcurrent + 1e-9;
   }
 
-  /** What `socket`'s handshake costs: {@link RESUMED_HANDSHAKE_COST} for a `resumable` ticket, else 1. */
+  /**
+   * What `socket`'s handshake costs: {@link RESUMED_HANDSHAKE_COST} for a `resumable` ticket, else
+   * 1 (checked once per connection).
+   */
   private costOf(socket: net.Socket): number {
-    const ticket = this.tickets.get(socket);
-    const resumable = ticket !== undefined && this.options.resumable?.(ticket) === true;
-    return resumable ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
+    let cost = this.costs.get(socket);
+    if (cost === undefined) {
+      const ticket = this.tickets.get(socket);
+      const resumable = ticket !== undefined && this.options.resumable?.(ticket) === true;
+      cost = resumable ? (this.options.resumedCost ?? RESUMED_HANDSHAKE_COST) : 1;
+      this.costs.set(socket, cost);
+    }
+    return cost;
   }
 
   state(): PacerState {
@@ -252,7 +255,9 @@ export class HandshakePacer {
   }
 
   private helloed(socket: net.Socket): void {
-    if (this.ledger.helloed(socket, this.hasRoom()) === "shed") {
+    // Past maxPending only one that starts at once: none waits before it, and it fits.
+    const startsNow = this.ledger.peek() === undefined && this.fits(this.costOf(socket));
+    if (this.ledger.helloed(socket, startsNow) === "shed") {
       this.shed(socket);
       return;
     }
@@ -262,6 +267,7 @@ export class HandshakePacer {
   private begin(socket: net.Socket, cost: number): void {
     const ticket = this.tickets.get(socket);
     this.tickets.delete(socket);
+    this.costs.delete(socket);
     const server = (ticket ? this.options.route?.(ticket) : undefined) ?? this.tlsServer;
     this.watch(server);
     this.handshaking++;
@@ -310,8 +316,7 @@ export class HandshakePacer {
         this.ledger.finished(socket);
         continue;
       }
-      let cost = this.costs.get(socket);
-      if (cost === undefined) this.costs.set(socket, (cost = this.costOf(socket)));
+      const cost = this.costOf(socket);
       if (!this.fits(cost)) return;
       this.ledger.next();
       this.begin(socket, cost);
