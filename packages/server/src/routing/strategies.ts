@@ -56,27 +56,47 @@ function preferActive<B extends RoutableBackend>(list: Iterable<B>): B | undefin
  * then the first agent whose oldest stream is not draining, else the first draining one.
  */
 class AgentPool<B extends RoutableBackend> {
-  private readonly byAgent = new Map<string, B[]>();
+  /** Each agent's streams, in no particular order (a removed agent's place takes the last one). */
+  private readonly agents: B[][] = [];
+  /** Each agent's index in {@link agents}. */
+  private readonly slot = new Map<string, number>();
   private streams = 0;
 
   constructor(private readonly random: () => number) {}
 
   add(backend: B): void {
-    const list = this.byAgent.get(backend.agentId);
+    const list = this.listOf(backend.agentId);
     if (list) list.push(backend);
-    else this.byAgent.set(backend.agentId, [backend]);
+    else {
+      this.slot.set(backend.agentId, this.agents.length);
+      this.agents.push([backend]);
+    }
     this.streams++;
   }
 
   remove(backend: B): void {
-    const list = this.byAgent.get(backend.agentId);
+    const list = this.listOf(backend.agentId);
     if (!list || !removeFrom(list, backend)) return;
     this.streams--;
-    if (list.length === 0) this.byAgent.delete(backend.agentId);
+    if (list.length > 0) return;
+    // O(1) with any number of agents: the last agent's list moves into the emptied place.
+    const i = this.slot.get(backend.agentId) ?? 0;
+    this.slot.delete(backend.agentId);
+    const last = this.agents.pop();
+    if (!last || last === list) return;
+    this.agents[i] = last;
+    const moved = last[0];
+    if (moved) this.slot.set(moved.agentId, i);
   }
 
+  private listOf(agentId: string): B[] | undefined {
+    const i = this.slot.get(agentId);
+    return i === undefined ? undefined : this.agents[i];
+  }
+
+  /** No copy of the pool per dial: the walk starts at a random agent and wraps around. */
   pickRandom(): B | undefined {
-    const agents = [...this.byAgent.values()];
+    const agents = this.agents;
     if (agents.length === 0) return undefined;
     const start = Math.min(agents.length - 1, Math.floor(this.random() * agents.length));
     let firstDraining: B | undefined;
