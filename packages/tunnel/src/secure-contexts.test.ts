@@ -13,6 +13,21 @@ before(async () => {
 });
 after(() => pki.cleanup());
 
+/** A TLS server asking for client certificates that answers each client with its certificate's subject. */
+function subjectEchoServer(): tls.Server {
+  return tls.createServer(
+    { cert: pki.serverCert, key: pki.serverKey, ca: [pki.clientCa, pki.agentCa], requestCert: true },
+    (s) => s.end(`${s.getPeerX509Certificate()?.subject ?? "none"}`),
+  );
+}
+
+/** Listen on a loopback port; resolves with it. */
+async function listening(server: tls.Server): Promise<number> {
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return (server.address() as net.AddressInfo).port;
+}
+
 describe("SecureContextCache", () => {
   test("the connections of one identity share a context; another certificate, key or CA gets its own", () => {
     const cache = new SecureContextCache();
@@ -41,13 +56,8 @@ describe("SecureContextCache", () => {
   });
 
   test("two identities through one cache: the server sees each one's own certificate, and sessions resume", async () => {
-    const server = tls.createServer(
-      { cert: pki.serverCert, key: pki.serverKey, ca: [pki.clientCa, pki.agentCa], requestCert: true },
-      (s) => s.end(`${s.getPeerX509Certificate()?.subject ?? "none"}`),
-    );
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const port = (server.address() as net.AddressInfo).port;
+    const server = subjectEchoServer();
+    const port = await listening(server);
     const cache = new SecureContextCache();
     const connect = (
       cert: Buffer,
@@ -155,13 +165,8 @@ describe("SecureContextCache", () => {
   });
 
   test("a context is never presented for another identity: after eviction, and after the certificate is replaced", async () => {
-    const server = tls.createServer(
-      { cert: pki.serverCert, key: pki.serverKey, ca: [pki.clientCa, pki.agentCa], requestCert: true },
-      (s) => s.end(`${s.getPeerX509Certificate()?.subject ?? "none"}`),
-    );
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const port = (server.address() as net.AddressInfo).port;
+    const server = subjectEchoServer();
+    const port = await listening(server);
     // One context at most, as the agent's.
     const cache = new SecureContextCache(1);
     const presented = (options: tls.ConnectionOptions): Promise<string> =>
@@ -206,9 +211,7 @@ describe("SecureContextCache", () => {
 
   test("rejectUnauthorized is the connection's: a context shared with a lenient connection still refuses an untrusted server", async () => {
     const server = tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (s) => s.end("hello"));
-    server.listen(0, "127.0.0.1");
-    await once(server, "listening");
-    const port = (server.address() as net.AddressInfo).port;
+    const port = await listening(server);
     const cache = new SecureContextCache();
     // A CA that did not sign the server's certificate.
     const untrusting = { host: "127.0.0.1", port, ca: pki.clientCa, servername: "localhost" };
