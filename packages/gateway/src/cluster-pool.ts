@@ -12,11 +12,41 @@ import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/ap
 import { clusterNamesFromCertificate } from "@cluster-proxy/pki";
 import { errorMessage } from "@cluster-proxy/errors";
 import { realClock, type Timers } from "@cluster-proxy/kit";
+import { probeIdleSession } from "@cluster-proxy/tunnel";
 
 /** How long an endpoint may take to send its SETTINGS before its session is given up. */
 export const SETTINGS_TIMEOUT_MS = 10_000;
 /** Streams a session takes when the endpoint's SETTINGS name no limit. */
 export const UNLIMITED_STREAMS_CAP = 1000;
+
+/**
+ * How the gateway learns, end to end, that an endpoint session's path is gone when no hop said so
+ * (an agent that left while its proxy-server drained, a close lost behind the hub apiserver): the
+ * session would stay open and silent, and a watch on it silent for ever.
+ * Design: docs/design/gateway.md#the-gateway---agent-endpoint-contract-http2-over-the-mutual-tls-stream-upgrades-http11 (liveness)
+ */
+export interface EndpointLiveness {
+  /** Quiet ms (no frame either way) before an open session is pinged through the tunnel. */
+  idleMs: number;
+  /** An answered ping doubles the next quiet period, up to this. */
+  maxIdleMs: number;
+  /** A ping unanswered this long destroys the session (its streams fail: a watch is listed again). */
+  timeoutMs: number;
+  /**
+   * After the endpoint's GOAWAY (the agent drains) node's session can no longer ping: the streams
+   * still running are ended this long after it. Above the agent's default drain grace period
+   * (30 s), so an agent that ends them itself is never cut short.
+   */
+  goawayGraceMs: number;
+}
+
+/** The gateway's {@link EndpointLiveness}. */
+export const ENDPOINT_LIVENESS: EndpointLiveness = {
+  idleMs: 5_000,
+  maxIdleMs: 30_000,
+  timeoutMs: 10_000,
+  goawayGraceMs: 35_000,
+};
 
 /** Opens a stream to `address` (`host:port`); rejects with the dial's error. */
 export type Dialer = (address: string, signal?: AbortSignal) => Promise<Duplex>;
@@ -130,8 +160,9 @@ export class ClusterSessions {
     private readonly dial: Dialer,
     private readonly tls: EndpointTls,
     private readonly maxSessions: number,
-    /** The timers of the sessions' SETTINGS deadline (default the kit's `realClock`). */
+    /** The timers of the sessions' SETTINGS deadline and GOAWAY grace (default the kit's `realClock`). */
     private readonly clock: Timers = realClock,
+    private readonly liveness: EndpointLiveness = ENDPOINT_LIVENESS,
   ) {}
 
   /** Sessions open or opening. */
@@ -317,8 +348,19 @@ export class ClusterSessions {
     session.once("goaway", (_code: number, lastStreamID: number) => {
       goawayLastStream.set(session, lastStreamID);
       this.drop(s);
+      const grace = this.clock.setTimeout(
+        () =>
+          session.destroy(
+            new Error(`the endpoint's streams outlived its GOAWAY by ${this.liveness.goawayGraceMs} ms: ended`),
+          ),
+        this.liveness.goawayGraceMs,
+      );
+      session.once("close", () => this.clock.clearTimeout(grace));
     });
     session.once("close", () => this.drop(s));
+    const { idleMs, timeoutMs, maxIdleMs } = this.liveness;
+    // Destroys the session itself when a ping goes unanswered; nothing more to do here.
+    probeIdleSession(session, idleMs, timeoutMs, () => undefined, maxIdleMs);
     if (s.retired && s.active === 0) session.close();
     return session;
   }
@@ -332,8 +374,9 @@ export class ClusterPool {
     private readonly dial: Dialer,
     private tls: EndpointTls,
     private readonly maxSessionsPerCluster: number,
-    /** The timers of the sessions' SETTINGS deadlines (default the kit's `realClock`). */
+    /** The timers of the sessions' SETTINGS deadlines and GOAWAY grace (default the kit's `realClock`). */
     private readonly clock: Timers = realClock,
+    private readonly liveness: EndpointLiveness = ENDPOINT_LIVENESS,
   ) {}
 
   /** The TLS material new connections use (the fleet view's endpoint probes use it too). */
@@ -355,7 +398,7 @@ export class ClusterPool {
   sessionsFor(cluster: string): ClusterSessions {
     let c = this.clusters.get(cluster);
     if (!c) {
-      c = new ClusterSessions(cluster, this.dial, this.tls, this.maxSessionsPerCluster, this.clock);
+      c = new ClusterSessions(cluster, this.dial, this.tls, this.maxSessionsPerCluster, this.clock, this.liveness);
       this.clusters.set(cluster, c);
     }
     return c;
