@@ -21,7 +21,11 @@ import {
   type EndpointTls,
 } from "./cluster-pool.js";
 
-test("a session whose endpoint sends no SETTINGS ends at the deadline of the injected clock", async () => {
+/**
+ * Certificates for one endpoint session: the endpoint's server options (mc1's agent certificate,
+ * trusting the gateway CA) and the gateway's material (its identity, trusting the agent CA).
+ */
+async function endpointPki(): Promise<{ endpoint: { cert: string; key: string; ca: string }; gateway: EndpointTls }> {
   const gatewayCa = await createCertificateAuthority({ commonName: "gateway-ca", validityDays: 1 });
   const agentCa = await createCertificateAuthority({ commonName: "agent-ca", validityDays: 1 });
   const agent = await issueCertificate(agentCa, {
@@ -31,13 +35,30 @@ test("a session whose endpoint sends no SETTINGS ends at the deadline of the inj
     validityDays: 1,
   });
   const identity = await issueCertificate(gatewayCa, { commonName: "gateway", usage: "client", validityDays: 1 });
+  return {
+    endpoint: { cert: agent.certPem, key: agent.keyPem, ca: gatewayCa.certPem },
+    gateway: {
+      cert: Buffer.from(identity.certPem),
+      key: Buffer.from(identity.keyPem),
+      ca: Buffer.from(agentCa.certPem),
+    },
+  };
+}
+
+function tcpDialer(port: number): () => Promise<net.Socket> {
+  return () => {
+    const socket = net.connect(port, "127.0.0.1");
+    return once(socket, "connect").then(() => socket);
+  };
+}
+
+test("a session whose endpoint sends no SETTINGS ends at the deadline of the injected clock", async () => {
+  const { endpoint, gateway } = await endpointPki();
   // Speaks TLS (ALPN h2), then says nothing.
   const held: tls.TLSSocket[] = [];
   const mute = tls.createServer(
     {
-      cert: agent.certPem,
-      key: agent.keyPem,
-      ca: gatewayCa.certPem,
+      ...endpoint,
       requestCert: true,
       rejectUnauthorized: true,
       ALPNProtocols: ["h2"],
@@ -51,16 +72,7 @@ test("a session whose endpoint sends no SETTINGS ends at the deadline of the inj
   await once(mute, "listening");
   const port = (mute.address() as net.AddressInfo).port;
   const clock = new ManualClock();
-  const sessions = new ClusterSessions(
-    "mc1",
-    () => {
-      const socket = net.connect(port, "127.0.0.1");
-      return once(socket, "connect").then(() => socket);
-    },
-    { cert: Buffer.from(identity.certPem), key: Buffer.from(identity.keyPem), ca: Buffer.from(agentCa.certPem) },
-    1,
-    clock,
-  );
+  const sessions = new ClusterSessions("mc1", tcpDialer(port), gateway, 1, clock);
   try {
     const stream = await sessions.request({ ":method": "GET", ":path": "/" }, true);
     const errors: Error[] = [];
@@ -91,19 +103,9 @@ async function holdingEndpoint(): Promise<{
   sessions: http2.ServerHttp2Session[];
   close: () => void;
 }> {
-  const gatewayCa = await createCertificateAuthority({ commonName: "gateway-ca", validityDays: 1 });
-  const agentCa = await createCertificateAuthority({ commonName: "agent-ca", validityDays: 1 });
-  const agent = await issueCertificate(agentCa, {
-    commonName: "agent",
-    uris: [agentClusterUri("mc1")],
-    usage: "both",
-    validityDays: 1,
-  });
-  const identity = await issueCertificate(gatewayCa, { commonName: "gateway", usage: "client", validityDays: 1 });
+  const { endpoint, gateway } = await endpointPki();
   const server = http2.createSecureServer({
-    cert: agent.certPem,
-    key: agent.keyPem,
-    ca: gatewayCa.certPem,
+    ...endpoint,
     requestCert: true,
     rejectUnauthorized: true,
   });
@@ -121,7 +123,7 @@ async function holdingEndpoint(): Promise<{
   await once(server, "listening");
   return {
     port: (server.address() as net.AddressInfo).port,
-    tls: { cert: Buffer.from(identity.certPem), key: Buffer.from(identity.keyPem), ca: Buffer.from(agentCa.certPem) },
+    tls: gateway,
     sessions,
     close: () => {
       for (const s of sessions) s.destroy();
@@ -160,13 +162,6 @@ async function freezableRelay(port: number): Promise<{ port: number; freeze: () 
       for (const pair of pairs) for (const s of pair) s.destroy();
       relay.close();
     },
-  };
-}
-
-function tcpDialer(port: number): () => Promise<net.Socket> {
-  return () => {
-    const socket = net.connect(port, "127.0.0.1");
-    return once(socket, "connect").then(() => socket);
   };
 }
 
