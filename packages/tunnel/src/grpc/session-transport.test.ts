@@ -175,3 +175,88 @@ test("SessionTransport: end() finishes once the socket flushed, so the destroy n
     server.close();
   }
 });
+
+test("SessionTransport: the peer's end closes it once everything before was read, and never ends it", async () => {
+  const { server, socket, peer } = await connectedToSilentPeer();
+  const transport = new SessionTransport(socket);
+  try {
+    // Less than the read-ahead: the socket reads it all and the end while nothing reads the
+    // transport, then closes.
+    const size = 256 * 1024;
+    let ended = false;
+    transport.on("end", () => (ended = true));
+    const closed = once(transport, "close");
+    peer.end(Buffer.alloc(size, 5));
+    peer.resume();
+    await once(socket, "close");
+    let got = 0;
+    transport.on("data", (c: Buffer) => (got += c.length));
+    await closed;
+    assert.equal(got, size, "every byte the peer sent before its end was read");
+    assert.equal(ended, false, "no end reached the reader (node's stream socket would shut its writes down)");
+  } finally {
+    transport.destroy();
+    peer.destroy();
+    server.close();
+  }
+});
+
+test("a client session whose server hangs up survives the destroy of its streams and itself at any moment after", async () => {
+  // node asserts (ERR_INTERNAL_ASSERTION, an uncaught exception that ended the process) when the
+  // session writes after its JS stream socket began shutting down, which an end from the transport
+  // started: a destroyed stream's RST_STREAM or the session's GOAWAY. Each moment is tried: inside
+  // that shutdown (if one starts), at the socket's end, and one turn later; before the fix the
+  // first one failed every time.
+  const moments = ["shutdown", "end", "immediate"] as const;
+  for (const moment of moments) {
+    const server = net.createServer((s) => {
+      s.on("error", () => undefined);
+      s.resume();
+      // An empty SETTINGS frame and the ack of the client's, then the FIN once the test asks.
+      s.write(Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0, 0]));
+      server.emit("peer", s);
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const peerReady = once(server, "peer") as Promise<[net.Socket]>;
+    const socket = net.connect((server.address() as net.AddressInfo).port, "127.0.0.1");
+    const transport = new SessionTransport(socket);
+    const session = http2.connect("http://localhost", { createConnection: () => transport });
+    session.on("error", () => undefined);
+    try {
+      await once(session, "connect");
+      const [peer] = await peerReady;
+      const streams = [0, 1, 2].map(() => {
+        const s = session.request({ ":method": "POST", ":path": "/" });
+        s.on("error", () => undefined);
+        s.write("x");
+        return s;
+      });
+      const destroyAll = (): void => {
+        for (const s of streams) s.destroy();
+        session.destroy();
+      };
+      // node's stream socket shuts its write side down with end(callback) on the transport.
+      const end = transport.end.bind(transport) as (...args: unknown[]) => SessionTransport;
+      Object.assign(transport, {
+        end: (...args: unknown[]): SessionTransport => {
+          if (moment === "shutdown" && typeof args.at(-1) === "function") destroyAll();
+          return end(...args);
+        },
+      });
+      socket.once("end", () => {
+        if (moment === "end") destroyAll();
+        else if (moment === "immediate") setImmediate(destroyAll);
+      });
+      const closed = once(session, "close");
+      peer.end();
+      await closed;
+      assert.ok(session.destroyed, `${moment}: the session is destroyed`);
+      assert.ok(transport.destroyed, `${moment}: the transport is destroyed`);
+    } finally {
+      session.destroy();
+      socket.destroy();
+      server.close();
+    }
+  }
+});

@@ -16,6 +16,8 @@ export const TRANSPORT_HOLD_BYTES = 64 * 1024 * 1024;
 export class SessionTransport extends Duplex {
   /** The callback of a write held until the socket drains. */
   private held: ((err?: Error | null) => void) | undefined;
+  /** The socket will deliver nothing more (the peer's FIN, or a clean close). */
+  private drained = false;
 
   constructor(
     readonly socket: net.Socket,
@@ -30,14 +32,23 @@ export class SessionTransport extends Duplex {
     socket.on("data", (chunk: Buffer) => {
       if (!this.push(chunk)) socket.pause();
     });
-    socket.on("end", () => this.push(null));
+    // The peer's end (or a clean close) closes the transport once the session has read what came
+    // before, and never ends it: node asserts when the session writes after an end (design doc).
+    socket.on("end", () => this.closeOnceRead());
     socket.on("drain", () => this.release());
     socket.on("error", (err) => this.destroy(err));
-    socket.on("close", () => this.destroy());
+    socket.on("close", () => this.closeOnceRead());
   }
 
   override _read(): void {
     this.socket.resume();
+  }
+
+  /** Whatever `read()` hands over; the last read after the peer's end closes the transport. */
+  override read(size?: number): unknown {
+    const chunk: unknown = super.read(size);
+    if (this.drained && this.readableLength === 0) this.destroy();
+    return chunk;
   }
 
   override _write(chunk: Buffer, _encoding: BufferEncoding, callback: (err?: Error | null) => void): void {
@@ -66,6 +77,11 @@ export class SessionTransport extends Duplex {
   private complete(callback: (err?: Error | null) => void): void {
     if (this.socket.writableLength <= this.holdBytes) callback();
     else this.held = callback;
+  }
+
+  private closeOnceRead(): void {
+    this.drained = true;
+    if (this.readableLength === 0) this.destroy();
   }
 
   private release(err?: Error | null): void {
