@@ -150,11 +150,11 @@ function openTcpProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCach
     ...proxy.tls,
     ALPNProtocols: ["http/1.1"],
   };
-  const key = sessions ? tlsSessionKey(`${host}:${port}`, options) : "";
-  const offered = sessions?.get(key);
-  const withSession = offered ? { ...options, session: offered } : options;
-  const socket = tls.connect(sharedSecureContexts.withContext(withSession)).setNoDelay(true);
-  if (sessions) {
+  const prepared = sharedSecureContexts.withContext(options);
+  const key = sessions && tlsSessionKey(`${host}:${port}`, prepared);
+  const offered = key === undefined ? undefined : sessions?.get(key);
+  const socket = tls.connect(offered ? { ...prepared, session: offered } : prepared).setNoDelay(true);
+  if (sessions && key !== undefined) {
     if (offered) sessions.stats.offered++;
     let failed = false;
     let heard = false;

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import * as tls from "node:tls";
 import type { ServerOptions } from "@cluster-proxy/api";
 import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
-import { TlsSessionCache, tlsSessionKey, type ConnectTarget } from "@cluster-proxy/tunnel";
+import { TlsSessionCache, sharedSecureContexts, tlsSessionKey, type ConnectTarget } from "@cluster-proxy/tunnel";
 import { tcpPort, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { ProxyServer, type ProxyServerDeps } from "./proxy-server.js";
 import { formatTicketKeyFile } from "./listeners/ticket-keys.js";
@@ -293,7 +293,9 @@ describe("TLS session resumption", () => {
     assert.equal(atAgent.open, false, "the agent port refused the proxy-client certificate");
     // Through the SDK's session cache too: nothing reaches the agent service.
     const sessions = new TlsSessionCache();
-    sessions.set(tlsSessionKey(`127.0.0.1:${agentPort}`, clientTls), client.ticket);
+    const key = tlsSessionKey(`127.0.0.1:${agentPort}`, sharedSecureContexts.withContext(clientTls));
+    assert.ok(key !== undefined);
+    sessions.set(key, client.ticket);
     const peer = await connectFakeAgent(
       { host: "127.0.0.1", port: agentPort, tls: clientTls, sessions },
       { agentid: "impostor", agentidentifiers: "host=east" },
@@ -302,6 +304,7 @@ describe("TLS session resumption", () => {
       peers.push(peer);
       await peer.packets.closed(10_000).catch(() => undefined);
     }
+    assert.equal(sessions.stats.offered, 1, "the client's ticket was offered at the agent port");
     assert.equal(s.backendCount(), 0);
     assert.equal(await metric(s, "agent-port", "resumed"), 0);
   });

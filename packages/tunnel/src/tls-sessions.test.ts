@@ -1,36 +1,48 @@
-import { test } from "node:test";
+import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import * as tls from "node:tls";
+import { createTestPki, type TestPki } from "@cluster-proxy/pki/testing";
+import { SecureContextCache } from "./secure-contexts.js";
 import { tlsSessionKey } from "./tls-sessions.js";
 
-const pem = (name: string): Buffer => Buffer.from(`-----BEGIN ${name}-----\n`);
 const where = "proxy.example:8090";
 
-test("two identities never share a session key: certificate, key, pfx, CA, CRL or server name", () => {
-  const base: tls.ConnectionOptions = { cert: pem("A"), key: pem("KA"), ca: pem("CA") };
+let pki: TestPki;
+before(async () => {
+  pki = await createTestPki();
+});
+after(() => pki.cleanup());
+
+test("two identities never share a session key: certificate and key, CA, partial-chain trust or server name", () => {
+  const contexts = new SecureContextCache();
+  const base: tls.ConnectionOptions = { cert: pki.clientCert, key: pki.clientKey, ca: pki.ca };
   const keys = [
     base,
-    { ...base, cert: pem("B") },
-    { ...base, key: pem("KB") },
-    { ...base, ca: pem("CB") },
+    { ...base, cert: pki.agentCert, key: pki.agentKey },
+    { ...base, ca: pki.clientCa },
+    { ...base, ca: [pki.ca, pki.clientCa] },
     { ...base, servername: "other" },
-    { ...base, crl: pem("CRL") },
-    // An identity given as a PKCS#12 bundle (no cert or key option), as a buffer or as objects.
-    { ca: pem("CA"), pfx: pem("P1") },
-    { ca: pem("CA"), pfx: pem("P2") },
-    { ca: pem("CA"), pfx: [{ buf: pem("P3"), passphrase: "x" }] },
-    { ca: pem("CA"), pfx: [{ buf: pem("P4"), passphrase: "x" }] },
-    // Keys as objects (a PEM with its passphrase).
-    { cert: pem("A"), key: [{ pem: pem("KC"), passphrase: "x" }], ca: pem("CA") },
-    { cert: pem("A"), key: [{ pem: pem("KD"), passphrase: "x" }], ca: pem("CA") },
-  ].map((o) => tlsSessionKey(where, o));
+    { ...base, allowPartialTrustChain: true },
+  ].map((o) => tlsSessionKey(where, contexts.withContext(o)));
+  assert.ok(keys.every((k) => k !== undefined));
   assert.equal(new Set(keys).size, keys.length, keys.join("\n"));
 });
 
-test("a PEM that moves from one option to the next changes the key (each option is delimited)", () => {
-  const [a, b, k] = [pem("A"), pem("B"), pem("K")];
-  assert.notEqual(tlsSessionKey(where, { cert: [a, b], key: k }), tlsSessionKey(where, { cert: a, key: [b, k] }));
-  assert.notEqual(tlsSessionKey(where, { cert: a, key: [k] }), tlsSessionKey(where, { cert: [a, k] }));
+test("the same identity gives the same key through one cache; another server another one", () => {
+  const contexts = new SecureContextCache();
+  const o = { cert: pki.clientCert, key: pki.clientKey, ca: pki.ca, servername: "s" };
+  const key = tlsSessionKey(where, contexts.withContext(o));
+  assert.equal(tlsSessionKey(where, contexts.withContext({ ...o, cert: Buffer.from(pki.clientCert) })), key);
+  assert.notEqual(tlsSessionKey("other:8090", contexts.withContext(o)), key);
+});
+
+test("a context rebuilt after eviction, or made by another cache, gets keys of its own", () => {
+  const contexts = new SecureContextCache(1);
+  const a = { cert: pki.clientCert, key: pki.clientKey, ca: pki.ca };
+  const first = tlsSessionKey(where, contexts.withContext(a));
+  contexts.withContext({ ...a, ca: pki.clientCa });
+  assert.notEqual(tlsSessionKey(where, contexts.withContext(a)), first);
+  assert.notEqual(tlsSessionKey(where, new SecureContextCache().withContext(a)), first);
 });
 
 test("connections given their own secure contexts share a session only with the same context", () => {
@@ -38,11 +50,11 @@ test("connections given their own secure contexts share a session only with the 
   const two = tls.createSecureContext({});
   assert.notEqual(tlsSessionKey(where, { secureContext: one }), tlsSessionKey(where, { secureContext: two }));
   assert.equal(tlsSessionKey(where, { secureContext: one }), tlsSessionKey(where, { secureContext: one }));
-  assert.notEqual(tlsSessionKey(where, { secureContext: one }), tlsSessionKey(where, {}));
 });
 
-test("the same options give the same key; another server another one", () => {
-  const o = { cert: pem("A"), key: pem("K"), ca: [pem("C1"), pem("C2")], servername: "s" };
-  assert.equal(tlsSessionKey(where, o), tlsSessionKey(where, { ...o, cert: Buffer.from(pem("A")) }));
-  assert.notEqual(tlsSessionKey(where, o), tlsSessionKey("other:8090", o));
+test("options without a context (not shareable, e.g. a pfx list with passphrases) keep no session", () => {
+  const contexts = new SecureContextCache();
+  const pfxList = { pfx: [{ buf: Buffer.from("not read"), passphrase: "x" }] };
+  assert.equal(tlsSessionKey(where, contexts.withContext(pfxList)), undefined);
+  assert.equal(tlsSessionKey(where, { cert: pki.clientCert, key: pki.clientKey }), undefined);
 });

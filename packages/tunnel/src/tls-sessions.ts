@@ -1,9 +1,8 @@
 /**
- * The client side of TLS 1.3 resumption: sessions kept per server and per own identity (a digest of
- * certificate, key or pfx, CA, CRL and server name), offered on the next connection, dropped when it fails.
+ * The client side of TLS 1.3 resumption: sessions kept per server and per own identity (the shared
+ * secure context and the server name), offered on the next connection, dropped when it fails.
  * Design: docs/design/decisions.md#tls-13-session-resumption-issue-41
  */
-import { createHash } from "node:crypto";
 import type * as tls from "node:tls";
 
 /** Sessions kept at most by a cache (the oldest is dropped for a new one). */
@@ -49,10 +48,7 @@ export class TlsSessionCache {
 /** The sessions of every `TunnelClient` and `dial` that was not given a cache of its own. */
 export const sharedTlsSessions = new TlsSessionCache();
 
-/** The options that make our identity and our trust in the server: a session is kept per their values. */
-const IDENTITY_OPTIONS = ["cert", "key", "pfx", "ca", "crl", "allowPartialTrustChain", "servername"] as const;
-
-/** A number per secure context a caller gave in place of the options (its content cannot be read). */
+/** A number per secure context (never reused): a context stands for the options it was made of. */
 const contextIds = new WeakMap<tls.SecureContext, number>();
 let lastContextId = 0;
 
@@ -62,39 +58,14 @@ function contextId(context: tls.SecureContext): number {
   return id;
 }
 
-/** The bytes of a PEM-ish part: a string, a buffer, or node's `{ pem }` (key) or `{ buf }` (pfx) object. */
-function pemBytes(part: unknown): Buffer | undefined {
-  if (typeof part === "string") return Buffer.from(part);
-  if (Buffer.isBuffer(part)) return part;
-  if (typeof part !== "object" || part === null) return undefined;
-  const inner: unknown = "pem" in part ? part.pem : "buf" in part ? part.buf : undefined;
-  return typeof inner === "string" || Buffer.isBuffer(inner) ? pemBytes(inner) : undefined;
-}
-
-/** A digest of option `name` (a PEM-ish part, a boolean, or a list of them), delimited from the next. */
-function digestOption(h: ReturnType<typeof createHash>, name: string, value: unknown): void {
-  if (value === undefined) return;
-  const parts: unknown[] = Array.isArray(value) ? value : [value];
-  h.update(`${name}=${parts.length}[`);
-  for (const part of parts) {
-    const bytes = pemBytes(part);
-    if (bytes) {
-      h.update(`${bytes.length}:`);
-      h.update(bytes);
-    } else h.update(typeof part === "boolean" ? String(part) : "?");
-    h.update(";");
-  }
-  h.update("]");
-}
-
 /**
- * The cache key of a connection to `where` (host:port) with `options`: the address and a digest of
- * the certificate, key (or pfx), CA, CRL and SNI name, or of the secure context given instead,
- * so that two identities never share a session.
+ * The cache key of a connection to `where` (host:port) with `options` as given to `tls.connect`:
+ * the address, the secure context and the server name. A shared context is made per the content of
+ * every option that makes our identity and our trust (certificate, key or pfx, CA, CRL and the
+ * rest, see secure-contexts.ts), so two identities never share a session. Undefined for options
+ * without a context (not shareable): no session is kept for them.
  */
-export function tlsSessionKey(where: string, options: tls.ConnectionOptions | undefined): string {
-  const h = createHash("sha256");
-  for (const name of IDENTITY_OPTIONS) digestOption(h, name, options?.[name]);
-  if (options?.secureContext) h.update(`secureContext=${contextId(options.secureContext)}`);
-  return `${where}#${h.digest("base64url").slice(0, 22)}`;
+export function tlsSessionKey(where: string, options: tls.ConnectionOptions): string | undefined {
+  const context = options.secureContext;
+  return context && `${where}#${contextId(context)}#${options.servername ?? ""}`;
 }

@@ -122,8 +122,8 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     let socket: net.Socket;
     let url: string;
     const sessions = target.udsPath ? undefined : target.sessions;
-    const sessionKey = sessions ? tlsSessionKey(where, target.tls) : "";
-    const offered = sessions?.get(sessionKey);
+    /** The key of our identity's sessions with this server (undefined: none are kept). */
+    let sessionKey: string | undefined;
     /**
      * A connection that failed or was refused right after its handshake: the session it offered
      * and the tickets it got are dropped, so the next attempt is a full handshake.
@@ -131,26 +131,27 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     let dropped = false;
     const dropOffered = (): void => {
       dropped = true;
-      sessions?.delete(sessionKey);
+      if (sessionKey !== undefined) sessions?.delete(sessionKey);
     };
     if (target.udsPath) {
       socket = net.connect(target.udsPath);
       url = "http://localhost";
     } else {
       const host = target.host ?? "127.0.0.1";
-      socket = tls.connect(
-        (target.contexts ?? sharedSecureContexts).withContext({
-          ...target.tls,
-          ...(target.socket ? { socket: target.socket } : { host, port: target.port }),
-          ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
-          servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
-          ...(offered ? { session: offered } : {}),
-        }),
-      );
-      if (sessions) {
+      const options = (target.contexts ?? sharedSecureContexts).withContext({
+        ...target.tls,
+        ...(target.socket ? { socket: target.socket } : { host, port: target.port }),
+        ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
+        servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
+      });
+      const key = sessions && tlsSessionKey(where, options);
+      const offered = key === undefined ? undefined : sessions?.get(key);
+      socket = tls.connect(offered ? { ...options, session: offered } : options);
+      if (sessions && key !== undefined) {
+        sessionKey = key;
         if (offered) sessions.stats.offered++;
         socket.on("session", (session: Buffer) => {
-          if (!dropped) sessions.set(sessionKey, session);
+          if (!dropped) sessions.set(key, session);
         });
       }
       url = `https://${host.includes(":") ? `[${host}]` : host}:${target.port}`;
