@@ -21,11 +21,15 @@
  *                                                 each variant of extra agent node flags ("" = the
  *                                                 CLI's flags alone; `cli=<main.js>`: the agent runs
  *                                                 that build), variants alternating round by round
- *   hotpath.ts handshakes [--count=300]           TLS handshakes at our agent port with an agent
+ *   hotpath.ts handshakes [--count=300]           TLS handshakes at the agent door with an agent
  *                                                 certificate, full and resumed (a ticket of the
- *                                                 first), taking turns; server CPU ms per handshake
- *                                                 of each and their ratio: the handshake pacer's
- *                                                 cost of a resumption (RESUMED_HANDSHAKE_COST)
+ *                                                 first), taking turns, one at a time; server CPU ms
+ *                                                 per handshake of ours, the floor (plain node TLS:
+ *                                                 relay-floor.ts handshakes) and Go's (full only: it
+ *                                                 issues no ticket to resume); ours/floor, and
+ *                                                 resumed/full: the handshake pacer's cost of a
+ *                                                 resumption (RESUMED_HANDSHAKE_COST); --prof: our
+ *                                                 server's profile
  *   hotpath.ts storm [--agents=1000] [--procs=4]   reconnect storm (--prof: our server's profile): load agents connect, then all
  *                                                 reconnect at once (ours resuming TLS sessions,
  *                                                 Go's not); seconds until all are back, server CPU
@@ -47,15 +51,19 @@ import { RESUMED_HANDSHAKE_COST } from "@cluster-proxy/server";
 import { Harness } from "../test/framework/harness.js";
 import { type Proc } from "../test/framework/process.js";
 import { goBin } from "../test/framework/go-harness.js";
+import { NODE_FLAGS } from "@cluster-proxy/cli";
 import {
+  BENCH,
   LOOPBACK,
   MiB,
   CLUSTER,
+  TS_NODE,
   agentFleet,
   bulk,
   cpuSeconds,
   dialRate,
   firstByte,
+  firstJsonLine,
   manyBytes,
   opener,
   percentileOf,
@@ -402,41 +410,93 @@ async function handshake(
   }
 }
 
+/** A server that only answers TLS handshakes at the agent door, with its CPU counter. */
+interface HandshakeServer {
+  port: number;
+  pid: number | undefined;
+  stop(): Promise<void>;
+}
+
+/** `path`'s agent door for `handshakes`: ours and Go's servers, or the floor's plain node TLS server. */
+async function handshakeServer(path: Path, bin: string, profDir: string | undefined): Promise<HandshakeServer> {
+  if (path === "floor") {
+    const c = h.certs;
+    const proc = h.spawnProc("tls-floor", process.execPath, [
+      ...NODE_FLAGS,
+      ...TS_NODE,
+      join(BENCH, "relay-floor.ts"),
+      "handshakes",
+      c.server.cert,
+      c.server.key,
+      c.agentCa.cert,
+    ]);
+    const { port } = await firstJsonLine<{ port: number }>(proc, "tls floor port");
+    return { port, pid: proc.child.pid, stop: () => proc.kill("SIGTERM") };
+  }
+  const st =
+    path === "go" ? await startGo(h, LOOPBACK, bin, { noAgent: true }) : await startPath(path, bin, profDir, true);
+  return {
+    port: st.agentPort,
+    pid: st.server.child.pid,
+    stop: () => (profDir && path === "ours" ? stopAndSummarise(st, join(profDir, path)) : st.stop()),
+  };
+}
+
 /** See `handshakes` in the module comment: the server CPU of a full and a resumed handshake. */
-async function handshakes(): Promise<void> {
+async function handshakes(bin: string): Promise<void> {
   const count = num("count", 300);
-  const st = await startOurs(h, LOOPBACK, { noAgent: true });
+  const servers = (opt("paths") ?? "ours,floor,go").split(",") as Path[];
+  const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
   const agentCert = h.certs.agents.get("bench")!;
   const options: tls.ConnectionOptions = {
     ca: readFileSync(h.certs.ca.cert),
     cert: readFileSync(agentCert.cert),
     key: readFileSync(agentCert.key),
   };
-  const perHandshake: Record<"full" | "resumed", number[]> = { full: [], resumed: [] };
-  try {
-    const { session } = await handshake(st.agentPort, options);
-    if (!session) throw new Error("the agent port issued no session ticket (--tls-session-ticket-lifetime=0?)");
-    for (let r = 0; r < rounds; r++) {
-      const kinds = r % 2 === 0 ? (["full", "resumed"] as const) : (["resumed", "full"] as const);
-      for (const kind of kinds) {
-        let resumedCount = 0;
-        const c0 = cpuSeconds(st.server.child.pid);
-        for (let i = 0; i < count; i++) {
-          const x = await handshake(st.agentPort, options, kind === "resumed" ? session : undefined);
-          if (x.resumed) resumedCount++;
+  const perHandshake: Partial<Record<Path, Record<"full" | "resumed", number[]>>> = {};
+  for (let r = 0; r < rounds; r++) {
+    for (const path of flag("abba") && r % 2 === 1 ? [...servers].reverse() : servers) {
+      const server = await handshakeServer(path, bin, profDir);
+      try {
+        const { session } = await handshake(server.port, options);
+        const kinds = r % 2 === 0 ? (["full", "resumed"] as const) : (["resumed", "full"] as const);
+        for (const kind of kinds) {
+          // A server that issues no ticket (Go's proxy-server) has full handshakes only.
+          if (kind === "resumed" && !session) continue;
+          let resumedCount = 0;
+          const c0 = cpuSeconds(server.pid);
+          for (let i = 0; i < count; i++) {
+            const x = await handshake(server.port, options, kind === "resumed" ? session : undefined);
+            if (x.resumed) resumedCount++;
+          }
+          const ms = ((cpuSeconds(server.pid) - c0) / count) * 1000;
+          ((perHandshake[path] ??= { full: [], resumed: [] })[kind] ??= []).push(ms);
+          log(
+            `round ${r + 1} ${path} ${kind}: server CPU ${ms.toFixed(3)} ms per handshake (${resumedCount} of ${count} resumed)`,
+          );
         }
-        const ms = ((cpuSeconds(st.server.child.pid) - c0) / count) * 1000;
-        perHandshake[kind].push(ms);
-        log(
-          `round ${r + 1} ${kind}: server CPU ${ms.toFixed(3)} ms per handshake (${resumedCount} of ${count} resumed)`,
-        );
+      } finally {
+        await server.stop();
       }
     }
-    const ratios = perHandshake.resumed.map((ms, i) => ms / perHandshake.full[i]!);
-    log(`resumed/full server CPU per round: ${ratios.map((x) => x.toFixed(3)).join(" ")}`);
-    log(`median: ${percentileOf(ratios, 50).toFixed(3)} (the pacer charges ${RESUMED_HANDSHAKE_COST})`);
-  } finally {
-    await st.stop();
+  }
+  const median = (xs: number[] | undefined): number => (xs?.length ? percentileOf(xs, 50) : NaN);
+  for (const path of servers) {
+    const x = perHandshake[path];
+    if (!x) continue;
+    const full = median(x.full);
+    const resumed = median(x.resumed);
+    const ratios = x.resumed.map((ms, i) => ms / x.full[i]!);
+    const floor = perHandshake.floor;
+    const vsFloor =
+      floor && path !== "floor"
+        ? ` (floor: ${(full / median(floor.full)).toFixed(2)}x, ${(resumed / median(floor.resumed)).toFixed(2)}x)`
+        : "";
+    log(
+      `${path}: median server CPU ${full.toFixed(3)} ms full, ${Number.isNaN(resumed) ? "-" : resumed.toFixed(3)} ms resumed${vsFloor}` +
+        (ratios.length ? `; resumed/full ${percentileOf(ratios, 50).toFixed(3)}` : "") +
+        (path === "ours" ? ` (the pacer charges ${RESUMED_HANDSHAKE_COST})` : ""),
+    );
   }
 }
 
@@ -449,7 +509,7 @@ async function main(): Promise<void> {
   });
   if (scenario === "agents") return agents(bin);
   if (scenario === "agentrss") return agentRss(bin);
-  if (scenario === "handshakes") return handshakes();
+  if (scenario === "handshakes") return handshakes(bin);
   if (scenario === "storm") return storm(bin);
   const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
 

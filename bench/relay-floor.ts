@@ -14,6 +14,10 @@
  *          prints {"port":N,"agentPort":M} (client door, agent door; both on 127.0.0.1)
  *        relay-floor.ts agent <port> <ca.crt> <agent.crt> <agent.key>
  *          connects to 127.0.0.1:<port>; prints "connected" once the server's headers arrive
+ *        relay-floor.ts handshakes <server.crt> <server.key> <agent-ca.crt>
+ *          the agent door's TLS alone (mutual TLS, ALPN h2, node's default session tickets) and
+ *          nothing after the handshake: the floor of a TLS handshake in Node.js
+ *          (`hotpath.ts handshakes`); prints {"port":N}
  */
 import { constants as cryptoConstants } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -25,6 +29,7 @@ import {
   type ServerHttp2Stream,
 } from "node:http2";
 import { connect as tcpConnect, type AddressInfo, type Socket } from "node:net";
+import { createServer as tlsCreateServer } from "node:tls";
 import {
   AGENT_CONNECT_METHOD,
   Metadata,
@@ -171,7 +176,28 @@ function agent(port: string, ca: string, cert: string, key: string): void {
 
 // Exit normally on SIGTERM, so that --cpu-prof writes its profile.
 process.on("SIGTERM", () => process.exit(0));
+function handshakes(cert: string, key: string, agentCa: string): void {
+  const s = tlsCreateServer(
+    {
+      cert: readFileSync(cert),
+      key: readFileSync(key),
+      ca: readFileSync(agentCa),
+      requestCert: true,
+      rejectUnauthorized: true,
+      ALPNProtocols: ["h2"],
+    },
+    (socket) => {
+      socket.on("error", () => undefined);
+      socket.resume();
+    },
+  );
+  s.listen(0, "127.0.0.1", () => {
+    process.stdout.write(`${JSON.stringify({ port: (s.address() as AddressInfo).port })}\n`);
+  });
+}
+
 const [role, ...args] = process.argv.slice(2) as [string, string, string, string, string];
 if (role === "server") server(args[0]!, args[1]!, args[2]!, args[3]!);
 else if (role === "agent") agent(args[0]!, args[1]!, args[2]!, args[3]!);
+else if (role === "handshakes") handshakes(args[0]!, args[1]!, args[2]!);
 else throw new Error(`relay-floor.ts: unknown role ${role} (server or agent)`);
