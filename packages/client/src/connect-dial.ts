@@ -9,10 +9,10 @@ import { DialErrors, parseHostPort } from "@cluster-proxy/protocol";
 import {
   DialError,
   SDK_TLS_OPTIONS,
+  connectResuming,
   describeConnectFailure,
   sharedSecureContexts,
   sharedTlsSessions,
-  tlsSessionKey,
   type TlsSessionCache,
 } from "@cluster-proxy/tunnel";
 import { dialAbortError, remainingMs, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
@@ -150,26 +150,12 @@ function openTcpProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCach
     ...proxy.tls,
     ALPNProtocols: ["http/1.1"],
   };
-  const prepared = sharedSecureContexts.withContext(options);
-  const key = sessions && tlsSessionKey(`${host}:${port}`, prepared);
-  const offered = key === undefined ? undefined : sessions?.get(key);
-  const socket = tls.connect(offered ? { ...prepared, session: offered } : prepared).setNoDelay(true);
-  if (sessions && key !== undefined) {
-    if (offered) sessions.stats.offered++;
-    let failed = false;
-    let heard = false;
-    socket.on("session", (session: Buffer) => {
-      if (!failed) sessions.set(key, session);
-    });
-    socket.once("secureConnect", () => {
-      if (socket.isSessionReused()) sessions.stats.resumed++;
-    });
-    socket.once("data", () => (heard = true));
+  const { socket, drop } = connectResuming(sessions, `${host}:${port}`, sharedSecureContexts.withContext(options));
+  socket.setNoDelay(true);
+  if (sessions) {
     // Refused (e.g. a resumed session whose certificate expired): the next connection is a full handshake.
-    const drop = (): void => {
-      failed = true;
-      sessions.delete(key);
-    };
+    let heard = false;
+    socket.once("data", () => (heard = true));
     socket.once("error", drop);
     socket.once("close", () => {
       if (!heard) drop();

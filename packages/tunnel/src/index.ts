@@ -63,5 +63,5 @@ export {
   serverIsShedding,
   withoutOpensslInternals,
 } from "./tls-diagnosis.js";
-export { sharedTlsSessions, TlsSessionCache, tlsSessionKey } from "./tls-sessions.js";
+export { connectResuming, sharedTlsSessions, TlsSessionCache, tlsSessionKey } from "./tls-sessions.js";
 export { sharedSecureContexts, SecureContextCache } from "./secure-contexts.js";

@@ -3,7 +3,7 @@
  * secure context and the server name), offered on the next connection, dropped when it fails.
  * Design: docs/design/decisions.md#tls-13-session-resumption-issue-41
  */
-import type * as tls from "node:tls";
+import * as tls from "node:tls";
 
 /** Sessions kept at most by a cache (the oldest is dropped for a new one). */
 const DEFAULT_MAX_SESSIONS = 256;
@@ -68,4 +68,38 @@ function contextId(context: tls.SecureContext): number {
 export function tlsSessionKey(where: string, options: tls.ConnectionOptions): string | undefined {
   const context = options.secureContext;
   return context && `${where}#${contextId(context)}#${options.servername ?? ""}`;
+}
+
+/**
+ * `tls.connect(options)` offering the session `sessions` keeps for this identity at `where`
+ * (host:port), keeping the tickets the server sends, and counting offers and resumptions. `options`
+ * are those of the connection, after `SecureContextCache.withContext` (see {@link tlsSessionKey}).
+ * `drop()` forgets the offered session and ignores tickets still to come: for a connection that
+ * failed or was refused right after its handshake, so that the next one is a full handshake.
+ * Without `sessions`, or for options that keep none, a plain `tls.connect`.
+ */
+export function connectResuming(
+  sessions: TlsSessionCache | undefined,
+  where: string,
+  options: tls.ConnectionOptions,
+): { socket: tls.TLSSocket; drop: () => void } {
+  const key = sessions && tlsSessionKey(where, options);
+  if (!sessions || key === undefined) return { socket: tls.connect(options), drop: () => undefined };
+  const offered = sessions.get(key);
+  const socket = tls.connect(offered ? { ...options, session: offered } : options);
+  if (offered) sessions.stats.offered++;
+  let dropped = false;
+  socket.on("session", (session: Buffer) => {
+    if (!dropped) sessions.set(key, session);
+  });
+  socket.once("secureConnect", () => {
+    if (socket.isSessionReused()) sessions.stats.resumed++;
+  });
+  return {
+    socket,
+    drop: () => {
+      dropped = true;
+      sessions.delete(key);
+    },
+  };
 }

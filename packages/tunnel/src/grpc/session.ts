@@ -9,7 +9,7 @@ import * as tls from "node:tls";
 import { ClusterProxyError, ErrorCodes } from "@cluster-proxy/errors";
 import { SDK_TLS_OPTIONS as SDK_NAMES, describeConnectFailure, type TlsSettingNames } from "../tls-diagnosis.js";
 import { sharedSecureContexts, type SecureContextCache } from "../secure-contexts.js";
-import { tlsSessionKey, type TlsSessionCache } from "../tls-sessions.js";
+import { connectResuming, type TlsSessionCache } from "../tls-sessions.js";
 import { connectThroughProxy, type HttpProxy } from "./http-proxy.js";
 import { SessionTransport } from "./session-transport.js";
 
@@ -121,18 +121,11 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     const where = target.udsPath ?? `${target.host}:${target.port}`;
     let socket: net.Socket;
     let url: string;
-    const sessions = target.udsPath ? undefined : target.sessions;
-    /** The key of our identity's sessions with this server (undefined: none are kept). */
-    let sessionKey: string | undefined;
     /**
      * A connection that failed or was refused right after its handshake: the session it offered
      * and the tickets it got are dropped, so the next attempt is a full handshake.
      */
-    let dropped = false;
-    const dropOffered = (): void => {
-      dropped = true;
-      if (sessionKey !== undefined) sessions?.delete(sessionKey);
-    };
+    let dropOffered = (): void => undefined;
     if (target.udsPath) {
       socket = net.connect(target.udsPath);
       url = "http://localhost";
@@ -144,16 +137,9 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
         ALPNProtocols: target.tls?.ALPNProtocols ?? ["h2"],
         servername: target.tls?.servername ?? (net.isIP(host) ? undefined : host),
       });
-      const key = sessions && tlsSessionKey(where, options);
-      const offered = key === undefined ? undefined : sessions?.get(key);
-      socket = tls.connect(offered ? { ...options, session: offered } : options);
-      if (sessions && key !== undefined) {
-        sessionKey = key;
-        if (offered) sessions.stats.offered++;
-        socket.on("session", (session: Buffer) => {
-          if (!dropped) sessions.set(key, session);
-        });
-      }
+      const connected = connectResuming(target.sessions, where, options);
+      socket = connected.socket;
+      dropOffered = connected.drop;
       url = `https://${host.includes(":") ? `[${host}]` : host}:${target.port}`;
     }
     let session: http2.ClientHttp2Session | undefined;
@@ -237,7 +223,6 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     socket.once(target.udsPath ? "connect" : "secureConnect", () => {
       if (settled) return;
       const alpn = socket instanceof tls.TLSSocket ? socket.alpnProtocol : false;
-      if (sessions && socket instanceof tls.TLSSocket && socket.isSessionReused()) sessions.stats.resumed++;
       // (An agent may offer other protocols before h2 with --alpn-proto; HTTP/1.1 is never gRPC.)
       if (alpn === "http/1.1") {
         fail(
