@@ -16,8 +16,6 @@ export const TRANSPORT_HOLD_BYTES = 64 * 1024 * 1024;
 export class SessionTransport extends Duplex {
   /** The callback of a write held until the socket drains. */
   private held: ((err?: Error | null) => void) | undefined;
-  /** The socket will deliver nothing more (the peer's FIN, or a clean close). */
-  private drained = false;
 
   constructor(
     readonly socket: net.Socket,
@@ -47,7 +45,7 @@ export class SessionTransport extends Duplex {
   /** Whatever `read()` hands over; the last read after the peer's end closes the transport. */
   override read(size?: number): unknown {
     const chunk: unknown = super.read(size);
-    if (this.drained && this.readableLength === 0) this.destroy();
+    this.closeOnceRead();
     return chunk;
   }
 
@@ -79,9 +77,9 @@ export class SessionTransport extends Duplex {
     else this.held = callback;
   }
 
+  /** Close once the socket delivers nothing more (its end, or its close) and the session read it all. */
   private closeOnceRead(): void {
-    this.drained = true;
-    if (this.readableLength === 0) this.destroy();
+    if (this.readableLength === 0 && (this.socket.readableEnded || this.socket.destroyed)) this.destroy();
   }
 
   private release(err?: Error | null): void {
