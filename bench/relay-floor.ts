@@ -174,8 +174,6 @@ function agent(port: string, ca: string, cert: string, key: string): void {
   });
 }
 
-// Exit normally on SIGTERM, so that --cpu-prof writes its profile.
-process.on("SIGTERM", () => process.exit(0));
 function handshakes(cert: string, key: string, agentCa: string): void {
   const s = tlsCreateServer(
     {
@@ -196,8 +194,10 @@ function handshakes(cert: string, key: string, agentCa: string): void {
   });
 }
 
+// Exit normally on SIGTERM, so that --cpu-prof writes its profile.
+process.on("SIGTERM", () => process.exit(0));
 const [role, ...args] = process.argv.slice(2) as [string, string, string, string, string];
 if (role === "server") server(args[0]!, args[1]!, args[2]!, args[3]!);
 else if (role === "agent") agent(args[0]!, args[1]!, args[2]!, args[3]!);
 else if (role === "handshakes") handshakes(args[0]!, args[1]!, args[2]!);
-else throw new Error(`relay-floor.ts: unknown role ${role} (server or agent)`);
+else throw new Error(`relay-floor.ts: unknown role ${role} (server, agent or handshakes)`);
