@@ -48,26 +48,40 @@ export class TlsSessionCache {
 /** The sessions of every `TunnelClient` and `dial` that was not given a cache of its own. */
 export const sharedTlsSessions = new TlsSessionCache();
 
-/** A number per secure context (never reused): a context stands for the options it was made of. */
-const contextIds = new WeakMap<tls.SecureContext, number>();
-let lastContextId = 0;
+/**
+ * A number per secure context or server check function (never reused): a context stands for the
+ * options it was made of.
+ */
+const objectIds = new WeakMap<object, number>();
+let lastObjectId = 0;
 
-function contextId(context: tls.SecureContext): number {
-  let id = contextIds.get(context);
-  if (id === undefined) contextIds.set(context, (id = ++lastContextId));
+function objectId(o: object): number {
+  let id = objectIds.get(o);
+  if (id === undefined) objectIds.set(o, (id = ++lastObjectId));
   return id;
 }
 
 /**
+ * How the connection checks the server beyond its chain: node skips `checkServerIdentity` on a
+ * resumed session, so a session is offered only by connections with the same check that, like
+ * the one that got it, reject a server failing it (`rejectUnauthorized` other than false).
+ */
+function serverCheck(options: tls.ConnectionOptions): string {
+  const check = options.checkServerIdentity;
+  const id = check === undefined || check === tls.checkServerIdentity ? "" : objectId(check);
+  return `${options.rejectUnauthorized === false ? "u" : "r"}${id}`;
+}
+
+/**
  * The cache key of a connection to `where` (host:port) with `options` as given to `tls.connect`:
- * the address, the secure context and the server name. A shared context is made per the content of
- * every option that makes our identity and our trust (certificate, key or pfx, CA, CRL and the
- * rest, see secure-contexts.ts), so two identities never share a session. Undefined for options
+ * the address, the secure context, the server check and the server name. A shared context is made
+ * per the content of every option that makes our identity and our trust (certificate, key or pfx,
+ * CA, CRL and the rest, see secure-contexts.ts), so two identities never share a session. Undefined for options
  * without a context (not shareable): no session is kept for them.
  */
 export function tlsSessionKey(where: string, options: tls.ConnectionOptions): string | undefined {
   const context = options.secureContext;
-  return context && `${where}#${contextId(context)}#${options.servername ?? ""}`;
+  return context && `${where}#${objectId(context)}#${serverCheck(options)}#${options.servername ?? ""}`;
 }
 
 /**
