@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DialErrors, PacketType, MAX_DATA_CHUNK } from "@cluster-proxy/protocol";
-import { DialError, TunnelClosedError } from "@cluster-proxy/tunnel";
+import * as net from "node:net";
+import { ConnectError, DialError, TunnelClosedError } from "@cluster-proxy/tunnel";
 import { TunnelClient, dial } from "./tunnel-client.js";
 import { newDialRandom } from "./proxy-call.js";
 import type { TunnelSocket } from "./tunnel-socket.js";
@@ -279,7 +280,86 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
   });
 
   test("the proxy being unreachable rejects", async () => {
-    await assert.rejects(dial("echo:1", { proxy: { host: "127.0.0.1", port: 1, ca: pki.ca } }));
+    await assert.rejects(dial("echo:1", { proxy: { host: "127.0.0.1", port: 1, ca: pki.ca } }), (err: unknown) => {
+      assert.ok(err instanceof ConnectError && err.unreached, String(err));
+      assert.match(err.message, /ECONNREFUSED.*\(5 connections, none taken\)/);
+      return true;
+    });
+  });
+
+  /**
+   * A Service in front of the fake hub whose first `dead` connections reach a replica that just
+   * died (reset before any TLS byte); the rest reach the hub. Counts the connections it got.
+   */
+  const withService = async (dead: number, use: (port: number, front: { connections: number }) => Promise<void>) => {
+    const front = { connections: 0 };
+    const server = net.createServer((socket) => {
+      front.connections++;
+      if (front.connections <= dead) {
+        socket.resetAndDestroy();
+        return;
+      }
+      const hub = net.connect(fake.port, "127.0.0.1");
+      socket.pipe(hub).pipe(socket);
+      hub.on("error", () => socket.destroy());
+      socket.on("error", () => hub.destroy());
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      await use((server.address() as net.AddressInfo).port, front);
+    } finally {
+      server.close();
+    }
+  };
+
+  test("a connection no proxy server takes is made again: a Service still sending one to a dead replica", async () => {
+    await withService(4, async (port, front) => {
+      const socket = await dial("echo:1", { ...options, proxy: { ...options.proxy, port } });
+      assert.equal(front.connections, 5, "four connections reset, the fifth reached the hub");
+      const reading = readAll(socket);
+      socket.end("through the live replica");
+      assert.equal((await reading).toString(), "through the live replica");
+    });
+  });
+
+  test("five connections none taken fail the dial; a server that took the connection is never connected again", async () => {
+    await withService(Infinity, async (port, front) => {
+      await assert.rejects(dial("echo:1", { ...options, proxy: { ...options.proxy, port } }), (err: unknown) => {
+        assert.ok(err instanceof ConnectError && err.unreached, String(err));
+        assert.match(err.message, /\(5 connections, none taken\)$/);
+        return true;
+      });
+      assert.equal(front.connections, 5);
+    });
+    // A handshake the server refused (our CA does not sign its certificate): one connection.
+    const other = await createTestPki();
+    try {
+      await withService(0, async (port, front) => {
+        await assert.rejects(
+          dial("echo:1", { ...options, proxy: { ...options.proxy, port, ca: other.ca } }),
+          (err: unknown) => {
+            assert.ok(err instanceof ConnectError && !err.unreached, String(err));
+            return true;
+          },
+        );
+        assert.equal(front.connections, 1);
+      });
+    } finally {
+      other.cleanup();
+    }
+  });
+
+  test("close() ends the connecting again at once", async () => {
+    await withService(Infinity, async (port, front) => {
+      const client = new TunnelClient({ ...options, proxy: { ...options.proxy, port } });
+      const dialling = client.dial("echo:1");
+      const failed = assert.rejects(dialling);
+      while (front.connections === 0) await new Promise((r) => setImmediate(r));
+      await client.close();
+      await failed;
+      assert.ok(front.connections < 5, `${front.connections} connections after close()`);
+    });
   });
 });
 

@@ -6,6 +6,7 @@ import { errorMessage, ConfigError } from "@cluster-proxy/errors";
 import type * as http2 from "node:http2";
 import { PROXY_METHOD, parseHostPort } from "@cluster-proxy/protocol";
 import {
+  ConnectError,
   DialError,
   connectSession,
   sharedTlsSessions,
@@ -14,7 +15,15 @@ import {
   type ClientCall,
   type ConnectTarget,
 } from "@cluster-proxy/tunnel";
-import { keepAliveClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import {
+  Backoff,
+  delay,
+  keepAliveClock,
+  silentLogger,
+  type BackoffOptions,
+  type Clock,
+  type Logger,
+} from "@cluster-proxy/kit";
 import { remainingMs, startDialLimits, withinDialLimits } from "./dial-limits.js";
 import { dialOnCall, isServerGoingAway } from "./grpc-dial.js";
 import { newDialRandom } from "./proxy-call.js";
@@ -52,6 +61,15 @@ interface InternalOptions extends TunnelClientOptions {
 /** How long `close()` lets the session end gracefully before destroying it. */
 const CLOSE_GRACE_MS = 2000;
 
+/**
+ * Connections a session may take when none is taken by a server (refused or reset before its
+ * TLS handshake ended): with one replica of three dead behind a Service, all five fail one time
+ * in 243.
+ */
+export const CONNECT_ATTEMPTS = 5;
+/** The pauses between those connections: 50, 100, 200, 400 ms (and 10% jitter). */
+export const CONNECT_RETRY_BACKOFF: BackoffOptions = { initialMs: 50, capMs: 400, factor: 2 };
+
 export class TunnelClient {
   private readonly options: TunnelClientOptions;
   private readonly logger: Logger;
@@ -65,6 +83,8 @@ export class TunnelClient {
   /** Of those, the ones that keep the process alive. */
   private referenced = 0;
   private closedPromise: Promise<void> | undefined;
+  /** Aborted by `close()`: ends a pause between connection attempts. */
+  private readonly closing = new AbortController();
 
   constructor(options: TunnelClientOptions) {
     const proxy = options.proxy;
@@ -95,8 +115,11 @@ export class TunnelClient {
    *
    * A dial refused because the proxy-server is going away (it drains: GOAWAY, REFUSED_STREAM, or
    * its draining answer, all before the dial reached an agent) is sent once more on a new
-   * connection, which the hub's Service may give to another replica, within the same timeout.
-   * Nothing else is retried: once the server took the dial, bytes may have gone out.
+   * connection, which the hub's Service may give to another replica, within the same timeout. A
+   * connection that no proxy server takes (refused or reset before its TLS handshake ended: a
+   * replica that just died, still listed by its Service) is made again, up to 5 connections
+   * 50-400 ms apart. Nothing else is retried: once the server took the dial, bytes may have gone
+   * out.
    */
   async dial(address: string, options: DialOptions = {}): Promise<TunnelSocket> {
     if (this.closed) throw new DialError(`cannot dial ${address}: the tunnel client is closed`, "tunnelclosed");
@@ -162,6 +185,7 @@ export class TunnelClient {
   close(): Promise<void> {
     if (this.closedPromise) return this.closedPromise;
     this.closed = true;
+    this.closing.abort();
     this.closedPromise = (async () => {
       const pending = this.connecting;
       if (pending)
@@ -233,7 +257,7 @@ export class TunnelClient {
     if (sessions !== false) target.sessions = sessions ?? sharedTlsSessions;
     target.timeoutMs = this.options.dialTimeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS;
     target.tcpKeepaliveMs = this.options.tcpKeepaliveMs ?? DEFAULT_TCP_KEEPALIVE_MS;
-    const session = await connectSession(target);
+    const session = await this.connectReaching(target);
     if (this.closed) {
       session.destroy();
       throw new DialError("the tunnel client is closed", "tunnelclosed");
@@ -253,6 +277,35 @@ export class TunnelClient {
     }
     this.applyRef();
     return session;
+  }
+
+  /**
+   * `connectSession(target)`, connected again (a new connection each time, up to
+   * {@link CONNECT_ATTEMPTS} in all, after {@link CONNECT_RETRY_BACKOFF}'s pauses) while no server
+   * takes it (`ConnectError.unreached`): the hub's Service may still send a new connection to a
+   * proxy-server that just died, and the next one may reach a live replica.
+   */
+  private async connectReaching(target: ConnectTarget): Promise<http2.ClientHttp2Session> {
+    const backoff = new Backoff(CONNECT_RETRY_BACKOFF);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await connectSession(target);
+      } catch (err) {
+        if (!(err instanceof ConnectError) || !err.unreached || this.closed) throw err;
+        if (attempt >= CONNECT_ATTEMPTS) {
+          throw new ConnectError(`${err.message} (${attempt} connections, none taken)`, {
+            cause: err.cause,
+            unreached: true,
+          });
+        }
+        const pause = backoff.next();
+        this.logger.debug(
+          { proxy: describeProxy(this.options.proxy), attempt, pauseMs: pause, err: errorMessage(err) },
+          "no proxy server took the connection: connecting again",
+        );
+        await delay(pause, this.closing.signal, this.clock);
+      }
+    }
   }
 
   private acquire(): void {

@@ -83,11 +83,22 @@ export interface ConnectTarget {
 
 /** Raised when a tunnel connection cannot be established. */
 export class ConnectError extends ClusterProxyError<typeof ErrorCodes.connect> {
-  constructor(message: string, options?: ErrorOptions) {
+  /**
+   * No server took the connection: it was refused, reset or found no host before its TLS
+   * handshake ended, so nothing was sent. A new connection to the same address may reach another
+   * server (a Service that still lists a replica that just died).
+   */
+  readonly unreached: boolean;
+
+  constructor(message: string, options?: ErrorOptions & { unreached?: boolean }) {
     super(ErrorCodes.connect, message, options);
     this.name = "ConnectError";
+    this.unreached = options?.unreached ?? false;
   }
 }
+
+/** Socket error codes of a connection that no server took (see {@link ConnectError.unreached}). */
+const UNREACHED_CODES: ReadonlySet<string> = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "EHOSTUNREACH"]);
 
 /** Why each session's transport failed, explained (see {@link sessionFailure}). */
 const transportFailures = new WeakMap<http2.Http2Session, string>();
@@ -193,10 +204,16 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
       });
     }
     const names = target.tlsNames ?? SDK_NAMES;
-    const onError = (err: Error): void =>
+    let handshaken = false;
+    const onError = (err: Error): void => {
+      const code = (err as NodeJS.ErrnoException).code;
       fail(
-        new ConnectError(`cannot connect to ${where}: ${describeConnectFailure(err, names, where)}`, { cause: err }),
+        new ConnectError(`cannot connect to ${where}: ${describeConnectFailure(err, names, where)}`, {
+          cause: err,
+          unreached: !handshaken && code !== undefined && UNREACHED_CODES.has(code),
+        }),
       );
+    };
     // After the session is up, a transport error is recorded for the calls that it ends. A TLS
     // server that refuses our certificate may do so only after our side of the handshake is done
     // (TLS 1.3; node servers then just reset): a connection that ends before the server said a
@@ -221,6 +238,7 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     if (target.signal?.aborted) onAbort();
     socket.once("error", onError);
     socket.once(target.udsPath ? "connect" : "secureConnect", () => {
+      handshaken = true;
       if (settled) return;
       const alpn = socket instanceof tls.TLSSocket ? socket.alpnProtocol : false;
       // (An agent may offer other protocols before h2 with --alpn-proto; HTTP/1.1 is never gRPC.)
