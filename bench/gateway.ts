@@ -1,6 +1,6 @@
 /**
  * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--no-aggregated] [--aggregator-http1]
- * [--paths=a,b] [--cpu-prof=<dir>]`:
+ * [--paths=a,b] [--levels=1,32] [--cpu-prof=<dir>]`:
  * what the gateway (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
  *
  * Starts one proxy-server and one proxy-agent (with its gateway endpoint), a stand-in managed
@@ -111,6 +111,14 @@ const onlyPaths = argv
   ?.slice("--paths=".length)
   .split(",")
   .filter((p) => p !== "");
+/** `--levels=1,8`: measure only these concurrency levels (e.g. to profile one request at a time). */
+const onlyLevels = argv
+  .find((a) => a.startsWith("--levels="))
+  ?.slice("--levels=".length)
+  .split(",")
+  .map(Number);
+if (onlyLevels?.some((l) => !Number.isInteger(l) || l < 1))
+  throw new Error(`--levels: want positive whole numbers, e.g. --levels=1,32 (got ${onlyLevels.join(",")})`);
 const cpuProfDir = argv.find((a) => a.startsWith("--cpu-prof="))?.slice("--cpu-prof=".length);
 const cpuProfArgs = cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] : [];
 
@@ -135,6 +143,7 @@ const P = quick
       stateMs: 10_000,
       eventPeriodMs: 1000,
     };
+if (onlyLevels) P.levels = onlyLevels;
 const LIMITS: Omit<LoadLimits, "durationMs"> = { maxRequests: 500_000, maxErrors: 200, requestTimeoutMs: 10_000 };
 /** The hub token of the bench's user (the stand-in hub authenticates any token as `bench`). */
 const USER_TOKEN = "bench-user-token";

@@ -29,7 +29,11 @@
  *                                                 issues no ticket to resume); ours/floor, and
  *                                                 resumed/full: the handshake pacer's cost of a
  *                                                 resumption (RESUMED_HANDSHAKE_COST); --prof: our
- *                                                 server's profile
+ *                                                 server's profile; --perf: each server's CPU us per
+ *                                                 handshake by category (Linux perf), and the
+ *                                                 symbols ours spends most above the floor on;
+ *                                                 --floor=h2: the floor with node's HTTP/2 server
+ *                                                 on its TLS (relay-floor.ts handshakes-h2)
  *   hotpath.ts storm [--agents=1000] [--procs=4]   reconnect storm (--prof: our server's profile): load agents connect, then all
  *                                                 reconnect at once (ours resuming TLS sessions,
  *                                                 Go's not); seconds until all are back, server CPU
@@ -78,7 +82,15 @@ import {
   type Stack,
   type StackOptions,
 } from "./lib.js";
-import { PERF_CATEGORIES, perfAvailable, perfCategories, startPerf, stopPerf } from "./perf-categories.js";
+import {
+  PERF_CATEGORIES,
+  categoriesOf,
+  perfAvailable,
+  perfCategories,
+  perfSymbols,
+  startPerf,
+  stopPerf,
+} from "./perf-categories.js";
 import { summarizeProfile } from "./profile.js";
 
 const argv = process.argv.slice(2);
@@ -425,13 +437,19 @@ async function handshakeServer(path: Path, bin: string, profDir: string | undefi
       ...NODE_FLAGS,
       ...TS_NODE,
       join(BENCH, "relay-floor.ts"),
-      "handshakes",
+      opt("floor") === "h2" ? "handshakes-h2" : "handshakes",
       c.server.cert,
       c.server.key,
       c.agentCa.cert,
     ]);
     const { port } = await firstJsonLine<{ port: number }>(proc, "tls floor port");
-    return { port, pid: proc.child.pid, stop: () => proc.kill("SIGTERM") };
+    return {
+      port,
+      pid: proc.child.pid,
+      stop: async () => {
+        await proc.kill("SIGTERM");
+      },
+    };
   }
   const st =
     path === "go" ? await startGo(h, LOOPBACK, bin, { noAgent: true }) : await startPath(path, bin, profDir, true);
@@ -453,6 +471,10 @@ async function handshakes(bin: string): Promise<void> {
     cert: readFileSync(agentCert.cert),
     key: readFileSync(agentCert.key),
   };
+  const perf = flag("perf");
+  if (perf && !perfAvailable()) throw new Error("--perf needs Linux perf allowed to sample other processes");
+  /** `path kind` -> perf symbol -> server CPU us per handshake, summed over rounds (--perf). */
+  const symbolUs: Record<string, Map<string, number>> = {};
   const perHandshake: Partial<Record<Path, Record<"full" | "resumed", number[]>>> = {};
   for (let r = 0; r < rounds; r++) {
     for (const path of flag("abba") && r % 2 === 1 ? [...servers].reverse() : servers) {
@@ -464,12 +486,20 @@ async function handshakes(bin: string): Promise<void> {
           // A server that issues no ticket (Go's proxy-server) has full handshakes only.
           if (kind === "resumed" && !session) continue;
           let resumedCount = 0;
+          const file = join(h.dir, `perf-handshakes-${path}-${kind}-${r}.data`);
+          const recording = perf ? startPerf(server.pid!, file) : undefined;
+          if (recording) await sleep(300); // perf attaches before the handshakes start
           const c0 = cpuSeconds(server.pid);
           for (let i = 0; i < count; i++) {
             const x = await handshake(server.port, options, kind === "resumed" ? session : undefined);
             if (x.resumed) resumedCount++;
           }
           const ms = ((cpuSeconds(server.pid) - c0) / count) * 1000;
+          if (recording) {
+            await stopPerf(recording);
+            const sums = (symbolUs[`${path} ${kind}`] ??= new Map());
+            for (const [sym, share] of perfSymbols(file)) sums.set(sym, (sums.get(sym) ?? 0) + share * ms * 1000);
+          }
           ((perHandshake[path] ??= { full: [], resumed: [] })[kind] ??= []).push(ms);
           log(
             `round ${r + 1} ${path} ${kind}: server CPU ${ms.toFixed(3)} ms per handshake (${resumedCount} of ${count} resumed)`,
@@ -497,6 +527,41 @@ async function handshakes(bin: string): Promise<void> {
         (ratios.length ? `; resumed/full ${percentileOf(ratios, 50).toFixed(3)}` : "") +
         (path === "ours" ? ` (the pacer charges ${RESUMED_HANDSHAKE_COST})` : ""),
     );
+  }
+  if (perf) reportHandshakePerf(symbolUs, servers);
+}
+
+/**
+ * `handshakes --perf`: server CPU us per handshake by category, then the symbols where ours and
+ * the floor differ most (means over the rounds).
+ */
+function reportHandshakePerf(symbolUs: Record<string, Map<string, number>>, servers: Path[]): void {
+  const mean = (m: Map<string, number>): Map<string, number> => new Map([...m].map(([sym, us]) => [sym, us / rounds]));
+  const columns = Object.keys(symbolUs);
+  const categories = Object.fromEntries(columns.map((c) => [c, categoriesOf(mean(symbolUs[c]!))]));
+  log(`\nserver CPU us per handshake by category (Linux perf samples, mean of ${rounds} rounds)`);
+  log(`| category | ${columns.join(" | ")} |`);
+  log(`| --- | ${columns.map(() => "---").join(" | ")} |`);
+  for (const row of [...PERF_CATEGORIES.map((c) => c.name), "total"]) {
+    const value = (c: string): number =>
+      row === "total" ? [...categories[c]!.values()].reduce((a, b) => a + b, 0) : (categories[c]!.get(row) ?? 0);
+    log(`| ${row} | ${columns.map((c) => value(c).toFixed(0)).join(" | ")} |`);
+  }
+  if (!servers.includes("ours") || !servers.includes("floor")) return;
+  for (const kind of ["full", "resumed"]) {
+    const ours = symbolUs[`ours ${kind}`];
+    const floor = symbolUs[`floor ${kind}`];
+    if (!ours || !floor) continue;
+    const diff = [...new Set([...ours.keys(), ...floor.keys()])]
+      .map((sym) => ({ sym, ours: (ours.get(sym) ?? 0) / rounds, floor: (floor.get(sym) ?? 0) / rounds }))
+      .sort((a, b) => b.ours - b.floor - (a.ours - a.floor));
+    log(`\n${kind} handshakes: the 25 symbols ours spends most above the floor on (us per handshake)`);
+    log(`| symbol | ours | floor | ours - floor |`);
+    log(`| --- | --- | --- | --- |`);
+    for (const d of diff.slice(0, 25))
+      log(
+        `| \`${d.sym.replace(/\|/g, "\\|").slice(0, 90)}\` | ${d.ours.toFixed(1)} | ${d.floor.toFixed(1)} | ${(d.ours - d.floor).toFixed(1)} |`,
+      );
   }
 }
 

@@ -50,18 +50,33 @@ export async function stopPerf(perf: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Share of samples (0-1) per category name in a recording. */
-export function perfCategories(file: string): Map<string, number> {
+/** Share of samples (0-1) per symbol (`[.] name` in user space, `[k] name` in the kernel) in a recording. */
+export function perfSymbols(file: string): Map<string, number> {
   const r = spawnSync("perf", ["report", "-i", file, "--no-children", "--sort", "sym", "--stdio", "-g", "none"], {
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
   });
-  const shares = new Map<string, number>(PERF_CATEGORIES.map((c) => [c.name, 0]));
+  const shares = new Map<string, number>();
   for (const line of r.stdout.split("\n")) {
     const m = /^\s+([\d.]+)%\s+(\[.\] .*)$/.exec(line);
     if (!m) continue;
-    const category = PERF_CATEGORIES.find((c) => c.match(m[2]!.trim()))!;
-    shares.set(category.name, shares.get(category.name)! + Number(m[1]) / 100);
+    const sym = m[2]!.trim();
+    shares.set(sym, (shares.get(sym) ?? 0) + Number(m[1]) / 100);
+  }
+  return shares;
+}
+
+/** Share of samples (0-1) per category name in a recording. */
+export function perfCategories(file: string): Map<string, number> {
+  return categoriesOf(perfSymbols(file));
+}
+
+/** Symbol shares summed per category of {@link PERF_CATEGORIES}. */
+export function categoriesOf(symbols: Map<string, number>): Map<string, number> {
+  const shares = new Map<string, number>(PERF_CATEGORIES.map((c) => [c.name, 0]));
+  for (const [sym, share] of symbols) {
+    const category = PERF_CATEGORIES.find((c) => c.match(sym))!;
+    shares.set(category.name, shares.get(category.name)! + share);
   }
   return shares;
 }

@@ -18,6 +18,10 @@
  *          the agent door's TLS alone (mutual TLS, ALPN h2, node's default session tickets) and
  *          nothing after the handshake: the floor of a TLS handshake in Node.js
  *          (`hotpath.ts handshakes`); prints {"port":N}
+ *        relay-floor.ts handshakes-h2 <server.crt> <server.key> <agent-ca.crt>
+ *          the same TLS with node's HTTP/2 server on it (a session and its SETTINGS per
+ *          connection, as every gRPC server in node has): the floor of the agent door's handshake
+ *          (`hotpath.ts handshakes --floor=h2`); prints {"port":N}
  */
 import { constants as cryptoConstants } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -174,21 +178,21 @@ function agent(port: string, ca: string, cert: string, key: string): void {
   });
 }
 
-function handshakes(cert: string, key: string, agentCa: string): void {
-  const s = tlsCreateServer(
-    {
-      cert: readFileSync(cert),
-      key: readFileSync(key),
-      ca: readFileSync(agentCa),
-      requestCert: true,
-      rejectUnauthorized: true,
-      ALPNProtocols: ["h2"],
-    },
-    (socket) => {
-      socket.on("error", () => undefined);
-      socket.resume();
-    },
-  );
+function handshakes(cert: string, key: string, agentCa: string, h2: boolean): void {
+  const options = {
+    cert: readFileSync(cert),
+    key: readFileSync(key),
+    ca: readFileSync(agentCa),
+    requestCert: true,
+    rejectUnauthorized: true,
+    ALPNProtocols: ["h2"],
+  };
+  const s = h2
+    ? createSecureServer(options).on("session", (session) => session.on("error", () => undefined))
+    : tlsCreateServer(options, (socket) => {
+        socket.on("error", () => undefined);
+        socket.resume();
+      });
   s.listen(0, "127.0.0.1", () => {
     process.stdout.write(`${JSON.stringify({ port: (s.address() as AddressInfo).port })}\n`);
   });
@@ -199,5 +203,6 @@ process.on("SIGTERM", () => process.exit(0));
 const [role, ...args] = process.argv.slice(2) as [string, string, string, string, string];
 if (role === "server") server(args[0]!, args[1]!, args[2]!, args[3]!);
 else if (role === "agent") agent(args[0]!, args[1]!, args[2]!, args[3]!);
-else if (role === "handshakes") handshakes(args[0]!, args[1]!, args[2]!);
-else throw new Error(`relay-floor.ts: unknown role ${role} (server, agent or handshakes)`);
+else if (role === "handshakes" || role === "handshakes-h2")
+  handshakes(args[0]!, args[1]!, args[2]!, role !== "handshakes");
+else throw new Error(`relay-floor.ts: unknown role ${role} (server, agent, handshakes or handshakes-h2)`);

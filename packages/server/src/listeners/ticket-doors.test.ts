@@ -97,6 +97,34 @@ describe("ServerTicketKeys reload", () => {
     assert.equal(resumable(ticketOf(firstKey)), false, "a key dropped from the file");
   });
 
+  test("a ticket is judged again after every change of the keys, and per door (the verdicts are kept per ticket)", async () => {
+    const first = randomBytes(TICKET_KEY_BYTES);
+    let content = Buffer.from(formatTicketKeyFile([first]));
+    const keys = await ServerTicketKeys.load({
+      file: "/keys",
+      lifetimeMs: 60_000,
+      intervalMs: 0,
+      logger: silentLogger,
+      readFile: () => Promise.resolve(content),
+    });
+    const [primary, twin] = [tls.createServer(), tls.createServer()];
+    keys.register("door", primary, twin);
+    keys.register("other", tls.createServer(), tls.createServer());
+    // One ticket object asked every time, as the pacer asks for its cost and then its server.
+    const ticket = ticketOf(keys.key("door", "primary"));
+    const [resumable, route] = [keys.resumable("door"), keys.route("door")];
+    assert.equal(resumable(ticket), true);
+    assert.equal(route(ticket), undefined, "the door's own server");
+    assert.equal(keys.resumable("other")(ticket), false, "another door's keys: its own verdict");
+    content = Buffer.from(formatTicketKeyFile([randomBytes(TICKET_KEY_BYTES), first]));
+    assert.equal(await keys.check(), "reloaded");
+    assert.equal(route(ticket), twin, "a previous key now: the twin");
+    assert.equal(resumable(ticket), true);
+    keys.trust(["door"], Buffer.from("another CA"));
+    assert.equal(resumable(ticket), false, "the CA file changed: the door's keys did too");
+    assert.equal(route(ticket), undefined);
+  });
+
   test("a door's keys follow its CA file: the same file, the same keys (replicas); another file, other keys", async () => {
     const fileKey = Buffer.from(formatTicketKeyFile([randomBytes(TICKET_KEY_BYTES)]));
     const load = (): Promise<ServerTicketKeys> =>

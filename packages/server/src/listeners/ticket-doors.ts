@@ -56,6 +56,12 @@ export class ServerTicketKeys {
   private readonly trusts = new Map<string, string>();
   /** Keys by `<side>\0<door>` of the current key set and CA files (see derivedKey). */
   private readonly derivedKeys = new Map<string, Buffer>();
+  /**
+   * The side each ticket was found to be of, for its door, under the keys of {@link derivedKeys}
+   * (replaced with them): the pacer asks twice per ClientHello (its cost, then its server), and
+   * each answer is an HMAC.
+   */
+  private judged = new WeakMap<Buffer, { door: string; side: keyof DoorServers | undefined }>();
   /** A twin's key while the file has no previous key: matches no ticket. */
   private readonly noPrevious = randomBytes(TICKET_KEY_BYTES);
   private timer: TimerHandle;
@@ -103,7 +109,7 @@ export class ServerTicketKeys {
     for (const door of doors) {
       if (this.trusts.get(door) === digest) continue;
       this.trusts.set(door, digest);
-      this.derivedKeys.clear();
+      this.forgetDerivedKeys();
     }
   }
 
@@ -138,8 +144,18 @@ export class ServerTicketKeys {
   /** Which of `door`'s servers holds the key `ticket` was made with (the twin only with a previous key); undefined: none. */
   private sideOf(door: string, ticket: Buffer): keyof DoorServers | undefined {
     if (!this.doors.has(door)) return undefined;
+    const known = this.judged.get(ticket);
+    if (known?.door === door) return known.side;
     const sides: (keyof DoorServers)[] = this.keys.previous ? ["primary", "twin"] : ["primary"];
-    return sides.find((side) => ticketMadeWith(ticket, this.derivedKey(door, side)));
+    const side = sides.find((s) => ticketMadeWith(ticket, this.derivedKey(door, s)));
+    this.judged.set(ticket, { door, side });
+    return side;
+  }
+
+  /** The key set or a CA file changed: derive the keys again, and judge every ticket again. */
+  private forgetDerivedKeys(): void {
+    this.derivedKeys.clear();
+    this.judged = new WeakMap();
   }
 
   /** `door`'s key for `side`, derived once per key set and CA file (not per ClientHello). */
@@ -200,7 +216,7 @@ export class ServerTicketKeys {
       return this.refuse(d, errorMessage(err));
     }
     this.keys = keys;
-    this.derivedKeys.clear();
+    this.forgetDerivedKeys();
     this.loadedDigest = d;
     this.refused = undefined;
     this.apply();
