@@ -33,7 +33,8 @@
  *                                                 handshake by category (Linux perf), and the
  *                                                 symbols ours spends most above the floor on;
  *                                                 --floor=h2: the floor with node's HTTP/2 server
- *                                                 on its TLS (relay-floor.ts handshakes-h2)
+ *                                                 on its TLS (relay-floor.ts handshakes-h2);
+ *                                                 --kinds=resumed: only those handshakes
  *   hotpath.ts storm [--agents=1000] [--procs=4]   reconnect storm (--prof: our server's profile): load agents connect, then all
  *                                                 reconnect at once (ours resuming TLS sessions,
  *                                                 Go's not); seconds until all are back, server CPU
@@ -42,7 +43,7 @@
  * Common: --rounds=3, --paths=ours,go (`floor`: bench/relay-floor.ts, `floorsrv`: its server with our agent; add `ours2` for an A/B of two builds or flag sets of ours:
  * --ours2-cli=<other build's packages/cli/dist/main.js>, --ours2-server-node-args="...",
  * --ours2-agent-node-args="...", --ours2-server-args="<server flags>"), --server-node-args="..." / --agent-node-args="..." for ours,
- * --prof [--top=25] (profiles of ours, floor and floorsrv), --abba (reverse the order of the paths every other round). Run from bench/ with `"$(node ../scripts/node-runtime.mjs)" --conditions=source --import tsx hotpath.ts ...`
+ * --prof [--top=25] (profiles of ours, floor and floorsrv; handshakes and dialrate keep them in --prof-dir=<dir>), --abba (reverse the order of the paths every other round). Run from bench/ with `"$(node ../scripts/node-runtime.mjs)" --conditions=source --import tsx hotpath.ts ...`
  * (on the Node.js the image ships; every process it starts runs on the same node) after `npm run
  * build` (the processes run the built CLI). Everything started is killed by PID.
  */
@@ -464,13 +465,14 @@ async function handshakeServer(path: Path, bin: string, profDir: string | undefi
 async function handshakes(bin: string): Promise<void> {
   const count = num("count", 300);
   const servers = (opt("paths") ?? "ours,floor,go").split(",") as Path[];
-  const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
+  const profDir = opt("prof-dir") ?? (flag("prof") ? join(h.dir, "prof") : undefined);
   const agentCert = h.certs.agents.get("bench")!;
   const options: tls.ConnectionOptions = {
     ca: readFileSync(h.certs.ca.cert),
     cert: readFileSync(agentCert.cert),
     key: readFileSync(agentCert.key),
   };
+  const onlyKinds = (opt("kinds") ?? "full,resumed").split(",");
   const perf = flag("perf");
   if (perf && !perfAvailable()) throw new Error("--perf needs Linux perf allowed to sample other processes");
   /** `path kind` -> perf symbol -> server CPU us per handshake, summed over rounds (--perf). */
@@ -482,7 +484,7 @@ async function handshakes(bin: string): Promise<void> {
       try {
         const { session } = await handshake(server.port, options);
         const kinds = r % 2 === 0 ? (["full", "resumed"] as const) : (["resumed", "full"] as const);
-        for (const kind of kinds) {
+        for (const kind of kinds.filter((k) => onlyKinds.includes(k))) {
           // A server that issues no ticket (Go's proxy-server) has full handshakes only.
           if (kind === "resumed" && !session) continue;
           let resumedCount = 0;
@@ -576,7 +578,7 @@ async function main(): Promise<void> {
   if (scenario === "agentrss") return agentRss(bin);
   if (scenario === "handshakes") return handshakes(bin);
   if (scenario === "storm") return storm(bin);
-  const profDir = flag("prof") ? join(h.dir, "prof") : undefined;
+  const profDir = opt("prof-dir") ?? (flag("prof") ? join(h.dir, "prof") : undefined);
 
   const target = await startTarget(h, LOOPBACK);
   const tpid = target.proc.child.pid;

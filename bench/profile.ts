@@ -1,7 +1,11 @@
 /**
  * Summary of a V8 .cpuprofile (`node --cpu-prof`): self time per function and per area
- * (our packages, node internals, GC, idle), as plain text.
+ * (our packages, node internals, GC, idle), and the time spent in or under each of our source
+ * files (what each of our modules costs, with the node work it asks for), as plain text.
  */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
 interface CallFrame {
   functionName: string;
   url: string;
@@ -11,6 +15,7 @@ interface ProfileNode {
   id: number;
   callFrame: CallFrame;
   hitCount?: number;
+  children?: number[];
 }
 interface CpuProfile {
   nodes: ProfileNode[];
@@ -93,5 +98,47 @@ export function summarizeProfile(
     .slice(0, top)) {
     lines.push(`  ${pct(v)}  ${k}`);
   }
+  const files = inclusiveByFile(p, self);
+  lines.push("", `Our source files by time in or under them (a sample counts once per file on its stack):`);
+  for (const [k, v] of [...files].sort((a, b) => b[1] - a[1]).slice(0, top)) lines.push(`  ${pct(v)}  ${k}`);
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Time of each of our source files with one of its functions anywhere on the stack. Code of the
+ * agent's bundle is traced back to its file by the `// packages/...` comment esbuild puts before
+ * each module.
+ */
+function inclusiveByFile(p: CpuProfile, self: Map<number, number>): Map<string, number> {
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const byId = new Map(p.nodes.map((n) => [n.id, n]));
+  const modules = new Map<string, { line: number; file: string }[]>();
+  const fileOf = (cf: CallFrame): string | undefined => {
+    if (!cf.url.includes("/packages/")) return undefined;
+    if (!/agent-bundle-[^/]+\.js$/.test(cf.url)) return shortUrl(cf.url);
+    let starts = modules.get(cf.url);
+    if (!starts) {
+      starts = [];
+      const text = readFileSync(cf.url.startsWith("file:") ? fileURLToPath(cf.url) : cf.url, "utf8");
+      text.split("\n").forEach((line, i) => {
+        const m = /^\/\/ (packages\/\S+)$/.exec(line);
+        if (m) starts!.push({ line: i, file: m[1]! });
+      });
+      modules.set(cf.url, starts);
+    }
+    let file: string | undefined;
+    for (const s of starts) if (s.line <= cf.lineNumber) file = s.file;
+    return file ?? shortUrl(cf.url);
+  };
+  const files = new Map<string, number>();
+  for (const [id, t] of self) {
+    const seen = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const file = fileOf(byId.get(at)!.callFrame);
+      if (file) seen.add(file);
+    }
+    for (const f of seen) files.set(f, (files.get(f) ?? 0) + t);
+  }
+  return files;
 }

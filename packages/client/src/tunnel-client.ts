@@ -66,9 +66,9 @@ const CLOSE_GRACE_MS = 2000;
  * TLS handshake ended): with one replica of three dead behind a Service, all five fail one time
  * in 243.
  */
-export const CONNECT_ATTEMPTS = 5;
+const CONNECT_ATTEMPTS = 5;
 /** The pauses between those connections: 50, 100, 200, 400 ms (and 10% jitter). */
-export const CONNECT_RETRY_BACKOFF: BackoffOptions = { initialMs: 50, capMs: 400, factor: 2 };
+const CONNECT_RETRY_BACKOFF: BackoffOptions = { initialMs: 50, capMs: 400, factor: 2 };
 
 export class TunnelClient {
   private readonly options: TunnelClientOptions;
@@ -304,6 +304,7 @@ export class TunnelClient {
           "no proxy server took the connection: connecting again",
         );
         await delay(pause, this.closing.signal, this.clock);
+        if (this.closed) throw err;
       }
     }
   }
