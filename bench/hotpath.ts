@@ -31,9 +31,9 @@
  *                                                 resumption (RESUMED_HANDSHAKE_COST); --prof: our
  *                                                 server's profile; --perf: each server's CPU us per
  *                                                 handshake by category (Linux perf), and the
- *                                                 symbols ours spends most above the floor on;
- *                                                 --floor=h2: the floor with node's HTTP/2 server
- *                                                 on its TLS (relay-floor.ts handshakes-h2);
+ *                                                 symbols ours spends most above each floor on;
+ *                                                 path floorh2: the floor with node's HTTP/2
+ *                                                 server on its TLS (relay-floor.ts handshakes-h2);
  *                                                 --kinds=resumed: only those handshakes
  *   hotpath.ts storm [--agents=1000] [--procs=4]   reconnect storm (--prof: our server's profile): load agents connect, then all
  *                                                 reconnect at once (ours resuming TLS sessions,
@@ -107,7 +107,7 @@ if (scenario === "summary") {
   process.exit(0);
 }
 
-type Path = "ours" | "ours2" | "go" | "floor" | "floorsrv";
+type Path = "ours" | "ours2" | "go" | "floor" | "floorsrv" | "floorh2";
 const paths = (opt("paths") ?? "ours,go").split(",") as Path[];
 const rounds = num("rounds", 3);
 /** The paths in round `r`: reversed every other round with --abba (cancels an order effect). */
@@ -174,6 +174,7 @@ function markCompacts(proc: Proc | undefined): () => number {
 }
 
 async function startPath(path: Path, bin: string, profDir: string | undefined, noAgent = false): Promise<Stack> {
+  if (path === "floorh2") throw new Error("path floorh2 is for the handshakes scenario only");
   if (path === "floor" || path === "floorsrv") {
     return startRelayFloor(h, {
       serverNodeArgs: profArgs(profDir, path, "server"),
@@ -432,13 +433,13 @@ interface HandshakeServer {
 
 /** `path`'s agent door for `handshakes`: ours and Go's servers, or the floor's plain node TLS server. */
 async function handshakeServer(path: Path, bin: string, profDir: string | undefined): Promise<HandshakeServer> {
-  if (path === "floor") {
+  if (path === "floor" || path === "floorh2") {
     const c = h.certs;
     const proc = h.spawnProc("tls-floor", process.execPath, [
       ...NODE_FLAGS,
       ...TS_NODE,
       join(BENCH, "relay-floor.ts"),
-      opt("floor") === "h2" ? "handshakes-h2" : "handshakes",
+      path === "floorh2" ? "handshakes-h2" : "handshakes",
       c.server.cert,
       c.server.key,
       c.agentCa.cert,
@@ -519,11 +520,13 @@ async function handshakes(bin: string): Promise<void> {
     const full = median(x.full);
     const resumed = median(x.resumed);
     const ratios = x.resumed.map((ms, i) => ms / x.full[i]!);
-    const floor = perHandshake.floor;
-    const vsFloor =
-      floor && path !== "floor"
-        ? ` (floor: ${(full / median(floor.full)).toFixed(2)}x, ${(resumed / median(floor.resumed)).toFixed(2)}x)`
-        : "";
+    const vsFloor = (["floor", "floorh2"] as const)
+      .filter((f) => perHandshake[f] && path !== f)
+      .map(
+        (f) =>
+          ` (${f}: ${(full / median(perHandshake[f]!.full)).toFixed(2)}x, ${(resumed / median(perHandshake[f]!.resumed)).toFixed(2)}x)`,
+      )
+      .join("");
     log(
       `${path}: median server CPU ${full.toFixed(3)} ms full, ${Number.isNaN(resumed) ? "-" : resumed.toFixed(3)} ms resumed${vsFloor}` +
         (ratios.length ? `; resumed/full ${percentileOf(ratios, 50).toFixed(3)}` : "") +
@@ -549,15 +552,14 @@ function reportHandshakePerf(symbolUs: Record<string, Map<string, number>>, serv
       row === "total" ? [...categories[c]!.values()].reduce((a, b) => a + b, 0) : (categories[c]!.get(row) ?? 0);
     log(`| ${row} | ${columns.map((c) => value(c).toFixed(0)).join(" | ")} |`);
   }
-  if (!servers.includes("ours") || !servers.includes("floor")) return;
-  for (const kind of ["full", "resumed"]) {
+  for (const [kind, floorPath] of ["full", "resumed"].flatMap((k) => ["floor", "floorh2"].map((f) => [k, f]))) {
     const ours = symbolUs[`ours ${kind}`];
-    const floor = symbolUs[`floor ${kind}`];
+    const floor = symbolUs[`${floorPath} ${kind}`];
     if (!ours || !floor) continue;
     const diff = [...new Set([...ours.keys(), ...floor.keys()])]
       .map((sym) => ({ sym, ours: (ours.get(sym) ?? 0) / rounds, floor: (floor.get(sym) ?? 0) / rounds }))
       .sort((a, b) => b.ours - b.floor - (a.ours - a.floor));
-    log(`\n${kind} handshakes: the 25 symbols ours spends most above the floor on (us per handshake)`);
+    log(`\n${kind} handshakes: the 25 symbols ours spends most above ${floorPath} on (us per handshake)`);
     log(`| symbol | ours | floor | ours - floor |`);
     log(`| --- | --- | --- | --- |`);
     for (const d of diff.slice(0, 25))

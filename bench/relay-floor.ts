@@ -21,7 +21,7 @@
  *        relay-floor.ts handshakes-h2 <server.crt> <server.key> <agent-ca.crt>
  *          the same TLS with node's HTTP/2 server on it (a session and its SETTINGS per
  *          connection, as every gRPC server in node has): the floor of the agent door's handshake
- *          (`hotpath.ts handshakes --floor=h2`); prints {"port":N}
+ *          (`hotpath.ts handshakes --paths=ours,floorh2`); prints {"port":N}
  */
 import { constants as cryptoConstants } from "node:crypto";
 import { readFileSync } from "node:fs";
