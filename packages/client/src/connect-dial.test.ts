@@ -152,11 +152,81 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
     await assert.rejects(
       dialConnect("ok:1", { proxy: { host: "127.0.0.1", port, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey } }),
       (err: Error) => {
-        assert.match(err.message, /ECONNREFUSED/);
+        assert.match(err.message, /ECONNREFUSED.*\(5 connections, none taken\)$/);
         assert.doesNotMatch(err.message, /TLS handshake|proxy\.cert/);
         return true;
       },
     );
+  });
+
+  /**
+   * A Service in front of the door at `port` whose first `dead` connections reach a replica that
+   * just died (reset as soon as accepted); the rest reach the door. Counts the connections.
+   */
+  const withService = async (
+    dead: number,
+    port: number,
+    use: (front: { port: number; connections: number }) => Promise<void>,
+  ): Promise<void> => {
+    const front = { port: 0, connections: 0 };
+    const server = net.createServer((socket) => {
+      front.connections++;
+      if (front.connections <= dead) {
+        socket.resetAndDestroy();
+        return;
+      }
+      const door = net.connect(port, "127.0.0.1");
+      socket.pipe(door).pipe(socket);
+      door.on("error", () => socket.destroy());
+      socket.on("error", () => door.destroy());
+    });
+    front.port = await listen(server, 0);
+    try {
+      await use(front);
+    } finally {
+      server.close();
+    }
+  };
+
+  test("a connection no proxy server takes is made again (mTLS: reset before the handshake ended), up to 5", async () => {
+    const proxy = { host: "localhost", ca: pki.ca, cert: pki.clientCert, key: pki.clientKey };
+    await withService(4, securePort, async (front) => {
+      const socket = await dialConnect("ok:1", { proxy: { ...proxy, port: front.port } });
+      assert.equal(front.connections, 5, "four connections reset, the fifth reached the door");
+      socket.write("live");
+      assert.equal(await readToEnd(socket, "early bytes|live".length), "early bytes|live");
+      socket.destroy();
+    });
+    await withService(Infinity, securePort, async (front) => {
+      await assert.rejects(dialConnect("ok:1", { proxy: { ...proxy, port: front.port } }), (err: unknown) => {
+        assert.ok(err instanceof DialError, String(err));
+        assert.match(err.message, /\(5 connections, none taken\)$/);
+        return true;
+      });
+      assert.equal(front.connections, 5);
+    });
+  });
+
+  test("over plain TCP a connection reset once it was up is not made again: the CONNECT may have gone out", async () => {
+    let connections = 0;
+    // A door that reads the CONNECT, then resets.
+    const server = net.createServer((socket) => {
+      connections++;
+      socket.once("data", () => socket.resetAndDestroy());
+    });
+    const port = await listen(server, 0);
+    try {
+      await assert.rejects(dialConnect("ok:1", { proxy: { port } }), DialError);
+      assert.equal(connections, 1);
+    } finally {
+      server.close();
+    }
+    // Reset before the connection was up (the kernel's handshake done, the door gone): nothing
+    // was sent, so it is made again.
+    await withService(Infinity, plainPort, async (front) => {
+      await assert.rejects(dialConnect("ok:1", { proxy: { port: front.port } }), /\(5 connections, none taken\)$/);
+      assert.equal(front.connections, 5);
+    });
   });
 
   test("a draining server's 503 is sent once more on a new connection, only once; no other answer is", async () => {

@@ -12,9 +12,11 @@ import {
   connectResuming,
   describeConnectFailure,
   sharedSecureContexts,
+  unreachedFailure,
   sharedTlsSessions,
   type TlsSessionCache,
 } from "@cluster-proxy/tunnel";
+import { connectAgain } from "./connect-again.js";
 import { dialAbortError, remainingMs, startDialLimits, dialTimeoutError, type DialLimits } from "./dial-limits.js";
 import {
   DEFAULT_TCP_KEEPALIVE_MS,
@@ -176,17 +178,33 @@ function openTcpProxySocket(proxy: ConnectProxyOptions, sessions: TlsSessionCach
  *
  * A `503` with our proxy-server's draining answer (it got SIGTERM: nothing went to any agent) is
  * sent once more on a new connection, which the hub's Service may give to another replica, within
- * the same timeout. Nothing else is retried.
+ * the same timeout. A connection that no proxy server takes (refused or reset before its TLS
+ * handshake ended: a replica that just died, still listed by its Service) is made again, up to 5
+ * connections 50-400 ms apart, within the same timeout. Nothing else is retried.
  */
 export async function dialConnect(address: string, options: DialConnectOptions): Promise<net.Socket> {
   const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal, options.clock);
+  const reaching = (): Promise<net.Socket> =>
+    connectAgain(() => dialConnectOnce(address, options, limits), {
+      unreached: (err) => unreachedDials.has(err as Error),
+      stop: limits.signal,
+      timers: limits.clock,
+      mayTry: () => remainingMs(limits) > 0,
+      exhausted: (err, attempts) => {
+        const e = err as DialError;
+        return new DialError(`${e.message} (${attempts} connections, none taken)`, e.reason, { cause: e.cause });
+      },
+    });
   try {
-    return await dialConnectOnce(address, options, limits);
+    return await reaching();
   } catch (err) {
     if (!serverDraining(err) || limits.signal?.aborted || remainingMs(limits) <= 0) throw err;
-    return dialConnectOnce(address, options, limits);
+    return reaching();
   }
 }
+
+/** Dials that failed because no proxy server took their connection (see connect-again.ts). */
+const unreachedDials = new WeakSet<Error>();
 
 /** Our proxy-server's answer to a CONNECT while it drains ({@link DialErrors.serverDraining}). */
 function serverDraining(err: unknown): boolean {
@@ -227,6 +245,9 @@ function handshake(
    */
   let secured = false;
   socket.once("secureConnect", () => void (secured = true));
+  /** Set once the TCP connection is up: over plain TCP the CONNECT goes out then. */
+  let connected = false;
+  socket.once("connect", () => void (connected = true));
 
   const cleanup = (): void => {
     settled = true;
@@ -321,15 +342,18 @@ function handshake(
     if (errorHead) failWithHead(errorHead, buffered);
     else {
       const why = describeConnectFailure(err, SDK_TLS_OPTIONS, describeProxy(proxy));
-      fail(
-        new DialError(
-          why === err.message && buffered.length === 0 && secured
-            ? closedUnanswered(socket, proxy, address, false) + ` [${err.message}]`
-            : `CONNECT ${address} via ${describeProxy(proxy)} failed: ${why}`,
-          "tunnelclosed",
-          { cause: err },
-        ),
+      const failure = new DialError(
+        why === err.message && buffered.length === 0 && secured
+          ? closedUnanswered(socket, proxy, address, false) + ` [${err.message}]`
+          : `CONNECT ${address} via ${describeProxy(proxy)} failed: ${why}`,
+        "tunnelclosed",
+        { cause: err },
       );
+      // Before the TLS handshake ended (without TLS: before the connection was up) the CONNECT
+      // had not gone out: no server took it.
+      const sent = socket instanceof tls.TLSSocket ? secured : connected;
+      if (!sent && unreachedFailure(err)) unreachedDials.add(failure);
+      fail(failure);
     }
   };
   const onAbort = (): void => fail(dialAbortError(address, limits.signal));

@@ -15,15 +15,8 @@ import {
   type ClientCall,
   type ConnectTarget,
 } from "@cluster-proxy/tunnel";
-import {
-  Backoff,
-  delay,
-  keepAliveClock,
-  silentLogger,
-  type BackoffOptions,
-  type Clock,
-  type Logger,
-} from "@cluster-proxy/kit";
+import { keepAliveClock, silentLogger, type Clock, type Logger } from "@cluster-proxy/kit";
+import { connectAgain } from "./connect-again.js";
 import { remainingMs, startDialLimits, withinDialLimits } from "./dial-limits.js";
 import { dialOnCall, isServerGoingAway } from "./grpc-dial.js";
 import { newDialRandom } from "./proxy-call.js";
@@ -60,15 +53,6 @@ interface InternalOptions extends TunnelClientOptions {
  */
 /** How long `close()` lets the session end gracefully before destroying it. */
 const CLOSE_GRACE_MS = 2000;
-
-/**
- * Connections a session may take when none is taken by a server (refused or reset before its
- * TLS handshake ended): with one replica of three dead behind a Service, all five fail one time
- * in 243.
- */
-const CONNECT_ATTEMPTS = 5;
-/** The pauses between those connections: 50, 100, 200, 400 ms (and 10% jitter). */
-const CONNECT_RETRY_BACKOFF: BackoffOptions = { initialMs: 50, capMs: 400, factor: 2 };
 
 export class TunnelClient {
   private readonly options: TunnelClientOptions;
@@ -118,8 +102,8 @@ export class TunnelClient {
    * connection, which the hub's Service may give to another replica, within the same timeout. A
    * connection that no proxy server takes (refused or reset before its TLS handshake ended: a
    * replica that just died, still listed by its Service) is made again, up to 5 connections
-   * 50-400 ms apart. Nothing else is retried: once the server took the dial, bytes may have gone
-   * out.
+   * 50-400 ms apart, within the same timeout. Nothing else is retried: once the server took the
+   * dial, bytes may have gone out.
    */
   async dial(address: string, options: DialOptions = {}): Promise<TunnelSocket> {
     if (this.closed) throw new DialError(`cannot dial ${address}: the tunnel client is closed`, "tunnelclosed");
@@ -279,34 +263,23 @@ export class TunnelClient {
     return session;
   }
 
-  /**
-   * `connectSession(target)`, connected again (a new connection each time, up to
-   * {@link CONNECT_ATTEMPTS} in all, after {@link CONNECT_RETRY_BACKOFF}'s pauses) while no server
-   * takes it (`ConnectError.unreached`): the hub's Service may still send a new connection to a
-   * proxy-server that just died, and the next one may reach a live replica.
-   */
-  private async connectReaching(target: ConnectTarget): Promise<http2.ClientHttp2Session> {
-    const backoff = new Backoff(CONNECT_RETRY_BACKOFF);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await connectSession(target);
-      } catch (err) {
-        if (!(err instanceof ConnectError) || !err.unreached || this.closed) throw err;
-        if (attempt >= CONNECT_ATTEMPTS) {
-          throw new ConnectError(`${err.message} (${attempt} connections, none taken)`, {
-            cause: err.cause,
-            unreached: true,
-          });
-        }
-        const pause = backoff.next();
+  /** `connectSession(target)`, connected again while no proxy server takes the connection (connect-again.ts). */
+  private connectReaching(target: ConnectTarget): Promise<http2.ClientHttp2Session> {
+    return connectAgain(() => connectSession(target), {
+      unreached: (err) => err instanceof ConnectError && err.unreached,
+      stop: this.closing.signal,
+      timers: this.clock,
+      onRetry: (attempt, pauseMs, err) =>
         this.logger.debug(
-          { proxy: describeProxy(this.options.proxy), attempt, pauseMs: pause, err: errorMessage(err) },
+          { proxy: describeProxy(this.options.proxy), attempt, pauseMs, err: errorMessage(err) },
           "no proxy server took the connection: connecting again",
-        );
-        await delay(pause, this.closing.signal, this.clock);
-        if (this.closed) throw err;
-      }
-    }
+        ),
+      exhausted: (err, attempts) =>
+        new ConnectError(`${errorMessage(err)} (${attempts} connections, none taken)`, {
+          cause: err instanceof Error ? err.cause : undefined,
+          unreached: true,
+        }),
+    });
   }
 
   private acquire(): void {

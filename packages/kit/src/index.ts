@@ -6,7 +6,7 @@
  * `@cluster-proxy/kit/testing` (test-only: the manual clock).
  */
 export { type Logger, silentLogger } from "./logger.js";
-export { Backoff, type BackoffOptions, backoffDelay, delay } from "./backoff.js";
+export { Backoff, backoffDelay, delay } from "./backoff.js";
 export { type Clock, keepAliveClock, realClock, type TimerHandle, type Timers } from "./clock.js";
 export { type Component, IdleWaiters, InFlight, Lifecycle } from "./lifecycle.js";
 export {

@@ -27,6 +27,7 @@ export {
   ServerCall,
   type StreamStatus,
   TUNNEL_HTTP2_OPTIONS,
+  unreachedFailure,
   widenSessionWindow,
 } from "./grpc/index.js";
 export {

@@ -100,6 +100,15 @@ export class ConnectError extends ClusterProxyError<typeof ErrorCodes.connect> {
 /** Socket error codes of a connection that no server took (see {@link ConnectError.unreached}). */
 const UNREACHED_CODES: ReadonlySet<string> = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "EHOSTUNREACH"]);
 
+/**
+ * Whether `err`, a socket's error before its TLS handshake ended, means that no server took the
+ * connection (refused, reset, no route to the host): nothing was sent.
+ */
+export function unreachedFailure(err: unknown): boolean {
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return code !== undefined && UNREACHED_CODES.has(code);
+}
+
 /** Why each session's transport failed, explained (see {@link sessionFailure}). */
 const transportFailures = new WeakMap<http2.Http2Session, string>();
 
@@ -205,15 +214,13 @@ export function connectSession(target: ConnectTarget): Promise<http2.ClientHttp2
     }
     const names = target.tlsNames ?? SDK_NAMES;
     let handshaken = false;
-    const onError = (err: Error): void => {
-      const code = (err as NodeJS.ErrnoException).code;
+    const onError = (err: Error): void =>
       fail(
         new ConnectError(`cannot connect to ${where}: ${describeConnectFailure(err, names, where)}`, {
           cause: err,
-          unreached: !handshaken && code !== undefined && UNREACHED_CODES.has(code),
+          unreached: !handshaken && unreachedFailure(err),
         }),
       );
-    };
     // After the session is up, a transport error is recorded for the calls that it ends. A TLS
     // server that refuses our certificate may do so only after our side of the handshake is done
     // (TLS 1.3; node servers then just reset): a connection that ends before the server said a

@@ -1,0 +1,49 @@
+/**
+ * Connecting again when no proxy server took a connection: refused, reset or without a host
+ * before its TLS handshake ended, so nothing was sent. The hub's Service may still send a new
+ * connection to a proxy-server that just died; the next one may reach a live replica. Used by
+ * `TunnelClient` (and so `dial`) and `dialConnect`.
+ */
+import { Backoff, delay, type Timers } from "@cluster-proxy/kit";
+
+/** Connections tried in all: with one replica of three dead behind a Service, all five fail one time in 243. */
+const CONNECT_ATTEMPTS = 5;
+
+/** The pauses between them: 50, 100, 200, 400 ms (and up to 10% more). */
+const CONNECT_RETRY_BACKOFF = { initialMs: 50, capMs: 400, factor: 2 };
+
+/** How {@link connectAgain} tells, waits and gives up. */
+export interface ConnectAgainOptions {
+  /** Whether `err` is a connection no server took. */
+  unreached(err: unknown): boolean;
+  /** Ends the pauses, and the attempts, at once (the client closed, the dial was cancelled). */
+  stop?: AbortSignal | undefined;
+  timers: Timers;
+  /** Whether another attempt may still start (e.g. the dial's deadline has not passed). */
+  mayTry?: () => boolean;
+  /** Told before each pause. */
+  onRetry?: (attempt: number, pauseMs: number, err: unknown) => void;
+  /** The error after {@link CONNECT_ATTEMPTS} connections none of which was taken. */
+  exhausted: (err: unknown, attempts: number) => Error;
+}
+
+/**
+ * `connect()`, called again (a new connection each time, up to {@link CONNECT_ATTEMPTS} in all,
+ * after the backoff's pauses) while it fails with a connection no server took. Any other failure,
+ * a stop or `mayTry()` false ends it with the failure as it is.
+ */
+export async function connectAgain<T>(connect: () => Promise<T>, o: ConnectAgainOptions): Promise<T> {
+  const backoff = new Backoff(CONNECT_RETRY_BACKOFF);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connect();
+    } catch (err) {
+      if (!o.unreached(err) || o.stop?.aborted || (o.mayTry && !o.mayTry())) throw err;
+      if (attempt >= CONNECT_ATTEMPTS) throw o.exhausted(err, attempt);
+      const pause = backoff.next();
+      o.onRetry?.(attempt, pause, err);
+      await delay(pause, o.stop ?? new AbortController().signal, o.timers);
+      if (o.stop?.aborted || (o.mayTry && !o.mayTry())) throw err;
+    }
+  }
+}
