@@ -27,6 +27,17 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
 }
 
+/** Keys of the file whose content `content()` gives at each read, never polled. */
+function keysOf(content: () => Buffer): Promise<ServerTicketKeys> {
+  return ServerTicketKeys.load({
+    file: "/keys",
+    lifetimeMs: 60_000,
+    intervalMs: 0,
+    logger: silentLogger,
+    readFile: () => Promise.resolve(content()),
+  });
+}
+
 describe("ServerTicketKeys reload", () => {
   test("the key file is polled every interval of the injected clock; a new key is installed once", async () => {
     const clock = new ManualClock();
@@ -71,13 +82,7 @@ describe("ServerTicketKeys reload", () => {
     const first = randomBytes(TICKET_KEY_BYTES);
     const second = randomBytes(TICKET_KEY_BYTES);
     let content = Buffer.from(formatTicketKeyFile([first]));
-    const keys = await ServerTicketKeys.load({
-      file: "/keys",
-      lifetimeMs: 60_000,
-      intervalMs: 0,
-      logger: silentLogger,
-      readFile: () => Promise.resolve(content),
-    });
+    const keys = await keysOf(() => content);
     const server = tls.createServer();
     keys.register("door", server, tls.createServer());
     const resumable = keys.resumable("door");
@@ -100,13 +105,7 @@ describe("ServerTicketKeys reload", () => {
   test("a ticket is judged again after every change of the keys, and per door (the verdicts are kept per ticket)", async () => {
     const first = randomBytes(TICKET_KEY_BYTES);
     let content = Buffer.from(formatTicketKeyFile([first]));
-    const keys = await ServerTicketKeys.load({
-      file: "/keys",
-      lifetimeMs: 60_000,
-      intervalMs: 0,
-      logger: silentLogger,
-      readFile: () => Promise.resolve(content),
-    });
+    const keys = await keysOf(() => content);
     const [primary, twin] = [tls.createServer(), tls.createServer()];
     keys.register("door", primary, twin);
     keys.register("other", tls.createServer(), tls.createServer());
