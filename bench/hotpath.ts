@@ -111,7 +111,10 @@ type Path = "ours" | "ours2" | "go" | "floor" | "floorsrv" | "floorh2";
 const paths = (opt("paths") ?? "ours,go").split(",") as Path[];
 const rounds = num("rounds", 3);
 /** The paths in round `r`: reversed every other round with --abba (cancels an order effect). */
-const order = (r: number): Path[] => (flag("abba") && r % 2 === 1 ? [...paths].reverse() : paths);
+/** The paths of round `r` (`list`, reversed every other round with --abba). */
+const order = (r: number, list: Path[] = paths): Path[] => (flag("abba") && r % 2 === 1 ? [...list].reverse() : list);
+/** Where --prof profiles go: --prof-dir (kept), or the run's directory. */
+const profDirOf = (): string | undefined => opt("prof-dir") ?? (flag("prof") ? join(h.dir, "prof") : undefined);
 const h = new Harness();
 process.on("SIGINT", () => void h.close().then(() => process.exit(130)));
 
@@ -466,7 +469,7 @@ async function handshakeServer(path: Path, bin: string, profDir: string | undefi
 async function handshakes(bin: string): Promise<void> {
   const count = num("count", 300);
   const servers = (opt("paths") ?? "ours,floor,go").split(",") as Path[];
-  const profDir = opt("prof-dir") ?? (flag("prof") ? join(h.dir, "prof") : undefined);
+  const profDir = profDirOf();
   const agentCert = h.certs.agents.get("bench")!;
   const options: tls.ConnectionOptions = {
     ca: readFileSync(h.certs.ca.cert),
@@ -480,7 +483,7 @@ async function handshakes(bin: string): Promise<void> {
   const symbolUs: Record<string, Map<string, number>> = {};
   const perHandshake: Partial<Record<Path, Record<"full" | "resumed", number[]>>> = {};
   for (let r = 0; r < rounds; r++) {
-    for (const path of flag("abba") && r % 2 === 1 ? [...servers].reverse() : servers) {
+    for (const path of order(r, servers)) {
       const server = await handshakeServer(path, bin, profDir);
       try {
         const { session } = await handshake(server.port, options);
@@ -533,14 +536,14 @@ async function handshakes(bin: string): Promise<void> {
         (path === "ours" ? ` (the pacer charges ${RESUMED_HANDSHAKE_COST})` : ""),
     );
   }
-  if (perf) reportHandshakePerf(symbolUs, servers);
+  if (perf) reportHandshakePerf(symbolUs);
 }
 
 /**
  * `handshakes --perf`: server CPU us per handshake by category, then the symbols where ours and
  * the floor differ most (means over the rounds).
  */
-function reportHandshakePerf(symbolUs: Record<string, Map<string, number>>, servers: Path[]): void {
+function reportHandshakePerf(symbolUs: Record<string, Map<string, number>>): void {
   const mean = (m: Map<string, number>): Map<string, number> => new Map([...m].map(([sym, us]) => [sym, us / rounds]));
   const columns = Object.keys(symbolUs);
   const categories = Object.fromEntries(columns.map((c) => [c, categoriesOf(mean(symbolUs[c]!))]));
@@ -580,7 +583,7 @@ async function main(): Promise<void> {
   if (scenario === "agentrss") return agentRss(bin);
   if (scenario === "handshakes") return handshakes(bin);
   if (scenario === "storm") return storm(bin);
-  const profDir = opt("prof-dir") ?? (flag("prof") ? join(h.dir, "prof") : undefined);
+  const profDir = profDirOf();
 
   const target = await startTarget(h, LOOPBACK);
   const tpid = target.proc.child.pid;
