@@ -10,7 +10,7 @@ function options(clock: ManualClock, extra: Partial<ConnectAgainOptions> = {}): 
   return {
     unreached: (err) => err === refused,
     timers: clock,
-    exhausted: (_err, attempts) => new Error(`${attempts} connections, none taken`),
+    exhausted: (_err, note) => new Error(`refused ${note}`),
     ...extra,
   };
 }
@@ -25,7 +25,7 @@ test("connects again after 50, 100, 200 and 400 ms (and up to 10% more), then gi
     attempts++;
     return Promise.reject(refused);
   }, options(clock));
-  const failed = assert.rejects(result, /^Error: 5 connections, none taken$/);
+  const failed = assert.rejects(result, /^Error: refused \(5 connections, none taken\)$/);
   for (const pause of [50, 100, 200, 400]) {
     await settle();
     clock.advance(pause - 1);

@@ -23,8 +23,11 @@ export interface ConnectAgainOptions {
   mayTry?: () => boolean;
   /** Told before each pause. */
   onRetry?: (attempt: number, pauseMs: number, err: unknown) => void;
-  /** The error after {@link CONNECT_ATTEMPTS} connections none of which was taken. */
-  exhausted: (err: unknown, attempts: number) => Error;
+  /**
+   * The error after {@link CONNECT_ATTEMPTS} connections none of which was taken: the last one's
+   * `err`, with `note` (`(5 connections, none taken)`) to append to its message.
+   */
+  exhausted: (err: unknown, note: string) => Error;
 }
 
 /**
@@ -34,16 +37,17 @@ export interface ConnectAgainOptions {
  */
 export async function connectAgain<T>(connect: () => Promise<T>, o: ConnectAgainOptions): Promise<T> {
   const backoff = new Backoff(CONNECT_RETRY_BACKOFF);
+  const over = (): boolean => o.stop?.aborted === true || (o.mayTry !== undefined && !o.mayTry());
   for (let attempt = 1; ; attempt++) {
     try {
       return await connect();
     } catch (err) {
-      if (!o.unreached(err) || o.stop?.aborted || (o.mayTry && !o.mayTry())) throw err;
-      if (attempt >= CONNECT_ATTEMPTS) throw o.exhausted(err, attempt);
+      if (!o.unreached(err) || over()) throw err;
+      if (attempt >= CONNECT_ATTEMPTS) throw o.exhausted(err, `(${attempt} connections, none taken)`);
       const pause = backoff.next();
       o.onRetry?.(attempt, pause, err);
       await delay(pause, o.stop ?? new AbortController().signal, o.timers);
-      if (o.stop?.aborted || (o.mayTry && !o.mayTry())) throw err;
+      if (over()) throw err;
     }
   }
 }

@@ -190,9 +190,9 @@ export async function dialConnect(address: string, options: DialConnectOptions):
       stop: limits.signal,
       timers: limits.clock,
       mayTry: () => remainingMs(limits) > 0,
-      exhausted: (err, attempts) => {
+      exhausted: (err, note) => {
         const e = err as DialError;
-        return new DialError(`${e.message} (${attempts} connections, none taken)`, e.reason, { cause: e.cause });
+        return new DialError(`${e.message} ${note}`, e.reason, { cause: e.cause });
       },
     });
   try {

@@ -274,8 +274,8 @@ export class TunnelClient {
           { proxy: describeProxy(this.options.proxy), attempt, pauseMs, err: errorMessage(err) },
           "no proxy server took the connection: connecting again",
         ),
-      exhausted: (err, attempts) =>
-        new ConnectError(`${errorMessage(err)} (${attempts} connections, none taken)`, {
+      exhausted: (err, note) =>
+        new ConnectError(`${errorMessage(err)} ${note}`, {
           cause: err instanceof Error ? err.cause : undefined,
           unreached: true,
         }),
