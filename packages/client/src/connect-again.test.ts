@@ -60,7 +60,7 @@ test("a connection that got its answer, and any other failure, is not made again
   assert.equal(attempts, 1);
 });
 
-test("stop ends a pause at once, without another connection; mayTry false ends it too", async () => {
+test("stop ends a pause at once, without another connection; no pause runs past the deadline", async () => {
   const clock = new ManualClock();
   const stop = new AbortController();
   let attempts = 0;
@@ -77,15 +77,18 @@ test("stop ends a pause at once, without another connection; mayTry false ends i
   assert.equal(attempts, 1);
   assert.equal(clock.armed, 0, "no pause left armed");
   attempts = 0;
-  await assert.rejects(
-    connectAgain(
-      () => {
-        attempts++;
-        return Promise.reject(refused);
-      },
-      options(clock, { mayTry: () => false }),
-    ),
-    (err) => err === refused,
+  const deadline = clock.now() + 30;
+  const outOfTime = new Error("timed out");
+  const late = connectAgain(
+    () => {
+      attempts++;
+      return Promise.reject(refused);
+    },
+    options(clock, { timeLeftMs: () => deadline - clock.now(), outOfTime: () => outOfTime }),
   );
-  assert.equal(attempts, 1);
+  const timedOut = assert.rejects(late, (err) => err === outOfTime);
+  await settle();
+  clock.advance(30);
+  await timedOut;
+  assert.equal(attempts, 1, "the 50 ms pause was cut to the 30 ms left, then the time was out");
 });

@@ -19,8 +19,10 @@ export interface ConnectAgainOptions {
   /** Ends the pauses, and the attempts, at once (the client closed, the dial was cancelled). */
   stop?: AbortSignal | undefined;
   timers: Timers;
-  /** Whether another attempt may still start (e.g. the dial's deadline has not passed). */
-  mayTry?: () => boolean;
+  /** Milliseconds left for the attempts (a deadline): no pause runs past it. Absent: no deadline. */
+  timeLeftMs?: () => number;
+  /** The error when the time ran out before another attempt (default: the last failure as it is). */
+  outOfTime?: (err: unknown) => Error;
   /** Told before each pause. */
   onRetry?: (attempt: number, pauseMs: number, err: unknown) => void;
   /**
@@ -32,22 +34,24 @@ export interface ConnectAgainOptions {
 
 /**
  * `connect()`, called again (a new connection each time, up to {@link CONNECT_ATTEMPTS} in all,
- * after the backoff's pauses) while it fails with a connection no server took. Any other failure,
- * a stop or `mayTry()` false ends it with the failure as it is.
+ * after the backoff's pauses) while it fails with a connection no server took and time is left.
+ * Any other failure, or a stop, ends it with the failure as it is.
  */
 export async function connectAgain<T>(connect: () => Promise<T>, o: ConnectAgainOptions): Promise<T> {
   const backoff = new Backoff(CONNECT_RETRY_BACKOFF);
-  const over = (): boolean => o.stop?.aborted === true || (o.mayTry !== undefined && !o.mayTry());
+  const timeLeft = (): number => o.timeLeftMs?.() ?? Infinity;
   for (let attempt = 1; ; attempt++) {
     try {
       return await connect();
     } catch (err) {
-      if (!o.unreached(err) || over()) throw err;
+      if (!o.unreached(err) || o.stop?.aborted) throw err;
       if (attempt >= CONNECT_ATTEMPTS) throw o.exhausted(err, `(${attempt} connections, none taken)`);
-      const pause = backoff.next();
+      if (timeLeft() <= 0) throw o.outOfTime?.(err) ?? err;
+      const pause = Math.min(backoff.next(), timeLeft());
       o.onRetry?.(attempt, pause, err);
       await delay(pause, o.stop ?? new AbortController().signal, o.timers);
-      if (over()) throw err;
+      if (o.stop?.aborted) throw err;
+      if (timeLeft() <= 0) throw o.outOfTime?.(err) ?? err;
     }
   }
 }

@@ -229,6 +229,46 @@ describe("HTTP CONNECT dial", { timeout: 30_000 }, () => {
     });
   });
 
+  test("connecting again ends at the dial's deadline, as a timeout", async () => {
+    const server = net.createServer((socket) => void setTimeout(() => socket.resetAndDestroy(), 900));
+    const port = await listen(server, 0);
+    const started = Date.now();
+    try {
+      await assert.rejects(
+        dialConnect("ok:1", {
+          proxy: { host: "localhost", port, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+          // Resets at 0.9, 1.85 and 2.85 s: the 400 ms pause after the third runs into the deadline.
+          timeoutMs: 3_000,
+        }),
+        (err: unknown) => {
+          assert.ok(err instanceof DialError && err.reason === "timeout", String(err));
+          return true;
+        },
+      );
+      assert.ok(Date.now() - started < 3_000 + 1_000, `${Date.now() - started} ms`);
+    } finally {
+      server.close();
+    }
+  });
+
+  test("a door that ends the connection before the TLS handshake: an error, never an unhandled one", async () => {
+    const server = net.createServer((socket) => socket.end());
+    const port = await listen(server, 0);
+    try {
+      await assert.rejects(
+        dialConnect("ok:1", {
+          proxy: { host: "localhost", port, ca: pki.ca, cert: pki.clientCert, key: pki.clientKey },
+          tlsSessions: false,
+        }),
+        DialError,
+      );
+      // The error node queues for such a socket comes a turn later.
+      for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    } finally {
+      server.close();
+    }
+  });
+
   test("a draining server's 503 is sent once more on a new connection, only once; no other answer is", async () => {
     drainingAnswers = 1;
     drainingAsked = 0;

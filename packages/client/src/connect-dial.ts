@@ -189,7 +189,8 @@ export async function dialConnect(address: string, options: DialConnectOptions):
       unreached: (err) => unreachedDials.has(err as Error),
       stop: limits.signal,
       timers: limits.clock,
-      mayTry: () => remainingMs(limits) > 0,
+      timeLeftMs: () => remainingMs(limits),
+      outOfTime: () => dialTimeoutError(address, limits.timeoutMs),
       exhausted: (err, note) => {
         const e = err as DialError;
         return new DialError(`${e.message} ${note}`, e.reason, { cause: e.cause });
@@ -261,6 +262,9 @@ function handshake(
   const fail = (err: Error): void => {
     if (settled) return;
     cleanup();
+    // The socket is never handed out: an error node emits after this (a TLS socket ended before
+    // its handshake queues one) must not reach the process as an unhandled 'error'.
+    socket.on("error", () => undefined);
     socket.destroy();
     reject(err);
   };

@@ -350,6 +350,34 @@ describe("gRPC dial through a fake hub", { timeout: 60_000 }, () => {
     }
   });
 
+  test("a dial given up leaves no connecting past one timeout: a server that resets every connection just before it", async () => {
+    const starts: number[] = [];
+    const server = net.createServer((socket) => {
+      starts.push(Date.now());
+      setTimeout(() => socket.resetAndDestroy(), 900);
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    const client = new TunnelClient({
+      ...options,
+      proxy: { ...options.proxy, port: (server.address() as net.AddressInfo).port },
+      dialTimeoutMs: 2_000,
+    });
+    try {
+      const abort = new AbortController();
+      const dialling = assert.rejects(client.dial("echo:1", { signal: abort.signal }));
+      setTimeout(() => abort.abort(), 100);
+      await dialling;
+      await new Promise((r) => setTimeout(r, 4_000));
+      assert.ok(starts.length >= 2, `${starts.length} connections`);
+      const spread = starts[starts.length - 1]! - starts[0]!;
+      assert.ok(spread < 2_000, `connections went on ${spread} ms after the first (the timeout is 2,000)`);
+    } finally {
+      await client.close();
+      server.close();
+    }
+  });
+
   test("close() ends the connecting again at once", async () => {
     await withService(Infinity, async (port, front) => {
       const client = new TunnelClient({ ...options, proxy: { ...options.proxy, port } });

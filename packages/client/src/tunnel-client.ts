@@ -263,12 +263,20 @@ export class TunnelClient {
     return session;
   }
 
-  /** `connectSession(target)`, connected again while no proxy server takes the connection (connect-again.ts). */
+  /**
+   * `connectSession(target)`, connected again while no proxy server takes the connection
+   * (connect-again.ts), all within one `target.timeoutMs`: the session is shared by every dial
+   * waiting for it, and goes on after one gives up, so its attempts together take no longer than
+   * one connection may.
+   */
   private connectReaching(target: ConnectTarget): Promise<http2.ClientHttp2Session> {
-    return connectAgain(() => connectSession(target), {
+    const deadline = this.clock.now() + (target.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS);
+    const timeLeftMs = (): number => deadline - this.clock.now();
+    return connectAgain(() => connectSession({ ...target, timeoutMs: Math.max(1, timeLeftMs()) }), {
       unreached: (err) => err instanceof ConnectError && err.unreached,
       stop: this.closing.signal,
       timers: this.clock,
+      timeLeftMs,
       onRetry: (attempt, pauseMs, err) =>
         this.logger.debug(
           { proxy: describeProxy(this.options.proxy), attempt, pauseMs, err: errorMessage(err) },
