@@ -16,3 +16,4 @@ export {
   isCallerClaimHeader,
 } from "./http-headers.js";
 export { guardPlainHttp, plainHttpOnTlsPortResponse } from "./plain-http-guard.js";
+export { MULTIPLEXED_SESSION_RESETS } from "./http2-resets.js";

@@ -33,6 +33,15 @@ export interface GatewayProxyDeps {
   logger: Logger;
 }
 
+/**
+ * How long an upstream may take to end its stream after the last byte of an answer of a declared
+ * length, before that stream is reset. Most servers end it in the same frame or the next one;
+ * resetting it at once, a race the caller's answer usually wins, counts against the rapid-reset
+ * guard of nghttp2-based servers (node's among them): about 1,000 resets and they close the
+ * whole session with INTERNAL_ERROR, failing every request on it.
+ */
+export const HELD_ANSWER_GRACE_MS = 2_000;
+
 /** The one-line text of a 502. */
 function badGateway(name: string, cause: string): string {
   return `gateway endpoint: ${name}: ${cause}`;
@@ -472,6 +481,8 @@ export class GatewayProxy {
     let answered = false;
     /** The upstream's answer has ended (an answer of a declared length is done before that). */
     let upstreamEnded = false;
+    /** The caller has the whole answer of a declared length, the upstream's end may still come. */
+    let complete = false;
     const failWith = (status: number, text: string): void => {
       if (failed) return;
       failed = true;
@@ -517,6 +528,7 @@ export class GatewayProxy {
         received += c.length;
         if (declared !== undefined && received >= declared) {
           // Never past the declared length (the upstream's parser refuses more; this holds anyway).
+          complete = true;
           finish(c.subarray(0, c.length - (received - declared)));
           return;
         }
@@ -539,7 +551,17 @@ export class GatewayProxy {
     // upstream request (a watch, or a held stream, would otherwise run on). Not
     // `writableFinished`: an HTTP/2 response reports it on a reset too.
     res.on("close", () => {
-      if (!upstreamEnded) exchange.cancel();
+      if (upstreamEnded) return;
+      if (!complete) {
+        exchange.cancel();
+        return;
+      }
+      // The answer is whole: give the upstream its turn to end the stream, reset it only if it holds it.
+      const grace = setTimeout(() => {
+        if (!upstreamEnded) exchange.cancel();
+      }, HELD_ANSWER_GRACE_MS);
+      grace.unref();
+      out.once("close", () => clearTimeout(grace));
     });
     if (framing.body === "none") {
       req.resume();

@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
-import { silentLogger } from "@cluster-proxy/kit";
+import { MULTIPLEXED_SESSION_RESETS, silentLogger } from "@cluster-proxy/kit";
 import { GatewayEndpoint } from "../gateway-endpoint/gateway-endpoint.js";
 import { ClusterUpstreams } from "../gateway-endpoint/gateway-upstreams.js";
 
@@ -78,7 +78,7 @@ function plainHeaders(raw: string[]): string[] {
 
 /**
  * Start a stand-in (`http2`: an HTTP/2 server that also speaks HTTP/1.1, as kube-apiserver is): `/stream` answers `first\n` at once and `second\n` after
- * {@link StandIn.releaseStream}; `/whole-then-hold` sends its whole body of a declared length at once but
+ * {@link StandIn.releaseStream}; `/sized` answers `sized\n` with its Content-Length; `/whole-then-hold` sends its whole body of a declared length at once but
  * ends only after {@link StandIn.releaseStream}; `/hold-head...` is recorded, then answered (the echo) only after
  * {@link StandIn.releaseHeads}; `/status-600` answers status 600, `/http2-settings` with an
  * `HTTP2-Settings` and an `Upgrade` header (a hostile pod's answers); an upgrade (any protocol) is answered 101 and then echoes
@@ -125,6 +125,12 @@ async function startStandIn(
         res.end("second\n");
         return;
       }
+      if (req.url === "/sized") {
+        // Through node's compatibility layer END_STREAM follows the last DATA frame in a frame of its own.
+        res.writeHead(200, { "Content-Type": "text/plain", "Content-Length": "6" });
+        res.end("sized\n");
+        return;
+      }
       if (req.url === "/whole-then-hold") {
         res.writeHead(200, { "Content-Type": "text/plain", "Content-Length": "6" });
         if ("stream" in res) res.write("whole\n");
@@ -166,6 +172,8 @@ async function startStandIn(
         {
           ...pem(identity),
           allowHTTP1: true,
+          // kube-apiserver (Go) closes no session for the streams its client resets; node's would after ~1,000.
+          ...MULTIPLEXED_SESSION_RESETS,
           ...(maxConcurrentStreams !== undefined ? { settings: { maxConcurrentStreams } } : {}),
         },
         handle,
