@@ -19,6 +19,9 @@
  *   framing of the agent leg.
  * - `/openapi/v2` and `/openapi/v3...` are answered 404 by the gateway itself, and no other path is:
  *   a cluster's own OpenAPI documents are reached as any cluster path.
+ * - One user's cancelled requests never cut another user's: neither the gateway's one HTTP/2 session
+ *   to a cluster's agent nor the front proxy's one connection to the gateway is closed for the
+ *   streams a user resets, before or after their answers began.
  */
 import assert from "node:assert/strict";
 import * as http2 from "node:http2";
@@ -38,6 +41,7 @@ import {
   type Received,
 } from "../infra/gateway/hostile-world.js";
 import { headerBlock, rawHttp2 } from "../infra/gateway/callers.js";
+import { waitFor } from "../framework/waits.js";
 
 /** A hub user without any grant. */
 const NOBODY = { username: "eve", groups: ["team-c", "system:authenticated"] };
@@ -568,5 +572,122 @@ describe("gateway hostile suite: trust boundaries", { timeout: 600_000 }, () => 
     }
     if (world.apiserver.received.length !== mark) failures.push("a near miss reached the cluster");
     assert.deepEqual(failures, []);
+  });
+  /** A stream through the gateway whose answer the stand-in holds (`hold`), with what arrived on it. */
+  function heldStream(
+    session: http2.ClientHttp2Session,
+    path: string,
+    who: http2.OutgoingHttpHeaders,
+  ): { stream: http2.ClientHttp2Stream; text: () => string; error: () => string | undefined } {
+    const stream = session.request({ ":path": path, ...who });
+    let text = "";
+    let error: string | undefined;
+    stream.on("data", (c: Buffer) => (text += c.toString()));
+    stream.on("error", (err: Error) => (error = err.message));
+    return { stream, text: () => text, error: () => error };
+  }
+
+  /** Waits for `stream`'s response head (at most 10 s); its status. */
+  async function headOf(stream: http2.ClientHttp2Stream): Promise<number> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(0), 10_000);
+      stream.once("response", (h) => {
+        clearTimeout(timer);
+        resolve(Number(h[":status"]));
+      });
+      stream.once("close", () => {
+        clearTimeout(timer);
+        resolve(0);
+      });
+    });
+  }
+
+  /** Ends `victim`'s held answer and checks it ran to its end untouched. */
+  async function victimFinishes(victim: ReturnType<typeof heldStream>): Promise<void> {
+    assert.equal(victim.error(), undefined, "the other user's stream was not cut");
+    assert.equal(victim.stream.closed, false, "the other user's stream still runs");
+    const ended = new Promise<void>((resolve) => victim.stream.once("close", resolve));
+    world.apiserver.releaseHeld();
+    await ended;
+    assert.equal(victim.text(), "first\nsecond\n");
+    assert.equal(victim.stream.rstCode, http2.constants.NGHTTP2_NO_ERROR);
+  }
+
+  test("a user cancelling 1,500 watches it began does not cut another user's: the gateway's session to the cluster stays", async () => {
+    const connect = (): http2.ClientHttp2Session => {
+      const s = http2.connect(`https://127.0.0.1:${world.port}`, { ca: world.servingCa, servername: "localhost" });
+      s.on("error", () => undefined);
+      return s;
+    };
+    const victimSession = connect();
+    try {
+      const victim = heldStream(victimSession, `/${CLUSTER}/api/v1/pods?watch=1&hold=answer`, {
+        authorization: `Bearer ${WRITER.token}`,
+      });
+      assert.equal(await headOf(victim.stream), 200);
+      let answered = 0;
+      // 25 at a time (under the reader's cap), each batch on a connection of its own.
+      for (let batch = 0; batch < 60; batch++) {
+        const session = connect();
+        const statuses = await Promise.all(
+          Array.from({ length: 25 }, async () => {
+            const s = heldStream(session, `/${CLUSTER}/api/v1/pods?hold=answer`, {
+              authorization: `Bearer ${READER.token}`,
+            });
+            const status = await headOf(s.stream);
+            s.stream.close(http2.constants.NGHTTP2_CANCEL);
+            return status;
+          }),
+        );
+        answered += statuses.filter((x) => x === 200).length;
+        session.destroy();
+      }
+      assert.equal(answered, 1_500, "every cancelled request had been answered");
+      await victimFinishes(victim);
+    } finally {
+      victimSession.destroy();
+    }
+  });
+
+  test("on the front proxy's one connection, a user cancelling 300 requests before their answers and 1,200 after does not cut it for another user", async () => {
+    const session = http2.connect(`https://127.0.0.1:${world.port}`, {
+      ca: world.servingCa,
+      servername: "localhost",
+      ...frontProxy,
+    });
+    let goaway: number | undefined;
+    session.on("goaway", (code: number) => (goaway = code));
+    session.on("error", () => undefined);
+    const by = (u: { username: string; groups: string[] }): http2.OutgoingHttpHeaders => ({
+      "x-remote-user": u.username,
+      "x-remote-group": u.groups,
+    });
+    try {
+      const victim = heldStream(session, `${agg(CLUSTER)}/api/v1/pods?watch=1&hold=answer`, by(WRITER));
+      assert.equal(await headOf(victim.stream), 200);
+      // Before their answers: the cluster holds them; each waits until it reached the cluster.
+      for (let batch = 0; batch < 12; batch++) {
+        const mark = world.apiserver.received.length;
+        const streams = Array.from({ length: 25 }, () =>
+          heldStream(session, `${agg(CLUSTER)}/api/v1/pods?hold=head&case=${++caseNo}`, by(READER)),
+        );
+        await waitFor("the held requests at the cluster", () => world.apiserver.received.length >= mark + 25, 10_000);
+        for (const s of streams) s.stream.close(http2.constants.NGHTTP2_CANCEL);
+      }
+      // After their answers began.
+      for (let batch = 0; batch < 48; batch++) {
+        await Promise.all(
+          Array.from({ length: 25 }, async () => {
+            const s = heldStream(session, `${agg(CLUSTER)}/api/v1/pods?hold=answer`, by(READER));
+            await headOf(s.stream);
+            s.stream.close(http2.constants.NGHTTP2_CANCEL);
+          }),
+        );
+      }
+      assert.equal(goaway, undefined, "the front proxy's connection got no GOAWAY");
+      await victimFinishes(victim);
+    } finally {
+      session.destroy();
+    }
   });
 });

@@ -9,7 +9,7 @@
 import type { IncomingMessage } from "node:http";
 import { isIPv4, isIPv6, type Server, type Socket } from "node:net";
 import { constants, type Http2SecureServer, type Http2ServerRequest, type ServerHttp2Session } from "node:http2";
-import type { TLSSocket } from "node:tls";
+import { TLSSocket } from "node:tls";
 import { realClock, type Clock, type TimerHandle } from "@cluster-proxy/kit";
 
 const MAPPED_IPV4 = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i;
@@ -112,14 +112,18 @@ export interface SessionLimits {
  * Hold `session` to `limits`: close it (GOAWAY, then the connection) once no stream has been open
  * on it for the idle time (from its start, and each time its last open stream closes); cut it
  * (GOAWAY ENHANCE_YOUR_CALM) when its client resets streams before their answers faster than the
- * allowance, calling `onCut`; time is `clock`'s. (nghttp2 cuts a connection after about 1,000 such resets by
- * itself; each one can cost the gateway a hub review and a relay, so the bound here is tighter.)
+ * allowance, calling `onCut`; time is `clock`'s. (nghttp2 cut a connection after about 1,000 resets of any
+ * stream by itself, which the gateway's server turns off, kit's MULTIPLEXED_SESSION_RESETS; an early reset can
+ * cost the gateway a hub review and a relay, so the bound here is tighter.) A `multiplexed` session
+ * (the hub apiserver's, carrying every user of the aggregated path, each admitted by the hub
+ * apiserver's own limits before it reaches the gateway) is never cut for resets.
  */
 export function guardSession(
   session: ServerHttp2Session,
   limits: SessionLimits,
   onCut: (reason: "stream-resets") => void = () => undefined,
   clock: Clock = realClock,
+  multiplexed = false,
 ): void {
   let open = 0;
   let timer: TimerHandle;
@@ -133,8 +137,9 @@ export function guardSession(
     }, limits.idleTimeoutMs);
   };
   const earlyReset = (): void => {
-    // Streams that end with their connection are not the client's resets.
-    if (session.destroyed || session.closed) return;
+    // Streams that end with their connection are not the client's resets; a connection carrying
+    // many users' requests is not cut for one user's.
+    if (multiplexed || session.destroyed || session.closed) return;
     const t = clock.now();
     allowance = Math.min(limits.maxEarlyResets, allowance + ((t - refilled) / 1000) * (limits.maxEarlyResets / 10));
     refilled = t;
@@ -228,5 +233,8 @@ export function guardPort(
     server.on(event, (req: IncomingMessage | Http2ServerRequest) => {
       if (!("stream" in req)) silent.began(req.socket);
     });
-  server.on("session", (session: ServerHttp2Session) => guardSession(session, limits, onRefused, clock));
+  server.on("session", (session: ServerHttp2Session) => {
+    const socket = session.socket;
+    guardSession(session, limits, onRefused, clock, socket instanceof TLSSocket && uncapped(socket));
+  });
 }

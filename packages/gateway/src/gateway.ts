@@ -29,6 +29,7 @@ import {
   InFlight,
   Lifecycle,
   guardPlainHttp,
+  MULTIPLEXED_SESSION_RESETS,
   realClock,
   silentLogger,
   type Clock,
@@ -640,6 +641,9 @@ export class Gateway implements Component<GatewayPorts> {
       allowHTTP1: true,
       handshakeTimeout: limits.handshakeTimeoutMs,
       settings: { maxConcurrentStreams: limits.maxConcurrentStreams },
+      // The hub apiserver's one connection carries every user of the aggregated path; resets before
+      // an answer are bounded per connection by guardPort, and per user by the hub apiserver.
+      ...MULTIPLEXED_SESSION_RESETS,
     });
     // Plain HTTP gets a 400 naming --port at once (not an empty reply after a failed handshake);
     // the guard is the listening socket, so the connection cap is its.

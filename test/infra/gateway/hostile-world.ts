@@ -79,6 +79,12 @@ export interface StandIn {
   received: Received[];
   /** Raw answers for chosen requests (undefined: every request gets the fixed JSON). */
   script: Script | undefined;
+  /**
+   * Ends every request held now: one whose URL has `hold=answer` gets its head and `first\n` at
+   * once, then `second\n` and its end here (a watch); one with `hold=head` gets nothing before this
+   * (a request the cluster takes long over), then the usual answer.
+   */
+  releaseHeld(): void;
 }
 
 /** Every value of header `name` (lower case) in node's raw header list. */
@@ -94,7 +100,15 @@ function usualAnswer(url: string): string {
 }
 
 async function startStandIn(h: Harness, identity: { cert: string; key: string }): Promise<StandIn> {
-  const standIn: StandIn = { port: 0, received: [], script: undefined };
+  const held = new Set<() => void>();
+  const standIn: StandIn = {
+    port: 0,
+    received: [],
+    script: undefined,
+    releaseHeld: () => {
+      for (const release of [...held]) release();
+    },
+  };
   const server = https.createServer(identity, (req: IncomingMessage, res: ServerResponse) => {
     standIn.received.push({
       method: req.method ?? "",
@@ -113,10 +127,28 @@ async function startStandIn(h: Harness, identity: { cert: string; key: string })
       socket.end();
       return;
     }
+    const hold = /[?&]hold=(answer|head)(?:&|$)/.exec(req.url ?? "")?.[1];
+    const holdUntilReleased = (release: () => void): void => {
+      const entry = (): void => {
+        held.delete(entry);
+        release();
+      };
+      held.add(entry);
+      res.once("close", () => held.delete(entry));
+    };
     const respond = (): void => {
+      if (hold === "answer") {
+        res.writeHead(200, { "Content-Type": "text/plain" });
+        res.write("first\n");
+        return holdUntilReleased(() => res.end("second\n"));
+      }
       const answer = usualAnswer(req.url ?? "");
-      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(answer) });
-      res.end(req.method === "HEAD" ? undefined : answer);
+      const usual = (): void => {
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(answer) });
+        res.end(req.method === "HEAD" ? undefined : answer);
+      };
+      if (hold === "head") holdUntilReleased(usual);
+      else usual();
     };
     if (req.readableEnded) respond();
     else req.once("end", respond);

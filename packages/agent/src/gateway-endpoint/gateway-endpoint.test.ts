@@ -449,6 +449,62 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
   });
 });
 
+describe("gateway endpoint: the gateway's session carries every user", () => {
+  let fx: GatewayFixture;
+  before(async () => {
+    fx = await startGatewayFixture({ apiserverHttp2: true });
+  });
+  after(async () => {
+    await fx.close();
+  });
+
+  test("1,500 answered streams the gateway resets (one user's cancelled watches) leave the session and another user's stream running", async () => {
+    // nghttp2 closes a node server's session after about 1,000 received resets (INTERNAL_ERROR),
+    // which would fail every user's request on the gateway's one session to this cluster.
+    const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
+      ca: fx.agentCa,
+      ...fx.gatewayClient,
+      checkServerIdentity: () => undefined,
+    });
+    let goaway: number | undefined;
+    session.on("goaway", (code: number) => (goaway = code));
+    session.on("error", () => undefined);
+    const watch = (user: string): http2.ClientHttp2Stream =>
+      session.request({
+        ":path": "/stream",
+        "cluster-proxy-target": "kube",
+        "impersonate-user": `cluster:hub:${user}`,
+      });
+    try {
+      const victim = watch("bob");
+      victim.setEncoding("utf8");
+      let text = "";
+      victim.on("data", (c: string) => (text += c));
+      let victimError: Error | undefined;
+      victim.on("error", (err: Error) => (victimError = err));
+      await once(victim, "response");
+      for (let batch = 0; batch < 60; batch++) {
+        const streams = Array.from({ length: 25 }, () => watch("mallory"));
+        await Promise.all(
+          streams.map(async (s) => {
+            s.on("error", () => undefined);
+            await once(s, "response");
+            s.close(http2.constants.NGHTTP2_CANCEL);
+          }),
+        );
+      }
+      assert.equal(goaway, undefined, "no GOAWAY");
+      assert.equal(victimError, undefined);
+      assert.equal(victim.closed, false, "the other user's stream still runs");
+      fx.apiserver.releaseStream();
+      await once(victim, "end");
+      assert.equal(text, "first\nsecond\n");
+    } finally {
+      session.destroy();
+    }
+  });
+});
+
 describe("gateway endpoint drain (the agent's first SIGTERM)", { timeout: 60_000 }, () => {
   test("GOAWAY on every session naming its last stream: that stream finishes, then the session closes; new sessions are served", async () => {
     const fx = await startGatewayFixture();

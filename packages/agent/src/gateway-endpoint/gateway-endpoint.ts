@@ -9,7 +9,7 @@ import type { Duplex } from "node:stream";
 import type * as tls from "node:tls";
 import { CertReloader, type ReloadResult, type TlsFiles, type TlsMaterial } from "@cluster-proxy/tunnel";
 import { DEFAULT_IMPERSONATION_PREFIX } from "@cluster-proxy/api";
-import { type Logger } from "@cluster-proxy/kit";
+import { MULTIPLEXED_SESSION_RESETS, type Logger } from "@cluster-proxy/kit";
 import { GatewayProxy } from "./gateway-proxy.js";
 import type { ClusterUpstreams } from "./gateway-upstreams.js";
 import type { InProcessEndpoint } from "../tunnel/server-tunnel.js";
@@ -108,6 +108,9 @@ export class GatewayEndpoint implements InProcessEndpoint {
         allowHTTP1: true,
         handshakeTimeout: options.handshakeTimeoutMs ?? 10_000,
         settings: { maxConcurrentStreams: options.maxConcurrentStreams ?? GATEWAY_MAX_CONCURRENT_STREAMS },
+        // A session is the gateway's (its certificate), carrying every user of this cluster: one
+        // user's cancelled requests must not close it; the gateway bounds each user itself.
+        ...MULTIPLEXED_SESSION_RESETS,
       },
       (req: http2.Http2ServerRequest | http.IncomingMessage, res: http2.Http2ServerResponse | http.ServerResponse) => {
         try {
