@@ -90,10 +90,19 @@ interface ParsedHead {
 /** Parse one HTTP/1.x response head if `buf` holds it complete; undefined if more is needed. */
 
 /** Why the proxy may have closed a connection before answering CONNECT. */
-function closedUnanswered(socket: net.Socket, proxy: ConnectProxyOptions, address: string, heard: boolean): string {
+function closedUnanswered(
+  socket: net.Socket,
+  proxy: ConnectProxyOptions,
+  address: string,
+  heard: boolean,
+  secured: boolean,
+): string {
   const where = describeProxy(proxy);
   const base = `proxy ${where} closed the connection before answering CONNECT ${address}`;
   if (heard || proxy.udsPath) return base;
+  if (socket instanceof tls.TLSSocket && !secured) {
+    return `${base}: before the TLS handshake ended (is this the proxy-server's TLS CONNECT port? A server shedding handshakes under load closes like this too; its log says so)`;
+  }
   if (socket instanceof tls.TLSSocket) {
     return `${base}: right after the TLS handshake, so it most likely refused proxy.cert (not signed by the server's --server-ca-cert, expired, or not a client certificate; the server's log names the reason)`;
   }
@@ -340,7 +349,7 @@ function handshake(
   const onEnd = (): void => {
     if (errorHead) failWithHead(errorHead, buffered);
     else if (okHead) succeed(buffered);
-    else fail(new DialError(closedUnanswered(socket, proxy, address, buffered.length > 0), "tunnelclosed"));
+    else fail(new DialError(closedUnanswered(socket, proxy, address, buffered.length > 0, secured), "tunnelclosed"));
   };
   const onError = (err: Error): void => {
     if (errorHead) failWithHead(errorHead, buffered);
@@ -348,7 +357,7 @@ function handshake(
       const why = describeConnectFailure(err, SDK_TLS_OPTIONS, describeProxy(proxy));
       const failure = new DialError(
         why === err.message && buffered.length === 0 && secured
-          ? closedUnanswered(socket, proxy, address, false) + ` [${err.message}]`
+          ? closedUnanswered(socket, proxy, address, false, secured) + ` [${err.message}]`
           : `CONNECT ${address} via ${describeProxy(proxy)} failed: ${why}`,
         "tunnelclosed",
         { cause: err },
