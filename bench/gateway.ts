@@ -1,6 +1,6 @@
 /**
  * `npm --prefix bench run gateway [-- --quick] [--no-build] [--no-watches] [--no-aggregated] [--aggregator-http1]
- * [--paths=a,b] [--levels=1,32] [--cpu-prof=<dir>]`:
+ * [--paths=a,b] [--levels=1,32] [--cpu-prof=<dir>] [--agent-node-args="..."] [--gateway-node-args="..."]`:
  * what the gateway (docs/design/gateway.md) costs, all on loopback, on the Node.js the image ships.
  *
  * Starts one proxy-server and one proxy-agent (with its gateway endpoint), a stand-in managed
@@ -24,7 +24,8 @@
  * Prints a table and writes bench/results/gateway.json (read by scripts/performance-page.ts).
  * With `--cpu-prof=<dir>` the gateway and the first agent run under `node --cpu-prof` and are
  * stopped with SIGTERM at the end, so their .cpuprofile files land in `<dir>` (summary:
- * `bench/hotpath.ts summary <file>`).
+ * `bench/hotpath.ts summary <file>`). `--agent-node-args` and `--gateway-node-args` add node flags
+ * to the first agent's and the gateway's (after ours, so a V8 flag given again wins).
  * The aggregator refuses loopback endpoints: for (f) the bench re-runs itself in a network
  * namespace of its own (`unshare --net`: loopback holding one private address, gone with its processes);
  * `--no-aggregated` skips (f) and that namespace (needed when the binaries are not built).
@@ -121,6 +122,15 @@ if (onlyLevels?.some((l) => !Number.isInteger(l) || l < 1))
   throw new Error(`--levels: want positive whole numbers, e.g. --levels=1,32 (got ${onlyLevels.join(",")})`);
 const cpuProfDir = argv.find((a) => a.startsWith("--cpu-prof="))?.slice("--cpu-prof=".length);
 const cpuProfArgs = cpuProfDir ? ["--cpu-prof", `--cpu-prof-dir=${cpuProfDir}`] : [];
+/** Extra node flags of a process (`--agent-node-args="--max-semi-space-size=16"`), after ours. */
+const nodeArgsOf = (name: string): string[] =>
+  argv
+    .find((a) => a.startsWith(`--${name}-node-args=`))
+    ?.slice(`--${name}-node-args=`.length)
+    .split(" ")
+    .filter(Boolean) ?? [];
+const agentNodeArgs = [...cpuProfArgs, ...nodeArgsOf("agent")];
+const gatewayNodeArgs = [...cpuProfArgs, ...nodeArgsOf("gateway")];
 
 const P = quick
   ? {
@@ -533,7 +543,7 @@ async function main(): Promise<void> {
     `--kube-apiserver-url=https://127.0.0.1:${kube.port}`,
     `--service-account-dir=${saDir}`,
   ];
-  stack = await startOurs(h, LOOPBACK, { agentArgs, agentNodeArgs: cpuProfArgs });
+  stack = await startOurs(h, LOOPBACK, { agentArgs, agentNodeArgs });
   const st = stack;
   // The other clusters' agents (for the watches), all reaching the same stand-in apiserver.
   const moreAgents: Proc[] = [];
@@ -557,7 +567,7 @@ async function main(): Promise<void> {
     hubKubeconfig: kubeconfig,
     auditLog: join(h.dir, "audit.log"),
     maxConnectionsPerCluster,
-    nodeArgs: cpuProfArgs,
+    nodeArgs: gatewayNodeArgs,
   });
   run.notes.push(
     `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (HTTP/2 sessions, default 4, each up ` +
