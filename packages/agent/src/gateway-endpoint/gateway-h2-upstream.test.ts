@@ -50,6 +50,16 @@ async function callerSession(fx: GatewayFixture): Promise<http2.ClientHttp2Sessi
   return session;
 }
 
+/** The whole answer to a kube request for `path` as alice on `session`, once its stream ended. */
+async function answerText(session: http2.ClientHttp2Session, path: string): Promise<string> {
+  const answer = session.request({ ":path": path, "cluster-proxy-target": "kube", "impersonate-user": ALICE });
+  answer.setEncoding("utf8");
+  let text = "";
+  answer.on("data", (c: string) => (text += c));
+  await once(answer, "end");
+  return text;
+}
+
 /** The headers a request arrived with, names lowercased, without the per-protocol ones. */
 function comparable(r: ReceivedRequest | undefined): string[] {
   const out: string[] = [];
@@ -205,20 +215,8 @@ describe("watches over HTTP/2 to the kube-apiserver", () => {
     const session = await callerSession(fx);
     const resets = fx.apiserver.resets();
     try {
-      const one = async (): Promise<string> => {
-        const answer = session.request({
-          ":path": "/sized",
-          "cluster-proxy-target": "kube",
-          "impersonate-user": ALICE,
-        });
-        answer.setEncoding("utf8");
-        let text = "";
-        answer.on("data", (c: string) => (text += c));
-        await once(answer, "end");
-        return text;
-      };
       for (let round = 0; round < 50; round++) {
-        const texts = await Promise.all(Array.from({ length: 8 }, one));
+        const texts = await Promise.all(Array.from({ length: 8 }, () => answerText(session, "/sized")));
         assert.deepEqual(texts, Array(8).fill("sized\n"));
       }
       assert.equal(fx.apiserver.resets(), resets, "no upstream stream of a whole answer was reset");
@@ -230,18 +228,9 @@ describe("watches over HTTP/2 to the kube-apiserver", () => {
   test("an answer of a declared length ends with its last byte, before the apiserver ends its stream, which is reset if held", async () => {
     const session = await callerSession(fx);
     try {
-      const answer = session.request({
-        ":path": "/whole-then-hold",
-        "cluster-proxy-target": "kube",
-        "impersonate-user": ALICE,
-      });
-      answer.setEncoding("utf8");
-      let text = "";
-      answer.on("data", (c: string) => (text += c));
-      // The stand-in holds its END_STREAM until released: the caller's stream ends without it.
       const resets = fx.apiserver.resets();
-      await once(answer, "end");
-      assert.equal(text, "whole\n");
+      // The stand-in holds its END_STREAM until released: the caller's stream ends without it.
+      assert.equal(await answerText(session, "/whole-then-hold"), "whole\n");
       // The caller's stream is done, so the one the apiserver still holds is reset (after a grace), not left open.
       await waitUntil("the held upstream stream reset", () => fx.apiserver.resets() === resets + 1);
       fx.apiserver.releaseStream();
