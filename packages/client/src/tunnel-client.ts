@@ -169,7 +169,8 @@ export class TunnelClient {
   close(): Promise<void> {
     if (this.closedPromise) return this.closedPromise;
     this.closed = true;
-    this.closing.abort();
+    // Only a connect under way listens (aborting builds a DOMException: not on every single-use dial).
+    if (this.connecting) this.closing.abort();
     this.closedPromise = (async () => {
       const pending = this.connecting;
       if (pending)

@@ -314,6 +314,8 @@ export class TunnelSocket extends Duplex {
   private readonly onCallClose = (status: StreamStatus): void => {
     const pending = this.pendingWrite;
     this.pendingWrite = undefined;
+    // The call we ended ourselves (every connection's normal end): no one to tell, no error to build.
+    if (!pending && this.callFinishing) return;
     const err = new TunnelClosedError(`tunnel to ${this.address} closed: ${status.details}`);
     pending?.(err);
     if (!this.callFinishing) {
