@@ -112,11 +112,11 @@ export interface SessionLimits {
  * Hold `session` to `limits`: close it (GOAWAY, then the connection) once no stream has been open
  * on it for the idle time (from its start, and each time its last open stream closes); cut it
  * (GOAWAY ENHANCE_YOUR_CALM) when its client resets streams before their answers faster than the
- * allowance, calling `onCut`; time is `clock`'s. (nghttp2 cut a connection after about 1,000 resets of any
- * stream by itself, which the gateway's server turns off, kit's MULTIPLEXED_SESSION_RESETS; an early reset can
- * cost the gateway a hub review and a relay, so the bound here is tighter.) A `multiplexed` session
- * (the hub apiserver's, carrying every user of the aggregated path, each admitted by the hub
- * apiserver's own limits before it reaches the gateway) is never cut for resets.
+ * allowance, calling `onCut`; time is `clock`'s. An early reset can cost the gateway a hub review
+ * and a relay. A `multiplexed` session (the hub apiserver's, carrying every user of the aggregated
+ * path, each held by the hub apiserver's own limits) is never cut for resets. nghttp2's own guard,
+ * which counts resets of any stream, is lifted on the gateway's server (the kit's
+ * MULTIPLEXED_SESSION_RESETS). Design: docs/design/gateway.md#streams-a-caller-cancels
  */
 export function guardSession(
   session: ServerHttp2Session,
