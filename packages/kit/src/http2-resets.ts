@@ -1,12 +1,7 @@
 /**
- * nghttp2's own guard against rapid reset (CVE-2023-44487), as node sets it for every HTTP/2
- * server: a session that receives more RST_STREAM frames than a burst of 1,000, refilled at 33 a
- * second, is closed with GOAWAY INTERNAL_ERROR, failing every stream on it. It counts every
- * reset, also of streams whose answer began. For a session that carries many users' requests
- * (the gateway's one session per cluster at the agent's endpoint, the hub apiserver's connection
- * at the gateway's port) one user cancelling a thousand requests would cut everyone's: such a
- * server holds its peers to per-user bounds of its own instead and sets
- * {@link MULTIPLEXED_SESSION_RESETS}.
+ * nghttp2's own guard against rapid reset, as node sets it for every HTTP/2 server (a session that
+ * receives more than ~1,000 RST_STREAMs is closed, failing every stream on it), and the allowance
+ * of a server whose sessions each carry many users' requests ({@link MULTIPLEXED_SESSION_RESETS}).
  * Design: docs/design/gateway.md#streams-a-caller-cancels
  */
 declare module "http2" {
