@@ -35,12 +35,10 @@ export interface GatewayProxyDeps {
 
 /**
  * How long an upstream may take to end its stream after the last byte of an answer of a declared
- * length, before that stream is reset. Most servers end it in the same frame or the next one;
- * resetting it at once, a race the caller's answer usually wins, counts against the rapid-reset
- * guard of nghttp2-based servers (node's among them): about 1,000 resets and they close the
- * whole session with INTERNAL_ERROR, failing every request on it.
+ * length before that stream is reset (docs/design/gateway.md#streams-a-caller-cancels: a reset per
+ * answer trips the rapid-reset guard of nghttp2-based servers, which then close the session).
  */
-export const HELD_ANSWER_GRACE_MS = 2_000;
+const HELD_ANSWER_GRACE_MS = 2_000;
 
 /** The one-line text of a 502. */
 function badGateway(name: string, cause: string): string {
