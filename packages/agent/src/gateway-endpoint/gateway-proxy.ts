@@ -479,8 +479,6 @@ export class GatewayProxy {
     let answered = false;
     /** The upstream's answer has ended (an answer of a declared length is done before that). */
     let upstreamEnded = false;
-    /** The caller has the whole answer of a declared length, the upstream's end may still come. */
-    let complete = false;
     const failWith = (status: number, text: string): void => {
       if (failed) return;
       failed = true;
@@ -526,7 +524,6 @@ export class GatewayProxy {
         received += c.length;
         if (declared !== undefined && received >= declared) {
           // Never past the declared length (the upstream's parser refuses more; this holds anyway).
-          complete = true;
           finish(c.subarray(0, c.length - (received - declared)));
           return;
         }
@@ -550,11 +547,12 @@ export class GatewayProxy {
     // `writableFinished`: an HTTP/2 response reports it on a reset too.
     res.on("close", () => {
       if (upstreamEnded) return;
-      if (!complete) {
+      if (!answered) {
         exchange.cancel();
         return;
       }
-      // The answer is whole: give the upstream its turn to end the stream, reset it only if it holds it.
+      // Answered before the upstream's end, so whole by its declared length: give the upstream its
+      // turn to end the stream, and reset it only if it holds it.
       const grace = setTimeout(() => {
         if (!upstreamEnded) exchange.cancel();
       }, HELD_ANSWER_GRACE_MS);
