@@ -6,9 +6,9 @@ import { connectAgain, type ConnectAgainOptions } from "./connect-again.js";
 const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
 
 /** Options whose unreached failures are `refused`; `exhausted` names the attempts. */
-function options(clock: ManualClock, extra: Partial<ConnectAgainOptions> = {}): ConnectAgainOptions {
+function options(clock: ManualClock, extra: Partial<ConnectAgainOptions<Error>> = {}): ConnectAgainOptions<Error> {
   return {
-    unreached: (err) => err === refused,
+    unreached: (err): err is Error => err === refused,
     timers: clock,
     exhausted: (_err, note) => new Error(`refused ${note}`),
     ...extra,

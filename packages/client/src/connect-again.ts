@@ -12,10 +12,10 @@ const CONNECT_ATTEMPTS = 5;
 /** The pauses between them: 50, 100, 200, 400 ms (and up to 10% more). */
 const CONNECT_RETRY_BACKOFF = { initialMs: 50, capMs: 400, factor: 2 };
 
-/** How {@link connectAgain} tells, waits and gives up. */
-export interface ConnectAgainOptions {
+/** How {@link connectAgain} tells, waits and gives up; `E` is the error of a connection no server took. */
+export interface ConnectAgainOptions<E extends Error> {
   /** Whether `err` is a connection no server took. */
-  unreached(err: unknown): boolean;
+  unreached(err: unknown): err is E;
   /** Ends the pauses, and the attempts, at once (the client closed, the dial was cancelled). */
   stop?: AbortSignal | undefined;
   timers: Timers;
@@ -29,7 +29,7 @@ export interface ConnectAgainOptions {
    * The error after {@link CONNECT_ATTEMPTS} connections none of which was taken: the last one's
    * `err`, with `note` (`(5 connections, none taken)`) to append to its message.
    */
-  exhausted: (err: unknown, note: string) => Error;
+  exhausted: (err: E, note: string) => Error;
 }
 
 /**
@@ -37,7 +37,10 @@ export interface ConnectAgainOptions {
  * after the backoff's pauses) while it fails with a connection no server took and time is left.
  * Any other failure, or a stop, ends it with the failure as it is.
  */
-export async function connectAgain<T>(connect: () => Promise<T>, o: ConnectAgainOptions): Promise<T> {
+export async function connectAgain<T, E extends Error>(
+  connect: () => Promise<T>,
+  o: ConnectAgainOptions<E>,
+): Promise<T> {
   const backoff = new Backoff(CONNECT_RETRY_BACKOFF);
   const timeLeft = (): number => o.timeLeftMs?.() ?? Infinity;
   for (let attempt = 1; ; attempt++) {

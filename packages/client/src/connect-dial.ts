@@ -195,15 +195,12 @@ export async function dialConnect(address: string, options: DialConnectOptions):
   const limits = startDialLimits(address, options.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS, options.signal, options.clock);
   const reaching = (): Promise<net.Socket> =>
     connectAgain(() => dialConnectOnce(address, options, limits), {
-      unreached: (err) => unreachedDials.has(err as Error),
+      unreached: (err): err is DialError => err instanceof DialError && unreachedDials.has(err),
       stop: limits.signal,
       timers: limits.clock,
       timeLeftMs: () => remainingMs(limits),
       outOfTime: () => dialTimeoutError(address, limits.timeoutMs),
-      exhausted: (err, note) => {
-        const e = err as DialError;
-        return new DialError(`${e.message} ${note}`, e.reason, { cause: e.cause });
-      },
+      exhausted: (err, note) => new DialError(`${err.message} ${note}`, err.reason, { cause: err.cause }),
     });
   try {
     return await reaching();
@@ -214,7 +211,7 @@ export async function dialConnect(address: string, options: DialConnectOptions):
 }
 
 /** Dials that failed because no proxy server took their connection (see connect-again.ts). */
-const unreachedDials = new WeakSet<Error>();
+const unreachedDials = new WeakSet<DialError>();
 
 /** Our proxy-server's answer to a CONNECT while it drains ({@link DialErrors.serverDraining}). */
 function serverDraining(err: unknown): boolean {

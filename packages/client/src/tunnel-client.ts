@@ -274,7 +274,7 @@ export class TunnelClient {
     const deadline = this.clock.now() + (target.timeoutMs ?? DEFAULT_DIAL_TIMEOUT_MS);
     const timeLeftMs = (): number => deadline - this.clock.now();
     return connectAgain(() => connectSession({ ...target, timeoutMs: Math.max(1, timeLeftMs()) }), {
-      unreached: (err) => err instanceof ConnectError && err.unreached,
+      unreached: (err): err is ConnectError => err instanceof ConnectError && err.unreached,
       stop: this.closing.signal,
       timers: this.clock,
       timeLeftMs,
@@ -283,11 +283,7 @@ export class TunnelClient {
           { proxy: describeProxy(this.options.proxy), attempt, pauseMs, err: errorMessage(err) },
           "no proxy server took the connection: connecting again",
         ),
-      exhausted: (err, note) =>
-        new ConnectError(`${errorMessage(err)} ${note}`, {
-          cause: err instanceof Error ? err.cause : undefined,
-          unreached: true,
-        }),
+      exhausted: (err, note) => new ConnectError(`${err.message} ${note}`, { cause: err.cause, unreached: true }),
     });
   }
 
