@@ -40,7 +40,7 @@ import {
   type HostileWorld,
   type Received,
 } from "../infra/gateway/hostile-world.js";
-import { headerBlock, rawHttp2 } from "../infra/gateway/callers.js";
+import { gatewaySession, headerBlock, rawHttp2 } from "../infra/gateway/callers.js";
 import { waitFor } from "../framework/waits.js";
 
 /** A hub user without any grant. */
@@ -148,12 +148,7 @@ describe("gateway hostile suite: trust boundaries", { timeout: 600_000 }, () => 
     cert: { cert: Buffer; key: Buffer } | undefined,
     send: (request: (headers: http2.OutgoingHttpHeaders) => Promise<{ status: number; body: string }>) => Promise<T>,
   ): Promise<T> {
-    const session = http2.connect(`https://127.0.0.1:${world.port}`, {
-      ca: world.servingCa,
-      servername: "localhost",
-      ...(cert ?? {}),
-    });
-    session.on("error", () => undefined);
+    const session = gatewaySession(world, cert);
     const request = (headers: http2.OutgoingHttpHeaders): Promise<{ status: number; body: string }> =>
       new Promise((resolve) => {
         const s = session.request(headers);
@@ -614,12 +609,7 @@ describe("gateway hostile suite: trust boundaries", { timeout: 600_000 }, () => 
   }
 
   test("a user cancelling 1,500 watches it began does not cut another user's: the gateway's session to the cluster stays", async () => {
-    const connect = (): http2.ClientHttp2Session => {
-      const s = http2.connect(`https://127.0.0.1:${world.port}`, { ca: world.servingCa, servername: "localhost" });
-      s.on("error", () => undefined);
-      return s;
-    };
-    const victimSession = connect();
+    const victimSession = gatewaySession(world);
     try {
       const victim = heldStream(victimSession, `/${CLUSTER}/api/v1/pods?watch=1&hold=answer`, {
         authorization: `Bearer ${WRITER.token}`,
@@ -628,7 +618,7 @@ describe("gateway hostile suite: trust boundaries", { timeout: 600_000 }, () => 
       let answered = 0;
       // 25 at a time (under the reader's cap), each batch on a connection of its own.
       for (let batch = 0; batch < 60; batch++) {
-        const session = connect();
+        const session = gatewaySession(world);
         const statuses = await Promise.all(
           Array.from({ length: 25 }, async () => {
             const s = heldStream(session, `/${CLUSTER}/api/v1/pods?hold=answer`, {
@@ -650,14 +640,9 @@ describe("gateway hostile suite: trust boundaries", { timeout: 600_000 }, () => 
   });
 
   test("on the front proxy's one connection, a user cancelling 300 requests before their answers and 1,200 after does not cut it for another user", async () => {
-    const session = http2.connect(`https://127.0.0.1:${world.port}`, {
-      ca: world.servingCa,
-      servername: "localhost",
-      ...frontProxy,
-    });
+    const session = gatewaySession(world, frontProxy);
     let goaway: number | undefined;
     session.on("goaway", (code: number) => (goaway = code));
-    session.on("error", () => undefined);
     const by = (u: { username: string; groups: string[] }): http2.OutgoingHttpHeaders => ({
       "x-remote-user": u.username,
       "x-remote-group": u.groups,

@@ -107,10 +107,20 @@ function onStream(session: http2.ClientHttp2Session, r: H2Request, timeoutMs: nu
   });
 }
 
+/** An HTTP/2 connection to the world's gateway (with client certificate `cert`, if given); its errors are the caller's to read off its streams. */
+export function gatewaySession(world: HostileWorld, cert?: { cert: Buffer; key: Buffer }): http2.ClientHttp2Session {
+  const session = http2.connect(`https://127.0.0.1:${world.port}`, {
+    ca: world.servingCa,
+    servername: "localhost",
+    ...(cert ?? {}),
+  });
+  session.on("error", () => undefined);
+  return session;
+}
+
 /** Sends every request of `requests` at once as streams of one HTTP/2 connection; resolves with their answers in order. */
 export async function http2Calls(world: HostileWorld, requests: H2Request[], timeoutMs = 5_000): Promise<H2Answer[]> {
-  const session = http2.connect(`https://127.0.0.1:${world.port}`, { ca: world.servingCa, servername: "localhost" });
-  session.on("error", () => undefined);
+  const session = gatewaySession(world);
   try {
     return await Promise.all(requests.map((r) => onStream(session, r, timeoutMs)));
   } finally {

@@ -12,7 +12,13 @@ import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { freePort } from "@cluster-proxy/tunnel/testing";
 import { headerValues } from "./gateway-request.js";
-import { h2Call, startGatewayFixture, TEST_SERVICE_HOST, type GatewayFixture } from "../testing/gateway-fixture.js";
+import {
+  callerSession,
+  h2Call,
+  startGatewayFixture,
+  TEST_SERVICE_HOST,
+  type GatewayFixture,
+} from "../testing/gateway-fixture.js";
 
 interface Answer {
   status: number;
@@ -413,14 +419,8 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
   });
 
   test("a session gets at most its max concurrent streams; a session without streams gets GOAWAY", async () => {
-    const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
-      ca: fx.agentCa,
-      ...fx.gatewayClient,
-      checkServerIdentity: () => undefined,
-    });
-    session.on("error", () => undefined);
+    const session = await callerSession(fx);
     try {
-      await once(session, "remoteSettings");
       assert.equal(session.remoteSettings.maxConcurrentStreams, 2);
       const before = fx.apiserver.received.length;
       const streams = [0, 1, 2].map(() => {
@@ -461,14 +461,9 @@ describe("gateway endpoint: the gateway's session carries every user", () => {
   test("1,500 answered streams the gateway resets (one user's cancelled watches) leave the session and another user's stream running", async () => {
     // nghttp2 closes a node server's session after about 1,000 received resets (INTERNAL_ERROR),
     // which would fail every user's request on the gateway's one session to this cluster.
-    const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
-      ca: fx.agentCa,
-      ...fx.gatewayClient,
-      checkServerIdentity: () => undefined,
-    });
+    const session = await callerSession(fx);
     let goaway: number | undefined;
     session.on("goaway", (code: number) => (goaway = code));
-    session.on("error", () => undefined);
     const watch = (user: string): http2.ClientHttp2Stream =>
       session.request({
         ":path": "/stream",

@@ -12,7 +12,13 @@ import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
 import { waitUntil } from "@cluster-proxy/tunnel/testing";
 import { headerPairs, headerValues } from "./gateway-request.js";
-import { h2Call, startGatewayFixture, type GatewayFixture, type ReceivedRequest } from "../testing/gateway-fixture.js";
+import {
+  callerSession,
+  h2Call,
+  startGatewayFixture,
+  type GatewayFixture,
+  type ReceivedRequest,
+} from "../testing/gateway-fixture.js";
 
 const ID: [string, string][] = [
   ["Cluster-Proxy-Target", "kube"],
@@ -36,18 +42,6 @@ function call(
     client: fx.gatewayClient,
     ca: fx.agentCa,
   });
-}
-
-/** A caller session to the endpoint (several streams on it). */
-async function callerSession(fx: GatewayFixture): Promise<http2.ClientHttp2Session> {
-  const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
-    ca: fx.agentCa,
-    ...fx.gatewayClient,
-    checkServerIdentity: () => undefined,
-  });
-  session.on("error", () => undefined);
-  await once(session, "remoteSettings");
-  return session;
 }
 
 /** The whole answer to a kube request for `path` as alice on `session`, once its stream ended. */

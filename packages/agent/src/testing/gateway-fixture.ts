@@ -5,6 +5,7 @@
  * ServiceAccount directory (token, ca.crt) and the endpoint itself behind a loopback TCP port
  * (each accepted socket handed to {@link GatewayEndpoint.accept}, as the tunnel hands its streams).
  */
+import { once } from "node:events";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import * as http2 from "node:http2";
 import * as https from "node:https";
@@ -251,6 +252,19 @@ async function startStandIn(
         server.close(() => resolve());
       }),
   };
+}
+
+/** A session to the endpoint as the gateway (several streams on it), once the endpoint's settings arrived. */
+export async function callerSession(fx: GatewayFixture): Promise<http2.ClientHttp2Session> {
+  const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
+    ca: fx.agentCa,
+    ...fx.gatewayClient,
+    // The agent certificate names its cluster as a URI SAN, no host name.
+    checkServerIdentity: () => undefined,
+  });
+  session.on("error", () => undefined);
+  await once(session, "remoteSettings");
+  return session;
 }
 
 /** What {@link h2Call} got back. */
