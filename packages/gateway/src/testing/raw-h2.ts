@@ -87,12 +87,18 @@ export class RawH2 {
   /**
    * Open `count` streams (GET `path` with `headers`), each reset (CANCEL) right after its
    * HEADERS, in writes of `batch` pairs; stops early when the connection closes. Resolves with
-   * the streams sent.
+   * the streams sent. `code`: the RST_STREAM error code (default CANCEL).
    */
-  async rapidReset(count: number, path: string, headers: Record<string, string>, batch = 100): Promise<number> {
+  async rapidReset(
+    count: number,
+    path: string,
+    headers: Record<string, string>,
+    batch = 100,
+    code = 0x8,
+  ): Promise<number> {
     const block = headerBlock(path, headers);
     const cancel = Buffer.alloc(4);
-    cancel.writeUInt32BE(0x8);
+    cancel.writeUInt32BE(code);
     let sent = 0;
     while (sent < count && this.socket.writable) {
       const frames: Buffer[] = [];
