@@ -154,7 +154,9 @@ export function guardSession(
     open++;
     clock.clearTimeout(timer);
     stream.once("close", () => {
-      if (!stream.headersSent && stream.rstCode !== constants.NGHTTP2_NO_ERROR) earlyReset();
+      // Whatever its code: a client may reset with NO_ERROR, which node reports like a normal
+      // close, and the gateway never ends a stream without its answer's head.
+      if (!stream.headersSent) earlyReset();
       if (--open === 0 && !session.closed && !session.destroyed) arm();
     });
   });
