@@ -5,12 +5,13 @@
  * half-close, and the mutual TLS (client certificates from the gateway CA only, reloaded).
  */
 import assert from "node:assert/strict";
+import * as diagnostics from "node:diagnostics_channel";
 import { writeFile } from "node:fs/promises";
 import { once } from "node:events";
 import * as http2 from "node:http2";
 import * as tls from "node:tls";
 import { after, before, describe, test } from "node:test";
-import { freePort } from "@cluster-proxy/tunnel/testing";
+import { freePort, waitUntil } from "@cluster-proxy/tunnel/testing";
 import { headerValues } from "./gateway-request.js";
 import {
   callerSession,
@@ -495,6 +496,50 @@ describe("gateway endpoint: the gateway's session carries every user", () => {
       await once(victim, "end");
       assert.equal(text, "first\nsecond\n");
     } finally {
+      session.destroy();
+    }
+  });
+});
+
+describe("gateway endpoint over the tunnel's in-process stream", () => {
+  let fx: GatewayFixture;
+  before(async () => {
+    fx = await startGatewayFixture({ apiserverHttp2: true });
+  });
+  after(async () => {
+    await fx.close();
+  });
+
+  test("a body-less request's stream is destroyed only after its answer's last write completed", async () => {
+    // Read to its end before the answer, node destroys the stream at its close with that write
+    // still pending (over a JS stream a write completes a turn later) and builds an
+    // ERR_STREAM_DESTROYED, stack trace and all, for every answer.
+    const finishedAtClose: boolean[] = [];
+    const onStart = (message: unknown): void => {
+      // node:http2's documented message for this channel.
+      const { stream, headers } = message as { stream: http2.ServerHttp2Stream; headers: http2.IncomingHttpHeaders };
+      if (headers["cluster-proxy-target"] === undefined) return; // the stand-in apiserver's streams
+      stream.once("close", () => finishedAtClose.push(stream.writableFinished));
+    };
+    diagnostics.subscribe("http2.server.stream.start", onStart);
+    const session = await callerSession(fx, true);
+    try {
+      for (const path of ["/sized", "/api/v1/namespaces", "/sized", "/api/v1/namespaces"]) {
+        const s = session.request({
+          ":path": path,
+          "cluster-proxy-target": "kube",
+          "impersonate-user": "cluster:hub:bob",
+        });
+        s.resume();
+        const closed = once(s, "close");
+        const [headers] = (await once(s, "response")) as [http2.IncomingHttpHeaders];
+        assert.equal(headers[":status"], 200, path);
+        await closed;
+      }
+      await waitUntil("the endpoint's four streams to close", () => finishedAtClose.length === 4);
+      assert.deepEqual(finishedAtClose, [true, true, true, true]);
+    } finally {
+      diagnostics.unsubscribe("http2.server.stream.start", onStart);
       session.destroy();
     }
   });

@@ -560,7 +560,11 @@ export class GatewayProxy {
       out.once("close", () => clearTimeout(grace));
     });
     if (framing.body === "none") {
-      req.resume();
+      // An HTTP/2 request whose HEADERS ended its stream has nothing to read, and is left unread:
+      // node then destroys the stream once the answer's last write is done. Read to its end, node
+      // destroys it at its close with that write still pending and builds an
+      // ERR_STREAM_DESTROYED, stack trace and all, for every answer.
+      if (!("stream" in req && req.stream.endAfterHeaders)) req.resume();
       if (!exchange.ended) out.end();
       return;
     }

@@ -10,12 +10,14 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import * as http2 from "node:http2";
 import * as https from "node:https";
 import * as net from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Duplex } from "node:stream";
 import { createCertificateAuthority, issueCertificate, type CertificateAndKey } from "@cluster-proxy/pki";
 import { MULTIPLEXED_SESSION_RESETS, silentLogger } from "@cluster-proxy/kit";
+import { openInProcessStream } from "../gateway-endpoint/gateway-address.js";
 import { GatewayEndpoint } from "../gateway-endpoint/gateway-endpoint.js";
 import { ClusterUpstreams } from "../gateway-endpoint/gateway-upstreams.js";
 
@@ -254,14 +256,26 @@ async function startStandIn(
   };
 }
 
-/** A session to the endpoint as the gateway (several streams on it), once the endpoint's settings arrived. */
-export async function callerSession(fx: GatewayFixture): Promise<http2.ClientHttp2Session> {
-  const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
+/**
+ * A session to the endpoint as the gateway (several streams on it), once the endpoint's settings
+ * arrived: over the loopback port, or with `inProcess` over an in-process stream handed to the
+ * endpoint as the agent's tunnel hands it (a JS stream: a write completes a turn later).
+ */
+export async function callerSession(fx: GatewayFixture, inProcess = false): Promise<http2.ClientHttp2Session> {
+  const tls = {
     ca: fx.agentCa,
     ...fx.gatewayClient,
     // The agent certificate names its cluster as a URI SAN, no host name.
     checkServerIdentity: () => undefined,
-  });
+  };
+  let session: http2.ClientHttp2Session;
+  if (inProcess) {
+    const { tunnelSide, endpointSide } = openInProcessStream();
+    fx.endpoint.accept(endpointSide);
+    session = http2.connect("https://gateway.endpoint", {
+      createConnection: () => tlsConnect({ ...tls, socket: tunnelSide, ALPNProtocols: ["h2"] }),
+    });
+  } else session = http2.connect(`https://127.0.0.1:${fx.port}`, tls);
   session.on("error", () => undefined);
   await once(session, "remoteSettings");
   return session;
