@@ -450,7 +450,7 @@ describe("gateway endpoint: framing, old gateways, hostile answers, HTTP/2 bound
   });
 });
 
-describe("gateway endpoint: the gateway's session carries every user", () => {
+describe("gateway endpoint: the gateway's session", () => {
   let fx: GatewayFixture;
   before(async () => {
     fx = await startGatewayFixture({ apiserverHttp2: true });
@@ -499,18 +499,8 @@ describe("gateway endpoint: the gateway's session carries every user", () => {
       session.destroy();
     }
   });
-});
 
-describe("gateway endpoint over the tunnel's in-process stream", () => {
-  let fx: GatewayFixture;
-  before(async () => {
-    fx = await startGatewayFixture({ apiserverHttp2: true });
-  });
-  after(async () => {
-    await fx.close();
-  });
-
-  test("a body-less request's stream is destroyed only after its answer's last write completed", async () => {
+  test("over the tunnel's in-process stream, a body-less request's stream is destroyed only after its answer's last write completed", async () => {
     // Read to its end before the answer, node destroys the stream at its close with that write
     // still pending (over a JS stream a write completes a turn later) and builds an
     // ERR_STREAM_DESTROYED, stack trace and all, for every answer.
@@ -549,12 +539,7 @@ describe("gateway endpoint drain (the agent's first SIGTERM)", { timeout: 60_000
   test("GOAWAY on every session naming its last stream: that stream finishes, then the session closes; new sessions are served", async () => {
     const fx = await startGatewayFixture();
     try {
-      const session = http2.connect(`https://127.0.0.1:${fx.port}`, {
-        ca: fx.agentCa,
-        ...fx.gatewayClient,
-        checkServerIdentity: () => undefined,
-      });
-      session.on("error", () => undefined);
+      const session = await callerSession(fx);
       const goaway = once(session, "goaway") as Promise<[number, number]>;
       const closed = once(session, "close");
       const stream = session.request({
