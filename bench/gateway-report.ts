@@ -19,7 +19,15 @@ import type { Runtime } from "./run-info.js";
  * and (h) `GET /version` of that hub (its filter chain, no proxy: a floor of any request it serves).
  */
 export type GatewayPath =
-  "gateway" | "aggregated" | "frontProxy" | "hubVersion" | "tunnel" | "tunnelPerRequest" | "direct" | "endpoint";
+  | "gateway"
+  | "gatewayFloor"
+  | "aggregated"
+  | "frontProxy"
+  | "hubVersion"
+  | "tunnel"
+  | "tunnelPerRequest"
+  | "direct"
+  | "endpoint";
 
 /** The paths in the order of the table, with their labels. */
 export const GATEWAY_PATHS: Record<GatewayPath, string> = {
@@ -31,6 +39,8 @@ export const GATEWAY_PATHS: Record<GatewayPath, string> = {
   tunnelPerRequest: "(c) new tunnel per request (single-use dial, TLS, one request)",
   direct: "(d) no tunnel (floor)",
   endpoint: "(e) the agent's gateway endpoint, no gateway (SDK TunnelClient, gateway identity)",
+  gatewayFloor:
+    "(i) the floor of a Node.js gateway: bench/gateway-floor.ts in place of the gateway (keep-alive client)",
 };
 
 /** CPU time of each process per request in a window (µs); NaN where the path does not pass it. */
@@ -160,6 +170,11 @@ export interface TargetResult {
   met: boolean | null;
   /** Where it was read (concurrency levels). */
   at: string;
+  /**
+   * The same measure with (i), the floor of a Node.js gateway, in place of (a), where it has one:
+   * a target the floor misses is out of reach of any Node.js gateway of this design.
+   */
+  floor?: number | null;
 }
 
 /** bench/results/gateway.json. */
@@ -271,6 +286,10 @@ function ratiosOf(s: Record<GatewayPath, PathSummary>): Record<string, number | 
     p99_gateway_over_tunnel: div(s.gateway.p99_ms, s.tunnel.p99_ms),
     p50_overhead_gateway_minus_tunnel_ms:
       s.gateway.p50_ms && s.tunnel.p50_ms ? r3(s.gateway.p50_ms.median - s.tunnel.p50_ms.median) : null,
+    rps_gateway_floor_over_tunnel: div(s.gatewayFloor.rps, s.tunnel.rps),
+    rps_gateway_over_gateway_floor: div(s.gateway.rps, s.gatewayFloor.rps),
+    p50_overhead_gateway_floor_minus_tunnel_ms:
+      s.gatewayFloor.p50_ms && s.tunnel.p50_ms ? r3(s.gatewayFloor.p50_ms.median - s.tunnel.p50_ms.median) : null,
     p50_overhead_endpoint_minus_tunnel_ms:
       s.endpoint.p50_ms && s.tunnel.p50_ms ? r3(s.endpoint.p50_ms.median - s.tunnel.p50_ms.median) : null,
     rps_aggregated_over_gateway: div(s.aggregated.rps, s.gateway.rps),
@@ -317,6 +336,10 @@ function targets(
   const top = levels.at(-1);
   const rpsTop = top === undefined ? null : (ratios[top]?.["rps_gateway_over_tunnel"] ?? null);
   const agentCpu = top === undefined ? null : r2(requests[top]?.gateway.cpu_us_per_request?.agent);
+  const floorOverhead =
+    first === undefined ? null : (ratios[first]?.["p50_overhead_gateway_floor_minus_tunnel_ms"] ?? null);
+  const floorRps = top === undefined ? null : (ratios[top]?.["rps_gateway_floor_over_tunnel"] ?? null);
+  const floorAgentCpu = top === undefined ? null : r2(requests[top]?.gatewayFloor.cpu_us_per_request?.agent);
   const perWatch = rssPerIdleWatchKiB(watches);
   const aggregated = first === undefined ? null : (ratios[first]?.["p50_overhead_aggregated_minus_gateway_ms"] ?? null);
   return {
@@ -333,6 +356,7 @@ function targets(
       measured: rpsTop,
       met: rpsTop === null ? null : rpsTop >= 0.6,
       at: `concurrency ${top ?? "n/a"}`,
+      floor: floorRps,
     },
     agent_cpu_us_per_request: {
       label: "agent CPU per request of (a) the gateway path, highest concurrency (µs)",
@@ -340,6 +364,7 @@ function targets(
       measured: agentCpu,
       met: agentCpu === null ? null : agentCpu <= 300,
       at: `concurrency ${top ?? "n/a"}`,
+      floor: floorAgentCpu,
     },
     p50_overhead_ms_h2: {
       label: "p50 latency overhead of (a) the gateway over (b) the direct tunnel, one request at a time (ms)",
@@ -347,6 +372,7 @@ function targets(
       measured: overhead,
       met: overhead === null ? null : overhead <= 0.7,
       at: `concurrency ${first ?? "n/a"}`,
+      floor: floorOverhead,
     },
     rss_per_idle_watch_kib: {
       label: "gateway plus agent RSS per idle watch (KiB)",
@@ -361,6 +387,7 @@ function targets(
       measured: overhead,
       met: overhead === null ? null : overhead <= 1,
       at: `concurrency ${first ?? "n/a"}`,
+      floor: floorOverhead,
     },
     rps_over_tunnel_per_request: {
       label: "requests/s of (a) the gateway over (c) a new tunnel per request, lowest of the levels",
@@ -393,7 +420,10 @@ const DEFINITIONS =
   "HTTP/2 with the front-proxy client certificate, X-Remote-User/X-Remote-Group, no bearer token, the aggregated URL " +
   "(so aggregated - frontProxy is the hub's share, frontProxy - gateway the gateway's); hubVersion = GET /version " +
   "of that hub with the same token and keep-alive client (authentication, priority and fairness, authorization and " +
-  "the other filters, a tiny answer: the least any request through it costs). watches: `count` watches through one gateway " +
+  "the other filters, a tiny answer: the least any request through it costs); gatewayFloor = the gateway's request " +
+  "with bench/gateway-floor.ts in place of the gateway: plain Node.js (HTTP/1.1 over TLS in, one HTTP/2 session with " +
+  "the gateway identity over one tunnel connection out, a fixed impersonation) and nothing else, the least a Node.js " +
+  "gateway of this design costs. watches: `count` watches through one gateway " +
   "to `clusters` clusters in turn (one agent each: an agent's endpoint serves at most 2,048 connections), RSS at the end " +
   "of each window and CPU over it (agent: summed over the agents), with none open, open and idle, and with one event per watch every " +
   "eventPeriodMs. targets: rps_over_tunnel = rps(gateway) / rps(tunnel) at the highest concurrency; " +
@@ -401,7 +431,8 @@ const DEFINITIONS =
   "p50_overhead_ms_h2 = p50(gateway) - p50(tunnel) at the lowest concurrency (<= 1 ms before the HTTP/2 hop, <= 0.7 ms " +
   "for it); rss_per_idle_watch_kib = (gateway + agent RSS with the watches open and idle - with none) / count; " +
   "rps_over_tunnel_per_request = the lowest over the levels of rps(gateway) / rps(tunnelPerRequest); " +
-  "aggregated_p50_overhead_ms = p50(aggregated) - p50(gateway) at the lowest concurrency (issue 40).";
+  "aggregated_p50_overhead_ms = p50(aggregated) - p50(gateway) at the lowest concurrency (issue 40); floor = the " +
+  "same measure with gatewayFloor in place of gateway.";
 
 /** gateway.json from a run. */
 export function gatewayJson(run: GatewayRun): GatewayJson {
@@ -473,10 +504,14 @@ export function gatewayTable(j: GatewayJson): string {
       );
     }
   }
-  out.push("", "| target | target | measured | | where |", "| --- | --- | --- | --- | --- |");
+  out.push(
+    "",
+    "| target | target | measured | | where | (i) the floor of a Node.js gateway |",
+    "| --- | --- | --- | --- | --- | --- |",
+  );
   for (const t of Object.values(j.targets)) {
     const met = t.met === null ? "n/a" : t.met ? "met" : "NOT met";
-    out.push(`| ${t.label} | ${t.target} | ${fmt(t.measured)} | ${met} | ${t.at} |`);
+    out.push(`| ${t.label} | ${t.target} | ${fmt(t.measured)} | ${met} | ${t.at} | ${fmt(t.floor ?? null)} |`);
   }
   return `${out.join("\n")}\n`;
 }

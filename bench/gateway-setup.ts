@@ -8,6 +8,7 @@
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import * as https from "node:https";
 import { join } from "node:path";
+import { GATEWAY_ENDPOINT_HOST, gatewayEndpointAddress } from "@cluster-proxy/api";
 import { NODE_FLAGS } from "@cluster-proxy/cli";
 import {
   agentClusterUri,
@@ -24,6 +25,7 @@ import { httpGet } from "../test/framework/http.js";
 import { waitForProc, type Proc } from "../test/framework/process.js";
 import { GATEWAY_SERVICE_DNS } from "./aggregated-hub.js";
 import { BENCH, TS_NODE, firstJsonLine } from "./lib.js";
+import type { FloorConfig } from "./gateway-floor.js";
 
 /** Hosts every serving certificate of the bench is valid for. */
 const LOOPBACK_HOSTS = { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] };
@@ -264,4 +266,42 @@ export async function startGateway(h: Harness, c: GatewayConfig): Promise<Gatewa
     async () => (await httpGet(`http://127.0.0.1:${healthPort}/readyz`)).status === 200,
   );
   return { proc, port, healthPort };
+}
+
+/**
+ * Start bench/gateway-floor.ts (a plain Node.js gateway of our design, on the gateway's node flags
+ * without the bench's extra ones) in front of `cluster`'s endpoint; resolves with its HTTPS port
+ * once its endpoint session is up.
+ */
+export async function startGatewayFloor(
+  h: Harness,
+  c: GatewayConfig,
+  cluster: string,
+  impersonation: { user: string; groups: string[] },
+): Promise<{ proc: Proc; port: number }> {
+  const s = c.certs.standalone;
+  const config: FloorConfig = {
+    proxyServer: { host: "127.0.0.1", port: c.proxyServerPort, ca: s.ca.cert, cert: s.client.cert, key: s.client.key },
+    endpoint: {
+      address: gatewayEndpointAddress(cluster),
+      servername: GATEWAY_ENDPOINT_HOST,
+      ca: s.agentCa.cert,
+      cert: c.certs.gatewayIdentity.cert,
+      key: c.certs.gatewayIdentity.key,
+    },
+    serving: c.certs.gatewayServing,
+    cluster,
+    impersonateUser: impersonation.user,
+    impersonateGroups: impersonation.groups,
+  };
+  const file = join(h.dir, "gateway-floor.json");
+  await writeFile(file, JSON.stringify(config));
+  const proc = h.spawnProc("gateway-floor", process.execPath, [
+    ...NODE_FLAGS,
+    ...TS_NODE,
+    join(BENCH, "gateway-floor.ts"),
+    file,
+  ]);
+  const { port } = await firstJsonLine<{ port: number }>(proc, "gateway floor port");
+  return { proc, port };
 }

@@ -17,7 +17,9 @@
  *   (f) the aggregated path: a real hub kube-apiserver (etcd and kube-apiserver of the test
  *   environment's binaries, bench/aggregated-hub.ts) authenticates and authorizes the request and
  *   its aggregator proxies it to the same gateway as the front proxy (issue 40: (f) - (a));
- *   with the tunnel dials and apiserver connections each path makes per request;
+ *   with the tunnel dials and apiserver connections each path makes per request; and (i) as (a)
+ *   with bench/gateway-floor.ts, a plain Node.js gateway of the same design, in place of ours:
+ *   what (a) costs above it is the gateway's own code, a target it misses is out of reach;
  * - N concurrent watches through the one gateway, to three clusters (one agent each): its RSS and CPU
  *   (and the server's and agents') with none open, with all open and idle, and with events flowing.
  *
@@ -54,6 +56,7 @@ import {
 } from "./aggregated-hub.js";
 import {
   KUBE_APISERVER_NAME,
+  startGatewayFloor,
   startGateway,
   startStandIn,
   writeGatewayBenchCerts,
@@ -209,6 +212,8 @@ process.on("uncaughtException", (err: Error & { code?: string }) => {
 /** The processes whose CPU and RSS the bench reads. */
 interface Pids {
   gateway: number | undefined;
+  /** bench/gateway-floor.ts (path (i)). */
+  gatewayFloor: number | undefined;
   server: number | undefined;
   /** The agent of {@link CLUSTER}. */
   agent: number | undefined;
@@ -223,6 +228,7 @@ function cpuNow(pids: Pids): Record<"client" | keyof Pids, number> {
   return {
     client: selfCpuSeconds(),
     gateway: cpuSeconds(pids.gateway),
+    gatewayFloor: cpuSeconds(pids.gatewayFloor),
     server: cpuSeconds(pids.server),
     agent: cpuSeconds(pids.agent),
     apiserver: cpuSeconds(pids.apiserver),
@@ -257,7 +263,11 @@ async function measureRequests(
         const counts1 = await counts();
         const spent = {
           client: after.client - before.client,
-          gateway: ["gateway", "aggregated", "frontProxy"].includes(p) ? after.gateway - before.gateway : NaN,
+          gateway: ["gateway", "aggregated", "frontProxy"].includes(p)
+            ? after.gateway - before.gateway
+            : p === "gatewayFloor"
+              ? after.gatewayFloor - before.gatewayFloor
+              : NaN,
           server: p === "direct" || p === "hubVersion" ? NaN : after.server - before.server,
           agent: p === "direct" || p === "hubVersion" ? NaN : after.agent - before.agent,
           apiserver: p === "hubVersion" ? NaN : after.apiserver - before.apiserver,
@@ -561,13 +571,18 @@ async function main(): Promise<void> {
   // the gateway queues requests beyond --max-connections-per-cluster sessions (default 4) full:
   // room for all of them.
   const maxConnectionsPerCluster = Math.max(4, Math.ceil(P.watches / 1000) + 2);
-  const gateway = await startGateway(h, {
+  const gatewayConfig = {
     certs,
     proxyServerPort: stack.grpcPort,
     hubKubeconfig: kubeconfig,
     auditLog: join(h.dir, "audit.log"),
     maxConnectionsPerCluster,
     nodeArgs: gatewayNodeArgs,
+  };
+  const gateway = await startGateway(h, gatewayConfig);
+  const gatewayFloor = await startGatewayFloor(h, gatewayConfig, CLUSTER, {
+    user: `cluster:hub:${USER}`,
+    groups: ["system:authenticated"],
   });
   run.notes.push(
     `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (HTTP/2 sessions, default 4, each up ` +
@@ -645,6 +660,7 @@ async function main(): Promise<void> {
           }),
         }
       : {}),
+    gatewayFloor: keepAliveGet(gatewayAgent, "127.0.0.1", gatewayFloor.port, { path: `/${CLUSTER}${PATH}`, headers }),
     tunnel: keepAliveGet(tunnelAgent, `127.0.0.1.${CLUSTER}`, kube.port, spec),
     tunnelPerRequest: perConnectionGet(
       (signal) => dial(`127.0.0.1.${CLUSTER}:${kube.port}`, { proxy, signal, timeoutMs: LIMITS.requestTimeoutMs }),
@@ -693,6 +709,7 @@ async function main(): Promise<void> {
 
   const pids: Pids = {
     gateway: gateway.proc.child.pid,
+    gatewayFloor: gatewayFloor.proc.child.pid,
     server: stack.server.child.pid,
     agent: stack.agent?.child.pid,
     apiserver: kube.proc.child.pid,

@@ -60,7 +60,10 @@ interface GatewayJson {
     idle: GatewayWatchState;
     flowing: GatewayWatchState;
   } | null;
-  targets: Record<string, { label: string; target: string; measured: number | null; met: boolean | null; at: string }>;
+  targets: Record<
+    string,
+    { label: string; target: string; measured: number | null; met: boolean | null; at: string; floor?: number | null }
+  >;
   notes: string[];
 }
 
@@ -147,6 +150,8 @@ const GATEWAY_RATIOS: [key: string, label: string][] = [
   ["p50_tunnel_per_request_over_tunnel", "p50 latency: (c) tunnel per request / (b) direct tunnel ↓"],
   ["p50_gateway_over_direct", "p50 latency: (a) gateway / (d) no tunnel ↓"],
   ["p50_endpoint_over_tunnel", "p50 latency: (e) agent's endpoint without the gateway / (b) direct tunnel ↓"],
+  ["rps_gateway_floor_over_tunnel", "requests/s: (i) the floor of a Node.js gateway / (b) direct tunnel"],
+  ["rps_gateway_over_gateway_floor", "requests/s: (a) gateway / (i) the floor of a Node.js gateway"],
   ["rps_aggregated_over_gateway", "requests/s: (f) aggregated path / (a) gateway"],
   ["p50_aggregated_over_gateway", "p50 latency: (f) aggregated path / (a) gateway ↓"],
   ["p99_aggregated_over_gateway", "p99 latency: (f) aggregated path / (a) gateway ↓"],
@@ -173,7 +178,10 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
       "front-proxy flags as kubeadm sets them) authenticates and authorizes it and its aggregator proxies it to the " +
       "same gateway, (g) what that aggregator sends, sent straight to the gateway (HTTP/2, the front-proxy " +
       "certificate, X-Remote-User/Group: (f) - (g) is the hub's share), and (h) GET /version of that hub (its " +
-      `filter chain alone); one proxy-server and one agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
+      "filter chain alone); (i) as (a) with a plain Node.js gateway of the same design in place of ours " +
+      "(`bench/gateway-floor.ts`: HTTP/1.1 over TLS in, one HTTP/2 session over one tunnel connection out, nothing " +
+      "else: a target it misses is out of reach of any Node.js gateway of this design); one proxy-server and one " +
+      `agent, all on loopback. Machine: ${g.machine.cpus} cores ` +
       `(${g.machine.cpu_model}), Node.js ${g.runtime.node}. Started ${g.machine.date}${minutes}; ` +
       `${g.run.quick ? "a --quick run" : "a full run"}, ${g.run.params.rounds} rounds of ${g.run.params.windowMs / 1000} s ` +
       "per path and level, the paths taking turns. Ratios of medians over the rounds; ↓ = lower is better.",
@@ -184,11 +192,12 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
       ([key, label]) => `| ${label} | ${levels.map((l) => x(g.ratios[l]?.[key])).join(" | ")} |`,
     ),
     "",
-    "| Target | target | measured | |",
-    "| --- | --- | --- | --- |",
+    "| Target | target | measured | | (i) the floor of a Node.js gateway |",
+    "| --- | --- | --- | --- | --- |",
     ...Object.values(g.targets).map((t) => {
       const met = t.met === null ? "n/a" : t.met ? "met" : "NOT met";
-      return `| ${t.label} (${t.at}) | ${t.target} | ${t.measured === null ? "n/a" : t.measured.toFixed(2)} | ${met} |`;
+      const value = (v: number | null | undefined): string => (v === null || v === undefined ? "n/a" : v.toFixed(2));
+      return `| ${t.label} (${t.at}) | ${t.target} | ${value(t.measured)} | ${met} | ${value(t.floor)} |`;
     }),
     "",
   ];
