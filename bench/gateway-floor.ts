@@ -15,6 +15,7 @@ import type { AddressInfo } from "node:net";
 import { Duplex } from "node:stream";
 import * as tls from "node:tls";
 import { PROXY_METHOD, PacketType, decodePacket, encodeData, encodePacket, type Packet } from "@cluster-proxy/protocol";
+import { frame, readMessages } from "./grpc-messages.js";
 
 /** What the floor is given (file paths are PEM files). */
 export interface FloorConfig {
@@ -27,15 +28,6 @@ export interface FloorConfig {
   /** Impersonate-User and Impersonate-Group of every request, as the gateway would set them. */
   impersonateUser: string;
   impersonateGroups: string[];
-}
-
-/** One gRPC message: 0 (not compressed), 4-byte big-endian length, the bytes. */
-function frame(body: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + body.length);
-  out[0] = 0;
-  out.writeUInt32BE(body.length, 1);
-  out.set(body, 5);
-  return out;
 }
 
 /** A tunnel connection to `address` through the proxy-server: a Duplex over one `Proxy` stream. */
@@ -61,22 +53,15 @@ function tunnelDial(session: http2.ClientHttp2Session, address: string): Promise
         cb(err);
       },
     });
-    let buffered: Buffer = Buffer.alloc(0);
-    stream.on("data", (chunk: Buffer) => {
-      buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
-      while (buffered.length >= 5) {
-        const len = buffered.readUInt32BE(1);
-        if (buffered.length < 5 + len) break;
-        const p: Packet = decodePacket(buffered.subarray(5, 5 + len));
-        buffered = buffered.subarray(5 + len);
-        if ("dialResponse" in p) {
-          if (p.dialResponse.error) reject(new Error(p.dialResponse.error));
-          connectID = p.dialResponse.connectID;
-          resolve(socket);
-        } else if ("data" in p) {
-          if (!socket.push(p.data.data)) stream.pause();
-        } else if ("closeResponse" in p) socket.push(null);
-      }
+    readMessages(stream, (body) => {
+      const p: Packet = decodePacket(body);
+      if ("dialResponse" in p) {
+        if (p.dialResponse.error) reject(new Error(p.dialResponse.error));
+        connectID = p.dialResponse.connectID;
+        resolve(socket);
+      } else if ("data" in p) {
+        if (!socket.push(p.data.data)) stream.pause();
+      } else if ("closeResponse" in p) socket.push(null);
     });
     stream.on("error", (err) => socket.destroy(err));
     stream.write(frame(encodePacket({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random } })));

@@ -25,13 +25,7 @@
  */
 import { constants as cryptoConstants } from "node:crypto";
 import { readFileSync } from "node:fs";
-import {
-  connect as h2connect,
-  createSecureServer,
-  type ClientHttp2Stream,
-  type Http2Stream,
-  type ServerHttp2Stream,
-} from "node:http2";
+import { connect as h2connect, createSecureServer, type ClientHttp2Stream, type ServerHttp2Stream } from "node:http2";
 import { connect as tcpConnect, type AddressInfo, type Socket } from "node:net";
 import { createServer as tlsCreateServer } from "node:tls";
 import {
@@ -45,29 +39,7 @@ import {
   peekPacket,
   type Packet,
 } from "@cluster-proxy/protocol";
-
-/** One gRPC message: 0 (not compressed), 4-byte big-endian length, the bytes. */
-function frame(body: Uint8Array): Buffer {
-  const out = Buffer.allocUnsafe(5 + body.length);
-  out[0] = 0;
-  out.writeUInt32BE(body.length, 1);
-  out.set(body, 5);
-  return out;
-}
-
-/** Calls `onMessage` with each whole gRPC message (its body, and the framed bytes) read from `stream`. */
-function readMessages(stream: Http2Stream, onMessage: (body: Buffer, framed: Buffer) => void): void {
-  let buffered: Buffer = Buffer.alloc(0);
-  stream.on("data", (chunk: Buffer) => {
-    buffered = buffered.length ? Buffer.concat([buffered, chunk]) : chunk;
-    while (buffered.length >= 5) {
-      const len = buffered.readUInt32BE(1);
-      if (buffered.length < 5 + len) break;
-      onMessage(buffered.subarray(5, 5 + len), buffered.subarray(0, 5 + len));
-      buffered = buffered.subarray(5 + len);
-    }
-  });
-}
+import { frame, readMessages } from "./grpc-messages.js";
 
 function grpcRespond(stream: ServerHttp2Stream, headers: Record<string, string> = {}): void {
   stream.respond({ ":status": 200, "content-type": "application/grpc", ...headers }, { waitForTrailers: true });
