@@ -93,7 +93,7 @@ async function main(config: FloorConfig): Promise<void> {
 
   const prefix = `/${config.cluster}`;
   const server = https.createServer(
-    { cert: readFileSync(config.serving.cert), key: readFileSync(config.serving.key), keepAlive: true },
+    { cert: readFileSync(config.serving.cert), key: readFileSync(config.serving.key) },
     (req: http.IncomingMessage, res: http.ServerResponse) => {
       const headers: http2.OutgoingHttpHeaders = {
         ":method": req.method,

@@ -16,7 +16,8 @@ import type { Runtime } from "./run-info.js";
  * endpoint's; and (f) the aggregated path: the same GET sent to a real hub kube-apiserver, which
  * authenticates and authorizes it and proxies it to the gateway as its front proxy, and (g) what
  * that hub sends, sent by the bench itself (which of (f) - (a) is the gateway's, which the hub's),
- * and (h) `GET /version` of that hub (its filter chain, no proxy: a floor of any request it serves).
+ * (h) `GET /version` of that hub (its filter chain, no proxy: a floor of any request it serves),
+ * and (i) (a) with bench/gateway-floor.ts in place of the gateway (the floor of a Node.js gateway).
  */
 export type GatewayPath =
   | "gateway"
