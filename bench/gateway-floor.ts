@@ -56,14 +56,18 @@ function tunnelDial(session: http2.ClientHttp2Session, address: string): Promise
     readMessages(stream, (body) => {
       const p: Packet = decodePacket(body);
       if ("dialResponse" in p) {
-        if (p.dialResponse.error) reject(new Error(p.dialResponse.error));
+        if (p.dialResponse.error) reject(new Error(`dial ${address}: ${p.dialResponse.error}`));
         connectID = p.dialResponse.connectID;
         resolve(socket);
       } else if ("data" in p) {
         if (!socket.push(p.data.data)) stream.pause();
       } else if ("closeResponse" in p) socket.push(null);
     });
-    stream.on("error", (err) => socket.destroy(err));
+    // Before DIAL_RSP the dial fails with the stream's error; after it, the connection does.
+    stream.on("error", (err) => {
+      reject(err);
+      socket.destroy(err);
+    });
     stream.write(frame(encodePacket({ type: PacketType.DIAL_REQ, dialRequest: { protocol: "tcp", address, random } })));
   });
 }

@@ -165,6 +165,8 @@ const GATEWAY_HUB_TOKEN = "bench-gateway-hub-token";
 /** The agent's ServiceAccount token in the managed cluster. */
 const AGENT_SA_TOKEN = "bench-agent-sa-token";
 const USER = "bench";
+/** The impersonation (e) and (i) send, as the gateway sets it for {@link USER} (the agent accepts `system:authenticated` unprefixed). */
+const GATEWAY_IMPERSONATION = { user: `cluster:hub:${USER}`, groups: ["system:authenticated"] };
 const PATH = "/api/v1/namespaces/default";
 /**
  * The clusters the watches go to, one agent each (the first also carries the request load): an
@@ -580,10 +582,7 @@ async function main(): Promise<void> {
     nodeArgs: gatewayNodeArgs,
   };
   const gateway = await startGateway(h, gatewayConfig);
-  const gatewayFloor = await startGatewayFloor(h, gatewayConfig, CLUSTER, {
-    user: `cluster:hub:${USER}`,
-    groups: ["system:authenticated"],
-  });
+  const gatewayFloor = await startGatewayFloor(h, gatewayConfig, CLUSTER, GATEWAY_IMPERSONATION);
   run.notes.push(
     `gateway started with --max-connections-per-cluster=${maxConnectionsPerCluster} (HTTP/2 sessions, default 4, each up ` +
       `to the agent's 1,000 streams: requests beyond them queue); audit log to a file`,
@@ -673,8 +672,8 @@ async function main(): Promise<void> {
       path: PATH,
       headers: {
         "cluster-proxy-target": "kube",
-        "impersonate-user": `cluster:hub:${USER}`,
-        "impersonate-group": "system:authenticated",
+        "impersonate-user": GATEWAY_IMPERSONATION.user,
+        "impersonate-group": GATEWAY_IMPERSONATION.groups,
         accept: "application/json",
       },
     }),

@@ -163,7 +163,8 @@ const GATEWAY_RATIOS: [key: string, label: string][] = [
 /** The gateway section: ratios between the four paths per concurrency, the targets, the watches. */
 function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
   const levels = Object.keys(g.ratios).sort((a, b) => Number(a) - Number(b));
-  const x = (v: number | null | undefined): string => (v === null || v === undefined ? "n/a" : `${v.toFixed(2)}x`);
+  const value = (v: number | null | undefined): string => (v === null || v === undefined ? "n/a" : v.toFixed(2));
+  const x = (v: number | null | undefined): string => (v === null || v === undefined ? "n/a" : `${value(v)}x`);
   const minutes =
     g.machine.total_seconds === undefined ? "" : `, took ${Math.round(g.machine.total_seconds / 60)} minutes`;
   const out = [
@@ -196,7 +197,6 @@ function gatewayMarkdown(g: GatewayJson, resultsLink: string): string[] {
     "| --- | --- | --- | --- | --- |",
     ...Object.values(g.targets).map((t) => {
       const met = t.met === null ? "n/a" : t.met ? "met" : "NOT met";
-      const value = (v: number | null | undefined): string => (v === null || v === undefined ? "n/a" : v.toFixed(2));
       return `| ${t.label} (${t.at}) | ${t.target} | ${value(t.measured)} | ${met} | ${value(t.floor)} |`;
     }),
     "",
