@@ -56,7 +56,7 @@ function tunnelDial(session: http2.ClientHttp2Session, address: string): Promise
     readMessages(stream, (body) => {
       const p: Packet = decodePacket(body);
       if ("dialResponse" in p) {
-        if (p.dialResponse.error) reject(new Error(`dial ${address}: ${p.dialResponse.error}`));
+        if (p.dialResponse.error) return reject(new Error(`dial ${address}: ${p.dialResponse.error}`));
         connectID = p.dialResponse.connectID;
         resolve(socket);
       } else if ("data" in p) {
