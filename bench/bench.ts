@@ -61,6 +61,7 @@ import {
   type RttResult,
   type Stack,
 } from "./lib.js";
+import { clientFloorFirstBytes } from "./client-floor.js";
 import { summarizeProfile } from "./profile.js";
 import { report, type Detail } from "./report.js";
 import { currentRuntime, machineInfo } from "./run-info.js";
@@ -464,6 +465,7 @@ async function main(): Promise<void> {
       const ours = stacks.ours!;
       const go = stacks.go!;
       type Measure = (count: number, maxMs: number) => Promise<number[]>;
+      const echoVia = (st: Stack): string => `${st.dialHost}:${target.echo}`;
       const through =
         (open: ReturnType<typeof opener>): Measure =>
         (count, maxMs) =>
@@ -480,6 +482,12 @@ async function main(): Promise<void> {
         ["go reusable client (our SDK)", through(opener("go", LOOPBACK, go))],
         ["ours HTTP CONNECT (mTLS)", through(connectOpener(ours))],
         [FLOOR_VARIANTS.singleUse, through(singleUseOpener(floor))],
+        // What a Node.js client cannot avoid on a new connection: a plain one, resuming as our SDK does.
+        [FIRST_BYTE.clientFloorOurs, (count, maxMs) => clientFloorFirstBytes(ours.proxy, echoVia(ours), count, maxMs)],
+        [
+          FIRST_BYTE.clientFloorFloor,
+          (count, maxMs) => clientFloorFirstBytes(floor.proxy, echoVia(floor), count, maxMs),
+        ],
         [FLOOR_VARIANTS.reusable, through(opener("ours", LOOPBACK, floor))],
       ];
       // The variants take turns, P.runs rounds of a share of the connections each, so a change in the

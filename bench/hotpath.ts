@@ -8,7 +8,9 @@
  *                                                 with --perf, server's and agent's CPU us per dial by
  *                                                 category (Linux perf samples of every thread)
  *   hotpath.ts firstbyte [--count=200]             new connection to first echoed byte, single-use
- *                                                 tunnel and reusable client; p50 and CPU ms per connection
+ *                                                 tunnel and reusable client; p50 and CPU ms per connection;
+ *                                                 with the Go client on path go and a plain node client
+ *                                                 (client-floor.ts) on the others, each /go-client
  *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
  *   hotpath.ts bulk [--mib=512] [--perf] [--gc]   one connection each way; CPU s per GB; with --perf,
  *                                                 server's and agent's CPU s per GB by category
@@ -69,6 +71,7 @@ import {
   dialRate,
   firstByte,
   firstJsonLine,
+  goClientFirstBytes,
   manyBytes,
   opener,
   percentileOf,
@@ -92,6 +95,7 @@ import {
   startPerf,
   stopPerf,
 } from "./perf-categories.js";
+import { clientFloorFirstBytes } from "./client-floor.js";
 import { summarizeProfile } from "./profile.js";
 
 const argv = process.argv.slice(2);
@@ -723,12 +727,19 @@ async function main(): Promise<void> {
       for (const path of order(r)) {
         const st = stacks[path]!;
         const line: string[] = [];
-        for (const [kind, opn] of [
-          ["single-use", singleUseOpener(st)],
-          ["reusable", open(path)],
-        ] as const) {
+        const address = `${st.dialHost}:${target.echo}`;
+        const kinds: [string, () => Promise<number[]>][] = [
+          ["single-use", () => firstByte(singleUseOpener(st), target.echo, count, 60_000)],
+          ["reusable", () => firstByte(open(path), target.echo, count, 60_000)],
+          // The Go konnectivity-client's own process against Go's server; a plain node client
+          // (bench/client-floor.ts, resuming as our SDK does) against ours and the floor.
+          path === "go"
+            ? ["go-client", () => goClientFirstBytes(h, st, target.echo, count)]
+            : ["client-floor", () => clientFloorFirstBytes(st.proxy, address, count, 60_000)],
+        ];
+        for (const [kind, measure] of kinds) {
           const c0 = cpuOf(st, tpid);
-          const ms = await firstByte(opn, target.echo, count, 60_000);
+          const ms = await measure();
           const c1 = cpuOf(st, tpid);
           const p50 = percentileOf(ms, 50);
           (firstBytes[`${path} ${kind}`] ??= []).push(p50);
@@ -738,6 +749,12 @@ async function main(): Promise<void> {
       }
     }
     for (const p of paths.filter((x) => x !== "go" && firstBytes["go reusable"])) {
+      // Each against the Go client through Go's server, as issue 41's targets are.
+      for (const kind of ["single-use", "client-floor"]) {
+        const mine = firstBytes[`${p} ${kind}`];
+        const go = firstBytes["go go-client"]!;
+        if (mine) log(`${p} ${kind}/go-client per round: ${mine.map((o, i) => (o / go[i]!).toFixed(3)).join(" ")}`);
+      }
       for (const kind of ["single-use", "reusable"]) {
         const mine = firstBytes[`${p} ${kind}`]!;
         const go = firstBytes[`go ${kind}`]!;

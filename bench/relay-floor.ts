@@ -23,7 +23,6 @@
  *          connection, as every gRPC server in node has): the floor of the agent door's handshake
  *          (`hotpath.ts handshakes --paths=ours,floorh2`); prints {"port":N}
  */
-import { constants as cryptoConstants } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { connect as h2connect, createSecureServer, type ClientHttp2Stream, type ServerHttp2Stream } from "node:http2";
 import { connect as tcpConnect, type AddressInfo, type Socket } from "node:net";
@@ -59,8 +58,8 @@ function server(cert: string, key: string, clientCa: string, agentCa: string): v
     requestCert: true,
     rejectUnauthorized: true,
     allowHTTP1: false,
-    // As our server's doors: no TLS session tickets after each handshake.
-    secureOptions: cryptoConstants.SSL_OP_NO_TICKET,
+    // As our server's doors: TLS 1.3 session tickets after each handshake (node's own ticket keys),
+    // so our SDK's dial() resumes here too.
   };
   const clients = createSecureServer({ ...tls, ca: readFileSync(clientCa) });
   clients.on("stream", (stream: ServerHttp2Stream, headers) => {

@@ -267,6 +267,17 @@ function rows(d: Detail): Row[] {
         go: fb("go reusable client (our SDK)"),
       });
     }
+    if (d.firstByte[FIRST_BYTE.clientFloorFloor]) {
+      add(
+        "client floor: a plain node client single-use, resuming, through ours / the node floor (bench/client-floor.ts) (ms)",
+        true,
+        {
+          direct: fb("direct TCP"),
+          ours: fb(FIRST_BYTE.clientFloorOurs),
+          go: fb(FIRST_BYTE.clientFloorFloor),
+        },
+      );
+    }
   }
   if (d.dialRate) {
     const dr: Partial<Record<PathName, Summary | null>> = {};
@@ -472,6 +483,10 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
   (json["first_byte_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
     d.firstByte[FLOOR_VARIANTS.singleUse],
   );
+  // The SDK's resumed first byte against the Node.js floor of client, server and agent together.
+  (json["first_byte_sdk_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
+    d.firstByte[FIRST_BYTE.clientFloorFloor],
+  );
   (json["first_byte_reusable_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
     d.firstByte[FLOOR_VARIANTS.reusable],
   );
@@ -525,7 +540,8 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "throughput: Mbit/s (1e6 bit/s), one connection, mean of download and upload per run, median of runs; " +
       "many_conn: 64 concurrent downloads; rtt: 64 B echo on an open connection; first_byte: new connection " +
       "(ours/go: our SDK's single-use dial, a new HTTP/2 session per connection, which resumes its TLS session with either server) to first echoed byte; " +
-      "first_byte_sdk_ms: that dial through ours against the real Go konnectivity-client through the Go server (full handshakes); " +
+      "first_byte_sdk_ms: that dial through ours against the real Go konnectivity-client through the Go server (full handshakes; node_floor: " +
+      "bench/client-floor.ts, a plain node client resuming its TLS session, through bench/relay-floor.ts); " +
       "first_byte_go_client_ms: the Go konnectivity-client through each server (node_floor in first_byte_ms, first_byte_reusable_ms and dials_per_s: the same against " +
       "bench/relay-floor.ts, a plain node server and agent that relay as ours do with no flow control, metrics or limits: the floor of any Node.js implementation of this design); dials_per_s: dial + 16 B echo " +
       "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
