@@ -3,7 +3,8 @@
  * must do to open a single-use tunnel and get its first byte back. Per connection: `tls.connect`
  * with one TLS context for the process and the last session's ticket (TLS 1.3 resumption, as our
  * SDK's `dial()` does), `http2.connect` on that socket, one `/ProxyService/Proxy` stream, DIAL_REQ,
- * on DIAL_RSP one byte of DATA, on its echo CLOSE_REQ and the session closed. No socket object for
+ * on DIAL_RSP one byte of DATA, on its echo CLOSE_REQ with the call half-closed and the session
+ * closed. No socket object for
  * the caller, no timeouts, no retries, no error explanations, no TCP keepalive and no transport
  * between the session and the socket (which our SDK keeps against deadlocks between two node
  * HTTP/2 peers: docs/design/flow-control.md). bench.ts and hotpath.ts time it next to our SDK's
@@ -60,7 +61,8 @@ export class ClientFloor {
               call.write(frame(encodeData(connectID, Buffer.from("x"))));
             } else if ("data" in p) {
               resolve(performance.now() - t0);
-              call.write(frame(encodePacket({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } })));
+              // CLOSE_REQ, and the call half-closed: the server then ends it and the session closes.
+              call.end(frame(encodePacket({ type: PacketType.CLOSE_REQ, closeRequest: { connectID } })));
               session.close();
             }
           });
