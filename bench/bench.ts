@@ -478,6 +478,7 @@ async function main(): Promise<void> {
         // The real Go konnectivity-client (full handshakes, as in the OCM README) against each server.
         [FIRST_BYTE.goClientOurs, (count) => goClientFirstBytes(h, ours, target.echo, count)],
         [FIRST_BYTE.goClientGo, (count) => goClientFirstBytes(h, go, target.echo, count)],
+        [FIRST_BYTE.goClientFloor, (count) => goClientFirstBytes(h, floor, target.echo, count)],
         ["ours reusable client", through(opener("ours", LOOPBACK, ours))],
         ["go reusable client (our SDK)", through(opener("go", LOOPBACK, go))],
         ["ours HTTP CONNECT (mTLS)", through(connectOpener(ours))],

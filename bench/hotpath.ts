@@ -9,8 +9,9 @@
  *                                                 category (Linux perf samples of every thread)
  *   hotpath.ts firstbyte [--count=200]             new connection to first echoed byte, single-use
  *                                                 tunnel and reusable client; p50 and CPU ms per connection;
- *                                                 with the Go client on path go and a plain node client
- *                                                 (client-floor.ts) on the others, each /go-client
+ *                                                 with the Go client on every path and a plain node
+ *                                                 client (client-floor.ts) on ours and the floor, each
+ *                                                 over the Go client through Go's server
  *   hotpath.ts many [--conns=64] [--secs=3] [--per-conn]   concurrent downloads, fairness
  *   hotpath.ts bulk [--mib=512] [--perf] [--gc]   one connection each way; CPU s per GB; with --perf,
  *                                                 server's and agent's CPU s per GB by category
@@ -731,12 +732,11 @@ async function main(): Promise<void> {
         const kinds: [string, () => Promise<number[]>][] = [
           ["single-use", () => firstByte(singleUseOpener(st), target.echo, count, 60_000)],
           ["reusable", () => firstByte(open(path), target.echo, count, 60_000)],
-          // The Go konnectivity-client's own process against Go's server; a plain node client
-          // (bench/client-floor.ts, resuming as our SDK does) against ours and the floor.
-          path === "go"
-            ? ["go-client", () => goClientFirstBytes(h, st, target.echo, count)]
-            : ["client-floor", () => clientFloorFirstBytes(st.proxy, address, count, 60_000)],
+          // The Go konnectivity-client's own process (full handshakes) against every server, and a
+          // plain node client (bench/client-floor.ts, resuming as our SDK does) against ours and the floor.
+          ["go-client", () => goClientFirstBytes(h, st, target.echo, count)],
         ];
+        if (path !== "go") kinds.push(["client-floor", () => clientFloorFirstBytes(st.proxy, address, count, 60_000)]);
         for (const [kind, measure] of kinds) {
           const c0 = cpuOf(st, tpid);
           const ms = await measure();
@@ -750,7 +750,7 @@ async function main(): Promise<void> {
     }
     for (const p of paths.filter((x) => x !== "go" && firstBytes["go reusable"])) {
       // Each against the Go client through Go's server, as issue 41's targets are.
-      for (const kind of ["single-use", "client-floor"]) {
+      for (const kind of ["single-use", "client-floor", "go-client"]) {
         const mine = firstBytes[`${p} ${kind}`];
         const go = firstBytes["go go-client"]!;
         if (mine) log(`${p} ${kind}/go-client per round: ${mine.map((o, i) => (o / go[i]!).toFixed(3)).join(" ")}`);

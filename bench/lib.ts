@@ -173,6 +173,7 @@ export const FIRST_BYTE = {
   oursSingleUse: "ours single-use gRPC tunnel",
   goClientOurs: "Go konnectivity-client single-use against our server",
   goClientGo: "Go konnectivity-client single-use against the Go server",
+  goClientFloor: "Go konnectivity-client single-use against the node floor (bench/relay-floor.ts)",
   /** bench/client-floor.ts: a plain node client, resuming, through our server and through the floor. */
   clientFloorOurs: "plain node client single-use against our server (bench/client-floor.ts)",
   clientFloorFloor: "plain node client single-use against the node floor (bench/client-floor.ts)",

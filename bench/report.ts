@@ -267,6 +267,13 @@ function rows(d: Detail): Row[] {
         go: fb("go reusable client (our SDK)"),
       });
     }
+    if (d.firstByte[FIRST_BYTE.goClientFloor]) {
+      add("node floor: the Go konnectivity-client against the node floor (bench/relay-floor.ts) (ms)", true, {
+        direct: fb("direct TCP"),
+        ours: fb(FIRST_BYTE.goClientFloor),
+        go: fb(FIRST_BYTE.goClientGo),
+      });
+    }
     if (d.firstByte[FIRST_BYTE.clientFloorFloor]) {
       add(
         "client floor: a plain node client single-use, resuming, through ours / the node floor (bench/client-floor.ts) (ms)",
@@ -487,6 +494,9 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
   (json["first_byte_sdk_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
     d.firstByte[FIRST_BYTE.clientFloorFloor],
   );
+  (json["first_byte_go_client_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
+    d.firstByte[FIRST_BYTE.goClientFloor],
+  );
   (json["first_byte_reusable_ms"] as Record<string, number | null>)["node_floor"] = floorOf(
     d.firstByte[FLOOR_VARIANTS.reusable],
   );
@@ -542,7 +552,7 @@ function latest(d: Detail): { json: Record<string, unknown>; summaries: Record<s
       "(ours/go: our SDK's single-use dial, a new HTTP/2 session per connection, which resumes its TLS session with either server) to first echoed byte; " +
       "first_byte_sdk_ms: that dial through ours against the real Go konnectivity-client through the Go server (full handshakes; node_floor: " +
       "bench/client-floor.ts, a plain node client resuming its TLS session, through bench/relay-floor.ts); " +
-      "first_byte_go_client_ms: the Go konnectivity-client through each server (node_floor in first_byte_ms, first_byte_reusable_ms and dials_per_s: the same against " +
+      "first_byte_go_client_ms: the Go konnectivity-client through each server (node_floor in first_byte_ms, first_byte_go_client_ms, first_byte_reusable_ms and dials_per_s: the same against " +
       "bench/relay-floor.ts, a plain node server and agent that relay as ours do with no flow control, metrics or limits: the floor of any Node.js implementation of this design); dials_per_s: dial + 16 B echo " +
       "+ close, 16 in parallel, median of windows; server_rss_mib_1000_agents: server RSS with runs.agents idle " +
       "agents; bytes_per_idle_connection: server + agent RSS growth per idle tunnelled connection; " +
