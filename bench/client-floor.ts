@@ -4,11 +4,11 @@
  * with one TLS context for the process and the last session's ticket (TLS 1.3 resumption, as our
  * SDK's `dial()` does), `http2.connect` on that socket, one `/ProxyService/Proxy` stream, DIAL_REQ,
  * on DIAL_RSP one byte of DATA, on its echo CLOSE_REQ with the call half-closed and the session
- * closed. No socket object for
- * the caller, no timeouts, no retries, no error explanations, no TCP keepalive and no transport
- * between the session and the socket (which our SDK keeps against deadlocks between two node
- * HTTP/2 peers: docs/design/flow-control.md). bench.ts and hotpath.ts time it next to our SDK's
- * `dial()` (`FIRST_BYTE.clientFloor*`): what our SDK costs above it is ours to cut.
+ * closed. No socket object for the caller, no timeouts, no retries, no error explanations, no TCP
+ * keepalive and no transport between the session and the socket (which our SDK keeps against
+ * deadlocks between two node HTTP/2 peers: docs/design/flow-control.md). bench.ts and hotpath.ts
+ * time it next to our SDK's `dial()` (`FIRST_BYTE.clientFloor*`): what our SDK costs above it is
+ * ours to cut.
  */
 import { connect as h2connect } from "node:http2";
 import { connect as tlsConnect, createSecureContext, type SecureContext } from "node:tls";
@@ -18,7 +18,7 @@ import { frame, readMessages } from "./grpc-messages.js";
 import { withTimeout } from "./lib.js";
 
 /** A plain Node.js single-use client for one proxy-server: one TLS context, the last ticket. */
-export class ClientFloor {
+class ClientFloor {
   private readonly context: SecureContext;
   private session: Buffer | undefined;
 
